@@ -1,0 +1,182 @@
+//! The catalog: every tool a run can call, with its compiled validator.
+//!
+//! Tools keep the order in which they were registered ("catalog order"),
+//! which is the order of the catalog digest. Names are unique; each input
+//! schema is compiled to a validator once, at build time.
+
+mod digest;
+mod spec;
+mod suggest;
+mod tool;
+
+pub use spec::{Annotations, Loading, ToolSource, ToolSpec};
+pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// Why a set of tools cannot form a catalog.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// Two tools share a name.
+    #[error("two tools are named `{name}`; tool names must be unique")]
+    DuplicateName {
+        /// The name registered twice.
+        name: String,
+    },
+    /// A tool name is empty or has characters outside `[A-Za-z0-9_-]`.
+    #[error("tool name `{name}` is invalid: use 1-128 characters of A-Z, a-z, 0-9, `_` and `-`")]
+    InvalidName {
+        /// The offending name.
+        name: String,
+    },
+    /// A tool's input schema is not a valid JSON Schema.
+    #[error("the input schema of `{tool}` is not a valid JSON Schema: {message}")]
+    InvalidSchema {
+        /// The tool whose schema failed.
+        tool: String,
+        /// What the schema compiler said.
+        message: String,
+    },
+}
+
+/// One registered tool.
+pub(crate) struct Entry {
+    pub spec: ToolSpec,
+    pub tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+}
+
+impl Entry {
+    /// The schema errors of `args`, one line each; empty when valid.
+    pub(crate) fn schema_errors(&self, args: &Value) -> Vec<String> {
+        self.validator
+            .iter_errors(args)
+            .take(8)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() { e.to_string() } else { format!("at {at}: {e}") }
+            })
+            .collect()
+    }
+}
+
+/// The tools of an engine, in catalog order.
+pub(crate) struct Catalog {
+    entries: Vec<Entry>,
+    index: HashMap<String, usize>,
+    digest: String,
+}
+
+impl Catalog {
+    /// Builds a catalog, compiling every input schema once.
+    ///
+    /// # Errors
+    /// [`CatalogError`] for a duplicate or invalid name, or an invalid schema.
+    pub(crate) fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Self, CatalogError> {
+        let mut entries = Vec::with_capacity(tools.len());
+        let mut index = HashMap::with_capacity(tools.len());
+        for tool in tools {
+            let spec = tool.spec();
+            if !valid_name(&spec.name) {
+                return Err(CatalogError::InvalidName { name: spec.name });
+            }
+            if index.contains_key(&spec.name) {
+                return Err(CatalogError::DuplicateName { name: spec.name });
+            }
+            let validator = jsonschema::validator_for(&spec.input_schema).map_err(|e| {
+                CatalogError::InvalidSchema { tool: spec.name.clone(), message: e.to_string() }
+            })?;
+            index.insert(spec.name.clone(), entries.len());
+            entries.push(Entry { spec, tool, validator });
+        }
+        let digest = digest::catalog_digest(entries.iter().map(|e| &e.spec));
+        Ok(Catalog { entries, index, digest })
+    }
+
+    /// The tool named exactly `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&Entry> {
+        self.index.get(name).map(|&i| &self.entries[i])
+    }
+
+    /// Every tool's spec, in catalog order.
+    pub(crate) fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.entries.iter().map(|e| &e.spec)
+    }
+
+    /// The catalog digest (DESIGN.md §6), lower-case hex.
+    pub(crate) fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Up to three registered names closest to `name`, best first.
+    pub(crate) fn suggest(&self, name: &str) -> Vec<&str> {
+        suggest::nearest(name, self.entries.iter().map(|e| e.spec.name.as_str()), 3)
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Named(&'static str, Value);
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new(self.0, "test tool", self.1.clone())
+        }
+        fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+            Box::pin(async { Ok(ToolOutput::new(Value::Null)) })
+        }
+    }
+
+    fn tool(name: &'static str) -> Arc<dyn Tool> {
+        Arc::new(Named(name, json!({"type": "object"})))
+    }
+
+    #[test]
+    fn duplicate_names_are_refused() {
+        let err = Catalog::new(vec![tool("a"), tool("a")]).err().unwrap();
+        assert!(matches!(err, CatalogError::DuplicateName { name } if name == "a"));
+    }
+
+    #[test]
+    fn invalid_names_are_refused() {
+        for bad in ["", "has space", "dot.name"] {
+            let err = Catalog::new(vec![tool(bad)]).err().unwrap();
+            assert!(matches!(err, CatalogError::InvalidName { .. }), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_schemas_are_refused_with_the_tool_name() {
+        let t: Arc<dyn Tool> = Arc::new(Named("bad", json!({"type": "nonsense"})));
+        let err = Catalog::new(vec![t]).err().unwrap();
+        assert!(err.to_string().contains("`bad`"), "{err}");
+    }
+
+    #[test]
+    fn schema_errors_name_the_place() {
+        let t: Arc<dyn Tool> = Arc::new(Named(
+            "t",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        ));
+        let c = Catalog::new(vec![t]).unwrap();
+        let e = c.get("t").unwrap();
+        assert!(e.schema_errors(&json!({"path": "x"})).is_empty());
+        let errs = e.schema_errors(&json!({"path": 3}));
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].starts_with("at /path:"), "{errs:?}");
+        assert!(e.schema_errors(&json!({}))[0].contains("path"));
+    }
+}

@@ -1,0 +1,82 @@
+//! The `Tool` trait: how the engine runs one tool.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::ToolSpec;
+use crate::receipt::Caller;
+
+/// The future a tool returns. It must not block the thread it is polled on:
+/// the engine polls it once on the VM thread (so an in-memory tool answers
+/// without a thread hop) and moves it to the tool runtime when it is not
+/// ready. Blocking work belongs in `tokio::task::spawn_blocking`.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'static>>;
+
+/// A tool the engine can call. Implementations are registered on the
+/// [`EngineBuilder`](crate::EngineBuilder) and shared across runs.
+///
+/// The arguments have already passed the gate and been validated against
+/// `spec().input_schema`.
+pub trait Tool: Send + Sync + 'static {
+    /// The tool's description. Called once, at registration.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs one call. Dropping the future cancels the call (at a deadline or
+    /// timeout); tools that start processes must kill them on drop.
+    fn call(&self, args: Value, cx: ToolContext) -> ToolFuture;
+}
+
+/// What a tool gets besides its arguments.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The workspace root, absolute and canonical; file tools resolve every
+    /// path against it and refuse paths outside it.
+    pub workspace: Arc<PathBuf>,
+    /// The run the call belongs to.
+    pub run_id: Arc<str>,
+    /// The call's sequence number in the run (1-based).
+    pub seq: u64,
+    /// Who made the call.
+    pub caller: Caller,
+}
+
+/// A tool's successful result; becomes `{content, metadata, truncated}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The result as JSON: a string for text, or any structured value.
+    pub content: Value,
+    /// Extra facts about the result (sizes, continuation offsets), or `None`.
+    pub metadata: Option<Value>,
+}
+
+impl ToolOutput {
+    /// A result with no metadata.
+    pub fn new(content: impl Into<Value>) -> Self {
+        ToolOutput { content: content.into(), metadata: None }
+    }
+
+    /// A result with metadata.
+    pub fn with_metadata(content: impl Into<Value>, metadata: Value) -> Self {
+        ToolOutput { content: content.into(), metadata: Some(metadata) }
+    }
+}
+
+/// A tool's failure; the program sees a `ToolError` of kind `failed` whose
+/// message is `message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// What went wrong and, where possible, what to do instead.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A failure with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError { message: message.into() }
+    }
+}

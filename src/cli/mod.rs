@@ -1,0 +1,59 @@
+//! The command line: parsing (clap) apart from running; one file per
+//! subcommand.
+//!
+//! Exit codes (DESIGN.md §9): 0 completed, 1 program failed, 2 bad
+//! invocation or config, 3 timed out, 4 paused, 130 cancelled.
+
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for a bad invocation or configuration.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+/// codemode runs a JavaScript program whose only way out is
+/// `await tools.call(name, args)`, and prints its receipt.
+///
+/// Exit codes: 0 completed, 1 program failed, 2 bad invocation or
+/// config, 3 timed out, 4 paused, 130 cancelled.
+#[derive(Debug, Parser)]
+#[command(name = "codemode", version, about, long_about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a program (a file, or - for stdin) and report its receipt.
+    Run(run::RunArgs),
+}
+
+/// Parses the arguments, runs the command, and turns the outcome into an
+/// exit code.
+pub(crate) fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("codemode: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// Writes `text` to stdout; a closed pipe (`codemode run x | head`) is not
+/// an error.
+pub(crate) fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}

@@ -1,0 +1,141 @@
+//! `codemode run [FILE|-] [--json] [--workspace DIR] [--deadline SECS]`
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use codemode::{CallStatus, Engine, Limits, Program, Receipt, RunStatus};
+
+/// Arguments of `codemode run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// The program: a .js file, or - to read it from stdin.
+    #[arg(default_value = "-")]
+    file: String,
+    /// Print the full receipt as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Workspace root the tools work in [default: current directory].
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Run deadline in seconds, e.g. 60 or 0.5 [default: 60].
+    #[arg(long, value_name = "SECS")]
+    deadline: Option<f64>,
+}
+
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let (name, source) = read_program(&args.file)?;
+    let mut limits = Limits::default();
+    if let Some(secs) = args.deadline {
+        if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+            bail!("--deadline must be a number of seconds between 0 and 86400, got {secs}");
+        }
+        limits.deadline = Duration::from_secs_f64(secs);
+    }
+    let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
+    let engine = Engine::builder().workspace(workspace).limits(limits).build()?;
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let receipt = rt.block_on(async {
+        let run = engine.start(Program::named(name, source));
+        let canceller = run.canceller();
+        let wait = run.wait();
+        tokio::pin!(wait);
+        tokio::select! {
+            r = &mut wait => r,
+            _ = tokio::signal::ctrl_c() => {
+                canceller.cancel();
+                wait.await
+            }
+        }
+    });
+
+    if args.json {
+        super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
+    } else {
+        eprint!("{}", summary(&receipt));
+        if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
+            let value = match &receipt.value {
+                serde_json::Value::String(s) => s.clone(),
+                v => serde_json::to_string_pretty(v)?,
+            };
+            super::print_stdout(&(value + "\n"))?;
+        }
+    }
+    Ok(receipt.status.exit_code())
+}
+
+/// Reads the program from `file`, or stdin for `-`; returns its name for
+/// stack traces and its source.
+fn read_program(file: &str) -> anyhow::Result<(String, String)> {
+    if file == "-" {
+        let mut source = String::new();
+        std::io::stdin().read_to_string(&mut source).context("cannot read the program from stdin")?;
+        return Ok(("stdin.js".to_owned(), source));
+    }
+    let source = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read program file `{file}` (give a path to a .js file, or - for stdin)"))?;
+    let name = std::path::Path::new(file)
+        .file_name()
+        .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
+    Ok((name, source))
+}
+
+/// The short human summary printed on stderr.
+fn summary(r: &Receipt) -> String {
+    let mut s = String::new();
+    let ok = r.calls.iter().filter(|c| c.status == CallStatus::Ok).count();
+    s.push_str(&format!(
+        "codemode: {} in {:.1} ms, {} call{} ({} ok), run {}\n",
+        r.status.as_str(),
+        r.elapsed_ms,
+        r.calls.len(),
+        if r.calls.len() == 1 { "" } else { "s" },
+        ok,
+        r.run_id
+    ));
+    if let Some(e) = &r.error {
+        let at = match (e.line, e.column) {
+            (Some(l), Some(c)) => format!(" at line {l}, column {c}"),
+            (Some(l), None) => format!(" at line {l}"),
+            _ => String::new(),
+        };
+        s.push_str(&format!("  error ({:?}){at}: {}\n", e.kind, e.message).to_lowercase_kind());
+    }
+    for c in r.problem_calls().take(20) {
+        s.push_str(&format!(
+            "  call {} {}: {:?}/{:?}{}\n",
+            c.seq,
+            c.tool,
+            c.decision,
+            c.status,
+            c.error.as_deref().map(|e| format!(" - {e}")).unwrap_or_default()
+        ));
+    }
+    for log in &r.logs {
+        s.push_str(&format!("  [{}] {}\n", log.level, log.text));
+    }
+    if r.logs_dropped > 0 {
+        s.push_str(&format!("  ({} more log lines dropped)\n", r.logs_dropped));
+    }
+    if let Some(t) = &r.value_truncated {
+        s.push_str(&format!(
+            "  value cut to {} of {} bytes; whole value in {}\n",
+            t.kept_bytes,
+            t.original_bytes,
+            t.spill_path.as_deref().unwrap_or("(spill failed)")
+        ));
+    }
+    s
+}
+
+trait LowercaseKind {
+    fn to_lowercase_kind(self) -> String;
+}
+
+impl LowercaseKind for String {
+    fn to_lowercase_kind(self) -> String {
+        self
+    }
+}

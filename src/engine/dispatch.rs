@@ -1,0 +1,264 @@
+//! The dispatcher: the one path every call takes, direct or nested.
+//!
+//! `begin` parses the arguments, asks the gate, opens the call's receipt,
+//! and starts the tool. A tool future is polled once right here (on the
+//! caller's thread, inside the tool runtime's context): an in-memory tool
+//! answers without a thread hop; anything that waits is handed back as a
+//! [`CallFuture`] for the caller to run on the tool runtime. Results are
+//! bounded (and spilled) before they leave.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Shared;
+use crate::catalog::{ToolContext, ToolError, ToolOutput};
+use crate::gate::{self, CallRequest, GateContext, GateDecision};
+use crate::receipt::spill::{self, SpillTarget};
+use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::CallEnd};
+
+/// A call still running; resolves to its completion. Run it on the tool
+/// runtime.
+pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Completion> + Send + 'static>>;
+
+/// The end of a call, for the ledger and for the program.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    pub seq: u64,
+    pub end: CallEnd,
+    /// What the program gets: resolve with `payload` (the envelope JSON) when
+    /// `ok`, else reject with a ToolError built from `payload`.
+    pub ok: bool,
+    pub payload: String,
+}
+
+/// What `begin` did with a call.
+pub(crate) enum Begun {
+    /// The call ended at once (refused, or the tool answered without
+    /// waiting); the ledger is already updated.
+    Settled(Completion),
+    /// The call is running; poll the future on the tool runtime and apply its
+    /// completion to the ledger.
+    Running { seq: u64, future: CallFuture },
+    /// The call was refused and the run must end (error kind `limit`).
+    Exhausted { completion: Completion, reason: String },
+}
+
+/// The envelope a successful call resolves to (DESIGN.md §3).
+#[derive(Serialize)]
+struct Envelope<'a> {
+    content: &'a Value,
+    metadata: &'a Option<Value>,
+    truncated: &'a Option<Truncation>,
+}
+
+/// The error a failed call rejects with; the prelude turns it into a
+/// `ToolError`.
+#[derive(Serialize)]
+struct ErrorPayload<'a> {
+    kind: &'a str,
+    message: &'a str,
+    tool: &'a str,
+    seq: u64,
+}
+
+/// Starts calls for one run.
+pub(crate) struct Dispatcher {
+    shared: Arc<Shared>,
+    run_id: Arc<str>,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(shared: Arc<Shared>, run_id: Arc<str>) -> Self {
+        Dispatcher { shared, run_id }
+    }
+
+    /// Gates and starts one call of `tool` with `args_json` (a JSON text).
+    pub(crate) fn begin(&self, ledger: &mut Ledger, tool: &str, args_json: &str, caller: Caller) -> Begun {
+        let args: Value = match serde_json::from_str(args_json) {
+            Ok(v) => v,
+            Err(e) => {
+                let reason = format!("arguments are not valid JSON: {e}");
+                return Begun::Settled(refuse(ledger, tool, caller, reason));
+            }
+        };
+        let request = CallRequest { tool, args: &args, caller, calls_made: ledger.calls_made() };
+        let cx = GateContext { catalog: &self.shared.catalog, max_calls: self.shared.limits.max_calls };
+        match gate::decide(&request, &cx) {
+            GateDecision::Allow => {}
+            GateDecision::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
+            GateDecision::Exhausted(reason) => {
+                let completion = refuse(ledger, tool, caller, reason.clone());
+                return Begun::Exhausted { completion, reason };
+            }
+        }
+        let entry = self.shared.catalog.get(tool).expect("the gate checked the tool exists");
+        let seq = ledger.open(tool, caller, Decision::Auto, None);
+        let started = Instant::now();
+        let timeout = entry
+            .spec
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(self.shared.limits.tool_timeout);
+        let cx = ToolContext {
+            workspace: self.shared.workspace.clone(),
+            run_id: self.run_id.clone(),
+            seq,
+            caller,
+        };
+        let finish = Finisher {
+            shared: self.shared.clone(),
+            run_id: self.run_id.clone(),
+            tool: Arc::from(tool),
+            seq,
+            started,
+        };
+
+        // First poll here, inside the tool runtime's context, so a tool that
+        // creates timers or I/O registers them with that runtime.
+        let _enter = self.shared.tools.enter();
+        let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut future = entry.tool.call(args, cx);
+            let poll = future.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            (future, poll)
+        }));
+        let (future, poll) = match first {
+            Ok(pair) => pair,
+            Err(_) => {
+                let c = finish.failed("failed", "the tool panicked; this is a bug in the tool".into());
+                ledger.finish(seq, c.end.clone());
+                return Begun::Settled(c);
+            }
+        };
+        match poll {
+            Poll::Ready(result) if !finish.needs_spill(&result) => {
+                let c = finish.complete(result);
+                ledger.finish(seq, c.end.clone());
+                Begun::Settled(c)
+            }
+            Poll::Ready(result) => {
+                // Spilling writes a file: do it off this thread.
+                let future = Box::pin(async move {
+                    let finish2 = finish.clone();
+                    tokio::task::spawn_blocking(move || finish.complete(result))
+                        .await
+                        .unwrap_or_else(|_| finish2.failed("failed", "writing the spill file panicked".into()))
+                });
+                Begun::Running { seq, future }
+            }
+            Poll::Pending => {
+                let future = Box::pin(async move {
+                    match tokio::time::timeout(timeout, future).await {
+                        Ok(result) => finish.complete(result),
+                        Err(_) => finish.failed(
+                            "timeout",
+                            format!("timed out after {} ms (per-tool timeout)", timeout.as_millis()),
+                        ),
+                    }
+                });
+                Begun::Running { seq, future }
+            }
+        }
+    }
+}
+
+/// Opens and closes the receipt of a refused call.
+fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Completion {
+    let seq = ledger.open(tool, caller, Decision::Refused, Some(reason.clone()));
+    let payload = error_payload("refused", &reason, tool, seq);
+    Completion {
+        seq,
+        end: CallEnd {
+            status: CallStatus::Refused,
+            elapsed: Duration::ZERO,
+            bytes: 0,
+            truncated: None,
+            error: Some(reason),
+            note: None,
+        },
+        ok: false,
+        payload,
+    }
+}
+
+fn error_payload(kind: &str, message: &str, tool: &str, seq: u64) -> String {
+    serde_json::to_string(&ErrorPayload { kind, message, tool, seq }).expect("strings serialise")
+}
+
+/// Turns a tool's result into a completion: bounds it, spills it, builds the
+/// envelope.
+#[derive(Clone)]
+struct Finisher {
+    shared: Arc<Shared>,
+    run_id: Arc<str>,
+    tool: Arc<str>,
+    seq: u64,
+    started: Instant,
+}
+
+impl Finisher {
+    fn needs_spill(&self, result: &Result<ToolOutput, ToolError>) -> bool {
+        let limit = self.shared.limits.result_bytes as u64;
+        match result {
+            Ok(out) => match &out.content {
+                Value::String(s) => s.len() as u64 > limit,
+                other => spill::measure(other) > limit,
+            },
+            Err(_) => false,
+        }
+    }
+
+    fn complete(&self, result: Result<ToolOutput, ToolError>) -> Completion {
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => return self.failed("failed", e.message),
+        };
+        let stem = format!("call-{}", self.seq);
+        let bounded = spill::bound(
+            out.content,
+            self.shared.limits.result_bytes,
+            SpillTarget { root: &self.shared.spill_root, run_id: &self.run_id, stem: &stem },
+        );
+        let payload = serde_json::to_string(&Envelope {
+            content: &bounded.value,
+            metadata: &out.metadata,
+            truncated: &bounded.truncated,
+        })
+        .expect("JSON values serialise");
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::Ok,
+                elapsed: self.started.elapsed(),
+                bytes: bounded.bytes,
+                truncated: bounded.truncated,
+                error: None,
+                note: bounded.spill_error,
+            },
+            ok: true,
+            payload,
+        }
+    }
+
+    fn failed(&self, kind: &str, message: String) -> Completion {
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::Failed,
+                elapsed: self.started.elapsed(),
+                bytes: 0,
+                truncated: None,
+                error: Some(if kind == "failed" { message.clone() } else { format!("{kind}: {message}") }),
+                note: None,
+            },
+            ok: false,
+            payload: error_payload(kind, &message, &self.tool, self.seq),
+        }
+    }
+}

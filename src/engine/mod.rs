@@ -1,0 +1,378 @@
+//! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
+//! and tool runtime that every run shares.
+
+pub(crate) mod dispatch;
+mod run_id;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+use crate::catalog::{Catalog, CatalogError, Tool, ToolSpec};
+use crate::program::Program;
+use crate::receipt::ledger::ReceiptParts;
+use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus};
+use crate::vm::clock::RunClock;
+use crate::vm::pool::VmPool;
+use crate::vm::{Limits, Sandbox};
+
+/// Why an engine could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The workspace is missing or not a directory.
+    #[error("workspace `{path}` is not a usable directory: {message}")]
+    Workspace {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A limit is out of range.
+    #[error("limit `{field}` {message}")]
+    Limits {
+        /// The `Limits` field.
+        field: &'static str,
+        /// Why it is out of range.
+        message: String,
+    },
+    /// The tools do not form a catalog.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// A thread or runtime could not start.
+    #[error("could not start the engine's threads: {0}")]
+    Threads(#[from] std::io::Error),
+}
+
+/// What every run of an engine shares.
+pub(crate) struct Shared {
+    pub catalog: Catalog,
+    pub limits: Limits,
+    pub workspace: Arc<PathBuf>,
+    pub spill_root: PathBuf,
+    pub tools: Handle,
+    vms: VmPool,
+    _own_runtime: OwnedRuntime,
+}
+
+/// A tokio runtime the engine made for itself; shut down without blocking,
+/// so dropping the engine is fine anywhere, even inside async code.
+struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The composition engine: runs programs whose only way out is
+/// `tools.call`, and returns a [`Receipt`] for every run.
+///
+/// A cheap-to-clone handle; share it across tasks and threads. Each run gets
+/// a fresh VM, its own budget, ledger and clock.
+///
+/// ```no_run
+/// use codemode::{Engine, Program};
+/// let engine = Engine::builder().workspace(".").build()?;
+/// let receipt = engine.execute_blocking(Program::new(
+///     "const r = await tools.read({path: 'Cargo.toml'}); return r.content.length;",
+/// ));
+/// println!("{}", receipt.to_json_pretty());
+/// # Ok::<(), codemode::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("workspace", &self.shared.workspace)
+            .field("catalog_sha256", &self.shared.catalog.digest())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures an [`Engine`]; every setter states its default.
+pub struct EngineBuilder {
+    workspace: PathBuf,
+    limits: Limits,
+    tools: Vec<Arc<dyn Tool>>,
+    native_tools: bool,
+    spill_dir: Option<PathBuf>,
+    vm_threads: Option<usize>,
+    tool_runtime: Option<Handle>,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            workspace: PathBuf::from("."),
+            limits: Limits::default(),
+            tools: Vec::new(),
+            native_tools: true,
+            spill_dir: None,
+            vm_threads: None,
+            tool_runtime: None,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// The workspace root: file tools resolve paths against it and refuse
+    /// paths outside it. Default: the current directory.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = dir.into();
+        self
+    }
+
+    /// The limits of every run. Default: [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Registers a tool, after the native tools, in catalog order.
+    /// Default: only the native tools.
+    pub fn tool(mut self, tool: impl Tool) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Whether to register the native tools (`read`, `file_search`).
+    /// Default: `true`.
+    pub fn native_tools(mut self, on: bool) -> Self {
+        self.native_tools = on;
+        self
+    }
+
+    /// Where spill files go, one folder per run. Default:
+    /// `<workspace>/.codemode/runs`.
+    pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// Number of VM threads. Default: the number of CPUs.
+    pub fn vm_threads(mut self, n: usize) -> Self {
+        self.vm_threads = Some(n.max(1));
+        self
+    }
+
+    /// Runs tools on this tokio runtime instead of one the engine makes.
+    /// Default: an engine-owned multi-thread runtime with one worker per CPU.
+    pub fn tool_runtime(mut self, handle: Handle) -> Self {
+        self.tool_runtime = Some(handle);
+        self
+    }
+
+    /// Checks the configuration once and starts the engine's threads.
+    ///
+    /// # Errors
+    /// [`BuildError`] naming the workspace, the limit field, or the tool at
+    /// fault.
+    pub fn build(self) -> Result<Engine, BuildError> {
+        let workspace = std::fs::canonicalize(&self.workspace)
+            .map_err(|e| BuildError::Workspace { path: self.workspace.clone(), message: e.to_string() })?;
+        if !workspace.is_dir() {
+            return Err(BuildError::Workspace { path: self.workspace, message: "not a directory".into() });
+        }
+        self.limits.validate().map_err(|(field, message)| BuildError::Limits { field, message })?;
+        let mut tools: Vec<Arc<dyn Tool>> = if self.native_tools { crate::tools::native() } else { Vec::new() };
+        tools.extend(self.tools);
+        let catalog = Catalog::new(tools)?;
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let (tools_handle, own) = match self.tool_runtime {
+            Some(h) => (h, OwnedRuntime(None)),
+            None => {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(cpus)
+                    .thread_name("codemode-tools")
+                    .enable_all()
+                    .build()?;
+                (rt.handle().clone(), OwnedRuntime(Some(rt)))
+            }
+        };
+        let spill_root = self.spill_dir.unwrap_or_else(|| workspace.join(".codemode").join("runs"));
+        let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
+        Ok(Engine {
+            shared: Arc::new(Shared {
+                catalog,
+                limits: self.limits,
+                workspace: Arc::new(workspace),
+                spill_root,
+                tools: tools_handle,
+                vms,
+                _own_runtime: own,
+            }),
+        })
+    }
+}
+
+impl Engine {
+    /// A builder with every default.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// Starts `program` on a VM thread and returns a handle to the run.
+    pub fn start(&self, program: Program) -> Run {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
+        let (tx, rx) = oneshot::channel();
+        let shared = self.shared.clone();
+        let (id, c) = (run_id.clone(), clock.clone());
+        let job: crate::vm::pool::Job = Box::new(move || {
+            Box::pin(async move {
+                let receipt = match Sandbox::new(shared.clone(), c.clone(), id.clone()) {
+                    Ok(mut sandbox) => sandbox.run(program).await,
+                    Err(e) => early_receipt(&shared, &id, &c, e),
+                };
+                let _ = tx.send(receipt);
+            })
+        });
+        let (failed_tx, failed_rx) = oneshot::channel();
+        let rx = match self.shared.vms.submit(job) {
+            Ok(()) => rx,
+            Err(_) => {
+                let e = RunError::new(ErrorKind::Internal, "every VM thread has stopped");
+                let _ = failed_tx.send(early_receipt(&self.shared, &run_id, &clock, e));
+                failed_rx
+            }
+        };
+        Run { run_id, clock, receipt: rx, shared: self.shared.clone() }
+    }
+
+    /// Runs `program` to its end and returns the receipt.
+    pub async fn execute(&self, program: Program) -> Receipt {
+        self.start(program).wait().await
+    }
+
+    /// Runs `program` to its end, blocking this thread. Do not call from
+    /// async code; use [`Engine::execute`] there.
+    pub fn execute_blocking(&self, program: Program) -> Receipt {
+        self.start(program).wait_blocking()
+    }
+
+    /// A VM on the current thread, for hosts that hold VMs themselves; see
+    /// [`Sandbox`].
+    ///
+    /// # Errors
+    /// The VM could not be made (the prelude failed to load, or memory ran
+    /// out); the error is the receipt-style `RunError`.
+    pub fn sandbox(&self) -> Result<Sandbox, RunError> {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
+        Sandbox::new(self.shared.clone(), clock, run_id)
+    }
+
+    /// The catalog digest (DESIGN.md §6) that every receipt carries.
+    pub fn catalog_digest(&self) -> &str {
+        self.shared.catalog.digest()
+    }
+
+    /// Every tool's spec, in catalog order.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.shared.catalog.specs().cloned().collect()
+    }
+
+    /// The limits every run is held to.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    /// The canonical workspace root.
+    pub fn workspace(&self) -> &Path {
+        &self.shared.workspace
+    }
+}
+
+/// A run in progress. Dropping it does not stop the run; call
+/// [`Run::cancel`] for that.
+pub struct Run {
+    run_id: Arc<str>,
+    clock: Arc<RunClock>,
+    receipt: oneshot::Receiver<Receipt>,
+    shared: Arc<Shared>,
+}
+
+impl Run {
+    /// The run's id, as in its receipt.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// A handle that cancels this run; cheap to clone and send.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.clock.clone())
+    }
+
+    /// Cancels the run: JavaScript stops at its next interrupt check, running
+    /// calls are cancelled, and the receipt says `cancelled`.
+    pub fn cancel(&self) {
+        self.clock.cancel();
+    }
+
+    /// Stops the run's deadline clock until the guard is dropped (what an
+    /// approval wait does). Pauses nest.
+    pub fn pause_clock(&self) -> ClockPause {
+        self.clock.pause();
+        ClockPause(self.clock.clone())
+    }
+
+    /// Waits for the receipt.
+    pub async fn wait(self) -> Receipt {
+        let Run { run_id, clock, receipt, shared } = self;
+        receipt.await.unwrap_or_else(|_| lost(&shared, &run_id, &clock))
+    }
+
+    /// Waits for the receipt, blocking this thread (not for async code).
+    pub fn wait_blocking(self) -> Receipt {
+        let Run { run_id, clock, receipt, shared } = self;
+        receipt.blocking_recv().unwrap_or_else(|_| lost(&shared, &run_id, &clock))
+    }
+}
+
+/// Cancels a run from anywhere (a signal handler, another task).
+#[derive(Clone)]
+pub struct Canceller(Arc<RunClock>);
+
+impl Canceller {
+    /// Cancels the run.
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+}
+
+/// Keeps a run's deadline clock stopped while alive.
+pub struct ClockPause(Arc<RunClock>);
+
+impl Drop for ClockPause {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+fn lost(shared: &Shared, run_id: &str, clock: &RunClock) -> Receipt {
+    let e = RunError::new(ErrorKind::Internal, "the VM thread stopped before the run ended; this is a bug");
+    early_receipt(shared, run_id, clock, e)
+}
+
+/// The receipt of a run that ended before its VM could run anything.
+fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunError) -> Receipt {
+    Ledger::new(0, 0).into_receipt(ReceiptParts {
+        run_id: run_id.to_owned(),
+        status: RunStatus::Failed,
+        value: serde_json::Value::Null,
+        value_truncated: None,
+        error: Some(error),
+        catalog_sha256: shared.catalog.digest().to_owned(),
+        elapsed_ms: crate::receipt::millis(clock.elapsed()),
+        approval_wait_ms: 0.0,
+    })
+}

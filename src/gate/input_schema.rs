@@ -1,0 +1,63 @@
+//! Step 5: the arguments match the tool's input schema (JSON Schema,
+//! validated with the validator compiled when the catalog was built).
+
+use super::{CallRequest, GateContext, Step, Verdict};
+
+/// Refuses arguments that do not match the input schema, naming each place.
+pub(crate) struct InputSchema;
+
+impl Step for InputSchema {
+    fn name(&self) -> &'static str {
+        "input_schema"
+    }
+
+    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>) -> Verdict {
+        let Some(entry) = cx.catalog.get(call.tool) else {
+            return Verdict::Next;
+        };
+        let errors = entry.schema_errors(call.args);
+        if errors.is_empty() {
+            Verdict::Next
+        } else {
+            Verdict::Refuse(format!(
+                "arguments do not match the input schema of `{}`: {}",
+                call.tool,
+                errors.join("; ")
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Catalog, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
+    use crate::receipt::Caller;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+
+    struct T;
+    impl Tool for T {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new("t", "t", json!({
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "required": ["n"],
+                "additionalProperties": false
+            }))
+        }
+        fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+            Box::pin(async { Ok(ToolOutput::new(Value::Null)) })
+        }
+    }
+
+    #[test]
+    fn valid_arguments_pass_and_invalid_ones_say_where() {
+        let catalog = Catalog::new(vec![Arc::new(T)]).unwrap();
+        let cx = GateContext { catalog: &catalog, max_calls: 10 };
+        let check = |args: Value| InputSchema.check(&CallRequest { tool: "t", args: &args, caller: Caller::Program, calls_made: 0 }, &cx);
+        assert_eq!(check(json!({"n": 1})), Verdict::Next);
+        assert!(matches!(check(json!({"n": "one"})), Verdict::Refuse(r) if r.contains("/n")));
+        assert!(matches!(check(json!({"n": 1, "extra": true})), Verdict::Refuse(r) if r.contains("extra")));
+    }
+}

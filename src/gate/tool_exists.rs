@@ -1,0 +1,75 @@
+//! Step 4: the tool exists and this caller may call it.
+
+use super::{CallRequest, GateContext, Step, Verdict};
+
+/// Refuses unknown names (suggesting the nearest ones) and callers the tool
+/// does not allow (`ToolSpec::allowed_callers`).
+pub(crate) struct ToolExists;
+
+impl Step for ToolExists {
+    fn name(&self) -> &'static str {
+        "tool_exists"
+    }
+
+    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>) -> Verdict {
+        let Some(entry) = cx.catalog.get(call.tool) else {
+            let near = cx.catalog.suggest(call.tool);
+            let hint = if near.is_empty() {
+                "tool_search finds tools by what they do".to_owned()
+            } else {
+                format!("did you mean {}?", near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+            };
+            return Verdict::Refuse(format!("unknown tool `{}`: {hint}", call.tool));
+        };
+        if !entry.spec.allowed_callers.contains(&call.caller) {
+            let caller = match call.caller {
+                crate::receipt::Caller::Program => "a program",
+                crate::receipt::Caller::Direct => "a direct call",
+            };
+            return Verdict::Refuse(format!("`{}` cannot be called from {caller}", call.tool));
+        }
+        Verdict::Next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Catalog, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
+    use crate::receipt::Caller;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+
+    struct T(&'static str, &'static [Caller]);
+    impl Tool for T {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new(self.0, "t", json!({"type": "object"})).allowed_callers(self.1)
+        }
+        fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+            Box::pin(async { Ok(ToolOutput::new(Value::Null)) })
+        }
+    }
+
+    fn check(tool: &str, caller: Caller) -> Verdict {
+        let catalog = Catalog::new(vec![
+            Arc::new(T("read", &[Caller::Program, Caller::Direct])),
+            Arc::new(T("host_only", &[Caller::Direct])),
+        ])
+        .unwrap();
+        let cx = GateContext { catalog: &catalog, max_calls: 10 };
+        ToolExists.check(&CallRequest { tool, args: &json!({}), caller, calls_made: 0 }, &cx)
+    }
+
+    #[test]
+    fn unknown_names_suggest_the_nearest() {
+        let v = check("raed", Caller::Program);
+        assert!(matches!(&v, Verdict::Refuse(r) if r.contains("unknown tool `raed`") && r.contains("`read`")), "{v:?}");
+    }
+
+    #[test]
+    fn allowed_callers_are_enforced() {
+        assert_eq!(check("read", Caller::Program), Verdict::Next);
+        assert_eq!(check("host_only", Caller::Direct), Verdict::Next);
+        assert!(matches!(check("host_only", Caller::Program), Verdict::Refuse(r) if r.contains("from a program")));
+    }
+}

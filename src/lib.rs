@@ -1,0 +1,46 @@
+//! codemode: an embedded-JavaScript composition engine, code-mode first.
+//!
+//! A model writes one short program; the engine runs it in a fresh QuickJS
+//! VM whose only way out is `await tools.call(name, args)`. Every call
+//! passes the same gate as a direct call, and every run returns a
+//! [`Receipt`] naming each call, its decision and its status.
+//!
+//! ```no_run
+//! use codemode::{Engine, Program, RunStatus};
+//!
+//! let engine = Engine::builder().workspace(".").build()?;
+//! let receipt = engine.execute_blocking(Program::new(r#"
+//!     const files = await tools.file_search({query: "*.md"});
+//!     const first = await tools.read({path: files.content[0], limit: 5});
+//!     return {files: files.content.length, head: first.content};
+//! "#));
+//! assert_eq!(receipt.status, RunStatus::Completed);
+//! println!("{}", receipt.to_json_pretty());
+//! # Ok::<(), codemode::BuildError>(())
+//! ```
+//!
+//! See `docs/ARCHITECTURE.md` for the modules and the data flow, and
+//! `docs/RECEIPTS.md` for the receipt JSON.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod catalog;
+mod engine;
+mod gate;
+mod program;
+mod receipt;
+mod tools;
+mod vm;
+
+pub use catalog::{
+    Annotations, CatalogError, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
+};
+pub use engine::{BuildError, Canceller, ClockPause, Engine, EngineBuilder, Run};
+pub use program::Program;
+pub use receipt::{
+    CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt, RunError,
+    RunStatus, Truncation,
+};
+pub use vm::{Limits, Sandbox};
+

@@ -1,0 +1,175 @@
+//! The ledger: one run's receipt while the run is going on.
+
+use std::time::Instant;
+
+use super::{
+    CallReceipt, CallStatus, Caller, Decision, LogEntry, Receipt, RunError, RunStatus, Truncation,
+    millis, spill::utf8_prefix,
+};
+
+/// How a finished call ended, for [`Ledger::finish`].
+#[derive(Debug, Clone)]
+pub(crate) struct CallEnd {
+    pub status: CallStatus,
+    /// Wall time of the call, measured where it ran.
+    pub elapsed: std::time::Duration,
+    pub bytes: u64,
+    pub truncated: Option<Truncation>,
+    pub error: Option<String>,
+    pub note: Option<String>,
+}
+
+/// Records calls and logs of one run, within the log bound.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    calls: Vec<CallReceipt>,
+    started: Vec<Instant>,
+    logs: Vec<LogEntry>,
+    log_bytes: usize,
+    logs_dropped: u64,
+    max_log_lines: usize,
+    max_log_bytes: usize,
+}
+
+impl Ledger {
+    pub(crate) fn new(max_log_lines: usize, max_log_bytes: usize) -> Self {
+        Ledger {
+            calls: Vec::new(),
+            started: Vec::new(),
+            logs: Vec::new(),
+            log_bytes: 0,
+            logs_dropped: 0,
+            max_log_lines,
+            max_log_bytes,
+        }
+    }
+
+    /// How many calls the run has made so far (refused ones included).
+    pub(crate) fn calls_made(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Opens the receipt of a call the gate has decided; returns its seq.
+    /// A refused call is closed at once with `error`.
+    pub(crate) fn open(
+        &mut self,
+        tool: &str,
+        caller: Caller,
+        decision: Decision,
+        error: Option<String>,
+    ) -> u64 {
+        let seq = self.calls.len() as u64 + 1;
+        let status = match decision {
+            Decision::Refused | Decision::Denied => CallStatus::Refused,
+            Decision::Auto | Decision::Approved => CallStatus::InFlight,
+        };
+        self.calls.push(CallReceipt {
+            seq,
+            tool: tool.to_owned(),
+            caller,
+            decision,
+            status,
+            elapsed_ms: 0.0,
+            bytes: 0,
+            truncated: None,
+            error,
+            note: None,
+        });
+        self.started.push(Instant::now());
+        seq
+    }
+
+    /// Closes the receipt of call `seq`.
+    pub(crate) fn finish(&mut self, seq: u64, end: CallEnd) {
+        let i = (seq - 1) as usize;
+        let call = &mut self.calls[i];
+        call.elapsed_ms = millis(end.elapsed);
+        call.status = end.status;
+        call.bytes = end.bytes;
+        call.truncated = end.truncated;
+        call.error = end.error;
+        if end.note.is_some() {
+            call.note = end.note;
+        }
+    }
+
+    /// Adds a note to call `seq`, keeping any note it has.
+    pub(crate) fn annotate(&mut self, seq: u64, note: &str) {
+        let call = &mut self.calls[(seq - 1) as usize];
+        call.note = Some(match call.note.take() {
+            Some(old) => format!("{old}; {note}"),
+            None => note.to_owned(),
+        });
+    }
+
+    /// The tool name of call `seq`.
+    pub(crate) fn tool_of(&self, seq: u64) -> &str {
+        &self.calls[(seq - 1) as usize].tool
+    }
+
+
+    /// Records one console line; lines past the bound are counted in
+    /// `logs_dropped`, and a line that only partly fits is cut.
+    pub(crate) fn log(&mut self, level: &str, text: &str) {
+        let room = self.max_log_bytes.saturating_sub(self.log_bytes);
+        if self.logs.len() >= self.max_log_lines || room == 0 {
+            self.logs_dropped += 1;
+            return;
+        }
+        let kept = utf8_prefix(text, room);
+        self.log_bytes += kept.len();
+        let mut text_kept = kept.to_owned();
+        if kept.len() < text.len() {
+            // The line was cut at the byte bound; say so, and count nothing
+            // more once the bound is reached.
+            text_kept.push_str(" [cut at the log bound]");
+        }
+        let text = text_kept;
+        self.logs.push(LogEntry { level: level.to_owned(), text });
+    }
+
+    /// Ends every call still in flight with `note`, leaving it `in_flight`.
+    pub(crate) fn abandon_in_flight(&mut self, note: &str) {
+        for (i, call) in self.calls.iter_mut().enumerate() {
+            if call.status == CallStatus::InFlight {
+                call.elapsed_ms = millis(self.started[i].elapsed());
+                call.note = Some(match call.note.take() {
+                    Some(old) => format!("{old}; {note}"),
+                    None => note.to_owned(),
+                });
+            }
+        }
+    }
+
+    /// The finished receipt.
+    pub(crate) fn into_receipt(self, parts: ReceiptParts) -> Receipt {
+        Receipt {
+            receipt_version: super::RECEIPT_VERSION,
+            run_id: parts.run_id,
+            status: parts.status,
+            value: parts.value,
+            value_truncated: parts.value_truncated,
+            error: parts.error,
+            logs: self.logs,
+            logs_dropped: self.logs_dropped,
+            calls: self.calls,
+            pending: Vec::new(),
+            catalog_sha256: parts.catalog_sha256,
+            elapsed_ms: parts.elapsed_ms,
+            approval_wait_ms: parts.approval_wait_ms,
+        }
+    }
+}
+
+/// The run-level fields of a receipt, for [`Ledger::into_receipt`].
+#[derive(Debug)]
+pub(crate) struct ReceiptParts {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub value: serde_json::Value,
+    pub value_truncated: Option<Truncation>,
+    pub error: Option<RunError>,
+    pub catalog_sha256: String,
+    pub elapsed_ms: f64,
+    pub approval_wait_ms: f64,
+}

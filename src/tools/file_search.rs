@@ -1,0 +1,175 @@
+//! `file_search {query, path?, limit?, extensions?, exclude?}`: files by
+//! name, path fragment or glob, ranked and bounded; respects `.gitignore`
+//! and friends (the `ignore` crate).
+
+use std::path::Path;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::workspace;
+use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+
+/// Matches returned when `limit` is not given.
+const DEFAULT_LIMIT: usize = 100;
+/// Entries visited before the walk stops and says so.
+const MAX_VISITED: usize = 200_000;
+/// Folders skipped unless `exclude` is given.
+const DEFAULT_EXCLUDE: &[&str] = &["**/.git", "**/node_modules", "**/target", "**/.codemode"];
+
+pub(crate) struct FileSearch;
+
+#[derive(Deserialize)]
+struct Args {
+    query: String,
+    path: Option<String>,
+    limit: Option<usize>,
+    extensions: Option<Vec<String>>,
+    exclude: Option<Vec<String>>,
+}
+
+impl Tool for FileSearch {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "file_search",
+            "Find files of the workspace by name, path fragment (case-insensitive) or glob (`*.rs`, \
+             `src/**/mod.rs`); best matches first. Respects .gitignore. `exclude` globs replace the \
+             default exclusions (.git, node_modules, target).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Name, path fragment or glob"},
+                    "path": {"type": "string", "description": "Folder to search, relative to the workspace root"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Most files to return (default 100)"},
+                    "extensions": {"type": "array", "items": {"type": "string"}, "description": "Only these extensions, e.g. [\"rs\", \"md\"]"},
+                    "exclude": {"type": "array", "items": {"type": "string"}, "description": "Globs of paths to skip"}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        )
+        .read_only(true)
+    }
+
+    fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
+        Box::pin(async move {
+            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            super::blocking(move || search(&cx, &args)).await
+        })
+    }
+}
+
+enum Matcher {
+    Glob(GlobSet),
+    Fragment(String),
+}
+
+fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
+    let root = workspace::resolve_existing(&cx.workspace, args.path.as_deref().unwrap_or("."))?;
+    if !root.is_dir() {
+        return Err(ToolError::new("`path` must be a folder"));
+    }
+    let query = args.query.trim();
+    if query.is_empty() {
+        return Err(ToolError::new("`query` is empty: give a name, a path fragment or a glob"));
+    }
+    let matcher = if query.contains(['*', '?', '[', '{']) {
+        let glob = Glob::new(query).map_err(|e| ToolError::new(format!("`query` is not a valid glob: {e}")))?;
+        Matcher::Glob(GlobSetBuilder::new().add(glob).build().map_err(|e| ToolError::new(e.to_string()))?)
+    } else {
+        Matcher::Fragment(query.to_lowercase())
+    };
+    let exclude = globs(args.exclude.as_deref(), DEFAULT_EXCLUDE)?;
+    let extensions: Option<Vec<String>> = args
+        .extensions
+        .as_ref()
+        .map(|v| v.iter().map(|e| e.trim_start_matches('.').to_lowercase()).collect());
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+
+    let mut hits: Vec<(u8, String)> = Vec::new();
+    let mut visited = 0usize;
+    let ws = cx.workspace.as_path();
+    let walker = ignore::WalkBuilder::new(&root)
+        .hidden(false)
+        .require_git(false)
+        .filter_entry({
+            let exclude = exclude.clone();
+            let ws = ws.to_path_buf();
+            move |e| !exclude.is_match(workspace::relative(&ws, e.path()))
+        })
+        .build();
+    for entry in walker {
+        let Ok(entry) = entry else { continue };
+        visited += 1;
+        if visited > MAX_VISITED {
+            break;
+        }
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let rel = workspace::relative(ws, entry.path());
+        if let Some(exts) = &extensions {
+            let ext = Path::new(&rel).extension().map(|e| e.to_string_lossy().to_lowercase()).unwrap_or_default();
+            if !exts.contains(&ext) {
+                continue;
+            }
+        }
+        if let Some(rank) = rank(&matcher, &rel) {
+            hits.push((rank, rel));
+        }
+    }
+    hits.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.len().cmp(&b.1.len())).then(a.1.cmp(&b.1)));
+    let total = hits.len();
+    let files: Vec<String> = hits.into_iter().take(limit).map(|(_, p)| p).collect();
+    let walk_cut = visited > MAX_VISITED;
+    Ok(ToolOutput::with_metadata(
+        json!(files),
+        json!({
+            "matches": total,
+            "returned": files.len(),
+            "truncated": total > files.len() || walk_cut,
+            "walk_stopped_at": if walk_cut { Some(MAX_VISITED) } else { None },
+        }),
+    ))
+}
+
+/// 0 file name equals the query, 1 name starts with it, 2 name contains it,
+/// 3 path contains it; globs match the relative path (rank 0).
+fn rank(m: &Matcher, rel: &str) -> Option<u8> {
+    match m {
+        Matcher::Glob(set) => set.is_match(rel).then_some(0),
+        Matcher::Fragment(q) => {
+            let lower = rel.to_lowercase();
+            let name = lower.rsplit('/').next().unwrap_or(&lower);
+            if name == q {
+                Some(0)
+            } else if name.starts_with(q.as_str()) {
+                Some(1)
+            } else if name.contains(q.as_str()) {
+                Some(2)
+            } else if lower.contains(q.as_str()) {
+                Some(3)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn globs(given: Option<&[String]>, default: &[&str]) -> Result<GlobSet, ToolError> {
+    let mut b = GlobSetBuilder::new();
+    match given {
+        Some(list) => {
+            for g in list {
+                b.add(Glob::new(g).map_err(|e| ToolError::new(format!("`exclude` glob `{g}` is invalid: {e}")))?);
+            }
+        }
+        None => {
+            for g in default {
+                b.add(Glob::new(g).expect("default globs are valid"));
+            }
+        }
+    }
+    b.build().map_err(|e| ToolError::new(e.to_string()))
+}

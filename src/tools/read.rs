@@ -1,0 +1,115 @@
+//! `read {path, offset?, limit?}`: a bounded window of a text file, with
+//! line numbers and an explicit continuation notice.
+
+use std::io::{BufRead, BufReader, Read as _};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::workspace;
+use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+
+/// Files larger than this are refused, in bytes.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+/// Lines returned when `limit` is not given.
+const DEFAULT_LIMIT: usize = 2_000;
+/// Characters kept of one line; longer lines are cut with a marker.
+const MAX_LINE_CHARS: usize = 2_000;
+/// Bytes examined for a NUL byte to tell binary files apart.
+const SNIFF_BYTES: usize = 8 << 10;
+
+pub(crate) struct Read;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+impl Tool for Read {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "read",
+            "Read a text file of the workspace: up to `limit` lines (default 2000) from line `offset` \
+             (1-based, default 1), each prefixed by its number and a tab. Says where to continue when \
+             the file has more lines. Binary files and files over 16 MiB are refused.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path relative to the workspace root"},
+                    "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Most lines to return"}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        )
+        .read_only(true)
+    }
+
+    fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
+        Box::pin(async move {
+            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            super::blocking(move || read_window(&cx, &args)).await
+        })
+    }
+}
+
+fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
+    let path = workspace::resolve_existing(&cx.workspace, &args.path)?;
+    let meta = std::fs::metadata(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    if meta.is_dir() {
+        return Err(ToolError::new(format!("`{}` is a folder; file_search lists files", args.path)));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ToolError::new(format!(
+            "`{}` is {} bytes, over the read bound of {MAX_FILE_BYTES} bytes; grep_files finds lines in it",
+            args.path,
+            meta.len()
+        )));
+    }
+    let file = std::fs::File::open(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    let mut reader = BufReader::new(file);
+    let head = reader.fill_buf().map_err(|e| ToolError::new(e.to_string()))?;
+    if head[..head.len().min(SNIFF_BYTES)].contains(&0) {
+        return Err(ToolError::new(format!("`{}` is a binary file; read only shows text", args.path)));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    reader.read_to_end(&mut bytes).map_err(|e| ToolError::new(e.to_string()))?;
+    let text = String::from_utf8_lossy(&bytes);
+
+    let offset = args.offset.unwrap_or(1).max(1);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+    let total = text.lines().count();
+    let mut out = String::new();
+    let mut last = offset.saturating_sub(1);
+    for (i, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
+        last = i + 1;
+        out.push_str(&format!("{:>6}\t", i + 1));
+        match line.char_indices().nth(MAX_LINE_CHARS) {
+            Some((cut, _)) => {
+                out.push_str(&line[..cut]);
+                out.push_str(" [line cut]");
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    let next_offset = (last < total).then_some(last + 1);
+    if offset > total && total > 0 {
+        out.push_str(&format!("[offset {offset} is past the end: the file has {total} lines]\n"));
+    } else if let Some(next) = next_offset {
+        out.push_str(&format!("[lines {offset}-{last} of {total}; continue with offset {next}]\n"));
+    }
+    Ok(ToolOutput::with_metadata(
+        out,
+        json!({
+            "path": workspace::relative(&cx.workspace, &path),
+            "start_line": offset,
+            "end_line": last,
+            "total_lines": total,
+            "next_offset": next_offset,
+        }),
+    ))
+}

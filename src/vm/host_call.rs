@@ -1,0 +1,107 @@
+//! The one host binding: the function behind `tools.call` (and console).
+//!
+//! The prelude receives it as an argument and never puts it on globalThis.
+//! `host(0, name, argsJson)` starts a call through the dispatcher;
+//! `host(1, level, text)` records a console line. See js-prelude/prelude.js
+//! for the return protocol.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rquickjs::{Ctx, Function, Value};
+use tokio::runtime::Handle;
+use tokio::task::JoinSet;
+
+use super::clock::RunClock;
+use crate::engine::dispatch::{Begun, CallFuture, Completion, Dispatcher};
+use crate::receipt::{Caller, Ledger};
+
+/// The state the binding shares with the run loop. Lives on the VM thread.
+pub(crate) struct HostState {
+    pub ledger: RefCell<Ledger>,
+    pub dispatcher: Dispatcher,
+    pub calls: RefCell<InFlight>,
+    /// Set when a run limit was reached inside a call; ends the run.
+    pub exhausted: RefCell<Option<String>>,
+    pub clock: Arc<RunClock>,
+}
+
+/// Calls that did not answer at once: running on the tool runtime, or
+/// waiting for a free slot.
+pub(crate) struct InFlight {
+    pub running: JoinSet<Completion>,
+    pub seq_of: HashMap<tokio::task::Id, u64>,
+    pub queued: VecDeque<(u64, CallFuture)>,
+    pub max: usize,
+    pub tools: Handle,
+}
+
+impl InFlight {
+    pub(crate) fn new(max: usize, tools: Handle) -> Self {
+        InFlight { running: JoinSet::new(), seq_of: HashMap::new(), queued: VecDeque::new(), max, tools }
+    }
+
+    /// Starts `future` on the tool runtime, or queues it when every slot is
+    /// taken.
+    pub(crate) fn start(&mut self, seq: u64, future: CallFuture) {
+        if self.running.len() < self.max {
+            let handle = self.running.spawn_on(future, &self.tools);
+            self.seq_of.insert(handle.id(), seq);
+        } else {
+            self.queued.push_back((seq, future));
+        }
+    }
+
+    /// Starts queued calls while slots are free.
+    pub(crate) fn fill(&mut self) {
+        while self.running.len() < self.max {
+            let Some((seq, future)) = self.queued.pop_front() else { break };
+            self.start(seq, future);
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.running.is_empty() && self.queued.is_empty()
+    }
+}
+
+/// Makes the binding function for one VM.
+pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Result<Function<'js>> {
+    Function::new(ctx.clone(), move |ctx: Ctx<'js>, op: i32, a: String, b: String| -> rquickjs::Result<Value<'js>> {
+        match op {
+            0 => call(&ctx, &state, &a, &b),
+            1 => {
+                state.ledger.borrow_mut().log(&a, &b);
+                Ok(Value::new_undefined(ctx))
+            }
+            _ => Err(rquickjs::Exception::throw_internal(&ctx, "unknown host operation")),
+        }
+    })
+}
+
+fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> rquickjs::Result<Value<'js>> {
+    let begun = state.dispatcher.begin(&mut state.ledger.borrow_mut(), tool, args_json, Caller::Program);
+    let settled = match begun {
+        Begun::Running { seq, future } => {
+            state.calls.borrow_mut().start(seq, future);
+            return Ok(Value::new_number(ctx.clone(), seq as f64));
+        }
+        Begun::Settled(c) => c,
+        Begun::Exhausted { completion, reason } => {
+            *state.exhausted.borrow_mut() = Some(reason);
+            state.clock.halt();
+            completion
+        }
+    };
+    let text = if settled.ok {
+        settled.payload
+    } else {
+        let mut s = String::with_capacity(settled.payload.len() + 1);
+        s.push('!');
+        s.push_str(&settled.payload);
+        s
+    };
+    Ok(rquickjs::String::from_str(ctx.clone(), &text)?.into_value())
+}

@@ -1,0 +1,104 @@
+//! Turning a JavaScript exception into a receipt's `RunError`.
+
+use rquickjs::Value;
+
+use crate::program::WRAP_PREFIX;
+use crate::receipt::{ErrorKind, RunError};
+
+/// What the engine knew when the exception surfaced.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Circumstances<'a> {
+    /// The exception came out of compiling the program.
+    pub compiling: bool,
+    /// Why the run was being stopped (deadline, cancel, limit), if it was:
+    /// the exception is then the interrupt, and this error replaces it.
+    pub stopping: Option<&'a RunError>,
+    /// The VM's memory limit, in bytes, for the message of a memory error.
+    pub memory_limit: usize,
+}
+
+/// Classifies `exception` and finds its position in the user's program
+/// (`file` is the program's name in stack traces).
+///
+/// QuickJS throws `null` when it cannot even allocate the "out of memory"
+/// error, so an uncaught `null` is reported as kind `memory`; a program that
+/// throws `null` itself is reported the same way.
+pub(crate) fn run_error(exception: Value<'_>, file: &str, when: Circumstances<'_>) -> RunError {
+    let (name, message, stack) = match exception.as_object() {
+        Some(obj) => (
+            obj.get::<_, Option<String>>("name").ok().flatten(),
+            obj.get::<_, Option<rquickjs::Coerced<String>>>("message").ok().flatten().map(|c| c.0),
+            obj.get::<_, Option<String>>("stack").ok().flatten(),
+        ),
+        None => (None, describe(&exception), None),
+    };
+    let message = message.unwrap_or_default();
+    let kind = match (name.as_deref(), message.as_str()) {
+        _ if when.stopping.is_some() => when.stopping.map(|e| e.kind).unwrap_or(ErrorKind::Internal),
+        (Some("SyntaxError"), _) if when.compiling => ErrorKind::Syntax,
+        (Some("InternalError"), "out of memory") => ErrorKind::Memory,
+        (None, _) if exception.is_null() => ErrorKind::Memory,
+        (Some("RangeError"), "Maximum call stack size exceeded") => ErrorKind::Stack,
+        (Some("InternalError"), m) if m.starts_with("stack overflow") => ErrorKind::Stack,
+        _ => ErrorKind::Exception,
+    };
+    let text = match &name {
+        _ if when.stopping.is_some() => when.stopping.map(|e| e.message.clone()).unwrap_or_default(),
+        _ if kind == ErrorKind::Memory => format!(
+            "out of memory: the program reached the VM's memory limit of {} bytes (Limits::memory_bytes)",
+            when.memory_limit
+        ),
+        Some(n) if !n.is_empty() && !message.is_empty() => format!("{n}: {message}"),
+        Some(n) if !n.is_empty() => n.clone(),
+        _ if !message.is_empty() => message.clone(),
+        _ => "the program threw a value that is not an error".to_owned(),
+    };
+    let position = stack.as_deref().and_then(|s| position_in(s, file));
+    let (line, column) = match position {
+        Some((1, col)) => (Some(1), Some(col.saturating_sub(WRAP_PREFIX.len() as u32).max(1))),
+        Some((l, c)) => (Some(l), Some(c)),
+        None => (None, None),
+    };
+    let stack = stack.map(|s| s.trim_end().to_owned()).filter(|s| !s.is_empty());
+    RunError { kind, message: text, line, column, stack }
+}
+
+/// `String(value)` for a thrown non-object, when it is a string or number.
+fn describe(value: &Value<'_>) -> Option<String> {
+    if let Some(s) = value.as_string() {
+        return s.to_string().ok().map(|s| format!("uncaught {s:?}"));
+    }
+    if let Some(n) = value.as_number() {
+        return Some(format!("uncaught {n}"));
+    }
+    if value.is_null() || value.is_undefined() {
+        return Some(format!("uncaught {}", if value.is_null() { "null" } else { "undefined" }));
+    }
+    None
+}
+
+/// The first `file:line:column` of `stack` that is in `file`.
+fn position_in(stack: &str, file: &str) -> Option<(u32, u32)> {
+    let needle = format!("{file}:");
+    stack.lines().find_map(|frame| {
+        let at = frame.find(&needle)?;
+        let rest = &frame[at + needle.len()..];
+        let mut parts = rest.split(|c: char| !c.is_ascii_digit());
+        let line: u32 = parts.next()?.parse().ok()?;
+        let column: u32 = parts.next().and_then(|c| c.parse().ok()).unwrap_or(1);
+        Some((line, column))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::position_in;
+
+    #[test]
+    fn positions_come_from_the_first_frame_in_the_program() {
+        let stack = "    at f (codemode:prelude:10:3)\n    at <anonymous> (hello.js:7:12)\n    at hello.js:2:1";
+        assert_eq!(position_in(stack, "hello.js"), Some((7, 12)));
+        assert_eq!(position_in("    at hello.js:4", "hello.js"), Some((4, 1)));
+        assert_eq!(position_in("    at other.js:4:1", "hello.js"), None);
+    }
+}

@@ -1,0 +1,14 @@
+//! QuickJS hosting: runtime setup, limits, the run clock, the `tools.call`
+//! binding, and the VM threads.
+//!
+//! Nothing here knows about policy: every call goes to the dispatcher.
+
+pub(crate) mod clock;
+mod host_call;
+mod js_error;
+mod limits;
+pub(crate) mod pool;
+mod sandbox;
+
+pub use limits::Limits;
+pub use sandbox::Sandbox;

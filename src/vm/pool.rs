@@ -1,0 +1,85 @@
+//! VM threads: where programs run.
+//!
+//! JavaScript is CPU work, so it runs on its own threads, apart from the
+//! tool runtime: a busy program delays only the programs on its own VM
+//! thread, never tool I/O. Each thread runs a current-thread tokio runtime
+//! with a `LocalSet` that holds many VMs (sandboxes are `!Send`); a new run
+//! goes to the thread with the fewest runs.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::mpsc;
+
+use super::limits::VM_THREAD_STACK;
+
+/// Work for a VM thread: makes the (`!Send`) future there.
+pub(crate) type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+struct Worker {
+    jobs: mpsc::UnboundedSender<Job>,
+    active: Arc<AtomicUsize>,
+}
+
+/// The VM threads of an engine. Threads end when the pool is dropped and
+/// their running programs have finished.
+pub(crate) struct VmPool {
+    workers: Vec<Worker>,
+}
+
+impl VmPool {
+    /// Starts `threads` VM threads.
+    pub(crate) fn new(threads: usize) -> std::io::Result<Self> {
+        let mut workers = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (tx, rx) = mpsc::unbounded_channel::<Job>();
+            let active = Arc::new(AtomicUsize::new(0));
+            let count = active.clone();
+            std::thread::Builder::new()
+                .name(format!("codemode-vm-{i}"))
+                .stack_size(VM_THREAD_STACK)
+                .spawn(move || worker_main(rx, count))?;
+            workers.push(Worker { jobs: tx, active });
+        }
+        Ok(VmPool { workers })
+    }
+
+    /// Runs `job` on the least busy VM thread. Returns the job back if every
+    /// thread has stopped.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
+        let worker = self
+            .workers
+            .iter()
+            .min_by_key(|w| w.active.load(Ordering::Relaxed))
+            .expect("a pool has at least one thread");
+        worker.active.fetch_add(1, Ordering::Relaxed);
+        worker.jobs.send(job).map_err(|e| {
+            worker.active.fetch_sub(1, Ordering::Relaxed);
+            e.0
+        })
+    }
+}
+
+fn worker_main(mut jobs: mpsc::UnboundedReceiver<Job>, active: Arc<AtomicUsize>) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("a VM thread could not start its runtime: {e}");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        while let Some(job) = jobs.recv().await {
+            let active = active.clone();
+            tokio::task::spawn_local(async move {
+                job().await;
+                active.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+    });
+    // Let programs still running finish before the thread ends.
+    rt.block_on(local);
+}

@@ -1,0 +1,449 @@
+//! `Sandbox`: one QuickJS runtime and context for one program.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rquickjs::context::EvalOptions;
+use rquickjs::{Context, Ctx, Function, Persistent, Promise, Runtime, Value, promise::PromiseState};
+use serde_json::Value as Json;
+
+use super::clock::RunClock;
+use super::host_call::{self, HostState, InFlight};
+use super::js_error::{self, Circumstances};
+use crate::engine::Shared;
+use crate::engine::dispatch::{Completion, Dispatcher};
+use crate::program::{self, Program};
+use crate::receipt::ledger::{CallEnd, ReceiptParts};
+use crate::receipt::spill::{self, SpillTarget};
+use crate::receipt::{CallStatus, ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
+
+const PRELUDE: &str = include_str!("../../js-prelude/prelude.js");
+const PRELUDE_NAME: &str = "codemode:prelude";
+
+/// One VM for one program: a QuickJS runtime and context with the prelude
+/// loaded and the `tools.call` binding installed.
+///
+/// [`Engine::execute`](crate::Engine::execute) makes a fresh sandbox on a VM
+/// thread for every program and drops it when the program ends. Hosts that
+/// want to hold VMs themselves (a benchmark of resident memory, say) make one
+/// with [`Engine::sandbox`](crate::Engine::sandbox) and drive
+/// [`Sandbox::run`] on a tokio runtime with timers enabled (a current-thread
+/// runtime is enough). A sandbox is `!Send`: it stays on the thread that made
+/// it. It runs one program only; globals never carry over to another.
+pub struct Sandbox {
+    // Field order is drop order: JS handles go before the context and runtime.
+    settle: Option<Persistent<Function<'static>>>,
+    main: Option<Persistent<Promise<'static>>>,
+    ctx: Context,
+    _rt: Runtime,
+    state: Rc<HostState>,
+    shared: Arc<Shared>,
+    run_id: Arc<str>,
+    used: bool,
+}
+
+/// How the waiting part of a run ended.
+enum Ending {
+    /// The program settled and no call is left.
+    Settled,
+    /// The deadline passed, the host cancelled, or a limit halted the run.
+    Stopped,
+    /// The program waits on something nothing can settle.
+    Stuck,
+    /// The VM failed while settling a call (e.g. out of memory).
+    Broken(RunError),
+}
+
+impl Sandbox {
+    /// Makes a VM for run `run_id` timed by `clock`.
+    pub(crate) fn new(shared: Arc<Shared>, clock: Arc<RunClock>, run_id: Arc<str>) -> Result<Sandbox, RunError> {
+        let limits = &shared.limits;
+        let internal = |what: &str, e: rquickjs::Error| RunError::new(ErrorKind::Internal, format!("{what}: {e}"));
+        let rt = Runtime::new().map_err(|e| internal("could not create the JS runtime", e))?;
+        rt.set_memory_limit(limits.memory_bytes);
+        rt.set_max_stack_size(limits.stack_bytes);
+        let stop = clock.clone();
+        rt.set_interrupt_handler(Some(Box::new(move || stop.should_stop())));
+        let ctx = Context::full(&rt).map_err(|e| internal("could not create the JS context", e))?;
+        let state = Rc::new(HostState {
+            ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes)),
+            dispatcher: Dispatcher::new(shared.clone(), run_id.clone()),
+            calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
+            exhausted: RefCell::new(None),
+            clock,
+        });
+        let settle = ctx.with(|ctx| -> rquickjs::Result<_> {
+            let prelude: Function = ctx.eval_with_options(PRELUDE, eval_options(PRELUDE_NAME, true))?;
+            let host = host_call::binding(&ctx, state.clone())?;
+            let settle: Function = prelude.call((host,))?;
+            Ok(Persistent::save(&ctx, settle))
+        });
+        let settle = match settle {
+            Ok(s) => s,
+            Err(e) => {
+                let detail = ctx.with(|ctx| describe_exception(&ctx, e));
+                return Err(RunError::new(ErrorKind::Internal, format!("the prelude failed to load: {detail}")));
+            }
+        };
+        Ok(Sandbox { settle: Some(settle), main: None, ctx, _rt: rt, state, shared, run_id, used: false })
+    }
+
+    /// The id of the run this sandbox is for.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Runs `program` to its end and returns the receipt. Never fails: every
+    /// outcome (including a second program in the same sandbox, which is
+    /// refused) is a receipt.
+    pub async fn run(&mut self, program: Program) -> Receipt {
+        if self.used {
+            let e = RunError::new(
+                ErrorKind::Internal,
+                "this sandbox already ran a program; a VM runs one program only (make a new sandbox)",
+            );
+            return self.finish(RunStatus::Failed, Json::Null, Some(e));
+        }
+        self.used = true;
+        let limits = self.shared.limits.clone();
+        if program.source().len() > limits.source_bytes {
+            let e = RunError::new(
+                ErrorKind::Limit,
+                format!(
+                    "the program is {} bytes, over the source limit of {} bytes (Limits::source_bytes)",
+                    program.source().len(),
+                    limits.source_bytes
+                ),
+            );
+            return self.finish(RunStatus::Failed, Json::Null, Some(e));
+        }
+
+        if let Err(e) = self.start(&program) {
+            return self.finish_with_error(e);
+        }
+        let ending = self.drive().await;
+        let main = self.main_outcome(program.name());
+        match ending {
+            Ending::Settled | Ending::Stuck if main.is_none() => {
+                let e = RunError::new(
+                    ErrorKind::Limit,
+                    "the program is waiting on a promise that nothing can settle (no tool call is running)",
+                );
+                self.finish(RunStatus::Failed, Json::Null, Some(e))
+            }
+            Ending::Settled | Ending::Stuck => match main.expect("checked above") {
+                Ok(value) => self.finish(RunStatus::Completed, value, None),
+                Err(e) => self.finish_with_error(e),
+            },
+            Ending::Broken(e) => self.finish_with_error(e),
+            Ending::Stopped => {
+                let error = self.stop_error().unwrap_or_else(|| RunError::new(ErrorKind::Internal, "stopped"));
+                // A value the program returned before the stop is kept.
+                let value = match main {
+                    Some(Ok(v)) => v,
+                    _ => Json::Null,
+                };
+                self.finish_with(error, value)
+            }
+        }
+    }
+
+    /// Compiles and starts the program; the error is a syntax error (or an
+    /// interrupt during its synchronous start).
+    fn start(&mut self, program: &Program) -> Result<(), RunError> {
+        let wrapped = program::wrap(program.source());
+        let name = program.name().to_owned();
+        let main = self.ctx.with(|ctx| {
+            match ctx.eval_with_options::<Value, _>(wrapped, eval_options(&name, false)) {
+                Ok(v) => match v.into_promise() {
+                    Some(p) => Ok(Persistent::save(&ctx, p)),
+                    None => Err(RunError::new(ErrorKind::Internal, "the wrapped program did not return a promise")),
+                },
+                Err(_) => {
+                    let exc = ctx.catch();
+                    Err(self.classify(exc, &name, true))
+                }
+            }
+        })?;
+        self.main = Some(main);
+        Ok(())
+    }
+
+    /// Runs jobs and waits on calls until the program and its calls are done
+    /// or the run must stop.
+    async fn drive(&mut self) -> Ending {
+        let clock = self.state.clock.clone();
+        loop {
+            if let Some(e) = self.run_jobs() {
+                return Ending::Broken(e);
+            }
+            if clock.should_stop() {
+                return Ending::Stopped;
+            }
+            let settled = self.main_settled();
+            if self.state.calls.borrow().is_empty() {
+                return if settled { Ending::Settled } else { Ending::Stuck };
+            }
+            // Wait for a call to end, the deadline, a pause change or a cancel.
+            let joined = {
+                let mut calls = self.state.calls.borrow_mut();
+                let remaining = clock.remaining();
+                let sleep = async {
+                    match remaining {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    joined = calls.running.join_next_with_id() => joined,
+                    _ = clock.changed() => None,
+                    _ = sleep => None,
+                }
+            };
+            let Some(joined) = joined else { continue };
+            let completion = {
+                let mut calls = self.state.calls.borrow_mut();
+                let completion = match joined {
+                    Ok((id, c)) => {
+                        calls.seq_of.remove(&id);
+                        c
+                    }
+                    Err(e) => {
+                        let seq = calls.seq_of.remove(&e.id()).unwrap_or(0);
+                        panicked(seq, &self.state)
+                    }
+                };
+                calls.fill();
+                completion
+            };
+            if completion.seq == 0 {
+                continue;
+            }
+            {
+                let mut ledger = self.state.ledger.borrow_mut();
+                ledger.finish(completion.seq, completion.end);
+                if self.main_settled() {
+                    ledger.annotate(completion.seq, "finished after the program returned: it was not awaited");
+                }
+            }
+            if let Err(e) = self.settle(completion.seq, completion.ok, &completion.payload) {
+                return Ending::Broken(e);
+            }
+        }
+    }
+
+    /// Runs pending jobs until none is left; an error that escapes a job
+    /// (memory, an interrupt) is returned unless the clock explains it.
+    fn run_jobs(&self) -> Option<RunError> {
+        loop {
+            match self._rt.execute_pending_job() {
+                Ok(true) => continue,
+                Ok(false) => return None,
+                Err(job) => {
+                    if self.state.clock.should_stop() {
+                        return None;
+                    }
+                    return Some(job.0.with(|ctx| self.classify(ctx.catch(), "", false)));
+                }
+            }
+        }
+    }
+
+    fn main_settled(&self) -> bool {
+        let Some(main) = &self.main else { return true };
+        self.ctx.with(|ctx| match main.clone().restore(&ctx) {
+            Ok(p) => p.state() != PromiseState::Pending,
+            Err(_) => true,
+        })
+    }
+
+    /// The program's result once its promise settled: the value as JSON, or
+    /// the error it rejected with.
+    fn main_outcome(&self, name: &str) -> Option<Result<Json, RunError>> {
+        let main = self.main.as_ref()?;
+        self.ctx.with(|ctx| {
+            let p = main.clone().restore(&ctx).ok()?;
+            match p.state() {
+                PromiseState::Pending => None,
+                PromiseState::Resolved => {
+                    let v: Value = p.result()?.ok()?;
+                    Some(value_json(&ctx, v))
+                }
+                PromiseState::Rejected => {
+                    let _ = p.result::<Value>();
+                    Some(Err(self.classify(ctx.catch(), name, false)))
+                }
+            }
+        })
+    }
+
+    /// Hands a finished call's result to the program.
+    fn settle(&self, seq: u64, ok: bool, payload: &str) -> Result<(), RunError> {
+        let Some(settle) = &self.settle else { return Ok(()) };
+        let clock = self.state.clock.clone();
+        self.ctx.with(|ctx| {
+            let f = settle.clone().restore(&ctx).map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
+            let text = rquickjs::String::from_str(ctx.clone(), payload);
+            let result = text.and_then(|t| f.call::<_, ()>((seq as f64, ok, t)));
+            match result {
+                Ok(()) => Ok(()),
+                Err(_) if clock.should_stop() => Ok(()),
+                Err(_) => Err(self.classify(ctx.catch(), "", false)),
+            }
+        })
+    }
+
+    /// Ends every call still running or queued; their receipts stay
+    /// `in_flight` with `note`.
+    fn cancel_calls(&self, note: &str) {
+        let mut calls = self.state.calls.borrow_mut();
+        calls.running.abort_all();
+        calls.queued.clear();
+        self.state.ledger.borrow_mut().abandon_in_flight(note);
+    }
+
+    fn finish_with_error(&mut self, e: RunError) -> Receipt {
+        self.finish_with(e, Json::Null)
+    }
+
+    /// Ends the run with `e`: calls still running are cancelled and left
+    /// `in_flight` with a note saying why.
+    fn finish_with(&mut self, e: RunError, value: Json) -> Receipt {
+        let (status, note) = match e.kind {
+            ErrorKind::Timeout => (RunStatus::TimedOut, "cancelled at the run deadline"),
+            ErrorKind::Cancelled => (RunStatus::Cancelled, "cancelled with the run"),
+            ErrorKind::Limit => (RunStatus::Failed, "cancelled: the run hit a limit"),
+            _ => (RunStatus::Failed, "cancelled: the program failed before the call ended"),
+        };
+        self.cancel_calls(note);
+        self.finish(status, value, Some(e))
+    }
+
+    /// Why the run is being stopped from outside the program, if it is.
+    fn stop_error(&self) -> Option<RunError> {
+        let clock = &self.state.clock;
+        if clock.is_cancelled() {
+            return Some(RunError::new(ErrorKind::Cancelled, "the run was cancelled"));
+        }
+        if let Some(reason) = self.state.exhausted.borrow().clone() {
+            return Some(RunError::new(ErrorKind::Limit, reason));
+        }
+        clock.expired().then(|| {
+            RunError::new(
+                ErrorKind::Timeout,
+                format!("the run passed its deadline of {} ms", self.shared.limits.deadline.as_millis()),
+            )
+        })
+    }
+
+    /// A thrown value as a `RunError`, with the stop reason when the run is
+    /// being stopped.
+    fn classify(&self, exception: Value<'_>, file: &str, compiling: bool) -> RunError {
+        let stopping = self.stop_error();
+        let when = Circumstances {
+            compiling,
+            stopping: stopping.as_ref(),
+            memory_limit: self.shared.limits.memory_bytes,
+        };
+        js_error::run_error(exception, file, when)
+    }
+
+    /// Builds the receipt; takes the ledger, so call once.
+    fn finish(&mut self, status: RunStatus, value: Json, error: Option<RunError>) -> Receipt {
+        let limits = &self.shared.limits;
+        let bounded = spill::bound(
+            value,
+            limits.value_bytes,
+            SpillTarget { root: &self.shared.spill_root, run_id: &self.run_id, stem: "value" },
+        );
+        let value_truncated: Option<Truncation> = bounded.truncated;
+        let ledger = std::mem::replace(&mut *self.state.ledger.borrow_mut(), Ledger::new(0, 0));
+        let clock = &self.state.clock;
+        ledger.into_receipt(ReceiptParts {
+            run_id: self.run_id.to_string(),
+            status,
+            value: bounded.value,
+            value_truncated,
+            error,
+            catalog_sha256: self.shared.catalog.digest().to_owned(),
+            elapsed_ms: millis(clock.elapsed()),
+            approval_wait_ms: millis(clock.paused_total()),
+        })
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // JS handles must go before the runtime; running calls are aborted
+        // when the join set drops with the state.
+        self.settle.take();
+        self.main.take();
+        self.state.calls.borrow_mut().running.abort_all();
+    }
+}
+
+/// The completion of a call whose task panicked.
+fn panicked(seq: u64, state: &HostState) -> Completion {
+    let message = "the tool panicked; this is a bug in the tool";
+    let tool = if seq > 0 { state.ledger.borrow().tool_of(seq).to_owned() } else { String::new() };
+    Completion {
+        seq,
+        end: CallEnd {
+            status: CallStatus::Failed,
+            elapsed: std::time::Duration::ZERO,
+            bytes: 0,
+            truncated: None,
+            error: Some(message.to_owned()),
+            note: None,
+        },
+        ok: false,
+        payload: serde_json::json!({"kind": "failed", "message": message, "tool": tool, "seq": seq}).to_string(),
+    }
+}
+
+/// The program's return value as JSON; `undefined` (and anything JSON
+/// leaves out, like a function) becomes `null`.
+fn value_json<'js>(ctx: &Ctx<'js>, v: Value<'js>) -> Result<Json, RunError> {
+    if v.is_undefined() {
+        return Ok(Json::Null);
+    }
+    match ctx.json_stringify(v) {
+        Ok(None) => Ok(Json::Null),
+        Ok(Some(text)) => {
+            let text = text.to_string().map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| RunError::new(ErrorKind::Internal, format!("return value: {e}")))
+        }
+        Err(_) => {
+            let exc = ctx.catch();
+            let detail = exc
+                .as_object()
+                .and_then(|o| o.get::<_, Option<String>>("message").ok().flatten())
+                .unwrap_or_else(|| "it cannot be written as JSON".into());
+            Err(RunError::new(
+                ErrorKind::Exception,
+                format!("TypeError: the program's return value is not JSON: {detail}"),
+            ))
+        }
+    }
+}
+
+fn describe_exception(ctx: &Ctx<'_>, e: rquickjs::Error) -> String {
+    if matches!(e, rquickjs::Error::Exception) {
+        let exc = ctx.catch();
+        if let Some(o) = exc.as_object() {
+            let stack: Option<String> = o.get("stack").ok().flatten();
+            let msg: Option<String> = o.get("message").ok().flatten();
+            return format!("{} {}", msg.unwrap_or_default(), stack.unwrap_or_default());
+        }
+    }
+    e.to_string()
+}
+
+fn eval_options(filename: &str, strict: bool) -> EvalOptions {
+    let mut o = EvalOptions::default();
+    o.strict = strict;
+    o.filename = Some(filename.to_owned());
+    o
+}
