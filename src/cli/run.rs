@@ -20,7 +20,7 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// Run deadline in seconds, e.g. 60 or 0.5 [default: 60].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     deadline: Option<f64>,
 }
 

@@ -80,7 +80,18 @@ impl Dispatcher {
     }
 
     /// Gates and starts one call of `tool` with `args_json` (a JSON text).
-    pub(crate) fn begin(&self, ledger: &mut Ledger, tool: &str, args_json: &str, caller: Caller) -> Begun {
+    ///
+    /// With `slot_free` false (the run's in-flight limit is reached) the tool
+    /// is not polled here: the call comes back `Running` and starts when the
+    /// caller gives it a slot.
+    pub(crate) fn begin(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        args_json: &str,
+        caller: Caller,
+        slot_free: bool,
+    ) -> Begun {
         let args: Value = match serde_json::from_str(args_json) {
             Ok(v) => v,
             Err(e) => {
@@ -120,6 +131,11 @@ impl Dispatcher {
             started,
         };
 
+        if !slot_free {
+            let future = entry.tool.call(args, cx);
+            return Begun::Running { seq, future: finish.run(future, timeout) };
+        }
+
         // First poll here, inside the tool runtime's context, so a tool that
         // creates timers or I/O registers them with that runtime.
         let _enter = self.shared.tools.enter();
@@ -152,18 +168,7 @@ impl Dispatcher {
                 });
                 Begun::Running { seq, future }
             }
-            Poll::Pending => {
-                let future = Box::pin(async move {
-                    match tokio::time::timeout(timeout, future).await {
-                        Ok(result) => finish.complete(result),
-                        Err(_) => finish.failed(
-                            "timeout",
-                            format!("timed out after {} ms (per-tool timeout)", timeout.as_millis()),
-                        ),
-                    }
-                });
-                Begun::Running { seq, future }
-            }
+            Poll::Pending => Begun::Running { seq, future: finish.run(future, timeout) },
         }
     }
 }
@@ -203,6 +208,20 @@ struct Finisher {
 }
 
 impl Finisher {
+    /// The rest of a call: the tool's future under its timeout (counted from
+    /// the first poll on the tool runtime), then the completion.
+    fn run(self, future: crate::catalog::ToolFuture, timeout: Duration) -> CallFuture {
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, future).await {
+                Ok(result) => self.complete(result),
+                Err(_) => self.failed(
+                    "timeout",
+                    format!("timed out after {} ms (per-tool timeout)", timeout.as_millis()),
+                ),
+            }
+        })
+    }
+
     fn needs_spill(&self, result: &Result<ToolOutput, ToolError>) -> bool {
         let limit = self.shared.limits.result_bytes as u64;
         match result {

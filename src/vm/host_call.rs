@@ -62,6 +62,12 @@ impl InFlight {
         }
     }
 
+    /// Whether a new call may start now (the in-flight limit is not reached
+    /// and nothing is waiting before it).
+    pub(crate) fn has_free_slot(&self) -> bool {
+        self.running.len() < self.max && self.queued.is_empty()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.running.is_empty() && self.queued.is_empty()
     }
@@ -82,7 +88,14 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
 }
 
 fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> rquickjs::Result<Value<'js>> {
-    let begun = state.dispatcher.begin(&mut state.ledger.borrow_mut(), tool, args_json, Caller::Program);
+    if state.exhausted.borrow().is_some() {
+        // The run is over its budget and stops at the next interrupt check;
+        // until then calls are refused without growing the receipt.
+        let refusal = r#"!{"kind":"refused","message":"the run is over its call budget and is stopping","tool":"","seq":0}"#;
+        return Ok(rquickjs::String::from_str(ctx.clone(), refusal)?.into_value());
+    }
+    let slot_free = state.calls.borrow().has_free_slot();
+    let begun = state.dispatcher.begin(&mut state.ledger.borrow_mut(), tool, args_json, Caller::Program, slot_free);
     let settled = match begun {
         Begun::Running { seq, future } => {
             state.calls.borrow_mut().start(seq, future);

@@ -40,6 +40,8 @@ pub struct Sandbox {
     state: Rc<HostState>,
     shared: Arc<Shared>,
     run_id: Arc<str>,
+    /// The running program's name in stack traces.
+    program_name: String,
     used: bool,
 }
 
@@ -86,7 +88,17 @@ impl Sandbox {
                 return Err(RunError::new(ErrorKind::Internal, format!("the prelude failed to load: {detail}")));
             }
         };
-        Ok(Sandbox { settle: Some(settle), main: None, ctx, _rt: rt, state, shared, run_id, used: false })
+        Ok(Sandbox {
+            settle: Some(settle),
+            main: None,
+            ctx,
+            _rt: rt,
+            state,
+            shared,
+            run_id,
+            program_name: String::new(),
+            used: false,
+        })
     }
 
     /// The id of the run this sandbox is for.
@@ -106,6 +118,7 @@ impl Sandbox {
             return self.finish(RunStatus::Failed, Json::Null, Some(e));
         }
         self.used = true;
+        self.program_name = program.name().to_owned();
         let limits = self.shared.limits.clone();
         if program.source().len() > limits.source_bytes {
             let e = RunError::new(
@@ -186,22 +199,23 @@ impl Sandbox {
                 return if settled { Ending::Settled } else { Ending::Stuck };
             }
             // Wait for a call to end, the deadline, a pause change or a cancel.
-            let joined = {
-                let mut calls = self.state.calls.borrow_mut();
-                let remaining = clock.remaining();
-                let sleep = async {
-                    match remaining {
-                        Some(d) => tokio::time::sleep(d).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    biased;
-                    joined = calls.running.join_next_with_id() => joined,
-                    _ = clock.changed() => None,
-                    _ = sleep => None,
+            // The join set is taken out of the RefCell for the wait; no JS
+            // runs (so no call starts) until it is put back.
+            let mut running = std::mem::take(&mut self.state.calls.borrow_mut().running);
+            let remaining = clock.remaining();
+            let sleep = async {
+                match remaining {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
                 }
             };
+            let joined = tokio::select! {
+                biased;
+                joined = running.join_next_with_id() => joined,
+                _ = clock.changed() => None,
+                _ = sleep => None,
+            };
+            self.state.calls.borrow_mut().running = running;
             let Some(joined) = joined else { continue };
             let completion = {
                 let mut calls = self.state.calls.borrow_mut();
@@ -242,10 +256,8 @@ impl Sandbox {
                 Ok(true) => continue,
                 Ok(false) => return None,
                 Err(job) => {
-                    if self.state.clock.should_stop() {
-                        return None;
-                    }
-                    return Some(job.0.with(|ctx| self.classify(ctx.catch(), "", false)));
+                    let file = self.program_name.clone();
+                    return Some(job.0.with(|ctx| self.classify(ctx.catch(), &file, false)));
                 }
             }
         }
@@ -290,7 +302,7 @@ impl Sandbox {
             match result {
                 Ok(()) => Ok(()),
                 Err(_) if clock.should_stop() => Ok(()),
-                Err(_) => Err(self.classify(ctx.catch(), "", false)),
+                Err(_) => Err(self.classify(ctx.catch(), &self.program_name, false)),
             }
         })
     }

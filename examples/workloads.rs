@@ -1,0 +1,378 @@
+//! The workload runner of `bench/workloads.json` (W1..W5).
+//!
+//! ```text
+//! cargo run --release --example workloads          # all five workloads
+//! cargo run --release --example workloads -- W3    # one workload
+//! ```
+//!
+//! Prints one JSON object per line on stdout:
+//! `{"system":"codemode <version>","workload":"W1_cold_start_p50","value":N,"unit":"us"}`.
+//! Anything else (the `execute_blocking` cold start, progress) goes to stderr.
+//!
+//! Every run uses the real engine: the gate is on (the default posture allows
+//! every call), full receipts are recorded, and both tools are registered
+//! through the public [`Tool`] trait. Every run's receipt is checked (status
+//! `completed`, every call `ok`, the expected value); the runner aborts on
+//! the first mismatch. See `docs/PERFORMANCE.md` for the figures.
+
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use codemode::{
+    CallStatus, Engine, Limits, Program, Receipt, RunStatus, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
+    ToolSpec,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The programs of workloads.json, verbatim.
+const W1: &str = "return 1;";
+const W2: &str = "let s = 0; for (let i = 0; i < 10000; i++) { const r = await tools.call('echo', {i}); s += r.content.i; } return s;";
+const W3: &str = "const rs = await Promise.all(Array.from({length: 1000}, (_, i) => tools.call('echo', {i}))); let s = 0; for (const r of rs) s += r.content.i; return s;";
+const W4: &str = "let n = 0; for (let i = 0; i < 100; i++) { const r = await tools.call('blob', {i}); n += r.content.length; } return n;";
+
+/// The expected return values of workloads.json.
+const W1_EXPECTED: i64 = 1;
+const W2_EXPECTED: i64 = 49_995_000;
+const W3_EXPECTED: i64 = 499_500;
+const W4_EXPECTED: i64 = 10_240_000;
+
+/// `blob_bytes` of workloads.json.
+const BLOB_BYTES: usize = 102_400;
+/// The alphabet `blob_recipe` repeats.
+const BLOB_ALPHABET: &str = "abcdefghijklmnopqrstuvwxyz012345";
+
+/// W1: warm-up iterations, then samples.
+const W1_WARMUP: usize = 20;
+const W1_SAMPLES: usize = 300;
+/// W2..W4: timed repetitions after one warm-up.
+const REPS: usize = 3;
+/// W5: sandboxes held at once.
+const W5_HELD: usize = 100;
+
+/// Set (to `W5`) in the child process that measures W5 on its own.
+const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
+
+const WORKLOADS: [&str; 5] = ["W1", "W2", "W3", "W4", "W5"];
+
+/// `echo`: returns its arguments object as content.
+struct Echo;
+
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "echo",
+            "Returns its arguments object, unchanged, as content.",
+            json!({"type": "object", "additionalProperties": true}),
+        )
+        .read_only(true)
+    }
+
+    fn call(&self, args: Value, _cx: ToolContext) -> ToolFuture {
+        // Ready at once: the engine answers the call inline.
+        Box::pin(std::future::ready(Ok(ToolOutput::new(args))))
+    }
+}
+
+/// `blob`: returns a fresh string of `BLOB_BYTES` ASCII characters built per
+/// `blob_recipe`.
+struct Blob {
+    /// The first `BLOB_BYTES - 8` characters, built once; every call copies
+    /// them into a fresh string.
+    prefix: String,
+}
+
+impl Blob {
+    fn new() -> Self {
+        let prefix: String = BLOB_ALPHABET.chars().cycle().take(BLOB_BYTES - 8).collect();
+        Blob { prefix }
+    }
+
+    fn make(&self, i: i64) -> String {
+        let mut s = String::with_capacity(BLOB_BYTES);
+        s.push_str(&self.prefix);
+        // String(args.i).padStart(8, "0"): the sign stays inside the padding,
+        // as in JavaScript.
+        s.push_str(&format!("{:0>8}", i.to_string()));
+        s
+    }
+}
+
+impl Tool for Blob {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "blob",
+            "Returns a fresh string of 102400 ASCII characters: the alphabet \
+             `abcdefghijklmnopqrstuvwxyz012345` repeated, then `i` left-padded with 0 to 8 digits.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "i": {"type": "integer", "description": "Goes, zero-padded to 8 characters, at the end of the string."}
+                },
+                "required": ["i"],
+                "additionalProperties": false
+            }),
+        )
+        .read_only(true)
+    }
+
+    fn call(&self, args: Value, _cx: ToolContext) -> ToolFuture {
+        let result = match args.get("i").and_then(Value::as_i64) {
+            Some(i) => Ok(ToolOutput::new(self.make(i))),
+            None => Err(ToolError::new("`i` must be an integer that fits in 64 bits")),
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+fn system(engine: &Engine) -> String {
+    let mut s = format!("codemode {}", env!("CARGO_PKG_VERSION"));
+    let defaults = Limits::default();
+    let limits = engine.limits();
+    let mut changed = Vec::new();
+    if limits.max_calls != defaults.max_calls {
+        changed.push(format!("max_calls={}", limits.max_calls));
+    }
+    if *limits != defaults && changed.is_empty() {
+        changed.push("limits differ from the defaults".to_owned());
+    }
+    if !changed.is_empty() {
+        s.push_str(&format!(" ({})", changed.join(", ")));
+    }
+    s
+}
+
+/// One stdout line, with its keys in the documented order.
+#[derive(Serialize)]
+struct Line<'a> {
+    system: String,
+    workload: &'a str,
+    value: Value,
+    unit: &'a str,
+}
+
+fn emit(engine: &Engine, workload: &str, value: Value, unit: &str) {
+    let line = Line { system: system(engine), workload, value, unit };
+    println!("{}", serde_json::to_string(&line).expect("a JSON object serialises"));
+}
+
+fn round1(x: f64) -> Value {
+    json!((x * 10.0).round() / 10.0)
+}
+
+fn die(message: impl std::fmt::Display) -> ! {
+    eprintln!("workloads: {message}");
+    std::process::exit(1);
+}
+
+/// Aborts unless the run completed, every call is `ok`, and the value is
+/// `expected`.
+fn check(workload: &str, receipt: &Receipt, expected: i64) {
+    if receipt.status != RunStatus::Completed {
+        die(format!(
+            "{workload}: the run ended `{}`, not `completed`: {:?}",
+            receipt.status.as_str(),
+            receipt.error
+        ));
+    }
+    if let Some(bad) = receipt.calls.iter().find(|c| c.status != CallStatus::Ok) {
+        die(format!("{workload}: call {} (`{}`) is {:?}: {:?}", bad.seq, bad.tool, bad.status, bad.error));
+    }
+    if receipt.value != json!(expected) {
+        die(format!("{workload}: the program returned {}, expected {expected}", receipt.value));
+    }
+}
+
+/// A fresh engine over a temporary workspace with the two workload tools.
+fn engine(limits: Limits) -> (Engine, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| die(format!("no temporary directory: {e}")));
+    let engine = Engine::builder()
+        .workspace(dir.path())
+        .native_tools(true)
+        .limits(limits)
+        .tool(Echo)
+        .tool(Blob::new())
+        .build()
+        .unwrap_or_else(|e| die(format!("the engine did not build: {e}")));
+    (engine, dir)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| die(format!("no tokio runtime: {e}")))
+}
+
+/// Makes a sandbox on this thread, or aborts.
+fn sandbox(engine: &Engine, workload: &str) -> codemode::Sandbox {
+    engine.sandbox().unwrap_or_else(|e| die(format!("{workload}: no sandbox: {e:?}")))
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn run_w1(engine: &Engine, rt: &tokio::runtime::Runtime) {
+    // Cold start on this thread: fresh VM, tools bound, W1 run, VM dropped.
+    let mut samples = Vec::with_capacity(W1_SAMPLES);
+    for i in 0..W1_WARMUP + W1_SAMPLES {
+        let t0 = Instant::now();
+        let mut sb = sandbox(engine, "W1");
+        let receipt = rt.block_on(sb.run(Program::new(W1)));
+        drop(sb);
+        let took = t0.elapsed();
+        check("W1", &receipt, W1_EXPECTED);
+        if i >= W1_WARMUP {
+            samples.push(took);
+        }
+    }
+    samples.sort();
+    emit(engine, "W1_cold_start_p50", round1(micros(percentile(&samples, 50.0))), "us");
+    emit(engine, "W1_cold_start_p99", round1(micros(percentile(&samples, 99.0))), "us");
+
+    // The same through `execute_blocking`, which hops to a VM thread and
+    // back; stderr only, so stdout keeps exactly the documented lines.
+    let mut samples = Vec::with_capacity(W1_SAMPLES);
+    for i in 0..W1_WARMUP + W1_SAMPLES {
+        let t0 = Instant::now();
+        let receipt = engine.execute_blocking(Program::new(W1));
+        let took = t0.elapsed();
+        check("W1 (execute_blocking)", &receipt, W1_EXPECTED);
+        if i >= W1_WARMUP {
+            samples.push(took);
+        }
+    }
+    samples.sort();
+    eprintln!(
+        "W1 via Engine::execute_blocking (VM thread hop): p50 {:.1} us, p99 {:.1} us ({W1_SAMPLES} samples)",
+        micros(percentile(&samples, 50.0)),
+        micros(percentile(&samples, 99.0)),
+    );
+}
+
+/// Median time of `REPS` runs of `source` after one warm-up, timing
+/// `Sandbox::run` only (the sandbox is made before the clock starts and
+/// dropped after it stops).
+fn time_program(engine: &Engine, rt: &tokio::runtime::Runtime, workload: &str, source: &str, expected: i64) -> Duration {
+    let mut times = Vec::with_capacity(REPS);
+    for rep in 0..=REPS {
+        let mut sb = sandbox(engine, workload);
+        let program = Program::new(source);
+        let t0 = Instant::now();
+        let receipt = rt.block_on(sb.run(program));
+        let took = t0.elapsed();
+        check(workload, &receipt, expected);
+        drop(sb);
+        if rep > 0 {
+            times.push(took);
+        }
+    }
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn run_w2(rt: &tokio::runtime::Runtime) {
+    // 10,000 calls in one run: over the default budget of 1,000.
+    let mut limits = Limits::default();
+    limits.max_calls = 10_000;
+    let (engine, _dir) = engine(limits);
+    let t = time_program(&engine, rt, "W2", W2, W2_EXPECTED);
+    emit(&engine, "W2_seq_calls", json!((10_000.0 / t.as_secs_f64()).round() as u64), "calls/s");
+}
+
+fn run_w3(engine: &Engine, rt: &tokio::runtime::Runtime) {
+    let t = time_program(engine, rt, "W3", W3, W3_EXPECTED);
+    emit(engine, "W3_parallel_1000", round1(t.as_secs_f64() * 1e3), "ms");
+}
+
+fn run_w4(engine: &Engine, rt: &tokio::runtime::Runtime) {
+    let t = time_program(engine, rt, "W4", W4, W4_EXPECTED);
+    emit(engine, "W4_payload_100x100KiB", round1(t.as_secs_f64() * 1e3), "ms");
+}
+
+/// W5 in the parent: re-runs this executable with `CHILD_ENV=W5`, so the
+/// resident memory is that of a process that did nothing else.
+fn run_w5_in_child() {
+    let exe = std::env::current_exe().unwrap_or_else(|e| die(format!("W5: cannot find this executable: {e}")));
+    let status = Command::new(exe)
+        .arg("W5")
+        .env(CHILD_ENV, "W5")
+        .status()
+        .unwrap_or_else(|e| die(format!("W5: could not start the child process: {e}")));
+    if !status.success() {
+        die(format!("W5: the child process failed ({status})"));
+    }
+}
+
+/// VmRSS of this process, in KiB.
+fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_else(|e| die(format!("W5: cannot read /proc/self/status: {e}")));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| die("W5: no VmRSS line in /proc/self/status"))
+}
+
+/// W5 in the child: baseline after one VM was made, ran W1 and was dropped;
+/// then 100 sandboxes that each ran W1, held at once.
+fn run_w5_child() {
+    let (engine, _dir) = engine(Limits::default());
+    let rt = runtime();
+    {
+        let mut sb = sandbox(&engine, "W5");
+        let receipt = rt.block_on(sb.run(Program::new(W1)));
+        check("W5", &receipt, W1_EXPECTED);
+    }
+    let baseline = vm_rss_kib();
+    let mut held = Vec::with_capacity(W5_HELD);
+    for _ in 0..W5_HELD {
+        let mut sb = sandbox(&engine, "W5");
+        let receipt = rt.block_on(sb.run(Program::new(W1)));
+        check("W5", &receipt, W1_EXPECTED);
+        held.push(sb);
+    }
+    let rss = vm_rss_kib();
+    emit(&engine, "W5_rss_100_idle", round1(rss as f64 / 1024.0), "MiB");
+    emit(&engine, "W5_per_sandbox", round1(rss.saturating_sub(baseline) as f64 / W5_HELD as f64), "KiB");
+    eprintln!("W5: VmRSS baseline {baseline} KiB, with {W5_HELD} sandboxes held {rss} KiB");
+    drop(held);
+}
+
+fn main() -> ExitCode {
+    if std::env::var(CHILD_ENV).as_deref() == Ok("W5") {
+        run_w5_child();
+        return ExitCode::SUCCESS;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let selected: Vec<&str> = match args.last().map(String::as_str) {
+        None => WORKLOADS.to_vec(),
+        Some(w) if WORKLOADS.contains(&w) => vec![w],
+        Some(other) => {
+            eprintln!("workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5]");
+            return ExitCode::from(2);
+        }
+    };
+
+    let rt = runtime();
+    let (engine, _dir) = engine(Limits::default());
+    for w in selected {
+        match w {
+            "W1" => run_w1(&engine, &rt),
+            "W2" => run_w2(&rt),
+            "W3" => run_w3(&engine, &rt),
+            "W4" => run_w4(&engine, &rt),
+            "W5" => run_w5_in_child(),
+            _ => unreachable!("checked above"),
+        }
+    }
+    ExitCode::SUCCESS
+}

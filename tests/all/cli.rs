@@ -1,0 +1,107 @@
+//! `codemode run`: output and exit codes, through the real binary.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn exit_codes_follow_the_run_status() {
+    let ws = crate::common::workspace();
+    let cases = [
+        ("return 1;", 0, "completed"),
+        ("throw new Error('x');", 1, "failed"),
+        ("const = ;", 1, "failed"),
+        ("while (true) {}", 3, "timed_out"),
+    ];
+    for (src, code, status) in cases {
+        let out = codemode(&["run", "-", "--json", "--deadline", "0.3"], src, ws.path());
+        assert_eq!(out.status.code(), Some(code), "{src}: {}", String::from_utf8_lossy(&out.stderr));
+        let receipt: Value = serde_json::from_slice(&out.stdout).expect("--json prints the receipt");
+        assert_eq!(receipt["status"], status, "{src}");
+    }
+}
+
+#[test]
+fn bad_invocations_exit_2_with_a_clear_message() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["run", "no-such-file.js"], "", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-file.js") && err.contains("- for stdin"), "{err}");
+
+    let out = codemode(&["run", "-", "--deadline", "-1"], "return 1;", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--deadline"));
+
+    let out = codemode(&["run", "-", "--workspace", "/no/such/dir"], "return 1;", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dir"));
+
+    let out = codemode(&["frobnicate"], "", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn without_json_the_value_goes_to_stdout_and_the_summary_to_stderr() {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("prog.js"), "console.log('hi'); const r = await tools.read({path: 'a.txt'}); return r.metadata.total_lines;").unwrap();
+    let out = codemode(&["run", "prog.js"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("completed") && err.contains("1 call") && err.contains("[log] hi"), "{err}");
+
+    let out = codemode(&["run", "-"], "return 'plain text';", ws.path());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "plain text\n");
+}
+
+#[test]
+fn the_workspace_flag_sets_where_tools_look() {
+    let ws = crate::common::workspace();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = codemode(
+        &["run", "-", "--json", "--workspace", ws.path().to_str().unwrap()],
+        "return (await tools.file_search({query: 'guide'})).content;",
+        elsewhere.path(),
+    );
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["value"], serde_json::json!(["docs/guide.md"]));
+}
+
+#[cfg(unix)]
+#[test]
+fn sigint_cancels_the_run_and_still_prints_the_receipt() {
+    let ws = crate::common::workspace();
+    let child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["run", "-", "--json"])
+        .current_dir(ws.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    child.stdin.take().unwrap().write_all(b"console.log('started'); while (true) {}").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["status"], "cancelled");
+    assert_eq!(receipt["logs"][0]["text"], "started");
+}

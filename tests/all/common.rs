@@ -1,0 +1,129 @@
+//! Test tools and helpers shared by the integration tests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use codemode::{Engine, EngineBuilder, Limits, Program, Receipt, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+use serde_json::{Value, json};
+
+/// `echo`: returns its arguments object, at once.
+pub struct Echo;
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("echo", "Returns its arguments.", json!({"type": "object"})).read_only(true)
+    }
+    fn call(&self, args: Value, _: ToolContext) -> ToolFuture {
+        Box::pin(async move { Ok(ToolOutput::new(args)) })
+    }
+}
+
+/// `sleep {ms}`: waits `ms` milliseconds on the tool runtime, then returns
+/// `{slept: ms}`. Tracks how many calls overlap.
+pub struct Sleep {
+    pub running: Arc<AtomicUsize>,
+    pub peak: Arc<AtomicUsize>,
+}
+impl Sleep {
+    pub fn new() -> Self {
+        Sleep { running: Arc::default(), peak: Arc::default() }
+    }
+}
+impl Tool for Sleep {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "sleep",
+            "Waits ms milliseconds.",
+            json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0}}, "required": ["ms"]}),
+        )
+    }
+    fn call(&self, args: Value, _: ToolContext) -> ToolFuture {
+        let running = self.running.clone();
+        let peak = self.peak.clone();
+        Box::pin(async move {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            let ms = args["ms"].as_u64().unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            running.fetch_sub(1, Ordering::SeqCst);
+            Ok(ToolOutput::new(json!({"slept": ms})))
+        })
+    }
+}
+
+/// `blob {bytes}`: returns a string of `bytes` characters ("0123456789" repeated).
+pub struct Blob;
+impl Tool for Blob {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "blob",
+            "Returns a long string.",
+            json!({"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]}),
+        )
+    }
+    fn call(&self, args: Value, _: ToolContext) -> ToolFuture {
+        let n = args["bytes"].as_u64().unwrap_or(0) as usize;
+        Box::pin(async move { Ok(ToolOutput::new("0123456789".repeat(n / 10 + 1)[..n].to_owned())) })
+    }
+}
+
+/// `fail {message}`: always fails with `message`.
+pub struct Fail;
+impl Tool for Fail {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("fail", "Always fails.", json!({"type": "object", "properties": {"message": {"type": "string"}}}))
+    }
+    fn call(&self, args: Value, _: ToolContext) -> ToolFuture {
+        let m = args["message"].as_str().unwrap_or("it failed").to_owned();
+        Box::pin(async move { Err(ToolError::new(m)) })
+    }
+}
+
+/// `panic`: panics, once on the VM thread's first poll or later on the tool
+/// runtime (`{later: true}`).
+pub struct Panic;
+impl Tool for Panic {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("panic", "Panics.", json!({"type": "object"}))
+    }
+    fn call(&self, args: Value, _: ToolContext) -> ToolFuture {
+        Box::pin(async move {
+            if args["later"].as_bool() == Some(true) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("test tool panics on purpose")
+        })
+    }
+}
+
+/// A builder over a fresh temp workspace with every test tool registered.
+pub fn builder(ws: &tempfile::TempDir) -> EngineBuilder {
+    Engine::builder().workspace(ws.path()).tool(Echo).tool(Sleep::new()).tool(Blob).tool(Fail).tool(Panic)
+}
+
+/// An engine over `ws` with the test tools and `limits`.
+pub fn engine_with(ws: &tempfile::TempDir, limits: Limits) -> Engine {
+    builder(ws).limits(limits).build().expect("engine builds")
+}
+
+/// A temp workspace with a few files.
+pub fn workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("docs/guide.md"), "# Guide\n\nHello.\n").unwrap();
+    ws
+}
+
+/// Runs `source` on an engine with default limits over a fresh workspace.
+pub fn run(source: &str) -> Receipt {
+    let ws = workspace();
+    engine_with(&ws, Limits::default()).execute_blocking(Program::new(source))
+}
+
+/// Limits with a short deadline.
+pub fn deadline(ms: u64) -> Limits {
+    let mut l = Limits::default();
+    l.deadline = Duration::from_millis(ms);
+    l
+}

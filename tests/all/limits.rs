@@ -1,0 +1,178 @@
+//! Every limit ends in its own error kind or call status, and the engine
+//! stays usable afterwards.
+
+use std::time::{Duration, Instant};
+
+use codemode::{CallStatus, ErrorKind, Limits, Program, RunStatus};
+use serde_json::json;
+
+use crate::common::{deadline, engine_with, workspace};
+
+#[test]
+fn a_busy_loop_times_out_and_the_next_program_runs() {
+    let ws = workspace();
+    let engine = engine_with(&ws, deadline(300));
+    let started = Instant::now();
+    let r = engine.execute_blocking(Program::new(
+        "function spin() {\n  while (true) {}\n}\nawait tools.echo({});\nspin();",
+    ));
+    let took = started.elapsed();
+    assert_eq!(r.status, RunStatus::TimedOut);
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Timeout);
+    // QuickJS records the position of the innermost function frame, so a
+    // loop inside a function is located exactly (docs/RECEIPTS.md).
+    assert_eq!(e.line, Some(2), "the error points where the loop was stopped");
+    assert_eq!(r.calls[0].status, CallStatus::Ok);
+    // Functional bound, not a benchmark: the interrupt fired, the run did
+    // not hang until some outer timeout.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let next = engine.execute_blocking(Program::new("return (await tools.echo({ok: 1})).content.ok;"));
+    assert_eq!(next.status, RunStatus::Completed);
+    assert_eq!(next.value, json!(1));
+}
+
+#[test]
+fn a_deadline_while_waiting_on_calls_leaves_them_in_flight() {
+    let ws = workspace();
+    let engine = engine_with(&ws, deadline(300));
+    let r = engine.execute_blocking(Program::new(
+        "await tools.sleep({ms: 1});\nawait Promise.all([tools.sleep({ms: 60000}), tools.sleep({ms: 60000})]);",
+    ));
+    assert_eq!(r.status, RunStatus::TimedOut);
+    assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Timeout);
+    let statuses: Vec<CallStatus> = r.calls.iter().map(|c| c.status).collect();
+    assert_eq!(statuses, [CallStatus::Ok, CallStatus::InFlight, CallStatus::InFlight]);
+    assert!(r.calls[1].note.as_deref().unwrap().contains("deadline"));
+}
+
+#[test]
+fn a_paused_clock_does_not_count_against_the_deadline() {
+    let ws = workspace();
+    let engine = engine_with(&ws, deadline(300));
+    let run = engine.start(Program::new("await tools.sleep({ms: 700}); return 'made it';"));
+    let pause = run.pause_clock();
+    std::thread::sleep(Duration::from_millis(900));
+    drop(pause);
+    let r = run.wait_blocking();
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!("made it"));
+    // The program ended (at about 700 ms) while the clock was still paused.
+    assert!(r.approval_wait_ms >= 600.0, "{}", r.approval_wait_ms);
+}
+
+#[test]
+fn cancelling_a_run_returns_a_cancelled_receipt() {
+    let ws = workspace();
+    let engine = engine_with(&ws, Limits::default());
+    let run = engine.start(Program::new("await tools.echo({});\nawait tools.sleep({ms: 60000});"));
+    std::thread::sleep(Duration::from_millis(100));
+    run.cancel();
+    let r = run.wait_blocking();
+    assert_eq!(r.status, RunStatus::Cancelled);
+    assert_eq!(r.error.unwrap().kind, ErrorKind::Cancelled);
+    assert_eq!(r.calls[0].status, CallStatus::Ok);
+    assert_eq!(r.calls[1].status, CallStatus::InFlight);
+}
+
+#[test]
+fn allocating_past_the_memory_limit_is_kind_memory_and_the_engine_stays_usable() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.memory_bytes = 16 << 20;
+    let engine = engine_with(&ws, limits);
+    for src in [
+        "const a = []; while (true) a.push('x'.repeat(1000) + a.length);",
+        "const a = []; while (true) a.push(new Array(10000).fill(1.5));",
+    ] {
+        let r = engine.execute_blocking(Program::new(src));
+        assert_eq!(r.status, RunStatus::Failed, "{src}");
+        assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Memory, "{src}: {:?}", r.error);
+    }
+    let next = engine.execute_blocking(Program::new("return [1, 2, 3].length;"));
+    assert_eq!(next.value, json!(3));
+}
+
+#[test]
+fn deep_recursion_is_kind_stack() {
+    let ws = workspace();
+    let engine = engine_with(&ws, Limits::default());
+    let r = engine.execute_blocking(Program::new("function f(n) { return f(n + 1) + 1; }\nreturn f(0);"));
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Stack);
+    assert_eq!(e.line, Some(1));
+    assert_eq!(engine.execute_blocking(Program::new("return 'fine';")).value, json!("fine"));
+}
+
+#[test]
+fn the_call_budget_ends_the_run_with_kind_limit() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.max_calls = 5;
+    let engine = engine_with(&ws, limits);
+    let r = engine.execute_blocking(Program::new(
+        "for (let i = 0; ; i++) { try { await tools.echo({i}); } catch (e) { console.log('caught', e.kind); } }",
+    ));
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Limit);
+    assert!(e.message.contains("5 tool calls"), "{}", e.message);
+    assert_eq!(r.calls.len(), 6, "five calls ran and the sixth was refused");
+    assert!(r.calls[..5].iter().all(|c| c.status == CallStatus::Ok));
+    assert_eq!(r.calls[5].status, CallStatus::Refused);
+}
+
+#[test]
+fn source_over_the_limit_is_refused_before_running() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.source_bytes = 100;
+    let engine = engine_with(&ws, limits);
+    let r = engine.execute_blocking(Program::new(format!("await tools.echo({{}}); // {}", "x".repeat(200))));
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.error.unwrap().kind, ErrorKind::Limit);
+    assert!(r.calls.is_empty());
+}
+
+#[test]
+fn a_slow_tool_is_cut_by_its_timeout() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.tool_timeout = Duration::from_millis(50);
+    let engine = engine_with(&ws, limits);
+    let r = engine.execute_blocking(Program::new(
+        "try { await tools.sleep({ms: 10000}); } catch (e) { return [e.kind, e.message]; }",
+    ));
+    assert_eq!(r.value[0], json!("timeout"), "{:?}", r.value);
+    assert!(r.value[1].as_str().unwrap().contains("50 ms"));
+    assert_eq!(r.calls[0].status, CallStatus::Failed);
+}
+
+#[test]
+fn a_promise_nothing_can_settle_ends_the_run() {
+    let r = crate::common::run("await new Promise(() => {});");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.error.unwrap().kind, ErrorKind::Limit);
+}
+
+#[test]
+fn the_log_bound_counts_what_it_drops() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.log_lines = 10;
+    let engine = engine_with(&ws, limits);
+    let r = engine.execute_blocking(Program::new("for (let i = 0; i < 25; i++) console.log('line', i);"));
+    assert_eq!(r.logs.len(), 10);
+    assert_eq!(r.logs[9].text, "line 9");
+    assert_eq!(r.logs_dropped, 15);
+}
+
+#[test]
+fn invalid_limits_are_refused_at_build_naming_the_field() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.stack_bytes = 64 << 20;
+    let err = crate::common::builder(&ws).limits(limits).build().unwrap_err();
+    assert!(err.to_string().contains("stack_bytes"), "{err}");
+}

@@ -1,0 +1,9 @@
+//! Integration tests, one binary (fewer test binaries link faster); one
+//! module per area.
+
+mod cli;
+mod common;
+mod limits;
+mod native_tools;
+mod programs;
+mod receipts;

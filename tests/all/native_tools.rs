@@ -1,0 +1,84 @@
+//! `read` and `file_search` on real files, from programs.
+
+use codemode::{CallStatus, Limits, Program, RunStatus};
+use serde_json::json;
+
+use crate::common::{engine_with, workspace};
+
+fn run_in(ws: &tempfile::TempDir, src: &str) -> codemode::Receipt {
+    engine_with(ws, Limits::default()).execute_blocking(Program::new(src))
+}
+
+#[test]
+fn read_numbers_lines_and_says_where_to_continue() {
+    let ws = workspace();
+    let body: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(ws.path().join("ten.txt"), body).unwrap();
+    let r = run_in(&ws, "return await tools.read({path: 'ten.txt', offset: 3, limit: 2});");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value["content"],
+        json!("     3\tline 3\n     4\tline 4\n[lines 3-4 of 10; continue with offset 5]\n")
+    );
+    assert_eq!(r.value["metadata"]["next_offset"], json!(5));
+    assert_eq!(r.value["metadata"]["total_lines"], json!(10));
+    let r = run_in(&ws, "return (await tools.read({path: 'ten.txt', offset: 9})).metadata.next_offset;");
+    assert_eq!(r.value, json!(null));
+}
+
+#[test]
+fn read_refuses_escapes_binaries_and_folders() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("bin.dat"), [0u8, 1, 2, 3]).unwrap();
+    let r = run_in(
+        &ws,
+        "const out = []; for (const path of ['../etc/passwd', '/etc/passwd', 'bin.dat', 'docs', 'missing.txt']) { \
+           try { await tools.read({path}); out.push('read ' + path); } catch (e) { out.push(e.message); } } return out;",
+    );
+    let got: Vec<&str> = r.value.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(got[0].contains("outside the workspace") || got[0].contains("does not exist"), "{}", got[0]);
+    assert!(got[1].contains("outside the workspace"), "{}", got[1]);
+    assert!(got[2].contains("binary"), "{}", got[2]);
+    assert!(got[3].contains("folder"), "{}", got[3]);
+    assert!(got[4].contains("does not exist"), "{}", got[4]);
+    assert!(r.calls.iter().all(|c| c.status == CallStatus::Failed));
+}
+
+#[test]
+fn file_search_finds_by_fragment_and_glob_and_respects_gitignore() {
+    let ws = workspace();
+    std::fs::write(ws.path().join(".gitignore"), "ignored/\n").unwrap();
+    std::fs::create_dir(ws.path().join("ignored")).unwrap();
+    std::fs::write(ws.path().join("ignored/guide.md"), "x").unwrap();
+    std::fs::create_dir_all(ws.path().join("node_modules/pkg")).unwrap();
+    std::fs::write(ws.path().join("node_modules/pkg/guide.md"), "x").unwrap();
+    let r = run_in(
+        &ws,
+        "const a = await tools.file_search({query: 'GUIDE'}); \
+         const b = await tools.file_search({query: '**/*.txt'}); \
+         const c = await tools.file_search({query: 'guide', exclude: []}); \
+         const d = await tools.file_search({query: 'a', extensions: ['md']}); \
+         return [a.content, b.content, c.content, d.content];",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value[0], json!(["docs/guide.md"]));
+    assert_eq!(r.value[1], json!(["a.txt"]));
+    assert_eq!(r.value[2], json!(["docs/guide.md", "node_modules/pkg/guide.md"]));
+    assert_eq!(r.value[3], json!([]));
+}
+
+#[test]
+fn file_search_ranks_exact_names_first_and_bounds_its_output() {
+    let ws = workspace();
+    for i in 0..30 {
+        std::fs::write(ws.path().join(format!("notes{i}.txt")), "").unwrap();
+    }
+    std::fs::write(ws.path().join("notes"), "").unwrap();
+    let r = run_in(&ws, "const r = await tools.file_search({query: 'notes', limit: 5}); return [r.content, r.metadata];");
+    assert_eq!(r.value[0][0], json!("notes"));
+    assert_eq!(r.value[0].as_array().unwrap().len(), 5);
+    assert_eq!(r.value[1]["matches"], json!(31));
+    assert_eq!(r.value[1]["truncated"], json!(true));
+    let bad = run_in(&ws, "try { await tools.file_search({query: 'a[', }); } catch (e) { return e.message; }");
+    assert!(bad.value.as_str().unwrap().contains("not a valid glob"), "{}", bad.value);
+}

@@ -1,0 +1,303 @@
+//! What programs can and cannot do: values, console, the tools object,
+//! errors, isolation.
+
+use codemode::{CallStatus, Decision, ErrorKind, Limits, Program, RunStatus};
+use serde_json::json;
+
+use crate::common::{engine_with, run, workspace};
+
+#[test]
+fn every_json_type_comes_back_as_the_value() {
+    let cases = [
+        ("return 42;", json!(42)),
+        ("return -1.5;", json!(-1.5)),
+        ("return 'text';", json!("text")),
+        ("return true;", json!(true)),
+        ("return false;", json!(false)),
+        ("return null;", json!(null)),
+        ("return [1, 'two', [3]];", json!([1, "two", [3]])),
+        ("return {a: {b: [null, {c: 'd'}]}};", json!({"a": {"b": [null, {"c": "d"}]}})),
+        ("return 'é😀';", json!("é😀")),
+    ];
+    let ws = workspace();
+    let engine = engine_with(&ws, Limits::default());
+    for (src, want) in cases {
+        let r = engine.execute_blocking(Program::new(src));
+        assert_eq!(r.status, RunStatus::Completed, "{src}: {:?}", r.error);
+        assert_eq!(r.value, want, "{src}");
+    }
+}
+
+#[test]
+fn undefined_and_no_return_become_null() {
+    for src in ["return undefined;", "1 + 1;", "", "return () => 1;"] {
+        let r = run(src);
+        assert_eq!(r.status, RunStatus::Completed, "{src}");
+        assert_eq!(r.value, json!(null), "{src}");
+    }
+}
+
+#[test]
+fn top_level_await_and_return_work() {
+    let r = run("const r = await tools.echo({x: 1}); if (r.content.x === 1) return 'yes'; return 'no';");
+    assert_eq!(r.value, json!("yes"));
+}
+
+#[test]
+fn console_levels_are_captured_in_order() {
+    let r = run(
+        "console.log('one', 1, {a: [1]}); console.info('two'); console.warn('three'); \
+         console.error(new TypeError('four')); console.debug(null, undefined, 5n, Symbol('s'));",
+    );
+    let got: Vec<(&str, &str)> = r.logs.iter().map(|l| (l.level.as_str(), l.text.as_str())).collect();
+    assert_eq!(got[0], ("log", "one 1 {\"a\":[1]}"));
+    assert_eq!(got[1], ("info", "two"));
+    assert_eq!(got[2], ("warn", "three"));
+    assert_eq!(got[3].0, "error");
+    assert!(got[3].1.starts_with("TypeError: four"), "{:?}", got[3]);
+    assert_eq!(got[4], ("debug", "null undefined 5n Symbol(s)"));
+    assert_eq!(r.logs_dropped, 0);
+}
+
+#[test]
+fn the_tools_proxy_is_sugar_for_tools_call() {
+    let r = run(
+        "const a = await tools.echo({v: 1}); const b = await tools.call('echo', {v: 1}); \
+         return [a, b, JSON.stringify(a) === JSON.stringify(b)];",
+    );
+    assert_eq!(r.value[0], json!({"content": {"v": 1}, "metadata": null, "truncated": null}));
+    assert_eq!(r.value[2], json!(true));
+    assert_eq!(r.calls.len(), 2);
+    assert!(r.calls.iter().all(|c| c.tool == "echo" && c.status == CallStatus::Ok));
+}
+
+#[test]
+fn tools_is_frozen_and_touching_it_makes_no_call() {
+    let r = run(
+        "'use strict'; const out = []; \
+         try { tools.call = () => 1; out.push('assigned'); } catch (e) { out.push(e.name); } \
+         try { delete tools.call; out.push('deleted'); } catch (e) { out.push(e.name); } \
+         try { globalThis.tools = {}; } catch (e) { out.push('global ' + e.name); } \
+         out.push(Object.isFrozen(tools), typeof tools.then, typeof tools.toJSON, String(tools.toString === Object.prototype.toString)); \
+         console.log(tools); await Promise.resolve(tools); \
+         return out;",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(["TypeError", "TypeError", "global TypeError", true, "undefined", "undefined", "true"]));
+    assert!(r.calls.is_empty(), "logging or awaiting tools made calls: {:?}", r.calls);
+}
+
+#[test]
+fn no_raw_host_hooks_and_no_ambient_capabilities() {
+    let r = run(
+        "const names = Object.getOwnPropertyNames(globalThis).filter(n => /host|codemode|__/i.test(n)); \
+         return {names, require: typeof require, setTimeout: typeof setTimeout, setInterval: typeof setInterval, \
+                 fetch: typeof fetch, std: typeof std, os: typeof os, process: typeof process, Deno: typeof Deno};",
+    );
+    assert_eq!(
+        r.value,
+        json!({"names": [], "require": "undefined", "setTimeout": "undefined", "setInterval": "undefined",
+               "fetch": "undefined", "std": "undefined", "os": "undefined", "process": "undefined", "Deno": "undefined"})
+    );
+}
+
+#[test]
+fn import_fails() {
+    let r = run("const m = await import('fs'); return m;");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(r.calls.is_empty());
+    let r = run("import fs from 'fs';");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.error.unwrap().kind, ErrorKind::Syntax);
+}
+
+#[test]
+fn a_program_cannot_see_or_change_another_programs_globals() {
+    let ws = workspace();
+    let engine = engine_with(&ws, Limits::default());
+    let first = engine.execute_blocking(Program::new(
+        "globalThis.secret = 42; Array.prototype.evil = 1; JSON.parse = () => 'hijacked'; return 'set';",
+    ));
+    assert_eq!(first.value, json!("set"));
+    let second = engine.execute_blocking(Program::new(
+        "const r = await tools.echo({ok: true}); \
+         return [typeof secret, [].evil === undefined, JSON.parse('1'), r.content.ok];",
+    ));
+    assert_eq!(second.value, json!(["undefined", true, 1, true]));
+}
+
+#[test]
+fn a_hijacked_json_does_not_break_tools_call() {
+    let r = run("JSON.parse = () => 'x'; JSON.stringify = () => 'y'; const r = await tools.echo({n: 1}); return r.content.n;");
+    assert_eq!(r.value, json!(1), "{:?}", r.error);
+}
+
+#[test]
+fn a_thrown_error_fails_the_run_with_the_users_line_and_column() {
+    let r = run("const a = 1;\nconst b = 2;\n  null.boom;\nreturn a + b;");
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert!(e.message.starts_with("TypeError"), "{}", e.message);
+    assert_eq!((e.line, e.column), (Some(3), Some(3)));
+    // On the first line the wrapper's prefix is taken off the column
+    // (QuickJS points at the constructor, `Error`, in column 15).
+    let e = run("    throw new Error('first line');").error.unwrap();
+    assert_eq!((e.line, e.column), (Some(1), Some(15)));
+    assert_eq!(e.message, "Error: first line");
+}
+
+#[test]
+fn a_syntax_error_runs_no_call() {
+    let r = run("await tools.echo({});\nconst x = ;\n");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(r.calls.is_empty());
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!(e.line, Some(2));
+}
+
+#[test]
+fn tool_errors_are_catchable_with_kind_tool_and_seq() {
+    let r = run(
+        "await tools.echo({}); \
+         try { await tools.fail({message: 'disk on fire'}); } \
+         catch (e) { return [e instanceof ToolError, e.name, e.kind, e.tool, e.seq, e.message]; }",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!([true, "ToolError", "failed", "fail", 2, "fail (call 2): disk on fire"]));
+    assert_eq!(r.calls[1].status, CallStatus::Failed);
+    assert_eq!(r.calls[1].decision, Decision::Auto);
+    assert_eq!(r.calls[1].error.as_deref(), Some("disk on fire"));
+}
+
+#[test]
+fn an_uncaught_tool_error_fails_the_run() {
+    let r = run("await tools.fail({message: 'nope'});");
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert_eq!(e.message, "ToolError: fail (call 1): nope");
+}
+
+#[test]
+fn unknown_tools_are_refused_with_suggestions() {
+    let r = run("try { await tools.call('ehco', {}); } catch (e) { return [e.kind, e.message]; }");
+    assert_eq!(r.value[0], json!("refused"));
+    assert!(r.value[1].as_str().unwrap().contains("did you mean `echo`?"), "{}", r.value[1]);
+    assert_eq!(r.calls[0].decision, Decision::Refused);
+    assert_eq!(r.calls[0].status, CallStatus::Refused);
+}
+
+#[test]
+fn direct_only_tools_are_refused_inside_programs_ignoring_case() {
+    for name in ["execute_tools", "Execute_Tools", "AGENT", "workflow", "mcp__github__authenticate"] {
+        let r = run(&format!("try {{ await tools.call('{name}', {{}}); }} catch (e) {{ return [e.kind, e.message]; }}"));
+        assert_eq!(r.value[0], json!("refused"), "{name}");
+        assert!(r.value[1].as_str().unwrap().contains("direct-only"), "{name}: {}", r.value[1]);
+    }
+}
+
+#[test]
+fn arguments_are_validated_against_the_input_schema() {
+    let r = run("try { await tools.sleep({ms: 'soon'}); } catch (e) { return [e.kind, e.message]; }");
+    assert_eq!(r.value[0], json!("refused"));
+    let msg = r.value[1].as_str().unwrap();
+    assert!(msg.contains("input schema of `sleep`") && msg.contains("/ms"), "{msg}");
+}
+
+#[test]
+fn non_json_arguments_are_a_clear_type_error() {
+    let r = run(
+        "const out = []; const cyc = {}; cyc.self = cyc; \
+         for (const bad of [{f: () => 1}, cyc, {n: 10n}, {s: Symbol('x')}, () => 1]) { \
+           try { await tools.echo(bad); out.push('accepted'); } catch (e) { out.push(e.name + ': ' + e.message); } } \
+         try { await tools.call(42, {}); } catch (e) { out.push(e.name + ': ' + e.message); } \
+         return out;",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let got: Vec<&str> = r.value.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(got[0].contains("TypeError") && got[0].contains("\"f\" is a function"), "{}", got[0]);
+    assert!(got[1].contains("TypeError") && got[1].contains("circular"), "{}", got[1]);
+    assert!(got[2].contains("TypeError") && got[2].contains("BigInt"), "{}", got[2]);
+    assert!(got[3].contains("TypeError") && got[3].contains("symbol"), "{}", got[3]);
+    assert!(got[4].contains("TypeError") && got[4].contains("function"), "{}", got[4]);
+    assert!(got[5].contains("TypeError") && got[5].contains("name must be a string"), "{}", got[5]);
+    assert!(r.calls.is_empty(), "bad arguments never reach the host: {:?}", r.calls);
+}
+
+#[test]
+fn promise_all_of_100_calls_is_fully_receipted() {
+    let r = run(
+        "const rs = await Promise.all(Array.from({length: 100}, (_, i) => \
+            i % 2 ? tools.echo({i}) : tools.sleep({ms: 1 + (i % 7)}))); \
+         return rs.length;",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(100));
+    assert_eq!(r.calls.len(), 100);
+    let mut seqs: Vec<u64> = r.calls.iter().map(|c| c.seq).collect();
+    seqs.dedup();
+    assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
+    assert!(r.calls.iter().all(|c| c.status == CallStatus::Ok));
+}
+
+#[test]
+fn the_in_flight_limit_queues_calls_and_never_exceeds_it() {
+    let ws = workspace();
+    let sleep = crate::common::Sleep::new();
+    let peak = sleep.peak.clone();
+    let mut limits = Limits::default();
+    limits.max_in_flight = 4;
+    let engine = codemode::Engine::builder()
+        .workspace(ws.path())
+        .limits(limits)
+        .tool(sleep)
+        .build()
+        .unwrap();
+    let r = engine.execute_blocking(Program::new(
+        "await Promise.all(Array.from({length: 20}, () => tools.sleep({ms: 10}))); return 'done';",
+    ));
+    assert_eq!(r.value, json!("done"), "{:?}", r.error);
+    assert_eq!(r.calls.len(), 20);
+    assert_eq!(peak.load(std::sync::atomic::Ordering::SeqCst), 4);
+}
+
+#[test]
+fn an_unawaited_call_is_still_receipted() {
+    let r = run("tools.sleep({ms: 30}); tools.echo({late: true}); return 'returned first';");
+    assert_eq!(r.status, RunStatus::Completed);
+    assert_eq!(r.value, json!("returned first"));
+    assert_eq!(r.calls.len(), 2);
+    let sleep = &r.calls[0];
+    assert_eq!(sleep.status, CallStatus::Ok, "the engine waits for calls the program left running");
+    assert!(sleep.note.as_deref().unwrap_or("").contains("not awaited"), "{:?}", sleep.note);
+}
+
+#[test]
+fn a_tool_that_panics_fails_its_call_not_the_engine() {
+    let r = run(
+        "const out = []; \
+         for (const later of [false, true]) { try { await tools.panic({later}); } catch (e) { out.push(e.kind); } } \
+         return out;",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(["failed", "failed"]));
+    assert!(r.calls.iter().all(|c| c.error.as_deref().unwrap().contains("panicked")));
+}
+
+#[test]
+fn a_busy_program_does_not_stall_another_programs_calls() {
+    let ws = workspace();
+    let engine = crate::common::builder(&ws).limits(crate::common::deadline(5_000)).vm_threads(2).build().unwrap();
+    let busy = engine.start(Program::new("while (true) {}"));
+    let worker = engine.execute_blocking(Program::new(
+        "let n = 0; for (let i = 0; i < 5; i++) { n += (await tools.sleep({ms: 20})).content.slept; } return n;",
+    ));
+    assert_eq!(worker.status, RunStatus::Completed, "{:?}", worker.error);
+    assert_eq!(worker.value, json!(100));
+    // The busy program is still running when the other one is done; stop it.
+    busy.cancel();
+    let busy = busy.wait_blocking();
+    assert_eq!(busy.status, RunStatus::Cancelled);
+}
