@@ -34,13 +34,13 @@ mod tools;
 mod vm;
 
 pub use catalog::{
-    Annotations, CatalogError, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
+    Annotations, CatalogError, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource,
+    ToolSpec,
 };
 pub use engine::{BuildError, Canceller, ClockPause, Engine, EngineBuilder, Run};
 pub use program::Program;
 pub use receipt::{
-    CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt, RunError,
-    RunStatus, Truncation,
+    CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt,
+    RunError, RunStatus, Truncation,
 };
 pub use vm::{Limits, Sandbox};
-

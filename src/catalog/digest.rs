@@ -87,7 +87,8 @@ mod tests {
     #[test]
     fn digest_ignores_key_order_but_not_content() {
         let a = ToolSpec::new("t", "d", json!({"type": "object", "properties": {}}));
-        let b = ToolSpec::new("t", "d", serde_json::from_str(r#"{"properties":{},"type":"object"}"#).unwrap());
+        let b =
+            ToolSpec::new("t", "d", serde_json::from_str(r#"{"properties":{},"type":"object"}"#).unwrap());
         let c = ToolSpec::new("t", "d", json!({"type": "object", "properties": {"x": {}}}));
         assert_eq!(catalog_digest([&a].into_iter()), catalog_digest([&b].into_iter()));
         assert_ne!(catalog_digest([&a].into_iter()), catalog_digest([&c].into_iter()));

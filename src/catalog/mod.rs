@@ -12,7 +12,6 @@ mod tool;
 pub use spec::{Annotations, Loading, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
-
 use std::collections::HashMap;
 use std::sync::Arc;
 

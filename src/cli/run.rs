@@ -74,8 +74,9 @@ fn read_program(file: &str) -> anyhow::Result<(String, String)> {
         std::io::stdin().read_to_string(&mut source).context("cannot read the program from stdin")?;
         return Ok(("stdin.js".to_owned(), source));
     }
-    let source = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read program file `{file}` (give a path to a .js file, or - for stdin)"))?;
+    let source = std::fs::read_to_string(file).with_context(|| {
+        format!("cannot read program file `{file}` (give a path to a .js file, or - for stdin)")
+    })?;
     let name = std::path::Path::new(file)
         .file_name()
         .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());

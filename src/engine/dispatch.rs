@@ -112,11 +112,8 @@ impl Dispatcher {
         let entry = self.shared.catalog.get(tool).expect("the gate checked the tool exists");
         let seq = ledger.open(tool, caller, Decision::Auto, None);
         let started = Instant::now();
-        let timeout = entry
-            .spec
-            .timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or(self.shared.limits.tool_timeout);
+        let timeout =
+            entry.spec.timeout_ms.map(Duration::from_millis).unwrap_or(self.shared.limits.tool_timeout);
         let cx = ToolContext {
             workspace: self.shared.workspace.clone(),
             run_id: self.run_id.clone(),
@@ -162,9 +159,9 @@ impl Dispatcher {
                 // Spilling writes a file: do it off this thread.
                 let future = Box::pin(async move {
                     let finish2 = finish.clone();
-                    tokio::task::spawn_blocking(move || finish.complete(result))
-                        .await
-                        .unwrap_or_else(|_| finish2.failed("failed", "writing the spill file panicked".into()))
+                    tokio::task::spawn_blocking(move || finish.complete(result)).await.unwrap_or_else(|_| {
+                        finish2.failed("failed", "writing the spill file panicked".into())
+                    })
                 });
                 Begun::Running { seq, future }
             }

@@ -183,7 +183,8 @@ impl EngineBuilder {
             return Err(BuildError::Workspace { path: self.workspace, message: "not a directory".into() });
         }
         self.limits.validate().map_err(|(field, message)| BuildError::Limits { field, message })?;
-        let mut tools: Vec<Arc<dyn Tool>> = if self.native_tools { crate::tools::native() } else { Vec::new() };
+        let mut tools: Vec<Arc<dyn Tool>> =
+            if self.native_tools { crate::tools::native() } else { Vec::new() };
         tools.extend(self.tools);
         let catalog = Catalog::new(tools)?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());

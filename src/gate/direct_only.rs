@@ -10,14 +10,8 @@ use super::{CallRequest, GateContext, Step, Verdict};
 use crate::receipt::Caller;
 
 /// Tool names refused inside programs (compared ignoring case).
-pub(crate) const DIRECT_ONLY_NAMES: &[&str] = &[
-    "execute_tools",
-    "agent",
-    "workflow",
-    "request_user_input",
-    "interactive_shell",
-    "mcp__authenticate",
-];
+pub(crate) const DIRECT_ONLY_NAMES: &[&str] =
+    &["execute_tools", "agent", "workflow", "request_user_input", "interactive_shell", "mcp__authenticate"];
 
 /// Argument fields that ask for wider sandbox permissions.
 const ESCALATION_FIELDS: &[&str] = &["sandbox_permissions", "with_escalated_permissions"];
@@ -41,9 +35,8 @@ impl Step for DirectOnly {
                 call.tool
             ));
         }
-        if let Some(field) = ESCALATION_FIELDS
-            .iter()
-            .find(|f| call.args.get(**f).is_some_and(|v| !v.is_null()))
+        if let Some(field) =
+            ESCALATION_FIELDS.iter().find(|f| call.args.get(**f).is_some_and(|v| !v.is_null()))
         {
             return Verdict::Refuse(format!(
                 "the argument `{field}` asks for sandbox escalation, which a program cannot do; \
@@ -90,7 +83,11 @@ mod tests {
 
     #[test]
     fn escalation_fields_are_refused() {
-        let v = check("bash", json!({"command": "ls", "sandbox_permissions": "danger-full-access"}), Caller::Program);
+        let v = check(
+            "bash",
+            json!({"command": "ls", "sandbox_permissions": "danger-full-access"}),
+            Caller::Program,
+        );
         assert!(matches!(v, Verdict::Refuse(r) if r.contains("sandbox_permissions")));
     }
 }

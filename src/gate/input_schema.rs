@@ -39,12 +39,16 @@ mod tests {
     struct T;
     impl Tool for T {
         fn spec(&self) -> ToolSpec {
-            ToolSpec::new("t", "t", json!({
-                "type": "object",
-                "properties": {"n": {"type": "integer"}},
-                "required": ["n"],
-                "additionalProperties": false
-            }))
+            ToolSpec::new(
+                "t",
+                "t",
+                json!({
+                    "type": "object",
+                    "properties": {"n": {"type": "integer"}},
+                    "required": ["n"],
+                    "additionalProperties": false
+                }),
+            )
         }
         fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
             Box::pin(async { Ok(ToolOutput::new(Value::Null)) })
@@ -55,7 +59,10 @@ mod tests {
     fn valid_arguments_pass_and_invalid_ones_say_where() {
         let catalog = Catalog::new(vec![Arc::new(T)]).unwrap();
         let cx = GateContext { catalog: &catalog, max_calls: 10 };
-        let check = |args: Value| InputSchema.check(&CallRequest { tool: "t", args: &args, caller: Caller::Program, calls_made: 0 }, &cx);
+        let check = |args: Value| {
+            InputSchema
+                .check(&CallRequest { tool: "t", args: &args, caller: Caller::Program, calls_made: 0 }, &cx)
+        };
         assert_eq!(check(json!({"n": 1})), Verdict::Next);
         assert!(matches!(check(json!({"n": "one"})), Verdict::Refuse(r) if r.contains("/n")));
         assert!(matches!(check(json!({"n": 1, "extra": true})), Verdict::Refuse(r) if r.contains("extra")));

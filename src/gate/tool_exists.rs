@@ -17,7 +17,10 @@ impl Step for ToolExists {
             let hint = if near.is_empty() {
                 "tool_search finds tools by what they do".to_owned()
             } else {
-                format!("did you mean {}?", near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+                format!(
+                    "did you mean {}?",
+                    near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                )
             };
             return Verdict::Refuse(format!("unknown tool `{}`: {hint}", call.tool));
         };
@@ -63,13 +66,18 @@ mod tests {
     #[test]
     fn unknown_names_suggest_the_nearest() {
         let v = check("raed", Caller::Program);
-        assert!(matches!(&v, Verdict::Refuse(r) if r.contains("unknown tool `raed`") && r.contains("`read`")), "{v:?}");
+        assert!(
+            matches!(&v, Verdict::Refuse(r) if r.contains("unknown tool `raed`") && r.contains("`read`")),
+            "{v:?}"
+        );
     }
 
     #[test]
     fn allowed_callers_are_enforced() {
         assert_eq!(check("read", Caller::Program), Verdict::Next);
         assert_eq!(check("host_only", Caller::Direct), Verdict::Next);
-        assert!(matches!(check("host_only", Caller::Program), Verdict::Refuse(r) if r.contains("from a program")));
+        assert!(
+            matches!(check("host_only", Caller::Program), Verdict::Refuse(r) if r.contains("from a program"))
+        );
     }
 }

@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use super::{
-    CallReceipt, CallStatus, Caller, Decision, LogEntry, Receipt, RunError, RunStatus, Truncation,
-    millis, spill::utf8_prefix,
+    CallReceipt, CallStatus, Caller, Decision, LogEntry, Receipt, RunError, RunStatus, Truncation, millis,
+    spill::utf8_prefix,
 };
 
 /// How a finished call ended, for [`Ledger::finish`].
@@ -106,7 +106,6 @@ impl Ledger {
     pub(crate) fn tool_of(&self, seq: u64) -> &str {
         &self.calls[(seq - 1) as usize].tool
     }
-
 
     /// Records one console line; lines past the bound are counted in
     /// `logs_dropped`, and a line that only partly fits is cut.

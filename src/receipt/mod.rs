@@ -102,13 +102,7 @@ pub struct RunError {
 impl RunError {
     /// An error with no source position.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        RunError {
-            kind,
-            message: message.into(),
-            line: None,
-            column: None,
-            stack: None,
-        }
+        RunError { kind, message: message.into(), line: None, column: None, stack: None }
     }
 }
 

@@ -75,7 +75,8 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         return Err(ToolError::new("`query` is empty: give a name, a path fragment or a glob"));
     }
     let matcher = if query.contains(['*', '?', '[', '{']) {
-        let glob = Glob::new(query).map_err(|e| ToolError::new(format!("`query` is not a valid glob: {e}")))?;
+        let glob =
+            Glob::new(query).map_err(|e| ToolError::new(format!("`query` is not a valid glob: {e}")))?;
         Matcher::Glob(GlobSetBuilder::new().add(glob).build().map_err(|e| ToolError::new(e.to_string()))?)
     } else {
         Matcher::Fragment(query.to_lowercase())
@@ -110,7 +111,8 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         }
         let rel = workspace::relative(ws, entry.path());
         if let Some(exts) = &extensions {
-            let ext = Path::new(&rel).extension().map(|e| e.to_string_lossy().to_lowercase()).unwrap_or_default();
+            let ext =
+                Path::new(&rel).extension().map(|e| e.to_string_lossy().to_lowercase()).unwrap_or_default();
             if !exts.contains(&ext) {
                 continue;
             }
@@ -162,7 +164,10 @@ fn globs(given: Option<&[String]>, default: &[&str]) -> Result<GlobSet, ToolErro
     match given {
         Some(list) => {
             for g in list {
-                b.add(Glob::new(g).map_err(|e| ToolError::new(format!("`exclude` glob `{g}` is invalid: {e}")))?);
+                b.add(
+                    Glob::new(g)
+                        .map_err(|e| ToolError::new(format!("`exclude` glob `{g}` is invalid: {e}")))?,
+                );
             }
         }
         None => {

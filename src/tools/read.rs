@@ -58,7 +58,8 @@ impl Tool for Read {
 
 fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     let path = workspace::resolve_existing(&cx.workspace, &args.path)?;
-    let meta = std::fs::metadata(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    let meta =
+        std::fs::metadata(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
     if meta.is_dir() {
         return Err(ToolError::new(format!("`{}` is a folder; file_search lists files", args.path)));
     }
@@ -69,7 +70,8 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             meta.len()
         )));
     }
-    let file = std::fs::File::open(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    let file = std::fs::File::open(&path)
+        .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
     let mut reader = BufReader::new(file);
     let head = reader.fill_buf().map_err(|e| ToolError::new(e.to_string()))?;
     if head[..head.len().min(SNIFF_BYTES)].contains(&0) {

@@ -18,9 +18,9 @@ pub(crate) fn resolve_existing(root: &Path, path: &str) -> Result<PathBuf, ToolE
     }
     let joined = root.join(path);
     let real = std::fs::canonicalize(&joined).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            ToolError::new(format!("`{path}` does not exist in the workspace (file_search finds files by name)"))
-        }
+        std::io::ErrorKind::NotFound => ToolError::new(format!(
+            "`{path}` does not exist in the workspace (file_search finds files by name)"
+        )),
         _ => ToolError::new(format!("cannot open `{path}`: {e}")),
     })?;
     if !real.starts_with(root) {

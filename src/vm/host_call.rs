@@ -75,16 +75,19 @@ impl InFlight {
 
 /// Makes the binding function for one VM.
 pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Result<Function<'js>> {
-    Function::new(ctx.clone(), move |ctx: Ctx<'js>, op: i32, a: String, b: String| -> rquickjs::Result<Value<'js>> {
-        match op {
-            0 => call(&ctx, &state, &a, &b),
-            1 => {
-                state.ledger.borrow_mut().log(&a, &b);
-                Ok(Value::new_undefined(ctx))
+    Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>, op: i32, a: String, b: String| -> rquickjs::Result<Value<'js>> {
+            match op {
+                0 => call(&ctx, &state, &a, &b),
+                1 => {
+                    state.ledger.borrow_mut().log(&a, &b);
+                    Ok(Value::new_undefined(ctx))
+                }
+                _ => Err(rquickjs::Exception::throw_internal(&ctx, "unknown host operation")),
             }
-            _ => Err(rquickjs::Exception::throw_internal(&ctx, "unknown host operation")),
-        }
-    })
+        },
+    )
 }
 
 fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> rquickjs::Result<Value<'js>> {
@@ -95,7 +98,8 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         return Ok(rquickjs::String::from_str(ctx.clone(), refusal)?.into_value());
     }
     let slot_free = state.calls.borrow().has_free_slot();
-    let begun = state.dispatcher.begin(&mut state.ledger.borrow_mut(), tool, args_json, Caller::Program, slot_free);
+    let begun =
+        state.dispatcher.begin(&mut state.ledger.borrow_mut(), tool, args_json, Caller::Program, slot_free);
     let settled = match begun {
         Begun::Running { seq, future } => {
             state.calls.borrow_mut().start(seq, future);

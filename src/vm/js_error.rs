@@ -96,7 +96,8 @@ mod tests {
 
     #[test]
     fn positions_come_from_the_first_frame_in_the_program() {
-        let stack = "    at f (codemode:prelude:10:3)\n    at <anonymous> (hello.js:7:12)\n    at hello.js:2:1";
+        let stack =
+            "    at f (codemode:prelude:10:3)\n    at <anonymous> (hello.js:7:12)\n    at hello.js:2:1";
         assert_eq!(position_in(stack, "hello.js"), Some((7, 12)));
         assert_eq!(position_in("    at hello.js:4", "hello.js"), Some((4, 1)));
         assert_eq!(position_in("    at other.js:4:1", "hello.js"), None);

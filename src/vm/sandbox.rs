@@ -59,9 +59,14 @@ enum Ending {
 
 impl Sandbox {
     /// Makes a VM for run `run_id` timed by `clock`.
-    pub(crate) fn new(shared: Arc<Shared>, clock: Arc<RunClock>, run_id: Arc<str>) -> Result<Sandbox, RunError> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        clock: Arc<RunClock>,
+        run_id: Arc<str>,
+    ) -> Result<Sandbox, RunError> {
         let limits = &shared.limits;
-        let internal = |what: &str, e: rquickjs::Error| RunError::new(ErrorKind::Internal, format!("{what}: {e}"));
+        let internal =
+            |what: &str, e: rquickjs::Error| RunError::new(ErrorKind::Internal, format!("{what}: {e}"));
         let rt = Runtime::new().map_err(|e| internal("could not create the JS runtime", e))?;
         rt.set_memory_limit(limits.memory_bytes);
         rt.set_max_stack_size(limits.stack_bytes);
@@ -85,7 +90,10 @@ impl Sandbox {
             Ok(s) => s,
             Err(e) => {
                 let detail = ctx.with(|ctx| describe_exception(&ctx, e));
-                return Err(RunError::new(ErrorKind::Internal, format!("the prelude failed to load: {detail}")));
+                return Err(RunError::new(
+                    ErrorKind::Internal,
+                    format!("the prelude failed to load: {detail}"),
+                ));
             }
         };
         Ok(Sandbox {
@@ -151,7 +159,8 @@ impl Sandbox {
             },
             Ending::Broken(e) => self.finish_with_error(e),
             Ending::Stopped => {
-                let error = self.stop_error().unwrap_or_else(|| RunError::new(ErrorKind::Internal, "stopped"));
+                let error =
+                    self.stop_error().unwrap_or_else(|| RunError::new(ErrorKind::Internal, "stopped"));
                 // A value the program returned before the stop is kept.
                 let value = match main {
                     Some(Ok(v)) => v,
@@ -171,7 +180,10 @@ impl Sandbox {
             match ctx.eval_with_options::<Value, _>(wrapped, eval_options(&name, false)) {
                 Ok(v) => match v.into_promise() {
                     Some(p) => Ok(Persistent::save(&ctx, p)),
-                    None => Err(RunError::new(ErrorKind::Internal, "the wrapped program did not return a promise")),
+                    None => Err(RunError::new(
+                        ErrorKind::Internal,
+                        "the wrapped program did not return a promise",
+                    )),
                 },
                 Err(_) => {
                     let exc = ctx.catch();
@@ -239,7 +251,8 @@ impl Sandbox {
                 let mut ledger = self.state.ledger.borrow_mut();
                 ledger.finish(completion.seq, completion.end);
                 if self.main_settled() {
-                    ledger.annotate(completion.seq, "finished after the program returned: it was not awaited");
+                    ledger
+                        .annotate(completion.seq, "finished after the program returned: it was not awaited");
                 }
             }
             if let Err(e) = self.settle(completion.seq, completion.ok, &completion.payload) {
@@ -296,7 +309,10 @@ impl Sandbox {
         let Some(settle) = &self.settle else { return Ok(()) };
         let clock = self.state.clock.clone();
         self.ctx.with(|ctx| {
-            let f = settle.clone().restore(&ctx).map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
+            let f = settle
+                .clone()
+                .restore(&ctx)
+                .map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
             let text = rquickjs::String::from_str(ctx.clone(), payload);
             let result = text.and_then(|t| f.call::<_, ()>((seq as f64, ok, t)));
             match result {
@@ -411,7 +427,8 @@ fn panicked(seq: u64, state: &HostState) -> Completion {
             note: None,
         },
         ok: false,
-        payload: serde_json::json!({"kind": "failed", "message": message, "tool": tool, "seq": seq}).to_string(),
+        payload: serde_json::json!({"kind": "failed", "message": message, "tool": tool, "seq": seq})
+            .to_string(),
     }
 }
 
@@ -425,7 +442,8 @@ fn value_json<'js>(ctx: &Ctx<'js>, v: Value<'js>) -> Result<Json, RunError> {
         Ok(None) => Ok(Json::Null),
         Ok(Some(text)) => {
             let text = text.to_string().map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
-            serde_json::from_str(&text).map_err(|e| RunError::new(ErrorKind::Internal, format!("return value: {e}")))
+            serde_json::from_str(&text)
+                .map_err(|e| RunError::new(ErrorKind::Internal, format!("return value: {e}")))
         }
         Err(_) => {
             let exc = ctx.catch();

@@ -58,7 +58,11 @@ fn bad_invocations_exit_2_with_a_clear_message() {
 #[test]
 fn without_json_the_value_goes_to_stdout_and_the_summary_to_stderr() {
     let ws = crate::common::workspace();
-    std::fs::write(ws.path().join("prog.js"), "console.log('hi'); const r = await tools.read({path: 'a.txt'}); return r.metadata.total_lines;").unwrap();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "console.log('hi'); const r = await tools.read({path: 'a.txt'}); return r.metadata.total_lines;",
+    )
+    .unwrap();
     let out = codemode(&["run", "prog.js"], "", ws.path());
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");

@@ -4,7 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use codemode::{Engine, EngineBuilder, Limits, Program, Receipt, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+use codemode::{
+    Engine, EngineBuilder, Limits, Program, Receipt, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
+    ToolSpec,
+};
 use serde_json::{Value, json};
 
 /// `echo`: returns its arguments object, at once.
@@ -71,7 +74,11 @@ impl Tool for Blob {
 pub struct Fail;
 impl Tool for Fail {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new("fail", "Always fails.", json!({"type": "object", "properties": {"message": {"type": "string"}}}))
+        ToolSpec::new(
+            "fail",
+            "Always fails.",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}}),
+        )
     }
     fn call(&self, args: Value, _: ToolContext) -> ToolFuture {
         let m = args["message"].as_str().unwrap_or("it failed").to_owned();

@@ -14,7 +14,7 @@ fn a_busy_loop_times_out_and_the_next_program_runs() {
     let engine = engine_with(&ws, deadline(300));
     let started = Instant::now();
     let r = engine.execute_blocking(Program::new(
-        "function spin() {\n  while (true) {}\n}\nawait tools.echo({});\nspin();",
+        "let n = 0;\nfunction spin() { while (true) { n++; } }\nawait tools.echo({});\nspin();",
     ));
     let took = started.elapsed();
     assert_eq!(r.status, RunStatus::TimedOut);

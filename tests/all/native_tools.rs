@@ -74,11 +74,15 @@ fn file_search_ranks_exact_names_first_and_bounds_its_output() {
         std::fs::write(ws.path().join(format!("notes{i}.txt")), "").unwrap();
     }
     std::fs::write(ws.path().join("notes"), "").unwrap();
-    let r = run_in(&ws, "const r = await tools.file_search({query: 'notes', limit: 5}); return [r.content, r.metadata];");
+    let r = run_in(
+        &ws,
+        "const r = await tools.file_search({query: 'notes', limit: 5}); return [r.content, r.metadata];",
+    );
     assert_eq!(r.value[0][0], json!("notes"));
     assert_eq!(r.value[0].as_array().unwrap().len(), 5);
     assert_eq!(r.value[1]["matches"], json!(31));
     assert_eq!(r.value[1]["truncated"], json!(true));
-    let bad = run_in(&ws, "try { await tools.file_search({query: 'a[', }); } catch (e) { return e.message; }");
+    let bad =
+        run_in(&ws, "try { await tools.file_search({query: 'a[', }); } catch (e) { return e.message; }");
     assert!(bad.value.as_str().unwrap().contains("not a valid glob"), "{}", bad.value);
 }

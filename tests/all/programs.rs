@@ -45,10 +45,8 @@ fn top_level_await_and_return_work() {
 
 #[test]
 fn console_levels_are_captured_in_order() {
-    let r = run(
-        "console.log('one', 1, {a: [1]}); console.info('two'); console.warn('three'); \
-         console.error(new TypeError('four')); console.debug(null, undefined, 5n, Symbol('s'));",
-    );
+    let r = run("console.log('one', 1, {a: [1]}); console.info('two'); console.warn('three'); \
+         console.error(new TypeError('four')); console.debug(null, undefined, 5n, Symbol('s'));");
     let got: Vec<(&str, &str)> = r.logs.iter().map(|l| (l.level.as_str(), l.text.as_str())).collect();
     assert_eq!(got[0], ("log", "one 1 {\"a\":[1]}"));
     assert_eq!(got[1], ("info", "two"));
@@ -61,10 +59,8 @@ fn console_levels_are_captured_in_order() {
 
 #[test]
 fn the_tools_proxy_is_sugar_for_tools_call() {
-    let r = run(
-        "const a = await tools.echo({v: 1}); const b = await tools.call('echo', {v: 1}); \
-         return [a, b, JSON.stringify(a) === JSON.stringify(b)];",
-    );
+    let r = run("const a = await tools.echo({v: 1}); const b = await tools.call('echo', {v: 1}); \
+         return [a, b, JSON.stringify(a) === JSON.stringify(b)];");
     assert_eq!(r.value[0], json!({"content": {"v": 1}, "metadata": null, "truncated": null}));
     assert_eq!(r.value[2], json!(true));
     assert_eq!(r.calls.len(), 2);
@@ -73,17 +69,18 @@ fn the_tools_proxy_is_sugar_for_tools_call() {
 
 #[test]
 fn tools_is_frozen_and_touching_it_makes_no_call() {
-    let r = run(
-        "'use strict'; const out = []; \
+    let r = run("'use strict'; const out = []; \
          try { tools.call = () => 1; out.push('assigned'); } catch (e) { out.push(e.name); } \
          try { delete tools.call; out.push('deleted'); } catch (e) { out.push(e.name); } \
          try { globalThis.tools = {}; } catch (e) { out.push('global ' + e.name); } \
          out.push(Object.isFrozen(tools), typeof tools.then, typeof tools.toJSON, String(tools.toString === Object.prototype.toString)); \
          console.log(tools); await Promise.resolve(tools); \
-         return out;",
-    );
+         return out;");
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
-    assert_eq!(r.value, json!(["TypeError", "TypeError", "global TypeError", true, "undefined", "undefined", "true"]));
+    assert_eq!(
+        r.value,
+        json!(["TypeError", "TypeError", "global TypeError", true, "undefined", "undefined", "true"])
+    );
     assert!(r.calls.is_empty(), "logging or awaiting tools made calls: {:?}", r.calls);
 }
 
@@ -128,7 +125,9 @@ fn a_program_cannot_see_or_change_another_programs_globals() {
 
 #[test]
 fn a_hijacked_json_does_not_break_tools_call() {
-    let r = run("JSON.parse = () => 'x'; JSON.stringify = () => 'y'; const r = await tools.echo({n: 1}); return r.content.n;");
+    let r = run(
+        "JSON.parse = () => 'x'; JSON.stringify = () => 'y'; const r = await tools.echo({n: 1}); return r.content.n;",
+    );
     assert_eq!(r.value, json!(1), "{:?}", r.error);
 }
 
@@ -159,11 +158,9 @@ fn a_syntax_error_runs_no_call() {
 
 #[test]
 fn tool_errors_are_catchable_with_kind_tool_and_seq() {
-    let r = run(
-        "await tools.echo({}); \
+    let r = run("await tools.echo({}); \
          try { await tools.fail({message: 'disk on fire'}); } \
-         catch (e) { return [e instanceof ToolError, e.name, e.kind, e.tool, e.seq, e.message]; }",
-    );
+         catch (e) { return [e instanceof ToolError, e.name, e.kind, e.tool, e.seq, e.message]; }");
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value, json!([true, "ToolError", "failed", "fail", 2, "fail (call 2): disk on fire"]));
     assert_eq!(r.calls[1].status, CallStatus::Failed);
@@ -192,7 +189,9 @@ fn unknown_tools_are_refused_with_suggestions() {
 #[test]
 fn direct_only_tools_are_refused_inside_programs_ignoring_case() {
     for name in ["execute_tools", "Execute_Tools", "AGENT", "workflow", "mcp__github__authenticate"] {
-        let r = run(&format!("try {{ await tools.call('{name}', {{}}); }} catch (e) {{ return [e.kind, e.message]; }}"));
+        let r = run(&format!(
+            "try {{ await tools.call('{name}', {{}}); }} catch (e) {{ return [e.kind, e.message]; }}"
+        ));
         assert_eq!(r.value[0], json!("refused"), "{name}");
         assert!(r.value[1].as_str().unwrap().contains("direct-only"), "{name}: {}", r.value[1]);
     }
@@ -208,13 +207,11 @@ fn arguments_are_validated_against_the_input_schema() {
 
 #[test]
 fn non_json_arguments_are_a_clear_type_error() {
-    let r = run(
-        "const out = []; const cyc = {}; cyc.self = cyc; \
+    let r = run("const out = []; const cyc = {}; cyc.self = cyc; \
          for (const bad of [{f: () => 1}, cyc, {n: 10n}, {s: Symbol('x')}, () => 1]) { \
            try { await tools.echo(bad); out.push('accepted'); } catch (e) { out.push(e.name + ': ' + e.message); } } \
          try { await tools.call(42, {}); } catch (e) { out.push(e.name + ': ' + e.message); } \
-         return out;",
-    );
+         return out;");
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     let got: Vec<&str> = r.value.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert!(got[0].contains("TypeError") && got[0].contains("\"f\" is a function"), "{}", got[0]);
@@ -228,11 +225,9 @@ fn non_json_arguments_are_a_clear_type_error() {
 
 #[test]
 fn promise_all_of_100_calls_is_fully_receipted() {
-    let r = run(
-        "const rs = await Promise.all(Array.from({length: 100}, (_, i) => \
+    let r = run("const rs = await Promise.all(Array.from({length: 100}, (_, i) => \
             i % 2 ? tools.echo({i}) : tools.sleep({ms: 1 + (i % 7)}))); \
-         return rs.length;",
-    );
+         return rs.length;");
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value, json!(100));
     assert_eq!(r.calls.len(), 100);
@@ -249,12 +244,7 @@ fn the_in_flight_limit_queues_calls_and_never_exceeds_it() {
     let peak = sleep.peak.clone();
     let mut limits = Limits::default();
     limits.max_in_flight = 4;
-    let engine = codemode::Engine::builder()
-        .workspace(ws.path())
-        .limits(limits)
-        .tool(sleep)
-        .build()
-        .unwrap();
+    let engine = codemode::Engine::builder().workspace(ws.path()).limits(limits).tool(sleep).build().unwrap();
     let r = engine.execute_blocking(Program::new(
         "await Promise.all(Array.from({length: 20}, () => tools.sleep({ms: 10}))); return 'done';",
     ));
@@ -276,11 +266,9 @@ fn an_unawaited_call_is_still_receipted() {
 
 #[test]
 fn a_tool_that_panics_fails_its_call_not_the_engine() {
-    let r = run(
-        "const out = []; \
+    let r = run("const out = []; \
          for (const later of [false, true]) { try { await tools.panic({later}); } catch (e) { out.push(e.kind); } } \
-         return out;",
-    );
+         return out;");
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value, json!(["failed", "failed"]));
     assert!(r.calls.iter().all(|c| c.error.as_deref().unwrap().contains("panicked")));
@@ -289,7 +277,8 @@ fn a_tool_that_panics_fails_its_call_not_the_engine() {
 #[test]
 fn a_busy_program_does_not_stall_another_programs_calls() {
     let ws = workspace();
-    let engine = crate::common::builder(&ws).limits(crate::common::deadline(5_000)).vm_threads(2).build().unwrap();
+    let engine =
+        crate::common::builder(&ws).limits(crate::common::deadline(5_000)).vm_threads(2).build().unwrap();
     let busy = engine.start(Program::new("while (true) {}"));
     let worker = engine.execute_blocking(Program::new(
         "let n = 0; for (let i = 0; i < 5; i++) { n += (await tools.sleep({ms: 20})).content.slept; } return n;",

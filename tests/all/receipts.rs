@@ -14,8 +14,18 @@ fn the_receipt_json_has_exactly_the_documented_fields() {
     assert_eq!(
         keys,
         [
-            "approval_wait_ms", "calls", "catalog_sha256", "elapsed_ms", "error", "logs", "logs_dropped",
-            "receipt_version", "run_id", "status", "value", "value_truncated"
+            "approval_wait_ms",
+            "calls",
+            "catalog_sha256",
+            "elapsed_ms",
+            "error",
+            "logs",
+            "logs_dropped",
+            "receipt_version",
+            "run_id",
+            "status",
+            "value",
+            "value_truncated"
         ]
     );
     assert_eq!(v["receipt_version"], json!(RECEIPT_VERSION));
@@ -62,7 +72,9 @@ fn a_result_at_the_bound_is_kept_whole() {
     let mut limits = Limits::default();
     limits.result_bytes = 1000;
     let engine = engine_with(&ws, limits);
-    let r = engine.execute_blocking(Program::new("const r = await tools.blob({bytes: 1000}); return [r.content.length, r.truncated];"));
+    let r = engine.execute_blocking(Program::new(
+        "const r = await tools.blob({bytes: 1000}); return [r.content.length, r.truncated];",
+    ));
     assert_eq!(r.value, json!([1000, null]));
 }
 
@@ -77,7 +89,8 @@ fn a_structured_result_over_the_bound_becomes_a_prefix_of_its_json() {
     ));
     assert_eq!(r.value[0], json!("string"));
     assert_eq!(r.value[1].as_str().unwrap().len(), 50);
-    let whole: Value = serde_json::from_str(&std::fs::read_to_string(r.value[2].as_str().unwrap()).unwrap()).unwrap();
+    let whole: Value =
+        serde_json::from_str(&std::fs::read_to_string(r.value[2].as_str().unwrap()).unwrap()).unwrap();
     assert_eq!(whole["list"].as_array().unwrap().len(), 100);
 }
 
@@ -93,7 +106,8 @@ fn a_return_value_over_the_bound_is_cut_and_spilled() {
     assert!(t.kept_bytes <= 100 && t.kept_bytes >= 97, "{t:?}");
     assert!(t.original_bytes > 1000);
     assert_eq!(r.value.as_str().unwrap().len() as u64, t.kept_bytes);
-    let whole: Value = serde_json::from_str(&std::fs::read_to_string(t.spill_path.unwrap()).unwrap()).unwrap();
+    let whole: Value =
+        serde_json::from_str(&std::fs::read_to_string(t.spill_path.unwrap()).unwrap()).unwrap();
     assert_eq!(whole.as_array().unwrap().len(), 1000);
 }
 
