@@ -102,15 +102,15 @@ fn summary(r: &Receipt) -> String {
             (Some(l), None) => format!(" at line {l}"),
             _ => String::new(),
         };
-        s.push_str(&format!("  error ({:?}){at}: {}\n", e.kind, e.message).to_lowercase_kind());
+        s.push_str(&format!("  error ({}){at}: {}\n", wire_name(&e.kind), e.message));
     }
     for c in r.problem_calls().take(20) {
         s.push_str(&format!(
-            "  call {} {}: {:?}/{:?}{}\n",
+            "  call {} {}: {}, {}{}\n",
             c.seq,
             c.tool,
-            c.decision,
-            c.status,
+            wire_name(&c.decision),
+            wire_name(&c.status),
             c.error.as_deref().map(|e| format!(" - {e}")).unwrap_or_default()
         ));
     }
@@ -131,12 +131,10 @@ fn summary(r: &Receipt) -> String {
     s
 }
 
-trait LowercaseKind {
-    fn to_lowercase_kind(self) -> String;
-}
-
-impl LowercaseKind for String {
-    fn to_lowercase_kind(self) -> String {
-        self
+/// The name of an enum value as the receipt JSON spells it.
+fn wire_name(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::from("?"),
     }
 }
