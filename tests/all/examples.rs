@@ -1,0 +1,47 @@
+//! The example programs run against this repository and do what they say.
+
+use codemode::{CallStatus, Engine, Program, RunStatus};
+
+fn run_example(name: &str) -> codemode::Receipt {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let source = std::fs::read_to_string(format!("{root}/examples/{name}")).unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    let engine = Engine::builder().workspace(root).spill_dir(spill.path()).build().unwrap();
+    let r = engine.execute_blocking(Program::named(name, source));
+    assert_eq!(r.status, RunStatus::Completed, "{name}: {:?}", r.error);
+    r
+}
+
+#[test]
+fn hello_summarises_the_markdown_files() {
+    let r = run_example("hello.js");
+    assert!(r.value["files"].as_u64().unwrap() >= 3, "{}", r.value);
+    let largest = r.value["largest"].as_array().unwrap();
+    assert!(largest.iter().any(|f| f["path"] == "README.md" && f["title"] == "codemode"), "{}", r.value);
+    assert!(r.calls.iter().all(|c| c.status == CallStatus::Ok));
+}
+
+#[test]
+fn parallel_reads_counts_the_source_files() {
+    let r = run_example("parallel_reads.js");
+    let files = r.value["files"].as_u64().unwrap();
+    assert!(files >= 10, "{}", r.value);
+    assert_eq!(r.calls.len() as u64, files + 1);
+}
+
+#[test]
+fn caught_tool_error_reports_the_missing_file_and_goes_on() {
+    let r = run_example("caught_tool_error.js");
+    let report = r.value.as_array().unwrap();
+    assert_eq!(report[1]["path"], "CHANGELOG.md");
+    assert_eq!(report[1]["error"], "failed");
+    assert_eq!(report[2]["first_line"], "[package]");
+    assert_eq!(r.calls[1].status, CallStatus::Failed);
+}
+
+#[test]
+fn search_then_read_finds_the_limits_module() {
+    let r = run_example("search_then_read.js");
+    assert_eq!(r.value["path"], "src/vm/limits.rs");
+    assert!(r.value["excerpt"].as_str().unwrap().contains("Limits"));
+}
