@@ -37,7 +37,8 @@
 
   function toolError(payload) {
     const e = parse(payload);
-    return new ToolError(`${e.tool} (call ${e.seq}): ${e.message}`, e.kind, e.tool, e.seq);
+    const where = e.seq === null ? e.tool : `${e.tool} (call ${e.seq})`;
+    return new ToolError(`${where}: ${e.message}`, e.kind, e.tool, e.seq);
   }
 
   function argumentsJson(name, args) {

@@ -41,6 +41,12 @@ pub enum BuildError {
     /// The tools do not form a catalog.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// The tool runtime given to `EngineBuilder::tool_runtime` is a
+    /// current-thread runtime, which runs tools only while it is driven.
+    #[error(
+        "the tool runtime must be a multi-thread tokio runtime (a current-thread one runs tools only while something blocks on it)"
+    )]
+    ToolRuntime,
     /// A thread or runtime could not start.
     #[error("could not start the engine's threads: {0}")]
     Threads(#[from] std::io::Error),
@@ -164,8 +170,8 @@ impl EngineBuilder {
         self
     }
 
-    /// Runs tools on this tokio runtime instead of one the engine makes.
-    /// Default: an engine-owned multi-thread runtime with one worker per CPU.
+    /// Runs tools on this multi-thread tokio runtime instead of one the
+    /// engine makes. Default: an engine-owned multi-thread runtime with one worker per CPU.
     pub fn tool_runtime(mut self, handle: Handle) -> Self {
         self.tool_runtime = Some(handle);
         self
@@ -189,6 +195,9 @@ impl EngineBuilder {
         let catalog = Catalog::new(tools)?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let (tools_handle, own) = match self.tool_runtime {
+            Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+                return Err(BuildError::ToolRuntime);
+            }
             Some(h) => (h, OwnedRuntime(None)),
             None => {
                 let rt = tokio::runtime::Builder::new_multi_thread()

@@ -94,8 +94,13 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
     if state.exhausted.borrow().is_some() {
         // The run is over its budget and stops at the next interrupt check;
         // until then calls are refused without growing the receipt.
-        let refusal = r#"!{"kind":"refused","message":"the run is over its call budget and is stopping","tool":"","seq":0}"#;
-        return Ok(rquickjs::String::from_str(ctx.clone(), refusal)?.into_value());
+        let refusal = serde_json::json!({
+            "kind": "refused",
+            "message": "the run is over its call budget and is stopping; this call was not recorded",
+            "tool": tool,
+            "seq": null,
+        });
+        return Ok(rquickjs::String::from_str(ctx.clone(), &format!("!{refusal}"))?.into_value());
     }
     let slot_free = state.calls.borrow().has_free_slot();
     let begun =

@@ -206,9 +206,13 @@ impl Sandbox {
             if clock.should_stop() {
                 return Ending::Stopped;
             }
-            let settled = self.main_settled();
+            let state = self.main_state();
+            // A failed program ends now; calls it left running are cancelled.
+            if state == PromiseState::Rejected {
+                return Ending::Settled;
+            }
             if self.state.calls.borrow().is_empty() {
-                return if settled { Ending::Settled } else { Ending::Stuck };
+                return if state == PromiseState::Pending { Ending::Stuck } else { Ending::Settled };
             }
             // Wait for a call to end, the deadline, a pause change or a cancel.
             // The join set is taken out of the RefCell for the wait; no JS
@@ -250,7 +254,7 @@ impl Sandbox {
             {
                 let mut ledger = self.state.ledger.borrow_mut();
                 ledger.finish(completion.seq, completion.end);
-                if self.main_settled() {
+                if self.main_state() != PromiseState::Pending {
                     ledger
                         .annotate(completion.seq, "finished after the program returned: it was not awaited");
                 }
@@ -276,11 +280,11 @@ impl Sandbox {
         }
     }
 
-    fn main_settled(&self) -> bool {
-        let Some(main) = &self.main else { return true };
+    fn main_state(&self) -> PromiseState {
+        let Some(main) = &self.main else { return PromiseState::Rejected };
         self.ctx.with(|ctx| match main.clone().restore(&ctx) {
-            Ok(p) => p.state() != PromiseState::Pending,
-            Err(_) => true,
+            Ok(p) => p.state(),
+            Err(_) => PromiseState::Rejected,
         })
     }
 

@@ -290,3 +290,25 @@ fn a_busy_program_does_not_stall_another_programs_calls() {
     let busy = busy.wait_blocking();
     assert_eq!(busy.status, RunStatus::Cancelled);
 }
+
+#[test]
+fn a_failed_program_ends_at_once_and_cancels_what_it_left_running() {
+    let r = run("await Promise.all([tools.sleep({ms: 60000}), tools.fail({message: 'first'})]);");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(r.error.unwrap().message.contains("first"));
+    assert_eq!(r.calls[0].status, CallStatus::InFlight);
+    assert!(r.calls[0].note.as_deref().unwrap().contains("program failed"), "{:?}", r.calls[0].note);
+    assert!(r.elapsed_ms < 30_000.0, "the run did not wait for the sleeping call");
+}
+
+#[test]
+fn a_current_thread_tool_runtime_is_refused() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let ws = workspace();
+    let err = codemode::Engine::builder()
+        .workspace(ws.path())
+        .tool_runtime(rt.handle().clone())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("multi-thread"), "{err}");
+}
