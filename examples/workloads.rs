@@ -1,4 +1,5 @@
-//! The workload runner of `bench/workloads.json` (W1..W5).
+//! The workload runner of `bench/workloads.json` (W1..W5), the shared
+//! benchmark spec; its programs and expected values are copied below verbatim.
 //!
 //! ```text
 //! cargo run --release --example workloads          # all five workloads
@@ -19,8 +20,8 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use codemode::{
-    CallStatus, Engine, Limits, Program, Receipt, RunStatus, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
-    ToolSpec,
+    CallStatus, Engine, Limits, Program, Receipt, RunStatus, Tool, ToolContext, ToolError, ToolFuture,
+    ToolOutput, ToolSpec,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -125,19 +126,29 @@ impl Tool for Blob {
     }
 }
 
+/// `codemode <version>`, plus every limit that differs from the defaults.
 fn system(engine: &Engine) -> String {
+    let (l, d) = (engine.limits(), Limits::default());
+    let fields: [(&str, String, String); 11] = [
+        ("memory_bytes", l.memory_bytes.to_string(), d.memory_bytes.to_string()),
+        ("stack_bytes", l.stack_bytes.to_string(), d.stack_bytes.to_string()),
+        ("source_bytes", l.source_bytes.to_string(), d.source_bytes.to_string()),
+        ("max_calls", l.max_calls.to_string(), d.max_calls.to_string()),
+        ("max_in_flight", l.max_in_flight.to_string(), d.max_in_flight.to_string()),
+        ("deadline", format!("{:?}", l.deadline), format!("{:?}", d.deadline)),
+        ("tool_timeout", format!("{:?}", l.tool_timeout), format!("{:?}", d.tool_timeout)),
+        ("result_bytes", l.result_bytes.to_string(), d.result_bytes.to_string()),
+        ("value_bytes", l.value_bytes.to_string(), d.value_bytes.to_string()),
+        ("log_lines", l.log_lines.to_string(), d.log_lines.to_string()),
+        ("log_bytes", l.log_bytes.to_string(), d.log_bytes.to_string()),
+    ];
+    let changed: Vec<String> =
+        fields.iter().filter(|(_, v, dv)| v != dv).map(|(name, v, _)| format!("{name}={v}")).collect();
     let mut s = format!("codemode {}", env!("CARGO_PKG_VERSION"));
-    let defaults = Limits::default();
-    let limits = engine.limits();
-    let mut changed = Vec::new();
-    if limits.max_calls != defaults.max_calls {
-        changed.push(format!("max_calls={}", limits.max_calls));
-    }
-    if *limits != defaults && changed.is_empty() {
-        changed.push("limits differ from the defaults".to_owned());
-    }
     if !changed.is_empty() {
         s.push_str(&format!(" ({})", changed.join(", ")));
+    } else if *l != d {
+        s.push_str(" (limits differ from the defaults)");
     }
     s
 }
@@ -260,7 +271,13 @@ fn run_w1(engine: &Engine, rt: &tokio::runtime::Runtime) {
 /// Median time of `REPS` runs of `source` after one warm-up, timing
 /// `Sandbox::run` only (the sandbox is made before the clock starts and
 /// dropped after it stops).
-fn time_program(engine: &Engine, rt: &tokio::runtime::Runtime, workload: &str, source: &str, expected: i64) -> Duration {
+fn time_program(
+    engine: &Engine,
+    rt: &tokio::runtime::Runtime,
+    workload: &str,
+    source: &str,
+    expected: i64,
+) -> Duration {
     let mut times = Vec::with_capacity(REPS);
     for rep in 0..=REPS {
         let mut sb = sandbox(engine, workload);
@@ -300,7 +317,8 @@ fn run_w4(engine: &Engine, rt: &tokio::runtime::Runtime) {
 /// W5 in the parent: re-runs this executable with `CHILD_ENV=W5`, so the
 /// resident memory is that of a process that did nothing else.
 fn run_w5_in_child() {
-    let exe = std::env::current_exe().unwrap_or_else(|e| die(format!("W5: cannot find this executable: {e}")));
+    let exe =
+        std::env::current_exe().unwrap_or_else(|e| die(format!("W5: cannot find this executable: {e}")));
     let status = Command::new(exe)
         .arg("W5")
         .env(CHILD_ENV, "W5")
