@@ -7,6 +7,8 @@
 //
 //   host(0, name, argsJson) -> number   the call is running; settle(id) ends it
 //                           -> "{...}"  the call succeeded: the envelope JSON
+//                           -> [rest, text]  it succeeded with text content:
+//                                        `{metadata, truncated}` JSON + the text
 //                           -> "!{...}" the call was refused or failed
 //   host(1, level, text)    -> undefined  one console line
 (function (host) {
@@ -41,26 +43,48 @@
     return new ToolError(`${where}: ${e.message}`, e.kind, e.tool, e.seq);
   }
 
+  // Arguments must be JSON. JSON.stringify alone would drop functions
+  // silently, so while tools.call serialises, `toJSON` hooks on
+  // Function.prototype and BigInt.prototype throw a TypeError naming the key.
+  // Outside that moment the hooks keep JSON.stringify's own behaviour
+  // (functions are skipped, BigInts throw). The hooks are fixed properties,
+  // so a program cannot remove them. (A per-key replacer function would do
+  // the same at a cost on every key of every call.)
+  let serialising = null;
+  const notJson = (key, what) =>
+    new TypeError(
+      `tools.call("${serialising}"): arguments must be JSON, but ` +
+        (key === "" ? "the arguments are " : `the value at key "${key}" is `) + what
+    );
+  defineProperty(Function.prototype, "toJSON", {
+    value: function (key) {
+      if (serialising !== null) throw notJson(String(key), "a function");
+      return undefined;
+    },
+    writable: false, enumerable: false, configurable: false,
+  });
+  defineProperty(BigInt.prototype, "toJSON", {
+    value: function (key) {
+      if (serialising !== null) throw notJson(String(key), "a BigInt (pass it as a string or a number)");
+      throw new TypeError("BigInt value can't be serialized in JSON");
+    },
+    writable: false, enumerable: false, configurable: false,
+  });
+
   function argumentsJson(name, args) {
     if (args === undefined) return "{}";
-    const bad = (key, what) =>
-      new TypeError(
-        `tools.call("${name}"): arguments must be JSON, but ` +
-          (key === "" ? "the arguments are " : `the value at key "${key}" is `) + what
-      );
     let text;
+    serialising = name;
     try {
-      text = stringify(args, function (key, value) {
-        switch (typeof value) {
-          case "function": throw bad(key, "a function");
-          case "symbol": throw bad(key, "a symbol");
-          case "bigint": throw bad(key, "a BigInt (pass it as a string or a number)");
-          default: return value;
-        }
-      });
+      text = stringify(args);
     } catch (e) {
       if (e instanceof TypeError && e.message.startsWith("tools.call(")) throw e;
       throw new TypeError(`tools.call("${name}"): arguments must be JSON: ${e && e.message}`);
+    } finally {
+      serialising = null;
+    }
+    if (text === undefined) {
+      throw new TypeError(`tools.call("${name}"): arguments must be JSON, but the arguments are a ${typeof args}`);
     }
     return text;
   }
@@ -79,16 +103,25 @@
     if (typeof r === "number") {
       return new P((resolve, reject) => pending.set(r, [resolve, reject]));
     }
+    if (typeof r === "object") return resolved(textEnvelope(r[0], r[1]));
     if (r.charCodeAt(0) === 33 /* ! */) return rejected(toolError(r.slice(1)));
     return resolved(parse(r));
   }
 
-  function settle(id, ok, payload) {
+  // A text result arrives as the string itself plus `{metadata, truncated}`
+  // JSON, so a large text is never escaped and parsed again.
+  function textEnvelope(rest, text) {
+    const m = parse(rest);
+    return { content: text, metadata: m.metadata, truncated: m.truncated };
+  }
+
+  function settle(id, ok, payload, text) {
     const p = pending.get(id);
     if (p === undefined) return;
     pending.delete(id);
-    if (ok) p[0](parse(payload));
-    else p[1](toolError(payload));
+    if (!ok) p[1](toolError(payload));
+    else if (text === undefined) p[0](parse(payload));
+    else p[0](textEnvelope(payload, text));
   }
 
   function search(query, options) {

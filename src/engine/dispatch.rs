@@ -36,6 +36,9 @@ pub(crate) struct Completion {
     /// `ok`, else reject with a ToolError built from `payload`.
     pub ok: bool,
     pub payload: String,
+    /// Text content, passed to the program as a string rather than inside
+    /// the JSON; `payload` then holds only `{metadata, truncated}`.
+    pub text: Option<String>,
 }
 
 /// What `begin` did with a call.
@@ -54,6 +57,13 @@ pub(crate) enum Begun {
 #[derive(Serialize)]
 struct Envelope<'a> {
     content: &'a Value,
+    metadata: &'a Option<Value>,
+    truncated: &'a Option<Truncation>,
+}
+
+/// The envelope without its content, for text results.
+#[derive(Serialize)]
+struct EnvelopeRest<'a> {
     metadata: &'a Option<Value>,
     truncated: &'a Option<Truncation>,
 }
@@ -186,6 +196,7 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
         },
         ok: false,
         payload,
+        text: None,
     }
 }
 
@@ -241,12 +252,17 @@ impl Finisher {
             self.shared.limits.result_bytes,
             SpillTarget { root: &self.shared.spill_root, run_id: &self.run_id, stem: &stem },
         );
-        let payload = serde_json::to_string(&Envelope {
-            content: &bounded.value,
-            metadata: &out.metadata,
-            truncated: &bounded.truncated,
-        })
-        .expect("JSON values serialise");
+        let (payload, text) = match bounded.value {
+            Value::String(text) => {
+                let rest = EnvelopeRest { metadata: &out.metadata, truncated: &bounded.truncated };
+                (serde_json::to_string(&rest).expect("JSON values serialise"), Some(text))
+            }
+            content => {
+                let envelope =
+                    Envelope { content: &content, metadata: &out.metadata, truncated: &bounded.truncated };
+                (serde_json::to_string(&envelope).expect("JSON values serialise"), None)
+            }
+        };
         Completion {
             seq: self.seq,
             end: CallEnd {
@@ -259,6 +275,7 @@ impl Finisher {
             },
             ok: true,
             payload,
+            text,
         }
     }
 
@@ -275,6 +292,7 @@ impl Finisher {
             },
             ok: false,
             payload: error_payload(kind, &message, &self.tool, self.seq),
+            text: None,
         }
     }
 }

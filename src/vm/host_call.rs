@@ -117,6 +117,12 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
             completion
         }
     };
+    if let Some(text) = settled.text {
+        let pair = rquickjs::Array::new(ctx.clone())?;
+        pair.set(0, rquickjs::String::from_str(ctx.clone(), &settled.payload)?)?;
+        pair.set(1, rquickjs::String::from_str(ctx.clone(), &text)?)?;
+        return Ok(pair.into_value());
+    }
     let text = if settled.ok {
         settled.payload
     } else {

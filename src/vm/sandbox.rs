@@ -253,13 +253,13 @@ impl Sandbox {
             }
             {
                 let mut ledger = self.state.ledger.borrow_mut();
-                ledger.finish(completion.seq, completion.end);
+                ledger.finish(completion.seq, completion.end.clone());
                 if self.main_state() != PromiseState::Pending {
                     ledger
                         .annotate(completion.seq, "finished after the program returned: it was not awaited");
                 }
             }
-            if let Err(e) = self.settle(completion.seq, completion.ok, &completion.payload) {
+            if let Err(e) = self.settle(completion) {
                 return Ending::Broken(e);
             }
         }
@@ -309,7 +309,8 @@ impl Sandbox {
     }
 
     /// Hands a finished call's result to the program.
-    fn settle(&self, seq: u64, ok: bool, payload: &str) -> Result<(), RunError> {
+    fn settle(&self, completion: Completion) -> Result<(), RunError> {
+        let Completion { seq, ok, payload, text, .. } = completion;
         let Some(settle) = &self.settle else { return Ok(()) };
         let clock = self.state.clock.clone();
         self.ctx.with(|ctx| {
@@ -317,8 +318,16 @@ impl Sandbox {
                 .clone()
                 .restore(&ctx)
                 .map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
-            let text = rquickjs::String::from_str(ctx.clone(), payload);
-            let result = text.and_then(|t| f.call::<_, ()>((seq as f64, ok, t)));
+            let result = (|| {
+                let payload = rquickjs::String::from_str(ctx.clone(), &payload)?;
+                match &text {
+                    Some(text) => {
+                        let text = rquickjs::String::from_str(ctx.clone(), text)?;
+                        f.call::<_, ()>((seq as f64, ok, payload, text))
+                    }
+                    None => f.call::<_, ()>((seq as f64, ok, payload)),
+                }
+            })();
             match result {
                 Ok(()) => Ok(()),
                 Err(_) if clock.should_stop() => Ok(()),
@@ -433,6 +442,7 @@ fn panicked(seq: u64, state: &HostState) -> Completion {
         ok: false,
         payload: serde_json::json!({"kind": "failed", "message": message, "tool": tool, "seq": seq})
             .to_string(),
+        text: None,
     }
 }
 
