@@ -8,6 +8,7 @@ mod host_call;
 mod js_error;
 mod limits;
 pub(crate) mod pool;
+mod prelude;
 mod sandbox;
 
 pub use limits::Limits;

@@ -18,9 +18,6 @@ use crate::receipt::ledger::{CallEnd, ReceiptParts};
 use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{CallStatus, ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
 
-const PRELUDE: &str = include_str!("../../js-prelude/prelude.js");
-const PRELUDE_NAME: &str = "codemode:prelude";
-
 /// One VM for one program: a QuickJS runtime and context with the prelude
 /// loaded and the `tools.call` binding installed.
 ///
@@ -80,22 +77,14 @@ impl Sandbox {
             exhausted: RefCell::new(None),
             clock,
         });
-        let settle = ctx.with(|ctx| -> rquickjs::Result<_> {
-            let prelude: Function = ctx.eval_with_options(PRELUDE, eval_options(PRELUDE_NAME, true))?;
-            let host = host_call::binding(&ctx, state.clone())?;
-            let settle: Function = prelude.call((host,))?;
+        let settle = ctx.with(|ctx| -> Result<_, String> {
+            let prelude = super::prelude::load(&ctx)?;
+            let host = host_call::binding(&ctx, state.clone()).map_err(|e| e.to_string())?;
+            let settle: Function = prelude.call((host,)).map_err(|e| describe_exception(&ctx, e))?;
             Ok(Persistent::save(&ctx, settle))
         });
-        let settle = match settle {
-            Ok(s) => s,
-            Err(e) => {
-                let detail = ctx.with(|ctx| describe_exception(&ctx, e));
-                return Err(RunError::new(
-                    ErrorKind::Internal,
-                    format!("the prelude failed to load: {detail}"),
-                ));
-            }
-        };
+        let settle = settle
+            .map_err(|e| RunError::new(ErrorKind::Internal, format!("the prelude failed to load: {e}")))?;
         Ok(Sandbox {
             settle: Some(settle),
             main: None,
