@@ -132,13 +132,19 @@
   // Object.prototype and promise/JSON hooks are not tool names, so logging
   // or awaiting `tools` makes no call.
   const base = freeze({ call, search });
+  const sugar = new Map();
   const tools = new Proxy(base, {
     get(target, key) {
       if (typeof key !== "string") return undefined;
       if (hasOwn(target, key)) return target[key];
       if (key === "then" || key === "toJSON") return undefined;
       if (key in objectProto) return objectProto[key];
-      return (args) => call(key, args);
+      let f = sugar.get(key);
+      if (f === undefined) {
+        f = (args) => call(key, args);
+        sugar.set(key, f);
+      }
+      return f;
     },
     set() { return false; },
     defineProperty() { return false; },

@@ -51,8 +51,12 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// The schema errors of `args`, one line each; empty when valid.
+    /// The schema errors of `args`, one line each (at most 8); empty when
+    /// valid.
     pub(crate) fn schema_errors(&self, args: &Value) -> Vec<String> {
+        if self.validator.is_valid(args) {
+            return Vec::new();
+        }
         self.validator
             .iter_errors(args)
             .take(8)

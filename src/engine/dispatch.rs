@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::Shared;
 use crate::catalog::{ToolContext, ToolError, ToolOutput};
 use crate::gate::{self, CallRequest, GateContext, GateDecision};
-use crate::receipt::spill::{self, SpillTarget};
+use crate::receipt::spill::{self, Measured, SpillTarget};
 use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::CallEnd};
 
 /// A call still running; resolves to its completion. Run it on the tool
@@ -160,21 +160,14 @@ impl Dispatcher {
             }
         };
         match poll {
-            Poll::Ready(result) if !finish.needs_spill(&result) => {
-                let c = finish.complete(result);
-                ledger.finish(seq, c.end.clone());
-                Begun::Settled(c)
-            }
-            Poll::Ready(result) => {
+            Poll::Ready(result) => match finish.finish(result) {
+                Finished::Done(c) => {
+                    ledger.finish(seq, c.end.clone());
+                    Begun::Settled(c)
+                }
                 // Spilling writes a file: do it off this thread.
-                let future = Box::pin(async move {
-                    let finish2 = finish.clone();
-                    tokio::task::spawn_blocking(move || finish.complete(result)).await.unwrap_or_else(|_| {
-                        finish2.failed("failed", "writing the spill file panicked".into())
-                    })
-                });
-                Begun::Running { seq, future }
-            }
+                Finished::NeedsSpill(over) => Begun::Running { seq, future: finish.spill_later(over) },
+            },
             Poll::Pending => Begun::Running { seq, future: finish.run(future, timeout) },
         }
     }
@@ -215,13 +208,29 @@ struct Finisher {
     started: Instant,
 }
 
+/// A result over the per-call bound, waiting to be spilled.
+struct Over {
+    text: String,
+    ext: &'static str,
+    metadata: Option<Value>,
+}
+
+/// What finishing a result needs next.
+enum Finished {
+    Done(Completion),
+    NeedsSpill(Over),
+}
+
 impl Finisher {
     /// The rest of a call: the tool's future under its timeout (counted from
     /// the first poll on the tool runtime), then the completion.
     fn run(self, future: crate::catalog::ToolFuture, timeout: Duration) -> CallFuture {
         Box::pin(async move {
             match tokio::time::timeout(timeout, future).await {
-                Ok(result) => self.complete(result),
+                Ok(result) => match self.finish(result) {
+                    Finished::Done(c) => c,
+                    Finished::NeedsSpill(over) => self.spill_later(over).await,
+                },
                 Err(_) => self.failed(
                     "timeout",
                     format!("timed out after {} ms (per-tool timeout)", timeout.as_millis()),
@@ -230,37 +239,74 @@ impl Finisher {
         })
     }
 
-    fn needs_spill(&self, result: &Result<ToolOutput, ToolError>) -> bool {
-        let limit = self.shared.limits.result_bytes as u64;
-        match result {
-            Ok(out) => match &out.content {
-                Value::String(s) => s.len() as u64 > limit,
-                other => spill::measure(other) > limit,
-            },
-            Err(_) => false,
+    /// Measures a result; a result that fits becomes its completion at once.
+    fn finish(&self, result: Result<ToolOutput, ToolError>) -> Finished {
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => return Finished::Done(self.failed("failed", e.message)),
+        };
+        match spill::measure(out.content, self.shared.limits.result_bytes) {
+            Measured::Fits { value, bytes, json } => {
+                Finished::Done(self.succeeded(value, json, bytes, out.metadata, None, None))
+            }
+            Measured::Over { text, ext } => Finished::NeedsSpill(Over { text, ext, metadata: out.metadata }),
         }
     }
 
-    fn complete(&self, result: Result<ToolOutput, ToolError>) -> Completion {
-        let out = match result {
-            Ok(out) => out,
-            Err(e) => return self.failed("failed", e.message),
-        };
-        let stem = format!("call-{}", self.seq);
-        let bounded = spill::bound(
-            out.content,
-            self.shared.limits.result_bytes,
-            SpillTarget { root: &self.shared.spill_root, run_id: &self.run_id, stem: &stem },
-        );
-        let (payload, text) = match bounded.value {
+    /// Writes the spill file on a blocking thread, then completes.
+    fn spill_later(self, over: Over) -> CallFuture {
+        Box::pin(async move {
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let stem = format!("call-{}", me.seq);
+                let target = SpillTarget { root: &me.shared.spill_root, run_id: &me.run_id, stem: &stem };
+                let b = spill::spill(over.text, over.ext, me.shared.limits.result_bytes, target);
+                me.succeeded(b.value, None, b.bytes, over.metadata, b.truncated, b.spill_error)
+            })
+            .await
+            .unwrap_or_else(|_| self.failed("failed", "writing the spill file panicked".into()))
+        })
+    }
+
+    /// The completion of a call that returned `value` (already bounded);
+    /// `json` is its compact JSON when already made.
+    fn succeeded(
+        &self,
+        value: Value,
+        json: Option<String>,
+        bytes: u64,
+        metadata: Option<Value>,
+        truncated: Option<Truncation>,
+        note: Option<String>,
+    ) -> Completion {
+        let (payload, text) = match value {
             Value::String(text) => {
-                let rest = EnvelopeRest { metadata: &out.metadata, truncated: &bounded.truncated };
+                let rest = EnvelopeRest { metadata: &metadata, truncated: &truncated };
                 (serde_json::to_string(&rest).expect("JSON values serialise"), Some(text))
             }
             content => {
-                let envelope =
-                    Envelope { content: &content, metadata: &out.metadata, truncated: &bounded.truncated };
-                (serde_json::to_string(&envelope).expect("JSON values serialise"), None)
+                let payload = match json {
+                    Some(json) => {
+                        let meta = serde_json::to_string(&metadata).expect("JSON values serialise");
+                        let cut = serde_json::to_string(&truncated).expect("JSON values serialise");
+                        let mut p = String::with_capacity(json.len() + meta.len() + cut.len() + 40);
+                        p.push_str("{\"content\":");
+                        p.push_str(&json);
+                        p.push_str(",\"metadata\":");
+                        p.push_str(&meta);
+                        p.push_str(",\"truncated\":");
+                        p.push_str(&cut);
+                        p.push('}');
+                        p
+                    }
+                    None => serde_json::to_string(&Envelope {
+                        content: &content,
+                        metadata: &metadata,
+                        truncated: &truncated,
+                    })
+                    .expect("JSON values serialise"),
+                };
+                (payload, None)
             }
         };
         Completion {
@@ -268,10 +314,10 @@ impl Finisher {
             end: CallEnd {
                 status: CallStatus::Ok,
                 elapsed: self.started.elapsed(),
-                bytes: bounded.bytes,
-                truncated: bounded.truncated,
+                bytes,
+                truncated,
                 error: None,
-                note: bounded.spill_error,
+                note,
             },
             ok: true,
             payload,

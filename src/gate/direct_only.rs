@@ -50,9 +50,13 @@ impl Step for DirectOnly {
 /// Whether `name` is direct-only: a listed name, or any MCP server's
 /// `authenticate` tool, ignoring ASCII case.
 pub(crate) fn is_direct_only(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    DIRECT_ONLY_NAMES.contains(&lower.as_str())
-        || (lower.starts_with("mcp__") && lower.ends_with("__authenticate"))
+    let starts =
+        |p: &str| name.len() >= p.len() && name.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes());
+    let ends = |p: &str| {
+        name.len() >= p.len() && name.as_bytes()[name.len() - p.len()..].eq_ignore_ascii_case(p.as_bytes())
+    };
+    DIRECT_ONLY_NAMES.iter().any(|d| d.eq_ignore_ascii_case(name))
+        || (starts("mcp__") && ends("__authenticate"))
 }
 
 #[cfg(test)]

@@ -34,33 +34,47 @@ pub(crate) struct SpillTarget<'a> {
     pub stem: &'a str,
 }
 
-/// The size of `value` in bytes as [`bound`] measures it, without copying a
-/// string value.
-pub(crate) fn measure(value: &Value) -> u64 {
+/// A value measured against its bound.
+#[derive(Debug)]
+pub(crate) enum Measured {
+    /// It fits: the value, its size, and its compact JSON when it is not a
+    /// string (so callers need not serialise it again).
+    Fits { value: Value, bytes: u64, json: Option<String> },
+    /// It does not: its whole text (the string, or the JSON) and the spill
+    /// file's extension.
+    Over { text: String, ext: &'static str },
+}
+
+/// Measures `value` against `limit` bytes, serialising it at most once.
+pub(crate) fn measure(value: Value, limit: usize) -> Measured {
     match value {
-        Value::String(s) => s.len() as u64,
-        other => serde_json::to_string(other).map_or(0, |s| s.len() as u64),
+        Value::String(s) if s.len() <= limit => {
+            Measured::Fits { bytes: s.len() as u64, value: Value::String(s), json: None }
+        }
+        Value::String(s) => Measured::Over { text: s, ext: "txt" },
+        other => {
+            let text = serde_json::to_string(&other).unwrap_or_default();
+            if text.len() <= limit {
+                Measured::Fits { bytes: text.len() as u64, value: other, json: Some(text) }
+            } else {
+                Measured::Over { text, ext: "json" }
+            }
+        }
     }
 }
 
 /// Keeps `value` whole when it fits in `limit` bytes; otherwise writes it to
 /// a spill file and returns a UTF-8-safe prefix of its text.
 pub(crate) fn bound(value: Value, limit: usize, target: SpillTarget<'_>) -> Bounded {
-    let (text, ext) = match value {
-        Value::String(s) if s.len() <= limit => {
-            let bytes = s.len() as u64;
-            return Bounded { value: Value::String(s), bytes, truncated: None, spill_error: None };
-        }
-        Value::String(s) => (s, "txt"),
-        other => {
-            let text = serde_json::to_string(&other).unwrap_or_default();
-            if text.len() <= limit {
-                let bytes = text.len() as u64;
-                return Bounded { value: other, bytes, truncated: None, spill_error: None };
-            }
-            (text, "json")
-        }
-    };
+    match measure(value, limit) {
+        Measured::Fits { value, bytes, .. } => Bounded { value, bytes, truncated: None, spill_error: None },
+        Measured::Over { text, ext } => spill(text, ext, limit, target),
+    }
+}
+
+/// Writes the whole `text` to a spill file (blocking I/O) and keeps a
+/// UTF-8-safe prefix of at most `limit` bytes.
+pub(crate) fn spill(text: String, ext: &str, limit: usize, target: SpillTarget<'_>) -> Bounded {
     let (spill_path, spill_error) = match write_spill(&target, ext, text.as_bytes()) {
         Ok(path) => (Some(path.display().to_string()), None),
         Err(e) => (None, Some(format!("could not write the spill file: {e}"))),
