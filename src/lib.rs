@@ -39,7 +39,7 @@ pub use catalog::{
     Annotations, CatalogError, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource,
     ToolSpec,
 };
-pub use engine::{BuildError, Canceller, ClockPause, Engine, EngineBuilder, Run};
+pub use engine::{BuildError, CallOutcome, Canceller, ClockPause, Engine, EngineBuilder, Run};
 pub use program::Program;
 pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt,

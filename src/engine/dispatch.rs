@@ -41,6 +41,39 @@ pub(crate) struct Completion {
     pub text: Option<String>,
 }
 
+impl Completion {
+    /// The completion of a call whose task panicked.
+    pub(crate) fn panicked(seq: u64, tool: &str) -> Completion {
+        let message = "the tool panicked; this is a bug in the tool";
+        Completion {
+            seq,
+            end: CallEnd {
+                status: CallStatus::Failed,
+                elapsed: Duration::ZERO,
+                bytes: 0,
+                truncated: None,
+                error: Some(message.to_owned()),
+                note: None,
+            },
+            ok: false,
+            payload: error_payload("failed", message, tool, seq),
+            text: None,
+        }
+    }
+
+    /// The envelope of a successful call as a JSON value.
+    pub(crate) fn envelope(&self) -> Value {
+        let mut v: Value = serde_json::from_str(&self.payload).unwrap_or(Value::Null);
+        if let (Some(text), Some(obj)) = (&self.text, v.as_object_mut()) {
+            let mut with_content = serde_json::Map::new();
+            with_content.insert("content".into(), Value::String(text.clone()));
+            with_content.extend(std::mem::take(obj));
+            *obj = with_content;
+        }
+        v
+    }
+}
+
 /// What `begin` did with a call.
 pub(crate) enum Begun {
     /// The call ended at once (refused, or the tool answered without

@@ -1,8 +1,11 @@
 //! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
 //! and tool runtime that every run shares.
 
+mod direct;
 pub(crate) mod dispatch;
 mod run_id;
+
+pub use direct::CallOutcome;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -267,6 +270,27 @@ impl Engine {
     /// async code; use [`Engine::execute`] there.
     pub fn execute_blocking(&self, program: Program) -> Receipt {
         self.start(program).wait_blocking()
+    }
+
+    /// Makes one direct call (caller `direct`) of `tool` with `args`, through
+    /// the same gate, bounds and spillover as a program's call, and returns
+    /// its receipt with the envelope or the error.
+    pub async fn call(&self, tool: &str, args: &serde_json::Value) -> CallOutcome {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        direct::call(self.shared.clone(), run_id, tool, args).await
+    }
+
+    /// [`Engine::call`], blocking this thread (not for async code).
+    pub fn call_blocking(&self, tool: &str, args: &serde_json::Value) -> CallOutcome {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        let shared = self.shared.clone();
+        let tool = tool.to_owned();
+        let args = args.clone();
+        let (tx, rx) = oneshot::channel();
+        self.shared.tools.spawn(async move {
+            let _ = tx.send(direct::call(shared, run_id, &tool, &args).await);
+        });
+        rx.blocking_recv().expect("the tool runtime is running while the engine lives")
     }
 
     /// A VM on the current thread, for hosts that hold VMs themselves; see

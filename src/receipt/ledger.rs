@@ -140,6 +140,11 @@ impl Ledger {
         }
     }
 
+    /// The call receipts, for a direct call that has no run receipt.
+    pub(crate) fn into_calls(self) -> Vec<CallReceipt> {
+        self.calls
+    }
+
     /// The finished receipt.
     pub(crate) fn into_receipt(self, parts: ReceiptParts) -> Receipt {
         Receipt {

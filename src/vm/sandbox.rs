@@ -14,9 +14,9 @@ use super::js_error::{self, Circumstances};
 use crate::engine::Shared;
 use crate::engine::dispatch::{Completion, Dispatcher};
 use crate::program::{self, Program};
-use crate::receipt::ledger::{CallEnd, ReceiptParts};
+use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
-use crate::receipt::{CallStatus, ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
+use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
 
 /// One VM for one program: a QuickJS runtime and context with the prelude
 /// loaded and the `tools.call` binding installed.
@@ -231,7 +231,12 @@ impl Sandbox {
                     }
                     Err(e) => {
                         let seq = calls.seq_of.remove(&e.id()).unwrap_or(0);
-                        panicked(seq, &self.state)
+                        let tool = if seq > 0 {
+                            self.state.ledger.borrow().tool_of(seq).to_owned()
+                        } else {
+                            String::new()
+                        };
+                        Completion::panicked(seq, &tool)
                     }
                 };
                 calls.fill();
@@ -411,27 +416,6 @@ impl Drop for Sandbox {
         self.settle.take();
         self.main.take();
         self.state.calls.borrow_mut().running.abort_all();
-    }
-}
-
-/// The completion of a call whose task panicked.
-fn panicked(seq: u64, state: &HostState) -> Completion {
-    let message = "the tool panicked; this is a bug in the tool";
-    let tool = if seq > 0 { state.ledger.borrow().tool_of(seq).to_owned() } else { String::new() };
-    Completion {
-        seq,
-        end: CallEnd {
-            status: CallStatus::Failed,
-            elapsed: std::time::Duration::ZERO,
-            bytes: 0,
-            truncated: None,
-            error: Some(message.to_owned()),
-            note: None,
-        },
-        ok: false,
-        payload: serde_json::json!({"kind": "failed", "message": message, "tool": tool, "seq": seq})
-            .to_string(),
-        text: None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod direct_calls;
 mod examples;
 mod limits;
 mod native_tools;

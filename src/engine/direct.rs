@@ -1,0 +1,57 @@
+//! Direct calls: one tool call from a host or the CLI, outside any program,
+//! through the same dispatcher and gate as a program's calls (caller
+//! `direct`).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Shared;
+use super::dispatch::{Begun, Completion, Dispatcher};
+use crate::receipt::{CallReceipt, CallStatus, Caller, Ledger};
+
+/// How a direct call ended: its receipt, and the envelope or the error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallOutcome {
+    /// The id under which the call ran (its spill files go to this folder).
+    pub run_id: String,
+    /// The call's receipt, as a program's call would have it (caller
+    /// `direct`, seq 1).
+    pub call: CallReceipt,
+    /// `{content, metadata, truncated}` when the call succeeded.
+    pub envelope: Option<Value>,
+    /// `{kind, message, tool, seq}` when it was refused or failed; `kind` is
+    /// what a program's `ToolError.kind` would be.
+    pub error: Option<Value>,
+}
+
+impl CallOutcome {
+    /// Whether the tool ran and returned a result.
+    pub fn is_ok(&self) -> bool {
+        self.call.status == CallStatus::Ok
+    }
+}
+
+/// Runs one direct call of `tool` with `args` to its end.
+pub(crate) async fn call(shared: Arc<Shared>, run_id: Arc<str>, tool: &str, args: &Value) -> CallOutcome {
+    let mut ledger = Ledger::new(0, 0);
+    let dispatcher = Dispatcher::new(shared.clone(), run_id.clone());
+    let args_json = serde_json::to_string(args).expect("JSON values serialise");
+    let completion = match dispatcher.begin(&mut ledger, tool, &args_json, Caller::Direct, true) {
+        Begun::Settled(c) => c,
+        Begun::Exhausted { completion, .. } => completion,
+        Begun::Running { seq, future } => {
+            let completion = match shared.tools.spawn(future).await {
+                Ok(c) => c,
+                Err(_) => Completion::panicked(seq, tool),
+            };
+            ledger.finish(seq, completion.end.clone());
+            completion
+        }
+    };
+    let envelope = completion.ok.then(|| completion.envelope());
+    let error = (!completion.ok).then(|| serde_json::from_str(&completion.payload).unwrap_or(Value::Null));
+    let call = ledger.into_calls().pop().expect("a direct call has a receipt");
+    CallOutcome { run_id: run_id.to_string(), call, envelope, error }
+}
