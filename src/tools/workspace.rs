@@ -32,6 +32,61 @@ pub(crate) fn resolve_existing(root: &Path, path: &str) -> Result<PathBuf, ToolE
     Ok(real)
 }
 
+/// Resolves `path` for writing: the file may not exist yet, nor its parent
+/// folders. The deepest existing ancestor is resolved (symlinks followed) and
+/// must be inside `root`; the folders below it must be plain names (no `..`).
+/// An existing file is resolved through its symlinks, so writing through a
+/// link inside the workspace updates its target, and a link out is refused.
+///
+/// # Errors
+/// The path is empty, names a folder, or leads outside the workspace.
+pub(crate) fn resolve_for_write(root: &Path, path: &str) -> Result<PathBuf, ToolError> {
+    if path.trim().is_empty() {
+        return Err(ToolError::new("`path` is empty: give a path relative to the workspace root"));
+    }
+    let outside = || {
+        ToolError::new(format!(
+            "`{path}` is outside the workspace `{}`; tools only reach files inside it",
+            root.display()
+        ))
+    };
+    let joined = root.join(path);
+    if joined.symlink_metadata().is_ok() {
+        let real = std::fs::canonicalize(&joined).map_err(|e| ToolError::new(format!("cannot open `{path}`: {e}")))?;
+        if !real.starts_with(root) {
+            return Err(outside());
+        }
+        if real.is_dir() {
+            return Err(ToolError::new(format!("`{path}` is a folder, not a file")));
+        }
+        return Ok(real);
+    }
+    let mut tail = Vec::new();
+    let mut existing = joined.as_path();
+    while existing.symlink_metadata().is_err() {
+        let name = existing.file_name().ok_or_else(outside)?;
+        tail.push(name.to_owned());
+        existing = existing.parent().ok_or_else(outside)?;
+    }
+    // `file_name` is None for a trailing `..`, so a `..` below a missing
+    // folder has already been refused above.
+    let base = std::fs::canonicalize(existing).map_err(|e| ToolError::new(format!("cannot open `{path}`: {e}")))?;
+    if !base.starts_with(root) {
+        return Err(outside());
+    }
+    if !base.is_dir() {
+        return Err(ToolError::new(format!("`{path}` goes through `{}`, which is a file", relative(root, &base))));
+    }
+    let mut real = base;
+    for name in tail.iter().rev() {
+        real.push(name);
+    }
+    if path.ends_with('/') {
+        return Err(ToolError::new(format!("`{path}` ends with `/`: give a file path")));
+    }
+    Ok(real)
+}
+
 /// `path` relative to `root`, with `/` separators.
 pub(crate) fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
@@ -65,5 +120,35 @@ mod tests {
         }
         assert!(resolve_existing(&root, "missing.txt").unwrap_err().message.contains("does not exist"));
         assert!(resolve_existing(&root, " ").unwrap_err().message.contains("empty"));
+    }
+
+    #[test]
+    fn write_paths_stay_inside_the_workspace() {
+        let outer = tempfile::tempdir().unwrap();
+        let root = outer.path().join("ws");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("file.txt"), "f").unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+
+        assert_eq!(resolve_for_write(&root, "new.txt").unwrap(), root.join("new.txt"));
+        assert_eq!(resolve_for_write(&root, "a/b/c.txt").unwrap(), root.join("a/b/c.txt"));
+        assert_eq!(resolve_for_write(&root, "sub/../x.txt").unwrap(), root.join("x.txt"));
+        for bad in ["../escape.txt", "a/../../escape.txt", "/tmp/escape.txt", "sub/../../escape.txt"] {
+            let e = resolve_for_write(&root, bad).unwrap_err();
+            assert!(e.message.contains("outside the workspace"), "{bad}: {e}");
+        }
+        assert!(resolve_for_write(&root, "sub").unwrap_err().message.contains("folder"));
+        assert!(resolve_for_write(&root, "file.txt/inner").unwrap_err().message.contains("is a file"));
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(outer.path(), root.join("out")).unwrap();
+            std::os::unix::fs::symlink(outer.path().join("secret"), root.join("dangling")).unwrap();
+            std::os::unix::fs::symlink(root.join("file.txt"), root.join("inner-link")).unwrap();
+            for bad in ["out/x.txt", "out/new/x.txt", "dangling"] {
+                let e = resolve_for_write(&root, bad).unwrap_err();
+                assert!(e.message.contains("outside the workspace") || e.message.contains("cannot open"), "{bad}: {e}");
+            }
+            assert_eq!(resolve_for_write(&root, "inner-link").unwrap(), root.join("file.txt"));
+        }
     }
 }
