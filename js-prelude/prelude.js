@@ -1,31 +1,48 @@
 // The JavaScript every program starts with.
 //
-// Evaluated once per VM as a function expression: the engine calls it with
-// the one host binding, `host(op, a, b)`, and keeps the function it returns
-// (`settle`) to finish calls that did not answer at once. Nothing of the
-// host is left on globalThis.
+// Loaded once per VM (from bytecode) as a function: the engine calls it with
+// the one host binding, `host(op, a, b)`, and keeps the two functions it
+// returns: `settle`, which ends calls that did not answer at once, and
+// `finish`, which turns the program's promise into a plain report. Nothing
+// of the host is left on globalThis.
 //
-//   host(0, name, argsJson) -> number   the call is running; settle(id) ends it
-//                           -> "{...}"  the call succeeded: the envelope JSON
+//   host(0, name, argsJson) -> number        the call is running; settle(id) ends it
+//                           -> "{...}"       it succeeded: the envelope JSON
 //                           -> [rest, text]  it succeeded with text content:
-//                                        `{metadata, truncated}` JSON + the text
-//                           -> "!{...}" the call was refused or failed
-//   host(1, level, text)    -> undefined  one console line
+//                                            `{metadata, truncated}` JSON + the text
+//                           -> [error]       it was refused or failed: error JSON
+//   host(1, level, text)    -> undefined     one console line
+//
+// Every built-in the prelude uses is captured here, before any program runs,
+// so a program that replaces `Map.prototype.set`, `Promise.resolve`,
+// `String.prototype.slice` or a global constructor cannot break tools.call
+// or the receipt; only values the prelude creates itself (null-prototype
+// objects, arrays the host made) are read after that.
 (function (host) {
   "use strict";
   const parse = JSON.parse;
   const stringify = JSON.stringify;
-  const freeze = Object.freeze;
-  const defineProperty = Object.defineProperty;
-  const hasOwn = Object.hasOwn;
+  const { freeze, defineProperty, create, hasOwn } = Object;
+  const apply = Reflect.apply;
   const objectProto = Object.prototype;
   const P = Promise;
-  const resolved = (v) => P.resolve(v);
-  const rejected = (e) => P.reject(e);
-  const pending = new Map();
+  const promiseThen = P.prototype.then;
+  const resolved = P.resolve.bind(P);
+  const rejected = P.reject.bind(P);
+  const TypeErr = TypeError;
+  const Err = Error;
+  const Str = String;
+  const wellFormed = String.prototype.toWellFormed;
+  const toText = (s) => apply(wellFormed, s, []);
+  const pending = create(null); // call id -> [resolve, reject]
+  const sugar = create(null); // tool name -> (args) => call(name, args)
+
+  // Stack-trace hooks would hand a program the prelude's own functions
+  // (CallSite.getFunction), so they are switched off for good.
+  defineProperty(Err, "prepareStackTrace", { value: undefined, writable: false, configurable: false });
 
   // A call that was refused, denied, failed, timed out or was cancelled.
-  class ToolError extends Error {
+  class ToolError extends Err {
     constructor(message, kind, tool, seq) {
       super(message);
       this.kind = kind;
@@ -51,22 +68,30 @@
   // so a program cannot remove them. (A per-key replacer function would do
   // the same at a cost on every key of every call.)
   let serialising = null;
-  const notJson = (key, what) =>
-    new TypeError(
+  const notJson = (key, what) => {
+    const e = new TypeErr(
       `tools.call("${serialising}"): arguments must be JSON, but ` +
         (key === "" ? "the arguments are " : `the value at key "${key}" is `) + what
     );
+    ours.add(e);
+    return e;
+  };
+  const ours = new WeakSet();
+  const oursAdd = WeakSet.prototype.add;
+  const oursHas = WeakSet.prototype.has;
+  ours.add = (e) => apply(oursAdd, ours, [e]);
+  ours.has = (e) => apply(oursHas, ours, [e]);
   defineProperty(Function.prototype, "toJSON", {
     value: function (key) {
-      if (serialising !== null) throw notJson(String(key), "a function");
+      if (serialising !== null) throw notJson(Str(key), "a function");
       return undefined;
     },
     writable: false, enumerable: false, configurable: false,
   });
   defineProperty(BigInt.prototype, "toJSON", {
     value: function (key) {
-      if (serialising !== null) throw notJson(String(key), "a BigInt (pass it as a string or a number)");
-      throw new TypeError("BigInt value can't be serialized in JSON");
+      if (serialising !== null) throw notJson(Str(key), "a BigInt (pass it as a string or a number)");
+      throw new TypeErr("BigInt value can't be serialized in JSON");
     },
     writable: false, enumerable: false, configurable: false,
   });
@@ -74,24 +99,25 @@
   function argumentsJson(name, args) {
     if (args === undefined) return "{}";
     let text;
+    const outer = serialising;
     serialising = name;
     try {
       text = stringify(args);
     } catch (e) {
-      if (e instanceof TypeError && e.message.startsWith("tools.call(")) throw e;
-      throw new TypeError(`tools.call("${name}"): arguments must be JSON: ${e && e.message}`);
+      if (ours.has(e)) throw e;
+      throw new TypeErr(`tools.call("${name}"): arguments must be JSON: ${messageOf(e)}`);
     } finally {
-      serialising = null;
+      serialising = outer;
     }
     if (text === undefined) {
-      throw new TypeError(`tools.call("${name}"): arguments must be JSON, but the arguments are a ${typeof args}`);
+      throw new TypeErr(`tools.call("${name}"): arguments must be JSON, but the arguments are a ${typeof args}`);
     }
     return text;
   }
 
   function call(name, args) {
     if (typeof name !== "string") {
-      return rejected(new TypeError("tools.call(name, args): name must be a string"));
+      return rejected(new TypeErr("tools.call(name, args): name must be a string"));
     }
     let json;
     try {
@@ -99,13 +125,15 @@
     } catch (e) {
       return rejected(e);
     }
-    const r = host(0, name, json);
+    const r = host(0, toText(name), json);
     if (typeof r === "number") {
-      return new P((resolve, reject) => pending.set(r, [resolve, reject]));
+      return new P((resolve, reject) => {
+        pending[r] = [resolve, reject];
+      });
     }
-    if (typeof r === "object") return resolved(textEnvelope(r[0], r[1]));
-    if (r.charCodeAt(0) === 33 /* ! */) return rejected(toolError(r.slice(1)));
-    return resolved(parse(r));
+    if (typeof r === "string") return resolved(parse(r));
+    if (r.length === 2) return resolved(textEnvelope(r[0], r[1]));
+    return rejected(toolError(r[0]));
   }
 
   // A text result arrives as the string itself plus `{metadata, truncated}`
@@ -116,33 +144,28 @@
   }
 
   function settle(id, ok, payload, text) {
-    const p = pending.get(id);
+    const p = pending[id];
     if (p === undefined) return;
-    pending.delete(id);
+    delete pending[id];
     if (!ok) p[1](toolError(payload));
     else if (text === undefined) p[0](parse(payload));
     else p[0](textEnvelope(payload, text));
   }
 
-  function search(query, options) {
-    return call("tool_search", Object.assign({}, options, { query }));
-  }
-
   // `tools.read({path})` is `tools.call("read", {path})`. Names of
   // Object.prototype and promise/JSON hooks are not tool names, so logging
   // or awaiting `tools` makes no call.
-  const base = freeze({ call, search });
-  const sugar = new Map();
+  const base = freeze({ call });
   const tools = new Proxy(base, {
     get(target, key) {
       if (typeof key !== "string") return undefined;
       if (hasOwn(target, key)) return target[key];
       if (key === "then" || key === "toJSON") return undefined;
       if (key in objectProto) return objectProto[key];
-      let f = sugar.get(key);
+      let f = sugar[key];
       if (f === undefined) {
         f = (args) => call(key, args);
-        sugar.set(key, f);
+        sugar[key] = f;
       }
       return f;
     },
@@ -152,37 +175,111 @@
     setPrototypeOf() { return false; },
   });
 
+  function messageOf(e) {
+    try {
+      if (e !== null && typeof e === "object") {
+        const m = e.message;
+        if (typeof m === "string") return m;
+      }
+      return Str(e);
+    } catch (_) {
+      return "(an error that cannot be described)";
+    }
+  }
+
   function format(v) {
     switch (typeof v) {
       case "string": return v;
       case "undefined": return "undefined";
       case "function": return `[Function ${v.name || "anonymous"}]`;
       case "bigint": return `${v}n`;
-      case "symbol": return v.toString();
+      case "symbol": return Str(v);
       case "object":
         if (v === null) return "null";
-        if (v instanceof Error) return v.stack ? `${v.name}: ${v.message}\n${v.stack}`.trimEnd() : `${v.name}: ${v.message}`;
+        if (v instanceof Err) {
+          const head = `${v.name}: ${v.message}`;
+          return typeof v.stack === "string" && v.stack !== "" ? `${head}\n${v.stack}`.trimEnd() : head;
+        }
         try {
           const s = stringify(v);
-          return s === undefined ? String(v) : s;
+          return s === undefined ? Str(v) : s;
         } catch (_) {
-          return String(v);
+          return Str(v);
         }
-      default: return String(v);
+      default: return Str(v);
     }
   }
 
   const consoleObject = {};
   for (const level of ["log", "info", "warn", "error", "debug"]) {
     consoleObject[level] = function (...args) {
-      host(1, level, args.map(format).join(" "));
+      let text = "";
+      for (let i = 0; i < args.length; i++) {
+        let part;
+        try {
+          part = format(args[i]);
+        } catch (_) {
+          part = "(a value that cannot be formatted)";
+        }
+        text += (i === 0 ? "" : " ") + part;
+      }
+      host(1, level, toText(text));
     };
   }
   freeze(consoleObject);
+
+  // The program's outcome as a plain report, made while the program is still
+  // running (its toJSON methods and getters run under the deadline, and calls
+  // they make are the program's calls):
+  //   {json}           it returned; the value's JSON text, or null
+  //   {failed}         it returned a value that is not JSON
+  //   {name, message, stack, thrown}  it threw; `thrown` is "null" when the
+  //                    thrown value was null (what QuickJS throws when it
+  //                    cannot even allocate the out-of-memory error)
+  function returned(value) {
+    const r = create(null);
+    try {
+      const json = stringify(value);
+      r.json = json === undefined ? null : toText(json);
+    } catch (e) {
+      r.failed = toText(`TypeError: the program's return value is not JSON: ${messageOf(e)}`);
+    }
+    return r;
+  }
+
+  function threw(e) {
+    const r = create(null);
+    if (e === null) {
+      r.thrown = "null";
+      return r;
+    }
+    const t = typeof e;
+    if (t !== "object" && t !== "function") {
+      r.message = toText(`uncaught ${t === "string" ? stringify(e) : Str(e)}`);
+      return r;
+    }
+    let name, message, stack;
+    try { name = e.name; } catch (_) {}
+    try { message = e.message; } catch (_) {}
+    try { stack = e.stack; } catch (_) {}
+    if (typeof name === "string") r.name = toText(name);
+    if (typeof message === "string") r.message = toText(message);
+    if (typeof stack === "string") r.stack = toText(stack);
+    if (r.name === undefined && r.message === undefined) {
+      let shown;
+      try { shown = stringify(e); } catch (_) {}
+      r.message = toText(`uncaught ${shown === undefined ? Str(typeof e) : shown}`);
+    }
+    return r;
+  }
+
+  function finish(program) {
+    return apply(promiseThen, program, [returned, threw]);
+  }
 
   const fixed = (value) => ({ value, writable: false, enumerable: false, configurable: false });
   defineProperty(globalThis, "tools", fixed(tools));
   defineProperty(globalThis, "ToolError", fixed(ToolError));
   defineProperty(globalThis, "console", fixed(consoleObject));
-  return settle;
+  return [settle, finish];
 })

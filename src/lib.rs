@@ -30,6 +30,7 @@
 mod catalog;
 mod engine;
 mod gate;
+mod json_text;
 mod program;
 mod receipt;
 mod tools;

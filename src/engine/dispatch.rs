@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::Shared;
 use crate::catalog::{ToolContext, ToolError, ToolOutput};
 use crate::gate::{self, CallRequest, GateContext, GateDecision};
-use crate::receipt::spill::{self, Measured, SpillTarget};
+use crate::receipt::spill::{self, Measured, SpillArea, SpillTarget};
 use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::CallEnd};
 
 /// A call still running; resolves to its completion. Run it on the tool
@@ -115,11 +115,23 @@ struct ErrorPayload<'a> {
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
     run_id: Arc<str>,
+    spill: Arc<SpillArea>,
 }
 
 impl Dispatcher {
     pub(crate) fn new(shared: Arc<Shared>, run_id: Arc<str>) -> Self {
-        Dispatcher { shared, run_id }
+        let spill = Arc::new(SpillArea::new(
+            &shared.spill_root,
+            &run_id,
+            shared.spill_confine.clone(),
+            shared.limits.spill_bytes,
+        ));
+        Dispatcher { shared, run_id, spill }
+    }
+
+    /// The run's spill area (results and the return value share its budget).
+    pub(crate) fn spill_area(&self) -> &SpillArea {
+        &self.spill
     }
 
     /// Gates and starts one call of `tool` with `args_json` (a JSON text).
@@ -135,7 +147,7 @@ impl Dispatcher {
         caller: Caller,
         slot_free: bool,
     ) -> Begun {
-        let args: Value = match serde_json::from_str(args_json) {
+        let args: Value = match crate::json_text::parse(args_json) {
             Ok(v) => v,
             Err(e) => {
                 let reason = format!("arguments are not valid JSON: {e}");
@@ -165,7 +177,7 @@ impl Dispatcher {
         };
         let finish = Finisher {
             shared: self.shared.clone(),
-            run_id: self.run_id.clone(),
+            spill: self.spill.clone(),
             tool: Arc::from(tool),
             seq,
             started,
@@ -235,7 +247,7 @@ fn error_payload(kind: &str, message: &str, tool: &str, seq: u64) -> String {
 #[derive(Clone)]
 struct Finisher {
     shared: Arc<Shared>,
-    run_id: Arc<str>,
+    spill: Arc<SpillArea>,
     tool: Arc<str>,
     seq: u64,
     started: Instant,
@@ -292,7 +304,7 @@ impl Finisher {
             let me = self.clone();
             tokio::task::spawn_blocking(move || {
                 let stem = format!("call-{}", me.seq);
-                let target = SpillTarget { root: &me.shared.spill_root, run_id: &me.run_id, stem: &stem };
+                let target = SpillTarget { area: &me.spill, stem: &stem };
                 let b = spill::spill(over.text, over.ext, me.shared.limits.result_bytes, target);
                 me.succeeded(b.value, None, b.bytes, over.metadata, b.truncated, b.spill_error)
             })

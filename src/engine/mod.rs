@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub limits: Limits,
     pub workspace: Arc<PathBuf>,
     pub spill_root: PathBuf,
+    /// The workspace, when spill files go to the default place inside it.
+    pub spill_confine: Option<PathBuf>,
     pub tools: Handle,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
@@ -211,6 +213,7 @@ impl EngineBuilder {
                 (rt.handle().clone(), OwnedRuntime(Some(rt)))
             }
         };
+        let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
         let spill_root = self.spill_dir.unwrap_or_else(|| workspace.join(".codemode").join("runs"));
         let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
         Ok(Engine {
@@ -219,6 +222,7 @@ impl EngineBuilder {
                 limits: self.limits,
                 workspace: Arc::new(workspace),
                 spill_root,
+                spill_confine,
                 tools: tools_handle,
                 vms,
                 _own_runtime: own,

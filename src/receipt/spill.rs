@@ -7,6 +7,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
@@ -25,11 +26,30 @@ pub(crate) struct Bounded {
     pub spill_error: Option<String>,
 }
 
+/// Where one run's spill files go, and how many bytes it may write there.
+#[derive(Debug)]
+pub(crate) struct SpillArea {
+    /// The run's folder: `<spill root>/<run id>`.
+    dir: PathBuf,
+    /// When set, the folder must resolve (symlinks followed) inside this
+    /// path: the workspace, for the default spill root, so a `.codemode`
+    /// symlink cannot send spill files elsewhere.
+    confine: Option<PathBuf>,
+    used: AtomicU64,
+    limit: u64,
+}
+
+impl SpillArea {
+    /// The area of run `run_id` under `root`, with a budget of `limit` bytes.
+    pub(crate) fn new(root: &Path, run_id: &str, confine: Option<PathBuf>, limit: u64) -> Self {
+        SpillArea { dir: root.join(run_id), confine, used: AtomicU64::new(0), limit }
+    }
+}
+
 /// Where a spilled value goes and how it is named.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct SpillTarget<'a> {
-    pub root: &'a Path,
-    pub run_id: &'a str,
+    pub area: &'a SpillArea,
     /// File name without extension, e.g. `call-3` or `value`.
     pub stem: &'a str,
 }
@@ -100,12 +120,42 @@ pub(crate) fn utf8_prefix(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// Writes `bytes` to `<root>/<run_id>/<stem>.<ext>` atomically and returns
-/// the path.
+/// Writes `bytes` to `<area>/<stem>.<ext>` atomically and returns the path,
+/// within the run's spill budget and confinement.
 fn write_spill(target: &SpillTarget<'_>, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    let dir = target.root.join(target.run_id);
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("{}.{ext}", target.stem));
+    let area = target.area;
+    let size = bytes.len() as u64;
+    if area.used.fetch_add(size, Ordering::Relaxed) + size > area.limit {
+        area.used.fetch_sub(size, Ordering::Relaxed);
+        return Err(std::io::Error::other(format!(
+            "the run's spill budget of {} bytes is used up (Limits::spill_bytes)",
+            area.limit
+        )));
+    }
+    let written = write_file(area, target.stem, ext, bytes);
+    if written.is_err() {
+        area.used.fetch_sub(size, Ordering::Relaxed);
+    }
+    written
+}
+
+fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let confined = |dir: &Path| -> std::io::Result<()> {
+        match &area.confine {
+            Some(confine) if !dir.starts_with(confine) => Err(std::io::Error::other(format!(
+                "the spill folder resolves to {}, outside the workspace (is .codemode a symlink?)",
+                dir.display()
+            ))),
+            _ => Ok(()),
+        }
+    };
+    // Check the deepest folder that exists before creating anything below it.
+    let existing = area.dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+    confined(&std::fs::canonicalize(existing)?)?;
+    std::fs::create_dir_all(&area.dir)?;
+    let dir = std::fs::canonicalize(&area.dir)?;
+    confined(&dir)?;
+    let path = dir.join(format!("{stem}.{ext}"));
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_data()?;
@@ -118,14 +168,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn target(root: &Path) -> SpillTarget<'_> {
-        SpillTarget { root, run_id: "r1", stem: "call-1" }
+    fn area(root: &Path) -> SpillArea {
+        SpillArea::new(root, "r1", None, 1 << 20)
+    }
+
+    fn target(area: &SpillArea) -> SpillTarget<'_> {
+        SpillTarget { area, stem: "call-1" }
     }
 
     #[test]
     fn small_values_pass_unchanged() {
         let dir = tempfile::tempdir().unwrap();
-        let b = bound(json!({"a": 1}), 100, target(dir.path()));
+        let b = bound(json!({"a": 1}), 100, target(&area(dir.path())));
         assert_eq!(b.value, json!({"a": 1}));
         assert_eq!(b.bytes, 7);
         assert!(b.truncated.is_none());
@@ -136,7 +190,7 @@ mod tests {
     fn long_strings_keep_a_utf8_safe_prefix_and_spill_every_byte() {
         let dir = tempfile::tempdir().unwrap();
         let s = "é".repeat(10); // 20 bytes
-        let b = bound(Value::String(s.clone()), 5, target(dir.path()));
+        let b = bound(Value::String(s.clone()), 5, target(&area(dir.path())));
         assert_eq!(b.value, Value::String("éé".into()));
         let t = b.truncated.unwrap();
         assert_eq!((t.original_bytes, t.kept_bytes), (20, 4));
@@ -148,7 +202,7 @@ mod tests {
     fn structured_values_spill_their_json() {
         let dir = tempfile::tempdir().unwrap();
         let v = json!({"list": [1, 2, 3, 4, 5, 6, 7, 8, 9]});
-        let b = bound(v.clone(), 8, target(dir.path()));
+        let b = bound(v.clone(), 8, target(&area(dir.path())));
         assert_eq!(b.value, Value::String("{\"list\":".into()));
         let path = b.truncated.unwrap().spill_path.unwrap();
         assert!(path.ends_with("call-1.json"));
@@ -161,9 +215,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("not-a-dir");
         std::fs::write(&file, "x").unwrap();
-        let b = bound(Value::String("abcdef".into()), 3, target(&file));
+        let b = bound(Value::String("abcdef".into()), 3, target(&area(&file)));
         assert_eq!(b.value, Value::String("abc".into()));
         assert!(b.truncated.unwrap().spill_path.is_none());
         assert!(b.spill_error.unwrap().contains("spill file"));
+    }
+
+    #[test]
+    fn the_spill_budget_stops_spilling_but_not_cutting() {
+        let dir = tempfile::tempdir().unwrap();
+        let area = SpillArea::new(dir.path(), "r1", None, 10);
+        let first = bound(Value::String("x".repeat(8)), 4, SpillTarget { area: &area, stem: "a" });
+        assert!(first.truncated.unwrap().spill_path.is_some());
+        let second = bound(Value::String("y".repeat(8)), 4, SpillTarget { area: &area, stem: "b" });
+        assert_eq!(second.value, Value::String("yyyy".into()));
+        assert!(second.truncated.unwrap().spill_path.is_none());
+        assert!(second.spill_error.unwrap().contains("spill budget"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_spill_folder_outside_the_confinement_is_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let ws_path = std::fs::canonicalize(ws.path()).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws_path.join(".codemode")).unwrap();
+        let area = SpillArea::new(&ws_path.join(".codemode/runs"), "r1", Some(ws_path.clone()), 1 << 20);
+        let b = bound(Value::String("z".repeat(8)), 4, SpillTarget { area: &area, stem: "v" });
+        assert!(b.truncated.unwrap().spill_path.is_none());
+        assert!(b.spill_error.unwrap().contains("outside the workspace"));
+        assert!(!outside.path().join("runs").exists(), "nothing is created outside");
     }
 }

@@ -25,6 +25,9 @@ pub(crate) struct HostState {
     pub calls: RefCell<InFlight>,
     /// Set when a run limit was reached inside a call; ends the run.
     pub exhausted: RefCell<Option<String>>,
+    /// Set when the run is over: any JS that still runs (while the engine
+    /// reads the outcome) can make no call and log nothing.
+    pub closed: std::cell::Cell<bool>,
     pub clock: Arc<RunClock>,
 }
 
@@ -100,7 +103,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
             "tool": tool,
             "seq": null,
         });
-        return Ok(rquickjs::String::from_str(ctx.clone(), &format!("!{refusal}"))?.into_value());
+        return error_value(ctx, &refusal.to_string());
     }
     let slot_free = state.calls.borrow().has_free_slot();
     let begun =
@@ -123,13 +126,15 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         pair.set(1, rquickjs::String::from_str(ctx.clone(), &text)?)?;
         return Ok(pair.into_value());
     }
-    let text = if settled.ok {
-        settled.payload
-    } else {
-        let mut s = String::with_capacity(settled.payload.len() + 1);
-        s.push('!');
-        s.push_str(&settled.payload);
-        s
-    };
-    Ok(rquickjs::String::from_str(ctx.clone(), &text)?.into_value())
+    if !settled.ok {
+        return error_value(ctx, &settled.payload);
+    }
+    Ok(rquickjs::String::from_str(ctx.clone(), &settled.payload)?.into_value())
+}
+
+/// A refusal or failure for the prelude: `[errorJson]`.
+fn error_value<'js>(ctx: &Ctx<'js>, payload: &str) -> rquickjs::Result<Value<'js>> {
+    let one = rquickjs::Array::new(ctx.clone())?;
+    one.set(0, rquickjs::String::from_str(ctx.clone(), payload)?)?;
+    Ok(one.into_value())
 }

@@ -24,20 +24,37 @@ pub(crate) struct Circumstances<'a> {
 /// error, so an uncaught `null` is reported as kind `memory`; a program that
 /// throws `null` itself is reported the same way.
 pub(crate) fn run_error(exception: Value<'_>, file: &str, when: Circumstances<'_>) -> RunError {
-    let (name, message, stack) = match exception.as_object() {
-        Some(obj) => (
-            obj.get::<_, Option<String>>("name").ok().flatten(),
-            obj.get::<_, Option<rquickjs::Coerced<String>>>("message").ok().flatten().map(|c| c.0),
-            obj.get::<_, Option<String>>("stack").ok().flatten(),
-        ),
-        None => (None, describe(&exception), None),
+    let thrown = match exception.as_object() {
+        Some(obj) => Thrown {
+            name: obj.get::<_, Option<String>>("name").ok().flatten(),
+            message: obj.get::<_, Option<rquickjs::Coerced<String>>>("message").ok().flatten().map(|c| c.0),
+            stack: obj.get::<_, Option<String>>("stack").ok().flatten(),
+            null: false,
+        },
+        None => Thrown { name: None, message: describe(&exception), stack: None, null: exception.is_null() },
     };
+    from_parts(thrown, file, when)
+}
+
+/// What was thrown, already read out of the VM.
+#[derive(Debug, Default)]
+pub(crate) struct Thrown {
+    pub name: Option<String>,
+    pub message: Option<String>,
+    pub stack: Option<String>,
+    /// The thrown value was `null`.
+    pub null: bool,
+}
+
+/// Classifies a thrown value and finds its position in the user's program.
+pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) -> RunError {
+    let Thrown { name, message, stack, null } = thrown;
     let message = message.unwrap_or_default();
     let kind = match (name.as_deref(), message.as_str()) {
         _ if when.stopping.is_some() => when.stopping.map(|e| e.kind).unwrap_or(ErrorKind::Internal),
         (Some("SyntaxError"), _) if when.compiling => ErrorKind::Syntax,
         (Some("InternalError"), "out of memory") => ErrorKind::Memory,
-        (None, _) if exception.is_null() => ErrorKind::Memory,
+        _ if null => ErrorKind::Memory,
         (Some("RangeError"), "Maximum call stack size exceeded") => ErrorKind::Stack,
         (Some("InternalError"), m) if m.starts_with("stack overflow") => ErrorKind::Stack,
         _ => ErrorKind::Exception,

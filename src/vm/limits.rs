@@ -41,6 +41,10 @@ pub struct Limits {
     /// Size of the program's return value kept in the receipt, in bytes of
     /// compact JSON; the rest is spilled. Default: 16 KiB.
     pub value_bytes: usize,
+    /// Bytes one run may write to spill files (results over `result_bytes`
+    /// and the return value); past it results are still cut but no longer
+    /// spilled, and the call's note says so. Default: 256 MiB.
+    pub spill_bytes: u64,
     /// Console lines kept in the receipt; later lines are counted in
     /// `logs_dropped`. Default: 256.
     pub log_lines: usize,
@@ -60,6 +64,7 @@ impl Default for Limits {
             tool_timeout: Duration::from_secs(30),
             result_bytes: 100 << 10,
             value_bytes: 16 << 10,
+            spill_bytes: 256 << 20,
             log_lines: 256,
             log_bytes: 64 << 10,
         }

@@ -27,7 +27,12 @@ fn bytecode() -> Result<&'static [u8], String> {
             let rt = Runtime::new().map_err(fail)?;
             let ctx = Context::full(&rt).map_err(fail)?;
             ctx.with(|ctx| {
-                let module = Module::declare(ctx.clone(), PRELUDE_NAME, format!("export default {PRELUDE}"))
+                // The module can be reached again with `import("codemode:prelude")`;
+                // the guard makes a second load throw instead of running.
+                let source = format!(
+                    "let loaded = false;\nexport default function (host) {{\n  if (loaded) throw new TypeError(\"the prelude is already loaded\");\n  loaded = true;\n  return ({PRELUDE})(host);\n}}\n"
+                );
+                let module = Module::declare(ctx.clone(), PRELUDE_NAME, source)
                     .map_err(|e| describe(&ctx, e))?;
                 module.write(WriteOptions::default()).map_err(|e| describe(&ctx, e))
             })

@@ -31,6 +31,10 @@ use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation
 pub struct Sandbox {
     // Field order is drop order: JS handles go before the context and runtime.
     settle: Option<Persistent<Function<'static>>>,
+    finish: Option<Persistent<Function<'static>>>,
+    /// The program's own promise (the async body's).
+    program: Option<Persistent<Promise<'static>>>,
+    /// The prelude's report of it (see `finish` in prelude.js).
     main: Option<Persistent<Promise<'static>>>,
     ctx: Context,
     _rt: Runtime,
@@ -40,6 +44,14 @@ pub struct Sandbox {
     /// The running program's name in stack traces.
     program_name: String,
     used: bool,
+}
+
+/// Where the program stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MainState {
+    Running,
+    Returned,
+    Failed,
 }
 
 /// How the waiting part of a run ended.
@@ -67,26 +79,33 @@ impl Sandbox {
         let rt = Runtime::new().map_err(|e| internal("could not create the JS runtime", e))?;
         rt.set_memory_limit(limits.memory_bytes);
         rt.set_max_stack_size(limits.stack_bytes);
-        let stop = clock.clone();
-        rt.set_interrupt_handler(Some(Box::new(move || stop.should_stop())));
         let ctx = Context::full(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
             ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes)),
             dispatcher: Dispatcher::new(shared.clone(), run_id.clone()),
             calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
             exhausted: RefCell::new(None),
-            clock,
+            closed: std::cell::Cell::new(false),
+            clock: clock.clone(),
         });
-        let settle = ctx.with(|ctx| -> Result<_, String> {
+        let hooks = ctx.with(|ctx| -> Result<_, String> {
             let prelude = super::prelude::load(&ctx)?;
             let host = host_call::binding(&ctx, state.clone()).map_err(|e| e.to_string())?;
-            let settle: Function = prelude.call((host,)).map_err(|e| describe_exception(&ctx, e))?;
-            Ok(Persistent::save(&ctx, settle))
+            let hooks: rquickjs::Array = prelude.call((host,)).map_err(|e| describe_exception(&ctx, e))?;
+            let settle: Function = hooks.get(0).map_err(|e| e.to_string())?;
+            let finish: Function = hooks.get(1).map_err(|e| e.to_string())?;
+            Ok((Persistent::save(&ctx, settle), Persistent::save(&ctx, finish)))
         });
-        let settle = settle
+        let (settle, finish) = hooks
             .map_err(|e| RunError::new(ErrorKind::Internal, format!("the prelude failed to load: {e}")))?;
+        // The interrupt goes in after the prelude, so even a deadline that
+        // has passed by now stops the program, not the engine's own setup.
+        let stop = clock;
+        rt.set_interrupt_handler(Some(Box::new(move || stop.should_stop())));
         Ok(Sandbox {
             settle: Some(settle),
+            finish: Some(finish),
+            program: None,
             main: None,
             ctx,
             _rt: rt,
@@ -129,11 +148,23 @@ impl Sandbox {
             return self.finish(RunStatus::Failed, Json::Null, Some(e));
         }
 
+        if let Some(at) = program.source().find('\0') {
+            let before = &program.source()[..at];
+            let mut e = RunError::new(
+                ErrorKind::Syntax,
+                "the program contains a NUL character; write it as \\0 inside strings",
+            );
+            e.line = Some(before.matches('\n').count() as u32 + 1);
+            e.column = Some(before.rsplit('\n').next().unwrap_or("").chars().count() as u32 + 1);
+            return self.finish(RunStatus::Failed, Json::Null, Some(e));
+        }
         if let Err(e) = self.start(&program) {
             return self.finish_with_error(e);
         }
         let ending = self.drive().await;
-        let main = self.main_outcome(program.name());
+        // From here on the program gets no more calls and no more log lines.
+        self.state.closed.set(true);
+        let main = self.main_outcome(program.name()).or_else(|| self.returned_before_stop());
         match ending {
             Ending::Settled | Ending::Stuck if main.is_none() => {
                 let e = RunError::new(
@@ -146,7 +177,14 @@ impl Sandbox {
                 Ok(value) => self.finish(RunStatus::Completed, value, None),
                 Err(e) => self.finish_with_error(e),
             },
-            Ending::Broken(e) => self.finish_with_error(e),
+            Ending::Broken(e) => {
+                // A value the program returned before the failure is kept.
+                let value = match main {
+                    Some(Ok(v)) => v,
+                    _ => Json::Null,
+                };
+                self.finish_with(e, value)
+            }
             Ending::Stopped => {
                 let error =
                     self.stop_error().unwrap_or_else(|| RunError::new(ErrorKind::Internal, "stopped"));
@@ -165,22 +203,27 @@ impl Sandbox {
     fn start(&mut self, program: &Program) -> Result<(), RunError> {
         let wrapped = program::wrap(program.source());
         let name = program.name().to_owned();
+        let finish = self.finish.clone().expect("the prelude is loaded");
         let main = self.ctx.with(|ctx| {
-            match ctx.eval_with_options::<Value, _>(wrapped, eval_options(&name, false)) {
-                Ok(v) => match v.into_promise() {
-                    Some(p) => Ok(Persistent::save(&ctx, p)),
-                    None => Err(RunError::new(
-                        ErrorKind::Internal,
-                        "the wrapped program did not return a promise",
-                    )),
-                },
-                Err(_) => {
-                    let exc = ctx.catch();
-                    Err(self.classify(exc, &name, true))
-                }
+            let program = match ctx.eval_with_options::<Value, _>(wrapped, eval_options(&name, false)) {
+                Ok(v) => v.into_promise().ok_or_else(|| {
+                    RunError::new(
+                        ErrorKind::Syntax,
+                        "the program's braces do not balance: it closes the async function it runs in",
+                    )
+                })?,
+                Err(_) => return Err(self.classify(ctx.catch(), &name, true)),
+            };
+            let finish =
+                finish.restore(&ctx).map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
+            let saved = Persistent::save(&ctx, program.clone());
+            match finish.call::<_, Promise>((program,)) {
+                Ok(p) => Ok((saved, Persistent::save(&ctx, p))),
+                Err(_) => Err(self.classify(ctx.catch(), &name, false)),
             }
         })?;
-        self.main = Some(main);
+        self.program = Some(main.0);
+        self.main = Some(main.1);
         Ok(())
     }
 
@@ -197,11 +240,11 @@ impl Sandbox {
             }
             let state = self.main_state();
             // A failed program ends now; calls it left running are cancelled.
-            if state == PromiseState::Rejected {
+            if state == MainState::Failed {
                 return Ending::Settled;
             }
             if self.state.calls.borrow().is_empty() {
-                return if state == PromiseState::Pending { Ending::Stuck } else { Ending::Settled };
+                return if state == MainState::Running { Ending::Stuck } else { Ending::Settled };
             }
             // Wait for a call to end, the deadline, a pause change or a cancel.
             // The join set is taken out of the RefCell for the wait; no JS
@@ -248,7 +291,7 @@ impl Sandbox {
             {
                 let mut ledger = self.state.ledger.borrow_mut();
                 ledger.finish(completion.seq, completion.end.clone());
-                if self.main_state() != PromiseState::Pending {
+                if self.main_state() != MainState::Running {
                     ledger
                         .annotate(completion.seq, "finished after the program returned: it was not awaited");
                 }
@@ -274,16 +317,26 @@ impl Sandbox {
         }
     }
 
-    fn main_state(&self) -> PromiseState {
-        let Some(main) = &self.main else { return PromiseState::Rejected };
-        self.ctx.with(|ctx| match main.clone().restore(&ctx) {
-            Ok(p) => p.state(),
-            Err(_) => PromiseState::Rejected,
+    /// Where the program stands: running, returned, or failed (threw, or
+    /// returned a value that is not JSON).
+    fn main_state(&self) -> MainState {
+        let Some(main) = &self.main else { return MainState::Failed };
+        self.ctx.with(|ctx| {
+            let Ok(p) = main.clone().restore(&ctx) else { return MainState::Failed };
+            match p.state() {
+                PromiseState::Pending => MainState::Running,
+                PromiseState::Rejected => MainState::Failed,
+                PromiseState::Resolved => match p.result::<rquickjs::Object>() {
+                    Some(Ok(report)) if report.contains_key("json").unwrap_or(false) => MainState::Returned,
+                    _ => MainState::Failed,
+                },
+            }
         })
     }
 
     /// The program's result once its promise settled: the value as JSON, or
-    /// the error it rejected with.
+    /// the error it rejected with. The prelude's `finish` already turned the
+    /// outcome into a plain report, so no program code runs here.
     fn main_outcome(&self, name: &str) -> Option<Result<Json, RunError>> {
         let main = self.main.as_ref()?;
         self.ctx.with(|ctx| {
@@ -291,15 +344,64 @@ impl Sandbox {
             match p.state() {
                 PromiseState::Pending => None,
                 PromiseState::Resolved => {
-                    let v: Value = p.result()?.ok()?;
-                    Some(value_json(&ctx, v))
+                    let report: rquickjs::Object = p.result()?.ok()?;
+                    Some(self.read_report(&report, name))
                 }
                 PromiseState::Rejected => {
+                    // Only the engine rejects `finish` (an interrupt, memory).
                     let _ = p.result::<Value>();
                     Some(Err(self.classify(ctx.catch(), name, false)))
                 }
             }
         })
+    }
+
+    /// The value of a program that returned but was stopped (by a runaway
+    /// callback, say) before the prelude made its report. Best effort: the
+    /// run is stopping, so serialising can be interrupted, which gives none.
+    fn returned_before_stop(&self) -> Option<Result<Json, RunError>> {
+        let program = self.program.as_ref()?;
+        self.ctx.with(|ctx| {
+            let p = program.clone().restore(&ctx).ok()?;
+            if p.state() != PromiseState::Resolved {
+                return None;
+            }
+            let value: Value = p.result()?.ok()?;
+            let text = ctx.json_stringify(value).ok()?;
+            let _ = ctx.catch();
+            match text {
+                None => Some(Ok(Json::Null)),
+                Some(t) => crate::json_text::parse(&t.to_string().ok()?).ok().map(Ok),
+            }
+        })
+    }
+
+    /// Reads the prelude's report object (see `finish` in prelude.js).
+    fn read_report(&self, report: &rquickjs::Object<'_>, name: &str) -> Result<Json, RunError> {
+        let text = |key: &str| report.get::<_, Option<String>>(key).ok().flatten();
+        if report.contains_key("json").unwrap_or(false) {
+            return match text("json") {
+                None => Ok(Json::Null),
+                Some(json) => crate::json_text::parse(&json)
+                    .map_err(|e| RunError::new(ErrorKind::Internal, format!("the return value: {e}"))),
+            };
+        }
+        if let Some(failed) = text("failed") {
+            return Err(RunError::new(ErrorKind::Exception, failed));
+        }
+        let stopping = self.stop_error();
+        let thrown = js_error::Thrown {
+            name: text("name"),
+            message: text("message"),
+            stack: text("stack"),
+            null: text("thrown").as_deref() == Some("null"),
+        };
+        let when = Circumstances {
+            compiling: false,
+            stopping: stopping.as_ref(),
+            memory_limit: self.shared.limits.memory_bytes,
+        };
+        Err(js_error::from_parts(thrown, name, when))
     }
 
     /// Hands a finished call's result to the program.
@@ -391,7 +493,7 @@ impl Sandbox {
         let bounded = spill::bound(
             value,
             limits.value_bytes,
-            SpillTarget { root: &self.shared.spill_root, run_id: &self.run_id, stem: "value" },
+            SpillTarget { area: self.state.dispatcher.spill_area(), stem: "value" },
         );
         let value_truncated: Option<Truncation> = bounded.truncated;
         let ledger = std::mem::replace(&mut *self.state.ledger.borrow_mut(), Ledger::new(0, 0));
@@ -414,35 +516,10 @@ impl Drop for Sandbox {
         // JS handles must go before the runtime; running calls are aborted
         // when the join set drops with the state.
         self.settle.take();
+        self.finish.take();
+        self.program.take();
         self.main.take();
         self.state.calls.borrow_mut().running.abort_all();
-    }
-}
-
-/// The program's return value as JSON; `undefined` (and anything JSON
-/// leaves out, like a function) becomes `null`.
-fn value_json<'js>(ctx: &Ctx<'js>, v: Value<'js>) -> Result<Json, RunError> {
-    if v.is_undefined() {
-        return Ok(Json::Null);
-    }
-    match ctx.json_stringify(v) {
-        Ok(None) => Ok(Json::Null),
-        Ok(Some(text)) => {
-            let text = text.to_string().map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
-            serde_json::from_str(&text)
-                .map_err(|e| RunError::new(ErrorKind::Internal, format!("return value: {e}")))
-        }
-        Err(_) => {
-            let exc = ctx.catch();
-            let detail = exc
-                .as_object()
-                .and_then(|o| o.get::<_, Option<String>>("message").ok().flatten())
-                .unwrap_or_else(|| "it cannot be written as JSON".into());
-            Err(RunError::new(
-                ErrorKind::Exception,
-                format!("TypeError: the program's return value is not JSON: {detail}"),
-            ))
-        }
     }
 }
 

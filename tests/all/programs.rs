@@ -337,3 +337,107 @@ fn text_results_arrive_as_strings_with_their_envelope() {
     assert_eq!(r.value[1], json!(["content", "metadata", "truncated"]));
     assert_eq!(r.value[2], json!("object"));
 }
+
+// Regressions from trying to break the engine: the program's own code that
+// runs while its outcome is read (toJSON, getters) is still the program.
+
+#[test]
+fn a_loop_in_the_return_values_to_json_times_out() {
+    let ws = workspace();
+    let engine = engine_with(&ws, crate::common::deadline(300));
+    for src in ["return {toJSON() { for (;;) {} }};", "return {get x() { for (;;) {} }};"] {
+        let r = engine.execute_blocking(Program::new(src));
+        assert_eq!(r.status, RunStatus::TimedOut, "{src}: {:?}", r.error);
+    }
+}
+
+#[test]
+fn calls_made_while_the_value_is_serialised_are_the_programs_calls() {
+    let r = run("return {toJSON() { tools.echo({late: 1}); return 'v'; }};");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!("v"));
+    assert_eq!(r.calls.len(), 1);
+    assert_eq!(r.calls[0].status, CallStatus::Ok);
+}
+
+#[test]
+fn thrown_values_that_are_not_errors_are_described() {
+    let r = run("throw {code: 7, why: 'nope'};");
+    assert_eq!(r.error.unwrap().message, "uncaught {\"code\":7,\"why\":\"nope\"}");
+    let r = run("throw {get message() { return 'from a getter'; }, name: 'Custom'};");
+    assert_eq!(r.error.unwrap().message, "Custom: from a getter");
+    let r = run("throw 'text';");
+    assert_eq!(r.error.unwrap().message, "uncaught \"text\"");
+}
+
+#[test]
+fn lone_surrogates_become_replacement_characters() {
+    let r = run("console.log('a\\ud800b'); const e = await tools.echo({s: 'x\\udfff'}); \
+         return ['\\ud800', e.content.s];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(["\u{fffd}", "x\u{fffd}"]));
+    assert_eq!(r.logs[0].text, "a\u{fffd}b");
+}
+
+#[test]
+fn a_nul_character_is_a_syntax_error_with_its_position() {
+    let r = run("const a = 1;\nreturn 'x\0y';");
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!((e.line, e.column), (Some(2), Some(10)));
+}
+
+#[test]
+fn a_deadline_shorter_than_vm_setup_times_out_the_program() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.deadline = std::time::Duration::from_micros(1);
+    let r = engine_with(&ws, limits).execute_blocking(Program::new("let i = 0; while (true) i++;"));
+    assert_eq!(r.status, RunStatus::TimedOut, "{:?}", r.error);
+}
+
+#[test]
+fn closing_the_wrapper_is_a_syntax_error() {
+    let r = run("}); (() => {");
+    assert_eq!(r.error.unwrap().kind, ErrorKind::Syntax);
+}
+
+#[test]
+fn the_prelude_cannot_be_reached_to_forge_results() {
+    let r = run("const out = []; \
+         try { Error.prepareStackTrace = (e, cs) => cs; out.push(typeof Error.prepareStackTrace); } catch (e) { out.push(e.name); } \
+         try { const m = await import('codemode:prelude'); m.default(() => 0); out.push('loaded again'); } \
+         catch (e) { out.push(e.message); } \
+         return out;");
+    assert_eq!(r.value[0], json!("undefined"), "{:?}", r.value);
+    let second = r.value[1].as_str().unwrap();
+    assert!(
+        second.contains("already loaded") || second.contains("not found") || second.contains("module"),
+        "{second}"
+    );
+}
+
+#[test]
+fn replaced_builtins_do_not_break_tools_call() {
+    let r = run("Map.prototype.set = Map.prototype.get = function () {}; \
+         String.prototype.slice = String.prototype.charCodeAt = () => 'x'; \
+         Promise.resolve = Promise.reject = () => 'hijacked'; \
+         Array.prototype.map = () => ['hijacked']; Object.assign = () => ({}); \
+         globalThis.TypeError = function () {}; \
+         const a = await tools.sleep({ms: 1}); const b = await tools.echo({n: 2}); \
+         let e; try { await tools.fail({message: 'm'}); } catch (x) { e = [x.name, x.kind, x.message]; } \
+         console.log('still', {ok: true}); \
+         return [a.content.slept, b.content.n, e];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!([1, 2, ["ToolError", "failed", "fail (call 3): m"]]));
+    assert_eq!(r.logs[0].text, "still {\"ok\":true}");
+}
+
+#[test]
+fn a_value_returned_before_a_runaway_callback_is_kept() {
+    let ws = workspace();
+    let engine = engine_with(&ws, crate::common::deadline(300));
+    let r = engine.execute_blocking(Program::new("Promise.resolve().then(() => { for (;;) {} }); return 1;"));
+    assert_eq!(r.status, RunStatus::TimedOut);
+    assert_eq!(r.value, json!(1));
+}
