@@ -52,7 +52,8 @@ pub(crate) fn resolve_for_write(root: &Path, path: &str) -> Result<PathBuf, Tool
     };
     let joined = root.join(path);
     if joined.symlink_metadata().is_ok() {
-        let real = std::fs::canonicalize(&joined).map_err(|e| ToolError::new(format!("cannot open `{path}`: {e}")))?;
+        let real = std::fs::canonicalize(&joined)
+            .map_err(|e| ToolError::new(format!("cannot open `{path}`: {e}")))?;
         if !real.starts_with(root) {
             return Err(outside());
         }
@@ -70,12 +71,16 @@ pub(crate) fn resolve_for_write(root: &Path, path: &str) -> Result<PathBuf, Tool
     }
     // `file_name` is None for a trailing `..`, so a `..` below a missing
     // folder has already been refused above.
-    let base = std::fs::canonicalize(existing).map_err(|e| ToolError::new(format!("cannot open `{path}`: {e}")))?;
+    let base =
+        std::fs::canonicalize(existing).map_err(|e| ToolError::new(format!("cannot open `{path}`: {e}")))?;
     if !base.starts_with(root) {
         return Err(outside());
     }
     if !base.is_dir() {
-        return Err(ToolError::new(format!("`{path}` goes through `{}`, which is a file", relative(root, &base))));
+        return Err(ToolError::new(format!(
+            "`{path}` goes through `{}`, which is a file",
+            relative(root, &base)
+        )));
     }
     let mut real = base;
     for name in tail.iter().rev() {
@@ -146,7 +151,10 @@ mod tests {
             std::os::unix::fs::symlink(root.join("file.txt"), root.join("inner-link")).unwrap();
             for bad in ["out/x.txt", "out/new/x.txt", "dangling"] {
                 let e = resolve_for_write(&root, bad).unwrap_err();
-                assert!(e.message.contains("outside the workspace") || e.message.contains("cannot open"), "{bad}: {e}");
+                assert!(
+                    e.message.contains("outside the workspace") || e.message.contains("cannot open"),
+                    "{bad}: {e}"
+                );
             }
             assert_eq!(resolve_for_write(&root, "inner-link").unwrap(), root.join("file.txt"));
         }
