@@ -12,6 +12,9 @@ mod tool;
 pub use spec::{Annotations, Loading, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
+#[cfg(test)]
+pub(crate) use digest::canonical_json;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

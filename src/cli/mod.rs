@@ -17,7 +17,8 @@ pub(crate) const EXIT_USAGE: u8 = 2;
 /// `await tools.call(name, args)`, and prints its receipt.
 ///
 /// Exit codes: 0 completed, 1 program failed, 2 bad invocation or
-/// config, 3 timed out, 4 paused, 130 cancelled.
+/// config, 3 timed out, 4 paused, 130 cancelled by SIGINT (143 by
+/// SIGTERM); the receipt is printed in every case.
 #[derive(Debug, Parser)]
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {
@@ -35,6 +36,11 @@ enum Command {
 /// exit code.
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The CLI is a short-lived process that owns its children: as their
+    // subreaper it collects what `bash` commands leave behind at once,
+    // instead of leaving zombies for PID 1 (which may reap late or never).
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
     let result = match cli.command {
         Command::Run(args) => run::run(args),
     };

@@ -24,7 +24,20 @@ pub(crate) struct RunArgs {
     deadline: Option<f64>,
 }
 
+/// Runs `codemode run`. With `--json`, an invocation error is also printed
+/// on stdout as `{"error": {"kind": "invocation", "message"}}`, so callers
+/// that parse stdout always get JSON.
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let json = args.json;
+    execute(args).inspect_err(|e| {
+        if json {
+            let error = serde_json::json!({"error": {"kind": "invocation", "message": format!("{e:#}")}});
+            let _ = super::print_stdout(&format!("{error}\n"));
+        }
+    })
+}
+
+fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let (name, source) = read_program(&args.file)?;
     let mut limits = Limits::default();
     if let Some(secs) = args.deadline {
@@ -37,16 +50,18 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
     let engine = Engine::builder().workspace(workspace).limits(limits).build()?;
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let receipt = rt.block_on(async {
+    let (receipt, signal) = rt.block_on(async {
         let run = engine.start(Program::named(name, source));
         let canceller = run.canceller();
         let wait = run.wait();
         tokio::pin!(wait);
+        // SIGINT (Ctrl-C) and SIGTERM cancel the run; the receipt is still
+        // printed, and the exit code is 128 + the signal number.
         tokio::select! {
-            r = &mut wait => r,
-            _ = tokio::signal::ctrl_c() => {
+            r = &mut wait => (r, None),
+            signal = interrupted() => {
                 canceller.cancel();
-                wait.await
+                (wait.await, Some(signal))
             }
         }
     });
@@ -63,7 +78,52 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
             super::print_stdout(&(value + "\n"))?;
         }
     }
-    Ok(receipt.status.exit_code())
+    Ok(match signal {
+        Some(signal) => 128 + signal,
+        None => receipt.status.exit_code(),
+    })
+}
+
+/// Resolves with the signal number on SIGINT or SIGTERM.
+async fn interrupted() -> u8 {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => 2,
+                _ = term.recv() => 15,
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                2
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        2
+    }
+}
+
+/// `text` with terminal control characters (escape sequences, carriage
+/// returns, bells) shown as `\u{..}`, so program output on stderr cannot
+/// move the cursor or rewrite the summary. Newlines and tabs stay.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Reads the program from `file`, or stdin for `-`; returns its name for
@@ -102,7 +162,7 @@ fn summary(r: &Receipt) -> String {
             (Some(l), None) => format!(" at line {l}"),
             _ => String::new(),
         };
-        s.push_str(&format!("  error ({}){at}: {}\n", wire_name(&e.kind), e.message));
+        s.push_str(&format!("  error ({}){at}: {}\n", wire_name(&e.kind), printable(&e.message)));
     }
     for c in r.problem_calls().take(20) {
         s.push_str(&format!(
@@ -111,11 +171,11 @@ fn summary(r: &Receipt) -> String {
             c.tool,
             wire_name(&c.decision),
             wire_name(&c.status),
-            c.error.as_deref().map(|e| format!(" - {e}")).unwrap_or_default()
+            c.error.as_deref().map(|e| format!(" - {}", printable(e))).unwrap_or_default()
         ));
     }
     for log in &r.logs {
-        s.push_str(&format!("  [{}] {}\n", log.level, log.text));
+        s.push_str(&format!("  [{}] {}\n", log.level, printable(&log.text)));
     }
     if r.logs_dropped > 0 {
         s.push_str(&format!("  ({} more log lines dropped)\n", r.logs_dropped));

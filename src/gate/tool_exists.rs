@@ -15,7 +15,15 @@ impl Step for ToolExists {
         let Some(entry) = cx.catalog.get(call.tool) else {
             let near = cx.catalog.suggest(call.tool);
             let hint = if near.is_empty() {
-                "tool_search finds tools by what they do".to_owned()
+                let names: Vec<&str> = cx.catalog.specs().map(|s| s.name.as_str()).collect();
+                if names.len() <= 24 {
+                    format!(
+                        "the tools are {}",
+                        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                    )
+                } else {
+                    format!("there are {} tools; check the name", names.len())
+                }
             } else {
                 format!(
                     "did you mean {}?",

@@ -110,20 +110,21 @@ impl Ledger {
     /// Records one console line; lines past the bound are counted in
     /// `logs_dropped`, and a line that only partly fits is cut.
     pub(crate) fn log(&mut self, level: &str, text: &str) {
+        const CUT: &str = " [cut at the log bound]";
         let room = self.max_log_bytes.saturating_sub(self.log_bytes);
         if self.logs.len() >= self.max_log_lines || room == 0 {
             self.logs_dropped += 1;
             return;
         }
-        let kept = utf8_prefix(text, room);
-        self.log_bytes += kept.len();
-        let mut text_kept = kept.to_owned();
-        if kept.len() < text.len() {
-            // The line was cut at the byte bound; say so, and count nothing
-            // more once the bound is reached.
-            text_kept.push_str(" [cut at the log bound]");
-        }
-        let text = text_kept;
+        let text = if text.len() <= room {
+            text.to_owned()
+        } else {
+            // The line is cut at the byte bound, marker included.
+            let mut kept = utf8_prefix(text, room.saturating_sub(CUT.len())).to_owned();
+            kept.push_str(CUT);
+            kept
+        };
+        self.log_bytes += text.len();
         self.logs.push(LogEntry { level: level.to_owned(), text });
     }
 

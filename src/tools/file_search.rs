@@ -16,7 +16,7 @@ const DEFAULT_LIMIT: usize = 100;
 /// Entries visited before the walk stops and says so.
 const MAX_VISITED: usize = 200_000;
 /// Folders skipped unless `exclude` is given.
-const DEFAULT_EXCLUDE: &[&str] = &["**/.git", "**/node_modules", "**/target", "**/.codemode"];
+pub(crate) const DEFAULT_EXCLUDE: &[&str] = &["**/.git", "**/node_modules", "**/target", "**/.codemode"];
 
 pub(crate) struct FileSearch;
 

@@ -1,8 +1,14 @@
 //! Native tools, one file each, all listed in [`native`].
 
+mod bash;
+#[cfg(test)]
+mod contract_tests;
+mod edit;
 mod file_search;
+mod grep_files;
 mod read;
 mod workspace;
+mod write;
 
 use std::sync::Arc;
 
@@ -10,7 +16,14 @@ use crate::catalog::Tool;
 
 /// The native tools, in catalog order.
 pub(crate) fn native() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(read::Read), Arc::new(file_search::FileSearch)]
+    vec![
+        Arc::new(read::Read),
+        Arc::new(write::Write),
+        Arc::new(edit::Edit),
+        Arc::new(file_search::FileSearch),
+        Arc::new(grep_files::GrepFiles),
+        Arc::new(bash::Bash),
+    ]
 }
 
 /// Runs blocking file work off the async threads and flattens a panic into

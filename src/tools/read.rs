@@ -38,7 +38,7 @@ impl Tool for Read {
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "description": "File path relative to the workspace root"},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
+                    "offset": {"type": "integer", "minimum": 1, "maximum": 1000000000, "description": "First line to return (1-based)"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Most lines to return"}
                 },
                 "required": ["path"],
@@ -62,6 +62,13 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         std::fs::metadata(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
     if meta.is_dir() {
         return Err(ToolError::new(format!("`{}` is a folder; file_search lists files", args.path)));
+    }
+    if !meta.is_file() {
+        // A FIFO or device would block the read (or never end).
+        return Err(ToolError::new(format!(
+            "`{}` is not a regular file (a pipe, socket or device)",
+            args.path
+        )));
     }
     if meta.len() > MAX_FILE_BYTES {
         return Err(ToolError::new(format!(
@@ -98,8 +105,9 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         }
         out.push('\n');
     }
-    let next_offset = (last < total).then_some(last + 1);
-    if offset > total && total > 0 {
+    let past_end = offset > total.max(1);
+    let next_offset = (!past_end && last < total).then_some(last + 1);
+    if past_end {
         out.push_str(&format!("[offset {offset} is past the end: the file has {total} lines]\n"));
     } else if let Some(next) = next_offset {
         out.push_str(&format!("[lines {offset}-{last} of {total}; continue with offset {next}]\n"));
@@ -109,7 +117,7 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         json!({
             "path": workspace::relative(&cx.workspace, &path),
             "start_line": offset,
-            "end_line": last,
+            "end_line": if past_end { None } else { Some(last) },
             "total_lines": total,
             "next_offset": next_offset,
         }),

@@ -17,6 +17,14 @@ pub(crate) fn resolve_existing(root: &Path, path: &str) -> Result<PathBuf, ToolE
         return Err(ToolError::new("`path` is empty: give a path relative to the workspace root"));
     }
     let joined = root.join(path);
+    // Refuse what is lexically outside before touching the file system, so
+    // refusals do not tell which paths exist outside the workspace.
+    if !lexically_inside(root, &joined) {
+        return Err(ToolError::new(format!(
+            "`{path}` is outside the workspace `{}`; tools only reach files inside it",
+            root.display()
+        )));
+    }
     let real = std::fs::canonicalize(&joined).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ToolError::new(format!(
             "`{path}` does not exist in the workspace (file_search finds files by name)"
@@ -92,6 +100,25 @@ pub(crate) fn resolve_for_write(root: &Path, path: &str) -> Result<PathBuf, Tool
     Ok(real)
 }
 
+/// Whether `path`, with `.` and `..` resolved as text (no symlinks), stays
+/// inside `root`.
+fn lexically_inside(root: &Path, path: &Path) -> bool {
+    use std::path::Component;
+    let mut normal = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                if !normal.pop() {
+                    return false;
+                }
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal.starts_with(root)
+}
+
 /// `path` relative to `root`, with `/` separators.
 pub(crate) fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
@@ -125,6 +152,9 @@ mod tests {
         }
         assert!(resolve_existing(&root, "missing.txt").unwrap_err().message.contains("does not exist"));
         assert!(resolve_existing(&root, " ").unwrap_err().message.contains("empty"));
+        // Paths outside are refused the same way whether they exist or not.
+        let e = resolve_existing(&root, "/no/such/place").unwrap_err();
+        assert!(e.message.contains("outside the workspace"), "{e}");
     }
 
     #[test]

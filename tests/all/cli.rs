@@ -109,3 +109,42 @@ fn sigint_cancels_the_run_and_still_prints_the_receipt() {
     assert_eq!(receipt["status"], "cancelled");
     assert_eq!(receipt["logs"][0]["text"], "started");
 }
+
+#[test]
+fn with_json_invocation_errors_are_json_on_stdout_too() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["run", "missing.js", "--json"], "", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["error"]["kind"], "invocation");
+    assert!(v["error"]["message"].as_str().unwrap().contains("missing.js"));
+}
+
+#[test]
+fn control_characters_from_the_program_are_escaped_on_stderr() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["run", "-"], "console.log('\\u001b[2Jgotcha\\r');", ws.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\u{1b}') && err.contains("\\u{1b}[2Jgotcha\\u{d}"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_cancels_the_run_and_still_prints_the_receipt() {
+    let ws = crate::common::workspace();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["run", "-", "--json"])
+        .current_dir(ws.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"while (true) {}").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["status"], "cancelled");
+}

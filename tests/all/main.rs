@@ -9,3 +9,5 @@ mod limits;
 mod native_tools;
 mod programs;
 mod receipts;
+mod tool_bash;
+mod tool_files;

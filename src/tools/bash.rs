@@ -1,0 +1,646 @@
+//! `bash {command, timeout?, description?}`: one foreground shell command in
+//! the workspace, returning its exit code and a bounded tail of its output.
+//!
+//! # How a command runs
+//!
+//! - `bash -c <command>`, or `/bin/sh -c <command>` only when no `bash` is
+//!   found on the filtered `PATH`. The working directory is the workspace
+//!   root; stdin is `/dev/null`; stdout and stderr are pipes.
+//! - The shell starts a process group of its own (`process_group(0)`: the
+//!   group id is the shell's pid). Background jobs of a non-interactive shell
+//!   stay in that group, so the group is "everything the command started".
+//! - One foreground command: when the shell exits, every process left in its
+//!   group (`sleep 100 &`, a daemon that kept stdout open) is killed with
+//!   SIGKILL, and reading stops, so nothing outlives the call and a
+//!   background child holding the pipe cannot hang it.
+//! - `timeout` is in milliseconds: default 120,000, at most 600,000 (the
+//!   schema says so and the code checks it again). At the timeout the whole
+//!   group is killed (SIGKILL), the shell is reaped, and the call fails with
+//!   a `ToolError` saying it timed out and carrying the last 4 KiB of each
+//!   stream (the error goes into the receipt, so it is kept smaller than the
+//!   result's tails).
+//! - Cancellation (the call's future dropped: run deadline, host cancel, the
+//!   engine's per-tool backstop) kills the group from a drop guard and reaps
+//!   it on the tool runtime; the shell itself is also `kill_on_drop`.
+//! - `description` is for display (approval prompts, logs) and is never
+//!   executed or passed to the command.
+//!
+//! # Result
+//!
+//! Content `{exit_code, stdout, stderr}` plus `signal` (e.g. `"SIGKILL"`)
+//! when the shell was killed by a signal, in which case `exit_code` is
+//! `null`. A non-zero exit is a successful call: the program decides what it
+//! means. Metadata `{stdout_bytes, stderr_bytes, stdout_truncated,
+//! stderr_truncated, elapsed_ms}`, where the byte counts are the totals the
+//! command wrote.
+//!
+//! # Limits
+//!
+//! - Each stream keeps only its last 16 KiB (cut at a UTF-8 character
+//!   boundary; invalid UTF-8 is replaced by U+FFFD), read into a bounded
+//!   buffer while the command runs: a command printing 50 MB costs at most
+//!   80 KiB per stream in memory (the tail buffer, trimmed whenever it passes
+//!   32 KiB, plus one 32 KiB read).
+//! - After the shell exits and its group is killed, the pipes are drained for
+//!   at most 250 ms; a process that left the group (`setsid`, `setpgid`) and
+//!   still holds a pipe is not waited for. Such a process is also not
+//!   killed: the group is the unit of cleanup (only cgroups could track
+//!   it).
+//! - The engine's per-tool timeout for `bash` is set above the 600,000 ms
+//!   maximum so the command's own `timeout` governs; the run deadline still
+//!   cancels a call.
+//!
+//! # Environment filter
+//!
+//! The command does not inherit the engine's environment. It gets only:
+//! `PATH` (`/usr/local/bin:/usr/bin:/bin` when unset), `HOME`, `USER`,
+//! `LOGNAME`, `SHELL`, `LANG`, `LC_*`, `TERM`, `TZ` and `TMPDIR` when set;
+//! `PWD` set to the workspace root; and `CODEMODE=1`. Everything else is
+//! dropped: API tokens, cloud credentials (`AWS_*`, `GOOGLE_*`, ...),
+//! `SSH_AUTH_SOCK`, `BASH_ENV` and `ENV` (which a non-interactive shell would
+//! source), `LD_PRELOAD` and the like.
+//!
+//! # Reaping
+//!
+//! The shell is the engine's child and is reaped by tokio. The processes it
+//! leaves behind are orphans once it exits, so they are reparented to the
+//! nearest child subreaper or to PID 1, and after the group is killed the
+//! tool reaps whatever of the group is its own child with `waitpid(-pgid,
+//! WNOHANG)` (bounded by a 2 s wait). That call only collects processes of
+//! that group, never another child the host or tokio is waiting for, so it
+//! is safe; it reaps the command's orphans when the engine runs as PID 1 (a
+//! container entry point) or when the host made itself a subreaper
+//! (`nix::sys::prctl::set_child_subreaper(true)`, no `unsafe`). Otherwise
+//! PID 1 reaps them: every process is dead when the call returns, but a
+//! killed orphan can stay a zombie until PID 1 collects it (on the machine
+//! this was built on, PID 1 reaps orphans about every 1.7 s; an init that
+//! never reaps would keep them). The tool does not make the process a
+//! subreaper itself: that is process-wide and permanent, and would make every
+//! orphan in the host's process tree (an MCP server's grandchild, a daemon
+//! that left the group with `setsid`) a zombie of the host that nothing
+//! reaps, where PID 1 would have.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+
+/// `timeout` when the call does not give one, in milliseconds.
+const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// The largest `timeout` accepted, in milliseconds.
+const MAX_TIMEOUT_MS: u64 = 600_000;
+/// The engine's per-tool timeout for `bash`: a backstop above the largest
+/// `timeout`, so the command's own timeout is what fires.
+const ENGINE_TIMEOUT_MS: u64 = MAX_TIMEOUT_MS + 10_000;
+/// Bytes of each stream kept in the result (the tail).
+const TAIL_BYTES: usize = 16 << 10;
+/// Bytes of each stream quoted in a timeout error.
+const ERROR_TAIL_BYTES: usize = 4 << 10;
+/// Bytes read from a pipe at once.
+#[cfg_attr(not(unix), allow(dead_code))]
+const READ_CHUNK: usize = 32 << 10;
+/// How long the pipes are drained after the shell exited and its group was
+/// killed.
+#[cfg(unix)]
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+/// How long the tool waits for the killed group's processes to be reaped.
+#[cfg(unix)]
+const REAP_WAIT: Duration = Duration::from_secs(2);
+/// Variables passed through to the command when set (plus every `LC_*`).
+const PASSED_VARS: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR"];
+/// `PATH` when the engine's environment has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The `bash` tool.
+pub(crate) struct Bash;
+
+/// The arguments; `description` is display-only and not read.
+#[derive(Deserialize)]
+struct Args {
+    /// The command line given to `bash -c`.
+    command: String,
+    /// Milliseconds before the command is killed.
+    timeout: Option<u64>,
+}
+
+impl Tool for Bash {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "bash",
+            "Run one foreground shell command (`bash -c`) in the workspace root, stdin empty, with a \
+             filtered environment. Returns {exit_code, stdout, stderr} with the last 16 KiB of each \
+             stream; a non-zero exit is a result, not an error. Background processes are killed when \
+             the command exits. At `timeout` (default 120000 ms, max 600000) the whole process group \
+             is killed and the call fails.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "minLength": 1, "description": "Shell command to run"},
+                    "timeout": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_TIMEOUT_MS,
+                        "description": "Milliseconds before it is killed (default 120000)"
+                    },
+                    "description": {"type": "string", "description": "What it does, in a few words (display only)"}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        )
+        .read_only(false)
+        .timeout_ms(ENGINE_TIMEOUT_MS)
+    }
+
+    fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
+        Box::pin(async move {
+            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let timeout = timeout_of(args.timeout)?;
+            // The engine polls a tool's future once on the VM thread; starting
+            // a process there would block it, so yield first and start on the
+            // tool runtime.
+            tokio::task::yield_now().await;
+            run(&args.command, &cx.workspace, timeout).await
+        })
+    }
+}
+
+/// The call's timeout: `timeout` milliseconds, or the default.
+///
+/// # Errors
+/// `timeout` is zero or over [`MAX_TIMEOUT_MS`].
+fn timeout_of(ms: Option<u64>) -> Result<Duration, ToolError> {
+    match ms.unwrap_or(DEFAULT_TIMEOUT_MS) {
+        ms @ 1..=MAX_TIMEOUT_MS => Ok(Duration::from_millis(ms)),
+        ms => Err(ToolError::new(format!(
+            "`timeout` is {ms} ms; give 1 to {MAX_TIMEOUT_MS} ms (default {DEFAULT_TIMEOUT_MS})"
+        ))),
+    }
+}
+
+/// The command's environment: the variables of `vars` that pass the filter
+/// (see the module docs), `PWD` set to `workspace`, and `CODEMODE=1`.
+#[cfg_attr(not(unix), allow(dead_code))]
+fn filter_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+    workspace: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = vars
+        .filter(|(k, _)| k.to_str().is_some_and(|k| PASSED_VARS.contains(&k) || k.starts_with("LC_")))
+        .collect();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".into(), DEFAULT_PATH.into()));
+    }
+    env.push(("PWD".into(), workspace.as_os_str().to_owned()));
+    env.push(("CODEMODE".into(), "1".into()));
+    env
+}
+
+/// The last bytes of a stream, with the count of all bytes seen. Holds at
+/// most twice its limit plus one read.
+#[cfg_attr(not(unix), allow(dead_code))]
+struct Tail {
+    /// The newest bytes; trimmed to `limit` whenever it grows past twice that.
+    buf: Vec<u8>,
+    /// Bytes kept in the end.
+    limit: usize,
+    /// Every byte written to the stream.
+    total: u64,
+}
+
+#[cfg_attr(not(unix), allow(dead_code))]
+impl Tail {
+    /// An empty tail keeping the last `limit` bytes.
+    fn new(limit: usize) -> Self {
+        Tail { buf: Vec::new(), limit, total: 0 }
+    }
+
+    /// Adds the next bytes of the stream.
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        if chunk.len() >= self.limit {
+            self.buf.clear();
+            self.buf.extend_from_slice(&chunk[chunk.len() - self.limit..]);
+            return;
+        }
+        self.buf.extend_from_slice(chunk);
+        if self.buf.len() > 2 * self.limit {
+            let excess = self.buf.len() - self.limit;
+            self.buf.drain(..excess);
+        }
+    }
+
+    /// The last at most `limit` bytes as text, starting at a character
+    /// boundary, and whether anything before them was left out.
+    fn text(&self, limit: usize) -> (String, bool) {
+        let mut bytes = &self.buf[self.buf.len().saturating_sub(limit)..];
+        let mut cut = self.total > bytes.len() as u64;
+        if cut {
+            // The first bytes may be the end of a character cut in two.
+            let partial = bytes.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count();
+            bytes = &bytes[partial..];
+        }
+        let mut text = String::from_utf8_lossy(bytes).into_owned();
+        if text.len() > limit {
+            // Replacement characters (3 bytes for each invalid byte) grew it.
+            let mut from = text.len() - limit;
+            while !text.is_char_boundary(from) {
+                from += 1;
+            }
+            text.drain(..from);
+            cut = true;
+        }
+        (text, cut)
+    }
+}
+
+/// Runs `command` in `workspace` under `timeout`; see the module docs.
+#[cfg(unix)]
+async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolOutput, ToolError> {
+    use tokio::time::Instant;
+
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let env = filter_env(std::env::vars_os(), workspace);
+    let child = match spawn("bash", command, workspace, &env) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && workspace.is_dir() => {
+            spawn("/bin/sh", command, workspace, &env)
+        }
+        other => other,
+    }
+    .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
+    let mut group = Group::new(child)?;
+    let stdout = group.child().stdout.take();
+    let stderr = group.child().stderr.take();
+    let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
+
+    let (status, timed_out) = {
+        let reading = read_both(stdout, stderr, &mut out, &mut err);
+        tokio::pin!(reading);
+        let mut read_all = false;
+        let exited = loop {
+            tokio::select! {
+                status = group.child().wait() => break Some(status),
+                () = &mut reading, if !read_all => read_all = true,
+                () = tokio::time::sleep_until(deadline) => break None,
+            }
+        };
+        // The shell has exited (or the time is up): end its whole group.
+        group.kill();
+        let timed_out = exited.is_none();
+        let status = match exited {
+            Some(status) => status,
+            None => group.child().wait().await,
+        };
+        if !read_all {
+            // Everything in the group is dead, so the pipes close as soon as
+            // they are drained, unless a process left the group.
+            let _ = tokio::time::timeout(DRAIN_GRACE, &mut reading).await;
+        }
+        (status, timed_out)
+    };
+    group.reap().await;
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let status = status.map_err(|e| ToolError::new(format!("waiting for the shell failed: {e}")))?;
+
+    if timed_out {
+        let mut message = format!(
+            "the command timed out after {} ms and its process group was killed; give a larger \
+             `timeout` (at most {MAX_TIMEOUT_MS} ms) or do less in one call",
+            timeout.as_millis()
+        );
+        for (name, tail) in [("stdout", &out), ("stderr", &err)] {
+            let (text, cut) = tail.text(ERROR_TAIL_BYTES);
+            if !text.is_empty() {
+                let which = if cut { "last bytes of " } else { "" };
+                message.push_str(&format!("\n--- {which}{name} ---\n{text}"));
+            }
+        }
+        return Err(ToolError::new(message));
+    }
+
+    use std::os::unix::process::ExitStatusExt as _;
+    let (stdout, stdout_truncated) = out.text(TAIL_BYTES);
+    let (stderr, stderr_truncated) = err.text(TAIL_BYTES);
+    let mut content = json!({"exit_code": status.code(), "stdout": stdout, "stderr": stderr});
+    if let Some(signal) = status.signal() {
+        content["signal"] = json!(signal_name(signal));
+    }
+    Ok(ToolOutput::with_metadata(
+        content,
+        json!({
+            "stdout_bytes": out.total,
+            "stderr_bytes": err.total,
+            "stdout_truncated": stdout_truncated,
+            "stderr_truncated": stderr_truncated,
+            "elapsed_ms": elapsed_ms,
+        }),
+    ))
+}
+
+/// Without Unix process groups there is no safe way to run a command.
+#[cfg(not(unix))]
+async fn run(_: &str, _: &Path, _: Duration) -> Result<ToolOutput, ToolError> {
+    Err(ToolError::new("the bash tool runs on Unix only"))
+}
+
+/// Starts `shell -c command` in its own process group, with `env` only.
+#[cfg(unix)]
+fn spawn(
+    shell: &str,
+    command: &str,
+    workspace: &Path,
+    env: &[(OsString, OsString)],
+) -> std::io::Result<tokio::process::Child> {
+    use std::process::Stdio;
+    tokio::process::Command::new(shell)
+        .arg("-c")
+        .arg(command)
+        .current_dir(workspace)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+}
+
+/// Reads both pipes to their end into their tails.
+#[cfg(unix)]
+async fn read_both(
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    out: &mut Tail,
+    err: &mut Tail,
+) {
+    tokio::join!(pump(stdout, out), pump(stderr, err));
+}
+
+/// Reads one pipe to its end (or its first error) into `tail`.
+#[cfg(unix)]
+async fn pump(reader: Option<impl tokio::io::AsyncRead + Unpin>, tail: &mut Tail) {
+    use tokio::io::AsyncReadExt as _;
+    let Some(mut reader) = reader else { return };
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => tail.push(&buf[..n]),
+        }
+    }
+}
+
+/// A running command's process group. Until [`Group::reap`] finishes,
+/// dropping it (the call cancelled) kills the group and reaps it on the
+/// current tokio runtime.
+#[cfg(unix)]
+struct Group {
+    /// The shell; `None` only once handed to the drop-time reaper.
+    child: Option<tokio::process::Child>,
+    /// The group id (the shell's pid).
+    pgid: nix::unistd::Pid,
+    /// Whether the group may still have processes to kill and reap.
+    armed: bool,
+}
+
+#[cfg(unix)]
+impl Group {
+    /// Takes charge of a just-started shell.
+    fn new(child: tokio::process::Child) -> Result<Self, ToolError> {
+        let pid = child.id().ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
+        let pgid = nix::unistd::Pid::from_raw(
+            i32::try_from(pid).map_err(|_| ToolError::new(format!("pid {pid} out of range")))?,
+        );
+        Ok(Group { child: Some(child), pgid, armed: true })
+    }
+
+    /// The shell.
+    fn child(&mut self) -> &mut tokio::process::Child {
+        self.child.as_mut().expect("the child is only taken on drop")
+    }
+
+    /// Sends SIGKILL to every process in the group.
+    fn kill(&self) {
+        kill_group(self.pgid);
+    }
+
+    /// Reaps the group's remaining processes (the shell must have been
+    /// reaped already) and disarms the drop guard.
+    async fn reap(&mut self) {
+        reap_group(self.pgid).await;
+        self.armed = false;
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        kill_group(self.pgid);
+        let (child, pgid) = (self.child.take(), self.pgid);
+        // Reap the shell first (so its status is tokio's), then the rest of
+        // the group. Without a runtime (or when it is shutting down) the
+        // child is dropped instead, and `kill_on_drop` hands it to tokio's
+        // orphan reaping.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Some(mut child) = child {
+                    let _ = child.wait().await;
+                }
+                reap_group(pgid).await;
+            });
+        }
+    }
+}
+
+/// Sends SIGKILL to process group `pgid`; a group that is already gone is
+/// fine.
+#[cfg(unix)]
+fn kill_group(pgid: nix::unistd::Pid) {
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// Reaps every process of group `pgid` that is this process's child (the
+/// orphans a subreaper inherits), killing the group again while any is
+/// alive, for at most [`REAP_WAIT`]. Only processes of that group are ever
+/// collected.
+#[cfg(unix)]
+async fn reap_group(pgid: nix::unistd::Pid) {
+    use nix::errno::Errno;
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+
+    let give_up = tokio::time::Instant::now() + REAP_WAIT;
+    let members = nix::unistd::Pid::from_raw(-pgid.as_raw());
+    loop {
+        match waitpid(members, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                if tokio::time::Instant::now() >= give_up {
+                    tracing::debug!(
+                        pgid = pgid.as_raw(),
+                        "bash: processes of the group outlived the reap wait"
+                    );
+                    return;
+                }
+                kill_group(pgid);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            // ECHILD: no process of the group is our child any more.
+            Err(_) => return,
+        }
+    }
+}
+
+/// The name of signal `signal` (`"SIGKILL"`), or its number as text.
+#[cfg(unix)]
+fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.as_str().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_defaults_and_bounds() {
+        assert_eq!(timeout_of(None).unwrap(), Duration::from_millis(DEFAULT_TIMEOUT_MS));
+        assert_eq!(timeout_of(Some(1)).unwrap(), Duration::from_millis(1));
+        assert_eq!(timeout_of(Some(MAX_TIMEOUT_MS)).unwrap(), Duration::from_millis(MAX_TIMEOUT_MS));
+        assert!(timeout_of(Some(0)).unwrap_err().message.contains("600000"));
+        assert!(timeout_of(Some(MAX_TIMEOUT_MS + 1)).is_err());
+    }
+
+    #[test]
+    fn the_schema_bounds_the_timeout_and_refuses_unknown_fields() {
+        let spec = Bash.spec();
+        assert!(!spec.is_read_only());
+        let schema = &spec.input_schema;
+        assert_eq!(schema["properties"]["timeout"]["minimum"], json!(1));
+        assert_eq!(schema["properties"]["timeout"]["maximum"], json!(600_000));
+        assert_eq!(schema["additionalProperties"], json!(false));
+        assert_eq!(schema["required"], json!(["command"]));
+        assert!(spec.timeout_ms.unwrap() > MAX_TIMEOUT_MS);
+    }
+
+    #[test]
+    fn the_env_filter_keeps_only_the_allowlist() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C.UTF-8"),
+            ("LANG", "C"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("GITHUB_TOKEN", "t"),
+            ("BASH_ENV", "/tmp/evil"),
+            ("LD_PRELOAD", "x.so"),
+            ("PWD", "/elsewhere"),
+            ("CODEMODE", "0"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = filter_env(vars.into_iter(), Path::new("/ws"));
+        let got: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.to_str().unwrap(), v.to_str().unwrap())).collect();
+        assert_eq!(
+            got,
+            [
+                ("PATH", "/bin"),
+                ("HOME", "/home/u"),
+                ("LC_ALL", "C.UTF-8"),
+                ("LANG", "C"),
+                ("PWD", "/ws"),
+                ("CODEMODE", "1")
+            ]
+        );
+        let bare = filter_env(std::iter::empty(), Path::new("/ws"));
+        assert_eq!(bare[0], (OsString::from("PATH"), OsString::from(DEFAULT_PATH)));
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_and_counts_them_all() {
+        let mut t = Tail::new(10);
+        t.push(b"hello ");
+        assert_eq!(t.text(10), ("hello ".to_owned(), false));
+        for _ in 0..1000 {
+            t.push(b"0123456789abc");
+            assert!(t.buf.len() <= 2 * 10 + 13);
+        }
+        assert_eq!(t.total, 6 + 13_000);
+        assert_eq!(t.text(10), ("3456789abc".to_owned(), true));
+        t.push(&[b'z'; 100]);
+        assert_eq!(t.text(10), ("z".repeat(10), true));
+        assert_eq!(t.text(4), ("zzzz".to_owned(), true));
+    }
+
+    #[test]
+    fn the_tail_is_cut_at_a_character_boundary() {
+        let mut t = Tail::new(4);
+        t.push("aé€".as_bytes()); // 1 + 2 + 3 bytes: the last 4 start inside `é`
+        assert_eq!(t.text(4), ("€".to_owned(), true));
+        let mut t = Tail::new(4);
+        t.push(&[b'a', 0xff, 0xfe, 0xfd, 0xfc]);
+        let (text, cut) = t.text(4);
+        assert!(text.len() <= 4 && cut, "{text:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    fn gone(pid: i32) -> bool {
+        // Gone from the process table: reaped, not merely a zombie.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn orphans_are_killed_and_reaped_not_left_as_zombies() {
+        // What a host (or PID 1) gets: orphans of the command become this
+        // process's children, and the call reaps them before it returns.
+        nix::sys::prctl::set_child_subreaper(true).unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let out = run("sleep 1000 & echo $!", ws.path(), Duration::from_secs(10)).await.unwrap();
+        assert_eq!(out.content["exit_code"], json!(0));
+        let pid: i32 = out.content["stdout"].as_str().unwrap().trim().parse().unwrap();
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "background child {pid} was not reaped");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_the_call_kills_and_reaps_the_group() {
+        nix::sys::prctl::set_child_subreaper(true).unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let call = run(
+            "echo $$ > shell.pid; sleep 1000 & echo $! > bg.pid; wait",
+            ws.path(),
+            Duration::from_secs(60),
+        );
+        let read_pid =
+            |name: &str| std::fs::read_to_string(ws.path().join(name)).ok()?.trim().parse::<i32>().ok();
+        tokio::select! {
+            _ = call => panic!("the command should still be running"),
+            () = async {
+                while read_pid("bg.pid").is_none() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            } => {}
+        }
+        // `call` is dropped here: cancelled.
+        for name in ["shell.pid", "bg.pid"] {
+            let pid = read_pid(name).unwrap();
+            let waited = tokio::task::spawn_blocking(move || gone(pid)).await.unwrap();
+            assert!(waited, "{name}: {pid} still in the process table");
+        }
+    }
+}

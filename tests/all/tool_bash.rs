@@ -1,0 +1,291 @@
+//! The `bash` tool with real processes: output, exit codes, the workspace as
+//! working directory, the environment filter, the output tail bound,
+//! timeouts, background children and cancellation.
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use codemode::{CallOutcome, CallStatus, Decision, Engine, Limits, Program, RunStatus};
+use serde_json::{Value, json};
+
+use crate::common::{deadline, engine_with, workspace};
+
+/// A variable set on the test process that the command must not see.
+const SECRET: &str = "CODEMODE_TEST_BASH_SECRET_TOKEN";
+
+fn engine(ws: &tempfile::TempDir) -> Engine {
+    static SET: Once = Once::new();
+    SET.call_once(|| {
+        // SAFETY: set once, before any engine of this module starts a
+        // process; std serialises its own environment access, and nothing
+        // in this test binary reads the environment through libc directly.
+        unsafe { std::env::set_var(SECRET, "hunter2") };
+    });
+    engine_with(ws, Limits::default())
+}
+
+fn bash(engine: &Engine, args: Value) -> CallOutcome {
+    engine.call_blocking("bash", &args)
+}
+
+/// The envelope of a successful call.
+fn ok(outcome: &CallOutcome) -> &Value {
+    assert!(outcome.is_ok(), "{:?}", outcome.error);
+    outcome.envelope.as_ref().unwrap()
+}
+
+/// A `sleep` argument no other process has: 1000 seconds and a fraction
+/// unique to this test process and call, so `/proc/*/cmdline` finds exactly
+/// the processes a test started.
+fn marker() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("1000.{}{:03}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie waiting to be
+/// reaped: tests must not depend on who reaps orphans).
+fn running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the command name, which is in parentheses.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, None | Some('Z' | 'X' | 'x'))
+}
+
+/// Live processes whose command line contains `marker`.
+fn running_with(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        if String::from_utf8_lossy(&cmdline).contains(marker) && running(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Polls (killing is asynchronous) until no process of `pids` or with
+/// `marker` in its command line runs; panics after 5 s.
+fn assert_all_gone(pids: &[i32], marker: &str) {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let alive: Vec<i32> =
+            pids.iter().copied().filter(|p| running(*p)).chain(running_with(marker)).collect();
+        if alive.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < until, "still running: {alive:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_pid(ws: &tempfile::TempDir, name: &str) -> Option<i32> {
+    std::fs::read_to_string(ws.path().join(name)).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn a_command_returns_its_stdout_and_exit_code() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let out = bash(&engine, json!({"command": "echo hello; printf world", "description": "greet"}));
+    let env = ok(&out);
+    assert_eq!(env["content"], json!({"exit_code": 0, "stdout": "hello\nworld", "stderr": ""}));
+    let meta = &env["metadata"];
+    assert_eq!(meta["stdout_bytes"], json!(11));
+    assert_eq!(meta["stderr_bytes"], json!(0));
+    assert_eq!(meta["stdout_truncated"], json!(false));
+    assert_eq!(meta["stderr_truncated"], json!(false));
+    assert!(meta["elapsed_ms"].is_u64());
+    assert_eq!(env["truncated"], json!(null));
+    assert_eq!(out.call.status, CallStatus::Ok);
+}
+
+#[test]
+fn a_non_zero_exit_is_a_result_with_stderr() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let out = bash(&engine, json!({"command": "echo partial; echo 'no such thing' >&2; exit 3"}));
+    let env = ok(&out);
+    assert_eq!(env["content"], json!({"exit_code": 3, "stdout": "partial\n", "stderr": "no such thing\n"}));
+    assert_eq!(env["metadata"]["stderr_bytes"], json!(14));
+
+    let killed = bash(&engine, json!({"command": "kill -9 $$"}));
+    assert_eq!(ok(&killed)["content"]["exit_code"], json!(null));
+    assert_eq!(ok(&killed)["content"]["signal"], json!("SIGKILL"));
+}
+
+#[test]
+fn stdin_is_empty() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let out = bash(&engine, json!({"command": "cat; echo done", "timeout": 10000}));
+    assert_eq!(ok(&out)["content"]["stdout"], json!("done\n"));
+}
+
+#[test]
+fn the_command_runs_in_the_workspace() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let out =
+        bash(&engine, json!({"command": "pwd; echo made > created.txt; head -1 docs/guide.md; pwd -P"}));
+    let root = engine.workspace().display().to_string();
+    assert_eq!(ok(&out)["content"]["stdout"], json!(format!("{root}\n# Guide\n{root}\n")));
+    assert_eq!(std::fs::read_to_string(ws.path().join("created.txt")).unwrap(), "made\n");
+}
+
+#[test]
+fn the_description_is_never_executed() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let out = bash(&engine, json!({"command": "echo ok", "description": "$(touch pwned) `touch pwned`"}));
+    assert_eq!(ok(&out)["content"]["stdout"], json!("ok\n"));
+    assert!(!ws.path().join("pwned").exists());
+}
+
+#[test]
+fn the_environment_is_filtered() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    assert_eq!(std::env::var(SECRET).as_deref(), Ok("hunter2"));
+    let out = bash(
+        &engine,
+        json!({"command": format!("echo \"secret=${{{SECRET}:-unset}}\"; echo \"codemode=$CODEMODE\"; \
+                                   echo \"pwd=$PWD\"; test -n \"$PATH\" && echo path; \
+                                   env | cut -d= -f1 | sort")}),
+    );
+    let stdout = ok(&out)["content"]["stdout"].as_str().unwrap().to_owned();
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("secret=unset"));
+    assert_eq!(lines.next(), Some("codemode=1"));
+    assert_eq!(lines.next(), Some(format!("pwd={}", engine.workspace().display()).as_str()));
+    assert_eq!(lines.next(), Some("path"));
+    let allowed =
+        ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR", "PWD", "CODEMODE"];
+    // bash adds a few of its own (SHLVL, `_`, OLDPWD); nothing else.
+    let shell_own = ["SHLVL", "_", "OLDPWD"];
+    for name in lines {
+        assert!(
+            allowed.contains(&name) || shell_own.contains(&name) || name.starts_with("LC_"),
+            "`{name}` passed the environment filter"
+        );
+    }
+}
+
+#[test]
+fn fifty_megabytes_of_output_come_back_as_a_bounded_tail() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let out = bash(
+        &engine,
+        json!({"command": "head -c 50000000 /dev/zero | tr '\\0' x; echo end >&2", "timeout": 120000}),
+    );
+    let env = ok(&out);
+    let stdout = env["content"]["stdout"].as_str().unwrap();
+    assert!(stdout.len() <= 16 * 1024, "{} bytes kept", stdout.len());
+    assert_eq!(stdout.len(), 16 * 1024);
+    assert!(stdout.bytes().all(|b| b == b'x'));
+    assert_eq!(env["content"]["stderr"], json!("end\n"));
+    assert_eq!(env["metadata"]["stdout_bytes"], json!(50_000_000));
+    assert_eq!(env["metadata"]["stdout_truncated"], json!(true));
+    assert_eq!(env["metadata"]["stderr_truncated"], json!(false));
+    // The tails fit the per-call bound: nothing was spilled.
+    assert_eq!(env["truncated"], json!(null));
+}
+
+#[test]
+fn a_timeout_kills_the_command_and_fails_the_call() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let started = Instant::now();
+    let out = bash(&engine, json!({"command": "echo started; sleep 30", "timeout": 300}));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert_eq!(out.call.status, CallStatus::Failed);
+    let error = out.error.unwrap();
+    assert_eq!(error["kind"], json!("failed"));
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("timed out after 300 ms"), "{message}");
+    assert!(message.contains("started"), "the output tail is in the message: {message}");
+}
+
+#[test]
+fn a_timeout_leaves_no_background_child_behind() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let m = marker();
+    let out = bash(&engine, json!({"command": format!("sleep {m} & echo $!; sleep {m}"), "timeout": 500}));
+    let error = out.error.expect("the call times out");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("timed out after 500 ms"), "{message}");
+    let pid: i32 = message
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the background pid is in the output tail: {message}"));
+    assert_all_gone(&[pid], &m);
+}
+
+#[test]
+fn a_background_child_holding_stdout_does_not_hang_the_call_and_is_killed() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let m = marker();
+    let started = Instant::now();
+    let out = bash(&engine, json!({"command": format!("sleep {m} & echo $!"), "timeout": 60000}));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let env = ok(&out);
+    assert_eq!(env["content"]["exit_code"], json!(0));
+    let pid: i32 = env["content"]["stdout"].as_str().unwrap().trim().parse().unwrap();
+    assert_all_gone(&[pid], &m);
+}
+
+#[test]
+fn the_run_deadline_cancels_the_call_and_kills_its_processes() {
+    let ws = workspace();
+    let engine = engine_with(&ws, deadline(300));
+    let m = marker();
+    let started = Instant::now();
+    let r = engine.execute_blocking(Program::new(format!(
+        "await tools.bash({{command: 'sleep {m} & echo $! > bg.pid; echo $$ > fg.pid; exec sleep {m}'}}); \
+         return 'finished';"
+    )));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert_eq!(r.status, RunStatus::TimedOut, "{:?}", r.error);
+    assert_eq!(r.calls.len(), 1);
+    assert_eq!(r.calls[0].status, CallStatus::InFlight);
+    let pids: Vec<i32> = ["fg.pid", "bg.pid"].iter().filter_map(|f| read_pid(&ws, f)).collect();
+    assert_all_gone(&pids, &m);
+}
+
+#[test]
+fn a_direct_call_and_a_program_call_give_the_same_envelope() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let args = json!({"command": "echo out; echo err >&2; ls docs; exit 2", "description": "mixed"});
+    let direct = bash(&engine, args.clone());
+    let r = engine.execute_blocking(Program::new(format!("return await tools.bash({args});")));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let strip = |mut v: Value| {
+        v["metadata"].as_object_mut().unwrap().remove("elapsed_ms").expect("elapsed_ms is reported");
+        v
+    };
+    assert_eq!(strip(ok(&direct).clone()), strip(r.value.clone()));
+    assert_eq!(r.value["content"]["exit_code"], json!(2));
+    assert_eq!(direct.call.bytes, r.calls[0].bytes);
+}
+
+#[test]
+fn out_of_range_timeouts_and_unknown_fields_are_refused() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    for args in [
+        json!({"command": "echo hi", "timeout": 600001}),
+        json!({"command": "echo hi", "timeout": 0}),
+        json!({"command": "echo hi", "cwd": "/"}),
+        json!({"command": ""}),
+        json!({}),
+    ] {
+        let out = bash(&engine, args.clone());
+        assert_eq!(out.call.decision, Decision::Refused, "{args}");
+        assert_eq!(out.error.unwrap()["kind"], json!("refused"), "{args}");
+    }
+}

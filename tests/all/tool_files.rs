@@ -1,0 +1,604 @@
+//! `grep_files`, `write` and `edit` on real files: the normal cases, every
+//! bound, every refusal, that a failed call changes nothing, and that a
+//! direct call and the same call from a program give the same envelope.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use codemode::{CallOutcome, CallStatus, Engine, Program, Receipt, RunStatus};
+use serde_json::{Value, json};
+
+/// A workspace `ws/` inside an outer temp folder that also holds a file and
+/// a folder outside the workspace, for the escape routes.
+struct Fixture {
+    outer: tempfile::TempDir,
+    spill: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let outer = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(outer.path().join("ws/docs")).unwrap();
+        std::fs::create_dir_all(outer.path().join("outside")).unwrap();
+        std::fs::write(outer.path().join("secret.txt"), "needle secret\n").unwrap();
+        std::fs::write(outer.path().join("outside/s.txt"), "needle outside\n").unwrap();
+        let f = Fixture { outer, spill: tempfile::tempdir().unwrap() };
+        f.put("a.txt", "alpha\nbeta\ngamma\n");
+        f.put("docs/guide.md", "# Guide\n\nHello needle.\n");
+        f
+    }
+
+    /// The workspace root.
+    fn ws(&self) -> PathBuf {
+        self.outer.path().join("ws")
+    }
+
+    /// Writes `rel` in the workspace, creating folders.
+    fn put(&self, rel: &str, content: impl AsRef<[u8]>) {
+        let p = self.ws().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    fn get(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.ws().join(rel)).unwrap()
+    }
+
+    /// An engine with the native tools over the workspace; spill files go
+    /// elsewhere so snapshots only see what the tools did.
+    fn engine(&self) -> Engine {
+        Engine::builder().workspace(self.ws()).spill_dir(self.spill.path()).vm_threads(1).build().unwrap()
+    }
+
+    /// `message` with this fixture's workspace path replaced by `<ws>`.
+    fn normalise(&self, message: &str) -> String {
+        let ws = std::fs::canonicalize(self.ws()).unwrap();
+        message.replace(&ws.to_string_lossy().into_owned(), "<ws>")
+    }
+
+    /// Every file, folder and link under the outer folder (the workspace and
+    /// what is outside it), with file bytes, link targets and modes.
+    fn snapshot(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        walk(self.outer.path(), self.outer.path(), &mut out);
+        out
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.file_type().is_symlink() {
+            out.insert(rel, format!("link -> {}", std::fs::read_link(&p).unwrap().display()));
+        } else if meta.is_dir() {
+            out.insert(rel.clone(), format!("dir {:o}", mode(&meta)));
+            walk(root, &p, out);
+        } else {
+            out.insert(rel, format!("file {:o} {:?}", mode(&meta), std::fs::read(&p).unwrap()));
+        }
+    }
+}
+
+#[cfg(unix)]
+fn mode(meta: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    meta.permissions().mode() & 0o7777
+}
+
+#[cfg(not(unix))]
+fn mode(meta: &std::fs::Metadata) -> u32 {
+    u32::from(meta.permissions().readonly())
+}
+
+#[cfg(unix)]
+fn chmod(path: &Path, m: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(m)).unwrap();
+}
+
+/// The envelope's content of a successful direct call.
+fn content(out: &CallOutcome) -> &Value {
+    assert!(out.is_ok(), "{:?}", out.error);
+    &out.envelope.as_ref().unwrap()["content"]
+}
+
+fn metadata(out: &CallOutcome) -> &Value {
+    assert!(out.is_ok(), "{:?}", out.error);
+    &out.envelope.as_ref().unwrap()["metadata"]
+}
+
+/// The message of a failed direct call (`kind` failed).
+fn failure(out: &CallOutcome) -> String {
+    assert_eq!(out.call.status, CallStatus::Failed, "{:?} {:?}", out.envelope, out.error);
+    let e = out.error.as_ref().unwrap();
+    assert_eq!(e["kind"], "failed");
+    e["message"].as_str().unwrap().to_owned()
+}
+
+/// Calls `tool` directly and asserts it failed without changing anything
+/// inside or outside the workspace; returns the message.
+fn fails_cleanly(f: &Fixture, engine: &Engine, tool: &str, args: Value) -> String {
+    let before = f.snapshot();
+    let out = engine.call_blocking(tool, &args);
+    let message = failure(&out);
+    assert_eq!(f.snapshot(), before, "{tool} {args} changed files and failed with: {message}");
+    message
+}
+
+fn run(engine: &Engine, src: &str) -> Receipt {
+    engine.execute_blocking(Program::new(src))
+}
+
+// ---------------------------------------------------------------- grep_files
+
+#[test]
+fn grep_returns_path_line_and_text_of_each_match() {
+    let f = Fixture::new();
+    f.put("src/lib.rs", "fn main() {}\n// needle here\nlet Needle = 1;\n");
+    f.put("src/deep/mod.rs", "needle in mod\n");
+    let e = f.engine();
+    let out = e.call_blocking("grep_files", &json!({"pattern": "needle"}));
+    assert_eq!(
+        content(&out),
+        &json!([
+            {"path": "docs/guide.md", "line": 3, "text": "Hello needle."},
+            {"path": "src/deep/mod.rs", "line": 1, "text": "needle in mod"},
+            {"path": "src/lib.rs", "line": 2, "text": "// needle here"},
+        ])
+    );
+    assert_eq!(metadata(&out), &json!({"matches": 3, "files": 3, "truncated": false}));
+
+    let ci = e.call_blocking("grep_files", &json!({"pattern": "NEEDLE\\s*=", "case_insensitive": true}));
+    assert_eq!(content(&ci), &json!([{"path": "src/lib.rs", "line": 3, "text": "let Needle = 1;"}]));
+    let cs = e.call_blocking("grep_files", &json!({"pattern": "NEEDLE"}));
+    assert_eq!(content(&cs), &json!([]));
+    assert_eq!(metadata(&cs), &json!({"matches": 0, "files": 0, "truncated": false}));
+
+    // `glob` filters by name anywhere, or by path when it has a `/`.
+    let paths = |args: Value| -> Vec<String> {
+        let out = e.call_blocking("grep_files", &args);
+        content(&out).as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(paths(json!({"pattern": "needle", "glob": "*.rs"})), ["src/deep/mod.rs", "src/lib.rs"]);
+    assert_eq!(paths(json!({"pattern": "needle", "glob": "src/*.rs"})), ["src/lib.rs"]);
+    assert_eq!(paths(json!({"pattern": "needle", "glob": "**/*.{md,txt}"})), ["docs/guide.md"]);
+    assert_eq!(paths(json!({"pattern": "needle", "glob": "mod.rs"})), ["src/deep/mod.rs"]);
+    // `path` narrows to a folder or one file.
+    assert_eq!(paths(json!({"pattern": "needle", "path": "src"})), ["src/deep/mod.rs", "src/lib.rs"]);
+    assert_eq!(paths(json!({"pattern": "needle", "path": "src/lib.rs"})), ["src/lib.rs"]);
+    assert_eq!(paths(json!({"pattern": "needle", "path": "./docs/../src/deep"})), ["src/deep/mod.rs"]);
+    // Nothing outside the workspace is searched.
+    assert!(!paths(json!({"pattern": "secret|outside"})).iter().any(|p| p.contains("secret")));
+}
+
+#[test]
+fn grep_stops_at_the_limit_and_says_truncated_only_when_more_matched() {
+    let f = Fixture::new();
+    f.put("many.txt", (1..=30).map(|i| format!("hit {i}\n")).collect::<String>());
+    f.put("more.txt", "hit a\nhit b\n");
+    let e = f.engine();
+    let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 10}));
+    let hits = content(&out).as_array().unwrap();
+    assert_eq!(hits.len(), 10);
+    assert_eq!(hits[9], json!({"path": "many.txt", "line": 10, "text": "hit 10"}));
+    assert_eq!(metadata(&out), &json!({"matches": 10, "files": 1, "truncated": true}));
+
+    // Exactly as many matches as the limit: not truncated.
+    let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 32}));
+    assert_eq!(metadata(&out), &json!({"matches": 32, "files": 2, "truncated": false}));
+    // One more match in the next file: truncated.
+    let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 31}));
+    assert_eq!(metadata(&out), &json!({"matches": 31, "files": 2, "truncated": true}));
+
+    // The default limit is 100; the most is 1000 (the schema refuses more).
+    f.put("many.txt", "hit\n".repeat(150));
+    let out = e.call_blocking("grep_files", &json!({"pattern": "^hit"}));
+    assert_eq!(metadata(&out)["matches"], json!(100));
+    assert_eq!(metadata(&out)["truncated"], json!(true));
+    let over = e.call_blocking("grep_files", &json!({"pattern": "x", "limit": 1001}));
+    assert_eq!(over.call.status, CallStatus::Refused);
+}
+
+#[test]
+fn grep_context_gives_lines_before_and_after_each_match() {
+    let f = Fixture::new();
+    f.put("c.txt", "l1\nl2 hit\nl3\nl4\nl5\nl6 hit\nl7\n");
+    let e = f.engine();
+    let out = e.call_blocking("grep_files", &json!({"pattern": "hit", "path": "c.txt", "context": 2}));
+    assert_eq!(
+        content(&out),
+        &json!([
+            {"path": "c.txt", "line": 2, "text": "l2 hit", "before": ["l1"], "after": ["l3", "l4"]},
+            {"path": "c.txt", "line": 6, "text": "l6 hit", "before": ["l4", "l5"], "after": ["l7"]},
+        ])
+    );
+    // Overlapping windows: each match still gets all of its lines, and the
+    // last kept match gets its after-context even when the limit cut there.
+    let out = e
+        .call_blocking("grep_files", &json!({"pattern": "l[23]", "path": "c.txt", "context": 5, "limit": 1}));
+    assert_eq!(
+        content(&out),
+        &json!([{"path": "c.txt", "line": 2, "text": "l2 hit", "before": ["l1"],
+                 "after": ["l3", "l4", "l5", "l6 hit", "l7"]}])
+    );
+    assert_eq!(metadata(&out)["truncated"], json!(true));
+    // No context: no before/after keys. More than 5: refused by the schema.
+    let out = e.call_blocking("grep_files", &json!({"pattern": "l1", "path": "c.txt", "context": 0}));
+    assert_eq!(content(&out), &json!([{"path": "c.txt", "line": 1, "text": "l1"}]));
+    let out = e.call_blocking("grep_files", &json!({"pattern": "l1", "context": 6}));
+    assert_eq!(out.call.status, CallStatus::Refused);
+}
+
+#[test]
+fn grep_cuts_long_lines_with_a_marker() {
+    let f = Fixture::new();
+    let long = format!("needle{}", "é".repeat(2_000));
+    f.put("long.txt", format!("{long}\nshort needle\r\n"));
+    let e = f.engine();
+    let out = e.call_blocking("grep_files", &json!({"pattern": "needle", "path": "long.txt", "context": 1}));
+    let hits = content(&out).as_array().unwrap();
+    let text = hits[0]["text"].as_str().unwrap();
+    assert!(text.ends_with(" [line cut]"), "{text}");
+    assert_eq!(text.trim_end_matches(" [line cut]").chars().count(), 500);
+    assert!(long.starts_with(text.trim_end_matches(" [line cut]")));
+    // Context lines are cut too; CRLF endings are stripped.
+    let after = hits[0]["after"][0].as_str().unwrap();
+    assert_eq!(after, "short needle");
+    assert_eq!(hits[1]["before"][0].as_str().unwrap(), text);
+}
+
+#[test]
+fn grep_skips_binary_files() {
+    let f = Fixture::new();
+    f.put("bin.dat", b"needle\0\x01\x02needle\n".as_slice());
+    // A NUL far past the searcher's first buffer: the file is still skipped
+    // whole, including the match found before the NUL.
+    let mut late = b"needle first\n".to_vec();
+    late.extend("filler line\n".repeat(20_000).into_bytes());
+    late.extend_from_slice(b"\0needle tail\n");
+    f.put("late.bin", late);
+    f.put("text.txt", "a needle\n");
+    let e = f.engine();
+    let out = e.call_blocking("grep_files", &json!({"pattern": "needle", "glob": "*.{dat,bin,txt}"}));
+    assert_eq!(content(&out), &json!([{"path": "text.txt", "line": 1, "text": "a needle"}]));
+    assert_eq!(metadata(&out)["files"], json!(1));
+    // Naming the binary file itself finds nothing either.
+    let out = e.call_blocking("grep_files", &json!({"pattern": "needle", "path": "bin.dat"}));
+    assert_eq!(content(&out), &json!([]));
+}
+
+#[test]
+fn grep_respects_gitignore_and_the_default_exclusions() {
+    let f = Fixture::new();
+    f.put(".gitignore", "ignored/\n*.log\n");
+    f.put("ignored/x.txt", "needle\n");
+    f.put("debug.log", "needle\n");
+    f.put("node_modules/pkg/index.js", "needle\n");
+    f.put("target/debug/out.txt", "needle\n");
+    f.put(".git/config", "needle\n");
+    f.put(".env.example", "needle = hidden files are searched\n");
+    let e = f.engine();
+    let out = e.call_blocking("grep_files", &json!({"pattern": "needle"}));
+    let paths: Vec<&str> =
+        content(&out).as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, [".env.example", "docs/guide.md"]);
+}
+
+#[test]
+fn grep_refuses_bad_patterns_and_paths_outside_the_workspace() {
+    let f = Fixture::new();
+    let e = f.engine();
+    let m = fails_cleanly(&f, &e, "grep_files", json!({"pattern": "fn (main"}));
+    assert!(
+        m.contains("`fn (main`") && m.contains("not a valid regex") && m.contains("unclosed group"),
+        "{m}"
+    );
+    let m = fails_cleanly(&f, &e, "grep_files", json!({"pattern": "a", "glob": "[z-a]"}));
+    assert!(m.contains("`glob`"), "{m}");
+    let abs = f.outer.path().join("outside").to_string_lossy().into_owned();
+    for path in ["..", "../outside", "docs/../../outside", abs.as_str(), "/etc"] {
+        let m = fails_cleanly(&f, &e, "grep_files", json!({"pattern": "needle", "path": path}));
+        assert!(m.contains("outside the workspace"), "{path}: {m}");
+    }
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(f.outer.path().join("outside"), f.ws().join("out")).unwrap();
+        std::os::unix::fs::symlink(f.outer.path().join("secret.txt"), f.ws().join("secret-link")).unwrap();
+        for path in ["out", "out/s.txt", "secret-link"] {
+            let m = fails_cleanly(&f, &e, "grep_files", json!({"pattern": "needle", "path": path}));
+            assert!(m.contains("outside the workspace"), "{path}: {m}");
+        }
+        // The walk does not follow links out either.
+        let out = e.call_blocking("grep_files", &json!({"pattern": "needle"}));
+        assert_eq!(content(&out), &json!([{"path": "docs/guide.md", "line": 3, "text": "Hello needle."}]));
+    }
+    let m = fails_cleanly(&f, &e, "grep_files", json!({"pattern": "x", "path": "missing"}));
+    assert!(m.contains("does not exist"), "{m}");
+}
+
+// --------------------------------------------------------------------- write
+
+#[test]
+fn write_creates_files_and_parent_folders_and_replaces_files() {
+    let f = Fixture::new();
+    let e = f.engine();
+    let out = e.call_blocking("write", &json!({"path": "new/deep/file.txt", "content": "héllo\n"}));
+    assert_eq!(content(&out), &json!({"path": "new/deep/file.txt", "bytes": 7, "created": true}));
+    assert_eq!(f.get("new/deep/file.txt"), "héllo\n");
+
+    let out = e.call_blocking("write", &json!({"path": "a.txt", "content": ""}));
+    assert_eq!(content(&out), &json!({"path": "a.txt", "bytes": 0, "created": false}));
+    assert_eq!(f.get("a.txt"), "");
+
+    // No temp files left behind.
+    let names: Vec<String> = std::fs::read_dir(f.ws())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn write_keeps_the_mode_of_an_existing_file() {
+    let f = Fixture::new();
+    let e = f.engine();
+    chmod(&f.ws().join("a.txt"), 0o640);
+    let out = e.call_blocking("write", &json!({"path": "a.txt", "content": "new\n"}));
+    assert!(out.is_ok(), "{:?}", out.error);
+    let meta = std::fs::metadata(f.ws().join("a.txt")).unwrap();
+    assert_eq!(mode(&meta), 0o640);
+    assert_eq!(f.get("a.txt"), "new\n");
+    chmod(&f.ws().join("a.txt"), 0o755);
+    e.call_blocking("write", &json!({"path": "a.txt", "content": "#!/bin/sh\n"}));
+    assert_eq!(mode(&std::fs::metadata(f.ws().join("a.txt")).unwrap()), 0o755);
+    // A new file gets the mode any new file gets (0o666 less the umask),
+    // not the temp file's 0o600.
+    e.call_blocking("write", &json!({"path": "fresh.txt", "content": "x"}));
+    std::fs::write(f.outer.path().join("reference.txt"), "x").unwrap();
+    assert_eq!(
+        mode(&std::fs::metadata(f.ws().join("fresh.txt")).unwrap()),
+        mode(&std::fs::metadata(f.outer.path().join("reference.txt")).unwrap())
+    );
+}
+
+#[test]
+fn write_refuses_folders_and_paths_outside_the_workspace() {
+    let f = Fixture::new();
+    let e = f.engine();
+    for path in ["docs", ".", "docs/", "new/"] {
+        let m = fails_cleanly(&f, &e, "write", json!({"path": path, "content": "x"}));
+        assert!(m.contains("folder") || m.contains("file path"), "{path}: {m}");
+    }
+    let m = fails_cleanly(&f, &e, "write", json!({"path": "a.txt/inner", "content": "x"}));
+    assert!(m.contains("is a file"), "{m}");
+    let abs = f.outer.path().join("secret.txt").to_string_lossy().into_owned();
+    let abs_new = f.outer.path().join("new.txt").to_string_lossy().into_owned();
+    for path in
+        ["../secret.txt", "../escape.txt", "docs/../../escape.txt", "new/../../escape.txt", &abs, &abs_new]
+    {
+        let m = fails_cleanly(&f, &e, "write", json!({"path": path, "content": "pwned"}));
+        assert!(m.contains("outside the workspace"), "{path}: {m}");
+    }
+    let m = fails_cleanly(&f, &e, "write", json!({"path": " ", "content": "x"}));
+    assert!(m.contains("empty"), "{m}");
+}
+
+#[cfg(unix)]
+#[test]
+fn write_refuses_symlinks_out_and_writes_through_links_inside() {
+    let f = Fixture::new();
+    let e = f.engine();
+    std::os::unix::fs::symlink(f.outer.path().join("outside"), f.ws().join("out")).unwrap();
+    std::os::unix::fs::symlink(f.outer.path().join("secret.txt"), f.ws().join("secret-link")).unwrap();
+    std::os::unix::fs::symlink(f.outer.path().join("nothing.txt"), f.ws().join("dangling")).unwrap();
+    for path in ["out/s.txt", "out/new.txt", "out/new/deep.txt", "secret-link", "dangling"] {
+        let m = fails_cleanly(&f, &e, "write", json!({"path": path, "content": "pwned"}));
+        assert!(m.contains("outside the workspace") || m.contains("cannot open"), "{path}: {m}");
+    }
+    std::os::unix::fs::symlink(f.ws().join("a.txt"), f.ws().join("inner")).unwrap();
+    let out = e.call_blocking("write", &json!({"path": "inner", "content": "via link"}));
+    assert_eq!(content(&out), &json!({"path": "a.txt", "bytes": 8, "created": false}));
+    assert_eq!(f.get("a.txt"), "via link");
+    assert!(std::fs::symlink_metadata(f.ws().join("inner")).unwrap().file_type().is_symlink());
+}
+
+// ---------------------------------------------------------------------- edit
+
+#[test]
+fn edit_applies_several_edits_against_one_snapshot() {
+    let f = Fixture::new();
+    f.put("src/main.rs", "fn one() {}\nfn two() {}\nfn three() {}\n");
+    let e = f.engine();
+    let out = e.call_blocking(
+        "edit",
+        &json!({"path": "src/main.rs", "edits": [
+            // The `new` of this edit contains the `old` of the next one; it is
+            // not matched again.
+            {"old": "fn one() {}", "new": "fn one() { two() }"},
+            {"old": "two() {}", "new": "two() { three() }"},
+            {"old": "fn three() {}\n", "new": ""},
+        ]}),
+    );
+    let want = "fn one() { two() }\nfn two() { three() }\n";
+    assert_eq!(content(&out), &json!({"path": "src/main.rs", "edits": 3, "bytes": want.len()}));
+    assert_eq!(f.get("src/main.rs"), want);
+
+    // Order does not matter, unicode works, adjacent edits are fine.
+    f.put("u.txt", "αβγδ");
+    let out = e.call_blocking(
+        "edit",
+        &json!({"path": "u.txt", "edits": [{"old": "γδ", "new": "CD"}, {"old": "αβ", "new": "ab"}]}),
+    );
+    assert!(out.is_ok(), "{:?}", out.error);
+    assert_eq!(f.get("u.txt"), "abCD");
+}
+
+#[cfg(unix)]
+#[test]
+fn edit_keeps_the_mode() {
+    let f = Fixture::new();
+    let e = f.engine();
+    chmod(&f.ws().join("a.txt"), 0o640);
+    let out = e.call_blocking("edit", &json!({"path": "a.txt", "edits": [{"old": "beta", "new": "BETA"}]}));
+    assert_eq!(content(&out), &json!({"path": "a.txt", "edits": 1, "bytes": 17}));
+    assert_eq!(f.get("a.txt"), "alpha\nBETA\ngamma\n");
+    assert_eq!(mode(&std::fs::metadata(f.ws().join("a.txt")).unwrap()), 0o640);
+}
+
+#[test]
+fn a_bad_edit_fails_the_whole_call_and_says_which_and_how_many() {
+    let f = Fixture::new();
+    f.put("dup.txt", "x = 1\ny = 2\nx = 1\n");
+    let e = f.engine();
+    let edit = |edits: Value| fails_cleanly(&f, &e, "edit", json!({"path": "dup.txt", "edits": edits}));
+
+    // The first edit is fine; the second is ambiguous: nothing is applied.
+    let m = edit(json!([{"old": "y = 2", "new": "y = 3"}, {"old": "x = 1", "new": "x = 9"}]));
+    assert!(m.contains("edit 2") && m.contains("matches 2 times") && m.contains("lines 1, 3"), "{m}");
+    assert!(m.contains("unchanged") && !m.contains("edit 1"), "{m}");
+
+    let m = edit(json!([{"old": "z = 3", "new": "z = 4"}]));
+    assert!(m.contains("edit 1") && m.contains("matches 0 times"), "{m}");
+
+    let m = edit(json!([{"old": "y = 2", "new": "a"}, {"old": "", "new": "b"}]));
+    assert!(m.contains("edit 2") && m.contains("empty"), "{m}");
+
+    let m = edit(json!([{"old": "y = 2\nx", "new": "a"}, {"old": "2\nx = 1\n", "new": "b"}]));
+    assert!(m.contains("edits 1 and 2 overlap"), "{m}");
+
+    // The same `old` twice is an overlap too, not two replacements.
+    let m = edit(json!([{"old": "y = 2", "new": "a"}, {"old": "y = 2", "new": "b"}]));
+    assert!(m.contains("overlap"), "{m}");
+
+    // Every problem is listed at once.
+    let m = edit(json!([{"old": "x = 1", "new": "a"}, {"old": "nope", "new": "b"}]));
+    assert!(
+        m.contains("edit 1") && m.contains("2 times") && m.contains("edit 2") && m.contains("0 times"),
+        "{m}"
+    );
+
+    // An empty list is refused by the schema.
+    let out = e.call_blocking("edit", &json!({"path": "dup.txt", "edits": []}));
+    assert_eq!(out.call.status, CallStatus::Refused);
+}
+
+#[test]
+fn edit_refuses_binaries_folders_missing_files_and_other_encodings() {
+    let f = Fixture::new();
+    f.put("bin.dat", b"abc\0def".as_slice());
+    f.put("latin1.txt", b"caf\xe9 abc\n".as_slice());
+    let e = f.engine();
+    let one = json!([{"old": "abc", "new": "x"}]);
+    let m = fails_cleanly(&f, &e, "edit", json!({"path": "bin.dat", "edits": one}));
+    assert!(m.contains("binary"), "{m}");
+    let m = fails_cleanly(&f, &e, "edit", json!({"path": "latin1.txt", "edits": one}));
+    assert!(m.contains("not UTF-8"), "{m}");
+    let m = fails_cleanly(&f, &e, "edit", json!({"path": "docs", "edits": one}));
+    assert!(m.contains("folder"), "{m}");
+    let m = fails_cleanly(&f, &e, "edit", json!({"path": "missing.txt", "edits": one}));
+    assert!(m.contains("does not exist"), "{m}");
+}
+
+#[test]
+fn edit_refuses_paths_outside_the_workspace() {
+    let f = Fixture::new();
+    let e = f.engine();
+    let edits = json!([{"old": "needle", "new": "pwned"}]);
+    let abs = f.outer.path().join("secret.txt").to_string_lossy().into_owned();
+    for path in ["../secret.txt", "docs/../../secret.txt", "../outside/s.txt", abs.as_str()] {
+        let m = fails_cleanly(&f, &e, "edit", json!({"path": path, "edits": edits}));
+        assert!(m.contains("outside the workspace"), "{path}: {m}");
+    }
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(f.outer.path().join("outside"), f.ws().join("out")).unwrap();
+        std::os::unix::fs::symlink(f.outer.path().join("secret.txt"), f.ws().join("secret-link")).unwrap();
+        for path in ["out/s.txt", "secret-link"] {
+            let m = fails_cleanly(&f, &e, "edit", json!({"path": path, "edits": edits}));
+            assert!(m.contains("outside the workspace"), "{path}: {m}");
+        }
+    }
+}
+
+// ------------------------------------------------- direct calls and programs
+
+/// Runs each call directly in one fresh fixture and from a program in
+/// another: the envelopes (or error messages) and the resulting workspaces
+/// are the same.
+#[test]
+fn a_direct_call_and_the_same_call_from_a_program_agree() {
+    let calls = [
+        ("grep_files", json!({"pattern": "a|needle", "context": 1, "limit": 3})),
+        ("grep_files", json!({"pattern": "(", "path": "docs"})),
+        ("write", json!({"path": "n/new.txt", "content": "new\n"})),
+        ("write", json!({"path": "../x.txt", "content": "x"})),
+        (
+            "edit",
+            json!({"path": "a.txt", "edits": [{"old": "beta", "new": "BETA"}, {"old": "gamma", "new": "beta"}]}),
+        ),
+        ("edit", json!({"path": "a.txt", "edits": [{"old": "a", "new": "b"}]})),
+    ];
+    for (tool, args) in calls {
+        let direct_fx = Fixture::new();
+        let direct = direct_fx.engine().call_blocking(tool, &args);
+        let program_fx = Fixture::new();
+        let r = run(
+            &program_fx.engine(),
+            &format!(
+                "try {{ return await tools.call('{tool}', {args}); }} \
+                 catch (e) {{ return {{error: e.message, kind: e.kind, name: e.name}}; }}"
+            ),
+        );
+        assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+        match &direct.envelope {
+            Some(env) => {
+                assert_eq!(&r.value, env, "{tool} {args}");
+                assert_eq!(r.calls[0].status, CallStatus::Ok);
+                assert_eq!(direct.call.bytes, r.calls[0].bytes, "{tool} {args}");
+            }
+            None => {
+                let err = direct.error.as_ref().unwrap();
+                // The messages name each fixture's own workspace; the
+                // program's may name the call first ("tool (call 1): ...").
+                let program = program_fx.normalise(r.value["error"].as_str().unwrap());
+                let direct = direct_fx.normalise(err["message"].as_str().unwrap());
+                assert!(program.ends_with(&direct), "{tool} {args}: {program} vs {direct}");
+                assert_eq!(r.value["kind"], json!("failed"));
+                assert_eq!(r.value["name"], json!("ToolError"));
+                assert_eq!(r.calls[0].status, CallStatus::Failed);
+            }
+        }
+        assert_eq!(direct_fx.snapshot(), program_fx.snapshot(), "{tool} {args}");
+    }
+}
+
+#[test]
+fn programs_compose_grep_edit_and_write() {
+    let f = Fixture::new();
+    f.put("src/a.rs", "const OLD_NAME: u8 = 1;\n");
+    f.put("src/b.rs", "use crate::OLD_NAME;\nfn f() -> u8 { OLD_NAME }\n");
+    let e = f.engine();
+    let r = run(
+        &e,
+        "const hits = (await tools.grep_files({pattern: 'OLD_NAME', glob: '*.rs'})).content; \
+         const files = [...new Set(hits.map(h => h.path))]; \
+         for (const path of files) { \
+           const text = (await tools.read({path})).content; \
+           const n = text.split('OLD_NAME').length - 1; \
+           const edits = []; \
+           if (path.endsWith('a.rs')) edits.push({old: 'const OLD_NAME', new: 'const NEW_NAME'}); \
+           else edits.push({old: 'crate::OLD_NAME', new: 'crate::NEW_NAME'}, {old: '{ OLD_NAME }', new: '{ NEW_NAME }'}); \
+           await tools.edit({path, edits}); \
+         } \
+         await tools.write({path: 'CHANGES.md', content: `renamed in ${files.length} files\\n`}); \
+         return (await tools.grep_files({pattern: 'OLD_NAME'})).metadata.matches;",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(0));
+    assert_eq!(f.get("src/b.rs"), "use crate::NEW_NAME;\nfn f() -> u8 { NEW_NAME }\n");
+    assert_eq!(f.get("CHANGES.md"), "renamed in 2 files\n");
+    assert!(r.calls.iter().all(|c| c.status == CallStatus::Ok));
+}
