@@ -86,3 +86,40 @@ fn file_search_ranks_exact_names_first_and_bounds_its_output() {
         run_in(&ws, "try { await tools.file_search({query: 'a[', }); } catch (e) { return e.message; }");
     assert!(bad.value.as_str().unwrap().contains("not a valid glob"), "{}", bad.value);
 }
+
+#[test]
+fn read_bounds_long_lines_large_files_and_odd_files() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("wide.txt"), format!("{}\nshort\n", "w".repeat(5000))).unwrap();
+    std::fs::write(ws.path().join("latin1.txt"), [b'c', b'a', b'f', 0xe9, b'\n']).unwrap();
+    let big = std::fs::File::create(ws.path().join("big.log")).unwrap();
+    big.set_len((16 << 20) + 1).unwrap();
+    std::fs::write(ws.path().join("empty.txt"), "").unwrap();
+    let r = run_in(
+        &ws,
+        "const out = {}; \
+         const w = await tools.read({path: 'wide.txt'}); out.wide = w.content.split('\\n')[0].length; \
+         out.cut = w.content.includes('[line cut]'); \
+         out.latin1 = (await tools.read({path: 'latin1.txt'})).content; \
+         try { await tools.read({path: 'big.log'}); } catch (e) { out.big = e.message; } \
+         const e = await tools.read({path: 'empty.txt', offset: 5}); out.empty = [e.content, e.metadata.end_line]; \
+         return out;",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    // "     1\t" + 2,000 characters + " [line cut]"
+    assert_eq!(r.value["wide"], json!(7 + 2000 + 11));
+    assert_eq!(r.value["cut"], json!(true));
+    assert_eq!(r.value["latin1"], json!("     1\tcaf\u{fffd}\n"));
+    assert!(r.value["big"].as_str().unwrap().contains("over the read bound"), "{}", r.value["big"]);
+    assert_eq!(r.value["empty"], json!(["[offset 5 is past the end: the file has 0 lines]\n", null]));
+}
+
+#[cfg(unix)]
+#[test]
+fn read_refuses_a_fifo_instead_of_blocking() {
+    let ws = workspace();
+    let status = std::process::Command::new("mkfifo").arg(ws.path().join("pipe")).status().unwrap();
+    assert!(status.success());
+    let r = run_in(&ws, "try { await tools.read({path: 'pipe'}); } catch (e) { return e.message; }");
+    assert!(r.value.as_str().unwrap().contains("not a regular file"), "{}", r.value);
+}
