@@ -41,6 +41,10 @@ pub use catalog::{
     ToolSpec,
 };
 pub use engine::{BuildError, CallOutcome, Canceller, ClockPause, Engine, EngineBuilder, Run};
+pub use gate::{
+    Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, DEFAULT_HOOK_TIMEOUT,
+    HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings,
+};
 pub use program::Program;
 pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt,

@@ -10,10 +10,15 @@
 //!
 //! A refusal is a verdict recorded in the receipt, never an `Err` or a panic.
 
+pub(crate) mod approval;
 mod budget;
 mod direct_only;
 mod input_schema;
+pub(crate) mod policy;
 mod tool_exists;
+
+pub use approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError};
+pub use policy::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
 
 use serde_json::Value;
 

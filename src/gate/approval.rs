@@ -1,0 +1,82 @@
+//! Approvals: who decides a call the policy does not decide by itself.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::catalog::Annotations;
+use crate::receipt::Caller;
+
+/// What an approver is asked. Serialised as the JSON a `cmd:` approver gets
+/// on stdin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The tool name.
+    pub tool: String,
+    /// The arguments, after any hook rewrite.
+    pub arguments: Value,
+    /// Who made the call.
+    pub caller: Caller,
+    /// The run the call belongs to.
+    pub run_id: String,
+    /// The call's sequence number in the run.
+    pub seq: u64,
+    /// Why the gate asks (e.g. `writer under posture ask`, `ask rule bash(git push*)`).
+    pub reason: String,
+    /// The tool's annotations (`destructiveHint` labels a destructive call).
+    pub annotations: Annotations,
+    /// Whether the tool says it may destroy data.
+    pub destructive: bool,
+}
+
+/// An approver's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// Run the call (receipt decision `approved`).
+    Allow,
+    /// Do not run it (decision `denied`; the program gets a catchable
+    /// `ToolError` of kind `denied`).
+    Deny,
+}
+
+/// An approver's answer with its optional reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// Allow or deny.
+    pub decision: Answer,
+    /// Why, shown in the receipt's note (allow) or error (deny).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl Approval {
+    /// Allow, with no reason.
+    pub fn allow() -> Approval {
+        Approval { decision: Answer::Allow, reason: None }
+    }
+
+    /// Deny with `reason`.
+    pub fn deny(reason: impl Into<String>) -> Approval {
+        Approval { decision: Answer::Deny, reason: Some(reason.into()) }
+    }
+}
+
+/// An approver that could not answer (it crashed, hung, or answered
+/// nonsense); the call is refused (decision `refused`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ApproverError(pub String);
+
+/// The future an approver returns.
+pub type ApprovalFuture = Pin<Box<dyn Future<Output = Result<Approval, ApproverError>> + Send + 'static>>;
+
+/// Decides calls that need an approval. While it decides, the program that
+/// made the call waits on it and the run's deadline clock is paused; other
+/// calls keep running.
+pub trait Approver: Send + Sync + 'static {
+    /// Answers one request.
+    fn decide(&self, request: ApprovalRequest) -> ApprovalFuture;
+}
