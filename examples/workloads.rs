@@ -20,8 +20,8 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use codemode::{
-    CallStatus, Engine, Limits, Program, Receipt, RunStatus, Tool, ToolContext, ToolError, ToolFuture,
-    ToolOutput, ToolSpec,
+    CallStatus, Engine, Limits, Policy, Posture, Program, Receipt, RunStatus, Tool, ToolContext, ToolError,
+    ToolFuture, ToolOutput, ToolSpec,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -126,9 +126,12 @@ impl Tool for Blob {
     }
 }
 
-/// `codemode <version>`, plus every limit that differs from the defaults.
+/// `codemode <version>`, plus the posture and every limit that differ from
+/// the defaults.
 fn system(engine: &Engine) -> String {
     let (l, d) = (engine.limits(), Limits::default());
+    let posture =
+        (engine.posture() != Posture::default()).then(|| format!("posture={}", engine.posture().as_str()));
     let fields: [(&str, String, String); 11] = [
         ("memory_bytes", l.memory_bytes.to_string(), d.memory_bytes.to_string()),
         ("stack_bytes", l.stack_bytes.to_string(), d.stack_bytes.to_string()),
@@ -142,8 +145,10 @@ fn system(engine: &Engine) -> String {
         ("log_lines", l.log_lines.to_string(), d.log_lines.to_string()),
         ("log_bytes", l.log_bytes.to_string(), d.log_bytes.to_string()),
     ];
-    let changed: Vec<String> =
-        fields.iter().filter(|(_, v, dv)| v != dv).map(|(name, v, _)| format!("{name}={v}")).collect();
+    let changed: Vec<String> = posture
+        .into_iter()
+        .chain(fields.iter().filter(|(_, v, dv)| v != dv).map(|(name, v, _)| format!("{name}={v}")))
+        .collect();
     let mut s = format!("codemode {}", env!("CARGO_PKG_VERSION"));
     if !changed.is_empty() {
         s.push_str(&format!(" ({})", changed.join(", ")));
@@ -201,6 +206,10 @@ fn engine(limits: Limits) -> (Engine, tempfile::TempDir) {
         .workspace(dir.path())
         .native_tools(true)
         .limits(limits)
+        // "policy: allow all": full access, so the gate allows the workload
+        // tools (writers, as they make no read-only claim) without an
+        // approver; every gate step still runs.
+        .policy(Policy::full_access())
         .tool(Echo)
         .tool(Blob::new())
         .build()

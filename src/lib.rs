@@ -37,13 +37,14 @@ mod tools;
 mod vm;
 
 pub use catalog::{
-    Annotations, CatalogError, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource,
-    ToolSpec,
+    Annotations, CatalogError, Loading, PrimaryArgument, Tool, ToolContext, ToolError, ToolFuture,
+    ToolOutput, ToolSource, ToolSpec,
 };
 pub use engine::{BuildError, CallOutcome, Canceller, ClockPause, Engine, EngineBuilder, Run};
 pub use gate::{
-    Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, DEFAULT_HOOK_TIMEOUT,
-    HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings,
+    AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
+    CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, HookSpec, Mode, Policy, PolicyError, Posture,
+    PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
 };
 pub use program::Program;
 pub use receipt::{

@@ -9,7 +9,7 @@ mod spec;
 mod suggest;
 mod tool;
 
-pub use spec::{Annotations, Loading, ToolSource, ToolSpec};
+pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 #[cfg(test)]

@@ -51,6 +51,20 @@ pub enum Loading {
     Deferred,
 }
 
+/// The argument that rules with a pattern match (`bash(git *)`,
+/// `write(docs/**)`): its name in the arguments object and how it is
+/// normalised before matching.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "name")]
+pub enum PrimaryArgument {
+    /// A path: compared in workspace-relative form (`./a/../b` is `b`; an
+    /// absolute path inside the workspace is made relative).
+    Path(String),
+    /// Text such as a shell command: compared with surrounding whitespace
+    /// trimmed.
+    Text(String),
+}
+
 /// The description of one tool: name, JSON Schemas, annotations and where it
 /// may be called from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +89,9 @@ pub struct ToolSpec {
     /// Per-call timeout in milliseconds; `None` uses the engine's
     /// [`Limits::tool_timeout`](crate::Limits::tool_timeout).
     pub timeout_ms: Option<u64>,
+    /// The argument rule patterns match; `None` when rules can only name the
+    /// tool.
+    pub primary_argument: Option<PrimaryArgument>,
 }
 
 impl ToolSpec {
@@ -91,7 +108,14 @@ impl ToolSpec {
             loading: Loading::Eager,
             allowed_callers: vec![Caller::Program, Caller::Direct],
             timeout_ms: None,
+            primary_argument: None,
         }
+    }
+
+    /// Sets the argument rule patterns match. Default: none.
+    pub fn primary_argument(mut self, argument: PrimaryArgument) -> Self {
+        self.primary_argument = Some(argument);
+        self
     }
 
     /// Marks the tool read-only (`true`) or not (`false`).

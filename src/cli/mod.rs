@@ -4,6 +4,8 @@
 //! Exit codes (DESIGN.md §9): 0 completed, 1 program failed, 2 bad
 //! invocation or config, 3 timed out, 4 paused, 130 cancelled.
 
+mod call;
+mod engine_args;
 mod run;
 
 use std::process::ExitCode;
@@ -30,6 +32,8 @@ pub(crate) struct Cli {
 enum Command {
     /// Run a program (a file, or - for stdin) and report its receipt.
     Run(run::RunArgs),
+    /// Call one tool directly, through the same gate as programs' calls.
+    Call(call::CallArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -43,6 +47,7 @@ pub(crate) fn main() -> ExitCode {
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Call(args) => call::call(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

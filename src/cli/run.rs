@@ -1,11 +1,12 @@
-//! `codemode run [FILE|-] [--json] [--workspace DIR] [--deadline SECS]`
+//! `codemode run [FILE|-] [--json] [--workspace DIR] [--config FILE]
+//! [--mode plan|work] [--posture P] [--approve A] [--deadline SECS]`
 
 use std::io::Read;
-use std::path::PathBuf;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
-use codemode::{CallStatus, Engine, Limits, Program, Receipt, RunStatus};
+use anyhow::Context;
+use codemode::{CallStatus, Program, Receipt, RunStatus};
+
+use super::engine_args::EngineArgs;
 
 /// Arguments of `codemode run`.
 #[derive(Debug, clap::Args)]
@@ -16,12 +17,8 @@ pub(crate) struct RunArgs {
     /// Print the full receipt as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Workspace root the tools work in [default: current directory].
-    #[arg(long, value_name = "DIR")]
-    workspace: Option<PathBuf>,
-    /// Run deadline in seconds, e.g. 60 or 0.5 [default: 60].
-    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
-    deadline: Option<f64>,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 /// Runs `codemode run`. With `--json`, an invocation error is also printed
@@ -39,15 +36,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
 
 fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let (name, source) = read_program(&args.file)?;
-    let mut limits = Limits::default();
-    if let Some(secs) = args.deadline {
-        if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-            bail!("--deadline must be a number of seconds between 0 and 86400, got {secs}");
-        }
-        limits.deadline = Duration::from_secs_f64(secs);
-    }
-    let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
-    let engine = Engine::builder().workspace(workspace).limits(limits).build()?;
+    let engine = args.engine.build()?;
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (receipt, signal) = rt.block_on(async {
@@ -85,7 +74,7 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
 }
 
 /// Resolves with the signal number on SIGINT or SIGTERM.
-async fn interrupted() -> u8 {
+pub(crate) async fn interrupted() -> u8 {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -110,7 +99,7 @@ async fn interrupted() -> u8 {
 /// `text` with terminal control characters (escape sequences, carriage
 /// returns, bells) shown as `\u{..}`, so program output on stderr cannot
 /// move the cursor or rewrite the summary. Newlines and tabs stay.
-fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
         return std::borrow::Cow::Borrowed(text);
     }

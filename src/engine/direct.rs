@@ -36,7 +36,8 @@ impl CallOutcome {
 /// Runs one direct call of `tool` with `args` to its end.
 pub(crate) async fn call(shared: Arc<Shared>, run_id: Arc<str>, tool: &str, args: &Value) -> CallOutcome {
     let mut ledger = Ledger::new(0, 0);
-    let dispatcher = Dispatcher::new(shared.clone(), run_id.clone());
+    let clock = Arc::new(crate::vm::clock::RunClock::new(shared.limits.deadline));
+    let dispatcher = Dispatcher::new(shared.clone(), run_id.clone(), clock);
     let args_json = serde_json::to_string(args).expect("JSON values serialise");
     let completion = match dispatcher.begin(&mut ledger, tool, &args_json, Caller::Direct, true) {
         Begun::Settled(c) => c,

@@ -18,10 +18,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Shared;
-use crate::catalog::{ToolContext, ToolError, ToolOutput};
-use crate::gate::{self, CallRequest, GateContext, GateDecision};
+use crate::catalog::{PrimaryArgument, ToolContext, ToolError, ToolOutput, ToolSpec};
+use crate::gate::later::{self, ApprovalClock, Final, LaterCall, LaterContext};
+use crate::gate::{self, CallRequest, Early, GateContext, Posture};
 use crate::receipt::spill::{self, Measured, SpillArea, SpillTarget};
 use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::CallEnd};
+use crate::vm::clock::RunClock;
 
 /// A call still running; resolves to its completion. Run it on the tool
 /// runtime.
@@ -49,6 +51,7 @@ impl Completion {
             seq,
             end: CallEnd {
                 status: CallStatus::Failed,
+                decision: Decision::Auto,
                 elapsed: Duration::ZERO,
                 bytes: 0,
                 truncated: None,
@@ -116,17 +119,23 @@ pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
     run_id: Arc<str>,
     spill: Arc<SpillArea>,
+    clock: Arc<RunClock>,
+    /// The engine's posture and its epoch when the run started.
+    start: (Posture, u64),
 }
 
 impl Dispatcher {
-    pub(crate) fn new(shared: Arc<Shared>, run_id: Arc<str>) -> Self {
+    /// The dispatcher of run `run_id`, timed by `clock`, started under the
+    /// engine's current posture.
+    pub(crate) fn new(shared: Arc<Shared>, run_id: Arc<str>, clock: Arc<RunClock>) -> Self {
         let spill = Arc::new(SpillArea::new(
             &shared.spill_root,
             &run_id,
             shared.spill_confine.clone(),
             shared.limits.spill_bytes,
         ));
-        Dispatcher { shared, run_id, spill }
+        let start = shared.posture.get();
+        Dispatcher { shared, run_id, spill, clock, start }
     }
 
     /// The run's spill area (results and the return value share its budget).
@@ -154,34 +163,96 @@ impl Dispatcher {
                 return Begun::Settled(refuse(ledger, tool, caller, reason));
             }
         };
-        let request = CallRequest { tool, args: &args, caller, calls_made: ledger.calls_made() };
-        let cx = GateContext { catalog: &self.shared.catalog, max_calls: self.shared.limits.max_calls };
-        match gate::decide(&request, &cx) {
-            GateDecision::Allow => {}
-            GateDecision::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
-            GateDecision::Exhausted(reason) => {
+        let shared = &self.shared;
+        let entry = shared.catalog.get(tool);
+        let primary = entry.and_then(|e| primary_value(&e.spec, &args, &shared.workspace));
+        let request = CallRequest {
+            tool,
+            args: &args,
+            caller,
+            calls_made: ledger.calls_made(),
+            primary: primary.as_deref(),
+        };
+        let (posture, epoch) = shared.posture.get();
+        let cx = GateContext {
+            catalog: &shared.catalog,
+            policy: &shared.policy,
+            max_calls: shared.limits.max_calls,
+            posture,
+            posture_at_start: (epoch != self.start.1).then_some(self.start.0),
+        };
+        let prep = match gate::decide_early(&request, &cx) {
+            Early::Continue(prep) => prep,
+            Early::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
+            Early::Exhausted(reason) => {
                 let completion = refuse(ledger, tool, caller, reason.clone());
                 return Begun::Exhausted { completion, reason };
             }
-        }
-        let entry = self.shared.catalog.get(tool).expect("the gate checked the tool exists");
+        };
+        let entry = entry.expect("the gate checked the tool exists");
         let seq = ledger.open(tool, caller, Decision::Auto, None);
         let started = Instant::now();
-        let timeout =
-            entry.spec.timeout_ms.map(Duration::from_millis).unwrap_or(self.shared.limits.tool_timeout);
-        let cx = ToolContext {
-            workspace: self.shared.workspace.clone(),
-            run_id: self.run_id.clone(),
-            seq,
-            caller,
-        };
+        let timeout = shared
+            .policy
+            .tools
+            .get(tool)
+            .and_then(|t| t.timeout_ms)
+            .or(entry.spec.timeout_ms)
+            .map(Duration::from_millis)
+            .unwrap_or(shared.limits.tool_timeout);
+        let cx =
+            ToolContext { workspace: shared.workspace.clone(), run_id: self.run_id.clone(), seq, caller };
         let finish = Finisher {
-            shared: self.shared.clone(),
+            shared: shared.clone(),
             spill: self.spill.clone(),
             tool: Arc::from(tool),
             seq,
             started,
+            decision: Decision::Auto,
+            notes: None,
         };
+
+        // Hooks and approvals wait: that part of the gate, and then the
+        // tool, run on the tool runtime.
+        if later::needed(tool, &prep, &shared.policy, &shared.posture) {
+            let clock = self.clock.clone();
+            let run_id = self.run_id.clone();
+            let future = Box::pin(async move {
+                let shared = finish.shared.clone();
+                let entry = shared.catalog.get(&finish.tool).expect("the tool exists");
+                let call = LaterCall {
+                    tool: &finish.tool,
+                    args,
+                    caller,
+                    run_id: &run_id,
+                    seq,
+                    workspace: &shared.workspace,
+                    prep,
+                    annotations: &entry.spec.annotations,
+                };
+                let lcx = LaterContext {
+                    catalog: &shared.catalog,
+                    policy: &shared.policy,
+                    posture: &shared.posture,
+                    approver: shared.approver.as_ref(),
+                    clock: clock.as_ref() as &dyn ApprovalClock,
+                };
+                match later::decide_rest(call, lcx).await {
+                    Final::Run { args, decision, notes } => {
+                        let finish = Finisher {
+                            decision,
+                            notes: (!notes.is_empty()).then(|| notes.join("; ")),
+                            ..finish
+                        };
+                        let future = entry.tool.call(args, cx);
+                        finish.run(future, timeout).await
+                    }
+                    Final::Refuse(reason) => finish.refused(Decision::Refused, "refused", reason),
+                    Final::Deny(reason) => finish.refused(Decision::Denied, "denied", reason),
+                }
+            });
+            return Begun::Running { seq, future };
+        }
 
         if !slot_free {
             let future = entry.tool.call(args, cx);
@@ -226,6 +297,7 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
         seq,
         end: CallEnd {
             status: CallStatus::Refused,
+            decision: Decision::Refused,
             elapsed: Duration::ZERO,
             bytes: 0,
             truncated: None,
@@ -235,6 +307,33 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
         ok: false,
         payload,
         text: None,
+    }
+}
+
+/// The value of the tool's primary argument in `args`, normalised for rule
+/// patterns (see [`PrimaryArgument`]).
+fn primary_value(spec: &ToolSpec, args: &Value, workspace: &std::path::Path) -> Option<String> {
+    match spec.primary_argument.as_ref()? {
+        PrimaryArgument::Text(name) => args.get(name)?.as_str().map(|s| s.trim().to_owned()),
+        PrimaryArgument::Path(name) => {
+            let raw = args.get(name)?.as_str()?;
+            let mut normal = std::path::PathBuf::new();
+            for c in workspace.join(raw).components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        normal.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => normal.push(other),
+                }
+            }
+            let shown = match normal.strip_prefix(workspace) {
+                Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+                Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
+                Err(_) => normal.to_string_lossy().into_owned(),
+            };
+            Some(shown)
+        }
     }
 }
 
@@ -251,6 +350,10 @@ struct Finisher {
     tool: Arc<str>,
     seq: u64,
     started: Instant,
+    /// How the gate decided (auto, or approved after steps 8-11).
+    decision: Decision,
+    /// Notes from the gate (hook rewrites, approvals).
+    notes: Option<String>,
 }
 
 /// A result over the per-call bound, waiting to be spilled.
@@ -354,10 +457,15 @@ impl Finisher {
                 (payload, None)
             }
         };
+        let note = match (self.notes.clone(), note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         Completion {
             seq: self.seq,
             end: CallEnd {
                 status: CallStatus::Ok,
+                decision: self.decision,
                 elapsed: self.started.elapsed(),
                 bytes,
                 truncated,
@@ -370,16 +478,36 @@ impl Finisher {
         }
     }
 
+    /// The completion of a call the later gate steps refused or denied.
+    fn refused(&self, decision: Decision, kind: &str, reason: String) -> Completion {
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::Refused,
+                decision,
+                elapsed: self.started.elapsed(),
+                bytes: 0,
+                truncated: None,
+                error: Some(reason.clone()),
+                note: self.notes.clone(),
+            },
+            ok: false,
+            payload: error_payload(kind, &reason, &self.tool, self.seq),
+            text: None,
+        }
+    }
+
     fn failed(&self, kind: &str, message: String) -> Completion {
         Completion {
             seq: self.seq,
             end: CallEnd {
                 status: CallStatus::Failed,
+                decision: self.decision,
                 elapsed: self.started.elapsed(),
                 bytes: 0,
                 truncated: None,
                 error: Some(if kind == "failed" { message.clone() } else { format!("{kind}: {message}") }),
-                note: None,
+                note: self.notes.clone(),
             },
             ok: false,
             payload: error_payload(kind, &message, &self.tool, self.seq),

@@ -14,6 +14,8 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::catalog::{Catalog, CatalogError, Tool, ToolSpec};
+use crate::gate::posture_epoch::PostureCell;
+use crate::gate::{Approver, Policy, Posture};
 use crate::program::Program;
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus};
@@ -50,6 +52,10 @@ pub enum BuildError {
         "the tool runtime must be a multi-thread tokio runtime (a current-thread one runs tools only while something blocks on it)"
     )]
     ToolRuntime,
+    /// The policy does not fit the catalog (a rule pattern on a tool that has
+    /// no primary argument, settings for an unknown native tool).
+    #[error("policy: {0}")]
+    Policy(String),
     /// A thread or runtime could not start.
     #[error("could not start the engine's threads: {0}")]
     Threads(#[from] std::io::Error),
@@ -59,6 +65,10 @@ pub enum BuildError {
 pub(crate) struct Shared {
     pub catalog: Catalog,
     pub limits: Limits,
+    pub policy: Policy,
+    /// The current posture (starts as `policy.posture`) and its epoch.
+    pub posture: PostureCell,
+    pub approver: Arc<dyn Approver>,
     pub workspace: Arc<PathBuf>,
     pub spill_root: PathBuf,
     /// The workspace, when spill files go to the default place inside it.
@@ -113,6 +123,8 @@ impl std::fmt::Debug for Engine {
 pub struct EngineBuilder {
     workspace: PathBuf,
     limits: Limits,
+    policy: Policy,
+    approver: Option<Arc<dyn Approver>>,
     tools: Vec<Arc<dyn Tool>>,
     native_tools: bool,
     spill_dir: Option<PathBuf>,
@@ -125,6 +137,8 @@ impl Default for EngineBuilder {
         EngineBuilder {
             workspace: PathBuf::from("."),
             limits: Limits::default(),
+            policy: Policy::default(),
+            approver: None,
             tools: Vec::new(),
             native_tools: true,
             spill_dir: None,
@@ -145,6 +159,30 @@ impl EngineBuilder {
     /// The limits of every run. Default: [`Limits::default`].
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// The policy the gate applies: mode, posture, rules, per-tool settings,
+    /// hooks (see `docs/POLICY.md`). Default: [`Policy::default`] (work mode,
+    /// posture ask: writers need an approval).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Who decides calls that need an approval. Default: [`DenyApprover`]
+    /// (every such call is denied; the CLI uses a terminal prompt when it
+    /// has a terminal).
+    ///
+    /// [`DenyApprover`]: crate::DenyApprover
+    pub fn approver(mut self, approver: impl Approver) -> Self {
+        self.approver = Some(Arc::new(approver));
+        self
+    }
+
+    /// [`EngineBuilder::approver`] for an approver already shared.
+    pub fn approver_arc(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
         self
     }
 
@@ -198,6 +236,7 @@ impl EngineBuilder {
             if self.native_tools { crate::tools::native() } else { Vec::new() };
         tools.extend(self.tools);
         let catalog = Catalog::new(tools)?;
+        check_policy(&self.policy, &catalog)?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let (tools_handle, own) = match self.tool_runtime {
             Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
@@ -220,6 +259,14 @@ impl EngineBuilder {
             shared: Arc::new(Shared {
                 catalog,
                 limits: self.limits,
+                posture: PostureCell::new(self.policy.posture),
+                policy: self.policy,
+                approver: self.approver.unwrap_or_else(|| {
+                    Arc::new(crate::gate::approvers::DenyApprover::with_reason(
+                        "no approver: the engine denies calls that need an approval; \
+                         set one with EngineBuilder::approver, or allow the call by a rule or the posture",
+                    ))
+                }),
                 workspace: Arc::new(workspace),
                 spill_root,
                 spill_confine,
@@ -309,6 +356,23 @@ impl Engine {
         Sandbox::new(self.shared.clone(), clock, run_id)
     }
 
+    /// Changes the permission posture. Every run in progress refuses its
+    /// later calls (their programs were written under the old posture), and
+    /// a call waiting for approval when the posture narrows is refused.
+    pub fn set_posture(&self, posture: Posture) {
+        self.shared.posture.set(posture);
+    }
+
+    /// The current permission posture.
+    pub fn posture(&self) -> Posture {
+        self.shared.posture.get().0
+    }
+
+    /// The policy the gate applies.
+    pub fn policy(&self) -> &Policy {
+        &self.shared.policy
+    }
+
     /// The catalog digest (DESIGN.md §6) that every receipt carries.
     pub fn catalog_digest(&self) -> &str {
         self.shared.catalog.digest()
@@ -394,6 +458,25 @@ impl Drop for ClockPause {
     fn drop(&mut self) {
         self.0.resume();
     }
+}
+
+/// Checks the policy against the catalog: a rule with a pattern on a tool
+/// that has no primary argument could never match, which is a mistake to
+/// report rather than a rule to ignore.
+fn check_policy(policy: &Policy, catalog: &Catalog) -> Result<(), BuildError> {
+    let rules = policy.rules.allow.iter().chain(&policy.rules.ask).chain(&policy.rules.deny);
+    for rule in rules {
+        if rule.pattern.is_some()
+            && let Some(entry) = catalog.get(&rule.tool)
+            && entry.spec.primary_argument.is_none()
+        {
+            return Err(BuildError::Policy(format!(
+                "the rule `{rule}` has a pattern, but `{}` has no argument rules can match; name the tool alone",
+                rule.tool
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn lost(shared: &Shared, run_id: &str, clock: &RunClock) -> Receipt {

@@ -11,7 +11,7 @@ impl Step for Budget {
         "budget"
     }
 
-    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>) -> Verdict {
+    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
         if call.calls_made >= cx.max_calls {
             Verdict::Exhausted(format!(
                 "call budget exhausted: a run may make {} tool calls (Limits::max_calls); \
@@ -34,10 +34,13 @@ mod tests {
     #[test]
     fn the_call_past_the_budget_ends_the_run() {
         let catalog = Catalog::new(vec![]).unwrap();
-        let cx = GateContext { catalog: &catalog, max_calls: 2 };
+        let policy = crate::gate::Policy::default();
+        let cx = GateContext { max_calls: 2, ..GateContext::for_test(&catalog, &policy) };
         let args = json!({});
-        let call = |n| CallRequest { tool: "x", args: &args, caller: Caller::Program, calls_made: n };
-        assert_eq!(Budget.check(&call(1), &cx), Verdict::Next);
-        assert!(matches!(Budget.check(&call(2), &cx), Verdict::Exhausted(r) if r.contains("2 tool calls")));
+        let call =
+            |n| CallRequest { calls_made: n, caller: Caller::Program, ..CallRequest::for_test("x", &args) };
+        let check = |n| Budget.check(&call(n), &cx, &mut Default::default());
+        assert_eq!(check(1), Verdict::Next);
+        assert!(matches!(check(2), Verdict::Exhausted(r) if r.contains("2 tool calls")));
     }
 }

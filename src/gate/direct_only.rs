@@ -24,7 +24,7 @@ impl Step for DirectOnly {
         "direct_only"
     }
 
-    fn check(&self, call: &CallRequest<'_>, _: &GateContext<'_>) -> Verdict {
+    fn check(&self, call: &CallRequest<'_>, _: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
         if call.caller != Caller::Program {
             return Verdict::Next;
         }
@@ -67,8 +67,13 @@ mod tests {
 
     fn check(tool: &str, args: serde_json::Value, caller: Caller) -> Verdict {
         let catalog = Catalog::new(vec![]).unwrap();
-        let cx = GateContext { catalog: &catalog, max_calls: 10 };
-        DirectOnly.check(&CallRequest { tool, args: &args, caller, calls_made: 0 }, &cx)
+        let policy = crate::gate::Policy::default();
+        let cx = GateContext::for_test(&catalog, &policy);
+        DirectOnly.check(
+            &CallRequest { caller, ..CallRequest::for_test(tool, &args) },
+            &cx,
+            &mut Default::default(),
+        )
     }
 
     #[test]

@@ -11,7 +11,7 @@ impl Step for InputSchema {
         "input_schema"
     }
 
-    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>) -> Verdict {
+    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
         let Some(entry) = cx.catalog.get(call.tool) else {
             return Verdict::Next;
         };
@@ -32,7 +32,6 @@ impl Step for InputSchema {
 mod tests {
     use super::*;
     use crate::catalog::{Catalog, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
-    use crate::receipt::Caller;
     use serde_json::{Value, json};
     use std::sync::Arc;
 
@@ -58,11 +57,10 @@ mod tests {
     #[test]
     fn valid_arguments_pass_and_invalid_ones_say_where() {
         let catalog = Catalog::new(vec![Arc::new(T)]).unwrap();
-        let cx = GateContext { catalog: &catalog, max_calls: 10 };
-        let check = |args: Value| {
-            InputSchema
-                .check(&CallRequest { tool: "t", args: &args, caller: Caller::Program, calls_made: 0 }, &cx)
-        };
+        let policy = crate::gate::Policy::default();
+        let cx = GateContext::for_test(&catalog, &policy);
+        let check =
+            |args: Value| InputSchema.check(&CallRequest::for_test("t", &args), &cx, &mut Default::default());
         assert_eq!(check(json!({"n": 1})), Verdict::Next);
         assert!(matches!(check(json!({"n": "one"})), Verdict::Refuse(r) if r.contains("/n")));
         assert!(matches!(check(json!({"n": 1, "extra": true})), Verdict::Refuse(r) if r.contains("extra")));

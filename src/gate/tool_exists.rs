@@ -11,7 +11,7 @@ impl Step for ToolExists {
         "tool_exists"
     }
 
-    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>) -> Verdict {
+    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
         let Some(entry) = cx.catalog.get(call.tool) else {
             let near = cx.catalog.suggest(call.tool);
             let hint = if near.is_empty() {
@@ -32,7 +32,13 @@ impl Step for ToolExists {
             };
             return Verdict::Refuse(format!("unknown tool `{}`: {hint}", call.tool));
         };
-        if !entry.spec.allowed_callers.contains(&call.caller) {
+        let allowed = cx
+            .policy
+            .tools
+            .get(call.tool)
+            .and_then(|t| t.allowed_callers.as_deref())
+            .unwrap_or(&entry.spec.allowed_callers);
+        if !allowed.contains(&call.caller) {
             let caller = match call.caller {
                 crate::receipt::Caller::Program => "a program",
                 crate::receipt::Caller::Direct => "a direct call",
@@ -67,8 +73,14 @@ mod tests {
             Arc::new(T("host_only", &[Caller::Direct])),
         ])
         .unwrap();
-        let cx = GateContext { catalog: &catalog, max_calls: 10 };
-        ToolExists.check(&CallRequest { tool, args: &json!({}), caller, calls_made: 0 }, &cx)
+        let policy = crate::gate::Policy::default();
+        let cx = GateContext::for_test(&catalog, &policy);
+        let args = json!({});
+        ToolExists.check(
+            &CallRequest { caller, ..CallRequest::for_test(tool, &args) },
+            &cx,
+            &mut Default::default(),
+        )
     }
 
     #[test]

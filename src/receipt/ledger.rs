@@ -11,6 +11,8 @@ use super::{
 #[derive(Debug, Clone)]
 pub(crate) struct CallEnd {
     pub status: CallStatus,
+    /// How the gate decided, which steps 8-11 may only settle at the end.
+    pub decision: Decision,
     /// Wall time of the call, measured where it ran.
     pub elapsed: std::time::Duration,
     pub bytes: u64,
@@ -85,6 +87,7 @@ impl Ledger {
         let call = &mut self.calls[i];
         call.elapsed_ms = millis(end.elapsed);
         call.status = end.status;
+        call.decision = end.decision;
         call.bytes = end.bytes;
         call.truncated = end.truncated;
         call.error = end.error;

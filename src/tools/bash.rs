@@ -153,6 +153,7 @@ impl Tool for Bash {
             }),
         )
         .read_only(false)
+        .primary_argument(crate::catalog::PrimaryArgument::Text("command".into()))
         .timeout_ms(ENGINE_TIMEOUT_MS)
     }
 

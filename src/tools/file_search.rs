@@ -50,6 +50,7 @@ impl Tool for FileSearch {
             }),
         )
         .read_only(true)
+        .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {

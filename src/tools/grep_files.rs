@@ -75,6 +75,7 @@ impl Tool for GrepFiles {
             }),
         )
         .read_only(true)
+        .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {

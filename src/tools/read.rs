@@ -46,6 +46,7 @@ impl Tool for Read {
             }),
         )
         .read_only(true)
+        .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {

@@ -41,6 +41,7 @@ impl Tool for Write {
             }),
         )
         .read_only(false)
+        .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {

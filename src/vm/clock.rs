@@ -122,6 +122,16 @@ impl RunClock {
     }
 }
 
+impl crate::gate::later::ApprovalClock for RunClock {
+    fn pause(&self) {
+        RunClock::pause(self);
+    }
+
+    fn resume(&self) {
+        RunClock::resume(self);
+    }
+}
+
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)
 }

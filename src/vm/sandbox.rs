@@ -82,7 +82,7 @@ impl Sandbox {
         let ctx = Context::full(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
             ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes)),
-            dispatcher: Dispatcher::new(shared.clone(), run_id.clone()),
+            dispatcher: Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()),
             calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
             exhausted: RefCell::new(None),
             closed: std::cell::Cell::new(false),

@@ -148,3 +148,126 @@ fn sigterm_cancels_the_run_and_still_prints_the_receipt() {
     let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(receipt["status"], "cancelled");
 }
+
+#[test]
+fn call_makes_one_direct_call_through_the_gate() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["call", "read", r#"{"path": "a.txt", "limit": 1}"#], "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(envelope["metadata"]["total_lines"], 3);
+
+    // Without a terminal the default approver denies writers.
+    let out = codemode(&["call", "write", r#"{"path": "w.txt", "content": "x"}"#], "", ws.path());
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "denied");
+    assert!(!ws.path().join("w.txt").exists());
+
+    let out = codemode(
+        &["call", "write", r#"{"path": "w.txt", "content": "x"}"#, "--approve", "allow", "--receipt"],
+        "",
+        ws.path(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["call"]["decision"], "approved");
+    assert_eq!(v["call"]["caller"], "direct");
+    assert_eq!(std::fs::read_to_string(ws.path().join("w.txt")).unwrap(), "x");
+
+    let out = codemode(&["call", "read", "{not json"], "", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ARGS_JSON"));
+}
+
+#[test]
+fn run_takes_mode_posture_approver_and_config() {
+    let ws = crate::common::workspace();
+    let prog = "try { await tools.write({path: 'w.txt', content: 'x'}); return 'wrote'; } catch (e) { return e.kind; }";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "-", "--json"];
+        args.extend_from_slice(extra);
+        let out = codemode(&args, prog, ws.path());
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        let _ = std::fs::remove_file(ws.path().join("w.txt"));
+        v["value"].clone()
+    };
+    assert_eq!(run(&[]), "denied");
+    assert_eq!(run(&["--approve", "allow"]), "wrote");
+    assert_eq!(run(&["--posture", "full-access"]), "wrote");
+    assert_eq!(run(&["--mode", "plan", "--approve", "allow"]), "refused");
+
+    std::fs::write(
+        ws.path().join("codemode.toml"),
+        "posture = \"full-access\"\n[rules]\ndeny = [\"write(w.txt)\"]\n",
+    )
+    .unwrap();
+    assert_eq!(run(&[]), "refused", "the workspace's codemode.toml is read");
+    let other = ws.path().join("other.toml");
+    std::fs::write(&other, "posture = \"full-access\"\n").unwrap();
+    assert_eq!(run(&["--config", other.to_str().unwrap()]), "wrote");
+
+    std::fs::write(&other, "posture = \"full-access\"\n\n[rules]\nallow = [\"mcp__github__*\"]\n").unwrap();
+    let out = codemode(&["run", "-", "--config", other.to_str().unwrap()], "return 1;", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":4:") && err.contains("mcp__github__*"), "{err}");
+
+    let out = codemode(&["run", "-", "--approve", "maybe"], "return 1;", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown approver"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cmd_approver_decides_for_the_cli() {
+    let ws = crate::common::workspace();
+    let approve = ws.path().join("approve.sh");
+    std::fs::write(
+        &approve,
+        "#!/bin/sh\ncat > /dev/null\necho '{\"decision\": \"allow\", \"reason\": \"looks fine\"}'\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&approve, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = format!("cmd:{}", approve.display());
+    let out = codemode(
+        &["run", "-", "--json", "--approve", &spec],
+        "await tools.write({path: 'c.txt', content: 'y'}); return 'ok';",
+        ws.path(),
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["calls"][0]["decision"], "approved");
+    assert!(v["calls"][0]["note"].as_str().unwrap().contains("looks fine"));
+}
+
+#[cfg(unix)]
+#[test]
+fn on_a_terminal_the_cli_prompts_for_approval() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3 to drive a pseudo-terminal");
+        return;
+    }
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "try { await tools.write({path: 'w.txt', content: 'typed'}); return 'wrote'; } catch (e) { return e.kind; }",
+    )
+    .unwrap();
+    for (answer, written) in [("y", true), ("n", false)] {
+        let out = Command::new("python3")
+            .args([driver, answer, env!("CARGO_BIN_EXE_codemode"), "run", "prog.js"])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{shown}");
+        assert!(shown.contains("approve?") && shown.contains("write"), "{shown}");
+        assert!(shown.contains(if written { "wrote" } else { "denied" }), "{shown}");
+        assert_eq!(ws.path().join("w.txt").exists(), written, "answer {answer}");
+        let _ = std::fs::remove_file(ws.path().join("w.txt"));
+    }
+}

@@ -103,9 +103,17 @@ impl Tool for Panic {
     }
 }
 
-/// A builder over a fresh temp workspace with every test tool registered.
+/// A builder over a fresh temp workspace with every test tool registered,
+/// under full access (the gate's own tests set their policies).
 pub fn builder(ws: &tempfile::TempDir) -> EngineBuilder {
-    Engine::builder().workspace(ws.path()).tool(Echo).tool(Sleep::new()).tool(Blob).tool(Fail).tool(Panic)
+    Engine::builder()
+        .workspace(ws.path())
+        .policy(codemode::Policy::full_access())
+        .tool(Echo)
+        .tool(Sleep::new())
+        .tool(Blob)
+        .tool(Fail)
+        .tool(Panic)
 }
 
 /// An engine over `ws` with the test tools and `limits`.

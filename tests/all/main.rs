@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod direct_calls;
 mod examples;
+mod gate;
 mod limits;
 mod native_tools;
 mod programs;

@@ -245,7 +245,13 @@ fn the_in_flight_limit_queues_calls_and_never_exceeds_it() {
     let peak = sleep.peak.clone();
     let mut limits = Limits::default();
     limits.max_in_flight = 4;
-    let engine = codemode::Engine::builder().workspace(ws.path()).limits(limits).tool(sleep).build().unwrap();
+    let engine = codemode::Engine::builder()
+        .workspace(ws.path())
+        .limits(limits)
+        .policy(codemode::Policy::full_access())
+        .tool(sleep)
+        .build()
+        .unwrap();
     let r = engine.execute_blocking(Program::new(
         "await Promise.all(Array.from({length: 20}, () => tools.sleep({ms: 10}))); return 'done';",
     ));

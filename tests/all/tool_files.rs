@@ -47,7 +47,13 @@ impl Fixture {
     /// An engine with the native tools over the workspace; spill files go
     /// elsewhere so snapshots only see what the tools did.
     fn engine(&self) -> Engine {
-        Engine::builder().workspace(self.ws()).spill_dir(self.spill.path()).vm_threads(1).build().unwrap()
+        Engine::builder()
+            .workspace(self.ws())
+            .spill_dir(self.spill.path())
+            .policy(codemode::Policy::full_access())
+            .vm_threads(1)
+            .build()
+            .unwrap()
     }
 
     /// `message` with this fixture's workspace path replaced by `<ws>`.

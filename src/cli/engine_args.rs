@@ -1,0 +1,76 @@
+//! Options shared by the subcommands that build an engine (`run`, `call`):
+//! workspace, policy file, mode, posture, approver, deadline.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use codemode::{Engine, Limits, Mode, Policy, Posture};
+
+/// How to build the engine.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct EngineArgs {
+    /// Workspace root the tools work in [default: current directory].
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Policy file [default: <workspace>/codemode.toml when present].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// plan (read-only tools only) or work [default: the policy's, else work].
+    #[arg(long, value_name = "MODE", value_parser = ["plan", "work"])]
+    mode: Option<String>,
+    /// ask, auto-review or full-access [default: the policy's, else ask].
+    #[arg(long, value_name = "POSTURE", value_parser = ["ask", "auto-review", "full-access"])]
+    posture: Option<String>,
+    /// Who approves calls that need it: deny, allow, prompt or cmd:PROGRAM
+    /// [default: prompt on a terminal, else deny].
+    #[arg(long, value_name = "APPROVER")]
+    approve: Option<String>,
+    /// Run deadline in seconds, e.g. 60 or 0.5 [default: 60].
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    deadline: Option<f64>,
+}
+
+impl EngineArgs {
+    /// Builds the engine these options describe.
+    pub(crate) fn build(&self) -> anyhow::Result<Engine> {
+        let mut limits = Limits::default();
+        if let Some(secs) = self.deadline {
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                bail!("--deadline must be a number of seconds between 0 and 86400, got {secs}");
+            }
+            limits.deadline = Duration::from_secs_f64(secs);
+        }
+        let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        let mut policy = match &self.config {
+            Some(path) => Policy::load(path)?,
+            None => {
+                let default = workspace.join("codemode.toml");
+                if default.is_file() { Policy::load(&default)? } else { Policy::default() }
+            }
+        };
+        match self.mode.as_deref() {
+            Some("plan") => policy.mode = Mode::Plan,
+            Some("work") => policy.mode = Mode::Work,
+            _ => {}
+        }
+        match self.posture.as_deref() {
+            Some("ask") => policy.posture = Posture::Ask,
+            Some("auto-review") => policy.posture = Posture::AutoReview,
+            Some("full-access") => policy.posture = Posture::FullAccess,
+            _ => {}
+        }
+        let approver = match &self.approve {
+            Some(spec) => {
+                codemode::approver_from_spec(spec).map_err(anyhow::Error::msg).context("--approve")?
+            }
+            None => codemode::default_approver(),
+        };
+        Ok(Engine::builder()
+            .workspace(workspace)
+            .limits(limits)
+            .policy(policy)
+            .approver_arc(approver)
+            .build()?)
+    }
+}

@@ -1,0 +1,1338 @@
+//! The built-in approvers: `deny`, `allow`, `prompt` and `cmd:PROGRAM`, and
+//! the two functions that pick one ([`approver_from_spec`] for `--approve`,
+//! [`default_approver`] when none is given).
+//!
+//! Every approver answers through the [`Approver`] trait. An answer is
+//! [`Approval`] (allow, or deny with a reason: the call is `approved` or
+//! `denied`); an [`ApproverError`] means the approver could not answer (the
+//! terminal closed, the command crashed, hung or printed nonsense) and the
+//! gate refuses the call.
+//!
+//! - [`DenyApprover`] denies everything. It is the default when codemode has
+//!   no terminal to ask on.
+//! - [`AllowApprover`] allows everything.
+//! - [`PromptApprover`] asks a person on the terminal (request on stderr,
+//!   answer on stdin), one prompt at a time.
+//! - [`CommandApprover`] runs a program that gets the [`ApprovalRequest`] as
+//!   JSON on stdin and prints `{"decision": "allow"|"deny", "reason"?: "..."}`.
+
+use std::fmt;
+use std::io::{BufRead as _, BufReader, Read, Write};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError};
+
+/// Picks an approver from its `--approve` spelling.
+///
+/// - `deny`: [`DenyApprover`], every approval is denied;
+/// - `allow`: [`AllowApprover`], every approval is granted;
+/// - `prompt`: [`PromptApprover::terminal`], ask on stderr/stdin;
+/// - `cmd:PROGRAM [ARGS...]`: [`CommandApprover`]. The text after `cmd:` is
+///   split on whitespace into the program and its arguments; no shell is
+///   involved, so there is no quoting, globbing or variable expansion (write
+///   a script for anything more).
+///
+/// Leading and trailing whitespace is ignored; the names are lowercase.
+///
+/// # Errors
+///
+/// A message for the user when the spec is none of the above, or `cmd:` has
+/// no program.
+pub fn approver_from_spec(spec: &str) -> Result<Arc<dyn Approver>, String> {
+    let spec = spec.trim();
+    match spec {
+        "deny" => Ok(Arc::new(DenyApprover::with_reason(DenyApprover::EXPLICIT_REASON))),
+        "allow" => Ok(Arc::new(AllowApprover)),
+        "prompt" => Ok(Arc::new(PromptApprover::terminal())),
+        "" => Err("no approver given: use deny, allow, prompt or cmd:PROGRAM".to_owned()),
+        _ => match spec.strip_prefix("cmd:") {
+            Some(command_line) => Ok(Arc::new(CommandApprover::parse(command_line)?)),
+            None => Err(format!("unknown approver `{spec}`: use deny, allow, prompt or cmd:PROGRAM")),
+        },
+    }
+}
+
+/// The approver used when none is configured: [`PromptApprover::terminal`]
+/// when both stdin and stderr are terminals (someone is there to answer),
+/// else a [`DenyApprover`] whose reason says codemode had no terminal.
+pub fn default_approver() -> Arc<dyn Approver> {
+    use std::io::IsTerminal as _;
+    if prompts_by_default(std::io::stdin().is_terminal(), std::io::stderr().is_terminal()) {
+        Arc::new(PromptApprover::terminal())
+    } else {
+        Arc::new(DenyApprover::new())
+    }
+}
+
+/// Whether the default approver is the prompt, given which of stdin and
+/// stderr are terminals.
+fn prompts_by_default(stdin_is_terminal: bool, stderr_is_terminal: bool) -> bool {
+    stdin_is_terminal && stderr_is_terminal
+}
+
+// ---------------------------------------------------------------------------
+// deny, allow
+
+/// Denies every request, always with the same reason.
+///
+/// [`DenyApprover::new`] (and [`Default`]) give the reason used when codemode
+/// ran without a terminal ([`DenyApprover::NO_TERMINAL_REASON`]);
+/// `--approve deny` uses [`DenyApprover::EXPLICIT_REASON`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenyApprover {
+    reason: String,
+}
+
+impl DenyApprover {
+    /// The reason given by the default approver when there is no terminal.
+    pub const NO_TERMINAL_REASON: &'static str =
+        "no approver: codemode ran without a terminal; use --approve or a rule";
+
+    /// The reason given when the user chose `--approve deny`.
+    pub const EXPLICIT_REASON: &'static str =
+        "denied by the `deny` approver; use an allow rule or another --approve";
+
+    /// Denies with [`DenyApprover::NO_TERMINAL_REASON`].
+    pub fn new() -> DenyApprover {
+        DenyApprover::with_reason(DenyApprover::NO_TERMINAL_REASON)
+    }
+
+    /// Denies with `reason`.
+    pub fn with_reason(reason: impl Into<String>) -> DenyApprover {
+        DenyApprover { reason: reason.into() }
+    }
+
+    /// The reason every denial carries.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl Default for DenyApprover {
+    fn default() -> DenyApprover {
+        DenyApprover::new()
+    }
+}
+
+impl Approver for DenyApprover {
+    fn decide(&self, _request: ApprovalRequest) -> ApprovalFuture {
+        let approval = Approval::deny(self.reason.clone());
+        Box::pin(std::future::ready(Ok(approval)))
+    }
+}
+
+/// Allows every request (`--approve allow`). The approval carries the reason
+/// [`AllowApprover::REASON`], so the receipt shows who approved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllowApprover;
+
+impl AllowApprover {
+    /// The reason every approval carries.
+    pub const REASON: &'static str = "allowed by the `allow` approver";
+}
+
+impl Approver for AllowApprover {
+    fn decide(&self, _request: ApprovalRequest) -> ApprovalFuture {
+        Box::pin(std::future::ready(Ok(allowed(AllowApprover::REASON))))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// prompt
+
+/// Asks a person on the terminal.
+///
+/// For each request it writes a compact description to its output (stderr
+/// for [`PromptApprover::terminal`]):
+///
+/// ```text
+/// codemode: approval needed for `bash` [DESTRUCTIVE]
+///   call #4 from a program, run 0193f6c2a1b4
+///   why:  writer under posture ask
+///   args: {"command":"rm -rf build"}
+/// approve? [y/N]
+/// ```
+///
+/// then reads one line from its input: `y` or `yes` allows, `n`, `no` or an
+/// empty line denies (reason [`PromptApprover::DENIED_REASON`]); case and
+/// surrounding spaces do not matter. Anything else asks again, at most
+/// [`PromptApprover::MAX_TRIES`] lines in all, then denies. The end of the
+/// input is an [`ApproverError`] ("the terminal closed"): nobody is left to
+/// answer.
+///
+/// The `[DESTRUCTIVE]` label appears when the request is `destructive`. The
+/// arguments are shown as one line of JSON of at most
+/// [`PromptApprover::MAX_ARGS_CHARS`] characters. Control characters and
+/// bidirectional-text overrides in anything shown (tool name, reason,
+/// arguments) are replaced by `\uXXXX` escapes, so a program cannot move the
+/// cursor or disguise what it asks for.
+///
+/// Prompts never interleave: each input/output pair has one async lock, held
+/// from the first line written to the answer read, and every
+/// [`PromptApprover::terminal`] shares the one process-wide lock of the real
+/// terminal. Reading blocks, so it runs on tokio's blocking pool
+/// (`spawn_blocking`). A prompt has no timeout (the run's deadline clock is
+/// paused while it waits). If the approval is abandoned (the run cancelled)
+/// while the read is blocked, the read still consumes the next line typed,
+/// and the next prompt waits for it; note also that a tokio runtime waits
+/// for blocking reads when it shuts down, unless shut down with a timeout.
+pub struct PromptApprover {
+    io: Arc<tokio::sync::Mutex<PromptIo>>,
+}
+
+impl PromptApprover {
+    /// Lines read per request before giving up and denying.
+    pub const MAX_TRIES: usize = 3;
+
+    /// The most characters of the arguments' JSON shown in a prompt.
+    pub const MAX_ARGS_CHARS: usize = 300;
+
+    /// The reason of a denial at the prompt.
+    pub const DENIED_REASON: &'static str = "denied at the prompt";
+
+    /// The reason of an approval at the prompt.
+    pub const ALLOWED_REASON: &'static str = "allowed at the prompt";
+
+    /// The reason of a denial after [`PromptApprover::MAX_TRIES`] lines that
+    /// were neither yes nor no.
+    pub const NO_ANSWER_REASON: &'static str = "denied at the prompt: no y or n after 3 tries";
+
+    /// The token that ends every prompt line; a driver (or a person) answers
+    /// after it.
+    pub const QUESTION: &'static str = "approve? [y/N] ";
+
+    /// Asks on this process's terminal: writes to stderr, reads stdin. All
+    /// terminal prompts of the process share one lock, so they never
+    /// interleave.
+    pub fn terminal() -> PromptApprover {
+        static TERMINAL: OnceLock<Arc<tokio::sync::Mutex<PromptIo>>> = OnceLock::new();
+        let io = TERMINAL.get_or_init(|| {
+            Arc::new(tokio::sync::Mutex::new(PromptIo {
+                input: Input::Stdin,
+                output: Box::new(std::io::stderr()),
+            }))
+        });
+        PromptApprover { io: Arc::clone(io) }
+    }
+
+    /// Asks on `output` and reads answers from `input` (tests, hosts with
+    /// their own terminal). Input is buffered, so lines typed ahead are kept
+    /// for the next prompt of this approver.
+    pub fn with_io(input: Box<dyn Read + Send>, output: Box<dyn Write + Send>) -> PromptApprover {
+        let input = Input::Reader(BufReader::new(input));
+        PromptApprover { io: Arc::new(tokio::sync::Mutex::new(PromptIo { input, output })) }
+    }
+}
+
+impl fmt::Debug for PromptApprover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PromptApprover").finish_non_exhaustive()
+    }
+}
+
+impl Approver for PromptApprover {
+    fn decide(&self, request: ApprovalRequest) -> ApprovalFuture {
+        let io = Arc::clone(&self.io);
+        Box::pin(async move {
+            let text = describe(&request);
+            let mut io = io.lock_owned().await;
+            tokio::task::spawn_blocking(move || ask(&mut io, &text))
+                .await
+                .map_err(|e| ApproverError(format!("the prompt failed: {e}")))?
+        })
+    }
+}
+
+/// Where a prompt writes and reads.
+struct PromptIo {
+    input: Input,
+    output: Box<dyn Write + Send>,
+}
+
+/// Where answers come from.
+enum Input {
+    /// The process's stdin, read through std's own buffer (so nothing is
+    /// read ahead into a buffer of ours).
+    Stdin,
+    /// An injected reader.
+    Reader(BufReader<Box<dyn Read + Send>>),
+}
+
+impl Input {
+    /// Reads one line (its newline included, if any) into `line`; 0 at the
+    /// end of the input.
+    fn read_line(&mut self, line: &mut Vec<u8>) -> std::io::Result<usize> {
+        match self {
+            Input::Stdin => std::io::stdin().lock().read_until(b'\n', line),
+            Input::Reader(reader) => reader.read_until(b'\n', line),
+        }
+    }
+}
+
+/// Writes the prompt for `text` and reads answers; see [`PromptApprover`].
+fn ask(io: &mut PromptIo, text: &str) -> Result<Approval, ApproverError> {
+    let write_failed = |e: std::io::Error| ApproverError(format!("cannot write the prompt: {e}"));
+    write!(io.output, "{text}{}", PromptApprover::QUESTION).map_err(write_failed)?;
+    io.output.flush().map_err(write_failed)?;
+    for attempt in 1..=PromptApprover::MAX_TRIES {
+        let mut line = Vec::new();
+        let n = io
+            .input
+            .read_line(&mut line)
+            .map_err(|e| ApproverError(format!("reading the answer failed: {e}")))?;
+        if n == 0 {
+            // Best effort: end the dangling question line.
+            let _ = writeln!(io.output).and_then(|()| io.output.flush());
+            return Err(ApproverError("the terminal closed".to_owned()));
+        }
+        match parse_answer(&String::from_utf8_lossy(&line)) {
+            Some(Answer::Allow) => return Ok(allowed(PromptApprover::ALLOWED_REASON)),
+            Some(Answer::Deny) => return Ok(Approval::deny(PromptApprover::DENIED_REASON)),
+            None if attempt < PromptApprover::MAX_TRIES => {
+                write!(io.output, "please answer y or n; {}", PromptApprover::QUESTION)
+                    .and_then(|()| io.output.flush())
+                    .map_err(write_failed)?;
+            }
+            None => {}
+        }
+    }
+    let _ = writeln!(io.output, "no answer: denied").and_then(|()| io.output.flush());
+    Ok(Approval::deny(PromptApprover::NO_ANSWER_REASON))
+}
+
+/// `y`/`yes` allow, `n`/`no`/nothing deny, anything else is no answer.
+fn parse_answer(line: &str) -> Option<Answer> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(Answer::Allow),
+        "n" | "no" | "" => Some(Answer::Deny),
+        _ => None,
+    }
+}
+
+/// The lines of a prompt, up to (not including) the question.
+fn describe(request: &ApprovalRequest) -> String {
+    let label = if request.destructive { " [DESTRUCTIVE]" } else { "" };
+    let caller = match request.caller {
+        crate::receipt::Caller::Program => "a program",
+        crate::receipt::Caller::Direct => "a direct call",
+    };
+    let mut text = format!(
+        "\ncodemode: approval needed for `{}`{label}\n  call #{} from {caller}, run {}\n",
+        bounded(&printable(&request.tool), 120),
+        request.seq,
+        bounded(&printable(&request.run_id), 120),
+    );
+    if !request.reason.is_empty() {
+        text.push_str(&format!("  why:  {}\n", bounded(&printable(&request.reason), 300)));
+    }
+    text.push_str(&format!(
+        "  args: {}\n",
+        one_line_json(&request.arguments, PromptApprover::MAX_ARGS_CHARS)
+    ));
+    text
+}
+
+/// `value` as compact one-line JSON, made printable and cut to at most
+/// about `max_chars` characters.
+fn one_line_json(value: &Value, max_chars: usize) -> String {
+    let json = serde_json::to_string(value).unwrap_or_else(|e| format!("<arguments not serialisable: {e}>"));
+    bounded(&printable(&json), max_chars)
+}
+
+/// `text` cut to `max_chars` characters, saying how long it was when cut.
+fn bounded(text: &str, max_chars: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_owned();
+    }
+    let suffix = format!("… ({total} chars)");
+    let keep = max_chars.saturating_sub(suffix.chars().count());
+    let mut cut: String = text.chars().take(keep).collect();
+    cut.push_str(&suffix);
+    cut
+}
+
+/// `text` with control characters (C0, DEL, C1, line and paragraph
+/// separators) and bidirectional formatting characters replaced by `\uXXXX`,
+/// so it shows as one inert line on a terminal.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let hidden = c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+            || ('\u{202A}'..='\u{202E}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c);
+        if hidden {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An approval carrying `reason`.
+fn allowed(reason: &str) -> Approval {
+    Approval { decision: Answer::Allow, reason: Some(reason.to_owned()) }
+}
+
+// ---------------------------------------------------------------------------
+// cmd:PROGRAM
+
+/// Asks an external program (`--approve cmd:PROGRAM [ARGS...]`).
+///
+/// For each request the program is started (no shell: the program and its
+/// arguments are passed as they are; a name without `/` is looked up on
+/// `PATH`) with codemode's environment and working directory. It gets the
+/// [`ApprovalRequest`] as one line of JSON on stdin (`tool`, `arguments`,
+/// `caller`, `run_id`, `seq`, `reason`, `annotations`, `destructive`), then
+/// end of input, and must exit 0 after printing on stdout:
+///
+/// ```json
+/// {"decision": "allow", "reason": "optional, shown in the receipt"}
+/// ```
+///
+/// `decision` is `allow` or `deny`; `reason` is optional (a denial without
+/// one gets "denied by approver command `PROGRAM`"); other keys are ignored.
+/// The program need not read its stdin.
+///
+/// Each of these is an [`ApproverError`] (the call is refused) saying which:
+/// the program cannot be found or started; it exits non-zero or is killed by
+/// a signal (a crash); its output is not that JSON; it writes more than
+/// [`CommandApprover::MAX_STDOUT_BYTES`] on stdout; it runs longer than its
+/// timeout ([`CommandApprover::DEFAULT_TIMEOUT`], or
+/// [`CommandApprover::with_timeout`]). The last
+/// [`CommandApprover::MAX_STDERR_BYTES`] of its stderr are added to the
+/// error's message.
+///
+/// The program runs in a process group of its own. When it exits, at the
+/// timeout, and when the approval is abandoned (the run cancelled), the
+/// whole group is killed with SIGKILL and reaped, so nothing it started
+/// outlives the approval. Unix only: elsewhere every request is an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandApprover {
+    program: String,
+    args: Vec<String>,
+    timeout: Duration,
+}
+
+impl CommandApprover {
+    /// How long a program may take to answer unless set otherwise: 60 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// The most stdout read from the program (64 KiB); more is an error.
+    pub const MAX_STDOUT_BYTES: usize = 64 << 10;
+
+    /// How much of the program's stderr (its end) goes into an error (4 KiB).
+    pub const MAX_STDERR_BYTES: usize = 4 << 10;
+
+    /// Runs `program` with `args`, with the default timeout.
+    pub fn new(
+        program: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> CommandApprover {
+        CommandApprover {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            timeout: CommandApprover::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Parses `PROGRAM [ARGS...]` (what follows `cmd:`), split on
+    /// whitespace: no shell, no quoting.
+    ///
+    /// # Errors
+    ///
+    /// A message when there is no program.
+    pub fn parse(command_line: &str) -> Result<CommandApprover, String> {
+        let mut words = command_line.split_whitespace();
+        let program = words
+            .next()
+            .ok_or("`cmd:` needs a program: cmd:PROGRAM [ARGS...] (split on spaces, no shell)")?;
+        Ok(CommandApprover::new(program, words))
+    }
+
+    /// Sets how long the program may take to answer.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> CommandApprover {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The program.
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// Its arguments.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// How long it may take to answer.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+impl Approver for CommandApprover {
+    fn decide(&self, request: ApprovalRequest) -> ApprovalFuture {
+        let this = self.clone();
+        Box::pin(async move { command::ask(&this, &request).await })
+    }
+}
+
+/// What a `cmd:` approver prints.
+#[derive(Deserialize)]
+struct Reply {
+    decision: Answer,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Reads a `cmd:` approver's stdout.
+fn parse_reply(program: &str, stdout: &[u8]) -> Result<Approval, String> {
+    let text = String::from_utf8_lossy(stdout);
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(format!(
+            "approver command `{program}` printed nothing; it must print {{\"decision\": \"allow\"|\"deny\"}}"
+        ));
+    }
+    let reply: Reply = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "approver command `{program}` printed `{}`, which is not {{\"decision\": \"allow\"|\"deny\", \
+             \"reason\"?: \"...\"}}: {e}",
+            bounded(&printable(text), 200)
+        )
+    })?;
+    let reason = reply.reason.filter(|r| !r.trim().is_empty());
+    Ok(match reply.decision {
+        Answer::Allow => Approval { decision: Answer::Allow, reason },
+        Answer::Deny => {
+            Approval::deny(reason.unwrap_or_else(|| format!("denied by approver command `{program}`")))
+        }
+    })
+}
+
+#[cfg(not(unix))]
+mod command {
+    use super::*;
+
+    pub(super) async fn ask(_: &CommandApprover, _: &ApprovalRequest) -> Result<Approval, ApproverError> {
+        Err(ApproverError("`cmd:` approvers run on Unix only".to_owned()))
+    }
+}
+
+#[cfg(unix)]
+mod command {
+    use std::process::Stdio;
+
+    use nix::unistd::Pid;
+    use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// After the program exits, how long to wait for its pipes to reach
+    /// their end (a process that left the group may hold them).
+    const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+    /// How long to keep reaping a killed group's processes.
+    const REAP_WAIT: Duration = Duration::from_secs(2);
+
+    /// Bytes read from a pipe at a time.
+    const READ_CHUNK: usize = 8 << 10;
+
+    /// How the wait for the program ended.
+    enum End {
+        /// It exited (its pipes drained, or the drain grace passed).
+        Exited,
+        /// Its time ran out.
+        TimedOut,
+        /// It wrote more than the stdout bound.
+        TooMuchOutput,
+    }
+
+    /// Runs `approver`'s program for `request`; see [`CommandApprover`].
+    pub(super) async fn ask(
+        approver: &CommandApprover,
+        request: &ApprovalRequest,
+    ) -> Result<Approval, ApproverError> {
+        let program = approver.program.as_str();
+        let mut body = serde_json::to_vec(request)
+            .map_err(|e| ApproverError(format!("cannot encode the approval request: {e}")))?;
+        body.push(b'\n');
+
+        let started = Instant::now();
+        let child = tokio::process::Command::new(program)
+            .args(&approver.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                ApproverError(match e.kind() {
+                    std::io::ErrorKind::NotFound => format!("approver command `{program}` not found: {e}"),
+                    _ => format!("cannot start approver command `{program}`: {e}"),
+                })
+            })?;
+        let mut group = Group::new(child)?;
+        let stdin = group.child().stdin.take();
+        let stdout = group.child().stdout.take();
+        let stderr = group.child().stderr.take();
+
+        let mut out = Vec::new();
+        let mut err = Tail::new(CommandApprover::MAX_STDERR_BYTES);
+        let mut deadline = started + approver.timeout;
+        let mut status = None;
+        let end = {
+            let writing = write_request(stdin, &body);
+            let reading_out = read_capped(stdout, &mut out, CommandApprover::MAX_STDOUT_BYTES);
+            let reading_err = read_tail(stderr, &mut err);
+            tokio::pin!(writing, reading_out, reading_err);
+            let (mut written, mut out_done, mut err_done) = (false, false, false);
+            loop {
+                if status.is_some() && out_done && err_done {
+                    break End::Exited;
+                }
+                tokio::select! {
+                    s = group.child().wait(), if status.is_none() => {
+                        status = Some(s);
+                        // Whatever it left running dies with it, so its pipes close.
+                        group.kill();
+                        deadline = deadline.min(Instant::now() + DRAIN_GRACE);
+                    }
+                    over = &mut reading_out, if !out_done => {
+                        out_done = true;
+                        if over {
+                            break End::TooMuchOutput;
+                        }
+                    }
+                    () = &mut reading_err, if !err_done => err_done = true,
+                    () = &mut writing, if !written => written = true,
+                    () = tokio::time::sleep_until(deadline) => {
+                        break if status.is_some() { End::Exited } else { End::TimedOut };
+                    }
+                }
+            }
+        };
+        group.kill();
+        let status = match status {
+            Some(status) => status,
+            None => group.child().wait().await,
+        };
+        group.reap().await;
+
+        let with_stderr = |message: String| {
+            let (text, cut) = err.text();
+            let text = text.trim_end();
+            if text.is_empty() {
+                ApproverError(message)
+            } else {
+                let which = if cut { "last bytes of its stderr" } else { "its stderr" };
+                ApproverError(format!("{message}\n--- {which} ---\n{text}"))
+            }
+        };
+        match end {
+            End::TimedOut => {
+                return Err(with_stderr(format!(
+                    "approver command `{program}` timed out after {} ms; its process group was killed",
+                    approver.timeout.as_millis()
+                )));
+            }
+            End::TooMuchOutput => {
+                return Err(with_stderr(format!(
+                    "approver command `{program}` wrote more than {} KiB on stdout; it was killed",
+                    CommandApprover::MAX_STDOUT_BYTES >> 10
+                )));
+            }
+            End::Exited => {}
+        }
+        let status = status
+            .map_err(|e| with_stderr(format!("waiting for approver command `{program}` failed: {e}")))?;
+        if !status.success() {
+            use std::os::unix::process::ExitStatusExt as _;
+            let how = match (status.code(), status.signal()) {
+                (Some(code), _) => format!("exit code {code}"),
+                (None, Some(signal)) => format!("killed by {}", signal_name(signal)),
+                (None, None) => status.to_string(),
+            };
+            return Err(with_stderr(format!("approver command `{program}` crashed ({how})")));
+        }
+        parse_reply(program, &out).map_err(with_stderr)
+    }
+
+    /// Writes the request and closes stdin. A program that exits without
+    /// reading it is fine (its answer decides), so write errors are ignored.
+    async fn write_request(stdin: Option<tokio::process::ChildStdin>, body: &[u8]) {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(body).await;
+            let _ = stdin.shutdown().await;
+        }
+    }
+
+    /// Reads `reader` to its end into `out`; `true` as soon as more than
+    /// `max` bytes came.
+    async fn read_capped(reader: Option<impl AsyncRead + Unpin>, out: &mut Vec<u8>, max: usize) -> bool {
+        let Some(mut reader) = reader else { return false };
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    out.extend_from_slice(&buf[..n]);
+                    if out.len() > max {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads `reader` to its end, keeping the last bytes in `tail`.
+    async fn read_tail(reader: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
+        let Some(mut reader) = reader else { return };
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => tail.push(&buf[..n]),
+            }
+        }
+    }
+
+    /// The last `max` bytes of a stream.
+    pub(super) struct Tail {
+        buf: Vec<u8>,
+        max: usize,
+        cut: bool,
+    }
+
+    impl Tail {
+        pub(super) fn new(max: usize) -> Tail {
+            Tail { buf: Vec::new(), max, cut: false }
+        }
+
+        pub(super) fn push(&mut self, bytes: &[u8]) {
+            self.buf.extend_from_slice(bytes);
+            if self.buf.len() > 2 * self.max {
+                let drop = self.buf.len() - self.max;
+                self.buf.drain(..drop);
+                self.cut = true;
+            }
+        }
+
+        /// The kept text (at most `max` bytes, starting at a character
+        /// boundary; invalid UTF-8 replaced) and whether bytes were dropped.
+        pub(super) fn text(&self) -> (String, bool) {
+            let start = self.buf.len().saturating_sub(self.max);
+            let mut kept = &self.buf[start..];
+            let cut = self.cut || start > 0;
+            if cut {
+                let partial = kept.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count();
+                kept = &kept[partial..];
+            }
+            (String::from_utf8_lossy(kept).into_owned(), cut)
+        }
+    }
+
+    /// The approver program's process group. Until [`Group::reap`] is done,
+    /// dropping it (the approval abandoned) kills the group and reaps it on
+    /// the current tokio runtime.
+    struct Group {
+        /// The program; `None` only once handed to the drop-time reaper.
+        child: Option<tokio::process::Child>,
+        /// The group id (the program's pid).
+        pgid: Pid,
+        /// Whether the group may still have processes to kill and reap.
+        armed: bool,
+    }
+
+    impl Group {
+        fn new(child: tokio::process::Child) -> Result<Group, ApproverError> {
+            let pid = child.id().ok_or_else(|| {
+                ApproverError("the approver command exited before it could be tracked".to_owned())
+            })?;
+            let pid = i32::try_from(pid).map_err(|_| ApproverError(format!("pid {pid} out of range")))?;
+            Ok(Group { child: Some(child), pgid: Pid::from_raw(pid), armed: true })
+        }
+
+        fn child(&mut self) -> &mut tokio::process::Child {
+            self.child.as_mut().expect("the child is only taken on drop")
+        }
+
+        /// SIGKILL to every process of the group.
+        fn kill(&self) {
+            kill_group(self.pgid);
+        }
+
+        /// Reaps what is left of the group (the program itself must have
+        /// been waited for) and disarms the drop guard.
+        async fn reap(&mut self) {
+            reap_group(self.pgid).await;
+            self.armed = false;
+        }
+    }
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            if !self.armed {
+                return;
+            }
+            kill_group(self.pgid);
+            let (child, pgid) = (self.child.take(), self.pgid);
+            // Without a runtime the child is dropped, and `kill_on_drop`
+            // hands it to tokio's orphan reaping.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    if let Some(mut child) = child {
+                        let _ = child.wait().await;
+                    }
+                    reap_group(pgid).await;
+                });
+            }
+        }
+    }
+
+    /// SIGKILL to group `pgid`; a group already gone is fine.
+    fn kill_group(pgid: Pid) {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+
+    /// Reaps the processes of group `pgid` that are this process's children
+    /// (orphans, when codemode is a subreaper), killing the group again while
+    /// any is alive, for at most [`REAP_WAIT`].
+    async fn reap_group(pgid: Pid) {
+        use nix::errno::Errno;
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+
+        let give_up = Instant::now() + REAP_WAIT;
+        let members = Pid::from_raw(-pgid.as_raw());
+        loop {
+            match waitpid(members, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {
+                    if Instant::now() >= give_up {
+                        tracing::debug!(pgid = pgid.as_raw(), "approver: processes outlived the reap wait");
+                        return;
+                    }
+                    kill_group(pgid);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok(_) | Err(Errno::EINTR) => {}
+                // ECHILD: no process of the group is our child any more.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// `SIGKILL`, or the number as text.
+    fn signal_name(signal: i32) -> String {
+        nix::sys::signal::Signal::try_from(signal)
+            .map_or_else(|_| signal.to_string(), |s| s.as_str().to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::Annotations;
+    use crate::receipt::Caller;
+
+    const NO_ARGS: [&str; 0] = [];
+
+    fn request() -> ApprovalRequest {
+        ApprovalRequest {
+            tool: "bash".to_owned(),
+            arguments: json!({"command": "rm -rf build"}),
+            caller: Caller::Program,
+            run_id: "run-0001".to_owned(),
+            seq: 4,
+            reason: "writer under posture ask".to_owned(),
+            annotations: Annotations { destructive: Some(true), ..Annotations::default() },
+            destructive: true,
+        }
+    }
+
+    fn fixture(name: &str) -> String {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/approvers").join(name);
+        path.to_str().unwrap().to_owned()
+    }
+
+    /// A writer the test can read back after the approver had it.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    /// A prompt reading `input`, and what it wrote.
+    fn prompt(input: &str) -> (PromptApprover, Shared) {
+        let out = Shared::default();
+        let approver = PromptApprover::with_io(
+            Box::new(std::io::Cursor::new(input.as_bytes().to_vec())),
+            Box::new(out.clone()),
+        );
+        (approver, out)
+    }
+
+    async fn prompt_answer(input: &str) -> (Result<Approval, ApproverError>, String) {
+        let (approver, out) = prompt(input);
+        let result = approver.decide(request()).await;
+        (result, out.text())
+    }
+
+    // --- deny, allow -----------------------------------------------------
+
+    #[tokio::test]
+    async fn deny_denies_with_the_no_terminal_reason() {
+        let approval = DenyApprover::new().decide(request()).await.unwrap();
+        assert_eq!(approval, Approval::deny(DenyApprover::NO_TERMINAL_REASON));
+        assert_eq!(
+            DenyApprover::NO_TERMINAL_REASON,
+            "no approver: codemode ran without a terminal; use --approve or a rule"
+        );
+        assert_eq!(DenyApprover::default(), DenyApprover::new());
+        let custom = DenyApprover::with_reason("nope").decide(request()).await.unwrap();
+        assert_eq!(custom, Approval::deny("nope"));
+    }
+
+    #[tokio::test]
+    async fn allow_allows() {
+        let approval = AllowApprover.decide(request()).await.unwrap();
+        assert_eq!(approval.decision, Answer::Allow);
+        assert_eq!(approval.reason.as_deref(), Some(AllowApprover::REASON));
+    }
+
+    // --- prompt ----------------------------------------------------------
+
+    #[tokio::test]
+    async fn prompt_yes_allows() {
+        for input in ["y\n", "yes\n", "  Y \n", "YES\r\n", "y"] {
+            let (result, _) = prompt_answer(input).await;
+            let approval = result.unwrap();
+            assert_eq!(approval.decision, Answer::Allow, "{input:?}");
+            assert_eq!(approval.reason.as_deref(), Some(PromptApprover::ALLOWED_REASON));
+        }
+    }
+
+    #[tokio::test]
+    async fn prompt_no_and_empty_deny() {
+        for input in ["n\n", "no\n", "N\n", "\n", "   \n"] {
+            let (result, _) = prompt_answer(input).await;
+            assert_eq!(result.unwrap(), Approval::deny("denied at the prompt"), "{input:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn prompt_asks_again_after_garbage() {
+        let (result, text) = prompt_answer("maybe\ny\n").await;
+        assert_eq!(result.unwrap().decision, Answer::Allow);
+        assert_eq!(text.matches("approve? [y/N] ").count(), 2, "{text}");
+        assert!(text.contains("please answer y or n"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn prompt_denies_after_three_garbage_lines() {
+        // The fourth line is never read.
+        let (result, text) = prompt_answer("what\nsure\nok\ny\n").await;
+        assert_eq!(result.unwrap(), Approval::deny(PromptApprover::NO_ANSWER_REASON));
+        assert_eq!(text.matches("approve? [y/N] ").count(), 3, "{text}");
+        assert!(text.ends_with("no answer: denied\n"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn prompt_eof_is_an_error() {
+        let (result, _) = prompt_answer("").await;
+        assert_eq!(result.unwrap_err(), ApproverError("the terminal closed".to_owned()));
+        let (result, _) = prompt_answer("maybe\n").await;
+        assert_eq!(result.unwrap_err().0, "the terminal closed");
+    }
+
+    #[tokio::test]
+    async fn prompt_text_names_the_call() {
+        let (result, text) = prompt_answer("n\n").await;
+        result.unwrap();
+        assert!(text.contains("`bash`"), "{text}");
+        assert!(text.contains("[DESTRUCTIVE]"), "{text}");
+        assert!(text.contains("call #4 from a program, run run-0001"), "{text}");
+        assert!(text.contains("why:  writer under posture ask"), "{text}");
+        assert!(text.contains(r#"args: {"command":"rm -rf build"}"#), "{text}");
+        assert!(text.ends_with("approve? [y/N] "), "{text}");
+
+        let (approver, out) = prompt("n\n");
+        let mut req = request();
+        req.destructive = false;
+        req.caller = Caller::Direct;
+        approver.decide(req).await.unwrap();
+        let text = out.text();
+        assert!(!text.contains("DESTRUCTIVE"), "{text}");
+        assert!(text.contains("from a direct call"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn prompt_bounds_and_neutralises_what_it_shows() {
+        let (approver, out) = prompt("n\n");
+        let mut req = request();
+        req.tool = "evil\u{1b}[2J\u{9b}31m\u{202e}".to_owned();
+        req.arguments = json!({"command": "x".repeat(10_000), "nl": "a\nb", "c1": "\u{9b}"});
+        approver.decide(req).await.unwrap();
+        let text = out.text();
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        assert!(!text.contains('\u{202e}'), "{text:?}");
+        assert!(text.contains(r"evil\u001b[2J\u009b31m\u202e"), "{text:?}");
+        let args = text.lines().find(|l| l.starts_with("  args: ")).unwrap();
+        let shown = args.trim_start_matches("  args: ");
+        assert!(shown.chars().count() <= PromptApprover::MAX_ARGS_CHARS, "{}", shown.chars().count());
+        assert!(shown.ends_with(" chars)"), "{shown}");
+        // A blank line, four lines of description, the question: nothing
+        // in the request added a line.
+        assert_eq!(text.lines().count(), 6, "{text}");
+    }
+
+    #[tokio::test]
+    async fn prompts_never_interleave() {
+        let (approver, out) = prompt("y\nn\ny\nn\n");
+        let approver = Arc::new(approver);
+        let mut tasks = Vec::new();
+        for seq in 0..4 {
+            let approver = Arc::clone(&approver);
+            tasks.push(tokio::spawn(async move {
+                let mut req = request();
+                req.seq = seq;
+                approver.decide(req).await.unwrap().decision
+            }));
+        }
+        let mut answers = Vec::new();
+        for t in tasks {
+            answers.push(t.await.unwrap());
+        }
+        assert_eq!(answers.iter().filter(|a| **a == Answer::Allow).count(), 2);
+        // Each prompt's block is whole: a header is always followed by its
+        // own lines, then the question.
+        let text = out.text();
+        let blocks: Vec<&str> = text.split("approve? [y/N] ").filter(|b| !b.is_empty()).collect();
+        assert_eq!(blocks.len(), 4, "{text}");
+        for block in blocks {
+            assert_eq!(block.matches("codemode: approval needed").count(), 1, "{text}");
+        }
+    }
+
+    #[test]
+    fn bounded_and_printable() {
+        assert_eq!(bounded("abc", 3), "abc");
+        let long = bounded(&"é".repeat(1000), 50);
+        assert!(long.chars().count() <= 50);
+        assert!(long.ends_with("… (1000 chars)"));
+        assert_eq!(printable("a\tb\u{7f}\u{2066}"), r"a\u0009b\u007f\u2066");
+        assert_eq!(one_line_json(&json!({"a": "x\ny"}), 300), r#"{"a":"x\ny"}"#);
+    }
+
+    // --- default ---------------------------------------------------------
+
+    #[test]
+    fn the_default_prompts_only_with_a_terminal_on_both_ends() {
+        assert!(prompts_by_default(true, true));
+        assert!(!prompts_by_default(false, true));
+        assert!(!prompts_by_default(true, false));
+        assert!(!prompts_by_default(false, false));
+    }
+
+    #[tokio::test]
+    async fn the_default_denies_without_a_terminal() {
+        use std::io::IsTerminal as _;
+        if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            eprintln!("skipped: the tests run on a terminal, so the default is the prompt");
+            return;
+        }
+        let approval = default_approver().decide(request()).await.unwrap();
+        assert_eq!(approval, Approval::deny(DenyApprover::NO_TERMINAL_REASON));
+    }
+
+    // --- a real terminal -------------------------------------------------
+
+    /// Runs in a child process under a pseudo-terminal (started by
+    /// `a_real_terminal_prompt_is_answered`); does nothing otherwise.
+    #[tokio::test]
+    async fn pty_child() {
+        let Ok(expected) = std::env::var("CODEMODE_APPROVERS_PTY_CHILD") else { return };
+        use std::io::IsTerminal as _;
+        assert!(std::io::stdin().is_terminal() && std::io::stderr().is_terminal());
+        let approval = default_approver().decide(request()).await.unwrap();
+        println!("decision: {:?}", approval.decision);
+        assert_eq!(format!("{:?}", approval.decision), expected);
+    }
+
+    #[test]
+    fn a_real_terminal_prompt_is_answered() {
+        let python = std::process::Command::new("python3").arg("--version").output();
+        if !python.is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped: no python3 to drive a pseudo-terminal");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        for (answer, expected) in [("y", "Allow"), ("n", "Deny")] {
+            let output = std::process::Command::new("python3")
+                .arg(fixture("drive_prompt.py"))
+                .arg(answer)
+                .arg(&exe)
+                .args(["gate::approvers::tests::pty_child", "--exact", "--nocapture", "--test-threads=1"])
+                .env("CODEMODE_APPROVERS_PTY_CHILD", expected)
+                .env("DRIVE_PROMPT_TIMEOUT", "60")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&output.stdout);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(output.status.success(), "{answer}: {:?}\n{text}\n{stderr}", output.status);
+            assert!(text.contains("approve? [y/N] "), "{text}");
+            assert!(text.contains("[DESTRUCTIVE]"), "{text}");
+            assert!(text.contains(&format!("decision: {expected}")), "{text}");
+            assert!(text.contains("1 passed"), "{text}");
+        }
+    }
+
+    // --- cmd: ------------------------------------------------------------
+
+    async fn run_cmd(approver: CommandApprover) -> Result<Approval, ApproverError> {
+        approver.decide(request()).await
+    }
+
+    #[tokio::test]
+    async fn cmd_allows() {
+        let approval = run_cmd(CommandApprover::new(fixture("allow.sh"), NO_ARGS)).await.unwrap();
+        assert_eq!(approval.decision, Answer::Allow);
+        assert_eq!(approval.reason.as_deref(), Some("the fixture allows"));
+    }
+
+    #[tokio::test]
+    async fn cmd_denies_with_its_reason() {
+        let approval = run_cmd(CommandApprover::new(fixture("deny.sh"), NO_ARGS)).await.unwrap();
+        assert_eq!(approval, Approval::deny("not on a Friday"));
+        // Without a reason, the denial names the program.
+        let bare = CommandApprover::new("sh", ["-c", r#"echo '{"decision":"deny"}'"#]);
+        assert_eq!(run_cmd(bare).await.unwrap(), Approval::deny("denied by approver command `sh`"));
+    }
+
+    #[tokio::test]
+    async fn cmd_crash_is_an_error_with_its_stderr() {
+        let err = run_cmd(CommandApprover::new(fixture("crash.sh"), NO_ARGS)).await.unwrap_err().0;
+        assert!(err.contains("crashed (exit code 3)"), "{err}");
+        assert!(err.contains("boom: the approver broke"), "{err}");
+        // Printing a valid answer does not redeem a non-zero exit.
+        let err = run_cmd(CommandApprover::new("sh", ["-c", r#"echo '{"decision":"allow"}'; exit 1"#]))
+            .await
+            .unwrap_err()
+            .0;
+        assert!(err.contains("crashed (exit code 1)"), "{err}");
+        let err = run_cmd(CommandApprover::new("sh", ["-c", "kill -9 $$"])).await.unwrap_err().0;
+        assert!(err.contains("crashed (killed by SIGKILL)"), "{err}");
+    }
+
+    /// Whether process `pid` exists and is not a zombie.
+    fn alive(pid: i32) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        !matches!(state, Some('Z' | 'X') | None)
+    }
+
+    #[tokio::test]
+    async fn cmd_hang_times_out_and_the_group_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let approver = CommandApprover::new(fixture("hang.sh"), [pids.to_str().unwrap()])
+            .with_timeout(Duration::from_millis(300));
+        let started = Instant::now();
+        let err = run_cmd(approver).await.unwrap_err().0;
+        let elapsed = started.elapsed();
+        assert!(err.contains("timed out after 300 ms"), "{err}");
+        assert!(err.contains("hanging now"), "stderr is kept: {err}");
+        assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+
+        let text = std::fs::read_to_string(&pids).unwrap();
+        let pids: Vec<i32> = text.split_whitespace().map(|p| p.parse().unwrap()).collect();
+        assert_eq!(pids.len(), 2, "{text}");
+        // The program itself was reaped; its background child was killed
+        // with the group (and is reaped by whoever inherited it).
+        let give_up = Instant::now() + Duration::from_secs(2);
+        while pids.iter().any(|p| alive(*p)) && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for pid in pids {
+            assert!(!alive(pid), "process {pid} outlived the timeout");
+        }
+    }
+
+    #[tokio::test]
+    async fn cmd_abandoned_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let approver = CommandApprover::new(fixture("hang.sh"), [pids.to_str().unwrap()]);
+        let decide = approver.decide(request());
+        let waited = tokio::time::timeout(Duration::from_millis(300), decide).await;
+        assert!(waited.is_err(), "the hang fixture answered");
+        let text = std::fs::read_to_string(&pids).unwrap();
+        let pids: Vec<i32> = text.split_whitespace().map(|p| p.parse().unwrap()).collect();
+        let give_up = Instant::now() + Duration::from_secs(2);
+        while pids.iter().any(|p| alive(*p)) && Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for pid in pids {
+            assert!(!alive(pid), "process {pid} outlived the abandoned approval");
+        }
+    }
+
+    #[tokio::test]
+    async fn cmd_garbage_is_an_error() {
+        let err = run_cmd(CommandApprover::new(fixture("garbage.sh"), NO_ARGS)).await.unwrap_err().0;
+        assert!(err.contains("printed `sure, go ahead`, which is not"), "{err}");
+        for (script, says) in [
+            ("true", "printed nothing"),
+            (r#"echo '{"decision":"ask"}'"#, "unknown variant `ask`"),
+            (r#"echo '{"reason":"x"}'"#, "missing field `decision`"),
+            (r#"echo '{"decision":"allow","reason":7}'"#, "invalid type"),
+        ] {
+            let err = run_cmd(CommandApprover::new("sh", ["-c", script])).await.unwrap_err().0;
+            assert!(err.contains(says), "{script}: {err}");
+        }
+        // Extra keys are ignored.
+        let ok = CommandApprover::new("sh", ["-c", r#"echo '{"decision":"allow","by":"me"}'"#]);
+        assert_eq!(run_cmd(ok).await.unwrap().decision, Answer::Allow);
+    }
+
+    #[tokio::test]
+    async fn cmd_output_is_bounded() {
+        let started = Instant::now();
+        let err = run_cmd(CommandApprover::new("cat", ["/dev/zero"])).await.unwrap_err().0;
+        assert!(err.contains("more than 64 KiB on stdout"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+
+        let noisy = "head -c 100000 /dev/zero | tr '\\0' e >&2; echo END >&2; exit 1";
+        let err = run_cmd(CommandApprover::new("sh", ["-c", noisy])).await.unwrap_err().0;
+        assert!(err.len() < CommandApprover::MAX_STDERR_BYTES + 200, "{}", err.len());
+        assert!(err.contains("last bytes of its stderr"), "{err:.200}");
+        assert!(err.ends_with("END"), "the end of stderr is kept");
+    }
+
+    #[tokio::test]
+    async fn cmd_missing_program_is_an_error() {
+        let err = run_cmd(CommandApprover::new("/nonexistent/approver", NO_ARGS)).await.unwrap_err().0;
+        assert!(err.contains("approver command `/nonexistent/approver` not found"), "{err}");
+        let err = run_cmd(CommandApprover::new("codemode-no-such-approver", NO_ARGS)).await.unwrap_err().0;
+        assert!(err.contains("not found"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn cmd_program_gets_the_request_as_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("request.json");
+        let approver = CommandApprover::new(fixture("record.sh"), [file.to_str().unwrap()]);
+        assert_eq!(run_cmd(approver).await.unwrap().decision, Answer::Allow);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().count(), 1, "one line of JSON: {text}");
+        let got: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            got,
+            json!({
+                "tool": "bash",
+                "arguments": {"command": "rm -rf build"},
+                "caller": "program",
+                "run_id": "run-0001",
+                "seq": 4,
+                "reason": "writer under posture ask",
+                "annotations": {"destructiveHint": true},
+                "destructive": true,
+            })
+        );
+        assert_eq!(serde_json::from_value::<ApprovalRequest>(got).unwrap(), request());
+    }
+
+    #[tokio::test]
+    async fn cmd_program_need_not_read_a_large_request() {
+        let approver = CommandApprover::new("sh", ["-c", r#"echo '{"decision":"allow"}'"#]);
+        let mut req = request();
+        req.arguments = json!({"content": "x".repeat(1 << 20)});
+        assert_eq!(approver.decide(req).await.unwrap().decision, Answer::Allow);
+    }
+
+    #[tokio::test]
+    async fn cmd_leftover_background_process_does_not_hold_the_answer() {
+        // The program answers and exits, leaving a child holding stdout.
+        let script = r#"sleep 30 & echo '{"decision":"allow"}'"#;
+        let started = Instant::now();
+        let approval = run_cmd(CommandApprover::new("sh", ["-c", script])).await.unwrap();
+        assert_eq!(approval.decision, Answer::Allow);
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn cmd_parse_splits_on_whitespace() {
+        let a = CommandApprover::parse("  /bin/approve  --fast\t'two words' ").unwrap();
+        assert_eq!(a.program(), "/bin/approve");
+        assert_eq!(a.args(), ["--fast", "'two", "words'"]);
+        assert_eq!(a.timeout(), CommandApprover::DEFAULT_TIMEOUT);
+        assert_eq!(CommandApprover::DEFAULT_TIMEOUT, Duration::from_secs(60));
+        assert_eq!(a.with_timeout(Duration::from_millis(5)).timeout(), Duration::from_millis(5));
+        assert!(CommandApprover::parse("   ").unwrap_err().contains("needs a program"));
+    }
+
+    // --- specs -----------------------------------------------------------
+
+    #[tokio::test]
+    async fn specs_pick_approvers() {
+        let deny = approver_from_spec("deny").unwrap().decide(request()).await.unwrap();
+        assert_eq!(deny, Approval::deny(DenyApprover::EXPLICIT_REASON));
+        let allow = approver_from_spec(" allow ").unwrap().decide(request()).await.unwrap();
+        assert_eq!(allow.decision, Answer::Allow);
+        assert!(approver_from_spec("prompt").is_ok());
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("request.json");
+        let spec = format!("cmd:{} {}", fixture("record.sh"), file.display());
+        let recorded = approver_from_spec(&spec).unwrap().decide(request()).await.unwrap();
+        assert_eq!(recorded.decision, Answer::Allow);
+        assert!(file.exists(), "the argument reached the program");
+        let spec = format!("cmd:  {}", fixture("deny.sh"));
+        let denied = approver_from_spec(&spec).unwrap().decide(request()).await.unwrap();
+        assert_eq!(denied.decision, Answer::Deny);
+    }
+
+    #[test]
+    fn bad_specs_are_clear_errors() {
+        let err = |spec: &str| approver_from_spec(spec).err().expect(spec);
+        assert_eq!(err("x"), "unknown approver `x`: use deny, allow, prompt or cmd:PROGRAM");
+        assert_eq!(err("Prompt"), "unknown approver `Prompt`: use deny, allow, prompt or cmd:PROGRAM");
+        assert_eq!(
+            err("cmd /bin/x"),
+            "unknown approver `cmd /bin/x`: use deny, allow, prompt or cmd:PROGRAM"
+        );
+        assert!(err("").contains("no approver given"));
+        assert!(err("cmd:").contains("`cmd:` needs a program"));
+        assert!(err("cmd:   ").contains("`cmd:` needs a program"));
+    }
+}

@@ -1,0 +1,79 @@
+//! Step 9: ask rules, hook answers and the posture decide whether a call
+//! needs an approval.
+
+use super::{Posture, Preparation};
+
+/// What the before-call hooks said, for step 9.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct HookVerdict {
+    /// A hook answered `allow`.
+    pub allow: bool,
+    /// A hook answered `ask`, with its reason.
+    pub ask: Option<String>,
+}
+
+/// Why the call needs an approval, or `None` when it may run. In order: a
+/// hook's `ask` and an ask rule always ask; a hook's `allow`, an allow rule
+/// and a reader never do; otherwise the posture decides for writers: `ask`
+/// asks, `auto-review` asks for destructive tools and `bash`, `full-access`
+/// never asks.
+pub(crate) fn approval_reason(
+    tool: &str,
+    prep: &Preparation,
+    hooks: &HookVerdict,
+    posture: Posture,
+) -> Option<String> {
+    if let Some(reason) = &hooks.ask {
+        return Some(format!("a before-call hook asks: {reason}"));
+    }
+    if let Some(rule) = &prep.ask_rule {
+        return Some(format!("the ask rule `{rule}` covers this call"));
+    }
+    if hooks.allow || prep.allowed_by.is_some() || prep.reader {
+        return None;
+    }
+    match posture {
+        Posture::FullAccess => None,
+        Posture::AutoReview if !prep.destructive && tool != "bash" => None,
+        Posture::AutoReview => Some(format!(
+            "auto-review sends {} to approval",
+            if prep.destructive { "destructive tools" } else { "bash" }
+        )),
+        Posture::Ask => Some("the posture is ask, and this tool may change things".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> Preparation {
+        Preparation::default()
+    }
+
+    #[test]
+    fn the_posture_decides_for_writers() {
+        let none = HookVerdict::default();
+        assert!(approval_reason("write", &writer(), &none, Posture::Ask).is_some());
+        assert!(approval_reason("write", &writer(), &none, Posture::AutoReview).is_none());
+        assert!(approval_reason("bash", &writer(), &none, Posture::AutoReview).is_some());
+        let destructive = Preparation { destructive: true, ..writer() };
+        assert!(approval_reason("mcp__x__drop", &destructive, &none, Posture::AutoReview).is_some());
+        assert!(approval_reason("bash", &writer(), &none, Posture::FullAccess).is_none());
+    }
+
+    #[test]
+    fn readers_allow_rules_and_hooks_are_respected() {
+        let none = HookVerdict::default();
+        let reader = Preparation { reader: true, ..writer() };
+        assert!(approval_reason("read", &reader, &none, Posture::Ask).is_none());
+        let allowed = Preparation { allowed_by: Some("write".into()), ..writer() };
+        assert!(approval_reason("write", &allowed, &none, Posture::Ask).is_none());
+        let ask = Preparation { ask_rule: Some("read".into()), reader: true, ..writer() };
+        assert!(approval_reason("read", &ask, &none, Posture::FullAccess).is_some());
+        let hook_ask = HookVerdict { allow: false, ask: Some("why".into()) };
+        assert!(approval_reason("read", &reader, &hook_ask, Posture::FullAccess).unwrap().contains("why"));
+        let hook_allow = HookVerdict { allow: true, ask: None };
+        assert!(approval_reason("write", &writer(), &hook_allow, Posture::Ask).is_none());
+    }
+}

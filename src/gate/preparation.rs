@@ -1,0 +1,43 @@
+//! Step 7: what the tool is. A tool that declares `readOnlyHint: true` is a
+//! reader; anything else (including a tool that says nothing, as MCP tools
+//! often do) is a writer. `destructiveHint: true` labels the approval
+//! request. (MCP specification 2025-06-18, "Tool annotations": hints are
+//! advisory; a missing `readOnlyHint` means "may write".)
+
+use super::{CallRequest, GateContext, Preparation, Step, Verdict};
+
+/// Notes reader/writer and destructive for steps 9-10.
+pub(crate) struct Preparing;
+
+impl Step for Preparing {
+    fn name(&self) -> &'static str {
+        "preparation"
+    }
+
+    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, prep: &mut Preparation) -> Verdict {
+        if let Some(entry) = cx.catalog.get(call.tool) {
+            prep.reader = entry.spec.is_read_only();
+            prep.destructive = !prep.reader && entry.spec.annotations.destructive == Some(true);
+        }
+        Verdict::Next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Policy;
+
+    #[test]
+    fn readers_and_writers_are_told_apart() {
+        let catalog = crate::catalog::Catalog::new(crate::tools::native()).unwrap();
+        let policy = Policy::default();
+        let cx = GateContext::for_test(&catalog, &policy);
+        let args = serde_json::json!({});
+        for (tool, reader) in [("read", true), ("file_search", true), ("write", false), ("bash", false)] {
+            let mut prep = Preparation::default();
+            Preparing.check(&CallRequest::for_test(tool, &args), &cx, &mut prep);
+            assert_eq!(prep.reader, reader, "{tool}");
+        }
+    }
+}
