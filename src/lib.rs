@@ -31,6 +31,8 @@ mod catalog;
 mod engine;
 mod gate;
 mod json_text;
+#[cfg(unix)]
+mod process_group;
 mod program;
 mod receipt;
 mod tools;

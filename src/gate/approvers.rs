@@ -532,11 +532,11 @@ mod command {
 mod command {
     use std::process::Stdio;
 
-    use nix::unistd::Pid;
     use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
     use tokio::time::Instant;
 
     use super::*;
+    use crate::process_group::ProcessGroup;
 
     /// After the program exits, how long to wait for its pipes to reach
     /// their end (a process that left the group may hold them).
@@ -583,7 +583,9 @@ mod command {
                     _ => format!("cannot start approver command `{program}`: {e}"),
                 })
             })?;
-        let mut group = Group::new(child)?;
+        let mut group = ProcessGroup::new(child, "approver", REAP_WAIT).ok_or_else(|| {
+            ApproverError("the approver command exited before it could be tracked".to_owned())
+        })?;
         let stdin = group.child().stdin.take();
         let stdout = group.child().stdout.take();
         let stderr = group.child().stderr.take();
@@ -740,95 +742,6 @@ mod command {
                 kept = &kept[partial..];
             }
             (String::from_utf8_lossy(kept).into_owned(), cut)
-        }
-    }
-
-    /// The approver program's process group. Until [`Group::reap`] is done,
-    /// dropping it (the approval abandoned) kills the group and reaps it on
-    /// the current tokio runtime.
-    struct Group {
-        /// The program; `None` only once handed to the drop-time reaper.
-        child: Option<tokio::process::Child>,
-        /// The group id (the program's pid).
-        pgid: Pid,
-        /// Whether the group may still have processes to kill and reap.
-        armed: bool,
-    }
-
-    impl Group {
-        fn new(child: tokio::process::Child) -> Result<Group, ApproverError> {
-            let pid = child.id().ok_or_else(|| {
-                ApproverError("the approver command exited before it could be tracked".to_owned())
-            })?;
-            let pid = i32::try_from(pid).map_err(|_| ApproverError(format!("pid {pid} out of range")))?;
-            Ok(Group { child: Some(child), pgid: Pid::from_raw(pid), armed: true })
-        }
-
-        fn child(&mut self) -> &mut tokio::process::Child {
-            self.child.as_mut().expect("the child is only taken on drop")
-        }
-
-        /// SIGKILL to every process of the group.
-        fn kill(&self) {
-            kill_group(self.pgid);
-        }
-
-        /// Reaps what is left of the group (the program itself must have
-        /// been waited for) and disarms the drop guard.
-        async fn reap(&mut self) {
-            reap_group(self.pgid).await;
-            self.armed = false;
-        }
-    }
-
-    impl Drop for Group {
-        fn drop(&mut self) {
-            if !self.armed {
-                return;
-            }
-            kill_group(self.pgid);
-            let (child, pgid) = (self.child.take(), self.pgid);
-            // Without a runtime the child is dropped, and `kill_on_drop`
-            // hands it to tokio's orphan reaping.
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    if let Some(mut child) = child {
-                        let _ = child.wait().await;
-                    }
-                    reap_group(pgid).await;
-                });
-            }
-        }
-    }
-
-    /// SIGKILL to group `pgid`; a group already gone is fine.
-    fn kill_group(pgid: Pid) {
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-    }
-
-    /// Reaps the processes of group `pgid` that are this process's children
-    /// (orphans, when codemode is a subreaper), killing the group again while
-    /// any is alive, for at most [`REAP_WAIT`].
-    async fn reap_group(pgid: Pid) {
-        use nix::errno::Errno;
-        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-
-        let give_up = Instant::now() + REAP_WAIT;
-        let members = Pid::from_raw(-pgid.as_raw());
-        loop {
-            match waitpid(members, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => {
-                    if Instant::now() >= give_up {
-                        tracing::debug!(pgid = pgid.as_raw(), "approver: processes outlived the reap wait");
-                        return;
-                    }
-                    kill_group(pgid);
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Ok(_) | Err(Errno::EINTR) => {}
-                // ECHILD: no process of the group is our child any more.
-                Err(_) => return,
-            }
         }
     }
 

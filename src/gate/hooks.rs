@@ -43,19 +43,23 @@
 //!   (`process_group(0)`). When it exits, whatever it left in its group is
 //!   killed (SIGKILL) and its pipes are drained for at most [`DRAIN_GRACE`];
 //!   nothing a hook starts outlives it. At `spec.timeout` (counted from
-//!   before the start) the whole group is killed, the hook is reaped, and
-//!   the call is blocked; [`run_hook`] returns right after, within a few
-//!   milliseconds. Without a timeout, it returns at most [`DRAIN_GRACE`]
-//!   after the hook exits. A process that left the group (`setsid`) is not
-//!   killed, as with the `bash` tool; if it still holds stdout, the answer
-//!   is incomplete and the call is blocked.
+//!   before the start) the whole group is killed, the hook is reaped (waited
+//!   for at most [`KILL_WAIT`]; one stuck in the kernel is left to the drop
+//!   guard below), and the call is blocked; [`run_hook`] returns right
+//!   after, within a few milliseconds. Without a timeout, it returns at
+//!   most [`DRAIN_GRACE`] after the hook exits. A process that left the
+//!   group (`setsid`) is not killed, as with the `bash` tool; if it still
+//!   holds stdout, the answer is incomplete and the call is blocked.
 //! - **Reaping.** The hook itself is reaped by tokio. After the group is
 //!   killed, its remaining members that are this process's children
 //!   (orphans, when the engine is PID 1 or a subreaper) are reaped with
 //!   `waitpid(-pgid, WNOHANG)` for at most [`REAP_WAIT`]; otherwise PID 1
-//!   reaps them (see the `bash` tool's docs).
+//!   reaps them (see the `bash` tool's docs). The group handling is the
+//!   one the `bash` tool and the `cmd:` approvers use (`process_group.rs`).
 //! - **Cancellation.** Dropping the future kills the group (a drop guard)
-//!   and the hook (`kill_on_drop`).
+//!   and, on the current tokio runtime, waits for the hook and then reaps
+//!   the group as above; without a runtime the hook is left to tokio's
+//!   orphan reaping (`kill_on_drop`).
 //!
 //! Bounds: stdout keeps at most [`STDOUT_LIMIT`] bytes (one more byte and
 //! the hook is killed at once, the answer being too large); stderr keeps
@@ -366,6 +370,8 @@ async fn run_process(
     use std::process::Stdio;
     use tokio::time::{Instant, sleep_until};
 
+    use crate::process_group::ProcessGroup;
+
     let now = Instant::now();
     // A timeout too large for the clock means none (about 30 years).
     let deadline = now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
@@ -379,15 +385,16 @@ async fn run_process(
         .process_group(0)
         .kill_on_drop(true)
         .spawn();
-    let mut child = match spawned {
+    let child = match spawned {
         Ok(child) => child,
         Err(e) => return Err(start_error(program, workspace, &e)),
     };
-    let mut group = Group::new(&child);
+    let mut group = ProcessGroup::new(child, "hook", REAP_WAIT)
+        .ok_or_else(|| "exited before it could be tracked; the call is blocked".to_owned())?;
 
-    let feeding = feed(child.stdin.take(), payload);
-    let reading_out = read_stdout(child.stdout.take());
-    let reading_err = read_stderr(child.stderr.take());
+    let feeding = feed(group.child().stdin.take(), payload);
+    let reading_out = read_stdout(group.child().stdout.take());
+    let reading_err = read_stderr(group.child().stderr.take());
     tokio::pin!(feeding, reading_out, reading_err);
     let mut stdout: Option<Result<Vec<u8>, TooLarge>> = None;
     let mut stderr: Option<(Vec<u8>, bool)> = None;
@@ -395,7 +402,7 @@ async fn run_process(
 
     let ended = loop {
         tokio::select! {
-            status = child.wait() => break Ended::Exited(status),
+            status = group.child().wait() => break Ended::Exited(status),
             out = &mut reading_out, if stdout.is_none() => {
                 let too_large = out.is_err();
                 stdout = Some(out);
@@ -415,12 +422,11 @@ async fn run_process(
         Ended::Exited(status) => status,
         Ended::TimedOut | Ended::TooLarge => {
             // SIGKILL was sent; the wait is short unless the process is stuck
-            // in the kernel, and then tokio reaps it later (`kill_on_drop`).
-            let reaped = tokio::time::timeout(KILL_WAIT, child.wait()).await.is_ok();
+            // in the kernel, and then the group's drop guard waits for it and
+            // reaps the group in the background.
+            let reaped = tokio::time::timeout(KILL_WAIT, group.child().wait()).await.is_ok();
             if reaped {
                 group.reap().await;
-            } else {
-                group.disarm();
             }
             return Err(match ended {
                 Ended::TooLarge => too_large(),
@@ -541,79 +547,6 @@ async fn read_stderr(stderr: Option<tokio::process::ChildStderr>) -> (Vec<u8>, b
     let _ = (&mut stderr).take(STDERR_LIMIT as u64).read_to_end(&mut buf).await;
     let rest = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await.unwrap_or(0);
     (buf, rest > 0)
-}
-
-/// The hook's process group. While armed, dropping it (the call cancelled)
-/// sends the group SIGKILL.
-#[cfg(unix)]
-struct Group {
-    /// The group id (the hook's pid); `None` if the pid was unknown.
-    pgid: Option<nix::unistd::Pid>,
-    /// Whether the group may still have processes to kill.
-    armed: bool,
-}
-
-#[cfg(unix)]
-impl Group {
-    /// The group of a just-started hook.
-    fn new(child: &tokio::process::Child) -> Self {
-        let pgid = child.id().and_then(|pid| i32::try_from(pid).ok()).map(nix::unistd::Pid::from_raw);
-        Group { pgid, armed: true }
-    }
-
-    /// Sends SIGKILL to every process in the group; a group that is already
-    /// gone is fine.
-    fn kill(&self) {
-        if let Some(pgid) = self.pgid {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        }
-    }
-
-    /// Stops the drop guard.
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-
-    /// Reaps the group's remaining members that are this process's children
-    /// (the hook itself must have been reaped already), killing the group
-    /// again while any is alive, for at most [`REAP_WAIT`]; then disarms.
-    /// Only processes of this group are ever collected.
-    async fn reap(&mut self) {
-        use nix::errno::Errno;
-        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-
-        self.armed = false;
-        let Some(pgid) = self.pgid else { return };
-        let give_up = tokio::time::Instant::now() + REAP_WAIT;
-        let members = nix::unistd::Pid::from_raw(-pgid.as_raw());
-        loop {
-            match waitpid(members, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => {
-                    if tokio::time::Instant::now() >= give_up {
-                        tracing::debug!(
-                            pgid = pgid.as_raw(),
-                            "hook: processes of the group outlived the reap wait"
-                        );
-                        return;
-                    }
-                    self.kill();
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Ok(_) | Err(Errno::EINTR) => {}
-                // ECHILD: no process of the group is our child any more.
-                Err(_) => return,
-            }
-        }
-    }
-}
-
-#[cfg(unix)]
-impl Drop for Group {
-    fn drop(&mut self) {
-        if self.armed {
-            self.kill();
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1057,25 +990,52 @@ mod tests {
             assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
         }
 
+        /// Starts `slow.sh` (which never answers) in `workspace` and drops
+        /// the call after 300 ms, as a cancelled run does.
+        async fn drop_a_slow_hook(workspace: &Path) {
+            let path = fixture("slow.sh");
+            let (command, arguments) = ([path.as_str()], json!({}));
+            let running = run_in(workspace, &command, 10_000, &arguments);
+            assert!(tokio::time::timeout(Duration::from_millis(300), running).await.is_err());
+        }
+
+        /// The pid `slow.sh` wrote into `file` in `workspace`.
+        #[cfg(target_os = "linux")]
+        fn pid_in(workspace: &Path, file: &str) -> i32 {
+            std::fs::read_to_string(workspace.join(file)).unwrap().trim().parse().unwrap()
+        }
+
         #[tokio::test]
         async fn dropping_the_call_kills_the_hook() {
             let workspace = tempfile::tempdir().unwrap();
-            let path = fixture("slow.sh");
-            let arguments = json!({});
-            let command = [path.as_str()];
-            let running = run_in(workspace.path(), &command, 10_000, &arguments);
-            assert!(tokio::time::timeout(Duration::from_millis(300), running).await.is_err());
+            drop_a_slow_hook(workspace.path()).await;
             #[cfg(target_os = "linux")]
             {
-                let pid = |file: &str| -> i32 {
-                    std::fs::read_to_string(workspace.path().join(file)).unwrap().trim().parse().unwrap()
-                };
-                let (hook, child) = (pid("hook.pid"), pid("child.pid"));
+                let (hook, child) =
+                    (pid_in(workspace.path(), "hook.pid"), pid_in(workspace.path(), "child.pid"));
                 let give_up = Instant::now() + Duration::from_secs(2);
                 while !(dead(hook) && dead(child)) && Instant::now() < give_up {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
                 assert!(dead(hook) && dead(child), "hook {hook} or its child {child} is still running");
+            }
+        }
+
+        #[cfg(target_os = "linux")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn dropping_the_call_reaps_the_hooks_orphans() {
+            // As under the CLI, which makes itself a subreaper: the hook's
+            // orphans become this process's children, and the drop guard
+            // reaps them (gone from the process table, not zombies).
+            nix::sys::prctl::set_child_subreaper(true).unwrap();
+            let workspace = tempfile::tempdir().unwrap();
+            drop_a_slow_hook(workspace.path()).await;
+            for pid in [pid_in(workspace.path(), "hook.pid"), pid_in(workspace.path(), "child.pid")] {
+                let give_up = Instant::now() + Duration::from_secs(5);
+                while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < give_up {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is still in the process table");
             }
         }
     }

@@ -78,7 +78,9 @@
 //! subreaper itself: that is process-wide and permanent, and would make every
 //! orphan in the host's process tree (an MCP server's grandchild, a daemon
 //! that left the group with `setsid`) a zombie of the host that nothing
-//! reaps, where PID 1 would have.
+//! reaps, where PID 1 would have. The group handling (own group, kill, reap,
+//! drop guard) is shared with the hooks and the `cmd:` approvers
+//! (`process_group.rs`).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -264,6 +266,8 @@ impl Tail {
 async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolOutput, ToolError> {
     use tokio::time::Instant;
 
+    use crate::process_group::ProcessGroup;
+
     let started = Instant::now();
     let deadline = started + timeout;
     let env = filter_env(std::env::vars_os(), workspace);
@@ -274,7 +278,8 @@ async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolO
         other => other,
     }
     .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
-    let mut group = Group::new(child)?;
+    let mut group = ProcessGroup::new(child, "bash", REAP_WAIT)
+        .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
     let stdout = group.child().stdout.take();
     let stderr = group.child().stderr.take();
     let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
@@ -393,109 +398,6 @@ async fn pump(reader: Option<impl tokio::io::AsyncRead + Unpin>, tail: &mut Tail
         match reader.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => tail.push(&buf[..n]),
-        }
-    }
-}
-
-/// A running command's process group. Until [`Group::reap`] finishes,
-/// dropping it (the call cancelled) kills the group and reaps it on the
-/// current tokio runtime.
-#[cfg(unix)]
-struct Group {
-    /// The shell; `None` only once handed to the drop-time reaper.
-    child: Option<tokio::process::Child>,
-    /// The group id (the shell's pid).
-    pgid: nix::unistd::Pid,
-    /// Whether the group may still have processes to kill and reap.
-    armed: bool,
-}
-
-#[cfg(unix)]
-impl Group {
-    /// Takes charge of a just-started shell.
-    fn new(child: tokio::process::Child) -> Result<Self, ToolError> {
-        let pid = child.id().ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
-        let pgid = nix::unistd::Pid::from_raw(
-            i32::try_from(pid).map_err(|_| ToolError::new(format!("pid {pid} out of range")))?,
-        );
-        Ok(Group { child: Some(child), pgid, armed: true })
-    }
-
-    /// The shell.
-    fn child(&mut self) -> &mut tokio::process::Child {
-        self.child.as_mut().expect("the child is only taken on drop")
-    }
-
-    /// Sends SIGKILL to every process in the group.
-    fn kill(&self) {
-        kill_group(self.pgid);
-    }
-
-    /// Reaps the group's remaining processes (the shell must have been
-    /// reaped already) and disarms the drop guard.
-    async fn reap(&mut self) {
-        reap_group(self.pgid).await;
-        self.armed = false;
-    }
-}
-
-#[cfg(unix)]
-impl Drop for Group {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        kill_group(self.pgid);
-        let (child, pgid) = (self.child.take(), self.pgid);
-        // Reap the shell first (so its status is tokio's), then the rest of
-        // the group. Without a runtime (or when it is shutting down) the
-        // child is dropped instead, and `kill_on_drop` hands it to tokio's
-        // orphan reaping.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if let Some(mut child) = child {
-                    let _ = child.wait().await;
-                }
-                reap_group(pgid).await;
-            });
-        }
-    }
-}
-
-/// Sends SIGKILL to process group `pgid`; a group that is already gone is
-/// fine.
-#[cfg(unix)]
-fn kill_group(pgid: nix::unistd::Pid) {
-    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-}
-
-/// Reaps every process of group `pgid` that is this process's child (the
-/// orphans a subreaper inherits), killing the group again while any is
-/// alive, for at most [`REAP_WAIT`]. Only processes of that group are ever
-/// collected.
-#[cfg(unix)]
-async fn reap_group(pgid: nix::unistd::Pid) {
-    use nix::errno::Errno;
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-
-    let give_up = tokio::time::Instant::now() + REAP_WAIT;
-    let members = nix::unistd::Pid::from_raw(-pgid.as_raw());
-    loop {
-        match waitpid(members, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => {
-                if tokio::time::Instant::now() >= give_up {
-                    tracing::debug!(
-                        pgid = pgid.as_raw(),
-                        "bash: processes of the group outlived the reap wait"
-                    );
-                    return;
-                }
-                kill_group(pgid);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Ok(_) | Err(Errno::EINTR) => {}
-            // ECHILD: no process of the group is our child any more.
-            Err(_) => return,
         }
     }
 }
