@@ -15,22 +15,17 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::after_approval;
+use super::approval_wait::{self, Approved};
 use super::ask_posture::{HookVerdict, approval_reason};
-use super::hooks::{HookDecision, HookInput, HookOutcome, hooks_for, run_hook};
+use super::before_call_hooks::{self, Hooked, HookedCall};
+use super::hooks::hooks_for;
 use super::posture_epoch::PostureCell;
-use super::{
-    Answer, ApprovalRequest, Approver, CallRequest, GateContext, Policy, Preparation, recheck_rewrite,
-};
+use super::{ApprovalRequest, Approver, Policy, Preparation};
 use crate::catalog::{Annotations, Catalog};
 use crate::receipt::{Caller, Decision};
 
-/// Pauses and resumes the run's deadline clock around an approval.
-pub(crate) trait ApprovalClock: Send + Sync {
-    /// Stops the clock (pauses nest).
-    fn pause(&self);
-    /// Releases one pause.
-    fn resume(&self);
-}
+pub(crate) use super::approval_wait::ApprovalClock;
 
 /// A call that passed steps 1-7.
 pub(crate) struct LaterCall<'a> {
@@ -74,54 +69,16 @@ pub(crate) fn needed(tool: &str, prep: &Preparation, policy: &Policy, posture: &
 
 /// Runs steps 8-11 in order.
 pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Final {
-    let LaterCall { tool, mut args, caller, run_id, seq, workspace, prep, annotations } = call;
+    let LaterCall { tool, args, caller, run_id, seq, workspace, prep, annotations } = call;
     let posture_before = cx.posture.get().0;
 
     // 8. Before-call hooks.
-    let mut verdict = HookVerdict::default();
-    let mut notes = Vec::new();
-    for hook in hooks_for(&cx.policy.hooks, tool) {
-        let name = hook.command.first().map_or("?", String::as_str);
-        let input = HookInput { tool, arguments: &args, caller, run_id, workspace };
-        match run_hook(hook, &input).await {
-            HookOutcome::Pass => {}
-            HookOutcome::Block { reason } => {
-                return Final::Refuse(format!("blocked by a before-call hook: {reason}"));
-            }
-            HookOutcome::Decide { decision, reason, arguments, context } => {
-                if let Some(rewritten) = arguments {
-                    let request =
-                        CallRequest { tool, args: &rewritten, caller, calls_made: 0, primary: None };
-                    let gcx = GateContext {
-                        catalog: cx.catalog,
-                        policy: cx.policy,
-                        max_calls: usize::MAX,
-                        posture: posture_before,
-                        posture_at_start: None,
-                    };
-                    if let Some(why) = recheck_rewrite(&request, &gcx) {
-                        return Final::Refuse(format!(
-                            "the before-call hook `{name}` rewrote the arguments, and the rewrite is refused: {why}"
-                        ));
-                    }
-                    args = rewritten;
-                    notes.push(format!("arguments rewritten by the before-call hook `{name}`"));
-                }
-                if let Some(context) = context {
-                    let kept = crate::receipt::spill::utf8_prefix(&context, 500);
-                    let cut = if kept.len() < context.len() { " [cut]" } else { "" };
-                    notes.push(format!("hook `{name}`: {kept}{cut}"));
-                }
-                match decision {
-                    HookDecision::Allow => verdict.allow = true,
-                    HookDecision::Ask => {
-                        verdict.ask =
-                            Some(reason.unwrap_or_else(|| format!("the hook `{name}` asks for approval")))
-                    }
-                }
-            }
-        }
-    }
+    let hooked = HookedCall { tool, args, caller, run_id, workspace };
+    let (args, verdict, mut notes) =
+        match before_call_hooks::run(hooked, cx.catalog, cx.policy, posture_before).await {
+            Hooked::Blocked(reason) => return Final::Refuse(reason),
+            Hooked::Passed { args, verdict, notes } => (args, verdict, notes),
+        };
 
     // 9. Ask rules and posture.
     let Some(reason) = approval_reason(tool, &prep, &verdict, posture_before) else {
@@ -139,47 +96,15 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         annotations: annotations.clone(),
         destructive: prep.destructive,
     };
-    let answer = {
-        let _paused = Paused::new(cx.clock);
-        cx.approver.decide(request).await
-    };
-    match answer {
-        Ok(approval) if approval.decision == Answer::Allow => {
-            if let Some(why) = approval.reason {
-                notes.push(format!("approved: {why}"));
-            }
-        }
-        Ok(approval) => {
-            return Final::Deny(approval.reason.unwrap_or_else(|| "denied by the approver".to_owned()));
-        }
-        Err(e) => return Final::Refuse(format!("the approver could not decide: {e}")),
+    match approval_wait::ask(cx.approver, cx.clock, request).await {
+        Approved::Yes(why) => notes.extend(why.map(|w| format!("approved: {w}"))),
+        Approved::Denied(reason) => return Final::Deny(reason),
+        Approved::Failed(reason) => return Final::Refuse(reason),
     }
 
     // 11. After the approval: a posture that narrowed meanwhile refuses.
-    let now = cx.posture.get().0;
-    if now < posture_before {
-        return Final::Refuse(format!(
-            "the posture narrowed from {} to {} while the call waited for approval; make the call again",
-            posture_before.as_str(),
-            now.as_str()
-        ));
+    if let Some(reason) = after_approval::narrowed(posture_before, cx.posture.get().0) {
+        return Final::Refuse(reason);
     }
     Final::Run { args, decision: Decision::Approved, notes }
-}
-
-/// Keeps the clock paused while alive (also when the call is cancelled
-/// mid-approval).
-struct Paused<'a>(&'a dyn ApprovalClock);
-
-impl<'a> Paused<'a> {
-    fn new(clock: &'a dyn ApprovalClock) -> Self {
-        clock.pause();
-        Paused(clock)
-    }
-}
-
-impl Drop for Paused<'_> {
-    fn drop(&mut self) {
-        self.0.resume();
-    }
 }

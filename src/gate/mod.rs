@@ -17,9 +17,12 @@
 //!
 //! A refusal is a verdict recorded in the receipt, never an `Err` or a panic.
 
+mod after_approval;
 pub(crate) mod approval;
+mod approval_wait;
 pub(crate) mod approvers;
 mod ask_posture;
+mod before_call_hooks;
 mod budget;
 mod config;
 mod direct_only;

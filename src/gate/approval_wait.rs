@@ -1,0 +1,134 @@
+//! Step 10: the approval. The approver answers while the program that made
+//! the call waits and the run's deadline clock is paused (other calls keep
+//! running). Allow -> `approved`; deny -> `denied` (the program gets a
+//! catchable ToolError of kind `denied`); an approver that fails -> `refused`.
+
+use super::{Answer, ApprovalRequest, Approver};
+
+/// Pauses and resumes the run's deadline clock around an approval.
+pub(crate) trait ApprovalClock: Send + Sync {
+    /// Stops the clock (pauses nest).
+    fn pause(&self);
+    /// Releases one pause.
+    fn resume(&self);
+}
+
+/// How the approval went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Approved {
+    /// Run the call; the approver's reason, if it gave one.
+    Yes(Option<String>),
+    /// The approver denied it, with this reason.
+    Denied(String),
+    /// The approver could not decide (crash, hang, nonsense).
+    Failed(String),
+}
+
+/// Asks `approver`, with `clock` paused while it decides.
+pub(crate) async fn ask(
+    approver: &dyn Approver,
+    clock: &dyn ApprovalClock,
+    request: ApprovalRequest,
+) -> Approved {
+    let answer = {
+        let _paused = Paused::new(clock);
+        approver.decide(request).await
+    };
+    match answer {
+        Ok(a) if a.decision == Answer::Allow => Approved::Yes(a.reason),
+        Ok(a) => Approved::Denied(a.reason.unwrap_or_else(|| "denied by the approver".to_owned())),
+        Err(e) => Approved::Failed(format!("the approver could not decide: {e}")),
+    }
+}
+
+/// Keeps the clock paused while alive (also when the call is cancelled
+/// mid-approval).
+struct Paused<'a>(&'a dyn ApprovalClock);
+
+impl<'a> Paused<'a> {
+    fn new(clock: &'a dyn ApprovalClock) -> Self {
+        clock.pause();
+        Paused(clock)
+    }
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{Approval, ApprovalFuture, ApproverError};
+    use crate::receipt::Caller;
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// Counts pauses minus resumes, and whether the clock was paused while
+    /// the approver ran.
+    #[derive(Default)]
+    struct Counting(AtomicI32);
+    impl ApprovalClock for Counting {
+        fn pause(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn resume(&self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    struct Fixed(Result<Approval, ApproverError>);
+    impl Approver for Fixed {
+        fn decide(&self, _: ApprovalRequest) -> ApprovalFuture {
+            let answer = self.0.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn request() -> ApprovalRequest {
+        ApprovalRequest {
+            tool: "write".into(),
+            arguments: serde_json::json!({}),
+            caller: Caller::Program,
+            run_id: "r".into(),
+            seq: 1,
+            reason: "test".into(),
+            annotations: Default::default(),
+            destructive: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_map_to_outcomes_and_the_clock_is_released() {
+        let clock = Counting::default();
+        let cases = [
+            (Ok(Approval::allow()), Approved::Yes(None)),
+            (Ok(Approval::deny("no")), Approved::Denied("no".into())),
+            (
+                Err(ApproverError("boom".into())),
+                Approved::Failed("the approver could not decide: boom".into()),
+            ),
+        ];
+        for (answer, want) in cases {
+            assert_eq!(ask(&Fixed(answer), &clock, request()).await, want);
+            assert_eq!(clock.0.load(Ordering::SeqCst), 0, "every pause is released");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_clock_is_paused_while_the_approver_decides_and_released_on_cancel() {
+        struct Pending;
+        impl Approver for Pending {
+            fn decide(&self, _: ApprovalRequest) -> ApprovalFuture {
+                Box::pin(std::future::pending())
+            }
+        }
+        let clock = Counting::default();
+        let mut waiting = Box::pin(ask(&Pending, &clock, request()));
+        assert!(tokio::time::timeout(std::time::Duration::from_millis(20), &mut waiting).await.is_err());
+        assert_eq!(clock.0.load(Ordering::SeqCst), 1, "paused while waiting");
+        drop(waiting);
+        assert_eq!(clock.0.load(Ordering::SeqCst), 0, "a cancelled approval resumes the clock");
+    }
+}
