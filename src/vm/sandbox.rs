@@ -46,6 +46,23 @@ pub struct Sandbox {
     used: bool,
 }
 
+/// The built-ins a program gets: the language (base objects, `Date`,
+/// `eval`/`Function`, `RegExp`, `JSON`, `Proxy`, `Map`/`Set`, typed arrays,
+/// `Promise`, `WeakRef`). Left out: `performance` (a clock a journal could
+/// not replay, and not part of the language) and `DOMException` (a web API).
+type Intrinsics = (
+    rquickjs::context::intrinsic::Date,
+    rquickjs::context::intrinsic::Eval,
+    rquickjs::context::intrinsic::RegExpCompiler,
+    rquickjs::context::intrinsic::RegExp,
+    rquickjs::context::intrinsic::Json,
+    rquickjs::context::intrinsic::Proxy,
+    rquickjs::context::intrinsic::MapSet,
+    rquickjs::context::intrinsic::TypedArrays,
+    rquickjs::context::intrinsic::Promise,
+    rquickjs::context::intrinsic::WeakRef,
+);
+
 /// Where the program stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MainState {
@@ -79,7 +96,8 @@ impl Sandbox {
         let rt = Runtime::new().map_err(|e| internal("could not create the JS runtime", e))?;
         rt.set_memory_limit(limits.memory_bytes);
         rt.set_max_stack_size(limits.stack_bytes);
-        let ctx = Context::full(&rt).map_err(|e| internal("could not create the JS context", e))?;
+        let ctx =
+            Context::custom::<Intrinsics>(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
             ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes)),
             dispatcher: Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()),

@@ -89,12 +89,14 @@ fn no_raw_host_hooks_and_no_ambient_capabilities() {
     let r = run(
         "const names = Object.getOwnPropertyNames(globalThis).filter(n => /host|codemode|__/i.test(n)); \
          return {names, require: typeof require, setTimeout: typeof setTimeout, setInterval: typeof setInterval, \
-                 fetch: typeof fetch, std: typeof std, os: typeof os, process: typeof process, Deno: typeof Deno};",
+                 fetch: typeof fetch, std: typeof std, os: typeof os, process: typeof process, Deno: typeof Deno, \
+                 performance: typeof performance};",
     );
     assert_eq!(
         r.value,
         json!({"names": [], "require": "undefined", "setTimeout": "undefined", "setInterval": "undefined",
-               "fetch": "undefined", "std": "undefined", "os": "undefined", "process": "undefined", "Deno": "undefined"})
+               "fetch": "undefined", "std": "undefined", "os": "undefined", "process": "undefined", "Deno": "undefined",
+               "performance": "undefined"})
     );
 }
 
