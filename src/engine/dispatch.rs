@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Shared;
-use crate::catalog::{PrimaryArgument, ToolContext, ToolError, ToolOutput, ToolSpec};
+use crate::catalog::{ToolContext, ToolError, ToolOutput};
 use crate::gate::later::{self, ApprovalClock, Final, LaterCall, LaterContext};
 use crate::gate::{self, CallRequest, Early, GateContext, Posture};
 use crate::receipt::spill::{self, Measured, SpillArea, SpillTarget};
@@ -165,13 +165,13 @@ impl Dispatcher {
         };
         let shared = &self.shared;
         let entry = shared.catalog.get(tool);
-        let primary = entry.and_then(|e| primary_value(&e.spec, &args, &shared.workspace));
+        let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
         let request = CallRequest {
             tool,
             args: &args,
             caller,
             calls_made: ledger.calls_made(),
-            primary: primary.as_deref(),
+            primary: primary.as_ref(),
         };
         let (posture, epoch) = shared.posture.get();
         let cx = GateContext {
@@ -215,6 +215,7 @@ impl Dispatcher {
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
         if later::needed(tool, &prep, &shared.policy, &shared.posture) {
+            let subject = primary.map(|p| p.subject().to_owned());
             let clock = self.clock.clone();
             let run_id = self.run_id.clone();
             let future = Box::pin(async move {
@@ -229,6 +230,7 @@ impl Dispatcher {
                     workspace: &shared.workspace,
                     prep,
                     annotations: &entry.spec.annotations,
+                    subject,
                 };
                 let lcx = LaterContext {
                     catalog: &shared.catalog,
@@ -307,33 +309,6 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
         ok: false,
         payload,
         text: None,
-    }
-}
-
-/// The value of the tool's primary argument in `args`, normalised for rule
-/// patterns (see [`PrimaryArgument`]).
-fn primary_value(spec: &ToolSpec, args: &Value, workspace: &std::path::Path) -> Option<String> {
-    match spec.primary_argument.as_ref()? {
-        PrimaryArgument::Text(name) => args.get(name)?.as_str().map(|s| s.trim().to_owned()),
-        PrimaryArgument::Path(name) => {
-            let raw = args.get(name)?.as_str()?;
-            let mut normal = std::path::PathBuf::new();
-            for c in workspace.join(raw).components() {
-                match c {
-                    std::path::Component::ParentDir => {
-                        normal.pop();
-                    }
-                    std::path::Component::CurDir => {}
-                    other => normal.push(other),
-                }
-            }
-            let shown = match normal.strip_prefix(workspace) {
-                Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
-                Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
-                Err(_) => normal.to_string_lossy().into_owned(),
-            };
-            Some(shown)
-        }
     }
 }
 

@@ -25,6 +25,11 @@ pub struct ApprovalRequest {
     pub seq: u64,
     /// Why the gate asks (e.g. `writer under posture ask`, `ask rule bash(git push*)`).
     pub reason: String,
+    /// What the call acts on, as the tool will see it: `bash`'s command, a
+    /// file tool's path (resolved inside the workspace). Show it first and
+    /// whole: it is what the approver decides about.
+    #[serde(default)]
+    pub subject: Option<String>,
     /// The tool's annotations (`destructiveHint` labels a destructive call).
     pub annotations: Annotations,
     /// Whether the tool says it may destroy data.

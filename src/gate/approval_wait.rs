@@ -94,6 +94,7 @@ mod tests {
             run_id: "r".into(),
             seq: 1,
             reason: "test".into(),
+            subject: None,
             annotations: Default::default(),
             destructive: false,
         }

@@ -774,6 +774,7 @@ mod tests {
             run_id: "run-0001".to_owned(),
             seq: 4,
             reason: "writer under posture ask".to_owned(),
+            subject: Some("rm -rf build".to_owned()),
             annotations: Annotations { destructive: Some(true), ..Annotations::default() },
             destructive: true,
         }
@@ -1177,6 +1178,7 @@ mod tests {
                 "caller": "program",
                 "run_id": "run-0001",
                 "seq": 4,
+                "subject": "rm -rf build",
                 "reason": "writer under posture ask",
                 "annotations": {"destructiveHint": true},
                 "destructive": true,

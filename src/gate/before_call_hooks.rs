@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::ask_posture::HookVerdict;
 use super::hooks::{HookDecision, HookInput, HookOutcome, hooks_for, run_hook};
-use super::{CallRequest, GateContext, Policy, Posture, recheck_rewrite};
+use super::{CallRequest, GateContext, Policy, Posture, Preparation, primary, recheck_rewrite};
 use crate::catalog::Catalog;
 use crate::receipt::Caller;
 use crate::receipt::spill::utf8_prefix;
@@ -32,8 +32,9 @@ pub(crate) struct HookedCall<'a> {
 pub(crate) enum Hooked {
     /// A hook blocked the call, or rewrote it into arguments that are refused.
     Blocked(String),
-    /// Go on with these (perhaps rewritten) arguments.
-    Passed { args: Value, verdict: HookVerdict, notes: Vec<String> },
+    /// Go on with these (perhaps rewritten) arguments; `rules` holds what
+    /// the allow and ask rules say about a rewrite.
+    Passed { args: Value, verdict: HookVerdict, notes: Vec<String>, rules: Option<Preparation> },
 }
 
 /// Runs the matching hooks in order.
@@ -46,6 +47,7 @@ pub(crate) async fn run(
     let HookedCall { tool, mut args, caller, run_id, workspace } = call;
     let mut verdict = HookVerdict::default();
     let mut notes = Vec::new();
+    let mut rules = None;
     for hook in hooks_for(&policy.hooks, tool) {
         let name = hook.command.first().map_or("?", String::as_str);
         let input = HookInput { tool, arguments: &args, caller, run_id, workspace };
@@ -55,8 +57,14 @@ pub(crate) async fn run(
             HookOutcome::Block { reason } => return Hooked::Blocked(reason),
             HookOutcome::Decide { decision, reason, arguments, context } => {
                 if let Some(rewritten) = arguments {
-                    let request =
-                        CallRequest { tool, args: &rewritten, caller, calls_made: 0, primary: None };
+                    let primary = catalog.get(tool).and_then(|e| primary::of(&e.spec, &rewritten, workspace));
+                    let request = CallRequest {
+                        tool,
+                        args: &rewritten,
+                        caller,
+                        calls_made: 0,
+                        primary: primary.as_ref(),
+                    };
                     let cx = GateContext {
                         catalog,
                         policy,
@@ -64,10 +72,13 @@ pub(crate) async fn run(
                         posture,
                         posture_at_start: None,
                     };
-                    if let Some(why) = recheck_rewrite(&request, &cx) {
-                        return Hooked::Blocked(format!(
-                            "the before-call hook `{name}` rewrote the arguments, and the rewrite is refused: {why}"
-                        ));
+                    match recheck_rewrite(&request, &cx) {
+                        Ok(found) => rules = Some(found),
+                        Err(why) => {
+                            return Hooked::Blocked(format!(
+                                "the before-call hook `{name}` rewrote the arguments, and the rewrite is refused: {why}"
+                            ));
+                        }
                     }
                     args = rewritten;
                     notes.push(format!("arguments rewritten by the before-call hook `{name}`"));
@@ -87,7 +98,7 @@ pub(crate) async fn run(
             }
         }
     }
-    Hooked::Passed { args, verdict, notes }
+    Hooked::Passed { args, verdict, notes, rules }
 }
 
 #[cfg(all(test, unix))]
@@ -121,7 +132,7 @@ mod tests {
             json!({"path": "a.txt", "content": "x"}),
         )
         .await;
-        let Hooked::Passed { args, verdict, notes } = out else { panic!("{out:?}") };
+        let Hooked::Passed { args, verdict, notes, .. } = out else { panic!("{out:?}") };
         assert_eq!(args["path"], "sandbox/a.txt");
         assert!(verdict.ask.is_some(), "the last hook asks");
         assert!(notes.iter().any(|n| n.contains("rewritten")), "{notes:?}");
@@ -141,6 +152,24 @@ mod tests {
         let out = run_with(vec![fixture("rewrite.py")], json!({"path": "a", "content": ""})).await;
         let Hooked::Blocked(reason) = out else { panic!("{out:?}") };
         assert!(reason.contains("rewrite is refused"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn a_rewrite_into_a_denied_path_is_refused() {
+        let catalog = Catalog::new(crate::tools::native()).unwrap();
+        let deny = vec![crate::gate::Rule::parse("write(sandbox/**)").unwrap()];
+        let policy = Policy {
+            hooks: vec![fixture("move_path.py")],
+            rules: crate::gate::Rules { deny, ..Default::default() },
+            ..Policy::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        let args = json!({"path": "a.txt", "content": ""});
+        let call = HookedCall { tool: "write", args, caller: Caller::Program, run_id: "r", workspace: &ws };
+        let out = run(call, &catalog, &policy, Posture::Ask).await;
+        let Hooked::Blocked(reason) = out else { panic!("{out:?}") };
+        assert!(reason.contains("deny rule `write(sandbox/**)`"), "{reason}");
     }
 
     #[tokio::test]

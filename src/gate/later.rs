@@ -37,6 +37,8 @@ pub(crate) struct LaterCall<'a> {
     pub workspace: &'a Path,
     pub prep: Preparation,
     pub annotations: &'a Annotations,
+    /// What the call acts on (its primary argument as the tool sees it).
+    pub subject: Option<String>,
 }
 
 /// What steps 8-11 consult.
@@ -69,7 +71,7 @@ pub(crate) fn needed(tool: &str, prep: &Preparation, policy: &Policy, posture: &
 
 /// Runs steps 8-11 in order.
 pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Final {
-    let LaterCall { tool, args, caller, run_id, seq, workspace, prep, annotations } = call;
+    let LaterCall { tool, args, caller, run_id, seq, workspace, mut prep, annotations, mut subject } = call;
     let posture_before = cx.posture.get().0;
 
     // 8. Before-call hooks.
@@ -77,7 +79,20 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
     let (args, verdict, mut notes) =
         match before_call_hooks::run(hooked, cx.catalog, cx.policy, posture_before).await {
             Hooked::Blocked(reason) => return Final::Refuse(reason),
-            Hooked::Passed { args, verdict, notes } => (args, verdict, notes),
+            Hooked::Passed { args, verdict, notes, rules } => {
+                if let Some(rules) = rules {
+                    // The rules' findings on the rewritten call replace those
+                    // on the original.
+                    prep.allowed_by = rules.allowed_by;
+                    prep.ask_rule = rules.ask_rule;
+                    subject = cx
+                        .catalog
+                        .get(tool)
+                        .and_then(|e| super::primary::of(&e.spec, &args, workspace))
+                        .map(|p| p.subject().to_owned());
+                }
+                (args, verdict, notes)
+            }
         };
 
     // 9. Ask rules and posture.
@@ -93,6 +108,7 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         run_id: run_id.to_owned(),
         seq,
         reason,
+        subject,
         annotations: annotations.clone(),
         destructive: prep.destructive,
     };

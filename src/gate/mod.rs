@@ -33,6 +33,7 @@ mod mode;
 pub(crate) mod policy;
 pub(crate) mod posture_epoch;
 mod preparation;
+pub(crate) mod primary;
 mod rules;
 mod tool_exists;
 
@@ -56,9 +57,9 @@ pub(crate) struct CallRequest<'a> {
     pub caller: Caller,
     /// Calls the run made before this one (refused ones included).
     pub calls_made: usize,
-    /// The tool's primary argument (bash's command, a file tool's path),
-    /// normalised, for rules with a pattern.
-    pub primary: Option<&'a str>,
+    /// The tool's primary argument (bash's command, a file tool's path) in
+    /// the spellings rules are matched against.
+    pub primary: Option<&'a primary::Primary>,
 }
 
 /// What the gate may consult.
@@ -157,16 +158,18 @@ pub(crate) fn decide_early(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Earl
     Early::Continue(prep)
 }
 
-/// Steps 5 and 1b again, for arguments a hook rewrote: the rewrite must
-/// still match the schema and must not ask for escalation.
-pub(crate) fn recheck_rewrite(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Option<String> {
+/// Steps 1b, 5 and 6 again, for arguments a hook rewrote: the rewrite must
+/// not ask for escalation, must still match the schema, and is subject to
+/// the rules like the original (a deny rule refuses it; allow and ask are
+/// taken from the rewrite). Returns the rules' new findings.
+pub(crate) fn recheck_rewrite(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Result<Preparation, String> {
     let mut prep = Preparation::default();
-    for step in [&direct_only::DirectOnly as &dyn Step, &input_schema::InputSchema] {
+    for step in [&direct_only::DirectOnly as &dyn Step, &input_schema::InputSchema, &rules::RuleLists] {
         if let Verdict::Refuse(reason) = step.check(call, cx, &mut prep) {
-            return Some(reason);
+            return Err(reason);
         }
     }
-    None
+    Ok(prep)
 }
 
 #[cfg(test)]

@@ -1,8 +1,36 @@
 //! Step 6: the rule lists. A deny rule that covers the call refuses it
 //! (deny wins over allow); an allow rule spares it the approval; an ask rule
 //! sends it to the approver whatever the posture (steps 9-10).
+//!
+//! A deny or ask rule covers a call when it covers any spelling of the
+//! primary argument (as written, or resolved through symlinks); an allow
+//! rule only when it covers every spelling, and an allow rule with a
+//! pattern never covers a command that has shell control characters
+//! (`; & | < > $ \``, newlines): `bash(git status*)` must not also allow
+//! `git status; rm -rf x`.
 
-use super::{CallRequest, GateContext, Preparation, Step, Verdict};
+use super::primary::Primary;
+use super::{CallRequest, GateContext, Preparation, Rule, Step, Verdict};
+
+/// Characters that make a shell command more than one plain command.
+const SHELL_CONTROL: &[char] = &[';', '&', '|', '<', '>', '$', '`', '\n', '\r'];
+
+/// Whether a deny or ask `rule` covers the call.
+fn covers_any(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
+    match primary {
+        None => rule.matches(tool, None),
+        Some(p) => p.spellings().any(|s| rule.matches(tool, Some(s))),
+    }
+}
+
+/// Whether an allow `rule` covers the call.
+fn covers_all(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
+    match primary {
+        None => rule.matches(tool, None),
+        Some(p) if rule.pattern.is_some() && p.command && p.written.contains(SHELL_CONTROL) => false,
+        Some(p) => p.spellings().all(|s| rule.matches(tool, Some(s))),
+    }
+}
 
 /// Applies `[rules] deny / allow / ask`.
 pub(crate) struct RuleLists;
@@ -14,14 +42,15 @@ impl Step for RuleLists {
 
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, prep: &mut Preparation) -> Verdict {
         let rules = &cx.policy.rules;
-        let covering = |list: &[super::Rule]| {
-            list.iter().find(|r| r.matches(call.tool, call.primary)).map(|r| r.to_string())
+        let (tool, primary) = (call.tool, call.primary);
+        let first = |list: &[Rule], covers: fn(&Rule, &str, Option<&Primary>) -> bool| {
+            list.iter().find(|r| covers(r, tool, primary)).map(|r| r.to_string())
         };
-        if let Some(rule) = covering(&rules.deny) {
+        if let Some(rule) = first(&rules.deny, covers_any) {
             return Verdict::Refuse(format!("refused by the deny rule `{rule}`"));
         }
-        prep.allowed_by = covering(&rules.allow);
-        prep.ask_rule = covering(&rules.ask);
+        prep.allowed_by = first(&rules.allow, covers_all);
+        prep.ask_rule = first(&rules.ask, covers_any);
         Verdict::Next
     }
 }
@@ -43,8 +72,9 @@ mod tests {
         let p = policy(&["bash"], &["bash(git push*)"], &["bash(rm *)"]);
         let cx = GateContext::for_test(&catalog, &p);
         let args = serde_json::json!({});
-        let check = |primary: &str| {
-            let call = CallRequest { primary: Some(primary), ..CallRequest::for_test("bash", &args) };
+        let check = |command: &str| {
+            let primary = Primary { written: command.into(), resolved: None, command: true };
+            let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("bash", &args) };
             let mut prep = Preparation::default();
             (RuleLists.check(&call, &cx, &mut prep), prep)
         };
@@ -56,5 +86,48 @@ mod tests {
         assert_eq!(prep.ask_rule.as_deref(), Some("bash(git push*)"));
         let (_, prep) = check("ls");
         assert_eq!(prep.ask_rule, None);
+    }
+
+    #[test]
+    fn allow_patterns_do_not_cover_chained_commands() {
+        let catalog = Catalog::new(vec![]).unwrap();
+        let p = policy(&["bash(git status*)"], &[], &[]);
+        let cx = GateContext::for_test(&catalog, &p);
+        let args = serde_json::json!({});
+        for (command, allowed) in [
+            ("git status --short", true),
+            ("git status; rm -rf x", false),
+            ("git status && id", false),
+            ("git status | sh", false),
+            ("git status $(touch x)", false),
+            ("git status\nrm x", false),
+        ] {
+            let primary = Primary { written: command.into(), resolved: None, command: true };
+            let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("bash", &args) };
+            let mut prep = Preparation::default();
+            RuleLists.check(&call, &cx, &mut prep);
+            assert_eq!(prep.allowed_by.is_some(), allowed, "{command}");
+        }
+    }
+
+    #[test]
+    fn deny_covers_any_spelling_and_allow_needs_every_one() {
+        let catalog = Catalog::new(vec![]).unwrap();
+        let p = policy(&["write(docs/**)"], &[], &["write(secrets/**)"]);
+        let cx = GateContext::for_test(&catalog, &p);
+        let args = serde_json::json!({});
+        let check = |written: &str, resolved: &str| {
+            let primary =
+                Primary { written: written.into(), resolved: Some(resolved.into()), command: false };
+            let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("write", &args) };
+            let mut prep = Preparation::default();
+            (RuleLists.check(&call, &cx, &mut prep), prep.allowed_by)
+        };
+        assert!(
+            matches!(check("link/x", "secrets/x").0, Verdict::Refuse(_)),
+            "a symlink does not dodge deny"
+        );
+        assert_eq!(check("docs/up/codemode.toml", "codemode.toml").1, None, "nor stretch allow");
+        assert!(check("docs/a.md", "docs/b.md").1.is_some());
     }
 }

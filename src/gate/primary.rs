@@ -1,0 +1,145 @@
+//! The primary argument of a call, in the spellings rules are matched
+//! against (`docs/POLICY.md`, "Rules").
+//!
+//! A path is matched as written (with `.` and `..` resolved as text) and as
+//! the tool will really reach it (symlinks followed, through the deepest
+//! folder that exists), both relative to the workspace when inside it. A
+//! deny or ask rule covers the call when it covers either spelling; an allow
+//! rule only when it covers both, so a symlink can neither dodge a deny rule
+//! nor stretch an allow rule. A command is matched with runs of whitespace
+//! collapsed to one space.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::catalog::{PrimaryArgument, ToolSpec};
+
+/// The spellings of one call's primary argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Primary {
+    /// As written, normalised (workspace-relative for paths inside it).
+    pub written: String,
+    /// As the tool will reach it, when that differs (paths only).
+    pub resolved: Option<String>,
+    /// The argument is a shell command (text), not a path.
+    pub command: bool,
+}
+
+impl Primary {
+    /// Every spelling, written first.
+    pub(crate) fn spellings(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.written.as_str()).chain(self.resolved.as_deref())
+    }
+
+    /// What the call acts on, as the tool will see it.
+    pub(crate) fn subject(&self) -> &str {
+        self.resolved.as_deref().unwrap_or(&self.written)
+    }
+}
+
+/// The primary argument of a call of `spec` with `args`, or `None` when the
+/// tool has none or the call does not give it. `workspace` is canonical.
+pub(crate) fn of(spec: &ToolSpec, args: &Value, workspace: &Path) -> Option<Primary> {
+    match spec.primary_argument.as_ref()? {
+        PrimaryArgument::Text(name) => {
+            let text = args.get(name)?.as_str()?;
+            Some(Primary {
+                written: text.split_whitespace().collect::<Vec<_>>().join(" "),
+                resolved: None,
+                command: true,
+            })
+        }
+        PrimaryArgument::Path(name) => {
+            let raw = args.get(name)?.as_str()?;
+            let lexical = lexical(&workspace.join(raw));
+            let written = shown(workspace, &lexical);
+            let resolved = resolve(&lexical).map(|r| shown(workspace, &r)).filter(|r| *r != written);
+            Some(Primary { written, resolved, command: false })
+        }
+    }
+}
+
+/// `path` with `.` and `..` resolved as text.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `path` with symlinks followed through its deepest existing ancestor.
+fn resolve(path: &Path) -> Option<PathBuf> {
+    let mut tail = Vec::new();
+    let mut existing = path;
+    while existing.symlink_metadata().is_err() {
+        tail.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+    let mut real = std::fs::canonicalize(existing).ok()?;
+    for name in tail.iter().rev() {
+        real.push(name);
+    }
+    Some(real)
+}
+
+/// `path` relative to `workspace` with `/` separators when inside it, else
+/// absolute.
+fn shown(workspace: &Path, path: &Path) -> String {
+    match path.strip_prefix(workspace) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+        Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
+        Err(_) => path.to_string_lossy().into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn path_spec() -> ToolSpec {
+        ToolSpec::new("write", "", json!({})).primary_argument(PrimaryArgument::Path("path".into()))
+    }
+
+    #[test]
+    fn paths_are_normalised_and_resolved_through_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(ws.join("secrets")).unwrap();
+        let p = |raw: &str| of(&path_spec(), &json!({"path": raw}), &ws).unwrap();
+        assert_eq!(p("./secrets/../secrets/x").written, "secrets/x");
+        assert_eq!(p(ws.join("secrets/x").to_str().unwrap()).written, "secrets/x");
+        assert_eq!(p("secrets/x").resolved, None);
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(ws.join("secrets"), ws.join("link")).unwrap();
+            let linked = p("link/new/file.txt");
+            assert_eq!(linked.written, "link/new/file.txt");
+            assert_eq!(linked.resolved.as_deref(), Some("secrets/new/file.txt"));
+            assert_eq!(linked.subject(), "secrets/new/file.txt");
+            // An absolute path through a symlink to the workspace resolves
+            // into it.
+            let outer = tempfile::tempdir().unwrap();
+            std::os::unix::fs::symlink(&ws, outer.path().join("wslink")).unwrap();
+            let via = p(outer.path().join("wslink/secrets/a").to_str().unwrap());
+            assert_eq!(via.resolved.as_deref(), Some("secrets/a"));
+        }
+    }
+
+    #[test]
+    fn commands_collapse_whitespace() {
+        let spec =
+            ToolSpec::new("bash", "", json!({})).primary_argument(PrimaryArgument::Text("command".into()));
+        let p = of(&spec, &json!({"command": "  rm   -rf\tdocs "}), Path::new("/")).unwrap();
+        assert_eq!(p.written, "rm -rf docs");
+        assert!(p.command);
+    }
+}
