@@ -124,6 +124,14 @@ impl ToolSpec {
         self
     }
 
+    /// Says whether the tool may destroy data (`destructiveHint`; meaningful
+    /// for tools that are not read-only). Default: unset, which MCP reads as
+    /// `true`.
+    pub fn destructive(mut self, destructive: bool) -> Self {
+        self.annotations.destructive = Some(destructive);
+        self
+    }
+
     /// Sets the source. Default: [`ToolSource::Native`].
     pub fn source(mut self, source: ToolSource) -> Self {
         self.source = source;

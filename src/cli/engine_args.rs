@@ -46,7 +46,22 @@ impl EngineArgs {
             Some(path) => Policy::load(path)?,
             None => {
                 let default = workspace.join("codemode.toml");
-                if default.is_file() { Policy::load(&default)? } else { Policy::default() }
+                if default.exists() {
+                    // Say so: a policy file that came with the workspace
+                    // (a cloned repository, say) decides what runs.
+                    let policy = Policy::load(&default)?;
+                    eprintln!(
+                        "codemode: policy from {}: mode {}, posture {}, {} rules, {} hooks",
+                        default.display(),
+                        if policy.mode == Mode::Plan { "plan" } else { "work" },
+                        policy.posture.as_str(),
+                        policy.rules.allow.len() + policy.rules.ask.len() + policy.rules.deny.len(),
+                        policy.hooks.len()
+                    );
+                    policy
+                } else {
+                    Policy::default()
+                }
             }
         };
         match self.mode.as_deref() {

@@ -157,7 +157,7 @@ fn summary(r: &Receipt) -> String {
         s.push_str(&format!(
             "  call {} {}: {}, {}{}\n",
             c.seq,
-            c.tool,
+            printable(&c.tool),
             wire_name(&c.decision),
             wire_name(&c.status),
             c.error.as_deref().map(|e| format!(" - {}", printable(e))).unwrap_or_default()

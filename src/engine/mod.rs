@@ -464,6 +464,27 @@ impl Drop for ClockPause {
 /// that has no primary argument could never match, which is a mistake to
 /// report rather than a rule to ignore.
 fn check_policy(policy: &Policy, catalog: &Catalog) -> Result<(), BuildError> {
+    // A name that differs from a tool's only in case would silently never
+    // match (tool names are exact): that is a typo to report. Other unknown
+    // names are allowed, for tools that arrive later (MCP servers).
+    let names = policy
+        .rules
+        .allow
+        .iter()
+        .chain(&policy.rules.ask)
+        .chain(&policy.rules.deny)
+        .map(|r| (r.tool.as_str(), format!("the rule `{r}`")))
+        .chain(policy.tools.keys().map(|t| (t.as_str(), format!("the settings [tools.{t}]"))));
+    for (name, what) in names {
+        if catalog.get(name).is_none()
+            && let Some(spec) = catalog.specs().find(|s| s.name.eq_ignore_ascii_case(name))
+        {
+            return Err(BuildError::Policy(format!(
+                "{what} names `{name}`, but tool names are exact: did you mean `{}`?",
+                spec.name
+            )));
+        }
+    }
     let rules = policy.rules.allow.iter().chain(&policy.rules.ask).chain(&policy.rules.deny);
     for rule in rules {
         if rule.pattern.is_some()

@@ -93,13 +93,36 @@ impl Policy {
     /// # Errors
     /// A [`PolicyError`] naming the path when the file cannot be read, or
     /// the errors of [`Policy::from_toml`].
+    ///
+    /// A hook command given as a relative path with a `/` (`./hooks/check.sh`)
+    /// is taken relative to the folder of the policy file, not the
+    /// workspace. The policy file and every hook program that is a file are
+    /// recorded in [`Policy::protected_paths`]: tool calls may not change
+    /// them.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
         let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
             path: Some(path.to_owned()),
             line: None,
             message: format!("cannot read the policy file: {e}"),
         })?;
-        Policy::from_toml(&text, Some(path))
+        let mut policy = Policy::from_toml(&text, Some(path))?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        for hook in &mut policy.hooks {
+            if let Some(program) = hook.command.first_mut()
+                && program.contains('/')
+                && Path::new(program.as_str()).is_relative()
+            {
+                *program = dir.join(program.as_str()).display().to_string();
+            }
+        }
+        let programs = policy.hooks.iter().filter_map(|h| h.command.first()).map(Path::new);
+        policy.protected_paths = std::iter::once(path)
+            .chain(programs)
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter(|p| p.is_file())
+            .collect();
+        Ok(policy)
     }
 }
 
@@ -214,7 +237,7 @@ impl Reader<'_> {
             .into_iter()
             .map(|h| self.hook(h))
             .collect::<Result<_, _>>()?;
-        Ok(Policy { mode, posture, rules, tools, hooks })
+        Ok(Policy { mode, posture, rules, tools, hooks, protected_paths: Vec::new() })
     }
 
     /// A `mode` or `posture` value: one of `choices`, by its name in the
@@ -544,7 +567,16 @@ command = ["audit"]
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("codemode.toml");
         std::fs::write(&path, FULL).unwrap();
-        assert_eq!(Policy::load(&path).unwrap(), Policy::from_toml(FULL, None).unwrap());
+        let mut loaded = Policy::load(&path).unwrap();
+        let real_dir = std::fs::canonicalize(&dir).unwrap();
+        // Relative hook programs are taken from the policy file's folder;
+        // the policy file itself is protected.
+        assert_eq!(loaded.hooks[0].command[0], real_dir.join("./hooks/check.sh").display().to_string());
+        assert_eq!(loaded.hooks[1].command[0], "audit", "a bare name is looked up on PATH");
+        assert_eq!(loaded.protected_paths, vec![std::fs::canonicalize(&path).unwrap()]);
+        loaded.hooks[0].command[0] = "./hooks/check.sh".into();
+        loaded.protected_paths.clear();
+        assert_eq!(loaded, Policy::from_toml(FULL, None).unwrap());
         std::fs::write(&path, "mode = \"plan\"\n\nposture = \"none\"\n").unwrap();
         let e = Policy::load(&path).unwrap_err();
         assert_eq!((e.path.as_deref(), e.line), (Some(path.as_path()), Some(3)));
@@ -562,7 +594,11 @@ command = ["audit"]
     fn the_example_config_parses_and_sets_every_key() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/codemode.toml");
         let p = Policy::load(&path).unwrap();
-        assert_eq!(p, Policy::from_toml(include_str!("../../examples/codemode.toml"), None).unwrap());
+        let text = Policy::from_toml(include_str!("../../examples/codemode.toml"), None).unwrap();
+        assert_eq!(
+            (&p.rules, &p.tools, p.mode, p.posture),
+            (&text.rules, &text.tools, text.mode, text.posture)
+        );
         assert_eq!((p.mode, p.posture), (Mode::Work, Posture::Ask));
         assert!(!p.rules.allow.is_empty() && !p.rules.ask.is_empty() && !p.rules.deny.is_empty());
         let bash = &p.tools["bash"];

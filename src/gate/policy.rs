@@ -203,6 +203,13 @@ pub struct Policy {
     pub tools: BTreeMap<String, ToolSettings>,
     /// Before-call hooks, run in order. Default: none.
     pub hooks: Vec<HookSpec>,
+    /// Files tool calls may not change (absolute, canonical): the policy
+    /// file and the hook programs, filled in by [`Policy::load`]. A writer
+    /// whose path resolves to one is refused at step 6, whatever the rules
+    /// and posture say, so a program cannot loosen its own policy. (`bash`
+    /// is not covered: under `full-access` a command can change anything.)
+    /// Default: none.
+    pub protected_paths: Vec<std::path::PathBuf>,
 }
 
 impl Policy {

@@ -1,8 +1,10 @@
 //! Step 7: what the tool is. A tool that declares `readOnlyHint: true` is a
 //! reader; anything else (including a tool that says nothing, as MCP tools
-//! often do) is a writer. `destructiveHint: true` labels the approval
-//! request. (MCP specification 2025-06-18, "Tool annotations": hints are
-//! advisory; a missing `readOnlyHint` means "may write".)
+//! often do) is a writer. A writer is destructive unless it says
+//! `destructiveHint: false`; destructive writers are labelled in the
+//! approval request and always asked under auto-review. (MCP specification
+//! 2025-06-18, "Tool annotations": a missing `readOnlyHint` means false, a
+//! missing `destructiveHint` means true.)
 
 use super::{CallRequest, GateContext, Preparation, Step, Verdict};
 
@@ -17,7 +19,7 @@ impl Step for Preparing {
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, prep: &mut Preparation) -> Verdict {
         if let Some(entry) = cx.catalog.get(call.tool) {
             prep.reader = entry.spec.is_read_only();
-            prep.destructive = !prep.reader && entry.spec.annotations.destructive == Some(true);
+            prep.destructive = !prep.reader && entry.spec.annotations.destructive != Some(false);
         }
         Verdict::Next
     }

@@ -24,7 +24,16 @@ pub(crate) struct Primary {
     pub resolved: Option<String>,
     /// The argument is a shell command (text), not a path.
     pub command: bool,
+    /// The absolute path the tool will reach (paths only).
+    pub target: Option<PathBuf>,
+    /// The command, as given, has shell control characters (`; & | < > $`,
+    /// a backquote, a newline or carriage return): it may be more than one
+    /// plain command.
+    pub chained: bool,
 }
+
+/// Characters that make a shell command more than one plain command.
+const SHELL_CONTROL: &[char] = &[';', '&', '|', '<', '>', '$', '`', '\n', '\r'];
 
 impl Primary {
     /// Every spelling, written first.
@@ -44,18 +53,17 @@ pub(crate) fn of(spec: &ToolSpec, args: &Value, workspace: &Path) -> Option<Prim
     match spec.primary_argument.as_ref()? {
         PrimaryArgument::Text(name) => {
             let text = args.get(name)?.as_str()?;
-            Some(Primary {
-                written: text.split_whitespace().collect::<Vec<_>>().join(" "),
-                resolved: None,
-                command: true,
-            })
+            let written = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let chained = text.contains(SHELL_CONTROL);
+            Some(Primary { written, resolved: None, command: true, target: None, chained })
         }
         PrimaryArgument::Path(name) => {
             let raw = args.get(name)?.as_str()?;
             let lexical = lexical(&workspace.join(raw));
             let written = shown(workspace, &lexical);
-            let resolved = resolve(&lexical).map(|r| shown(workspace, &r)).filter(|r| *r != written);
-            Some(Primary { written, resolved, command: false })
+            let target = resolve(&lexical);
+            let resolved = target.as_deref().map(|r| shown(workspace, r)).filter(|r| *r != written);
+            Some(Primary { written, resolved, command: false, target, chained: false })
         }
     }
 }
@@ -140,6 +148,8 @@ mod tests {
             ToolSpec::new("bash", "", json!({})).primary_argument(PrimaryArgument::Text("command".into()));
         let p = of(&spec, &json!({"command": "  rm   -rf\tdocs "}), Path::new("/")).unwrap();
         assert_eq!(p.written, "rm -rf docs");
-        assert!(p.command);
+        assert!(p.command && !p.chained);
+        let chained = of(&spec, &json!({"command": "git status\nrm x"}), Path::new("/")).unwrap();
+        assert!(chained.chained, "the newline counts even though the spelling collapses it");
     }
 }

@@ -12,9 +12,6 @@
 use super::primary::Primary;
 use super::{CallRequest, GateContext, Preparation, Rule, Step, Verdict};
 
-/// Characters that make a shell command more than one plain command.
-const SHELL_CONTROL: &[char] = &[';', '&', '|', '<', '>', '$', '`', '\n', '\r'];
-
 /// Whether a deny or ask `rule` covers the call.
 fn covers_any(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
     match primary {
@@ -27,7 +24,7 @@ fn covers_any(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
 fn covers_all(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
     match primary {
         None => rule.matches(tool, None),
-        Some(p) if rule.pattern.is_some() && p.command && p.written.contains(SHELL_CONTROL) => false,
+        Some(p) if rule.pattern.is_some() && p.chained => false,
         Some(p) => p.spellings().all(|s| rule.matches(tool, Some(s))),
     }
 }
@@ -48,6 +45,15 @@ impl Step for RuleLists {
         };
         if let Some(rule) = first(&rules.deny, covers_any) {
             return Verdict::Refuse(format!("refused by the deny rule `{rule}`"));
+        }
+        if let Some(target) = primary.and_then(|p| p.target.as_ref())
+            && cx.policy.protected_paths.contains(target)
+            && cx.catalog.get(tool).is_some_and(|e| !e.spec.is_read_only())
+        {
+            return Verdict::Refuse(format!(
+                "`{}` is the policy file or one of its hook programs; tool calls cannot change it (edit it yourself)",
+                primary.map_or("", |p| p.subject())
+            ));
         }
         prep.allowed_by = first(&rules.allow, covers_all);
         prep.ask_rule = first(&rules.ask, covers_any);
@@ -73,7 +79,13 @@ mod tests {
         let cx = GateContext::for_test(&catalog, &p);
         let args = serde_json::json!({});
         let check = |command: &str| {
-            let primary = Primary { written: command.into(), resolved: None, command: true };
+            let primary = Primary {
+                written: command.into(),
+                resolved: None,
+                command: true,
+                target: None,
+                chained: command.contains([';', '&', '|', '$', '\n']),
+            };
             let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("bash", &args) };
             let mut prep = Preparation::default();
             (RuleLists.check(&call, &cx, &mut prep), prep)
@@ -102,7 +114,13 @@ mod tests {
             ("git status $(touch x)", false),
             ("git status\nrm x", false),
         ] {
-            let primary = Primary { written: command.into(), resolved: None, command: true };
+            let primary = Primary {
+                written: command.into(),
+                resolved: None,
+                command: true,
+                target: None,
+                chained: command.contains([';', '&', '|', '$', '\n']),
+            };
             let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("bash", &args) };
             let mut prep = Preparation::default();
             RuleLists.check(&call, &cx, &mut prep);
@@ -117,8 +135,13 @@ mod tests {
         let cx = GateContext::for_test(&catalog, &p);
         let args = serde_json::json!({});
         let check = |written: &str, resolved: &str| {
-            let primary =
-                Primary { written: written.into(), resolved: Some(resolved.into()), command: false };
+            let primary = Primary {
+                written: written.into(),
+                resolved: Some(resolved.into()),
+                command: false,
+                target: None,
+                chained: false,
+            };
             let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("write", &args) };
             let mut prep = Preparation::default();
             (RuleLists.check(&call, &cx, &mut prep), prep.allowed_by)

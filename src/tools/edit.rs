@@ -74,6 +74,7 @@ impl Tool for Edit {
             }),
         )
         .read_only(false)
+        .destructive(false)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
 

@@ -41,6 +41,7 @@ impl Tool for Write {
             }),
         )
         .read_only(false)
+        .destructive(false)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
 

@@ -396,3 +396,147 @@ fn a_pattern_rule_on_a_tool_without_a_primary_argument_is_a_build_error() {
     let err = Engine::builder().workspace(ws.path()).policy(policy).tool(Echo).build().unwrap_err();
     assert!(err.to_string().contains("echo(x*)"), "{err}");
 }
+
+// Regressions from trying to break the gate.
+
+#[cfg(unix)]
+#[test]
+fn symlinks_neither_dodge_deny_rules_nor_stretch_allow_rules() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir(root.join("secrets")).unwrap();
+    std::fs::write(root.join("secrets/key.txt"), "k").unwrap();
+    std::os::unix::fs::symlink(root.join("secrets"), root.join("link")).unwrap();
+    std::os::unix::fs::symlink(&root, root.join("docs/up")).unwrap();
+    let outer = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&root, outer.path().join("wslink")).unwrap();
+    let policy = Policy {
+        posture: Posture::Ask,
+        rules: rules(&["write(docs/**)"], &[], &["write(secrets/**)", "read(secrets/**)"]),
+        ..Policy::default()
+    };
+    let e = engine(&ws, policy, Scripted::deny());
+    let via_outer = outer.path().join("wslink/secrets/a").display().to_string();
+    for path in ["link/x", "link/key.txt", "./link/../link/y", via_outer.as_str()] {
+        let w = e.call_blocking("write", &json!({"path": path, "content": "pwned"}));
+        assert_eq!(w.call.decision, Decision::Refused, "{path}: {:?}", w.call);
+        assert!(w.call.error.unwrap().contains("deny rule"), "{path}");
+    }
+    let r = e.call_blocking("read", &json!({"path": "link/key.txt"}));
+    assert_eq!(r.call.decision, Decision::Refused);
+    // `docs/up/a.txt` is written inside docs/ but reaches the root: the allow
+    // rule does not cover it, so it goes to the (denying) approver.
+    let stretched = e.call_blocking("write", &json!({"path": "docs/up/a.txt", "content": "x"}));
+    assert_eq!(stretched.call.decision, Decision::Denied);
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "alpha\nbeta\ngamma\n");
+    assert_eq!(std::fs::read_to_string(root.join("secrets/key.txt")).unwrap(), "k");
+}
+
+#[test]
+fn an_allow_pattern_on_bash_does_not_cover_chained_commands() {
+    let ws = workspace();
+    let policy = Policy { rules: rules(&["bash(git status*)"], &[], &[]), ..Policy::default() };
+    let approver = Scripted::deny();
+    let e = engine(&ws, policy, approver.clone());
+    for command in [
+        "git status; touch chained",
+        "git status && touch chained",
+        "git status\ntouch chained",
+        "git status $(touch chained)",
+    ] {
+        let r = e.call_blocking("bash", &json!({"command": command}));
+        assert_eq!(r.call.decision, Decision::Denied, "{command:?}");
+    }
+    assert!(!ws.path().join("chained").exists());
+}
+
+#[test]
+fn a_hook_rewrite_is_held_to_the_deny_rules() {
+    let ws = workspace();
+    let hook_script = script(
+        ws.path(),
+        "to_secrets.sh",
+        r#"cat > /dev/null; echo '{"decision": "allow", "arguments": {"path": "secrets/x.txt", "content": "moved"}}'"#,
+    );
+    let policy = Policy {
+        posture: Posture::FullAccess,
+        rules: rules(&[], &[], &["write(secrets/**)"]),
+        hooks: vec![hook("^write$", &hook_script, 5000)],
+        ..Policy::default()
+    };
+    let e = engine(&ws, policy, Scripted::allow());
+    let r = e.call_blocking("write", &json!({"path": "ok.txt", "content": "x"}));
+    assert_eq!(r.call.status, CallStatus::Refused);
+    assert!(r.call.error.unwrap().contains("deny rule `write(secrets/**)`"));
+    assert!(!ws.path().join("secrets").exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_program_cannot_rewrite_its_policy_file_or_hooks() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir(root.join("hooks")).unwrap();
+    script(&root.join("hooks"), "check.sh", "cat > /dev/null; exit 0");
+    let config = root.join("codemode.toml");
+    std::fs::write(
+        &config,
+        "posture = \"full-access\"\n[[hooks.before_call]]\nmatch = \"^bash$\"\ncommand = [\"./hooks/check.sh\"]\n",
+    )
+    .unwrap();
+    let policy = Policy::load(&config).unwrap();
+    let e = Engine::builder().workspace(&root).policy(policy).build().unwrap();
+    for (tool, args) in [
+        ("write", json!({"path": "codemode.toml", "content": "posture = \"full-access\"\n"})),
+        ("write", json!({"path": "hooks/check.sh", "content": "exit 0"})),
+        (
+            "edit",
+            json!({"path": "./hooks/../codemode.toml", "edits": [{"old": "full-access", "new": "ask"}]}),
+        ),
+    ] {
+        let r = e.call_blocking(tool, &args);
+        assert_eq!(r.call.status, CallStatus::Refused, "{tool} {args}");
+        assert!(r.call.error.unwrap().contains("policy file"), "{tool}");
+    }
+    assert!(e.call_blocking("read", &json!({"path": "codemode.toml"})).is_ok(), "reading it is fine");
+}
+
+#[test]
+fn a_rule_name_that_differs_only_in_case_is_a_build_error() {
+    let ws = workspace();
+    let policy = Policy { rules: rules(&[], &[], &["Write"]), ..Policy::default() };
+    let err = Engine::builder().workspace(ws.path()).policy(policy).build().unwrap_err();
+    assert!(err.to_string().contains("did you mean `write`"), "{err}");
+    let mut policy = Policy::default();
+    policy.tools.insert("Bash".into(), codemode::ToolSettings::default());
+    let err = Engine::builder().workspace(ws.path()).policy(policy).build().unwrap_err();
+    assert!(err.to_string().contains("[tools.Bash]"), "{err}");
+}
+
+#[test]
+fn mcp_style_tools_without_a_destructive_hint_are_asked_under_auto_review() {
+    struct Unhinted;
+    impl codemode::Tool for Unhinted {
+        fn spec(&self) -> codemode::ToolSpec {
+            codemode::ToolSpec::new("drop_table", "Drops a table.", json!({"type": "object"}))
+        }
+        fn call(&self, _: Value, _: codemode::ToolContext) -> codemode::ToolFuture {
+            Box::pin(async { Ok(codemode::ToolOutput::new("dropped")) })
+        }
+    }
+    let ws = workspace();
+    let approver = Scripted::deny();
+    let e = Engine::builder()
+        .workspace(ws.path())
+        .policy(Policy { posture: Posture::AutoReview, ..Policy::default() })
+        .approver(approver.clone())
+        .tool(Unhinted)
+        .build()
+        .unwrap();
+    assert_eq!(e.call_blocking("drop_table", &json!({})).call.decision, Decision::Denied);
+    assert!(approver.asked()[0].destructive);
+    assert!(
+        e.call_blocking("write", &json!({"path": "w.txt", "content": "x"})).is_ok(),
+        "write says not destructive"
+    );
+}
