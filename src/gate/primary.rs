@@ -20,7 +20,8 @@ use crate::catalog::{PrimaryArgument, ToolSpec};
 pub(crate) struct Primary {
     /// As written, normalised (workspace-relative for paths inside it).
     pub written: String,
-    /// As the tool will reach it, when that differs (paths only).
+    /// As the tool will reach it, when that differs: the resolved path, or
+    /// a command's exact text when the spelling collapsed its whitespace.
     pub resolved: Option<String>,
     /// The argument is a shell command (text), not a path.
     pub command: bool,
@@ -36,12 +37,15 @@ pub(crate) struct Primary {
 const SHELL_CONTROL: &[char] = &[';', '&', '|', '<', '>', '$', '`', '\n', '\r'];
 
 impl Primary {
-    /// Every spelling, written first.
+    /// Every spelling rules are matched against, written first. A command
+    /// has one: its text with whitespace collapsed.
     pub(crate) fn spellings(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.written.as_str()).chain(self.resolved.as_deref())
+        let resolved = if self.command { None } else { self.resolved.as_deref() };
+        std::iter::once(self.written.as_str()).chain(resolved)
     }
 
-    /// What the call acts on, as the tool will see it.
+    /// What the call acts on, as the tool will see it: the resolved path,
+    /// or the command exactly as given (spacing kept).
     pub(crate) fn subject(&self) -> &str {
         self.resolved.as_deref().unwrap_or(&self.written)
     }
@@ -55,7 +59,10 @@ pub(crate) fn of(spec: &ToolSpec, args: &Value, workspace: &Path) -> Option<Prim
             let text = args.get(name)?.as_str()?;
             let written = text.split_whitespace().collect::<Vec<_>>().join(" ");
             let chained = text.contains(SHELL_CONTROL);
-            Some(Primary { written, resolved: None, command: true, target: None, chained })
+            // `resolved` holds the exact text when the spelling collapsed it,
+            // so approvers see the command that will really run.
+            let resolved = (written != text).then(|| text.to_owned());
+            Some(Primary { written, resolved, command: true, target: None, chained })
         }
         PrimaryArgument::Path(name) => {
             let raw = args.get(name)?.as_str()?;
@@ -148,6 +155,7 @@ mod tests {
             ToolSpec::new("bash", "", json!({})).primary_argument(PrimaryArgument::Text("command".into()));
         let p = of(&spec, &json!({"command": "  rm   -rf\tdocs "}), Path::new("/")).unwrap();
         assert_eq!(p.written, "rm -rf docs");
+        assert_eq!(p.subject(), "  rm   -rf\tdocs ", "approvers see the exact command");
         assert!(p.command && !p.chained);
         let chained = of(&spec, &json!({"command": "git status\nrm x"}), Path::new("/")).unwrap();
         assert!(chained.chained, "the newline counts even though the spelling collapses it");

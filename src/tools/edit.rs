@@ -1,9 +1,12 @@
 //! `edit {path, edits: [{old, new}]}`: exact-text replacements in one text
 //! file. Every `old` is located in one snapshot of the original; each must
 //! match exactly once and no two may overlap, or the whole call fails and
-//! the file is untouched. The new content is written atomically.
+//! the file is untouched. The new content is written atomically, and not at
+//! all by a call that timed out or was cancelled before the rename (see
+//! [`super::blocking_cancellable`]).
 
 use std::io::Read as _;
+use std::sync::atomic::AtomicBool;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -81,19 +84,23 @@ impl Tool for Edit {
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
             let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
-            super::blocking(move || edit_file(&cx, &args)).await
+            super::blocking_cancellable(move |cancelled: &AtomicBool| edit_file(&cx, &args, cancelled)).await
         })
     }
 }
 
-/// Reads, plans, applies and writes; on a blocking thread.
-fn edit_file(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
+/// Reads, plans, applies and writes; on a blocking thread. Gives up without
+/// changing the file once `cancelled` is set, up to the rename.
+fn edit_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolOutput, ToolError> {
     let path = workspace::resolve_existing(&cx.workspace, &args.path)?;
     let text = read_text(&path, &args.path)?;
+    if super::cancelled(cancelled) {
+        return Err(super::abandoned());
+    }
     let ranges = locate(&text, &args.edits).map_err(|m| ToolError::new(format!("`{}`: {m}", args.path)))?;
     let updated = apply(&text, &args.edits, &ranges);
-    write::write_atomic(&path, updated.as_bytes())
-        .map_err(|e| ToolError::new(format!("cannot write `{}`: {e}", args.path)))?;
+    write::write_atomic(&path, updated.as_bytes(), cancelled)
+        .map_err(|e| write::write_error(&args.path, &e))?;
     Ok(ToolOutput::new(json!({
         "path": workspace::relative(&cx.workspace, &path),
         "edits": args.edits.len(),

@@ -608,3 +608,106 @@ fn programs_compose_grep_edit_and_write() {
     assert_eq!(f.get("CHANGES.md"), "renamed in 2 files\n");
     assert!(r.calls.iter().all(|c| c.status == CallStatus::Ok));
 }
+
+// ------------------------------------------------- abandoned write and edit
+
+/// A big text file of numbered lines, and edits replacing `n` of its lines:
+/// work that takes far longer than a millisecond.
+fn big_edit(n: usize) -> (String, Value) {
+    const LINES: usize = 600_000;
+    let text: String = (0..LINES).map(|i| format!("line {i:07}\n")).collect();
+    let edits: Vec<Value> = (0..n)
+        .map(|k| {
+            let i = k * (LINES / n) + LINES / (2 * n);
+            json!({"old": format!("line {i:07}\n"), "new": format!("LINE {i:07} edited\n")})
+        })
+        .collect();
+    (text, json!(edits))
+}
+
+/// An engine like the fixture's, with `timeout_ms` for `edit` and `write`.
+fn engine_with_tool_timeout(f: &Fixture, timeout_ms: u64) -> Engine {
+    let mut policy = codemode::Policy::full_access();
+    for tool in ["edit", "write"] {
+        let settings = codemode::ToolSettings { timeout_ms: Some(timeout_ms), ..Default::default() };
+        policy.tools.insert(tool.to_owned(), settings);
+    }
+    Engine::builder()
+        .workspace(f.ws())
+        .spill_dir(f.spill.path())
+        .policy(policy)
+        .vm_threads(1)
+        .build()
+        .unwrap()
+}
+
+/// Names of the temp files `write` and `edit` leave in the workspace root.
+fn temp_files(f: &Fixture) -> Vec<String> {
+    std::fs::read_dir(f.ws())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".codemode-write-"))
+        .collect()
+}
+
+/// How long `tool` with `args` takes to run to its end here, measured on a
+/// copy (`copy.txt`) of the file it changes: how long a timed-out call's
+/// blocking work may go on after the timeout.
+fn measure(f: &Fixture, tool: &str, args: &Value) -> std::time::Duration {
+    let mut args = args.clone();
+    args["path"] = json!("copy.txt");
+    let started = std::time::Instant::now();
+    let out = f.engine().call_blocking(tool, &args);
+    assert!(out.is_ok(), "{:?}", out.error);
+    started.elapsed()
+}
+
+#[test]
+fn a_timed_out_edit_or_write_does_not_change_the_file_afterwards() {
+    let f = Fixture::new();
+    let (text, edits) = big_edit(40);
+    f.put("big.txt", &text);
+    f.put("copy.txt", &text);
+    let edit = json!({"path": "big.txt", "edits": edits});
+    let write = json!({"path": "big.txt", "content": "new content\n".repeat(1 << 18)});
+    let e = engine_with_tool_timeout(&f, 1);
+    for (tool, args) in [("edit", edit), ("write", write)] {
+        let took = measure(&f, tool, &args);
+        let out = e.call_blocking(tool, &args);
+        // Long enough for the abandoned work to have run to its end.
+        std::thread::sleep((took * 3).max(std::time::Duration::from_secs(1)));
+        let changed = f.get("big.txt") != text;
+        // The work may, rarely, beat the timeout; what is reported must
+        // match what happened either way.
+        assert_eq!(out.is_ok(), changed, "{tool}: {:?} {:?} (took {took:?})", out.call.status, out.error);
+        if !out.is_ok() {
+            let error = out.error.as_ref().unwrap();
+            assert_eq!(error["kind"], "timeout", "{tool}: {error}");
+            assert_eq!(out.call.status, CallStatus::Failed, "{tool}");
+        } else {
+            f.put("big.txt", &text);
+        }
+        assert_eq!(temp_files(&f), Vec::<String>::new(), "{tool}");
+    }
+}
+
+#[test]
+fn a_cancelled_edit_does_not_change_the_file_afterwards() {
+    let f = Fixture::new();
+    let (text, edits) = big_edit(40);
+    f.put("big.txt", &text);
+    f.put("copy.txt", &text);
+    let args = json!({"path": "big.txt", "edits": edits});
+    let took = measure(&f, "edit", &args);
+    let e = f.engine();
+    let run = e.start(Program::new(format!("return await tools.edit({args});")));
+    // Cancel while the edit is (most likely) at work.
+    std::thread::sleep(took / 3);
+    run.cancel();
+    let r = run.wait_blocking();
+    std::thread::sleep((took * 3).max(std::time::Duration::from_secs(1)));
+    let changed = f.get("big.txt") != text;
+    let ok = r.calls.first().is_some_and(|c| c.status == CallStatus::Ok);
+    assert_eq!(ok, changed, "{:?} {:?} (took {took:?})", r.status, r.calls);
+    assert_eq!(temp_files(&f), Vec::<String>::new());
+}
