@@ -28,6 +28,10 @@ pub(crate) struct HostState {
     /// Set when the run is over: any JS that still runs (while the engine
     /// reads the outcome) can make no call and log nothing.
     pub closed: std::cell::Cell<bool>,
+    /// Promises rejected with no handler (yet), with a description of the
+    /// reason; reported in the logs when the run ends. Cleared before the
+    /// runtime is dropped.
+    pub unhandled: RefCell<Vec<(rquickjs::Persistent<Value<'static>>, String)>>,
     pub clock: Arc<RunClock>,
 }
 

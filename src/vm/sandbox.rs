@@ -104,8 +104,13 @@ impl Sandbox {
             calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
             exhausted: RefCell::new(None),
             closed: std::cell::Cell::new(false),
+            unhandled: RefCell::new(Vec::new()),
             clock: clock.clone(),
         });
+        let tracked = state.clone();
+        rt.set_host_promise_rejection_tracker(Some(Box::new(move |ctx, promise, reason, handled| {
+            track_rejection(&tracked, &ctx, promise, reason, handled);
+        })));
         let hooks = ctx.with(|ctx| -> Result<_, String> {
             let prelude = super::prelude::load(&ctx)?;
             let host = host_call::binding(&ctx, state.clone()).map_err(|e| e.to_string())?;
@@ -507,6 +512,10 @@ impl Sandbox {
 
     /// Builds the receipt; takes the ledger, so call once.
     fn finish(&mut self, status: RunStatus, value: Json, error: Option<RunError>) -> Receipt {
+        // Rejections nothing handled would otherwise leave no trace.
+        for (_, reason) in self.state.unhandled.borrow_mut().drain(..) {
+            self.state.ledger.borrow_mut().log("error", &format!("unhandled promise rejection: {reason}"));
+        }
         let limits = &self.shared.limits;
         let bounded = spill::bound(
             value,
@@ -537,8 +546,48 @@ impl Drop for Sandbox {
         self.finish.take();
         self.program.take();
         self.main.take();
+        self.state.unhandled.borrow_mut().clear();
         self.state.calls.borrow_mut().running.abort_all();
     }
+}
+
+/// Keeps the list of promises rejected with no handler: QuickJS calls this
+/// with `handled` false when such a promise rejects, and again with `handled`
+/// true if a handler is attached later.
+fn track_rejection<'js>(
+    state: &HostState,
+    ctx: &Ctx<'js>,
+    promise: Value<'js>,
+    reason: Value<'js>,
+    handled: bool,
+) {
+    const KEPT: usize = 16;
+    if handled {
+        let mut unhandled = state.unhandled.borrow_mut();
+        unhandled.retain(|(p, _)| p.clone().restore(ctx).map_or(true, |p| p != promise));
+        return;
+    }
+    if state.unhandled.borrow().len() >= KEPT || state.closed.get() {
+        return;
+    }
+    let describe = |v: &Value<'js>| -> String {
+        if let Some(o) = v.as_object() {
+            let field = |k: &str| o.get::<_, Option<String>>(k).ok().flatten();
+            match (field("name"), field("message")) {
+                (Some(n), Some(m)) => format!("{n}: {m}"),
+                (_, Some(m)) => m,
+                _ => "an object".to_owned(),
+            }
+        } else if let Some(s) = v.as_string() {
+            s.to_string().unwrap_or_default()
+        } else {
+            "a value that is not an error".to_owned()
+        }
+    };
+    // Describe first: reading `name` and `message` may run the program's
+    // getters, which may reject other promises and call back here.
+    let text = describe(&reason);
+    state.unhandled.borrow_mut().push((rquickjs::Persistent::save(ctx, promise), text));
 }
 
 fn describe_exception(ctx: &Ctx<'_>, e: rquickjs::Error) -> String {

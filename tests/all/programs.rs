@@ -449,3 +449,15 @@ fn a_value_returned_before_a_runaway_callback_is_kept() {
     assert_eq!(r.status, RunStatus::TimedOut);
     assert_eq!(r.value, json!(1));
 }
+
+#[test]
+fn rejections_nothing_handled_are_logged() {
+    let r = run("Promise.reject(new Error('lost')); \
+         const late = Promise.reject(new Error('caught later')); \
+         try { await tools.fail({message: 'awaited'}); } catch {} \
+         await late.catch(() => {}); \
+         return 1;");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let errors: Vec<&str> = r.logs.iter().filter(|l| l.level == "error").map(|l| l.text.as_str()).collect();
+    assert_eq!(errors, ["unhandled promise rejection: Error: lost"]);
+}
