@@ -201,7 +201,13 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         .collect();
     Ok(ToolOutput::with_metadata(
         Value::Array(content),
-        json!({"matches": matches, "files": files, "truncated": truncated}),
+        json!({
+            "matches": matches,
+            "files": files,
+            "truncated": truncated,
+            // Says why when the walk, not the match limit, cut the search.
+            "walk_stopped_at": (visited > MAX_VISITED).then_some(MAX_VISITED),
+        }),
     ))
 }
 

@@ -154,13 +154,19 @@ fn grep_returns_path_line_and_text_of_each_match() {
             {"path": "src/lib.rs", "line": 2, "text": "// needle here"},
         ])
     );
-    assert_eq!(metadata(&out), &json!({"matches": 3, "files": 3, "truncated": false}));
+    assert_eq!(
+        metadata(&out),
+        &json!({"matches": 3, "files": 3, "truncated": false, "walk_stopped_at": null})
+    );
 
     let ci = e.call_blocking("grep_files", &json!({"pattern": "NEEDLE\\s*=", "case_insensitive": true}));
     assert_eq!(content(&ci), &json!([{"path": "src/lib.rs", "line": 3, "text": "let Needle = 1;"}]));
     let cs = e.call_blocking("grep_files", &json!({"pattern": "NEEDLE"}));
     assert_eq!(content(&cs), &json!([]));
-    assert_eq!(metadata(&cs), &json!({"matches": 0, "files": 0, "truncated": false}));
+    assert_eq!(
+        metadata(&cs),
+        &json!({"matches": 0, "files": 0, "truncated": false, "walk_stopped_at": null})
+    );
 
     // `glob` filters by name anywhere, or by path when it has a `/`.
     let paths = |args: Value| -> Vec<String> {
@@ -189,14 +195,23 @@ fn grep_stops_at_the_limit_and_says_truncated_only_when_more_matched() {
     let hits = content(&out).as_array().unwrap();
     assert_eq!(hits.len(), 10);
     assert_eq!(hits[9], json!({"path": "many.txt", "line": 10, "text": "hit 10"}));
-    assert_eq!(metadata(&out), &json!({"matches": 10, "files": 1, "truncated": true}));
+    assert_eq!(
+        metadata(&out),
+        &json!({"matches": 10, "files": 1, "truncated": true, "walk_stopped_at": null})
+    );
 
     // Exactly as many matches as the limit: not truncated.
     let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 32}));
-    assert_eq!(metadata(&out), &json!({"matches": 32, "files": 2, "truncated": false}));
+    assert_eq!(
+        metadata(&out),
+        &json!({"matches": 32, "files": 2, "truncated": false, "walk_stopped_at": null})
+    );
     // One more match in the next file: truncated.
     let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 31}));
-    assert_eq!(metadata(&out), &json!({"matches": 31, "files": 2, "truncated": true}));
+    assert_eq!(
+        metadata(&out),
+        &json!({"matches": 31, "files": 2, "truncated": true, "walk_stopped_at": null})
+    );
 
     // The default limit is 100; the most is 1000 (the schema refuses more).
     f.put("many.txt", "hit\n".repeat(150));
