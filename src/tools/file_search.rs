@@ -92,15 +92,7 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     let mut hits: Vec<(u8, String)> = Vec::new();
     let mut visited = 0usize;
     let ws = cx.workspace.as_path();
-    let walker = ignore::WalkBuilder::new(&root)
-        .hidden(false)
-        .require_git(false)
-        .filter_entry({
-            let exclude = exclude.clone();
-            let ws = ws.to_path_buf();
-            move |e| !exclude.is_match(workspace::relative(&ws, e.path()))
-        })
-        .build();
+    let walker = workspace::walk(ws, &root, exclude).build();
     for entry in walker {
         let Ok(entry) = entry else { continue };
         visited += 1;

@@ -136,15 +136,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         .heap_limit(Some(HEAP_LIMIT))
         .build();
 
-    let walker = ignore::WalkBuilder::new(&root)
-        .hidden(false)
-        .require_git(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry({
-            let ws = ws.to_path_buf();
-            move |e| !exclude.is_match(workspace::relative(&ws, e.path()))
-        })
-        .build();
+    let walker = workspace::walk(ws, &root, exclude).sort_by_file_name(|a, b| a.cmp(b)).build();
 
     let mut hits: Vec<Hit> = Vec::new();
     let mut files = 0usize;

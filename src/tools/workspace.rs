@@ -119,6 +119,21 @@ fn lexically_inside(root: &Path, path: &Path) -> bool {
     normal.starts_with(root)
 }
 
+/// A walk of `dir` as the search tools see the workspace `root`: files
+/// `.gitignore` and friends leave out are skipped (also outside a git
+/// repository), hidden files are included, links are not followed, and
+/// paths (relative to `root`) that `exclude` matches are skipped with
+/// everything below them.
+pub(crate) fn walk(root: &Path, dir: &Path, exclude: globset::GlobSet) -> ignore::WalkBuilder {
+    let mut builder = ignore::WalkBuilder::new(dir);
+    let root = root.to_path_buf();
+    builder
+        .hidden(false)
+        .require_git(false)
+        .filter_entry(move |e| !exclude.is_match(relative(&root, e.path())));
+    builder
+}
+
 /// `path` relative to `root`, with `/` separators.
 pub(crate) fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
