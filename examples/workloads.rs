@@ -10,8 +10,9 @@
 //! `{"system":"codemode <version>","workload":"W1_cold_start_p50","value":N,"unit":"us"}`.
 //! Anything else (the `execute_blocking` cold start, progress) goes to stderr.
 //!
-//! Every run uses the real engine: the gate is on (the default posture allows
-//! every call), full receipts are recorded, and both tools are registered
+//! Every run uses the real engine: the gate is on with `Policy::full_access()`
+//! (every step runs, none asks; the `system` string says so), full receipts
+//! are recorded, and both tools are registered
 //! through the public [`Tool`] trait. Every run's receipt is checked (status
 //! `completed`, every call `ok`, the expected value); the runner aborts on
 //! the first mismatch. See `docs/PERFORMANCE.md` for the figures.

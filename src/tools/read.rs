@@ -13,6 +13,10 @@ use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolS
 const MAX_FILE_BYTES: u64 = 16 << 20;
 /// Lines returned when `limit` is not given.
 const DEFAULT_LIMIT: usize = 2_000;
+/// Bytes of numbered text in one window; the window ends early (with its
+/// continuation notice) rather than pass the engine's result bound, which
+/// would cut the notice off.
+const MAX_WINDOW_BYTES: usize = 64 << 10;
 /// Characters kept of one line; longer lines are cut with a marker.
 const MAX_LINE_CHARS: usize = 2_000;
 /// Bytes examined for a NUL byte to tell binary files apart.
@@ -31,8 +35,8 @@ impl Tool for Read {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             "read",
-            "Read a text file of the workspace: up to `limit` lines (default 2000) from line `offset` \
-             (1-based, default 1), each prefixed by its number and a tab. Says where to continue when \
+            "Read a text file of the workspace: up to `limit` lines (default 2000, at most 64 KiB of text) \
+             from line `offset` (1-based, default 1), each prefixed by its number and a tab. Says where to continue when \
              the file has more lines. Binary files and files over 16 MiB are refused.",
             json!({
                 "type": "object",
@@ -95,6 +99,9 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     let mut out = String::new();
     let mut last = offset.saturating_sub(1);
     for (i, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
+        if out.len() >= MAX_WINDOW_BYTES {
+            break;
+        }
         last = i + 1;
         out.push_str(&format!("{:>6}\t", i + 1));
         match line.char_indices().nth(MAX_LINE_CHARS) {

@@ -76,8 +76,39 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
         Some((l, c)) => (Some(l), Some(c)),
         None => (None, None),
     };
-    let stack = stack.map(|s| s.trim_end().to_owned()).filter(|s| !s.is_empty());
+    let stack = stack.map(|s| user_stack(&s, file)).filter(|s| !s.is_empty());
     RunError { kind, message: text, line, column, stack }
+}
+
+/// The stack as the user wrote the program: the engine's wrapper frame
+/// (`<eval>`, which calls the program) is dropped, and columns on the
+/// program's first line lose the wrapper's prefix.
+fn user_stack(stack: &str, file: &str) -> String {
+    let first_line = format!("{file}:1:");
+    let mut out = Vec::new();
+    for frame in stack.lines() {
+        if frame.contains("<eval>") {
+            continue;
+        }
+        let fixed = match frame.find(&first_line) {
+            Some(at) => {
+                let start = at + first_line.len();
+                let digits = frame[start..].chars().take_while(char::is_ascii_digit).count();
+                match frame[start..start + digits].parse::<u32>() {
+                    Ok(col) => format!(
+                        "{}{}{}",
+                        &frame[..start],
+                        col.saturating_sub(WRAP_PREFIX.len() as u32).max(1),
+                        &frame[start + digits..]
+                    ),
+                    Err(_) => frame.to_owned(),
+                }
+            }
+            None => frame.to_owned(),
+        };
+        out.push(fixed);
+    }
+    out.join("\n").trim_end().to_owned()
 }
 
 /// `String(value)` for a thrown non-object, when it is a string or number.
@@ -110,6 +141,12 @@ fn position_in(stack: &str, file: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::position_in;
+
+    #[test]
+    fn stacks_show_the_users_positions() {
+        let stack = "    at f (p.js:1:25)\n    at <anonymous> (p.js:3:5)\n    at <eval> (p.js:4:1)\n";
+        assert_eq!(super::user_stack(stack, "p.js"), "    at f (p.js:1:11)\n    at <anonymous> (p.js:3:5)");
+    }
 
     #[test]
     fn positions_come_from_the_first_frame_in_the_program() {

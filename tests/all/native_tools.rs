@@ -123,3 +123,78 @@ fn read_refuses_a_fifo_instead_of_blocking() {
     let r = run_in(&ws, "try { await tools.read({path: 'pipe'}); } catch (e) { return e.message; }");
     assert!(r.value.as_str().unwrap().contains("not a regular file"), "{}", r.value);
 }
+
+#[test]
+fn read_windows_default_to_2000_lines_and_64_kib() {
+    let ws = workspace();
+    let many: String = (1..=2500).map(|i| format!("{i}\n")).collect();
+    std::fs::write(ws.path().join("many.txt"), many).unwrap();
+    let wide: String = (1..=3000).map(|_| format!("{}\n", "w".repeat(300))).collect();
+    std::fs::write(ws.path().join("wide.txt"), wide).unwrap();
+    let r = run_in(
+        &ws,
+        "const a = await tools.read({path: 'many.txt'}); \
+         const b = await tools.read({path: 'wide.txt'}); \
+         let c; try { await tools.read({path: 'many.txt', limit: 10001}); } catch (e) { c = e.kind; } \
+         return [a.metadata, b.metadata, b.truncated, b.content.trimEnd().split('\\n').pop(), c];",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value[0]["end_line"], json!(2000));
+    assert_eq!(r.value[0]["next_offset"], json!(2001));
+    // The 64 KiB window ends early and still says where to continue.
+    let end = r.value[1]["end_line"].as_u64().unwrap();
+    assert!(end > 100 && end < 300, "{end}");
+    assert_eq!(r.value[1]["next_offset"], json!(end + 1));
+    assert_eq!(r.value[2], json!(null), "the window stays under the result bound");
+    assert_eq!(r.value[3], json!(format!("[lines 1-{end} of 3000; continue with offset {}]", end + 1)));
+    assert_eq!(r.value[4], json!("refused"), "limit is at most 10000");
+}
+
+#[cfg(unix)]
+#[test]
+fn read_and_file_search_refuse_every_escape() {
+    let outer = tempfile::tempdir().unwrap();
+    let ws_path = outer.path().join("ws");
+    std::fs::create_dir(&ws_path).unwrap();
+    std::fs::write(outer.path().join("secret.txt"), "s").unwrap();
+    std::os::unix::fs::symlink(outer.path().join("secret.txt"), ws_path.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(outer.path(), ws_path.join("out")).unwrap();
+    let engine = codemode::Engine::builder().workspace(&ws_path).build().unwrap();
+    for (tool, args) in [
+        ("read", json!({"path": "link.txt"})),
+        ("read", json!({"path": "out/secret.txt"})),
+        ("read", json!({"path": "../secret.txt"})),
+        ("file_search", json!({"query": "secret", "path": ".."})),
+        ("file_search", json!({"query": "secret", "path": "out"})),
+        ("file_search", json!({"query": "secret", "path": outer.path().to_str().unwrap()})),
+    ] {
+        let out = engine.call_blocking(tool, &args);
+        assert_eq!(out.call.status, CallStatus::Failed, "{tool} {args}");
+        assert!(
+            out.call.error.as_deref().unwrap().contains("outside the workspace"),
+            "{tool} {args}: {:?}",
+            out.call.error
+        );
+    }
+    // The walk does not follow the link out either.
+    let found = engine.call_blocking("file_search", &json!({"query": "secret"}));
+    assert_eq!(found.envelope.unwrap()["content"], json!([]));
+}
+
+#[test]
+fn file_search_exclude_and_extensions_filter() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("build")).unwrap();
+    std::fs::write(ws.path().join("build/out.md"), "").unwrap();
+    std::fs::write(ws.path().join("notes.md"), "").unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "").unwrap();
+    let r = run_in(
+        &ws,
+        "const md = await tools.file_search({query: 'o', extensions: ['.MD']}); \
+         const ex = await tools.file_search({query: 'o', extensions: ['md'], exclude: ['build', 'docs/**']}); \
+         return [md.content, ex.content];",
+    );
+    // `out.md` starts with the query, `notes.md` contains it, `docs/` holds it.
+    assert_eq!(r.value[0], json!(["build/out.md", "notes.md", "docs/guide.md"]));
+    assert_eq!(r.value[1], json!(["notes.md"]));
+}

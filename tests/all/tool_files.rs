@@ -726,3 +726,15 @@ fn a_cancelled_edit_does_not_change_the_file_afterwards() {
     assert_eq!(ok, changed, "{:?} {:?} (took {took:?})", r.status, r.calls);
     assert_eq!(temp_files(&f), Vec::<String>::new());
 }
+
+#[test]
+fn edit_refuses_files_over_16_mib_and_changes_nothing() {
+    let ws = crate::common::workspace();
+    let big = ws.path().join("big.txt");
+    std::fs::write(&big, "x".repeat((16 << 20) + 1)).unwrap();
+    let engine = crate::common::engine_with(&ws, codemode::Limits::default());
+    let out = engine.call_blocking("edit", &json!({"path": "big.txt", "edits": [{"old": "xx", "new": "y"}]}));
+    assert_eq!(out.call.status, codemode::CallStatus::Failed);
+    assert!(out.call.error.as_deref().unwrap().contains("16"), "{:?}", out.call.error);
+    assert_eq!(std::fs::metadata(&big).unwrap().len(), (16 << 20) + 1);
+}
