@@ -51,6 +51,6 @@ pub use gate::{
 pub use program::Program;
 pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt,
-    RunError, RunStatus, Truncation,
+    RenderOptions, RunError, RunStatus, Truncation,
 };
 pub use vm::{Limits, Sandbox};

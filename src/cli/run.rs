@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use anyhow::Context;
-use codemode::{CallStatus, Program, Receipt, RunStatus};
+use codemode::{Program, RenderOptions, RunStatus};
 
 use super::engine_args::EngineArgs;
 
@@ -58,7 +58,11 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
-        eprint!("{}", summary(&receipt));
+        // The compact rendering (DESIGN.md §4), pointing at the full receipt.
+        let saved = engine.save_receipt(&receipt).ok().map(|p| p.display().to_string());
+        let options =
+            RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
+        eprint!("codemode: {}", printable(&receipt.render(&options)));
         if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
             let value = match &receipt.value {
                 serde_json::Value::String(s) => s.clone(),
@@ -97,20 +101,20 @@ pub(crate) async fn interrupted() -> u8 {
 }
 
 /// `text` with terminal control characters (escape sequences, carriage
-/// returns, bells) shown as `\u{..}`, so program output on stderr cannot
-/// move the cursor or rewrite the summary. Newlines and tabs stay.
+/// returns, bells) and bidirectional overrides shown as `\u{..}`, so program
+/// output on stderr cannot move the cursor or disguise text. Newlines and
+/// tabs stay (the rendering puts program text on one line each).
 pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }
     text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                format!("\\u{{{:x}}}", c as u32)
-            } else {
-                c.to_string()
-            }
-        })
+        .map(|c| if unsafe_char(c) { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() })
         .collect::<String>()
         .into()
 }
@@ -130,60 +134,4 @@ fn read_program(file: &str) -> anyhow::Result<(String, String)> {
         .file_name()
         .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
     Ok((name, source))
-}
-
-/// The short human summary printed on stderr.
-fn summary(r: &Receipt) -> String {
-    let mut s = String::new();
-    let ok = r.calls.iter().filter(|c| c.status == CallStatus::Ok).count();
-    s.push_str(&format!(
-        "codemode: {} in {:.1} ms, {} call{} ({} ok), run {}\n",
-        r.status.as_str(),
-        r.elapsed_ms,
-        r.calls.len(),
-        if r.calls.len() == 1 { "" } else { "s" },
-        ok,
-        r.run_id
-    ));
-    if let Some(e) = &r.error {
-        let at = match (e.line, e.column) {
-            (Some(l), Some(c)) => format!(" at line {l}, column {c}"),
-            (Some(l), None) => format!(" at line {l}"),
-            _ => String::new(),
-        };
-        s.push_str(&format!("  error ({}){at}: {}\n", wire_name(&e.kind), printable(&e.message)));
-    }
-    for c in r.problem_calls().take(20) {
-        s.push_str(&format!(
-            "  call {} {}: {}, {}{}\n",
-            c.seq,
-            printable(&c.tool),
-            wire_name(&c.decision),
-            wire_name(&c.status),
-            c.error.as_deref().map(|e| format!(" - {}", printable(e))).unwrap_or_default()
-        ));
-    }
-    for log in &r.logs {
-        s.push_str(&format!("  [{}] {}\n", log.level, printable(&log.text)));
-    }
-    if r.logs_dropped > 0 {
-        s.push_str(&format!("  ({} more log lines dropped)\n", r.logs_dropped));
-    }
-    if let Some(t) = &r.value_truncated {
-        s.push_str(&format!(
-            "  value cut to {} of {} bytes; whole value in {}\n",
-            t.kept_bytes,
-            t.original_bytes,
-            t.spill_path.as_deref().unwrap_or("(spill failed)")
-        ));
-    }
-    s
-}
-
-/// The name of an enum value as the receipt JSON spells it.
-fn wire_name(value: &impl serde::Serialize) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::from("?"),
-    }
 }

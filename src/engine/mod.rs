@@ -356,6 +356,24 @@ impl Engine {
         Sandbox::new(self.shared.clone(), clock, run_id)
     }
 
+    /// Saves `receipt` as JSON to `receipt.json` in its run's folder (where
+    /// its spill files go: `<workspace>/.codemode/runs/<run_id>/` by
+    /// default), atomically, and returns the path; the compact rendering
+    /// ([`Receipt::render`]) can then say where the full receipt is.
+    ///
+    /// # Errors
+    /// The folder cannot be made or written, or (for the default place) it
+    /// resolves outside the workspace.
+    pub fn save_receipt(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
+        let area = crate::receipt::spill::SpillArea::new(
+            &self.shared.spill_root,
+            &receipt.run_id,
+            self.shared.spill_confine.clone(),
+            u64::MAX,
+        );
+        crate::receipt::spill::write_file(&area, "receipt", "json", receipt.to_json_pretty().as_bytes())
+    }
+
     /// Changes the permission posture. Every run in progress refuses its
     /// later calls (their programs were written under the old posture), and
     /// a call waiting for approval when the posture narrows is refused.

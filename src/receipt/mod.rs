@@ -6,7 +6,10 @@
 //! whole is written to a spill file first (see [`spill`]).
 
 pub(crate) mod ledger;
+mod render;
 pub(crate) mod spill;
+
+pub use render::RenderOptions;
 
 pub(crate) use ledger::Ledger;
 

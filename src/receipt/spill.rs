@@ -139,7 +139,9 @@ fn write_spill(target: &SpillTarget<'_>, ext: &str, bytes: &[u8]) -> std::io::Re
     written
 }
 
-fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+/// Writes `<area>/<stem>.<ext>` atomically, within the area's confinement
+/// but outside its budget (for the run's own receipt).
+pub(crate) fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let confined = |dir: &Path| -> std::io::Result<()> {
         match &area.confine {
             Some(confine) if !dir.starts_with(confine) => Err(std::io::Error::other(format!(

@@ -125,7 +125,7 @@ fn control_characters_from_the_program_are_escaped_on_stderr() {
     let ws = crate::common::workspace();
     let out = codemode(&["run", "-"], "console.log('\\u001b[2Jgotcha\\r');", ws.path());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.contains('\u{1b}') && err.contains("\\u{1b}[2Jgotcha\\u{d}"), "{err}");
+    assert!(!err.contains('\u{1b}') && err.contains("\\u{1b}[2Jgotcha\\r"), "{err}");
 }
 
 #[cfg(unix)]
@@ -270,4 +270,21 @@ fn on_a_terminal_the_cli_prompts_for_approval() {
         assert_eq!(ws.path().join("w.txt").exists(), written, "answer {answer}");
         let _ = std::fs::remove_file(ws.path().join("w.txt"));
     }
+}
+
+#[test]
+fn the_summary_is_the_compact_rendering_and_points_at_the_saved_receipt() {
+    let ws = crate::common::workspace();
+    let prog = "for (let i = 0; i < 300; i++) { try { await tools.read({path: i % 2 ? 'a.txt' : 'nope' + i}); } catch {} } return 'done';";
+    let out = codemode(&["run", "-"], prog, ws.path());
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.len() < 8 << 10, "{}", err.len());
+    assert!(err.contains("read: 150 failed, 150 ok"), "{err}");
+    assert!(err.contains("(130 more calls not ok in the receipt)"), "{err}");
+    let path =
+        err.lines().find_map(|l| l.trim().strip_prefix("full receipt: ")).expect("the summary says where");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(saved["calls"].as_array().unwrap().len(), 300);
+    assert_eq!(saved["value"], "done");
 }

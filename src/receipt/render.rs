@@ -1,0 +1,267 @@
+//! The compact rendering of a receipt: what a model (or a person reading
+//! the CLI's summary) sees instead of the full JSON (DESIGN.md §4).
+//!
+//! Bounded however many calls ran: the status and error, the value (cut),
+//! the logs (cut), a call summary with counts per tool by status and
+//! decision, the calls that were not `ok` (the first 20), and where the full
+//! receipt is. A run of 1,000 calls costs about as much as a run of ten.
+
+use std::fmt::Write as _;
+
+use super::{CallStatus, Decision, Receipt, spill::utf8_prefix};
+
+/// Options of [`Receipt::render`].
+#[derive(Debug, Clone)]
+pub struct RenderOptions<'a> {
+    /// Most bytes of the rendering. Default: 8 KiB.
+    pub max_bytes: usize,
+    /// Whether to include the value (the CLI prints it on stdout instead).
+    /// Default: true.
+    pub include_value: bool,
+    /// Where the full receipt was saved, to say so. Default: none.
+    pub receipt_path: Option<&'a str>,
+}
+
+impl Default for RenderOptions<'_> {
+    fn default() -> Self {
+        RenderOptions { max_bytes: 8 << 10, include_value: true, receipt_path: None }
+    }
+}
+
+/// Bytes of the value shown.
+const VALUE_BYTES: usize = 2 << 10;
+/// Bytes of log text shown, and of one log line.
+const LOG_BYTES: usize = 1536;
+const LOG_LINE_BYTES: usize = 300;
+/// Calls listed one by one (those not `ok`), and bytes of each line.
+const LISTED_CALLS: usize = 20;
+const CALL_LINE_BYTES: usize = 140;
+/// Tools in the call summary.
+const SUMMARY_TOOLS: usize = 30;
+
+impl Receipt {
+    /// The compact, bounded text a model sees for this run (DESIGN.md §4).
+    /// Plain text, one fact per line; never longer than
+    /// `options.max_bytes`.
+    pub fn render(&self, options: &RenderOptions<'_>) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} in {:.1} ms; {} call{}; run {}",
+            self.status.as_str(),
+            self.elapsed_ms,
+            self.calls.len(),
+            if self.calls.len() == 1 { "" } else { "s" },
+            self.run_id
+        );
+        if let Some(e) = &self.error {
+            let at = match (e.line, e.column) {
+                (Some(l), Some(c)) => format!(" at line {l}, column {c}"),
+                (Some(l), None) => format!(" at line {l}"),
+                _ => String::new(),
+            };
+            let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned));
+            let _ = writeln!(s, "error ({}){at}: {}", kind.unwrap_or_default(), cut(&e.message, 500));
+        }
+        if options.include_value {
+            let json = serde_json::to_string(&self.value).unwrap_or_default();
+            let _ = write!(s, "value: {}", cut(&json, VALUE_BYTES));
+            if let Some(t) = &self.value_truncated {
+                let _ = write!(s, " [cut at {} of {} bytes", t.kept_bytes, t.original_bytes);
+                if let Some(p) = &t.spill_path {
+                    let _ = write!(s, "; whole value in {p}");
+                }
+                s.push(']');
+            }
+            s.push('\n');
+        }
+        self.render_logs(&mut s);
+        self.render_calls(&mut s);
+        if let Some(path) = options.receipt_path {
+            let _ = writeln!(s, "full receipt: {path}");
+        }
+        if s.len() > options.max_bytes {
+            const MARK: &str = "\n[rendering cut at its bound]\n";
+            let keep = utf8_prefix(&s, options.max_bytes.saturating_sub(MARK.len())).len();
+            s.truncate(keep);
+            s.push_str(MARK);
+        }
+        s
+    }
+
+    fn render_logs(&self, s: &mut String) {
+        let mut budget = LOG_BYTES;
+        let mut shown = 0;
+        for log in &self.logs {
+            let line = format!("[{}] {}", log.level, cut(&log.text, LOG_LINE_BYTES));
+            if line.len() > budget {
+                break;
+            }
+            budget -= line.len();
+            let _ = writeln!(s, "log {line}");
+            shown += 1;
+        }
+        let hidden = (self.logs.len() - shown) as u64 + self.logs_dropped;
+        if hidden > 0 {
+            let _ = writeln!(s, "({hidden} more log lines in the receipt or dropped)");
+        }
+    }
+
+    fn render_calls(&self, s: &mut String) {
+        if self.calls.is_empty() {
+            return;
+        }
+        // Counts per tool, in order of first call, by status and decision.
+        let mut tools: Vec<(&str, Vec<(String, usize)>)> = Vec::new();
+        for c in &self.calls {
+            let key = match c.decision {
+                Decision::Auto => status_name(c.status).to_owned(),
+                d => format!("{} ({})", status_name(c.status), decision_name(d)),
+            };
+            let entry = match tools.iter_mut().position(|(t, _)| *t == c.tool) {
+                Some(i) => &mut tools[i].1,
+                None => {
+                    tools.push((c.tool.as_str(), Vec::new()));
+                    &mut tools.last_mut().expect("just pushed").1
+                }
+            };
+            match entry.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, n)) => *n += 1,
+                None => entry.push((key, 1)),
+            }
+        }
+        let _ = write!(s, "calls:");
+        for (i, (tool, counts)) in tools.iter().take(SUMMARY_TOOLS).enumerate() {
+            let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let _ = write!(s, "{} {}: {}", if i == 0 { "" } else { ";" }, cut(tool, 80), parts.join(", "));
+        }
+        if tools.len() > SUMMARY_TOOLS {
+            let _ = write!(s, "; ({} more tools)", tools.len() - SUMMARY_TOOLS);
+        }
+        s.push('\n');
+        let problems: Vec<_> = self.problem_calls().collect();
+        for c in problems.iter().take(LISTED_CALLS) {
+            let line = format!(
+                "call {} {}: {}, {}{}",
+                c.seq,
+                cut(&c.tool, 80),
+                decision_name(c.decision),
+                status_name(c.status),
+                c.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+            );
+            let _ = writeln!(s, "{}", cut(&line, CALL_LINE_BYTES));
+        }
+        if problems.len() > LISTED_CALLS {
+            let _ = writeln!(s, "({} more calls not ok in the receipt)", problems.len() - LISTED_CALLS);
+        }
+    }
+}
+
+fn status_name(s: CallStatus) -> &'static str {
+    match s {
+        CallStatus::Ok => "ok",
+        CallStatus::Failed => "failed",
+        CallStatus::Refused => "refused",
+        CallStatus::InFlight => "in_flight",
+    }
+}
+
+fn decision_name(d: Decision) -> &'static str {
+    match d {
+        Decision::Auto => "auto",
+        Decision::Approved => "approved",
+        Decision::Denied => "denied",
+        Decision::Refused => "refused",
+    }
+}
+
+/// `text` on one line (newlines and carriage returns written as `\n` and
+/// `\r`, so program text cannot start a line of its own), cut to at most
+/// `max` bytes and marked when cut.
+fn cut(text: &str, max: usize) -> String {
+    let text = if text.contains(['\n', '\r']) {
+        std::borrow::Cow::Owned(text.replace('\n', "\\n").replace('\r', "\\r"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    if text.len() <= max {
+        return text.into_owned();
+    }
+    let kept = utf8_prefix(&text, max);
+    format!("{kept} [... {} bytes cut]", text.len() - kept.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::{CallReceipt, Caller, LogEntry, RunStatus};
+
+    fn receipt(calls: usize) -> Receipt {
+        let call = |i: usize| CallReceipt {
+            seq: i as u64 + 1,
+            tool: if i % 3 == 0 { "write".into() } else { "read".into() },
+            caller: Caller::Program,
+            decision: if i % 3 == 0 { Decision::Denied } else { Decision::Auto },
+            status: if i % 3 == 0 { CallStatus::Refused } else { CallStatus::Ok },
+            elapsed_ms: 0.1,
+            bytes: 10,
+            truncated: None,
+            error: (i % 3 == 0).then(|| "not today ".repeat(40)),
+            note: None,
+        };
+        Receipt {
+            receipt_version: 1,
+            run_id: "run-x".into(),
+            status: RunStatus::Completed,
+            value: serde_json::json!({"big": "v".repeat(10_000)}),
+            value_truncated: None,
+            error: None,
+            logs: (0..300)
+                .map(|i| LogEntry { level: "log".into(), text: format!("line {i} {}", "x".repeat(50)) })
+                .collect(),
+            logs_dropped: 7,
+            calls: (0..calls).map(call).collect(),
+            pending: vec![],
+            catalog_sha256: String::new(),
+            elapsed_ms: 1.0,
+            approval_wait_ms: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_thousand_calls_cost_about_what_ten_do() {
+        let options =
+            RenderOptions { receipt_path: Some(".codemode/runs/run-x/receipt.json"), ..Default::default() };
+        // Sixty calls already list the 20 calls not ok that are shown.
+        let small = receipt(60).render(&options);
+        let large = receipt(1000).render(&options);
+        assert!(large.len() <= 8 << 10, "{}", large.len());
+        assert!(!large.contains("rendering cut"), "the sections fit the bound on their own");
+        assert!(large.len() < small.len() + 64, "{} vs {}", large.len(), small.len());
+        assert!(large.contains("calls: write: 334 refused (denied); read: 666 ok"), "{large}");
+        assert!(large.contains("(314 more calls not ok in the receipt)"), "{large}");
+        assert!(large.contains("full receipt: .codemode/runs/run-x/receipt.json"), "{large}");
+        assert!(large.contains("more log lines"), "{large}");
+        assert!(large.contains("[... "), "the value is cut");
+    }
+
+    #[test]
+    fn program_text_stays_on_its_line() {
+        let mut r = receipt(3);
+        r.logs = vec![LogEntry { level: "log".into(), text: "ok\ncalls: forged\r".into() }];
+        let text = r.render(&RenderOptions::default());
+        assert!(text.contains("log [log] ok\\ncalls: forged\\r"), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("calls:")).count(), 1);
+    }
+
+    #[test]
+    fn the_bound_holds_for_any_size() {
+        let r = receipt(50);
+        for max in [200, 1000, 4096] {
+            let text = r.render(&RenderOptions { max_bytes: max, ..Default::default() });
+            assert!(text.len() <= max, "{} > {max}", text.len());
+        }
+        let no_value = r.render(&RenderOptions { include_value: false, ..Default::default() });
+        assert!(!no_value.contains("value:"));
+    }
+}
