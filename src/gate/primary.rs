@@ -115,6 +115,15 @@ fn shown(workspace: &Path, path: &Path) -> String {
     }
 }
 
+/// The primary argument of a `bash` call running `command`, for tests of
+/// the steps that read it.
+#[cfg(test)]
+pub(crate) fn of_command(command: &str) -> Primary {
+    let spec = ToolSpec::new("bash", "", serde_json::json!({}))
+        .primary_argument(PrimaryArgument::Text("command".into()));
+    of(&spec, &serde_json::json!({ "command": command }), Path::new("/")).expect("a command is given")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

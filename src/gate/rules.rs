@@ -79,13 +79,7 @@ mod tests {
         let cx = GateContext::for_test(&catalog, &p);
         let args = serde_json::json!({});
         let check = |command: &str| {
-            let primary = Primary {
-                written: command.into(),
-                resolved: None,
-                command: true,
-                target: None,
-                chained: command.contains([';', '&', '|', '$', '\n']),
-            };
+            let primary = crate::gate::primary::of_command(command);
             let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("bash", &args) };
             let mut prep = Preparation::default();
             (RuleLists.check(&call, &cx, &mut prep), prep)
@@ -114,13 +108,7 @@ mod tests {
             ("git status $(touch x)", false),
             ("git status\nrm x", false),
         ] {
-            let primary = Primary {
-                written: command.into(),
-                resolved: None,
-                command: true,
-                target: None,
-                chained: command.contains([';', '&', '|', '$', '\n']),
-            };
+            let primary = crate::gate::primary::of_command(command);
             let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test("bash", &args) };
             let mut prep = Preparation::default();
             RuleLists.check(&call, &cx, &mut prep);

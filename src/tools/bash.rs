@@ -161,7 +161,7 @@ impl Tool for Bash {
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
-            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let args: Args = super::parse_args(args)?;
             let timeout = timeout_of(args.timeout)?;
             // The engine polls a tool's future once on the VM thread; starting
             // a process there would block it, so yield first and start on the

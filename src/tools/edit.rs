@@ -83,7 +83,7 @@ impl Tool for Edit {
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
-            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let args: Args = super::parse_args(args)?;
             super::blocking_cancellable(move |cancelled: &AtomicBool| edit_file(&cx, &args, cancelled)).await
         })
     }

@@ -80,7 +80,7 @@ impl Tool for GrepFiles {
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
-            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let args: Args = super::parse_args(args)?;
             let cancelled = Arc::new(AtomicBool::new(false));
             // Dropping the call (timeout, deadline) stops the walk at the next file.
             let _stop = StopOnDrop(cancelled.clone());

@@ -55,7 +55,7 @@ impl Tool for Read {
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
-            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let args: Args = super::parse_args(args)?;
             super::blocking(move || read_window(&cx, &args)).await
         })
     }

@@ -50,7 +50,7 @@ impl Tool for Write {
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
-            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let args: Args = super::parse_args(args)?;
             super::blocking_cancellable(move |cancelled: &AtomicBool| write_file(&cx, &args, cancelled)).await
         })
     }
