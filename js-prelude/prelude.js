@@ -155,7 +155,22 @@
   // `tools.read({path})` is `tools.call("read", {path})`. Names of
   // Object.prototype and promise/JSON hooks are not tool names, so logging
   // or awaiting `tools` makes no call.
-  const base = freeze({ call });
+  // `tools.search(query, options)` is `tools.call("tool_search", {query,
+  // ...options})`: it describes matching tools and activates nothing. (A
+  // tool named `search` is still reachable with tools.call("search", ...).)
+  function search(query, options) {
+    const args = create(null);
+    args.query = query;
+    if (options !== undefined && options !== null) {
+      if (typeof options !== "object") {
+        return rejected(new TypeErr('tools.search(query, options): options must be an object such as {mode: "regex", limit: 5}'));
+      }
+      if (hasOwn(options, "mode")) args.mode = options.mode;
+      if (hasOwn(options, "limit")) args.limit = options.limit;
+    }
+    return call("tool_search", args);
+  }
+  const base = freeze({ call, search });
   const tools = new Proxy(base, {
     get(target, key) {
       if (typeof key !== "string") return undefined;

@@ -39,10 +39,10 @@ mod tools;
 mod vm;
 
 pub use catalog::{
-    Annotations, CatalogError, Loading, PrimaryArgument, Tool, ToolContext, ToolError, ToolFuture,
-    ToolOutput, ToolSource, ToolSpec,
+    Annotations, CatalogError, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext, ToolError,
+    ToolFuture, ToolOutput, ToolSource, ToolSpec,
 };
-pub use engine::{BuildError, CallOutcome, Canceller, ClockPause, Engine, EngineBuilder, Run};
+pub use engine::{BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine, EngineBuilder, Run};
 pub use gate::{
     AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
     CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, HookSpec, Mode, Policy, PolicyError, Posture,

@@ -28,11 +28,15 @@ pub(crate) fn catalog_digest<'a>(specs: impl Iterator<Item = &'a ToolSpec>) -> S
 
 /// `value` as canonical JSON: object keys sorted by their UTF-8 bytes, no
 /// whitespace, strings and numbers as serde_json writes them.
-#[cfg(test)]
 pub(crate) fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
     out
+}
+
+/// The length in bytes of `value` as canonical JSON.
+pub(crate) fn canonical_len(value: &Value) -> usize {
+    canonical_json(value).len()
 }
 
 fn write_canonical(value: &Value, out: &mut String) {
@@ -82,6 +86,56 @@ mod tests {
     fn canonical_json_sorts_keys_and_drops_whitespace() {
         let v: Value = serde_json::from_str(r#"{ "b": [1, {"z": 1, "a": "x"}], "a": null }"#).unwrap();
         assert_eq!(canonical_json(&v), r#"{"a":null,"b":[1,{"a":"x","z":1}]}"#);
+    }
+
+    /// A fixed catalog of three tools. Its digest below was computed
+    /// outside the crate (Python's hashlib over `json.dumps(schema,
+    /// sort_keys=True, separators=(",", ":"), ensure_ascii=False)`), so the
+    /// test pins the format of DESIGN.md §6, not just this code's output.
+    fn fixed_catalog() -> Vec<ToolSpec> {
+        vec![
+            ToolSpec::new(
+                "read",
+                "Read a file.",
+                json!({"type": "object", "properties": {"path": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}}, "required": ["path"]}),
+            ),
+            ToolSpec::new(
+                "mcp__time__get_current_time",
+                "Get current time in a specific timezone",
+                json!({"type": "object", "properties": {"timezone": {"type": "string", "description": "IANA timezone name, e.g. 'Europe/Warsaw' — ü"}}, "required": ["timezone"]}),
+            ),
+            ToolSpec::new("empty", "", json!({})),
+        ]
+    }
+
+    const FIXED_DIGEST: &str = "b8ab1d159b27ede12a7b4c602bad48c8df3a9d7f7b8d9ee9f901b704d52e42c3";
+
+    #[test]
+    fn the_digest_of_a_fixed_catalog_is_pinned() {
+        assert_eq!(catalog_digest(fixed_catalog().iter()), FIXED_DIGEST);
+    }
+
+    #[test]
+    fn one_character_of_one_schema_changes_the_digest_and_key_order_does_not() {
+        let mut reordered = fixed_catalog();
+        // Same schema, keys written in the opposite order at every level.
+        reordered[0].input_schema = serde_json::from_str(
+            r#"{"required":["path"],"properties":{"limit":{"minimum":1,"type":"integer"},"path":{"type":"string"}},"type":"object"}"#,
+        )
+        .unwrap();
+        assert_eq!(catalog_digest(reordered.iter()), FIXED_DIGEST);
+
+        let mut changed = fixed_catalog();
+        changed[1].input_schema["properties"]["timezone"]["description"] =
+            json!("IANA timezone name, e.g. 'Europe/Warsaw' — u");
+        assert_ne!(catalog_digest(changed.iter()), FIXED_DIGEST);
+        let mut renamed = fixed_catalog();
+        renamed[0].input_schema["required"] = json!(["pat"]);
+        assert_ne!(catalog_digest(renamed.iter()), FIXED_DIGEST);
+        // Catalog order is part of the digest.
+        let mut swapped = fixed_catalog();
+        swapped.swap(0, 2);
+        assert_ne!(catalog_digest(swapped.iter()), FIXED_DIGEST);
     }
 
     #[test]

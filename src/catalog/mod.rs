@@ -5,15 +5,19 @@
 //! schema is compiled to a validator once, at build time.
 
 mod digest;
+mod search;
 mod spec;
 mod suggest;
 mod tool;
+pub(crate) mod tool_search;
+mod toolbox;
 
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 #[cfg(test)]
 pub(crate) use digest::canonical_json;
+pub use tool_search::TOOL_SEARCH;
 
 use std::collections::HashMap;
 use std::sync::Arc;

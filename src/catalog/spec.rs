@@ -41,6 +41,17 @@ pub enum ToolSource {
     Synthetic,
 }
 
+impl ToolSource {
+    /// The source as one word: `native`, `mcp:<server>` or `synthetic`.
+    pub fn label(&self) -> String {
+        match self {
+            ToolSource::Native => "native".to_owned(),
+            ToolSource::Mcp { server } => format!("mcp:{server}"),
+            ToolSource::Synthetic => "synthetic".to_owned(),
+        }
+    }
+}
+
 /// Whether a tool is in the model-facing surface from the start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

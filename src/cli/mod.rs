@@ -7,6 +7,8 @@
 mod call;
 mod engine_args;
 mod run;
+mod search;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -34,6 +36,11 @@ enum Command {
     Run(run::RunArgs),
     /// Call one tool directly, through the same gate as programs' calls.
     Call(call::CallArgs),
+    /// List the tools a model is shown (execute_tools, then the eager
+    /// tools), or every tool with --all.
+    Tools(tools::ToolsArgs),
+    /// Find tools by what they do (a direct tool_search call).
+    Search(search::SearchArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -48,6 +55,8 @@ pub(crate) fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Call(args) => call::call(args),
+        Command::Tools(args) => tools::tools(args),
+        Command::Search(args) => search::search(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

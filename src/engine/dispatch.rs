@@ -122,6 +122,8 @@ pub(crate) struct Dispatcher {
     clock: Arc<RunClock>,
     /// The engine's posture and its epoch when the run started.
     start: (Posture, u64),
+    /// The run's turn, for the toolbox's eviction order.
+    turn: u64,
 }
 
 impl Dispatcher {
@@ -135,7 +137,8 @@ impl Dispatcher {
             shared.limits.spill_bytes,
         ));
         let start = shared.posture.get();
-        Dispatcher { shared, run_id, spill, clock, start }
+        let turn = shared.discovery.begin_turn();
+        Dispatcher { shared, run_id, spill, clock, start, turn }
     }
 
     /// The run's spill area (results and the return value share its budget).
@@ -191,6 +194,9 @@ impl Dispatcher {
         };
         let entry = entry.expect("the gate checked the tool exists");
         let seq = ledger.open(tool, caller, Decision::Auto, None);
+        if entry.spec.loading == crate::catalog::Loading::Deferred {
+            shared.discovery.note_called(tool, self.turn);
+        }
         let started = Instant::now();
         let timeout = shared
             .policy

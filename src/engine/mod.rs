@@ -3,9 +3,11 @@
 
 mod direct;
 pub(crate) mod dispatch;
+mod execute_tools;
 mod run_id;
 
 pub use direct::CallOutcome;
+pub use execute_tools::EXECUTE_TOOLS;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +15,8 @@ use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use crate::catalog::{Catalog, CatalogError, Tool, ToolSpec};
+use crate::catalog::tool_search::{Discovery, ToolSearch};
+use crate::catalog::{Catalog, CatalogError, Loading, Tool, ToolSpec};
 use crate::gate::posture_epoch::PostureCell;
 use crate::gate::{Approver, Policy, Posture};
 use crate::program::Program;
@@ -64,6 +67,8 @@ pub enum BuildError {
 /// What every run of an engine shares.
 pub(crate) struct Shared {
     pub catalog: Catalog,
+    /// `tool_search`'s index and the toolbox.
+    pub discovery: Arc<Discovery>,
     pub limits: Limits,
     pub policy: Policy,
     /// The current posture (starts as `policy.posture`) and its epoch.
@@ -193,8 +198,9 @@ impl EngineBuilder {
         self
     }
 
-    /// Whether to register the native tools (`read`, `file_search`).
-    /// Default: `true`.
+    /// Whether to register the native tools (`read`, `write`, `edit`,
+    /// `file_search`, `grep_files`, `bash`). The synthetic `tool_search` is
+    /// always registered, after them. Default: `true`.
     pub fn native_tools(mut self, on: bool) -> Self {
         self.native_tools = on;
         self
@@ -234,9 +240,17 @@ impl EngineBuilder {
         self.limits.validate().map_err(|(field, message)| BuildError::Limits { field, message })?;
         let mut tools: Vec<Arc<dyn Tool>> =
             if self.native_tools { crate::tools::native() } else { Vec::new() };
+        let (tool_search, discovery_cell) = ToolSearch::new();
+        tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
         let catalog = Catalog::new(tools)?;
         check_policy(&self.policy, &catalog)?;
+        let policy = &self.policy;
+        let discovery = Arc::new(Discovery::new(catalog.specs(), |spec| {
+            let denied = policy.rules.deny.iter().any(|r| r.pattern.is_none() && r.tool == spec.name);
+            denied || (policy.mode == crate::gate::Mode::Plan && !spec.is_read_only())
+        }));
+        let _ = discovery_cell.set(discovery.clone());
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let (tools_handle, own) = match self.tool_runtime {
             Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
@@ -258,6 +272,7 @@ impl EngineBuilder {
         Ok(Engine {
             shared: Arc::new(Shared {
                 catalog,
+                discovery,
                 limits: self.limits,
                 posture: PostureCell::new(self.policy.posture),
                 policy: self.policy,
@@ -396,9 +411,29 @@ impl Engine {
         self.shared.catalog.digest()
     }
 
-    /// Every tool's spec, in catalog order.
+    /// Every tool's spec, in catalog order (eager and deferred).
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         self.shared.catalog.specs().cloned().collect()
+    }
+
+    /// The tools a model is shown now: the eager tools in catalog order,
+    /// then the deferred tools a direct `tool_search` activated into the
+    /// toolbox, in activation order. Deferred tools not in the toolbox stay
+    /// callable by exact name and findable by `tool_search`.
+    pub fn listed_tools(&self) -> Vec<ToolSpec> {
+        let catalog = &self.shared.catalog;
+        let eager = catalog.specs().filter(|s| s.loading == Loading::Eager).cloned();
+        let active = self.shared.discovery.toolbox();
+        eager.chain(active.iter().filter_map(|name| catalog.get(name).map(|e| e.spec.clone()))).collect()
+    }
+
+    /// The `execute_tools` tool a host shows the model (name, input schema
+    /// `{code}`, and a description carrying the TypeScript declarations of
+    /// [`Engine::listed_tools`]). Not in the catalog: programs cannot start
+    /// programs.
+    pub fn execute_tools_spec(&self) -> ToolSpec {
+        let declarations = String::new();
+        execute_tools::execute_tools_spec(&self.shared.limits, &declarations)
     }
 
     /// The limits every run is held to.

@@ -1,0 +1,291 @@
+//! `tool_search {query, mode?, limit?}`: the synthetic tool that finds
+//! tools, and the discovery state behind it (index and toolbox).
+//!
+//! It ranks every tool the caller may call, eager and deferred (see
+//! [`Discovery::may_call`]). Inside a program it only describes the
+//! matches; a direct search also activates the deferred matches into the
+//! toolbox (module `toolbox`) and reports what that evicted and what could
+//! not be activated.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::search::{SearchError, SearchIndex};
+use super::toolbox::{Activation, Candidate, Toolbox};
+use super::{
+    Annotations, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
+};
+use crate::receipt::Caller;
+
+/// The synthetic tool's name.
+pub const TOOL_SEARCH: &str = "tool_search";
+/// Results returned when `limit` is not given.
+const DEFAULT_LIMIT: usize = 5;
+/// Most results one search returns.
+const MAX_LIMIT: usize = 50;
+
+/// One tool as discovery sees it.
+struct Described {
+    spec: ToolSpec,
+    /// Size of the input schema as canonical JSON, bytes (what it costs the
+    /// toolbox).
+    schema_bytes: usize,
+    /// Denied by a policy rule naming the whole tool, or refused by plan
+    /// mode: no caller may call it.
+    barred: bool,
+}
+
+/// The search index and the toolbox of one engine.
+pub(crate) struct Discovery {
+    index: SearchIndex,
+    tools: Vec<Described>,
+    toolbox: Mutex<Toolbox>,
+}
+
+impl Discovery {
+    /// Indexes `specs` (catalog order). `barred(spec)` says a tool no caller
+    /// may call (a whole-tool deny rule, plan mode); search never shows it.
+    pub(crate) fn new<'a>(
+        specs: impl IntoIterator<Item = &'a ToolSpec>,
+        barred: impl Fn(&ToolSpec) -> bool,
+    ) -> Self {
+        let tools: Vec<Described> = specs
+            .into_iter()
+            .map(|spec| Described {
+                schema_bytes: super::digest::canonical_len(&spec.input_schema),
+                barred: barred(spec),
+                spec: spec.clone(),
+            })
+            .collect();
+        let index = SearchIndex::new(tools.iter().map(|d| &d.spec));
+        Discovery { index, tools, toolbox: Mutex::new(Toolbox::default()) }
+    }
+
+    /// Whether `caller` may call the tool at `position`.
+    fn may_call(&self, position: usize, caller: Caller) -> bool {
+        let d = &self.tools[position];
+        !d.barred && d.spec.allowed_callers.contains(&caller)
+    }
+
+    /// Starts a turn (a run or a direct call); returns its number.
+    pub(crate) fn begin_turn(&self) -> u64 {
+        self.lock().begin_turn()
+    }
+
+    /// Records a call of a deferred tool in `turn`.
+    pub(crate) fn note_called(&self, tool: &str, turn: u64) {
+        self.lock().note_called(tool, turn);
+    }
+
+    /// The names of the tools in the toolbox, in activation order.
+    pub(crate) fn toolbox(&self) -> Vec<String> {
+        self.lock().names()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Toolbox> {
+        // The toolbox holds no invariant a panic could break half-way.
+        self.toolbox.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one search for `caller`.
+    fn search(&self, args: &Args, caller: Caller) -> Result<Value, ToolError> {
+        let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+        if limit == 0 || limit > MAX_LIMIT {
+            return Err(ToolError::new(format!("limit must be between 1 and {MAX_LIMIT}, got {limit}")));
+        }
+        let eligible = |i: usize| self.may_call(i, caller);
+        let hits = match args.mode.as_deref().unwrap_or("bm25") {
+            "bm25" => self.index.bm25(&args.query, eligible),
+            "regex" => self.index.regex(&args.query, eligible),
+            other => {
+                return Err(ToolError::new(format!("mode must be \"bm25\" or \"regex\", got {other:?}")));
+            }
+        }
+        .map_err(|e: SearchError| ToolError::new(e.to_string()))?;
+        let hits: Vec<usize> = hits.into_iter().take(limit).map(|(i, _)| i).collect();
+        let described: Vec<Value> = hits.iter().map(|&i| describe(&self.tools[i].spec)).collect();
+        if caller == Caller::Program {
+            return Ok(json!({ "tools": described }));
+        }
+        let candidates: Vec<Candidate> = hits
+            .iter()
+            .map(|&i| &self.tools[i])
+            .filter(|d| d.spec.loading == Loading::Deferred)
+            .map(|d| Candidate { name: d.spec.name.clone(), bytes: d.schema_bytes })
+            .collect();
+        let Activation { activated, evicted_tool_references, unavailable_tool_references } =
+            self.lock().activate(&candidates);
+        Ok(json!({
+            "tools": described,
+            "activated": activated,
+            "evicted_tool_references": evicted_tool_references,
+            "unavailable_tool_references": unavailable_tool_references,
+        }))
+    }
+}
+
+/// What a search shows of one tool.
+fn describe(spec: &ToolSpec) -> Value {
+    json!({
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": spec.input_schema,
+        "annotations": annotations_json(&spec.annotations),
+        "source": spec.source.label(),
+    })
+}
+
+fn annotations_json(a: &Annotations) -> Value {
+    serde_json::to_value(a).unwrap_or_else(|_| json!({}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    query: String,
+    mode: Option<String>,
+    limit: Option<usize>,
+}
+
+/// The `tool_search` tool. Its discovery state is set once the catalog it
+/// searches exists (the tool is part of that catalog).
+pub(crate) struct ToolSearch {
+    discovery: Arc<OnceLock<Arc<Discovery>>>,
+}
+
+impl ToolSearch {
+    /// The tool, and the cell to put its discovery state in.
+    pub(crate) fn new() -> (Self, Arc<OnceLock<Arc<Discovery>>>) {
+        let cell = Arc::new(OnceLock::new());
+        (ToolSearch { discovery: cell.clone() }, cell)
+    }
+}
+
+impl Tool for ToolSearch {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            TOOL_SEARCH,
+            "Find tools by what they do. Ranks every tool you may call, including deferred ones that are not \
+             listed (MCP servers' tools): BM25 over names, descriptions and parameters (mode \"bm25\", default; \
+             give a few words like \"list directory\"), or a regular expression (mode \"regex\", Rust syntax, \
+             case-sensitive unless it starts with (?i)) tried on names, then descriptions, then parameters. \
+             Returns {tools: [{name, description, input_schema, annotations, source}]}. Every tool found can be \
+             called by its exact name from a program. Called directly (not from a program), it also adds the \
+             deferred matches to your tool list (at most 8 tools / 16 KiB of schemas) and reports \
+             `activated`, `evicted_tool_references` and `unavailable_tool_references`; each reference has the \
+             exact query that activates that tool again.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 1000,
+                        "description": "Words describing the tool (bm25), or a regular expression (regex)."
+                    },
+                    "mode": {
+                        "type": "string",
+                        "enum": ["bm25", "regex"],
+                        "default": "bm25",
+                        "description": "How to match: ranked words (bm25) or a regular expression (regex)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LIMIT,
+                        "default": DEFAULT_LIMIT,
+                        "description": "Most tools to return."
+                    }
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        )
+        .read_only(true)
+        .destructive(false)
+        .source(ToolSource::Synthetic)
+    }
+
+    fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
+        let discovery = self.discovery.get().cloned();
+        Box::pin(async move {
+            let discovery = discovery
+                .ok_or_else(|| ToolError::new("tool_search is not ready: the engine is still being built"))?;
+            let args: Args = crate::tools::parse_args(args)?;
+            discovery.search(&args, cx.caller).map(ToolOutput::new)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, description: &str, loading: Loading) -> ToolSpec {
+        ToolSpec::new(name, description, json!({"type": "object"})).loading(loading)
+    }
+
+    fn args(query: &str) -> Args {
+        Args { query: query.into(), mode: None, limit: None }
+    }
+
+    #[test]
+    fn program_searches_describe_and_activate_nothing() {
+        let specs = [spec("open_issue", "open an issue in a tracker", Loading::Deferred)];
+        let d = Discovery::new(&specs, |_| false);
+        let out = d.search(&args("issue"), Caller::Program).unwrap();
+        assert_eq!(out["tools"][0]["name"], "open_issue");
+        assert_eq!(out["tools"][0]["source"], "native");
+        assert!(out.get("activated").is_none());
+        assert!(d.toolbox().is_empty());
+        let out = d.search(&args("issue"), Caller::Direct).unwrap();
+        assert_eq!(out["activated"], json!(["open_issue"]));
+        assert_eq!(d.toolbox(), ["open_issue"]);
+    }
+
+    #[test]
+    fn eager_tools_are_found_but_not_activated() {
+        let specs = [spec("read", "read a file", Loading::Eager)];
+        let d = Discovery::new(&specs, |_| false);
+        let out = d.search(&args("read"), Caller::Direct).unwrap();
+        assert_eq!(out["tools"][0]["name"], "read");
+        assert_eq!(out["activated"], json!([]));
+    }
+
+    #[test]
+    fn only_tools_the_caller_may_call_are_ranked() {
+        let specs = [
+            spec("direct_only", "issue tool", Loading::Eager).allowed_callers(&[Caller::Direct]),
+            spec("denied", "issue tool", Loading::Eager),
+            spec("fine", "issue tool", Loading::Eager),
+        ];
+        let d = Discovery::new(&specs, |s| s.name == "denied");
+        let names = |caller| {
+            let out = d.search(&args("issue"), caller).unwrap();
+            let mut n: Vec<String> = out["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(Caller::Program), ["fine"]);
+        assert_eq!(names(Caller::Direct), ["direct_only", "fine"]);
+    }
+
+    #[test]
+    fn bad_arguments_are_clear_errors() {
+        let d = Discovery::new(&[spec("a", "b", Loading::Eager)], |_| false);
+        let bad = |mode: Option<&str>, limit| {
+            let a = Args { query: "(".into(), mode: mode.map(Into::into), limit };
+            d.search(&a, Caller::Program).unwrap_err().message
+        };
+        assert!(bad(Some("regex"), None).contains("not a valid regular expression"));
+        assert!(bad(Some("fuzzy"), None).contains("\"bm25\" or \"regex\""));
+        assert!(bad(None, Some(0)).contains("between 1 and 50"));
+    }
+}

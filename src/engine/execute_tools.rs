@@ -1,0 +1,86 @@
+//! The model-facing description of `execute_tools`: what a program may do,
+//! what a call returns, how calls fail, and the TypeScript declarations of
+//! the tools listed now.
+//!
+//! `execute_tools` is not in the catalog (a program cannot start another
+//! program); it is the tool a host shows the model, built from the
+//! engine's limits and listed tools. Its size is measured in
+//! docs/PERFORMANCE.md.
+
+use serde_json::json;
+
+use crate::catalog::{ToolSource, ToolSpec};
+use crate::vm::Limits;
+
+/// The name of the code-mode tool a host shows the model.
+pub const EXECUTE_TOOLS: &str = "execute_tools";
+
+/// The `execute_tools` spec for `limits`, with `declarations` (TypeScript
+/// for the listed tools) at the end of its description.
+pub(crate) fn execute_tools_spec(limits: &Limits, declarations: &str) -> ToolSpec {
+    let description = format!(
+        "Run one JavaScript or TypeScript program that calls tools, instead of one tool call per turn. \
+The program is the body of an async function: use top-level `await`, and `return` the result (or end \
+with an expression, or `export default` it). Its only way out is `await tools.call(name, args)`, or \
+`await tools.<name>(args)` for the same call; `await tools.search(query)` finds tools not listed below, \
+which are callable by exact name. Run independent calls together with `Promise.all` (at most {in_flight} \
+run at once). A call resolves to `{{content, metadata, truncated}}`: `content` is the tool's result \
+(text, or JSON), `truncated` is null or `{{original_bytes, kept_bytes, spill_path}}` when the content \
+was cut to {result_kib} KiB. A call that does not succeed rejects with a `ToolError` (`err.name === \
+\"ToolError\"`) whose `kind` is \"denied\" (by an approval), \"refused\" (by policy or bad arguments), \
+\"failed\" (the tool failed), \"timeout\" or \"cancelled\"; catch it to carry on. Every call passes the \
+same permission gate as a direct call. `console.log` lines go to the receipt. No imports, fetch, \
+timers, file system or process access: only tools. Limits: {deadline} s, {calls} calls, {mem} MiB of \
+memory. The result is a receipt: the returned value (JSON, {value_kib} KiB kept), logs, and every call \
+with its decision and status.\n\nTools:\n{declarations}",
+        in_flight = limits.max_in_flight,
+        result_kib = limits.result_bytes / 1024,
+        deadline = limits.deadline.as_secs_f64(),
+        calls = limits.max_calls,
+        mem = limits.memory_bytes >> 20,
+        value_kib = limits.value_bytes / 1024,
+    );
+    ToolSpec::new(
+        EXECUTE_TOOLS,
+        description,
+        json!({
+            "type": "object",
+            "properties": {
+                "code": {
+                    "type": "string",
+                    "description": "The program: JavaScript or TypeScript, optionally in a markdown fence."
+                }
+            },
+            "required": ["code"],
+            "additionalProperties": false
+        }),
+    )
+    .source(ToolSource::Synthetic)
+    .destructive(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_description_carries_the_limits_and_declarations() {
+        let spec = execute_tools_spec(&Limits::default(), "declare const x: 1;");
+        let d = &spec.description;
+        for needle in [
+            "at most 16 run at once",
+            "cut to 100 KiB",
+            "Limits: 60 s, 1000 calls, 64 MiB",
+            "\"denied\"",
+            "\"refused\"",
+            "\"failed\"",
+            "\"timeout\"",
+            "\"cancelled\"",
+            "tools.search(query)",
+        ] {
+            assert!(d.contains(needle), "missing {needle:?} in {d}");
+        }
+        assert!(d.ends_with("Tools:\ndeclare const x: 1;"));
+        assert_eq!(spec.input_schema["required"], json!(["code"]));
+    }
+}
