@@ -288,3 +288,60 @@ fn the_summary_is_the_compact_rendering_and_points_at_the_saved_receipt() {
     assert_eq!(saved["calls"].as_array().unwrap().len(), 300);
     assert_eq!(saved["value"], "done");
 }
+
+#[test]
+fn tools_lists_execute_tools_first_then_the_eager_tools() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["tools", "--json"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["execute_tools", "read", "write", "edit", "file_search", "grep_files", "bash", "tool_search"]);
+    let exec = &listing["tools"][0];
+    assert_eq!(exec["source"], "synthetic");
+    assert_eq!(exec["input_schema"]["required"], serde_json::json!(["code"]));
+    assert!(exec["description"].as_str().unwrap().contains("ToolError"));
+    assert_eq!(listing["tools"][1]["annotations"]["readOnlyHint"], true);
+    assert_eq!(listing["tools"][1]["loading"], "eager");
+
+    let digest = codemode(&["tools", "--digest"], "", ws.path());
+    let digest = String::from_utf8(digest.stdout).unwrap();
+    assert_eq!(digest.trim(), listing["catalog_sha256"].as_str().unwrap());
+    assert_eq!(digest.trim().len(), 64);
+    // The digest is the one receipts carry.
+    let run = codemode(&["run", "-", "--json"], "return 1", ws.path());
+    let receipt: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(receipt["catalog_sha256"], listing["catalog_sha256"]);
+
+    let human = codemode(&["tools"], "", ws.path());
+    let text = String::from_utf8(human.stdout).unwrap();
+    assert!(text.lines().next().unwrap().starts_with("execute_tools"), "{text}");
+    assert!(text.contains("grep_files") && text.contains("read-only"), "{text}");
+    assert!(text.contains(&format!("catalog sha256 {}", digest.trim())), "{text}");
+}
+
+#[test]
+fn search_ranks_tools_and_reports_bad_regexes() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["search", "run a shell command", "--json", "--limit", "2"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let found: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found["tools"][0]["name"], "bash");
+    let files = codemode(&["search", "file", "--json", "--limit", "2"], "", ws.path());
+    let found: Value = serde_json::from_slice(&files.stdout).unwrap();
+    assert_eq!(found["tools"].as_array().unwrap().len(), 2, "--limit bounds the list");
+
+    let human = codemode(&["search", "^grep", "--regex"], "", ws.path());
+    let text = String::from_utf8(human.stdout).unwrap();
+    assert!(text.starts_with("1. grep_files (native)"), "{text}");
+    assert!(text.contains("args: "), "{text}");
+
+    let bad = codemode(&["search", "(", "--regex"], "", ws.path());
+    assert_eq!(bad.status.code(), Some(1));
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert!(err.contains("not a valid regular expression"), "{err}");
+
+    let over = codemode(&["search", "read", "--limit", "500"], "", ws.path());
+    assert_eq!(over.status.code(), Some(1));
+    assert!(String::from_utf8(over.stderr).unwrap().contains("limit"));
+}
