@@ -13,7 +13,9 @@
 //! Words are split on anything that is not a letter or digit (so `_`, `__`
 //! and `-` separate words) and on camelCase boundaries, lower-cased, stripped
 //! of a few English stop words, and stemmed with the Snowball English
-//! stemmer (`files` and `file` are one term).
+//! stemmer (`files` and `file` are one term). Query words also search their
+//! synonyms from a small thesaurus of tool vocabulary ([`SYNONYMS`]) at a
+//! lower weight.
 
 use std::collections::HashMap;
 
@@ -37,6 +39,26 @@ const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "i", "in", "into", "is", "it", "its",
     "me", "my", "of", "on", "or", "please", "some", "that", "the", "this", "to", "with", "want", "need",
 ];
+
+/// Words a model uses for the same action or thing in tool vocabularies;
+/// a query word in a group also searches the group's other words, at
+/// [`SYNONYM_WEIGHT`] of its own weight (query expansion with a small
+/// thesaurus: BM25 alone cannot tell that "folder" means "directory").
+const SYNONYMS: &[&[&str]] = &[
+    &["folder", "directory", "dir"],
+    &["store", "save", "remember", "record", "create", "add"],
+    &["find", "search", "lookup", "locate", "grep"],
+    &["delete", "remove", "erase"],
+    &["show", "view", "display", "get", "read"],
+    &["history", "log"],
+    &["run", "execute", "exec"],
+    &["rename", "move"],
+    &["change", "modify", "update", "edit", "replace"],
+    &["download", "fetch", "url"],
+    &["memory", "knowledge", "graph"],
+];
+/// Weight of a word found through [`SYNONYMS`] relative to the query word.
+const SYNONYM_WEIGHT: f64 = 0.4;
 
 /// One searchable tool: its weighted term frequencies and length.
 struct Doc {
@@ -127,9 +149,7 @@ impl SearchIndex {
         eligible: impl Fn(usize) -> bool,
     ) -> Result<Vec<(usize, f64)>, SearchError> {
         let wanted = query.trim();
-        let mut query_terms = terms_of(&self.stemmer, wanted);
-        query_terms.sort();
-        query_terms.dedup();
+        let query_terms = self.weighted_terms(wanted);
         let n = self.docs.len() as f64;
         let mut scored = Vec::new();
         for (i, doc) in self.docs.iter().enumerate() {
@@ -137,11 +157,12 @@ impl SearchIndex {
                 continue;
             }
             let mut score = 0.0;
-            for term in &query_terms {
+            for (term, weight) in &query_terms {
                 let Some(&tf) = doc.terms.get(term) else { continue };
                 let df = self.doc_freq.get(term).copied().unwrap_or(0) as f64;
                 let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * doc.length / self.avg_length));
+                score +=
+                    weight * idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * doc.length / self.avg_length));
             }
             if doc.name.eq_ignore_ascii_case(wanted) {
                 score += 1e9;
@@ -157,6 +178,30 @@ impl SearchIndex {
         }
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         Ok(scored)
+    }
+
+    /// The query's terms with their weights: each query word at 1, and the
+    /// other words of its [`SYNONYMS`] groups at [`SYNONYM_WEIGHT`] (never
+    /// more than the word's own weight when a term comes both ways).
+    fn weighted_terms(&self, query: &str) -> Vec<(String, f64)> {
+        let mut weights: HashMap<String, f64> = HashMap::new();
+        for word in words(query) {
+            if STOP_WORDS.contains(&word.as_str()) {
+                continue;
+            }
+            let stem = self.stemmer.stem(&word).into_owned();
+            weights.insert(stem.clone(), 1.0);
+            for group in SYNONYMS.iter().filter(|g| g.iter().any(|w| self.stemmer.stem(w) == stem)) {
+                for other in group.iter() {
+                    let other = self.stemmer.stem(other).into_owned();
+                    let w = weights.entry(other).or_insert(0.0);
+                    *w = w.max(SYNONYM_WEIGHT);
+                }
+            }
+        }
+        let mut terms: Vec<(String, f64)> = weights.into_iter().collect();
+        terms.sort_by(|a, b| a.0.cmp(&b.0));
+        terms
     }
 
     /// The documents where `pattern` matches the name (score 3), else the
