@@ -8,9 +8,11 @@ mod digest;
 mod spec;
 mod suggest;
 mod tool;
+mod typescript;
 
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+pub use typescript::{DeclarationOptions, declarations, declarations_with};
 
 #[cfg(test)]
 pub(crate) use digest::canonical_json;

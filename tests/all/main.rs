@@ -12,3 +12,4 @@ mod programs;
 mod receipts;
 mod tool_bash;
 mod tool_files;
+mod typescript;
