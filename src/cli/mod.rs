@@ -7,6 +7,7 @@
 mod call;
 mod engine_args;
 mod run;
+mod types;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,9 @@ enum Command {
     Run(run::RunArgs),
     /// Call one tool directly, through the same gate as programs' calls.
     Call(call::CallArgs),
+    /// Print the TypeScript declarations of the tools (their JSON Schemas
+    /// as types), for programs and the models that write them.
+    Types(types::TypesArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -48,6 +52,7 @@ pub(crate) fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Call(args) => call::call(args),
+        Command::Types(args) => types::types(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -288,3 +288,29 @@ fn the_summary_is_the_compact_rendering_and_points_at_the_saved_receipt() {
     assert_eq!(saved["calls"].as_array().unwrap().len(), 300);
     assert_eq!(saved["value"], "done");
 }
+
+#[test]
+fn types_prints_declarations_that_compile() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["types"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let dts = String::from_utf8(out.stdout).unwrap();
+    for part in
+        ["declare const tools: Tools;", "\n  read(args: {", "\n  bash(args: {", "declare class ToolError"]
+    {
+        assert!(dts.contains(part), "no {part:?} in\n{dts}");
+    }
+    let usage = "async function f() { const r = await tools.read({ path: 'a.txt' }); return r.metadata; }\nvoid f();\n";
+    let (ok, output) = crate::typescript::compile(&[("tools.d.ts", &dts), ("usage.ts", usage)]);
+    assert!(ok, "{output}");
+
+    let out = codemode(&["types", "--eager", "--no-preamble"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0));
+    let bare = String::from_utf8(out.stdout).unwrap();
+    assert!(bare.starts_with("interface Tools {") && bare.contains("\n  read(args: {"), "{bare}");
+    assert!(!bare.contains("declare const tools"), "{bare}");
+
+    let out = codemode(&["types", "--workspace", "/no/such/dir"], "", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dir"));
+}
