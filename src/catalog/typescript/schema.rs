@@ -729,16 +729,24 @@ fn is_plain_object(schema: &Value) -> bool {
 
 /// A literal type for a JSON value (`const`, `enum` members).
 fn literal(v: &Value) -> Ty {
+    literal_at(v, 0)
+}
+
+fn literal_at(v: &Value, depth: usize) -> Ty {
+    if depth > MAX_DEPTH {
+        return Ty::unknown_because("nested too deeply");
+    }
+    let inner = |x: &Value| literal_at(x, depth + 1).text;
     match v {
         Value::String(s) => Ty::atom(string_literal(s)),
         Value::Array(items) => {
-            Ty::atom(format!("[{}]", items.iter().map(|x| literal(x).text).collect::<Vec<_>>().join(", ")))
+            Ty::atom(format!("[{}]", items.iter().map(inner).collect::<Vec<_>>().join(", ")))
         }
         Value::Object(m) if m.is_empty() => Ty::atom(EMPTY_OBJECT),
         Value::Object(m) => Ty::atom(format!(
             "{{ {} }}",
             m.iter()
-                .map(|(k, x)| format!("{}: {}", property_key(k), literal(x).text))
+                .map(|(k, x)| format!("{}: {}", property_key(k), inner(x)))
                 .collect::<Vec<_>>()
                 .join("; ")
         )),
