@@ -30,7 +30,8 @@ pub struct DeclarationOptions {
     /// overloads and `declare const tools: Tools`. Default `true`. Without
     /// it the output is only `interface Tools { ... }` (the tools' methods)
     /// and the namespaces, to put after a preamble rendered once (interface
-    /// declarations merge).
+    /// declarations merge); `declarations(std::iter::empty())` renders the
+    /// preamble alone.
     pub preamble: bool,
 }
 
