@@ -39,8 +39,8 @@ mod tools;
 mod vm;
 
 pub use catalog::{
-    Annotations, CatalogError, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext, ToolError,
-    ToolFuture, ToolOutput, ToolSource, ToolSpec,
+    Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext,
+    ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations, declarations_with,
 };
 pub use engine::{BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine, EngineBuilder, Run};
 pub use gate::{

@@ -11,9 +11,11 @@ mod suggest;
 mod tool;
 pub(crate) mod tool_search;
 mod toolbox;
+mod typescript;
 
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+pub use typescript::{DeclarationOptions, declarations, declarations_with};
 
 #[cfg(test)]
 pub(crate) use digest::canonical_json;

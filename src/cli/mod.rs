@@ -9,6 +9,7 @@ mod engine_args;
 mod run;
 mod search;
 mod tools;
+mod types;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,9 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// Find tools by what they do (a direct tool_search call).
     Search(search::SearchArgs),
+    /// Print the TypeScript declarations of the tools (their JSON Schemas
+    /// as types), for programs and the models that write them.
+    Types(types::TypesArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -57,6 +61,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Call(args) => call::call(args),
         Command::Tools(args) => tools::tools(args),
         Command::Search(args) => search::search(args),
+        Command::Types(args) => types::types(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -344,4 +344,27 @@ fn search_ranks_tools_and_reports_bad_regexes() {
     let over = codemode(&["search", "read", "--limit", "500"], "", ws.path());
     assert_eq!(over.status.code(), Some(1));
     assert!(String::from_utf8(over.stderr).unwrap().contains("limit"));
+fn types_prints_declarations_that_compile() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["types"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let dts = String::from_utf8(out.stdout).unwrap();
+    for part in
+        ["declare const tools: Tools;", "\n  read(args: {", "\n  bash(args: {", "declare class ToolError"]
+    {
+        assert!(dts.contains(part), "no {part:?} in\n{dts}");
+    }
+    let usage = "async function f() { const r = await tools.read({ path: 'a.txt' }); return r.metadata; }\nvoid f();\n";
+    let (ok, output) = crate::typescript::compile(&[("tools.d.ts", &dts), ("usage.ts", usage)]);
+    assert!(ok, "{output}");
+
+    let out = codemode(&["types", "--eager", "--no-preamble"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0));
+    let bare = String::from_utf8(out.stdout).unwrap();
+    assert!(bare.starts_with("interface Tools {") && bare.contains("\n  read(args: {"), "{bare}");
+    assert!(!bare.contains("declare const tools"), "{bare}");
+
+    let out = codemode(&["types", "--workspace", "/no/such/dir"], "", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dir"));
 }

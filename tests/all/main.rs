@@ -13,3 +13,4 @@ mod receipts;
 mod tool_bash;
 mod tool_files;
 mod tool_search;
+mod typescript;

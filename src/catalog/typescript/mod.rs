@@ -1,0 +1,288 @@
+//! TypeScript declarations of the catalog (DESIGN.md §6, `codemode types`):
+//! how a program calls each tool, with argument and result types rendered
+//! from the tools' JSON Schemas.
+//!
+//! The layout (this file): a preamble (`ToolResult`, `Truncation`,
+//! `ToolError`), one `interface Tools` with a method per tool, the generic
+//! `tools.call`, `declare const tools: Tools`, and one `declare namespace`
+//! per MCP server holding that server's argument and result types (plus a
+//! `codemode` namespace for the named types of native and synthetic
+//! tools, when they need any). Schema -> type rendering is in `schema.rs`;
+//! docs/TYPESCRIPT.md lists the mapping.
+
+mod schema;
+mod text;
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{ToolSource, ToolSpec};
+use schema::{Root, Scope, render_document};
+use text::{comment_safe, jsdoc, pascal_name, property_key, sanitize, string_literal};
+
+/// What [`declarations_with`] renders besides the tools.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeclarationOptions {
+    /// Whether to include the shared preamble: the header comment,
+    /// `ToolResult`, `Truncation`, `ToolError`, the generic `tools.call`
+    /// overloads and `declare const tools: Tools`. Default `true`. Without
+    /// it the output is only `interface Tools { ... }` (the tools' methods)
+    /// and the namespaces, to put after a preamble rendered once (interface
+    /// declarations merge); `declarations(std::iter::empty())` renders the
+    /// preamble alone.
+    pub preamble: bool,
+}
+
+impl Default for DeclarationOptions {
+    fn default() -> Self {
+        DeclarationOptions { preamble: true }
+    }
+}
+
+impl DeclarationOptions {
+    /// The defaults: with the preamble.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Includes the shared preamble (`true`, the default) or leaves it out.
+    pub fn preamble(mut self, on: bool) -> Self {
+        self.preamble = on;
+        self
+    }
+}
+
+/// TypeScript declarations (one `.d.ts` text) for `specs`, in the order
+/// given, with the shared preamble: see [`declarations_with`].
+pub fn declarations<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> String {
+    declarations_with(specs, &DeclarationOptions::default())
+}
+
+/// TypeScript declarations (one `.d.ts` text, a global script) for
+/// `specs`, in the order given; pass a subset (e.g. the eager tools) to
+/// declare only those.
+///
+/// Shape: `interface Tools` has one method per tool, `name(args: A):
+/// Promise<ToolResult<R>>`, where `A` comes from the input schema and `R`
+/// from the output schema (`unknown` without one); a name that is not an
+/// identifier is quoted (`"get-sum"(args)`, called as
+/// `tools["get-sum"](args)`), and a name the `tools` proxy keeps for itself
+/// (`call`, `then`, `toString`, ...) gets a `call("name", args)` overload
+/// instead. Tool descriptions become JSDoc. MCP tools (source
+/// [`ToolSource::Mcp`]) take their argument and result types from a
+/// `declare namespace mcp__<server>` (`mcp__memory.CreateEntitiesArgs`);
+/// native and synthetic tools' types are inline.
+///
+/// Never fails: schema parts TypeScript cannot express become `unknown`
+/// with a comment (docs/TYPESCRIPT.md). The output is deterministic for the
+/// same specs and compiles with `tsc --strict`.
+pub fn declarations_with<'a>(
+    specs: impl IntoIterator<Item = &'a ToolSpec>,
+    options: &DeclarationOptions,
+) -> String {
+    // Each namespace, with the MCP server it is for (`None`: native tools).
+    let mut scopes: Vec<(Scope, Option<String>)> = Vec::new();
+    let mut by_server: HashMap<String, usize> = HashMap::new();
+    let mut native_scope: Option<usize> = None;
+    let mut taken_ns: Vec<String> = vec!["codemode".into()];
+    let mut members = String::new();
+    let mut overloads = String::new();
+
+    for spec in specs {
+        let server = match &spec.source {
+            ToolSource::Mcp { server } => Some(server.as_str()),
+            _ => None,
+        };
+        let scope_index = match server {
+            Some(server) => *by_server.entry(server.to_owned()).or_insert_with(|| {
+                let base = format!("mcp__{}", sanitize(server));
+                let mut ns = base.clone();
+                let mut n = 2;
+                while taken_ns.contains(&ns) {
+                    ns = format!("{base}_{n}");
+                    n += 1;
+                }
+                taken_ns.push(ns.clone());
+                scopes.push((Scope::new(ns), Some(server.to_owned())));
+                scopes.len() - 1
+            }),
+            None => *native_scope.get_or_insert_with(|| {
+                scopes.push((Scope::new("codemode".into()), None));
+                scopes.len() - 1
+            }),
+        };
+        let scope = &mut scopes[scope_index].0;
+        let base = pascal_name(short_name(&spec.name, server));
+        let (args_base, result_base) = (format!("{base}Args"), format!("{base}Result"));
+        let (args, result) = if server.is_some() {
+            let args = render_document(scope, &spec.input_schema, Root::Named(&args_base), 1);
+            let result =
+                spec.output_schema.as_ref().map(|s| render_document(scope, s, Root::Named(&result_base), 1));
+            (args, result)
+        } else {
+            let args = render_document(scope, &spec.input_schema, Root::Inline(&args_base), 1);
+            let result =
+                spec.output_schema.as_ref().map(|s| render_document(scope, s, Root::Inline(&result_base), 1));
+            (args, result)
+        };
+        let returns = match &result {
+            Some(r) => format!("Promise<ToolResult<{}>>", r.text),
+            None => "Promise<ToolResult>".to_owned(),
+        };
+        let optional = if args_optional(&spec.input_schema) { "?" } else { "" };
+        let doc = jsdoc(&spec.description, &annotation_tags(spec), "  ");
+        if proxy_keeps(&spec.name) {
+            overloads.push_str(&format!(
+                "{doc}  call(name: {}, args{optional}: {}): {returns};\n",
+                string_literal(&spec.name),
+                args.text
+            ));
+        } else {
+            members.push_str(&format!(
+                "{doc}  {}(args{optional}: {}): {returns};\n",
+                property_key(&spec.name),
+                args.text
+            ));
+        }
+    }
+
+    let mut out = String::new();
+    if options.preamble {
+        out.push_str(PREAMBLE);
+        out.push('\n');
+    }
+    if options.preamble {
+        out.push_str(TOOLS_DOC);
+    }
+    out.push_str("interface Tools {\n");
+    out.push_str(&members);
+    out.push_str(&overloads);
+    if options.preamble {
+        out.push_str(CALL);
+    }
+    out.push_str("}\n");
+    if options.preamble {
+        out.push_str("type ToolName = Exclude<keyof Tools, \"call\">;\ndeclare const tools: Tools;\n");
+    }
+    for (scope, server) in scopes.iter().filter(|(s, _)| !s.decls.is_empty()) {
+        out.push('\n');
+        let what = match server {
+            Some(server) => {
+                format!("Argument and result types of the MCP server `{}`.", comment_safe(server))
+            }
+            None => "Named types of native tools.".to_owned(),
+        };
+        out.push_str(&format!("/** {what} */\ndeclare namespace {} {{\n{}}}\n", scope.ns, scope.decls));
+    }
+    out
+}
+
+/// The tool's name without its `mcp__<server>__` prefix, for type names.
+fn short_name<'n>(name: &'n str, server: Option<&str>) -> &'n str {
+    let Some(server) = server else { return name };
+    for prefix in [format!("mcp__{server}__"), format!("mcp__{}__", sanitize(server))] {
+        if let Some(rest) = name.strip_prefix(prefix.as_str())
+            && !rest.is_empty()
+        {
+            return rest;
+        }
+    }
+    name.strip_prefix("mcp__").and_then(|rest| rest.split_once("__")).map_or(name, |(_, tool)| tool)
+}
+
+/// Names the `tools` proxy answers itself (js-prelude: `call`, `then`,
+/// `toJSON` and `Object.prototype`'s), so `tools.<name>` is not the tool.
+fn proxy_keeps(name: &str) -> bool {
+    matches!(
+        name,
+        "call"
+            | "then"
+            | "toJSON"
+            | "constructor"
+            | "hasOwnProperty"
+            | "isPrototypeOf"
+            | "propertyIsEnumerable"
+            | "toLocaleString"
+            | "toString"
+            | "valueOf"
+            | "__proto__"
+            | "__defineGetter__"
+            | "__defineSetter__"
+            | "__lookupGetter__"
+            | "__lookupSetter__"
+    )
+}
+
+/// Whether the arguments may be left out (`tools.x()` sends `{}`): an
+/// object schema with nothing required.
+fn args_optional(schema: &Value) -> bool {
+    match schema {
+        Value::Bool(b) => *b,
+        Value::Object(s) => {
+            let composite = ["$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if"];
+            !composite.iter().any(|k| s.contains_key(*k))
+                && matches!(s.get("type"), None | Some(Value::String(_)))
+                && s.get("type").is_none_or(|t| t == "object")
+                && match s.get("required") {
+                    Some(Value::Array(r)) => r.is_empty(),
+                    _ => true,
+                }
+        }
+        _ => false,
+    }
+}
+
+/// JSDoc tags from the MCP annotations a caller should know.
+fn annotation_tags(spec: &ToolSpec) -> Vec<String> {
+    let mut tags = Vec::new();
+    if spec.annotations.read_only == Some(true) {
+        tags.push("@readOnly".to_owned());
+    } else if spec.annotations.destructive == Some(true) {
+        tags.push("@destructive".to_owned());
+    }
+    tags
+}
+
+const PREAMBLE: &str = r#"// Tools a codemode program can call: `await tools.<name>(args)`, which is
+// `await tools.call("<name>", args)`. Generated from the tools' JSON Schemas.
+
+/** Set when a result was over the per-call bound and was cut. */
+interface Truncation {
+  original_bytes: number;
+  kept_bytes: number;
+  /** The file holding the whole result; null if it could not be written. */
+  spill_path: string | null;
+}
+
+/**
+ * What a tool call resolves to. `content` is the tool's result; when it was
+ * over the per-call bound, `truncated` is set and `content` is a string
+ * prefix of the result's text.
+ */
+type ToolResult<T = unknown> =
+  | { content: T; metadata: Record<string, unknown> | null; truncated: null }
+  | { content: string; metadata: Record<string, unknown> | null; truncated: Truncation };
+
+/** How a call that did not succeed rejects. */
+declare class ToolError extends Error {
+  readonly name: "ToolError";
+  readonly kind: "denied" | "refused" | "failed" | "timeout" | "cancelled";
+  /** The tool's name as called. */
+  readonly tool: string;
+  /** The call's number in the run's receipt; null when it never got one. */
+  readonly seq: number | null;
+}
+"#;
+
+const TOOLS_DOC: &str = "/** The tools. Each call resolves to a ToolResult or rejects with a ToolError. */\n";
+
+const CALL: &str = r#"  /** Calls a tool by its exact name: `tools.call("read", {path})` is `tools.read({path})`. */
+  call<N extends ToolName>(name: N, ...args: Parameters<Tools[N]>): ReturnType<Tools[N]>;
+  /** Tools not declared here (deferred tools found with tool_search) are called by name too. */
+  call<N extends string>(name: N & (N extends ToolName ? never : unknown), args?: Record<string, unknown>): Promise<ToolResult>;
+"#;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,29 @@
+//! `codemode types`: the TypeScript declarations of the engine's catalog
+//! (DESIGN.md §6), on stdout.
+
+use super::engine_args::EngineArgs;
+
+/// Arguments of `codemode types`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TypesArgs {
+    /// Only the eager tools (what a model sees from the start), not the
+    /// deferred ones.
+    #[arg(long)]
+    eager: bool,
+    /// Leave out the shared preamble (ToolResult, ToolError, tools.call,
+    /// `declare const tools`): only the tools' declarations.
+    #[arg(long)]
+    no_preamble: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+/// Runs `codemode types`. Exit 0, or 2 when the engine cannot be built.
+pub(crate) fn types(args: TypesArgs) -> anyhow::Result<u8> {
+    let engine = args.engine.build()?;
+    let specs = engine.tool_specs();
+    let chosen = specs.iter().filter(|s| !args.eager || s.loading == codemode::Loading::Eager);
+    let options = codemode::DeclarationOptions::new().preamble(!args.no_preamble);
+    super::print_stdout(&codemode::declarations_with(chosen, &options))?;
+    Ok(0)
+}
