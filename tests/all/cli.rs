@@ -295,8 +295,12 @@ fn tools_lists_execute_tools_first_then_the_eager_tools() {
     let out = codemode(&["tools", "--json"], "", ws.path());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["execute_tools", "read", "write", "edit", "file_search", "grep_files", "bash", "tool_search"]);
+    let names: Vec<&str> =
+        listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["execute_tools", "read", "write", "edit", "file_search", "grep_files", "bash", "tool_search"]
+    );
     let exec = &listing["tools"][0];
     assert_eq!(exec["source"], "synthetic");
     assert_eq!(exec["input_schema"]["required"], serde_json::json!(["code"]));
@@ -344,6 +348,9 @@ fn search_ranks_tools_and_reports_bad_regexes() {
     let over = codemode(&["search", "read", "--limit", "500"], "", ws.path());
     assert_eq!(over.status.code(), Some(1));
     assert!(String::from_utf8(over.stderr).unwrap().contains("limit"));
+}
+
+#[test]
 fn types_prints_declarations_that_compile() {
     let ws = crate::common::workspace();
     let out = codemode(&["types"], "", ws.path());

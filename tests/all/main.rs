@@ -13,4 +13,5 @@ mod receipts;
 mod tool_bash;
 mod tool_files;
 mod tool_search;
+mod tool_search_ranking;
 mod typescript;

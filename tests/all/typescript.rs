@@ -66,7 +66,15 @@ fn hard_cases_native() -> Vec<ToolSpec> {
         .collect()
 }
 
-const REAL: [&str; 4] = ["everything.json", "filesystem.json", "memory.json", "time.json"];
+const REAL: [&str; 7] = [
+    "everything.json",
+    "filesystem.json",
+    "memory.json",
+    "time.json",
+    "git.json",
+    "fetch.json",
+    "sequential-thinking.json",
+];
 
 /// The native tools (from a real engine), every real MCP tool, and the
 /// hard cases as MCP and as native tools.
@@ -118,7 +126,7 @@ fn show(dts: &str) -> String {
 #[test]
 fn declarations_for_natives_real_servers_and_hard_cases_compile_with_tsc() {
     let (specs, real) = all_specs();
-    // Every native tool plus every tool of the four reference servers.
+    // Every native tool plus every tool of the seven reference servers.
     assert!(real >= 30, "only {real} real schemas");
     let dts = codemode::declarations(&specs);
     for spec in &specs {
@@ -128,7 +136,7 @@ fn declarations_for_natives_real_servers_and_hard_cases_compile_with_tsc() {
             || dts.contains(&format!("\n  call(name: {quoted}, args"));
         assert!(declared, "`{}` is not declared", spec.name);
     }
-    for server in ["everything", "filesystem", "memory", "time", "hard_cases"] {
+    for server in ["everything", "filesystem", "memory", "time", "git", "fetch", "hard_cases"] {
         assert!(dts.contains(&format!("declare namespace mcp__{server} {{")), "no namespace for {server}");
     }
     assert_eq!(dts, codemode::declarations(&specs), "the output is deterministic");
