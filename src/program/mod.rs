@@ -185,7 +185,8 @@ fn normalise_body(
     // A module: imports, exports, a trailing expression; maybe TypeScript.
     let module = match module::edit(arena, body) {
         Ok(m) => m,
-        Err(ts_error) => return Err(pick(js_error, ts_error)),
+        Err(module::Refusal::Parse(ts_error)) => return Err(pick(js_error, ts_error)),
+        Err(module::Refusal::Module(e)) => return Err(e),
     };
     let mut positions = PositionMap { edits: module.shifts, user: body.to_owned(), ..PositionMap::default() };
     if module.changed_syntax && language != Some(Language::TypeScript) {

@@ -35,6 +35,15 @@ pub(super) struct Edited {
     pub changed_syntax: bool,
 }
 
+/// Why the module path refused a program.
+#[derive(Debug)]
+pub(super) enum Refusal {
+    /// It does not parse as a TypeScript module.
+    Parse(SyntaxError),
+    /// It parses, but uses module syntax a program cannot have.
+    Module(SyntaxError),
+}
+
 /// One change to the text, at a byte offset of the original.
 #[derive(Debug)]
 enum Edit {
@@ -60,14 +69,14 @@ pub(super) fn parse_options() -> ParseOptions {
 ///
 /// Errors: a parse error, or module syntax a program cannot have, in the
 /// user's coordinates.
-pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, SyntaxError> {
+pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, Refusal> {
     let error = |message: String, offset: u32| {
         let (line, col) = line_col(body, offset);
         SyntaxError { message, line, column: char_column(body, line, col) }
     };
     let parsed = Parser::new(arena, body, source_type()).with_options(parse_options()).parse();
     if let Some(d) = parsed.diagnostics.errors().next() {
-        return Err(error(describe(d), d.labels.first().map_or(0, |l| l.offset())));
+        return Err(Refusal::Parse(error(describe(d), d.labels.first().map_or(0, |l| l.offset()))));
     }
     let mut edits = Vec::new();
     let statements = &parsed.program.body;
@@ -82,7 +91,7 @@ pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, SyntaxError>
                             })
                     });
                 if !types_only {
-                    return Err(error(
+                    return Err(Refusal::Module(error(
                         format!(
                             "`import` is not available: programs have no module loader, so `{}` cannot be \
                              loaded. Call tools with `await tools.call(name, args)` (or `tools.<name>(args)`) \
@@ -90,7 +99,7 @@ pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, SyntaxError>
                             d.source.value
                         ),
                         d.span.start,
-                    ));
+                    )));
                 }
                 edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
             }
@@ -127,13 +136,13 @@ pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, SyntaxError>
             | Statement::ExportAllDeclaration(_)
             | Statement::TSExportAssignment(_)
             | Statement::TSNamespaceExportDeclaration(_) => {
-                return Err(error(
+                return Err(Refusal::Module(error(
                     "this `export` needs a module system, and programs have none: give the program's \
                      value with `return <value>` or `export default <value>` (`export` before a \
                      declaration is allowed and ignored)"
                         .to_owned(),
                     statement.span().start,
-                ));
+                )));
             }
             _ => {}
         }
