@@ -21,10 +21,10 @@ class Finder {
     return (content as string[])[0];
   }
 
-  lineOf(file: ReadResult): number {
+  lineOf(file: ReadResult): number | undefined {
     const numbered = file.content.split("\n").filter((l) => /^\s*\d+\t/.test(l));
     const hit = numbered.find((l) => l.includes(this.word));
-    return hit ? Number(hit.trim().split("\t")[0]) : 1;
+    return hit ? Number(hit.trim().split("\t")[0]) : undefined;
   }
 }
 
@@ -34,11 +34,12 @@ if (path === undefined) {
   return { found: false };
 }
 const file = (await tools.read({ path })) as ReadResult;
-const line = finder.lineOf(file);
+const found = finder.lineOf(file);
+const line = found ?? 1;
 const around = (await tools.read({ path, offset: Math.max(1, line - 2), limit: 6 })) as ReadResult;
 export default {
   path,
   line,
-  match: line > 1 ? Match.Exact : Match.Nearby,
+  match: found !== undefined ? Match.Exact : Match.Nearby,
   excerpt: around.content,
 };

@@ -189,11 +189,12 @@ fn normalise_body(
         Err(module::Refusal::Module(e)) => return Err(e),
     };
     let mut positions = PositionMap { edits: module.shifts, user: body.to_owned(), ..PositionMap::default() };
-    if module.changed_syntax && language != Some(Language::TypeScript) {
-        if let Ok((script, runtime)) = javascript::wrap_as_is(arena, &module.text) {
-            positions.runtime = runtime;
-            return Ok(Normalised { script, positions });
-        }
+    if module.changed_syntax
+        && language != Some(Language::TypeScript)
+        && let Ok((script, runtime)) = javascript::wrap_as_is(arena, &module.text)
+    {
+        positions.runtime = runtime;
+        return Ok(Normalised { script, positions });
     }
     let (script, runtime, mapped) =
         typescript::transform(arena, &module.text).map_err(|(message, offset)| {
