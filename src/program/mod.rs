@@ -1,17 +1,54 @@
-//! Programs and their normalisation before they run.
+//! Programs and their normalisation before they run (DESIGN.md §2).
 //!
 //! A program is the body of an async function: top-level `await` and
-//! `return` work. [`wrap`] puts the body inside the function without moving
-//! any of the user's lines, so line numbers in errors are the user's own
-//! (columns on the first line are shifted by [`WRAP_PREFIX`], which the VM
-//! takes back off).
+//! `return` work. [`normalise`] turns what the user sent into the script the
+//! VM evaluates, with a [`PositionMap`] back to the user's lines and columns:
+//!
+//! 1. a surrounding markdown fence is stripped (`fence.rs`);
+//! 2. the body is parsed, with a real parser (oxc), as JavaScript inside the
+//!    very wrapper it will run in (`javascript.rs`): the fast path, where
+//!    the script is the user's text plus the wrapper and a `return ` before a
+//!    trailing expression;
+//! 3. otherwise it is parsed as a TypeScript module (`module.rs`): `import`
+//!    is refused, `export default` becomes `return`, `export` before a
+//!    declaration is dropped, then either the edited text is JavaScript
+//!    after all (step 2 again) or it is TypeScript, which `typescript.rs`
+//!    turns into JavaScript with a source map.
+//!
+//! Whatever runs was checked by the parser as one whole body, so a program
+//! cannot close the wrapper and run code outside it.
 
-/// The text put before the program's first line.
+mod fence;
+mod javascript;
+mod module;
+pub(crate) mod position;
+mod typescript;
+
+use std::cell::RefCell;
+
+use oxc_allocator::Allocator;
+pub(crate) use position::PositionMap;
+
+use crate::receipt::{ErrorKind, RunError};
+
+/// The text put before a JavaScript program's first line. JavaScript runs in
+/// sloppy mode, as a script does.
 pub(crate) const WRAP_PREFIX: &str = "(async () => {";
+/// The text put before the JavaScript generated from a TypeScript program:
+/// TypeScript is parsed as a module, and modules are strict.
+pub(crate) const STRICT_WRAP_PREFIX: &str = "(async () => {\"use strict\";";
 /// The text put after the program's last line.
-const WRAP_SUFFIX: &str = "\n})()";
+pub(crate) const WRAP_SUFFIX: &str = "\n})()";
 
-/// A program to run: JavaScript source and the name used in stack traces.
+/// A program to run: JavaScript or TypeScript source and the name used in
+/// stack traces.
+///
+/// The source may be wrapped in a markdown fence (```` ```js ````,
+/// ```` ```ts ````, ...). It is TypeScript when its fence says so, when its
+/// name ends in `.ts`, `.mts` or `.cts`, or when it does not parse as
+/// JavaScript but does as TypeScript. `export default <expr>` and a trailing
+/// expression statement give the program's value; `import` is an error
+/// (there is no module loader: tools are called with `tools.call`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Program {
     source: String,
@@ -24,7 +61,8 @@ impl Program {
         Program::named("program.js", source)
     }
 
-    /// A program with a name for stack traces (usually its file name).
+    /// A program with a name for stack traces (usually its file name; a name
+    /// ending in `.ts`, `.mts` or `.cts` makes the program TypeScript).
     /// Characters other than letters, digits, `.`, `_` and `-` are replaced
     /// by `_`.
     pub fn named(name: impl Into<String>, source: impl Into<String>) -> Self {
@@ -46,33 +84,149 @@ impl Program {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The language the name says, if it says one.
+    fn named_language(&self) -> Option<Language> {
+        let lower = self.name.to_ascii_lowercase();
+        [".ts", ".mts", ".cts"].iter().any(|e| lower.ends_with(e)).then_some(Language::TypeScript)
+    }
 }
 
-/// The source the VM evaluates: the program inside an async arrow function
-/// that is called at once, so the script's value is the program's promise.
-pub(crate) fn wrap(source: &str) -> String {
-    let mut s = String::with_capacity(WRAP_PREFIX.len() + source.len() + WRAP_SUFFIX.len());
-    s.push_str(WRAP_PREFIX);
-    s.push_str(source);
-    s.push_str(WRAP_SUFFIX);
-    s
+/// The language of a program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Language {
+    JavaScript,
+    TypeScript,
+}
+
+/// The script the VM evaluates and where its positions come from.
+#[derive(Debug, Clone)]
+pub(crate) struct Normalised {
+    /// The wrapped program: evaluating it gives the program's promise.
+    pub script: String,
+    pub positions: PositionMap,
+}
+
+/// A syntax error found by a parser, in the user's coordinates (line
+/// 1-based, column 1-based in characters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SyntaxError {
+    pub message: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl SyntaxError {
+    fn into_run_error(self) -> RunError {
+        let mut e = RunError::new(ErrorKind::Syntax, self.message);
+        e.line = Some(self.line);
+        e.column = Some(self.column);
+        e
+    }
+}
+
+thread_local! {
+    /// One arena per thread, reset for each program, so parsing a small
+    /// program allocates nothing once the thread has parsed one.
+    static ARENA: RefCell<Allocator> = RefCell::new(Allocator::default());
+}
+
+/// Arena memory kept between programs at most; a larger arena (after a
+/// large TypeScript program) is dropped rather than kept by the VM thread.
+const ARENA_KEEP_BYTES: usize = 4 << 20;
+
+/// Runs `f` with this thread's arena, emptied first.
+fn with_arena<R>(f: impl FnOnce(&Allocator) -> R) -> R {
+    ARENA.with(|cell| {
+        let mut arena = cell.borrow_mut();
+        arena.reset();
+        let out = f(&arena);
+        if arena.capacity() > ARENA_KEEP_BYTES {
+            *arena = Allocator::default();
+        }
+        out
+    })
+}
+
+/// Normalises `program` into the script to evaluate.
+///
+/// Errors are kind `syntax`, with the user's line and column: a parse error
+/// (from the TypeScript parse when the program looks like TypeScript), an
+/// `import`, an `export` form that needs a module system, a fence naming
+/// another language.
+pub(crate) fn normalise(program: &Program) -> Result<Normalised, RunError> {
+    let (body, fenced) = fence::strip(program.source()).map_err(|m| {
+        let mut e = RunError::new(ErrorKind::Syntax, m);
+        e.line = Some(1);
+        e.column = Some(1);
+        e
+    })?;
+    let language = fenced.or_else(|| program.named_language());
+    with_arena(|arena| normalise_body(arena, &body, language)).map_err(SyntaxError::into_run_error)
+}
+
+fn normalise_body(
+    arena: &Allocator,
+    body: &str,
+    language: Option<Language>,
+) -> Result<Normalised, SyntaxError> {
+    // The fast path: JavaScript, parsed inside its wrapper.
+    let js_error = if language == Some(Language::TypeScript) {
+        None
+    } else {
+        match javascript::wrap(arena, body) {
+            Ok((script, runtime)) => {
+                let positions = PositionMap { runtime, user: body.to_owned(), ..PositionMap::default() };
+                return Ok(Normalised { script, positions });
+            }
+            Err(e) => e,
+        }
+    };
+    // A module: imports, exports, a trailing expression; maybe TypeScript.
+    let module = match module::edit(arena, body) {
+        Ok(m) => m,
+        Err(module::Refusal::Parse(ts_error)) => return Err(pick(js_error, ts_error)),
+        Err(module::Refusal::Module(e)) => return Err(e),
+    };
+    let mut positions = PositionMap { edits: module.shifts, user: body.to_owned(), ..PositionMap::default() };
+    if module.changed_syntax
+        && language != Some(Language::TypeScript)
+        && let Ok((script, runtime)) = javascript::wrap_as_is(arena, &module.text)
+    {
+        positions.runtime = runtime;
+        return Ok(Normalised { script, positions });
+    }
+    let (script, runtime, mapped) =
+        typescript::transform(arena, &module.text).map_err(|(message, offset)| {
+            let (line, column) = positions.edited_offset(&module.text, offset);
+            SyntaxError { message, line, column }
+        })?;
+    positions.runtime = runtime;
+    positions.mapped = Some(Box::new(mapped));
+    Ok(Normalised { script, positions })
+}
+
+/// The more helpful of the two parse errors: the one further into the
+/// program (TypeScript's when the program uses types, since JavaScript's
+/// parser stops at the first annotation), JavaScript's on a tie.
+fn pick(js: Option<SyntaxError>, ts: SyntaxError) -> SyntaxError {
+    match js {
+        Some(js) if (js.line, js.column) >= (ts.line, ts.column) => js,
+        _ => ts,
+    }
+}
+
+/// Writes a parser diagnostic as a message for users: the parser's text,
+/// and its help when it has one.
+pub(crate) fn describe(d: &oxc_diagnostics::OxcDiagnostic) -> String {
+    let mut m = d.message.to_string();
+    if let Some(help) = &d.help {
+        m.push_str(" (");
+        m.push_str(help);
+        m.push(')');
+    }
+    m
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wrapping_keeps_every_line_in_place() {
-        let src = "const a = 1;\nreturn a; // trailing comment";
-        let w = wrap(src);
-        assert_eq!(w.lines().nth(1), src.lines().nth(1));
-        assert!(w.starts_with(WRAP_PREFIX) && w.ends_with("\n})()"));
-    }
-
-    #[test]
-    fn names_are_sanitised() {
-        assert_eq!(Program::named("my prog(1).js", "").name(), "my_prog_1_.js");
-        assert_eq!(Program::named("", "").name(), "program.js");
-    }
-}
+mod tests;

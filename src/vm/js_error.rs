@@ -2,7 +2,7 @@
 
 use rquickjs::Value;
 
-use crate::program::WRAP_PREFIX;
+use crate::program::PositionMap;
 use crate::receipt::{ErrorKind, RunError};
 
 /// What the engine knew when the exception surfaced.
@@ -15,6 +15,8 @@ pub(crate) struct Circumstances<'a> {
     pub stopping: Option<&'a RunError>,
     /// The VM's memory limit, in bytes, for the message of a memory error.
     pub memory_limit: usize,
+    /// Where the script's positions come from in the user's program.
+    pub positions: &'a PositionMap,
 }
 
 /// Classifies `exception` and finds its position in the user's program
@@ -72,36 +74,44 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
     };
     let position = stack.as_deref().and_then(|s| position_in(s, file));
     let (line, column) = match position {
-        Some((1, col)) => (Some(1), Some(col.saturating_sub(WRAP_PREFIX.len() as u32).max(1))),
-        Some((l, c)) => (Some(l), Some(c)),
+        Some((l, c)) => {
+            let (l, c) = when.positions.user_position(l, c);
+            (Some(l), Some(c))
+        }
         None => (None, None),
     };
-    let stack = stack.map(|s| user_stack(&s, file)).filter(|s| !s.is_empty());
+    let stack = stack.map(|s| user_stack(&s, file, when.positions)).filter(|s| !s.is_empty());
     RunError { kind, message: text, line, column, stack }
 }
 
 /// The stack as the user wrote the program: the engine's wrapper frame
-/// (`<eval>`, which calls the program) is dropped, and columns on the
-/// program's first line lose the wrapper's prefix.
-fn user_stack(stack: &str, file: &str) -> String {
-    let first_line = format!("{file}:1:");
+/// (`<eval>`, which calls the program) is dropped, and every position in the
+/// program becomes the user's own line and column.
+fn user_stack(stack: &str, file: &str, positions: &PositionMap) -> String {
+    let needle = format!("{file}:");
     let mut out = Vec::new();
     for frame in stack.lines() {
         if frame.contains("<eval>") {
             continue;
         }
-        let fixed = match frame.find(&first_line) {
+        let fixed = match frame.find(&needle) {
             Some(at) => {
-                let start = at + first_line.len();
-                let digits = frame[start..].chars().take_while(char::is_ascii_digit).count();
-                match frame[start..start + digits].parse::<u32>() {
-                    Ok(col) => format!(
-                        "{}{}{}",
-                        &frame[..start],
-                        col.saturating_sub(WRAP_PREFIX.len() as u32).max(1),
-                        &frame[start + digits..]
-                    ),
-                    Err(_) => frame.to_owned(),
+                let start = at + needle.len();
+                let rest = &frame[start..];
+                let line_digits = rest.chars().take_while(char::is_ascii_digit).count();
+                let after_line = &rest[line_digits..];
+                let col_digits = after_line
+                    .strip_prefix(':')
+                    .map_or(0, |r| r.chars().take_while(char::is_ascii_digit).count());
+                let line = rest[..line_digits].parse::<u32>().ok();
+                let col =
+                    (col_digits > 0).then(|| after_line[1..1 + col_digits].parse::<u32>().ok()).flatten();
+                match (line, col) {
+                    (Some(l), Some(c)) => {
+                        let (l, c) = positions.user_position(l, c);
+                        format!("{}{l}:{c}{}", &frame[..start], &after_line[1 + col_digits..])
+                    }
+                    _ => frame.to_owned(),
                 }
             }
             None => frame.to_owned(),
@@ -141,11 +151,16 @@ fn position_in(stack: &str, file: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::position_in;
+    use crate::program::{Program, normalise};
 
     #[test]
     fn stacks_show_the_users_positions() {
-        let stack = "    at f (p.js:1:25)\n    at <anonymous> (p.js:3:5)\n    at <eval> (p.js:4:1)\n";
-        assert_eq!(super::user_stack(stack, "p.js"), "    at f (p.js:1:11)\n    at <anonymous> (p.js:3:5)");
+        let positions = normalise(&Program::new("f();\n\n    g()\n")).unwrap().positions;
+        let stack = "    at f (p.js:1:25)\n    at <anonymous> (p.js:3:12)\n    at <eval> (p.js:4:1)\n";
+        assert_eq!(
+            super::user_stack(stack, "p.js", &positions),
+            "    at f (p.js:1:11)\n    at <anonymous> (p.js:3:5)"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::host_call::{self, HostState, InFlight};
 use super::js_error::{self, Circumstances};
 use crate::engine::Shared;
 use crate::engine::dispatch::{Completion, Dispatcher};
-use crate::program::{self, Program};
+use crate::program::{self, PositionMap, Program};
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
@@ -43,6 +43,8 @@ pub struct Sandbox {
     run_id: Arc<str>,
     /// The running program's name in stack traces.
     program_name: String,
+    /// Where the script's positions come from in the user's program.
+    positions: PositionMap,
     used: bool,
 }
 
@@ -136,6 +138,7 @@ impl Sandbox {
             shared,
             run_id,
             program_name: String::new(),
+            positions: PositionMap::default(),
             used: false,
         })
     }
@@ -224,7 +227,9 @@ impl Sandbox {
     /// Compiles and starts the program; the error is a syntax error (or an
     /// interrupt during its synchronous start).
     fn start(&mut self, program: &Program) -> Result<(), RunError> {
-        let wrapped = program::wrap(program.source());
+        let normalised = program::normalise(program)?;
+        self.positions = normalised.positions;
+        let wrapped = normalised.script;
         let name = program.name().to_owned();
         let finish = self.finish.clone().expect("the prelude is loaded");
         let main = self.ctx.with(|ctx| {
@@ -423,6 +428,7 @@ impl Sandbox {
             compiling: false,
             stopping: stopping.as_ref(),
             memory_limit: self.shared.limits.memory_bytes,
+            positions: &self.positions,
         };
         Err(js_error::from_parts(thrown, name, when))
     }
@@ -506,6 +512,7 @@ impl Sandbox {
             compiling,
             stopping: stopping.as_ref(),
             memory_limit: self.shared.limits.memory_bytes,
+            positions: &self.positions,
         };
         js_error::run_error(exception, file, when)
     }

@@ -45,3 +45,12 @@ fn search_then_read_finds_the_limits_module() {
     assert_eq!(r.value["path"], "src/vm/limits.rs");
     assert!(r.value["excerpt"].as_str().unwrap().contains("Limits"));
 }
+
+#[test]
+fn typed_search_is_typescript_and_finds_the_limits_module() {
+    let r = run_example("typed_search.ts");
+    assert_eq!(r.value["path"], "src/vm/limits.rs");
+    assert_eq!(r.value["match"], "exact");
+    assert!(r.value["excerpt"].as_str().unwrap().contains("Limits"));
+    assert_eq!(r.calls.len(), 3);
+}

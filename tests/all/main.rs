@@ -9,6 +9,7 @@ mod gate;
 mod limits;
 mod native_tools;
 mod programs;
+mod programs_typescript;
 mod receipts;
 mod tool_bash;
 mod tool_files;

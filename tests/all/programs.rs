@@ -30,11 +30,13 @@ fn every_json_type_comes_back_as_the_value() {
 
 #[test]
 fn undefined_and_no_return_become_null() {
-    for src in ["return undefined;", "1 + 1;", "", "return () => 1;"] {
+    for src in ["return undefined;", "", "return () => 1;", "let a = 1 + 1;"] {
         let r = run(src);
         assert_eq!(r.status, RunStatus::Completed, "{src}");
         assert_eq!(r.value, json!(null), "{src}");
     }
+    // A trailing expression is the value (programs_typescript.rs has more).
+    assert_eq!(run("1 + 1;").value, json!(2));
 }
 
 #[test]
