@@ -7,6 +7,8 @@ mod direct_calls;
 mod examples;
 mod gate;
 mod limits;
+mod mcp_fixture;
+mod mcp_support;
 mod native_tools;
 mod programs;
 mod receipts;
