@@ -199,14 +199,14 @@ mod tests {
     fn receipt(calls: usize) -> Receipt {
         let call = |i: usize| CallReceipt {
             seq: i as u64 + 1,
-            tool: if i % 3 == 0 { "write".into() } else { "read".into() },
+            tool: if i.is_multiple_of(3) { "write".into() } else { "read".into() },
             caller: Caller::Program,
-            decision: if i % 3 == 0 { Decision::Denied } else { Decision::Auto },
-            status: if i % 3 == 0 { CallStatus::Refused } else { CallStatus::Ok },
+            decision: if i.is_multiple_of(3) { Decision::Denied } else { Decision::Auto },
+            status: if i.is_multiple_of(3) { CallStatus::Refused } else { CallStatus::Ok },
             elapsed_ms: 0.1,
             bytes: 10,
             truncated: None,
-            error: (i % 3 == 0).then(|| "not today ".repeat(40)),
+            error: (i.is_multiple_of(3)).then(|| "not today ".repeat(40)),
             note: None,
         };
         Receipt {

@@ -8,6 +8,7 @@ mod examples;
 mod gate;
 mod limits;
 mod mcp_fixture;
+mod mcp_servers;
 mod mcp_support;
 mod native_tools;
 mod programs;
