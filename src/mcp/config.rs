@@ -264,6 +264,9 @@ fn parse_server(
             let value = expand(&field, value)?;
             http::HeaderName::from_bytes(key.as_bytes())
                 .map_err(|_| field_error(name, &field, "not a valid HTTP header name"))?;
+            if ["accept", "mcp-session-id", "last-event-id"].contains(&key.to_ascii_lowercase().as_str()) {
+                return Err(field_error(name, &field, "this header is set by the MCP transport; remove it"));
+            }
             http::HeaderValue::from_str(&value)
                 .map_err(|_| field_error(name, &field, "not a valid HTTP header value"))?;
             headers.insert(key.clone(), value);

@@ -200,25 +200,20 @@ impl Connection {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 ensure_tls_provider();
-                let mut custom = std::collections::HashMap::new();
-                let mut auth = None;
-                for (key, value) in headers {
-                    // Checked when the config was read.
-                    let (Ok(key), Ok(value)) =
-                        (http::HeaderName::from_bytes(key.as_bytes()), http::HeaderValue::from_str(value))
-                    else {
-                        continue;
-                    };
-                    if key == http::header::AUTHORIZATION {
-                        auth = value.to_str().ok().map(|v| v.trim_start_matches("Bearer ").to_owned());
-                    } else {
-                        custom.insert(key, value);
-                    }
-                }
+                // Checked when the config was read (Authorization included,
+                // sent as written).
+                let custom = headers
+                    .iter()
+                    .filter_map(|(key, value)| {
+                        Some((
+                            http::HeaderName::from_bytes(key.as_bytes()).ok()?,
+                            http::HeaderValue::from_str(value).ok()?,
+                        ))
+                    })
+                    .collect();
                 let mut config = StreamableHttpClientTransportConfig::default();
                 config.uri = url.as_str().into();
                 config.custom_headers = custom;
-                config.auth_header = auth;
                 config.max_json_response_size = limit;
                 config.max_sse_event_size = limit;
                 let transport = StreamableHttpClientTransport::from_config(config);
