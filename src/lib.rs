@@ -32,6 +32,8 @@ mod engine;
 mod gate;
 mod json_text;
 #[cfg(unix)]
+pub mod mcp;
+#[cfg(unix)]
 mod process_group;
 mod program;
 mod receipt;

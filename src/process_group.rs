@@ -1,6 +1,7 @@
 //! A child process started in a process group of its own, and the cleanup
 //! of that group: the one implementation shared by the `bash` tool, the
-//! before-call hooks and the `cmd:` approvers. Unix only.
+//! before-call hooks, the `cmd:` approvers and the MCP stdio servers. Unix
+//! only.
 //!
 //! - **Own group.** The caller spawns the child with `process_group(0)`, so
 //!   the group id is the child's pid, and with `kill_on_drop(true)`, so the

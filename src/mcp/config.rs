@@ -1,0 +1,481 @@
+//! The MCP server configuration: the `mcpServers` JSON that common MCP
+//! clients read from `.mcp.json`, with codemode's per-server settings.
+//!
+//! ```json
+//! {"mcpServers": {
+//!   "files": {"command": "node", "args": ["server.js", "${HOME}/notes"],
+//!             "env": {"TOKEN": "${TOKEN:-none}"}, "cwd": "tools",
+//!             "timeout_ms": 60000, "startup_timeout_ms": 30000,
+//!             "read_only": true},
+//!   "web":   {"type": "http", "url": "https://example.com/mcp",
+//!             "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}},
+//!   "old":   {"command": "old-server", "disabled": true}
+//! }}
+//! ```
+//!
+//! - A server with `command` is a stdio server; one with `url` (or
+//!   `type: "http"` / `"streamable-http"` / `"streamableHttp"`) is a
+//!   streamable HTTP server. `type: "sse"` (the legacy HTTP+SSE transport)
+//!   is refused.
+//! - `${VAR}` and `${VAR:-default}` are expanded in `command`, `args`, `env`
+//!   values, `cwd`, `url` and `headers` values; a missing `VAR` without a
+//!   default is an error naming the server and the field. `$` not followed
+//!   by `{` is kept as is.
+//! - A relative `cwd` is resolved against the folder of the config file.
+//! - Fields other clients use (`description`, `autoApprove`, ...) are
+//!   ignored; a misspelt codemode field is therefore ignored too.
+//! - `read_only: true` exposes and allows only the server's tools annotated
+//!   `readOnlyHint: true`; every other tool of it is hidden and refused.
+//!   It never makes a tool read-only that did not say so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Default wait for a server's `initialize` answer: 30 s.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A configuration error, naming the server and the field where it has one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read MCP config {path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
+    /// The file is not JSON, or its top level is not `{"mcpServers": {...}}`.
+    #[error("MCP config is not valid: {message} (expected {{\"mcpServers\": {{\"NAME\": {{...}}}}}})")]
+    Syntax {
+        /// What the parser said.
+        message: String,
+    },
+    /// A server's field is wrong.
+    #[error("MCP server `{server}`: field `{field}`: {message}")]
+    Field {
+        /// The server's name.
+        server: String,
+        /// The field, e.g. `args[2]` or `env.TOKEN`.
+        field: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+/// How codemode reaches one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transport {
+    /// A child process speaking JSON-RPC over stdin/stdout.
+    Stdio {
+        /// The program (looked up in `PATH` when it has no slash).
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment variables (added to codemode's environment).
+        env: BTreeMap<String, String>,
+        /// Working folder; `None` is codemode's own.
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable HTTP endpoint (MCP specification 2025-03-26 and later,
+    /// "Streamable HTTP").
+    Http {
+        /// The endpoint URL.
+        url: String,
+        /// Headers sent with every request.
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One configured server, expanded and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The server's name (the key in `mcpServers`).
+    pub name: String,
+    /// How to reach it.
+    pub transport: Transport,
+    /// Per-call timeout for its tools; `None` uses the pool's default.
+    pub timeout: Option<Duration>,
+    /// Wait for its `initialize` answer. Default: [`DEFAULT_STARTUP_TIMEOUT`].
+    pub startup_timeout: Duration,
+    /// Only tools annotated `readOnlyHint: true` are exposed and callable.
+    pub read_only: bool,
+    /// The server is configured but never started nor listed.
+    pub disabled: bool,
+}
+
+impl ServerConfig {
+    /// Lower-case hex SHA-256 of the launch configuration (transport,
+    /// command, args, env, cwd, url, headers; not timeouts or flags): the
+    /// key of the server's schema cache.
+    pub fn launch_hash(&self) -> String {
+        let launch = match &self.transport {
+            Transport::Stdio { command, args, env, cwd } => serde_json::json!({
+                "stdio": {"command": command, "args": args, "env": env,
+                          "cwd": cwd.as_ref().map(|c| c.to_string_lossy().into_owned())}
+            }),
+            Transport::Http { url, headers } => {
+                serde_json::json!({"http": {"url": url, "headers": headers}})
+            }
+        };
+        let digest = Sha256::digest(serde_json::to_vec(&launch).expect("JSON values serialise"));
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The configured servers, in name order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpConfig {
+    /// Every server, enabled or not, by name.
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// The raw shape of one server entry (other clients' fields ignored).
+#[derive(Deserialize)]
+struct RawServer {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    timeout_ms: Option<u64>,
+    startup_timeout_ms: Option<u64>,
+    #[serde(default)]
+    read_only: bool,
+    #[serde(default)]
+    disabled: bool,
+}
+
+impl McpConfig {
+    /// Reads and checks the config file at `path`, expanding variables from
+    /// the process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the server and field of the first problem.
+    pub fn load(path: &Path) -> Result<McpConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Read { path: path.to_owned(), message: e.to_string() })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        McpConfig::parse(&text, &base, &|name| std::env::var(name).ok())
+    }
+
+    /// Parses config text. `base` resolves relative `cwd` values; `env`
+    /// looks up `${VAR}`s.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the server and field of the first problem.
+    pub fn parse(
+        text: &str,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<McpConfig, ConfigError> {
+        let top: Value =
+            serde_json::from_str(text).map_err(|e| ConfigError::Syntax { message: e.to_string() })?;
+        let Some(servers) = top.get("mcpServers") else {
+            return Err(ConfigError::Syntax { message: "no `mcpServers` object".into() });
+        };
+        let Some(servers) = servers.as_object() else {
+            return Err(ConfigError::Syntax { message: "`mcpServers` is not an object".into() });
+        };
+        let mut config = McpConfig::default();
+        for (name, raw) in servers {
+            let server = parse_server(name, raw, base, env)?;
+            config.servers.insert(name.clone(), server);
+        }
+        Ok(config)
+    }
+
+    /// The servers that are not disabled.
+    pub fn enabled(&self) -> impl Iterator<Item = &ServerConfig> {
+        self.servers.values().filter(|s| !s.disabled)
+    }
+}
+
+fn field_error(server: &str, field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Field { server: server.to_owned(), field: field.into(), message: message.into() }
+}
+
+fn parse_server(
+    name: &str,
+    raw: &Value,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, ConfigError> {
+    if name.is_empty() {
+        return Err(field_error(name, "name", "a server name must not be empty"));
+    }
+    let raw: RawServer = serde_path_to_error::deserialize(raw).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "entry".to_owned() } else { path };
+        field_error(name, field, e.into_inner().to_string())
+    })?;
+    let expand = |field: &str, value: &str| expand_vars(value, env).map_err(|m| field_error(name, field, m));
+    let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
+    let http = match kind.as_deref() {
+        None => raw.url.is_some() && raw.command.is_none(),
+        Some("stdio") => false,
+        Some("http" | "streamable-http" | "streamablehttp" | "streamable_http") => true,
+        Some("sse") => {
+            return Err(field_error(
+                name,
+                "type",
+                "the legacy HTTP+SSE transport is not supported; use a streamable HTTP url (`\"type\": \"http\"`)",
+            ));
+        }
+        Some(other) => {
+            return Err(field_error(
+                name,
+                "type",
+                format!("unknown transport `{other}`; use \"stdio\" or \"http\""),
+            ));
+        }
+    };
+    let transport = if http {
+        let Some(url) = &raw.url else {
+            return Err(field_error(name, "url", "an HTTP server needs a `url`"));
+        };
+        if raw.command.is_some() {
+            return Err(field_error(
+                name,
+                "command",
+                "give either `command` (stdio) or `url` (HTTP), not both",
+            ));
+        }
+        let url = expand("url", url)?;
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(field_error(name, "url", format!("`{url}` is not an http:// or https:// URL")));
+        }
+        let mut headers = BTreeMap::new();
+        for (key, value) in &raw.headers {
+            let field = format!("headers.{key}");
+            let value = expand(&field, value)?;
+            http::HeaderName::from_bytes(key.as_bytes())
+                .map_err(|_| field_error(name, &field, "not a valid HTTP header name"))?;
+            if ["accept", "mcp-session-id", "last-event-id"].contains(&key.to_ascii_lowercase().as_str()) {
+                return Err(field_error(name, &field, "this header is set by the MCP transport; remove it"));
+            }
+            http::HeaderValue::from_str(&value)
+                .map_err(|_| field_error(name, &field, "not a valid HTTP header value"))?;
+            headers.insert(key.clone(), value);
+        }
+        Transport::Http { url, headers }
+    } else {
+        let Some(command) = &raw.command else {
+            return Err(field_error(
+                name,
+                "command",
+                "a stdio server needs a `command` (or give a `url` for HTTP)",
+            ));
+        };
+        let command = expand("command", command)?;
+        if command.trim().is_empty() {
+            return Err(field_error(name, "command", "must not be empty"));
+        }
+        let args = raw
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| expand(&format!("args[{i}]"), a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut vars = BTreeMap::new();
+        for (key, value) in &raw.env {
+            vars.insert(key.clone(), expand(&format!("env.{key}"), value)?);
+        }
+        let cwd = match &raw.cwd {
+            Some(cwd) => {
+                let cwd = PathBuf::from(expand("cwd", cwd)?);
+                Some(if cwd.is_relative() { base.join(cwd) } else { cwd })
+            }
+            None => None,
+        };
+        Transport::Stdio { command, args, env: vars, cwd }
+    };
+    for (field, value) in [("timeout_ms", raw.timeout_ms), ("startup_timeout_ms", raw.startup_timeout_ms)] {
+        if value == Some(0) {
+            return Err(field_error(name, field, "must be at least 1 (milliseconds)"));
+        }
+    }
+    Ok(ServerConfig {
+        name: name.to_owned(),
+        transport,
+        timeout: raw.timeout_ms.map(Duration::from_millis),
+        startup_timeout: raw.startup_timeout_ms.map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
+        read_only: raw.read_only,
+        disabled: raw.disabled,
+    })
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` in `value`.
+///
+/// # Errors
+/// A message naming the missing variable, or an unterminated `${`.
+fn expand_vars(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("unterminated `${{` in `{value}`; write `${{VAR}}`"));
+        };
+        let inner = &after[..end];
+        let (var, default) = match inner.split_once(":-") {
+            Some((var, default)) => (var, Some(default)),
+            None => (inner, None),
+        };
+        if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(format!(
+                "`${{{inner}}}` is not a variable reference; write `${{VAR}}` or `${{VAR:-default}}`"
+            ));
+        }
+        match (env(var), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(format!(
+                    "environment variable `{var}` is not set; set it or write `${{{var}:-default}}`"
+                ));
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/home/u".into()),
+            "TOKEN" => Some("s3cret".into()),
+            _ => None,
+        }
+    }
+
+    fn parse(text: &str) -> Result<McpConfig, ConfigError> {
+        McpConfig::parse(text, Path::new("/cfg"), &env)
+    }
+
+    #[test]
+    fn stdio_and_http_servers_with_expansion() {
+        let config = parse(
+            r#"{"mcpServers": {
+                "files": {"command": "node", "args": ["s.js", "${HOME}/notes", "${X:-dflt}"],
+                          "env": {"T": "${TOKEN}"}, "cwd": "sub", "timeout_ms": 5000,
+                          "startup_timeout_ms": 700, "read_only": true, "autoApprove": []},
+                "web": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "typed": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"},
+                "off": {"command": "x", "disabled": true}
+            }}"#,
+        )
+        .unwrap();
+        let files = &config.servers["files"];
+        assert_eq!(
+            files.transport,
+            Transport::Stdio {
+                command: "node".into(),
+                args: vec!["s.js".into(), "/home/u/notes".into(), "dflt".into()],
+                env: [("T".to_owned(), "s3cret".to_owned())].into(),
+                cwd: Some(PathBuf::from("/cfg/sub")),
+            }
+        );
+        assert_eq!(files.timeout, Some(Duration::from_millis(5000)));
+        assert_eq!(files.startup_timeout, Duration::from_millis(700));
+        assert!(files.read_only && !files.disabled);
+        let web = &config.servers["web"];
+        assert_eq!(
+            web.transport,
+            Transport::Http {
+                url: "https://h/mcp".into(),
+                headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into()
+            }
+        );
+        assert_eq!(web.startup_timeout, DEFAULT_STARTUP_TIMEOUT);
+        assert!(matches!(config.servers["typed"].transport, Transport::Http { .. }));
+        assert_eq!(config.enabled().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["files", "typed", "web"]);
+    }
+
+    #[test]
+    fn errors_name_the_server_and_the_field() {
+        let cases = [
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "args": ["${NOPE}"]}}}"#,
+                "a",
+                "args[0]",
+                "`NOPE` is not set",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "env": {"K": "${NOPE"}}}}"#,
+                "a",
+                "env.K",
+                "unterminated",
+            ),
+            (
+                r#"{"mcpServers": {"b": {"command": "x", "timeout_ms": "5"}}}"#,
+                "b",
+                "timeout_ms",
+                "invalid type",
+            ),
+            (r#"{"mcpServers": {"b": {"command": "x", "timeout_ms": 0}}}"#, "b", "timeout_ms", "at least 1"),
+            (r#"{"mcpServers": {"c": {"args": []}}}"#, "c", "command", "needs a `command`"),
+            (r#"{"mcpServers": {"c": {"type": "sse", "url": "http://h"}}}"#, "c", "type", "not supported"),
+            (r#"{"mcpServers": {"c": {"type": "http"}}}"#, "c", "url", "needs a `url`"),
+            (r#"{"mcpServers": {"c": {"url": "ftp://h"}}}"#, "c", "url", "not an http"),
+            (
+                r#"{"mcpServers": {"d": {"url": "http://h", "headers": {"a b": "v"}}}}"#,
+                "d",
+                "headers.a b",
+                "header name",
+            ),
+            (
+                r#"{"mcpServers": {"d": {"url": "http://h", "headers": {"X": "${NOPE}"}}}}"#,
+                "d",
+                "headers.X",
+                "NOPE",
+            ),
+            (r#"{"mcpServers": {"e": "node"}}"#, "e", "entry", "invalid type"),
+        ];
+        for (text, server, field, needle) in cases {
+            match parse(text) {
+                Err(ConfigError::Field { server: s, field: f, message }) => {
+                    assert_eq!((s.as_str(), f.as_str()), (server, field), "{text}");
+                    assert!(message.contains(needle), "{text}: {message}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert!(matches!(parse("[]"), Err(ConfigError::Syntax { .. })));
+        assert!(matches!(parse("{"), Err(ConfigError::Syntax { .. })));
+    }
+
+    #[test]
+    fn expansion_keeps_plain_dollars_and_the_launch_hash_tracks_the_launch() {
+        assert_eq!(expand_vars("a$b ${X:-} $", &env).unwrap(), "a$b  $");
+        let config = parse(
+            r#"{"mcpServers": {"a": {"command": "x", "timeout_ms": 1},
+                                               "b": {"command": "x", "read_only": true},
+                                               "c": {"command": "x", "args": ["1"]}}}"#,
+        )
+        .unwrap();
+        let hash = |n: &str| config.servers[n].launch_hash();
+        assert_eq!(hash("a"), hash("b"));
+        assert_ne!(hash("a"), hash("c"));
+        assert_eq!(hash("a").len(), 64);
+    }
+}

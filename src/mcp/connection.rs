@@ -1,0 +1,478 @@
+//! One live connection to one MCP server: the process (stdio) or HTTP
+//! session, the rmcp client on top, and the watch that says when it ended.
+//!
+//! - **Stdio.** The server runs in a process group of its own
+//!   ([`ProcessGroup`]) with piped stdin, stdout and stderr. A monitor task
+//!   owns the group: when the direct child exits, when its stdout closes or
+//!   carries a message over the size limit, or when the connection is
+//!   stopped, it kills the whole group (wrappers' grandchildren included),
+//!   reaps it, and publishes why the connection is down. stderr is drained
+//!   continuously; its last [`STDERR_TAIL`] bytes go into errors.
+//! - **Size limit.** stdout is read through [`BoundedLines`]: a line (one
+//!   JSON-RPC message) longer than the limit ends the stream, so the pending
+//!   calls fail with [`McpError::MessageTooLarge`] instead of waiting.
+//!   (rmcp's own line limit drops the line and keeps waiting, which would
+//!   leave the call hanging until its timeout.) For HTTP, rmcp's
+//!   `max_json_response_size` and `max_sse_event_size` are set to the limit.
+//! - **Down.** [`Connection::down`] resolves once the connection has ended,
+//!   with its [`Down`] cause; every pending request races it, so a crash
+//!   fails them at once.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt as _};
+use rmcp::{ClientHandler, model};
+use tokio::io::{AsyncRead, AsyncReadExt as _, ReadBuf};
+use tokio::sync::{mpsc, watch};
+
+use super::McpError;
+use super::config::{ServerConfig, Transport};
+use crate::process_group::ProcessGroup;
+
+/// Bytes of a server's stderr kept for error messages.
+pub const STDERR_TAIL: usize = 4096;
+
+/// How long the monitor waits for a process whose stdout closed to exit by
+/// itself (so its exit status can be reported) before killing it.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
+/// How long reaping a stopped server's process group may take.
+const REAP_WAIT: Duration = Duration::from_secs(2);
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Down {
+    /// The process exited or its stream closed; a phrase such as
+    /// `exited with status 3`.
+    Ended(String),
+    /// A message over the limit arrived.
+    TooLarge,
+    /// The pool stopped it.
+    Stopped,
+}
+
+/// The last bytes of a stream, and whether it has ended.
+#[derive(Default)]
+pub(crate) struct Tail {
+    bytes: Mutex<VecDeque<u8>>,
+    done: AtomicBool,
+}
+
+impl Tail {
+    fn push(&self, chunk: &[u8]) {
+        let mut bytes = self.bytes.lock().expect("tail lock");
+        bytes.extend(chunk);
+        let excess = bytes.len().saturating_sub(STDERR_TAIL);
+        bytes.drain(..excess);
+    }
+
+    /// The kept bytes as text (lossy).
+    pub(crate) fn text(&self) -> String {
+        let bytes = self.bytes.lock().expect("tail lock");
+        let (a, b) = bytes.as_slices();
+        String::from_utf8_lossy(&[a, b].concat()).into_owned()
+    }
+
+    /// The tail once stderr has ended (or after a short wait).
+    pub(crate) async fn settled(&self) -> String {
+        for _ in 0..50 {
+            if self.done.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.text()
+    }
+}
+
+/// The rmcp client handler: identifies codemode and forwards
+/// `notifications/tools/list_changed`.
+pub(crate) struct Handler {
+    list_changed: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.list_changed.send(());
+    }
+
+    fn get_info(&self) -> model::ClientConfig {
+        model::ClientConfig::new(
+            model::ClientCapabilities::default(),
+            model::Implementation::new("codemode", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// The handshake in progress.
+type Serving = Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<RunningService<RoleClient, Handler>, rmcp::service::ClientInitializeError>,
+            > + Send,
+    >,
+>;
+
+/// A live connection.
+pub(crate) struct Connection {
+    /// The server's name.
+    pub(crate) server: String,
+    /// The rmcp client; dropping it ends the session.
+    service: Mutex<Option<RunningService<RoleClient, Handler>>>,
+    /// Sends requests.
+    pub(crate) peer: Peer<RoleClient>,
+    /// `Some(cause)` once the connection has ended.
+    down: watch::Receiver<Option<Down>>,
+    /// Ends the connection (the monitor kills the process group).
+    down_tx: Arc<watch::Sender<Option<Down>>>,
+    /// The server's stderr tail (empty for HTTP).
+    pub(crate) stderr: Arc<Tail>,
+    /// The message size limit.
+    pub(crate) limit: usize,
+    /// The monitor of the process, if there is one.
+    monitor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// When it started.
+    pub(crate) started: tokio::time::Instant,
+}
+
+/// What starting a connection gives besides the connection.
+pub(crate) struct Started {
+    pub(crate) connection: Arc<Connection>,
+    /// One message per `notifications/tools/list_changed`.
+    pub(crate) list_changed: mpsc::UnboundedReceiver<()>,
+}
+
+impl Connection {
+    /// Starts `server` and completes the MCP handshake within its startup
+    /// timeout.
+    pub(crate) async fn start(server: &ServerConfig, limit: usize) -> Result<Started, McpError> {
+        let (down_tx, down) = watch::channel(None);
+        let down_tx = Arc::new(down_tx);
+        let stderr = Arc::new(Tail::default());
+        let (list_tx, list_changed) = mpsc::unbounded_channel();
+        let handler = Handler { list_changed: list_tx };
+        let name = server.name.clone();
+        let mut monitor = None;
+        let serving = match &server.transport {
+            Transport::Stdio { command, args, env, cwd } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .envs(env)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .process_group(0)
+                    .kill_on_drop(true);
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
+                }
+                let spawn_error = |message: String| McpError::Spawn {
+                    server: name.clone(),
+                    command: command.clone(),
+                    message,
+                };
+                let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;
+                let stdin = child.stdin.take().expect("piped stdin");
+                let stdout = child.stdout.take().expect("piped stdout");
+                let child_stderr = child.stderr.take().expect("piped stderr");
+                let group = ProcessGroup::new(child, "mcp server", REAP_WAIT)
+                    .ok_or_else(|| spawn_error("the process ended before it could be watched".into()))?;
+                tokio::spawn(drain(child_stderr, stderr.clone()));
+                let closed = Arc::new(tokio::sync::Notify::new());
+                let oversized = Arc::new(AtomicBool::new(false));
+                let stdout = BoundedLines {
+                    inner: stdout,
+                    limit,
+                    line: 0,
+                    oversized: oversized.clone(),
+                    closed: closed.clone(),
+                    ended: false,
+                };
+                monitor = Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, oversized)));
+                Box::pin(handler.serve((stdout, stdin))) as Serving
+            }
+            Transport::Http { url, headers } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                ensure_tls_provider();
+                // Checked when the config was read (Authorization included,
+                // sent as written).
+                let custom = headers
+                    .iter()
+                    .filter_map(|(key, value)| {
+                        Some((
+                            http::HeaderName::from_bytes(key.as_bytes()).ok()?,
+                            http::HeaderValue::from_str(value).ok()?,
+                        ))
+                    })
+                    .collect();
+                let mut config = StreamableHttpClientTransportConfig::default();
+                config.uri = url.as_str().into();
+                config.custom_headers = custom;
+                config.max_json_response_size = limit;
+                config.max_sse_event_size = limit;
+                let transport = StreamableHttpClientTransport::from_config(config);
+                Box::pin(handler.serve(transport)) as Serving
+            }
+        };
+        let mut down_rx = down.clone();
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(server.startup_timeout, serving) => Some(r),
+            () = async { let _ = down_rx.wait_for(Option::is_some).await; } => None,
+        };
+        let failure = match outcome {
+            Some(Ok(Ok(service))) => {
+                let connection = Connection {
+                    server: name,
+                    peer: service.peer().clone(),
+                    service: Mutex::new(Some(service)),
+                    down,
+                    down_tx,
+                    stderr,
+                    limit,
+                    monitor: Mutex::new(monitor),
+                    started: tokio::time::Instant::now(),
+                };
+                return Ok(Started { connection: Arc::new(connection), list_changed });
+            }
+            Some(Ok(Err(e))) => Some(e.to_string()),
+            Some(Err(_)) => None,
+            None => Some(String::new()),
+        };
+        // Failed: end the process, then describe what happened.
+        let _ = down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+        if let Some(monitor) = monitor.take() {
+            let _ = monitor.await;
+        }
+        let cause = down.borrow().clone();
+        let stderr = stderr.settled().await;
+        Err(match (failure, cause) {
+            (_, Some(Down::TooLarge)) => McpError::MessageTooLarge { server: name, limit_bytes: limit },
+            (None, _) => McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr },
+            (Some(message), Some(Down::Ended(cause))) => {
+                let message = if message.is_empty() { cause } else { format!("{message} ({cause})") };
+                McpError::Initialize { server: name, message, stderr }
+            }
+            (Some(message), _) => McpError::Initialize { server: name, message, stderr },
+        })
+    }
+
+    /// Resolves with the cause once the connection has ended.
+    pub(crate) async fn down(&self) -> Down {
+        let mut down = self.down.clone();
+        let cause = down.wait_for(Option::is_some).await.ok().and_then(|d| d.clone());
+        cause.unwrap_or(Down::Stopped)
+    }
+
+    /// The cause if the connection has ended.
+    pub(crate) fn is_down(&self) -> Option<Down> {
+        self.down
+            .borrow()
+            .clone()
+            .or_else(|| self.peer.is_transport_closed().then(|| Down::Ended("the connection closed".into())))
+    }
+
+    /// The error for a request cut by the end of the connection; waits
+    /// (briefly) for the cause so the message says how it ended.
+    pub(crate) async fn down_error(&self) -> McpError {
+        let cause = tokio::time::timeout(REAP_WAIT + EXIT_GRACE, self.down())
+            .await
+            .unwrap_or_else(|_| Down::Ended("the connection closed".into()));
+        let server = self.server.clone();
+        match cause {
+            Down::TooLarge => McpError::MessageTooLarge { server, limit_bytes: self.limit },
+            Down::Stopped => McpError::ShutDown { server },
+            Down::Ended(cause) => McpError::Stopped { server, cause, stderr: self.stderr.settled().await },
+        }
+    }
+
+    /// Ends the connection: closes the session, kills and reaps the
+    /// process group. Idempotent.
+    pub(crate) async fn stop(&self) {
+        let service = self.service.lock().expect("service lock").take();
+        if let Some(mut service) = service {
+            let _ = service.close_with_timeout(Duration::from_millis(500)).await;
+        }
+        self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+        let monitor = self.monitor.lock().expect("monitor lock").take();
+        if let Some(monitor) = monitor {
+            let _ = monitor.await;
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // The monitor sees this and kills the group; if the runtime is gone,
+        // the ProcessGroup's own drop guard kills it.
+        self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+    }
+}
+
+/// Sets `slot` to `cause` unless a cause is already there.
+fn set_once(slot: &mut Option<Down>, cause: Down) -> bool {
+    if slot.is_some() {
+        return false;
+    }
+    *slot = Some(cause);
+    true
+}
+
+/// Installs rustls' ring provider as the process default, unless one is
+/// installed already (reqwest is built without a provider of its own).
+fn ensure_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// Reads `stderr` into `tail` until it ends.
+async fn drain(mut stderr: tokio::process::ChildStderr, tail: Arc<Tail>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        tail.push(&buf[..n]);
+    }
+    tail.done.store(true, Ordering::Release);
+}
+
+/// Owns the process group: ends it when the child exits, stdout closes or
+/// the connection is stopped, and publishes the cause.
+async fn watch_process(
+    mut group: ProcessGroup,
+    down_tx: Arc<watch::Sender<Option<Down>>>,
+    closed: Arc<tokio::sync::Notify>,
+    oversized: Arc<AtomicBool>,
+) {
+    let mut down = down_tx.subscribe();
+    let status = tokio::select! {
+        status = group.child().wait() => status.ok(),
+        () = closed.notified() => {
+            // stdout ended: give the process a moment to exit by itself.
+            tokio::time::timeout(EXIT_GRACE, group.child().wait()).await.ok().and_then(Result::ok)
+        }
+        () = async { let _ = down.wait_for(Option::is_some).await; } => None,
+    };
+    group.kill();
+    let _ = group.child().wait().await;
+    group.reap().await;
+    let cause = if oversized.load(Ordering::Acquire) {
+        Down::TooLarge
+    } else {
+        match status {
+            Some(status) => Down::Ended(describe(status)),
+            None => Down::Ended("it closed its stdout".into()),
+        }
+    };
+    down_tx.send_if_modified(|d| set_once(d, cause));
+}
+
+/// `exited with status 3` / `was killed by signal 9`.
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("the process exited with status {code}"),
+        (None, Some(signal)) => format!("the process was killed by signal {signal}"),
+        _ => "the process ended".into(),
+    }
+}
+
+/// A child's stdout that ends (EOF) when one line exceeds `limit` bytes,
+/// and says so; it also signals when the stream ends for any reason.
+struct BoundedLines<R> {
+    inner: R,
+    limit: usize,
+    /// Bytes of the current line so far.
+    line: usize,
+    oversized: Arc<AtomicBool>,
+    closed: Arc<tokio::sync::Notify>,
+    ended: bool,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let fresh = &buf.filled()[before..];
+                if fresh.is_empty() {
+                    this.ended = true;
+                    this.closed.notify_one();
+                    return Poll::Ready(Ok(()));
+                }
+                let mut last_newline = None;
+                for (i, &b) in fresh.iter().enumerate() {
+                    if b == b'\n' {
+                        this.line = 0;
+                        last_newline = Some(i);
+                    } else {
+                        this.line += 1;
+                        if this.line > this.limit {
+                            this.oversized.store(true, Ordering::Release);
+                            this.ended = true;
+                            this.closed.notify_one();
+                            // Keep the whole lines before the oversized one.
+                            buf.set_filled(before + last_newline.map_or(0, |n| n + 1));
+                            return Poll::Ready(Ok(()));
+                        }
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => {
+                this.ended = true;
+                this.closed.notify_one();
+                Poll::Ready(Err(e))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bounded_lines_end_the_stream_on_an_oversized_line() {
+        let data: &[u8] = b"short\nthis line is far too long\nnever read\n";
+        let oversized = Arc::new(AtomicBool::new(false));
+        let mut reader = BoundedLines {
+            inner: data,
+            limit: 10,
+            line: 0,
+            oversized: oversized.clone(),
+            closed: Arc::new(tokio::sync::Notify::new()),
+            ended: false,
+        };
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).await.unwrap();
+        assert!(oversized.load(Ordering::Acquire));
+        assert_eq!(out, b"short\n");
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes() {
+        let tail = Tail::default();
+        tail.push(&vec![b'a'; STDERR_TAIL]);
+        tail.push(b"end");
+        let text = tail.text();
+        assert_eq!(text.len(), STDERR_TAIL);
+        assert!(text.ends_with("aend"));
+    }
+}

@@ -1,0 +1,177 @@
+//! `McpError`: what can go wrong reaching an MCP server or calling its
+//! tools. Transport details (rmcp's errors) never leave `mcp/`: each is
+//! turned into a variant with the server, tool and limit it concerns.
+
+use std::time::Duration;
+
+/// A failure of the MCP client pool. Messages are lower-case, name the
+/// server (and tool), and end with the server's stderr tail where there is
+/// one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// No server of that name is configured.
+    #[error("no MCP server named `{server}` is configured")]
+    UnknownServer {
+        /// The name asked for.
+        server: String,
+    },
+    /// The server is configured with `disabled: true`.
+    #[error("MCP server `{server}` is disabled in the MCP config")]
+    Disabled {
+        /// The server.
+        server: String,
+    },
+    /// The connection check (`mcp_connect__<server>`) refused to start it.
+    #[error("connecting to MCP server `{server}` was refused: {reason}")]
+    ConnectRefused {
+        /// The server.
+        server: String,
+        /// Why, as the check said.
+        reason: String,
+    },
+    /// The server's process could not be started.
+    #[error("cannot start MCP server `{server}` (`{command}`): {message}")]
+    Spawn {
+        /// The server.
+        server: String,
+        /// The command.
+        command: String,
+        /// The OS error.
+        message: String,
+    },
+    /// The server did not answer `initialize` in time.
+    #[error("MCP server `{server}` did not answer initialize within {} ms{}", .timeout.as_millis(), tail(.stderr))]
+    StartupTimeout {
+        /// The server.
+        server: String,
+        /// The startup timeout.
+        timeout: Duration,
+        /// The last bytes of its stderr.
+        stderr: String,
+    },
+    /// The handshake failed (the server refused it or closed the connection).
+    #[error("MCP server `{server}` failed to initialise: {message}{}", tail(.stderr))]
+    Initialize {
+        /// The server.
+        server: String,
+        /// What failed.
+        message: String,
+        /// The last bytes of its stderr.
+        stderr: String,
+    },
+    /// The connection ended (the process exited or crashed, or the stream
+    /// closed) while a request was pending or before it was sent.
+    #[error("MCP server `{server}` stopped: {cause}{}", tail(.stderr))]
+    Stopped {
+        /// The server.
+        server: String,
+        /// How it ended, e.g. `exited with status 3`.
+        cause: String,
+        /// The last bytes of its stderr.
+        stderr: String,
+    },
+    /// The server sent a message over the size limit; the connection was
+    /// closed (the server is restarted on next use).
+    #[error(
+        "MCP server `{server}` sent a message over the {limit_bytes}-byte limit; the connection was closed \
+         (ask for less, or raise the pool's max_message_bytes)"
+    )]
+    MessageTooLarge {
+        /// The server.
+        server: String,
+        /// The limit.
+        limit_bytes: usize,
+    },
+    /// A tool call took longer than its timeout (`notifications/cancelled`
+    /// was sent).
+    #[error("tool `{tool}` of MCP server `{server}` did not answer within {} ms; the call was cancelled", .timeout.as_millis())]
+    CallTimeout {
+        /// The server.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// Listing the server's tools took longer than the list timeout.
+    #[error("MCP server `{server}` did not list its tools within {} ms", .timeout.as_millis())]
+    ListTimeout {
+        /// The server.
+        server: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// `tools/list` returned more pages than the page cap.
+    #[error("MCP server `{server}` listed more than {pages} pages of tools; it may be looping on its cursor")]
+    TooManyPages {
+        /// The server.
+        server: String,
+        /// The cap.
+        pages: usize,
+    },
+    /// The server answered a request with a JSON-RPC error, or with
+    /// something that is not MCP.
+    #[error("MCP server `{server}` answered `{method}` with an error: {message}")]
+    Protocol {
+        /// The server.
+        server: String,
+        /// The request, e.g. `tools/call`.
+        method: String,
+        /// The error.
+        message: String,
+    },
+    /// The tool ran and reported failure (`isError: true`).
+    #[error("tool `{tool}` of MCP server `{server}` failed: {message}")]
+    ToolFailed {
+        /// The server.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// The text of its result.
+        message: String,
+    },
+    /// The tool's `structuredContent` does not match its `outputSchema`.
+    #[error(
+        "tool `{tool}` of MCP server `{server}` returned content that does not match its outputSchema: {message}"
+    )]
+    InvalidOutput {
+        /// The server.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// The first validation error.
+        message: String,
+    },
+    /// The server has no tool of that name (as last listed).
+    #[error("MCP server `{server}` has no tool `{tool}`")]
+    UnknownTool {
+        /// The server.
+        server: String,
+        /// The name asked for.
+        tool: String,
+    },
+    /// The server is `read_only` and the tool is not annotated read-only.
+    #[error(
+        "tool `{tool}` of MCP server `{server}` is not annotated read-only and the server is configured \
+         `read_only: true`"
+    )]
+    NotReadOnly {
+        /// The server.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+    },
+    /// The pool was shut down.
+    #[error("the MCP client pool was shut down; MCP server `{server}` is not available")]
+    ShutDown {
+        /// The server.
+        server: String,
+    },
+}
+
+/// `"; stderr: ..."` for a non-empty tail.
+fn tail(stderr: &str) -> String {
+    let stderr = stderr.trim();
+    if stderr.is_empty() { String::new() } else { format!("; stderr tail: {stderr}") }
+}

@@ -1,0 +1,35 @@
+//! MCP servers as tools (DESIGN.md §7): the configuration, catalog names,
+//! the schema cache, the client pool on rmcp, and the catalog tool.
+//! This is the only module that imports rmcp; its errors become
+//! [`McpError`] variants here.
+//!
+//! The engine-facing surface:
+//! - [`McpConfig::load`] reads `.mcp.json`;
+//! - [`McpPool::new`] makes a pool that starts nothing;
+//! - [`McpPool::servers`] / [`McpPool::cached_tools`] never start a server;
+//! - [`McpPool::connect`] starts one (after the [`ConnectCheck`]) and
+//!   returns its tools as [`McpTool`]s, which implement
+//!   [`Tool`](crate::Tool) and call back into the pool;
+//! - [`McpPool::changes`] moves when a tool list changes;
+//! - [`McpPool::shutdown`] ends and reaps every server.
+//!
+//! See docs/MCP.md.
+
+mod cache;
+mod config;
+mod connection;
+mod content;
+mod error;
+pub mod naming;
+mod pool;
+mod tool;
+
+pub use cache::default_cache_dir;
+pub use config::{ConfigError, DEFAULT_STARTUP_TIMEOUT, McpConfig, ServerConfig, Transport};
+pub use connection::STDERR_TAIL;
+pub use content::MAX_BINARY_CHARS;
+pub use error::McpError;
+pub use pool::{
+    ConnectCheck, ConnectFuture, MAX_BACKOFF, McpPool, PoolOptions, STABLE_AFTER, ServerState, ServerStatus,
+};
+pub use tool::McpTool;

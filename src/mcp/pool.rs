@@ -1,0 +1,609 @@
+//! `McpPool`: the client side of every configured MCP server.
+//!
+//! - **Lazy.** Nothing starts when the pool is made. A server starts on the
+//!   first [`McpPool::connect`] or [`McpPool::call`] that needs it, after the
+//!   pool's [`ConnectCheck`] (the gate's `mcp_connect__<server>`) allowed
+//!   it; a refused check starts no process. [`McpPool::servers`] and
+//!   [`McpPool::cached_tools`] never start anything.
+//! - **Listing.** After the handshake the pool lists the server's tools
+//!   (`tools/list`, following `nextCursor` for at most
+//!   [`PoolOptions::max_list_pages`] pages, within
+//!   [`PoolOptions::list_timeout`]), keeps the list, writes it to the schema
+//!   cache, and bumps the change counter ([`McpPool::changes`]). A
+//!   `notifications/tools/list_changed` lists again and bumps it again.
+//! - **Calls.** Each `tools/call` has a timeout (the server's `timeout_ms`,
+//!   else the pool's default). A call cut by its timeout, or dropped by its
+//!   caller (the run deadline), sends `notifications/cancelled` (rmcp sends
+//!   it when the request future is dropped). A call pending when the
+//!   connection ends fails at once with the cause and the stderr tail.
+//! - **Restarts.** A connection that ended is started again on the next use.
+//!   After a failure (start failed, or the connection ended less than
+//!   [`STABLE_AFTER`] after it started) the next start waits
+//!   `250 ms * 2^(failures-1)`, at most [`MAX_BACKOFF`]; a connection that
+//!   lived longer resets the count.
+//! - **Shutdown.** [`McpPool::shutdown`] (or dropping the last handle) ends
+//!   every connection: the session is closed and each stdio server's process
+//!   group is killed and reaped.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
+use rmcp::service::ServiceError;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::McpError;
+use super::cache;
+use super::config::{McpConfig, ServerConfig, Transport};
+use super::connection::{Connection, Down};
+use super::content;
+use super::tool::McpTool;
+use crate::catalog::{ToolContext, ToolOutput};
+
+/// A connection that lived this long before it ended resets the backoff.
+pub const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// Longest wait before restarting a failing server.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The future a [`ConnectCheck`] returns: `Err(reason)` refuses.
+pub type ConnectFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+
+/// Decides whether a server may be started (the gate's
+/// `mcp_connect__<server>` permission). Asked before every start,
+/// including restarts; never asked for a server that is already running.
+pub trait ConnectCheck: Send + Sync + 'static {
+    /// `server` is the configured name; `cx` is the tool call that needs
+    /// the server, or `None` for [`McpPool::connect`] without a call.
+    /// `Err(reason)` refuses: no process starts and the call fails with
+    /// [`McpError::ConnectRefused`].
+    fn check(&self, server: &str, cx: Option<&ToolContext>) -> ConnectFuture;
+}
+
+/// Settings of an [`McpPool`]. Every field states its default.
+#[derive(Clone)]
+pub struct PoolOptions {
+    /// Folder of the schema cache; `None` keeps no cache. Default:
+    /// [`default_cache_dir`](super::default_cache_dir).
+    pub cache_dir: Option<PathBuf>,
+    /// Timeout of a tool call when the server has no `timeout_ms`.
+    /// Default: 120 s.
+    pub default_call_timeout: Duration,
+    /// Timeout of listing a server's tools (all pages). Default: 30 s.
+    pub list_timeout: Duration,
+    /// Most `tools/list` pages read. Default: 100.
+    pub max_list_pages: usize,
+    /// Largest message accepted from a server, bytes (a stdio line, an HTTP
+    /// JSON body or SSE event). Default: 16 MiB.
+    pub max_message_bytes: usize,
+    /// Asked before a server starts. Default: none (every start allowed).
+    pub connect_check: Option<Arc<dyn ConnectCheck>>,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            cache_dir: super::default_cache_dir(),
+            default_call_timeout: Duration::from_secs(120),
+            list_timeout: Duration::from_secs(30),
+            max_list_pages: 100,
+            max_message_bytes: 16 << 20,
+            connect_check: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for PoolOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolOptions")
+            .field("cache_dir", &self.cache_dir)
+            .field("default_call_timeout", &self.default_call_timeout)
+            .field("list_timeout", &self.list_timeout)
+            .field("max_list_pages", &self.max_list_pages)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("connect_check", &self.connect_check.is_some())
+            .finish()
+    }
+}
+
+/// A server's state as [`McpPool::servers`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerState {
+    /// `disabled: true` in the config.
+    Disabled,
+    /// Not started (yet, or since the pool was made).
+    NotStarted,
+    /// Connected.
+    Running,
+    /// The last start failed or the connection ended; it is started again
+    /// on next use.
+    Failed {
+        /// The last error.
+        error: String,
+    },
+}
+
+/// One line of [`McpPool::servers`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerStatus {
+    /// The configured name.
+    pub name: String,
+    /// `"stdio"` or `"http"`.
+    pub transport: &'static str,
+    /// Its state.
+    pub state: ServerState,
+    /// How many tools it exposes, from the live list or the schema cache;
+    /// `None` when neither is known.
+    pub tools: Option<usize>,
+}
+
+/// One listed tool, as the pool keeps it.
+pub(crate) struct Listed {
+    /// The MCP `Tool` object as the server sent it.
+    pub(crate) raw: Value,
+    /// The tool's name on the server.
+    pub(crate) name: String,
+    /// `annotations.readOnlyHint == true`.
+    pub(crate) read_only: bool,
+    /// The compiled `outputSchema`, when it has a usable one.
+    pub(crate) output: Option<Arc<jsonschema::Validator>>,
+}
+
+impl Listed {
+    fn new(raw: Value) -> Option<Listed> {
+        let name = raw.get("name")?.as_str()?.to_owned();
+        let read_only = raw.pointer("/annotations/readOnlyHint").and_then(Value::as_bool) == Some(true);
+        let output =
+            raw.get("outputSchema").and_then(|schema| jsonschema::validator_for(schema).ok()).map(Arc::new);
+        Some(Listed { raw, name, read_only, output })
+    }
+}
+
+enum State {
+    Idle,
+    Up(Arc<Connection>),
+    Failed,
+}
+
+/// One configured server.
+pub(crate) struct Slot {
+    pub(crate) config: ServerConfig,
+    /// Held while starting, so one start at a time.
+    state: tokio::sync::Mutex<State>,
+    /// Mirrors `state` for the synchronous status view.
+    status: Mutex<ServerState>,
+    /// The last live listing.
+    tools: Mutex<Option<Arc<Vec<Listed>>>>,
+    /// Failures since the last stable connection, and when the last ended.
+    failures: Mutex<(u32, Option<tokio::time::Instant>)>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) slots: BTreeMap<String, Arc<Slot>>,
+    pub(crate) options: PoolOptions,
+    changes: watch::Sender<u64>,
+    shut: std::sync::atomic::AtomicBool,
+}
+
+/// The MCP client pool; a cheap-clone handle (see the module docs).
+#[derive(Clone)]
+pub struct McpPool {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for McpPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpPool").field("servers", &self.inner.slots.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl McpPool {
+    /// A pool over `config`'s servers. Starts nothing.
+    pub fn new(config: McpConfig, options: PoolOptions) -> McpPool {
+        let slots = config
+            .servers
+            .into_iter()
+            .map(|(name, config)| {
+                let status = if config.disabled { ServerState::Disabled } else { ServerState::NotStarted };
+                let slot = Slot {
+                    config,
+                    state: tokio::sync::Mutex::new(State::Idle),
+                    status: Mutex::new(status),
+                    tools: Mutex::new(None),
+                    failures: Mutex::new((0, None)),
+                };
+                (name, Arc::new(slot))
+            })
+            .collect();
+        let (changes, _) = watch::channel(0);
+        McpPool { inner: Arc::new(Inner { slots, options, changes, shut: false.into() }) }
+    }
+
+    /// Every configured server with its state and tool count. Never starts
+    /// a server (counts come from the live list or the schema cache).
+    pub fn servers(&self) -> Vec<ServerStatus> {
+        self.inner
+            .slots
+            .values()
+            .map(|slot| ServerStatus {
+                name: slot.config.name.clone(),
+                transport: match slot.config.transport {
+                    Transport::Stdio { .. } => "stdio",
+                    Transport::Http { .. } => "http",
+                },
+                state: slot.status.lock().expect("status lock").clone(),
+                tools: self.known(slot).map(|tools| tools.iter().filter(|t| visible(slot, t)).count()),
+            })
+            .collect()
+    }
+
+    /// The server's tools as catalog tools, from the live list or else the
+    /// schema cache; `Ok(None)` when neither has them. Never starts it.
+    /// `read_only` servers list only their read-only tools.
+    ///
+    /// # Errors
+    /// [`McpError::UnknownServer`], [`McpError::Disabled`].
+    pub fn cached_tools(&self, server: &str) -> Result<Option<Vec<McpTool>>, McpError> {
+        let slot = self.slot(server)?;
+        Ok(self.known(slot).map(|tools| self.tools_of(slot, &tools)))
+    }
+
+    /// Starts `server` if it is not running (asking the
+    /// [`ConnectCheck`]), and returns its tools as catalog tools. The one
+    /// entry point the engine calls once the gate allowed
+    /// `mcp_connect__<server>`.
+    ///
+    /// # Errors
+    /// Any start or listing failure: [`McpError::ConnectRefused`],
+    /// [`McpError::Spawn`], [`McpError::StartupTimeout`],
+    /// [`McpError::Initialize`], [`McpError::ListTimeout`],
+    /// [`McpError::TooManyPages`], ...
+    pub async fn connect(&self, server: &str) -> Result<Vec<McpTool>, McpError> {
+        let slot = self.slot(server)?;
+        self.connection(slot, None).await?;
+        let tools = self.live(slot).unwrap_or_default();
+        Ok(self.tools_of(slot, &tools))
+    }
+
+    /// Calls `tool` (its name on the server) with `args` (a JSON object),
+    /// starting the server if needed. `timeout` overrides the server's
+    /// `timeout_ms` and the pool's default; `cx` is passed to the
+    /// [`ConnectCheck`].
+    ///
+    /// # Errors
+    /// Start failures as [`McpPool::connect`];
+    /// [`McpError::NotReadOnly`] for a refused tool of a `read_only` server;
+    /// [`McpError::CallTimeout`]; [`McpError::Stopped`] /
+    /// [`McpError::MessageTooLarge`] when the connection ended;
+    /// [`McpError::Protocol`] for a JSON-RPC error;
+    /// [`McpError::ToolFailed`] for `isError: true`;
+    /// [`McpError::InvalidOutput`].
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Value,
+        timeout: Option<Duration>,
+        cx: Option<&ToolContext>,
+    ) -> Result<ToolOutput, McpError> {
+        let slot = self.slot(server)?;
+        let connection = self.connection(slot, cx).await?;
+        let listed = self.live(slot).and_then(|tools| {
+            let i = tools.iter().position(|t| t.name == tool)?;
+            Some((tools[i].read_only, tools[i].output.clone()))
+        });
+        if slot.config.read_only && !matches!(listed, Some((true, _))) {
+            return Err(McpError::NotReadOnly { server: server.into(), tool: tool.into() });
+        }
+        let arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(McpError::Protocol {
+                    server: server.into(),
+                    method: "tools/call".into(),
+                    message: format!("arguments must be a JSON object, not {other}"),
+                });
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let timeout = timeout.or(slot.config.timeout).unwrap_or(self.inner.options.default_call_timeout);
+        // Dropping the request future (timeout, down, or our caller's drop)
+        // makes rmcp send notifications/cancelled.
+        let request = tokio::time::timeout(timeout, connection.peer.call_tool(params));
+        let result = tokio::select! {
+            r = request => r,
+            _ = connection.down() => return Err(self.ended(slot, &connection).await),
+        };
+        match result {
+            Err(_) => Err(McpError::CallTimeout { server: server.into(), tool: tool.into(), timeout }),
+            Ok(Err(error)) => Err(self.service_error(slot, &connection, "tools/call", error).await),
+            Ok(Ok(result)) => {
+                let result = serde_json::to_value(result).unwrap_or(Value::Null);
+                content::to_output(server, tool, result, listed.as_ref().and_then(|l| l.1.as_deref()))
+            }
+        }
+    }
+
+    /// A counter bumped whenever a server's tool list changes (a first
+    /// listing, a `list_changed` refresh). The engine re-reads
+    /// [`McpPool::cached_tools`] of the servers it uses when it moves.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Ends every connection and reaps every server process; later calls
+    /// fail with [`McpError::ShutDown`].
+    pub async fn shutdown(&self) {
+        self.inner.shut.store(true, std::sync::atomic::Ordering::Release);
+        for slot in self.inner.slots.values() {
+            let mut state = slot.state.lock().await;
+            if let State::Up(connection) = std::mem::replace(&mut *state, State::Idle) {
+                connection.stop().await;
+            }
+            *slot.status.lock().expect("status lock") =
+                if slot.config.disabled { ServerState::Disabled } else { ServerState::NotStarted };
+        }
+    }
+
+    pub(crate) fn downgrade(&self) -> Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    pub(crate) fn upgrade(inner: &Weak<Inner>) -> Option<McpPool> {
+        inner.upgrade().map(|inner| McpPool { inner })
+    }
+
+    fn slot(&self, server: &str) -> Result<&Arc<Slot>, McpError> {
+        let slot =
+            self.inner.slots.get(server).ok_or_else(|| McpError::UnknownServer { server: server.into() })?;
+        if slot.config.disabled {
+            return Err(McpError::Disabled { server: server.into() });
+        }
+        Ok(slot)
+    }
+
+    fn live(&self, slot: &Slot) -> Option<Arc<Vec<Listed>>> {
+        slot.tools.lock().expect("tools lock").clone()
+    }
+
+    /// The live list, else the cached one.
+    fn known(&self, slot: &Slot) -> Option<Arc<Vec<Listed>>> {
+        self.live(slot).or_else(|| {
+            let dir = self.inner.options.cache_dir.as_ref()?;
+            let raw = cache::read(dir, &slot.config)?;
+            Some(Arc::new(raw.into_iter().filter_map(Listed::new).collect()))
+        })
+    }
+
+    fn tools_of(&self, slot: &Slot, tools: &[Listed]) -> Vec<McpTool> {
+        tools.iter().filter(|t| visible(slot, t)).map(|t| McpTool::new(self, &slot.config, &t.raw)).collect()
+    }
+
+    /// The live connection, started if needed (see the module docs).
+    async fn connection(
+        &self,
+        slot: &Arc<Slot>,
+        cx: Option<&ToolContext>,
+    ) -> Result<Arc<Connection>, McpError> {
+        let server = &slot.config.name;
+        let mut state = slot.state.lock().await;
+        if self.inner.shut.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(McpError::ShutDown { server: server.clone() });
+        }
+        if let State::Up(connection) = &*state {
+            match connection.is_down() {
+                None => return Ok(connection.clone()),
+                Some(_) => {
+                    self.note_end(slot, connection.started.elapsed());
+                    connection.stop().await;
+                    *state = State::Failed;
+                }
+            }
+        }
+        if let Some(check) = &self.inner.options.connect_check {
+            check
+                .check(server, cx)
+                .await
+                .map_err(|reason| McpError::ConnectRefused { server: server.clone(), reason })?;
+        }
+        let wait = {
+            let (failures, last) = *slot.failures.lock().expect("failures lock");
+            match (failures, last) {
+                (0, _) | (_, None) => Duration::ZERO,
+                (n, Some(at)) => backoff(n).saturating_sub(at.elapsed()),
+            }
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let started = match Connection::start(&slot.config, self.inner.options.max_message_bytes).await {
+            Ok(started) => started,
+            Err(error) => return Err(self.fail(slot, &mut state, error)),
+        };
+        let connection = started.connection;
+        match list(&connection, &self.inner.options).await {
+            Ok(raw) => self.store(slot, raw),
+            Err(error) => {
+                connection.stop().await;
+                return Err(self.fail(slot, &mut state, error));
+            }
+        }
+        tokio::spawn(refresh(
+            Arc::downgrade(&self.inner),
+            slot.clone(),
+            Arc::downgrade(&connection),
+            started.list_changed,
+        ));
+        *state = State::Up(connection.clone());
+        *slot.status.lock().expect("status lock") = ServerState::Running;
+        Ok(connection)
+    }
+
+    fn fail(&self, slot: &Slot, state: &mut State, error: McpError) -> McpError {
+        self.note_end(slot, Duration::ZERO);
+        *slot.status.lock().expect("status lock") = ServerState::Failed { error: error.to_string() };
+        *state = State::Failed;
+        error
+    }
+
+    /// Counts a failure (or resets after a stable connection).
+    fn note_end(&self, slot: &Slot, lived: Duration) {
+        let mut failures = slot.failures.lock().expect("failures lock");
+        failures.0 = if lived >= STABLE_AFTER { 0 } else { failures.0.saturating_add(1) };
+        failures.1 = Some(tokio::time::Instant::now());
+    }
+
+    /// Keeps a listing, writes the cache, bumps the counter.
+    fn store(&self, slot: &Slot, raw: Vec<Value>) {
+        store(&self.inner, slot, raw);
+    }
+
+    /// The error for a request cut by the end of the connection; marks the
+    /// server failed so the next use restarts it.
+    async fn ended(&self, slot: &Slot, connection: &Connection) -> McpError {
+        let error = connection.down_error().await;
+        *slot.status.lock().expect("status lock") = ServerState::Failed { error: error.to_string() };
+        error
+    }
+
+    async fn service_error(
+        &self,
+        slot: &Slot,
+        connection: &Connection,
+        method: &str,
+        error: ServiceError,
+    ) -> McpError {
+        let server = slot.config.name.clone();
+        match error {
+            ServiceError::McpError(data) => {
+                McpError::Protocol { server, method: method.into(), message: data.message.to_string() }
+            }
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                if connection.is_down().is_some()
+                    || matches!(slot.config.transport, Transport::Stdio { .. }) =>
+            {
+                self.ended(slot, connection).await
+            }
+            other => McpError::Protocol { server, method: method.into(), message: other.to_string() },
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Dropping the connections signals their monitors, which kill and
+        // reap the process groups.
+        for slot in self.slots.values() {
+            if let Ok(mut state) = slot.state.try_lock() {
+                *state = State::Idle;
+            }
+        }
+    }
+}
+
+/// Whether a listed tool is exposed (`read_only` servers: read-only tools
+/// only).
+fn visible(slot: &Slot, tool: &Listed) -> bool {
+    !slot.config.read_only || tool.read_only
+}
+
+fn backoff(failures: u32) -> Duration {
+    let ms = 250u64.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    Duration::from_millis(ms).min(MAX_BACKOFF)
+}
+
+fn store(inner: &Inner, slot: &Slot, raw: Vec<Value>) {
+    if let Some(dir) = &inner.options.cache_dir
+        && let Err(e) = cache::write(dir, &slot.config, &raw)
+    {
+        tracing::warn!(server = %slot.config.name, "cannot write the MCP schema cache: {e}");
+    }
+    let listed: Vec<Listed> = raw.into_iter().filter_map(Listed::new).collect();
+    *slot.tools.lock().expect("tools lock") = Some(Arc::new(listed));
+    inner.changes.send_modify(|n| *n += 1);
+}
+
+/// Lists every tool of a connection, page by page (see the module docs).
+async fn list(connection: &Connection, options: &PoolOptions) -> Result<Vec<Value>, McpError> {
+    let server = connection.server.clone();
+    let pages = async {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..options.max_list_pages {
+            let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let page = connection.peer.list_tools(params).await.map_err(|e| match e {
+                ServiceError::McpError(data) => McpError::Protocol {
+                    server: server.clone(),
+                    method: "tools/list".into(),
+                    message: data.message.to_string(),
+                },
+                ServiceError::TransportClosed => McpError::Stopped {
+                    server: server.clone(),
+                    cause: "the connection closed".into(),
+                    stderr: connection.stderr.text(),
+                },
+                other => McpError::Protocol {
+                    server: server.clone(),
+                    method: "tools/list".into(),
+                    message: other.to_string(),
+                },
+            })?;
+            tools.extend(page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()));
+            match page.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(tools),
+            }
+        }
+        Err(McpError::TooManyPages { server: server.clone(), pages: options.max_list_pages })
+    };
+    tokio::select! {
+        r = tokio::time::timeout(options.list_timeout, pages) => {
+            r.unwrap_or_else(|_| Err(McpError::ListTimeout { server: server.clone(), timeout: options.list_timeout }))
+        }
+        down = connection.down() => Err(match down {
+            Down::TooLarge => McpError::MessageTooLarge { server, limit_bytes: connection.limit },
+            _ => connection.down_error().await,
+        }),
+    }
+}
+
+/// Lists again on every `notifications/tools/list_changed` until the
+/// connection ends.
+async fn refresh(
+    inner: Weak<Inner>,
+    slot: Arc<Slot>,
+    connection: Weak<Connection>,
+    mut list_changed: tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    while list_changed.recv().await.is_some() {
+        while list_changed.try_recv().is_ok() {}
+        let (Some(inner), Some(connection)) = (inner.upgrade(), connection.upgrade()) else { return };
+        match list(&connection, &inner.options).await {
+            Ok(raw) => store(&inner, &slot, raw),
+            Err(e) => tracing::warn!(server = %slot.config.name, "refreshing the tool list failed: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        assert_eq!(backoff(1), Duration::from_millis(250));
+        assert_eq!(backoff(2), Duration::from_millis(500));
+        assert_eq!(backoff(4), Duration::from_secs(2));
+        assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+}
