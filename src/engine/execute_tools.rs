@@ -20,19 +20,15 @@ pub const EXECUTE_TOOLS: &str = "execute_tools";
 pub(crate) fn execute_tools_spec(limits: &Limits, declarations: &str) -> ToolSpec {
     let description = format!(
         "Run one JavaScript or TypeScript program that calls tools, instead of one tool call per turn. \
-The program is the body of an async function: use top-level `await`, and `return` the result (or end \
-with an expression, or `export default` it). Its only way out is `await tools.call(name, args)`, or \
-`await tools.<name>(args)` for the same call; `await tools.search(query)` finds tools not listed below, \
-which are callable by exact name. Run independent calls together with `Promise.all` (at most {in_flight} \
-run at once). A call resolves to `{{content, metadata, truncated}}`: `content` is the tool's result \
-(text, or JSON), `truncated` is null or `{{original_bytes, kept_bytes, spill_path}}` when the content \
-was cut to {result_kib} KiB. A call that does not succeed rejects with a `ToolError` (`err.name === \
-\"ToolError\"`) whose `kind` is \"denied\" (by an approval), \"refused\" (by policy or bad arguments), \
-\"failed\" (the tool failed), \"timeout\" or \"cancelled\"; catch it to carry on. Every call passes the \
-same permission gate as a direct call. `console.log` lines go to the receipt. No imports, fetch, \
-timers, file system or process access: only tools. Limits: {deadline} s, {calls} calls, {mem} MiB of \
-memory. The result is a receipt: the returned value (JSON, {value_kib} KiB kept), logs, and every call \
-with its decision and status.\n\nTools:\n{declarations}",
+The program is an async function body: `await` at top level, `return` the result (JSON). Its only way \
+out is `await tools.<name>(args)` (= `tools.call(name, args)`); `tools.search(query)` finds tools not \
+declared below, callable by exact name. Use `Promise.all` for independent calls (at most {in_flight} \
+run at once). A call resolves to `{{content, metadata, truncated}}` (content cut to {result_kib} KiB, \
+the rest saved to `truncated.spill_path`) or rejects with a ToolError whose `kind` is \"denied\", \
+\"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. Every call passes the \
+permission gate. `console.log` goes to the receipt. No imports, fetch, timers, files or processes \
+except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. You get a receipt: the value \
+({value_kib} KiB kept), logs, and each call's decision and status.\n\n{declarations}",
         in_flight = limits.max_in_flight,
         result_kib = limits.result_bytes / 1024,
         deadline = limits.deadline.as_secs_f64(),
@@ -71,6 +67,7 @@ mod tests {
             "at most 16 run at once",
             "cut to 100 KiB",
             "Limits: 60 s, 1000 calls, 64 MiB",
+            "16 KiB kept",
             "\"denied\"",
             "\"refused\"",
             "\"failed\"",
@@ -80,7 +77,7 @@ mod tests {
         ] {
             assert!(d.contains(needle), "missing {needle:?} in {d}");
         }
-        assert!(d.ends_with("Tools:\ndeclare const x: 1;"));
+        assert!(d.ends_with("status.\n\ndeclare const x: 1;"));
         assert_eq!(spec.input_schema["required"], json!(["code"]));
     }
 }

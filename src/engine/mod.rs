@@ -432,7 +432,7 @@ impl Engine {
     /// [`Engine::listed_tools`]). Not in the catalog: programs cannot start
     /// programs.
     pub fn execute_tools_spec(&self) -> ToolSpec {
-        let declarations = String::new();
+        let declarations = crate::catalog::declarations(&self.listed_tools());
         execute_tools::execute_tools_spec(&self.shared.limits, &declarations)
     }
 

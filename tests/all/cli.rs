@@ -304,7 +304,12 @@ fn tools_lists_execute_tools_first_then_the_eager_tools() {
     let exec = &listing["tools"][0];
     assert_eq!(exec["source"], "synthetic");
     assert_eq!(exec["input_schema"]["required"], serde_json::json!(["code"]));
-    assert!(exec["description"].as_str().unwrap().contains("ToolError"));
+    let description = exec["description"].as_str().unwrap();
+    for part in
+        ["ToolError", "\"cancelled\"", "declare const tools: Tools;", "\n  read(args: {", "\n  bash(args: {"]
+    {
+        assert!(description.contains(part), "no {part:?} in the execute_tools description");
+    }
     assert_eq!(listing["tools"][1]["annotations"]["readOnlyHint"], true);
     assert_eq!(listing["tools"][1]["loading"], "eager");
 

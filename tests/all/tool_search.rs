@@ -101,6 +101,10 @@ fn a_direct_search_activates_deferred_matches_into_the_listed_tools() {
     let now = listed(&engine);
     assert_eq!(now.last().unwrap(), "weather_forecast");
     assert!(!now.contains(&"stock_quote".to_owned()));
+    // The model-facing execute_tools now declares it too.
+    let described = engine.execute_tools_spec().description;
+    assert!(described.contains("\n  weather_forecast(args"), "{described}");
+    assert!(!described.contains("stock_quote"));
 }
 
 #[test]

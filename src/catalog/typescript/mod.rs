@@ -164,7 +164,9 @@ pub fn declarations_with<'a>(
     }
     out.push_str("}\n");
     if options.preamble {
-        out.push_str("type ToolName = Exclude<keyof Tools, \"call\">;\ndeclare const tools: Tools;\n");
+        out.push_str(
+            "type ToolName = Exclude<keyof Tools, \"call\" | \"search\">;\ndeclare const tools: Tools;\n",
+        );
     }
     for (scope, server) in scopes.iter().filter(|(s, _)| !s.decls.is_empty()) {
         out.push('\n');
@@ -192,12 +194,14 @@ fn short_name<'n>(name: &'n str, server: Option<&str>) -> &'n str {
     name.strip_prefix("mcp__").and_then(|rest| rest.split_once("__")).map_or(name, |(_, tool)| tool)
 }
 
-/// Names the `tools` proxy answers itself (js-prelude: `call`, `then`,
-/// `toJSON` and `Object.prototype`'s), so `tools.<name>` is not the tool.
+/// Names the `tools` proxy answers itself (js-prelude: `call`, `search`,
+/// `then`, `toJSON` and `Object.prototype`'s), so `tools.<name>` is not the
+/// tool.
 fn proxy_keeps(name: &str) -> bool {
     matches!(
         name,
         "call"
+            | "search"
             | "then"
             | "toJSON"
             | "constructor"
@@ -274,6 +278,16 @@ declare class ToolError extends Error {
   /** The call's number in the run's receipt; null when it never got one. */
   readonly seq: number | null;
 }
+
+/** A tool as `tools.search` describes it; call it by `name`. */
+interface ToolDescription {
+  name: string;
+  description: string;
+  input_schema: Record<string, unknown>;
+  annotations: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+  /** "native", "mcp:<server>" or "synthetic". */
+  source: string;
+}
 "#;
 
 const TOOLS_DOC: &str = "/** The tools. Each call resolves to a ToolResult or rejects with a ToolError. */\n";
@@ -282,6 +296,8 @@ const CALL: &str = r#"  /** Calls a tool by its exact name: `tools.call("read", 
   call<N extends ToolName>(name: N, ...args: Parameters<Tools[N]>): ReturnType<Tools[N]>;
   /** Tools not declared here (deferred tools found with tool_search) are called by name too. */
   call<N extends string>(name: N & (N extends ToolName ? never : unknown), args?: Record<string, unknown>): Promise<ToolResult>;
+  /** Finds tools, listed or not, by what they do (the tool_search tool): ranked words (bm25, default) or a regex over names, descriptions and parameters. */
+  search(query: string, options?: { mode?: "bm25" | "regex"; limit?: number }): Promise<ToolResult<{ tools: ToolDescription[] }>>;
 "#;
 
 #[cfg(test)]
