@@ -4,6 +4,7 @@
 //! which is the order of the catalog digest. Names are unique; each input
 //! schema is compiled to a validator once, at build time.
 
+pub(crate) mod cell;
 mod digest;
 mod search;
 mod spec;
@@ -82,6 +83,8 @@ pub(crate) struct Catalog {
     entries: Vec<Entry>,
     index: HashMap<String, usize>,
     digest: String,
+    /// `tool_search`'s index, built on the first search.
+    search: std::sync::OnceLock<search::SearchIndex>,
 }
 
 impl Catalog {
@@ -90,24 +93,47 @@ impl Catalog {
     /// # Errors
     /// [`CatalogError`] for a duplicate or invalid name, or an invalid schema.
     pub(crate) fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Self, CatalogError> {
-        let mut entries = Vec::with_capacity(tools.len());
-        let mut index = HashMap::with_capacity(tools.len());
-        for tool in tools {
-            let spec = tool.spec();
-            if !valid_name(&spec.name) {
-                return Err(CatalogError::InvalidName { name: spec.name });
+        Ok(Catalog::with_optional(tools, Vec::new())?.0)
+    }
+
+    /// Builds a catalog of `tools` (which must all be valid, as for
+    /// [`Catalog::new`]) followed by `optional` tools (MCP servers' tools),
+    /// each of which is left out, with the reason in the returned list, when
+    /// its name is invalid or taken or its schema does not compile: a
+    /// server's bad schema must not stop the engine.
+    ///
+    /// # Errors
+    /// [`CatalogError`] for a fault in `tools`.
+    pub(crate) fn with_optional(
+        tools: Vec<Arc<dyn Tool>>,
+        optional: Vec<Arc<dyn Tool>>,
+    ) -> Result<(Self, Vec<CatalogError>), CatalogError> {
+        let mut entries = Vec::with_capacity(tools.len() + optional.len());
+        let mut index = HashMap::with_capacity(tools.len() + optional.len());
+        let mut skipped = Vec::new();
+        let required = tools.into_iter().map(|t| (t, true));
+        for (tool, must) in required.chain(optional.into_iter().map(|t| (t, false))) {
+            match entry_of(tool, &index) {
+                Ok(entry) => {
+                    index.insert(entry.spec.name.clone(), entries.len());
+                    entries.push(entry);
+                }
+                Err(e) if must => return Err(e),
+                Err(e) => skipped.push(e),
             }
-            if index.contains_key(&spec.name) {
-                return Err(CatalogError::DuplicateName { name: spec.name });
-            }
-            let validator = jsonschema::validator_for(&spec.input_schema).map_err(|e| {
-                CatalogError::InvalidSchema { tool: spec.name.clone(), message: e.to_string() }
-            })?;
-            index.insert(spec.name.clone(), entries.len());
-            entries.push(Entry { spec, tool, validator });
         }
         let digest = digest::catalog_digest(entries.iter().map(|e| &e.spec));
-        Ok(Catalog { entries, index, digest })
+        Ok((Catalog { entries, index, digest, search: std::sync::OnceLock::new() }, skipped))
+    }
+
+    /// The search index over every tool, in catalog order.
+    pub(crate) fn search_index(&self) -> &search::SearchIndex {
+        self.search.get_or_init(|| search::SearchIndex::new(self.specs()))
+    }
+
+    /// The tool at `position` in catalog order.
+    pub(crate) fn at(&self, position: usize) -> &Entry {
+        &self.entries[position]
     }
 
     /// The tool named exactly `name`.
@@ -129,6 +155,21 @@ impl Catalog {
     pub(crate) fn suggest(&self, name: &str) -> Vec<&str> {
         suggest::nearest(name, self.entries.iter().map(|e| e.spec.name.as_str()), 3)
     }
+}
+
+/// A catalog entry for `tool`, unless its name is invalid or already in
+/// `index`, or its schema does not compile.
+fn entry_of(tool: Arc<dyn Tool>, index: &HashMap<String, usize>) -> Result<Entry, CatalogError> {
+    let spec = tool.spec();
+    if !valid_name(&spec.name) {
+        return Err(CatalogError::InvalidName { name: spec.name });
+    }
+    if index.contains_key(&spec.name) {
+        return Err(CatalogError::DuplicateName { name: spec.name });
+    }
+    let validator = jsonschema::validator_for(&spec.input_schema)
+        .map_err(|e| CatalogError::InvalidSchema { tool: spec.name.clone(), message: e.to_string() })?;
+    Ok(Entry { spec, tool, validator })
 }
 
 fn valid_name(name: &str) -> bool {

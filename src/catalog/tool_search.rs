@@ -7,15 +7,16 @@
 //! toolbox (module `toolbox`) and reports what that evicted and what could
 //! not be activated.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::search::{SearchError, SearchIndex};
+use super::cell::CatalogCell;
+use super::search::SearchError;
 use super::toolbox::{Activation, Candidate, Toolbox};
 use super::{
-    Annotations, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
+    Annotations, Catalog, Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
 };
 use crate::receipt::Caller;
 
@@ -26,47 +27,25 @@ const DEFAULT_LIMIT: usize = 5;
 /// Most results one search returns.
 const MAX_LIMIT: usize = 50;
 
-/// One tool as discovery sees it.
-struct Described {
-    spec: ToolSpec,
-    /// Size of the input schema as canonical JSON, bytes (what it costs the
-    /// toolbox).
-    schema_bytes: usize,
-    /// Denied by a policy rule naming the whole tool, or refused by plan
-    /// mode: no caller may call it.
-    barred: bool,
-}
+/// What no caller may call: a whole-tool deny rule, plan mode. Search never
+/// shows such a tool.
+pub(crate) type Barred = Box<dyn Fn(&ToolSpec) -> bool + Send + Sync>;
 
-/// The search index and the toolbox of one engine.
+/// The toolbox of one engine, and what search must leave out.
 pub(crate) struct Discovery {
-    index: SearchIndex,
-    tools: Vec<Described>,
+    barred: Barred,
     toolbox: Mutex<Toolbox>,
 }
 
 impl Discovery {
-    /// Indexes `specs` (catalog order). `barred(spec)` says a tool no caller
-    /// may call (a whole-tool deny rule, plan mode); search never shows it.
-    pub(crate) fn new<'a>(
-        specs: impl IntoIterator<Item = &'a ToolSpec>,
-        barred: impl Fn(&ToolSpec) -> bool,
-    ) -> Self {
-        let tools: Vec<Described> = specs
-            .into_iter()
-            .map(|spec| Described {
-                schema_bytes: super::digest::canonical_len(&spec.input_schema),
-                barred: barred(spec),
-                spec: spec.clone(),
-            })
-            .collect();
-        let index = SearchIndex::new(tools.iter().map(|d| &d.spec));
-        Discovery { index, tools, toolbox: Mutex::new(Toolbox::default()) }
+    /// Discovery that never shows tools `barred` says no caller may call.
+    pub(crate) fn new(barred: Barred) -> Self {
+        Discovery { barred, toolbox: Mutex::new(Toolbox::default()) }
     }
 
-    /// Whether `caller` may call the tool at `position`.
-    fn may_call(&self, position: usize, caller: Caller) -> bool {
-        let d = &self.tools[position];
-        !d.barred && d.spec.allowed_callers.contains(&caller)
+    /// Whether `caller` may call `spec`'s tool.
+    fn may_call(&self, spec: &ToolSpec, caller: Caller) -> bool {
+        !(self.barred)(spec) && spec.allowed_callers.contains(&caller)
     }
 
     /// Starts a turn (a run or a direct call); returns its number.
@@ -89,31 +68,34 @@ impl Discovery {
         self.toolbox.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs one search for `caller`.
-    fn search(&self, args: &Args, caller: Caller) -> Result<Value, ToolError> {
+    /// Runs one search of `catalog` for `caller`.
+    fn search(&self, catalog: &Catalog, args: &Args, caller: Caller) -> Result<Value, ToolError> {
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 || limit > MAX_LIMIT {
             return Err(ToolError::new(format!("limit must be between 1 and {MAX_LIMIT}, got {limit}")));
         }
-        let eligible = |i: usize| self.may_call(i, caller);
+        let index = catalog.search_index();
+        let eligible = |i: usize| self.may_call(&catalog.at(i).spec, caller);
         let hits = match args.mode.as_deref().unwrap_or("bm25") {
-            "bm25" => self.index.bm25(&args.query, eligible),
-            "regex" => self.index.regex(&args.query, eligible),
+            "bm25" => index.bm25(&args.query, eligible),
+            "regex" => index.regex(&args.query, eligible),
             other => {
                 return Err(ToolError::new(format!("mode must be \"bm25\" or \"regex\", got {other:?}")));
             }
         }
         .map_err(|e: SearchError| ToolError::new(e.to_string()))?;
-        let hits: Vec<usize> = hits.into_iter().take(limit).map(|(i, _)| i).collect();
-        let described: Vec<Value> = hits.iter().map(|&i| describe(&self.tools[i].spec)).collect();
+        let hits: Vec<&ToolSpec> = hits.into_iter().take(limit).map(|(i, _)| &catalog.at(i).spec).collect();
+        let described: Vec<Value> = hits.iter().map(|spec| describe(spec)).collect();
         if caller == Caller::Program {
             return Ok(json!({ "tools": described }));
         }
         let candidates: Vec<Candidate> = hits
             .iter()
-            .map(|&i| &self.tools[i])
-            .filter(|d| d.spec.loading == Loading::Deferred)
-            .map(|d| Candidate { name: d.spec.name.clone(), bytes: d.schema_bytes })
+            .filter(|spec| spec.loading == Loading::Deferred)
+            .map(|spec| Candidate {
+                name: spec.name.clone(),
+                bytes: super::digest::canonical_len(&spec.input_schema),
+            })
             .collect();
         let Activation { activated, evicted_tool_references, unavailable_tool_references } =
             self.lock().activate(&candidates);
@@ -149,17 +131,24 @@ struct Args {
     limit: Option<usize>,
 }
 
-/// The `tool_search` tool. Its discovery state is set once the catalog it
-/// searches exists (the tool is part of that catalog).
+/// What `tool_search` searches: the engine's catalog (held weakly: the
+/// tool is part of that catalog) and its discovery state.
+pub(crate) struct SearchLink {
+    pub catalog: Weak<CatalogCell>,
+    pub discovery: Arc<Discovery>,
+}
+
+/// The `tool_search` tool. Its link is set once the catalog it searches
+/// exists.
 pub(crate) struct ToolSearch {
-    discovery: Arc<OnceLock<Arc<Discovery>>>,
+    link: Arc<OnceLock<SearchLink>>,
 }
 
 impl ToolSearch {
-    /// The tool, and the cell to put its discovery state in.
-    pub(crate) fn new() -> (Self, Arc<OnceLock<Arc<Discovery>>>) {
+    /// The tool, and the cell to put its link in.
+    pub(crate) fn new() -> (Self, Arc<OnceLock<SearchLink>>) {
         let cell = Arc::new(OnceLock::new());
-        (ToolSearch { discovery: cell.clone() }, cell)
+        (ToolSearch { link: cell.clone() }, cell)
     }
 }
 
@@ -209,12 +198,13 @@ impl Tool for ToolSearch {
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
-        let discovery = self.discovery.get().cloned();
+        let found = self.link.get().and_then(|l| Some((l.catalog.upgrade()?.load(), l.discovery.clone())));
         Box::pin(async move {
-            let discovery = discovery
-                .ok_or_else(|| ToolError::new("tool_search is not ready: the engine is still being built"))?;
+            let (catalog, discovery) = found.ok_or_else(|| {
+                ToolError::new("tool_search has no catalog: the engine is being built or dropped")
+            })?;
             let args: Args = crate::tools::parse_args(args)?;
-            discovery.search(&args, cx.caller).map(ToolOutput::new)
+            discovery.search(&catalog, &args, cx.caller).map(ToolOutput::new)
         })
     }
 }
@@ -227,43 +217,60 @@ mod tests {
         ToolSpec::new(name, description, json!({"type": "object"})).loading(loading)
     }
 
+    struct Plain(ToolSpec);
+    impl Tool for Plain {
+        fn spec(&self) -> ToolSpec {
+            self.0.clone()
+        }
+        fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+            Box::pin(async { Ok(ToolOutput::new(Value::Null)) })
+        }
+    }
+
+    fn catalog(specs: Vec<ToolSpec>) -> Catalog {
+        Catalog::new(specs.into_iter().map(|s| Arc::new(Plain(s)) as Arc<dyn Tool>).collect()).unwrap()
+    }
+
     fn args(query: &str) -> Args {
         Args { query: query.into(), mode: None, limit: None }
     }
 
+    fn open() -> Discovery {
+        Discovery::new(Box::new(|_| false))
+    }
+
     #[test]
     fn program_searches_describe_and_activate_nothing() {
-        let specs = [spec("open_issue", "open an issue in a tracker", Loading::Deferred)];
-        let d = Discovery::new(&specs, |_| false);
-        let out = d.search(&args("issue"), Caller::Program).unwrap();
+        let c = catalog(vec![spec("open_issue", "open an issue in a tracker", Loading::Deferred)]);
+        let d = open();
+        let out = d.search(&c, &args("issue"), Caller::Program).unwrap();
         assert_eq!(out["tools"][0]["name"], "open_issue");
         assert_eq!(out["tools"][0]["source"], "native");
         assert!(out.get("activated").is_none());
         assert!(d.toolbox().is_empty());
-        let out = d.search(&args("issue"), Caller::Direct).unwrap();
+        let out = d.search(&c, &args("issue"), Caller::Direct).unwrap();
         assert_eq!(out["activated"], json!(["open_issue"]));
         assert_eq!(d.toolbox(), ["open_issue"]);
     }
 
     #[test]
     fn eager_tools_are_found_but_not_activated() {
-        let specs = [spec("read", "read a file", Loading::Eager)];
-        let d = Discovery::new(&specs, |_| false);
-        let out = d.search(&args("read"), Caller::Direct).unwrap();
+        let c = catalog(vec![spec("read", "read a file", Loading::Eager)]);
+        let out = open().search(&c, &args("read"), Caller::Direct).unwrap();
         assert_eq!(out["tools"][0]["name"], "read");
         assert_eq!(out["activated"], json!([]));
     }
 
     #[test]
     fn only_tools_the_caller_may_call_are_ranked() {
-        let specs = [
+        let c = catalog(vec![
             spec("direct_only", "issue tool", Loading::Eager).allowed_callers(&[Caller::Direct]),
             spec("denied", "issue tool", Loading::Eager),
             spec("fine", "issue tool", Loading::Eager),
-        ];
-        let d = Discovery::new(&specs, |s| s.name == "denied");
+        ]);
+        let d = Discovery::new(Box::new(|s: &ToolSpec| s.name == "denied"));
         let names = |caller| {
-            let out = d.search(&args("issue"), caller).unwrap();
+            let out = d.search(&c, &args("issue"), caller).unwrap();
             let mut n: Vec<String> = out["tools"]
                 .as_array()
                 .unwrap()
@@ -279,10 +286,11 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_clear_errors() {
-        let d = Discovery::new(&[spec("a", "b", Loading::Eager)], |_| false);
+        let c = catalog(vec![spec("a", "b", Loading::Eager)]);
+        let d = open();
         let bad = |mode: Option<&str>, limit| {
             let a = Args { query: "(".into(), mode: mode.map(Into::into), limit };
-            d.search(&a, Caller::Program).unwrap_err().message
+            d.search(&c, &a, Caller::Program).unwrap_err().message
         };
         assert!(bad(Some("regex"), None).contains("not a valid regular expression"));
         assert!(bad(Some("fuzzy"), None).contains("\"bm25\" or \"regex\""));

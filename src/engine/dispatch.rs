@@ -167,7 +167,8 @@ impl Dispatcher {
             }
         };
         let shared = &self.shared;
-        let entry = shared.catalog.get(tool);
+        let catalog = shared.catalog.load();
+        let entry = catalog.get(tool);
         let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
         let request = CallRequest {
             tool,
@@ -178,7 +179,7 @@ impl Dispatcher {
         };
         let (posture, epoch) = shared.posture.get();
         let cx = GateContext {
-            catalog: &shared.catalog,
+            catalog: &catalog,
             policy: &shared.policy,
             max_calls: shared.limits.max_calls,
             posture,
@@ -226,7 +227,11 @@ impl Dispatcher {
             let run_id = self.run_id.clone();
             let future = Box::pin(async move {
                 let shared = finish.shared.clone();
-                let entry = shared.catalog.get(&finish.tool).expect("the tool exists");
+                let catalog = shared.catalog.load();
+                let Some(entry) = catalog.get(&finish.tool) else {
+                    let reason = "the tool left the catalog (its MCP server's tool list changed)".to_owned();
+                    return finish.refused(Decision::Refused, "refused", reason);
+                };
                 let call = LaterCall {
                     tool: &finish.tool,
                     args,
@@ -239,7 +244,7 @@ impl Dispatcher {
                     subject,
                 };
                 let lcx = LaterContext {
-                    catalog: &shared.catalog,
+                    catalog: &catalog,
                     policy: &shared.policy,
                     posture: &shared.posture,
                     approver: shared.approver.as_ref(),

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use crate::catalog::tool_search::{Discovery, ToolSearch};
+use crate::catalog::cell::CatalogCell;
+use crate::catalog::tool_search::{Discovery, SearchLink, ToolSearch};
 use crate::catalog::{Catalog, CatalogError, Loading, Tool, ToolSpec};
 use crate::gate::posture_epoch::PostureCell;
 use crate::gate::{Approver, Policy, Posture};
@@ -66,7 +67,8 @@ pub enum BuildError {
 
 /// What every run of an engine shares.
 pub(crate) struct Shared {
-    pub catalog: Catalog,
+    /// The current catalog; take a snapshot with `catalog.load()`.
+    pub catalog: Arc<CatalogCell>,
     /// `tool_search`'s index and the toolbox.
     pub discovery: Arc<Discovery>,
     pub limits: Limits,
@@ -119,7 +121,7 @@ impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("workspace", &self.shared.workspace)
-            .field("catalog_sha256", &self.shared.catalog.digest())
+            .field("catalog_sha256", &self.shared.catalog.load().digest())
             .finish_non_exhaustive()
     }
 }
@@ -245,12 +247,16 @@ impl EngineBuilder {
         tools.extend(self.tools);
         let catalog = Catalog::new(tools)?;
         check_policy(&self.policy, &catalog)?;
-        let policy = &self.policy;
-        let discovery = Arc::new(Discovery::new(catalog.specs(), |spec| {
-            let denied = policy.rules.deny.iter().any(|r| r.pattern.is_none() && r.tool == spec.name);
-            denied || (policy.mode == crate::gate::Mode::Plan && !spec.is_read_only())
-        }));
-        let _ = discovery_cell.set(discovery.clone());
+        let (plan, denied_whole): (bool, Vec<String>) = (
+            self.policy.mode == crate::gate::Mode::Plan,
+            self.policy.rules.deny.iter().filter(|r| r.pattern.is_none()).map(|r| r.tool.clone()).collect(),
+        );
+        let discovery = Arc::new(Discovery::new(Box::new(move |spec: &ToolSpec| {
+            denied_whole.contains(&spec.name) || (plan && !spec.is_read_only())
+        })));
+        let catalog = Arc::new(CatalogCell::new(catalog));
+        let _ = discovery_cell
+            .set(SearchLink { catalog: Arc::downgrade(&catalog), discovery: discovery.clone() });
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let (tools_handle, own) = match self.tool_runtime {
             Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
@@ -406,14 +412,15 @@ impl Engine {
         &self.shared.policy
     }
 
-    /// The catalog digest (DESIGN.md §6) that every receipt carries.
-    pub fn catalog_digest(&self) -> &str {
-        self.shared.catalog.digest()
+    /// The digest (DESIGN.md §6) of the current catalog, lower-case hex;
+    /// every receipt carries the digest of the catalog its run ended with.
+    pub fn catalog_digest(&self) -> String {
+        self.shared.catalog.load().digest().to_owned()
     }
 
     /// Every tool's spec, in catalog order (eager and deferred).
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.shared.catalog.specs().cloned().collect()
+        self.shared.catalog.load().specs().cloned().collect()
     }
 
     /// The tools a model is shown now: the eager tools in catalog order,
@@ -421,7 +428,7 @@ impl Engine {
     /// toolbox, in activation order. Deferred tools not in the toolbox stay
     /// callable by exact name and findable by `tool_search`.
     pub fn listed_tools(&self) -> Vec<ToolSpec> {
-        let catalog = &self.shared.catalog;
+        let catalog = self.shared.catalog.load();
         let eager = catalog.specs().filter(|s| s.loading == Loading::Eager).cloned();
         let active = self.shared.discovery.toolbox();
         eager.chain(active.iter().filter_map(|name| catalog.get(name).map(|e| e.spec.clone()))).collect()
@@ -566,7 +573,7 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
         value: serde_json::Value::Null,
         value_truncated: None,
         error: Some(error),
-        catalog_sha256: shared.catalog.digest().to_owned(),
+        catalog_sha256: shared.catalog.load().digest().to_owned(),
         elapsed_ms: crate::receipt::millis(clock.elapsed()),
         approval_wait_ms: 0.0,
     })

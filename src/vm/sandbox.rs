@@ -538,7 +538,7 @@ impl Sandbox {
             value: bounded.value,
             value_truncated,
             error,
-            catalog_sha256: self.shared.catalog.digest().to_owned(),
+            catalog_sha256: self.shared.catalog.load().digest().to_owned(),
             elapsed_ms: millis(clock.elapsed()),
             approval_wait_ms: millis(clock.paused_total()),
         })
