@@ -92,6 +92,7 @@ impl Catalog {
     ///
     /// # Errors
     /// [`CatalogError`] for a duplicate or invalid name, or an invalid schema.
+    #[cfg(test)]
     pub(crate) fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Self, CatalogError> {
         Ok(Catalog::with_optional(tools, Vec::new())?.0)
     }

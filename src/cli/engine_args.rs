@@ -1,5 +1,6 @@
-//! Options shared by the subcommands that build an engine (`run`, `call`):
-//! workspace, policy file, mode, posture, approver, deadline.
+//! Options shared by the subcommands that build an engine (`run`, `call`,
+//! `tools`, `search`, `types`, `mcp`): workspace, policy file, MCP
+//! servers, mode, posture, approver, deadline.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,6 +17,10 @@ pub(crate) struct EngineArgs {
     /// Policy file [default: <workspace>/codemode.toml when present].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// MCP servers, as the `mcpServers` JSON other MCP clients read
+    /// [default: <workspace>/.mcp.json when present].
+    #[arg(long, value_name = "FILE")]
+    mcp_config: Option<PathBuf>,
     /// plan (read-only tools only) or work [default: the policy's, else work].
     #[arg(long, value_name = "MODE", value_parser = ["plan", "work"])]
     mode: Option<String>,
@@ -81,11 +86,34 @@ impl EngineArgs {
             }
             None => codemode::default_approver(),
         };
-        Ok(Engine::builder()
-            .workspace(workspace)
-            .limits(limits)
-            .policy(policy)
-            .approver_arc(approver)
-            .build()?)
+        let mut builder =
+            Engine::builder().workspace(&workspace).limits(limits).policy(policy).approver_arc(approver);
+        if let Some(config) = self.mcp_config(&workspace)? {
+            builder = builder.mcp(config, codemode::mcp::PoolOptions::default());
+        }
+        Ok(builder.build()?)
+    }
+
+    /// The MCP configuration: `--mcp-config`, else the workspace's
+    /// `.mcp.json` when there is one (announced on stderr, like a
+    /// workspace policy file: it decides which programs may be started).
+    fn mcp_config(&self, workspace: &std::path::Path) -> anyhow::Result<Option<codemode::mcp::McpConfig>> {
+        let path = match &self.mcp_config {
+            Some(path) => path.clone(),
+            None => {
+                let default = workspace.join(".mcp.json");
+                if !default.exists() {
+                    return Ok(None);
+                }
+                default
+            }
+        };
+        let config = codemode::mcp::McpConfig::load(&path)
+            .with_context(|| format!("MCP configuration {}", path.display()))?;
+        if self.mcp_config.is_none() {
+            let names: Vec<&str> = config.enabled().map(|s| s.name.as_str()).collect();
+            eprintln!("codemode: MCP servers from {}: {}", path.display(), names.join(", "));
+        }
+        Ok(Some(config))
     }
 }

@@ -116,12 +116,12 @@ struct ErrorPayload<'a> {
 
 /// Starts calls for one run.
 pub(crate) struct Dispatcher {
-    shared: Arc<Shared>,
-    run_id: Arc<str>,
-    spill: Arc<SpillArea>,
-    clock: Arc<RunClock>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) run_id: Arc<str>,
+    pub(super) spill: Arc<SpillArea>,
+    pub(super) clock: Arc<RunClock>,
     /// The engine's posture and its epoch when the run started.
-    start: (Posture, u64),
+    pub(super) start: (Posture, u64),
     /// The run's turn, for the toolbox's eviction order.
     turn: u64,
 }
@@ -169,6 +169,18 @@ impl Dispatcher {
         let shared = &self.shared;
         let catalog = shared.catalog.load();
         let entry = catalog.get(tool);
+        // A tool of an MCP server the gate has not let start yet: the gate
+        // decides `mcp_connect__<server>` first (connect_first.rs). A tool
+        // the catalog does not know yet (its server never listed) goes there
+        // at once; a known one passes steps 1-7 first, so bad arguments
+        // start nothing.
+        if entry.is_none()
+            && let Some(mcp) = &shared.mcp
+            && let Some(server) = mcp.server_of_unlisted(tool).filter(|s| !mcp.is_allowed(s))
+        {
+            let server = server.to_owned();
+            return self.begin_connecting(ledger, tool, args, caller, server);
+        }
         let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
         let request = CallRequest {
             tool,
@@ -194,19 +206,18 @@ impl Dispatcher {
             }
         };
         let entry = entry.expect("the gate checked the tool exists");
+        if let (Some(mcp), crate::catalog::ToolSource::Mcp { server }) = (&shared.mcp, &entry.spec.source)
+            && !mcp.is_allowed(server)
+        {
+            let server = server.clone();
+            return self.begin_connecting(ledger, tool, args, caller, server);
+        }
         let seq = ledger.open(tool, caller, Decision::Auto, None);
         if entry.spec.loading == crate::catalog::Loading::Deferred {
             shared.discovery.note_called(tool, self.turn);
         }
         let started = Instant::now();
-        let timeout = shared
-            .policy
-            .tools
-            .get(tool)
-            .and_then(|t| t.timeout_ms)
-            .or(entry.spec.timeout_ms)
-            .map(Duration::from_millis)
-            .unwrap_or(shared.limits.tool_timeout);
+        let timeout = timeout_of(shared, &entry.spec);
         let cx =
             ToolContext { workspace: shared.workspace.clone(), run_id: self.run_id.clone(), seq, caller };
         let finish = Finisher {
@@ -302,6 +313,19 @@ impl Dispatcher {
     }
 }
 
+/// The per-call timeout of `spec`'s tool: the policy's setting, else the
+/// tool's own, else the engine's default.
+pub(super) fn timeout_of(shared: &Shared, spec: &crate::catalog::ToolSpec) -> Duration {
+    shared
+        .policy
+        .tools
+        .get(&spec.name)
+        .and_then(|t| t.timeout_ms)
+        .or(spec.timeout_ms)
+        .map(Duration::from_millis)
+        .unwrap_or(shared.limits.tool_timeout)
+}
+
 /// Opens and closes the receipt of a refused call.
 fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Completion {
     let seq = ledger.open(tool, caller, Decision::Refused, Some(reason.clone()));
@@ -330,16 +354,16 @@ fn error_payload(kind: &str, message: &str, tool: &str, seq: u64) -> String {
 /// Turns a tool's result into a completion: bounds it, spills it, builds the
 /// envelope.
 #[derive(Clone)]
-struct Finisher {
-    shared: Arc<Shared>,
-    spill: Arc<SpillArea>,
-    tool: Arc<str>,
-    seq: u64,
-    started: Instant,
+pub(super) struct Finisher {
+    pub(super) shared: Arc<Shared>,
+    pub(super) spill: Arc<SpillArea>,
+    pub(super) tool: Arc<str>,
+    pub(super) seq: u64,
+    pub(super) started: Instant,
     /// How the gate decided (auto, or approved after steps 8-11).
-    decision: Decision,
+    pub(super) decision: Decision,
     /// Notes from the gate (hook rewrites, approvals).
-    notes: Option<String>,
+    pub(super) notes: Option<String>,
 }
 
 /// A result over the per-call bound, waiting to be spilled.
@@ -358,7 +382,7 @@ enum Finished {
 impl Finisher {
     /// The rest of a call: the tool's future under its timeout (counted from
     /// the first poll on the tool runtime), then the completion.
-    fn run(self, future: crate::catalog::ToolFuture, timeout: Duration) -> CallFuture {
+    pub(super) fn run(self, future: crate::catalog::ToolFuture, timeout: Duration) -> CallFuture {
         Box::pin(async move {
             match tokio::time::timeout(timeout, future).await {
                 Ok(result) => match self.finish(result) {
@@ -465,7 +489,7 @@ impl Finisher {
     }
 
     /// The completion of a call the later gate steps refused or denied.
-    fn refused(&self, decision: Decision, kind: &str, reason: String) -> Completion {
+    pub(super) fn refused(&self, decision: Decision, kind: &str, reason: String) -> Completion {
         Completion {
             seq: self.seq,
             end: CallEnd {
@@ -483,7 +507,7 @@ impl Finisher {
         }
     }
 
-    fn failed(&self, kind: &str, message: String) -> Completion {
+    pub(super) fn failed(&self, kind: &str, message: String) -> Completion {
         Completion {
             seq: self.seq,
             end: CallEnd {

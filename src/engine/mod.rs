@@ -1,9 +1,11 @@
 //! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
 //! and tool runtime that every run shares.
 
+mod connect_first;
 mod direct;
 pub(crate) mod dispatch;
 mod execute_tools;
+mod mcp_link;
 mod run_id;
 
 pub use direct::CallOutcome;
@@ -71,6 +73,8 @@ pub(crate) struct Shared {
     pub catalog: Arc<CatalogCell>,
     /// `tool_search`'s index and the toolbox.
     pub discovery: Arc<Discovery>,
+    /// The MCP servers, when any are configured.
+    pub mcp: Option<Arc<mcp_link::McpLink>>,
     pub limits: Limits,
     pub policy: Policy,
     /// The current posture (starts as `policy.posture`) and its epoch.
@@ -137,6 +141,7 @@ pub struct EngineBuilder {
     spill_dir: Option<PathBuf>,
     vm_threads: Option<usize>,
     tool_runtime: Option<Handle>,
+    mcp: Option<(crate::mcp::McpConfig, crate::mcp::PoolOptions)>,
 }
 
 impl Default for EngineBuilder {
@@ -151,6 +156,7 @@ impl Default for EngineBuilder {
             spill_dir: None,
             vm_threads: None,
             tool_runtime: None,
+            mcp: None,
         }
     }
 }
@@ -228,6 +234,17 @@ impl EngineBuilder {
         self
     }
 
+    /// The MCP servers whose tools join the catalog as deferred tools
+    /// (`mcp__<server>__<tool>`, from the live listing or the schema
+    /// cache), each with an `mcp_connect__<server>` tool; a server starts
+    /// only when the gate allows `mcp_connect__<server>` (docs/MCP.md).
+    /// `options` sets timeouts and the schema cache folder; its
+    /// `connect_check` is replaced by the gate's. Default: no MCP servers.
+    pub fn mcp(mut self, config: crate::mcp::McpConfig, options: crate::mcp::PoolOptions) -> Self {
+        self.mcp = Some((config, options));
+        self
+    }
+
     /// Checks the configuration once and starts the engine's threads.
     ///
     /// # Errors
@@ -245,7 +262,17 @@ impl EngineBuilder {
         let (tool_search, discovery_cell) = ToolSearch::new();
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
-        let catalog = Catalog::new(tools)?;
+        let mcp = self.mcp.map(|(config, options)| {
+            let (link, connect_tools) = mcp_link::McpLink::new(config, options);
+            tools.extend(connect_tools);
+            link
+        });
+        let known = mcp.as_ref().map(|m| m.known_tools()).unwrap_or_default();
+        let (cell, skipped) = CatalogCell::new(tools, known)?;
+        for tool in skipped {
+            tracing::warn!("an MCP tool was left out of the catalog: {tool}");
+        }
+        let catalog = cell.load();
         check_policy(&self.policy, &catalog)?;
         let (plan, denied_whole): (bool, Vec<String>) = (
             self.policy.mode == crate::gate::Mode::Plan,
@@ -254,7 +281,7 @@ impl EngineBuilder {
         let discovery = Arc::new(Discovery::new(Box::new(move |spec: &ToolSpec| {
             denied_whole.contains(&spec.name) || (plan && !spec.is_read_only())
         })));
-        let catalog = Arc::new(CatalogCell::new(catalog));
+        let catalog = Arc::new(cell);
         let _ = discovery_cell
             .set(SearchLink { catalog: Arc::downgrade(&catalog), discovery: discovery.clone() });
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -272,6 +299,9 @@ impl EngineBuilder {
                 (rt.handle().clone(), OwnedRuntime(Some(rt)))
             }
         };
+        if let Some(link) = &mcp {
+            link.follow(&catalog, &tools_handle);
+        }
         let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
         let spill_root = self.spill_dir.unwrap_or_else(|| workspace.join(".codemode").join("runs"));
         let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
@@ -279,6 +309,7 @@ impl EngineBuilder {
             shared: Arc::new(Shared {
                 catalog,
                 discovery,
+                mcp,
                 limits: self.limits,
                 posture: PostureCell::new(self.policy.posture),
                 policy: self.policy,
@@ -441,6 +472,33 @@ impl Engine {
     pub fn execute_tools_spec(&self) -> ToolSpec {
         let declarations = crate::catalog::declarations(&self.listed_tools());
         execute_tools::execute_tools_spec(&self.shared.limits, &declarations)
+    }
+
+    /// Every configured MCP server with its state and tool count; starts
+    /// nothing. Empty without MCP servers.
+    pub fn mcp_servers(&self) -> Vec<crate::mcp::ServerStatus> {
+        self.shared.mcp.as_ref().map(|m| m.pool.servers()).unwrap_or_default()
+    }
+
+    /// Ends every MCP server's process group and reaps it (dropping the
+    /// last engine handle does too, without waiting). Later calls of MCP
+    /// tools fail.
+    pub async fn shutdown_mcp(&self) {
+        if let Some(mcp) = &self.shared.mcp {
+            mcp.pool.shutdown().await;
+        }
+    }
+
+    /// [`Engine::shutdown_mcp`], blocking this thread (not for async code).
+    pub fn shutdown_mcp_blocking(&self) {
+        if let Some(mcp) = self.shared.mcp.clone() {
+            let (tx, rx) = oneshot::channel();
+            self.shared.tools.spawn(async move {
+                mcp.pool.shutdown().await;
+                let _ = tx.send(());
+            });
+            let _ = rx.blocking_recv();
+        }
     }
 
     /// The limits every run is held to.

@@ -7,6 +7,7 @@ mod direct_calls;
 mod examples;
 mod gate;
 mod limits;
+mod mcp_engine;
 mod mcp_fixture;
 mod mcp_servers;
 mod mcp_support;

@@ -1,0 +1,165 @@
+//! Calls of an MCP server's tools before the gate let the server start.
+//!
+//! The call is gated as `mcp_connect__<server>` first (every step: rules,
+//! hooks, approval), with the caller of the call; a refusal ends the call
+//! and starts no process. Allowed, the server starts and lists its tools,
+//! the catalog is rebuilt, and the call itself then passes the whole gate
+//! against the new catalog (its schema may have changed; a tool the server
+//! did not list is refused with the names it did list). All of this runs
+//! on the tool runtime, so the run's deadline and cancellation apply.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::dispatch::{Begun, Dispatcher, Finisher, timeout_of};
+use crate::catalog::{Catalog, ToolContext};
+use crate::gate::later::{self, ApprovalClock, Final, LaterCall, LaterContext};
+use crate::gate::{self, CallRequest, Early, GateContext};
+use crate::mcp::naming;
+use crate::receipt::{Caller, Decision, Ledger};
+
+/// What gating one call (all steps) decided.
+enum Gated {
+    Run { args: Value, decision: Decision, notes: Vec<String> },
+    Refuse(String),
+    Deny(String),
+}
+
+impl Dispatcher {
+    /// Opens the call's receipt and returns the future that gates the
+    /// server's connection, starts it, then gates and runs the call.
+    pub(super) fn begin_connecting(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        args: Value,
+        caller: Caller,
+        server: String,
+    ) -> Begun {
+        let calls_made = ledger.calls_made();
+        let seq = ledger.open(tool, caller, Decision::Auto, None);
+        let finish = Finisher {
+            shared: self.shared.clone(),
+            spill: self.spill.clone(),
+            tool: Arc::from(tool),
+            seq,
+            started: Instant::now(),
+            decision: Decision::Auto,
+            notes: None,
+        };
+        let gate = GateRun {
+            dispatcher_start: self.start,
+            run_id: self.run_id.clone(),
+            clock: self.clock.clone(),
+            caller,
+            calls_made,
+            seq,
+        };
+        let future = Box::pin(async move {
+            let shared = finish.shared.clone();
+            let mcp = shared.mcp.clone().expect("only MCP tools take this path");
+            let connect = naming::connect_name(&server);
+            let (decision, mut notes) = match gate.decide(&finish, &connect, json!({})).await {
+                Gated::Run { decision, notes, .. } => (decision, notes),
+                Gated::Refuse(r) => {
+                    let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
+                    return finish.refused(Decision::Refused, "refused", reason);
+                }
+                Gated::Deny(r) => {
+                    let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
+                    return finish.refused(Decision::Denied, "denied", reason);
+                }
+            };
+            if let Err(e) = mcp.connect(&server).await {
+                return Finisher { decision, ..finish }.failed("failed", e.to_string());
+            }
+            notes.insert(0, format!("started MCP server `{server}`"));
+            let tool = finish.tool.clone();
+            let (args, call_decision, call_notes) = match gate.decide(&finish, &tool, args).await {
+                Gated::Run { args, decision, notes } => (args, decision, notes),
+                Gated::Refuse(r) => return finish.refused(Decision::Refused, "refused", r),
+                Gated::Deny(r) => return finish.refused(Decision::Denied, "denied", r),
+            };
+            notes.extend(call_notes);
+            let catalog = shared.catalog.load();
+            let Some(entry) = catalog.get(&tool) else {
+                return finish.refused(Decision::Refused, "refused", "the tool left the catalog".into());
+            };
+            let decision = if call_decision == Decision::Approved { call_decision } else { decision };
+            let finish = Finisher { decision, notes: Some(notes.join("; ")), ..finish };
+            let cx =
+                ToolContext { workspace: shared.workspace.clone(), run_id: gate.run_id.clone(), seq, caller };
+            let timeout = timeout_of(&shared, &entry.spec);
+            let future = entry.tool.call(args, cx);
+            finish.run(future, timeout).await
+        });
+        Begun::Running { seq, future }
+    }
+}
+
+/// What gating a call inside the future needs from the run.
+struct GateRun {
+    dispatcher_start: (gate::Posture, u64),
+    run_id: Arc<str>,
+    clock: Arc<crate::vm::clock::RunClock>,
+    caller: Caller,
+    calls_made: usize,
+    seq: u64,
+}
+
+impl GateRun {
+    /// Every gate step for `tool` with `args`, against the current catalog.
+    async fn decide(&self, finish: &Finisher, tool: &str, args: Value) -> Gated {
+        let shared = &finish.shared;
+        let catalog: Arc<Catalog> = shared.catalog.load();
+        let primary = catalog.get(tool).and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
+        let request = CallRequest {
+            tool,
+            args: &args,
+            caller: self.caller,
+            calls_made: self.calls_made,
+            primary: primary.as_ref(),
+        };
+        let (posture, epoch) = shared.posture.get();
+        let cx = GateContext {
+            catalog: &catalog,
+            policy: &shared.policy,
+            max_calls: shared.limits.max_calls,
+            posture,
+            posture_at_start: (epoch != self.dispatcher_start.1).then_some(self.dispatcher_start.0),
+        };
+        let prep = match gate::decide_early(&request, &cx) {
+            Early::Continue(prep) => prep,
+            Early::Refuse(reason) | Early::Exhausted(reason) => return Gated::Refuse(reason),
+        };
+        if !later::needed(tool, &prep, &shared.policy, &shared.posture) {
+            return Gated::Run { args, decision: Decision::Auto, notes: Vec::new() };
+        }
+        let Some(entry) = catalog.get(tool) else { return Gated::Refuse(format!("unknown tool `{tool}`")) };
+        let call = LaterCall {
+            tool,
+            args,
+            caller: self.caller,
+            run_id: &self.run_id,
+            seq: self.seq,
+            workspace: &shared.workspace,
+            prep,
+            annotations: &entry.spec.annotations,
+            subject: primary.map(|p| p.subject().to_owned()),
+        };
+        let lcx = LaterContext {
+            catalog: &catalog,
+            policy: &shared.policy,
+            posture: &shared.posture,
+            approver: shared.approver.as_ref(),
+            clock: self.clock.as_ref() as &dyn ApprovalClock,
+        };
+        match later::decide_rest(call, lcx).await {
+            Final::Run { args, decision, notes } => Gated::Run { args, decision, notes },
+            Final::Refuse(reason) => Gated::Refuse(reason),
+            Final::Deny(reason) => Gated::Deny(reason),
+        }
+    }
+}

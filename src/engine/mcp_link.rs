@@ -1,0 +1,192 @@
+//! The engine's MCP servers: the client pool, which servers the gate let
+//! start, the `mcp_connect__<server>` tools, and keeping the catalog in step
+//! with the servers' tool lists.
+//!
+//! A server starts only after the gate allowed `mcp_connect__<server>`
+//! (DESIGN.md §7): either a call of that synthetic tool, or the first call
+//! of one of the server's tools, which the dispatcher gates as
+//! `mcp_connect__<server>` first (`connect_first.rs`). The pool's
+//! [`ConnectCheck`] lets a server start only once the gate allowed it, so
+//! nothing else can start one; a server the gate allowed is restarted
+//! after a crash without asking again.
+//!
+//! The catalog holds every enabled server's tools as deferred tools, from
+//! the live listing or the on-disk schema cache; it is rebuilt whenever the
+//! pool reports a new listing (first connection, `list_changed`).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use serde_json::{Value, json};
+
+use crate::catalog::cell::CatalogCell;
+use crate::catalog::{Loading, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
+use crate::mcp::{ConnectCheck, ConnectFuture, McpConfig, McpError, McpPool, PoolOptions, naming};
+
+/// Servers the gate allowed to start, shared with the pool's check.
+#[derive(Default)]
+struct Allowed(Mutex<HashSet<String>>);
+
+impl Allowed {
+    fn contains(&self, server: &str) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(server)
+    }
+
+    fn insert(&self, server: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(server.to_owned());
+    }
+}
+
+/// The pool's connect check: only servers the gate allowed.
+struct GateAllowed(Arc<Allowed>);
+
+impl ConnectCheck for GateAllowed {
+    fn check(&self, server: &str, _: Option<&ToolContext>) -> ConnectFuture {
+        let result = if self.0.contains(server) {
+            Ok(())
+        } else {
+            Err(format!("the gate has not allowed `{}`", naming::connect_name(server)))
+        };
+        Box::pin(async move { result })
+    }
+}
+
+/// The engine's side of its MCP servers.
+pub(crate) struct McpLink {
+    pub pool: McpPool,
+    allowed: Arc<Allowed>,
+    /// Enabled servers, in name order.
+    servers: Vec<String>,
+    catalog: OnceLock<Weak<CatalogCell>>,
+}
+
+impl McpLink {
+    /// The link over `config`'s servers (nothing starts), and the
+    /// `mcp_connect__<server>` tools to put in the catalog.
+    pub(crate) fn new(config: McpConfig, mut options: PoolOptions) -> (Arc<McpLink>, Vec<Arc<dyn Tool>>) {
+        let allowed = Arc::new(Allowed::default());
+        options.connect_check = Some(Arc::new(GateAllowed(allowed.clone())));
+        let servers: Vec<String> = config.enabled().map(|s| s.name.clone()).collect();
+        let pool = McpPool::new(config, options);
+        let link = Arc::new(McpLink { pool, allowed, servers, catalog: OnceLock::new() });
+        let connect_tools = link
+            .servers
+            .iter()
+            .map(|server| {
+                Arc::new(McpConnect { server: server.clone(), link: Arc::downgrade(&link) }) as Arc<dyn Tool>
+            })
+            .collect();
+        (link, connect_tools)
+    }
+
+    /// Every enabled server's tools known without starting anything (live
+    /// listing, else schema cache), for the catalog.
+    pub(crate) fn known_tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+        for server in &self.servers {
+            if let Ok(Some(tools)) = self.pool.cached_tools(server) {
+                out.extend(tools.into_iter().map(|t| Arc::new(t) as Arc<dyn Tool>));
+            }
+        }
+        out
+    }
+
+    /// Links the catalog to rebuild, and starts following the pool's
+    /// listings on `runtime`: each new listing rebuilds the catalog.
+    pub(crate) fn follow(self: &Arc<Self>, catalog: &Arc<CatalogCell>, runtime: &tokio::runtime::Handle) {
+        let _ = self.catalog.set(Arc::downgrade(catalog));
+        let mut changes = self.pool.changes();
+        let link = Arc::downgrade(self);
+        runtime.spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(link) = link.upgrade() else { break };
+                link.refresh();
+            }
+        });
+    }
+
+    /// Rebuilds the catalog from the base tools and [`known_tools`]; a tool
+    /// with a bad name or schema is left out and logged.
+    ///
+    /// [`known_tools`]: McpLink::known_tools
+    pub(crate) fn refresh(&self) {
+        let Some(cell) = self.catalog.get().and_then(Weak::upgrade) else { return };
+        for skipped in cell.rebuild(self.known_tools()) {
+            tracing::warn!("an MCP tool was left out of the catalog: {skipped}");
+        }
+    }
+
+    /// Whether the gate already allowed `server` to start.
+    pub(crate) fn is_allowed(&self, server: &str) -> bool {
+        self.allowed.contains(server)
+    }
+
+    /// The enabled server whose tools are named `mcp__<server>__...`, for a
+    /// call of a tool the catalog does not have yet (server not listed and
+    /// not cached). Only servers whose names need no sanitising can be
+    /// found this way; others are reached through `mcp_connect__<server>`.
+    pub(crate) fn server_of_unlisted(&self, tool: &str) -> Option<&str> {
+        let rest = tool.strip_prefix(naming::TOOL_PREFIX)?;
+        self.servers
+            .iter()
+            .find(|s| rest.strip_prefix(s.as_str()).is_some_and(|r| r.starts_with("__")))
+            .map(String::as_str)
+    }
+
+    /// Starts `server` (the gate allowed it), lists its tools, and rebuilds
+    /// the catalog; returns the listing as `{server, tools: [{name,
+    /// description}]}`.
+    ///
+    /// # Errors
+    /// The pool's start or listing failure.
+    pub(crate) async fn connect(&self, server: &str) -> Result<Value, McpError> {
+        self.allowed.insert(server);
+        let tools = self.pool.connect(server).await?;
+        self.refresh();
+        let listed: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                let spec = t.spec();
+                json!({"name": spec.name, "description": spec.description})
+            })
+            .collect();
+        Ok(json!({"server": server, "tools": listed}))
+    }
+}
+
+/// `mcp_connect__<server>`: starts one MCP server and lists its tools. The
+/// gate decides it like any call (rules, hooks, approvals), which is how a
+/// policy allows or refuses a server.
+struct McpConnect {
+    server: String,
+    link: Weak<McpLink>,
+}
+
+impl Tool for McpConnect {
+    fn spec(&self) -> ToolSpec {
+        let mut spec = ToolSpec::new(
+            naming::connect_name(&self.server),
+            format!(
+                "Start the MCP server `{server}` if it is not running and list its tools as \
+                 {{server, tools: [{{name, description}}]}}; they are then callable by name \
+                 (`mcp__{server}__<tool>`) and found by tool_search. Calling one of its tools starts it too.",
+                server = self.server
+            ),
+            json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        )
+        .read_only(true)
+        .destructive(false)
+        .source(ToolSource::Synthetic)
+        .loading(Loading::Deferred);
+        spec.annotations.open_world = Some(true);
+        spec
+    }
+
+    fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+        let (link, server) = (self.link.upgrade(), self.server.clone());
+        Box::pin(async move {
+            let link = link.ok_or_else(|| ToolError::new("the engine's MCP servers are shut down"))?;
+            link.connect(&server).await.map(ToolOutput::new).map_err(|e| ToolError::new(e.to_string()))
+        })
+    }
+}

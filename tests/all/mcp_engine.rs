@@ -1,0 +1,194 @@
+//! MCP servers through the engine: lazy start behind the gate's
+//! `mcp_connect__<server>`, the schema cache feeding the catalog without a
+//! start, annotations reaching the gate, a program composing two real
+//! servers, and `list_changed` refreshing the catalog.
+
+use std::path::Path;
+
+use codemode::mcp::{PoolOptions, ServerState};
+use codemode::{Engine, Policy, Posture, Program, Rule, RunStatus};
+use serde_json::{Value, json};
+
+use crate::mcp_support::*;
+
+fn engine(servers: Value, cache: &Path, ws: &Path, policy: Policy) -> Engine {
+    let options = PoolOptions { cache_dir: Some(cache.to_owned()), ..options(cache) };
+    Engine::builder().workspace(ws).policy(policy).mcp(config(servers), options).build().unwrap()
+}
+
+fn memory_and_filesystem(ws: &Path, memory_file: &Path) -> Value {
+    json!({
+        "memory": {"command": "node", "args": [node_server("server-memory")],
+                   "env": {"MEMORY_FILE_PATH": memory_file.to_string_lossy()}},
+        "filesystem": {"command": "node", "args": [node_server("server-filesystem"), ws.to_string_lossy()]},
+    })
+}
+
+fn state(engine: &Engine, server: &str) -> ServerState {
+    engine.mcp_servers().into_iter().find(|s| s.name == server).unwrap().state
+}
+
+#[test]
+fn a_program_composes_two_real_servers_started_on_first_use() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws_path = ws.path().canonicalize().unwrap();
+    std::fs::write(ws_path.join("people.txt"), "Ada Lovelace\nAlan Turing\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers = memory_and_filesystem(&ws_path, &cache.path().join("memory.jsonl"));
+    let engine = engine(servers, cache.path(), &ws_path, Policy::full_access());
+    // Nothing started, nothing cached: only the connect tools are known.
+    assert_eq!(state(&engine, "memory"), ServerState::NotStarted);
+    let names: Vec<String> = engine.tool_specs().into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"mcp_connect__memory".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
+
+    let path = ws_path.join("people.txt").to_string_lossy().into_owned();
+    let receipt = engine.execute_blocking(Program::new(format!(
+        r#"const file = await tools.mcp__filesystem__read_text_file({{path: {path:?}}});
+           const people = file.content.content.trim().split("\n");
+           await tools.mcp__memory__create_entities({{entities: people.map(name => ({{
+               name, entityType: "person", observations: ["listed in people.txt"]}}))}});
+           const graph = await tools.mcp__memory__read_graph({{}});
+           return graph.content.entities.map(e => e.name).sort();"#
+    )));
+    assert_eq!(receipt.status, RunStatus::Completed, "{}", receipt.to_json_pretty());
+    assert_eq!(receipt.value, json!(["Ada Lovelace", "Alan Turing"]));
+    assert_eq!(state(&engine, "memory"), ServerState::Running);
+    assert_eq!(state(&engine, "filesystem"), ServerState::Running);
+    let first = &receipt.calls[0];
+    assert!(first.note.as_deref().unwrap_or("").contains("started MCP server `filesystem`"), "{first:?}");
+    // The listing joined the catalog (deferred) and the digest moved with it.
+    let specs = engine.tool_specs();
+    let read_graph = specs.iter().find(|s| s.name == "mcp__memory__read_graph").unwrap();
+    assert_eq!(read_graph.annotations.read_only, Some(true));
+    assert_eq!(receipt.catalog_sha256, engine.catalog_digest());
+    engine.shutdown_mcp_blocking();
+    assert_eq!(state(&engine, "memory"), ServerState::NotStarted);
+}
+
+#[test]
+fn a_denied_connection_starts_no_process() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let pid_file = cache.path().join("pids");
+    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
+                                      "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    let mut policy = Policy::full_access();
+    policy.rules.deny.push(Rule::parse("mcp_connect__fixture").unwrap());
+    let engine = engine(servers, cache.path(), ws.path(), policy);
+    let receipt = engine.execute_blocking(Program::new(
+        r#"try { await tools.mcp__fixture__echo({a: 1}); return "ran"; }
+           catch (e) { return [e.kind, e.message]; }"#,
+    ));
+    assert_eq!(receipt.value[0], "refused", "{}", receipt.to_json_pretty());
+    let message = receipt.value[1].as_str().unwrap();
+    assert!(
+        message.contains("MCP server `fixture` may not start") && message.contains("mcp_connect__fixture"),
+        "{message}"
+    );
+    // Directly too.
+    let direct = engine.call_blocking("mcp_connect__fixture", &json!({}));
+    assert!(!direct.is_ok());
+    assert_eq!(state(&engine, "fixture"), ServerState::NotStarted);
+    assert!(!pid_file.exists(), "a process started: {:?}", std::fs::read_to_string(&pid_file));
+}
+
+#[test]
+fn an_unknown_tool_of_a_started_server_is_refused_with_its_real_names() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let pid_file = cache.path().join("pids");
+    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
+                                      "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let receipt = engine.execute_blocking(Program::new(
+        r#"try { await tools.mcp__fixture__ecko({}); } catch (e) { return e.message; }"#,
+    ));
+    let message = receipt.value.as_str().unwrap();
+    assert!(message.contains("mcp__fixture__echo"), "{message}");
+    assert_eq!(state(&engine, "fixture"), ServerState::Running);
+    let pids = pids(&pid_file);
+    drop(engine);
+    assert_gone(&pids);
+}
+
+#[test]
+fn the_schema_cache_fills_the_catalog_without_starting_the_server() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let pid_file = cache.path().join("pids");
+    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
+                                      "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    {
+        let first = engine(servers.clone(), cache.path(), ws.path(), Policy::full_access());
+        let listing = first.call_blocking("mcp_connect__fixture", &json!({}));
+        assert!(listing.is_ok(), "{listing:?}");
+        let tools = &listing.envelope.unwrap()["content"]["tools"];
+        assert!(tools.as_array().unwrap().iter().any(|t| t["name"] == "mcp__fixture__echo"), "{tools}");
+        first.shutdown_mcp_blocking();
+    }
+    let started = pids(&pid_file).len();
+    let second = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let specs = second.tool_specs();
+    let echo = specs.iter().find(|s| s.name == "mcp__fixture__echo").expect("from the cache");
+    assert_eq!(echo.loading, codemode::Loading::Deferred);
+    assert!(!second.listed_tools().iter().any(|s| s.name == "mcp__fixture__echo"), "deferred, not listed");
+    let found = second
+        .call_blocking("tool_search", &json!({"query": "^mcp__fixture__", "mode": "regex", "limit": 50}));
+    assert!(found.envelope.unwrap()["content"]["tools"].as_array().unwrap().len() >= 4);
+    assert_eq!(state(&second, "fixture"), ServerState::NotStarted);
+    assert_eq!(pids(&pid_file).len(), started, "listing from the cache started nothing");
+    // A call still starts it (after the gate), with the cached schema checked first.
+    let bad = second.execute_blocking(Program::new(
+        "try { await tools.mcp__fixture__echo(5) } catch (e) { return e.kind }",
+    ));
+    assert_eq!(bad.value, "refused");
+    assert_eq!(pids(&pid_file).len(), started, "bad arguments are refused before any start");
+}
+
+#[test]
+fn annotations_reach_the_gate() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers = memory_and_filesystem(ws.path(), &cache.path().join("memory.jsonl"));
+    // Posture ask with the default deny approver: read-only tools run,
+    // destructive ones need an approval and are denied.
+    let policy = Policy::default();
+    assert_eq!(policy.posture, Posture::Ask);
+    let engine = engine(servers, cache.path(), ws.path(), policy);
+    let receipt = engine.execute_blocking(Program::new(
+        r#"const graph = await tools.mcp__memory__read_graph({});
+           let deleted;
+           try { await tools.mcp__memory__delete_entities({entityNames: ["x"]}); deleted = "ran"; }
+           catch (e) { deleted = e.kind; }
+           return {entities: graph.content.entities.length, deleted};"#,
+    ));
+    assert_eq!(receipt.status, RunStatus::Completed, "{}", receipt.to_json_pretty());
+    assert_eq!(receipt.value, json!({"entities": 0, "deleted": "denied"}));
+}
+
+#[test]
+fn list_changed_refreshes_the_catalog() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
+                                      "env": {"MCP_FIXTURE_LIST_CHANGED": "1"}}});
+    let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let before = engine.catalog_digest();
+    let r = engine.execute_blocking(Program::new("return (await tools.mcp__fixture__echo({a: 1})).content"));
+    assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
+    // The fixture adds `extra` after its first call and says so; the
+    // catalog follows (poll: the notification arrives asynchronously).
+    let mut found = false;
+    for _ in 0..500 {
+        if engine.tool_specs().iter().any(|s| s.name == "mcp__fixture__extra") {
+            found = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(found, "the catalog never listed mcp__fixture__extra");
+    assert_ne!(engine.catalog_digest(), before);
+    let r = engine.execute_blocking(Program::new("return (await tools.mcp__fixture__extra({})).content"));
+    assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
+}
