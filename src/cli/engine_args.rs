@@ -38,7 +38,7 @@ pub(crate) struct EngineArgs {
 
 impl EngineArgs {
     /// Builds the engine these options describe.
-    pub(crate) fn build(&self) -> anyhow::Result<Engine> {
+    pub(crate) fn build(&self) -> anyhow::Result<CliEngine> {
         let mut limits = Limits::default();
         if let Some(secs) = self.deadline {
             if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
@@ -91,7 +91,7 @@ impl EngineArgs {
         if let Some(config) = self.mcp_config(&workspace)? {
             builder = builder.mcp(config, codemode::mcp::PoolOptions::default());
         }
-        Ok(builder.build()?)
+        Ok(CliEngine(builder.build()?))
     }
 
     /// The MCP configuration: `--mcp-config`, else the workspace's
@@ -115,5 +115,24 @@ impl EngineArgs {
             eprintln!("codemode: MCP servers from {}: {}", path.display(), names.join(", "));
         }
         Ok(Some(config))
+    }
+}
+
+/// The CLI's engine: when the command ends it ends the MCP servers'
+/// process groups and reaps them, before the process exits (dropping an
+/// engine alone would leave that to its tool runtime, which dies with the
+/// process).
+pub(crate) struct CliEngine(Engine);
+
+impl std::ops::Deref for CliEngine {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.0
+    }
+}
+
+impl Drop for CliEngine {
+    fn drop(&mut self) {
+        self.0.shutdown_mcp_blocking();
     }
 }

@@ -6,6 +6,7 @@
 
 mod call;
 mod engine_args;
+mod mcp;
 mod run;
 mod search;
 mod tools;
@@ -42,6 +43,8 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// Find tools by what they do (a direct tool_search call).
     Search(search::SearchArgs),
+    /// MCP servers: `mcp list` (starts nothing), `mcp tools SERVER`.
+    Mcp(mcp::McpArgs),
     /// Print the TypeScript declarations of the tools (their JSON Schemas
     /// as types), for programs and the models that write them.
     Types(types::TypesArgs),
@@ -61,6 +64,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Call(args) => call::call(args),
         Command::Tools(args) => tools::tools(args),
         Command::Search(args) => search::search(args),
+        Command::Mcp(args) => mcp::mcp(args),
         Command::Types(args) => types::types(args),
     };
     match result {

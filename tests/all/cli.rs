@@ -380,3 +380,97 @@ fn types_prints_declarations_that_compile() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dir"));
 }
+
+/// A workspace with a `.mcp.json` naming the test fixture server, whose
+/// pids go to `<ws>/pids`.
+fn mcp_workspace() -> tempfile::TempDir {
+    let ws = crate::common::workspace();
+    let config = serde_json::json!({"mcpServers": {"fixture": {
+        "command": "python3",
+        "args": [crate::mcp_support::fixture(), "normal"],
+        "env": {"MCP_FIXTURE_PIDS": ws.path().join("pids").to_string_lossy()}
+    }}});
+    std::fs::write(ws.path().join(".mcp.json"), config.to_string()).unwrap();
+    ws
+}
+
+#[test]
+fn mcp_list_starts_nothing_and_mcp_tools_starts_and_lists() {
+    let ws = mcp_workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+            .args(args)
+            .current_dir(ws.path())
+            .env("XDG_CACHE_HOME", cache.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&["mcp", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["name"], "fixture");
+    assert_eq!(rows[0]["state"], "not started");
+    assert_eq!(rows[0]["tools"], Value::Null);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("MCP servers from"),
+        "the workspace config is announced"
+    );
+    assert!(!ws.path().join("pids").exists(), "mcp list started a server");
+
+    let out = run(&["mcp", "tools", "fixture", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> =
+        listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"mcp__fixture__echo"), "{names:?}");
+    let started = crate::mcp_support::pids(&ws.path().join("pids"));
+    crate::mcp_support::assert_gone(&started);
+
+    // The listing is cached: list now knows the count, still starting nothing.
+    let out = run(&["mcp", "list"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("not started") && text.contains(&format!("{} tools", names.len())), "{text}");
+    assert_eq!(crate::mcp_support::pids(&ws.path().join("pids")).len(), started.len());
+
+    let out = run(&["mcp", "tools", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("configured: fixture"));
+
+    // A policy that denies the connection: exit 1, nothing started.
+    std::fs::write(ws.path().join("codemode.toml"), "[rules]\ndeny = [\"mcp_connect__fixture\"]\n").unwrap();
+    let out = run(&["mcp", "tools", "fixture"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mcp_connect__fixture"));
+    assert_eq!(crate::mcp_support::pids(&ws.path().join("pids")).len(), started.len());
+}
+
+#[test]
+fn a_run_that_starts_mcp_servers_leaves_no_process_behind() {
+    let ws = mcp_workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["run", "-", "--json", "--posture", "full-access"])
+        .current_dir(ws.path())
+        .env("XDG_CACHE_HOME", cache.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"return (await tools.mcp__fixture__echo({text: 'hi'})).content")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["status"], "completed");
+    crate::mcp_support::assert_gone(&crate::mcp_support::pids(&ws.path().join("pids")));
+}

@@ -192,3 +192,41 @@ fn list_changed_refreshes_the_catalog() {
     let r = engine.execute_blocking(Program::new("return (await tools.mcp__fixture__extra({})).content"));
     assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
 }
+
+#[test]
+fn the_run_deadline_cancels_a_hanging_call_and_tells_the_server() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let log = cache.path().join("notifications.jsonl");
+    let pid_file = cache.path().join("pids");
+    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "hang"],
+        "env": {"MCP_FIXTURE_LOG": log.to_string_lossy(), "MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    let options = PoolOptions { cache_dir: Some(cache.path().to_owned()), ..options(cache.path()) };
+    let mut limits = codemode::Limits::default();
+    limits.deadline = std::time::Duration::from_millis(1500);
+    let engine = Engine::builder()
+        .workspace(ws.path())
+        .policy(Policy::full_access())
+        .limits(limits)
+        .mcp(config(servers), options)
+        .build()
+        .unwrap();
+    let receipt =
+        engine.execute_blocking(Program::new("await tools.mcp__fixture__echo({text: 'x'}); return 1"));
+    assert_eq!(receipt.status, RunStatus::TimedOut, "{}", receipt.to_json_pretty());
+    assert_eq!(receipt.calls[0].status, codemode::CallStatus::InFlight);
+    // The dropped request makes the client send notifications/cancelled.
+    let mut cancelled = false;
+    for _ in 0..500 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().any(|l| l.contains("notifications/cancelled")) {
+            cancelled = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(cancelled, "no notifications/cancelled reached the server");
+    let pids = pids(&pid_file);
+    drop(engine);
+    assert_gone(&pids);
+}
