@@ -54,3 +54,35 @@ fn typed_search_is_typescript_and_finds_the_limits_module() {
     assert!(r.value["excerpt"].as_str().unwrap().contains("Limits"));
     assert_eq!(r.calls.len(), 3);
 }
+
+#[test]
+fn mcp_notes_composes_the_filesystem_and_memory_servers() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let scratch = tempfile::tempdir().unwrap();
+    let memory = scratch.path().join("memory.jsonl");
+    let text = std::fs::read_to_string(format!("{root}/examples/mcp.json")).unwrap();
+    let env = |name: &str| (name == "CODEMODE_EXAMPLE_MEMORY").then(|| memory.to_string_lossy().into_owned());
+    let config =
+        codemode::mcp::McpConfig::parse(&text, std::path::Path::new(&format!("{root}/examples")), &env)
+            .unwrap();
+    let options = codemode::mcp::PoolOptions {
+        cache_dir: Some(scratch.path().join("cache")),
+        ..codemode::mcp::PoolOptions::default()
+    };
+    let engine = Engine::builder()
+        .workspace(root)
+        .spill_dir(scratch.path().join("spill"))
+        .policy(codemode::Policy::full_access())
+        .mcp(config, options)
+        .build()
+        .unwrap();
+    let source = std::fs::read_to_string(format!("{root}/examples/mcp_notes.js")).unwrap();
+    for _ in 0..2 {
+        // Twice: the second run finds the first run's graph and clears it.
+        let r = engine.execute_blocking(Program::named("mcp_notes.js", source.clone()));
+        assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
+        assert!(r.value["documents"].as_u64().unwrap() >= 5, "{}", r.value);
+        assert_eq!(r.value["about_typescript"], serde_json::json!(["TYPESCRIPT.md"]));
+    }
+    assert!(memory.exists(), "the memory server kept its graph in the given file");
+}
