@@ -13,10 +13,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::dispatch::{Begun, Dispatcher, Finisher, timeout_of};
+use super::dispatch::{Begun, Dispatcher, Finisher, decide_early, later_context, timeout_of};
 use crate::catalog::{Catalog, ToolContext};
-use crate::gate::later::{self, ApprovalClock, Final, LaterCall, LaterContext};
-use crate::gate::{self, CallRequest, Early, GateContext};
+use crate::gate::later::{self, Final, LaterCall};
+use crate::gate::{self, CallRequest, Early};
 use crate::mcp::naming;
 use crate::receipt::{Caller, Decision, Ledger};
 
@@ -122,15 +122,7 @@ impl GateRun {
             calls_made: self.calls_made,
             primary: primary.as_ref(),
         };
-        let (posture, epoch) = shared.posture.get();
-        let cx = GateContext {
-            catalog: &catalog,
-            policy: &shared.policy,
-            max_calls: shared.limits.max_calls,
-            posture,
-            posture_at_start: (epoch != self.dispatcher_start.1).then_some(self.dispatcher_start.0),
-        };
-        let prep = match gate::decide_early(&request, &cx) {
+        let prep = match decide_early(shared, &catalog, &request, self.dispatcher_start) {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) | Early::Exhausted(reason) => return Gated::Refuse(reason),
         };
@@ -149,14 +141,7 @@ impl GateRun {
             annotations: &entry.spec.annotations,
             subject: primary.map(|p| p.subject().to_owned()),
         };
-        let lcx = LaterContext {
-            catalog: &catalog,
-            policy: &shared.policy,
-            posture: &shared.posture,
-            approver: shared.approver.as_ref(),
-            clock: self.clock.as_ref() as &dyn ApprovalClock,
-        };
-        match later::decide_rest(call, lcx).await {
+        match later::decide_rest(call, later_context(shared, &catalog, &self.clock)).await {
             Final::Run { args, decision, notes } => Gated::Run { args, decision, notes },
             Final::Refuse(reason) => Gated::Refuse(reason),
             Final::Deny(reason) => Gated::Deny(reason),

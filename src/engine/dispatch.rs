@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Shared;
-use crate::catalog::{ToolContext, ToolError, ToolOutput};
+use crate::catalog::{Catalog, ToolContext, ToolError, ToolOutput};
 use crate::gate::later::{self, ApprovalClock, Final, LaterCall, LaterContext};
 use crate::gate::{self, CallRequest, Early, GateContext, Posture};
 use crate::receipt::spill::{self, Measured, SpillArea, SpillTarget};
@@ -189,15 +189,7 @@ impl Dispatcher {
             calls_made: ledger.calls_made(),
             primary: primary.as_ref(),
         };
-        let (posture, epoch) = shared.posture.get();
-        let cx = GateContext {
-            catalog: &catalog,
-            policy: &shared.policy,
-            max_calls: shared.limits.max_calls,
-            posture,
-            posture_at_start: (epoch != self.start.1).then_some(self.start.0),
-        };
-        let prep = match gate::decide_early(&request, &cx) {
+        let prep = match decide_early(shared, &catalog, &request, self.start) {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
             Early::Exhausted(reason) => {
@@ -254,14 +246,7 @@ impl Dispatcher {
                     annotations: &entry.spec.annotations,
                     subject,
                 };
-                let lcx = LaterContext {
-                    catalog: &catalog,
-                    policy: &shared.policy,
-                    posture: &shared.posture,
-                    approver: shared.approver.as_ref(),
-                    clock: clock.as_ref() as &dyn ApprovalClock,
-                };
-                match later::decide_rest(call, lcx).await {
+                match later::decide_rest(call, later_context(&shared, &catalog, &clock)).await {
                     Final::Run { args, decision, notes } => {
                         let finish = Finisher {
                             decision,
@@ -310,6 +295,40 @@ impl Dispatcher {
             },
             Poll::Pending => Begun::Running { seq, future: finish.run(future, timeout) },
         }
+    }
+}
+
+/// Gate steps 1-7 for `request` against `catalog`, for a run that started
+/// under posture `start` (its posture and epoch).
+pub(super) fn decide_early(
+    shared: &Shared,
+    catalog: &Catalog,
+    request: &CallRequest<'_>,
+    start: (Posture, u64),
+) -> Early {
+    let (posture, epoch) = shared.posture.get();
+    let cx = GateContext {
+        catalog,
+        policy: &shared.policy,
+        max_calls: shared.limits.max_calls,
+        posture,
+        posture_at_start: (epoch != start.1).then_some(start.0),
+    };
+    gate::decide_early(request, &cx)
+}
+
+/// What gate steps 8-11 consult, for a run timed by `clock`.
+pub(super) fn later_context<'a>(
+    shared: &'a Shared,
+    catalog: &'a Catalog,
+    clock: &'a RunClock,
+) -> LaterContext<'a> {
+    LaterContext {
+        catalog,
+        policy: &shared.policy,
+        posture: &shared.posture,
+        approver: shared.approver.as_ref(),
+        clock: clock as &dyn ApprovalClock,
     }
 }
 

@@ -24,6 +24,11 @@ fn memory_and_filesystem(ws: &Path, memory_file: &Path) -> Value {
     })
 }
 
+/// The test fixture server named `fixture`, in `mode`, with `env`.
+fn fixture_server(mode: &str, env: Value) -> Value {
+    json!({"fixture": {"command": "python3", "args": [fixture(), mode], "env": env}})
+}
+
 fn state(engine: &Engine, server: &str) -> ServerState {
     engine.mcp_servers().into_iter().find(|s| s.name == server).unwrap().state
 }
@@ -71,8 +76,7 @@ fn a_denied_connection_starts_no_process() {
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let pid_file = cache.path().join("pids");
-    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
-                                      "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
     let mut policy = Policy::full_access();
     policy.rules.deny.push(Rule::parse("mcp_connect__fixture").unwrap());
     let engine = engine(servers, cache.path(), ws.path(), policy);
@@ -98,8 +102,7 @@ fn an_unknown_tool_of_a_started_server_is_refused_with_its_real_names() {
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let pid_file = cache.path().join("pids");
-    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
-                                      "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
     let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
     let receipt = engine.execute_blocking(Program::new(
         r#"try { await tools.mcp__fixture__ecko({}); } catch (e) { return e.message; }"#,
@@ -117,8 +120,7 @@ fn the_schema_cache_fills_the_catalog_without_starting_the_server() {
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let pid_file = cache.path().join("pids");
-    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
-                                      "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
     {
         let first = engine(servers.clone(), cache.path(), ws.path(), Policy::full_access());
         let listing = first.call_blocking("mcp_connect__fixture", &json!({}));
@@ -171,8 +173,7 @@ fn annotations_reach_the_gate() {
 fn list_changed_refreshes_the_catalog() {
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
-                                      "env": {"MCP_FIXTURE_LIST_CHANGED": "1"}}});
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_LIST_CHANGED": "1"}));
     let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
     let before = engine.catalog_digest();
     let r = engine.execute_blocking(Program::new("return (await tools.mcp__fixture__echo({a: 1})).content"));
@@ -199,8 +200,10 @@ fn the_run_deadline_cancels_a_hanging_call_and_tells_the_server() {
     let cache = tempfile::tempdir().unwrap();
     let log = cache.path().join("notifications.jsonl");
     let pid_file = cache.path().join("pids");
-    let servers = json!({"fixture": {"command": "python3", "args": [fixture(), "hang"],
-        "env": {"MCP_FIXTURE_LOG": log.to_string_lossy(), "MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}}});
+    let servers = fixture_server(
+        "hang",
+        json!({"MCP_FIXTURE_LOG": log.to_string_lossy(), "MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}),
+    );
     let options = PoolOptions { cache_dir: Some(cache.path().to_owned()), ..options(cache.path()) };
     let mut limits = codemode::Limits::default();
     limits.deadline = std::time::Duration::from_millis(1500);
