@@ -15,9 +15,14 @@ use crate::vm::Limits;
 /// The name of the code-mode tool a host shows the model.
 pub const EXECUTE_TOOLS: &str = "execute_tools";
 
-/// The `execute_tools` spec for `limits`, with `declarations` (TypeScript
-/// for the listed tools) at the end of its description.
-pub(crate) fn execute_tools_spec(limits: &Limits, declarations: &str) -> ToolSpec {
+/// The `execute_tools` spec for `limits`, naming the MCP `servers` (name
+/// and tool count when known), with `declarations` (TypeScript for the
+/// listed tools) at the end of its description.
+pub(crate) fn execute_tools_spec(
+    limits: &Limits,
+    servers: &[(String, Option<usize>)],
+    declarations: &str,
+) -> ToolSpec {
     let description = format!(
         "Run one JavaScript or TypeScript program that calls tools, instead of one tool call per turn. \
 The program is an async function body: `await` at top level, `return` the result (JSON). Its only way \
@@ -28,7 +33,8 @@ the rest saved to `truncated.spill_path`) or rejects with a ToolError whose `kin
 \"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. Every call passes the \
 permission gate. `console.log` goes to the receipt. No imports, fetch, timers, files or processes \
 except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. You get a receipt: the value \
-({value_kib} KiB kept), logs, and each call's decision and status.\n\n{declarations}",
+({value_kib} KiB kept), logs, and each call's decision and status.\n\n{mcp}{declarations}",
+        mcp = mcp_line(servers),
         in_flight = limits.max_in_flight,
         result_kib = limits.result_bytes / 1024,
         deadline = limits.deadline.as_secs_f64(),
@@ -55,13 +61,31 @@ except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. You get a 
     .destructive(true)
 }
 
+/// One line naming the MCP servers whose tools are deferred, or nothing.
+fn mcp_line(servers: &[(String, Option<usize>)]) -> String {
+    if servers.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = servers
+        .iter()
+        .map(|(name, tools)| match tools {
+            Some(n) => format!("{name} ({n} tools)"),
+            None => format!("{name} (tools not listed yet: call {})", crate::mcp::naming::connect_name(name)),
+        })
+        .collect();
+    format!(
+        "MCP servers, their tools named mcp__<server>__<tool> and found with tools.search: {}.\n\n",
+        named.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_description_carries_the_limits_and_declarations() {
-        let spec = execute_tools_spec(&Limits::default(), "declare const x: 1;");
+        let spec = execute_tools_spec(&Limits::default(), &[], "declare const x: 1;");
         let d = &spec.description;
         for needle in [
             "at most 16 run at once",
@@ -79,5 +103,15 @@ mod tests {
         }
         assert!(d.ends_with("status.\n\ndeclare const x: 1;"));
         assert_eq!(spec.input_schema["required"], json!(["code"]));
+    }
+
+    #[test]
+    fn mcp_servers_are_named_with_their_tool_counts() {
+        let servers = [("files".to_owned(), Some(14)), ("memory".to_owned(), None)];
+        let d = execute_tools_spec(&Limits::default(), &servers, "").description;
+        assert!(
+            d.contains("files (14 tools), memory (tools not listed yet: call mcp_connect__memory)"),
+            "{d}"
+        );
     }
 }

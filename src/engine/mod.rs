@@ -471,7 +471,13 @@ impl Engine {
     /// programs.
     pub fn execute_tools_spec(&self) -> ToolSpec {
         let declarations = crate::catalog::declarations(&self.listed_tools());
-        execute_tools::execute_tools_spec(&self.shared.limits, &declarations)
+        let servers: Vec<(String, Option<usize>)> = self
+            .mcp_servers()
+            .into_iter()
+            .filter(|s| s.state != crate::mcp::ServerState::Disabled)
+            .map(|s| (s.name, s.tools))
+            .collect();
+        execute_tools::execute_tools_spec(&self.shared.limits, &servers, &declarations)
     }
 
     /// Every configured MCP server with its state and tool count; starts
