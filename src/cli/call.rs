@@ -34,7 +34,10 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
         anyhow::bail!("ARGS_JSON must be a JSON object, e.g. '{{\"path\": \"README.md\"}}'");
     }
     let engine = args.engine.build()?;
-    let outcome = engine.call_blocking(&args.tool, &arguments);
+    let outcome = match super::direct_call(&engine, &args.tool, &arguments)? {
+        Ok(outcome) => outcome,
+        Err(code) => return Ok(code),
+    };
     let shown = if args.receipt {
         serde_json::to_value(&outcome)?
     } else if let Some(envelope) = &outcome.envelope {

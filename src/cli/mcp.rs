@@ -99,7 +99,10 @@ fn tools(server: &str, json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
     if status.state == ServerState::Disabled {
         anyhow::bail!("MCP server `{server}` is disabled in the configuration");
     }
-    let outcome = engine.call_blocking(&naming::connect_name(server), &json!({}));
+    let outcome = match super::direct_call(&engine, &naming::connect_name(server), &json!({}))? {
+        Ok(outcome) => outcome,
+        Err(code) => return Ok(code),
+    };
     let Some(envelope) = outcome.envelope else {
         let why = outcome.call.error.as_deref().unwrap_or("the server could not be started");
         eprintln!("codemode: {}", super::run::printable(why));

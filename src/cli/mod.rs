@@ -86,3 +86,22 @@ pub(crate) fn print_stdout(text: &str) -> anyhow::Result<()> {
         other => Ok(other?),
     }
 }
+
+/// Makes one direct call, or gives up on SIGINT/SIGTERM: `Err(code)` with
+/// the exit code (128 + the signal), the call cancelled.
+pub(crate) fn direct_call(
+    engine: &codemode::Engine,
+    tool: &str,
+    args: &serde_json::Value,
+) -> anyhow::Result<Result<codemode::CallOutcome, u8>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    Ok(rt.block_on(async {
+        tokio::select! {
+            outcome = engine.call(tool, args) => Ok(outcome),
+            signal = run::interrupted() => {
+                eprintln!("codemode: {tool} cancelled by signal {signal}");
+                Err(128 + signal)
+            }
+        }
+    }))
+}

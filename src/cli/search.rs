@@ -32,7 +32,10 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
     if let Some(limit) = args.limit {
         call["limit"] = json!(limit);
     }
-    let outcome = engine.call_blocking(codemode::TOOL_SEARCH, &call);
+    let outcome = match super::direct_call(&engine, codemode::TOOL_SEARCH, &call)? {
+        Ok(outcome) => outcome,
+        Err(code) => return Ok(code),
+    };
     let Some(envelope) = outcome.envelope else {
         let why = outcome.error.as_ref().and_then(|e| e["message"].as_str()).unwrap_or("the search failed");
         if args.json {

@@ -43,7 +43,11 @@ pub(crate) async fn call(shared: Arc<Shared>, run_id: Arc<str>, tool: &str, args
         Begun::Settled(c) => c,
         Begun::Exhausted { completion, .. } => completion,
         Begun::Running { seq, future } => {
-            let completion = match shared.tools.spawn(future).await {
+            // Dropping this call (a host's timeout, Ctrl-C in the CLI)
+            // cancels the tool, as a run's deadline does.
+            let task = shared.tools.spawn(future);
+            let _cancel_on_drop = AbortOnDrop(task.abort_handle());
+            let completion = match task.await {
                 Ok(c) => c,
                 Err(_) => Completion::panicked(seq, tool),
             };
@@ -55,4 +59,13 @@ pub(crate) async fn call(shared: Arc<Shared>, run_id: Arc<str>, tool: &str, args
     let error = (!completion.ok).then(|| serde_json::from_str(&completion.payload).unwrap_or(Value::Null));
     let call = ledger.into_calls().pop().expect("a direct call has a receipt");
     CallOutcome { run_id: run_id.to_string(), call, envelope, error }
+}
+
+/// Aborts a task when dropped (a no-op once the task has finished).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

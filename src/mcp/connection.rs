@@ -153,6 +153,9 @@ impl Connection {
     pub(crate) async fn start(server: &ServerConfig, limit: usize) -> Result<Started, McpError> {
         let (down_tx, down) = watch::channel(None);
         let down_tx = Arc::new(down_tx);
+        // A start abandoned half-way (the call's future dropped at a
+        // deadline, a cancel, Ctrl-C) must still end the process.
+        let mut abandoned = StopOnDrop(Some(down_tx.clone()));
         let stderr = Arc::new(Tail::default());
         let (list_tx, list_changed) = mpsc::unbounded_channel();
         let handler = Handler { list_changed: list_tx };
@@ -238,6 +241,7 @@ impl Connection {
                     monitor: Mutex::new(monitor),
                     started: tokio::time::Instant::now(),
                 };
+                abandoned.0 = None;
                 return Ok(Started { connection: Arc::new(connection), list_changed });
             }
             Some(Ok(Err(e))) => Some(e.to_string()),
@@ -311,6 +315,18 @@ impl Drop for Connection {
         // The monitor sees this and kills the group; if the runtime is gone,
         // the ProcessGroup's own drop guard kills it.
         self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+    }
+}
+
+/// Tells the process monitor to stop (kill and reap the group) when
+/// dropped still holding its sender.
+struct StopOnDrop(Option<Arc<watch::Sender<Option<Down>>>>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(down_tx) = self.0.take() {
+            down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+        }
     }
 }
 

@@ -162,7 +162,63 @@ pub(crate) fn normalise(program: &Program) -> Result<Normalised, RunError> {
         e
     })?;
     let language = fenced.or_else(|| program.named_language());
+    if bracket_depth(&body) > DEEP_NESTING {
+        return normalise_deep(&body, language);
+    }
     with_arena(|arena| normalise_body(arena, &body, language)).map_err(SyntaxError::into_run_error)
+}
+
+/// Bracket depth past which the parser runs on a thread of its own with a
+/// large stack: oxc's parser and transformer recurse once per level, and
+/// 10,000 nested parentheses (20 KB, well under the source limit) would
+/// overflow a VM thread's stack and abort the process.
+const DEEP_NESTING: usize = 256;
+/// Stack of that thread, bytes (reserved, touched only as deep as needed):
+/// enough for the deepest nesting the source limit allows.
+const DEEP_STACK_BYTES: usize = 1 << 30;
+
+/// The greatest nesting of `(`, `[`, `{` and `<` in `text`, counted
+/// without parsing (strings and comments included), so never below the
+/// real depth.
+fn bracket_depth(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for b in text.bytes() {
+        match b {
+            b'(' | b'[' | b'{' | b'<' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' | b'}' | b'>' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// [`normalise_body`] on a thread with a large stack, for deeply nested
+/// programs (QuickJS then reports nesting past its own stack limit as kind
+/// `stack`).
+fn normalise_deep(body: &str, language: Option<Language>) -> Result<Normalised, RunError> {
+    let joined = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("codemode-deep-parse".into())
+            .stack_size(DEEP_STACK_BYTES)
+            .spawn_scoped(scope, || {
+                let arena = Allocator::default();
+                normalise_body(&arena, body, language).map_err(SyntaxError::into_run_error)
+            })
+            .map(|thread| thread.join())
+    });
+    match joined {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => {
+            Err(RunError::new(ErrorKind::Internal, "the parser failed on this program; this is a bug"))
+        }
+        Err(e) => Err(RunError::new(
+            ErrorKind::Stack,
+            format!("the program is nested too deeply to parse (no thread for it: {e})"),
+        )),
+    }
 }
 
 fn normalise_body(

@@ -191,3 +191,24 @@ fn invalid_limits_are_refused_at_build_naming_the_field() {
     let err = crate::common::builder(&ws).limits(limits).build().unwrap_err();
     assert!(err.to_string().contains("stack_bytes"), "{err}");
 }
+
+#[test]
+fn deeply_nested_programs_end_with_a_receipt_not_an_abort() {
+    let ws = workspace();
+    let engine = engine_with(&ws, Limits::default());
+    let deep = |open: &str, close: &str, n: usize| format!("return {}1{};", open.repeat(n), close.repeat(n));
+    // 10,000 parentheses and 30,000 brackets: past QuickJS's stack, well
+    // under the source limit; the parser must not overflow its thread.
+    for source in [deep("(", ")", 10_000), deep("[", "]", 30_000).replace("1", "")] {
+        let r = engine.execute_blocking(Program::new(source));
+        assert_eq!(r.status, RunStatus::Failed);
+        assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Stack, "{:?}", r.error);
+    }
+    // Deep TypeScript types are stripped, not evaluated: the program runs.
+    let ts = format!("let x: {}number{} = []; return x.length", "Array<".repeat(5_000), ">".repeat(5_000));
+    let r = engine.execute_blocking(Program::named("deep.ts", ts));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(0));
+    // And the engine goes on.
+    assert_eq!(engine.execute_blocking(Program::new("return 2")).value, json!(2));
+}
