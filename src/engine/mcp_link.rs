@@ -67,13 +67,21 @@ impl McpLink {
         let allowed = Arc::new(Allowed::default());
         options.connect_check = Some(Arc::new(GateAllowed(allowed.clone())));
         let servers: Vec<String> = config.enabled().map(|s| s.name.clone()).collect();
+        // A connect call may take the server's startup plus the listing: its
+        // own timeout must not cut in before theirs, which say what failed.
+        let budgets: Vec<std::time::Duration> = config
+            .enabled()
+            .map(|s| s.startup_timeout + options.list_timeout + std::time::Duration::from_secs(5))
+            .collect();
         let pool = McpPool::new(config, options);
         let link = Arc::new(McpLink { pool, allowed, servers, catalog: OnceLock::new() });
         let connect_tools = link
             .servers
             .iter()
-            .map(|server| {
-                Arc::new(McpConnect { server: server.clone(), link: Arc::downgrade(&link) }) as Arc<dyn Tool>
+            .zip(budgets)
+            .map(|(server, budget)| {
+                Arc::new(McpConnect { server: server.clone(), budget, link: Arc::downgrade(&link) })
+                    as Arc<dyn Tool>
             })
             .collect();
         (link, connect_tools)
@@ -159,6 +167,9 @@ impl McpLink {
 /// policy allows or refuses a server.
 struct McpConnect {
     server: String,
+    /// The call's timeout: the server's startup and listing timeouts, and a
+    /// margin.
+    budget: std::time::Duration,
     link: Weak<McpLink>,
 }
 
@@ -174,12 +185,14 @@ impl Tool for McpConnect {
             ),
             json!({"type": "object", "properties": {}, "additionalProperties": false}),
         )
-        .read_only(true)
+        // Not read-only: it runs the configured command (which may come with
+        // a cloned workspace), so the posture decides it like `bash`.
+        .read_only(false)
         .destructive(false)
         .source(ToolSource::Synthetic)
         .loading(Loading::Deferred);
         spec.annotations.open_world = Some(true);
-        spec
+        spec.timeout_ms(u64::try_from(self.budget.as_millis()).unwrap_or(u64::MAX))
     }
 
     fn call(&self, _: Value, _: ToolContext) -> ToolFuture {

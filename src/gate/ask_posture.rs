@@ -15,8 +15,9 @@ pub(crate) struct HookVerdict {
 /// Why the call needs an approval, or `None` when it may run. In order: a
 /// hook's `ask` and an ask rule always ask; a hook's `allow`, an allow rule
 /// and a reader never do; otherwise the posture decides for writers: `ask`
-/// asks, `auto-review` asks for destructive tools and `bash`, `full-access`
-/// never asks.
+/// asks, `auto-review` asks for destructive tools and for tools that start
+/// programs (`bash`, and `mcp_connect__<server>`, which starts an MCP
+/// server's command), `full-access` never asks.
 pub(crate) fn approval_reason(
     tool: &str,
     prep: &Preparation,
@@ -34,13 +35,19 @@ pub(crate) fn approval_reason(
     }
     match posture {
         Posture::FullAccess => None,
-        Posture::AutoReview if !prep.destructive && tool != "bash" => None,
+        Posture::AutoReview if !prep.destructive && !starts_programs(tool) => None,
         Posture::AutoReview => Some(format!(
             "auto-review sends {} to approval",
-            if prep.destructive { "destructive tools" } else { "bash" }
+            if prep.destructive { "destructive tools" } else { "tools that start programs" }
         )),
         Posture::Ask => Some("the posture is ask, and this tool may change things".to_owned()),
     }
+}
+
+/// Whether `tool` runs a program of its caller's or the configuration's
+/// choosing: `bash`, or `mcp_connect__<server>` (starting an MCP server).
+pub(crate) fn starts_programs(tool: &str) -> bool {
+    tool == "bash" || tool.starts_with(crate::mcp::naming::CONNECT_PREFIX)
 }
 
 #[cfg(test)]
@@ -57,6 +64,8 @@ mod tests {
         assert!(approval_reason("write", &writer(), &none, Posture::Ask).is_some());
         assert!(approval_reason("write", &writer(), &none, Posture::AutoReview).is_none());
         assert!(approval_reason("bash", &writer(), &none, Posture::AutoReview).is_some());
+        assert!(approval_reason("mcp_connect__github", &writer(), &none, Posture::AutoReview).is_some());
+        assert!(approval_reason("mcp_connect__github", &writer(), &none, Posture::FullAccess).is_none());
         let destructive = Preparation { destructive: true, ..writer() };
         assert!(approval_reason("mcp__x__drop", &destructive, &none, Posture::AutoReview).is_some());
         assert!(approval_reason("bash", &writer(), &none, Posture::FullAccess).is_none());

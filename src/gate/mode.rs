@@ -3,9 +3,13 @@
 //! Read-only means the tool declares `readOnlyHint: true` (native `read`,
 //! `file_search`, `grep_files`; MCP tools that say so). `write`, `edit`,
 //! `bash` and every tool that does not declare itself read-only are
-//! refused, directly and inside programs.
+//! refused, directly and inside programs. The one exception is
+//! `mcp_connect__<server>`: starting a server is how plan mode reaches its
+//! read-only tools (the posture still decides its approval).
 
+use super::ask_posture::starts_programs;
 use super::{CallRequest, GateContext, Mode, Preparation, Step, Verdict};
+use crate::catalog::ToolSource;
 
 /// Refuses writers in plan mode.
 pub(crate) struct PlanMode;
@@ -20,6 +24,12 @@ impl Step for PlanMode {
             return Verdict::Next;
         }
         match cx.catalog.get(call.tool) {
+            // Starting an MCP server changes nothing by itself, and plan mode
+            // needs it for the server's read-only tools; the posture still
+            // decides whether it needs an approval.
+            Some(entry) if entry.spec.source == ToolSource::Synthetic && starts_programs(call.tool) => {
+                Verdict::Next
+            }
             Some(entry) if !entry.spec.is_read_only() => Verdict::Refuse(format!(
                 "plan mode refuses `{}`: only read-only tools run in plan mode",
                 call.tool

@@ -165,6 +165,8 @@ impl Connection {
             Transport::Stdio { command, args, env, cwd } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args)
+                    .env_clear()
+                    .envs(INHERITED_ENV.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))))
                     .envs(env)
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
@@ -317,6 +319,12 @@ impl Drop for Connection {
         self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
     }
 }
+
+/// The variables a stdio server inherits from codemode's environment; the
+/// rest of its environment is its config's `env`. The same list as the
+/// reference MCP SDKs' default (TypeScript SDK `getDefaultEnvironment`), so
+/// secrets in codemode's environment do not reach every server.
+pub const INHERITED_ENV: [&str; 8] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR"];
 
 /// Tells the process monitor to stop (kill and reap the group) when
 /// dropped still holding its sender.

@@ -26,7 +26,7 @@ mod tool;
 
 pub use cache::default_cache_dir;
 pub use config::{ConfigError, DEFAULT_STARTUP_TIMEOUT, McpConfig, ServerConfig, Transport};
-pub use connection::STDERR_TAIL;
+pub use connection::{INHERITED_ENV, STDERR_TAIL};
 pub use content::MAX_BINARY_CHARS;
 pub use error::McpError;
 pub use pool::{

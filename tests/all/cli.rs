@@ -422,7 +422,17 @@ fn mcp_list_starts_nothing_and_mcp_tools_starts_and_lists() {
     );
     assert!(!ws.path().join("pids").exists(), "mcp list started a server");
 
-    let out = run(&["mcp", "tools", "fixture", "--json"]);
+    // Starting a server runs its command: under the default posture it
+    // needs an approval (none without a terminal).
+    let out = run(&["mcp", "tools", "fixture"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("approver"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!ws.path().join("pids").exists(), "a denied start ran the server");
+    let out = run(&["mcp", "tools", "fixture", "--json", "--approve", "allow"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> =
@@ -443,7 +453,7 @@ fn mcp_list_starts_nothing_and_mcp_tools_starts_and_lists() {
 
     // A policy that denies the connection: exit 1, nothing started.
     std::fs::write(ws.path().join("codemode.toml"), "[rules]\ndeny = [\"mcp_connect__fixture\"]\n").unwrap();
-    let out = run(&["mcp", "tools", "fixture"]);
+    let out = run(&["mcp", "tools", "fixture", "--approve", "allow"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("mcp_connect__fixture"));
     assert_eq!(crate::mcp_support::pids(&ws.path().join("pids")).len(), started.len());

@@ -154,9 +154,11 @@ fn annotations_reach_the_gate() {
     let cache = tempfile::tempdir().unwrap();
     let servers = memory_and_filesystem(ws.path(), &cache.path().join("memory.jsonl"));
     // Posture ask with the default deny approver: read-only tools run,
-    // destructive ones need an approval and are denied.
-    let policy = Policy::default();
+    // destructive ones need an approval and are denied. Starting a server
+    // needs one too; an allow rule gives it for `memory`.
+    let mut policy = Policy::default();
     assert_eq!(policy.posture, Posture::Ask);
+    policy.rules.allow.push(Rule::parse("mcp_connect__memory").unwrap());
     let engine = engine(servers, cache.path(), ws.path(), policy);
     let receipt = engine.execute_blocking(Program::new(
         r#"const graph = await tools.mcp__memory__read_graph({});
@@ -232,4 +234,47 @@ fn the_run_deadline_cancels_a_hanging_call_and_tells_the_server() {
     let pids = pids(&pid_file);
     drop(engine);
     assert_gone(&pids);
+}
+
+#[test]
+fn starting_a_server_needs_an_approval_under_ask_and_plan_mode_reaches_read_only_tools() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let pid_file = cache.path().join("pids");
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
+    // Ask posture, deny approver: the start is denied, nothing runs.
+    let ask = engine(servers.clone(), cache.path(), ws.path(), Policy::default());
+    let r = ask.execute_blocking(Program::new(
+        "try { await tools.mcp__fixture__echo({}) } catch (e) { return [e.kind, e.message] }",
+    ));
+    assert_eq!(r.value[0], "denied", "{}", r.to_json_pretty());
+    assert!(r.value[1].as_str().unwrap().contains("mcp_connect__fixture"), "{}", r.value);
+    assert!(!pid_file.exists());
+    // Plan mode with full access: the server starts, read-only tools run,
+    // the others are refused.
+    let mut plan = Policy::full_access();
+    plan.mode = codemode::Mode::Plan;
+    let engine = engine(servers, cache.path(), ws.path(), plan);
+    let r = engine.execute_blocking(Program::new(
+        r#"const echo = await tools.mcp__fixture__echo({text: "x"});
+           let fail; try { await tools.mcp__fixture__fail({}); } catch (e) { fail = e.kind; }
+           return {echo: echo.content !== null, fail};"#,
+    ));
+    assert_eq!(r.value, json!({"echo": true, "fail": "refused"}), "{}", r.to_json_pretty());
+}
+
+#[test]
+fn servers_get_the_default_environment_and_their_own_env_only() {
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "cargo sets it for tests");
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers = json!({"everything": {"command": "node", "args": [node_server("server-everything"), "stdio"],
+                                         "env": {"GIVEN_BY_CONFIG": "yes"}}});
+    let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let r =
+        engine.execute_blocking(Program::new("return (await tools['mcp__everything__get-env']({})).content"));
+    assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
+    let text = r.value.to_string();
+    assert!(text.contains("GIVEN_BY_CONFIG") && text.contains("PATH"), "{text}");
+    assert!(!text.contains("CARGO_MANIFEST_DIR"), "codemode's environment leaked: {text}");
 }
