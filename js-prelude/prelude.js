@@ -288,8 +288,15 @@
     return r;
   }
 
+  // A program whose value is a function (`export default async () => {...}`,
+  // a trailing `main`, `return run`) gave its entry point: the value is
+  // what calling it, with no arguments, resolves to. One level only.
+  function entered(value) {
+    return typeof value === "function" ? value() : value;
+  }
+
   function finish(program) {
-    return apply(promiseThen, program, [returned, threw]);
+    return apply(promiseThen, apply(promiseThen, program, [entered]), [returned, threw]);
   }
 
   const fixed = (value) => ({ value, writable: false, enumerable: false, configurable: false });

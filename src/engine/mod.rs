@@ -279,7 +279,13 @@ impl EngineBuilder {
             self.policy.rules.deny.iter().filter(|r| r.pattern.is_none()).map(|r| r.tool.clone()).collect(),
         );
         let discovery = Arc::new(Discovery::new(Box::new(move |spec: &ToolSpec| {
-            denied_whole.contains(&spec.name) || (plan && !spec.is_read_only())
+            let server_denied = match &spec.source {
+                crate::catalog::ToolSource::Mcp { server } => {
+                    denied_whole.contains(&crate::mcp::naming::connect_name(server))
+                }
+                _ => false,
+            };
+            denied_whole.contains(&spec.name) || server_denied || (plan && !spec.is_read_only())
         })));
         let catalog = Arc::new(cell);
         let _ = discovery_cell

@@ -79,8 +79,8 @@ fn a_denied_connection_starts_no_process() {
     let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
     let mut policy = Policy::full_access();
     policy.rules.deny.push(Rule::parse("mcp_connect__fixture").unwrap());
-    let engine = engine(servers, cache.path(), ws.path(), policy);
-    let receipt = engine.execute_blocking(Program::new(
+    let denied = engine(servers, cache.path(), ws.path(), policy.clone());
+    let receipt = denied.execute_blocking(Program::new(
         r#"try { await tools.mcp__fixture__echo({a: 1}); return "ran"; }
            catch (e) { return [e.kind, e.message]; }"#,
     ));
@@ -91,10 +91,40 @@ fn a_denied_connection_starts_no_process() {
         "{message}"
     );
     // Directly too.
-    let direct = engine.call_blocking("mcp_connect__fixture", &json!({}));
-    assert!(!direct.is_ok());
-    assert_eq!(state(&engine, "fixture"), ServerState::NotStarted);
+    assert!(!denied.call_blocking("mcp_connect__fixture", &json!({})).is_ok());
+    assert_eq!(state(&denied, "fixture"), ServerState::NotStarted);
     assert!(!pid_file.exists(), "a process started: {:?}", std::fs::read_to_string(&pid_file));
+    drop(denied);
+
+    // Search does not offer the tools of a server that may not start, even
+    // when the schema cache knows them (an engine that may start it fills
+    // the cache first).
+    let open = engine_for_cache(cache.path(), ws.path());
+    assert!(open.call_blocking("mcp_connect__fixture", &json!({})).is_ok());
+    drop(open);
+    let started = pids(&pid_file).len();
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
+    let denied = engine(servers, cache.path(), ws.path(), policy);
+    assert!(denied.tool_specs().iter().any(|s| s.name == "mcp__fixture__echo"), "from the cache");
+    let found = denied.call_blocking("tool_search", &json!({"query": "^mcp__fixture__", "mode": "regex"}));
+    assert_eq!(found.envelope.unwrap()["content"]["tools"], json!([]));
+    let r = denied.execute_blocking(Program::new(
+        "try { await tools.mcp__fixture__echo({}) } catch (e) { return e.kind }",
+    ));
+    assert_eq!(r.value, "refused");
+    assert_eq!(pids(&pid_file).len(), started, "a denied start ran the server");
+}
+
+/// An engine over the fixture server (pids to `<cache>/pids`) that may
+/// start it, sharing `cache`.
+fn engine_for_cache(cache: &Path, ws: &Path) -> Engine {
+    let pid_file = cache.join("pids");
+    engine(
+        fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()})),
+        cache,
+        ws,
+        Policy::full_access(),
+    )
 }
 
 #[test]

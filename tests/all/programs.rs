@@ -463,3 +463,20 @@ fn rejections_nothing_handled_are_logged() {
     let errors: Vec<&str> = r.logs.iter().filter(|l| l.level == "error").map(|l| l.text.as_str()).collect();
     assert_eq!(errors, ["unhandled promise rejection: Error: lost"]);
 }
+
+#[test]
+fn a_function_value_is_the_entry_point_and_is_called() {
+    // The shape many code-mode prompts ask for, and a trailing `main`.
+    let r = run("export default async () => { const r = await tools.echo({n: 1}); return r.content.n + 1; }");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(2));
+    assert_eq!(r.calls.len(), 1);
+    let r = run("async function main() { return 'ran'; }\nmain");
+    assert_eq!(r.value, json!("ran"));
+    // Its failure is the program's failure.
+    let r = run("return async () => { throw new Error('inside'); }");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(r.error.unwrap().message.contains("inside"));
+    // One level only: a function returning a function gives null.
+    assert_eq!(run("return () => () => 1").value, json!(null));
+}
