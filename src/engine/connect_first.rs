@@ -61,7 +61,15 @@ impl Dispatcher {
             let shared = finish.shared.clone();
             let mcp = shared.mcp.clone().expect("only MCP tools take this path");
             let connect = naming::connect_name(&server);
-            let (decision, mut notes) = match gate.decide(&finish, &connect, json!({})).await {
+            // A server the gate already allowed (which failed to start, or
+            // is up without this tool) is not gated again.
+            let allowed = mcp.is_allowed(&server);
+            let gated = if allowed {
+                Gated::Run { args: Value::Null, decision: Decision::Auto, notes: Vec::new() }
+            } else {
+                gate.decide(&finish, &connect, json!({})).await
+            };
+            let (decision, mut notes) = match gated {
                 Gated::Run { decision, notes, .. } => (decision, notes),
                 Gated::Refuse(r) => {
                     let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
@@ -72,13 +80,23 @@ impl Dispatcher {
                     return finish.refused(Decision::Denied, "denied", reason);
                 }
             };
+            let was_running = mcp.is_running(&server);
             if let Err(e) = mcp.connect(&server).await {
                 return Finisher { decision, ..finish }.failed("failed", e.to_string());
             }
-            notes.insert(0, format!("started MCP server `{server}`"));
+            if !was_running {
+                notes.insert(0, format!("started MCP server `{server}`"));
+            }
             let tool = finish.tool.clone();
             let (args, call_decision, call_notes) = match gate.decide(&finish, &tool, args).await {
                 Gated::Run { args, decision, notes } => (args, decision, notes),
+                Gated::Refuse(r) if shared.catalog.load().get(&tool).is_none() => {
+                    let r = match mcp.why_unlisted(&server) {
+                        Some(why) => format!("{r}. {why}"),
+                        None => format!("MCP server `{server}` does not list `{tool}`: {r}"),
+                    };
+                    return finish.refused(Decision::Refused, "refused", r);
+                }
                 Gated::Refuse(r) => return finish.refused(Decision::Refused, "refused", r),
                 Gated::Deny(r) => return finish.refused(Decision::Denied, "denied", r),
             };

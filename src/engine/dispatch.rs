@@ -176,10 +176,17 @@ impl Dispatcher {
         // start nothing.
         if entry.is_none()
             && let Some(mcp) = &shared.mcp
-            && let Some(server) = mcp.server_of_unlisted(tool).filter(|s| !mcp.is_allowed(s))
         {
-            let server = server.to_owned();
-            return self.begin_connecting(ledger, tool, args, caller, server);
+            if let Some(server) = mcp.server_of_unlisted(tool) {
+                let server = server.to_owned();
+                return self.begin_connecting(ledger, tool, args, caller, server);
+            }
+            if let Some(server) = mcp.disabled_server_of(tool) {
+                let reason = format!(
+                    "MCP server `{server}` is disabled in the MCP configuration (`disabled: true`); enable it to call `{tool}`"
+                );
+                return Begun::Settled(refuse(ledger, tool, caller, reason));
+            }
         }
         let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
         let request = CallRequest {

@@ -57,6 +57,10 @@ pub(crate) struct McpLink {
     allowed: Arc<Allowed>,
     /// Enabled servers, in name order.
     servers: Vec<String>,
+    /// Servers configured `read_only` (only read-only tools exposed).
+    read_only: Vec<String>,
+    /// Servers configured `disabled`.
+    disabled: Vec<String>,
     catalog: OnceLock<Weak<CatalogCell>>,
 }
 
@@ -67,6 +71,8 @@ impl McpLink {
         let allowed = Arc::new(Allowed::default());
         options.connect_check = Some(Arc::new(GateAllowed(allowed.clone())));
         let servers: Vec<String> = config.enabled().map(|s| s.name.clone()).collect();
+        let read_only = config.enabled().filter(|s| s.read_only).map(|s| s.name.clone()).collect();
+        let disabled = config.servers.values().filter(|s| s.disabled).map(|s| s.name.clone()).collect();
         // A connect call may take the server's startup plus the listing: its
         // own timeout must not cut in before theirs, which say what failed.
         let budgets: Vec<std::time::Duration> = config
@@ -74,7 +80,8 @@ impl McpLink {
             .map(|s| s.startup_timeout + options.list_timeout + std::time::Duration::from_secs(5))
             .collect();
         let pool = McpPool::new(config, options);
-        let link = Arc::new(McpLink { pool, allowed, servers, catalog: OnceLock::new() });
+        let link =
+            Arc::new(McpLink { pool, allowed, servers, read_only, disabled, catalog: OnceLock::new() });
         let connect_tools = link
             .servers
             .iter()
@@ -124,6 +131,11 @@ impl McpLink {
         }
     }
 
+    /// Whether `server` is connected now.
+    pub(crate) fn is_running(&self, server: &str) -> bool {
+        self.pool.servers().iter().any(|s| s.name == server && s.state == crate::mcp::ServerState::Running)
+    }
+
     /// Whether the gate already allowed `server` to start.
     pub(crate) fn is_allowed(&self, server: &str) -> bool {
         self.allowed.contains(server)
@@ -134,11 +146,22 @@ impl McpLink {
     /// not cached). Only servers whose names need no sanitising can be
     /// found this way; others are reached through `mcp_connect__<server>`.
     pub(crate) fn server_of_unlisted(&self, tool: &str) -> Option<&str> {
-        let rest = tool.strip_prefix(naming::TOOL_PREFIX)?;
-        self.servers
-            .iter()
-            .find(|s| rest.strip_prefix(s.as_str()).is_some_and(|r| r.starts_with("__")))
-            .map(String::as_str)
+        server_named_in(&self.servers, tool)
+    }
+
+    /// The disabled server a tool name points at (`mcp__<server>__...`).
+    pub(crate) fn disabled_server_of(&self, tool: &str) -> Option<&str> {
+        server_named_in(&self.disabled, tool)
+    }
+
+    /// Why `server` may not have listed `tool`, when its configuration
+    /// explains it (`read_only`).
+    pub(crate) fn why_unlisted(&self, server: &str) -> Option<String> {
+        self.read_only.iter().any(|s| s == server).then(|| {
+            format!(
+                "MCP server `{server}` is configured `read_only`: only its tools annotated readOnlyHint are exposed"
+            )
+        })
     }
 
     /// Starts `server` (the gate allowed it), lists its tools, and rebuilds
@@ -160,6 +183,16 @@ impl McpLink {
             .collect();
         Ok(json!({"server": server, "tools": listed}))
     }
+}
+
+/// The server among `servers` whose tools are named `mcp__<server>__...`
+/// like `tool` (plain server names only).
+fn server_named_in<'a>(servers: &'a [String], tool: &str) -> Option<&'a str> {
+    let rest = tool.strip_prefix(naming::TOOL_PREFIX)?;
+    servers
+        .iter()
+        .find(|s| rest.strip_prefix(s.as_str()).is_some_and(|r| r.starts_with("__")))
+        .map(String::as_str)
 }
 
 /// `mcp_connect__<server>`: starts one MCP server and lists its tools. The

@@ -308,3 +308,32 @@ fn servers_get_the_default_environment_and_their_own_env_only() {
     assert!(text.contains("GIVEN_BY_CONFIG") && text.contains("PATH"), "{text}");
     assert!(!text.contains("CARGO_MANIFEST_DIR"), "codemode's environment leaked: {text}");
 }
+
+#[test]
+fn calls_of_servers_that_cannot_serve_them_say_why() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers = json!({
+        "nocmd": {"command": "/no/such/server"},
+        "ro": {"command": "python3", "args": [fixture(), "normal"], "read_only": true},
+        "off": {"command": "python3", "args": [fixture(), "normal"], "disabled": true},
+    });
+    let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let message = |src: &str| {
+        let r = engine
+            .execute_blocking(Program::new(format!("try {{ {src} }} catch (e) {{ return e.message }}")));
+        r.value.as_str().unwrap_or_default().to_owned()
+    };
+    // A server that cannot start says so, on every call (not "unknown tool").
+    for _ in 0..2 {
+        let m = message("await tools.mcp__nocmd__x({})");
+        assert!(m.contains("/no/such/server"), "{m}");
+    }
+    // A read_only server's other tools are hidden, and the message says why.
+    let m = message("await tools.mcp__ro__fail({})");
+    assert!(m.contains("read_only"), "{m}");
+    assert!(message("return (await tools.mcp__ro__echo({})).content").is_empty(), "read-only tools run");
+    // A disabled server is named as disabled.
+    let m = message("await tools.mcp__off__echo({})");
+    assert!(m.contains("disabled"), "{m}");
+}
