@@ -165,6 +165,11 @@
       if (typeof options !== "object") {
         return rejected(new TypeErr('tools.search(query, options): options must be an object such as {mode: "regex", limit: 5}'));
       }
+      for (const key in options) {
+        if (key !== "mode" && key !== "limit") {
+          return rejected(new TypeErr(`tools.search(query, options): unknown option "${key}"; the options are mode ("bm25" or "regex") and limit`));
+        }
+      }
       if (hasOwn(options, "mode")) args.mode = options.mode;
       if (hasOwn(options, "limit")) args.limit = options.limit;
     }

@@ -43,9 +43,11 @@ impl Discovery {
         Discovery { barred, toolbox: Mutex::new(Toolbox::default()) }
     }
 
-    /// Whether `caller` may call `spec`'s tool.
+    /// Whether a search by `caller` may show `spec`'s tool: one it may call,
+    /// other than `tool_search` itself (always listed, and its description
+    /// would match the words it gives as examples).
     fn may_call(&self, spec: &ToolSpec, caller: Caller) -> bool {
-        !(self.barred)(spec) && spec.allowed_callers.contains(&caller)
+        spec.name != TOOL_SEARCH && !(self.barred)(spec) && spec.allowed_callers.contains(&caller)
     }
 
     /// Starts a turn (a run or a direct call); returns its number.

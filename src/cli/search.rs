@@ -15,7 +15,7 @@ pub(crate) struct SearchArgs {
     #[arg(long)]
     regex: bool,
     /// Most tools to show, 1-50 [default: 5].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=50))]
     limit: Option<u64>,
     /// Print tool_search's result as JSON on stdout.
     #[arg(long)]
@@ -27,6 +27,9 @@ pub(crate) struct SearchArgs {
 /// Runs `codemode search`; exit 0 (even with no match), 1 when the search
 /// failed (a bad regex), 2 for a bad invocation or config.
 pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
+    if args.query.trim().is_empty() {
+        anyhow::bail!("QUERY is empty: give a few words (\"list directory\") or, with --regex, a pattern");
+    }
     let engine = args.engine.build()?;
     let mut call = json!({"query": args.query, "mode": if args.regex { "regex" } else { "bm25" }});
     if let Some(limit) = args.limit {

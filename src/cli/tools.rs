@@ -45,15 +45,16 @@ pub(crate) fn tools(args: ToolsArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let width = shown.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    let source_width = shown.iter().map(|s| s.source.label().len()).max().unwrap_or(0);
     let mut text = String::new();
     for spec in &shown {
         let flags = if spec.is_read_only() { "read-only" } else { "" };
         let first = spec.description.lines().next().unwrap_or("");
         let first = first.split(". ").next().unwrap_or(first).trim_end_matches('.');
         text.push_str(&format!(
-            "{:width$}  {:10} {:9}  {}\n",
-            spec.name,
-            spec.source.label(),
+            "{:width$}  {:source_width$}  {:9}  {}\n",
+            super::run::printable(&spec.name),
+            super::run::printable(&spec.source.label()),
             flags,
             super::run::printable(first)
         ));

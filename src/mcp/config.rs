@@ -169,6 +169,8 @@ impl McpConfig {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::Read { path: path.to_owned(), message: e.to_string() })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = std::fs::canonicalize(if base.as_os_str().is_empty() { Path::new(".") } else { &base })
+            .unwrap_or(base);
         McpConfig::parse(&text, &base, &|name| std::env::var(name).ok())
     }
 
@@ -280,6 +282,9 @@ fn parse_server(
                 "a stdio server needs a `command` (or give a `url` for HTTP)",
             ));
         };
+        if raw.url.is_some() {
+            return Err(field_error(name, "url", "give either `command` (stdio) or `url` (HTTP), not both"));
+        }
         let command = expand("command", command)?;
         if command.trim().is_empty() {
             return Err(field_error(name, "command", "must not be empty"));
@@ -297,7 +302,11 @@ fn parse_server(
         let cwd = match &raw.cwd {
             Some(cwd) => {
                 let cwd = PathBuf::from(expand("cwd", cwd)?);
-                Some(if cwd.is_relative() { base.join(cwd) } else { cwd })
+                let cwd = if cwd.is_relative() { base.join(cwd) } else { cwd };
+                // One spelling per folder (`examples/..`, `./`, a symlink),
+                // so the schema cache key does not depend on how the
+                // config file was named.
+                Some(std::fs::canonicalize(&cwd).unwrap_or(cwd))
             }
             None => None,
         };
@@ -415,6 +424,12 @@ mod tests {
     fn errors_name_the_server_and_the_field() {
         let cases = [
             (
+                r#"{"mcpServers": {"both": {"command": "x", "url": "http://h/mcp"}}}"#,
+                "both",
+                "url",
+                "not both",
+            ),
+            (
                 r#"{"mcpServers": {"a": {"command": "x", "args": ["${NOPE}"]}}}"#,
                 "a",
                 "args[0]",
@@ -462,6 +477,25 @@ mod tests {
         }
         assert!(matches!(parse("[]"), Err(ConfigError::Syntax { .. })));
         assert!(matches!(parse("{"), Err(ConfigError::Syntax { .. })));
+    }
+
+    #[test]
+    fn a_relative_cwd_has_one_spelling_whatever_the_config_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("sub")).unwrap();
+        let text = r#"{"mcpServers": {"s": {"command": "x", "cwd": ".."}}}"#;
+        let hashes: Vec<String> = [real.join("sub"), real.join("sub/."), real.join("sub/../sub")]
+            .iter()
+            .map(|base| McpConfig::parse(text, base, &|_| None).unwrap().servers["s"].launch_hash())
+            .collect();
+        assert!(hashes.iter().all(|h| h == &hashes[0]), "{hashes:?}");
+        let cwd = match &McpConfig::parse(text, &real.join("sub"), &|_| None).unwrap().servers["s"].transport
+        {
+            Transport::Stdio { cwd, .. } => cwd.clone().unwrap(),
+            Transport::Http { .. } => unreachable!(),
+        };
+        assert_eq!(cwd, real);
     }
 
     #[test]

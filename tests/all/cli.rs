@@ -350,9 +350,15 @@ fn search_ranks_tools_and_reports_bad_regexes() {
     let err = String::from_utf8(bad.stderr).unwrap();
     assert!(err.contains("not a valid regular expression"), "{err}");
 
-    let over = codemode(&["search", "read", "--limit", "500"], "", ws.path());
-    assert_eq!(over.status.code(), Some(1));
-    assert!(String::from_utf8(over.stderr).unwrap().contains("limit"));
+    // Bad invocations exit 2.
+    for args in
+        [&["search", "read", "--limit", "500"][..], &["search", "read", "--limit", "0"], &["search", "  "]]
+    {
+        let out = codemode(args, "", ws.path());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("limit") || err.contains("QUERY is empty"), "{err}");
+    }
 }
 
 #[test]

@@ -217,7 +217,11 @@ fn search_options_and_errors_reach_programs() {
            try { await tools.search("x", "regex"); } catch (e) { kind = e.name; }
            let limit = null;
            try { await tools.search("read", {limit: 500}); } catch (e) { limit = e.kind; }
-           return {a: a.content.tools.map(t => t.name), bad, kind, limit};"#,
+           let unknown = null;
+           try { await tools.search("read", {fuzzy: true}); } catch (e) { unknown = e.message; }
+           const itself = await tools.search("find tools by what they do", {limit: 50});
+           return {a: a.content.tools.map(t => t.name), bad, kind, limit, unknown,
+                   itself: itself.content.tools.map(t => t.name)};"#,
     ));
     assert_eq!(r.status, RunStatus::Completed, "{r:?}");
     assert_eq!(r.value["a"], json!(["grep_files"]));
@@ -226,4 +230,6 @@ fn search_options_and_errors_reach_programs() {
     assert!(r.value["bad"][2].as_str().unwrap().contains("not a valid regular expression"), "{}", r.value);
     assert_eq!(r.value["kind"], "TypeError");
     assert_eq!(r.value["limit"], "refused", "the schema bounds limit");
+    assert!(r.value["unknown"].as_str().unwrap().contains("unknown option \"fuzzy\""), "{}", r.value);
+    assert!(!r.value["itself"].as_array().unwrap().contains(&json!("tool_search")), "{}", r.value);
 }
