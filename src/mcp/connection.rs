@@ -246,10 +246,17 @@ impl Connection {
                 abandoned.0 = None;
                 return Ok(Started { connection: Arc::new(connection), list_changed });
             }
-            Some(Ok(Err(e))) => Some(e.to_string()),
+            Some(Ok(Err(e))) => Some(error_text(&e)),
             Some(Err(_)) => None,
             None => Some(String::new()),
         };
+        // A server that exits at once makes rmcp fail to write before the
+        // exit is seen: give the exit a moment, so the error says how the
+        // process ended rather than "broken pipe".
+        if failure.is_some() && monitor.is_some() {
+            let mut down_rx = down.clone();
+            let _ = tokio::time::timeout(EXIT_GRACE, down_rx.wait_for(Option::is_some)).await;
+        }
         // Failed: end the process, then describe what happened.
         let _ = down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
         if let Some(monitor) = monitor.take() {
@@ -260,9 +267,9 @@ impl Connection {
         Err(match (failure, cause) {
             (_, Some(Down::TooLarge)) => McpError::MessageTooLarge { server: name, limit_bytes: limit },
             (None, _) => McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr },
-            (Some(message), Some(Down::Ended(cause))) => {
-                let message = if message.is_empty() { cause } else { format!("{message} ({cause})") };
-                McpError::Initialize { server: name, message, stderr }
+            // How the process ended says more than the transport's error.
+            (Some(_), Some(Down::Ended(cause))) => {
+                McpError::Initialize { server: name, message: cause, stderr }
             }
             (Some(message), _) => McpError::Initialize { server: name, message, stderr },
         })
@@ -318,6 +325,57 @@ impl Drop for Connection {
         // the ProcessGroup's own drop guard kills it.
         self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
     }
+}
+
+/// `error` and its sources as one line, without the Rust type names rmcp
+/// puts in its messages (`Transport [rmcp::transport::...<...>] error`).
+pub(crate) fn error_text(error: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = without_type_names(&e.to_string());
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
+/// `text` without bracketed Rust paths (`[a::b<c>]`).
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let tail = &rest[open..];
+        // The matching `]` (type names nest `<...>` and `[...]`).
+        let mut depth = 0usize;
+        let close = tail.char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(i);
+                    }
+                }
+                _ => {}
+            }
+            None
+        });
+        match close {
+            Some(close) if tail[..close].contains("::") => {
+                out.push_str(rest[..open].trim_end());
+                rest = &tail[close + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..open + 1]);
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The variables a stdio server inherits from codemode's environment; the
@@ -498,5 +556,36 @@ mod tests {
         let text = tail.text();
         assert_eq!(text.len(), STDERR_TAIL);
         assert!(text.ends_with("aend"));
+    }
+}
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::*;
+
+    #[test]
+    fn rust_type_names_are_taken_out_of_messages() {
+        let raw = "Send message error Transport [rmcp::transport::async_rw::AsyncRwTransport<RoleClient, BoundedLines<tokio::process::ChildStdout>, [u8; 4]>] error: Broken pipe";
+        assert_eq!(without_type_names(raw), "Send message error Transport error: Broken pipe");
+        assert_eq!(without_type_names("keep [this] and [a, b]"), "keep [this] and [a, b]");
+        assert_eq!(without_type_names("open [ never closed"), "open [ never closed");
+    }
+
+    #[test]
+    fn sources_are_joined_once() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "client error")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused"));
+        assert_eq!(error_text(&e), "client error: connection refused");
     }
 }

@@ -494,7 +494,11 @@ impl McpPool {
             {
                 self.ended(slot, connection).await
             }
-            other => McpError::Protocol { server, method: method.into(), message: other.to_string() },
+            other => McpError::Protocol {
+                server,
+                method: method.into(),
+                message: super::connection::error_text(&other),
+            },
         }
     }
 }
