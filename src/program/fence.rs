@@ -61,6 +61,42 @@ pub(crate) fn strip(source: &str) -> Result<(Cow<'_, str>, Option<Language>), St
     Ok((Cow::Owned(body), language))
 }
 
+/// The first fenced block of `source` with everything around it blanked
+/// (line breaks kept, so lines keep their numbers), and the language its
+/// info string names; a fence left open runs to the end. `None` when there
+/// is no fence, or the first one names another language.
+pub(crate) fn extract(source: &str) -> Option<(String, Option<Language>)> {
+    let lines: Vec<&str> = source.split_inclusive('\n').collect();
+    let open = lines.iter().position(|l| l.trim_start().starts_with("```"))?;
+    let opening = lines[open].trim();
+    let ticks = opening.chars().take_while(|&c| c == '`').count();
+    let language =
+        match opening[ticks..].split_whitespace().next().unwrap_or("").to_ascii_lowercase().as_str() {
+            "" => None,
+            "js" | "javascript" | "mjs" | "cjs" => Some(Language::JavaScript),
+            "ts" | "typescript" | "mts" | "cts" => Some(Language::TypeScript),
+            _ => return None,
+        };
+    let close = lines
+        .iter()
+        .enumerate()
+        .skip(open + 1)
+        .find(|(_, l)| {
+            let t = l.trim();
+            t.len() >= ticks && t.chars().all(|c| c == '`')
+        })
+        .map_or(lines.len(), |(i, _)| i);
+    let mut body = String::with_capacity(source.len());
+    for (i, line) in lines.iter().enumerate() {
+        if i > open && i < close {
+            body.push_str(line);
+        } else if line.ends_with('\n') {
+            body.push('\n');
+        }
+    }
+    Some((body, language))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +141,18 @@ mod tests {
     fn other_languages_are_refused() {
         let e = strip("```python\nprint(1)\n```").unwrap_err();
         assert!(e.contains("`python`"), "{e}");
+    }
+
+    #[test]
+    fn the_first_fenced_block_is_extracted_from_prose() {
+        let text = "Sure! Here it is:\n```ts\nconst a: number = 1;\nreturn a;\n```\nIt returns 1.\n";
+        let (body, lang) = extract(text).unwrap();
+        assert_eq!(lang, Some(Language::TypeScript));
+        assert_eq!(body, "\n\nconst a: number = 1;\nreturn a;\n\n\n");
+        // Left open, it runs to the end.
+        let (body, lang) = extract("```js\nreturn 1").unwrap();
+        assert_eq!((body.as_str(), lang), ("\nreturn 1", Some(Language::JavaScript)));
+        assert!(extract("return 1").is_none());
+        assert!(extract("text\n```python\nprint(1)\n```").is_none());
     }
 }

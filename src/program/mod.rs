@@ -162,10 +162,27 @@ pub(crate) fn normalise(program: &Program) -> Result<Normalised, RunError> {
         e
     })?;
     let language = fenced.or_else(|| program.named_language());
-    if bracket_depth(&body) > DEEP_NESTING {
-        return normalise_deep(&body, language);
+    let error = match normalise_text(&body, language) {
+        Err(e) if e.kind == ErrorKind::Syntax => e,
+        done => return done,
+    };
+    // Models often wrap the code in prose ("Here is the program: ```js ...
+    // ``` It returns ..."), or leave a fence unclosed: when the whole text
+    // does not parse, the first fenced block alone may.
+    if let Some((code, fenced)) = fence::extract(program.source())
+        && let Ok(normalised) = normalise_text(&code, fenced.or(language))
+    {
+        return Ok(normalised);
     }
-    with_arena(|arena| normalise_body(arena, &body, language)).map_err(SyntaxError::into_run_error)
+    Err(error)
+}
+
+/// Normalises a program's text (fences already handled).
+fn normalise_text(body: &str, language: Option<Language>) -> Result<Normalised, RunError> {
+    if bracket_depth(body) > DEEP_NESTING {
+        return normalise_deep(body, language);
+    }
+    with_arena(|arena| normalise_body(arena, body, language)).map_err(SyntaxError::into_run_error)
 }
 
 /// Bracket depth past which the parser runs on a thread of its own with a

@@ -72,6 +72,7 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
         _ if !message.is_empty() => message.clone(),
         _ => "the program threw a value that is not an error".to_owned(),
     };
+    let text = with_hint(text, kind);
     let position = stack.as_deref().and_then(|s| position_in(s, file));
     let (line, column) = match position {
         Some((l, c)) => {
@@ -170,5 +171,17 @@ mod tests {
         assert_eq!(position_in(stack, "hello.js"), Some((7, 12)));
         assert_eq!(position_in("    at hello.js:4", "hello.js"), Some((4, 1)));
         assert_eq!(position_in("    at other.js:4:1", "hello.js"), None);
+    }
+}
+
+/// `text` with a hint for the errors programs meet when they use what the
+/// VM does not have: modules (`import(...)`) and decorators.
+fn with_hint(text: String, kind: ErrorKind) -> String {
+    if text.contains("could not load module") {
+        format!("{text}: programs have no module loader (no import, no require); call tools with tools.call")
+    } else if kind == ErrorKind::Syntax && text.contains("'@'") {
+        format!("{text} (decorators are not supported in programs; call the function directly)")
+    } else {
+        text
     }
 }

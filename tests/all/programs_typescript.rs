@@ -193,3 +193,31 @@ fn javascript_stays_sloppy_and_typescript_is_strict() {
     let r = run("```ts\nundeclared = 5;\nreturn undeclared;\n```");
     assert_eq!(r.error.map(|e| (e.kind, e.line)), Some((ErrorKind::Exception, Some(2))));
 }
+
+#[test]
+fn a_fenced_block_inside_prose_or_left_open_runs() {
+    let prose =
+        "Sure! Here is the program:\n```ts\nconst n: number = 2;\nreturn n * 21;\n```\nIt returns 42.\n";
+    let r = run(prose);
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(42));
+    let r = run("```js\nreturn 'open fence'");
+    assert_eq!(r.value, json!("open fence"));
+    // Positions stay the user's: line 3 of the text is the throw.
+    let r = run("Here it is:\n```js\nthrow new Error('x');\n```\n");
+    assert_eq!(r.error.unwrap().line, Some(3));
+    // A text that is neither code nor holds a fenced block keeps its error.
+    let r = run("This is just prose, no code.");
+    assert_eq!(r.error.unwrap().kind, ErrorKind::Syntax);
+}
+
+#[test]
+fn decorators_and_dynamic_imports_say_they_are_not_supported() {
+    let r = run("@log\nclass A {}\nreturn 1");
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert!(e.message.contains("decorators are not supported"), "{}", e.message);
+    let r = run("const m = await import('fs');\nreturn 1");
+    let e = r.error.unwrap();
+    assert!(e.message.contains("no module loader"), "{}", e.message);
+}
