@@ -149,6 +149,18 @@ fn position_in(stack: &str, file: &str) -> Option<(u32, u32)> {
     })
 }
 
+/// `text` with a hint for the errors programs meet when they use what the
+/// VM does not have: modules (`import(...)`) and decorators.
+fn with_hint(text: String, kind: ErrorKind) -> String {
+    if text.contains("could not load module") {
+        format!("{text}: programs have no module loader (no import, no require); call tools with tools.call")
+    } else if kind == ErrorKind::Syntax && text.contains("'@'") {
+        format!("{text} (decorators are not supported in programs; call the function directly)")
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::position_in;
@@ -174,14 +186,3 @@ mod tests {
     }
 }
 
-/// `text` with a hint for the errors programs meet when they use what the
-/// VM does not have: modules (`import(...)`) and decorators.
-fn with_hint(text: String, kind: ErrorKind) -> String {
-    if text.contains("could not load module") {
-        format!("{text}: programs have no module loader (no import, no require); call tools with tools.call")
-    } else if kind == ErrorKind::Syntax && text.contains("'@'") {
-        format!("{text} (decorators are not supported in programs; call the function directly)")
-    } else {
-        text
-    }
-}
