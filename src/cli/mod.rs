@@ -4,6 +4,7 @@
 //! Exit codes (DESIGN.md §9): 0 completed, 1 program failed, 2 bad
 //! invocation or config, 3 timed out, 4 paused, 130 cancelled.
 
+mod batch;
 mod call;
 mod engine_args;
 mod run;
@@ -37,6 +38,9 @@ enum Command {
     Run(run::RunArgs),
     /// Call one tool directly, through the same gate as programs' calls.
     Call(call::CallArgs),
+    /// Call tools over JSON Lines input, one call per line, through the
+    /// same gate, bounds and receipt as a program (docs/BATCH.md).
+    Batch(batch::BatchArgs),
     /// List the tools a model is shown (execute_tools, then the eager
     /// tools), or every tool with --all.
     Tools(tools::ToolsArgs),
@@ -59,6 +63,7 @@ pub(crate) fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Call(args) => call::call(args),
+        Command::Batch(args) => batch::batch(args),
         Command::Tools(args) => tools::tools(args),
         Command::Search(args) => search::search(args),
         Command::Types(args) => types::types(args),

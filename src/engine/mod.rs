@@ -1,6 +1,7 @@
 //! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
 //! and tool runtime that every run shares.
 
+mod batch;
 mod connect_first;
 mod direct;
 pub(crate) mod dispatch;
@@ -8,6 +9,7 @@ mod execute_tools;
 mod mcp_link;
 mod run_id;
 
+pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 pub use direct::CallOutcome;
 pub use execute_tools::EXECUTE_TOOLS;
 
