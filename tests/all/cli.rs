@@ -5,7 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
+pub fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
         .args(args)
         .current_dir(cwd)
