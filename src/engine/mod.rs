@@ -468,8 +468,9 @@ impl Engine {
     }
 
     /// The `execute_tools` tool a host shows the model (name, input schema
-    /// `{code}`, and a description carrying the TypeScript declarations of
-    /// [`Engine::listed_tools`]). Not in the catalog: programs cannot start
+    /// `{code}` or `{batch}` (docs/BATCH.md; run either with
+    /// [`Engine::execute_tools`]), and a description carrying the
+    /// TypeScript declarations of [`Engine::listed_tools`]). Not in the catalog: programs cannot start
     /// programs.
     pub fn execute_tools_spec(&self) -> ToolSpec {
         let declarations = crate::catalog::declarations(&self.listed_tools());
