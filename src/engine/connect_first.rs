@@ -7,6 +7,11 @@
 //! against the new catalog (its schema may have changed; a tool the server
 //! did not list is refused with the names it did list). All of this runs
 //! on the tool runtime, so the run's deadline and cancellation apply.
+//!
+//! A call of a not-yet-listed tool of a server the gate already allowed
+//! (another call is starting it) comes here too: it skips the connection's
+//! gate, waits for the start, and makes sure the listing reached the
+//! catalog before its own gating.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,21 +66,35 @@ impl Dispatcher {
             let shared = finish.shared.clone();
             let mcp = shared.mcp.clone().expect("only MCP tools take this path");
             let connect = naming::connect_name(&server);
-            let (decision, mut notes) = match gate.decide(&finish, &connect, json!({})).await {
-                Gated::Run { decision, notes, .. } => (decision, notes),
-                Gated::Refuse(r) => {
-                    let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
-                    return finish.refused(Decision::Refused, "refused", reason);
+            let (decision, mut notes) = if mcp.is_allowed(&server) {
+                // The gate allowed the server for an earlier call, whose start
+                // may still be under way: wait for it (the pool starts a server
+                // once), and make sure its listing reached the catalog.
+                if let Err(e) = mcp.pool.connect(&server).await {
+                    return finish.failed("failed", e.to_string());
                 }
-                Gated::Deny(r) => {
-                    let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
-                    return finish.refused(Decision::Denied, "denied", reason);
+                if shared.catalog.load().get(&finish.tool).is_none() {
+                    mcp.refresh();
                 }
+                (Decision::Auto, Vec::new())
+            } else {
+                let (decision, mut notes) = match gate.decide(&finish, &connect, json!({})).await {
+                    Gated::Run { decision, notes, .. } => (decision, notes),
+                    Gated::Refuse(r) => {
+                        let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
+                        return finish.refused(Decision::Refused, "refused", reason);
+                    }
+                    Gated::Deny(r) => {
+                        let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
+                        return finish.refused(Decision::Denied, "denied", reason);
+                    }
+                };
+                if let Err(e) = mcp.connect(&server).await {
+                    return Finisher { decision, ..finish }.failed("failed", e.to_string());
+                }
+                notes.insert(0, format!("started MCP server `{server}`"));
+                (decision, notes)
             };
-            if let Err(e) = mcp.connect(&server).await {
-                return Finisher { decision, ..finish }.failed("failed", e.to_string());
-            }
-            notes.insert(0, format!("started MCP server `{server}`"));
             let tool = finish.tool.clone();
             let (args, call_decision, call_notes) = match gate.decide(&finish, &tool, args).await {
                 Gated::Run { args, decision, notes } => (args, decision, notes),

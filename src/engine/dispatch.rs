@@ -189,8 +189,12 @@ impl Dispatcher {
         // start nothing.
         if entry.is_none()
             && let Some(mcp) = &shared.mcp
-            && let Some(server) = mcp.server_of_unlisted(tool).filter(|s| !mcp.is_allowed(s))
+            && let Some(server) = mcp.server_of_unlisted(tool)
         {
+            // Also when the gate already allowed the server: its start (by
+            // a call still running) or its listing may not have reached the
+            // catalog yet, and the call waits for it rather than being
+            // refused as unknown (a batch's or Promise.all's first calls).
             let server = server.to_owned();
             return self.begin_connecting(ledger, tool, args, caller, server);
         }

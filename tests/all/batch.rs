@@ -341,3 +341,35 @@ fn a_batch_of_1000_calls_to_a_real_mcp_server_completes() {
     }
     engine.shutdown_mcp_blocking();
 }
+
+/// Regression: a call of an MCP tool that begins while another call is
+/// still starting its server (the gate already allowed the server, the
+/// catalog does not list its tools yet) waits for the start instead of
+/// being refused as an unknown tool. A batch's first wave hit this.
+#[test]
+fn a_call_made_while_its_server_starts_waits_for_the_listing() {
+    use crate::mcp_support::{config, node_server, options};
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers =
+        json!({"everything": {"command": "node", "args": [node_server("server-everything"), "stdio"]}});
+    let engine = Engine::builder()
+        .workspace(ws.path())
+        .policy(Policy::full_access())
+        .tool(Sleep::new())
+        .mcp(config(servers), options(cache.path()))
+        .build()
+        .unwrap();
+    // Item 0 starts the server (node takes a few hundred ms); item 2 begins
+    // when item 1's 50 ms sleep ends, while the server is still starting.
+    let batch = Batch::new(vec![
+        BatchCall::new("mcp__everything__echo", args(json!({"message": "first"}))),
+        BatchCall::new("sleep", args(json!({"ms": 50}))),
+        BatchCall::new("mcp__everything__echo", args(json!({"message": "second"}))),
+    ]);
+    let receipt =
+        engine.execute_batch_blocking(batch, BatchOptions { concurrency: Some(2), fail_fast: false });
+    assert_eq!(receipt.value[0]["content"], "Echo: first", "{}", receipt.to_json_pretty());
+    assert_eq!(receipt.value[2]["content"], "Echo: second", "{}", receipt.to_json_pretty());
+    engine.shutdown_mcp_blocking();
+}
