@@ -66,7 +66,7 @@ impl From<CallStatus> for ItemStatus {
             CallStatus::Ok => ItemStatus::Ok,
             CallStatus::Failed => ItemStatus::Failed,
             CallStatus::Refused => ItemStatus::Refused,
-            _ => ItemStatus::InFlight,
+            CallStatus::InFlight => ItemStatus::InFlight,
         }
     }
 }

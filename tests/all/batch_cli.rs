@@ -124,7 +124,7 @@ fn a_denied_item_is_reported_and_the_batch_goes_on() {
 #[test]
 fn the_prompt_approver_cannot_share_stdin_with_the_input() {
     let ws = crate::common::workspace();
-    let out = codemode(&["batch", "-", "--approve", "prompt"], "{\"tool\": \"read\"}\n", ws.path());
+    let out = codemode(&["batch", "-", "--approve", "prompt"], "", ws.path());
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give the input as a FILE"));
 }
