@@ -155,6 +155,8 @@ fn the_example_batches_server_everything_echo() {
         "examples/batch/echo.jsonl",
         "--mcp-config",
         "examples/batch/mcp.json",
+        "--config",
+        "examples/batch/codemode.toml",
         "--workspace",
         &ws_arg,
     ];
