@@ -16,15 +16,7 @@ use serde_json::{Value, json};
 use super::engine_args::EngineArgs;
 use super::run::{interrupted, printable};
 
-/// Arguments of `codemode batch`.
-///
-/// Each input line is `{"tool": NAME, "arguments": {...}}`, or with --tool
-/// an arguments object; blank lines are skipped, a bad line is reported
-/// with its number and skipped. stdout: one JSON line per item as it
-/// finishes, `{line, index, tool, seq, status, decision, content,
-/// metadata, truncated}` or `{..., error}`; with --json the whole receipt
-/// is the last line. Exit codes: 0 every item ok, 1 any item (or line)
-/// not ok, 2 bad invocation, 3 deadline passed, 130/143 on a signal.
+/// Arguments of `codemode batch` (the help text is on `Command::Batch`).
 #[derive(Debug, clap::Args)]
 pub(crate) struct BatchArgs {
     /// JSON Lines input: a file, or - to read stdin.

@@ -40,6 +40,16 @@ enum Command {
     Call(call::CallArgs),
     /// Call tools over JSON Lines input, one call per line, through the
     /// same gate, bounds and receipt as a program (docs/BATCH.md).
+    ///
+    /// Each line is {"tool": NAME, "arguments": {...}}, or with --tool
+    /// the arguments object; blank lines are skipped, a bad line is
+    /// reported with its number and skipped. stdout gets one JSON line
+    /// per item as it finishes ({line, index, tool, seq, status,
+    /// decision, content, metadata, truncated} or {..., error}); stderr
+    /// the progress and the receipt summary.
+    ///
+    /// Exit codes: 0 every item ok, 1 an item or a line not ok, 2 bad
+    /// invocation, 3 deadline passed, 130/143 on SIGINT/SIGTERM.
     Batch(batch::BatchArgs),
     /// List the tools a model is shown (execute_tools, then the eager
     /// tools), or every tool with --all.
