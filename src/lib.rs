@@ -44,13 +44,16 @@ pub use catalog::{
     Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext,
     ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations, declarations_with,
 };
-pub use engine::{BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine, EngineBuilder, Run};
+pub use engine::{
+    BatchItem, BatchOptions, BatchRun, BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine,
+    EngineBuilder, ItemStatus, Run,
+};
 pub use gate::{
     AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
     CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, HookSpec, Mode, Policy, PolicyError, Posture,
     PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
 };
-pub use program::Program;
+pub use program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
 pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt,
     RenderOptions, RunError, RunStatus, Truncation,

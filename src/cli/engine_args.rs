@@ -1,5 +1,5 @@
 //! Options shared by the subcommands that build an engine (`run`, `call`,
-//! `tools`, `search`, `types`, `mcp`): workspace, policy file, MCP
+//! `batch`, `tools`, `search`, `types`, `mcp`): workspace, policy file, MCP
 //! servers, mode, posture, approver, deadline.
 
 use std::path::PathBuf;
@@ -39,6 +39,23 @@ pub(crate) struct EngineArgs {
 impl EngineArgs {
     /// Builds the engine these options describe.
     pub(crate) fn build(&self) -> anyhow::Result<CliEngine> {
+        self.build_with(|_| {})
+    }
+
+    /// Whether calls that need an approval will be asked at the terminal
+    /// (`--approve prompt`, or no `--approve` with stdin and stderr
+    /// terminals), which reads answers from stdin and writes to stderr.
+    pub(crate) fn prompts(&self) -> bool {
+        use std::io::IsTerminal as _;
+        match self.approve.as_deref() {
+            Some(spec) => spec == "prompt",
+            None => std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// [`EngineArgs::build`], letting `adjust` change the limits after the
+    /// options set theirs (`codemode batch` sizes the call budget).
+    pub(crate) fn build_with(&self, adjust: impl FnOnce(&mut Limits)) -> anyhow::Result<CliEngine> {
         let mut limits = Limits::default();
         if let Some(secs) = self.deadline {
             if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
@@ -46,6 +63,7 @@ impl EngineArgs {
             }
             limits.deadline = Duration::from_secs_f64(secs);
         }
+        adjust(&mut limits);
         let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut policy = match &self.config {
             Some(path) => Policy::load(path)?,

@@ -4,6 +4,7 @@
 //! Exit codes (DESIGN.md §9): 0 completed, 1 program failed, 2 bad
 //! invocation or config, 3 timed out, 4 paused, 130 cancelled.
 
+mod batch;
 mod call;
 mod engine_args;
 mod mcp;
@@ -38,6 +39,19 @@ enum Command {
     Run(run::RunArgs),
     /// Call one tool directly, through the same gate as programs' calls.
     Call(call::CallArgs),
+    /// Call tools over JSON Lines input, one call per line, through the
+    /// same gate, bounds and receipt as a program (docs/BATCH.md).
+    ///
+    /// Each line is {"tool": NAME, "arguments": {...}}, or with --tool
+    /// the arguments object; blank lines are skipped, a bad line is
+    /// reported with its number and skipped. stdout gets one JSON line
+    /// per item as it finishes ({line, index, tool, seq, status,
+    /// decision, content, metadata, truncated} or {..., error}); stderr
+    /// the progress and the receipt summary.
+    ///
+    /// Exit codes: 0 every item ok, 1 an item or a line not ok, 2 bad
+    /// invocation, 3 deadline passed, 130/143 on SIGINT/SIGTERM.
+    Batch(batch::BatchArgs),
     /// List the tools a model is shown (execute_tools, then the eager
     /// tools), or every tool with --all.
     Tools(tools::ToolsArgs),
@@ -62,6 +76,7 @@ pub(crate) fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Call(args) => call::call(args),
+        Command::Batch(args) => batch::batch(args),
         Command::Tools(args) => tools::tools(args),
         Command::Search(args) => search::search(args),
         Command::Mcp(args) => mcp::mcp(args),

@@ -166,6 +166,19 @@ impl Dispatcher {
                 return Begun::Settled(refuse(ledger, tool, caller, reason));
             }
         };
+        self.begin_value(ledger, tool, args, caller, slot_free)
+    }
+
+    /// [`Dispatcher::begin`] with the arguments already parsed (a batch's
+    /// calls come as JSON values).
+    pub(crate) fn begin_value(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        args: Value,
+        caller: Caller,
+        slot_free: bool,
+    ) -> Begun {
         let shared = &self.shared;
         let catalog = shared.catalog.load();
         let entry = catalog.get(tool);

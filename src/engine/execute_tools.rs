@@ -33,7 +33,9 @@ the rest saved to `truncated.spill_path`) or rejects with a ToolError whose `kin
 \"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. Every call passes the \
 permission gate. `console.log` goes to the receipt. No imports, fetch, timers, files or processes \
 except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. You get a receipt: the value \
-({value_kib} KiB kept), logs, and each call's decision and status.\n\n{mcp}{declarations}",
+({value_kib} KiB kept), logs, and each call's decision and status. To call tools without a program, \
+give `batch` instead of `code`: `{{tool, arguments}}`, a list of them, or `{{tool, arguments: [..]}}`; \
+the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declarations}",
         mcp = mcp_line(servers),
         in_flight = limits.max_in_flight,
         result_kib = limits.result_bytes / 1024,
@@ -51,10 +53,33 @@ except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. You get a 
                 "code": {
                     "type": "string",
                     "description": "The program: JavaScript or TypeScript, optionally in a markdown fence."
+                },
+                "batch": {
+                    "description": "Instead of code: tool calls run without a program, at most the in-flight limit at once.",
+                    "anyOf": [
+                        {"$ref": "#/$defs/call"},
+                        {"type": "array", "items": {"$ref": "#/$defs/call"}, "minItems": 1},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "tool": {"type": "string"},
+                                "arguments": {"type": "array", "items": {"type": "object"}, "minItems": 1}
+                            },
+                            "required": ["tool", "arguments"],
+                            "additionalProperties": false
+                        }
+                    ]
                 }
             },
-            "required": ["code"],
-            "additionalProperties": false
+            "additionalProperties": false,
+            "$defs": {
+                "call": {
+                    "type": "object",
+                    "properties": {"tool": {"type": "string"}, "arguments": {"type": "object"}},
+                    "required": ["tool"],
+                    "additionalProperties": false
+                }
+            }
         }),
     )
     .source(ToolSource::Synthetic)
@@ -101,8 +126,10 @@ mod tests {
         ] {
             assert!(d.contains(needle), "missing {needle:?} in {d}");
         }
-        assert!(d.ends_with("status.\n\ndeclare const x: 1;"));
-        assert_eq!(spec.input_schema["required"], json!(["code"]));
+        assert!(d.ends_with("in order.\n\ndeclare const x: 1;"));
+        assert!(d.contains("give `batch` instead of `code`"));
+        let props = spec.input_schema["properties"].as_object().unwrap();
+        assert_eq!(props.keys().collect::<Vec<_>>(), ["batch", "code"]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
 //! and tool runtime that every run shares.
 
+mod batch;
 mod connect_first;
 mod direct;
 pub(crate) mod dispatch;
@@ -8,6 +9,7 @@ mod execute_tools;
 mod mcp_link;
 mod run_id;
 
+pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 pub use direct::CallOutcome;
 pub use execute_tools::EXECUTE_TOOLS;
 
@@ -472,8 +474,9 @@ impl Engine {
     }
 
     /// The `execute_tools` tool a host shows the model (name, input schema
-    /// `{code}`, and a description carrying the TypeScript declarations of
-    /// [`Engine::listed_tools`]). Not in the catalog: programs cannot start
+    /// `{code}` or `{batch}` (docs/BATCH.md; run either with
+    /// [`Engine::execute_tools`]), and a description carrying the
+    /// TypeScript declarations of [`Engine::listed_tools`]). Not in the catalog: programs cannot start
     /// programs.
     pub fn execute_tools_spec(&self) -> ToolSpec {
         let declarations = crate::catalog::declarations(&self.listed_tools());

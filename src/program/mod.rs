@@ -18,6 +18,7 @@
 //! Whatever runs was checked by the parser as one whole body, so a program
 //! cannot close the wrapper and run code outside it.
 
+pub(crate) mod batch;
 mod fence;
 mod javascript;
 mod module;
@@ -26,6 +27,7 @@ mod typescript;
 
 use std::cell::RefCell;
 
+pub use batch::{Batch, BatchCall, BatchError, ExecuteInput};
 use oxc_allocator::Allocator;
 pub(crate) use position::PositionMap;
 

@@ -105,6 +105,11 @@ impl Ledger {
         });
     }
 
+    /// How the gate decided call `seq` (so far, for a call still running).
+    pub(crate) fn decision_of(&self, seq: u64) -> Decision {
+        self.calls[(seq - 1) as usize].decision
+    }
+
     /// The tool name of call `seq`.
     pub(crate) fn tool_of(&self, seq: u64) -> &str {
         &self.calls[(seq - 1) as usize].tool

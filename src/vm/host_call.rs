@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use rquickjs::{Ctx, Function, Value};
 use tokio::runtime::Handle;
-use tokio::task::JoinSet;
+use tokio::task::{Id, JoinError, JoinSet};
 
 use super::clock::RunClock;
 use crate::engine::dispatch::{Begun, CallFuture, Completion, Dispatcher};
@@ -77,6 +77,52 @@ impl InFlight {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.running.is_empty() && self.queued.is_empty()
+    }
+
+    /// The completion of a call that ended on the tool runtime (`joined`
+    /// from the join set; a task that panicked becomes a failed call of the
+    /// tool `ledger` names), after which queued calls take the freed slot.
+    /// A completion with seq 0 belongs to no call and is to be ignored.
+    pub(crate) fn ended(
+        &mut self,
+        joined: Result<(Id, Completion), JoinError>,
+        ledger: &Ledger,
+    ) -> Completion {
+        let completion = match joined {
+            Ok((id, c)) => {
+                self.seq_of.remove(&id);
+                c
+            }
+            Err(e) => {
+                let seq = self.seq_of.remove(&e.id()).unwrap_or(0);
+                let tool = if seq > 0 { ledger.tool_of(seq).to_owned() } else { String::new() };
+                Completion::panicked(seq, &tool)
+            }
+        };
+        self.fill();
+        completion
+    }
+}
+
+/// Waits for the next call in `running` to end, or for the run to have to
+/// look at its clock again: `None` when the deadline passes, or the clock
+/// is paused, resumed or cancelled.
+pub(crate) async fn next_ended(
+    running: &mut JoinSet<Completion>,
+    clock: &RunClock,
+) -> Option<Result<(Id, Completion), JoinError>> {
+    let remaining = clock.remaining();
+    let sleep = async {
+        match remaining {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        joined = running.join_next_with_id() => joined,
+        _ = clock.changed() => None,
+        _ = sleep => None,
     }
 }
 

@@ -4,7 +4,7 @@
 //! Nothing here knows about policy: every call goes to the dispatcher.
 
 pub(crate) mod clock;
-mod host_call;
+pub(crate) mod host_call;
 mod js_error;
 mod limits;
 pub(crate) mod pool;

@@ -278,41 +278,10 @@ impl Sandbox {
             // The join set is taken out of the RefCell for the wait; no JS
             // runs (so no call starts) until it is put back.
             let mut running = std::mem::take(&mut self.state.calls.borrow_mut().running);
-            let remaining = clock.remaining();
-            let sleep = async {
-                match remaining {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let joined = tokio::select! {
-                biased;
-                joined = running.join_next_with_id() => joined,
-                _ = clock.changed() => None,
-                _ = sleep => None,
-            };
+            let joined = host_call::next_ended(&mut running, &clock).await;
             self.state.calls.borrow_mut().running = running;
             let Some(joined) = joined else { continue };
-            let completion = {
-                let mut calls = self.state.calls.borrow_mut();
-                let completion = match joined {
-                    Ok((id, c)) => {
-                        calls.seq_of.remove(&id);
-                        c
-                    }
-                    Err(e) => {
-                        let seq = calls.seq_of.remove(&e.id()).unwrap_or(0);
-                        let tool = if seq > 0 {
-                            self.state.ledger.borrow().tool_of(seq).to_owned()
-                        } else {
-                            String::new()
-                        };
-                        Completion::panicked(seq, &tool)
-                    }
-                };
-                calls.fill();
-                completion
-            };
+            let completion = self.state.calls.borrow_mut().ended(joined, &self.state.ledger.borrow());
             if completion.seq == 0 {
                 continue;
             }

@@ -5,7 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
+pub fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
         .args(args)
         .current_dir(cwd)
@@ -303,7 +303,9 @@ fn tools_lists_execute_tools_first_then_the_eager_tools() {
     );
     let exec = &listing["tools"][0];
     assert_eq!(exec["source"], "synthetic");
-    assert_eq!(exec["input_schema"]["required"], serde_json::json!(["code"]));
+    // A program as `code`, or tool calls as `batch` (docs/BATCH.md).
+    let inputs: Vec<&String> = exec["input_schema"]["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(inputs, ["batch", "code"]);
     let description = exec["description"].as_str().unwrap();
     for part in
         ["ToolError", "\"cancelled\"", "declare const tools: Tools;", "\n  read(args: {", "\n  bash(args: {"]

@@ -1,6 +1,8 @@
 //! Integration tests, one binary (fewer test binaries link faster); one
 //! module per area.
 
+mod batch;
+mod batch_cli;
 mod cli;
 mod common;
 mod direct_calls;

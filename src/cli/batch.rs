@@ -1,0 +1,234 @@
+//! `codemode batch [FILE|-] [--tool NAME] [--concurrency N] [--fail-fast]
+//! [--json]`: one tool call per JSON Lines line, through the engine's batch
+//! form (docs/BATCH.md).
+//!
+//! stdout gets one JSON line per item as it finishes (and per bad input
+//! line); stderr the progress and the receipt summary.
+
+use std::io::{IsTerminal as _, Read};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use codemode::{Batch, BatchCall, BatchItem, BatchOptions, ItemStatus, RenderOptions, RunStatus};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use super::engine_args::EngineArgs;
+use super::run::{interrupted, printable};
+
+/// Arguments of `codemode batch` (the help text is on `Command::Batch`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct BatchArgs {
+    /// JSON Lines input: a file, or - to read stdin.
+    #[arg(default_value = "-")]
+    file: String,
+    /// Call this tool for every line; each line is then its arguments.
+    #[arg(long, value_name = "NAME")]
+    tool: Option<String>,
+    /// Calls in flight at once [default: the engine's in-flight limit, 16].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrency: Option<u32>,
+    /// Start no new item after the first one that is not ok; the rest are
+    /// reported not_started.
+    #[arg(long)]
+    fail_fast: bool,
+    /// Print the whole receipt as JSON, as the last line on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+/// One usable input line.
+struct Line {
+    number: usize,
+    call: BatchCall,
+}
+
+/// Runs `codemode batch`.
+pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
+    if args.file == "-" && args.engine.prompts() {
+        anyhow::bail!(
+            "the prompt approver reads answers from stdin, which holds the batch input; \
+             give the input as a FILE, or choose --approve deny|allow|cmd:PROGRAM"
+        );
+    }
+    let input = read_input(&args.file)?;
+    let (lines, bad) = parse_lines(&input, args.tool.as_deref());
+    for (number, message) in &bad {
+        eprintln!("codemode: line {number}: {}; skipped", printable(message));
+        #[derive(serde::Serialize)]
+        struct Invalid<'a> {
+            line: usize,
+            status: &'a str,
+            error: Value,
+        }
+        let error = json!({"kind": "invalid", "message": message});
+        let text = serde_json::to_string(&Invalid { line: *number, status: "invalid", error })?;
+        super::print_stdout(&(text + "\n"))?;
+    }
+    let total = lines.len();
+    // The batch is the user's explicit list: its length is its call budget.
+    let engine = args.engine.build_with(|limits| limits.max_calls = limits.max_calls.max(total))?;
+    let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
+    let batch = Batch::new(lines.into_iter().map(|l| l.call).collect());
+    let options =
+        BatchOptions { concurrency: args.concurrency.map(|n| n as usize), fail_fast: args.fail_fast };
+
+    let mut progress = Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (receipt, signal, all_ok) = rt.block_on(async {
+        let mut run = engine.start_batch(batch, options);
+        let canceller = run.canceller();
+        let mut signal = None;
+        let mut all_ok = true;
+        let stop = interrupted();
+        tokio::pin!(stop);
+        loop {
+            let item = tokio::select! {
+                item = run.next_item() => item,
+                s = &mut stop, if signal.is_none() => {
+                    // SIGINT or SIGTERM cancels the batch; the items still
+                    // come (in_flight, not_started) and the receipt is kept.
+                    canceller.cancel();
+                    signal = Some(s);
+                    continue;
+                }
+            };
+            let Some(item) = item else { break };
+            all_ok &= item.is_ok();
+            progress.item(&item);
+            print_item(&item, numbers[item.index])?;
+        }
+        progress.finish();
+        anyhow::Ok((run.wait().await, signal, all_ok))
+    })?;
+
+    let saved = engine.save_receipt(&receipt).ok().map(|p| p.display().to_string());
+    let options =
+        RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
+    eprint!("codemode: {}", printable(&receipt.render(&options)));
+    if args.json {
+        super::print_stdout(&(receipt.to_json() + "\n"))?;
+    }
+    Ok(match (signal, receipt.status) {
+        (Some(signal), _) => 128 + signal,
+        (None, RunStatus::Completed) if all_ok && bad.is_empty() => 0,
+        (None, RunStatus::Completed) => 1,
+        (None, status) => status.exit_code(),
+    })
+}
+
+/// Prints one item as a JSON line, with its input line number.
+fn print_item(item: &BatchItem, line: usize) -> anyhow::Result<()> {
+    #[derive(serde::Serialize)]
+    struct Printed<'a> {
+        line: usize,
+        #[serde(flatten)]
+        item: &'a BatchItem,
+    }
+    let mut text = serde_json::to_string(&Printed { line, item })?;
+    text.push('\n');
+    super::print_stdout(&text)
+}
+
+/// Reads the whole input (a file, or stdin for `-`) as bytes.
+fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
+    let mut input = Vec::new();
+    if file == "-" {
+        std::io::stdin().read_to_end(&mut input).context("cannot read the batch from stdin")?;
+    } else {
+        input = std::fs::read(file).with_context(|| {
+            format!("cannot read batch file `{file}` (give a JSON Lines file, or - for stdin)")
+        })?;
+    }
+    Ok(input)
+}
+
+/// The usable lines of `input` and the bad ones (line number, what is
+/// wrong). Blank lines are skipped silently.
+fn parse_lines(input: &[u8], tool: Option<&str>) -> (Vec<Line>, Vec<(usize, String)>) {
+    let mut lines = Vec::new();
+    let mut bad = Vec::new();
+    for (i, raw) in input.split(|&b| b == b'\n').enumerate() {
+        let number = i + 1;
+        let Ok(text) = std::str::from_utf8(raw) else {
+            bad.push((number, "is not UTF-8 text".to_owned()));
+            continue;
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                bad.push((number, format!("is not JSON: {e}")));
+                continue;
+            }
+        };
+        // With --tool the line is the arguments: `arguments: must be an
+        // object, got a list` names what is wrong the same way.
+        let value = match tool {
+            Some(tool) => json!({"tool": tool, "arguments": value}),
+            None => value,
+        };
+        let call = BatchCall::from_value(&value, "").map_err(|e| e.to_string());
+        match call {
+            Ok(call) => lines.push(Line { number, call }),
+            Err(message) => bad.push((number, message)),
+        }
+    }
+    (lines, bad)
+}
+
+/// Progress on stderr: a bar on a terminal, else a count line at most once
+/// a second (and none for a batch that ends within the first second).
+struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    done: usize,
+    not_ok: usize,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(total: usize, terminal: bool) -> Self {
+        let bar = terminal.then(|| {
+            let bar = ProgressBar::new(total as u64);
+            let style = ProgressStyle::with_template("{bar:40} {pos}/{len} items, {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style);
+            bar.set_message("0 not ok");
+            bar
+        });
+        Progress { bar, total, done: 0, not_ok: 0, last: Instant::now() }
+    }
+
+    fn item(&mut self, item: &BatchItem) {
+        self.done += 1;
+        if item.status != ItemStatus::Ok {
+            self.not_ok += 1;
+        }
+        match &self.bar {
+            Some(bar) => {
+                bar.inc(1);
+                if item.status != ItemStatus::Ok {
+                    bar.set_message(format!("{} not ok", self.not_ok));
+                }
+            }
+            None if self.last.elapsed() >= Duration::from_secs(1) => {
+                self.last = Instant::now();
+                eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+    }
+}
