@@ -185,4 +185,3 @@ mod tests {
         assert_eq!(position_in("    at other.js:4:1", "hello.js"), None);
     }
 }
-

@@ -34,7 +34,11 @@ fn bytecode() -> Result<&'static [u8], String> {
                 );
                 let module = Module::declare(ctx.clone(), PRELUDE_NAME, source)
                     .map_err(|e| describe(&ctx, e))?;
-                module.write(WriteOptions::default()).map_err(|e| describe(&ctx, e))
+                // Without the source text (nothing reads it: the prelude's
+                // functions need not print themselves), which makes every
+                // VM's load of the bytecode smaller.
+                let options = WriteOptions { strip_source: true, ..WriteOptions::default() };
+                module.write(options).map_err(|e| describe(&ctx, e))
             })
         })
         .as_ref()
