@@ -67,6 +67,15 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
         let text = serde_json::to_string(&Invalid { line: *number, status: "invalid", error })?;
         super::print_stdout(&(text + "\n"))?;
     }
+    if lines.is_empty() {
+        if bad.is_empty() {
+            anyhow::bail!(
+                "the batch input has no calls: give JSON Lines, one {{\"tool\", \"arguments\"}} object per line (or arguments objects with --tool)"
+            );
+        }
+        eprintln!("codemode: no line of the batch input is a call; nothing ran");
+        return Ok(1);
+    }
     let total = lines.len();
     // The batch is the user's explicit list: its length is its call budget.
     let engine = args.engine.build_with(|limits| limits.max_calls = limits.max_calls.max(total))?;
@@ -77,11 +86,14 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
 
     let mut progress = Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (receipt, signal, all_ok) = rt.block_on(async {
+    let (receipt, signal, all_ok, output) = rt.block_on(async {
         let mut run = engine.start_batch(batch, options);
         let canceller = run.canceller();
         let mut signal = None;
         let mut all_ok = true;
+        // Once stdout fails (a closed pipe, a full disk), the batch is
+        // cancelled: results nobody can read are not worth running for.
+        let mut output: Result<(), std::io::Error> = Ok(());
         let stop = interrupted();
         tokio::pin!(stop);
         loop {
@@ -98,16 +110,33 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
             let Some(item) = item else { break };
             all_ok &= item.is_ok();
             progress.item(&item);
-            print_item(&item, numbers[item.index])?;
+            if output.is_ok() {
+                output = print_item(&item, numbers[item.index]);
+                if output.is_err() {
+                    canceller.cancel();
+                }
+            }
         }
         progress.finish();
-        anyhow::Ok((run.wait().await, signal, all_ok))
+        anyhow::Ok((run.wait().await, signal, all_ok, output))
     })?;
 
     let saved = engine.save_receipt(&receipt).ok().map(|p| p.display().to_string());
     let options =
         RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
     eprint!("codemode: {}", printable(&receipt.render(&options)));
+    match &output {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            // The reader went away (`| head`): the batch was cancelled,
+            // the receipt saved; exit as a writer killed by SIGPIPE would.
+            return Ok(128 + 13);
+        }
+        Err(e) => {
+            eprintln!("codemode: cannot write to stdout ({e}); the batch was cancelled");
+            return Ok(1);
+        }
+        Ok(()) => {}
+    }
     if args.json {
         super::print_stdout(&(receipt.to_json() + "\n"))?;
     }
@@ -119,17 +148,20 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     })
 }
 
-/// Prints one item as a JSON line, with its input line number.
-fn print_item(item: &BatchItem, line: usize) -> anyhow::Result<()> {
+/// Prints one item as a JSON line, with its input line number. A closed
+/// pipe is an error here (unlike `print_stdout`): it stops the batch.
+fn print_item(item: &BatchItem, line: usize) -> std::io::Result<()> {
+    use std::io::Write;
     #[derive(serde::Serialize)]
     struct Printed<'a> {
         line: usize,
         #[serde(flatten)]
         item: &'a BatchItem,
     }
-    let mut text = serde_json::to_string(&Printed { line, item })?;
+    let mut text = serde_json::to_string(&Printed { line, item }).map_err(std::io::Error::other)?;
     text.push('\n');
-    super::print_stdout(&text)
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }
 
 /// Reads the whole input (a file, or stdin for `-`) as bytes.
@@ -156,6 +188,8 @@ fn parse_lines(input: &[u8], tool: Option<&str>) -> (Vec<Line>, Vec<(usize, Stri
             bad.push((number, "is not UTF-8 text".to_owned()));
             continue;
         };
+        // A byte-order mark (Windows editors, PowerShell) is not content.
+        let text = if number == 1 { text.trim_start_matches('\u{feff}') } else { text };
         let text = text.trim();
         if text.is_empty() {
             continue;

@@ -57,14 +57,23 @@ impl Dispatcher {
             calls_made,
             seq,
         };
+        let refusals = self.connect_refusals.clone();
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
             let mcp = shared.mcp.clone().expect("only MCP tools take this path");
             let connect = naming::connect_name(&server);
+            // One call at a time decides and starts a server: calls made
+            // together (Promise.all, a batch) wait for the first, so the
+            // connection is asked for once, not once per call.
+            let starting = mcp.start_lock(&server).await;
+            let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(&server).cloned();
+            if let Some((decision, reason)) = refused {
+                let kind = if decision == Decision::Denied { "denied" } else { "refused" };
+                return finish.refused(decision, kind, reason);
+            }
             // A server the gate already allowed (which failed to start, or
             // is up without this tool) is not gated again.
-            let allowed = mcp.is_allowed(&server);
-            let gated = if allowed {
+            let gated = if mcp.is_allowed(&server) {
                 Gated::Run { args: Value::Null, decision: Decision::Auto, notes: Vec::new() }
             } else {
                 gate.decide(&finish, &connect, json!({})).await
@@ -73,10 +82,18 @@ impl Dispatcher {
                 Gated::Run { decision, notes, .. } => (decision, notes),
                 Gated::Refuse(r) => {
                     let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
+                    refusals
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(server, (Decision::Refused, reason.clone()));
                     return finish.refused(Decision::Refused, "refused", reason);
                 }
                 Gated::Deny(r) => {
                     let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
+                    refusals
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(server, (Decision::Denied, reason.clone()));
                     return finish.refused(Decision::Denied, "denied", reason);
                 }
             };
@@ -84,6 +101,7 @@ impl Dispatcher {
             if let Err(e) = mcp.connect(&server).await {
                 return Finisher { decision, ..finish }.failed("failed", e.to_string());
             }
+            drop(starting);
             if !was_running {
                 notes.insert(0, format!("started MCP server `{server}`"));
             }

@@ -124,6 +124,10 @@ pub(crate) struct Dispatcher {
     pub(super) start: (Posture, u64),
     /// The run's turn, for the toolbox's eviction order.
     turn: u64,
+    /// MCP servers the gate refused to start in this run, with the
+    /// decision and reason: later calls of their tools get the same answer
+    /// without asking again (connect_first.rs).
+    pub(super) connect_refusals: Arc<std::sync::Mutex<std::collections::HashMap<String, (Decision, String)>>>,
 }
 
 impl Dispatcher {
@@ -138,7 +142,7 @@ impl Dispatcher {
         ));
         let start = shared.posture.get();
         let turn = shared.discovery.begin_turn();
-        Dispatcher { shared, run_id, spill, clock, start, turn }
+        Dispatcher { shared, run_id, spill, clock, start, turn, connect_refusals: Arc::default() }
     }
 
     /// The run's spill area (results and the return value share its budget).

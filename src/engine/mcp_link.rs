@@ -62,9 +62,24 @@ pub(crate) struct McpLink {
     /// Servers configured `disabled`.
     disabled: Vec<String>,
     catalog: OnceLock<Weak<CatalogCell>>,
+    /// One lock per server, held while a call decides and starts it.
+    start_locks: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl McpLink {
+    /// Waits until no other call is deciding or starting `server`; the
+    /// guard keeps the others waiting until dropped.
+    pub(crate) async fn start_lock(&self, server: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self
+            .start_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(server.to_owned())
+            .or_default()
+            .clone();
+        lock.lock_owned().await
+    }
+
     /// The link over `config`'s servers (nothing starts), and the
     /// `mcp_connect__<server>` tools to put in the catalog.
     pub(crate) fn new(config: McpConfig, mut options: PoolOptions) -> (Arc<McpLink>, Vec<Arc<dyn Tool>>) {
@@ -80,8 +95,15 @@ impl McpLink {
             .map(|s| s.startup_timeout + options.list_timeout + std::time::Duration::from_secs(5))
             .collect();
         let pool = McpPool::new(config, options);
-        let link =
-            Arc::new(McpLink { pool, allowed, servers, read_only, disabled, catalog: OnceLock::new() });
+        let link = Arc::new(McpLink {
+            pool,
+            allowed,
+            servers,
+            read_only,
+            disabled,
+            catalog: OnceLock::new(),
+            start_locks: Mutex::default(),
+        });
         let connect_tools = link
             .servers
             .iter()

@@ -170,14 +170,17 @@ impl ExecuteInput {
                 "is not an input of execute_tools; give `code` (a program) or `batch` (tool calls)",
             ));
         }
-        match (object.get("code"), object.get("batch")) {
+        // `null` is absent: clients with strict function calling send every
+        // field, the unused one as null.
+        let given = |key: &str| object.get(key).filter(|v| !v.is_null());
+        match (given("code"), given("batch")) {
             (Some(_), Some(_)) => Err(BatchError::new(
-                "input",
-                "has both `code` and `batch`; give one: a program, or a batch of tool calls",
+                "",
+                "the input has both `code` and `batch`; give one: a program, or a batch of tool calls",
             )),
             (None, None) => Err(BatchError::new(
-                "input",
-                "has neither `code` nor `batch`; give a program as `code` or tool calls as `batch`",
+                "",
+                "the input has neither `code` nor `batch`; give a program as `code` or tool calls as `batch`",
             )),
             (Some(Value::String(code)), None) => Ok(ExecuteInput::Program(super::Program::new(code.clone()))),
             (Some(other), None) => {

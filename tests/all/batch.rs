@@ -77,6 +77,13 @@ fn the_three_input_shapes_run_through_execute_tools() {
     assert_eq!(many.calls.len(), 3);
 
     // `code` still runs a program.
+    // A field sent as null (strict function calling sends every field) is
+    // absent.
+    let nulled = engine
+        .execute_tools_blocking(&json!({"code": null, "batch": {"tool": "echo", "arguments": {"n": 1}}}));
+    assert_eq!(nulled.status, RunStatus::Completed, "{:?}", nulled.error);
+    let program = engine.execute_tools_blocking(&json!({"code": "return 40 + 2", "batch": null}));
+    assert_eq!(program.value, json!(42));
     let program = engine.execute_tools_blocking(&json!({"code": "return 40 + 2"}));
     assert_eq!(program.value, json!(42));
 }

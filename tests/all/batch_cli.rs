@@ -168,3 +168,46 @@ fn the_example_batches_server_everything_echo() {
     assert_eq!(by_line(&printed, 4)["content"], "The sum of 2 and 40 is 42.");
     assert_eq!(by_line(&printed, 5)["content"], "Echo: delta");
 }
+
+#[test]
+fn a_byte_order_mark_is_skipped_and_empty_input_is_a_bad_invocation() {
+    let ws = crate::common::workspace();
+    let input = "\u{feff}{\"tool\": \"read\", \"arguments\": {\"path\": \"a.txt\"}}\n";
+    let out = codemode(&["batch", "-"], input, ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lines(&out.stdout)[0]["status"], "ok");
+    let out = codemode(&["batch", "-"], "\n\n", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no calls"));
+}
+
+#[test]
+fn a_closed_stdout_cancels_the_batch() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let ws = crate::common::workspace();
+    // 200 bash items of 50 ms, one at a time (10 s in all).
+    let input: String = (0..200).map(|_| "{\"command\": \"sleep 0.05\"}\n").collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["batch", "-", "--tool", "bash", "--concurrency", "1", "--approve", "allow"])
+        .current_dir(ws.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    // Read one line, then close the pipe, as `| head -1` does.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.contains("\"status\":\"ok\""), "{first}");
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", String::from_utf8_lossy(&out.stderr));
+    // The receipt was saved and says most items never started.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let path = stderr.lines().find_map(|l| l.strip_prefix("full receipt: ")).expect("the receipt path");
+    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(path.trim()).unwrap()).unwrap();
+    assert!(receipt["calls"].as_array().unwrap().len() < 100, "the batch went on after stdout closed");
+}

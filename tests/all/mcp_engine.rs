@@ -337,3 +337,50 @@ fn calls_of_servers_that_cannot_serve_them_say_why() {
     let m = message("await tools.mcp__off__echo({})");
     assert!(m.contains("disabled"), "{m}");
 }
+
+/// Counts the approvals asked for `mcp_connect__*`, answering `allow`.
+struct CountingApprover {
+    allow: bool,
+    connects: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl codemode::Approver for CountingApprover {
+    fn decide(&self, request: codemode::ApprovalRequest) -> codemode::ApprovalFuture {
+        if request.tool.starts_with("mcp_connect__") {
+            self.connects.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let answer = if self.allow { codemode::Approval::allow() } else { codemode::Approval::deny("no") };
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+#[test]
+fn calls_made_together_ask_once_to_start_their_server() {
+    for allow in [true, false] {
+        let ws = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let connects = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let engine = Engine::builder()
+            .workspace(ws.path())
+            .policy(Policy::default())
+            .approver(CountingApprover { allow, connects: connects.clone() })
+            .mcp(config(fixture_server("normal", json!({}))), options(cache.path()))
+            .build()
+            .unwrap();
+        let r = engine.execute_blocking(Program::new(
+            r#"const all = await Promise.allSettled([1, 2, 3, 4, 5].map(i => tools.mcp__fixture__echo({text: `${i}`})));
+               return all.map(s => s.status === "fulfilled" ? "ok" : s.reason.kind);"#,
+        ));
+        assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
+        let want = if allow {
+            json!(["ok", "ok", "ok", "ok", "ok"])
+        } else {
+            json!(["denied", "denied", "denied", "denied", "denied"])
+        };
+        assert_eq!(r.value, want);
+        assert_eq!(connects.load(std::sync::atomic::Ordering::SeqCst), 1, "allow: {allow}");
+        // Only the call that started the server carries the approval.
+        let approved = r.calls.iter().filter(|c| c.decision == codemode::Decision::Approved).count();
+        assert_eq!(approved, usize::from(allow), "{}", r.to_json_pretty());
+    }
+}
