@@ -79,6 +79,15 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     let total = lines.len();
     // The batch is the user's explicit list: its length is its call budget.
     let engine = args.engine.build_with(|limits| limits.max_calls = limits.max_calls.max(total))?;
+    // A --tool the engine cannot call at all is one mistake, not one per line.
+    if let Some(tool) = &args.tool
+        && !tool.starts_with(codemode::mcp::naming::TOOL_PREFIX)
+        && !engine.tool_specs().iter().any(|s| &s.name == tool)
+    {
+        anyhow::bail!(
+            "--tool {tool}: there is no such tool; `codemode tools --all` lists them, `codemode search` finds them"
+        );
+    }
     let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
     let batch = Batch::new(lines.into_iter().map(|l| l.call).collect());
     let options =
@@ -224,6 +233,8 @@ struct Progress {
     done: usize,
     not_ok: usize,
     last: Instant,
+    /// `done` when the last count line was printed.
+    printed: usize,
 }
 
 impl Progress {
@@ -236,7 +247,7 @@ impl Progress {
             bar.set_message("0 not ok");
             bar
         });
-        Progress { bar, total, done: 0, not_ok: 0, last: Instant::now() }
+        Progress { bar, total, done: 0, not_ok: 0, last: Instant::now(), printed: 0 }
     }
 
     fn item(&mut self, item: &BatchItem) {
@@ -253,6 +264,7 @@ impl Progress {
             }
             None if self.last.elapsed() >= Duration::from_secs(1) => {
                 self.last = Instant::now();
+                self.printed = self.done;
                 eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
             }
             None => {}
@@ -263,6 +275,8 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-        eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+        if self.printed != self.done || self.done == 0 {
+            eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+        }
     }
 }

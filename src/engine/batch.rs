@@ -382,7 +382,7 @@ impl Driver {
         let not_started = match (&stop, &ended) {
             (_, Some((e, _))) => format!("not started: {}", e.message),
             (Some(Stop::FailFast(i)), None) => {
-                format!("not started: item {i} did not succeed and the batch is fail-fast")
+                format!("not started: the item at index {i} did not succeed and the batch is fail-fast")
             }
             (Some(Stop::Exhausted(reason)), None) => format!("not started: {reason}"),
             (None, None) => String::new(),

@@ -211,3 +211,12 @@ fn a_closed_stdout_cancels_the_batch() {
     let receipt: Value = serde_json::from_str(&std::fs::read_to_string(path.trim()).unwrap()).unwrap();
     assert!(receipt["calls"].as_array().unwrap().len() < 100, "the batch went on after stdout closed");
 }
+
+#[test]
+fn an_unknown_tool_flag_is_one_error_not_one_per_line() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["batch", "-", "--tool", "nosuch"], "{}\n{}\n{}\n", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tool nosuch: there is no such tool"));
+}
