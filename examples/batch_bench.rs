@@ -70,7 +70,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let started = Instant::now();
     let (bytes, ok, receipt) = rt.block_on(async {
-        let mut run = engine.start_batch(batch, BatchOptions { concurrency, fail_fast: false });
+        let mut run = engine.start_batch(batch, BatchOptions::new().concurrency(concurrency));
         let (mut bytes, mut ok) = (0usize, 0usize);
         while let Some(item) = run.next_item().await {
             ok += usize::from(item.is_ok());

@@ -91,7 +91,7 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
     let batch = Batch::new(lines.into_iter().map(|l| l.call).collect());
     let options =
-        BatchOptions { concurrency: args.concurrency.map(|n| n as usize), fail_fast: args.fail_fast };
+        BatchOptions::new().concurrency(args.concurrency.map(|n| n as usize)).fail_fast(args.fail_fast);
 
     let mut progress = Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

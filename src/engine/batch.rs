@@ -26,8 +26,9 @@ use crate::receipt::{CallStatus, Caller, Decision, ErrorKind, Ledger, Receipt, R
 use crate::vm::clock::RunClock;
 use crate::vm::host_call::{InFlight, next_ended};
 
-/// How a batch runs.
+/// How a batch runs: `BatchOptions::new().concurrency(4).fail_fast(true)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BatchOptions {
     /// Calls in flight at once, at least 1; an item starts when a running
     /// one ends. Default: `None`, the engine's [`Limits::max_in_flight`]
@@ -39,6 +40,25 @@ pub struct BatchOptions {
     /// further items; calls already running finish, and the rest are
     /// reported `not_started`. Default: `false` (every item runs).
     pub fail_fast: bool,
+}
+
+impl BatchOptions {
+    /// The defaults: the engine's in-flight limit, every item runs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the calls in flight at once (`None`: the engine's limit).
+    pub fn concurrency(mut self, n: impl Into<Option<usize>>) -> Self {
+        self.concurrency = n.into();
+        self
+    }
+
+    /// Sets whether the first item that does not succeed stops the rest.
+    pub fn fail_fast(mut self, on: bool) -> Self {
+        self.fail_fast = on;
+        self
+    }
 }
 
 /// Where a batch item stands when it is reported.

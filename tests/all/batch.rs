@@ -131,7 +131,7 @@ fn results_keep_input_order_under_concurrency() {
     let (engine, _) = engine_with_sleep(&ws, Limits::default());
     // Later items finish first.
     let ms = [120, 90, 60, 30, 0, 45, 15];
-    let mut run = engine.start_batch(sleeps(&ms), BatchOptions { concurrency: Some(7), fail_fast: false });
+    let mut run = engine.start_batch(sleeps(&ms), BatchOptions::new().concurrency(Some(7)).fail_fast(false));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (items, receipt) = rt.block_on(async {
         let mut items: Vec<BatchItem> = Vec::new();
@@ -163,7 +163,7 @@ fn at_most_the_concurrency_bound_is_in_flight() {
     let ws = workspace();
     let (engine, probe) = engine_with_sleep(&ws, Limits::default());
     let receipt = engine
-        .execute_batch_blocking(sleeps(&[20; 24]), BatchOptions { concurrency: Some(3), fail_fast: false });
+        .execute_batch_blocking(sleeps(&[20; 24]), BatchOptions::new().concurrency(Some(3)).fail_fast(false));
     assert_eq!(receipt.status, RunStatus::Completed);
     assert_eq!(receipt.calls.len(), 24);
     let peak = probe.peak.load(Ordering::SeqCst);
@@ -193,7 +193,7 @@ fn a_failed_item_stops_the_others_only_with_fail_fast() {
     assert_eq!(all.calls.len(), 4);
     assert_eq!(all.value[3]["content"]["i"], 3);
 
-    let options = BatchOptions { concurrency: Some(1), fail_fast: true };
+    let options = BatchOptions::new().concurrency(Some(1)).fail_fast(true);
     let mut run = engine.start_batch(batch, options);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (items, receipt) = rt.block_on(async {
@@ -264,7 +264,7 @@ fn the_deadline_ends_a_batch_with_running_calls_in_flight() {
         BatchCall::new("echo", args(json!({"i": 4}))),
     ]);
     let receipt =
-        engine.execute_batch_blocking(batch, BatchOptions { concurrency: Some(2), fail_fast: false });
+        engine.execute_batch_blocking(batch, BatchOptions::new().concurrency(Some(2)).fail_fast(false));
     assert_eq!(receipt.status, RunStatus::TimedOut, "{}", receipt.to_json_pretty());
     assert_eq!(receipt.error.as_ref().unwrap().kind, ErrorKind::Timeout);
     let statuses: Vec<CallStatus> = receipt.calls.iter().map(|c| c.status).collect();
@@ -375,7 +375,7 @@ fn a_call_made_while_its_server_starts_waits_for_the_listing() {
         BatchCall::new("mcp__everything__echo", args(json!({"message": "second"}))),
     ]);
     let receipt =
-        engine.execute_batch_blocking(batch, BatchOptions { concurrency: Some(2), fail_fast: false });
+        engine.execute_batch_blocking(batch, BatchOptions::new().concurrency(Some(2)).fail_fast(false));
     assert_eq!(receipt.value[0]["content"], "Echo: first", "{}", receipt.to_json_pretty());
     assert_eq!(receipt.value[2]["content"], "Echo: second", "{}", receipt.to_json_pretty());
     engine.shutdown_mcp_blocking();
