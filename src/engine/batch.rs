@@ -378,8 +378,9 @@ impl Driver {
         // The end: a stop from outside leaves running calls in flight.
         let ended = self.stop_error();
         if let Some((_, note)) = &ended {
+            let awaiting = self.clock.awaiting_approval();
             calls_in.running.abort_all();
-            ledger.abandon_in_flight(note);
+            ledger.abandon_in_flight(note, &awaiting);
             let mut left: Vec<(u64, usize)> = index_of.drain().collect();
             left.sort_by_key(|&(_, index)| index);
             for (seq, index) in left {

@@ -11,6 +11,12 @@ pub(crate) trait ApprovalClock: Send + Sync {
     fn pause(&self);
     /// Releases one pause.
     fn resume(&self);
+    /// Call `seq` starts (`true`) or stops (`false`) waiting for its
+    /// approval, so a run that ends meanwhile can say the call never got
+    /// one. Default: not recorded.
+    fn awaiting(&self, seq: u64, waiting: bool) {
+        let _ = (seq, waiting);
+    }
 }
 
 /// How the approval went.
@@ -31,7 +37,7 @@ pub(crate) async fn ask(
     request: ApprovalRequest,
 ) -> Approved {
     let answer = {
-        let _paused = Paused::new(clock);
+        let _paused = Paused::new(clock, request.seq);
         approver.decide(request).await
     };
     match answer {
@@ -43,17 +49,19 @@ pub(crate) async fn ask(
 
 /// Keeps the clock paused while alive (also when the call is cancelled
 /// mid-approval).
-struct Paused<'a>(&'a dyn ApprovalClock);
+struct Paused<'a>(&'a dyn ApprovalClock, u64);
 
 impl<'a> Paused<'a> {
-    fn new(clock: &'a dyn ApprovalClock) -> Self {
+    fn new(clock: &'a dyn ApprovalClock, seq: u64) -> Self {
         clock.pause();
-        Paused(clock)
+        clock.awaiting(seq, true);
+        Paused(clock, seq)
     }
 }
 
 impl Drop for Paused<'_> {
     fn drop(&mut self) {
+        self.0.awaiting(self.1, false);
         self.0.resume();
     }
 }

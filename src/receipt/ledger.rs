@@ -63,7 +63,7 @@ impl Ledger {
         let seq = self.calls.len() as u64 + 1;
         let status = match decision {
             Decision::Refused | Decision::Denied => CallStatus::Refused,
-            Decision::Auto | Decision::Approved => CallStatus::InFlight,
+            Decision::Auto | Decision::Approved | Decision::Pending => CallStatus::InFlight,
         };
         self.calls.push(CallReceipt {
             seq,
@@ -136,14 +136,22 @@ impl Ledger {
         self.logs.push(LogEntry { level: level.to_owned(), text });
     }
 
-    /// Ends every call still in flight with `note`, leaving it `in_flight`.
-    pub(crate) fn abandon_in_flight(&mut self, note: &str) {
+    /// Ends every call still in flight with `note`, leaving it `in_flight`;
+    /// the calls in `awaiting` (by seq) were still waiting for their
+    /// approval: their decision becomes `pending`.
+    pub(crate) fn abandon_in_flight(&mut self, note: &str, awaiting: &[u64]) {
         for (i, call) in self.calls.iter_mut().enumerate() {
             if call.status == CallStatus::InFlight {
                 call.elapsed_ms = millis(self.started[i].elapsed());
+                let note = if awaiting.contains(&call.seq) {
+                    call.decision = Decision::Pending;
+                    format!("waiting for its approval; it never ran; {note}")
+                } else {
+                    note.to_owned()
+                };
                 call.note = Some(match call.note.take() {
                     Some(old) => format!("{old}; {note}"),
-                    None => note.to_owned(),
+                    None => note,
                 });
             }
         }

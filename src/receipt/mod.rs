@@ -122,6 +122,9 @@ pub enum Decision {
     Denied,
     /// Refused by policy before any approver was asked.
     Refused,
+    /// Still waiting for its approver when the run ended (deadline,
+    /// cancel): never allowed, never run. Its status is `in_flight`.
+    Pending,
 }
 
 /// Where a call stands, or how it ended.

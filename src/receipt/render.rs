@@ -172,6 +172,7 @@ fn decision_name(d: Decision) -> &'static str {
         Decision::Approved => "approved",
         Decision::Denied => "denied",
         Decision::Refused => "refused",
+        Decision::Pending => "pending",
     }
 }
 

@@ -19,6 +19,8 @@ pub(crate) struct RunClock {
     halted: AtomicBool,
     pauses: Mutex<Pauses>,
     changed: Notify,
+    /// Calls waiting for their approval now (by seq).
+    awaiting: Mutex<Vec<u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -38,6 +40,7 @@ impl RunClock {
             halted: AtomicBool::new(false),
             pauses: Mutex::new(Pauses::default()),
             changed: Notify::new(),
+            awaiting: Mutex::new(Vec::new()),
         }
     }
 
@@ -129,6 +132,22 @@ impl crate::gate::later::ApprovalClock for RunClock {
 
     fn resume(&self) {
         RunClock::resume(self);
+    }
+
+    fn awaiting(&self, seq: u64, waiting: bool) {
+        let mut awaiting = self.awaiting.lock().unwrap_or_else(|p| p.into_inner());
+        if waiting {
+            awaiting.push(seq);
+        } else {
+            awaiting.retain(|&s| s != seq);
+        }
+    }
+}
+
+impl RunClock {
+    /// The calls waiting for their approval now, by seq.
+    pub(crate) fn awaiting_approval(&self) -> Vec<u64> {
+        self.awaiting.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 

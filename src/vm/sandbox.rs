@@ -434,9 +434,11 @@ impl Sandbox {
     /// `in_flight` with `note`.
     fn cancel_calls(&self, note: &str) {
         let mut calls = self.state.calls.borrow_mut();
+        // Read before the abort: aborted calls leave the approval wait.
+        let awaiting = self.state.clock.awaiting_approval();
         calls.running.abort_all();
         calls.queued.clear();
-        self.state.ledger.borrow_mut().abandon_in_flight(note);
+        self.state.ledger.borrow_mut().abandon_in_flight(note, &awaiting);
     }
 
     fn finish_with_error(&mut self, e: RunError) -> Receipt {

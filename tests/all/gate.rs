@@ -540,3 +540,33 @@ fn mcp_style_tools_without_a_destructive_hint_are_asked_under_auto_review() {
         "write says not destructive"
     );
 }
+
+#[test]
+fn a_call_still_waiting_for_its_approval_when_the_run_ends_is_pending() {
+    let ws = workspace();
+    // An approver that takes an hour: the run is cancelled first.
+    let mut slow = Scripted::allow();
+    slow.delay = Duration::from_secs(3600);
+    let seen = slow.seen.clone();
+    let engine = engine(&ws, Policy::default(), slow);
+    let run = engine.start(Program::new(
+        "const r = await tools.read({path: 'a.txt'}); await tools.write({path: 'b.txt', content: 'x'}); return 1",
+    ));
+    // Cancel once the approver has the request (a bound, not a timing).
+    for _ in 0..1000 {
+        if !seen.lock().unwrap().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(seen.lock().unwrap().len(), 1, "the write never reached its approver");
+    run.cancel();
+    let receipt = run.wait_blocking();
+    assert_eq!(receipt.status, RunStatus::Cancelled, "{}", receipt.to_json_pretty());
+    assert_eq!(receipt.calls[0].decision, Decision::Auto);
+    let write = &receipt.calls[1];
+    assert_eq!((write.decision, write.status), (Decision::Pending, CallStatus::InFlight), "{write:?}");
+    assert!(write.note.as_deref().unwrap().contains("waiting for its approval"), "{write:?}");
+    assert!(!ws.path().join("b.txt").exists());
+    assert!(receipt.render(&Default::default()).contains("pending"));
+}
