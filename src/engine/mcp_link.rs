@@ -194,8 +194,14 @@ impl McpLink {
     /// The pool's start or listing failure.
     pub(crate) async fn connect(&self, server: &str) -> Result<Value, McpError> {
         self.allowed.insert(server);
+        let was_running = self.is_running(server);
         let tools = self.pool.connect(server).await?;
-        self.refresh();
+        // A new listing rebuilds the catalog (also done by the task that
+        // follows the pool, but the caller needs it now); a server that was
+        // up already is in the catalog as listed.
+        if !was_running {
+            self.refresh();
+        }
         let listed: Vec<Value> = tools
             .iter()
             .map(|t| {

@@ -335,6 +335,13 @@ fn expand_vars(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
+        // `$${` is a literal `${` (as in docker compose files).
+        if rest[..start].ends_with('$') {
+            out.push_str(&rest[..start]);
+            out.push('{');
+            rest = &rest[start + 2..];
+            continue;
+        }
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
@@ -501,6 +508,7 @@ mod tests {
     #[test]
     fn expansion_keeps_plain_dollars_and_the_launch_hash_tracks_the_launch() {
         assert_eq!(expand_vars("a$b ${X:-} $", &env).unwrap(), "a$b  $");
+        assert_eq!(expand_vars("$${HOME} ${HOME} $${", &env).unwrap(), "${HOME} /home/u ${");
         let config = parse(
             r#"{"mcpServers": {"a": {"command": "x", "timeout_ms": 1},
                                                "b": {"command": "x", "read_only": true},
