@@ -124,7 +124,8 @@ impl Dispatcher {
                 return finish.refused(Decision::Refused, "refused", "the tool left the catalog".into());
             };
             let decision = if call_decision == Decision::Approved { call_decision } else { decision };
-            let finish = Finisher { decision, notes: Some(notes.join("; ")), ..finish };
+            let finish =
+                Finisher { decision, notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
             let cx =
                 ToolContext { workspace: shared.workspace.clone(), run_id: gate.run_id.clone(), seq, caller };
             let timeout = timeout_of(&shared, &entry.spec);
