@@ -65,6 +65,9 @@ fn with_tool_each_line_is_the_arguments_and_all_ok_exits_0() {
     let printed = lines(&out.stdout);
     assert_eq!(printed.len(), 2);
     assert!(printed.iter().all(|l| l["tool"] == "read" && l["status"] == "ok"));
+    // Without a terminal, progress is a plain count line on stderr, once.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("codemode: batch: 2/2 items done, 0 not ok").count(), 1, "{stderr}");
     // A line that is not an object is bad under --tool.
     let out = codemode(&["batch", "-", "--tool", "read"], "\"a.txt\"\n", ws.path());
     assert_eq!(out.status.code(), Some(1));

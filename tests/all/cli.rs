@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
@@ -449,10 +449,25 @@ fn mcp_list_starts_nothing_and_mcp_tools_starts_and_lists() {
     let started = crate::mcp_support::pids(&ws.path().join("pids"));
     crate::mcp_support::assert_gone(&started);
 
-    // The listing is cached: list now knows the count, still starting nothing.
+    // The listing is cached: list now knows the count, and tools --all,
+    // search and types show the server's tools, all starting nothing.
     let out = run(&["mcp", "list"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("not started") && text.contains(&format!("{} tools", names.len())), "{text}");
+    let all: Value = serde_json::from_slice(&run(&["tools", "--all", "--json"]).stdout).unwrap();
+    let echo = all["tools"].as_array().unwrap().iter().find(|t| t["name"] == "mcp__fixture__echo").unwrap();
+    assert_eq!((&echo["source"], &echo["loading"]), (&json!("mcp:fixture"), &json!("deferred")));
+    let listed: Value = serde_json::from_slice(&run(&["tools", "--json"]).stdout).unwrap();
+    assert!(
+        !listed["tools"].as_array().unwrap().iter().any(|t| t["name"] == "mcp__fixture__echo"),
+        "deferred"
+    );
+    let found: Value =
+        serde_json::from_slice(&run(&["search", "^mcp__fixture__echo$", "--regex", "--json"]).stdout)
+            .unwrap();
+    assert_eq!(found["tools"][0]["source"], "mcp:fixture");
+    let types = String::from_utf8(run(&["types"]).stdout).unwrap();
+    assert!(types.contains("declare namespace mcp__fixture"), "{types}");
     assert_eq!(crate::mcp_support::pids(&ws.path().join("pids")).len(), started.len());
 
     let out = run(&["mcp", "tools", "nope"]);

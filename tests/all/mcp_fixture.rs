@@ -343,3 +343,14 @@ async fn a_command_that_does_not_exist_is_a_spawn_error() {
     assert!(matches!(err, McpError::Spawn { .. }), "{err}");
     assert!(err.to_string().contains("/nonexistent/mcp-server"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_the_listing_is_reported_after_the_list_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = PoolOptions { list_timeout: Duration::from_millis(500), ..options(dir.path()) };
+    let pool = McpPool::new(config(fx(dir.path(), "hang-list", json!({}))), options);
+    let err = pool.connect("fx").await.unwrap_err();
+    assert!(matches!(err, McpError::ListTimeout { .. }), "{err}");
+    // The server that answered initialize but not tools/list is ended.
+    assert_gone(&pids(&dir.path().join("pids")));
+}

@@ -135,6 +135,13 @@ fn the_toolbox_evicts_never_called_tools_first_and_says_how_to_reload_them() {
     let toolbox: Vec<String> = listed(&engine).into_iter().filter(|n| n.starts_with("probe_")).collect();
     assert_eq!(toolbox.len(), 8);
     assert!(toolbox.contains(&"probe_0".to_owned()));
+    // A full toolbox: a search from a program matches tools outside it and
+    // changes nothing (not its members, not their order).
+    let r = engine.execute_blocking(Program::new(
+        r#"return (await tools.search("^probe_[0-9]$", {mode: "regex", limit: 10})).content.tools.length"#,
+    ));
+    assert_eq!(r.value, json!(10));
+    assert_eq!(listed(&engine).into_iter().filter(|n| n.starts_with("probe_")).collect::<Vec<_>>(), toolbox);
     // The reference loads the tool again (evicting the next never-called one).
     let again = search(&engine, reference.clone());
     assert_eq!(again["activated"], json!(["probe_1"]));
