@@ -109,6 +109,10 @@ pub struct ServerConfig {
     pub read_only: bool,
     /// The server is configured but never started nor listed.
     pub disabled: bool,
+    /// Most calls of its tools running at once, across every run of the
+    /// engine; further calls wait (their timeout runs while they wait).
+    /// `None`: no limit but the runs' own in-flight limits.
+    pub max_in_flight: Option<usize>,
 }
 
 impl ServerConfig {
@@ -157,6 +161,7 @@ struct RawServer {
     read_only: bool,
     #[serde(default)]
     disabled: bool,
+    max_in_flight: Option<usize>,
 }
 
 impl McpConfig {
@@ -317,6 +322,9 @@ fn parse_server(
             return Err(field_error(name, field, "must be at least 1 (milliseconds)"));
         }
     }
+    if raw.max_in_flight == Some(0) {
+        return Err(field_error(name, "max_in_flight", "must be at least 1 (calls at once)"));
+    }
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
@@ -324,6 +332,7 @@ fn parse_server(
         startup_timeout: raw.startup_timeout_ms.map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
         read_only: raw.read_only,
         disabled: raw.disabled,
+        max_in_flight: raw.max_in_flight,
     })
 }
 
@@ -430,6 +439,12 @@ mod tests {
     #[test]
     fn errors_name_the_server_and_the_field() {
         let cases = [
+            (
+                r#"{"mcpServers": {"zero": {"command": "x", "max_in_flight": 0}}}"#,
+                "zero",
+                "max_in_flight",
+                "at least 1",
+            ),
             (
                 r#"{"mcpServers": {"both": {"command": "x", "url": "http://h/mcp"}}}"#,
                 "both",

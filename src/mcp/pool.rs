@@ -182,6 +182,8 @@ pub(crate) struct Slot {
     tools: Mutex<Option<Arc<Vec<Listed>>>>,
     /// Failures since the last stable connection, and when the last ended.
     failures: Mutex<(u32, Option<tokio::time::Instant>)>,
+    /// Permits for calls at once (`max_in_flight`), when limited.
+    in_flight: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 pub(crate) struct Inner {
@@ -211,7 +213,9 @@ impl McpPool {
             .into_iter()
             .map(|(name, config)| {
                 let status = if config.disabled { ServerState::Disabled } else { ServerState::NotStarted };
+                let in_flight = config.max_in_flight.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
                 let slot = Slot {
+                    in_flight,
                     config,
                     state: tokio::sync::Mutex::new(State::Idle),
                     status: Mutex::new(status),
@@ -318,8 +322,17 @@ impl McpPool {
         }
         let timeout = timeout.or(slot.config.timeout).unwrap_or(self.inner.options.default_call_timeout);
         // Dropping the request future (timeout, down, or our caller's drop)
-        // makes rmcp send notifications/cancelled.
-        let request = tokio::time::timeout(timeout, connection.peer.call_tool(params));
+        // makes rmcp send notifications/cancelled. A server's
+        // `max_in_flight` holds the call back first; the wait counts
+        // against its timeout.
+        let (limit, peer) = (slot.in_flight.clone(), connection.peer.clone());
+        let request = tokio::time::timeout(timeout, async move {
+            let _permit = match limit {
+                Some(limit) => Some(limit.acquire_owned().await),
+                None => None,
+            };
+            peer.call_tool(params).await
+        });
         let result = tokio::select! {
             r = request => r,
             _ = connection.down() => return Err(self.ended(slot, &connection).await),

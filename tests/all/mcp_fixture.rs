@@ -50,7 +50,7 @@ async fn a_pool_starts_nothing_until_connect_and_the_cache_serves_listings_witho
     assert!(pids(&dir.path().join("pids")).is_empty(), "a server started before connect");
 
     let tools = pool.connect("fx").await.unwrap();
-    assert_eq!(tools.len(), 6);
+    assert_eq!(tools.len(), 7);
     assert_eq!(pool.servers()[0].state, ServerState::Running);
     let started = pids(&dir.path().join("pids"));
     assert_eq!(started.len(), 1);
@@ -61,7 +61,7 @@ async fn a_pool_starts_nothing_until_connect_and_the_cache_serves_listings_witho
     let again = crate::mcp_support::pool(fx(dir.path(), "normal", json!({})), dir.path());
     let cached = again.cached_tools("fx").unwrap().expect("cached listing");
     assert_eq!(names(&cached), names(&tools));
-    assert_eq!(again.servers()[0].tools, Some(6));
+    assert_eq!(again.servers()[0].tools, Some(7));
     assert_eq!(pids(&dir.path().join("pids")).len(), 1);
     // A different launch config does not use that cache.
     let other = crate::mcp_support::pool(
@@ -107,7 +107,7 @@ async fn listing_follows_pages_up_to_the_cap() {
         dir.path(),
     );
     let tools = pool.connect("fx").await.unwrap();
-    assert_eq!(tools.len(), 6, "{:?}", names(&tools));
+    assert_eq!(tools.len(), 7, "{:?}", names(&tools));
     pool.shutdown().await;
 
     let options = PoolOptions { max_list_pages: 5, ..options(dir.path()) };
@@ -167,10 +167,10 @@ async fn a_read_only_server_exposes_and_allows_only_read_only_tools() {
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(fx(dir.path(), "normal", json!({"read_only": true})), dir.path());
     let tools = pool.connect("fx").await.unwrap();
-    assert_eq!(names(&tools), ["mcp__fx__echo"]);
+    assert_eq!(names(&tools), ["mcp__fx__echo", "mcp__fx__slow"]);
     let err = pool.call("fx", "fail", json!({}), None, None).await.unwrap_err();
     assert!(matches!(err, McpError::NotReadOnly { .. }), "{err}");
-    assert_eq!(pool.servers()[0].tools, Some(1));
+    assert_eq!(pool.servers()[0].tools, Some(2));
     pool.shutdown().await;
     assert_gone(&pids(&dir.path().join("pids")));
 }
@@ -252,7 +252,7 @@ async fn a_server_that_never_answers_initialize_is_reported_after_the_startup_ti
 async fn garbage_on_stdout_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(fx(dir.path(), "garbage", json!({})), dir.path());
-    assert_eq!(pool.connect("fx").await.unwrap().len(), 6);
+    assert_eq!(pool.connect("fx").await.unwrap().len(), 7);
     let out = pool.call("fx", "echo", json!({"a": 1}), None, None).await.unwrap();
     assert_eq!(out.content, json!({"a": 1}));
     pool.shutdown().await;
@@ -294,7 +294,7 @@ async fn shutdown_ends_a_wrappers_grandchild() {
         "env": {"MCP_FIXTURE_PIDS": dir.path().join("pids").to_string_lossy()},
     }});
     let pool = pool(server, dir.path());
-    assert_eq!(pool.connect("fx").await.unwrap().len(), 6);
+    assert_eq!(pool.connect("fx").await.unwrap().len(), 7);
     let started = pids(&dir.path().join("pids"));
     assert_eq!(started.len(), 2, "wrapper and server");
     pool.shutdown().await;
@@ -314,7 +314,7 @@ async fn dropping_the_pool_ends_its_servers() {
 async fn list_changed_refreshes_the_tools() {
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(fx(dir.path(), "normal", json!({"env": {"MCP_FIXTURE_LIST_CHANGED": "1"}})), dir.path());
-    assert_eq!(pool.connect("fx").await.unwrap().len(), 6);
+    assert_eq!(pool.connect("fx").await.unwrap().len(), 7);
     let mut changes = pool.changes();
     let seen = *changes.borrow_and_update();
     pool.call("fx", "echo", json!({}), None, None).await.unwrap();
@@ -353,4 +353,29 @@ async fn a_server_that_never_answers_the_listing_is_reported_after_the_list_time
     assert!(matches!(err, McpError::ListTimeout { .. }), "{err}");
     // The server that answered initialize but not tools/list is ended.
     assert_gone(&pids(&dir.path().join("pids")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_bounds_the_calls_a_server_runs_at_once() {
+    for (limit, check) in [(Some(2), "bounded"), (None, "control")] {
+        let dir = tempfile::tempdir().unwrap();
+        let peak_file = dir.path().join("peak");
+        let mut extra = json!({"env": {"MCP_FIXTURE_PEAK": peak_file.to_string_lossy()}});
+        if let Some(n) = limit {
+            extra["max_in_flight"] = json!(n);
+        }
+        let pool = pool(fx(dir.path(), "normal", extra), dir.path());
+        pool.connect("fx").await.unwrap();
+        let calls = (0..8).map(|_| pool.call("fx", "slow", json!({"ms": 200}), None, None));
+        for result in futures::future::join_all(calls).await {
+            assert!(result.is_ok(), "{result:?}");
+        }
+        let peak: usize = std::fs::read_to_string(&peak_file).unwrap().trim().parse().unwrap();
+        match check {
+            "bounded" => assert!((1..=2).contains(&peak), "peak {peak} with max_in_flight 2"),
+            _ => assert!(peak > 2, "without a limit 8 calls of 200 ms overlapped only {peak} at a time"),
+        }
+        pool.shutdown().await;
+        assert_gone(&pids(&dir.path().join("pids")));
+    }
 }
