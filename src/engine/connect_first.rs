@@ -129,8 +129,9 @@ impl Dispatcher {
             let cx =
                 ToolContext { workspace: shared.workspace.clone(), run_id: gate.run_id.clone(), seq, caller };
             let timeout = timeout_of(&shared, &entry.spec);
-            let future = entry.tool.call(args, cx);
-            finish.run(future, timeout).await
+            let abandon = crate::tools::Abandon::for_tool(&entry.spec);
+            let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));
+            finish.run(future, timeout, abandon).await
         });
         Begun::Running { seq, future }
     }

@@ -23,6 +23,7 @@ use crate::gate::later::{self, ApprovalClock, Final, LaterCall, LaterContext};
 use crate::gate::{self, CallRequest, Early, GateContext, Posture};
 use crate::receipt::spill::{self, Measured, SpillArea, SpillTarget};
 use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::CallEnd};
+use crate::tools::Abandon;
 use crate::vm::clock::RunClock;
 
 /// A call still running; resolves to its completion. Run it on the tool
@@ -277,8 +278,9 @@ impl Dispatcher {
                             notes: (!notes.is_empty()).then(|| notes.join("; ")),
                             ..finish
                         };
-                        let future = entry.tool.call(args, cx);
-                        finish.run(future, timeout).await
+                        let abandon = Abandon::for_tool(&entry.spec);
+                        let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
+                        finish.run(future, timeout, abandon).await
                     }
                     Final::Refuse(reason) => finish.refused(Decision::Refused, "refused", reason),
                     Final::Deny(reason) => finish.refused(Decision::Denied, "denied", reason),
@@ -288,15 +290,17 @@ impl Dispatcher {
         }
 
         if !slot_free {
-            let future = entry.tool.call(args, cx);
-            return Begun::Running { seq, future: finish.run(future, timeout) };
+            let abandon = Abandon::for_tool(&entry.spec);
+            let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
+            return Begun::Running { seq, future: finish.run(future, timeout, abandon) };
         }
 
         // First poll here, inside the tool runtime's context, so a tool that
         // creates timers or I/O registers them with that runtime.
         let _enter = self.shared.tools.enter();
+        let abandon = Abandon::for_tool(&entry.spec);
         let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let mut future = entry.tool.call(args, cx);
+            let mut future = Abandon::scope(&abandon, entry.tool.call(args, cx));
             let poll = future.as_mut().poll(&mut Context::from_waker(Waker::noop()));
             (future, poll)
         }));
@@ -317,7 +321,7 @@ impl Dispatcher {
                 // Spilling writes a file: do it off this thread.
                 Finished::NeedsSpill(over) => Begun::Running { seq, future: finish.spill_later(over) },
             },
-            Poll::Pending => Begun::Running { seq, future: finish.run(future, timeout) },
+            Poll::Pending => Begun::Running { seq, future: finish.run(future, timeout, abandon) },
         }
     }
 }
@@ -355,6 +359,10 @@ pub(super) fn later_context<'a>(
         clock: clock as &dyn ApprovalClock,
     }
 }
+
+/// How long a tool that watches its [`Abandon`] signal may take, after its
+/// timeout, to commit or give up before it is dropped.
+const ABANDON_GRACE: Duration = Duration::from_secs(10);
 
 /// The per-call timeout of `spec`'s tool: the policy's setting, else the
 /// tool's own, else the engine's default.
@@ -425,19 +433,51 @@ enum Finished {
 impl Finisher {
     /// The rest of a call: the tool's future under its timeout (counted from
     /// the first poll on the tool runtime), then the completion.
-    pub(super) fn run(self, future: crate::catalog::ToolFuture, timeout: Duration) -> CallFuture {
+    ///
+    /// `future` must have been made under `abandon`'s scope
+    /// ([`Abandon::scope`]; `None` for read-only tools, which commit
+    /// nothing): a tool whose work has a commit point is told
+    /// at the timeout and waited for (at most [`ABANDON_GRACE`]), so a
+    /// change it committed as the timeout passed is reported as done, not
+    /// as timed out.
+    pub(super) fn run(
+        self,
+        mut future: crate::catalog::ToolFuture,
+        timeout: Duration,
+        abandon: Option<Abandon>,
+    ) -> CallFuture {
         Box::pin(async move {
-            match tokio::time::timeout(timeout, future).await {
-                Ok(result) => match self.finish(result) {
-                    Finished::Done(c) => c,
-                    Finished::NeedsSpill(over) => self.spill_later(over).await,
-                },
-                Err(_) => self.failed(
-                    "timeout",
-                    format!("timed out after {} ms (per-tool timeout)", timeout.as_millis()),
-                ),
+            let (result, finisher) = match tokio::time::timeout(timeout, &mut future).await {
+                Ok(result) => (result, self),
+                Err(_) if let Some(abandon) = abandon.as_ref().filter(|a| a.watched()) => {
+                    abandon.signal();
+                    match tokio::time::timeout(ABANDON_GRACE, &mut future).await {
+                        // It was committing as the timeout passed: done.
+                        Ok(Ok(out)) => {
+                            let late =
+                                "finished as its timeout passed (it was already committing its change)";
+                            let notes = Some(match &self.notes {
+                                Some(n) => format!("{n}; {late}"),
+                                None => late.to_owned(),
+                            });
+                            (Ok(out), Finisher { notes, ..self })
+                        }
+                        // It gave up at its commit point, or never came back.
+                        _ => return self.timed_out(timeout),
+                    }
+                }
+                Err(_) => return self.timed_out(timeout),
+            };
+            match finisher.finish(result) {
+                Finished::Done(c) => c,
+                Finished::NeedsSpill(over) => finisher.spill_later(over).await,
             }
         })
+    }
+
+    /// The completion of a call cut by its per-call timeout.
+    fn timed_out(&self, timeout: Duration) -> Completion {
+        self.failed("timeout", format!("timed out after {} ms (per-tool timeout)", timeout.as_millis()))
     }
 
     /// Measures a result; a result that fits becomes its completion at once.

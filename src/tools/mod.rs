@@ -49,37 +49,103 @@ pub(crate) async fn blocking<T: Send + 'static>(
 /// Runs blocking work that changes something at one commit point (a
 /// rename), like [`blocking`], but lets it stop when the call is abandoned.
 ///
-/// `f` gets a flag that is set as soon as the returned future is dropped
-/// unfinished: the call timed out (the engine's per-tool timeout drops the
-/// tool's future) or its run was cancelled. A blocking thread cannot be
-/// stopped from outside, so `f` must look at the flag (with [`cancelled`])
-/// right before its commit point and give up instead of committing; work
-/// before that point must leave nothing behind that matters (a temp file
-/// deleted on drop). So a call reported `timeout` or cancelled does not
-/// change the file afterwards.
+/// `f` gets a flag that is set when the call passes its per-call timeout
+/// (the engine's [`Abandon`] signal) or when the returned future is dropped
+/// unfinished (its run was cancelled or reached its deadline). A blocking
+/// thread cannot be stopped from outside, so `f` must look at the flag
+/// (with [`cancelled`]) right before its commit point and give up instead
+/// of committing; work before that point must leave nothing behind that
+/// matters (a temp file deleted on drop).
 ///
-/// The remaining window: a commit that started before the flag was set (the
-/// check passed, then the call was abandoned while the rename ran)
-/// completes, so a call abandoned in that instant may still have changed the
-/// file. Folders a `write` created for its file before the flag was set
-/// stay too.
+/// At a timeout the engine waits for `f` to commit or give up, so the call
+/// is reported `timeout` exactly when it did not change the file (a commit
+/// already under way completes and the call is reported done, with a
+/// note). When the run ends instead, the call is reported `in_flight`: a
+/// commit that had passed its check in that instant still completes.
+/// Folders a `write` created for its file before the flag was set stay.
 pub(crate) async fn blocking_cancellable<T: Send + 'static>(
     f: impl FnOnce(&AtomicBool) -> Result<T, crate::catalog::ToolError> + Send + 'static,
 ) -> Result<T, crate::catalog::ToolError> {
     /// Sets the flag when dropped: when the future is dropped unfinished,
     /// and harmlessly after the work ended.
-    struct SetOnDrop(Arc<AtomicBool>);
+    struct SetOnDrop(Arc<AbandonState>);
     impl Drop for SetOnDrop {
         fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
+            self.0.flag.store(true, Ordering::SeqCst);
         }
     }
 
-    let flag = Arc::new(AtomicBool::new(false));
-    let guard = SetOnDrop(Arc::clone(&flag));
-    let result = blocking(move || f(&flag)).await;
+    // Under the engine's per-call timeout the flag is also the call's
+    // `Abandon` signal: at the timeout the engine sets it and waits for
+    // this work to commit or give up, so what it reports is what happened.
+    let state = Abandon::watch_current().unwrap_or_default();
+    let guard = SetOnDrop(Arc::clone(&state));
+    let result = blocking(move || f(&state.flag)).await;
     drop(guard);
     result
+}
+
+tokio::task_local! {
+    /// The abandon signal of the call whose tool future is being polled.
+    static ABANDON: Abandon;
+}
+
+/// How the engine tells a tool call that it passed its timeout, for tools
+/// whose work has a commit point ([`blocking_cancellable`]): instead of
+/// dropping the call at once (which could race a commit already under way
+/// and report `timeout` for a file that changed), the engine sets the
+/// signal and waits for the work to commit (the call succeeded) or give up
+/// (it timed out). Tools that never look at it are dropped at the timeout
+/// as before.
+#[derive(Clone, Default)]
+pub(crate) struct Abandon(Arc<AbandonState>);
+
+#[derive(Default)]
+struct AbandonState {
+    /// Set to abandon the call's work; read by the work itself.
+    flag: AtomicBool,
+    /// Set when the call's work watches the flag.
+    watched: AtomicBool,
+}
+
+impl Abandon {
+    /// A signal for a call of `spec`'s tool; `None` for a read-only tool,
+    /// which has no change to commit (and so costs nothing per call).
+    pub(crate) fn for_tool(spec: &crate::catalog::ToolSpec) -> Option<Abandon> {
+        (!spec.is_read_only()).then(Abandon::default)
+    }
+
+    /// `future` with the signal (if any) in reach of the work it starts.
+    pub(crate) fn scope(
+        signal: &Option<Abandon>,
+        future: crate::catalog::ToolFuture,
+    ) -> crate::catalog::ToolFuture {
+        match signal {
+            Some(signal) => Box::pin(ABANDON.scope(signal.clone(), future)),
+            None => future,
+        }
+    }
+
+    /// Tells the call's work to give up at its commit point.
+    pub(crate) fn signal(&self) {
+        self.0.flag.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the call's work watches the signal (and so will end soon
+    /// after it).
+    pub(crate) fn watched(&self) -> bool {
+        self.0.watched.load(Ordering::SeqCst)
+    }
+
+    /// The signal of the call being polled, marked watched.
+    fn watch_current() -> Option<Arc<AbandonState>> {
+        ABANDON
+            .try_with(|a| {
+                a.0.watched.store(true, Ordering::SeqCst);
+                a.0.clone()
+            })
+            .ok()
+    }
 }
 
 /// Whether the call was abandoned; see [`blocking_cancellable`].
