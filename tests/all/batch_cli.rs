@@ -187,18 +187,14 @@ fn a_byte_order_mark_is_skipped_and_empty_input_is_a_bad_invocation() {
 #[test]
 fn a_closed_stdout_cancels_the_batch() {
     use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
     let ws = crate::common::workspace();
     // 200 bash items of 50 ms, one at a time (10 s in all).
     let input: String = (0..200).map(|_| "{\"command\": \"sleep 0.05\"}\n").collect();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .args(["batch", "-", "--tool", "bash", "--concurrency", "1", "--approve", "allow"])
-        .current_dir(ws.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = crate::cli::spawn(
+        &["batch", "-", "--tool", "bash", "--concurrency", "1", "--approve", "allow"],
+        ws.path(),
+        &[],
+    );
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     // Read one line, then close the pipe, as `| head -1` does.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());

@@ -5,15 +5,23 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-pub fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+/// Starts the binary with `args` in `cwd`, with `env` added, every stdio
+/// stream piped.
+pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Path)]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_codemode"))
         .args(args)
         .current_dir(cwd)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the binary starts");
+        .expect("the binary starts")
+}
+
+/// Runs the binary with `args` in `cwd`, `stdin` as its input, to its end.
+pub fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
+    let mut child = spawn(args, cwd, &[]);
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     child.wait_with_output().unwrap()
 }
@@ -90,14 +98,7 @@ fn the_workspace_flag_sets_where_tools_look() {
 #[test]
 fn sigint_cancels_the_run_and_still_prints_the_receipt() {
     let ws = crate::common::workspace();
-    let child = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .args(["run", "-", "--json"])
-        .current_dir(ws.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&["run", "-", "--json"], ws.path(), &[]);
     let mut child = child;
     child.stdin.take().unwrap().write_all(b"console.log('started'); while (true) {}").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -132,14 +133,7 @@ fn control_characters_from_the_program_are_escaped_on_stderr() {
 #[test]
 fn sigterm_cancels_the_run_and_still_prints_the_receipt() {
     let ws = crate::common::workspace();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .args(["run", "-", "--json"])
-        .current_dir(ws.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&["run", "-", "--json"], ws.path(), &[]);
     child.stdin.take().unwrap().write_all(b"while (true) {}").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
@@ -407,15 +401,8 @@ fn mcp_list_starts_nothing_and_mcp_tools_starts_and_lists() {
     let ws = mcp_workspace();
     let cache = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
-            .args(args)
-            .current_dir(ws.path())
-            .env("XDG_CACHE_HOME", cache.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let _ = child.stdin.take();
+        let mut child = spawn(args, ws.path(), &[("XDG_CACHE_HOME", cache.path())]);
+        drop(child.stdin.take());
         child.wait_with_output().unwrap()
     };
     let out = run(&["mcp", "list", "--json"]);
@@ -486,15 +473,11 @@ fn mcp_list_starts_nothing_and_mcp_tools_starts_and_lists() {
 fn a_run_that_starts_mcp_servers_leaves_no_process_behind() {
     let ws = mcp_workspace();
     let cache = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .args(["run", "-", "--json", "--posture", "full-access"])
-        .current_dir(ws.path())
-        .env("XDG_CACHE_HOME", cache.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        ws.path(),
+        &[("XDG_CACHE_HOME", cache.path())],
+    );
     child
         .stdin
         .take()
