@@ -37,6 +37,7 @@ pub mod mcp;
 mod process_group;
 mod program;
 mod receipt;
+pub mod sandbox;
 mod tools;
 mod vm;
 

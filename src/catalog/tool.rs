@@ -42,6 +42,18 @@ pub struct ToolContext {
     pub seq: u64,
     /// Who made the call.
     pub caller: Caller,
+    /// What tool calls may not change or read, and how `bash` is confined
+    /// (docs/SECURITY.md).
+    pub confinement: Arc<crate::sandbox::Confinement>,
+}
+
+impl ToolContext {
+    /// A context for a call in `workspace` (absolute and canonical) with the
+    /// workspace's default [`Confinement`](crate::sandbox::Confinement).
+    pub fn new(workspace: PathBuf, run_id: &str, seq: u64, caller: Caller) -> ToolContext {
+        let confinement = Arc::new(crate::sandbox::Confinement::for_workspace(&workspace));
+        ToolContext { workspace: Arc::new(workspace), run_id: Arc::from(run_id), seq, caller, confinement }
+    }
 }
 
 /// A tool's successful result; becomes `{content, metadata, truncated}`.

@@ -126,8 +126,13 @@ impl Dispatcher {
             let decision = if call_decision == Decision::Approved { call_decision } else { decision };
             let finish =
                 Finisher { decision, notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
-            let cx =
-                ToolContext { workspace: shared.workspace.clone(), run_id: gate.run_id.clone(), seq, caller };
+            let cx = ToolContext {
+                workspace: shared.workspace.clone(),
+                run_id: gate.run_id.clone(),
+                seq,
+                caller,
+                confinement: shared.confinement.clone(),
+            };
             let timeout = timeout_of(&shared, &entry.spec);
             let abandon = crate::tools::Abandon::for_tool(&entry.spec);
             let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));

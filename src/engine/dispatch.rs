@@ -235,8 +235,13 @@ impl Dispatcher {
         }
         let started = Instant::now();
         let timeout = timeout_of(shared, &entry.spec);
-        let cx =
-            ToolContext { workspace: shared.workspace.clone(), run_id: self.run_id.clone(), seq, caller };
+        let cx = ToolContext {
+            workspace: shared.workspace.clone(),
+            run_id: self.run_id.clone(),
+            seq,
+            caller,
+            confinement: shared.confinement.clone(),
+        };
         let finish = Finisher {
             shared: shared.clone(),
             spill: self.spill.clone(),

@@ -86,6 +86,8 @@ pub(crate) struct Shared {
     pub spill_root: PathBuf,
     /// The workspace, when spill files go to the default place inside it.
     pub spill_confine: Option<PathBuf>,
+    /// What tool calls may not change or read; how bash is confined.
+    pub confinement: Arc<crate::sandbox::Confinement>,
     pub tools: Handle,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
@@ -313,6 +315,11 @@ impl EngineBuilder {
         let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
         let spill_root = self.spill_dir.unwrap_or_else(|| workspace.join(".codemode").join("runs"));
         let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
+        let confinement = Arc::new(crate::sandbox::Confinement {
+            spill_root: spill_root.clone(),
+            sandbox: self.policy.sandbox,
+            ..crate::sandbox::Confinement::for_workspace(&workspace)
+        });
         Ok(Engine {
             shared: Arc::new(Shared {
                 catalog,
@@ -330,6 +337,7 @@ impl EngineBuilder {
                 workspace: Arc::new(workspace),
                 spill_root,
                 spill_confine,
+                confinement,
                 tools: tools_handle,
                 vms,
                 _own_runtime: own,

@@ -237,7 +237,15 @@ impl Reader<'_> {
             .into_iter()
             .map(|h| self.hook(h))
             .collect::<Result<_, _>>()?;
-        Ok(Policy { mode, posture, rules, tools, hooks, protected_paths: Vec::new() })
+        Ok(Policy {
+            mode,
+            posture,
+            rules,
+            tools,
+            hooks,
+            protected_paths: Vec::new(),
+            sandbox: Default::default(),
+        })
     }
 
     /// A `mode` or `posture` value: one of `choices`, by its name in the

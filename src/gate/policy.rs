@@ -210,6 +210,9 @@ pub struct Policy {
     /// is not covered: under `full-access` a command can change anything.)
     /// Default: none.
     pub protected_paths: Vec<std::path::PathBuf>,
+    /// How bash commands are confined (`[sandbox]`). Default:
+    /// `workspace-write`, no network.
+    pub sandbox: crate::sandbox::SandboxSettings,
 }
 
 impl Policy {

@@ -2,7 +2,6 @@
 //! pools over a temporary cache, and checks that no process is left.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use codemode::mcp::{McpConfig, McpPool, PoolOptions};
@@ -56,12 +55,7 @@ pub fn options(cache: &Path) -> PoolOptions {
 }
 
 pub fn cx() -> ToolContext {
-    ToolContext {
-        workspace: Arc::new(root()),
-        run_id: Arc::from("test-run"),
-        seq: 1,
-        caller: Caller::Program,
-    }
+    ToolContext::new(root(), "test-run", 1, Caller::Program)
 }
 
 /// The pids the fixture processes wrote to `file`.

@@ -1,0 +1,114 @@
+//! Confinement of what tools run (DESIGN.md §10, docs/SECURITY.md): the
+//! bash sandbox profile and the paths tool calls may not change or read.
+//!
+//! [`Confinement`] is computed once when the engine is built, from the
+//! policy (its `[sandbox]` table, the policy file and hook programs), the
+//! approver command, the MCP configuration file and the workspace (`.git/`
+//! and `.codemode/`), and handed to every tool call in
+//! [`ToolContext::confinement`](crate::ToolContext::confinement).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How `bash` commands are confined (`[sandbox] profile` in
+/// `codemode.toml`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum SandboxProfile {
+    /// Writes only beneath the workspace (minus protected paths) and a
+    /// private temporary folder. The default.
+    #[default]
+    WorkspaceWrite,
+    /// Writes only to a private temporary folder.
+    ReadOnly,
+    /// No OS sandbox. Allowed only under the `full-access` posture, and said
+    /// in every receipt.
+    Off,
+}
+
+impl SandboxProfile {
+    /// The name used in `codemode.toml` and receipts: `workspace-write`,
+    /// `read-only` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxProfile::WorkspaceWrite => "workspace-write",
+            SandboxProfile::ReadOnly => "read-only",
+            SandboxProfile::Off => "off",
+        }
+    }
+
+    /// Parses [`SandboxProfile::as_str`]'s names; `None` for anything else.
+    pub fn parse(name: &str) -> Option<SandboxProfile> {
+        match name {
+            "workspace-write" => Some(SandboxProfile::WorkspaceWrite),
+            "read-only" => Some(SandboxProfile::ReadOnly),
+            "off" => Some(SandboxProfile::Off),
+            _ => None,
+        }
+    }
+}
+
+/// The `[sandbox]` table of `codemode.toml`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// The profile. Default: [`SandboxProfile::WorkspaceWrite`].
+    pub profile: SandboxProfile,
+    /// Whether bash commands may use the network. Default: false (a new,
+    /// empty network namespace: even 127.0.0.1 is unreachable).
+    pub network: bool,
+}
+
+/// Default grace period between SIGTERM and SIGKILL when a process group
+/// is ended.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// What tool calls may not change or read, and how bash is confined.
+/// Every path is absolute and canonical (or, for a path that does not
+/// exist yet, absolute beneath the canonical workspace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confinement {
+    /// The workspace root.
+    pub workspace: PathBuf,
+    /// Files and folders writer tools (write, edit, bash) cannot change; a
+    /// folder covers everything beneath it. The loaded policy and MCP files,
+    /// every file a hook or approver command names and the folders that
+    /// hold them, `<workspace>/.git`, `<workspace>/.codemode`, minus what
+    /// an explicit allow rule lifted.
+    pub protected: Vec<PathBuf>,
+    /// Folders tools cannot read either: `<workspace>/.codemode` (earlier
+    /// runs' receipts and spill files). A run may still read its own spill
+    /// files, under [`Confinement::spill_root`]`/<run_id>`.
+    pub hidden: Vec<PathBuf>,
+    /// Where runs' spill files go: `<spill_root>/<run_id>/`.
+    pub spill_root: PathBuf,
+    /// The bash sandbox.
+    pub sandbox: SandboxSettings,
+    /// Grace period between SIGTERM and SIGKILL when a process group ends.
+    pub kill_grace: Duration,
+}
+
+impl Confinement {
+    /// The default confinement of `workspace` (canonical): `.git` and
+    /// `.codemode` protected, `.codemode` hidden, spill files under
+    /// `.codemode/runs`, the default sandbox and grace period.
+    pub fn for_workspace(workspace: &Path) -> Confinement {
+        let codemode = workspace.join(".codemode");
+        Confinement {
+            workspace: workspace.to_path_buf(),
+            protected: vec![workspace.join(".git"), codemode.clone()],
+            hidden: vec![codemode.clone()],
+            spill_root: codemode.join("runs"),
+            sandbox: SandboxSettings::default(),
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+
+    /// The protected path that covers `path` (absolute), if any.
+    pub fn protection_of(&self, path: &Path) -> Option<&Path> {
+        self.protected.iter().map(PathBuf::as_path).find(|p| path.starts_with(p))
+    }
+
+    /// The hidden folder that covers `path` (absolute), if any.
+    pub fn hidden_of(&self, path: &Path) -> Option<&Path> {
+        self.hidden.iter().map(PathBuf::as_path).find(|p| path.starts_with(p))
+    }
+}
