@@ -39,6 +39,7 @@ mod program;
 mod receipt;
 pub mod sandbox;
 mod tools;
+pub mod trust;
 mod vm;
 
 pub use catalog::{

@@ -66,25 +66,11 @@ impl EngineArgs {
         adjust(&mut limits);
         let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut policy = match &self.config {
+            // Named on the command line: the user's own, applied whole.
             Some(path) => Policy::load(path)?,
             None => {
                 let default = workspace.join("codemode.toml");
-                if default.exists() {
-                    // Say so: a policy file that came with the workspace
-                    // (a cloned repository, say) decides what runs.
-                    let policy = Policy::load(&default)?;
-                    eprintln!(
-                        "codemode: policy from {}: mode {}, posture {}, {} rules, {} hooks",
-                        default.display(),
-                        if policy.mode == Mode::Plan { "plan" } else { "work" },
-                        policy.posture.as_str(),
-                        policy.rules.allow.len() + policy.rules.ask.len() + policy.rules.deny.len(),
-                        policy.hooks.len()
-                    );
-                    policy
-                } else {
-                    Policy::default()
-                }
+                if default.exists() { workspace_policy(&default)? } else { Policy::default() }
             }
         };
         match self.mode.as_deref() {
@@ -134,6 +120,56 @@ impl EngineArgs {
         }
         Ok(Some(config))
     }
+}
+
+/// Whether the workspace file `path` is trusted (`codemode trust`). A trust
+/// record that cannot be read is an error, never "trusted"; no config
+/// folder at all means untrusted.
+pub(crate) fn workspace_file_trusted(path: &std::path::Path) -> anyhow::Result<bool> {
+    use codemode::trust::{TrustError, TrustState, TrustStore};
+    let store = match TrustStore::user() {
+        Ok(store) => store,
+        Err(TrustError::NoConfigDir) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(store.state(path).context("workspace trust")? == TrustState::Trusted)
+}
+
+/// A workspace's own `codemode.toml`: applied whole when trusted, else only
+/// its restrictions; either way the CLI says so in one line on stderr (a
+/// policy file that came with a cloned repository decides what runs).
+fn workspace_policy(path: &std::path::Path) -> anyhow::Result<Policy> {
+    let policy = Policy::load(path)?;
+    let summary = |p: &Policy| {
+        format!(
+            "mode {}, posture {}, {} rules, {} hooks",
+            if p.mode == Mode::Plan { "plan" } else { "work" },
+            p.posture.as_str(),
+            p.rules.allow.len() + p.rules.ask.len() + p.rules.deny.len(),
+            p.hooks.len()
+        )
+    };
+    if workspace_file_trusted(path)? {
+        eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&policy));
+        return Ok(policy);
+    }
+    let (policy, dropped) = policy.without_grants();
+    if dropped.is_empty() {
+        eprintln!(
+            "codemode: policy from {} (untrusted, grants nothing): {}",
+            path.display(),
+            summary(&policy)
+        );
+    } else {
+        eprintln!(
+            "codemode: {} is not trusted: its restrictions apply, its grants do not ({} ignored); \
+             read it, then `codemode trust {}` to apply it whole",
+            path.display(),
+            dropped.join(", "),
+            path.parent().map_or_else(|| ".".into(), |d| d.display().to_string())
+        );
+    }
+    Ok(policy)
 }
 
 /// The CLI's engine: when the command ends it ends the MCP servers'

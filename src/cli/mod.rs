@@ -11,6 +11,7 @@ mod mcp;
 mod run;
 mod search;
 mod tools;
+mod trust;
 mod types;
 
 use std::process::ExitCode;
@@ -62,6 +63,9 @@ enum Command {
     /// Print the TypeScript declarations of the tools (their JSON Schemas
     /// as types), for programs and the models that write them.
     Types(types::TypesArgs),
+    /// Trust a workspace's codemode.toml and .mcp.json (untrusted ones
+    /// restrict but grant nothing); --list, --revoke.
+    Trust(trust::TrustArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -81,6 +85,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Search(args) => search::search(args),
         Command::Mcp(args) => mcp::mcp(args),
         Command::Types(args) => types::types(args),
+        Command::Trust(args) => trust::trust(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

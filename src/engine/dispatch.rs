@@ -214,7 +214,7 @@ impl Dispatcher {
             calls_made: ledger.calls_made(),
             primary: primary.as_ref(),
         };
-        let prep = match decide_early(shared, &catalog, &request, self.start) {
+        let prep = match decide_early(shared, &catalog, &request, self.start, &self.run_id) {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
             Early::Exhausted(reason) => {
@@ -338,6 +338,7 @@ pub(super) fn decide_early(
     catalog: &Catalog,
     request: &CallRequest<'_>,
     start: (Posture, u64),
+    run_id: &str,
 ) -> Early {
     let (posture, epoch) = shared.posture.get();
     let cx = GateContext {
@@ -346,6 +347,11 @@ pub(super) fn decide_early(
         max_calls: shared.limits.max_calls,
         posture,
         posture_at_start: (epoch != start.1).then_some(start.0),
+        guard: gate::protection::Guard {
+            protections: &shared.protections,
+            confinement: &shared.confinement,
+            run_id,
+        },
     };
     gate::decide_early(request, &cx)
 }
@@ -362,6 +368,8 @@ pub(super) fn later_context<'a>(
         posture: &shared.posture,
         approver: shared.approver.as_ref(),
         clock: clock as &dyn ApprovalClock,
+        protections: &shared.protections,
+        confinement: &shared.confinement,
     }
 }
 

@@ -8,6 +8,7 @@ pub(crate) mod dispatch;
 mod execute_tools;
 mod mcp_link;
 mod run_id;
+pub(crate) use run_id::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 pub use direct::CallOutcome;
@@ -88,6 +89,8 @@ pub(crate) struct Shared {
     pub spill_confine: Option<PathBuf>,
     /// What tool calls may not change or read; how bash is confined.
     pub confinement: Arc<crate::sandbox::Confinement>,
+    /// Every protected path and what it is (gate step 7).
+    pub protections: Vec<crate::gate::protection::Protection>,
     pub tools: Handle,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
@@ -266,6 +269,7 @@ impl EngineBuilder {
         let (tool_search, discovery_cell) = ToolSearch::new();
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
+        let mcp_source: Option<PathBuf> = None;
         let mcp = self.mcp.map(|(config, options)| {
             let (link, connect_tools) = mcp_link::McpLink::new(config, options);
             tools.extend(connect_tools);
@@ -315,9 +319,20 @@ impl EngineBuilder {
         let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
         let spill_root = self.spill_dir.unwrap_or_else(|| workspace.join(".codemode").join("runs"));
         let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
+        let named = crate::gate::protection::NamedFiles {
+            mcp_config: mcp_source,
+            approver: self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default(),
+        };
+        let protections = crate::gate::protection::protections(&workspace, &self.policy, &named);
         let confinement = Arc::new(crate::sandbox::Confinement {
+            protected: crate::gate::protection::sandbox_protected(
+                &workspace,
+                &protections,
+                &self.policy.sandbox_writable,
+            ),
             spill_root: spill_root.clone(),
             sandbox: self.policy.sandbox,
+            kill_grace: self.policy.kill_grace,
             ..crate::sandbox::Confinement::for_workspace(&workspace)
         });
         Ok(Engine {
@@ -338,6 +353,7 @@ impl EngineBuilder {
                 spill_root,
                 spill_confine,
                 confinement,
+                protections,
                 tools: tools_handle,
                 vms,
                 _own_runtime: own,

@@ -32,6 +32,15 @@ pub(crate) fn new_run_id() -> String {
     )
 }
 
+/// `now` as an RFC 3339 UTC timestamp to the second
+/// (`2026-12-01T14:24:41Z`).
+pub(crate) fn rfc3339_utc(now: SystemTime) -> String {
+    let secs = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let t = secs % 86_400;
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", t / 3600, t / 60 % 60, t % 60)
+}
+
 /// Year, month, day of the proleptic Gregorian calendar for days since
 /// 1970-01-01 (H. Hinnant's `civil_from_days`).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {

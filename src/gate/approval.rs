@@ -84,4 +84,13 @@ pub type ApprovalFuture = Pin<Box<dyn Future<Output = Result<Approval, ApproverE
 pub trait Approver: Send + Sync + 'static {
     /// Answers one request.
     fn decide(&self, request: ApprovalRequest) -> ApprovalFuture;
+
+    /// Files this approver runs or reads (a command approver's program and
+    /// the arguments that name files), absolute. The engine protects them,
+    /// and the folders holding them, from writer tools (docs/SECURITY.md),
+    /// so a program cannot rewrite the approver that decides its calls.
+    /// Default: none.
+    fn named_files(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
 }

@@ -619,6 +619,29 @@ impl Approver for CommandApprover {
         let this = self.clone();
         Box::pin(async move { command::ask(&this, &request).await })
     }
+
+    /// The program (as a path, or found on `PATH` when its name has no `/`)
+    /// and every argument that names an existing file, canonical.
+    fn named_files(&self) -> Vec<std::path::PathBuf> {
+        use std::path::{Path, PathBuf};
+        let program: Option<PathBuf> = if self.program.contains('/') {
+            Some(PathBuf::from(&self.program))
+        } else {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths).map(|dir| dir.join(&self.program)).find(|p| p.is_file())
+            })
+        };
+        let mut files: Vec<PathBuf> = Vec::new();
+        for file in program.iter().map(PathBuf::as_path).chain(self.args.iter().map(Path::new)) {
+            if let Ok(file) = std::fs::canonicalize(file)
+                && file.is_file()
+                && !files.contains(&file)
+            {
+                files.push(file);
+            }
+        }
+        files
+    }
 }
 
 /// What a `cmd:` approver prints.

@@ -43,6 +43,7 @@ pub(crate) async fn run(
     catalog: &Catalog,
     policy: &Policy,
     posture: Posture,
+    (protections, confinement): (&[super::protection::Protection], &crate::sandbox::Confinement),
 ) -> Hooked {
     let HookedCall { tool, mut args, caller, run_id, workspace } = call;
     let mut verdict = HookVerdict::default();
@@ -71,6 +72,7 @@ pub(crate) async fn run(
                         max_calls: usize::MAX,
                         posture,
                         posture_at_start: None,
+                        guard: super::protection::Guard { protections, confinement, run_id },
                     };
                     match recheck_rewrite(&request, &cx) {
                         Ok(found) => rules = Some(found),
@@ -116,13 +118,17 @@ mod tests {
         }
     }
 
+    fn test_confinement() -> crate::sandbox::Confinement {
+        crate::sandbox::Confinement::for_workspace(Path::new("/ws"))
+    }
+
     async fn run_with(hooks: Vec<HookSpec>, args: Value) -> Hooked {
         let catalog = Catalog::new(crate::tools::native()).unwrap();
         let policy = Policy { hooks, ..Policy::default() };
         let ws = tempfile::tempdir().unwrap();
         let call =
             HookedCall { tool: "write", args, caller: Caller::Program, run_id: "r", workspace: ws.path() };
-        run(call, &catalog, &policy, Posture::Ask).await
+        run(call, &catalog, &policy, Posture::Ask, (&[], &test_confinement())).await
     }
 
     #[tokio::test]
@@ -167,7 +173,7 @@ mod tests {
         let ws = std::fs::canonicalize(dir.path()).unwrap();
         let args = json!({"path": "a.txt", "content": ""});
         let call = HookedCall { tool: "write", args, caller: Caller::Program, run_id: "r", workspace: &ws };
-        let out = run(call, &catalog, &policy, Posture::Ask).await;
+        let out = run(call, &catalog, &policy, Posture::Ask, (&[], &test_confinement())).await;
         let Hooked::Blocked(reason) = out else { panic!("{out:?}") };
         assert!(reason.contains("deny rule `write(sandbox/**)`"), "{reason}");
     }

@@ -116,12 +116,21 @@ impl Policy {
                 *program = dir.join(program.as_str()).display().to_string();
             }
         }
-        let programs = policy.hooks.iter().filter_map(|h| h.command.first()).map(Path::new);
-        policy.protected_paths = std::iter::once(path)
-            .chain(programs)
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .filter(|p| p.is_file())
-            .collect();
+        policy.source = std::fs::canonicalize(path).ok();
+        // Every file a hook names: its program, and arguments that are
+        // files, taken from the policy file's folder or the workspace (the
+        // hook's working folder, here assumed to be the policy file's).
+        let named = policy.hooks.iter().flat_map(|h| h.command.iter()).map(|arg| dir.join(arg));
+        let mut protected: Vec<PathBuf> = Vec::new();
+        for file in std::iter::once(path.to_path_buf()).chain(named) {
+            if let Ok(file) = std::fs::canonicalize(&file)
+                && file.is_file()
+                && !protected.contains(&file)
+            {
+                protected.push(file);
+            }
+        }
+        policy.protected_paths = protected;
         Ok(policy)
     }
 }
@@ -136,7 +145,21 @@ struct RawPolicy {
     #[serde(default)]
     tools: BTreeMap<Spanned<String>, RawTool>,
     hooks: Option<RawHooks>,
+    sandbox: Option<RawSandbox>,
 }
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a sandbox table")]
+struct RawSandbox {
+    profile: Option<Spanned<String>>,
+    network: Option<bool>,
+    #[serde(default)]
+    writable: Vec<Spanned<String>>,
+    kill_grace_ms: Option<Spanned<u64>>,
+}
+
+/// The longest `[sandbox] kill_grace_ms`: 60 s.
+const MAX_KILL_GRACE_MS: u64 = 60_000;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table of rule lists")]
@@ -237,15 +260,44 @@ impl Reader<'_> {
             .into_iter()
             .map(|h| self.hook(h))
             .collect::<Result<_, _>>()?;
-        Ok(Policy {
-            mode,
-            posture,
-            rules,
-            tools,
-            hooks,
-            protected_paths: Vec::new(),
-            sandbox: Default::default(),
-        })
+        let mut policy = Policy { mode, posture, rules, tools, hooks, ..Policy::default() };
+        if let Some(sandbox) = raw.sandbox {
+            self.sandbox(sandbox, &mut policy)?;
+        }
+        Ok(policy)
+    }
+
+    /// The `[sandbox]` table into `policy`.
+    fn sandbox(&self, raw: RawSandbox, policy: &mut Policy) -> Result<(), PolicyError> {
+        use crate::sandbox::SandboxProfile;
+        if let Some(profile) = &raw.profile {
+            policy.sandbox.profile = SandboxProfile::parse(profile.get_ref()).ok_or_else(|| {
+                self.error_at(
+                    profile,
+                    format!(
+                        "`sandbox.profile` is `{}`; use workspace-write, read-only or off",
+                        profile.get_ref()
+                    ),
+                )
+            })?;
+        }
+        policy.sandbox.network = raw.network.unwrap_or(false);
+        for path in raw.writable {
+            if path.get_ref().trim().is_empty() {
+                return Err(self.error_at(&path, "`sandbox.writable` holds an empty path".to_owned()));
+            }
+            policy.sandbox_writable.push(path.into_inner());
+        }
+        if let Some(ms) = &raw.kill_grace_ms {
+            if *ms.get_ref() > MAX_KILL_GRACE_MS {
+                return Err(self.error_at(
+                    ms,
+                    format!("`sandbox.kill_grace_ms` is {}; give 0 to {MAX_KILL_GRACE_MS}", ms.get_ref()),
+                ));
+            }
+            policy.kill_grace = Duration::from_millis(*ms.get_ref());
+        }
+        Ok(())
     }
 
     /// A `mode` or `posture` value: one of `choices`, by its name in the
@@ -583,7 +635,9 @@ command = ["audit"]
         assert_eq!(loaded.hooks[1].command[0], "audit", "a bare name is looked up on PATH");
         assert_eq!(loaded.protected_paths, vec![std::fs::canonicalize(&path).unwrap()]);
         loaded.hooks[0].command[0] = "./hooks/check.sh".into();
+        assert_eq!(loaded.source, Some(std::fs::canonicalize(&path).unwrap()));
         loaded.protected_paths.clear();
+        loaded.source = None;
         assert_eq!(loaded, Policy::from_toml(FULL, None).unwrap());
         std::fs::write(&path, "mode = \"plan\"\n\nposture = \"none\"\n").unwrap();
         let e = Policy::load(&path).unwrap_err();
@@ -613,5 +667,64 @@ command = ["audit"]
         assert!(bash.timeout_ms.is_some() && bash.allowed_callers.is_some());
         assert!(!p.hooks.is_empty());
         assert_ne!(p.hooks[0].timeout, DEFAULT_HOOK_TIMEOUT);
+        assert_eq!(p.sandbox_writable, vec![".git".to_owned()]);
+    }
+
+    #[test]
+    fn the_sandbox_table_is_read_and_checked() {
+        use crate::sandbox::SandboxProfile;
+        let p = Policy::from_toml(
+            "[sandbox]\nprofile = \"read-only\"\nnetwork = true\nwritable = [\".git\"]\nkill_grace_ms = 500\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.sandbox.profile, SandboxProfile::ReadOnly);
+        assert!(p.sandbox.network);
+        assert_eq!(p.sandbox_writable, vec![".git".to_owned()]);
+        assert_eq!(p.kill_grace, Duration::from_millis(500));
+        let d = Policy::from_toml("", None).unwrap();
+        assert_eq!((d.sandbox.profile, d.sandbox.network), (SandboxProfile::WorkspaceWrite, false));
+        for (bad, says) in [
+            ("[sandbox]\nprofile = \"none\"\n", "workspace-write, read-only or off"),
+            ("[sandbox]\nkill_grace_ms = 600000\n", "0 to 60000"),
+            ("[sandbox]\nnetwrok = true\n", "netwrok"),
+        ] {
+            let e = Policy::from_toml(bad, None).unwrap_err();
+            assert!(e.message.contains(says) && e.line == Some(2), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_untrusted_file_keeps_its_restrictions_and_loses_its_grants() {
+        let p = Policy::from_toml(
+            "mode = \"plan\"\nposture = \"full-access\"\n[rules]\nallow = [\"bash\", \"write\"]\n\
+             ask = [\"edit\"]\ndeny = [\"read(.env)\"]\n[tools.bash]\ntimeout_ms = 900000\n\
+             allowed_callers = [\"direct\"]\n[sandbox]\nprofile = \"off\"\nnetwork = true\n\
+             [[hooks.before_call]]\ncommand = [\"x\"]\n",
+            None,
+        )
+        .unwrap();
+        let (kept, dropped) = p.without_grants();
+        assert_eq!(kept.mode, Mode::Plan);
+        assert_eq!(kept.posture, Posture::Ask);
+        assert!(kept.rules.allow.is_empty() && kept.hooks.is_empty());
+        assert_eq!((kept.rules.ask.len(), kept.rules.deny.len()), (1, 1));
+        assert_eq!(kept.tools["bash"].timeout_ms, None);
+        assert!(kept.tools["bash"].allowed_callers.is_some());
+        assert_eq!(kept.sandbox, crate::sandbox::SandboxSettings::default());
+        assert_eq!(
+            dropped,
+            [
+                "2 allow rules",
+                "posture full-access",
+                "1 hook",
+                "1 tool timeout",
+                "sandbox off",
+                "sandbox network"
+            ]
+        );
+        let narrow = Policy::from_toml("[sandbox]\nprofile = \"read-only\"\n", None).unwrap();
+        let (kept, dropped) = narrow.clone().without_grants();
+        assert_eq!((kept, dropped.len()), (narrow, 0), "a narrower sandbox is a restriction");
     }
 }

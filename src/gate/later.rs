@@ -48,6 +48,10 @@ pub(crate) struct LaterContext<'a> {
     pub posture: &'a PostureCell,
     pub approver: &'a dyn Approver,
     pub clock: &'a dyn ApprovalClock,
+    /// Protected paths, for a hook's rewritten arguments.
+    pub protections: &'a [super::protection::Protection],
+    /// Hidden paths and the sandbox, for a hook's rewritten arguments.
+    pub confinement: &'a crate::sandbox::Confinement,
 }
 
 /// The end of the gate for one call.
@@ -76,24 +80,31 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
 
     // 8. Before-call hooks.
     let hooked = HookedCall { tool, args, caller, run_id, workspace };
-    let (args, verdict, mut notes) =
-        match before_call_hooks::run(hooked, cx.catalog, cx.policy, posture_before).await {
-            Hooked::Blocked(reason) => return Final::Refuse(reason),
-            Hooked::Passed { args, verdict, notes, rules } => {
-                if let Some(rules) = rules {
-                    // The rules' findings on the rewritten call replace those
-                    // on the original.
-                    prep.allowed_by = rules.allowed_by;
-                    prep.ask_rule = rules.ask_rule;
-                    subject = cx
-                        .catalog
-                        .get(tool)
-                        .and_then(|e| super::primary::of(&e.spec, &args, workspace))
-                        .map(|p| p.subject().to_owned());
-                }
-                (args, verdict, notes)
+    let (args, verdict, mut notes) = match before_call_hooks::run(
+        hooked,
+        cx.catalog,
+        cx.policy,
+        posture_before,
+        (cx.protections, cx.confinement),
+    )
+    .await
+    {
+        Hooked::Blocked(reason) => return Final::Refuse(reason),
+        Hooked::Passed { args, verdict, notes, rules } => {
+            if let Some(rules) = rules {
+                // The rules' findings on the rewritten call replace those
+                // on the original.
+                prep.allowed_by = rules.allowed_by;
+                prep.ask_rule = rules.ask_rule;
+                subject = cx
+                    .catalog
+                    .get(tool)
+                    .and_then(|e| super::primary::of(&e.spec, &args, workspace))
+                    .map(|p| p.subject().to_owned());
             }
-        };
+            (args, verdict, notes)
+        }
+    };
 
     // 9. Ask rules and posture.
     let Some(reason) = approval_reason(tool, &prep, &verdict, posture_before) else {

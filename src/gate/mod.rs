@@ -34,6 +34,7 @@ pub(crate) mod policy;
 pub(crate) mod posture_epoch;
 mod preparation;
 pub(crate) mod primary;
+pub(crate) mod protection;
 mod rules;
 mod tool_exists;
 
@@ -72,6 +73,8 @@ pub(crate) struct GateContext<'a> {
     pub posture: Posture,
     /// The posture when the run started, when it has changed since.
     pub posture_at_start: Option<Posture>,
+    /// Protected and hidden paths, and the run.
+    pub guard: protection::Guard<'a>,
 }
 
 /// What steps 6 and 7 learn about a call, for the steps after them.
@@ -124,7 +127,10 @@ pub(crate) static STEPS: &[&dyn Step] = &[
     &input_schema::InputSchema,
     // 6. Deny rules (deny wins), then allow and ask rules.
     &rules::RuleLists,
-    // 7. What the tool is: reader or writer, destructive or not.
+    // 7. Protected and hidden paths (an allow rule naming one lifts it),
+    //    and bash with the sandbox off outside full-access.
+    &protection::ProtectedPaths,
+    // 8. What the tool is: reader or writer, destructive or not.
     &preparation::Preparing,
 ];
 
@@ -164,7 +170,12 @@ pub(crate) fn decide_early(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Earl
 /// taken from the rewrite). Returns the rules' new findings.
 pub(crate) fn recheck_rewrite(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Result<Preparation, String> {
     let mut prep = Preparation::default();
-    for step in [&direct_only::DirectOnly as &dyn Step, &input_schema::InputSchema, &rules::RuleLists] {
+    for step in [
+        &direct_only::DirectOnly as &dyn Step,
+        &input_schema::InputSchema,
+        &rules::RuleLists,
+        &protection::ProtectedPaths,
+    ] {
         if let Verdict::Refuse(reason) = step.check(call, cx, &mut prep) {
             return Err(reason);
         }
@@ -176,7 +187,18 @@ pub(crate) fn recheck_rewrite(call: &CallRequest<'_>, cx: &GateContext<'_>) -> R
 impl<'a> GateContext<'a> {
     /// A context with the default policy and an unchanged posture.
     pub(crate) fn for_test(catalog: &'a Catalog, policy: &'a Policy) -> Self {
-        GateContext { catalog, policy, max_calls: 10, posture: policy.posture, posture_at_start: None }
+        static CONFINEMENT: std::sync::LazyLock<crate::sandbox::Confinement> =
+            std::sync::LazyLock::new(|| {
+                crate::sandbox::Confinement::for_workspace(std::path::Path::new("/ws"))
+            });
+        GateContext {
+            catalog,
+            policy,
+            max_calls: 10,
+            posture: policy.posture,
+            posture_at_start: None,
+            guard: protection::Guard { protections: &[], confinement: &CONFINEMENT, run_id: "test-run" },
+        }
     }
 }
 
@@ -209,6 +231,7 @@ mod tests {
                 "tool_exists",
                 "input_schema",
                 "rules",
+                "protected_paths",
                 "preparation"
             ]
         );

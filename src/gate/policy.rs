@@ -191,7 +191,7 @@ pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 /// approval), no rules, no hooks. With the default `deny` approver, writers
 /// are therefore refused until a rule, the posture or an approver allows
 /// them.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     /// Plan or work. Default: work.
     pub mode: Mode,
@@ -203,19 +203,91 @@ pub struct Policy {
     pub tools: BTreeMap<String, ToolSettings>,
     /// Before-call hooks, run in order. Default: none.
     pub hooks: Vec<HookSpec>,
+    /// The policy file this policy was read from (canonical), set by
+    /// [`Policy::load`]. Default: none.
+    pub source: Option<std::path::PathBuf>,
     /// Files tool calls may not change (absolute, canonical): the policy
-    /// file and the hook programs, filled in by [`Policy::load`]. A writer
-    /// whose path resolves to one is refused at step 6, whatever the rules
-    /// and posture say, so a program cannot loosen its own policy. (`bash`
-    /// is not covered: under `full-access` a command can change anything.)
-    /// Default: none.
+    /// file and every file a hook command names (its program and the
+    /// arguments that are files), filled in by [`Policy::load`]. The engine
+    /// protects them, and the folders holding the hook files, from writer
+    /// tools and the bash sandbox (docs/SECURITY.md). Default: none.
     pub protected_paths: Vec<std::path::PathBuf>,
     /// How bash commands are confined (`[sandbox]`). Default:
     /// `workspace-write`, no network.
     pub sandbox: crate::sandbox::SandboxSettings,
+    /// Protected paths the bash sandbox may write anyway (`[sandbox]
+    /// writable`, relative to the workspace or absolute): the explicit way
+    /// to lift a protection for bash. Default: none.
+    pub sandbox_writable: Vec<String>,
+    /// Grace period between SIGTERM and SIGKILL when a bash command's
+    /// processes are ended (`[sandbox] kill_grace_ms`). Default: 2 s.
+    pub kill_grace: std::time::Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            mode: Mode::default(),
+            posture: Posture::default(),
+            rules: Rules::default(),
+            tools: BTreeMap::new(),
+            hooks: Vec::new(),
+            source: None,
+            protected_paths: Vec::new(),
+            sandbox: crate::sandbox::SandboxSettings::default(),
+            sandbox_writable: Vec::new(),
+            kill_grace: crate::sandbox::DEFAULT_KILL_GRACE,
+        }
+    }
 }
 
 impl Policy {
+    /// This policy as an untrusted workspace file applies (docs/SECURITY.md,
+    /// "Workspace trust"): its restrictions stay (deny and ask rules, plan
+    /// mode, `allowed_callers`, sandbox `read-only`) and its grants go
+    /// (allow rules, a posture wider than `ask`, hooks, tool timeouts,
+    /// sandbox `off`, `network`, `writable`, `kill_grace_ms`). Returns the
+    /// policy and what was left out, each as a short phrase (`2 allow
+    /// rules`, `posture full-access`), empty when the file grants nothing.
+    pub fn without_grants(mut self) -> (Policy, Vec<String>) {
+        use crate::sandbox::SandboxProfile;
+        let mut dropped = Vec::new();
+        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        if !self.rules.allow.is_empty() {
+            dropped.push(plural(self.rules.allow.len(), "allow rule"));
+            self.rules.allow.clear();
+        }
+        if self.posture > Posture::Ask {
+            dropped.push(format!("posture {}", self.posture.as_str()));
+            self.posture = Posture::Ask;
+        }
+        if !self.hooks.is_empty() {
+            dropped.push(plural(self.hooks.len(), "hook"));
+            self.hooks.clear();
+        }
+        let timeouts = self.tools.values_mut().filter_map(|t| t.timeout_ms.take()).count();
+        if timeouts > 0 {
+            dropped.push(plural(timeouts, "tool timeout"));
+        }
+        if self.sandbox.profile == SandboxProfile::Off {
+            dropped.push("sandbox off".to_owned());
+            self.sandbox.profile = SandboxProfile::WorkspaceWrite;
+        }
+        if self.sandbox.network {
+            dropped.push("sandbox network".to_owned());
+            self.sandbox.network = false;
+        }
+        if !self.sandbox_writable.is_empty() {
+            dropped.push(plural(self.sandbox_writable.len(), "sandbox writable path"));
+            self.sandbox_writable.clear();
+        }
+        if self.kill_grace != crate::sandbox::DEFAULT_KILL_GRACE {
+            dropped.push("kill_grace_ms".to_owned());
+            self.kill_grace = crate::sandbox::DEFAULT_KILL_GRACE;
+        }
+        (self, dropped)
+    }
+
     /// The default policy with posture full access: every call that passes
     /// the rules and hooks runs without an approval.
     pub fn full_access() -> Policy {

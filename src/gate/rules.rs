@@ -46,15 +46,6 @@ impl Step for RuleLists {
         if let Some(rule) = first(&rules.deny, covers_any) {
             return Verdict::Refuse(format!("refused by the deny rule `{rule}`"));
         }
-        if let Some(target) = primary.and_then(|p| p.target.as_ref())
-            && cx.policy.protected_paths.contains(target)
-            && cx.catalog.get(tool).is_some_and(|e| !e.spec.is_read_only())
-        {
-            return Verdict::Refuse(format!(
-                "`{}` is the policy file or one of its hook programs; tool calls cannot change it (edit it yourself)",
-                primary.map_or("", |p| p.subject())
-            ));
-        }
         prep.allowed_by = first(&rules.allow, covers_all);
         prep.ask_rule = first(&rules.ask, covers_any);
         Verdict::Next

@@ -11,6 +11,9 @@ pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Pat
     Command::new(env!("CARGO_BIN_EXE_codemode"))
         .args(args)
         .current_dir(cwd)
+        // No trust record unless a test gives its own: a workspace's own
+        // files are untrusted (docs/SECURITY.md).
+        .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -496,7 +496,7 @@ fn a_program_cannot_rewrite_its_policy_file_or_hooks() {
     ] {
         let r = e.call_blocking(tool, &args);
         assert_eq!(r.call.status, CallStatus::Refused, "{tool} {args}");
-        assert!(r.call.error.unwrap().contains("policy file"), "{tool}");
+        assert!(r.call.error.unwrap().contains("is protected"), "{tool}");
     }
     assert!(e.call_blocking("read", &json!({"path": "codemode.toml"})).is_ok(), "reading it is fine");
 }

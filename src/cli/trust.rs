@@ -1,0 +1,86 @@
+//! `codemode trust [DIR] [--list] [--revoke]`: trust a workspace's
+//! `codemode.toml` and `.mcp.json` (docs/SECURITY.md, "Workspace trust").
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use codemode::trust::{TrustState, TrustStore, WORKSPACE_FILES};
+
+/// Trust the policy and MCP files of a workspace, so they apply whole.
+///
+/// A `codemode.toml` or `.mcp.json` found in a workspace is untrusted until
+/// this records its path and SHA-256 in $XDG_CONFIG_HOME/codemode/trusted.json
+/// (else ~/.config/codemode/): an untrusted file restricts (deny and ask
+/// rules, plan mode) but grants nothing (no allow rules, no wider posture,
+/// no hooks, its MCP servers need an approval to start). Any change to a
+/// file revokes its trust. Files named with --config or --mcp-config need no
+/// trust: they are the user's own.
+///
+/// Read the files first: a trusted policy file can allow any call and run
+/// any hook, and a trusted MCP file starts its servers' commands.
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct TrustArgs {
+    /// The workspace whose codemode.toml and .mcp.json to trust [default: current directory].
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// List every trusted file and whether it still matches (trusted, changed, missing).
+    #[arg(long, conflicts_with_all = ["dir", "revoke"])]
+    list: bool,
+    /// Remove the trust of DIR's files instead.
+    #[arg(long)]
+    revoke: bool,
+}
+
+/// Runs `codemode trust`; exit 0 when it did what was asked.
+pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
+    let store = TrustStore::user()?;
+    if args.list {
+        let entries = store.list()?;
+        if entries.is_empty() {
+            eprintln!("codemode: nothing trusted ({})", store.dir().display());
+        }
+        for (path, entry) in entries {
+            let state = match store.state(&path) {
+                Ok(TrustState::Trusted) => "trusted",
+                Ok(_) => "changed",
+                Err(_) => "missing",
+            };
+            println!(
+                "{state:<8} {}  {}  {}",
+                entry.trusted_at,
+                &entry.sha256[..12.min(entry.sha256.len())],
+                path.display()
+            );
+        }
+        return Ok(0);
+    }
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    let dir = std::fs::canonicalize(&dir).with_context(|| format!("{}", dir.display()))?;
+    if !dir.is_dir() {
+        bail!(
+            "{} is not a folder: give the workspace folder that holds codemode.toml or .mcp.json",
+            dir.display()
+        );
+    }
+    if args.revoke {
+        let removed = store.revoke(&dir)?;
+        if removed.is_empty() {
+            eprintln!("codemode: nothing was trusted in {}", dir.display());
+        }
+        for path in removed {
+            println!("revoked  {}", path.display());
+        }
+        return Ok(0);
+    }
+    let files: Vec<PathBuf> = WORKSPACE_FILES.iter().map(|f| dir.join(f)).filter(|p| p.is_file()).collect();
+    if files.is_empty() {
+        bail!("{} has no {} to trust", dir.display(), WORKSPACE_FILES.join(" or "));
+    }
+    for file in files {
+        let (path, entry) = store.trust(&file)?;
+        println!("trusted  {}  sha256 {}", path.display(), entry.sha256);
+    }
+    eprintln!("codemode: recorded in {}; any change to a file revokes its trust", store.dir().display());
+    Ok(0)
+}

@@ -1,0 +1,206 @@
+//! Step 7: protected and hidden paths (docs/SECURITY.md, "Protected
+//! paths"). What decides later calls cannot be changed by a call: writer
+//! tools may not change the loaded policy and MCP files, the files a hook or
+//! the approver command names and the folders that hold them, `.git/` and
+//! `.codemode/`; no tool may read `.codemode/` (earlier runs' receipts and
+//! spill files) except the run's own spill folder. A posture never lifts a
+//! protection; an allow rule for the tool whose pattern starts with the
+//! protected path does (`allow = ["write(.git/**)"]`), and only for that
+//! tool.
+//!
+//! The list is built once, when the engine is built ([`protections`]); the
+//! step compares the call's path as written and as resolved through
+//! symlinks, so neither spelling can dodge it.
+
+use std::path::{Path, PathBuf};
+
+use super::policy::{Policy, Posture, Rule};
+use super::primary::Primary;
+use super::{CallRequest, GateContext, Preparation, Step, Verdict};
+use crate::sandbox::{Confinement, SandboxProfile};
+
+/// One protected path and what it is, for refusals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Protection {
+    /// Absolute; a folder covers everything beneath it.
+    pub path: PathBuf,
+    /// What it is (`the policy file`, `the repository's .git folder`, ...).
+    pub what: String,
+}
+
+/// What the protection step consults besides the policy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Guard<'a> {
+    /// Every protection, in the order they were found.
+    pub protections: &'a [Protection],
+    /// The hidden folders, the workspace and the spill root.
+    pub confinement: &'a Confinement,
+    /// The run the call belongs to (its own spill folder is readable).
+    pub run_id: &'a str,
+}
+
+/// Files the engine's configuration names, with what names them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NamedFiles {
+    /// The MCP configuration file, when one was loaded from a file.
+    pub mcp_config: Option<PathBuf>,
+    /// Files the approver runs or reads (a `cmd:` approver's program and
+    /// the arguments that name files).
+    pub approver: Vec<PathBuf>,
+}
+
+/// Every protection of an engine with `policy`, `named` files and the
+/// canonical `workspace`, in this order: `.git`, `.codemode`, the policy
+/// file, the MCP configuration, hook files and their folders, approver
+/// files and their folders. A folder that is the workspace itself or holds
+/// it is not protected (that would protect everything): a hook kept at the
+/// workspace root protects only its own file.
+pub(crate) fn protections(workspace: &Path, policy: &Policy, named: &NamedFiles) -> Vec<Protection> {
+    let mut out = Vec::new();
+    let mut add = |path: PathBuf, what: String| {
+        if !out.iter().any(|p: &Protection| p.path == path) {
+            out.push(Protection { path, what });
+        }
+    };
+    add(workspace.join(".git"), "the repository's .git folder".into());
+    add(workspace.join(".codemode"), "codemode's own folder (receipts and spill files)".into());
+    if let Some(source) = &policy.source {
+        add(source.clone(), "the policy file".into());
+    }
+    if let Some(mcp) = &named.mcp_config {
+        add(canonical_or(mcp), "the MCP configuration".into());
+    }
+    // Hook files as `Policy::load` found them (from the policy file's
+    // folder), and hook arguments from the workspace, the hooks' working
+    // folder.
+    let from_workspace: Vec<PathBuf> = policy
+        .hooks
+        .iter()
+        .flat_map(|h| h.command.iter())
+        .filter_map(|arg| std::fs::canonicalize(workspace.join(arg)).ok())
+        .filter(|p| p.is_file())
+        .collect();
+    let hooks = policy.protected_paths.iter().filter(|p| Some(*p) != policy.source.as_ref());
+    let files = hooks
+        .chain(&from_workspace)
+        .map(|p| (p, "hook"))
+        .chain(named.approver.iter().map(|p| (p, "approver command")));
+    for (file, by) in files {
+        let file = canonical_or(file);
+        add(file.clone(), format!("a file the {by} names"));
+        if let Some(folder) = file.parent()
+            && !workspace.starts_with(folder)
+        {
+            add(folder.to_path_buf(), format!("the folder of a file the {by} names"));
+        }
+    }
+    out
+}
+
+fn canonical_or(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The paths the bash sandbox keeps read-only: every protection except the
+/// ones `[sandbox] writable` lifts (paths relative to the workspace, or
+/// absolute).
+pub(crate) fn sandbox_protected(
+    workspace: &Path,
+    protections: &[Protection],
+    writable: &[String],
+) -> Vec<PathBuf> {
+    let lifted: Vec<PathBuf> = writable.iter().map(|w| canonical_or(&workspace.join(w))).collect();
+    protections.iter().map(|p| p.path.clone()).filter(|p| !lifted.contains(p)).collect()
+}
+
+/// Applies protected and hidden paths.
+pub(crate) struct ProtectedPaths;
+
+impl Step for ProtectedPaths {
+    fn name(&self) -> &'static str {
+        "protected_paths"
+    }
+
+    fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut Preparation) -> Verdict {
+        let guard = &cx.guard;
+        let writer = cx.catalog.get(call.tool).is_some_and(|e| !e.spec.is_read_only());
+        if let Some(verdict) = sandbox_off(call.tool, cx) {
+            return verdict;
+        }
+        let Some(primary) = call.primary.filter(|p| !p.command) else { return Verdict::Next };
+        let workspace = &guard.confinement.workspace;
+        let lexical = workspace.join(&primary.written);
+        let paths: Vec<&Path> = std::iter::once(lexical.as_path()).chain(primary.target.as_deref()).collect();
+        let own_spill = guard.confinement.spill_root.join(guard.run_id);
+        let shown = |path: &Path| {
+            path.strip_prefix(workspace)
+                .map_or_else(|_| path.display().to_string(), |r| r.display().to_string())
+        };
+        for path in &paths {
+            // The run's own spill files are readable, never writable.
+            let own_read = path.starts_with(&own_spill) && !writer;
+            if let Some(folder) = guard.confinement.hidden_of(path)
+                && !own_read
+                && !lifted(&cx.policy.rules.allow, call.tool, &shown(folder), primary)
+            {
+                return Verdict::Refuse(format!(
+                    "`{}` is inside `{}`, codemode's own folder (earlier runs' receipts and spill files): \
+                     tools cannot read or change it. A run may read its own spill files (the `spill_path` \
+                     of its results, under `{}`)",
+                    primary.subject(),
+                    shown(folder),
+                    shown(&own_spill)
+                ));
+            }
+        }
+        if !writer {
+            return Verdict::Next;
+        }
+        for path in &paths {
+            let Some(protection) = guard.protections.iter().find(|p| path.starts_with(&p.path)) else {
+                continue;
+            };
+            let name = shown(&protection.path);
+            if lifted(&cx.policy.rules.allow, call.tool, &name, primary) {
+                continue;
+            }
+            let pattern = if protection.path.is_dir() { format!("{name}/**") } else { name.clone() };
+            return Verdict::Refuse(format!(
+                "`{}` is protected ({}: `{name}`): tool calls cannot change it, whatever the posture. \
+                 Change it yourself, or lift this one protection with a rule in a trusted policy file: \
+                 allow = [\"{}({pattern})\"]",
+                primary.subject(),
+                protection.what,
+                call.tool
+            ));
+        }
+        Verdict::Next
+    }
+}
+
+/// Whether an allow rule for `tool` names the protected path `name`
+/// (workspace-relative or absolute) and covers every spelling of the
+/// call's path: its pattern starts with `name`, up to a `/` or the end. A
+/// bare `write` rule or `write(**)` lifts nothing.
+fn lifted(allow: &[Rule], tool: &str, name: &str, primary: &Primary) -> bool {
+    allow.iter().filter(|r| r.tool == tool).any(|rule| {
+        let Some(pattern) = rule.pattern.as_deref() else { return false };
+        let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("");
+        literal.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            && primary.spellings().all(|s| rule.matches(tool, Some(s)))
+    })
+}
+
+/// `bash` under sandbox profile `off` runs only under posture full-access.
+fn sandbox_off(tool: &str, cx: &GateContext<'_>) -> Option<Verdict> {
+    let off = cx.guard.confinement.sandbox.profile == SandboxProfile::Off;
+    let bash = cx.catalog.get(tool).is_some_and(|e| e.spec.source == crate::catalog::ToolSource::Native)
+        && tool == "bash";
+    (off && bash && cx.posture != Posture::FullAccess).then(|| {
+        Verdict::Refuse(format!(
+            "the bash sandbox is off (`[sandbox] profile = \"off\"`), which needs posture full-access; \
+             the posture is {}. Use profile workspace-write or read-only, or posture full-access",
+            cx.posture.as_str()
+        ))
+    })
+}
