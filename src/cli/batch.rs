@@ -130,7 +130,7 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
         anyhow::Ok((run.wait().await, signal, all_ok, output))
     })?;
 
-    let saved = engine.save_receipt(&receipt).ok().map(|p| p.display().to_string());
+    let (receipt, saved) = super::save_receipt(&engine, receipt);
     let options =
         RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
     eprint!("codemode: {}", printable(&receipt.render(&options)));

@@ -98,6 +98,25 @@ pub(crate) fn main() -> ExitCode {
 
 /// Writes `text` to stdout; a closed pipe (`codemode run x | head`) is not
 /// an error.
+/// Saves `receipt` under `.codemode/runs/<run_id>/receipt.json` and
+/// returns it with the path. When it cannot be saved, says so on stderr and
+/// adds a warning to the receipt returned (a receipt is never lost
+/// silently).
+pub(crate) fn save_receipt(
+    engine: &codemode::Engine,
+    mut receipt: codemode::Receipt,
+) -> (codemode::Receipt, Option<String>) {
+    match engine.save_receipt(&receipt) {
+        Ok(path) => (receipt, Some(path.display().to_string())),
+        Err(e) => {
+            let warning = format!("the receipt could not be saved: {e}");
+            eprintln!("codemode: warning: {warning}");
+            receipt.warnings.push(warning);
+            (receipt, None)
+        }
+    }
+}
+
 pub(crate) fn print_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();

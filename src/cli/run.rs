@@ -55,11 +55,12 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
         }
     });
 
+    let status = receipt.status;
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
         // The compact rendering (DESIGN.md §4), pointing at the full receipt.
-        let saved = engine.save_receipt(&receipt).ok().map(|p| p.display().to_string());
+        let (receipt, saved) = super::save_receipt(&engine, receipt);
         let options =
             RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
         eprint!("codemode: {}", printable(&receipt.render(&options)));
@@ -73,7 +74,7 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
     }
     Ok(match signal {
         Some(signal) => 128 + signal,
-        None => receipt.status.exit_code(),
+        None => status.exit_code(),
     })
 }
 

@@ -505,6 +505,7 @@ impl Driver {
                 catalog_sha256: shared.catalog.load().digest().to_owned(),
                 elapsed_ms: millis(clock.elapsed()),
                 approval_wait_ms: millis(clock.paused_total()),
+                warnings: crate::engine::run_warnings(&shared, dispatcher.spill_area().failures()),
             })
         })
         .await
@@ -519,6 +520,7 @@ impl Driver {
                 catalog_sha256: String::new(),
                 elapsed_ms: 0.0,
                 approval_wait_ms: 0.0,
+                warnings: Vec::new(),
             })
         })
     }

@@ -673,5 +673,19 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
         catalog_sha256: shared.catalog.load().digest().to_owned(),
         elapsed_ms: crate::receipt::millis(clock.elapsed()),
         approval_wait_ms: 0.0,
+        warnings: run_warnings(shared, Vec::new()),
     })
+}
+
+/// The warnings a receipt of `shared`'s runs carries: `spill_failures`
+/// (why spill files could not be written), then the bash sandbox when it is
+/// off.
+pub(crate) fn run_warnings(shared: &Shared, spill_failures: Vec<String>) -> Vec<String> {
+    let mut warnings = spill_failures;
+    if shared.confinement.sandbox.profile == crate::sandbox::SandboxProfile::Off {
+        warnings.push(
+            "the bash sandbox is off ([sandbox] profile = \"off\"): bash commands run unconfined".to_owned(),
+        );
+    }
+    warnings
 }

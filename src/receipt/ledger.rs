@@ -178,6 +178,7 @@ impl Ledger {
             catalog_sha256: parts.catalog_sha256,
             elapsed_ms: parts.elapsed_ms,
             approval_wait_ms: parts.approval_wait_ms,
+            warnings: parts.warnings,
         }
     }
 }
@@ -193,4 +194,7 @@ pub(crate) struct ReceiptParts {
     pub catalog_sha256: String,
     pub elapsed_ms: f64,
     pub approval_wait_ms: f64,
+    /// What the run could not keep or do as asked (spill files not
+    /// written, the sandbox off).
+    pub warnings: Vec<String>,
 }

@@ -247,6 +247,11 @@ pub struct Receipt {
     /// Time the run spent waiting on approvals (not counted against the
     /// deadline), in milliseconds.
     pub approval_wait_ms: f64,
+    /// What the run could not keep or do as asked, one sentence each: a
+    /// spill file or the receipt itself that could not be written, the bash
+    /// sandbox off or weakened. Absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Receipt {

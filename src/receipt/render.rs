@@ -39,6 +39,9 @@ const CALL_LINE_BYTES: usize = 140;
 /// Tools in the call summary.
 const SUMMARY_TOOLS: usize = 30;
 
+/// How many of the receipt's warnings the rendering shows.
+const WARNINGS_SHOWN: usize = 5;
+
 impl Receipt {
     /// The compact, bounded text a model sees for this run (DESIGN.md §4).
     /// Plain text, one fact per line; never longer than
@@ -62,6 +65,12 @@ impl Receipt {
             };
             let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned));
             let _ = writeln!(s, "error ({}){at}: {}", kind.unwrap_or_default(), cut(&e.message, 500));
+        }
+        for warning in self.warnings.iter().take(WARNINGS_SHOWN) {
+            let _ = writeln!(s, "warning: {}", cut(warning, 500));
+        }
+        if self.warnings.len() > WARNINGS_SHOWN {
+            let _ = writeln!(s, "({} more warnings in the receipt)", self.warnings.len() - WARNINGS_SHOWN);
         }
         if options.include_value {
             let json = serde_json::to_string(&self.value).unwrap_or_default();
@@ -226,6 +235,7 @@ mod tests {
             catalog_sha256: String::new(),
             elapsed_ms: 1.0,
             approval_wait_ms: 0.0,
+            warnings: vec![],
         }
     }
 

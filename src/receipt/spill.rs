@@ -37,12 +37,33 @@ pub(crate) struct SpillArea {
     confine: Option<PathBuf>,
     used: AtomicU64,
     limit: u64,
+    /// Why spill files could not be written, in order; they become the
+    /// receipt's `warnings`, so a failed spill is never silent.
+    failures: std::sync::Mutex<Vec<String>>,
 }
 
 impl SpillArea {
     /// The area of run `run_id` under `root`, with a budget of `limit` bytes.
     pub(crate) fn new(root: &Path, run_id: &str, confine: Option<PathBuf>, limit: u64) -> Self {
-        SpillArea { dir: root.join(run_id), confine, used: AtomicU64::new(0), limit }
+        SpillArea {
+            dir: root.join(run_id),
+            confine,
+            used: AtomicU64::new(0),
+            limit,
+            failures: Default::default(),
+        }
+    }
+}
+
+impl SpillArea {
+    /// Records that a file of this area could not be written.
+    pub(crate) fn failed(&self, why: String) {
+        self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(why);
+    }
+
+    /// Why spill files could not be written, in order.
+    pub(crate) fn failures(&self) -> Vec<String> {
+        self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 }
 
@@ -97,7 +118,11 @@ pub(crate) fn bound(value: Value, limit: usize, target: SpillTarget<'_>) -> Boun
 pub(crate) fn spill(text: String, ext: &str, limit: usize, target: SpillTarget<'_>) -> Bounded {
     let (spill_path, spill_error) = match write_spill(&target, ext, text.as_bytes()) {
         Ok(path) => (Some(path.display().to_string()), None),
-        Err(e) => (None, Some(format!("could not write the spill file: {e}"))),
+        Err(e) => {
+            let message = format!("could not write the spill file: {e}");
+            target.area.failed(format!("{}: {message}", target.stem));
+            (None, Some(message))
+        }
     };
     let bytes = text.len() as u64;
     let kept = utf8_prefix(&text, limit).len();
@@ -233,6 +258,8 @@ mod tests {
         assert_eq!(second.value, Value::String("yyyy".into()));
         assert!(second.truncated.unwrap().spill_path.is_none());
         assert!(second.spill_error.unwrap().contains("spill budget"));
+        assert_eq!(area.failures().len(), 1);
+        assert!(area.failures()[0].starts_with("b: could not write"), "{:?}", area.failures());
     }
 
     #[cfg(unix)]

@@ -512,6 +512,10 @@ impl Sandbox {
             catalog_sha256: self.shared.catalog.load().digest().to_owned(),
             elapsed_ms: millis(clock.elapsed()),
             approval_wait_ms: millis(clock.paused_total()),
+            warnings: crate::engine::run_warnings(
+                &self.shared,
+                self.state.dispatcher.spill_area().failures(),
+            ),
         })
     }
 }

@@ -493,3 +493,31 @@ fn a_run_that_starts_mcp_servers_leaves_no_process_behind() {
     assert_eq!(receipt["status"], "completed");
     crate::mcp_support::assert_gone(&crate::mcp_support::pids(&ws.path().join("pids")));
 }
+
+#[test]
+fn a_receipt_or_spill_file_that_cannot_be_written_is_said_not_lost() {
+    let ws = crate::common::workspace();
+    // A file where the runs folder should be: nothing can be saved there.
+    std::fs::create_dir(ws.path().join(".codemode")).unwrap();
+    std::fs::write(ws.path().join(".codemode/runs"), "in the way").unwrap();
+    let program = "const r = await tools.read({path: 'big.txt'}); return 'x'.repeat(40000);";
+    std::fs::write(ws.path().join("big.txt"), "line\n".repeat(10)).unwrap();
+    let out = codemode(&["run", "-"], program, ws.path());
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("warning: the receipt could not be saved"), "{stderr}");
+    assert!(stderr.contains("warning: value: could not write the spill file"), "{stderr}");
+    // With --json the receipt carries the spill failure as a warning.
+    let out = codemode(&["run", "-", "--json"], program, ws.path());
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = receipt["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().starts_with("value: could not write")),
+        "{warnings:?}"
+    );
+    // A run with nothing to warn about has no `warnings` key.
+    let fine = crate::common::workspace();
+    let out = codemode(&["run", "-", "--json"], "return 1;", fine.path());
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(receipt.get("warnings").is_none(), "{receipt}");
+}
