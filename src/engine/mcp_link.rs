@@ -10,6 +10,12 @@
 //! nothing else can start one; a server the gate allowed is restarted
 //! after a crash without asking again.
 //!
+//! A trusted configuration ([`McpConfig::trusted`]) lets its servers start
+//! without an approval: the engine's early gate steps note
+//! `trusted MCP configuration <path>` as the connection's `allowed_by`
+//! (after the deny rules; ask rules and hooks still apply). The approval
+//! request of a connection carries the server's launch line as its subject.
+//!
 //! The catalog holds every enabled server's tools as deferred tools, from
 //! the live listing or the on-disk schema cache; it is rebuilt whenever the
 //! pool reports a new listing (first connection, `list_changed`).
