@@ -327,3 +327,28 @@ fn the_terminal_prompt_shows_the_command_a_connection_runs() {
     assert!(shown.contains("exited with status 3"), "{shown}");
     assert!(!shown.contains(SECRET), "the secret leaked: {shown}");
 }
+
+#[test]
+fn the_cli_trusts_a_file_named_with_mcp_config_and_not_the_workspace_one() {
+    let ws = crate::common::workspace();
+    let cache = ws.path().join("cache");
+    let pids_file = ws.path().join("pids");
+    let text = json!({"mcpServers": fixture_server(&pids_file)}).to_string();
+    std::fs::write(ws.path().join("servers.json"), &text).unwrap();
+    std::fs::write(ws.path().join(".mcp.json"), &text).unwrap();
+    let run = |args: &[&str]| {
+        let mut child = crate::cli::spawn(args, ws.path(), &[("XDG_CACHE_HOME", &cache)]);
+        drop(child.stdin.take());
+        child.wait_with_output().unwrap()
+    };
+    // The workspace's own file: starting the server needs an approval,
+    // and without a terminal there is none.
+    let out = run(&["mcp", "tools", "fixture"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!pids_file.exists(), "an untrusted workspace file started its server");
+    // The same file named on the command line is the user's own.
+    let out = run(&["mcp", "tools", "fixture", "--mcp-config", "servers.json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mcp__fixture__echo"));
+    assert_gone(&pids(&pids_file));
+}
