@@ -112,9 +112,12 @@ impl EngineArgs {
                 default
             }
         };
-        let config = codemode::mcp::McpConfig::load(&path)
+        let mut config = codemode::mcp::McpConfig::load(&path)
             .with_context(|| format!("MCP configuration {}", path.display()))?;
         if self.mcp_config.is_none() {
+            // Found in the workspace, not named by the user: its servers
+            // need an approval to start (issue 11 item 1).
+            config.trusted = false;
             let names: Vec<&str> = config.enabled().map(|s| s.name.as_str()).collect();
             eprintln!("codemode: MCP servers from {}: {}", path.display(), names.join(", "));
         }

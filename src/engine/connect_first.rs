@@ -169,8 +169,16 @@ impl GateRun {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) | Early::Exhausted(reason) => return Gated::Refuse(reason),
         };
+        // A connection a trusted configuration allowed says so in the
+        // receipt's note.
+        let trusted = shared
+            .mcp
+            .as_ref()
+            .and_then(|m| m.trusted_allowance(tool))
+            .filter(|t| prep.allowed_by.as_ref() == Some(t))
+            .map(|t| format!("`{tool}` allowed without approval: {t}"));
         if !later::needed(tool, &prep, &shared.policy, &shared.posture) {
-            return Gated::Run { args, decision: Decision::Auto, notes: Vec::new() };
+            return Gated::Run { args, decision: Decision::Auto, notes: trusted.into_iter().collect() };
         }
         let Some(entry) = catalog.get(tool) else { return Gated::Refuse(format!("unknown tool `{tool}`")) };
         let call = LaterCall {
@@ -182,10 +190,17 @@ impl GateRun {
             workspace: &shared.workspace,
             prep,
             annotations: &entry.spec.annotations,
-            subject: primary.map(|p| p.subject().to_owned()),
+            subject: primary
+                .map(|p| p.subject().to_owned())
+                .or_else(|| shared.mcp.as_ref()?.connect_subject(tool)),
         };
         match later::decide_rest(call, later_context(shared, &catalog, &self.clock)).await {
-            Final::Run { args, decision, notes } => Gated::Run { args, decision, notes },
+            Final::Run { args, decision, mut notes } => {
+                if decision == Decision::Auto {
+                    notes.extend(trusted);
+                }
+                Gated::Run { args, decision, notes }
+            }
             Final::Refuse(reason) => Gated::Refuse(reason),
             Final::Deny(reason) => Gated::Deny(reason),
         }

@@ -10,6 +10,12 @@
 //! nothing else can start one; a server the gate allowed is restarted
 //! after a crash without asking again.
 //!
+//! A trusted configuration ([`McpConfig::trusted`]) lets its servers start
+//! without an approval: the engine's early gate steps note
+//! `trusted MCP configuration <path>` as the connection's `allowed_by`
+//! (after the deny rules; ask rules and hooks still apply). The approval
+//! request of a connection carries the server's launch line as its subject.
+//!
 //! The catalog holds every enabled server's tools as deferred tools, from
 //! the live listing or the on-disk schema cache; it is rebuilt whenever the
 //! pool reports a new listing (first connection, `list_changed`).
@@ -64,6 +70,13 @@ pub(crate) struct McpLink {
     catalog: OnceLock<Weak<CatalogCell>>,
     /// One lock per server, held while a call decides and starts it.
     start_locks: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// What lets a trusted configuration's servers start without an
+    /// approval (`trusted MCP configuration <path>`); `None` when the
+    /// configuration is not trusted.
+    trusted_by: Option<String>,
+    /// Each enabled server's `mcp_connect__<server>` name and what starting
+    /// it runs ([`ServerConfig::launch_line`](crate::mcp::ServerConfig::launch_line)).
+    launches: std::collections::HashMap<String, String>,
 }
 
 impl McpLink {
@@ -86,6 +99,11 @@ impl McpLink {
         let allowed = Arc::new(Allowed::default());
         options.connect_check = Some(Arc::new(GateAllowed(allowed.clone())));
         let servers: Vec<String> = config.enabled().map(|s| s.name.clone()).collect();
+        let trusted_by = config.trusted.then(|| match &config.source {
+            Some(path) => format!("trusted MCP configuration {}", path.display()),
+            None => "trusted MCP configuration (given by the host)".to_owned(),
+        });
+        let launches = config.enabled().map(|s| (naming::connect_name(&s.name), s.launch_line())).collect();
         let read_only = config.enabled().filter(|s| s.read_only).map(|s| s.name.clone()).collect();
         let disabled = config.servers.values().filter(|s| s.disabled).map(|s| s.name.clone()).collect();
         // A connect call may take the server's startup plus the listing: its
@@ -103,6 +121,8 @@ impl McpLink {
             disabled,
             catalog: OnceLock::new(),
             start_locks: Mutex::default(),
+            trusted_by,
+            launches,
         });
         let connect_tools = link
             .servers
@@ -151,6 +171,23 @@ impl McpLink {
         for skipped in cell.rebuild(self.known_tools()) {
             tracing::warn!("an MCP tool was left out of the catalog: {skipped}");
         }
+    }
+
+    /// For `mcp_connect__<server>` of a trusted configuration (issue 11
+    /// item 1: a file named on the command line or given by the host is
+    /// the user's own): what allows it without an approval, as the gate's
+    /// `allowed_by` (`trusted MCP configuration <path>`). `None` for any
+    /// other tool, and for every tool of an untrusted configuration. Deny
+    /// rules have refused the call before this is asked; ask rules and
+    /// hooks still apply after it.
+    pub(crate) fn trusted_allowance(&self, tool: &str) -> Option<String> {
+        self.trusted_by.clone().filter(|_| self.launches.contains_key(tool))
+    }
+
+    /// For `mcp_connect__<server>`: the approval subject, what starting
+    /// the server runs (command line or URL, secrets as `${VAR}`).
+    pub(crate) fn connect_subject(&self, tool: &str) -> Option<String> {
+        self.launches.get(tool).cloned()
     }
 
     /// Whether `server` is connected now.

@@ -26,8 +26,11 @@ pub struct ApprovalRequest {
     /// Why the gate asks (e.g. `writer under posture ask`, `ask rule bash(git push*)`).
     pub reason: String,
     /// What the call acts on, as the tool will see it: `bash`'s command, a
-    /// file tool's path (resolved inside the workspace). Show it first and
-    /// whole: it is what the approver decides about.
+    /// file tool's path (resolved inside the workspace), or for
+    /// `mcp_connect__<server>` what starting the server runs (its command
+    /// line or URL, secrets as `${VAR}`; see
+    /// [`ServerConfig::launch_line`](crate::mcp::ServerConfig::launch_line)).
+    /// Show it first and whole: it is what the approver decides about.
     #[serde(default)]
     pub subject: Option<String>,
     /// The tool's annotations (`destructiveHint` labels a destructive call).

@@ -357,6 +357,11 @@ fn describe(request: &ApprovalRequest) -> String {
                 }
                 (bounded(&printable(key), 40), raw)
             }
+            // `mcp_connect__<server>`: the server's command line or URL.
+            None if request.tool.starts_with(crate::mcp::naming::CONNECT_PREFIX) => {
+                let http = subject.starts_with("http://") || subject.starts_with("https://");
+                ((if http { "connects to" } else { "runs" }).to_owned(), subject.as_str())
+            }
             None => ("acts on".to_owned(), subject.as_str()),
         };
         text.push_str(&format!("  {label}: {}\n", shown_subject(shown)));
@@ -1108,6 +1113,16 @@ mod tests {
         let start = format!("  {label}: ");
         let found = text.lines().find(|l| l.starts_with(&start));
         found.unwrap_or_else(|| panic!("no `{label}` line in {text}")).trim_start_matches(&start)
+    }
+
+    #[test]
+    fn a_connection_shows_the_command_line_or_url_it_starts() {
+        let line_of = |subject: &str, label: &str| {
+            let text = described("mcp_connect__files", json!({}), Some(subject));
+            line(&text, label).to_owned()
+        };
+        assert_eq!(line_of("node server.js --token ${TOKEN}", "runs"), "node server.js --token ${TOKEN}");
+        assert_eq!(line_of("https://h/mcp?key=${KEY}", "connects to"), "https://h/mcp?key=${KEY}");
     }
 
     #[test]

@@ -24,6 +24,13 @@
 //! - A relative `cwd` is resolved against the folder of the config file.
 //! - Fields other clients use (`description`, `autoApprove`, ...) are
 //!   ignored; a misspelt codemode field is therefore ignored too.
+//! - Values that came from `${VAR}` (and every `headers` value) are
+//!   secrets as far as codemode is concerned: [`ServerConfig::shown`] and
+//!   [`ServerConfig::launch_line`] show the configuration as written
+//!   (`${VAR}`, literal header values as [`REDACTED`]), and
+//!   [`ServerConfig::redact`] takes the expanded values out of any text
+//!   (error messages, stderr tails, logs). Only the process and the HTTP
+//!   client get the expanded values.
 //! - `read_only: true` exposes and allows only the server's tools annotated
 //!   `readOnlyHint: true`; every other tool of it is hidden and refused.
 //!   It never makes a tool read-only that did not say so.
@@ -35,6 +42,15 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+/// What a literal `headers` value (one without `${VAR}`) is shown as.
+pub const REDACTED: &str = "[redacted]";
+
+/// Expanded values shorter than this many bytes are not taken out of free
+/// text by [`ServerConfig::redact`] (replacing every `1` or `a` in a message
+/// would garble it and hide nothing worth hiding); they are still never
+/// shown by [`ServerConfig::shown`] or [`ServerConfig::launch_line`].
+pub const MIN_REDACTED_LEN: usize = 4;
 
 /// Default wait for a server's `initialize` answer: 30 s.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -94,8 +110,9 @@ pub enum Transport {
     },
 }
 
-/// One configured server, expanded and checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One configured server, expanded and checked. Its `Debug` form shows
+/// [`ServerConfig::shown`] in place of the expanded transport.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// The server's name (the key in `mcpServers`).
     pub name: String,
@@ -113,9 +130,68 @@ pub struct ServerConfig {
     /// engine; further calls wait (their timeout runs while they wait).
     /// `None`: no limit but the runs' own in-flight limits.
     pub max_in_flight: Option<usize>,
+    /// The transport as written in the file, for people: `${VAR}`
+    /// references unexpanded, literal `headers` values replaced by
+    /// [`REDACTED`], a relative `cwd` resolved when it holds no `${VAR}`.
+    /// Never used to start anything.
+    pub shown: Transport,
+    /// Expanded secrets and what to show instead, longest first (see
+    /// [`ServerConfig::redact`]).
+    secrets: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("name", &self.name)
+            .field("transport", &self.shown)
+            .field("timeout", &self.timeout)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("read_only", &self.read_only)
+            .field("disabled", &self.disabled)
+            .field("max_in_flight", &self.max_in_flight)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ServerConfig {
+    /// `text` with every expanded `${VAR}` value of this server (and every
+    /// literal `headers` value) replaced by its `${VAR}` form (or
+    /// [`REDACTED`]), longest value first; values shorter than
+    /// [`MIN_REDACTED_LEN`] bytes are left. Apply it to anything shown that
+    /// may quote the launch: error messages, the server's stderr, logs.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (value, shown) in &self.secrets {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), shown);
+            }
+        }
+        out
+    }
+
+    /// What starting the server runs, as one line for an approval or a
+    /// message, with secrets shown as `${VAR}` (from [`ServerConfig::shown`]):
+    /// `[KEY=value ...] command arg ... [(in CWD)]` for a stdio server (an
+    /// argument holding whitespace, quotes or a backslash is single-quoted;
+    /// `env` entries of the config come first, as a shell would write
+    /// them), the URL for an HTTP server.
+    pub fn launch_line(&self) -> String {
+        match &self.shown {
+            Transport::Stdio { command, args, env, cwd } => {
+                let mut words: Vec<String> = env.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect();
+                words.push(quoted(command));
+                words.extend(args.iter().map(|a| quoted(a)));
+                let mut line = words.join(" ");
+                if let Some(cwd) = cwd {
+                    line.push_str(&format!(" (in {})", quoted(&cwd.to_string_lossy())));
+                }
+                line
+            }
+            Transport::Http { url, .. } => url.clone(),
+        }
+    }
+
     /// Lower-case hex SHA-256 of the launch configuration (transport,
     /// command, args, env, cwd, url, headers; not timeouts or flags): the
     /// key of the server's schema cache.
@@ -134,11 +210,38 @@ impl ServerConfig {
     }
 }
 
+/// `word` as a shell would need it to stay one word: single-quoted when
+/// it is empty or holds whitespace, a quote or a backslash. For display
+/// only (`$` is left alone so `${VAR}` reads as the config has it).
+fn quoted(word: &str) -> String {
+    let plain =
+        !word.is_empty() && !word.chars().any(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '\\'));
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
+}
+
 /// The configured servers, in name order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpConfig {
     /// Every server, enabled or not, by name.
     pub servers: BTreeMap<String, ServerConfig>,
+    /// The file is the user's own (named on the command line, or handed
+    /// over by a library host): its servers start without an approval
+    /// (deny rules, ask rules and hooks on `mcp_connect__<server>` still
+    /// apply). `false` for a workspace file the user has not trusted: each
+    /// server's start needs an approval as the posture says. Default and
+    /// [`McpConfig::load`] / [`McpConfig::parse`]: `true`; a host that
+    /// loads a file it found rather than one it was given sets it `false`.
+    pub trusted: bool,
+    /// The canonical path of the file it was read from
+    /// ([`McpConfig::load`]); `None` for a config parsed from text.
+    pub source: Option<PathBuf>,
+}
+
+impl Default for McpConfig {
+    /// No servers, trusted, no source.
+    fn default() -> Self {
+        McpConfig { servers: BTreeMap::new(), trusted: true, source: None }
+    }
 }
 
 /// The raw shape of one server entry (other clients' fields ignored).
@@ -176,7 +279,9 @@ impl McpConfig {
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let base = std::fs::canonicalize(if base.as_os_str().is_empty() { Path::new(".") } else { &base })
             .unwrap_or(base);
-        McpConfig::parse(&text, &base, &|name| std::env::var(name).ok())
+        let mut config = McpConfig::parse(&text, &base, &|name| std::env::var(name).ok())?;
+        config.source = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
+        Ok(config)
     }
 
     /// Parses config text. `base` resolves relative `cwd` values; `env`
@@ -229,7 +334,13 @@ fn parse_server(
         let field = if path == "." { "entry".to_owned() } else { path };
         field_error(name, field, e.into_inner().to_string())
     })?;
-    let expand = |field: &str, value: &str| expand_vars(value, env).map_err(|m| field_error(name, field, m));
+    // Expanded values (from the environment) and their `${VAR}` forms.
+    let secrets = std::cell::RefCell::new(Vec::<(String, String)>::new());
+    let expand = |field: &str, value: &str| {
+        let (expanded, found) = expand_vars(value, env).map_err(|m| field_error(name, field, m))?;
+        secrets.borrow_mut().extend(found);
+        Ok::<_, ConfigError>(expanded)
+    };
     let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
     let http = match kind.as_deref() {
         None => raw.url.is_some() && raw.command.is_none(),
@@ -250,7 +361,7 @@ fn parse_server(
             ));
         }
     };
-    let transport = if http {
+    let (transport, shown) = if http {
         let Some(url) = &raw.url else {
             return Err(field_error(name, "url", "an HTTP server needs a `url`"));
         };
@@ -261,14 +372,23 @@ fn parse_server(
                 "give either `command` (stdio) or `url` (HTTP), not both",
             ));
         }
+        let written = url;
         let url = expand("url", url)?;
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(field_error(name, "url", format!("`{url}` is not an http:// or https:// URL")));
+            // As written: the expanded URL may hold a secret.
+            return Err(field_error(name, "url", format!("`{written}` is not an http:// or https:// URL")));
         }
         let mut headers = BTreeMap::new();
-        for (key, value) in &raw.headers {
+        let mut shown_headers = BTreeMap::new();
+        for (key, written) in &raw.headers {
             let field = format!("headers.{key}");
-            let value = expand(&field, value)?;
+            let value = expand(&field, written)?;
+            // A literal value (an API key pasted in) is a secret as a whole.
+            let shown = if value == *written { REDACTED.to_owned() } else { written.clone() };
+            if shown == REDACTED {
+                secrets.borrow_mut().push((value.clone(), REDACTED.to_owned()));
+            }
+            shown_headers.insert(key.clone(), shown);
             http::HeaderName::from_bytes(key.as_bytes())
                 .map_err(|_| field_error(name, &field, "not a valid HTTP header name"))?;
             if ["accept", "mcp-session-id", "last-event-id"].contains(&key.to_ascii_lowercase().as_str()) {
@@ -278,7 +398,10 @@ fn parse_server(
                 .map_err(|_| field_error(name, &field, "not a valid HTTP header value"))?;
             headers.insert(key.clone(), value);
         }
-        Transport::Http { url, headers }
+        (
+            Transport::Http { url, headers },
+            Transport::Http { url: raw.url.clone().unwrap_or_default(), headers: shown_headers },
+        )
     } else {
         let Some(command) = &raw.command else {
             return Err(field_error(
@@ -304,19 +427,33 @@ fn parse_server(
         for (key, value) in &raw.env {
             vars.insert(key.clone(), expand(&format!("env.{key}"), value)?);
         }
+        let mut shown_cwd = None;
         let cwd = match &raw.cwd {
-            Some(cwd) => {
-                let cwd = PathBuf::from(expand("cwd", cwd)?);
+            Some(written) => {
+                let cwd = PathBuf::from(expand("cwd", written)?);
                 let cwd = if cwd.is_relative() { base.join(cwd) } else { cwd };
                 // One spelling per folder (`examples/..`, `./`, a symlink),
                 // so the schema cache key does not depend on how the
                 // config file was named.
-                Some(std::fs::canonicalize(&cwd).unwrap_or(cwd))
+                let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+                shown_cwd = Some(if written.contains("${") { PathBuf::from(written) } else { cwd.clone() });
+                Some(cwd)
             }
             None => None,
         };
-        Transport::Stdio { command, args, env: vars, cwd }
+        let shown = Transport::Stdio {
+            command: raw.command.clone().unwrap_or_default(),
+            args: raw.args.clone(),
+            env: raw.env.clone(),
+            cwd: shown_cwd,
+        };
+        (Transport::Stdio { command, args, env: vars, cwd }, shown)
     };
+    let mut secrets = secrets.into_inner();
+    secrets.retain(|(value, _)| value.len() >= MIN_REDACTED_LEN);
+    // Longest first, so a value inside another is not replaced first.
+    secrets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
     for (field, value) in [("timeout_ms", raw.timeout_ms), ("startup_timeout_ms", raw.startup_timeout_ms)] {
         if value == Some(0) {
             return Err(field_error(name, field, "must be at least 1 (milliseconds)"));
@@ -333,14 +470,22 @@ fn parse_server(
         read_only: raw.read_only,
         disabled: raw.disabled,
         max_in_flight: raw.max_in_flight,
+        shown,
+        secrets,
     })
 }
 
-/// Expands `${VAR}` and `${VAR:-default}` in `value`.
+/// Expands `${VAR}` and `${VAR:-default}` in `value`; also returns each
+/// value taken from the environment with its `${VAR}` form (a default
+/// written in the file is no secret and is not listed).
 ///
 /// # Errors
 /// A message naming the missing variable, or an unterminated `${`.
-fn expand_vars(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+fn expand_vars(
+    value: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(String, Vec<(String, String)>), String> {
+    let mut found = Vec::new();
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
@@ -367,7 +512,10 @@ fn expand_vars(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
             ));
         }
         match (env(var), default) {
-            (Some(v), _) => out.push_str(&v),
+            (Some(v), _) => {
+                out.push_str(&v);
+                found.push((v, format!("${{{var}}}")));
+            }
             (None, Some(d)) => out.push_str(d),
             (None, None) => {
                 return Err(format!(
@@ -378,7 +526,7 @@ fn expand_vars(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Stri
         rest = &after[end + 1..];
     }
     out.push_str(rest);
-    Ok(out)
+    Ok((out, found))
 }
 
 #[cfg(test)]
@@ -502,6 +650,59 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_shown_as_written_and_redacted_from_text() {
+        let config = parse(
+            r#"{"mcpServers": {
+                "s": {"command": "${HOME}/bin/srv", "args": ["--token=${TOKEN}", "two words", "${X:-dflt}"],
+                      "env": {"T": "${TOKEN}", "LIT": "plain"}, "cwd": "sub"},
+                "w": {"url": "https://h/mcp?k=${TOKEN}",
+                      "headers": {"Authorization": "Bearer ${TOKEN}", "X-Key": "literal-key-123"}}
+            }}"#,
+        )
+        .unwrap();
+        let s = &config.servers["s"];
+        assert_eq!(
+            s.launch_line(),
+            "LIT=plain T=${TOKEN} ${HOME}/bin/srv --token=${TOKEN} 'two words' ${X:-dflt} (in /cfg/sub)"
+        );
+        assert_eq!(
+            s.redact("cannot run /home/u/bin/srv --token=s3cret"),
+            "cannot run ${HOME}/bin/srv --token=${TOKEN}"
+        );
+        // A default written in the file is no secret.
+        assert_eq!(s.redact("dflt"), "dflt");
+        let w = &config.servers["w"];
+        assert_eq!(w.launch_line(), "https://h/mcp?k=${TOKEN}");
+        assert_eq!(
+            w.shown,
+            Transport::Http {
+                url: "https://h/mcp?k=${TOKEN}".into(),
+                headers: [
+                    ("Authorization".to_owned(), "Bearer ${TOKEN}".to_owned()),
+                    ("X-Key".to_owned(), REDACTED.to_owned())
+                ]
+                .into()
+            }
+        );
+        assert_eq!(w.redact("sent literal-key-123 and s3cret"), format!("sent {REDACTED} and ${{TOKEN}}"));
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("s3cret") && !debug.contains("literal-key-123"), "{debug}");
+        // A bad URL is quoted as written.
+        let err = parse(r#"{"mcpServers": {"b": {"url": "${TOKEN}"}}}"#).unwrap_err().to_string();
+        assert!(err.contains("${TOKEN}") && !err.contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn loaded_files_are_trusted_and_name_their_source() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.json"), r#"{"mcpServers": {}}"#).unwrap();
+        let loaded = McpConfig::load(&dir.path().join("./m.json")).unwrap();
+        assert!(loaded.trusted);
+        assert_eq!(loaded.source, Some(std::fs::canonicalize(dir.path().join("m.json")).unwrap()));
+        assert!(McpConfig::default().trusted && parse(r#"{"mcpServers": {}}"#).unwrap().source.is_none());
+    }
+
+    #[test]
     fn a_relative_cwd_has_one_spelling_whatever_the_config_path() {
         let dir = tempfile::tempdir().unwrap();
         let real = std::fs::canonicalize(dir.path()).unwrap();
@@ -522,8 +723,8 @@ mod tests {
 
     #[test]
     fn expansion_keeps_plain_dollars_and_the_launch_hash_tracks_the_launch() {
-        assert_eq!(expand_vars("a$b ${X:-} $", &env).unwrap(), "a$b  $");
-        assert_eq!(expand_vars("$${HOME} ${HOME} $${", &env).unwrap(), "${HOME} /home/u ${");
+        assert_eq!(expand_vars("a$b ${X:-} $", &env).unwrap().0, "a$b  $");
+        assert_eq!(expand_vars("$${HOME} ${HOME} $${", &env).unwrap().0, "${HOME} /home/u ${");
         let config = parse(
             r#"{"mcpServers": {"a": {"command": "x", "timeout_ms": 1},
                                                "b": {"command": "x", "read_only": true},

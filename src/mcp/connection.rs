@@ -176,9 +176,13 @@ impl Connection {
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }
+                // The command as written (`${VAR}` unexpanded).
                 let spawn_error = |message: String| McpError::Spawn {
                     server: name.clone(),
-                    command: command.clone(),
+                    command: match &server.shown {
+                        Transport::Stdio { command, .. } => command.clone(),
+                        Transport::Http { .. } => String::new(),
+                    },
                     message,
                 };
                 let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;

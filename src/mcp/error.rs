@@ -170,6 +170,55 @@ pub enum McpError {
     },
 }
 
+impl McpError {
+    /// The error with `redact` applied to every text it holds (messages,
+    /// commands, stderr tails, tool names), so a secret expanded into the
+    /// server's launch never reaches a message, a receipt or a log.
+    pub(crate) fn redacted(self, redact: impl Fn(&str) -> String) -> McpError {
+        use McpError as E;
+        let r = |s: String| redact(&s);
+        match self {
+            E::UnknownServer { server } => E::UnknownServer { server: r(server) },
+            E::Disabled { server } => E::Disabled { server: r(server) },
+            E::ConnectRefused { server, reason } => {
+                E::ConnectRefused { server: r(server), reason: r(reason) }
+            }
+            E::Spawn { server, command, message } => {
+                E::Spawn { server: r(server), command: r(command), message: r(message) }
+            }
+            E::StartupTimeout { server, timeout, stderr } => {
+                E::StartupTimeout { server: r(server), timeout, stderr: r(stderr) }
+            }
+            E::Initialize { server, message, stderr } => {
+                E::Initialize { server: r(server), message: r(message), stderr: r(stderr) }
+            }
+            E::Stopped { server, cause, stderr } => {
+                E::Stopped { server: r(server), cause: r(cause), stderr: r(stderr) }
+            }
+            E::MessageTooLarge { server, limit_bytes } => {
+                E::MessageTooLarge { server: r(server), limit_bytes }
+            }
+            E::CallTimeout { server, tool, timeout } => {
+                E::CallTimeout { server: r(server), tool: r(tool), timeout }
+            }
+            E::ListTimeout { server, timeout } => E::ListTimeout { server: r(server), timeout },
+            E::TooManyPages { server, pages } => E::TooManyPages { server: r(server), pages },
+            E::Protocol { server, method, message } => {
+                E::Protocol { server: r(server), method: r(method), message: r(message) }
+            }
+            E::ToolFailed { server, tool, message } => {
+                E::ToolFailed { server: r(server), tool: r(tool), message: r(message) }
+            }
+            E::InvalidOutput { server, tool, message } => {
+                E::InvalidOutput { server: r(server), tool: r(tool), message: r(message) }
+            }
+            E::UnknownTool { server, tool } => E::UnknownTool { server: r(server), tool: r(tool) },
+            E::NotReadOnly { server, tool } => E::NotReadOnly { server: r(server), tool: r(tool) },
+            E::ShutDown { server } => E::ShutDown { server: r(server) },
+        }
+    }
+}
+
 /// `"; stderr: ..."` for a non-empty tail.
 fn tail(stderr: &str) -> String {
     let stderr = stderr.trim();

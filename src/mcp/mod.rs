@@ -4,7 +4,10 @@
 //! [`McpError`] variants here.
 //!
 //! The engine-facing surface:
-//! - [`McpConfig::load`] reads `.mcp.json`;
+//! - [`McpConfig::load`] reads `.mcp.json` (trusted, with its
+//!   [`source`](McpConfig::source) path; a host sets
+//!   [`trusted`](McpConfig::trusted) false for a file it found rather than
+//!   was given);
 //! - [`McpPool::new`] makes a pool that starts nothing;
 //! - [`McpPool::servers`] / [`McpPool::cached_tools`] never start a server;
 //! - [`McpPool::connect`] starts one (after the [`ConnectCheck`]) and
@@ -25,7 +28,9 @@ mod pool;
 mod tool;
 
 pub use cache::default_cache_dir;
-pub use config::{ConfigError, DEFAULT_STARTUP_TIMEOUT, McpConfig, ServerConfig, Transport};
+pub use config::{
+    ConfigError, DEFAULT_STARTUP_TIMEOUT, MIN_REDACTED_LEN, McpConfig, REDACTED, ServerConfig, Transport,
+};
 pub use connection::{INHERITED_ENV, STDERR_TAIL};
 pub use content::MAX_BINARY_CHARS;
 pub use error::McpError;

@@ -3,11 +3,18 @@
 //! Catalog names allow `[A-Za-z0-9_-]` and at most 128 bytes (see
 //! `catalog::valid_name`). Each character of the server or tool name outside
 //! that set becomes `_`. When anything had to change (a character replaced,
-//! a server name holding `__`, which would make the split ambiguous, or a
-//! name too long), `_` and 8 hex digits of the SHA-256 of the original
-//! `server`, NUL, `tool` are appended, so two tools whose names sanitise
-//! alike still get distinct names. Names that need no change are kept as
-//! they are, so `mcp__github__create_issue` stays readable.
+//! or a name too long), or the name does not split back into one server
+//! and one tool at the first `__` after the prefix (a server name holding
+//! `__` or ending with `_`, a tool name starting with `_`: server `files_`
+//! tool `read` and server `files` tool `_read` would both read
+//! `mcp__files___read`), `_` and 8 hex digits of the SHA-256 of the
+//! original `server`, NUL, `tool` are appended. So two different tools
+//! never share a name, and every tool of such a pair gets the suffix (none
+//! keeps the plain name and wins). The rule looks at one name at a time,
+//! never at the other tools, so a name does not change when another
+//! server's tools are listed, relisted or loaded from the schema cache.
+//! Names that need no change are kept as they are, so
+//! `mcp__github__create_issue` stays readable.
 
 use sha2::{Digest, Sha256};
 
@@ -29,7 +36,8 @@ pub fn tool_name(server: &str, tool: &str) -> String {
     let (s, s_changed) = sanitise(server);
     let (t, t_changed) = sanitise(tool);
     let plain = format!("{TOOL_PREFIX}{s}__{t}");
-    let changed = s_changed || t_changed || s.contains("__") || s.is_empty() || t.is_empty();
+    let ambiguous = s.contains("__") || s.ends_with('_') || t.starts_with('_');
+    let changed = s_changed || t_changed || ambiguous || s.is_empty() || t.is_empty();
     if !changed && plain.len() <= MAX_NAME_LEN {
         return plain;
     }
@@ -116,6 +124,23 @@ mod tests {
         assert_ne!(tool_name("a__b", "c"), tool_name("a", "b__c"));
         assert_ne!(connect_name("my.srv"), connect_name("my srv"));
         assert!(valid(&connect_name("my.srv")));
+    }
+
+    #[test]
+    fn a_server_ending_with_underscore_and_a_tool_starting_with_one_both_get_the_hash() {
+        // Issue 11 item 7: both would be `mcp__files___read`.
+        let a = tool_name("files_", "read");
+        let b = tool_name("files", "_read");
+        assert_ne!(a, b);
+        for name in [&a, &b] {
+            assert!(name.starts_with("mcp__files___read_"), "{name}");
+            assert_eq!(name.len(), "mcp__files___read_".len() + HASH_HEX, "{name}");
+            assert!(valid(name));
+        }
+        assert_eq!((a.clone(), b.clone()), (tool_name("files_", "read"), tool_name("files", "_read")));
+        // Neither pair member is the plain spelling of another tool.
+        assert_eq!(tool_name("files", "read"), "mcp__files__read");
+        assert_ne!(tool_name("files", "read"), a);
     }
 
     #[test]

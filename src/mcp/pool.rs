@@ -270,7 +270,7 @@ impl McpPool {
     /// [`McpError::TooManyPages`], ...
     pub async fn connect(&self, server: &str) -> Result<Vec<McpTool>, McpError> {
         let slot = self.slot(server)?;
-        self.connection(slot, None).await?;
+        self.connection(slot, None).await.map_err(|e| redacted(slot, e))?;
         let tools = self.live(slot).unwrap_or_default();
         Ok(self.tools_of(slot, &tools))
     }
@@ -297,6 +297,19 @@ impl McpPool {
         cx: Option<&ToolContext>,
     ) -> Result<ToolOutput, McpError> {
         let slot = self.slot(server)?;
+        self.call_on(slot, tool, args, timeout, cx).await.map_err(|e| redacted(slot, e))
+    }
+
+    /// [`McpPool::call`] on `slot`, errors not yet redacted.
+    async fn call_on(
+        &self,
+        slot: &Arc<Slot>,
+        tool: &str,
+        args: Value,
+        timeout: Option<Duration>,
+        cx: Option<&ToolContext>,
+    ) -> Result<ToolOutput, McpError> {
+        let server = slot.config.name.as_str();
         let connection = self.connection(slot, cx).await?;
         let listed = self.live(slot).and_then(|tools| {
             let i = tools.iter().position(|t| t.name == tool)?;
@@ -464,6 +477,7 @@ impl McpPool {
 
     fn fail(&self, slot: &Slot, state: &mut State, error: McpError) -> McpError {
         self.note_end(slot, Duration::ZERO);
+        let error = redacted(slot, error);
         *slot.status.lock().expect("status lock") = ServerState::Failed { error: error.to_string() };
         *state = State::Failed;
         error
@@ -484,7 +498,7 @@ impl McpPool {
     /// The error for a request cut by the end of the connection; marks the
     /// server failed so the next use restarts it.
     async fn ended(&self, slot: &Slot, connection: &Connection) -> McpError {
-        let error = connection.down_error().await;
+        let error = redacted(slot, connection.down_error().await);
         *slot.status.lock().expect("status lock") = ServerState::Failed { error: error.to_string() };
         error
     }
@@ -532,6 +546,13 @@ impl Drop for Inner {
 /// only).
 fn visible(slot: &Slot, tool: &Listed) -> bool {
     !slot.config.read_only || tool.read_only
+}
+
+/// `error` with the secrets of `slot`'s launch taken out
+/// ([`ServerConfig::redact`]): every error leaving the pool, and every
+/// error it keeps for [`McpPool::servers`], goes through here.
+fn redacted(slot: &Slot, error: McpError) -> McpError {
+    error.redacted(|text| slot.config.redact(text))
 }
 
 fn backoff(failures: u32) -> Duration {
@@ -607,7 +628,10 @@ async fn refresh(
         let (Some(inner), Some(connection)) = (inner.upgrade(), connection.upgrade()) else { return };
         match list(&connection, &inner.options).await {
             Ok(raw) => store(&inner, &slot, raw),
-            Err(e) => tracing::warn!(server = %slot.config.name, "refreshing the tool list failed: {e}"),
+            Err(e) => {
+                let e = redacted(&slot, e);
+                tracing::warn!(server = %slot.config.name, "refreshing the tool list failed: {e}");
+            }
         }
     }
 }

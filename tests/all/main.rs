@@ -13,6 +13,7 @@ mod mcp_engine;
 mod mcp_fixture;
 mod mcp_servers;
 mod mcp_support;
+mod mcp_trust;
 mod native_tools;
 mod programs;
 mod programs_typescript;

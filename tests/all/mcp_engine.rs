@@ -16,6 +16,13 @@ fn engine(servers: Value, cache: &Path, ws: &Path, policy: Policy) -> Engine {
     Engine::builder().workspace(ws).policy(policy).mcp(config(servers), options).build().unwrap()
 }
 
+/// [`engine`] over an untrusted configuration (starting a server needs an
+/// approval).
+fn untrusted_engine(servers: Value, cache: &Path, ws: &Path, policy: Policy) -> Engine {
+    let options = PoolOptions { cache_dir: Some(cache.to_owned()), ..options(cache) };
+    Engine::builder().workspace(ws).policy(policy).mcp(untrusted(servers), options).build().unwrap()
+}
+
 fn memory_and_filesystem(ws: &Path, memory_file: &Path) -> Value {
     json!({
         "memory": {"command": "node", "args": [node_server("server-memory")],
@@ -189,7 +196,7 @@ fn annotations_reach_the_gate() {
     let mut policy = Policy::default();
     assert_eq!(policy.posture, Posture::Ask);
     policy.rules.allow.push(Rule::parse("mcp_connect__memory").unwrap());
-    let engine = engine(servers, cache.path(), ws.path(), policy);
+    let engine = untrusted_engine(servers, cache.path(), ws.path(), policy);
     let receipt = engine.execute_blocking(Program::new(
         r#"const graph = await tools.mcp__memory__read_graph({});
            let deleted;
@@ -272,8 +279,9 @@ fn starting_a_server_needs_an_approval_under_ask_and_plan_mode_reaches_read_only
     let cache = tempfile::tempdir().unwrap();
     let pid_file = cache.path().join("pids");
     let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
-    // Ask posture, deny approver: the start is denied, nothing runs.
-    let ask = engine(servers.clone(), cache.path(), ws.path(), Policy::default());
+    // An untrusted config, ask posture, deny approver: the start is
+    // denied, nothing runs.
+    let ask = untrusted_engine(servers.clone(), cache.path(), ws.path(), Policy::default());
     let r = ask.execute_blocking(Program::new(
         "try { await tools.mcp__fixture__echo({}) } catch (e) { return [e.kind, e.message] }",
     ));
@@ -364,7 +372,7 @@ fn calls_made_together_ask_once_to_start_their_server() {
             .workspace(ws.path())
             .policy(Policy::default())
             .approver(CountingApprover { allow, connects: connects.clone() })
-            .mcp(config(fixture_server("normal", json!({}))), options(cache.path()))
+            .mcp(untrusted(fixture_server("normal", json!({}))), options(cache.path()))
             .build()
             .unwrap();
         let r = engine.execute_blocking(Program::new(

@@ -40,6 +40,12 @@ pub fn config(servers: Value) -> McpConfig {
     McpConfig::parse(&text, Path::new("/"), &|_| None).unwrap()
 }
 
+/// [`config`], as a workspace file the user has not trusted: each server's
+/// start needs an approval as the posture says.
+pub fn untrusted(servers: Value) -> McpConfig {
+    McpConfig { trusted: false, ..config(servers) }
+}
+
 /// A pool with its schema cache in `cache` and short timeouts.
 pub fn pool(servers: Value, cache: &Path) -> McpPool {
     McpPool::new(config(servers), options(cache))
