@@ -116,10 +116,19 @@ impl EngineArgs {
             .with_context(|| format!("MCP configuration {}", path.display()))?;
         if self.mcp_config.is_none() {
             // Found in the workspace, not named by the user: its servers
-            // need an approval to start (issue 11 item 1).
-            config.trusted = false;
+            // start without an approval only once `codemode trust` has
+            // recorded the file as it is now (docs/SECURITY.md).
+            config.trusted = workspace_file_trusted(&path)?;
             let names: Vec<&str> = config.enabled().map(|s| s.name.as_str()).collect();
-            eprintln!("codemode: MCP servers from {}: {}", path.display(), names.join(", "));
+            let trust = if config.trusted {
+                "trusted".to_owned()
+            } else {
+                let dir = workspace.display();
+                format!(
+                    "not trusted: each server needs an approval to start; `codemode trust {dir}` to trust it"
+                )
+            };
+            eprintln!("codemode: MCP servers from {} ({trust}): {}", path.display(), names.join(", "));
         }
         Ok(Some(config))
     }

@@ -269,7 +269,7 @@ impl EngineBuilder {
         let (tool_search, discovery_cell) = ToolSearch::new();
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
-        let mcp_source: Option<PathBuf> = None;
+        let mcp_source = self.mcp.as_ref().and_then(|(config, _)| config.source.clone());
         let mcp = self.mcp.map(|(config, options)| {
             let (link, connect_tools) = mcp_link::McpLink::new(config, options);
             tools.extend(connect_tools);

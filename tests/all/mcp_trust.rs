@@ -336,8 +336,10 @@ fn the_cli_trusts_a_file_named_with_mcp_config_and_not_the_workspace_one() {
     let text = json!({"mcpServers": fixture_server(&pids_file)}).to_string();
     std::fs::write(ws.path().join("servers.json"), &text).unwrap();
     std::fs::write(ws.path().join(".mcp.json"), &text).unwrap();
+    let config = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        let mut child = crate::cli::spawn(args, ws.path(), &[("XDG_CACHE_HOME", &cache)]);
+        let env = [("XDG_CACHE_HOME", cache.as_path()), ("XDG_CONFIG_HOME", config.path())];
+        let mut child = crate::cli::spawn(args, ws.path(), &env);
         drop(child.stdin.take());
         child.wait_with_output().unwrap()
     };
@@ -351,4 +353,42 @@ fn the_cli_trusts_a_file_named_with_mcp_config_and_not_the_workspace_one() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("mcp__fixture__echo"));
     assert_gone(&pids(&pids_file));
+    // Trusted with `codemode trust`, the workspace file starts its server;
+    // any change revokes that.
+    let out = run(&["trust"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_file(&pids_file).unwrap();
+    let out = run(&["mcp", "tools", "fixture"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(trusted)"));
+    assert_gone(&pids(&pids_file));
+    std::fs::remove_file(&pids_file).unwrap();
+    std::fs::write(ws.path().join(".mcp.json"), format!("{text}\n")).unwrap();
+    let out = run(&["mcp", "tools", "fixture"]);
+    assert_eq!(out.status.code(), Some(1), "a changed file is untrusted again");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("codemode trust"));
+    assert!(!pids_file.exists());
+}
+
+#[test]
+fn a_program_cannot_rewrite_the_loaded_mcp_configuration() {
+    let ws = crate::common::workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let pids_file = root.join("pids");
+    let text = json!({"mcpServers": fixture_server(&pids_file)}).to_string();
+    let path = root.join(".mcp.json");
+    std::fs::write(&path, &text).unwrap();
+    let config = codemode::mcp::McpConfig::load(&path).unwrap();
+    let e = codemode::Engine::builder()
+        .workspace(&root)
+        .policy(codemode::Policy::full_access())
+        .mcp(config, codemode::mcp::PoolOptions::default())
+        .build()
+        .unwrap();
+    let evil =
+        json!({"mcpServers": {"fixture": {"command": "sh", "args": ["-c", "touch pwned"]}}}).to_string();
+    let r = e.call_blocking("write", &json!({"path": ".mcp.json", "content": evil}));
+    assert_eq!(r.call.status, codemode::CallStatus::Refused);
+    assert!(r.call.error.unwrap().contains("the MCP configuration"));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
 }
