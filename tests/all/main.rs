@@ -17,6 +17,7 @@ mod native_tools;
 mod programs;
 mod programs_typescript;
 mod receipts;
+mod sandbox;
 mod tool_bash;
 mod tool_files;
 mod tool_search;

@@ -13,6 +13,8 @@ use crate::common::{deadline, engine_with, workspace};
 
 /// A variable set on the test process that the command must not see.
 const SECRET: &str = "CODEMODE_TEST_BASH_SECRET_TOKEN";
+/// One with a locale-like name, which an `LC_` prefix rule would pass.
+const LC_SECRET: &str = "LC_CODEMODE_TEST_SECRET";
 
 fn engine(ws: &tempfile::TempDir) -> Engine {
     static SET: Once = Once::new();
@@ -20,7 +22,10 @@ fn engine(ws: &tempfile::TempDir) -> Engine {
         // SAFETY: set once, before any engine of this module starts a
         // process; std serialises its own environment access, and nothing
         // in this test binary reads the environment through libc directly.
-        unsafe { std::env::set_var(SECRET, "hunter2") };
+        unsafe {
+            std::env::set_var(SECRET, "hunter2");
+            std::env::set_var(LC_SECRET, "hunter3");
+        }
     });
     engine_with(ws, Limits::default())
 }
@@ -148,6 +153,7 @@ fn the_environment_is_filtered() {
     let ws = workspace();
     let engine = engine(&ws);
     assert_eq!(std::env::var(SECRET).as_deref(), Ok("hunter2"));
+    assert_eq!(std::env::var(LC_SECRET).as_deref(), Ok("hunter3"));
     let out = bash(
         &engine,
         json!({"command": format!("echo \"secret=${{{SECRET}:-unset}}\"; echo \"codemode=$CODEMODE\"; \
