@@ -241,6 +241,44 @@ mod tests {
         group.kill();
     }
 
+    /// Polls until `path` exists (the shell's traps are set).
+    async fn wait_for(path: &std::path::Path) {
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn terminate_sends_sigterm_first_then_sigkill_after_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("cleaned");
+        let ready = dir.path().join("ready");
+        let script = format!(
+            "trap 'echo yes > {}; exit 7' TERM; touch {}; sleep 1000 & wait",
+            done.display(),
+            ready.display()
+        );
+        let mut group = ProcessGroup::new(start(&script), "test", Duration::from_secs(2))
+            .unwrap()
+            .with_kill_grace(Duration::from_secs(5));
+        wait_for(&ready).await;
+        let status = group.terminate().await.unwrap();
+        assert_eq!(status.code(), Some(7));
+        assert_eq!(std::fs::read_to_string(&done).unwrap(), "yes\n");
+        group.reap().await;
+
+        let ignoring = dir.path().join("ignoring");
+        let script = format!("trap '' TERM; touch {}; sleep 1000", ignoring.display());
+        let mut group = ProcessGroup::new(start(&script), "test", Duration::from_secs(2))
+            .unwrap()
+            .with_kill_grace(Duration::from_millis(200));
+        wait_for(&ignoring).await;
+        let status = group.terminate().await.unwrap();
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.signal(), Some(9), "killed after the grace");
+        group.reap().await;
+    }
+
     #[tokio::test]
     async fn a_child_already_waited_for_has_no_group() {
         let mut child = start("exit 0");

@@ -255,10 +255,10 @@ fn sigterm_comes_first_and_sigkill_after_the_grace() {
     let out = engine.call_blocking(
         "bash",
         &json!({"command": format!("trap 'echo cleaned > cleaned.txt; exit 3' TERM; sleep {m} & wait"),
-                "timeout": 500}),
+                "timeout": 3000}),
     );
     let message = out.error.expect("timed out")["message"].as_str().unwrap().to_owned();
-    assert!(message.contains("timed out after 500 ms"), "{message}");
+    assert!(message.contains("timed out after 3000 ms"), "{message}");
     assert_eq!(std::fs::read_to_string(ws.path().join("cleaned.txt")).unwrap(), "cleaned\n");
     assert_gone(&m);
 
@@ -311,4 +311,23 @@ fn no_controlling_terminal_for_bash_or_an_approver() {
     assert!(shown.contains("BASH-NO-TTY") && shown.contains("not a tty"), "{shown}");
     assert!(!shown.contains("BASH-OPENED-TTY"), "{shown}");
     assert_eq!(std::fs::read_to_string(ws.path().join("approver-tty.txt")).unwrap(), "none\n");
+}
+
+#[test]
+fn without_a_launcher_the_call_fails_and_nothing_runs() {
+    let ws = workspace();
+    let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["call", "bash", r#"{"command": "touch ran"}"#, "--posture", "full-access"])
+        .current_dir(ws.path())
+        .env(codemode::sandbox::LAUNCHER_ENV, "/nonexistent/codemode")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/nonexistent/codemode") && message.contains("CODEMODE_SANDBOX_LAUNCHER"),
+        "{v}"
+    );
+    assert!(!ws.path().join("ran").exists());
 }
