@@ -1,5 +1,5 @@
 //! The sandbox launcher: the `codemode` binary re-executed as
-//! `codemode __sandbox-exec SPEC` (SPEC a [`LaunchSpec`] as JSON) by the
+//! `codemode __sandbox-exec SPEC` (SPEC a `LaunchSpec` as JSON) by the
 //! `bash` tool, before anything else in `main` runs. It is a fresh,
 //! single-threaded process, so it may fork. Linux only.
 //!
@@ -16,7 +16,7 @@
 //!    `/proc`, bind-mounts the protected paths read-only, covers the hidden
 //!    folders with an empty read-only tmpfs (binding the run's own spill
 //!    folder back read-only), applies Landlock, writes the header line (what
-//!    was applied, [`Header`]) to stdout, sets `SECBIT_NOROOT` (so a shell
+//!    was applied, `Header`) to stdout, sets `SECBIT_NOROOT` (so a shell
 //!    running as uid 0 gets no capabilities at `execve`), forks the shell
 //!    and reaps every process of the namespace until the shell ends. Then it
 //!    reports the shell's wait status to the launcher through a pipe and

@@ -6,22 +6,37 @@
 //! - `bash -c <command>`, or `/bin/sh -c <command>` only when no `bash` is
 //!   found on the filtered `PATH`. The working directory is the workspace
 //!   root; stdin is `/dev/null`; stdout and stderr are pipes.
-//! - The shell starts a process group of its own (`process_group(0)`: the
-//!   group id is the shell's pid). Background jobs of a non-interactive shell
-//!   stay in that group, so the group is "everything the command started".
+//! - Under a confining profile (`workspace-write`, the default, or
+//!   `read-only`) the shell runs in the OS sandbox: the engine starts the
+//!   sandbox launcher (`codemode __sandbox-exec SPEC`, see
+//!   `sandbox/launcher.rs`, found as `sandbox/locate.rs` says), which enters
+//!   new namespaces, mounts, applies Landlock and runs the shell as a child
+//!   of the new PID namespace's init; its first stdout line (a JSON header,
+//!   not part of the output) says what was applied, and becomes
+//!   `metadata.sandbox`. Each call gets a private temporary folder
+//!   (`TMPDIR`), removed after the call. Under `off` the shell is the
+//!   engine's child, unconfined, and `metadata.sandbox` is
+//!   `{"profile": "off"}`.
+//! - Either way the engine's child starts a new session (`setsid`): no
+//!   controlling terminal, and a process group of its own whose id is the
+//!   child's pid. Background jobs of a non-interactive shell stay in that
+//!   group; under the sandbox, processes that leave it (`setsid`, `set -m`)
+//!   are still in the PID namespace, which ends with the shell.
 //! - One foreground command: when the shell exits, every process left in its
-//!   group (`sleep 100 &`, a daemon that kept stdout open) is killed with
-//!   SIGKILL, and reading stops, so nothing outlives the call and a
+//!   group is killed with SIGKILL (under the sandbox the namespace is gone
+//!   already), and reading stops, so nothing outlives the call and a
 //!   background child holding the pipe cannot hang it.
 //! - `timeout` is in milliseconds: default 120,000, at most 600,000 (the
 //!   schema says so and the code checks it again). At the timeout the whole
-//!   group is killed (SIGKILL), the shell is reaped, and the call fails with
-//!   a `ToolError` saying it timed out and carrying the last 4 KiB of each
-//!   stream (the error goes into the receipt, so it is kept smaller than the
-//!   result's tails).
+//!   group gets SIGTERM, then SIGKILL after the kill grace
+//!   (`Confinement::kill_grace`), the shell is reaped, and the call fails
+//!   with a `ToolError` saying it timed out and carrying the last 4 KiB of
+//!   each stream (the error goes into the receipt, so it is kept smaller
+//!   than the result's tails).
 //! - Cancellation (the call's future dropped: run deadline, host cancel, the
-//!   engine's per-tool backstop) kills the group from a drop guard and reaps
-//!   it on the tool runtime; the shell itself is also `kill_on_drop`.
+//!   engine's per-tool backstop) ends the group from a drop guard (SIGTERM,
+//!   the grace, SIGKILL) and reaps it on the tool runtime; the direct child
+//!   is also `kill_on_drop`.
 //! - `description` is for display (approval prompts, logs) and is never
 //!   executed or passed to the command.
 //!
@@ -43,9 +58,9 @@
 //!   32 KiB, plus one 32 KiB read).
 //! - After the shell exits and its group is killed, the pipes are drained for
 //!   at most 250 ms; a process that left the group (`setsid`, `setpgid`) and
-//!   still holds a pipe is not waited for. Such a process is also not
-//!   killed: the group is the unit of cleanup (only cgroups could track
-//!   it).
+//!   still holds a pipe is not waited for. Under `off` such a process is
+//!   also not killed: the group is the unit of cleanup there (only cgroups
+//!   could track it); under the sandbox the PID namespace ends it.
 //! - The engine's per-tool timeout for `bash` is set above the 600,000 ms
 //!   maximum so the command's own `timeout` governs; the run deadline still
 //!   cancels a call.
@@ -54,15 +69,20 @@
 //!
 //! The command does not inherit the engine's environment. It gets only:
 //! `PATH` (`/usr/local/bin:/usr/bin:/bin` when unset), `HOME`, `USER`,
-//! `LOGNAME`, `SHELL`, `LANG`, `LC_*`, `TERM`, `TZ` and `TMPDIR` when set;
-//! `PWD` set to the workspace root; and `CODEMODE=1`. Everything else is
+//! `LOGNAME`, `SHELL`, `TERM`, `TZ`, `TMPDIR` (under the sandbox: the call's
+//! private folder) and the POSIX and glibc locale variables by exact name
+//! (`LANG`, `LANGUAGE`, `LC_ALL`, `LC_CTYPE`, ...: [`PASSED_VARS`]; an
+//! `LC_SECRET` does not pass) when set; `PWD` set to the workspace root; and
+//! `CODEMODE=1`. Everything else is
 //! dropped: API tokens, cloud credentials (`AWS_*`, `GOOGLE_*`, ...),
 //! `SSH_AUTH_SOCK`, `BASH_ENV` and `ENV` (which a non-interactive shell would
 //! source), `LD_PRELOAD` and the like.
 //!
 //! # Reaping
 //!
-//! The shell is the engine's child and is reaped by tokio. The processes it
+//! Under the sandbox, init (PID 1 of the namespace) reaps everything the
+//! command started, and the launcher is the engine's child. Under `off`:
+//! the shell is the engine's child and is reaped by tokio. The processes it
 //! leaves behind are orphans once it exits, so they are reparented to the
 //! nearest child subreaper or to PID 1, and after the group is killed the
 //! tool reaps whatever of the group is its own child with `waitpid(-pgid,
