@@ -331,3 +331,21 @@ fn without_a_launcher_the_call_fails_and_nothing_runs() {
     );
     assert!(!ws.path().join("ran").exists());
 }
+
+#[test]
+fn a_run_reads_its_own_spill_files_but_no_other_runs() {
+    let ws = workspace();
+    let mut limits = codemode::Limits::default();
+    limits.result_bytes = 1000;
+    let policy = Policy { sandbox: SandboxSettings::default(), ..Policy::full_access() };
+    let engine = builder(&ws).policy(policy).limits(limits).build().unwrap();
+    let spill = "const r = await tools.blob({bytes: 5000}); const p = r.truncated.spill_path;";
+    let earlier = engine.execute_blocking(Program::new(format!("{spill} return p;")));
+    let earlier = earlier.value.as_str().unwrap_or_else(|| panic!("{:?}", earlier.error)).to_owned();
+    let r = engine.execute_blocking(Program::new(format!(
+        "{spill} const b = await tools.bash({{command: `wc -c < '${{p}}'; echo x >> '${{p}}' && echo written; \
+         cat '{earlier}' && echo read-earlier; ls .codemode/runs | wc -l`}}); return b.content.stdout;"
+    )));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!("5000\n1\n"), "own spill file readable, read-only; the earlier run's hidden");
+}
