@@ -29,20 +29,25 @@
 //! the same signal raised on itself (core dumps off), so the engine sees the
 //! shell's status.
 
-use std::ffi::CString;
 use std::io::Write as _;
-use std::os::fd::{AsRawFd as _, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use nix::errno::Errno;
-use nix::mount::{MsFlags, mount};
-use nix::sched::{CloneFlags, unshare};
-use nix::sys::signal::{SigSet, Signal};
-use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid};
 use serde::{Deserialize, Serialize};
+#[cfg(target_os = "linux")]
+use {
+    nix::errno::Errno,
+    nix::mount::{MsFlags, mount},
+    nix::sched::{CloneFlags, unshare},
+    nix::sys::signal::{SigSet, Signal},
+    nix::sys::wait::{WaitStatus, waitpid},
+    nix::unistd::{ForkResult, Pid},
+    std::ffi::CString,
+    std::os::fd::{AsRawFd as _, OwnedFd},
+    std::path::Path,
+};
 
+#[cfg(target_os = "linux")]
 use super::SandboxProfile;
 
 /// The hidden subcommand that runs the launcher.
@@ -467,6 +472,7 @@ fn reap_until(shell: Pid) -> WaitStatus {
 }
 
 /// A shell's status as 8 bytes: kind (0 exited, 1 signalled) and value.
+#[cfg(target_os = "linux")]
 fn encode(status: WaitStatus) -> [u8; 8] {
     let (kind, value) = match status {
         WaitStatus::Signaled(_, signal, _) => (1u32, signal as i32 as u32),
