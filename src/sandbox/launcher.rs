@@ -98,6 +98,7 @@ pub(crate) enum Header {
 /// The confinement a call ran under (`metadata.sandbox` of the bash
 /// result).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub(crate) struct Applied {
     /// The profile's name.
     pub profile: String,

@@ -654,6 +654,22 @@ mod tests {
         assert_eq!(t.text(4), ("zzzz".to_owned(), true));
     }
 
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_launchers_header_line_is_split_off_the_output() {
+        use tokio::io::AsyncReadExt as _;
+        // The header arrives in two reads, the output after it in the second.
+        let reader = (&b"{\"sandbox\": {\"profile\""[..]).chain(&b": \"read-only\"}}\nout\nput"[..]);
+        let (mut header, mut tail) = (Vec::new(), Tail::new(100));
+        pump(Some(reader), Some(&mut header), &mut tail).await;
+        assert_eq!(header, br#"{"sandbox": {"profile": "read-only"}}"#);
+        assert_eq!(tail.text(100), ("out\nput".to_owned(), false));
+        let Some(Header::Sandbox(applied)) = parse_header(&header) else { panic!("a sandbox header") };
+        assert_eq!(applied.profile, "read-only");
+        assert_eq!(parse_header(br#"{"error": "no"}"#), Some(Header::Error("no".into())));
+        assert_eq!(parse_header(b"garbage"), None);
+    }
+
     #[test]
     fn the_tail_is_cut_at_a_character_boundary() {
         let mut t = Tail::new(4);
