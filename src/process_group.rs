@@ -3,15 +3,23 @@
 //! before-call hooks, the `cmd:` approvers and the MCP stdio servers. Unix
 //! only.
 //!
-//! - **Own group.** The caller spawns the child with `process_group(0)`, so
-//!   the group id is the child's pid, and with `kill_on_drop(true)`, so the
-//!   direct child is killed (and handed to tokio's orphan reaping) whenever
-//!   its [`tokio::process::Child`] is dropped without having been waited
-//!   for. Everything the child starts stays in the group unless it leaves it
+//! - **Own session.** The caller spawns the child through [`in_new_session`]
+//!   (`setsid` between fork and exec), so the child has no controlling
+//!   terminal (it cannot open `/dev/tty`, read the user's terminal or push
+//!   keystrokes into it with `TIOCSTI`) and leads a new process group whose
+//!   id is its pid; and with `kill_on_drop(true)`, so the direct child is
+//!   killed (and handed to tokio's orphan reaping) whenever its
+//!   [`tokio::process::Child`] is dropped without having been waited for.
+//!   Everything the child starts stays in the group unless it leaves it
 //!   (`setsid`, `setpgid`); such a process is neither killed nor reaped here
-//!   (only cgroups could track it).
+//!   (only cgroups, or the bash sandbox's PID namespace, track it).
 //! - **Kill.** [`ProcessGroup::kill`] sends SIGKILL to the whole group
 //!   (`killpg`); a group that is already gone is fine.
+//!   [`ProcessGroup::terminate`] ends a group that is still at work: SIGTERM,
+//!   up to the kill grace ([`DEFAULT_KILL_GRACE`] unless
+//!   [`ProcessGroup::with_kill_grace`] says otherwise) for the direct child
+//!   to exit, so a nested codemode or a server can end its own children,
+//!   then SIGKILL.
 //! - **Reap.** [`ProcessGroup::reap`], once the direct child has been waited
 //!   for (tokio reaps it, so its status is tokio's), collects the group's
 //!   remaining members that are this process's children with
@@ -25,18 +33,38 @@
 //!   to reap, and the loop ends at once (`ECHILD`).
 //! - **Drop guard.** Until [`ProcessGroup::reap`] has finished, dropping the
 //!   [`ProcessGroup`] (the caller's future cancelled, or an early return)
-//!   kills the group and, on the current tokio runtime if there is one,
-//!   spawns a task that waits for the direct child and then reaps the group
-//!   as above. Without a runtime (or when it is shutting down) the child is
-//!   dropped instead, and `kill_on_drop(true)` has tokio's orphan reaping
-//!   collect it.
+//!   sends the group SIGTERM and, on the current tokio runtime if there is
+//!   one, spawns a task that waits up to the kill grace for the direct child,
+//!   sends SIGKILL, waits for the child and then reaps the group as above.
+//!   Without a runtime (or when it is shutting down) the group gets SIGKILL
+//!   at once and the child is dropped, and `kill_on_drop(true)` has tokio's
+//!   orphan reaping collect it.
 
 use std::time::Duration;
 
 use nix::errno::Errno;
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::process::Child;
+
+use crate::sandbox::DEFAULT_KILL_GRACE;
+
+/// Makes `command`'s child start a new session (`setsid(2)` between fork
+/// and exec): no controlling terminal, and a new process group whose id is
+/// the child's pid. Do not combine with `process_group`: a group leader
+/// cannot start a session.
+pub(crate) fn in_new_session(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only setsid(2), which is async-signal-safe; it allocates nothing (an
+    // `io::Error` from a raw OS error is a plain value) and takes no lock.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid().map(drop).map_err(|e| std::io::Error::from_raw_os_error(e as i32))
+        })
+    }
+}
 
 /// How often a group whose members are still alive is killed again and
 /// polled while it is reaped.
@@ -53,20 +81,36 @@ pub(crate) struct ProcessGroup {
     reap_wait: Duration,
     /// Who owns the group (`"bash"`, `"hook"`, ...), for the debug log.
     owner: &'static str,
+    /// Between SIGTERM and SIGKILL when the group is ended early.
+    kill_grace: Duration,
     /// Whether the group may still have processes to kill and reap.
     armed: bool,
 }
 
 impl ProcessGroup {
-    /// Takes charge of `child`, just spawned with `process_group(0)` and
-    /// `kill_on_drop(true)`. `owner` names it in the debug log; `reap_wait`
+    /// Takes charge of `child`, just spawned through [`in_new_session`] (or
+    /// with `process_group(0)`) and `kill_on_drop(true)`. `owner` names it in the debug log; `reap_wait`
     /// bounds every reap of the group.
     ///
     /// `None` (and `child` is dropped, so killed) when the child has no pid
     /// any more (it was already waited for) or one out of range.
     pub(crate) fn new(child: Child, owner: &'static str, reap_wait: Duration) -> Option<ProcessGroup> {
         let pgid = Pid::from_raw(i32::try_from(child.id()?).ok()?);
-        Some(ProcessGroup { child: Some(child), pgid, reap_wait, owner, armed: true })
+        Some(ProcessGroup {
+            child: Some(child),
+            pgid,
+            reap_wait,
+            owner,
+            kill_grace: DEFAULT_KILL_GRACE,
+            armed: true,
+        })
+    }
+
+    /// Sets the grace period between SIGTERM and SIGKILL (default
+    /// [`DEFAULT_KILL_GRACE`]).
+    pub(crate) fn with_kill_grace(mut self, kill_grace: Duration) -> ProcessGroup {
+        self.kill_grace = kill_grace;
+        self
     }
 
     /// The direct child.
@@ -77,6 +121,21 @@ impl ProcessGroup {
     /// Sends SIGKILL to every process in the group.
     pub(crate) fn kill(&self) {
         kill_group(self.pgid);
+    }
+
+    /// Ends a group still at work: SIGTERM to every process in it, up to the
+    /// kill grace for the direct child to exit, then SIGKILL to the group;
+    /// returns the direct child's status. Adds at most the kill grace to the
+    /// time the child takes to die.
+    pub(crate) async fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        signal_group(self.pgid, Signal::SIGTERM);
+        let grace = self.kill_grace;
+        let exited = tokio::time::timeout(grace, self.child().wait()).await;
+        kill_group(self.pgid);
+        match exited {
+            Ok(status) => status,
+            Err(_) => self.child().wait().await,
+        }
     }
 
     /// Reaps the group's remaining members that are this process's children
@@ -94,18 +153,26 @@ impl Drop for ProcessGroup {
         if !self.armed {
             return;
         }
-        kill_group(self.pgid);
         let (child, pgid, owner, reap_wait) = (self.child.take(), self.pgid, self.owner, self.reap_wait);
-        // Reap the child first (so its status is tokio's), then the rest of
-        // the group. Without a runtime the child is dropped, and
-        // `kill_on_drop` hands it to tokio's orphan reaping.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if let Some(mut child) = child {
-                    let _ = child.wait().await;
-                }
-                reap_group(pgid, owner, reap_wait).await;
-            });
+        let grace = self.kill_grace;
+        // SIGTERM, the grace, SIGKILL; reap the child first (so its status
+        // is tokio's), then the rest of the group. Without a runtime: SIGKILL
+        // now, and the child is dropped, so `kill_on_drop` hands it to
+        // tokio's orphan reaping.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                signal_group(pgid, Signal::SIGTERM);
+                rt.spawn(async move {
+                    if let Some(mut child) = child {
+                        let _ = tokio::time::timeout(grace, child.wait()).await;
+                        kill_group(pgid);
+                        let _ = child.wait().await;
+                    }
+                    kill_group(pgid);
+                    reap_group(pgid, owner, reap_wait).await;
+                });
+            }
+            Err(_) => kill_group(pgid),
         }
     }
 }
@@ -113,7 +180,13 @@ impl Drop for ProcessGroup {
 /// Sends SIGKILL to process group `pgid`; a group that is already gone is
 /// fine.
 fn kill_group(pgid: Pid) {
-    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    signal_group(pgid, Signal::SIGKILL);
+}
+
+/// Sends `signal` to process group `pgid`; a group that is already gone is
+/// fine.
+fn signal_group(pgid: Pid, signal: Signal) {
+    let _ = nix::sys::signal::killpg(pgid, signal);
 }
 
 /// Reaps every process of group `pgid` that is this process's child,
@@ -149,7 +222,7 @@ mod tests {
     /// `sh -c script`, started as the callers start their children.
     fn start(script: &str) -> Child {
         let mut command = tokio::process::Command::new("sh");
-        command.args(["-c", script]).process_group(0).kill_on_drop(true);
+        in_new_session(command.args(["-c", script]).kill_on_drop(true));
         command.spawn().unwrap()
     }
 
@@ -166,6 +239,44 @@ mod tests {
         assert!(!group.armed);
         // Killing a group that is gone is fine.
         group.kill();
+    }
+
+    /// Polls until `path` exists (the shell's traps are set).
+    async fn wait_for(path: &std::path::Path) {
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn terminate_sends_sigterm_first_then_sigkill_after_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("cleaned");
+        let ready = dir.path().join("ready");
+        let script = format!(
+            "trap 'echo yes > {}; exit 7' TERM; touch {}; sleep 1000 & wait",
+            done.display(),
+            ready.display()
+        );
+        let mut group = ProcessGroup::new(start(&script), "test", Duration::from_secs(2))
+            .unwrap()
+            .with_kill_grace(Duration::from_secs(5));
+        wait_for(&ready).await;
+        let status = group.terminate().await.unwrap();
+        assert_eq!(status.code(), Some(7));
+        assert_eq!(std::fs::read_to_string(&done).unwrap(), "yes\n");
+        group.reap().await;
+
+        let ignoring = dir.path().join("ignoring");
+        let script = format!("trap '' TERM; touch {}; sleep 1000", ignoring.display());
+        let mut group = ProcessGroup::new(start(&script), "test", Duration::from_secs(2))
+            .unwrap()
+            .with_kill_grace(Duration::from_millis(200));
+        wait_for(&ignoring).await;
+        let status = group.terminate().await.unwrap();
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.signal(), Some(9), "killed after the grace");
+        group.reap().await;
     }
 
     #[tokio::test]

@@ -549,7 +549,7 @@ fn allowed(reason: &str) -> Approval {
 /// [`CommandApprover::MAX_STDERR_BYTES`] of its stderr are added to the
 /// error's message.
 ///
-/// The program runs in a process group of its own. When it exits, at the
+/// The program runs in a session (so a process group, with no controlling terminal) of its own. When it exits, at the
 /// timeout, and when the approval is abandoned (the run cancelled), the
 /// whole group is killed with SIGKILL and reaped, so nothing it started
 /// outlives the approval. Unix only: elsewhere every request is an error.
@@ -732,20 +732,20 @@ mod command {
         body.push(b'\n');
 
         let started = Instant::now();
-        let child = tokio::process::Command::new(program)
+        let mut command = tokio::process::Command::new(program);
+        command
             .args(&approver.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ApproverError(match e.kind() {
-                    std::io::ErrorKind::NotFound => format!("approver command `{program}` not found: {e}"),
-                    _ => format!("cannot start approver command `{program}`: {e}"),
-                })
-            })?;
+            .kill_on_drop(true);
+        // A session of its own: no controlling terminal (process_group.rs).
+        let child = crate::process_group::in_new_session(&mut command).spawn().map_err(|e| {
+            ApproverError(match e.kind() {
+                std::io::ErrorKind::NotFound => format!("approver command `{program}` not found: {e}"),
+                _ => format!("cannot start approver command `{program}`: {e}"),
+            })
+        })?;
         let mut group = ProcessGroup::new(child, "approver", REAP_WAIT).ok_or_else(|| {
             ApproverError("the approver command exited before it could be tracked".to_owned())
         })?;

@@ -41,8 +41,8 @@
 //!     through.
 //!
 //!   Every block reason names the hook (its command) and says why.
-//! - **Process group and time.** The hook runs in a process group of its own
-//!   (`process_group(0)`). When it exits, whatever it left in its group is
+//! - **Process group and time.** The hook runs in a session (so a process
+//!   group, and no controlling terminal) of its own (`setsid`). When it exits, whatever it left in its group is
 //!   killed (SIGKILL) and its pipes are drained for at most [`DRAIN_GRACE`];
 //!   nothing a hook starts outlives it. At `spec.timeout` (counted from
 //!   before the start) the whole group is killed, the hook is reaped (waited
@@ -480,15 +480,15 @@ async fn run_process(
     // A timeout too large for the clock means none (about 30 years).
     let deadline = now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
 
-    let spawned = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .current_dir(workspace)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn();
+        .kill_on_drop(true);
+    let spawned = crate::process_group::in_new_session(&mut command).spawn();
     let child = match spawned {
         Ok(child) => child,
         Err(e) => return Err(start_error(program, workspace, &e)),

@@ -171,8 +171,9 @@ impl Connection {
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
-                    .process_group(0)
                     .kill_on_drop(true);
+                // A session of its own: no controlling terminal.
+                crate::process_group::in_new_session(&mut cmd);
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }

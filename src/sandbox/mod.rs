@@ -6,9 +6,21 @@
 //! approver command, the MCP configuration file and the workspace (`.git/`
 //! and `.codemode/`), and handed to every tool call in
 //! [`ToolContext::confinement`](crate::ToolContext::confinement).
+//!
+//! Under a confining profile each `bash` call runs through the sandbox
+//! launcher (`launcher.rs`): the `codemode` binary re-executed as `codemode
+//! __sandbox-exec`, found as `locate.rs` says ([`set_launcher`],
+//! [`LAUNCHER_ENV`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+#[doc(hidden)]
+pub mod launcher;
+mod locate;
+
+pub(crate) use locate::launcher;
+pub use locate::{LAUNCHER_ENV, set_launcher};
 
 /// How `bash` commands are confined (`[sandbox] profile` in
 /// `codemode.toml`).

@@ -6,22 +6,37 @@
 //! - `bash -c <command>`, or `/bin/sh -c <command>` only when no `bash` is
 //!   found on the filtered `PATH`. The working directory is the workspace
 //!   root; stdin is `/dev/null`; stdout and stderr are pipes.
-//! - The shell starts a process group of its own (`process_group(0)`: the
-//!   group id is the shell's pid). Background jobs of a non-interactive shell
-//!   stay in that group, so the group is "everything the command started".
+//! - Under a confining profile (`workspace-write`, the default, or
+//!   `read-only`) the shell runs in the OS sandbox: the engine starts the
+//!   sandbox launcher (`codemode __sandbox-exec SPEC`, see
+//!   `sandbox/launcher.rs`, found as `sandbox/locate.rs` says), which enters
+//!   new namespaces, mounts, applies Landlock and runs the shell as a child
+//!   of the new PID namespace's init; its first stdout line (a JSON header,
+//!   not part of the output) says what was applied, and becomes
+//!   `metadata.sandbox`. Each call gets a private temporary folder
+//!   (`TMPDIR`), removed after the call. Under `off` the shell is the
+//!   engine's child, unconfined, and `metadata.sandbox` is
+//!   `{"profile": "off"}`.
+//! - Either way the engine's child starts a new session (`setsid`): no
+//!   controlling terminal, and a process group of its own whose id is the
+//!   child's pid. Background jobs of a non-interactive shell stay in that
+//!   group; under the sandbox, processes that leave it (`setsid`, `set -m`)
+//!   are still in the PID namespace, which ends with the shell.
 //! - One foreground command: when the shell exits, every process left in its
-//!   group (`sleep 100 &`, a daemon that kept stdout open) is killed with
-//!   SIGKILL, and reading stops, so nothing outlives the call and a
+//!   group is killed with SIGKILL (under the sandbox the namespace is gone
+//!   already), and reading stops, so nothing outlives the call and a
 //!   background child holding the pipe cannot hang it.
 //! - `timeout` is in milliseconds: default 120,000, at most 600,000 (the
 //!   schema says so and the code checks it again). At the timeout the whole
-//!   group is killed (SIGKILL), the shell is reaped, and the call fails with
-//!   a `ToolError` saying it timed out and carrying the last 4 KiB of each
-//!   stream (the error goes into the receipt, so it is kept smaller than the
-//!   result's tails).
+//!   group gets SIGTERM, then SIGKILL after the kill grace
+//!   (`Confinement::kill_grace`), the shell is reaped, and the call fails
+//!   with a `ToolError` saying it timed out and carrying the last 4 KiB of
+//!   each stream (the error goes into the receipt, so it is kept smaller
+//!   than the result's tails).
 //! - Cancellation (the call's future dropped: run deadline, host cancel, the
-//!   engine's per-tool backstop) kills the group from a drop guard and reaps
-//!   it on the tool runtime; the shell itself is also `kill_on_drop`.
+//!   engine's per-tool backstop) ends the group from a drop guard (SIGTERM,
+//!   the grace, SIGKILL) and reaps it on the tool runtime; the direct child
+//!   is also `kill_on_drop`.
 //! - `description` is for display (approval prompts, logs) and is never
 //!   executed or passed to the command.
 //!
@@ -43,9 +58,9 @@
 //!   32 KiB, plus one 32 KiB read).
 //! - After the shell exits and its group is killed, the pipes are drained for
 //!   at most 250 ms; a process that left the group (`setsid`, `setpgid`) and
-//!   still holds a pipe is not waited for. Such a process is also not
-//!   killed: the group is the unit of cleanup (only cgroups could track
-//!   it).
+//!   still holds a pipe is not waited for. Under `off` such a process is
+//!   also not killed: the group is the unit of cleanup there (only cgroups
+//!   could track it); under the sandbox the PID namespace ends it.
 //! - The engine's per-tool timeout for `bash` is set above the 600,000 ms
 //!   maximum so the command's own `timeout` governs; the run deadline still
 //!   cancels a call.
@@ -54,15 +69,20 @@
 //!
 //! The command does not inherit the engine's environment. It gets only:
 //! `PATH` (`/usr/local/bin:/usr/bin:/bin` when unset), `HOME`, `USER`,
-//! `LOGNAME`, `SHELL`, `LANG`, `LC_*`, `TERM`, `TZ` and `TMPDIR` when set;
-//! `PWD` set to the workspace root; and `CODEMODE=1`. Everything else is
+//! `LOGNAME`, `SHELL`, `TERM`, `TZ`, `TMPDIR` (under the sandbox: the call's
+//! private folder) and the POSIX and glibc locale variables by exact name
+//! (`LANG`, `LANGUAGE`, `LC_ALL`, `LC_CTYPE`, ...: [`PASSED_VARS`]; an
+//! `LC_SECRET` does not pass) when set; `PWD` set to the workspace root; and
+//! `CODEMODE=1`. Everything else is
 //! dropped: API tokens, cloud credentials (`AWS_*`, `GOOGLE_*`, ...),
 //! `SSH_AUTH_SOCK`, `BASH_ENV` and `ENV` (which a non-interactive shell would
 //! source), `LD_PRELOAD` and the like.
 //!
 //! # Reaping
 //!
-//! The shell is the engine's child and is reaped by tokio. The processes it
+//! Under the sandbox, init (PID 1 of the namespace) reaps everything the
+//! command started, and the launcher is the engine's child. Under `off`:
+//! the shell is the engine's child and is reaped by tokio. The processes it
 //! leaves behind are orphans once it exits, so they are reparented to the
 //! nearest child subreaper or to PID 1, and after the group is killed the
 //! tool reaps whatever of the group is its own child with `waitpid(-pgid,
@@ -90,6 +110,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+use crate::sandbox::launcher::{Header, LaunchSpec};
+use crate::sandbox::{Confinement, SandboxProfile};
 
 /// `timeout` when the call does not give one, in milliseconds.
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -112,8 +134,38 @@ const DRAIN_GRACE: Duration = Duration::from_millis(250);
 /// How long the tool waits for the killed group's processes to be reaped.
 #[cfg(unix)]
 const REAP_WAIT: Duration = Duration::from_secs(2);
-/// Variables passed through to the command when set (plus every `LC_*`).
-const PASSED_VARS: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR"];
+/// Variables passed through to the command when set: the basics and the
+/// locale variables of POSIX (XBD 8.2) and glibc (`locale(7)`), by exact
+/// name (an `LC_` prefix would let any `LC_SECRET` through).
+const PASSED_VARS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_ADDRESS",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LC_IDENTIFICATION",
+    "LC_MEASUREMENT",
+    "LC_MESSAGES",
+    "LC_MONETARY",
+    "LC_NAME",
+    "LC_NUMERIC",
+    "LC_PAPER",
+    "LC_TELEPHONE",
+    "LC_TIME",
+];
+/// The longest header line the sandbox launcher writes before the
+/// command's output.
+#[cfg(unix)]
+const HEADER_LIMIT: usize = 64 << 10;
 /// `PATH` when the engine's environment has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -167,7 +219,7 @@ impl Tool for Bash {
             // a process there would block it, so yield first and start on the
             // tool runtime.
             tokio::task::yield_now().await;
-            run(&args.command, &cx.workspace, timeout).await
+            run(&args.command, &cx.confinement, &cx.run_id, timeout).await
         })
     }
 }
@@ -192,9 +244,8 @@ fn filter_env(
     vars: impl Iterator<Item = (OsString, OsString)>,
     workspace: &Path,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = vars
-        .filter(|(k, _)| k.to_str().is_some_and(|k| PASSED_VARS.contains(&k) || k.starts_with("LC_")))
-        .collect();
+    let mut env: Vec<(OsString, OsString)> =
+        vars.filter(|(k, _)| k.to_str().is_some_and(|k| PASSED_VARS.contains(&k))).collect();
     if !env.iter().any(|(k, _)| k == "PATH") {
         env.push(("PATH".into(), DEFAULT_PATH.into()));
     }
@@ -261,31 +312,69 @@ impl Tail {
     }
 }
 
-/// Runs `command` in `workspace` under `timeout`; see the module docs.
+/// Runs `command` under `confinement` (its workspace, sandbox profile and
+/// kill grace) and `timeout`; see the module docs.
 #[cfg(unix)]
-async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolOutput, ToolError> {
+async fn run(
+    command: &str,
+    confinement: &Confinement,
+    run_id: &str,
+    timeout: Duration,
+) -> Result<ToolOutput, ToolError> {
     use tokio::time::Instant;
 
     use crate::process_group::ProcessGroup;
 
     let started = Instant::now();
     let deadline = started + timeout;
-    let env = filter_env(std::env::vars_os(), workspace);
-    let child = match spawn("bash", command, workspace, &env) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && workspace.is_dir() => {
-            spawn("/bin/sh", command, workspace, &env)
+    let workspace = confinement.workspace.as_path();
+    let mut env = filter_env(std::env::vars_os(), workspace);
+    // The call's private temporary folder, removed when dropped.
+    let (child, tmp) = if confinement.sandbox.profile == SandboxProfile::Off {
+        let child = match spawn("bash", command, workspace, &env) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && workspace.is_dir() => {
+                spawn("/bin/sh", command, workspace, &env)
+            }
+            other => other,
         }
-        other => other,
-    }
-    .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
+        .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
+        (child, None)
+    } else {
+        let launcher = crate::sandbox::launcher().map_err(ToolError::new)?;
+        let tmp = tempfile::Builder::new()
+            .prefix("codemode-bash-")
+            .tempdir()
+            .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".into(), tmp.path().as_os_str().to_owned()));
+        let spec = LaunchSpec {
+            command: command.to_owned(),
+            workspace: workspace.to_path_buf(),
+            profile: confinement.sandbox.profile.as_str().to_owned(),
+            network: confinement.sandbox.network,
+            protected: confinement.protected.clone(),
+            hidden: confinement.hidden.clone(),
+            spill: Some(confinement.spill_root.join(run_id)),
+            tmpdir: tmp.path().to_path_buf(),
+            parent: std::process::id() as i32,
+        };
+        let spec = serde_json::to_string(&spec).expect("the spec serialises");
+        let child = spawn_launcher(&launcher, &spec, workspace, &env).map_err(|e| {
+            ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
+        })?;
+        (child, Some(tmp))
+    };
+    let sandboxed = tmp.is_some();
     let mut group = ProcessGroup::new(child, "bash", REAP_WAIT)
-        .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?;
+        .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?
+        .with_kill_grace(confinement.kill_grace);
     let stdout = group.child().stdout.take();
     let stderr = group.child().stderr.take();
     let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
+    let mut header = sandboxed.then(Vec::new);
 
     let (status, timed_out) = {
-        let reading = read_both(stdout, stderr, &mut out, &mut err);
+        let reading = read_both(stdout, stderr, &mut header, &mut out, &mut err);
         tokio::pin!(reading);
         let mut read_all = false;
         let exited = loop {
@@ -295,12 +384,15 @@ async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolO
                 () = tokio::time::sleep_until(deadline) => break None,
             }
         };
-        // The shell has exited (or the time is up): end its whole group.
-        group.kill();
         let timed_out = exited.is_none();
         let status = match exited {
-            Some(status) => status,
-            None => group.child().wait().await,
+            Some(status) => {
+                // The shell has exited: end what it left in its group.
+                group.kill();
+                status
+            }
+            // Time is up: SIGTERM, the kill grace, SIGKILL.
+            None => group.terminate().await,
         };
         if !read_all {
             // Everything in the group is dead, so the pipes close as soon as
@@ -310,14 +402,32 @@ async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolO
         (status, timed_out)
     };
     group.reap().await;
+    drop(tmp);
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let status = status.map_err(|e| ToolError::new(format!("waiting for the shell failed: {e}")))?;
 
+    let applied = match header.as_deref().map(parse_header) {
+        None => None,
+        Some(Some(Header::Sandbox(applied))) => Some(applied),
+        Some(Some(Header::Error(message))) => {
+            return Err(ToolError::new(format!("the command did not run: {message}")));
+        }
+        Some(None) if timed_out => None,
+        Some(None) => {
+            let (text, _) = err.text(ERROR_TAIL_BYTES);
+            return Err(ToolError::new(format!(
+                "the sandbox launcher ended ({status}) before starting the command{}",
+                if text.is_empty() { String::new() } else { format!(": {text}") }
+            )));
+        }
+    };
+
     if timed_out {
         let mut message = format!(
-            "the command timed out after {} ms and its process group was killed; give a larger \
-             `timeout` (at most {MAX_TIMEOUT_MS} ms) or do less in one call",
-            timeout.as_millis()
+            "the command timed out after {} ms and its process group was ended (SIGTERM, then SIGKILL \
+             after {} ms); give a larger `timeout` (at most {MAX_TIMEOUT_MS} ms) or do less in one call",
+            timeout.as_millis(),
+            confinement.kill_grace.as_millis()
         );
         for (name, tail) in [("stdout", &out), ("stderr", &err)] {
             let (text, cut) = tail.text(ERROR_TAIL_BYTES);
@@ -336,6 +446,10 @@ async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolO
     if let Some(signal) = status.signal() {
         content["signal"] = json!(signal_name(signal));
     }
+    let sandbox = match applied {
+        Some(applied) => serde_json::to_value(applied).expect("the header serialises"),
+        None => json!({"profile": SandboxProfile::Off.as_str()}),
+    };
     Ok(ToolOutput::with_metadata(
         content,
         json!({
@@ -344,17 +458,24 @@ async fn run(command: &str, workspace: &Path, timeout: Duration) -> Result<ToolO
             "stdout_truncated": stdout_truncated,
             "stderr_truncated": stderr_truncated,
             "elapsed_ms": elapsed_ms,
+            "sandbox": sandbox,
         }),
     ))
 }
 
 /// Without Unix process groups there is no safe way to run a command.
 #[cfg(not(unix))]
-async fn run(_: &str, _: &Path, _: Duration) -> Result<ToolOutput, ToolError> {
+async fn run(_: &str, _: &Confinement, _: &str, _: Duration) -> Result<ToolOutput, ToolError> {
     Err(ToolError::new("the bash tool runs on Unix only"))
 }
 
-/// Starts `shell -c command` in its own process group, with `env` only.
+/// The launcher's header line (without its newline), if it is one.
+#[cfg(unix)]
+fn parse_header(line: &[u8]) -> Option<Header> {
+    serde_json::from_slice(line).ok()
+}
+
+/// Starts `shell -c command` in a new session, with `env` only.
 #[cfg(unix)]
 fn spawn(
     shell: &str,
@@ -362,19 +483,41 @@ fn spawn(
     workspace: &Path,
     env: &[(OsString, OsString)],
 ) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = tokio::process::Command::new(shell);
+    cmd.arg("-c").arg(command);
+    start(cmd, workspace, env)
+}
+
+/// Starts the sandbox launcher for `spec` in a new session, with `env` only.
+#[cfg(unix)]
+fn spawn_launcher(
+    launcher: &Path,
+    spec: &str,
+    workspace: &Path,
+    env: &[(OsString, OsString)],
+) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = tokio::process::Command::new(launcher);
+    cmd.arg(crate::sandbox::launcher::SUBCOMMAND).arg(spec);
+    start(cmd, workspace, env)
+}
+
+/// Starts `cmd` in `workspace` in a new session: `env` only, stdin
+/// `/dev/null`, stdout and stderr piped, killed on drop.
+#[cfg(unix)]
+fn start(
+    mut cmd: tokio::process::Command,
+    workspace: &Path,
+    env: &[(OsString, OsString)],
+) -> std::io::Result<tokio::process::Child> {
     use std::process::Stdio;
-    tokio::process::Command::new(shell)
-        .arg("-c")
-        .arg(command)
-        .current_dir(workspace)
+    cmd.current_dir(workspace)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    crate::process_group::in_new_session(&mut cmd).spawn()
 }
 
 /// Reads both pipes to their end into their tails.
@@ -382,23 +525,51 @@ fn spawn(
 async fn read_both(
     stdout: Option<tokio::process::ChildStdout>,
     stderr: Option<tokio::process::ChildStderr>,
+    header: &mut Option<Vec<u8>>,
     out: &mut Tail,
     err: &mut Tail,
 ) {
-    tokio::join!(pump(stdout, out), pump(stderr, err));
+    tokio::join!(pump(stdout, header.as_mut(), out), pump(stderr, None, err));
 }
 
-/// Reads one pipe to its end (or its first error) into `tail`.
+/// Reads one pipe to its end (or its first error) into `tail`; when
+/// `header` is given, the first line (up to [`HEADER_LIMIT`] bytes, without
+/// its newline) goes there instead.
 #[cfg(unix)]
-async fn pump(reader: Option<impl tokio::io::AsyncRead + Unpin>, tail: &mut Tail) {
+async fn pump(
+    reader: Option<impl tokio::io::AsyncRead + Unpin>,
+    mut header: Option<&mut Vec<u8>>,
+    tail: &mut Tail,
+) {
     use tokio::io::AsyncReadExt as _;
     let Some(mut reader) = reader else { return };
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
-        match reader.read(&mut buf).await {
+        let n = match reader.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => tail.push(&buf[..n]),
+            Ok(n) => n,
+        };
+        let mut chunk = &buf[..n];
+        if let Some(line) = header.as_deref_mut() {
+            match chunk.iter().position(|b| *b == b'\n') {
+                Some(end) => {
+                    line.extend_from_slice(&chunk[..end]);
+                    chunk = &chunk[end + 1..];
+                    header = None;
+                }
+                None if line.len() + chunk.len() <= HEADER_LIMIT => {
+                    line.extend_from_slice(chunk);
+                    continue;
+                }
+                None => {
+                    // Not a header: keep it all as output.
+                    tail.push(line);
+                    line.clear();
+                    header = None;
+                }
+            }
         }
+        tail.push(chunk);
     }
 }
 
@@ -440,6 +611,7 @@ mod tests {
             ("HOME", "/home/u"),
             ("LC_ALL", "C.UTF-8"),
             ("LANG", "C"),
+            ("LC_SECRET", "x"),
             ("AWS_SECRET_ACCESS_KEY", "s"),
             ("GITHUB_TOKEN", "t"),
             ("BASH_ENV", "/tmp/evil"),
@@ -482,6 +654,22 @@ mod tests {
         assert_eq!(t.text(4), ("zzzz".to_owned(), true));
     }
 
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_launchers_header_line_is_split_off_the_output() {
+        use tokio::io::AsyncReadExt as _;
+        // The header arrives in two reads, the output after it in the second.
+        let reader = (&b"{\"sandbox\": {\"profile\""[..]).chain(&b": \"read-only\"}}\nout\nput"[..]);
+        let (mut header, mut tail) = (Vec::new(), Tail::new(100));
+        pump(Some(reader), Some(&mut header), &mut tail).await;
+        assert_eq!(header, br#"{"sandbox": {"profile": "read-only"}}"#);
+        assert_eq!(tail.text(100), ("out\nput".to_owned(), false));
+        let Some(Header::Sandbox(applied)) = parse_header(&header) else { panic!("a sandbox header") };
+        assert_eq!(applied.profile, "read-only");
+        assert_eq!(parse_header(br#"{"error": "no"}"#), Some(Header::Error("no".into())));
+        assert_eq!(parse_header(b"garbage"), None);
+    }
+
     #[test]
     fn the_tail_is_cut_at_a_character_boundary() {
         let mut t = Tail::new(4);
@@ -491,6 +679,15 @@ mod tests {
         t.push(&[b'a', 0xff, 0xfe, 0xfd, 0xfc]);
         let (text, cut) = t.text(4);
         assert!(text.len() <= 4 && cut, "{text:?}");
+    }
+
+    /// The default confinement of `ws` with the sandbox `off`: these tests
+    /// are about the process group, the sandbox has integration tests.
+    #[cfg(target_os = "linux")]
+    fn unconfined(ws: &Path) -> Confinement {
+        let mut confinement = Confinement::for_workspace(ws);
+        confinement.sandbox.profile = SandboxProfile::Off;
+        confinement
     }
 
     #[cfg(target_os = "linux")]
@@ -513,7 +710,8 @@ mod tests {
         // process's children, and the call reaps them before it returns.
         nix::sys::prctl::set_child_subreaper(true).unwrap();
         let ws = tempfile::tempdir().unwrap();
-        let out = run("sleep 1000 & echo $!", ws.path(), Duration::from_secs(10)).await.unwrap();
+        let out =
+            run("sleep 1000 & echo $!", &unconfined(ws.path()), "r", Duration::from_secs(10)).await.unwrap();
         assert_eq!(out.content["exit_code"], json!(0));
         let pid: i32 = out.content["stdout"].as_str().unwrap().trim().parse().unwrap();
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "background child {pid} was not reaped");
@@ -524,9 +722,11 @@ mod tests {
     async fn dropping_the_call_kills_and_reaps_the_group() {
         nix::sys::prctl::set_child_subreaper(true).unwrap();
         let ws = tempfile::tempdir().unwrap();
+        let confinement = unconfined(ws.path());
         let call = run(
             "echo $$ > shell.pid; sleep 1000 & echo $! > bg.pid; wait",
-            ws.path(),
+            &confinement,
+            "r",
             Duration::from_secs(60),
         );
         let read_pid =

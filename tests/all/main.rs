@@ -19,6 +19,7 @@ mod programs;
 mod programs_typescript;
 mod protection;
 mod receipts;
+mod sandbox;
 mod tool_bash;
 mod tool_files;
 mod tool_search;

@@ -1,0 +1,535 @@
+//! The sandbox launcher: the `codemode` binary re-executed as
+//! `codemode __sandbox-exec SPEC` (SPEC a `LaunchSpec` as JSON) by the
+//! `bash` tool, before anything else in `main` runs. It is a fresh,
+//! single-threaded process, so it may fork. Linux only.
+//!
+//! Three processes:
+//!
+//! 1. **The launcher** (the engine's child, leader of a new session the
+//!    engine started with `setsid`). It dies with the engine's tool thread
+//!    (`PR_SET_PDEATHSIG`), blocks SIGTERM (the call's SIGTERM is for the
+//!    shell; the launcher waits to report how the shell ended), unshares a
+//!    user, mount, PID and (unless the network is allowed) network
+//!    namespace, maps its own uid and gid into the user namespace, and forks.
+//! 2. **init**, PID 1 of the new PID namespace. It dies with the launcher
+//!    (`PR_SET_PDEATHSIG`), makes the mount tree private, mounts a fresh
+//!    `/proc`, bind-mounts the protected paths read-only, covers the hidden
+//!    folders with an empty read-only tmpfs (binding the run's own spill
+//!    folder back read-only), applies Landlock, writes the header line (what
+//!    was applied, `Header`) to stdout, sets `SECBIT_NOROOT` (so a shell
+//!    running as uid 0 gets no capabilities at `execve`), forks the shell
+//!    and reaps every process of the namespace until the shell ends. Then it
+//!    reports the shell's wait status to the launcher through a pipe and
+//!    exits, and the kernel kills every process left in the namespace.
+//! 3. **The shell**: `bash -c COMMAND` (`/bin/sh` when no `bash` is on
+//!    `PATH`) in the workspace, with the environment the engine gave the
+//!    launcher.
+//!
+//! The launcher then ends the way the shell ended: the same exit code, or
+//! the same signal raised on itself (core dumps off), so the engine sees the
+//! shell's status.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::{Deserialize, Serialize};
+#[cfg(target_os = "linux")]
+use {
+    nix::errno::Errno,
+    nix::mount::{MsFlags, mount},
+    nix::sched::{CloneFlags, unshare},
+    nix::sys::signal::{SigSet, Signal},
+    nix::sys::wait::{WaitStatus, waitpid},
+    nix::unistd::{ForkResult, Pid},
+    std::ffi::CString,
+    std::os::fd::{AsRawFd as _, OwnedFd},
+    std::path::Path,
+};
+
+#[cfg(target_os = "linux")]
+use super::SandboxProfile;
+
+/// The hidden subcommand that runs the launcher.
+pub const SUBCOMMAND: &str = "__sandbox-exec";
+
+/// The exit code of a launcher that could not confine or start the shell
+/// (the header line says why).
+pub(crate) const EXIT_SETUP_FAILED: u8 = 125;
+
+/// What the engine asks the launcher to run, and how to confine it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct LaunchSpec {
+    /// The shell command (`bash -c COMMAND`).
+    pub command: String,
+    /// The workspace: the working directory, and writable under
+    /// `workspace-write`.
+    pub workspace: PathBuf,
+    /// `workspace-write` or `read-only` ([`SandboxProfile::as_str`]).
+    pub profile: String,
+    /// Whether the network stays reachable (no network namespace).
+    pub network: bool,
+    /// Paths made read-only.
+    pub protected: Vec<PathBuf>,
+    /// Folders covered with an empty read-only tmpfs.
+    pub hidden: Vec<PathBuf>,
+    /// The run's own spill folder, bound back read-only when it is beneath
+    /// a hidden folder and exists.
+    pub spill: Option<PathBuf>,
+    /// The call's private temporary folder (writable, `TMPDIR`).
+    pub tmpdir: PathBuf,
+    /// The engine's pid: a launcher whose parent is already another process
+    /// exits at once.
+    pub parent: i32,
+}
+
+/// The first line the sandbox writes to stdout: what was applied, or why
+/// nothing could be.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Header {
+    /// The shell runs under this confinement.
+    Sandbox(Applied),
+    /// The shell does not run: no confinement could be applied, or the
+    /// launcher failed.
+    Error(String),
+}
+
+/// The confinement a call ran under (`metadata.sandbox` of the bash
+/// result).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub(crate) struct Applied {
+    /// The profile's name.
+    pub profile: String,
+    /// The namespaces entered: some of `user`, `mount`, `pid`, `net`.
+    pub namespaces: Vec<String>,
+    /// `"abi N"` when Landlock is fully enforced, `"abi N, partially
+    /// enforced"`, or `"none"`.
+    pub landlock: String,
+    /// What the profile asks for and the kernel did not give, each with its
+    /// consequence. Empty when everything was applied.
+    pub missing: Vec<String>,
+}
+
+/// Runs the launcher when the process was started as `codemode
+/// __sandbox-exec SPEC`: returns its exit code; `None` for any other
+/// command line.
+pub fn main_if_launcher() -> Option<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != SUBCOMMAND {
+        return None;
+    }
+    let spec = args.next().and_then(|a| a.into_string().ok()).unwrap_or_default();
+    Some(match serde_json::from_str::<LaunchSpec>(&spec) {
+        Ok(spec) => launch(&spec),
+        Err(e) => fail(&format!("{SUBCOMMAND} is internal to codemode's bash tool (bad spec: {e})")),
+    })
+}
+
+/// Writes `message` as an error header and returns the setup failure code.
+fn fail(message: &str) -> ExitCode {
+    write_header(&Header::Error(message.to_owned()));
+    ExitCode::from(EXIT_SETUP_FAILED)
+}
+
+/// Writes the header line to stdout.
+fn write_header(header: &Header) {
+    let mut line = serde_json::to_vec(header).expect("the header serialises");
+    line.push(b'\n');
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(&line);
+    let _ = out.flush();
+}
+
+/// The launcher proper (process 1 of the module docs).
+#[cfg(target_os = "linux")]
+fn launch(spec: &LaunchSpec) -> ExitCode {
+    let Some(profile) = SandboxProfile::parse(&spec.profile).filter(|p| *p != SandboxProfile::Off) else {
+        return fail(&format!("unknown sandbox profile `{}`", spec.profile));
+    };
+    // Die with the engine's thread that started us; if the engine is
+    // already gone, stop here.
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    if nix::unistd::getppid().as_raw() != spec.parent {
+        return fail("the engine that started the sandbox is gone");
+    }
+    // The engine normally made us a session leader already (its spawn
+    // calls setsid); this covers a launcher started some other way.
+    let _ = nix::unistd::setsid();
+    // The call's SIGTERM is for the shell; the launcher stays to report how
+    // the shell ended. Blocked, not ignored: init unblocks it for the shell.
+    let mut term = SigSet::empty();
+    term.add(Signal::SIGTERM);
+    let _ = term.thread_block();
+
+    let mut applied = Applied { profile: profile.as_str().to_owned(), ..Applied::default() };
+    enter_namespaces(spec, &mut applied);
+
+    let (status_r, status_w) = match nix::unistd::pipe() {
+        Ok(pipe) => pipe,
+        Err(e) => return fail(&format!("cannot create a pipe: {e}")),
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: the launcher is single-threaded (it runs first thing in
+    // `main`, before any runtime or thread is started), so the child may
+    // run arbitrary code after fork.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => fail(&format!("cannot fork: {e}")),
+        Ok(ForkResult::Child) => {
+            drop(status_r);
+            init(spec, profile, applied, status_w)
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(status_w);
+            mirror(child, status_r)
+        }
+    }
+}
+
+/// Without Linux namespaces and Landlock there is no sandbox.
+#[cfg(not(target_os = "linux"))]
+fn launch(_: &LaunchSpec) -> ExitCode {
+    fail("the bash sandbox needs Linux; set `[sandbox] profile = \"off\"` under the full-access posture")
+}
+
+/// Unshares the namespaces (with a user namespace, or without one when the
+/// process is privileged) and maps the caller's uid and gid; records what
+/// was entered and what is missing.
+#[cfg(target_os = "linux")]
+fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
+    let mut base = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+    if !spec.network {
+        base |= CloneFlags::CLONE_NEWNET;
+    }
+    let names = |user: bool| {
+        let mut names: Vec<String> = Vec::new();
+        if user {
+            names.push("user".into());
+        }
+        names.extend(["mount", "pid"].map(String::from));
+        if !spec.network {
+            names.push("net".into());
+        }
+        names
+    };
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    match unshare(CloneFlags::CLONE_NEWUSER | base) {
+        Ok(()) => {
+            applied.namespaces = names(true);
+            let maps = std::fs::write("/proc/self/setgroups", "deny")
+                .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")))
+                .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")));
+            if let Err(e) = maps {
+                applied.missing.push(format!("uid/gid map ({e}): files the command creates may be unowned"));
+            }
+        }
+        Err(user_err) => match unshare(base) {
+            Ok(()) => {
+                applied.namespaces = names(false);
+                applied.missing.push(format!("user namespace ({user_err}); the others were entered as root"));
+            }
+            Err(e) => applied.missing.push(format!(
+                "namespaces (user namespace: {user_err}; without one: {e}): no PID namespace (processes \
+                 that leave the session can outlive the call, the host's /proc is visible), no private \
+                 mounts (protected paths are writable unless Landlock denies it, hidden folders are \
+                 readable), {}",
+                if spec.network { "network allowed anyway" } else { "no network namespace" }
+            )),
+        },
+    }
+}
+
+/// init (process 2 of the module docs): never returns.
+#[cfg(target_os = "linux")]
+fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status_w: OwnedFd) -> ExitCode {
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    if applied.namespaces.iter().any(|n| n == "mount") {
+        mounts(spec, profile, &mut applied.missing);
+    }
+    applied.landlock = landlock(spec, profile, &mut applied.missing);
+    if !applied.namespaces.iter().any(|n| n == "pid") && applied.landlock == "none" {
+        return fail(&format!(
+            "no confinement can be applied to bash on this system: {}. Enable user namespaces or \
+             Landlock, or run bash unconfined with `[sandbox] profile = \"off\"` in codemode.toml \
+             (allowed only under the full-access posture)",
+            applied.missing.join("; ")
+        ));
+    }
+    write_header(&Header::Sandbox(applied));
+    no_root_capabilities();
+
+    #[allow(unsafe_code)]
+    // SAFETY: init is single-threaded (forked from the single-threaded
+    // launcher), so the child may run arbitrary code after fork.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => fail(&format!("cannot fork the shell: {e}")),
+        Ok(ForkResult::Child) => {
+            drop(status_w);
+            exec_shell(spec)
+        }
+        Ok(ForkResult::Parent { child }) => {
+            let status = reap_until(child);
+            let _ = nix::unistd::write(&status_w, &encode(status));
+            // Exiting ends the PID namespace: the kernel kills the rest.
+            std::process::exit(0)
+        }
+    }
+}
+
+/// Sets `SECBIT_NOROOT` (locked), so that a shell running as uid 0 in the
+/// user namespace gets no capabilities at `execve` and cannot undo the
+/// mounts. Harmless when it fails: then the process has no `CAP_SETPCAP`,
+/// so no namespace of its own to be root in.
+#[cfg(target_os = "linux")]
+fn no_root_capabilities() {
+    #[allow(unsafe_code)]
+    // SAFETY: prctl(PR_SET_SECUREBITS) takes integers only and touches no
+    // memory of the process.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_SECUREBITS,
+            (libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED) as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+}
+
+/// Makes the mount tree private, mounts `/proc`, the read-only binds and the
+/// hidden tmpfs; records what failed.
+#[cfg(target_os = "linux")]
+fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>) {
+    let none: Option<&str> = None;
+    if let Err(e) = mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none) {
+        // Without a private tree a mount could reach the host: mount nothing.
+        missing
+            .push(format!("private mounts ({e}): protected paths and hidden folders are not mounted over"));
+        return;
+    }
+    let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, none) {
+        missing.push(format!("a fresh /proc ({e}): the host's processes stay visible in /proc"));
+    }
+    if profile == SandboxProfile::ReadOnly
+        && let Err(e) = bind_read_only(&spec.workspace)
+    {
+        missing.push(format!("read-only workspace mount ({e})"));
+    }
+    let covered = |p: &Path| spec.hidden.iter().any(|h| p.starts_with(h));
+    for path in spec.protected.iter().filter(|p| !covered(p) && p.exists()) {
+        if let Err(e) = bind_read_only(path) {
+            missing.push(format!("read-only mount of {} ({e})", path.display()));
+        }
+    }
+    for hidden in spec.hidden.iter().filter(|h| h.is_dir()) {
+        if let Err(e) = hide(hidden, spec.spill.as_deref()) {
+            missing.push(format!("hiding {} ({e})", hidden.display()));
+        }
+    }
+}
+
+/// Bind-mounts `path` onto itself read-only, keeping the flags the kernel
+/// locks on mounts inherited from another user namespace.
+#[cfg(target_os = "linux")]
+fn bind_read_only(path: &Path) -> nix::Result<()> {
+    let none: Option<&str> = None;
+    mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
+    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked_flags(path);
+    mount(none, path, none, flags, none)
+}
+
+/// The flags of the mount holding `path` that a remount must keep.
+#[cfg(target_os = "linux")]
+fn locked_flags(path: &Path) -> MsFlags {
+    use nix::sys::statvfs::FsFlags;
+    let Ok(stat) = nix::sys::statvfs::statvfs(path) else { return MsFlags::empty() };
+    let have = stat.flags();
+    [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ]
+    .into_iter()
+    .filter(|(st, _)| have.contains(*st))
+    .fold(MsFlags::empty(), |acc, (_, ms)| acc | ms)
+}
+
+/// Covers `hidden` with an empty read-only tmpfs; binds `spill` (the run's
+/// own spill folder) back read-only when it is beneath `hidden` and exists.
+#[cfg(target_os = "linux")]
+fn hide(hidden: &Path, spill: Option<&Path>) -> nix::Result<()> {
+    let none: Option<&str> = None;
+    // Opened before the tmpfs covers it.
+    let keep = spill
+        .filter(|s| s.starts_with(hidden) && s.is_dir())
+        .and_then(|s| Some((s.strip_prefix(hidden).ok()?.to_path_buf(), std::fs::File::open(s).ok()?)));
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount(Some("tmpfs"), hidden, Some("tmpfs"), flags, Some("mode=0755,size=64k"))?;
+    if let Some((rel, dir)) = keep {
+        let target = hidden.join(rel);
+        std::fs::create_dir_all(&target).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+        let source = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        mount(Some(source.as_str()), &target, none, MsFlags::MS_BIND, none)?;
+        let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked_flags(&target);
+        mount(none, &target, none, ro, none)?;
+    }
+    mount(none, hidden, none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags, none)
+}
+
+/// Applies Landlock: read and execute everywhere, write only beneath the
+/// private temporary folder, the workspace (`workspace-write`) and the
+/// harmless devices; signals and abstract Unix sockets scoped to the
+/// sandbox; no TCP unless the network is allowed. Returns the `landlock`
+/// field of [`Applied`].
+#[cfg(target_os = "linux")]
+fn landlock(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>) -> String {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        RulesetStatus, Scope, path_beneath_rules,
+    };
+    let abi = ABI::V6;
+    let mut writable: Vec<&Path> = vec![&spec.tmpdir, Path::new("/dev/null"), Path::new("/dev/zero")];
+    writable.push(Path::new("/dev/full"));
+    if profile == SandboxProfile::WorkspaceWrite {
+        writable.push(&spec.workspace);
+    }
+    let status = (|| {
+        let mut ruleset =
+            Ruleset::default().handle_access(AccessFs::from_all(abi))?.scope(Scope::from_all(abi))?;
+        if !spec.network {
+            ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
+        }
+        ruleset
+            .create()?
+            .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
+            .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))?
+            .restrict_self()
+    })();
+    match status {
+        Err(e) => {
+            missing.push(format!("Landlock ({e}): writes are not limited to the workspace"));
+            "none".into()
+        }
+        Ok(status) => {
+            let kernel_abi = match status.landlock {
+                LandlockStatus::Available { effective_abi, kernel_abi } => {
+                    kernel_abi.unwrap_or(effective_abi as i32)
+                }
+                _ => 0,
+            };
+            match status.ruleset {
+                RulesetStatus::FullyEnforced => format!("abi {kernel_abi}"),
+                RulesetStatus::PartiallyEnforced => {
+                    missing.push(format!(
+                        "Landlock rights newer than ABI {kernel_abi} (e.g. truncate, device ioctls, \
+                         TCP rules, scopes)"
+                    ));
+                    format!("abi {kernel_abi}, partially enforced")
+                }
+                RulesetStatus::NotEnforced => {
+                    missing.push(
+                        "Landlock (not supported or not enabled by the kernel): writes are not limited \
+                         to the workspace"
+                            .into(),
+                    );
+                    "none".into()
+                }
+            }
+        }
+    }
+}
+
+/// The shell (process 3 of the module docs): never returns.
+#[cfg(target_os = "linux")]
+fn exec_shell(spec: &LaunchSpec) -> ExitCode {
+    let _ = SigSet::all().thread_unblock();
+    if let Err(e) = std::env::set_current_dir(&spec.workspace) {
+        eprintln!("codemode sandbox: cannot enter the workspace {}: {e}", spec.workspace.display());
+        std::process::exit(126);
+    }
+    let arg = |s: &str| CString::new(s).unwrap_or_default();
+    let argv = |shell: &str| [arg(shell), arg("-c"), arg(&spec.command)];
+    let bash_err = nix::unistd::execvp(&arg("bash"), &argv("bash")).unwrap_err();
+    let sh_err = nix::unistd::execv(&arg("/bin/sh"), &argv("/bin/sh")).unwrap_err();
+    eprintln!("codemode sandbox: cannot start bash ({bash_err}) or /bin/sh ({sh_err})");
+    std::process::exit(127)
+}
+
+/// Reaps every child of init until `shell` ends; returns its status.
+#[cfg(target_os = "linux")]
+fn reap_until(shell: Pid) -> WaitStatus {
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(status) if status.pid() == Some(shell) => return status,
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return WaitStatus::Exited(shell, 128 + (e as i32 & 0x7f)),
+        }
+    }
+}
+
+/// A shell's status as 8 bytes: kind (0 exited, 1 signalled) and value.
+#[cfg(target_os = "linux")]
+fn encode(status: WaitStatus) -> [u8; 8] {
+    let (kind, value) = match status {
+        WaitStatus::Signaled(_, signal, _) => (1u32, signal as i32 as u32),
+        WaitStatus::Exited(_, code) => (0, code as u32),
+        _ => (0, 1),
+    };
+    let mut out = [0u8; 8];
+    out[..4].copy_from_slice(&kind.to_le_bytes());
+    out[4..].copy_from_slice(&value.to_le_bytes());
+    out
+}
+
+/// Waits for init, then ends the way the shell did.
+#[cfg(target_os = "linux")]
+fn mirror(init: Pid, status_r: OwnedFd) -> ExitCode {
+    let init_status = loop {
+        match waitpid(init, None) {
+            Err(Errno::EINTR) => continue,
+            other => break other,
+        }
+    };
+    let mut buf = [0u8; 8];
+    let mut got = 0;
+    while got < buf.len() {
+        match nix::unistd::read(&status_r, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    if got < buf.len() {
+        // init ended before the shell did, or failed before starting it.
+        return match init_status {
+            Ok(WaitStatus::Exited(_, code)) => ExitCode::from(code as u8),
+            _ => raise(Signal::SIGKILL),
+        };
+    }
+    let kind = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes"));
+    let value = u32::from_le_bytes(buf[4..].try_into().expect("4 bytes"));
+    match (kind, Signal::try_from(value as i32)) {
+        (1, Ok(signal)) => raise(signal),
+        (1, Err(_)) => ExitCode::from(128u8.wrapping_add(value as u8)),
+        _ => ExitCode::from(value as u8),
+    }
+}
+
+/// Ends the launcher with `signal` (default action, no core dump); falls
+/// back to exit code 128 + signal for a signal whose default is to ignore.
+#[cfg(target_os = "linux")]
+fn raise(signal: Signal) -> ExitCode {
+    use nix::sys::resource::{Resource, setrlimit};
+    let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+    let mut set = SigSet::empty();
+    set.add(signal);
+    let _ = nix::sys::signal::raise(signal);
+    let _ = set.thread_unblock();
+    ExitCode::from(128u8.wrapping_add(signal as i32 as u8))
+}

@@ -1,0 +1,351 @@
+//! The bash sandbox with real processes and the real kernel: no controlling
+//! terminal (bash and approver children), every descendant ends with the
+//! call, writes confined by profile, protected paths read-only, hidden
+//! folders unreadable, no network by default, the engine's environment
+//! invisible, no capabilities, what was applied in the metadata, and
+//! SIGTERM before SIGKILL.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use codemode::sandbox::{SandboxProfile, SandboxSettings};
+use codemode::{CallOutcome, Engine, Policy, Program, RunStatus};
+use serde_json::{Value, json};
+
+use crate::common::{builder, workspace};
+
+/// An engine over `ws` (full access) with the sandbox `settings`.
+fn engine(ws: &tempfile::TempDir, profile: SandboxProfile, network: bool) -> Engine {
+    let policy = Policy { sandbox: SandboxSettings { profile, network }, ..Policy::full_access() };
+    builder(ws).policy(policy).build().expect("engine builds")
+}
+
+/// The default sandbox (`workspace-write`, no network).
+fn default_engine(ws: &tempfile::TempDir) -> Engine {
+    engine(ws, SandboxProfile::WorkspaceWrite, false)
+}
+
+/// Runs `command`; returns `{exit_code, stdout, stderr}` and the metadata.
+fn sh(engine: &Engine, command: &str) -> (Value, Value) {
+    let out: CallOutcome = engine.call_blocking("bash", &json!({"command": command, "timeout": 60000}));
+    assert!(out.is_ok(), "{command}: {:?}", out.error);
+    let envelope = out.envelope.unwrap();
+    (envelope["content"].clone(), envelope["metadata"].clone())
+}
+
+/// The stdout of `command`.
+fn stdout(engine: &Engine, command: &str) -> String {
+    sh(engine, command).0["stdout"].as_str().unwrap().to_owned()
+}
+
+/// A `sleep` argument no other process has (see tool_bash.rs).
+fn marker() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("2000.{}{:03}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+}
+
+/// Live host processes whose command line contains `marker`.
+fn running_with(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if String::from_utf8_lossy(&cmdline).contains(marker) && !zombie {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Polls until no live process has `marker` in its command line; panics
+/// after 5 s.
+fn assert_gone(marker: &str) {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let alive = running_with(marker);
+        if alive.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < until, "still running: {alive:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_metadata_says_what_confinement_was_applied() {
+    let ws = workspace();
+    let (content, meta) = sh(&default_engine(&ws), "true");
+    assert_eq!(content["exit_code"], json!(0));
+    let sandbox = &meta["sandbox"];
+    assert_eq!(sandbox["profile"], json!("workspace-write"), "{meta}");
+    assert_eq!(sandbox["namespaces"], json!(["user", "mount", "pid", "net"]), "{meta}");
+    assert!(sandbox["landlock"].as_str().unwrap().starts_with("abi "), "{meta}");
+    assert_eq!(sandbox["missing"], json!([]), "{meta}");
+
+    let (_, meta) = sh(&engine(&ws, SandboxProfile::Off, false), "true");
+    assert_eq!(meta["sandbox"], json!({"profile": "off"}));
+}
+
+#[test]
+fn setsid_and_job_control_children_end_with_the_call() {
+    let ws = workspace();
+    let engine = default_engine(&ws);
+    let (a, b) = (marker(), marker());
+    let out = stdout(&engine, &format!("setsid sleep {a} & set -m; sleep {b} & echo started"));
+    assert_eq!(out, "started\n");
+    // They left the shell's process group: only the PID namespace ends them.
+    assert_gone(&a);
+    assert_gone(&b);
+}
+
+#[test]
+fn workspace_write_confines_writes_to_the_workspace_and_tmpdir() {
+    let ws = workspace();
+    let beside = tempfile::tempdir().unwrap();
+    let engine = default_engine(&ws);
+    let outside = beside.path().join("escaped");
+    let out = stdout(
+        &engine,
+        &format!(
+            "touch {} && echo outside-written; echo in > inside.txt && echo inside-written; \
+             echo t > \"$TMPDIR/t\" && echo tmp-written; echo \"$TMPDIR\"",
+            outside.display()
+        ),
+    );
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("inside-written"), "{out}");
+    assert_eq!(lines.next(), Some("tmp-written"), "{out}");
+    let tmpdir = lines.next().unwrap();
+    assert!(!outside.exists());
+    assert_eq!(std::fs::read_to_string(ws.path().join("inside.txt")).unwrap(), "in\n");
+    assert!(!Path::new(tmpdir).starts_with(ws.path()) && !Path::new(tmpdir).exists(), "removed: {tmpdir}");
+}
+
+#[test]
+fn read_only_allows_writes_only_to_tmpdir() {
+    let ws = workspace();
+    let engine = engine(&ws, SandboxProfile::ReadOnly, false);
+    let out = stdout(
+        &engine,
+        "echo in > inside.txt && echo inside-written; echo x >> a.txt && echo appended; \
+         echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"; cat a.txt | head -1",
+    );
+    assert_eq!(out, "t\nalpha\n");
+    assert!(!ws.path().join("inside.txt").exists());
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "alpha\nbeta\ngamma\n");
+}
+
+#[test]
+fn protected_paths_are_read_only_and_other_runs_are_hidden() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let other_run = ws.path().join(".codemode/runs/r-other");
+    std::fs::create_dir_all(&other_run).unwrap();
+    std::fs::write(other_run.join("spill.txt"), "other run's secret").unwrap();
+    let engine = default_engine(&ws);
+    let out = stdout(
+        &engine,
+        "echo '[evil]' >> .git/config && echo git-written; rm -f .git/config && echo git-removed; \
+         cat .codemode/runs/r-other/spill.txt; ls -A .codemode; \
+         echo x > .codemode/new && echo codemode-written; cat .git/config",
+    );
+    assert_eq!(out, "[core]\n", "only the read of .git/config succeeds");
+    assert_eq!(std::fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n");
+    assert!(!ws.path().join(".codemode/new").exists());
+}
+
+/// A file listed in the confinement's protected paths, through the launcher
+/// itself (the engine computes that list from the policy).
+#[test]
+fn a_listed_protected_file_is_read_only_through_the_launcher() {
+    let ws = workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = json!({
+        "command": "echo x >> a.txt && echo protected-written; echo y >> docs/guide.md && echo other-written",
+        "workspace": ws_path,
+        "profile": "workspace-write",
+        "network": false,
+        "protected": [ws_path.join("a.txt")],
+        "hidden": [],
+        "spill": null,
+        "tmpdir": tmp.path(),
+        "parent": std::process::id(),
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["__sandbox-exec", &spec.to_string()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["sandbox"]["missing"], json!([]), "{header}");
+    assert_eq!(lines.collect::<Vec<_>>(), ["other-written"], "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "alpha\nbeta\ngamma\n");
+}
+
+#[test]
+fn the_command_has_no_capabilities_and_cannot_undo_the_mounts() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    let engine = default_engine(&ws);
+    let out = stdout(
+        &engine,
+        "grep -E '^Cap(Prm|Eff):' /proc/self/status; umount .git 2>/dev/null && echo unmounted",
+    );
+    assert_eq!(out, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n");
+}
+
+#[test]
+fn the_network_is_off_by_default_and_on_when_allowed() {
+    let ws = workspace();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let command =
+        format!("(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused");
+    assert_eq!(stdout(&default_engine(&ws), &command), "refused\n");
+    assert_eq!(stdout(&engine(&ws, SandboxProfile::WorkspaceWrite, true), &command), "connected\n");
+}
+
+#[test]
+fn the_engines_environment_and_proc_entry_are_invisible() {
+    use std::io::Write as _;
+    let ws = workspace();
+    let secret = format!("codemode-secret-{}", std::process::id());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["run", "-", "--posture", "full-access", "--json"])
+        .current_dir(ws.path())
+        .env("SANDBOX_TEST_SECRET", &secret)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The program (read from stdin) names the engine's host pid.
+    let engine_pid = child.id();
+    let program = format!(
+        "const r = await tools.bash({{command: 'test -e /proc/{engine_pid} && echo engine-visible; \
+         ls /proc | grep -c \"^[0-9]\"; cat /proc/*/environ /proc/$PPID/environ 2>/dev/null \
+         | tr \"\\\\0\" \"\\\\n\" | grep -c SANDBOX_TEST_SECRET'}}); return r.content.stdout;"
+    );
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let receipt: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    let value = receipt["value"].as_str().unwrap_or_else(|| panic!("{receipt}"));
+    assert!(!value.contains(&secret), "{value}");
+    let mut lines = value.lines();
+    // A handful of processes: the namespace's own (init, the shell, ls...).
+    let processes: usize = lines.next().unwrap().trim().parse().unwrap_or_else(|_| panic!("{value}"));
+    assert!(processes < 10, "{value}");
+    assert_eq!(lines.next(), Some("0"), "no environ holds the secret: {value}");
+}
+
+#[test]
+fn sigterm_comes_first_and_sigkill_after_the_grace() {
+    let ws = workspace();
+    let engine = default_engine(&ws);
+    let m = marker();
+    // A command that cleans up on SIGTERM gets to do it.
+    let out = engine.call_blocking(
+        "bash",
+        &json!({"command": format!("trap 'echo cleaned > cleaned.txt; exit 3' TERM; sleep {m} & wait"),
+                "timeout": 3000}),
+    );
+    let message = out.error.expect("timed out")["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("timed out after 3000 ms"), "{message}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("cleaned.txt")).unwrap(), "cleaned\n");
+    assert_gone(&m);
+
+    // One that ignores SIGTERM is killed after the grace period.
+    let m = marker();
+    let r = engine.execute_blocking(Program::new(format!(
+        "try {{ await tools.bash({{command: \"trap '' TERM; sleep {m}\", timeout: 500}}); return 'ran'; }} \
+         catch (e) {{ return e.message; }}"
+    )));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert!(r.value.as_str().unwrap().contains("timed out after 500 ms"), "{}", r.value);
+    assert_gone(&m);
+}
+
+/// Runs `codemode ARGS` on a pseudo-terminal (its controlling terminal);
+/// returns what it printed.
+fn on_a_terminal(ws: &Path, args: &[&str]) -> String {
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
+    let out = Command::new("python3")
+        .arg(driver)
+        .arg("n")
+        .arg(env!("CARGO_BIN_EXE_codemode"))
+        .args(args)
+        .current_dir(ws)
+        .output()
+        .expect("python3 runs the pseudo-terminal driver");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn no_controlling_terminal_for_bash_or_an_approver() {
+    let ws = workspace();
+    let approver = ws.path().join("approve.sh");
+    std::fs::write(
+        &approver,
+        "#!/bin/sh\ncat > /dev/null\n(exec 3</dev/tty) 2>/dev/null && echo opened > approver-tty.txt \
+         || echo none > approver-tty.txt\necho '{\"decision\": \"allow\"}'\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&approver, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "const r = await tools.bash({command: '(exec 3</dev/tty) 2>/dev/null && echo BASH-OPENED-TTY \
+         || echo BASH-NO-TTY; tty'}); return r.content.stdout;",
+    )
+    .unwrap();
+    let spec = format!("cmd:{}", approver.display());
+    let shown = on_a_terminal(ws.path(), &["run", "prog.js", "--approve", &spec, "--json"]);
+    assert!(shown.contains("BASH-NO-TTY") && shown.contains("not a tty"), "{shown}");
+    assert!(!shown.contains("BASH-OPENED-TTY"), "{shown}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("approver-tty.txt")).unwrap(), "none\n");
+}
+
+#[test]
+fn without_a_launcher_the_call_fails_and_nothing_runs() {
+    let ws = workspace();
+    let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["call", "bash", r#"{"command": "touch ran"}"#, "--posture", "full-access"])
+        .current_dir(ws.path())
+        .env(codemode::sandbox::LAUNCHER_ENV, "/nonexistent/codemode")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/nonexistent/codemode") && message.contains("CODEMODE_SANDBOX_LAUNCHER"),
+        "{v}"
+    );
+    assert!(!ws.path().join("ran").exists());
+}
+
+#[test]
+fn a_run_reads_its_own_spill_files_but_no_other_runs() {
+    let ws = workspace();
+    let mut limits = codemode::Limits::default();
+    limits.result_bytes = 1000;
+    let policy = Policy { sandbox: SandboxSettings::default(), ..Policy::full_access() };
+    let engine = builder(&ws).policy(policy).limits(limits).build().unwrap();
+    let spill = "const r = await tools.blob({bytes: 5000}); const p = r.truncated.spill_path;";
+    let earlier = engine.execute_blocking(Program::new(format!("{spill} return p;")));
+    let earlier = earlier.value.as_str().unwrap_or_else(|| panic!("{:?}", earlier.error)).to_owned();
+    let r = engine.execute_blocking(Program::new(format!(
+        "{spill} const b = await tools.bash({{command: `wc -c < '${{p}}'; echo x >> '${{p}}' && echo written; \
+         cat '{earlier}' && echo read-earlier; ls .codemode/runs | wc -l`}}); return b.content.stdout;"
+    )));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!("5000\n1\n"), "own spill file readable, read-only; the earlier run's hidden");
+}
