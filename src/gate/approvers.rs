@@ -788,10 +788,14 @@ mod command {
                 }
             }
         };
-        group.kill();
         let status = match status {
-            Some(status) => status,
-            None => group.child().wait().await,
+            Some(status) => {
+                group.kill();
+                status
+            }
+            // Still running (timed out, too much output): SIGTERM, the
+            // grace period, then SIGKILL.
+            None => group.terminate().await,
         };
         group.reap().await;
 

@@ -519,15 +519,22 @@ async fn run_process(
             () = sleep_until(deadline) => break Ended::TimedOut,
         }
     };
-    // The hook has exited, or must stop now: end its whole group.
-    group.kill();
+    // The hook has exited (what it left running is killed), or must stop
+    // now: SIGTERM, the grace period, then SIGKILL for its whole group.
+    match ended {
+        Ended::Exited(_) => group.kill(),
+        Ended::TimedOut | Ended::TooLarge => {
+            let _ =
+                tokio::time::timeout(crate::sandbox::DEFAULT_KILL_GRACE + KILL_WAIT, group.terminate()).await;
+        }
+    }
 
     let status = match ended {
         Ended::Exited(status) => status,
         Ended::TimedOut | Ended::TooLarge => {
-            // SIGKILL was sent; the wait is short unless the process is stuck
-            // in the kernel, and then the group's drop guard waits for it and
-            // reaps the group in the background.
+            // SIGKILL was sent after the grace; the wait is short unless the
+            // process is stuck in the kernel, and then the group's drop guard
+            // waits for it and reaps the group in the background.
             let reaped = tokio::time::timeout(KILL_WAIT, group.child().wait()).await.is_ok();
             if reaped {
                 group.reap().await;

@@ -1,8 +1,8 @@
 //! One live connection to one MCP server: the process (stdio) or HTTP
 //! session, the rmcp client on top, and the watch that says when it ended.
 //!
-//! - **Stdio.** The server runs in a process group of its own
-//!   ([`ProcessGroup`]) with piped stdin, stdout and stderr. A monitor task
+//! - **Stdio.** The server runs in a session and process group of its own
+//!   ([`ProcessGroup`], no controlling terminal) with piped stdin, stdout and stderr. A monitor task
 //!   owns the group: when the direct child exits, when its stdout closes or
 //!   carries a message over the size limit, or when the connection is
 //!   stopped, it kills the whole group (wrappers' grandchildren included),
@@ -447,7 +447,14 @@ async fn watch_process(
         }
         () = async { let _ = down.wait_for(Option::is_some).await; } => None,
     };
-    group.kill();
+    if status.is_some() {
+        // It exited: whatever it left in its group dies with it.
+        group.kill();
+    } else {
+        // Shut down while running: SIGTERM, so it can end its own children,
+        // then SIGKILL after the grace period.
+        let _ = group.terminate().await;
+    }
     let _ = group.child().wait().await;
     group.reap().await;
     let cause = if oversized.load(Ordering::Acquire) {

@@ -570,3 +570,27 @@ fn a_call_still_waiting_for_its_approval_when_the_run_ends_is_pending() {
     assert!(!ws.path().join("b.txt").exists());
     assert!(receipt.render(&Default::default()).contains("pending"));
 }
+
+#[cfg(unix)]
+#[test]
+fn a_hook_past_its_timeout_gets_sigterm_first_so_it_can_clean_up() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let hooks = tempfile::tempdir().unwrap();
+    let marker = hooks.path().join("cleaned-up");
+    let slow = script(
+        hooks.path(),
+        "slow.sh",
+        &format!("trap 'echo cleaned > {}; exit 0' TERM\nsleep 30 &\nwait", marker.display()),
+    );
+    let policy = Policy { hooks: vec![hook("^echo$", &slow, 300)], ..Policy::full_access() };
+    let e = Engine::builder().workspace(&root).policy(policy).tool(Echo).build().unwrap();
+    let r = e.call_blocking("echo", &json!({"x": 1}));
+    assert_eq!(r.call.status, CallStatus::Refused);
+    assert!(r.call.error.unwrap_or_default().contains("time"), "a hook timeout blocks the call");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap_or_default().trim(),
+        "cleaned",
+        "SIGTERM reached the hook"
+    );
+}
