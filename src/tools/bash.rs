@@ -347,6 +347,13 @@ async fn run(
             .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
         env.retain(|(k, _)| k != "TMPDIR");
         env.push(("TMPDIR".into(), tmp.path().as_os_str().to_owned()));
+        // A hidden folder that does not exist yet could not be covered, and
+        // the command could put a file where receipts go: make it first.
+        for hidden in confinement.hidden.iter().filter(|h| h.starts_with(workspace)) {
+            std::fs::create_dir_all(hidden).map_err(|e| {
+                ToolError::new(format!("cannot create {} before sandboxing: {e}", hidden.display()))
+            })?;
+        }
         let spec = LaunchSpec {
             command: command.to_owned(),
             workspace: workspace.to_path_buf(),

@@ -159,6 +159,19 @@ fn protected_paths_are_read_only_and_other_runs_are_hidden() {
     assert!(!ws.path().join(".codemode/new").exists());
 }
 
+#[test]
+fn a_missing_codemode_folder_cannot_be_replaced_by_a_file_to_turn_receipts_off() {
+    let ws = workspace();
+    assert!(!ws.path().join(".codemode").exists());
+    let engine = default_engine(&ws);
+    let out =
+        stdout(&engine, "rm -rf .codemode 2>/dev/null; echo x > .codemode && echo replaced; ls -A .codemode");
+    assert_eq!(out, "", "the folder exists, hidden and read-only");
+    assert!(ws.path().join(".codemode").is_dir());
+    let receipt = engine.execute_blocking(codemode::Program::new("return 1;"));
+    assert!(engine.save_receipt(&receipt).is_ok(), "receipts can still be saved");
+}
+
 /// A file listed in the confinement's protected paths, through the launcher
 /// itself (the engine computes that list from the policy).
 #[test]
