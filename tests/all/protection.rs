@@ -123,3 +123,25 @@ fn files_a_hook_or_the_approver_names_and_their_folders_are_protected() {
     // Other files are still writable under auto-review.
     assert!(e.call_blocking("write", &json!({"path": "notes.txt", "content": "x"})).is_ok());
 }
+
+#[test]
+fn sandbox_off_needs_full_access_and_every_receipt_says_so() {
+    use codemode::sandbox::{SandboxProfile, SandboxSettings};
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let off = SandboxSettings { profile: SandboxProfile::Off, network: false };
+    let asked = Policy { sandbox: off, rules: codemode::Rules::default(), ..Policy::default() };
+    let e =
+        Engine::builder().workspace(&root).policy(asked).approver(codemode::AllowApprover).build().unwrap();
+    let err = refused(&e, "bash", json!({"command": "touch ran"}));
+    assert!(err.contains("sandbox is off") && err.contains("full-access"), "{err}");
+    assert!(!root.join("ran").exists());
+    let e = engine(&root, Policy { sandbox: off, ..Policy::full_access() });
+    let receipt = e.execute_blocking(Program::new("await tools.bash({command: 'touch ran'}); return 1;"));
+    assert_eq!(receipt.status, RunStatus::Completed, "{:?}", receipt.error);
+    assert!(root.join("ran").exists());
+    assert!(receipt.warnings.iter().any(|w| w.contains("sandbox is off")), "{:?}", receipt.warnings);
+    // A sandboxed engine's receipts carry no such warning.
+    let receipt = engine(&root, Policy::full_access()).execute_blocking(Program::new("return 1;"));
+    assert!(receipt.warnings.is_empty(), "{:?}", receipt.warnings);
+}
