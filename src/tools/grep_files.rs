@@ -4,6 +4,7 @@
 //! binary files are skipped (grep-searcher's binary detection).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -116,7 +117,10 @@ struct Hit {
 /// Runs the walk and the search; called on a blocking thread.
 fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolOutput, ToolError> {
     let ws = cx.workspace.as_path();
-    let root = workspace::resolve_existing(ws, args.path.as_deref().unwrap_or("."))?;
+    let ws_root = workspace::Root::open(ws)?;
+    let shown = args.path.as_deref().unwrap_or(".");
+    let root = workspace::open_existing(&ws_root, shown, workspace::LOOK)?.real;
+    workspace::refuse_hidden(cx, &root, shown, false)?;
     let matcher = build_matcher(&args.pattern, args.case_insensitive.unwrap_or(false))?;
     let filter = args.glob.as_deref().map(build_glob).transpose()?;
     let context = args.context.unwrap_or(0).min(MAX_CONTEXT);
@@ -136,7 +140,9 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         .heap_limit(Some(HEAP_LIMIT))
         .build();
 
-    let walker = workspace::walk(ws, &root, exclude).sort_by_file_name(|a, b| a.cmp(b)).build();
+    let walker = workspace::walk(ws, &root, exclude, cx.confinement.hidden.clone())
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
 
     let mut hits: Vec<Hit> = Vec::new();
     let mut files = 0usize;
@@ -162,10 +168,21 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
                 continue;
             }
         }
+        // Opened beneath the root, never by path, and searched only if it
+        // is where the walk listed it: a folder swapped for a symlink during
+        // the walk cannot lead the search outside (or into a hidden folder).
+        let Ok(file) = ws_root.open_beneath(Path::new(&rel), workspace::READ) else { continue };
+        if file.real != entry.path() {
+            continue;
+        }
+        let file = std::fs::File::from(file.fd);
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
         let mut sink = FileSink::new(context, limit - hits.len());
         // Unreadable files and files with a line over the heap limit are
         // skipped, as are binary files.
-        if searcher.search_path(&matcher, entry.path(), &mut sink).is_err() || sink.binary {
+        if searcher.search_file(&matcher, &file, &mut sink).is_err() || sink.binary {
             continue;
         }
         if !sink.hits.is_empty() {

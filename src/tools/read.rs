@@ -62,9 +62,14 @@ impl Tool for Read {
 }
 
 fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
-    let path = workspace::resolve_existing(&cx.workspace, &args.path)?;
-    let meta =
-        std::fs::metadata(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    let root = workspace::Root::open(&cx.workspace)?;
+    // Opened beneath the root and read from this fd only: a symlink swapped
+    // in after the lookup changes nothing (see `workspace`).
+    let opened = workspace::open_existing(&root, &args.path, workspace::READ)?;
+    workspace::refuse_hidden(cx, &opened.real, &args.path, true)?;
+    let path = opened.real;
+    let file = std::fs::File::from(opened.fd);
+    let meta = file.metadata().map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
     if meta.is_dir() {
         return Err(ToolError::new(format!("`{}` is a folder; file_search lists files", args.path)));
     }
@@ -82,8 +87,6 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             meta.len()
         )));
     }
-    let file = std::fs::File::open(&path)
-        .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
     let mut reader = BufReader::new(file);
     let head = reader.fill_buf().map_err(|e| ToolError::new(e.to_string()))?;
     if head[..head.len().min(SNIFF_BYTES)].contains(&0) {
