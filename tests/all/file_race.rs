@@ -157,8 +157,10 @@ fn a_folder_swapped_for_a_symlink_never_leads_a_call_outside_the_workspace() {
         .filter(|(name, entry)| outside_before.get(*name) != Some(entry))
         .map(|(name, _)| name.clone())
         .collect::<Vec<_>>();
-    let top: Vec<String> =
-        std::fs::read_dir(&outer_path).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    let top: Vec<String> = std::fs::read_dir(&outer_path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
     eprintln!(
         "swaps {swaps}; calls done {done}; reads inside {reads_inside}; reads outside {reads_outside}; \
          listed outside {listed_outside}; written outside {}",
