@@ -93,7 +93,7 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         .map(|v| v.iter().map(|e| e.trim_start_matches('.').to_lowercase()).collect());
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
 
-    let mut hits: Vec<(u8, String)> = Vec::new();
+    let mut hits: Vec<(u8, String, std::path::PathBuf)> = Vec::new();
     let mut visited = 0usize;
     let ws = cx.workspace.as_path();
     let walker = workspace::walk(ws, &root, exclude, cx.confinement.hidden.clone()).build();
@@ -115,7 +115,7 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             }
         }
         if let Some(rank) = rank(&matcher, &rel) {
-            hits.push((rank, rel));
+            hits.push((rank, rel, entry.into_path()));
         }
     }
     hits.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.len().cmp(&b.1.len())).then(a.1.cmp(&b.1)));
@@ -125,8 +125,12 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     // up again beneath the root and kept only if it is where it was listed.
     let files: Vec<String> = hits
         .into_iter()
-        .map(|(_, p)| p)
-        .filter(|p| ws_root.open_beneath(Path::new(p), workspace::LOOK).is_ok_and(|o| o.real == ws.join(p)))
+        .filter(|(_, _, listed)| {
+            listed
+                .strip_prefix(ws)
+                .is_ok_and(|rel| ws_root.open_beneath(rel, workspace::LOOK).is_ok_and(|o| &o.real == listed))
+        })
+        .map(|(_, p, _)| p)
         .take(limit)
         .collect();
     let walk_cut = visited > MAX_VISITED;

@@ -4,7 +4,6 @@
 //! binary files are skipped (grep-searcher's binary detection).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -171,7 +170,8 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         // Opened beneath the root, never by path, and searched only if it
         // is where the walk listed it: a folder swapped for a symlink during
         // the walk cannot lead the search outside (or into a hidden folder).
-        let Ok(file) = ws_root.open_beneath(Path::new(&rel), workspace::READ) else { continue };
+        let Ok(beneath) = entry.path().strip_prefix(ws) else { continue };
+        let Ok(file) = ws_root.open_beneath(beneath, workspace::READ) else { continue };
         if file.real != entry.path() {
             continue;
         }

@@ -801,3 +801,21 @@ fn a_run_reads_its_own_spill_files_and_no_earlier_runs() {
     assert_eq!(r.value[1], json!(true));
     assert!(r.value[2].as_str().unwrap().contains("holds earlier runs' receipts"), "{}", r.value[2]);
 }
+
+/// Files whose names are not UTF-8 are still searched and listed (the
+/// beneath-the-root open uses the name's bytes, not its shown form).
+#[cfg(target_os = "linux")]
+#[test]
+fn search_tools_find_files_whose_names_are_not_utf8() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let f = Fixture::new();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9-notes.txt");
+    std::fs::write(f.ws().join("docs").join(name), "needle in latin-1\n").unwrap();
+    let e = f.engine();
+    let grep = e.call_blocking("grep_files", &json!({"pattern": "latin-1"}));
+    let hits = content(&grep).as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["path"], json!("docs/caf\u{fffd}-notes.txt"));
+    let found = e.call_blocking("file_search", &json!({"query": "notes"}));
+    assert_eq!(content(&found), &json!(["docs/caf\u{fffd}-notes.txt"]));
+}
