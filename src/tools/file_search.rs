@@ -123,13 +123,10 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     // The walk lists folders by path: a folder swapped for a symlink
     // meanwhile could list names from elsewhere. A returned file is looked
     // up again beneath the root and kept only if it is where it was listed.
+    let mut listed = workspace::Listed::new(&ws_root);
     let files: Vec<String> = hits
         .into_iter()
-        .filter(|(_, _, listed)| {
-            listed
-                .strip_prefix(ws)
-                .is_ok_and(|rel| ws_root.open_beneath(rel, workspace::LOOK).is_ok_and(|o| &o.real == listed))
-        })
+        .filter(|(_, _, path)| listed.open(path, workspace::LOOK).is_some())
         .map(|(_, p, _)| p)
         .take(limit)
         .collect();

@@ -143,6 +143,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         .sort_by_file_name(|a, b| a.cmp(b))
         .build();
 
+    let mut listed = workspace::Listed::new(&ws_root);
     let mut hits: Vec<Hit> = Vec::new();
     let mut files = 0usize;
     let mut truncated = false;
@@ -170,12 +171,8 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         // Opened beneath the root, never by path, and searched only if it
         // is where the walk listed it: a folder swapped for a symlink during
         // the walk cannot lead the search outside (or into a hidden folder).
-        let Ok(beneath) = entry.path().strip_prefix(ws) else { continue };
-        let Ok(file) = ws_root.open_beneath(beneath, workspace::READ) else { continue };
-        if file.real != entry.path() {
-            continue;
-        }
-        let file = std::fs::File::from(file.fd);
+        let Some(file) = listed.open(entry.path(), workspace::READ) else { continue };
+        let file = std::fs::File::from(file);
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             continue;
         }

@@ -428,6 +428,45 @@ fn make_folder(parent: &Opened, name: &OsStr) -> nix::Result<Opened> {
     Ok(Opened { fd, real: parent.real.join(name) })
 }
 
+/// Opens files a walk listed, by the path it listed them at, beneath the
+/// root: the folder is opened beneath the root and kept only when it
+/// resolves to the very path listed (a folder swapped for a symlink since
+/// the listing does not), then the file is opened in that folder's fd by
+/// name with `O_NOFOLLOW`. The last folder is kept open, so the files of one
+/// folder cost one `openat` each.
+pub(crate) struct Listed<'a> {
+    /// The root the walk started beneath.
+    root: &'a Root,
+    /// The last folder looked up: its listed path and its fd, `None` when it
+    /// was not where it was listed.
+    folder: Option<(PathBuf, Option<OwnedFd>)>,
+}
+
+impl<'a> Listed<'a> {
+    /// Opens listed files beneath `root`.
+    pub(crate) fn new(root: &'a Root) -> Listed<'a> {
+        Listed { root, folder: None }
+    }
+
+    /// Opens the file listed at `path` (absolute, beneath the root) with
+    /// `flags`; `None` when it is no longer there, is a symlink, or its
+    /// folder is not where it was listed.
+    pub(crate) fn open(&mut self, path: &Path, flags: OFlag) -> Option<OwnedFd> {
+        let (parent, name) = (path.parent()?, path.file_name()?);
+        if self.folder.as_ref().is_none_or(|(p, _)| p != parent) {
+            let fd = parent
+                .strip_prefix(&self.root.path)
+                .ok()
+                .and_then(|rel| self.root.open_beneath(rel, LOOK | OFlag::O_DIRECTORY).ok())
+                .filter(|o| o.real == parent)
+                .map(|o| o.fd);
+            self.folder = Some((parent.to_path_buf(), fd));
+        }
+        let dir = self.folder.as_ref()?.1.as_ref()?;
+        openat(dir.as_fd(), name, flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty()).ok()
+    }
+}
+
 /// Refuses `real` (resolved, absolute) when it lies in a hidden folder
 /// ([`crate::sandbox::Confinement::hidden`]: `.codemode/`, earlier runs'
 /// receipts and spill files), except, when `own_spill` is set, a file of
