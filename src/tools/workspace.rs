@@ -26,6 +26,7 @@ use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
 
 use crate::catalog::{ToolContext, ToolError};
+use crate::sandbox::Confinement;
 
 /// Symlinks followed in one lookup before it fails with `ELOOP` (Linux's
 /// own limit).
@@ -338,16 +339,19 @@ pub(crate) struct WriteTarget {
 /// through a link inside the workspace updates its target, and a link out
 /// is refused. A missing file's folders are created (with `mkdirat`, each in
 /// the fd of the folder before it) when `create_folders` is set; otherwise
-/// a missing folder is reported as a missing file.
+/// a missing folder is reported as a missing file. A file or new folder
+/// under a path `confinement` protects is refused, by where the folder fd
+/// the write goes through really is (the gate looked at the path before).
 ///
 /// # Errors
 /// The path is empty, ends with `/`, names a folder or something other than
 /// a regular file, goes through a file, leads outside the workspace, or a
-/// folder cannot be created.
+/// folder cannot be created, or it is protected.
 pub(crate) fn open_for_write(
     root: &Root,
     path: &str,
     create_folders: bool,
+    confinement: &Confinement,
 ) -> Result<WriteTarget, ToolError> {
     let rel = beneath_rel(root.path(), path)?;
     let ws = root.path();
@@ -369,12 +373,11 @@ pub(crate) fn open_for_write(
                 return Err(folder());
             };
             let dir = root.open_beneath(parent, FOLDER).map_err(|e| open_error(ws, path, e))?;
-            return Ok(WriteTarget {
-                dir: dir.fd,
-                name: name.to_owned(),
-                real: found.real,
-                existing: Some(st),
-            });
+            // The path of the folder fd the write goes through, not of the
+            // lookup before it: a swap in between shows here.
+            let real = dir.real.join(name);
+            refuse_protected(confinement, &real, path)?;
+            return Ok(WriteTarget { real, dir: dir.fd, name: name.to_owned(), existing: Some(st) });
         }
         Err(Errno::ENOENT | Errno::ENOTDIR) => {}
         Err(e) => return Err(open_error(ws, path, e)),
@@ -388,8 +391,12 @@ pub(crate) fn open_for_write(
         walked.push(part);
         dir = match root.open_beneath(&walked, FOLDER) {
             Ok(d) => d,
-            Err(Errno::ENOENT) if create_folders => make_folder(&dir, part.as_os_str())
-                .map_err(|e| ToolError::new(format!("cannot create the folders of `{path}`: {}", io(e))))?,
+            Err(Errno::ENOENT) if create_folders => {
+                refuse_protected(confinement, &dir.real.join(part), path)?;
+                make_folder(&dir, part.as_os_str()).map_err(|e| {
+                    ToolError::new(format!("cannot create the folders of `{path}`: {}", io(e)))
+                })?
+            }
             Err(Errno::ENOTDIR) => {
                 return Err(ToolError::new(format!(
                     "`{path}` goes through `{}`, which is a file",
@@ -414,6 +421,7 @@ pub(crate) fn open_for_write(
         Err(e) => return Err(open_error(ws, path, e)),
     };
     let real = dir.real.join(name);
+    refuse_protected(confinement, &real, path)?;
     Ok(WriteTarget { dir: dir.fd, name: name.to_owned(), real, existing })
 }
 
@@ -489,6 +497,25 @@ pub(crate) fn refuse_hidden(
     Err(ToolError::new(format!(
         "`{path}` is in `{folder}/`, which holds earlier runs' receipts and spill files and is not \
          readable by tools; this run's own spill files (the `spill_path` of its envelopes) are"
+    )))
+}
+
+/// Refuses a write or edit whose file or new folder `real` (resolved
+/// through the folder fd the write goes through) lies under a protected
+/// path ([`Confinement::protected`]). The gate refuses these
+/// calls first, by the path it is given; this second line catches a path
+/// that reaches a protected folder through a symlink swapped in after the
+/// gate looked.
+///
+/// # Errors
+/// The file is protected; the message names the protection.
+fn refuse_protected(confinement: &Confinement, real: &Path, path: &str) -> Result<(), ToolError> {
+    let Some(protected) = confinement.protection_of(real) else { return Ok(()) };
+    let ws = &confinement.workspace;
+    Err(ToolError::new(format!(
+        "`{path}` leads to `{}`, under the protected `{}`: tools cannot change it",
+        relative(ws, real),
+        relative(ws, protected)
     )))
 }
 
@@ -643,7 +670,10 @@ mod tests {
     fn write_paths_stay_inside_the_workspace() {
         let (outer, root) = fixture();
         let ws = root.path().to_path_buf();
-        let real = |p: &str| open_for_write(&root, p, true).map(|t| relative(&ws, &t.real));
+        let real = |p: &str| {
+            open_for_write(&root, p, true, &Confinement::for_workspace(root.path()))
+                .map(|t| relative(&ws, &t.real))
+        };
         assert_eq!(real("new.txt").unwrap(), "new.txt");
         assert_eq!(real("a/b/c.txt").unwrap(), "a/b/c.txt");
         assert!(ws.join("a/b").is_dir(), "folders are made");
@@ -654,8 +684,14 @@ mod tests {
         }
         assert!(real("sub").unwrap_err().message.contains("folder"));
         assert!(real("ok.txt/inner").unwrap_err().message.contains("is a file"));
-        assert!(open_for_write(&root, "n.txt", false).unwrap().existing.is_none());
-        let e = open_for_write(&root, "m/n.txt", false).err().unwrap();
+        assert!(
+            open_for_write(&root, "n.txt", false, &Confinement::for_workspace(root.path()))
+                .unwrap()
+                .existing
+                .is_none()
+        );
+        let e =
+            open_for_write(&root, "m/n.txt", false, &Confinement::for_workspace(root.path())).err().unwrap();
         assert!(e.message.contains("does not exist"), "{e}");
         assert!(!ws.join("m").exists(), "no folder is made without create_folders");
 

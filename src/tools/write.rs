@@ -73,7 +73,7 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         return Err(super::abandoned());
     }
     let root = workspace::Root::open(&cx.workspace)?;
-    let target = workspace::open_for_write(&root, &args.path, true)?;
+    let target = workspace::open_for_write(&root, &args.path, true, &cx.confinement)?;
     let mode = target.existing.as_ref().map(|st| st.st_mode & 0o7777);
     write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
         .map_err(|e| write_error(&args.path, &e))?;
@@ -234,6 +234,26 @@ mod tests {
         // Other errors keep their message.
         let other = std::io::Error::other("disk full");
         assert_eq!(write_error("f.txt", &other).message, "cannot write `f.txt`: disk full");
+    }
+
+    #[test]
+    fn protected_folders_are_refused_also_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+        std::os::unix::fs::symlink(".git", ws.join("g")).unwrap();
+        let cx = ToolContext::new(ws.clone(), "run", 1, crate::receipt::Caller::Program);
+        for path in ["g/config", "g/hooks/pre-commit", ".git/config"] {
+            let args = Args { path: path.to_owned(), content: "[core]\nfsmonitor = evil\n".to_owned() };
+            let e = write_file(&cx, &args, &GOING).unwrap_err();
+            assert!(e.message.contains("under the protected `.git`"), "{path}: {e}");
+        }
+        assert_eq!(std::fs::read_to_string(ws.join(".git/config")).unwrap(), "[core]\n");
+        assert!(!ws.join(".git/hooks").exists(), "no folder is made in a protected one");
+        // Elsewhere the same link-free write goes through.
+        let args = Args { path: "ok.txt".to_owned(), content: "x".to_owned() };
+        assert!(write_file(&cx, &args, &GOING).is_ok());
     }
 
     #[test]
