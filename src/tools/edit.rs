@@ -6,7 +6,11 @@
 //! [`super::blocking_cancellable`]).
 
 use std::io::Read as _;
+use std::os::fd::AsFd as _;
 use std::sync::atomic::AtomicBool;
+
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::Mode;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -89,30 +93,46 @@ impl Tool for Edit {
     }
 }
 
-/// Reads, plans, applies and writes; on a blocking thread. Gives up without
+/// Reads, plans, applies and writes; on a blocking thread. The file is
+/// read and replaced through the fd of the folder that holds it, opened
+/// beneath the workspace root (see [`super::workspace`]). Gives up without
 /// changing the file once `cancelled` is set, up to the rename.
 fn edit_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolOutput, ToolError> {
-    let path = workspace::resolve_existing(&cx.workspace, &args.path)?;
-    let text = read_text(&path, &args.path)?;
+    let root = workspace::Root::open(&cx.workspace)?;
+    let target = workspace::open_for_write(&root, &args.path, false, &cx.confinement)?;
+    if target.existing.is_none() {
+        return Err(workspace::open_error(root.path(), &args.path, nix::errno::Errno::ENOENT));
+    }
+    let file = openat(
+        target.dir.as_fd(),
+        target.name.as_os_str(),
+        workspace::READ | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| ToolError::new(format!("cannot read `{}`: {}", args.path, workspace::io(e))))?;
+    let file = std::fs::File::from(file);
+    let text = read_text(&file, &args.path)?;
     if super::cancelled(cancelled) {
         return Err(super::abandoned());
     }
     let ranges = locate(&text, &args.edits).map_err(|m| ToolError::new(format!("`{}`: {m}", args.path)))?;
     let updated = apply(&text, &args.edits, &ranges);
-    write::write_atomic(&path, updated.as_bytes(), cancelled)
+    let mode =
+        file.metadata().ok().map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777);
+    write::write_atomic(&target.dir, &target.name, updated.as_bytes(), mode, cancelled)
         .map_err(|e| write::write_error(&args.path, &e))?;
     Ok(ToolOutput::new(json!({
-        "path": workspace::relative(&cx.workspace, &path),
+        "path": workspace::relative(&cx.workspace, &target.real),
         "edits": args.edits.len(),
         "bytes": updated.len(),
     })))
 }
 
-/// The whole file as UTF-8 text, refusing folders, files over the size
-/// bound, binary files and other encodings (rewriting those as text would
-/// corrupt them).
-fn read_text(path: &std::path::Path, shown: &str) -> Result<String, ToolError> {
-    let meta = std::fs::metadata(path).map_err(|e| ToolError::new(format!("cannot read `{shown}`: {e}")))?;
+/// The whole of the open `file` as UTF-8 text, refusing folders, files over
+/// the size bound, binary files and other encodings (rewriting those as
+/// text would corrupt them).
+fn read_text(file: &std::fs::File, shown: &str) -> Result<String, ToolError> {
+    let meta = file.metadata().map_err(|e| ToolError::new(format!("cannot read `{shown}`: {e}")))?;
     if meta.is_dir() {
         return Err(ToolError::new(format!("`{shown}` is a folder, not a file")));
     }
@@ -126,8 +146,8 @@ fn read_text(path: &std::path::Path, shown: &str) -> Result<String, ToolError> {
         )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(|e| ToolError::new(format!("cannot read `{shown}`: {e}")))?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(ToolError::new(format!("`{shown}` is over the edit bound of {MAX_FILE_BYTES} bytes")));

@@ -67,10 +67,14 @@ enum Matcher {
 }
 
 fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
-    let root = workspace::resolve_existing(&cx.workspace, args.path.as_deref().unwrap_or("."))?;
-    if !root.is_dir() {
+    let ws_root = workspace::Root::open(&cx.workspace)?;
+    let shown = args.path.as_deref().unwrap_or(".");
+    let start = workspace::open_existing(&ws_root, shown, workspace::LOOK)?;
+    workspace::refuse_hidden(cx, &start.real, shown, false)?;
+    if !std::fs::File::from(start.fd).metadata().is_ok_and(|m| m.is_dir()) {
         return Err(ToolError::new("`path` must be a folder"));
     }
+    let root = start.real;
     let query = args.query.trim();
     if query.is_empty() {
         return Err(ToolError::new("`query` is empty: give a name, a path fragment or a glob"));
@@ -89,10 +93,10 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         .map(|v| v.iter().map(|e| e.trim_start_matches('.').to_lowercase()).collect());
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
 
-    let mut hits: Vec<(u8, String)> = Vec::new();
+    let mut hits: Vec<(u8, String, std::path::PathBuf)> = Vec::new();
     let mut visited = 0usize;
     let ws = cx.workspace.as_path();
-    let walker = workspace::walk(ws, &root, exclude).build();
+    let walker = workspace::walk(ws, &root, exclude, cx.confinement.hidden.clone()).build();
     for entry in walker {
         let Ok(entry) = entry else { continue };
         visited += 1;
@@ -111,12 +115,21 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             }
         }
         if let Some(rank) = rank(&matcher, &rel) {
-            hits.push((rank, rel));
+            hits.push((rank, rel, entry.into_path()));
         }
     }
     hits.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.len().cmp(&b.1.len())).then(a.1.cmp(&b.1)));
     let total = hits.len();
-    let files: Vec<String> = hits.into_iter().take(limit).map(|(_, p)| p).collect();
+    // The walk lists folders by path: a folder swapped for a symlink
+    // meanwhile could list names from elsewhere. A returned file is looked
+    // up again beneath the root and kept only if it is where it was listed.
+    let mut listed = workspace::Listed::new(&ws_root);
+    let files: Vec<String> = hits
+        .into_iter()
+        .filter(|(_, _, path)| listed.open(path, workspace::LOOK).is_some())
+        .map(|(_, p, _)| p)
+        .take(limit)
+        .collect();
     let walk_cut = visited > MAX_VISITED;
     Ok(ToolOutput::with_metadata(
         json!(files),

@@ -116,7 +116,10 @@ struct Hit {
 /// Runs the walk and the search; called on a blocking thread.
 fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolOutput, ToolError> {
     let ws = cx.workspace.as_path();
-    let root = workspace::resolve_existing(ws, args.path.as_deref().unwrap_or("."))?;
+    let ws_root = workspace::Root::open(ws)?;
+    let shown = args.path.as_deref().unwrap_or(".");
+    let root = workspace::open_existing(&ws_root, shown, workspace::LOOK)?.real;
+    workspace::refuse_hidden(cx, &root, shown, false)?;
     let matcher = build_matcher(&args.pattern, args.case_insensitive.unwrap_or(false))?;
     let filter = args.glob.as_deref().map(build_glob).transpose()?;
     let context = args.context.unwrap_or(0).min(MAX_CONTEXT);
@@ -136,8 +139,11 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         .heap_limit(Some(HEAP_LIMIT))
         .build();
 
-    let walker = workspace::walk(ws, &root, exclude).sort_by_file_name(|a, b| a.cmp(b)).build();
+    let walker = workspace::walk(ws, &root, exclude, cx.confinement.hidden.clone())
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
 
+    let mut listed = workspace::Listed::new(&ws_root);
     let mut hits: Vec<Hit> = Vec::new();
     let mut files = 0usize;
     let mut truncated = false;
@@ -162,10 +168,18 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
                 continue;
             }
         }
+        // Opened beneath the root, never by path, and searched only if it
+        // is where the walk listed it: a folder swapped for a symlink during
+        // the walk cannot lead the search outside (or into a hidden folder).
+        let Some(file) = listed.open(entry.path(), workspace::READ) else { continue };
+        let file = std::fs::File::from(file);
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
         let mut sink = FileSink::new(context, limit - hits.len());
         // Unreadable files and files with a line over the heap limit are
         // skipped, as are binary files.
-        if searcher.search_path(&matcher, entry.path(), &mut sink).is_err() || sink.binary {
+        if searcher.search_file(&matcher, &file, &mut sink).is_err() || sink.binary {
             continue;
         }
         if !sink.hits.is_empty() {

@@ -62,9 +62,14 @@ impl Tool for Read {
 }
 
 fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
-    let path = workspace::resolve_existing(&cx.workspace, &args.path)?;
-    let meta =
-        std::fs::metadata(&path).map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    let root = workspace::Root::open(&cx.workspace)?;
+    // Opened beneath the root and read from this fd only: a symlink swapped
+    // in after the lookup changes nothing (see `workspace`).
+    let opened = workspace::open_existing(&root, &args.path, workspace::READ)?;
+    workspace::refuse_hidden(cx, &opened.real, &args.path, true)?;
+    let path = opened.real;
+    let file = std::fs::File::from(opened.fd);
+    let meta = file.metadata().map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
     if meta.is_dir() {
         return Err(ToolError::new(format!("`{}` is a folder; file_search lists files", args.path)));
     }
@@ -82,8 +87,6 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             meta.len()
         )));
     }
-    let file = std::fs::File::open(&path)
-        .map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
     let mut reader = BufReader::new(file);
     let head = reader.fill_buf().map_err(|e| ToolError::new(e.to_string()))?;
     if head[..head.len().min(SNIFF_BYTES)].contains(&0) {
@@ -130,4 +133,52 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             "next_offset": next_offset,
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::Caller;
+
+    fn read(ws: &std::path::Path, run_id: &str, path: &str) -> Result<ToolOutput, ToolError> {
+        let cx = ToolContext::new(ws.to_path_buf(), run_id, 1, Caller::Program);
+        read_window(&cx, &Args { path: path.to_owned(), offset: None, limit: None })
+    }
+
+    #[test]
+    fn hidden_folders_are_refused_except_the_runs_own_spill_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        let runs = ws.join(".codemode/runs");
+        std::fs::create_dir_all(runs.join("earlier")).unwrap();
+        std::fs::create_dir_all(runs.join("mine")).unwrap();
+        std::fs::write(runs.join("earlier/call-1.txt"), "earlier output").unwrap();
+        std::fs::write(runs.join("mine/call-1.txt"), "my output").unwrap();
+        std::fs::write(ws.join(".codemode/receipt.json"), "{}").unwrap();
+        // A link inside the workspace does not get around it.
+        std::os::unix::fs::symlink(".codemode/runs", ws.join("peek")).unwrap();
+
+        let abs = runs.join("mine/call-1.txt").to_string_lossy().into_owned();
+        for own in [".codemode/runs/mine/call-1.txt", "peek/mine/call-1.txt", abs.as_str()] {
+            let out = read(&ws, "mine", own).unwrap_or_else(|e| panic!("{own}: {e}"));
+            assert!(out.content.as_str().unwrap().contains("my output"), "{own}");
+        }
+        for hidden in [
+            ".codemode/runs/earlier/call-1.txt",
+            "peek/earlier/call-1.txt",
+            ".codemode/receipt.json",
+            ".codemode/runs/mine/../earlier/call-1.txt",
+        ] {
+            let e = read(&ws, "mine", hidden).unwrap_err();
+            assert!(
+                e.message.contains("`.codemode/`, which holds earlier runs' receipts")
+                    && e.message.contains("this run's own spill files"),
+                "{hidden}: {e}"
+            );
+        }
+        // Another run's view: `mine` is an earlier run's folder.
+        assert!(read(&ws, "other", ".codemode/runs/mine/call-1.txt").is_err());
+        // A run id that is not one plain name grants nothing.
+        assert!(read(&ws, "../runs/earlier", ".codemode/runs/earlier/call-1.txt").is_err());
+    }
 }

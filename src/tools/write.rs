@@ -1,12 +1,21 @@
 //! `write {path, content}`: creates or replaces a file of the workspace,
 //! atomically (temp file in the same folder, fsync, rename), creating parent
-//! folders and keeping an existing file's permission bits. A call that timed
+//! folders and keeping an existing file's permission bits. Everything is
+//! done through fds opened beneath the workspace root (see
+//! [`super::workspace`]): folders with `mkdirat`, the temp file with
+//! `openat`, the commit with `renameat`, all in the parent folder's fd. A call that timed
 //! out or was cancelled does not rename afterwards (see
 //! [`super::blocking_cancellable`]).
 
+use std::ffi::OsStr;
 use std::io::Write as _;
-use std::path::Path;
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::sync::atomic::AtomicBool;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat, renameat};
+use nix::sys::stat::{Mode, fchmod};
+use nix::unistd::{UnlinkatFlags, unlinkat};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -56,33 +65,22 @@ impl Tool for Write {
     }
 }
 
-/// Resolves the path, creates the parents and writes; on a blocking thread.
-/// Gives up without changing anything once `cancelled` is set, up to the
-/// rename.
+/// Resolves the path beneath the workspace, creates the parents and writes;
+/// on a blocking thread. Gives up without changing the file once
+/// `cancelled` is set, up to the rename.
 fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolOutput, ToolError> {
-    let path = workspace::resolve_for_write(&cx.workspace, &args.path)?;
-    let created = match std::fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_dir() => {
-            return Err(ToolError::new(format!("`{}` is a folder, not a file", args.path)));
-        }
-        Ok(meta) if !meta.is_file() => {
-            return Err(ToolError::new(format!("`{}` is not a regular file", args.path)));
-        }
-        Ok(_) => false,
-        Err(_) => true,
-    };
     if super::cancelled(cancelled) {
         return Err(super::abandoned());
     }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| ToolError::new(format!("cannot create the folders of `{}`: {e}", args.path)))?;
-    }
-    write_atomic(&path, args.content.as_bytes(), cancelled).map_err(|e| write_error(&args.path, &e))?;
+    let root = workspace::Root::open(&cx.workspace)?;
+    let target = workspace::open_for_write(&root, &args.path, true, &cx.confinement)?;
+    let mode = target.existing.as_ref().map(|st| st.st_mode & 0o7777);
+    write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
+        .map_err(|e| write_error(&args.path, &e))?;
     Ok(ToolOutput::new(json!({
-        "path": workspace::relative(&cx.workspace, &path),
+        "path": workspace::relative(&cx.workspace, &target.real),
         "bytes": args.content.len(),
-        "created": created,
+        "created": target.existing.is_none(),
     })))
 }
 
@@ -94,54 +92,100 @@ pub(crate) fn write_error(shown: &str, e: &std::io::Error) -> ToolError {
     ToolError::new(format!("cannot write `{shown}`: {e}"))
 }
 
-/// Replaces `path` with `bytes` atomically: a temp file in the same folder
-/// is written, flushed to disk and renamed over `path`, so a reader sees the
-/// old content or the new one, never a part. An existing file keeps its
-/// permission bits; a new file gets the usual mode (0o666 less the umask).
-/// The parent folder must exist. Used by `write` and `edit`.
+/// Replaces the file `name` of the open folder `dir` with `bytes`
+/// atomically: a temp file is created in `dir` (`openat`, `O_EXCL`),
+/// written, flushed to disk and renamed over `name` (`renameat` within
+/// `dir`), so a reader sees the old content or the new one, never a part,
+/// and nothing is looked up by path: a folder swapped for a symlink
+/// meanwhile cannot redirect the write. The file gets the permission bits
+/// `mode` (an existing file's, set on the open temp file so the umask does
+/// not apply), or the usual mode (0o666 less the umask) when `None`. Used
+/// by `write` and `edit`.
 ///
 /// `cancelled` is looked at before the temp file is made and again right
 /// before the rename (the commit point): once it is set, the temp file is
-/// removed and `path` is left as it was. A rename already under way when it
+/// removed and `name` is left as it was. A rename already under way when it
 /// is set completes.
 ///
 /// # Errors
 /// Any I/O error, or [`std::io::ErrorKind::Interrupted`] with the message
-/// [`super::ABANDONED`] when `cancelled` was set; `path` is then unchanged
+/// [`super::ABANDONED`] when `cancelled` was set; `name` is then unchanged
 /// and the temp file removed.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], cancelled: &AtomicBool) -> std::io::Result<()> {
+pub(crate) fn write_atomic(
+    dir: &OwnedFd,
+    name: &OsStr,
+    bytes: &[u8],
+    mode: Option<u32>,
+    cancelled: &AtomicBool,
+) -> std::io::Result<()> {
     let abandoned = || std::io::Error::new(std::io::ErrorKind::Interrupted, super::ABANDONED);
     if super::cancelled(cancelled) {
         return Err(abandoned());
     }
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("the path has no parent folder"))?;
-    let existing = std::fs::metadata(path).ok().map(|m| m.permissions());
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".codemode-write-").suffix(".tmp");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    let mut tmp = builder.tempfile_in(dir)?;
-    if let Some(perms) = existing {
+    let tmp = TempFile::create(dir)?;
+    let mut file = std::fs::File::from(tmp.fd.try_clone()?);
+    if let Some(mode) = mode {
         // Set on the open file, so the umask does not apply.
-        tmp.as_file().set_permissions(perms)?;
+        fchmod(file.as_fd(), Mode::from_bits_truncate(mode)).map_err(workspace::io)?;
     }
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
     // The commit point: an abandoned call stops here, and dropping `tmp`
     // removes the temp file.
     if super::cancelled(cancelled) {
         return Err(abandoned());
     }
-    tmp.persist(path).map_err(|e| e.error)?;
-    // Make the rename itself durable; not every platform can open a folder.
-    #[cfg(unix)]
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    renameat(dir.as_fd(), tmp.name.as_str(), dir.as_fd(), name).map_err(workspace::io)?;
+    tmp.kept();
+    // Make the rename itself durable.
+    let _ = nix::unistd::fsync(dir.as_fd());
     Ok(())
+}
+
+/// A temp file in a folder fd, removed (`unlinkat`) when dropped unless
+/// [`TempFile::kept`].
+struct TempFile<'a> {
+    /// The folder.
+    dir: &'a OwnedFd,
+    /// The temp file's name in it.
+    name: String,
+    /// The open temp file.
+    fd: OwnedFd,
+    /// Whether to remove it when dropped.
+    remove: bool,
+}
+
+impl<'a> TempFile<'a> {
+    /// Creates `.codemode-write-<random>.tmp` in `dir`, mode 0o666 less the
+    /// umask, never through a symlink.
+    fn create(dir: &'a OwnedFd) -> std::io::Result<TempFile<'a>> {
+        use std::hash::BuildHasher as _;
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let mut last = Errno::EEXIST;
+        for attempt in 0..16u32 {
+            let random = std::hash::RandomState::new().hash_one((std::process::id(), attempt));
+            let name = format!(".codemode-write-{random:016x}.tmp");
+            match openat(dir.as_fd(), name.as_str(), flags, Mode::from_bits_truncate(0o666)) {
+                Ok(fd) => return Ok(TempFile { dir, name, fd, remove: true }),
+                Err(Errno::EEXIST) => last = Errno::EEXIST,
+                Err(e) => return Err(workspace::io(e)),
+            }
+        }
+        Err(workspace::io(last))
+    }
+
+    /// Keeps the file (it was renamed into place).
+    fn kept(mut self) {
+        self.remove = false;
+    }
+}
+
+impl Drop for TempFile<'_> {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = unlinkat(self.dir.as_fd(), self.name.as_str(), UnlinkatFlags::NoRemoveDir);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -150,30 +194,41 @@ mod tests {
 
     static GOING: AtomicBool = AtomicBool::new(false);
 
+    fn open_dir(p: &std::path::Path) -> OwnedFd {
+        openat(nix::fcntl::AT_FDCWD, p, workspace::FOLDER | OFlag::O_CLOEXEC, Mode::empty()).unwrap()
+    }
+
+    fn name(n: &str) -> &OsStr {
+        OsStr::new(n)
+    }
+
     #[test]
     fn atomic_writes_replace_content_and_leave_no_temp_files() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f.txt");
-        write_atomic(&p, b"one", &GOING).unwrap();
-        write_atomic(&p, b"two", &GOING).unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let fd = open_dir(dir.path());
+        write_atomic(&fd, name("f.txt"), b"one", None, &GOING).unwrap();
+        write_atomic(&fd, name("f.txt"), b"two", None, &GOING).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        assert!(write_atomic(&dir.path().join("missing/f.txt"), b"x", &GOING).is_err());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A rename onto a folder fails and leaves no temp file.
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(write_atomic(&fd, name("sub"), b"x", None, &GOING).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
     #[test]
     fn an_abandoned_write_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
+        let fd = open_dir(dir.path());
         let p = dir.path().join("f.txt");
         std::fs::write(&p, "old").unwrap();
-        let e = write_atomic(&p, b"new", &AtomicBool::new(true)).unwrap_err();
+        let e = write_atomic(&fd, name("f.txt"), b"new", None, &AtomicBool::new(true)).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
         assert_eq!(write_error("f.txt", &e).message, crate::tools::ABANDONED);
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file is left");
         // Nor is a new file made.
-        let e = write_atomic(&dir.path().join("g.txt"), b"new", &AtomicBool::new(true)).unwrap_err();
+        let e = write_atomic(&fd, name("g.txt"), b"new", None, &AtomicBool::new(true)).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         // Other errors keep their message.
@@ -181,15 +236,33 @@ mod tests {
         assert_eq!(write_error("f.txt", &other).message, "cannot write `f.txt`: disk full");
     }
 
-    #[cfg(unix)]
     #[test]
-    fn atomic_writes_keep_the_mode() {
+    fn protected_folders_are_refused_also_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+        std::os::unix::fs::symlink(".git", ws.join("g")).unwrap();
+        let cx = ToolContext::new(ws.clone(), "run", 1, crate::receipt::Caller::Program);
+        for path in ["g/config", "g/hooks/pre-commit", ".git/config"] {
+            let args = Args { path: path.to_owned(), content: "[core]\nfsmonitor = evil\n".to_owned() };
+            let e = write_file(&cx, &args, &GOING).unwrap_err();
+            assert!(e.message.contains("under the protected `.git`"), "{path}: {e}");
+        }
+        assert_eq!(std::fs::read_to_string(ws.join(".git/config")).unwrap(), "[core]\n");
+        assert!(!ws.join(".git/hooks").exists(), "no folder is made in a protected one");
+        // Elsewhere the same link-free write goes through.
+        let args = Args { path: "ok.txt".to_owned(), content: "x".to_owned() };
+        assert!(write_file(&cx, &args, &GOING).is_ok());
+    }
+
+    #[test]
+    fn atomic_writes_set_the_given_mode() {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("run.sh");
-        std::fs::write(&p, "old").unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o751)).unwrap();
-        write_atomic(&p, b"new", &GOING).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777, 0o751);
+        let fd = open_dir(dir.path());
+        write_atomic(&fd, name("run.sh"), b"new", Some(0o751), &GOING).unwrap();
+        let meta = std::fs::metadata(dir.path().join("run.sh")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o751);
     }
 }

@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod direct_calls;
 mod examples;
+mod file_race;
 mod gate;
 mod limits;
 mod mcp_engine;

@@ -738,3 +738,84 @@ fn edit_refuses_files_over_16_mib_and_changes_nothing() {
     assert!(out.call.error.as_deref().unwrap().contains("16"), "{:?}", out.call.error);
     assert_eq!(std::fs::metadata(&big).unwrap().len(), (16 << 20) + 1);
 }
+
+// ------------------------------------------------------------ hidden folders
+
+/// `.codemode/` holds earlier runs' receipts and spill files: the walkers
+/// never list or search it, whatever `exclude` says, and refuse it as their
+/// `path`.
+#[test]
+fn search_tools_never_look_inside_codemode() {
+    let f = Fixture::new();
+    f.put(".codemode/runs/earlier/call-1.txt", "needle from an earlier run\n");
+    f.put(".codemode/runs/earlier/receipt.json", "{\"needle\": 1}\n");
+    let e = f.engine();
+    let search = e.call_blocking("file_search", &json!({"query": "call", "exclude": []}));
+    assert_eq!(content(&search), &json!([]));
+    let all = e.call_blocking("file_search", &json!({"query": "*", "exclude": []}));
+    let listed = content(&all).to_string();
+    assert!(listed.contains("a.txt") && !listed.contains(".codemode"), "{listed}");
+    let grep = e.call_blocking("grep_files", &json!({"pattern": "needle"}));
+    let found: Vec<&str> =
+        content(&grep).as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    assert_eq!(found, ["docs/guide.md"]);
+    for (tool, args) in [
+        ("file_search", json!({"query": "call", "path": ".codemode/runs"})),
+        ("grep_files", json!({"pattern": "needle", "path": ".codemode"})),
+        ("grep_files", json!({"pattern": "needle", "path": ".codemode/runs/earlier/call-1.txt"})),
+    ] {
+        let m = fails_cleanly(&f, &e, tool, args.clone());
+        assert!(m.contains("holds earlier runs' receipts"), "{tool} {args}: {m}");
+    }
+}
+
+/// A program reads its own spill file (an envelope's `spill_path`), and
+/// not an earlier run's.
+#[test]
+fn a_run_reads_its_own_spill_files_and_no_earlier_runs() {
+    let f = Fixture::new();
+    f.put("big.txt", "x".repeat(3_000) + "\nthe end\n");
+    f.put(".codemode/runs/earlier/call-1.txt", "earlier output\n");
+    let mut limits = codemode::Limits::default();
+    limits.result_bytes = 1_000;
+    let e = Engine::builder()
+        .workspace(f.ws())
+        .policy(codemode::Policy::full_access())
+        .limits(limits)
+        .vm_threads(1)
+        .build()
+        .unwrap();
+    let r = run(
+        &e,
+        "const big = await tools.read({path: 'big.txt'}); \
+         const path = big.truncated.spill_path; \
+         const own = await tools.read({path}); \
+         let earlier; \
+         try { await tools.read({path: '.codemode/runs/earlier/call-1.txt'}); earlier = 'read'; } \
+         catch (err) { earlier = err.message; } \
+         return [path, own.content.includes('1\\txxxxxxxx'), earlier];",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let path = r.value[0].as_str().unwrap();
+    assert!(path.contains(".codemode/runs/"), "{path}");
+    assert_eq!(r.value[1], json!(true));
+    assert!(r.value[2].as_str().unwrap().contains("holds earlier runs' receipts"), "{}", r.value[2]);
+}
+
+/// Files whose names are not UTF-8 are still searched and listed (the
+/// beneath-the-root open uses the name's bytes, not its shown form).
+#[cfg(target_os = "linux")]
+#[test]
+fn search_tools_find_files_whose_names_are_not_utf8() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let f = Fixture::new();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9-notes.txt");
+    std::fs::write(f.ws().join("docs").join(name), "needle in latin-1\n").unwrap();
+    let e = f.engine();
+    let grep = e.call_blocking("grep_files", &json!({"pattern": "latin-1"}));
+    let hits = content(&grep).as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["path"], json!("docs/caf\u{fffd}-notes.txt"));
+    let found = e.call_blocking("file_search", &json!({"query": "notes"}));
+    assert_eq!(content(&found), &json!(["docs/caf\u{fffd}-notes.txt"]));
+}
