@@ -325,11 +325,8 @@ impl EngineBuilder {
         };
         let protections = crate::gate::protection::protections(&workspace, &self.policy, &named);
         let confinement = Arc::new(crate::sandbox::Confinement {
-            protected: crate::gate::protection::sandbox_protected(
-                &workspace,
-                &protections,
-                &self.policy.sandbox_writable,
-            ),
+            protected: protections.iter().map(|p| p.path.clone()).collect(),
+            lifted: crate::gate::protection::lifted_protections(&workspace, &protections, &self.policy),
             spill_root: spill_root.clone(),
             sandbox: self.policy.sandbox,
             kill_grace: self.policy.kill_grace,

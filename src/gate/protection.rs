@@ -101,16 +101,35 @@ fn canonical_or(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// The paths the bash sandbox keeps read-only: every protection except the
-/// ones `[sandbox] writable` lifts (paths relative to the workspace, or
-/// absolute).
-pub(crate) fn sandbox_protected(
+/// The protections lifted for one tool, as `(tool, path)`: for `bash`, the
+/// ones `[sandbox] writable` names (relative to the workspace, or
+/// absolute); for other tools, the ones an allow rule names
+/// ([`lifted`]'s test, without a call to cover). The gate still decides
+/// each call; tools use this list as a second line.
+pub(crate) fn lifted_protections(
     workspace: &Path,
     protections: &[Protection],
-    writable: &[String],
-) -> Vec<PathBuf> {
-    let lifted: Vec<PathBuf> = writable.iter().map(|w| canonical_or(&workspace.join(w))).collect();
-    protections.iter().map(|p| p.path.clone()).filter(|p| !lifted.contains(p)).collect()
+    policy: &Policy,
+) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for w in &policy.sandbox_writable {
+        let path = canonical_or(&workspace.join(w));
+        if protections.iter().any(|p| p.path == path) {
+            out.push(("bash".to_owned(), path));
+        }
+    }
+    for p in protections {
+        let name = p
+            .path
+            .strip_prefix(workspace)
+            .map_or_else(|_| p.path.display().to_string(), |r| r.display().to_string());
+        for rule in &policy.rules.allow {
+            if rule.pattern.as_deref().is_some_and(|pattern| names(pattern, &name)) {
+                out.push((rule.tool.clone(), p.path.clone()));
+            }
+        }
+    }
+    out
 }
 
 /// Applies protected and hidden paths.
@@ -187,11 +206,17 @@ impl Step for ProtectedPaths {
 /// bare `write` rule or `write(**)` lifts nothing.
 fn lifted(allow: &[Rule], tool: &str, name: &str, primary: &Primary) -> bool {
     allow.iter().filter(|r| r.tool == tool).any(|rule| {
-        let Some(pattern) = rule.pattern.as_deref() else { return false };
-        let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("");
-        literal.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        rule.pattern.as_deref().is_some_and(|pattern| names(pattern, name))
             && primary.spellings().all(|s| rule.matches(tool, Some(s)))
     })
+}
+
+/// Whether the rule pattern `pattern` names the protected path `name`: its
+/// literal start (before any `* ? [ {`) starts with `name`, up to a `/` or
+/// the end.
+fn names(pattern: &str, name: &str) -> bool {
+    let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("");
+    literal.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// `bash` under sandbox profile `off` runs only under posture full-access.

@@ -83,8 +83,8 @@ pub struct Confinement {
     /// Files and folders writer tools (write, edit, bash) cannot change; a
     /// folder covers everything beneath it. The loaded policy and MCP files,
     /// every file a hook or approver command names and the folders that
-    /// hold them, `<workspace>/.git`, `<workspace>/.codemode`, minus what
-    /// an explicit allow rule lifted.
+    /// hold them, `<workspace>/.git`, `<workspace>/.codemode`. What a rule
+    /// lifts for one tool is in [`Confinement::lifted`].
     pub protected: Vec<PathBuf>,
     /// Folders tools cannot read either: `<workspace>/.codemode` (earlier
     /// runs' receipts and spill files). A run may still read its own spill
@@ -96,6 +96,11 @@ pub struct Confinement {
     pub sandbox: SandboxSettings,
     /// Grace period between SIGTERM and SIGKILL when a process group ends.
     pub kill_grace: Duration,
+    /// Protections lifted for one tool: `(tool, protected path)`, from an
+    /// allow rule naming the protection (`write(.git/**)`) or, for `bash`,
+    /// `[sandbox] writable`. The gate decides per call; tools use this as
+    /// their second line ([`Confinement::protection_for`]).
+    pub lifted: Vec<(String, PathBuf)>,
 }
 
 impl Confinement {
@@ -111,12 +116,35 @@ impl Confinement {
             spill_root: codemode.join("runs"),
             sandbox: SandboxSettings::default(),
             kill_grace: DEFAULT_KILL_GRACE,
+            lifted: Vec::new(),
         }
     }
 
     /// The protected path that covers `path` (absolute), if any.
     pub fn protection_of(&self, path: &Path) -> Option<&Path> {
         self.protected.iter().map(PathBuf::as_path).find(|p| path.starts_with(p))
+    }
+
+    /// The protected path that covers `path` (absolute) for `tool`: like
+    /// [`Confinement::protection_of`], minus the protections
+    /// [`Confinement::lifted`] lifts for `tool`.
+    pub fn protection_for(&self, tool: &str, path: &Path) -> Option<&Path> {
+        self.protected
+            .iter()
+            .map(PathBuf::as_path)
+            .filter(|p| !self.lifted.iter().any(|(t, l)| t == tool && l == p))
+            .find(|p| path.starts_with(p))
+    }
+
+    /// The paths `tool` may not change: [`Confinement::protected`] minus
+    /// what [`Confinement::lifted`] lifts for it (for bash: the paths its
+    /// sandbox keeps read-only).
+    pub fn protected_for(&self, tool: &str) -> Vec<PathBuf> {
+        self.protected
+            .iter()
+            .filter(|p| !self.lifted.iter().any(|(t, l)| t == tool && l == *p))
+            .cloned()
+            .collect()
     }
 
     /// The hidden folder that covers `path` (absolute), if any.

@@ -359,7 +359,7 @@ async fn run(
             workspace: workspace.to_path_buf(),
             profile: confinement.sandbox.profile.as_str().to_owned(),
             network: confinement.sandbox.network,
-            protected: confinement.protected.clone(),
+            protected: confinement.protected_for("bash"),
             hidden: confinement.hidden.clone(),
             spill: Some(confinement.spill_root.join(run_id)),
             tmpdir: tmp.path().to_path_buf(),

@@ -99,7 +99,7 @@ impl Tool for Edit {
 /// changing the file once `cancelled` is set, up to the rename.
 fn edit_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolOutput, ToolError> {
     let root = workspace::Root::open(&cx.workspace)?;
-    let target = workspace::open_for_write(&root, &args.path, false, &cx.confinement)?;
+    let target = workspace::open_for_write(&root, &args.path, false, &cx.confinement, "edit")?;
     if target.existing.is_none() {
         return Err(workspace::open_error(root.path(), &args.path, nix::errno::Errno::ENOENT));
     }

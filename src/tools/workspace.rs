@@ -352,6 +352,7 @@ pub(crate) fn open_for_write(
     path: &str,
     create_folders: bool,
     confinement: &Confinement,
+    tool: &str,
 ) -> Result<WriteTarget, ToolError> {
     let rel = beneath_rel(root.path(), path)?;
     let ws = root.path();
@@ -376,7 +377,7 @@ pub(crate) fn open_for_write(
             // The path of the folder fd the write goes through, not of the
             // lookup before it: a swap in between shows here.
             let real = dir.real.join(name);
-            refuse_protected(confinement, &real, path)?;
+            refuse_protected(confinement, tool, &real, path)?;
             return Ok(WriteTarget { real, dir: dir.fd, name: name.to_owned(), existing: Some(st) });
         }
         Err(Errno::ENOENT | Errno::ENOTDIR) => {}
@@ -392,7 +393,7 @@ pub(crate) fn open_for_write(
         dir = match root.open_beneath(&walked, FOLDER) {
             Ok(d) => d,
             Err(Errno::ENOENT) if create_folders => {
-                refuse_protected(confinement, &dir.real.join(part), path)?;
+                refuse_protected(confinement, tool, &dir.real.join(part), path)?;
                 make_folder(&dir, part.as_os_str()).map_err(|e| {
                     ToolError::new(format!("cannot create the folders of `{path}`: {}", io(e)))
                 })?
@@ -421,7 +422,7 @@ pub(crate) fn open_for_write(
         Err(e) => return Err(open_error(ws, path, e)),
     };
     let real = dir.real.join(name);
-    refuse_protected(confinement, &real, path)?;
+    refuse_protected(confinement, tool, &real, path)?;
     Ok(WriteTarget { dir: dir.fd, name: name.to_owned(), real, existing })
 }
 
@@ -509,8 +510,8 @@ pub(crate) fn refuse_hidden(
 ///
 /// # Errors
 /// The file is protected; the message names the protection.
-fn refuse_protected(confinement: &Confinement, real: &Path, path: &str) -> Result<(), ToolError> {
-    let Some(protected) = confinement.protection_of(real) else { return Ok(()) };
+fn refuse_protected(confinement: &Confinement, tool: &str, real: &Path, path: &str) -> Result<(), ToolError> {
+    let Some(protected) = confinement.protection_for(tool, real) else { return Ok(()) };
     let ws = &confinement.workspace;
     Err(ToolError::new(format!(
         "`{path}` leads to `{}`, under the protected `{}`: tools cannot change it",
@@ -671,7 +672,7 @@ mod tests {
         let (outer, root) = fixture();
         let ws = root.path().to_path_buf();
         let real = |p: &str| {
-            open_for_write(&root, p, true, &Confinement::for_workspace(root.path()))
+            open_for_write(&root, p, true, &Confinement::for_workspace(root.path()), "write")
                 .map(|t| relative(&ws, &t.real))
         };
         assert_eq!(real("new.txt").unwrap(), "new.txt");
@@ -685,13 +686,14 @@ mod tests {
         assert!(real("sub").unwrap_err().message.contains("folder"));
         assert!(real("ok.txt/inner").unwrap_err().message.contains("is a file"));
         assert!(
-            open_for_write(&root, "n.txt", false, &Confinement::for_workspace(root.path()))
+            open_for_write(&root, "n.txt", false, &Confinement::for_workspace(root.path()), "write")
                 .unwrap()
                 .existing
                 .is_none()
         );
-        let e =
-            open_for_write(&root, "m/n.txt", false, &Confinement::for_workspace(root.path())).err().unwrap();
+        let e = open_for_write(&root, "m/n.txt", false, &Confinement::for_workspace(root.path()), "write")
+            .err()
+            .unwrap();
         assert!(e.message.contains("does not exist"), "{e}");
         assert!(!ws.join("m").exists(), "no folder is made without create_folders");
 

@@ -73,7 +73,7 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         return Err(super::abandoned());
     }
     let root = workspace::Root::open(&cx.workspace)?;
-    let target = workspace::open_for_write(&root, &args.path, true, &cx.confinement)?;
+    let target = workspace::open_for_write(&root, &args.path, true, &cx.confinement, "write")?;
     let mode = target.existing.as_ref().map(|st| st.st_mode & 0o7777);
     write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
         .map_err(|e| write_error(&args.path, &e))?;

@@ -362,3 +362,20 @@ fn a_run_reads_its_own_spill_files_but_no_other_runs() {
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value, json!("5000\n1\n"), "own spill file readable, read-only; the earlier run's hidden");
 }
+
+#[test]
+fn sandbox_writable_lifts_a_protection_for_bash_only() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let policy = Policy { sandbox_writable: vec![".git".into()], ..Policy::full_access() };
+    let engine = builder(&ws).policy(policy).build().unwrap();
+    let out = stdout(&engine, "echo '[user]' >> .git/config && echo git-written");
+    assert_eq!(out, "git-written\n");
+    assert_eq!(std::fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n[user]\n");
+    let write = engine.call_blocking("write", &json!({"path": ".git/config", "content": "x"}));
+    assert!(!write.is_ok(), "writable lifts the protection for bash, not for write");
+    // .codemode stays read-only and hidden.
+    let out = stdout(&engine, "echo x > .codemode/x && echo codemode-written");
+    assert_eq!(out, "");
+}

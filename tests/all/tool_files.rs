@@ -764,8 +764,12 @@ fn search_tools_never_look_inside_codemode() {
         ("grep_files", json!({"pattern": "needle", "path": ".codemode"})),
         ("grep_files", json!({"pattern": "needle", "path": ".codemode/runs/earlier/call-1.txt"})),
     ] {
-        let m = fails_cleanly(&f, &e, tool, args.clone());
-        assert!(m.contains("holds earlier runs' receipts"), "{tool} {args}: {m}");
+        // The gate refuses first (step 7); the tools' own check is their
+        // second line (tests/all/file_race.rs, the unit tests of read).
+        let out = e.call_blocking(tool, &args);
+        assert_eq!(out.call.status, CallStatus::Refused, "{tool} {args}");
+        let m = out.call.error.unwrap_or_default();
+        assert!(m.contains("codemode's own folder"), "{tool} {args}: {m}");
     }
 }
 
@@ -799,7 +803,7 @@ fn a_run_reads_its_own_spill_files_and_no_earlier_runs() {
     let path = r.value[0].as_str().unwrap();
     assert!(path.contains(".codemode/runs/"), "{path}");
     assert_eq!(r.value[1], json!(true));
-    assert!(r.value[2].as_str().unwrap().contains("holds earlier runs' receipts"), "{}", r.value[2]);
+    assert!(r.value[2].as_str().unwrap().contains("codemode's own folder"), "{}", r.value[2]);
 }
 
 /// Files whose names are not UTF-8 are still searched and listed (the
