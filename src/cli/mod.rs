@@ -65,6 +65,18 @@ enum Command {
     Types(types::TypesArgs),
     /// Trust a workspace's codemode.toml and .mcp.json (untrusted ones
     /// restrict but grant nothing); --list, --revoke.
+    ///
+    /// A codemode.toml or .mcp.json found in a workspace is untrusted until
+    /// this records its path and SHA-256 in $XDG_CONFIG_HOME/codemode/trusted.json
+    /// (else ~/.config/codemode/). An untrusted file restricts (deny and ask
+    /// rules, plan mode, a read-only sandbox) but grants nothing (no allow
+    /// rules, no wider posture, no hooks, no sandbox off or network, and its
+    /// MCP servers need an approval to start). Any change to a file revokes
+    /// its trust. Files named with --config or --mcp-config need no trust:
+    /// they are yours.
+    ///
+    /// Read the files first: a trusted policy can allow any call and run any
+    /// hook, and a trusted MCP file starts its servers' commands.
     Trust(trust::TrustArgs),
 }
 

@@ -6,20 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use codemode::trust::{TrustState, TrustStore, WORKSPACE_FILES};
 
-/// Trust the policy and MCP files of a workspace, so they apply whole.
-///
-/// A `codemode.toml` or `.mcp.json` found in a workspace is untrusted until
-/// this records its path and SHA-256 in $XDG_CONFIG_HOME/codemode/trusted.json
-/// (else ~/.config/codemode/): an untrusted file restricts (deny and ask
-/// rules, plan mode) but grants nothing (no allow rules, no wider posture,
-/// no hooks, its MCP servers need an approval to start). Any change to a
-/// file revokes its trust. Files named with --config or --mcp-config need no
-/// trust: they are the user's own.
-///
-/// Read the files first: a trusted policy file can allow any call and run
-/// any hook, and a trusted MCP file starts its servers' commands.
+/// Arguments of `codemode trust` (the help text is on `Command::Trust`).
 #[derive(Debug, clap::Args)]
-#[command(verbatim_doc_comment)]
 pub(crate) struct TrustArgs {
     /// The workspace whose codemode.toml and .mcp.json to trust [default: current directory].
     #[arg(value_name = "DIR")]
