@@ -44,6 +44,15 @@ pub enum TrustError {
         /// What went wrong.
         message: String,
     },
+    /// The file is a symbolic link: only a workspace's own file can be
+    /// trusted (a link would borrow the trust of its target).
+    #[error(
+        "{path} is a symbolic link; only a workspace's own file can be trusted (copy the file, or name it with --config / --mcp-config)"
+    )]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
     /// The record is not the JSON this module writes.
     #[error("{path}: not a trust record ({message}); fix or delete it, then trust again")]
     Corrupt {
@@ -113,12 +122,16 @@ impl TrustStore {
         &self.dir
     }
 
-    /// How `file` stands: compares its current SHA-256 with the record.
+    /// How `file` stands: compares its current SHA-256 with the record. A
+    /// symbolic link is always untrusted.
     ///
     /// # Errors
     /// The file or the record cannot be read.
     pub fn state(&self, file: &Path) -> Result<TrustState, TrustError> {
-        let (key, digest) = fingerprint(file)?;
+        let (key, digest) = match fingerprint(file) {
+            Err(TrustError::Symlink { .. }) => return Ok(TrustState::Untrusted),
+            other => other?,
+        };
         Ok(match self.read()?.files.get(&key) {
             Some(entry) if entry.sha256 == digest => TrustState::Trusted,
             Some(_) => TrustState::Changed,
@@ -207,9 +220,18 @@ impl TrustStore {
     }
 }
 
-/// The canonical path (as text) and SHA-256 (lower-case hex) of `file`.
+/// The path (as text: the canonical folder and the file's own name) and
+/// SHA-256 (lower-case hex) of `file`, which must not be a symbolic link:
+/// a link would let a workspace borrow the trust of the file it points to.
 fn fingerprint(file: &Path) -> Result<(String, String), TrustError> {
-    let path = canonical(file)?;
+    let io = |message: String| TrustError::Io { path: file.to_owned(), message };
+    let meta = std::fs::symlink_metadata(file).map_err(|e| io(e.to_string()))?;
+    if meta.file_type().is_symlink() {
+        return Err(TrustError::Symlink { path: file.to_owned() });
+    }
+    let name = file.file_name().ok_or_else(|| io("not a file name".into()))?;
+    let folder = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let path = canonical(folder)?.join(name);
     let bytes =
         std::fs::read(&path).map_err(|e| TrustError::Io { path: path.clone(), message: e.to_string() })?;
     let digest = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
@@ -243,6 +265,22 @@ mod tests {
         assert_eq!(store.list().unwrap().len(), 1);
         assert_eq!(store.revoke(ws.path()).unwrap(), vec![std::fs::canonicalize(&file).unwrap()]);
         assert_eq!(store.state(&file).unwrap(), TrustState::Untrusted);
+    }
+
+    #[test]
+    fn a_symlink_never_borrows_the_trust_of_its_target() {
+        let config = tempfile::tempdir().unwrap();
+        let store = TrustStore::in_dir(config.path());
+        let trusted = tempfile::tempdir().unwrap();
+        let target = trusted.path().join("codemode.toml");
+        std::fs::write(&target, "posture = \"full-access\"\n").unwrap();
+        store.trust(&target).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let link = other.path().join("codemode.toml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert_eq!(store.state(&link).unwrap(), TrustState::Untrusted);
+        assert!(matches!(store.trust(&link), Err(TrustError::Symlink { .. })));
+        assert_eq!(store.state(&target).unwrap(), TrustState::Trusted);
     }
 
     #[test]

@@ -270,6 +270,8 @@ impl EngineBuilder {
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
         let mcp_source = self.mcp.as_ref().and_then(|(config, _)| config.source.clone());
+        let mcp_servers = mcp_server_files(&workspace, self.mcp.as_ref().map(|(config, _)| config));
+        let mcp_cache = self.mcp.as_ref().and_then(|(_, options)| options.cache_dir.clone());
         let mcp = self.mcp.map(|(config, options)| {
             let (link, connect_tools) = mcp_link::McpLink::new(config, options);
             tools.extend(connect_tools);
@@ -322,6 +324,9 @@ impl EngineBuilder {
         let named = crate::gate::protection::NamedFiles {
             mcp_config: mcp_source,
             approver: self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default(),
+            mcp_servers,
+            workspace_hooks: workspace_hooks(&workspace, &self.policy),
+            other: decisive_files(&self.policy, mcp_cache.as_deref()),
         };
         let protections = crate::gate::protection::protections(&workspace, &self.policy, &named);
         let confinement = Arc::new(crate::sandbox::Confinement {
@@ -672,6 +677,56 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
         approval_wait_ms: 0.0,
         warnings: run_warnings(shared, Vec::new()),
     })
+}
+
+/// Files the hooks of the workspace's own `codemode.toml` name, when the
+/// engine's policy was read from another file (or none): a later run may
+/// load that one, so a program must not rewrite its hooks now. A file that
+/// does not parse names nothing.
+fn workspace_hooks(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
+    let own = workspace.join("codemode.toml");
+    if !own.is_file() || std::fs::canonicalize(&own).ok() == policy.source {
+        return Vec::new();
+    }
+    Policy::load(&own).map(|p| crate::gate::protection::hook_files(workspace, &p)).unwrap_or_default()
+}
+
+/// Files the stdio servers of `loaded` and of the workspace's own
+/// `.mcp.json` run (a later run may load that one).
+fn mcp_server_files(workspace: &Path, loaded: Option<&crate::mcp::McpConfig>) -> Vec<PathBuf> {
+    let mut files = loaded.map(crate::gate::protection::server_files).unwrap_or_default();
+    let own = workspace.join(".mcp.json");
+    let own_is_loaded = loaded.and_then(|c| c.source.clone()) == std::fs::canonicalize(&own).ok();
+    if own.is_file()
+        && !own_is_loaded
+        && let Ok(config) = crate::mcp::McpConfig::load(&own)
+    {
+        files.extend(crate::gate::protection::server_files(&config));
+    }
+    files
+}
+
+/// Files that decide later runs besides the configuration's own: the
+/// codemode binary that launches the bash sandbox (a program that replaced
+/// it would run the next bash call unconfined), the user's trust record
+/// folder and the MCP schema cache.
+fn decisive_files(policy: &Policy, mcp_cache: Option<&Path>) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    if policy.sandbox.profile != crate::sandbox::SandboxProfile::Off
+        && let Ok(launcher) = crate::sandbox::launcher()
+    {
+        out.push((launcher, "the codemode binary that launches the bash sandbox".to_owned()));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        out.push((exe, "the running codemode binary".to_owned()));
+    }
+    if let Ok(store) = crate::trust::TrustStore::user() {
+        out.push((store.dir().to_path_buf(), "the trust record's folder".to_owned()));
+    }
+    if let Some(cache) = mcp_cache {
+        out.push((cache.to_path_buf(), "the MCP schema cache".to_owned()));
+    }
+    out
 }
 
 /// The warnings a receipt of `shared`'s runs carries: `spill_failures`

@@ -47,12 +47,65 @@ pub(crate) struct NamedFiles {
     /// Files the approver runs or reads (a `cmd:` approver's program and
     /// the arguments that name files).
     pub approver: Vec<PathBuf>,
+    /// Files MCP stdio servers run ([`server_files`]), of the loaded MCP
+    /// configuration and of the workspace's own `.mcp.json`.
+    pub mcp_servers: Vec<PathBuf>,
+    /// Files the hooks of the workspace's own `codemode.toml` name, when
+    /// another policy is loaded: a later run may load it.
+    pub workspace_hooks: Vec<PathBuf>,
+    /// Files that decide later runs besides these, with what they are: the
+    /// codemode binary that launches the bash sandbox, the trust record's
+    /// folder, the MCP schema cache.
+    pub other: Vec<(PathBuf, String)>,
+}
+
+/// The files a policy's hooks name: what [`Policy::load`] found (from the
+/// policy file's folder) and hook arguments that are files from the
+/// workspace (the hooks' working folder), canonical.
+pub(crate) fn hook_files(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
+    let from_workspace = policy
+        .hooks
+        .iter()
+        .flat_map(|h| h.command.iter())
+        .filter_map(|arg| std::fs::canonicalize(workspace.join(arg)).ok())
+        .filter(|p| p.is_file());
+    let loaded = policy.protected_paths.iter().filter(|p| Some(*p) != policy.source.as_ref()).cloned();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for file in loaded.chain(from_workspace) {
+        if !out.contains(&file) {
+            out.push(file);
+        }
+    }
+    out
+}
+
+/// The files the stdio servers of `config` run: the command when it is a
+/// path, and the arguments that are files, from the server's `cwd` (else
+/// the current folder), canonical.
+#[cfg(unix)]
+pub(crate) fn server_files(config: &crate::mcp::McpConfig) -> Vec<PathBuf> {
+    let here = std::env::current_dir().unwrap_or_default();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for server in config.servers.values() {
+        let crate::mcp::Transport::Stdio { command, args, cwd, .. } = &server.transport else { continue };
+        let dir = cwd.clone().unwrap_or_else(|| here.clone());
+        let command = command.contains('/').then_some(command);
+        for arg in command.into_iter().chain(args) {
+            if let Ok(file) = std::fs::canonicalize(dir.join(arg))
+                && file.is_file()
+                && !out.contains(&file)
+            {
+                out.push(file);
+            }
+        }
+    }
+    out
 }
 
 /// Every protection of an engine with `policy`, `named` files and the
 /// canonical `workspace`, in this order: `.git`, `.codemode`, the policy
-/// file, the MCP configuration, hook files and their folders, approver
-/// files and their folders. A folder that is the workspace itself or holds
+/// file, the MCP configuration, `named.other`, then files that hooks, the
+/// approver and MCP servers run and their folders. A folder that is the workspace itself or holds
 /// it is not protected (that would protect everything): a hook kept at the
 /// workspace root protects only its own file.
 pub(crate) fn protections(workspace: &Path, policy: &Policy, named: &NamedFiles) -> Vec<Protection> {
@@ -70,21 +123,16 @@ pub(crate) fn protections(workspace: &Path, policy: &Policy, named: &NamedFiles)
     if let Some(mcp) = &named.mcp_config {
         add(canonical_or(mcp), "the MCP configuration".into());
     }
-    // Hook files as `Policy::load` found them (from the policy file's
-    // folder), and hook arguments from the workspace, the hooks' working
-    // folder.
-    let from_workspace: Vec<PathBuf> = policy
-        .hooks
-        .iter()
-        .flat_map(|h| h.command.iter())
-        .filter_map(|arg| std::fs::canonicalize(workspace.join(arg)).ok())
-        .filter(|p| p.is_file())
-        .collect();
-    let hooks = policy.protected_paths.iter().filter(|p| Some(*p) != policy.source.as_ref());
+    for (path, what) in &named.other {
+        add(canonical_or(path), what.clone());
+    }
+    let hooks = hook_files(workspace, policy);
     let files = hooks
-        .chain(&from_workspace)
+        .iter()
         .map(|p| (p, "hook"))
-        .chain(named.approver.iter().map(|p| (p, "approver command")));
+        .chain(named.workspace_hooks.iter().map(|p| (p, "workspace codemode.toml's hook")))
+        .chain(named.approver.iter().map(|p| (p, "approver command")))
+        .chain(named.mcp_servers.iter().map(|p| (p, "MCP server command")));
     for (file, by) in files {
         let file = canonical_or(file);
         add(file.clone(), format!("a file the {by} names"));

@@ -392,3 +392,27 @@ fn a_program_cannot_rewrite_the_loaded_mcp_configuration() {
     assert!(r.call.error.unwrap().contains("the MCP configuration"));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
 }
+
+#[test]
+fn files_an_mcp_server_runs_are_protected() {
+    let ws = crate::common::workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir(root.join("srv")).unwrap();
+    std::fs::write(root.join("srv/server.py"), "print('hi')\n").unwrap();
+    let text = json!({"mcpServers": {"t": {"command": "python3", "args": ["srv/server.py"], "cwd": root}}});
+    std::fs::write(root.join(".mcp.json"), text.to_string()).unwrap();
+    let config = codemode::mcp::McpConfig::load(&root.join(".mcp.json")).unwrap();
+    let e = codemode::Engine::builder()
+        .workspace(&root)
+        .policy(codemode::Policy::full_access())
+        .mcp(config, codemode::mcp::PoolOptions::default())
+        .build()
+        .unwrap();
+    for path in ["srv/server.py", "srv/helper.py"] {
+        let r = e
+            .call_blocking("write", &json!({"path": path, "content": "import os; os.system('touch pwned')"}));
+        assert_eq!(r.call.status, codemode::CallStatus::Refused, "{path}");
+        assert!(r.call.error.unwrap().contains("MCP server command"), "{path}");
+    }
+    assert_eq!(std::fs::read_to_string(root.join("srv/server.py")).unwrap(), "print('hi')\n");
+}

@@ -145,3 +145,62 @@ fn sandbox_off_needs_full_access_and_every_receipt_says_so() {
     let receipt = engine(&root, Policy::full_access()).execute_blocking(Program::new("return 1;"));
     assert!(receipt.warnings.is_empty(), "{:?}", receipt.warnings);
 }
+
+#[test]
+fn a_workspace_policys_hooks_stay_protected_when_another_policy_is_loaded() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir(root.join("hooks")).unwrap();
+    std::fs::write(root.join("hooks/guard.sh"), ". hooks/lib.sh; exit 0\n").unwrap();
+    std::fs::write(root.join("hooks/lib.sh"), "true\n").unwrap();
+    std::fs::write(
+        root.join("codemode.toml"),
+        "[[hooks.before_call]]\nmatch = \"^bash$\"\ncommand = [\"sh\", \"hooks/guard.sh\"]\n",
+    )
+    .unwrap();
+    // This run loads another policy (the host's); a later run may load the
+    // workspace's own, whose hook sources hooks/lib.sh.
+    let e = engine(&root, Policy::full_access());
+    let err = refused(&e, "write", json!({"path": "hooks/lib.sh", "content": "touch /tmp/pwned"}));
+    assert!(err.contains("workspace codemode.toml's hook"), "{err}");
+}
+
+/// The trust record and the binary that launches the bash sandbox, when
+/// they lie inside the workspace (a workspace that is the home folder; a
+/// binary built in the repository), through the real CLI.
+#[test]
+fn the_trust_record_and_the_sandbox_launcher_cannot_be_changed() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join(".config/codemode")).unwrap();
+    std::fs::write(root.join(".config/codemode/trusted.json"), "{\"version\": 1, \"files\": {}}").unwrap();
+    let launcher = root.join("bin/codemode");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_codemode"), &launcher).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_codemode"), &launcher).unwrap();
+    }
+    let program = "const out = [];
+        for (const path of ['.config/codemode/trusted.json', 'bin/codemode']) {
+          try { await tools.write({path, content: 'x'}); out.push('wrote ' + path); }
+          catch (e) { out.push(e.kind); }
+        }
+        const r = await tools.bash({command: 'echo evil > bin/new && mv bin/new bin/codemode && echo swapped; \
+          echo {} > .config/codemode/trusted.json && echo forged; echo ok'});
+        out.push(r.content.stdout.trim());
+        return out;";
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        &root,
+        &[("XDG_CONFIG_HOME", &root.join(".config")), ("CODEMODE_SANDBOX_LAUNCHER", &launcher)],
+    );
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+    assert_eq!(receipt["value"], json!(["refused", "refused", "ok"]), "{receipt}");
+    assert_eq!(
+        std::fs::read(&launcher).unwrap().len(),
+        std::fs::metadata(env!("CARGO_BIN_EXE_codemode")).unwrap().len() as usize
+    );
+    assert!(std::fs::read_to_string(root.join(".config/codemode/trusted.json")).unwrap().contains("version"));
+}
