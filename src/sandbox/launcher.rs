@@ -312,6 +312,15 @@ fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>)
     if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, none) {
         missing.push(format!("a fresh /proc ({e}): the host's processes stay visible in /proc"));
     }
+    // The host's terminals: the same uid could read a person's keystrokes
+    // from /dev/pts/N. An empty read-only tmpfs hides them.
+    if Path::new("/dev/pts").is_dir() {
+        let flags = proc_flags | MsFlags::MS_RDONLY;
+        if let Err(e) = mount(Some("tmpfs"), "/dev/pts", Some("tmpfs"), flags, Some("size=4k,mode=0755")) {
+            missing
+                .push(format!("hiding /dev/pts ({e}): the host's terminals stay readable by the same user"));
+        }
+    }
     if profile == SandboxProfile::ReadOnly
         && let Err(e) = bind_read_only(&spec.workspace)
     {

@@ -379,3 +379,13 @@ fn sandbox_writable_lifts_a_protection_for_bash_only() {
     let out = stdout(&engine, "echo x > .codemode/x && echo codemode-written");
     assert_eq!(out, "");
 }
+
+#[test]
+fn the_hosts_terminals_are_not_reachable() {
+    let ws = workspace();
+    let engine = default_engine(&ws);
+    let (content, metadata) =
+        sh(&engine, "ls -A /dev/pts | wc -l; cat /dev/pts/0 2>/dev/null && echo read-a-terminal; echo done");
+    assert_eq!(content["stdout"], "0\ndone\n", "{content}");
+    assert!(!metadata["sandbox"]["missing"].to_string().contains("/dev/pts"), "{metadata}");
+}
