@@ -248,6 +248,13 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
         mounts(spec, profile, &mut applied.missing);
     }
     applied.landlock = landlock(spec, profile, &mut applied.missing);
+    if !spec.network
+        && let Err(e) = super::ipc_filter::block_unix_sockets()
+    {
+        applied.missing.push(format!(
+            "the Unix socket filter ({e}): the command can connect to sockets with a path outside the sandbox"
+        ));
+    }
     if !applied.namespaces.iter().any(|n| n == "pid") && applied.landlock == "none" {
         return fail(&format!(
             "no confinement can be applied to bash on this system: {}. Enable user namespaces or \

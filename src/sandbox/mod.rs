@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[doc(hidden)]
+#[cfg(target_os = "linux")]
+mod ipc_filter;
 pub mod launcher;
 mod locate;
 

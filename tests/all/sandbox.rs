@@ -225,6 +225,29 @@ fn the_network_is_off_by_default_and_on_when_allowed() {
     assert_eq!(stdout(&engine(&ws, SandboxProfile::WorkspaceWrite, true), &command), "connected\n");
 }
 
+/// A Unix socket with a path outside the workspace (a terminal
+/// multiplexer's, a daemon's) cannot be reached with the network off:
+/// through it a command could type into a person's terminal.
+#[test]
+fn unix_sockets_outside_are_unreachable_with_the_network_off() {
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    let path = outside.path().join("daemon.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let command = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}')\" 2>/dev/null \
+         && echo connected || echo refused; python3 -c \"import socket; a, b = socket.socketpair(); \
+         a.send(b'x'); print(b.recv(1).decode())\"",
+        path.display()
+    );
+    let (content, metadata) = sh(&default_engine(&ws), &command);
+    assert_eq!(content["stdout"], "refused\nx\n", "socketpair still works: {content}");
+    assert!(!metadata["sandbox"]["missing"].to_string().contains("socket filter"), "{metadata}");
+    let open = engine(&ws, SandboxProfile::WorkspaceWrite, true);
+    assert_eq!(stdout(&open, &command), "connected\nx\n");
+}
+
 #[test]
 fn the_engines_environment_and_proc_entry_are_invisible() {
     use std::io::Write as _;

@@ -1,0 +1,49 @@
+//! A seccomp filter that keeps a sandboxed command from opening Unix
+//! sockets (docs/SECURITY.md, "The bash sandbox"). The network namespace
+//! and Landlock stop TCP and abstract sockets, but a socket with a path
+//! (`/tmp/tmux-0/default`, `/run/docker.sock`, an ssh-agent, the session
+//! bus) would let a command type into a person's terminal multiplexer or
+//! drive a daemon outside the sandbox. Landlock (ABI 7) does not cover
+//! connecting to such a socket, so the filter refuses `socket(AF_UNIX, ..)`
+//! with `EACCES` (`socketpair`, which only links two ends in the same
+//! process tree, still works) and `io_uring_setup` with `EPERM` (io_uring
+//! can open and connect sockets without those system calls). Applied only
+//! when the network is off (`[sandbox] network = false`).
+//!
+//! Built with `seccompiler` (rust-vmm), for the architecture the binary was
+//! built for.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
+
+/// Installs the filter on the calling thread (and what it execs). Needs
+/// `no_new_privs`, which it sets.
+///
+/// # Errors
+/// What failed, as text: the architecture is not supported, the filter
+/// does not compile, or the kernel refused it.
+pub(crate) fn block_unix_sockets() -> Result<(), String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("{e:?}"))?;
+    let unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
+        .map_err(|e| e.to_string())?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![unix]).map_err(|e| e.to_string())?]);
+    let refuse_sockets =
+        SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EACCES as u32), arch)
+            .map_err(|e| e.to_string())?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_io_uring_setup, vec![]);
+    let refuse_io_uring =
+        SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+            .map_err(|e| e.to_string())?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    for filter in [refuse_sockets, refuse_io_uring] {
+        let program: BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
+        seccompiler::apply_filter(&program).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
