@@ -66,9 +66,50 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
         bail!("{} has no {} to trust", dir.display(), WORKSPACE_FILES.join(" or "));
     }
     for file in files {
+        // Say what the file grants before recording it (it is read again
+        // here, so a file that does not parse is not trusted).
+        let grants = grants_of(&file)?;
         let (path, entry) = store.trust(&file)?;
         println!("trusted  {}  sha256 {}", path.display(), entry.sha256);
+        for line in grants {
+            println!("         {line}");
+        }
     }
     eprintln!("codemode: recorded in {}; any change to a file revokes its trust", store.dir().display());
     Ok(0)
+}
+
+/// What `file` (a `codemode.toml` or a `.mcp.json`) grants once trusted,
+/// one line each: the posture, the allow rules, each hook's command, the
+/// sandbox settings that widen it; or each MCP server's launch line.
+///
+/// # Errors
+/// The file does not parse (the error names the line).
+fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    if file.file_name().is_some_and(|n| n == ".mcp.json") {
+        let config = codemode::mcp::McpConfig::load(file).with_context(|| format!("{}", file.display()))?;
+        return Ok(config
+            .enabled()
+            .map(|s| format!("server {} starts without approval: {}", s.name, s.launch_line()))
+            .collect());
+    }
+    let policy = codemode::Policy::load(file)?;
+    let mut lines = vec![format!("posture {}", policy.posture.as_str())];
+    if !policy.rules.allow.is_empty() {
+        let rules: Vec<String> = policy.rules.allow.iter().map(ToString::to_string).collect();
+        lines.push(format!("allow {}", rules.join(", ")));
+    }
+    for hook in &policy.hooks {
+        lines.push(format!("hook runs {}", hook.command.join(" ")));
+    }
+    if policy.sandbox.profile == codemode::sandbox::SandboxProfile::Off {
+        lines.push("sandbox off: bash runs unconfined".to_owned());
+    }
+    if policy.sandbox.network {
+        lines.push("sandbox network on".to_owned());
+    }
+    for path in &policy.sandbox_writable {
+        lines.push(format!("bash may write {path}"));
+    }
+    Ok(lines)
 }

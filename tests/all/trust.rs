@@ -65,7 +65,11 @@ fn an_untrusted_workspace_policy_grants_nothing_until_trusted_and_a_change_revok
     // Trusted: applies whole.
     let out = codemode(&["trust", ws.path().to_str().unwrap()], "", ws.path(), config.path());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("codemode.toml"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("codemode.toml") && said.contains("sha256"), "{said}");
+    // It says what the file grants.
+    assert!(said.contains("posture full-access") && said.contains("allow write"), "{said}");
+    assert!(said.contains("hook runs sh -c touch"), "{said}");
     let (outcome, stderr) = try_write(ws.path(), config.path());
     assert_eq!(outcome, "wrote", "{stderr}");
     assert!(marker.exists(), "a trusted file's hook runs");
