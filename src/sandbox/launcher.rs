@@ -468,12 +468,38 @@ fn exec_shell(spec: &LaunchSpec) -> ExitCode {
         eprintln!("codemode sandbox: cannot enter the workspace {}: {e}", spec.workspace.display());
         std::process::exit(126);
     }
+    close_inherited_fds();
     let arg = |s: &str| CString::new(s).unwrap_or_default();
     let argv = |shell: &str| [arg(shell), arg("-c"), arg(&spec.command)];
     let bash_err = nix::unistd::execvp(&arg("bash"), &argv("bash")).unwrap_err();
     let sh_err = nix::unistd::execv(&arg("/bin/sh"), &argv("/bin/sh")).unwrap_err();
     eprintln!("codemode sandbox: cannot start bash ({bash_err}) or /bin/sh ({sh_err})");
     std::process::exit(127)
+}
+
+/// Marks every descriptor above stderr close-on-exec, so descriptors that
+/// whatever started codemode passed on (without close-on-exec) do not
+/// reach the command: it gets stdin, stdout and stderr only.
+#[cfg(target_os = "linux")]
+fn close_inherited_fds() {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    use std::os::fd::BorrowedFd;
+    let Ok(mut dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<i32> = dir
+        .by_ref()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        #[allow(unsafe_code)]
+        // SAFETY: the fd was listed as open in /proc/self/fd just now, and
+        // this process is single-threaded (forked from init), so nothing
+        // closes it while it is borrowed here; the listing's own fd stays
+        // open too, until `dir` is dropped below.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = fcntl(borrowed, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+    }
+    drop(dir);
 }
 
 /// Reaps every child of init until `shell` ends; returns its status.

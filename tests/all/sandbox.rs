@@ -412,3 +412,26 @@ fn the_hosts_terminals_are_not_reachable() {
     assert_eq!(content["stdout"], "0\ndone\n", "{content}");
     assert!(!metadata["sandbox"]["missing"].to_string().contains("/dev/pts"), "{metadata}");
 }
+
+/// Descriptors codemode was started with (not close-on-exec) do not reach
+/// the sandboxed command: it has stdin, stdout and stderr only.
+#[test]
+fn inherited_descriptors_do_not_reach_the_command() {
+    let ws = workspace();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 7</etc/hostname; echo '{{\"command\": \"ls /proc/self/fd\"}}' > /dev/null; \
+             {} call bash '{{\"command\": \"ls /proc/self/fd | tr \\\"\\\\n\\\" \\\" \\\"\"}}' --posture full-access",
+            env!("CARGO_BIN_EXE_codemode")
+        ))
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+    let listed = v["content"]["stdout"].as_str().unwrap_or_else(|| panic!("{v}"));
+    // ls itself opens the listing (one more fd); 7 must not be there.
+    let fds: Vec<&str> = listed.split_whitespace().collect();
+    assert!(!fds.contains(&"7"), "fd 7 reached the command: {fds:?}");
+    assert!(fds.len() <= 4, "{fds:?}");
+}
