@@ -453,10 +453,13 @@ async fn run(
     if let Some(signal) = status.signal() {
         content["signal"] = json!(signal_name(signal));
     }
-    let sandbox = match applied {
+    let mut sandbox = match applied {
         Some(applied) => serde_json::to_value(applied).expect("the header serialises"),
         None => json!({"profile": SandboxProfile::Off.as_str()}),
     };
+    if let Some(note) = refusal_note(sandboxed, &stderr) {
+        sandbox["note"] = json!(note);
+    }
     Ok(ToolOutput::with_metadata(
         content,
         json!({
@@ -468,6 +471,32 @@ async fn run(
             "sandbox": sandbox,
         }),
     ))
+}
+
+/// What to tell the program when a sandboxed command's stderr shows the
+/// kernel refusing what the sandbox refuses, since `Read-only file system`
+/// alone does not say why.
+#[cfg(unix)]
+fn refusal_note(sandboxed: bool, stderr: &str) -> Option<&'static str> {
+    const READ_ONLY: [&str; 2] = ["Read-only file system", "Device or resource busy"];
+    const DENIED: [&str; 2] = ["Permission denied", "Operation not permitted"];
+    if !sandboxed {
+        None
+    } else if READ_ONLY.iter().any(|m| stderr.contains(m)) {
+        Some(
+            "the sandbox keeps protected paths read-only (.git, .codemode, the policy and MCP files, \
+             files hooks, approvers and MCP servers run); a trusted policy's `[sandbox] writable` lifts \
+             one (docs/SECURITY.md)",
+        )
+    } else if DENIED.iter().any(|m| stderr.contains(m)) {
+        Some(
+            "the sandbox allows writes only inside the workspace and $TMPDIR, no network and no Unix \
+             sockets unless `[sandbox] network = true` (docs/SECURITY.md); the refusal may be the \
+             sandbox's",
+        )
+    } else {
+        None
+    }
 }
 
 /// Without Unix process groups there is no safe way to run a command.

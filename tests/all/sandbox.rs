@@ -435,3 +435,17 @@ fn inherited_descriptors_do_not_reach_the_command() {
     assert!(!fds.contains(&"7"), "fd 7 reached the command: {fds:?}");
     assert!(fds.len() <= 4, "{fds:?}");
 }
+
+/// A write the sandbox refuses says why in `metadata.sandbox.note`.
+#[test]
+fn a_refused_write_says_why() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let engine = default_engine(&ws);
+    let (_, metadata) = sh(&engine, "echo x >> .git/config");
+    let note = metadata["sandbox"]["note"].as_str().unwrap_or_else(|| panic!("{metadata}"));
+    assert!(note.contains("read-only") && note.contains("writable"), "{note}");
+    let (_, metadata) = sh(&engine, "echo fine");
+    assert!(metadata["sandbox"].get("note").is_none(), "{metadata}");
+}
