@@ -66,6 +66,32 @@ pub(crate) fn in_new_session(command: &mut tokio::process::Command) -> &mut toki
     }
 }
 
+/// Makes `command`'s child (a hook, a `cmd:` approver) die when this
+/// process does: `PR_SET_PDEATHSIG` with SIGKILL between fork and exec, and
+/// a refusal to start when the parent is already gone. In their own
+/// session, nothing else ties their lives to codemode's, so a SIGKILLed
+/// codemode would leave them running. (The signal follows the spawning
+/// thread: use it only for children spawned from the tool runtime's worker
+/// threads, which live as long as the engine; not for MCP servers, which
+/// may outlive the thread that started them.)
+pub(crate) fn dying_with_parent(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
+    let parent = nix::unistd::getpid();
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only prctl(2) and getppid(2), which are async-signal-safe; it
+    // allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(Errno::ESRCH as i32));
+            }
+            Ok(())
+        })
+    }
+}
+
 /// How often a group whose members are still alive is killed again and
 /// polled while it is reaped.
 const REAP_POLL: Duration = Duration::from_millis(5);

@@ -740,12 +740,17 @@ mod command {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         // A session of its own: no controlling terminal (process_group.rs).
-        let child = crate::process_group::in_new_session(&mut command).spawn().map_err(|e| {
-            ApproverError(match e.kind() {
-                std::io::ErrorKind::NotFound => format!("approver command `{program}` not found: {e}"),
-                _ => format!("cannot start approver command `{program}`: {e}"),
-            })
-        })?;
+        let child =
+            crate::process_group::dying_with_parent(crate::process_group::in_new_session(&mut command))
+                .spawn()
+                .map_err(|e| {
+                    ApproverError(match e.kind() {
+                        std::io::ErrorKind::NotFound => {
+                            format!("approver command `{program}` not found: {e}")
+                        }
+                        _ => format!("cannot start approver command `{program}`: {e}"),
+                    })
+                })?;
         let mut group = ProcessGroup::new(child, "approver", REAP_WAIT).ok_or_else(|| {
             ApproverError("the approver command exited before it could be tracked".to_owned())
         })?;

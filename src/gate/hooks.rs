@@ -488,7 +488,8 @@ async fn run_process(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let spawned = crate::process_group::in_new_session(&mut command).spawn();
+    let spawned =
+        crate::process_group::dying_with_parent(crate::process_group::in_new_session(&mut command)).spawn();
     let child = match spawned {
         Ok(child) => child,
         Err(e) => return Err(start_error(program, workspace, &e)),

@@ -594,3 +594,52 @@ fn a_hook_past_its_timeout_gets_sigterm_first_so_it_can_clean_up() {
         "SIGTERM reached the hook"
     );
 }
+
+/// A hook still running when codemode is SIGKILLed dies with it (it runs
+/// in a session of its own, so nothing else would end it).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_hook_dies_with_a_killed_codemode() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let hooks = tempfile::tempdir().unwrap();
+    let pid_file = hooks.path().join("hook.pid");
+    let slow = script(hooks.path(), "slow.sh", &format!("echo $$ > {}\nexec sleep 30", pid_file.display()));
+    let config = hooks.path().join("policy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\"{}\"]\ntimeout_ms = 60000\n",
+            slow.display()
+        ),
+    )
+    .unwrap();
+    let mut child = crate::cli::spawn(
+        &["call", "read", r#"{"path": "a.txt"}"#, "--config", config.to_str().unwrap()],
+        &root,
+        &[],
+    );
+    let mut hook_pid = None;
+    for _ in 0..500 {
+        if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            hook_pid = Some(pid);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let hook_pid = hook_pid.expect("the hook started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    for _ in 0..500 {
+        if !alive(hook_pid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the hook {hook_pid} outlived the killed codemode");
+}
