@@ -46,6 +46,9 @@ fn git_and_codemode_folders_cannot_be_changed_even_under_full_access() {
     // Receipts: not writable (a file at .codemode/runs would turn them off).
     refused(&e, "write", json!({"path": ".codemode/runs", "content": "x"}));
     assert!(!root.join(".codemode/runs").is_file());
+    // A nested repository's .git too.
+    let err = refused(&e, "write", json!({"path": "vendor/lib/.git/hooks/pre-commit", "content": "x"}));
+    assert!(err.contains("nested repository"), "{err}");
     // Reading .git is fine.
     assert!(e.call_blocking("read", &json!({"path": ".git/config"})).is_ok());
 }
