@@ -315,6 +315,31 @@ fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>)
             .push(format!("private mounts ({e}): protected paths and hidden folders are not mounted over"));
         return;
     }
+    // Everything read-only, then the workspace (unless read-only) and the
+    // private TMPDIR writable again: Landlock does not cover permissions,
+    // timestamps or extended attributes, so without this a command could
+    // chmod any file its uid owns outside the workspace.
+    match read_only_everywhere() {
+        Ok(()) => {
+            let writable = (profile == SandboxProfile::WorkspaceWrite).then_some(spec.workspace.as_path());
+            for path in writable.into_iter().chain([spec.tmpdir.as_path()]) {
+                if let Err(e) = bind_writable(path) {
+                    missing.push(format!("writable mount of {} ({e}): writes there fail", path.display()));
+                }
+            }
+        }
+        Err(e) => missing.push(format!(
+            "read-only host mounts ({e}): permissions and timestamps of files outside the workspace can be changed"
+        )),
+    }
+    // Folders between the workspace and a protected path become mount
+    // points, which cannot be renamed: `mv tools tools.old` would otherwise
+    // carry a protected `tools/hooks` away and leave a fresh copy in place.
+    for folder in pinned_folders(spec) {
+        if let Err(e) = bind_writable(&folder) {
+            missing.push(format!("pinning {} ({e}): it can be renamed", folder.display()));
+        }
+    }
     let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, none) {
         missing.push(format!("a fresh /proc ({e}): the host's processes stay visible in /proc"));
@@ -328,11 +353,6 @@ fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>)
                 .push(format!("hiding /dev/pts ({e}): the host's terminals stay readable by the same user"));
         }
     }
-    if profile == SandboxProfile::ReadOnly
-        && let Err(e) = bind_read_only(&spec.workspace)
-    {
-        missing.push(format!("read-only workspace mount ({e})"));
-    }
     let covered = |p: &Path| spec.hidden.iter().any(|h| p.starts_with(h));
     for path in spec.protected.iter().filter(|p| !covered(p) && p.exists()) {
         if let Err(e) = bind_read_only(path) {
@@ -344,6 +364,65 @@ fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>)
             missing.push(format!("hiding {} ({e})", hidden.display()));
         }
     }
+}
+
+/// Makes every mount of this (private) mount namespace read-only, with
+/// `mount_setattr(2)` (`AT_RECURSIVE`, `MOUNT_ATTR_RDONLY`; Linux 5.12).
+#[cfg(target_os = "linux")]
+fn read_only_everywhere() -> nix::Result<()> {
+    /// `struct mount_attr` of linux/mount.h.
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    #[allow(unsafe_code)]
+    // SAFETY: mount_setattr reads a NUL-terminated path and `size` bytes of
+    // `attr`, both valid for the call; neither nix nor rustix wraps it.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c"/".as_ptr(),
+            AT_RECURSIVE,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if done == 0 { Ok(()) } else { Err(nix::errno::Errno::last()) }
+}
+
+/// Bind-mounts `path` onto itself writable (after [`read_only_everywhere`]).
+#[cfg(target_os = "linux")]
+fn bind_writable(path: &Path) -> nix::Result<()> {
+    let none: Option<&str> = None;
+    mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
+    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | locked_flags(path);
+    mount(none, path, none, flags, none)
+}
+
+/// The folders strictly between the workspace and each protected path
+/// beneath it that exist, outermost first.
+#[cfg(target_os = "linux")]
+fn pinned_folders(spec: &LaunchSpec) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in spec.protected.iter().chain(&spec.hidden) {
+        let Ok(rel) = path.strip_prefix(&spec.workspace) else { continue };
+        let mut folder = spec.workspace.clone();
+        let parts: Vec<_> = rel.components().collect();
+        for part in parts.iter().take(parts.len().saturating_sub(1)) {
+            folder.push(part);
+            if folder.is_dir() && !out.contains(&folder) {
+                out.push(folder.clone());
+            }
+        }
+    }
+    out
 }
 
 /// Bind-mounts `path` onto itself read-only, keeping the flags the kernel

@@ -449,3 +449,53 @@ fn a_refused_write_says_why() {
     let (_, metadata) = sh(&engine, "echo fine");
     assert!(metadata["sandbox"].get("note").is_none(), "{metadata}");
 }
+
+/// Landlock does not cover permissions, timestamps or extended attributes:
+/// the host's mounts are read-only in the sandbox, so a command cannot
+/// chmod a file outside the workspace (as root: any file).
+#[test]
+fn files_outside_keep_their_permissions_and_timestamps() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "x").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = std::fs::metadata(&victim).unwrap();
+    let command = format!(
+        "chmod 4777 {v} 2>/dev/null && echo chmodded; touch -d 2001-01-01 {v} 2>/dev/null && echo touched; \
+         chmod +x a.txt && echo inside-ok; echo ok > /dev/null && echo devnull-ok",
+        v = victim.display()
+    );
+    let (content, metadata) = sh(&default_engine(&ws), &command);
+    assert_eq!(content["stdout"], "inside-ok\ndevnull-ok\n", "{content}");
+    assert_eq!(metadata["sandbox"]["missing"], json!([]), "{metadata}");
+    let after = std::fs::metadata(&victim).unwrap();
+    assert_eq!(after.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(after.modified().unwrap(), before.modified().unwrap());
+}
+
+/// A folder that holds a protected path cannot be renamed away (the
+/// protected path would go with it and a fresh copy take its place).
+#[test]
+fn a_folder_holding_a_protected_path_cannot_be_renamed() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("tools/hooks")).unwrap();
+    std::fs::write(root.join("tools/hooks/guard.sh"), "exit 0\n").unwrap();
+    std::fs::write(
+        root.join("policy.toml"),
+        "posture = \"full-access\"\n[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\"sh\", \"tools/hooks/guard.sh\"]\n",
+    )
+    .unwrap();
+    let policy = Policy::load(&root.join("policy.toml")).unwrap();
+    let engine = builder(&ws).policy(policy).build().unwrap();
+    let out = stdout(
+        &engine,
+        "mv tools tools.old 2>/dev/null && echo moved; mkdir -p tools/hooks 2>/dev/null; \
+         echo 'touch pwned' > tools/hooks/guard.sh 2>/dev/null && echo replaced; echo done",
+    );
+    assert_eq!(out, "done\n");
+    assert_eq!(std::fs::read_to_string(root.join("tools/hooks/guard.sh")).unwrap(), "exit 0\n");
+    assert!(!root.join("tools.old").exists());
+}
