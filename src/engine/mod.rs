@@ -326,10 +326,24 @@ impl EngineBuilder {
             approver: self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default(),
             mcp_servers,
             workspace_hooks: workspace_hooks(&workspace, &self.policy),
-            other: decisive_files(&self.policy, mcp_cache.as_deref()),
+            other: decisive_files(&workspace, &self.policy, mcp_cache.as_deref()),
         };
-        let protections = crate::gate::protection::protections(&workspace, &self.policy, &named);
+        let mut protections = crate::gate::protection::protections(&workspace, &self.policy, &named);
+        let mut hidden = vec![workspace.join(crate::sandbox::HIDDEN_NAME)];
+        // A `.codemode` that is a link to a folder inside the workspace: its
+        // target holds the receipts (spill writes refuse the link itself).
+        if let Ok(real) = std::fs::canonicalize(&hidden[0])
+            && real != hidden[0]
+            && real.starts_with(&workspace)
+        {
+            protections.push(crate::gate::protection::Protection {
+                path: real.clone(),
+                what: "the folder `.codemode` links to".to_owned(),
+            });
+            hidden.push(real);
+        }
         let confinement = Arc::new(crate::sandbox::Confinement {
+            hidden,
             protected: protections.iter().map(|p| p.path.clone()).collect(),
             lifted: crate::gate::protection::lifted_protections(&workspace, &protections, &self.policy),
             spill_root: spill_root.clone(),
@@ -710,7 +724,12 @@ fn mcp_server_files(workspace: &Path, loaded: Option<&crate::mcp::McpConfig>) ->
 /// codemode binary that launches the bash sandbox (a program that replaced
 /// it would run the next bash call unconfined), the user's trust record
 /// folder and the MCP schema cache.
-fn decisive_files(policy: &Policy, mcp_cache: Option<&Path>) -> Vec<(PathBuf, String)> {
+///
+/// The trust record's folder and the cache are made when they lie inside
+/// the workspace and do not exist yet, so that they are protected (and
+/// mounted read-only in the sandbox) before a program could create them
+/// with forged contents.
+fn decisive_files(workspace: &Path, policy: &Policy, mcp_cache: Option<&Path>) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     if policy.sandbox.profile != crate::sandbox::SandboxProfile::Off
         && let Ok(launcher) = crate::sandbox::launcher()
@@ -720,11 +739,15 @@ fn decisive_files(policy: &Policy, mcp_cache: Option<&Path>) -> Vec<(PathBuf, St
     if let Ok(exe) = std::env::current_exe() {
         out.push((exe, "the running codemode binary".to_owned()));
     }
-    if let Ok(store) = crate::trust::TrustStore::user() {
-        out.push((store.dir().to_path_buf(), "the trust record's folder".to_owned()));
-    }
-    if let Some(cache) = mcp_cache {
-        out.push((cache.to_path_buf(), "the MCP schema cache".to_owned()));
+    let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
+    let folders =
+        [(trust, "the trust record's folder"), (mcp_cache.map(Path::to_path_buf), "the MCP schema cache")];
+    for (folder, what) in folders {
+        let Some(folder) = folder else { continue };
+        if folder.starts_with(workspace) && !folder.exists() {
+            let _ = std::fs::create_dir_all(&folder);
+        }
+        out.push((folder, what.to_owned()));
     }
     out
 }

@@ -176,6 +176,21 @@ pub(crate) fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) 
             _ => Ok(()),
         }
     };
+    // No link on the way from the confinement down: a `.codemode` that is
+    // a link (even one inside the workspace) could show earlier runs'
+    // receipts under another name.
+    if let Some(confine) = &area.confine
+        && let Some(link) = area
+            .dir
+            .ancestors()
+            .take_while(|a| a.starts_with(confine) && *a != confine.as_path())
+            .find(|a| a.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
+    {
+        return Err(std::io::Error::other(format!(
+            "{} is a symbolic link; receipts and spill files are not written through links",
+            link.display()
+        )));
+    }
     // Check the deepest folder that exists before creating anything below it.
     let existing = area.dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
     confined(&std::fs::canonicalize(existing)?)?;
@@ -272,7 +287,20 @@ mod tests {
         let area = SpillArea::new(&ws_path.join(".codemode/runs"), "r1", Some(ws_path.clone()), 1 << 20);
         let b = bound(Value::String("z".repeat(8)), 4, SpillTarget { area: &area, stem: "v" });
         assert!(b.truncated.unwrap().spill_path.is_none());
-        assert!(b.spill_error.unwrap().contains("outside the workspace"));
+        assert!(b.spill_error.unwrap().contains("is a symbolic link"));
         assert!(!outside.path().join("runs").exists(), "nothing is created outside");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_spill_folder_inside_the_workspace_is_refused_too() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws_path = std::fs::canonicalize(ws.path()).unwrap();
+        std::fs::create_dir(ws_path.join("cm-data")).unwrap();
+        std::os::unix::fs::symlink(ws_path.join("cm-data"), ws_path.join(".codemode")).unwrap();
+        let area = SpillArea::new(&ws_path.join(".codemode/runs"), "r1", Some(ws_path.clone()), 1 << 20);
+        let b = bound(Value::String("z".repeat(8)), 4, SpillTarget { area: &area, stem: "v" });
+        assert!(b.spill_error.unwrap().contains("is a symbolic link"));
+        assert!(!ws_path.join("cm-data/runs").exists());
     }
 }

@@ -5,7 +5,8 @@
 //! bus) would let a command type into a person's terminal multiplexer or
 //! drive a daemon outside the sandbox. Landlock (ABI 7) does not cover
 //! connecting to such a socket, so the filter refuses `socket(AF_UNIX, ..)`
-//! with `EACCES` (`socketpair`, which only links two ends in the same
+//! (and `AF_VSOCK`, which a network namespace does not isolate: it reaches
+//! the virtual machine's host) with `EACCES` (`socketpair`, which only links two ends in the same
 //! process tree, still works) and `io_uring_setup` with `EPERM` (io_uring
 //! can open and connect sockets without those system calls). Applied only
 //! when the network is off (`[sandbox] network = false`).
@@ -30,8 +31,16 @@ pub(crate) fn block_unix_sockets() -> Result<(), String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("{e:?}"))?;
     let unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
         .map_err(|e| e.to_string())?;
+    let vsock = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_VSOCK as u64)
+        .map_err(|e| e.to_string())?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![unix]).map_err(|e| e.to_string())?]);
+    rules.insert(
+        libc::SYS_socket,
+        vec![
+            SeccompRule::new(vec![unix]).map_err(|e| e.to_string())?,
+            SeccompRule::new(vec![vsock]).map_err(|e| e.to_string())?,
+        ],
+    );
     let refuse_sockets =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EACCES as u32), arch)
             .map_err(|e| e.to_string())?;

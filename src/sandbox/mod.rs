@@ -71,6 +71,10 @@ pub struct SandboxSettings {
     pub network: bool,
 }
 
+/// The name of codemode's own folder in a workspace (receipts, spill
+/// files), hidden from tools wherever it appears beneath the workspace.
+pub const HIDDEN_NAME: &str = ".codemode";
+
 /// Default grace period between SIGTERM and SIGKILL when a process group
 /// is ended.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -149,8 +153,22 @@ impl Confinement {
             .collect()
     }
 
-    /// The hidden folder that covers `path` (absolute), if any.
-    pub fn hidden_of(&self, path: &Path) -> Option<&Path> {
-        self.hidden.iter().map(PathBuf::as_path).find(|p| path.starts_with(p))
+    /// The hidden folder that covers `path` (absolute), if any: one of
+    /// [`Confinement::hidden`], or any folder named `.codemode` beneath the
+    /// workspace (a nested workspace's receipts are as private as this
+    /// one's).
+    pub fn hidden_of<'a>(&'a self, path: &'a Path) -> Option<&'a Path> {
+        if let Some(listed) = self.hidden.iter().map(PathBuf::as_path).find(|p| path.starts_with(p)) {
+            return Some(listed);
+        }
+        let rel = path.strip_prefix(&self.workspace).ok()?;
+        let mut depth = self.workspace.components().count();
+        for part in rel.components() {
+            depth += 1;
+            if part.as_os_str() == HIDDEN_NAME {
+                return path.ancestors().find(|a| a.components().count() == depth);
+            }
+        }
+        None
     }
 }

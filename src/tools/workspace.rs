@@ -564,7 +564,9 @@ pub(crate) fn walk(
     let mut builder = ignore::WalkBuilder::new(dir);
     let root = root.to_path_buf();
     builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |e| {
-        !hidden.iter().any(|h| e.path().starts_with(h)) && !exclude.is_match(relative(&root, e.path()))
+        !hidden.iter().any(|h| e.path().starts_with(h))
+            && e.file_name() != crate::sandbox::HIDDEN_NAME
+            && !exclude.is_match(relative(&root, e.path()))
     });
     builder
 }

@@ -176,8 +176,8 @@ fn the_trust_record_and_the_sandbox_launcher_cannot_be_changed() {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
     std::fs::create_dir_all(root.join("bin")).unwrap();
-    std::fs::create_dir_all(root.join(".config/codemode")).unwrap();
-    std::fs::write(root.join(".config/codemode/trusted.json"), "{\"version\": 1, \"files\": {}}").unwrap();
+    // No trust record yet (a first run): its folder is made and protected
+    // before the program could create a forged one.
     let launcher = root.join("bin/codemode");
     if std::fs::hard_link(env!("CARGO_BIN_EXE_codemode"), &launcher).is_err() {
         std::fs::copy(env!("CARGO_BIN_EXE_codemode"), &launcher).unwrap();
@@ -188,7 +188,7 @@ fn the_trust_record_and_the_sandbox_launcher_cannot_be_changed() {
           catch (e) { out.push(e.kind); }
         }
         const r = await tools.bash({command: 'echo evil > bin/new && mv bin/new bin/codemode && echo swapped; \
-          echo {} > .config/codemode/trusted.json && echo forged; echo ok'});
+          mkdir -p .config/codemode; echo {} > .config/codemode/trusted.json && echo forged; echo ok'});
         out.push(r.content.stdout.trim());
         return out;";
     let mut child = crate::cli::spawn(
@@ -205,5 +205,43 @@ fn the_trust_record_and_the_sandbox_launcher_cannot_be_changed() {
         std::fs::read(&launcher).unwrap().len(),
         std::fs::metadata(env!("CARGO_BIN_EXE_codemode")).unwrap().len() as usize
     );
-    assert!(std::fs::read_to_string(root.join(".config/codemode/trusted.json")).unwrap().contains("version"));
+    assert!(root.join(".config/codemode").is_dir());
+    assert!(!root.join(".config/codemode/trusted.json").exists(), "no record was forged");
+}
+
+#[test]
+fn a_nested_workspaces_receipts_are_hidden_too() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let nested = root.join("pkg/.codemode/runs/run-x");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::write(nested.join("receipt.json"), "{\"stdout\": \"SECRET-42\"}").unwrap();
+    let e = engine(&root, Policy::full_access());
+    refused(&e, "read", json!({"path": "pkg/.codemode/runs/run-x/receipt.json"}));
+    refused(
+        &e,
+        "edit",
+        json!({"path": "pkg/.codemode/runs/run-x/receipt.json", "edits": [{"old": "SECRET", "new": "forged"}]}),
+    );
+    let grep = e.call_blocking("grep_files", &json!({"pattern": "SECRET-42"}));
+    assert!(grep.is_ok() && !grep.envelope.unwrap()["content"].to_string().contains("SECRET"));
+    let listed = e.call_blocking("file_search", &json!({"query": "*.json", "exclude": []}));
+    assert!(!listed.envelope.unwrap()["content"].to_string().contains(".codemode"));
+}
+
+#[test]
+fn a_codemode_link_inside_the_workspace_neither_keeps_receipts_nor_shows_its_target() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir_all(root.join("cm-data/runs/run-earlier")).unwrap();
+    std::fs::write(root.join("cm-data/runs/run-earlier/receipt.json"), "SECRET-42").unwrap();
+    std::os::unix::fs::symlink(root.join("cm-data"), root.join(".codemode")).unwrap();
+    let e = engine(&root, Policy::full_access());
+    refused(&e, "read", json!({"path": "cm-data/runs/run-earlier/receipt.json"}));
+    let grep = e.call_blocking("grep_files", &json!({"pattern": "SECRET-42"}));
+    assert!(!grep.envelope.unwrap()["content"].to_string().contains("SECRET"));
+    let receipt =
+        e.execute_blocking(Program::new("return (await tools.blob({bytes: 200000})).content.length;"));
+    assert!(receipt.warnings.iter().any(|w| w.contains("is a symbolic link")), "{:?}", receipt.warnings);
+    assert!(e.save_receipt(&receipt).is_err());
 }

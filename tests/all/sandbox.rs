@@ -243,6 +243,9 @@ fn unix_sockets_outside_are_unreachable_with_the_network_off() {
     );
     let (content, metadata) = sh(&default_engine(&ws), &command);
     assert_eq!(content["stdout"], "refused\nx\n", "socketpair still works: {content}");
+    let vsock = "python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)' 2>/dev/null \
+                 && echo vsock || echo no-vsock";
+    assert_eq!(stdout(&default_engine(&ws), vsock), "no-vsock\n");
     assert!(!metadata["sandbox"]["missing"].to_string().contains("socket filter"), "{metadata}");
     let open = engine(&ws, SandboxProfile::WorkspaceWrite, true);
     assert_eq!(stdout(&open, &command), "connected\nx\n");
