@@ -161,14 +161,10 @@ impl Confinement {
         if let Some(listed) = self.hidden.iter().map(PathBuf::as_path).find(|p| path.starts_with(p)) {
             return Some(listed);
         }
-        let rel = path.strip_prefix(&self.workspace).ok()?;
-        let mut depth = self.workspace.components().count();
-        for part in rel.components() {
-            depth += 1;
-            if part.as_os_str() == HIDDEN_NAME {
-                return path.ancestors().find(|a| a.components().count() == depth);
-            }
-        }
-        None
+        // The outermost folder named `.codemode` beneath the workspace.
+        path.ancestors()
+            .take_while(|a| a.starts_with(&self.workspace) && *a != self.workspace)
+            .filter(|a| a.file_name().is_some_and(|n| n == HIDDEN_NAME))
+            .last()
     }
 }
