@@ -28,6 +28,7 @@
 #![deny(unsafe_code)]
 
 mod catalog;
+mod config_file;
 mod engine;
 mod gate;
 mod json_text;

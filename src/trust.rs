@@ -194,7 +194,7 @@ impl TrustStore {
 
     fn read(&self) -> Result<Record, TrustError> {
         let path = self.path();
-        match std::fs::read(&path) {
+        match crate::config_file::read_config_bytes(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| TrustError::Corrupt { path, message: e.to_string() }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -232,8 +232,8 @@ fn fingerprint(file: &Path) -> Result<(String, String), TrustError> {
     let name = file.file_name().ok_or_else(|| io("not a file name".into()))?;
     let folder = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let path = canonical(folder)?.join(name);
-    let bytes =
-        std::fs::read(&path).map_err(|e| TrustError::Io { path: path.clone(), message: e.to_string() })?;
+    let bytes = crate::config_file::read_config_bytes(&path)
+        .map_err(|e| TrustError::Io { path: path.clone(), message: e.to_string() })?;
     let digest = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     Ok((path.display().to_string(), digest))
 }

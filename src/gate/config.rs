@@ -100,7 +100,7 @@ impl Policy {
     /// recorded in [`Policy::protected_paths`]: tool calls may not change
     /// them.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+        let text = crate::config_file::read_config(path).map_err(|e| PolicyError {
             path: Some(path.to_owned()),
             line: None,
             message: format!("cannot read the policy file: {e}"),

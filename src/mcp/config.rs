@@ -274,7 +274,7 @@ impl McpConfig {
     /// # Errors
     /// [`ConfigError`] naming the server and field of the first problem.
     pub fn load(path: &Path) -> Result<McpConfig, ConfigError> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::config_file::read_config(path)
             .map_err(|e| ConfigError::Read { path: path.to_owned(), message: e.to_string() })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let base = std::fs::canonicalize(if base.as_os_str().is_empty() { Path::new(".") } else { &base })
