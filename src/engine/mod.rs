@@ -257,7 +257,7 @@ impl EngineBuilder {
     /// # Errors
     /// [`BuildError`] naming the workspace, the limit field, or the tool at
     /// fault.
-    pub fn build(self) -> Result<Engine, BuildError> {
+    pub fn build(mut self) -> Result<Engine, BuildError> {
         let workspace = std::fs::canonicalize(&self.workspace)
             .map_err(|e| BuildError::Workspace { path: self.workspace.clone(), message: e.to_string() })?;
         if !workspace.is_dir() {
@@ -269,6 +269,7 @@ impl EngineBuilder {
         let (tool_search, discovery_cell) = ToolSearch::new();
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
+        resolve_hook_files(&workspace, &mut self.policy);
         let mcp_source = self.mcp.as_ref().and_then(|(config, _)| config.source.clone());
         let mcp_servers = mcp_server_files(&workspace, self.mcp.as_ref().map(|(config, _)| config));
         let mcp_cache = self.mcp.as_ref().and_then(|(_, options)| options.cache_dir.clone());
@@ -349,6 +350,10 @@ impl EngineBuilder {
             spill_root: spill_root.clone(),
             sandbox: self.policy.sandbox,
             kill_grace: self.policy.kill_grace,
+            launcher: (self.policy.sandbox.profile != crate::sandbox::SandboxProfile::Off)
+                .then(|| crate::sandbox::launcher().ok())
+                .flatten()
+                .and_then(|l| std::fs::canonicalize(l).ok()),
             ..crate::sandbox::Confinement::for_workspace(&workspace)
         });
         Ok(Engine {
@@ -691,6 +696,23 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
         approval_wait_ms: 0.0,
         warnings: run_warnings(shared, Vec::new()),
     })
+}
+
+/// Hook arguments that reach a file through a symbolic link inside the
+/// workspace (`sh hooks/guard.sh` with `hooks -> real-hooks`) are replaced
+/// by the file's real path, once, so that the file that is protected is the
+/// one that runs: a program could otherwise point the link elsewhere.
+fn resolve_hook_files(workspace: &Path, policy: &mut Policy) {
+    for arg in policy.hooks.iter_mut().flat_map(|h| h.command.iter_mut()) {
+        let lexical = workspace.join(arg.as_str());
+        if let Ok(real) = std::fs::canonicalize(&lexical)
+            && real.is_file()
+            && real != lexical
+            && lexical.starts_with(workspace)
+        {
+            *arg = real.display().to_string();
+        }
+    }
 }
 
 /// Files the hooks of the workspace's own `codemode.toml` name, when the

@@ -107,6 +107,10 @@ pub struct Confinement {
     /// `[sandbox] writable`. The gate decides per call; tools use this as
     /// their second line ([`Confinement::protection_for`]).
     pub lifted: Vec<(String, PathBuf)>,
+    /// The sandbox launcher, resolved (symlinks followed) once when the
+    /// engine was built, so that swapping a link to it later changes
+    /// nothing; `None` looks it up at each call (see `locate.rs`).
+    pub launcher: Option<PathBuf>,
 }
 
 impl Confinement {
@@ -123,6 +127,7 @@ impl Confinement {
             sandbox: SandboxSettings::default(),
             kill_grace: DEFAULT_KILL_GRACE,
             lifted: Vec::new(),
+            launcher: None,
         }
     }
 

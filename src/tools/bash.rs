@@ -340,7 +340,10 @@ async fn run(
         .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
         (child, None)
     } else {
-        let launcher = crate::sandbox::launcher().map_err(ToolError::new)?;
+        let launcher = match &confinement.launcher {
+            Some(launcher) => launcher.clone(),
+            None => crate::sandbox::launcher().map_err(ToolError::new)?,
+        };
         let tmp = tempfile::Builder::new()
             .prefix("codemode-bash-")
             .tempdir()

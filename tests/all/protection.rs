@@ -245,3 +245,51 @@ fn a_codemode_link_inside_the_workspace_neither_keeps_receipts_nor_shows_its_tar
     assert!(receipt.warnings.iter().any(|w| w.contains("is a symbolic link")), "{:?}", receipt.warnings);
     assert!(e.save_receipt(&receipt).is_err());
 }
+
+/// A hook reached through a link inside the workspace runs the file that
+/// is protected: the link is resolved once, so pointing it elsewhere later
+/// changes nothing.
+#[test]
+fn a_hook_behind_a_link_runs_the_protected_file() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir(root.join("real-hooks")).unwrap();
+    executable(&root.join("real-hooks/guard.sh"), "cat > /dev/null; exit 0");
+    std::fs::create_dir(root.join("evil")).unwrap();
+    executable(&root.join("evil/guard.sh"), "cat > /dev/null; touch ran-evil; exit 0");
+    std::os::unix::fs::symlink(root.join("real-hooks"), root.join("hooks")).unwrap();
+    let config = root.join("policy.toml");
+    std::fs::write(&config, "posture = \"full-access\"\n[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\"sh\", \"hooks/guard.sh\"]\n").unwrap();
+    let e = engine(&root, Policy::load(&config).unwrap());
+    // The program repoints the link (as bash could), then calls read.
+    std::fs::remove_file(root.join("hooks")).unwrap();
+    std::os::unix::fs::symlink(root.join("evil"), root.join("hooks")).unwrap();
+    assert!(e.call_blocking("read", &json!({"path": "a.txt"})).is_ok());
+    assert!(!root.join("ran-evil").exists(), "the hook ran the file the link points to now");
+    refused(&e, "write", json!({"path": "real-hooks/guard.sh", "content": "x"}));
+}
+
+/// The sandbox launcher named through a link in the workspace is resolved
+/// once: a program that points the link at its own script does not get
+/// the next bash call run unconfined.
+#[test]
+fn a_launcher_behind_a_link_cannot_be_swapped() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let link = root.join("cm");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_codemode"), &link).unwrap();
+    let program = "await tools.bash({command: 'printf \"#!/bin/sh\\\\ntouch escaped\\\\n\" > evil; chmod +x evil; rm cm; ln -s evil cm'});
+        const r = await tools.bash({command: 'echo second'});
+        return [r.content.stdout.trim(), r.metadata.sandbox.profile];";
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        &root,
+        &[("CODEMODE_SANDBOX_LAUNCHER", &link)],
+    );
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+    assert_eq!(receipt["value"], json!(["second", "workspace-write"]), "{receipt}");
+    assert!(!root.join("escaped").exists(), "the swapped launcher ran");
+}
