@@ -1,9 +1,11 @@
 //! Step 7: protected and hidden paths (docs/SECURITY.md, "Protected
 //! paths"). What decides later calls cannot be changed by a call: writer
-//! tools may not change the loaded policy and MCP files, the files a hook or
-//! the approver command names and the folders that hold them, `.git/` and
-//! `.codemode/`; no tool may read `.codemode/` (earlier runs' receipts and
-//! spill files) except the run's own spill folder. A posture never lifts a
+//! tools may not change the loaded policy and MCP files, the files a hook,
+//! the approver command or an MCP stdio server names and the folders that
+//! hold them, `.git/` (a nested repository's too), `.codemode/`, the
+//! sandbox launcher, the trust record's folder and the schema cache; no
+//! tool may read a `.codemode/` (earlier runs' receipts and spill files)
+//! except the run's own spill folder. A posture never lifts a
 //! protection; an allow rule for the tool whose pattern starts with the
 //! protected path does (`allow = ["write(.git/**)"]`), and only for that
 //! tool.
