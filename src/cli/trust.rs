@@ -88,10 +88,22 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
 fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
     if file.file_name().is_some_and(|n| n == ".mcp.json") {
         let config = codemode::mcp::McpConfig::load(file).with_context(|| format!("{}", file.display()))?;
-        return Ok(config
-            .enabled()
-            .map(|s| format!("server {} starts without approval: {}", s.name, s.launch_line()))
-            .collect());
+        let mut lines = Vec::new();
+        for server in config.enabled() {
+            lines.push(format!("server {} starts without approval: {}", server.name, server.launch_line()));
+            if let codemode::mcp::Transport::Stdio { command, args, cwd, .. } = &server.transport {
+                let dir = cwd.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
+                let names_a_file = std::iter::once(command).chain(args).any(|a| dir.join(a).is_file());
+                if !names_a_file {
+                    lines.push(format!(
+                        "  note: server {} names no file as an argument, so codemode cannot protect what it \
+                         runs from programs (docs/SECURITY.md)",
+                        server.name
+                    ));
+                }
+            }
+        }
+        return Ok(lines);
     }
     let policy = codemode::Policy::load(file)?;
     let mut lines = vec![format!("posture {}", policy.posture.as_str())];

@@ -128,3 +128,22 @@ fn a_policy_named_on_the_command_line_applies_whole_without_trust() {
     assert_eq!(out.status.code(), Some(2), "nothing to trust is a bad invocation");
     assert!(String::from_utf8_lossy(&out.stderr).contains("codemode.toml or .mcp.json"));
 }
+
+#[test]
+fn trusting_an_mcp_file_shows_each_launch_line_and_what_cannot_be_protected() {
+    let ws = crate::common::workspace();
+    let config = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("s.js"), "// server\n").unwrap();
+    std::fs::write(
+        ws.path().join(".mcp.json"),
+        r#"{"mcpServers": {"inline": {"command": "node", "args": ["-e", "require('./s.js')"]},
+                           "named": {"command": "node", "args": ["s.js"]}}}"#,
+    )
+    .unwrap();
+    let out = codemode(&["trust"], "", ws.path(), config.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("server inline starts without approval: node -e"), "{said}");
+    assert!(said.contains("note: server inline names no file"), "{said}");
+    assert!(!said.contains("note: server named"), "{said}");
+}
