@@ -15,9 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[doc(hidden)]
 #[cfg(target_os = "linux")]
 mod ipc_filter;
+#[doc(hidden)]
 pub mod launcher;
 mod locate;
 
