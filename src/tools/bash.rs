@@ -346,6 +346,8 @@ async fn run(
         };
         let tmp = tempfile::Builder::new()
             .prefix("codemode-bash-")
+            // The command's private folder: other local users cannot list it.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
         env.retain(|(k, _)| k != "TMPDIR");

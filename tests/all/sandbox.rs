@@ -502,3 +502,10 @@ fn a_folder_holding_a_protected_path_cannot_be_renamed() {
     assert_eq!(std::fs::read_to_string(root.join("tools/hooks/guard.sh")).unwrap(), "exit 0\n");
     assert!(!root.join("tools.old").exists());
 }
+
+/// The command's private TMPDIR is private: mode 0700.
+#[test]
+fn the_private_tmpdir_is_only_the_users() {
+    let ws = workspace();
+    assert_eq!(stdout(&default_engine(&ws), "stat -c %a \"$TMPDIR\""), "700\n");
+}
