@@ -244,10 +244,9 @@ fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
 #[cfg(target_os = "linux")]
 fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status_w: OwnedFd) -> ExitCode {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-    if applied.namespaces.iter().any(|n| n == "mount") {
-        mounts(spec, profile, &mut applied.missing);
-    }
-    applied.landlock = landlock(spec, profile, &mut applied.missing);
+    let private_ptys =
+        applied.namespaces.iter().any(|n| n == "mount") && mounts(spec, profile, &mut applied.missing);
+    applied.landlock = landlock(spec, profile, private_ptys, &mut applied.missing);
     if !spec.network
         && let Err(e) = super::ipc_filter::block_unix_sockets()
     {
@@ -305,15 +304,16 @@ fn no_root_capabilities() {
 }
 
 /// Makes the mount tree private, mounts `/proc`, the read-only binds and the
-/// hidden tmpfs; records what failed.
+/// hidden tmpfs; records what failed. Returns whether the command has a
+/// private devpts instance (pseudo-terminals of its own).
 #[cfg(target_os = "linux")]
-fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>) {
+fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>) -> bool {
     let none: Option<&str> = None;
     if let Err(e) = mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none) {
         // Without a private tree a mount could reach the host: mount nothing.
         missing
             .push(format!("private mounts ({e}): protected paths and hidden folders are not mounted over"));
-        return;
+        return false;
     }
     // Everything read-only, then the workspace (unless read-only) and the
     // private TMPDIR writable again: Landlock does not cover permissions,
@@ -345,12 +345,29 @@ fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>)
         missing.push(format!("a fresh /proc ({e}): the host's processes stay visible in /proc"));
     }
     // The host's terminals: the same uid could read a person's keystrokes
-    // from /dev/pts/N. An empty read-only tmpfs hides them.
+    // from /dev/pts/N. A private devpts instance hides them and still gives
+    // the command pseudo-terminals of its own (`script`, `pty.fork`); where
+    // one cannot be mounted, an empty read-only tmpfs hides them.
+    let mut private_ptys = false;
     if Path::new("/dev/pts").is_dir() {
-        let flags = proc_flags | MsFlags::MS_RDONLY;
-        if let Err(e) = mount(Some("tmpfs"), "/dev/pts", Some("tmpfs"), flags, Some("size=4k,mode=0755")) {
-            missing
-                .push(format!("hiding /dev/pts ({e}): the host's terminals stay readable by the same user"));
+        let pty_flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+        let private = mount(
+            Some("devpts"),
+            "/dev/pts",
+            Some("devpts"),
+            pty_flags,
+            Some("newinstance,ptmxmode=0666,mode=0620"),
+        )
+        .and_then(|()| mount(Some("/dev/pts/ptmx"), "/dev/ptmx", none, MsFlags::MS_BIND, none));
+        private_ptys = private.is_ok();
+        if private.is_err() {
+            let flags = proc_flags | MsFlags::MS_RDONLY;
+            if let Err(e) = mount(Some("tmpfs"), "/dev/pts", Some("tmpfs"), flags, Some("size=4k,mode=0755"))
+            {
+                missing.push(format!(
+                    "hiding /dev/pts ({e}): the host's terminals stay readable by the same user"
+                ));
+            }
         }
     }
     let covered = |p: &Path| spec.hidden.iter().any(|h| p.starts_with(h));
@@ -364,6 +381,7 @@ fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>)
             missing.push(format!("hiding {} ({e})", hidden.display()));
         }
     }
+    private_ptys
 }
 
 /// Makes every mount of this (private) mount namespace read-only, with
@@ -482,7 +500,12 @@ fn hide(hidden: &Path, spill: Option<&Path>) -> nix::Result<()> {
 /// sandbox; no TCP unless the network is allowed. Returns the `landlock`
 /// field of [`Applied`].
 #[cfg(target_os = "linux")]
-fn landlock(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>) -> String {
+fn landlock(
+    spec: &LaunchSpec,
+    profile: SandboxProfile,
+    private_ptys: bool,
+    missing: &mut Vec<String>,
+) -> String {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
         RulesetStatus, Scope, path_beneath_rules,
@@ -490,6 +513,10 @@ fn landlock(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String
     let abi = ABI::V6;
     let mut writable: Vec<&Path> = vec![&spec.tmpdir, Path::new("/dev/null"), Path::new("/dev/zero")];
     writable.push(Path::new("/dev/full"));
+    if private_ptys {
+        // The command's own pseudo-terminals (the private devpts instance).
+        writable.extend([Path::new("/dev/ptmx"), Path::new("/dev/pts")]);
+    }
     if profile == SandboxProfile::WorkspaceWrite {
         writable.push(&spec.workspace);
     }

@@ -407,12 +407,30 @@ fn sandbox_writable_lifts_a_protection_for_bash_only() {
 }
 
 #[test]
-fn the_hosts_terminals_are_not_reachable() {
+fn the_hosts_terminals_are_not_reachable_but_the_command_has_its_own() {
+    use std::io::BufRead as _;
+    // A terminal on the host: a pseudo-terminal held open by a process.
+    let mut holder = Command::new("python3")
+        .args([
+            "-c",
+            "import os, pty, time\nm, s = pty.openpty()\nprint(os.ttyname(s), flush=True)\ntime.sleep(30)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let host_tty = line.trim().to_owned();
+    assert!(host_tty.starts_with("/dev/pts/"), "{host_tty}");
     let ws = workspace();
-    let engine = default_engine(&ws);
-    let (content, metadata) =
-        sh(&engine, "ls -A /dev/pts | wc -l; cat /dev/pts/0 2>/dev/null && echo read-a-terminal; echo done");
-    assert_eq!(content["stdout"], "0\ndone\n", "{content}");
+    let command = format!(
+        "ls -A /dev/pts | tr '\\n' ' '; test -e {host_tty} && echo host-visible; \
+         script -qc 'echo own-pty' /dev/null | tr -d '\\r'"
+    );
+    let (content, metadata) = sh(&default_engine(&ws), &command);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(content["stdout"], "ptmx own-pty\n", "{content}");
     assert!(!metadata["sandbox"]["missing"].to_string().contains("/dev/pts"), "{metadata}");
 }
 
