@@ -14,11 +14,13 @@ pub(crate) struct EngineArgs {
     /// Workspace root the tools work in [default: current directory].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// Policy file [default: <workspace>/codemode.toml when present].
+    /// Policy file, yours: it applies whole [default: <workspace>/codemode.toml
+    /// when present, which grants nothing until `codemode trust`].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// MCP servers, as the `mcpServers` JSON other MCP clients read
-    /// [default: <workspace>/.mcp.json when present].
+    /// MCP servers, as the `mcpServers` JSON other MCP clients read; yours:
+    /// they start without an approval [default: <workspace>/.mcp.json when
+    /// present, whose servers need an approval until `codemode trust`].
     #[arg(long, value_name = "FILE")]
     mcp_config: Option<PathBuf>,
     /// plan (read-only tools only) or work [default: the policy's, else work].
@@ -148,8 +150,7 @@ pub(crate) fn workspace_file_trusted(path: &std::path::Path) -> anyhow::Result<b
 }
 
 /// A workspace's own `codemode.toml`: applied whole when trusted, else only
-/// its restrictions; either way the CLI says so in one line on stderr (a
-/// policy file that came with a cloned repository decides what runs).
+/// its restrictions; either way the CLI says so in one line on stderr.
 fn workspace_policy(path: &std::path::Path) -> anyhow::Result<Policy> {
     let policy = Policy::load(path)?;
     let summary = |p: &Policy| {
