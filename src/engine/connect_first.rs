@@ -175,7 +175,7 @@ impl GateRun {
             .mcp
             .as_ref()
             .and_then(|m| m.trusted_allowance(tool))
-            .filter(|t| prep.allowed_by.as_ref() == Some(t))
+            .filter(|_| prep.allowed_by.as_deref() == Some(tool))
             .map(|t| format!("`{tool}` allowed without approval: {t}"));
         if !later::needed(tool, &prep, &shared.policy, &shared.posture) {
             return Gated::Run { args, decision: Decision::Auto, notes: trusted.into_iter().collect() };
@@ -190,9 +190,7 @@ impl GateRun {
             workspace: &shared.workspace,
             prep,
             annotations: &entry.spec.annotations,
-            subject: primary
-                .map(|p| p.subject().to_owned())
-                .or_else(|| shared.mcp.as_ref()?.connect_subject(tool)),
+            subject: super::dispatch::approval_subject(shared, tool, primary.as_ref()),
         };
         match later::decide_rest(call, later_context(shared, &catalog, &self.clock)).await {
             Final::Run { args, decision, mut notes } => {

@@ -255,9 +255,7 @@ impl Dispatcher {
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
         if later::needed(tool, &prep, &shared.policy, &shared.posture) {
-            let subject = primary
-                .map(|p| p.subject().to_owned())
-                .or_else(|| shared.mcp.as_ref()?.connect_subject(tool));
+            let subject = approval_subject(shared, tool, primary.as_ref());
             let clock = self.clock.clone();
             let run_id = self.run_id.clone();
             let future = Box::pin(async move {
@@ -355,16 +353,18 @@ pub(super) fn decide_early(
             run_id,
         },
     };
-    let mut early = gate::decide_early(request, &cx);
-    // A trusted MCP configuration's connection needs no approval, as if an
-    // allow rule covered it (deny rules have been applied; ask rules and
-    // hooks still are). See `McpLink::trusted_allowance`.
-    if let (Early::Continue(prep), Some(mcp)) = (&mut early, &shared.mcp)
-        && prep.allowed_by.is_none()
-    {
-        prep.allowed_by = mcp.trusted_allowance(request.tool);
-    }
-    early
+    gate::decide_early(request, &cx)
+}
+
+/// What an approval request shows as its subject: the primary argument as
+/// the tool will see it, or for `mcp_connect__<server>` the command line
+/// or URL starting the server runs.
+pub(super) fn approval_subject(
+    shared: &Shared,
+    tool: &str,
+    primary: Option<&crate::gate::primary::Primary>,
+) -> Option<String> {
+    primary.map(|p| p.subject().to_owned()).or_else(|| shared.mcp.as_ref()?.connect_subject(tool))
 }
 
 /// What gate steps 8-11 consult, for a run timed by `clock`.

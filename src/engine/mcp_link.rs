@@ -173,13 +173,13 @@ impl McpLink {
         }
     }
 
-    /// For `mcp_connect__<server>` of a trusted configuration (issue 11
-    /// item 1: a file named on the command line or given by the host is
-    /// the user's own): what allows it without an approval, as the gate's
-    /// `allowed_by` (`trusted MCP configuration <path>`). `None` for any
-    /// other tool, and for every tool of an untrusted configuration. Deny
-    /// rules have refused the call before this is asked; ask rules and
-    /// hooks still apply after it.
+    /// For `mcp_connect__<server>` of a trusted configuration (a file named
+    /// on the command line or given by the host is the user's own): which
+    /// file, for the receipt note of the call that started the server
+    /// (`trusted MCP configuration <path>`). `None` for any other tool, and
+    /// for every tool of an untrusted configuration. The allowance itself is
+    /// an allow rule the engine adds when it is built
+    /// (`allow_trusted_connections`).
     pub(crate) fn trusted_allowance(&self, tool: &str) -> Option<String> {
         self.trusted_by.clone().filter(|_| self.launches.contains_key(tool))
     }

@@ -270,6 +270,9 @@ impl EngineBuilder {
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
         resolve_hook_files(&workspace, &mut self.policy);
+        if let Some((config, _)) = &self.mcp {
+            allow_trusted_connections(config, &mut self.policy);
+        }
         let mcp_source = self.mcp.as_ref().and_then(|(config, _)| config.source.clone());
         let mcp_servers = mcp_server_files(&workspace, self.mcp.as_ref().map(|(config, _)| config));
         let mcp_cache = self.mcp.as_ref().and_then(|(_, options)| options.cache_dir.clone());
@@ -696,6 +699,25 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
         approval_wait_ms: 0.0,
         warnings: run_warnings(shared, Vec::new()),
     })
+}
+
+/// A trusted MCP configuration's servers start without an approval: an
+/// allow rule `mcp_connect__<server>` for each enabled server, added once
+/// here, so the gate's own rules apply it (deny rules still refuse, ask
+/// rules still ask, hooks still run, a hook's rewrite is judged the same
+/// way) and calls pay nothing for it. `Engine::policy` shows these rules.
+fn allow_trusted_connections(config: &crate::mcp::McpConfig, policy: &mut Policy) {
+    if !config.trusted {
+        return;
+    }
+    for server in config.enabled() {
+        let name = crate::mcp::naming::connect_name(&server.name);
+        if let Ok(rule) = crate::gate::Rule::parse(&name)
+            && !policy.rules.allow.contains(&rule)
+        {
+            policy.rules.allow.push(rule);
+        }
+    }
 }
 
 /// Hook arguments that reach a file through a symbolic link inside the
