@@ -2,6 +2,7 @@
 //! and tool runtime that every run shares.
 
 mod batch;
+mod confinement;
 mod connect_first;
 mod direct;
 pub(crate) mod dispatch;
@@ -269,13 +270,17 @@ impl EngineBuilder {
         let (tool_search, discovery_cell) = ToolSearch::new();
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
-        resolve_hook_files(&workspace, &mut self.policy);
-        if let Some((config, _)) = &self.mcp {
-            allow_trusted_connections(config, &mut self.policy);
-        }
-        let mcp_source = self.mcp.as_ref().and_then(|(config, _)| config.source.clone());
-        let mcp_servers = mcp_server_files(&workspace, self.mcp.as_ref().map(|(config, _)| config));
-        let mcp_cache = self.mcp.as_ref().and_then(|(_, options)| options.cache_dir.clone());
+        confinement::settle_policy(&workspace, &mut self.policy, self.mcp.as_ref().map(|(config, _)| config));
+        let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
+        let spill_root = self.spill_dir.take().unwrap_or_else(|| workspace.join(".codemode").join("runs"));
+        let approver_files = self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default();
+        let (protections, confinement) = confinement::confine(
+            &workspace,
+            &self.policy,
+            self.mcp.as_ref().map(|(config, options)| (config, options)),
+            approver_files,
+            &spill_root,
+        );
         let mcp = self.mcp.map(|(config, options)| {
             let (link, connect_tools) = mcp_link::McpLink::new(config, options);
             tools.extend(connect_tools);
@@ -322,43 +327,7 @@ impl EngineBuilder {
         if let Some(link) = &mcp {
             link.follow(&catalog, &tools_handle);
         }
-        let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
-        let spill_root = self.spill_dir.unwrap_or_else(|| workspace.join(".codemode").join("runs"));
         let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
-        let named = crate::gate::protection::NamedFiles {
-            mcp_config: mcp_source,
-            approver: self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default(),
-            mcp_servers,
-            workspace_hooks: workspace_hooks(&workspace, &self.policy),
-            other: decisive_files(&workspace, &self.policy, mcp_cache.as_deref()),
-        };
-        let mut protections = crate::gate::protection::protections(&workspace, &self.policy, &named);
-        let mut hidden = vec![workspace.join(crate::sandbox::HIDDEN_NAME)];
-        // A `.codemode` that is a link to a folder inside the workspace: its
-        // target holds the receipts (spill writes refuse the link itself).
-        if let Ok(real) = std::fs::canonicalize(&hidden[0])
-            && real != hidden[0]
-            && real.starts_with(&workspace)
-        {
-            protections.push(crate::gate::protection::Protection {
-                path: real.clone(),
-                what: "the folder `.codemode` links to".to_owned(),
-            });
-            hidden.push(real);
-        }
-        let confinement = Arc::new(crate::sandbox::Confinement {
-            hidden,
-            protected: protections.iter().map(|p| p.path.clone()).collect(),
-            lifted: crate::gate::protection::lifted_protections(&workspace, &protections, &self.policy),
-            spill_root: spill_root.clone(),
-            sandbox: self.policy.sandbox,
-            kill_grace: self.policy.kill_grace,
-            launcher: (self.policy.sandbox.profile != crate::sandbox::SandboxProfile::Off)
-                .then(|| crate::sandbox::launcher().ok())
-                .flatten()
-                .and_then(|l| std::fs::canonicalize(l).ok()),
-            ..crate::sandbox::Confinement::for_workspace(&workspace)
-        });
         Ok(Engine {
             shared: Arc::new(Shared {
                 catalog,
@@ -699,101 +668,6 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
         approval_wait_ms: 0.0,
         warnings: run_warnings(shared, Vec::new()),
     })
-}
-
-/// A trusted MCP configuration's servers start without an approval: an
-/// allow rule `mcp_connect__<server>` for each enabled server, added once
-/// here, so the gate's own rules apply it (deny rules still refuse, ask
-/// rules still ask, hooks still run, a hook's rewrite is judged the same
-/// way) and calls pay nothing for it. `Engine::policy` shows these rules.
-fn allow_trusted_connections(config: &crate::mcp::McpConfig, policy: &mut Policy) {
-    if !config.trusted {
-        return;
-    }
-    for server in config.enabled() {
-        let name = crate::mcp::naming::connect_name(&server.name);
-        if let Ok(rule) = crate::gate::Rule::parse(&name)
-            && !policy.rules.allow.contains(&rule)
-        {
-            policy.rules.allow.push(rule);
-        }
-    }
-}
-
-/// Hook arguments that reach a file through a symbolic link inside the
-/// workspace (`sh hooks/guard.sh` with `hooks -> real-hooks`) are replaced
-/// by the file's real path, once, so that the file that is protected is the
-/// one that runs: a program could otherwise point the link elsewhere.
-fn resolve_hook_files(workspace: &Path, policy: &mut Policy) {
-    for arg in policy.hooks.iter_mut().flat_map(|h| h.command.iter_mut()) {
-        let lexical = workspace.join(arg.as_str());
-        if let Ok(real) = std::fs::canonicalize(&lexical)
-            && real.is_file()
-            && real != lexical
-            && lexical.starts_with(workspace)
-        {
-            *arg = real.display().to_string();
-        }
-    }
-}
-
-/// Files the hooks of the workspace's own `codemode.toml` name, when the
-/// engine's policy was read from another file (or none): a later run may
-/// load that one, so a program must not rewrite its hooks now. A file that
-/// does not parse names nothing.
-fn workspace_hooks(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
-    let own = workspace.join("codemode.toml");
-    if !own.is_file() || std::fs::canonicalize(&own).ok() == policy.source {
-        return Vec::new();
-    }
-    Policy::load(&own).map(|p| crate::gate::protection::hook_files(workspace, &p)).unwrap_or_default()
-}
-
-/// Files the stdio servers of `loaded` and of the workspace's own
-/// `.mcp.json` run (a later run may load that one).
-fn mcp_server_files(workspace: &Path, loaded: Option<&crate::mcp::McpConfig>) -> Vec<PathBuf> {
-    let mut files = loaded.map(crate::gate::protection::server_files).unwrap_or_default();
-    let own = workspace.join(".mcp.json");
-    let own_is_loaded = loaded.and_then(|c| c.source.clone()) == std::fs::canonicalize(&own).ok();
-    if own.is_file()
-        && !own_is_loaded
-        && let Ok(config) = crate::mcp::McpConfig::load(&own)
-    {
-        files.extend(crate::gate::protection::server_files(&config));
-    }
-    files
-}
-
-/// Files that decide later runs besides the configuration's own: the
-/// codemode binary that launches the bash sandbox (a program that replaced
-/// it would run the next bash call unconfined), the user's trust record
-/// folder and the MCP schema cache.
-///
-/// The trust record's folder and the cache are made when they lie inside
-/// the workspace and do not exist yet, so that they are protected (and
-/// mounted read-only in the sandbox) before a program could create them
-/// with forged contents.
-fn decisive_files(workspace: &Path, policy: &Policy, mcp_cache: Option<&Path>) -> Vec<(PathBuf, String)> {
-    let mut out = Vec::new();
-    if policy.sandbox.profile != crate::sandbox::SandboxProfile::Off
-        && let Ok(launcher) = crate::sandbox::launcher()
-    {
-        out.push((launcher, "the codemode binary that launches the bash sandbox".to_owned()));
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        out.push((exe, "the running codemode binary".to_owned()));
-    }
-    let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
-    let folders =
-        [(trust, "the trust record's folder"), (mcp_cache.map(Path::to_path_buf), "the MCP schema cache")];
-    for (folder, what) in folders {
-        let Some(folder) = folder else { continue };
-        if folder.starts_with(workspace) && !folder.exists() {
-            let _ = std::fs::create_dir_all(&folder);
-        }
-        out.push((folder, what.to_owned()));
-    }
-    out
 }
 
 /// The warnings a receipt of `shared`'s runs carries: `spill_failures`

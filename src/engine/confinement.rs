@@ -1,0 +1,167 @@
+//! What the engine protects and how it confines bash, worked out once when
+//! it is built (docs/SECURITY.md): the policy as it applies (links to hook
+//! files resolved, a trusted MCP configuration's connections allowed), the
+//! protected paths with what each is, and the [`Confinement`] every tool
+//! call gets.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::gate::Policy;
+use crate::gate::protection::{NamedFiles, Protection};
+use crate::mcp::{McpConfig, PoolOptions};
+use crate::sandbox::{Confinement, SandboxProfile};
+
+/// Settles `policy` before anything reads it: hook files reached through a
+/// link are replaced by their real path, and a trusted `mcp`
+/// configuration's servers get allow rules for their connections.
+pub(super) fn settle_policy(workspace: &Path, policy: &mut Policy, mcp: Option<&McpConfig>) {
+    resolve_hook_files(workspace, policy);
+    if let Some(config) = mcp {
+        allow_trusted_connections(config, policy);
+    }
+}
+
+/// The protections of an engine over the canonical `workspace` with
+/// `policy`, its MCP configuration and options, the files its approver
+/// names, and spill files under `spill_root`; and the [`Confinement`] its
+/// tool calls get. The sandbox launcher is looked up once, here.
+pub(super) fn confine(
+    workspace: &Path,
+    policy: &Policy,
+    mcp: Option<(&McpConfig, &PoolOptions)>,
+    approver_files: Vec<PathBuf>,
+    spill_root: &Path,
+) -> (Vec<Protection>, Arc<Confinement>) {
+    let launcher = (policy.sandbox.profile != SandboxProfile::Off)
+        .then(|| crate::sandbox::launcher().ok())
+        .flatten()
+        .and_then(|l| std::fs::canonicalize(l).ok());
+    let named = NamedFiles {
+        mcp_config: mcp.and_then(|(config, _)| config.source.clone()),
+        approver: approver_files,
+        mcp_servers: mcp_server_files(workspace, mcp.map(|(config, _)| config)),
+        workspace_hooks: workspace_hooks(workspace, policy),
+        other: decisive_files(workspace, launcher.as_deref(), mcp.and_then(|(_, o)| o.cache_dir.as_deref())),
+    };
+    let mut protections = crate::gate::protection::protections(workspace, policy, &named);
+    let mut hidden = vec![workspace.join(crate::sandbox::HIDDEN_NAME)];
+    // A `.codemode` that is a link to a folder inside the workspace: its
+    // target holds the receipts (spill writes refuse the link itself).
+    if let Ok(real) = std::fs::canonicalize(&hidden[0])
+        && real != hidden[0]
+        && real.starts_with(workspace)
+    {
+        protections
+            .push(Protection { path: real.clone(), what: "the folder `.codemode` links to".to_owned() });
+        hidden.push(real);
+    }
+    let confinement = Confinement {
+        hidden,
+        protected: protections.iter().map(|p| p.path.clone()).collect(),
+        lifted: crate::gate::protection::lifted_protections(workspace, &protections, policy),
+        spill_root: spill_root.to_path_buf(),
+        sandbox: policy.sandbox,
+        kill_grace: policy.kill_grace,
+        launcher,
+        ..Confinement::for_workspace(workspace)
+    };
+    (protections, Arc::new(confinement))
+}
+
+/// A trusted MCP configuration's servers start without an approval: an
+/// allow rule `mcp_connect__<server>` for each enabled server, added once
+/// here, so the gate's own rules apply it (deny rules still refuse, ask
+/// rules still ask, hooks still run, a hook's rewrite is judged the same
+/// way) and calls pay nothing for it. `Engine::policy` shows these rules.
+fn allow_trusted_connections(config: &McpConfig, policy: &mut Policy) {
+    if !config.trusted {
+        return;
+    }
+    for server in config.enabled() {
+        let name = crate::mcp::naming::connect_name(&server.name);
+        if let Ok(rule) = crate::gate::Rule::parse(&name)
+            && !policy.rules.allow.contains(&rule)
+        {
+            policy.rules.allow.push(rule);
+        }
+    }
+}
+
+/// Hook arguments that reach a file through a symbolic link inside the
+/// workspace (`sh hooks/guard.sh` with `hooks -> real-hooks`) are replaced
+/// by the file's real path, once, so that the file that is protected is the
+/// one that runs: a program could otherwise point the link elsewhere.
+fn resolve_hook_files(workspace: &Path, policy: &mut Policy) {
+    for arg in policy.hooks.iter_mut().flat_map(|h| h.command.iter_mut()) {
+        let lexical = workspace.join(arg.as_str());
+        if let Ok(real) = std::fs::canonicalize(&lexical)
+            && real.is_file()
+            && real != lexical
+            && lexical.starts_with(workspace)
+        {
+            *arg = real.display().to_string();
+        }
+    }
+}
+
+/// Files the hooks of the workspace's own `codemode.toml` name, when the
+/// engine's policy was read from another file (or none): a later run may
+/// load that one, so a program must not rewrite its hooks now. A file that
+/// does not parse names nothing.
+fn workspace_hooks(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
+    let own = workspace.join("codemode.toml");
+    if !own.is_file() || std::fs::canonicalize(&own).ok() == policy.source {
+        return Vec::new();
+    }
+    Policy::load(&own).map(|p| crate::gate::protection::hook_files(workspace, &p)).unwrap_or_default()
+}
+
+/// Files the stdio servers of `loaded` and of the workspace's own
+/// `.mcp.json` run (a later run may load that one).
+fn mcp_server_files(workspace: &Path, loaded: Option<&McpConfig>) -> Vec<PathBuf> {
+    let mut files = loaded.map(crate::gate::protection::server_files).unwrap_or_default();
+    let own = workspace.join(".mcp.json");
+    let own_is_loaded = loaded.and_then(|c| c.source.clone()) == std::fs::canonicalize(&own).ok();
+    if own.is_file()
+        && !own_is_loaded
+        && let Ok(config) = McpConfig::load(&own)
+    {
+        files.extend(crate::gate::protection::server_files(&config));
+    }
+    files
+}
+
+/// Files that decide later runs besides the configuration's own: the
+/// codemode binary that launches the bash sandbox (a program that replaced
+/// it would run the next bash call unconfined), the user's trust record
+/// folder and the MCP schema cache.
+///
+/// The trust record's folder and the cache are made when they lie inside
+/// the workspace and do not exist yet, so that they are protected (and
+/// mounted read-only in the sandbox) before a program could create them
+/// with forged contents.
+fn decisive_files(
+    workspace: &Path,
+    launcher: Option<&Path>,
+    mcp_cache: Option<&Path>,
+) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    if let Some(launcher) = launcher {
+        out.push((launcher.to_path_buf(), "the codemode binary that launches the bash sandbox".to_owned()));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        out.push((exe, "the running codemode binary".to_owned()));
+    }
+    let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
+    let folders =
+        [(trust, "the trust record's folder"), (mcp_cache.map(Path::to_path_buf), "the MCP schema cache")];
+    for (folder, what) in folders {
+        let Some(folder) = folder else { continue };
+        if folder.starts_with(workspace) && !folder.exists() {
+            let _ = std::fs::create_dir_all(&folder);
+        }
+        out.push((folder, what.to_owned()));
+    }
+    out
+}
