@@ -31,6 +31,7 @@ mod catalog;
 mod config_file;
 mod engine;
 mod gate;
+pub mod journal;
 mod json_text;
 #[cfg(unix)]
 pub mod mcp;
@@ -53,8 +54,8 @@ pub use engine::{
 };
 pub use gate::{
     AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
-    CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, HookSpec, Mode, Policy, PolicyError, Posture,
-    PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
+    CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, HookSpec, Mode, PauseApprover, Policy, PolicyError,
+    Posture, PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
 };
 pub use program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
 pub use receipt::{

@@ -201,6 +201,12 @@ impl GateRun {
             }
             Final::Refuse(reason) => Gated::Refuse(reason),
             Final::Deny(reason) => Gated::Deny(reason),
+            // Pausing on a server's start is not journaled yet: refused,
+            // with what to do instead.
+            Final::Pause { reason, .. } => Gated::Refuse(format!(
+                "the approver paused `{tool}` ({reason}), but a run cannot pause on starting an MCP server yet; \
+                 allow it by a rule (`{tool}`) or decide it with another approver"
+            )),
         }
     }
 }

@@ -42,6 +42,9 @@ pub(crate) struct Completion {
     /// Text content, passed to the program as a string rather than inside
     /// the JSON; `payload` then holds only `{metadata, truncated}`.
     pub text: Option<String>,
+    /// Set when the approver paused the call: it did not run, and the run
+    /// pauses on it (`end.decision` is `pending`).
+    pub pause: Option<Box<crate::journal::record::PendingRecord>>,
 }
 
 impl Completion {
@@ -62,6 +65,7 @@ impl Completion {
             ok: false,
             payload: error_payload("failed", message, tool, seq),
             text: None,
+            pause: None,
         }
     }
 
@@ -129,6 +133,9 @@ pub(crate) struct Dispatcher {
     /// decision and reason: later calls of their tools get the same answer
     /// without asking again (connect_first.rs).
     pub(super) connect_refusals: Arc<std::sync::Mutex<std::collections::HashMap<String, (Decision, String)>>>,
+    /// Whether a call the approver pauses may pause the run (a journaled
+    /// program run); elsewhere such a call is refused.
+    pausable: bool,
 }
 
 impl Dispatcher {
@@ -143,7 +150,83 @@ impl Dispatcher {
         ));
         let start = shared.posture.get();
         let turn = shared.discovery.begin_turn();
-        Dispatcher { shared, run_id, spill, clock, start, turn, connect_refusals: Arc::default() }
+        Dispatcher {
+            shared,
+            run_id,
+            spill,
+            clock,
+            start,
+            turn,
+            connect_refusals: Arc::default(),
+            pausable: false,
+        }
+    }
+
+    /// This dispatcher's calls may pause the run (a journaled program run).
+    pub(crate) fn pausable(self) -> Self {
+        Dispatcher { pausable: true, ..self }
+    }
+
+    /// The context a tool gets for call `seq`.
+    fn tool_context(&self, seq: u64, caller: Caller) -> ToolContext {
+        ToolContext {
+            workspace: self.shared.workspace.clone(),
+            run_id: self.run_id.clone(),
+            seq,
+            caller,
+            confinement: self.shared.confinement.clone(),
+        }
+    }
+
+    /// Starts a call that paused the run and was allowed on resume: the
+    /// gate decided it then (the policy and catalog are checked unchanged),
+    /// so it runs with the arguments it would have run with, decision
+    /// `approved`.
+    pub(crate) fn begin_allowed(
+        &self,
+        ledger: &mut Ledger,
+        pending: &crate::journal::record::PendingRecord,
+        caller: Caller,
+        note: String,
+    ) -> Begun {
+        let catalog = self.shared.catalog.load();
+        let tool = pending.tool.as_str();
+        let Some(entry) = catalog.get(tool) else {
+            let reason = format!("`{tool}` is no longer in the catalog (its MCP server's tool list changed)");
+            return Begun::Settled(refuse(ledger, tool, caller, reason));
+        };
+        let seq = ledger.open(tool, caller, Decision::Approved, None);
+        let notes: Vec<String> = pending.notes.iter().cloned().chain([note]).collect();
+        let finish = Finisher {
+            shared: self.shared.clone(),
+            spill: self.spill.clone(),
+            tool: Arc::from(tool),
+            seq,
+            started: Instant::now(),
+            decision: Decision::Approved,
+            notes: Some(notes.join("; ")),
+        };
+        let abandon = Abandon::for_tool(&entry.spec);
+        let future = Abandon::scope(&abandon, entry.tool.call(pending.args.clone(), self.tool_context(seq, caller)));
+        Begun::Running { seq, future: finish.run(future, timeout_of(&self.shared, &entry.spec), abandon) }
+    }
+
+    /// A call that paused the run and was denied on resume: decision
+    /// `denied`, handed to the program when the replay has caught up (so
+    /// the program meets it where it would have).
+    pub(crate) fn begin_denied(&self, ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Begun {
+        let seq = ledger.open(tool, caller, Decision::Denied, Some(reason.clone()));
+        let finish = Finisher {
+            shared: self.shared.clone(),
+            spill: self.spill.clone(),
+            tool: Arc::from(tool),
+            seq,
+            started: Instant::now(),
+            decision: Decision::Denied,
+            notes: None,
+        };
+        let completion = finish.refused(Decision::Denied, "denied", reason);
+        Begun::Running { seq, future: Box::pin(std::future::ready(completion)) }
     }
 
     /// The run's spill area (results and the return value share its budget).
@@ -235,13 +318,7 @@ impl Dispatcher {
         }
         let started = Instant::now();
         let timeout = timeout_of(shared, &entry.spec);
-        let cx = ToolContext {
-            workspace: shared.workspace.clone(),
-            run_id: self.run_id.clone(),
-            seq,
-            caller,
-            confinement: shared.confinement.clone(),
-        };
+        let cx = self.tool_context(seq, caller);
         let finish = Finisher {
             shared: shared.clone(),
             spill: self.spill.clone(),
@@ -258,6 +335,7 @@ impl Dispatcher {
             let subject = approval_subject(shared, tool, primary.as_ref());
             let clock = self.clock.clone();
             let run_id = self.run_id.clone();
+            let pausable = self.pausable;
             let future = Box::pin(async move {
                 let shared = finish.shared.clone();
                 let catalog = shared.catalog.load();
@@ -289,6 +367,18 @@ impl Dispatcher {
                     }
                     Final::Refuse(reason) => finish.refused(Decision::Refused, "refused", reason),
                     Final::Deny(reason) => finish.refused(Decision::Denied, "denied", reason),
+                    Final::Pause { args, reason, subject, notes } if pausable => {
+                        let tool = finish.tool.to_string();
+                        finish.paused(crate::journal::record::PendingRecord { seq, tool, args, reason, subject, notes })
+                    }
+                    Final::Pause { reason, .. } => finish.refused(
+                        Decision::Refused,
+                        "refused",
+                        format!(
+                            "the approver paused this call ({reason}), but only a journaled program run can pause \
+                             (not a direct call or a batch); decide it with another approver or allow it by a rule"
+                        ),
+                    ),
                 }
             });
             return Begun::Running { seq, future };
@@ -419,6 +509,7 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
         ok: false,
         payload,
         text: None,
+        pause: None,
     }
 }
 
@@ -592,6 +683,28 @@ impl Finisher {
             ok: true,
             payload,
             text,
+            pause: None,
+        }
+    }
+
+    /// The completion of a call the approver paused: it did not run; the
+    /// run pauses on it.
+    fn paused(&self, pending: crate::journal::record::PendingRecord) -> Completion {
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::InFlight,
+                decision: Decision::Pending,
+                elapsed: self.started.elapsed(),
+                bytes: 0,
+                truncated: None,
+                error: None,
+                note: Some("waiting for a decision: the run paused on it (codemode resume)".to_owned()),
+            },
+            ok: false,
+            payload: error_payload("paused", "the run paused on this call", &self.tool, self.seq),
+            text: None,
+            pause: Some(Box::new(pending)),
         }
     }
 
@@ -611,6 +724,7 @@ impl Finisher {
             ok: false,
             payload: error_payload(kind, &reason, &self.tool, self.seq),
             text: None,
+            pause: None,
         }
     }
 
@@ -629,6 +743,7 @@ impl Finisher {
             ok: false,
             payload: error_payload(kind, &message, &self.tool, self.seq),
             text: None,
+            pause: None,
         }
     }
 }

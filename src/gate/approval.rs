@@ -48,6 +48,11 @@ pub enum Answer {
     /// Do not run it (decision `denied`; the program gets a catchable
     /// `ToolError` of kind `denied`).
     Deny,
+    /// Decide later: the run ends `paused` with the call pending, its
+    /// journal kept, and `codemode resume RUN_ID --allow SEQ | --deny SEQ`
+    /// goes on (docs/JOURNAL.md). Where a run cannot pause (a direct call,
+    /// a batch), the call is refused.
+    Pause,
 }
 
 /// An approver's answer with its optional reason.
@@ -69,6 +74,11 @@ impl Approval {
     /// Deny with `reason`.
     pub fn deny(reason: impl Into<String>) -> Approval {
         Approval { decision: Answer::Deny, reason: Some(reason.into()) }
+    }
+
+    /// Pause the run on this call, with no reason.
+    pub fn pause() -> Approval {
+        Approval { decision: Answer::Pause, reason: None }
     }
 }
 

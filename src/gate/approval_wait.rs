@@ -26,6 +26,8 @@ pub(crate) enum Approved {
     Yes(Option<String>),
     /// The approver denied it, with this reason.
     Denied(String),
+    /// The approver left it for later: the run pauses on it.
+    Pause(Option<String>),
     /// The approver could not decide (crash, hang, nonsense).
     Failed(String),
 }
@@ -42,6 +44,7 @@ pub(crate) async fn ask(
     };
     match answer {
         Ok(a) if a.decision == Answer::Allow => Approved::Yes(a.reason),
+        Ok(a) if a.decision == Answer::Pause => Approved::Pause(a.reason),
         Ok(a) => Approved::Denied(a.reason.unwrap_or_else(|| "denied by the approver".to_owned())),
         Err(e) => Approved::Failed(format!("the approver could not decide: {e}")),
     }

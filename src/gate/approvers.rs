@@ -14,7 +14,8 @@
 //! - [`PromptApprover`] asks a person on the terminal (request on stderr,
 //!   answer on stdin), one prompt at a time.
 //! - [`CommandApprover`] runs a program that gets the [`ApprovalRequest`] as
-//!   JSON on stdin and prints `{"decision": "allow"|"deny", "reason"?: "..."}`.
+//!   JSON on stdin and prints `{"decision": "allow"|"deny"|"pause", "reason"?: "..."}`
+//!   (`pause` leaves the call for `codemode resume`).
 
 use std::fmt;
 use std::io::{BufRead as _, BufReader, Read, Write};
@@ -31,6 +32,8 @@ use super::approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approve
 /// - `deny`: [`DenyApprover`], every approval is denied;
 /// - `allow`: [`AllowApprover`], every approval is granted;
 /// - `prompt`: [`PromptApprover::terminal`], ask on stderr/stdin;
+/// - `pause`: [`PauseApprover`], end the run `paused` on the call, to be
+///   decided later with `codemode resume`;
 /// - `cmd:PROGRAM [ARGS...]`: [`CommandApprover`]. The text after `cmd:` is
 ///   split on whitespace into the program and its arguments; no shell is
 ///   involved, so there is no quoting, globbing or variable expansion (write
@@ -48,10 +51,11 @@ pub fn approver_from_spec(spec: &str) -> Result<Arc<dyn Approver>, String> {
         "deny" => Ok(Arc::new(DenyApprover::with_reason(DenyApprover::EXPLICIT_REASON))),
         "allow" => Ok(Arc::new(AllowApprover)),
         "prompt" => Ok(Arc::new(PromptApprover::terminal())),
-        "" => Err("no approver given: use deny, allow, prompt or cmd:PROGRAM".to_owned()),
+        "pause" => Ok(Arc::new(PauseApprover)),
+        "" => Err("no approver given: use deny, allow, prompt, pause or cmd:PROGRAM".to_owned()),
         _ => match spec.strip_prefix("cmd:") {
             Some(command_line) => Ok(Arc::new(CommandApprover::parse(command_line)?)),
-            None => Err(format!("unknown approver `{spec}`: use deny, allow, prompt or cmd:PROGRAM")),
+            None => Err(format!("unknown approver `{spec}`: use deny, allow, prompt, pause or cmd:PROGRAM")),
         },
     }
 }
@@ -138,6 +142,21 @@ impl AllowApprover {
 impl Approver for AllowApprover {
     fn decide(&self, _request: ApprovalRequest) -> ApprovalFuture {
         Box::pin(std::future::ready(Ok(allowed(AllowApprover::REASON))))
+    }
+}
+
+/// Decides nothing now (`--approve pause`): a program run ends `paused`
+/// on the first calls that need a decision, with them listed in the
+/// receipt's `pending` and its journal kept; `codemode resume RUN_ID
+/// --allow SEQ | --deny SEQ` (or [`Engine::resume`](crate::Engine::resume))
+/// decides them and goes on (docs/JOURNAL.md). A direct call or a batch
+/// cannot pause: there such a call is refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PauseApprover;
+
+impl Approver for PauseApprover {
+    fn decide(&self, _request: ApprovalRequest) -> ApprovalFuture {
+        Box::pin(std::future::ready(Ok(Approval::pause())))
     }
 }
 
@@ -318,6 +337,8 @@ fn ask(io: &mut PromptIo, text: &str) -> Result<Approval, ApproverError> {
         match parse_answer(&String::from_utf8_lossy(&line)) {
             Some(Answer::Allow) => return Ok(allowed(PromptApprover::ALLOWED_REASON)),
             Some(Answer::Deny) => return Ok(Approval::deny(PromptApprover::DENIED_REASON)),
+            // parse_answer knows only y and n.
+            Some(Answer::Pause) => return Ok(Approval::pause()),
             None if attempt < PromptApprover::MAX_TRIES => {
                 write!(io.output, "please answer y or n; {}", PromptApprover::QUESTION)
                     .and_then(|()| io.output.flush())
@@ -536,7 +557,9 @@ fn allowed(reason: &str) -> Approval {
 /// {"decision": "allow", "reason": "optional, shown in the receipt"}
 /// ```
 ///
-/// `decision` is `allow` or `deny`; `reason` is optional (a denial without
+/// `decision` is `allow`, `deny` or `pause` (leave the call for `codemode
+/// resume`: the run pauses on it where it can, and the call is refused
+/// where it cannot); `reason` is optional (a denial without
 /// one gets "denied by approver command `PROGRAM`"); other keys are ignored.
 /// The program need not read its stdin.
 ///
@@ -663,12 +686,12 @@ fn parse_reply(program: &str, stdout: &[u8]) -> Result<Approval, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err(format!(
-            "approver command `{program}` printed nothing; it must print {{\"decision\": \"allow\"|\"deny\"}}"
+            "approver command `{program}` printed nothing; it must print {{\"decision\": \"allow\"|\"deny\"|\"pause\"}}"
         ));
     }
     let reply: Reply = serde_json::from_str(text).map_err(|e| {
         format!(
-            "approver command `{program}` printed `{}`, which is not {{\"decision\": \"allow\"|\"deny\", \
+            "approver command `{program}` printed `{}`, which is not {{\"decision\": \"allow\"|\"deny\"|\"pause\", \
              \"reason\"?: \"...\"}}: {e}",
             bounded(&printable(text), 200)
         )
@@ -679,6 +702,7 @@ fn parse_reply(program: &str, stdout: &[u8]) -> Result<Approval, String> {
         Answer::Deny => {
             Approval::deny(reason.unwrap_or_else(|| format!("denied by approver command `{program}`")))
         }
+        Answer::Pause => Approval { decision: Answer::Pause, reason },
     })
 }
 

@@ -64,6 +64,18 @@ pub(crate) enum Final {
     Refuse(String),
     /// Denied by the approver (decision `denied`).
     Deny(String),
+    /// Left for later by the approver: the run pauses on the call, which
+    /// runs with `args` if it is allowed on resume.
+    Pause {
+        /// The arguments after any hook rewrite.
+        args: Value,
+        /// Why the call needs a decision (the approval request's reason).
+        reason: String,
+        /// What the call acts on.
+        subject: Option<String>,
+        /// Notes so far (hook rewrites).
+        notes: Vec<String>,
+    },
 }
 
 /// Whether steps 8-11 have anything to do for a call: a hook matches it, or
@@ -123,10 +135,15 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         annotations: annotations.clone(),
         destructive: prep.destructive,
     };
+    let (reason, subject) = (request.reason.clone(), request.subject.clone());
     match approval_wait::ask(cx.approver, cx.clock, request).await {
         Approved::Yes(why) => notes.extend(why.map(|w| format!("approved: {w}"))),
         Approved::Denied(reason) => return Final::Deny(reason),
         Approved::Failed(reason) => return Final::Refuse(reason),
+        Approved::Pause(why) => {
+            notes.extend(why.map(|w| format!("paused: {w}")));
+            return Final::Pause { args, reason, subject, notes };
+        }
     }
 
     // 11. After the approval: a posture that narrowed meanwhile refuses.

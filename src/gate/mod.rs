@@ -40,7 +40,8 @@ mod tool_exists;
 
 pub use approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError};
 pub use approvers::{
-    AllowApprover, CommandApprover, DenyApprover, PromptApprover, approver_from_spec, default_approver,
+    AllowApprover, CommandApprover, DenyApprover, PauseApprover, PromptApprover, approver_from_spec,
+    default_approver,
 };
 pub use config::PolicyError;
 pub use policy::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};

@@ -164,14 +164,21 @@ fn write_spill(target: &SpillTarget<'_>, ext: &str, bytes: &[u8]) -> std::io::Re
     written
 }
 
-/// Writes `<area>/<stem>.<ext>` atomically, within the area's confinement
-/// but outside its budget (for the run's own receipt).
-pub(crate) fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    let confined = |dir: &Path| -> std::io::Result<()> {
-        match &area.confine {
-            Some(confine) if !dir.starts_with(confine) => Err(std::io::Error::other(format!(
-                "the spill folder resolves to {}, outside the workspace (is .codemode a symlink?)",
-                dir.display()
+/// Makes a run's folder `dir` (and its parents) and returns it resolved.
+/// With `confine` (the workspace, for the default place), the folder must
+/// resolve inside it and be reached through no symbolic link below it, so
+/// a `.codemode` link cannot send receipts, spill files or journals
+/// elsewhere.
+///
+/// # Errors
+/// The folder cannot be made, or it resolves outside `confine`, or a link
+/// is on the way.
+pub(crate) fn make_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Result<PathBuf> {
+    let confined = |resolved: &Path| -> std::io::Result<()> {
+        match confine {
+            Some(confine) if !resolved.starts_with(confine) => Err(std::io::Error::other(format!(
+                "the run folder resolves to {}, outside the workspace (is .codemode a symlink?)",
+                resolved.display()
             ))),
             _ => Ok(()),
         }
@@ -179,24 +186,30 @@ pub(crate) fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) 
     // No link on the way from the confinement down: a `.codemode` that is
     // a link (even one inside the workspace) could show earlier runs'
     // receipts under another name.
-    if let Some(confine) = &area.confine
-        && let Some(link) = area
-            .dir
+    if let Some(confine) = confine
+        && let Some(link) = dir
             .ancestors()
-            .take_while(|a| a.starts_with(confine) && *a != confine.as_path())
+            .take_while(|a| a.starts_with(confine) && *a != confine)
             .find(|a| a.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
     {
         return Err(std::io::Error::other(format!(
-            "{} is a symbolic link; receipts and spill files are not written through links",
+            "{} is a symbolic link; receipts, spill files and journals are not written through links",
             link.display()
         )));
     }
     // Check the deepest folder that exists before creating anything below it.
-    let existing = area.dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
     confined(&std::fs::canonicalize(existing)?)?;
-    std::fs::create_dir_all(&area.dir)?;
-    let dir = std::fs::canonicalize(&area.dir)?;
-    confined(&dir)?;
+    std::fs::create_dir_all(dir)?;
+    let resolved = std::fs::canonicalize(dir)?;
+    confined(&resolved)?;
+    Ok(resolved)
+}
+
+/// Writes `<area>/<stem>.<ext>` atomically, within the area's confinement
+/// but outside its budget (for the run's own receipt).
+pub(crate) fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let dir = make_run_dir(&area.dir, area.confine.as_deref())?;
     let path = dir.join(format!("{stem}.{ext}"));
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
     tmp.write_all(bytes)?;

@@ -1,0 +1,131 @@
+//! What a resume must find unchanged: the program, the catalog, the policy
+//! and the limits, each as a digest (and, for the policy and limits, the
+//! canonical JSON the digest is over, so a refusal can say what changed).
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::gate::Policy;
+use crate::vm::Limits;
+
+/// SHA-256 of `bytes`, lower-case hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in d {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// The policy as canonical JSON: what the gate decides by (mode, posture,
+/// rules, per-tool settings, hooks, sandbox), without where it was read
+/// from (paths differ between machines; the content is what matters).
+pub(crate) fn policy_json(policy: &Policy, posture: crate::gate::Posture) -> Value {
+    let rules = |list: &[crate::gate::Rule]| list.iter().map(|r| r.to_string()).collect::<Vec<_>>();
+    let tools: serde_json::Map<String, Value> = policy
+        .tools
+        .iter()
+        .map(|(name, t)| {
+            (
+                name.clone(),
+                json!({
+                    "timeout_ms": t.timeout_ms,
+                    "allowed_callers": t.allowed_callers,
+                }),
+            )
+        })
+        .collect();
+    let hooks: Vec<Value> = policy
+        .hooks
+        .iter()
+        .map(|h| {
+            json!({
+                "matcher": h.matcher.as_str(),
+                "command": h.command,
+                "timeout_ms": h.timeout.as_millis() as u64,
+            })
+        })
+        .collect();
+    json!({
+        "mode": format!("{:?}", policy.mode).to_lowercase(),
+        "posture": posture.as_str(),
+        "allow": rules(&policy.rules.allow),
+        "ask": rules(&policy.rules.ask),
+        "deny": rules(&policy.rules.deny),
+        "tools": tools,
+        "hooks": hooks,
+        "sandbox": {
+            "profile": format!("{:?}", policy.sandbox.profile),
+            "network": policy.sandbox.network,
+            "writable": policy.sandbox_writable,
+            "kill_grace_ms": policy.kill_grace.as_millis() as u64,
+        },
+    })
+}
+
+/// The limits as a JSON object of numbers (durations in milliseconds).
+pub(crate) fn limits_json(l: &Limits) -> Value {
+    json!({
+        "memory_bytes": l.memory_bytes,
+        "stack_bytes": l.stack_bytes,
+        "source_bytes": l.source_bytes,
+        "max_calls": l.max_calls,
+        "max_in_flight": l.max_in_flight,
+        "deadline_ms": l.deadline.as_millis() as u64,
+        "tool_timeout_ms": l.tool_timeout.as_millis() as u64,
+        "result_bytes": l.result_bytes,
+        "value_bytes": l.value_bytes,
+        "spill_bytes": l.spill_bytes,
+        "log_lines": l.log_lines,
+        "log_bytes": l.log_bytes,
+    })
+}
+
+/// The digest of canonical JSON `value`.
+pub(crate) fn json_sha256(value: &Value) -> String {
+    sha256_hex(value.to_string().as_bytes())
+}
+
+/// The top-level keys of two JSON objects whose values differ, each as
+/// `key: old -> new`.
+pub(crate) fn differences(old: &Value, new: &Value) -> Vec<String> {
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
+        return if old == new { Vec::new() } else { vec![format!("{old} -> {new}")] };
+    };
+    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| old.get(*k) != new.get(*k))
+        .map(|k| {
+            let show = |v: Option<&Value>| v.map_or_else(|| "(none)".to_owned(), |v| v.to_string());
+            format!("{k}: {} -> {}", show(old.get(k)), show(new.get(k)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_rule_changes_the_policy_digest_and_is_named() {
+        let a = Policy::default();
+        let mut b = Policy::default();
+        b.rules.allow.push(crate::gate::Rule::parse("write(src/**)").unwrap());
+        let (ja, jb) = (policy_json(&a, a.posture), policy_json(&b, b.posture));
+        assert_ne!(json_sha256(&ja), json_sha256(&jb));
+        assert_eq!(json_sha256(&ja), json_sha256(&policy_json(&Policy::default(), a.posture)));
+        assert_eq!(differences(&ja, &jb), vec![r#"allow: [] -> ["write(src/**)"]"#.to_owned()]);
+    }
+
+    #[test]
+    fn limits_differences_name_the_field() {
+        let a = Limits::default();
+        let b = Limits { max_calls: a.max_calls + 1, ..Limits::default() };
+        let d = differences(&limits_json(&a), &limits_json(&b));
+        assert_eq!(d.len(), 1);
+        assert!(d[0].starts_with("max_calls: "), "{d:?}");
+    }
+}

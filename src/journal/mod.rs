@@ -1,0 +1,255 @@
+//! Durable runs: every run's journal, and where journals are kept.
+//!
+//! A run writes, as it goes, an append-only journal of JSON lines
+//! ([`record`]): a header (program, catalog, policy and limits digests),
+//! every value of the VM's clock and random seed the program read, and each
+//! call's request, decision and result. Lines are buffered while the run
+//! goes ([`writer`]) and made durable (fsync'd, or committed) before the run
+//! reports `paused` or ends. [`Engine::resume`](crate::Engine::resume)
+//! replays a paused run from its journal in a fresh VM ([`replay`]):
+//! journaled calls are answered from the journal, the decisions are
+//! applied, and the run goes on. The format and guarantees are in
+//! `docs/JOURNAL.md`.
+//!
+//! Journals live in a [`JournalStore`]: [`LocalStore`] (a folder per run,
+//! the default) or [`PostgresStore`] (shared by many codemode processes).
+
+pub(crate) mod digest;
+pub(crate) mod local;
+pub(crate) mod record;
+pub(crate) mod replay;
+pub(crate) mod writer;
+
+pub use local::LocalStore;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+/// The future a store's operation returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Where a run stands, as its journal says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunState {
+    /// A process is running (or resuming) it now.
+    Running,
+    /// It stopped on calls that need a decision; `codemode resume` goes on.
+    Paused,
+    /// It ended: the program completed.
+    Completed,
+    /// It ended: the program failed (threw, hit a limit, diverged on replay).
+    Failed,
+    /// It ended: its deadline passed.
+    TimedOut,
+    /// It ended: the host cancelled it.
+    Cancelled,
+    /// The process running or resuming it ended without pausing or
+    /// finishing it (killed, crashed); calls it had in flight may have
+    /// partly run. It cannot be resumed.
+    Interrupted,
+}
+
+impl RunState {
+    /// The lower-case name used in journals and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Paused => "paused",
+            RunState::Completed => "completed",
+            RunState::Failed => "failed",
+            RunState::TimedOut => "timed_out",
+            RunState::Cancelled => "cancelled",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses [`RunState::as_str`]'s names.
+    pub fn parse(name: &str) -> Option<RunState> {
+        Some(match name {
+            "running" => RunState::Running,
+            "paused" => RunState::Paused,
+            "completed" => RunState::Completed,
+            "failed" => RunState::Failed,
+            "timed_out" => RunState::TimedOut,
+            "cancelled" => RunState::Cancelled,
+            "interrupted" => RunState::Interrupted,
+            _ => return None,
+        })
+    }
+
+    /// The state a run that ended with `status` is in.
+    pub fn of_status(status: crate::RunStatus) -> RunState {
+        match status {
+            crate::RunStatus::Completed => RunState::Completed,
+            crate::RunStatus::Paused => RunState::Paused,
+            crate::RunStatus::TimedOut => RunState::TimedOut,
+            crate::RunStatus::Cancelled => RunState::Cancelled,
+            _ => RunState::Failed,
+        }
+    }
+
+    /// Whether the run has ended for good.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RunState::Running | RunState::Paused)
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a store could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The run cannot be resumed: no journal has its id, it ended, another
+    /// process is resuming it now, or it was interrupted. Final: asking
+    /// again gives the same answer (except `Busy`, which ends when the
+    /// other resume does).
+    #[error("{}", not_resumable_message(run_id, *state))]
+    NotResumable {
+        /// The id asked for.
+        run_id: String,
+        /// What the store knows of it.
+        state: NotResumableState,
+    },
+    /// The store failed (I/O, the database); the message says where.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Why a run id cannot be resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NotResumableState {
+    /// No journal has this id.
+    Unknown,
+    /// Another process holds the run (it is resuming it, or still running
+    /// it).
+    Busy,
+    /// The run is in this state, which is not `paused`.
+    State(RunState),
+}
+
+fn not_resumable_message(run_id: &str, state: NotResumableState) -> String {
+    match state {
+        NotResumableState::Unknown => format!(
+            "no run `{run_id}` in the journal store (unknown id: check `codemode runs list`, and the --journal/--workspace it ran with)"
+        ),
+        NotResumableState::Busy => format!(
+            "run `{run_id}` is held by another process (being resumed, or still running); it cannot be resumed twice"
+        ),
+        NotResumableState::State(RunState::Paused) => {
+            format!("run `{run_id}` is paused but its journal could not be claimed")
+        }
+        NotResumableState::State(RunState::Running) => {
+            format!("run `{run_id}` is still running in another process; only a paused run can be resumed")
+        }
+        NotResumableState::State(RunState::Interrupted) => format!(
+            "run `{run_id}` was interrupted (its process ended without pausing or finishing it) and cannot be resumed; start it again"
+        ),
+        NotResumableState::State(state) => format!(
+            "run `{run_id}` already ended ({state}); only a paused run can be resumed (its receipt: `codemode runs show {run_id}`)"
+        ),
+    }
+}
+
+impl StoreError {
+    pub(crate) fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Failed(format!("{what}: {e}"))
+    }
+}
+
+/// A run's journal as the store holds it.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    /// The run's id.
+    pub run_id: String,
+    /// Where it stands.
+    pub state: RunState,
+    /// Its journal lines, header first, in the order they were appended.
+    pub lines: Vec<String>,
+}
+
+/// One run in a store's listing.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// The run's id (ids sort by start time).
+    pub run_id: String,
+    /// Where it stands.
+    pub state: RunState,
+    /// When its journal last changed, seconds since the Unix epoch.
+    pub updated_unix: u64,
+}
+
+/// The journal of one run, open for appending. Holds the run: while it
+/// lives no other process can resume the run. Dropping it without
+/// [`RunJournal::commit`] leaves the run `interrupted`.
+pub trait RunJournal: Send {
+    /// Appends `lines` (each one JSON record, no newline), in order. May
+    /// buffer; nothing is durable until [`RunJournal::commit`].
+    fn append(&mut self, lines: Vec<String>) -> StoreFuture<'_, ()>;
+
+    /// Makes every line appended so far durable (fsync'd, or committed in
+    /// one transaction) and records `state`; a final state or `paused`
+    /// lets the run go.
+    fn commit(&mut self, state: RunState) -> StoreFuture<'_, ()>;
+}
+
+/// Where journals are kept. Shared by every run of an engine, and (for a
+/// database) by many processes: [`JournalStore::claim`] is how a store
+/// makes sure one run is resumed once.
+pub trait JournalStore: Send + Sync + 'static {
+    /// What the store is, for messages: `local folder /ws/.codemode/runs`,
+    /// `PostgreSQL db@host`.
+    fn describe(&self) -> String;
+
+    /// Starts the journal of a new run with its header line; the run is
+    /// `running` and held by the returned journal.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] when the store cannot be written, or a run of
+    /// this id exists.
+    fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>>;
+
+    /// Takes a paused run for resuming: atomically checks it is `paused`
+    /// and not held by anyone, marks it `running`, and returns its lines
+    /// and the journal to append to. Of two processes claiming one run at
+    /// once, one gets it and the other [`StoreError::NotResumable`] with
+    /// [`NotResumableState::Busy`].
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] for an unknown, held, interrupted or
+    /// ended run; [`StoreError::Failed`] when the store fails.
+    fn claim<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, (Vec<String>, Box<dyn RunJournal>)>;
+
+    /// A run's state and lines, without holding it. A `running` run no
+    /// process holds is reported `interrupted`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] with [`NotResumableState::Unknown`] for
+    /// an unknown id; [`StoreError::Failed`] when the store fails.
+    fn load<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, StoredRun>;
+
+    /// Every run the store holds, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] when the store cannot be read.
+    fn list(&self) -> StoreFuture<'_, Vec<RunSummary>>;
+
+    /// Deletes a run's journal (and, for the local folder, its whole run
+    /// folder: receipt and spill files). A run held by a process is not
+    /// removed.
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] with `Busy` for a held run, `Unknown`
+    /// for an unknown id; [`StoreError::Failed`] when the store fails.
+    fn remove<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()>;
+}

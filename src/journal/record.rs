@@ -1,0 +1,408 @@
+//! The journal's records: one JSON object per line, `t` naming the kind
+//! (docs/JOURNAL.md lists them). Every line starts with `{"t":"<kind>"`,
+//! so a reader knows the kind before parsing the rest.
+//!
+//! The lines written for every call (`call`, `done`) are built by hand from
+//! text the run already has (the arguments' JSON as the program made it,
+//! the result's JSON as the program got it), so journaling a call costs a
+//! copy, not a parse; results are embedded as written, byte for byte, so a
+//! replay hands the program exactly what it got.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::engine::dispatch::Completion;
+use crate::receipt::ledger::CallEnd;
+use crate::receipt::{CallStatus, Caller, Decision, Truncation};
+
+/// The version of the journal format; a journal of another version is
+/// refused on resume.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// The first line of every journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Header {
+    pub t: String,
+    pub journal_version: u32,
+    pub run_id: String,
+    /// RFC 3339 UTC, to the second.
+    pub started_at: String,
+    /// Milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    pub codemode_version: String,
+    /// The workspace the run started in (informational).
+    pub workspace: String,
+    pub program: ProgramRecord,
+    pub catalog_sha256: String,
+    pub policy_sha256: String,
+    /// The canonical policy the digest is over (to say what changed).
+    pub policy: serde_json::Value,
+    /// The limits, as a JSON object of numbers.
+    pub limits: serde_json::Value,
+}
+
+/// The program a journal is of.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ProgramRecord {
+    /// Its name in stack traces (a `.ts` name makes it TypeScript).
+    pub name: String,
+    /// SHA-256 of its source, lower-case hex.
+    pub sha256: String,
+    /// The source itself: a resume re-runs exactly this.
+    pub source: String,
+    /// The file it was read from, when it was (a resume refuses to go on
+    /// when that file has changed since).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// How a call's result reached the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum How {
+    /// Returned from `tools.call` itself (refused, or answered at once).
+    Inline,
+    /// Settled later, in this position among the settles.
+    Settled,
+    /// Finished after the run began to pause: never handed to the program.
+    Unsettled,
+}
+
+/// A call's end as journaled.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct EndRecord {
+    pub status: CallStatus,
+    pub decision: Decision,
+    /// Milliseconds, microsecond precision.
+    pub elapsed_ms: f64,
+    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Truncation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl EndRecord {
+    pub(crate) fn of(end: &CallEnd) -> EndRecord {
+        EndRecord {
+            status: end.status,
+            decision: end.decision,
+            elapsed_ms: crate::receipt::millis(end.elapsed),
+            bytes: end.bytes,
+            truncated: end.truncated.clone(),
+            error: end.error.clone(),
+            note: end.note.clone(),
+        }
+    }
+
+    pub(crate) fn to_end(&self) -> CallEnd {
+        CallEnd {
+            status: self.status,
+            decision: self.decision,
+            elapsed: std::time::Duration::from_secs_f64(self.elapsed_ms.max(0.0) / 1000.0),
+            bytes: self.bytes,
+            truncated: self.truncated.clone(),
+            error: self.error.clone(),
+            note: self.note.clone(),
+        }
+    }
+}
+
+/// `{"t":"call"}`: the program asked for a call.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CallRecord {
+    pub seq: u64,
+    pub tool: String,
+    pub caller: Caller,
+    /// The arguments' JSON text as the program made it (`null` when it
+    /// was not JSON: the call was refused for it).
+    pub args: Box<RawValue>,
+    /// The arguments' text when it was not JSON.
+    #[serde(default)]
+    pub args_text: Option<String>,
+}
+
+impl CallRecord {
+    /// Whether the program asked for the same call: same tool, caller and
+    /// arguments' text.
+    pub(crate) fn same(&self, tool: &str, caller: Caller, args_json: &str) -> bool {
+        self.tool == tool
+            && self.caller == caller
+            && match &self.args_text {
+                Some(text) => text == args_json,
+                None => self.args.get() == args_json,
+            }
+    }
+
+    /// The arguments as the program wrote them.
+    pub(crate) fn args_shown(&self) -> &str {
+        self.args_text.as_deref().unwrap_or(self.args.get())
+    }
+}
+
+/// `{"t":"done"}`: a call ended.
+#[derive(Debug, Deserialize)]
+pub(crate) struct DoneRecord {
+    pub seq: u64,
+    pub how: How,
+    pub ok: bool,
+    pub end: EndRecord,
+    /// The envelope or error JSON the program got, as written.
+    pub payload: Box<RawValue>,
+    /// Text content, passed apart from the envelope.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+impl DoneRecord {
+    /// The completion to hand the program again.
+    pub(crate) fn completion(&self) -> Completion {
+        Completion {
+            seq: self.seq,
+            end: self.end.to_end(),
+            ok: self.ok,
+            payload: self.payload.get().to_owned(),
+            text: self.text.clone(),
+            pause: None,
+        }
+    }
+}
+
+/// `{"t":"pending"}`: a call that needs a decision; the run paused on it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PendingRecord {
+    pub seq: u64,
+    pub tool: String,
+    /// The arguments the call runs with when allowed (after any hook
+    /// rewrite).
+    pub args: serde_json::Value,
+    /// Why it needs a decision.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Notes from the gate so far (hook rewrites).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// `{"t":"decision"}`: a pending call decided on resume.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct DecisionRecord {
+    pub seq: u64,
+    pub allow: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub at: String,
+}
+
+/// `{"t":"now"}`: `n` reads of the clock in a row gave `v` (milliseconds
+/// since the Unix epoch).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct NowRecord {
+    pub v: f64,
+    pub n: u64,
+}
+
+/// `{"t":"seed"}`: the seed of `Math.random`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct SeedRecord {
+    pub v: [u32; 4],
+}
+
+/// `{"t":"settle"}`: a result journaled `unsettled` was handed to the
+/// program (on a resume), in this position among the settles.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct SettleRecord {
+    pub seq: u64,
+}
+
+/// `{"t":"paused"}`: the run paused; times so far.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PausedRecord {
+    /// Milliseconds since the Unix epoch.
+    pub at_unix_ms: u64,
+    /// Wall time of the run so far, pauses included, in ms.
+    pub elapsed_ms: f64,
+    /// Time spent waiting on approvals so far (pauses included), in ms.
+    pub approval_wait_ms: f64,
+}
+
+/// The kind of a journal line: the text of its `t`.
+pub(crate) fn kind(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("{\"t\":\"")?;
+    rest.split('"').next()
+}
+
+/// Appends `value` to `out` as a JSON string.
+fn push_json_string(out: &mut String, value: &str) {
+    // Writing to a String cannot fail.
+    let _ = serde_json::to_writer(string_writer(out), value);
+}
+
+/// A `std::io::Write` over a `String`, for serde_json, which writes UTF-8.
+fn string_writer(out: &mut String) -> impl std::io::Write + '_ {
+    struct W<'a>(&'a mut String);
+    impl std::io::Write for W<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            // serde_json writes whole UTF-8 sequences of a &str it escapes.
+            match std::str::from_utf8(buf) {
+                Ok(s) => {
+                    self.0.push_str(s);
+                    Ok(buf.len())
+                }
+                Err(_) => Err(std::io::Error::other("not UTF-8")),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    W(out)
+}
+
+fn caller_name(caller: Caller) -> &'static str {
+    match caller {
+        Caller::Program => "program",
+        Caller::Direct => "direct",
+    }
+}
+
+/// `{"t":"call"}` for call `seq`; `args_json` is the program's JSON text
+/// (anything that does not parse as JSON is written as `null`).
+pub(crate) fn call_line(seq: u64, tool: &str, caller: Caller, args_json: &str) -> String {
+    let mut line = String::with_capacity(64 + tool.len() + args_json.len());
+    line.push_str("{\"t\":\"call\",\"seq\":");
+    line.push_str(&seq.to_string());
+    line.push_str(",\"tool\":");
+    push_json_string(&mut line, tool);
+    line.push_str(",\"caller\":\"");
+    line.push_str(caller_name(caller));
+    if serde_json::from_str::<serde::de::IgnoredAny>(args_json).is_ok() {
+        line.push_str("\",\"args\":");
+        line.push_str(args_json);
+    } else {
+        line.push_str("\",\"args\":null,\"args_text\":");
+        push_json_string(&mut line, args_json);
+    }
+    line.push('}');
+    line
+}
+
+/// `{"t":"done"}` for `completion`.
+pub(crate) fn done_line(how: How, completion: &Completion) -> String {
+    let end = serde_json::to_string(&EndRecord::of(&completion.end)).expect("an end record serialises");
+    let text_len = completion.text.as_ref().map_or(0, |t| t.len() + 16);
+    let mut line = String::with_capacity(80 + end.len() + completion.payload.len() + text_len);
+    line.push_str("{\"t\":\"done\",\"seq\":");
+    line.push_str(&completion.seq.to_string());
+    line.push_str(",\"how\":\"");
+    line.push_str(match how {
+        How::Inline => "inline",
+        How::Settled => "settled",
+        How::Unsettled => "unsettled",
+    });
+    line.push_str("\",\"ok\":");
+    line.push_str(if completion.ok { "true" } else { "false" });
+    line.push_str(",\"end\":");
+    line.push_str(&end);
+    line.push_str(",\"payload\":");
+    line.push_str(&completion.payload);
+    if let Some(text) = &completion.text {
+        line.push_str(",\"text\":");
+        push_json_string(&mut line, text);
+    }
+    line.push('}');
+    line
+}
+
+/// `{"t":"settle"}`.
+pub(crate) fn settle_line(seq: u64) -> String {
+    format!("{{\"t\":\"settle\",\"seq\":{seq}}}")
+}
+
+/// `{"t":"now"}`.
+pub(crate) fn now_line(value: f64, count: u64) -> String {
+    format!("{{\"t\":\"now\",\"v\":{value},\"n\":{count}}}")
+}
+
+/// `{"t":"seed"}`.
+pub(crate) fn seed_line(seed: [u32; 4]) -> String {
+    format!("{{\"t\":\"seed\",\"v\":[{},{},{},{}]}}", seed[0], seed[1], seed[2], seed[3])
+}
+
+/// A record with serde fields after its `t`.
+pub(crate) fn tagged_line(kind: &str, record: &impl Serialize) -> String {
+    let body = serde_json::to_string(record).expect("journal records serialise");
+    let rest = body.strip_prefix('{').unwrap_or(&body);
+    if rest == "}" { format!("{{\"t\":\"{kind}\"}}") } else { format!("{{\"t\":\"{kind}\",{rest}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn completion(text: Option<&str>) -> Completion {
+        Completion {
+            seq: 3,
+            end: CallEnd {
+                status: CallStatus::Ok,
+                decision: Decision::Approved,
+                elapsed: Duration::from_micros(1500),
+                bytes: 12,
+                truncated: None,
+                error: None,
+                note: Some("approved: yes".into()),
+            },
+            ok: true,
+            payload: r#"{"content":{"b":1,"a":[2]},"metadata":null,"truncated":null}"#.into(),
+            text: text.map(str::to_owned),
+            pause: None,
+        }
+    }
+
+    #[test]
+    fn a_done_line_gives_back_the_payload_byte_for_byte() {
+        for text in [None, Some("line\n\"quoted\"\u{2028}")] {
+            let c = completion(text);
+            let line = done_line(How::Settled, &c);
+            assert_eq!(kind(&line), Some("done"));
+            assert!(!line.contains('\n'), "one line: {line}");
+            let back: DoneRecord = serde_json::from_str(&line).unwrap();
+            let again = back.completion();
+            // Key order kept (b before a): the program sees what it saw.
+            assert_eq!(again.payload, c.payload);
+            assert_eq!(again.text, c.text);
+            assert_eq!(again.end.decision, Decision::Approved);
+            assert_eq!(again.end.elapsed, Duration::from_micros(1500));
+            assert_eq!(back.how, How::Settled);
+        }
+    }
+
+    #[test]
+    fn a_call_line_keeps_the_arguments_text() {
+        let line = call_line(7, "mcp__x__y\"z", Caller::Program, r#"{"z":1,"a":"\n"}"#);
+        let back: CallRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!((back.seq, back.tool.as_str(), back.caller), (7, "mcp__x__y\"z", Caller::Program));
+        assert_eq!(back.args.get(), r#"{"z":1,"a":"\n"}"#);
+        assert!(back.same("mcp__x__y\"z", Caller::Program, r#"{"z":1,"a":"\n"}"#));
+        assert!(!back.same("mcp__x__y\"z", Caller::Program, r#"{"a":"\n","z":1}"#));
+        let bad = call_line(1, "read", Caller::Program, "{not json");
+        let back: CallRecord = serde_json::from_str(&bad).unwrap();
+        assert!(back.same("read", Caller::Program, "{not json"));
+    }
+
+    #[test]
+    fn tagged_lines_start_with_their_kind() {
+        let p = PausedRecord { at_unix_ms: 5, elapsed_ms: 1.5, approval_wait_ms: 0.0 };
+        let line = tagged_line("paused", &p);
+        assert_eq!(kind(&line), Some("paused"));
+        let back: PausedRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.at_unix_ms, 5);
+        assert_eq!(kind(&now_line(1.0, 2)), Some("now"));
+        assert_eq!(kind(&seed_line([1, 2, 3, 4])), Some("seed"));
+        assert_eq!(kind(&settle_line(1)), Some("settle"));
+    }
+}

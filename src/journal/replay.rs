@@ -1,0 +1,1 @@
+//! Replaying a journal (filled in below).

@@ -1,0 +1,139 @@
+//! The journal of one run as it goes. The VM thread appends lines to a
+//! buffer ([`RunLog`]); full buffers go to a task on the tool runtime that
+//! owns the store's [`RunJournal`], so the program never waits on the
+//! disk or the database; [`RunLog::finish`] sends the rest and waits for
+//! the commit (durable before the run reports `paused` or ends).
+
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, oneshot};
+
+use super::record;
+use super::{JournalStore, RunJournal, RunState, StoreError};
+
+/// Lines buffered before they are handed to the writer task, in bytes.
+const FLUSH_BYTES: usize = 256 * 1024;
+
+enum Msg {
+    Lines(Vec<String>),
+    Commit(RunState, oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Where the writer task gets its journal from.
+pub(crate) enum Opening {
+    /// A new run: create its journal with this header line.
+    Create { store: Arc<dyn JournalStore>, run_id: Arc<str>, header: String },
+    /// A resumed run: the journal its claim returned.
+    Claimed(Box<dyn RunJournal>),
+}
+
+/// One run's journal, on the VM thread.
+pub(crate) struct RunLog {
+    buffer: Vec<String>,
+    bytes: usize,
+    /// Clock reads not written yet: (value, count) of a run of equal values.
+    now_run: Option<(f64, u64)>,
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl RunLog {
+    /// Starts the writer task on `tools`.
+    pub(crate) fn start(opening: Opening, tools: &Handle) -> RunLog {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tools.spawn(write_task(opening, rx));
+        RunLog { buffer: Vec::new(), bytes: 0, now_run: None, tx }
+    }
+
+    /// Appends one line.
+    pub(crate) fn push(&mut self, line: String) {
+        self.flush_now();
+        self.push_raw(line);
+    }
+
+    fn push_raw(&mut self, line: String) {
+        self.bytes += line.len() + 1;
+        self.buffer.push(line);
+        if self.bytes >= FLUSH_BYTES {
+            let lines = std::mem::take(&mut self.buffer);
+            self.bytes = 0;
+            let _ = self.tx.send(Msg::Lines(lines));
+        }
+    }
+
+    /// Records one read of the clock (runs of equal values take one line).
+    pub(crate) fn now(&mut self, value: f64) {
+        match &mut self.now_run {
+            Some((v, n)) if *v == value => *n += 1,
+            _ => {
+                self.flush_now();
+                self.now_run = Some((value, 1));
+            }
+        }
+    }
+
+    fn flush_now(&mut self) {
+        if let Some((v, n)) = self.now_run.take() {
+            self.push_raw(record::now_line(v, n));
+        }
+    }
+
+    /// Sends what is buffered and commits with `state`; resolves when the
+    /// journal is durable.
+    ///
+    /// # Errors
+    /// The first store error of the run (creating, appending or
+    /// committing).
+    pub(crate) async fn finish(mut self, state: RunState) -> Result<(), StoreError> {
+        self.flush_now();
+        let lines = std::mem::take(&mut self.buffer);
+        if !lines.is_empty() {
+            let _ = self.tx.send(Msg::Lines(lines));
+        }
+        let (done, answer) = oneshot::channel();
+        if self.tx.send(Msg::Commit(state, done)).is_err() {
+            return Err(StoreError::Failed("the journal writer stopped".into()));
+        }
+        answer.await.unwrap_or_else(|_| Err(StoreError::Failed("the journal writer stopped".into())))
+    }
+}
+
+/// Owns the run's journal: opens it, appends what comes, commits.
+async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    let mut failure: Option<StoreError> = None;
+    let mut journal: Option<Box<dyn RunJournal>> = None;
+    let mut opening = Some(opening);
+    while let Some(msg) = rx.recv().await {
+        if journal.is_none()
+            && failure.is_none()
+            && let Some(how) = opening.take()
+        {
+            match how {
+                Opening::Claimed(j) => journal = Some(j),
+                Opening::Create { store, run_id, header } => match store.create(&run_id, header).await {
+                    Ok(j) => journal = Some(j),
+                    Err(e) => failure = Some(e),
+                },
+            }
+        }
+        match msg {
+            Msg::Lines(lines) => {
+                if let (Some(j), None) = (journal.as_mut(), &failure)
+                    && let Err(e) = j.append(lines).await
+                {
+                    failure = Some(e);
+                }
+            }
+            Msg::Commit(state, done) => {
+                let result = match (journal.as_mut(), failure.take()) {
+                    (_, Some(e)) => Err(e),
+                    (Some(j), None) => j.commit(state).await,
+                    (None, None) => Err(StoreError::Failed("the journal was never opened".into())),
+                };
+                let _ = done.send(result);
+                // The journal (and the run's lock) goes with the task.
+                return;
+            }
+        }
+    }
+}
