@@ -92,6 +92,8 @@ pub(crate) struct Shared {
     pub confinement: Arc<crate::sandbox::Confinement>,
     /// Every protected path and what it is (gate step 7).
     pub protections: Vec<crate::gate::protection::Protection>,
+    /// Where runs' journals go; `None` when journaling is off.
+    pub journal: Option<Arc<dyn crate::journal::JournalStore>>,
     pub tools: Handle,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
@@ -150,6 +152,15 @@ pub struct EngineBuilder {
     vm_threads: Option<usize>,
     tool_runtime: Option<Handle>,
     mcp: Option<(crate::mcp::McpConfig, crate::mcp::PoolOptions)>,
+    journal: JournalChoice,
+}
+
+/// Where an engine's runs keep their journals.
+enum JournalChoice {
+    /// The local folder store at the spill root.
+    Default,
+    Off,
+    Store(Arc<dyn crate::journal::JournalStore>),
 }
 
 impl Default for EngineBuilder {
@@ -165,6 +176,7 @@ impl Default for EngineBuilder {
             vm_threads: None,
             tool_runtime: None,
             mcp: None,
+            journal: JournalChoice::Default,
         }
     }
 }
@@ -253,6 +265,23 @@ impl EngineBuilder {
         self
     }
 
+    /// Where runs keep their journals (docs/JOURNAL.md): every run of the
+    /// engine writes one, and [`Engine::resume`] reads it. Default: a
+    /// [`LocalStore`](crate::journal::LocalStore) at the spill folder
+    /// (`<workspace>/.codemode/runs/<run_id>/journal.jsonl`).
+    pub fn journal(mut self, store: Arc<dyn crate::journal::JournalStore>) -> Self {
+        self.journal = JournalChoice::Store(store);
+        self
+    }
+
+    /// Runs keep no journal: nothing is written for them, a call the
+    /// approver pauses is refused instead, and no run can be resumed.
+    /// Default: journaling on.
+    pub fn no_journal(mut self) -> Self {
+        self.journal = JournalChoice::Off;
+        self
+    }
+
     /// Checks the configuration once and starts the engine's threads.
     ///
     /// # Errors
@@ -273,6 +302,13 @@ impl EngineBuilder {
         confinement::settle_policy(&workspace, &mut self.policy, self.mcp.as_ref().map(|(config, _)| config));
         let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
         let spill_root = self.spill_dir.take().unwrap_or_else(|| workspace.join(".codemode").join("runs"));
+        let journal: Option<Arc<dyn crate::journal::JournalStore>> = match self.journal {
+            JournalChoice::Default => {
+                Some(Arc::new(crate::journal::LocalStore::confined(&spill_root, spill_confine.clone())))
+            }
+            JournalChoice::Off => None,
+            JournalChoice::Store(store) => Some(store),
+        };
         let approver_files = self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default();
         let (protections, confinement) = confinement::confine(
             &workspace,
@@ -347,6 +383,7 @@ impl EngineBuilder {
                 spill_confine,
                 confinement,
                 protections,
+                journal,
                 tools: tools_handle,
                 vms,
                 _own_runtime: own,
@@ -531,6 +568,11 @@ impl Engine {
             });
             let _ = rx.blocking_recv();
         }
+    }
+
+    /// Where runs keep their journals, unless journaling is off.
+    pub fn journal_store(&self) -> Option<&Arc<dyn crate::journal::JournalStore>> {
+        self.shared.journal.as_ref()
     }
 
     /// The limits every run is held to.
