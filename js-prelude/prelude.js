@@ -12,6 +12,8 @@
 //                                            `{metadata, truncated}` JSON + the text
 //                           -> [error]       it was refused or failed: error JSON
 //   host(1, level, text)    -> undefined     one console line
+//   host(2, "now", "")      -> number        the clock, ms since the epoch (journaled)
+//   host(2, "seed", "")     -> "a,b,c,d"     Math.random's seed (journaled)
 //
 // Every built-in the prelude uses is captured here, before any program runs,
 // so a program that replaces `Map.prototype.set`, `Promise.resolve`,
@@ -303,6 +305,56 @@
   function finish(program) {
     return apply(promiseThen, apply(promiseThen, program, [entered]), [returned, threw]);
   }
+
+  // The VM's two sources of values that differ from run to run, the clock
+  // and Math.random, come from the host, which journals them, so a resumed
+  // run replays the values the program saw before its pause
+  // (docs/JOURNAL.md). `Date` keeps its prototype, statics and behaviour;
+  // only "now" (new Date(), Date(), Date.now()) asks the host.
+  const RealDate = Date;
+  const construct = Reflect.construct;
+  const dateToString = RealDate.prototype.toString;
+  const clockNow = () => host(2, "now", "");
+  const DateShim = function Date(...args) {
+    if (new.target === undefined) return apply(dateToString, construct(RealDate, [clockNow()]), []);
+    return construct(RealDate, args.length === 0 ? [clockNow()] : args, new.target);
+  };
+  defineProperty(DateShim, "length", { value: 7, configurable: true });
+  defineProperty(DateShim, "prototype", { value: RealDate.prototype, writable: false, configurable: false });
+  defineProperty(DateShim, "now", { value: function now() { return clockNow(); }, writable: true, configurable: true });
+  defineProperty(DateShim, "parse", { value: RealDate.parse, writable: true, configurable: true });
+  defineProperty(DateShim, "UTC", { value: RealDate.UTC, writable: true, configurable: true });
+  defineProperty(RealDate.prototype, "constructor", { value: DateShim, writable: true, configurable: true });
+  defineProperty(globalThis, "Date", { value: DateShim, writable: true, configurable: true });
+
+  // Math.random: xoshiro128** over a journaled seed; 53 random bits from
+  // two 32-bit outputs.
+  const imul = Math.imul;
+  const toNumber = Number;
+  const splitText = String.prototype.split;
+  let s0 = 0, s1 = 0, s2 = 0, s3 = 0, seeded = false;
+  const next32 = () => {
+    const r = imul(((imul(s1, 5) << 7) | (imul(s1, 5) >>> 25)), 9) >>> 0;
+    const t = s1 << 9;
+    s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3; s2 ^= t;
+    s3 = (s3 << 11) | (s3 >>> 21);
+    return r;
+  };
+  defineProperty(Math, "random", {
+    value: function random() {
+      if (!seeded) {
+        const parts = apply(splitText, host(2, "seed", ""), [","]);
+        s0 = toNumber(parts[0]) | 0; s1 = toNumber(parts[1]) | 0;
+        s2 = toNumber(parts[2]) | 0; s3 = toNumber(parts[3]) | 0;
+        seeded = true;
+      }
+      const high = next32() >>> 5; // 27 bits
+      const low = next32() >>> 6; // 26 bits
+      return (high * 67108864 + low) / 9007199254740992;
+    },
+    writable: true,
+    configurable: true,
+  });
 
   const fixed = (value) => ({ value, writable: false, enumerable: false, configurable: false });
   defineProperty(globalThis, "tools", fixed(tools));

@@ -29,8 +29,9 @@ pub(crate) struct EngineArgs {
     /// ask, auto-review or full-access [default: the policy's, else ask].
     #[arg(long, value_name = "POSTURE", value_parser = ["ask", "auto-review", "full-access"])]
     posture: Option<String>,
-    /// Who approves calls that need it: deny, allow, prompt or cmd:PROGRAM
-    /// [default: prompt on a terminal, else deny].
+    /// Who approves calls that need it: deny, allow, prompt, pause (end the
+    /// run paused, for `codemode resume`) or cmd:PROGRAM [default: prompt
+    /// on a terminal, else deny; pause for `resume`].
     #[arg(long, value_name = "APPROVER")]
     approve: Option<String>,
     /// Run deadline in seconds, e.g. 60 or 0.5 [default: 60].
@@ -39,6 +40,13 @@ pub(crate) struct EngineArgs {
 }
 
 impl EngineArgs {
+    /// These options with `spec` as the approver when `--approve` is not
+    /// given (`codemode resume` pauses again by default).
+    pub(crate) fn approve_by_default(mut self, spec: &str) -> Self {
+        self.approve.get_or_insert_with(|| spec.to_owned());
+        self
+    }
+
     /// Builds the engine these options describe.
     pub(crate) fn build(&self) -> anyhow::Result<CliEngine> {
         self.build_with(|_| {})

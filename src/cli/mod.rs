@@ -2,12 +2,14 @@
 //! subcommand.
 //!
 //! Exit codes (DESIGN.md §9): 0 completed, 1 program failed, 2 bad
-//! invocation or config, 3 timed out, 4 paused, 130 cancelled.
+//! invocation or config, 3 timed out, 4 paused, 5 a run id that cannot be
+//! resumed, 130 cancelled.
 
 mod batch;
 mod call;
 mod engine_args;
 mod mcp;
+mod resume;
 mod run;
 mod search;
 mod tools;
@@ -21,12 +23,17 @@ use clap::{Parser, Subcommand};
 /// Exit code for a bad invocation or configuration.
 pub(crate) const EXIT_USAGE: u8 = 2;
 
+/// Exit code for a run id that cannot be resumed (unknown, ended, held by
+/// another process, interrupted): final, retrying gives the same answer.
+pub(crate) const EXIT_NOT_RESUMABLE: u8 = 5;
+
 /// codemode runs a JavaScript program whose only way out is
 /// `await tools.call(name, args)`, and prints its receipt.
 ///
 /// Exit codes: 0 completed, 1 program failed, 2 bad invocation or
-/// config, 3 timed out, 4 paused, 130 cancelled by SIGINT (143 by
-/// SIGTERM); the receipt is printed in every case.
+/// config, 3 timed out, 4 paused (decide with `codemode resume`), 5 a run
+/// id that cannot be resumed, 130 cancelled by SIGINT (143 by SIGTERM);
+/// the receipt is printed in every case.
 #[derive(Debug, Parser)]
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {
@@ -38,6 +45,20 @@ pub(crate) struct Cli {
 enum Command {
     /// Run a program (a file, or - for stdin) and report its receipt.
     Run(run::RunArgs),
+    /// Decide the pending calls of a paused run and go on (--allow SEQ,
+    /// --deny SEQ); the program re-runs from its journal, each call once.
+    ///
+    /// A run paused by `--approve pause` (exit 4) lists its pending calls
+    /// in its receipt. `resume` re-runs the program in a fresh VM: calls
+    /// the journal holds are answered from it without running again, the
+    /// decisions are applied, and the run goes on; it may pause again
+    /// (the default approver here is `pause`). Run it with the same
+    /// --workspace, --config and --mcp-config as the run: a changed
+    /// program, catalog or policy is refused, and the run stays paused.
+    ///
+    /// Exit codes as `run`; 5 when the id cannot be resumed (unknown,
+    /// already ended, being resumed elsewhere, interrupted): final.
+    Resume(resume::ResumeArgs),
     /// Call one tool directly, through the same gate as programs' calls.
     Call(call::CallArgs),
     /// Call tools over JSON Lines input, one call per line, through the
@@ -91,6 +112,7 @@ pub(crate) fn main() -> ExitCode {
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Resume(args) => resume::resume(args),
         Command::Call(args) => call::call(args),
         Command::Batch(args) => batch::batch(args),
         Command::Tools(args) => tools::tools(args),

@@ -207,14 +207,21 @@ impl Dispatcher {
             notes: Some(notes.join("; ")),
         };
         let abandon = Abandon::for_tool(&entry.spec);
-        let future = Abandon::scope(&abandon, entry.tool.call(pending.args.clone(), self.tool_context(seq, caller)));
+        let future =
+            Abandon::scope(&abandon, entry.tool.call(pending.args.clone(), self.tool_context(seq, caller)));
         Begun::Running { seq, future: finish.run(future, timeout_of(&self.shared, &entry.spec), abandon) }
     }
 
     /// A call that paused the run and was denied on resume: decision
     /// `denied`, handed to the program when the replay has caught up (so
     /// the program meets it where it would have).
-    pub(crate) fn begin_denied(&self, ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Begun {
+    pub(crate) fn begin_denied(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        caller: Caller,
+        reason: String,
+    ) -> Begun {
         let seq = ledger.open(tool, caller, Decision::Denied, Some(reason.clone()));
         let finish = Finisher {
             shared: self.shared.clone(),

@@ -8,10 +8,12 @@ mod direct;
 pub(crate) mod dispatch;
 mod execute_tools;
 mod mcp_link;
+mod resume;
 mod run_id;
 pub(crate) use run_id::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
+
 pub use direct::CallOutcome;
 pub use execute_tools::EXECUTE_TOOLS;
 
@@ -94,6 +96,8 @@ pub(crate) struct Shared {
     pub protections: Vec<crate::gate::protection::Protection>,
     /// Where runs' journals go; `None` when journaling is off.
     pub journal: Option<Arc<dyn crate::journal::JournalStore>>,
+    /// The policy and limits as journals record them.
+    pub journal_facts: resume::JournalFacts,
     pub tools: Handle,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
@@ -364,6 +368,7 @@ impl EngineBuilder {
             link.follow(&catalog, &tools_handle);
         }
         let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
+        let journal_facts = resume::JournalFacts::new(&self.policy, &self.limits);
         Ok(Engine {
             shared: Arc::new(Shared {
                 catalog,
@@ -384,6 +389,7 @@ impl EngineBuilder {
                 confinement,
                 protections,
                 journal,
+                journal_facts,
                 tools: tools_handle,
                 vms,
                 _own_runtime: own,
@@ -399,15 +405,68 @@ impl Engine {
     }
 
     /// Starts `program` on a VM thread and returns a handle to the run.
+    ///
+    /// The run keeps a journal in the engine's journal store (unless
+    /// [`EngineBuilder::no_journal`]), made durable before the receipt
+    /// comes back; with the `pause` approver it may end `paused`, to be
+    /// resumed with [`Engine::resume`].
     pub fn start(&self, program: Program) -> Run {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
+        let journaling = resume::new_run(&self.shared, &program, &run_id);
+        self.launch(run_id, program, clock, journaling)
+    }
+
+    /// Resumes paused run `run_id` with `decisions` (by the seq of each
+    /// pending call, as the paused receipt's `pending` lists them): a fresh
+    /// VM re-runs the program, journaled calls are answered from the
+    /// journal without running again, allowed calls run, denied ones reject
+    /// with a `ToolError` of kind `denied`, pending calls not decided are
+    /// gated again, and the run goes on. The receipt covers the whole run
+    /// (every call once, one seq numbering, times across the pauses). A run
+    /// can pause and be resumed many times (docs/JOURNAL.md).
+    ///
+    /// Errors come back as a receipt with status `failed` and
+    /// `error.kind`: `not_resumable` (unknown id, ended run, held by
+    /// another process, interrupted: final; the run is not touched),
+    /// `divergence` (the program, catalog, policy or limits changed since
+    /// the pause: the run stays paused; or the replay took another path:
+    /// the run ends failed), `invocation` (a decision for a call that is not
+    /// pending: the run stays paused).
+    pub async fn resume(&self, run_id: &str, decisions: &[(u64, crate::journal::Decided)]) -> Receipt {
+        match resume::prepare(self, run_id, decisions).await {
+            Ok(r) => self.launch(Arc::from(run_id), r.program, r.clock, Some(r.journaling)).wait().await,
+            Err(receipt) => receipt,
+        }
+    }
+
+    /// [`Engine::resume`], blocking this thread (not for async code).
+    pub fn resume_blocking(&self, run_id: &str, decisions: &[(u64, crate::journal::Decided)]) -> Receipt {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        match rt {
+            Ok(rt) => rt.block_on(self.resume(run_id, decisions)),
+            Err(e) => {
+                let e =
+                    RunError::new(ErrorKind::Internal, format!("could not start a runtime to resume: {e}"));
+                early_receipt(&self.shared, run_id, &RunClock::new(self.shared.limits.deadline), e)
+            }
+        }
+    }
+
+    /// Runs `program` on a VM thread as run `run_id`, timed by `clock`.
+    fn launch(
+        &self,
+        run_id: Arc<str>,
+        program: Program,
+        clock: Arc<RunClock>,
+        journaling: Option<crate::vm::journaling::Journaling>,
+    ) -> Run {
         let (tx, rx) = oneshot::channel();
         let shared = self.shared.clone();
         let (id, c) = (run_id.clone(), clock.clone());
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
-                let receipt = match Sandbox::new(shared.clone(), c.clone(), id.clone()) {
+                let receipt = match Sandbox::journaled(shared.clone(), c.clone(), id.clone(), journaling) {
                     Ok(mut sandbox) => sandbox.run(program).await,
                     Err(e) => early_receipt(&shared, &id, &c, e),
                 };

@@ -221,7 +221,9 @@ impl JournalStore for LocalStore {
                         state: NotResumableState::State(RunState::Interrupted),
                     });
                 }
-                other => return Err(StoreError::NotResumable { run_id, state: NotResumableState::State(other) }),
+                other => {
+                    return Err(StoreError::NotResumable { run_id, state: NotResumableState::State(other) });
+                }
             }
             let lines = read_lines(&mut locked).map_err(|e| StoreError::failed(path.display(), e))?;
             // From here the run is this process's: a crash leaves it
@@ -298,7 +300,8 @@ impl JournalStore for LocalStore {
             } else {
                 None
             };
-            std::fs::remove_dir_all(&dir).map_err(|e| StoreError::failed(format!("cannot remove {}", dir.display()), e))
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| StoreError::failed(format!("cannot remove {}", dir.display()), e))
         })
     }
 }
@@ -323,7 +326,8 @@ impl RunJournal for LocalJournal {
                 text.push('\n');
             }
             let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
-            file.write_all(text.as_bytes()).map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))
+            file.write_all(text.as_bytes())
+                .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))
         })
     }
 

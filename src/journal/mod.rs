@@ -21,6 +21,7 @@ pub(crate) mod replay;
 pub(crate) mod writer;
 
 pub use local::LocalStore;
+pub use replay::Decided;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,1 +1,283 @@
-//! Replaying a journal (filled in below).
+//! Replaying a paused run's journal in a fresh VM.
+//!
+//! The program runs again from the start. Its calls are matched by seq
+//! against the journal: a journaled call is answered from the journal (the
+//! tool does not run again); a pending call gets the decision given on
+//! resume; a call past the journal runs live. Results the program got
+//! asynchronously are handed back in the order it got them, and only
+//! then are live results delivered, so the program takes the same path up
+//! to where the journal ends. Clock reads and the random seed come from
+//! the journal too. A call that differs from the journal at its position
+//! is a divergence: the run stops with an error naming both.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::record::{
+    self, CallRecord, DecisionRecord, DoneRecord, Header, How, NowRecord, PausedRecord, PendingRecord,
+    SeedRecord, SettleRecord,
+};
+use crate::engine::dispatch::Completion;
+use crate::receipt::Caller;
+
+/// A decision given on resume for a pending call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    /// Run it (decision `approved`).
+    Allow,
+    /// Do not run it (decision `denied`, with this reason).
+    Deny(String),
+}
+
+/// A journal read back.
+#[derive(Debug)]
+pub(crate) struct Journal {
+    pub header: Header,
+    pub calls: HashMap<u64, CallRecord>,
+    pub done: HashMap<u64, DoneRecord>,
+    /// Async results in the order the program got them.
+    pub settle_order: Vec<u64>,
+    /// Results never handed to the program (finished while the run paused),
+    /// in the order they finished.
+    pub unsettled: Vec<u64>,
+    /// Calls the run paused on with no result yet.
+    pub pending: Vec<PendingRecord>,
+    pub decisions: Vec<DecisionRecord>,
+    pub now: Vec<(f64, u64)>,
+    pub seed: Option<[u32; 4]>,
+    /// The last pause.
+    pub paused: Option<PausedRecord>,
+    /// The highest call seq journaled.
+    pub last_seq: u64,
+}
+
+impl Journal {
+    /// Reads `lines` (header first).
+    ///
+    /// # Errors
+    /// A line that is not a journal record of this version, with its number.
+    pub(crate) fn parse(lines: &[String]) -> Result<Journal, String> {
+        let bad = |n: usize, e: &dyn std::fmt::Display| format!("journal line {}: {e}", n + 1);
+        let first = lines.first().ok_or("the journal is empty")?;
+        let header: Header = serde_json::from_str(first).map_err(|e| bad(0, &e))?;
+        if header.t != "header" {
+            return Err("the journal does not start with its header".into());
+        }
+        if header.journal_version != record::JOURNAL_VERSION {
+            return Err(format!(
+                "the journal is of format version {}; this codemode reads version {}",
+                header.journal_version,
+                record::JOURNAL_VERSION
+            ));
+        }
+        let mut j = Journal {
+            header,
+            calls: HashMap::new(),
+            done: HashMap::new(),
+            settle_order: Vec::new(),
+            unsettled: Vec::new(),
+            pending: Vec::new(),
+            decisions: Vec::new(),
+            now: Vec::new(),
+            seed: None,
+            paused: None,
+            last_seq: 0,
+        };
+        let mut pending: Vec<PendingRecord> = Vec::new();
+        for (n, line) in lines.iter().enumerate().skip(1) {
+            let kind = record::kind(line).ok_or_else(|| bad(n, &"not a journal record"))?;
+            match kind {
+                "call" => {
+                    let c: CallRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    j.last_seq = j.last_seq.max(c.seq);
+                    j.calls.insert(c.seq, c);
+                }
+                "done" => {
+                    let d: DoneRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    match d.how {
+                        How::Settled => j.settle_order.push(d.seq),
+                        How::Unsettled => j.unsettled.push(d.seq),
+                        How::Inline => {}
+                    }
+                    pending.retain(|p| p.seq != d.seq);
+                    j.done.insert(d.seq, d);
+                }
+                "settle" => {
+                    let s: SettleRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    j.unsettled.retain(|&q| q != s.seq);
+                    j.settle_order.push(s.seq);
+                }
+                "pending" => {
+                    let p: PendingRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    pending.retain(|q| q.seq != p.seq);
+                    pending.push(p);
+                }
+                "decision" => j.decisions.push(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
+                "now" => {
+                    let r: NowRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    j.now.push((r.v, r.n));
+                }
+                "seed" => j.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
+                "paused" => j.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
+                "state" | "resumed" => {}
+                other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
+            }
+        }
+        pending.sort_by_key(|p| p.seq);
+        j.pending = pending;
+        Ok(j)
+    }
+}
+
+/// What a call the program makes gets during a replay.
+pub(crate) enum ReplayCall {
+    /// Past the journal: run it live.
+    Live,
+    /// Answered from the journal at once (as it was).
+    Inline(Completion),
+    /// Answered from the journal later, in its turn among the settles.
+    InTurn { decision: crate::receipt::Decision },
+    /// A pending call allowed on resume: run it live, approved.
+    Allowed(PendingRecord),
+    /// A pending call denied on resume.
+    Denied(String),
+    /// A pending call with no decision given: gate it again.
+    Undecided,
+    /// The program asked for another call than the journal holds here.
+    Diverged(String),
+}
+
+/// The state of one replay, on the VM thread.
+pub(crate) struct Replay {
+    journal: Journal,
+    decisions: HashMap<u64, Decided>,
+    /// Async journaled results not yet handed back, in order.
+    settle_order: VecDeque<u64>,
+    /// Journaled results the program never got (paused meanwhile): handed
+    /// back after `settle_order`, each written down as a new settle.
+    unsettled: VecDeque<u64>,
+    /// Calls answered `InTurn` that the program has made.
+    issued: HashSet<u64>,
+    now: VecDeque<(f64, u64)>,
+}
+
+/// What the replay hands back next, before any live result.
+pub(crate) enum NextSettle {
+    /// Hand this journaled result to the program now. `new` is set when
+    /// it was never handed over before (a `settle` line is written).
+    Now { completion: Completion, new: bool },
+    /// Nothing journaled is left to hand back: live results may go.
+    Caught,
+    /// The journal's next result is for a call the program has not made:
+    /// the program took another path.
+    Diverged(String),
+}
+
+impl Replay {
+    pub(crate) fn new(journal: Journal, decisions: HashMap<u64, Decided>) -> Replay {
+        let settle_order = journal.settle_order.iter().copied().collect();
+        let unsettled = journal.unsettled.iter().copied().collect();
+        let now = journal.now.iter().copied().collect();
+        Replay { journal, decisions, settle_order, unsettled, issued: HashSet::new(), now }
+    }
+
+    /// The journal's header.
+    pub(crate) fn header(&self) -> &Header {
+        &self.journal.header
+    }
+
+    /// The last pause, for the run's times.
+    pub(crate) fn paused(&self) -> Option<&PausedRecord> {
+        self.journal.paused.as_ref()
+    }
+
+    /// The journaled seed of `Math.random`, if the run read one.
+    pub(crate) fn seed(&self) -> Option<[u32; 4]> {
+        self.journal.seed
+    }
+
+    /// The next journaled clock read, if any is left.
+    pub(crate) fn now(&mut self) -> Option<f64> {
+        let (v, n) = self.now.front_mut()?;
+        let value = *v;
+        *n -= 1;
+        if *n == 0 {
+            self.now.pop_front();
+        }
+        Some(value)
+    }
+
+    /// What call `seq` (the program's next) of `tool` with `args_json`
+    /// gets.
+    pub(crate) fn call(&mut self, seq: u64, tool: &str, caller: Caller, args_json: &str) -> ReplayCall {
+        let Some(journaled) = self.journal.calls.get(&seq) else { return ReplayCall::Live };
+        if !journaled.same(tool, caller, args_json) {
+            return ReplayCall::Diverged(format!(
+                "the program's call {seq} is `{tool}` with {}, but the journal holds `{}` with {} there: \
+                 the program took another path than before the pause (see docs/JOURNAL.md: what replay requires)",
+                shorten(args_json),
+                journaled.tool,
+                shorten(journaled.args_shown()),
+            ));
+        }
+        if let Some(done) = self.journal.done.get(&seq) {
+            return match done.how {
+                How::Inline => ReplayCall::Inline(done.completion()),
+                How::Settled | How::Unsettled => {
+                    self.issued.insert(seq);
+                    ReplayCall::InTurn { decision: done.end.decision }
+                }
+            };
+        }
+        if let Some(p) = self.journal.pending.iter().find(|p| p.seq == seq) {
+            return match self.decisions.get(&seq) {
+                Some(Decided::Allow) => ReplayCall::Allowed(p.clone()),
+                Some(Decided::Deny(reason)) => ReplayCall::Denied(reason.clone()),
+                None => ReplayCall::Undecided,
+            };
+        }
+        // Journaled but never finished: it was in flight when a process
+        // ended, which a resumable journal never holds.
+        ReplayCall::Diverged(format!(
+            "the journal holds call {seq} (`{tool}`) without its result or a pause; the journal is incomplete"
+        ))
+    }
+
+    /// The journaled result to hand back next, if any.
+    pub(crate) fn next_settle(&mut self) -> NextSettle {
+        let (seq, new) = match (self.settle_order.front(), self.unsettled.front()) {
+            (Some(&seq), _) => (seq, false),
+            (None, Some(&seq)) => (seq, true),
+            (None, None) => return NextSettle::Caught,
+        };
+        if !self.issued.contains(&seq) {
+            let tool = self.journal.calls.get(&seq).map_or("?", |c| c.tool.as_str());
+            return NextSettle::Diverged(format!(
+                "the journal hands the result of call {seq} (`{tool}`) to the program next, but the program \
+                 has not made call {seq}: it took another path than before the pause"
+            ));
+        }
+        if new {
+            self.unsettled.pop_front();
+        } else {
+            self.settle_order.pop_front();
+        }
+        let completion = self.journal.done.get(&seq).expect("a settled seq has its result").completion();
+        NextSettle::Now { completion, new }
+    }
+
+    /// Whether every journaled call has been made again and every
+    /// journaled result handed back.
+    pub(crate) fn caught_up(&self) -> bool {
+        self.settle_order.is_empty() && self.unsettled.is_empty()
+    }
+}
+
+/// At most 200 characters of `text`, for messages.
+fn shorten(text: &str) -> String {
+    const MAX: usize = 200;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let cut = crate::receipt::spill::utf8_prefix(text, MAX);
+    format!("{cut}... ({} bytes)", text.len())
+}

@@ -55,6 +55,7 @@ pub(crate) const WRAP_SUFFIX: &str = "\n})()";
 pub struct Program {
     source: String,
     name: String,
+    path: Option<std::path::PathBuf>,
 }
 
 impl Program {
@@ -74,7 +75,22 @@ impl Program {
             .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
             .collect();
         let name = if name.is_empty() { "program.js".to_owned() } else { name };
-        Program { source: source.into(), name }
+        Program { source: source.into(), name, path: None }
+    }
+
+    /// Notes the file the program was read from. Its journal records the
+    /// path, so `codemode resume` can refuse to go on when the file has
+    /// changed since the run paused (docs/JOURNAL.md). Default: none.
+    pub fn with_path(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        let path = path.into();
+        self.path = Some(std::path::absolute(&path).unwrap_or(path));
+        self
+    }
+
+    /// The file the program was read from, when [`Program::with_path`]
+    /// named one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
     }
 
     /// The source as given.

@@ -85,6 +85,19 @@ pub enum ErrorKind {
     Cancelled,
     /// A fault of the engine itself; please report it.
     Internal,
+    /// A resume found the program taking another path than its journal
+    /// (a call other than the journaled one at its seq), or the program,
+    /// catalog, policy or limits changed since the run paused; the message
+    /// names both sides. When refused before replaying, the run stays
+    /// paused.
+    Divergence,
+    /// The run id cannot be resumed: unknown, already ended, being resumed
+    /// by another process, or interrupted. Final: asking again gives the
+    /// same answer. `codemode resume` exits 5.
+    NotResumable,
+    /// The request itself was wrong (a resume deciding a call that is not
+    /// pending); nothing ran. `codemode` exits 2.
+    Invocation,
 }
 
 /// The error of a run that did not complete.
@@ -209,8 +222,15 @@ pub struct PendingCall {
     pub seq: u64,
     /// The tool name.
     pub tool: String,
-    /// The arguments it was called with.
+    /// The arguments it runs with if allowed (after any hook rewrite).
     pub arguments: Value,
+    /// Why it needs a decision (`writer under posture ask`, `ask rule
+    /// bash(git push*)`).
+    #[serde(default)]
+    pub reason: String,
+    /// What it acts on (bash's command, a file tool's path), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// Everything a run did: its status, value, error, logs and every call.

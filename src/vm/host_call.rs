@@ -16,6 +16,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 
 use super::clock::RunClock;
 use crate::engine::dispatch::{Begun, CallFuture, Completion, Dispatcher};
+use crate::journal::replay::ReplayCall;
 use crate::receipt::{Caller, Ledger};
 
 /// The state the binding shares with the run loop. Lives on the VM thread.
@@ -33,6 +34,20 @@ pub(crate) struct HostState {
     /// runtime is dropped.
     pub unhandled: RefCell<Vec<(rquickjs::Persistent<Value<'static>>, String)>>,
     pub clock: Arc<RunClock>,
+    /// The run's journal, unless journaling is off (docs/JOURNAL.md).
+    pub journal: RefCell<Option<super::journaling::Journaling>>,
+    /// Set once a call paused the run: results of calls still running are
+    /// journaled but no longer handed to the program, and the run ends
+    /// `paused` when none is left.
+    pub pausing: std::cell::Cell<bool>,
+    /// The calls the run paused on.
+    pub pending: RefCell<Vec<crate::journal::record::PendingRecord>>,
+    /// Set when a replay found the program on another path; ends the run.
+    pub diverged: RefCell<Option<String>>,
+    /// Live calls a replay started before it caught up with the journal:
+    /// they start once every journaled result is handed back, so nothing
+    /// runs if the replay diverges before.
+    pub held: RefCell<Vec<(u64, CallFuture)>>,
 }
 
 /// Calls that did not answer at once: running on the tool runtime, or
@@ -137,10 +152,35 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
                     state.ledger.borrow_mut().log(&a, &b);
                     Ok(Value::new_undefined(ctx))
                 }
+                2 => nondeterministic(&ctx, &state, &a),
                 _ => Err(rquickjs::Exception::throw_internal(&ctx, "unknown host operation")),
             }
         },
     )
+}
+
+/// `host(2, "now")`: the clock for `Date`; `host(2, "seed")`: the seed of
+/// `Math.random` as `"a,b,c,d"`. Journaled, and replayed on a resume.
+fn nondeterministic<'js>(ctx: &Ctx<'js>, state: &HostState, what: &str) -> rquickjs::Result<Value<'js>> {
+    let mut journal = state.journal.borrow_mut();
+    match what {
+        "now" => {
+            let v = match journal.as_mut() {
+                Some(j) => j.now(),
+                None => super::journaling::now_ms(),
+            };
+            Ok(Value::new_number(ctx.clone(), v))
+        }
+        "seed" => {
+            let seed = match journal.as_mut() {
+                Some(j) => j.seed(),
+                None => super::journaling::new_seed(),
+            };
+            let text = format!("{},{},{},{}", seed[0], seed[1], seed[2], seed[3]);
+            Ok(rquickjs::String::from_str(ctx.clone(), &text)?.into_value())
+        }
+        _ => Err(rquickjs::Exception::throw_internal(ctx, "unknown host value")),
+    }
 }
 
 fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> rquickjs::Result<Value<'js>> {
@@ -155,10 +195,95 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         });
         return error_value(ctx, &refusal.to_string());
     }
+    if state.diverged.borrow().is_some() {
+        return error_value(ctx, &stopping_refusal(tool));
+    }
     let slot_free = state.calls.borrow().has_free_slot();
-    let begun =
-        state.dispatcher.begin(&mut state.ledger.borrow_mut(), tool, args_json, Caller::Program, slot_free);
+    let seq = state.ledger.borrow().calls_made() as u64 + 1;
+    let mut journal = state.journal.borrow_mut();
+    // On a resume: what the journal says of this call.
+    let replayed = journal.as_mut().and_then(|j| j.replay.as_mut()).map(|r| {
+        let answer = r.call(seq, tool, Caller::Program, args_json);
+        (answer, r.caught_up())
+    });
+    let (begun, journaled, hold) = match replayed {
+        None | Some((ReplayCall::Live, true)) => (
+            state.dispatcher.begin(
+                &mut state.ledger.borrow_mut(),
+                tool,
+                args_json,
+                Caller::Program,
+                slot_free,
+            ),
+            false,
+            false,
+        ),
+        // Live calls made before the replay caught up start once it has
+        // (not polled here: slot_free false).
+        Some((ReplayCall::Live, false)) => {
+            let begun = state.dispatcher.begin(
+                &mut state.ledger.borrow_mut(),
+                tool,
+                args_json,
+                Caller::Program,
+                false,
+            );
+            (begun, false, true)
+        }
+        // A pending call with no decision: the gate decides again.
+        Some((ReplayCall::Undecided, caught_up)) => {
+            let begun = state.dispatcher.begin(
+                &mut state.ledger.borrow_mut(),
+                tool,
+                args_json,
+                Caller::Program,
+                caught_up && slot_free,
+            );
+            (begun, true, !caught_up)
+        }
+        Some((ReplayCall::Diverged(message), _)) => {
+            *state.diverged.borrow_mut() = Some(message);
+            state.clock.halt();
+            return error_value(ctx, &stopping_refusal(tool));
+        }
+        Some((ReplayCall::Inline(c), _)) => {
+            let mut ledger = state.ledger.borrow_mut();
+            ledger.open(tool, Caller::Program, c.end.decision, None);
+            ledger.finish(seq, c.end.clone());
+            drop(ledger);
+            drop(journal);
+            return settled_value(ctx, c);
+        }
+        Some((ReplayCall::InTurn { decision }, _)) => {
+            state.ledger.borrow_mut().open(tool, Caller::Program, decision, None);
+            return Ok(Value::new_number(ctx.clone(), seq as f64));
+        }
+        Some((ReplayCall::Allowed(pending), caught_up)) => {
+            let note = "approved on resume".to_owned();
+            let begun = state.dispatcher.begin_allowed(
+                &mut state.ledger.borrow_mut(),
+                &pending,
+                Caller::Program,
+                note,
+            );
+            (begun, true, !caught_up)
+        }
+        Some((ReplayCall::Denied(reason), caught_up)) => {
+            let begun =
+                state.dispatcher.begin_denied(&mut state.ledger.borrow_mut(), tool, Caller::Program, reason);
+            (begun, true, !caught_up)
+        }
+    };
+    if let Some(j) = journal.as_mut()
+        && !journaled
+    {
+        j.log.push(crate::journal::record::call_line(seq, tool, Caller::Program, args_json));
+    }
     let settled = match begun {
+        Begun::Running { seq, future } if hold => {
+            state.held.borrow_mut().push((seq, future));
+            return Ok(Value::new_number(ctx.clone(), seq as f64));
+        }
         Begun::Running { seq, future } => {
             state.calls.borrow_mut().start(seq, future);
             return Ok(Value::new_number(ctx.clone(), seq as f64));
@@ -170,6 +295,26 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
             completion
         }
     };
+    if let Some(j) = journal.as_mut() {
+        j.log.push(crate::journal::record::done_line(crate::journal::record::How::Inline, &settled));
+    }
+    drop(journal);
+    settled_value(ctx, settled)
+}
+
+/// The refusal of a call made while the run stops on a divergence.
+fn stopping_refusal(tool: &str) -> String {
+    serde_json::json!({
+        "kind": "refused",
+        "message": "the run is stopping: its replay took another path than the journal",
+        "tool": tool,
+        "seq": null,
+    })
+    .to_string()
+}
+
+/// What `tools.call` returns for a call that ended at once.
+fn settled_value<'js>(ctx: &Ctx<'js>, settled: Completion) -> rquickjs::Result<Value<'js>> {
     if let Some(text) = settled.text {
         let pair = rquickjs::Array::new(ctx.clone())?;
         pair.set(0, rquickjs::String::from_str(ctx.clone(), &settled.payload)?)?;

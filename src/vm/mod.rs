@@ -5,6 +5,7 @@
 
 pub(crate) mod clock;
 pub(crate) mod host_call;
+pub(crate) mod journaling;
 mod js_error;
 mod limits;
 pub(crate) mod pool;

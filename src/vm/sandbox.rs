@@ -83,6 +83,8 @@ enum Ending {
     Stuck,
     /// The VM failed while settling a call (e.g. out of memory).
     Broken(RunError),
+    /// A call paused the run and no call is left running.
+    Paused,
 }
 
 impl Sandbox {
@@ -91,6 +93,17 @@ impl Sandbox {
         shared: Arc<Shared>,
         clock: Arc<RunClock>,
         run_id: Arc<str>,
+    ) -> Result<Sandbox, RunError> {
+        Sandbox::journaled(shared, clock, run_id, None)
+    }
+
+    /// [`Sandbox::new`] for a run that keeps a journal (and, on a resume,
+    /// replays one): its calls may pause it.
+    pub(crate) fn journaled(
+        shared: Arc<Shared>,
+        clock: Arc<RunClock>,
+        run_id: Arc<str>,
+        journal: Option<super::journaling::Journaling>,
     ) -> Result<Sandbox, RunError> {
         let limits = &shared.limits;
         let internal =
@@ -102,12 +115,20 @@ impl Sandbox {
             Context::custom::<Intrinsics>(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
             ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes)),
-            dispatcher: Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()),
+            dispatcher: match journal {
+                Some(_) => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()).pausable(),
+                None => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()),
+            },
             calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
             exhausted: RefCell::new(None),
             closed: std::cell::Cell::new(false),
             unhandled: RefCell::new(Vec::new()),
             clock: clock.clone(),
+            journal: RefCell::new(journal),
+            pausing: std::cell::Cell::new(false),
+            pending: RefCell::new(Vec::new()),
+            diverged: RefCell::new(None),
+            held: RefCell::new(Vec::new()),
         });
         let tracked = state.clone();
         rt.set_host_promise_rejection_tracker(Some(Box::new(move |ctx, promise, reason, handled| {
@@ -191,7 +212,31 @@ impl Sandbox {
         // From here on the program gets no more calls and no more log lines.
         self.state.closed.set(true);
         let main = self.main_outcome(program.name()).or_else(|| self.returned_before_stop());
+        let receipt = self.end(ending, main);
+        self.close_journal(receipt).await
+    }
+
+    /// The receipt of a run whose waiting part ended with `ending`, the
+    /// program's outcome being `main`.
+    fn end(&mut self, ending: Ending, main: Option<Result<Json, RunError>>) -> Receipt {
         match ending {
+            Ending::Paused => {
+                let mut receipt = self.finish(RunStatus::Paused, Json::Null, None);
+                receipt.pending = self
+                    .state
+                    .pending
+                    .borrow()
+                    .iter()
+                    .map(|p| crate::receipt::PendingCall {
+                        seq: p.seq,
+                        tool: p.tool.clone(),
+                        arguments: p.args.clone(),
+                        reason: p.reason.clone(),
+                        subject: p.subject.clone(),
+                    })
+                    .collect();
+                receipt
+            }
             Ending::Settled | Ending::Stuck if main.is_none() => {
                 let e = RunError::new(
                     ErrorKind::Limit,
@@ -222,6 +267,37 @@ impl Sandbox {
                 self.finish_with(error, value)
             }
         }
+    }
+
+    /// Writes the end of the run into its journal and makes the journal
+    /// durable before the receipt leaves. A journal that cannot be made
+    /// durable is said in the receipt: a warning for a run that ended; for
+    /// a run that paused, the run fails (it could never be resumed).
+    async fn close_journal(&mut self, mut receipt: Receipt) -> Receipt {
+        let Some(mut journal) = self.state.journal.borrow_mut().take() else { return receipt };
+        if receipt.status == RunStatus::Paused {
+            let paused = crate::journal::record::PausedRecord {
+                at_unix_ms: super::journaling::now_ms() as u64,
+                elapsed_ms: receipt.elapsed_ms,
+                approval_wait_ms: receipt.approval_wait_ms,
+            };
+            journal.log.push(crate::journal::record::tagged_line("paused", &paused));
+        }
+        let state = crate::journal::RunState::of_status(receipt.status);
+        if let Err(e) = journal.log.finish(state).await {
+            if receipt.status == RunStatus::Paused {
+                receipt.status = RunStatus::Failed;
+                receipt.error = Some(RunError::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "the run paused, but its journal could not be made durable, so it could never be resumed: {e}"
+                    ),
+                ));
+            } else {
+                receipt.warnings.push(format!("the run's journal could not be written: {e}"));
+            }
+        }
+        receipt
     }
 
     /// Compiles and starts the program; the error is a syntax error (or an
@@ -271,7 +347,17 @@ impl Sandbox {
             if state == MainState::Failed {
                 return Ending::Settled;
             }
+            // A resume hands back journaled results first, in the order the
+            // program got them, then lets live ones go.
+            match self.replay_step() {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(ending) => return ending,
+            }
             if self.state.calls.borrow().is_empty() {
+                if self.state.pausing.get() {
+                    return Ending::Paused;
+                }
                 return if state == MainState::Running { Ending::Stuck } else { Ending::Settled };
             }
             // Wait for a call to end, the deadline, a pause change or a cancel.
@@ -281,20 +367,88 @@ impl Sandbox {
             let joined = host_call::next_ended(&mut running, &clock).await;
             self.state.calls.borrow_mut().running = running;
             let Some(joined) = joined else { continue };
-            let completion = self.state.calls.borrow_mut().ended(joined, &self.state.ledger.borrow());
+            let mut completion = self.state.calls.borrow_mut().ended(joined, &self.state.ledger.borrow());
             if completion.seq == 0 {
                 continue;
             }
-            {
-                let mut ledger = self.state.ledger.borrow_mut();
-                ledger.finish(completion.seq, completion.end.clone());
-                if self.main_state() != MainState::Running {
-                    ledger
-                        .annotate(completion.seq, "finished after the program returned: it was not awaited");
+            self.state.ledger.borrow_mut().finish(completion.seq, completion.end.clone());
+            if let Some(pending) = completion.pause.take() {
+                // The approver left the call for later: the run pauses.
+                // Calls still running finish and are journaled first.
+                if let Some(j) = self.state.journal.borrow_mut().as_mut() {
+                    j.log.push(crate::journal::record::tagged_line("pending", &*pending));
                 }
+                self.state.pending.borrow_mut().push(*pending);
+                self.state.pausing.set(true);
+                continue;
+            }
+            if self.state.pausing.get() {
+                if let Some(j) = self.state.journal.borrow_mut().as_mut() {
+                    j.log.push(crate::journal::record::done_line(
+                        crate::journal::record::How::Unsettled,
+                        &completion,
+                    ));
+                }
+                self.state.ledger.borrow_mut().annotate(
+                    completion.seq,
+                    "finished while the run was pausing: the program gets its result when the run is resumed",
+                );
+                continue;
+            }
+            if self.main_state() != MainState::Running {
+                self.state
+                    .ledger
+                    .borrow_mut()
+                    .annotate(completion.seq, "finished after the program returned: it was not awaited");
+            }
+            if let Some(j) = self.state.journal.borrow_mut().as_mut() {
+                j.log.push(crate::journal::record::done_line(
+                    crate::journal::record::How::Settled,
+                    &completion,
+                ));
             }
             if let Err(e) = self.settle(completion) {
                 return Ending::Broken(e);
+            }
+        }
+    }
+
+    /// On a resume: hands the program the next journaled result, if one is
+    /// due (`Ok(true)`: run its jobs and look again); once none is left,
+    /// starts the live calls held until then and ends the replay
+    /// (`Ok(false)`). A journaled result for a call the program has not
+    /// made ends the run (`Err`).
+    fn replay_step(&mut self) -> Result<bool, Ending> {
+        use crate::journal::replay::NextSettle;
+        let next = {
+            let mut journal = self.state.journal.borrow_mut();
+            let Some(replay) = journal.as_mut().and_then(|j| j.replay.as_mut()) else { return Ok(false) };
+            replay.next_settle()
+        };
+        match next {
+            NextSettle::Now { completion, new } => {
+                if new && let Some(j) = self.state.journal.borrow_mut().as_mut() {
+                    j.log.push(crate::journal::record::settle_line(completion.seq));
+                }
+                self.state.ledger.borrow_mut().finish(completion.seq, completion.end.clone());
+                self.settle(completion).map_err(Ending::Broken)?;
+                Ok(true)
+            }
+            NextSettle::Caught => {
+                if let Some(j) = self.state.journal.borrow_mut().as_mut() {
+                    j.replay = None;
+                }
+                let held = std::mem::take(&mut *self.state.held.borrow_mut());
+                let mut calls = self.state.calls.borrow_mut();
+                for (seq, future) in held {
+                    calls.start(seq, future);
+                }
+                Ok(false)
+            }
+            NextSettle::Diverged(message) => {
+                *self.state.diverged.borrow_mut() = Some(message);
+                self.state.clock.halt();
+                Err(Ending::Stopped)
             }
         }
     }
@@ -467,6 +621,9 @@ impl Sandbox {
         if let Some(reason) = self.state.exhausted.borrow().clone() {
             return Some(RunError::new(ErrorKind::Limit, reason));
         }
+        if let Some(message) = self.state.diverged.borrow().clone() {
+            return Some(RunError::new(ErrorKind::Divergence, message));
+        }
         clock.expired().then(|| {
             RunError::new(
                 ErrorKind::Timeout,
@@ -503,6 +660,15 @@ impl Sandbox {
         let value_truncated: Option<Truncation> = bounded.truncated;
         let ledger = std::mem::replace(&mut *self.state.ledger.borrow_mut(), Ledger::new(0, 0));
         let clock = &self.state.clock;
+        // A resumed run's times cover the whole run: before the pause, the
+        // pause itself (waiting on a decision), and now.
+        let (mut elapsed_ms, mut approval_wait_ms) = (millis(clock.elapsed()), millis(clock.paused_total()));
+        if let Some(before) = self.state.journal.borrow().as_ref().and_then(|j| j.before.as_ref()) {
+            let resumed_at = super::journaling::now_ms() - elapsed_ms;
+            let gap = (resumed_at - before.at_unix_ms as f64).max(0.0);
+            elapsed_ms += before.elapsed_ms + gap;
+            approval_wait_ms += before.approval_wait_ms + gap;
+        }
         ledger.into_receipt(ReceiptParts {
             run_id: self.run_id.to_string(),
             status,
@@ -510,8 +676,8 @@ impl Sandbox {
             value_truncated,
             error,
             catalog_sha256: self.shared.catalog.load().digest().to_owned(),
-            elapsed_ms: millis(clock.elapsed()),
-            approval_wait_ms: millis(clock.paused_total()),
+            elapsed_ms,
+            approval_wait_ms,
             warnings: crate::engine::run_warnings(
                 &self.shared,
                 self.state.dispatcher.spill_area().failures(),

@@ -1,0 +1,251 @@
+//! Journals of runs: the header a new run's journal starts with, and
+//! resuming a paused run from its journal ([`Engine::resume`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{Engine, Shared};
+use crate::journal::digest;
+use crate::journal::record::{self, DecisionRecord, Header, ProgramRecord};
+use crate::journal::replay::{Decided, Journal, Replay};
+use crate::journal::writer::{Opening, RunLog};
+use crate::journal::{RunState, StoreError};
+use crate::program::Program;
+use crate::receipt::{ErrorKind, Receipt, RunError};
+use crate::vm::clock::RunClock;
+use crate::vm::journaling::Journaling;
+
+/// The policy and limits as the journal records them, computed once per
+/// engine (for the posture the engine started with).
+pub(crate) struct JournalFacts {
+    posture: crate::gate::Posture,
+    policy: serde_json::Value,
+    policy_sha256: String,
+    limits: serde_json::Value,
+}
+
+impl JournalFacts {
+    pub(crate) fn new(policy: &crate::gate::Policy, limits: &crate::vm::Limits) -> JournalFacts {
+        let policy_json = digest::policy_json(policy, policy.posture);
+        JournalFacts {
+            posture: policy.posture,
+            policy_sha256: digest::json_sha256(&policy_json),
+            policy: policy_json,
+            limits: digest::limits_json(limits),
+        }
+    }
+
+    /// The policy JSON and digest under `posture`.
+    fn policy(&self, shared: &Shared, posture: crate::gate::Posture) -> (serde_json::Value, String) {
+        if posture == self.posture {
+            return (self.policy.clone(), self.policy_sha256.clone());
+        }
+        let json = digest::policy_json(&shared.policy, posture);
+        let sha = digest::json_sha256(&json);
+        (json, sha)
+    }
+}
+
+/// The header line of run `run_id`'s journal.
+fn header(shared: &Shared, program: &Program, run_id: &str, posture: crate::gate::Posture) -> Header {
+    let now = std::time::SystemTime::now();
+    let (policy, policy_sha256) = shared.journal_facts.policy(shared, posture);
+    Header {
+        t: "header".into(),
+        journal_version: record::JOURNAL_VERSION,
+        run_id: run_id.to_owned(),
+        started_at: super::rfc3339_utc(now),
+        started_unix_ms: crate::vm::journaling::now_ms() as u64,
+        codemode_version: env!("CARGO_PKG_VERSION").to_owned(),
+        workspace: shared.workspace.display().to_string(),
+        program: ProgramRecord {
+            name: program.name().to_owned(),
+            sha256: digest::sha256_hex(program.source().as_bytes()),
+            source: program.source().to_owned(),
+            path: program.path().map(|p| p.display().to_string()),
+        },
+        catalog_sha256: shared.catalog.load().digest().to_owned(),
+        policy_sha256,
+        policy,
+        limits: shared.journal_facts.limits.clone(),
+    }
+}
+
+/// The journaling of a new run, when the engine keeps journals.
+pub(crate) fn new_run(shared: &Shared, program: &Program, run_id: &Arc<str>) -> Option<Journaling> {
+    let store = shared.journal.as_ref()?;
+    let header = header(shared, program, run_id, shared.posture.get().0);
+    let header = serde_json::to_string(&header).expect("a header serialises");
+    let opening = Opening::Create { store: store.clone(), run_id: run_id.clone(), header };
+    Some(Journaling::new(RunLog::start(opening, &shared.tools)))
+}
+
+/// What a resume needs to run: the program, its journaling and its clock.
+pub(crate) struct Resumed {
+    pub program: Program,
+    pub journaling: Journaling,
+    pub clock: Arc<RunClock>,
+}
+
+/// Runs `f` (a store operation) on the engine's tool runtime.
+async fn on_tools<T: Send + 'static>(
+    shared: &Shared,
+    f: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
+    shared
+        .tools
+        .spawn(f)
+        .await
+        .unwrap_or_else(|e| Err(StoreError::Failed(format!("the journal task failed: {e}"))))
+}
+
+/// Claims paused run `run_id`, checks nothing it depends on changed, and
+/// readies its replay with `decisions`; or the receipt saying why not.
+pub(crate) async fn prepare(
+    engine: &Engine,
+    run_id: &str,
+    decisions: &[(u64, Decided)],
+) -> Result<Resumed, Receipt> {
+    let shared = &engine.shared;
+    let refused = |kind: ErrorKind, message: String| {
+        super::early_receipt(
+            shared,
+            run_id,
+            &RunClock::new(shared.limits.deadline),
+            RunError::new(kind, message),
+        )
+    };
+    let Some(store) = shared.journal.clone() else {
+        return Err(refused(
+            ErrorKind::NotResumable,
+            format!("run `{run_id}` cannot be resumed: this engine keeps no journals (journaling is off)"),
+        ));
+    };
+    let claimed = {
+        let (store, id) = (store.clone(), run_id.to_owned());
+        on_tools(shared, async move { store.claim(&id).await }).await
+    };
+    let (lines, mut claimed) = match claimed {
+        Ok(c) => c,
+        Err(e @ StoreError::NotResumable { .. }) => {
+            return Err(refused(ErrorKind::NotResumable, e.to_string()));
+        }
+        Err(StoreError::Failed(m)) => {
+            return Err(refused(
+                ErrorKind::Internal,
+                format!("the journal store ({}) failed: {m}", store.describe()),
+            ));
+        }
+    };
+    // From here a refusal gives the run back, still paused.
+    let checked = Journal::parse(&lines)
+        .map_err(|m| {
+            (
+                ErrorKind::NotResumable,
+                format!("run `{run_id}` cannot be resumed: its journal is unreadable: {m}"),
+            )
+        })
+        .and_then(|journal| {
+            check_unchanged(shared, &journal)
+                .map_err(|m| (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}")))?;
+            check_decisions(&journal, decisions).map_err(|m| (ErrorKind::Invocation, m))?;
+            Ok(journal)
+        });
+    let journal = match checked {
+        Ok(j) => j,
+        Err((kind, message)) => {
+            let back = on_tools(shared, async move { claimed.commit(RunState::Paused).await }).await;
+            let mut receipt = refused(kind, message);
+            if let Err(e) = back {
+                receipt.warnings.push(format!("the run could not be given back as paused: {e}"));
+            }
+            return Err(receipt);
+        }
+    };
+    let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);
+    let mut journaling =
+        Journaling::resumed(log, Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>()));
+    let at = super::rfc3339_utc(std::time::SystemTime::now());
+    journaling.log.push(format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}"));
+    for (seq, decided) in decisions {
+        let (allow, reason) = match decided {
+            Decided::Allow => (true, None),
+            Decided::Deny(r) => (false, Some(r.clone())),
+        };
+        let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone() };
+        journaling.log.push(record::tagged_line("decision", &d));
+    }
+    let replay = journaling.replay.as_ref().expect("a resume replays");
+    let h = replay.header();
+    let mut program = Program::named(h.program.name.clone(), h.program.source.clone());
+    if let Some(path) = &h.program.path {
+        program = program.with_path(path);
+    }
+    // The deadline counts the run's active time across its pauses.
+    let active_before =
+        journaling.before.as_ref().map_or(0.0, |p| (p.elapsed_ms - p.approval_wait_ms).max(0.0));
+    let left =
+        shared.limits.deadline.saturating_sub(std::time::Duration::from_secs_f64(active_before / 1000.0));
+    Ok(Resumed { program, journaling, clock: Arc::new(RunClock::new(left)) })
+}
+
+/// Refuses a resume whose program, catalog or policy changed since the run
+/// paused, saying what changed.
+fn check_unchanged(shared: &Shared, journal: &Journal) -> Result<(), String> {
+    let h = &journal.header;
+    let mut changed = Vec::new();
+    if digest::sha256_hex(h.program.source.as_bytes()) != h.program.sha256 {
+        changed
+            .push("the journaled program does not match its own hash (the journal was altered)".to_owned());
+    }
+    if let Some(path) = &h.program.path
+        && let Ok(now) = std::fs::read(path)
+        && digest::sha256_hex(&now) != h.program.sha256
+    {
+        changed.push(format!(
+            "the program file {path} changed since the run paused (sha256 {} -> {}); a resume re-runs the program as it was: restore it, or start a new run",
+            short(&h.program.sha256),
+            short(&digest::sha256_hex(&now))
+        ));
+    }
+    let catalog = shared.catalog.load().digest().to_owned();
+    if catalog != h.catalog_sha256 {
+        changed.push(format!(
+            "the catalog changed since the run paused (sha256 {} -> {}): a tool was added, removed or changed its schema",
+            short(&h.catalog_sha256),
+            short(&catalog)
+        ));
+    }
+    let (policy, policy_sha) = shared.journal_facts.policy(shared, shared.posture.get().0);
+    if policy_sha != h.policy_sha256 {
+        changed.push(format!(
+            "the policy changed since the run paused: {}",
+            digest::differences(&h.policy, &policy).join("; ")
+        ));
+    }
+    // Limits may change (a longer deadline for the rest of the run, say):
+    // journaled calls are answered from the journal whatever they are.
+    if changed.is_empty() { Ok(()) } else { Err(changed.join("; ")) }
+}
+
+/// Refuses decisions for calls that are not pending.
+fn check_decisions(journal: &Journal, decisions: &[(u64, Decided)]) -> Result<(), String> {
+    let pending: Vec<String> = journal.pending.iter().map(|p| format!("{} (`{}`)", p.seq, p.tool)).collect();
+    let mut seen = std::collections::HashSet::new();
+    for (seq, _) in decisions {
+        if !seen.insert(*seq) {
+            return Err(format!("call {seq} is decided twice; give each pending call one --allow or --deny"));
+        }
+        if !journal.pending.iter().any(|p| p.seq == *seq) {
+            return Err(format!(
+                "call {seq} is not waiting for a decision; the pending calls are: {}",
+                if pending.is_empty() { "none".to_owned() } else { pending.join(", ") }
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}

@@ -1,0 +1,85 @@
+//! A run's journal as the VM sees it: the writer, the replay (on a
+//! resume), the `Math.random` seed and the clock, and what the run loop
+//! does with each call's end while journaling.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::journal::record::{self, PausedRecord};
+use crate::journal::replay::Replay;
+use crate::journal::writer::RunLog;
+
+/// One run's journaling, on the VM thread.
+pub(crate) struct Journaling {
+    pub log: RunLog,
+    /// Set on a resume, until the run is past the journal.
+    pub replay: Option<Replay>,
+    /// The seed handed to `Math.random`, once asked for.
+    seed: Option<[u32; 4]>,
+    /// Times of the run before this process took it (on a resume).
+    pub before: Option<PausedRecord>,
+}
+
+impl Journaling {
+    /// Journaling of a new run.
+    pub(crate) fn new(log: RunLog) -> Journaling {
+        Journaling { log, replay: None, seed: None, before: None }
+    }
+
+    /// Journaling of a resumed run.
+    pub(crate) fn resumed(log: RunLog, replay: Replay) -> Journaling {
+        let before = replay.paused().cloned();
+        Journaling { log, replay: Some(replay), seed: None, before }
+    }
+
+    /// The next clock read: from the journal while it has one, else now
+    /// (written down).
+    pub(crate) fn now(&mut self) -> f64 {
+        if let Some(v) = self.replay.as_mut().and_then(Replay::now) {
+            return v;
+        }
+        let v = now_ms();
+        self.log.now(v);
+        v
+    }
+
+    /// `Math.random`'s seed: the journal's, else a new one (written down).
+    pub(crate) fn seed(&mut self) -> [u32; 4] {
+        if let Some(seed) = self.seed {
+            return seed;
+        }
+        let seed = match self.replay.as_ref().and_then(Replay::seed) {
+            Some(seed) => seed,
+            None => {
+                let seed = new_seed();
+                self.log.push(record::seed_line(seed));
+                seed
+            }
+        };
+        self.seed = Some(seed);
+        seed
+    }
+}
+
+/// Milliseconds since the Unix epoch, as `Date.now()` gives them.
+pub(crate) fn now_ms() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64)
+}
+
+/// A fresh seed for `Math.random` (never all zero, which xoshiro cannot
+/// leave).
+pub(crate) fn new_seed() -> [u32; 4] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut seed = [0u32; 4];
+    for (i, part) in seed.iter_mut().enumerate() {
+        // RandomState is seeded from the OS's random source per process and
+        // varies per instance.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(i);
+        h.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        *part = h.finish() as u32;
+    }
+    if seed == [0; 4] {
+        seed[0] = 1;
+    }
+    seed
+}
