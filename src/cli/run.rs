@@ -36,11 +36,16 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
 
 fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let (name, source) = read_program(&args.file)?;
+    let path = (args.file != "-").then(|| std::path::PathBuf::from(&args.file));
     let engine = args.engine.build()?;
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (receipt, signal) = rt.block_on(async {
-        let run = engine.start(Program::named(name, source));
+        let program = match &path {
+            Some(path) => Program::named(name, source).with_path(path),
+            None => Program::named(name, source),
+        };
+        let run = engine.start(program);
         let canceller = run.canceller();
         let wait = run.wait();
         tokio::pin!(wait);

@@ -1556,14 +1556,23 @@ mod tests {
     #[test]
     fn bad_specs_are_clear_errors() {
         let err = |spec: &str| approver_from_spec(spec).err().expect(spec);
-        assert_eq!(err("x"), "unknown approver `x`: use deny, allow, prompt or cmd:PROGRAM");
-        assert_eq!(err("Prompt"), "unknown approver `Prompt`: use deny, allow, prompt or cmd:PROGRAM");
+        assert_eq!(err("x"), "unknown approver `x`: use deny, allow, prompt, pause or cmd:PROGRAM");
+        assert_eq!(err("Prompt"), "unknown approver `Prompt`: use deny, allow, prompt, pause or cmd:PROGRAM");
         assert_eq!(
             err("cmd /bin/x"),
-            "unknown approver `cmd /bin/x`: use deny, allow, prompt or cmd:PROGRAM"
+            "unknown approver `cmd /bin/x`: use deny, allow, prompt, pause or cmd:PROGRAM"
         );
         assert!(err("").contains("no approver given"));
         assert!(err("cmd:").contains("`cmd:` needs a program"));
         assert!(err("cmd:   ").contains("`cmd:` needs a program"));
+    }
+
+    #[tokio::test]
+    async fn pause_answers_pause_and_a_command_may_answer_pause() {
+        let paused = approver_from_spec("pause").unwrap().decide(request()).await.unwrap();
+        assert_eq!(paused.decision, Answer::Pause);
+        let reply: Reply =
+            serde_json::from_str(r#"{"decision": "pause", "reason": "ask the owner"}"#).unwrap();
+        assert_eq!(reply.decision, Answer::Pause);
     }
 }

@@ -38,9 +38,11 @@ pub(crate) struct RunLog {
 }
 
 impl RunLog {
-    /// Starts the writer task on `tools`.
+    /// Starts the writer task on `tools`, which opens the journal at once
+    /// (so a run whose process dies leaves a journal that says so).
     pub(crate) fn start(opening: Opening, tools: &Handle) -> RunLog {
         let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(Msg::Lines(Vec::new()));
         tools.spawn(write_task(opening, rx));
         RunLog { buffer: Vec::new(), bytes: 0, now_run: None, tx }
     }
@@ -117,6 +119,7 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
             }
         }
         match msg {
+            Msg::Lines(lines) if lines.is_empty() => {}
             Msg::Lines(lines) => {
                 if let (Some(j), None) = (journal.as_mut(), &failure)
                     && let Err(e) = j.append(lines).await

@@ -86,6 +86,7 @@ impl Receipt {
         }
         self.render_logs(&mut s);
         self.render_calls(&mut s);
+        self.render_pending(&mut s);
         if let Some(path) = options.receipt_path {
             let _ = writeln!(s, "full receipt: {path}");
         }
@@ -96,6 +97,28 @@ impl Receipt {
             s.push_str(MARK);
         }
         s
+    }
+
+    /// The calls a paused run waits on, and the command that decides them.
+    fn render_pending(&self, s: &mut String) {
+        const SHOWN: usize = 10;
+        if self.pending.is_empty() {
+            return;
+        }
+        for p in self.pending.iter().take(SHOWN) {
+            let on = p.subject.as_deref().map(|x| format!(" ({})", cut(x, 200))).unwrap_or_default();
+            let _ = writeln!(s, "pending: call {} {}{on}: {}", p.seq, p.tool, cut(&p.reason, 200));
+        }
+        if self.pending.len() > SHOWN {
+            let _ = writeln!(s, "({} more pending calls in the receipt)", self.pending.len() - SHOWN);
+        }
+        let seqs: Vec<String> = self.pending.iter().map(|p| p.seq.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "decide: codemode resume {} --allow {} (or --deny)",
+            self.run_id,
+            cut(&seqs.join(","), 200)
+        );
     }
 
     fn render_logs(&self, s: &mut String) {

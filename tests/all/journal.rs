@@ -1,0 +1,441 @@
+//! Durable runs: the journal, pausing on an approval, resuming in another
+//! engine or process (docs/JOURNAL.md).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use codemode::journal::Decided;
+use codemode::{
+    CallStatus, Decision, Engine, ErrorKind, PauseApprover, Program, Receipt, RunStatus, Tool, ToolContext,
+    ToolFuture, ToolOutput, ToolSpec,
+};
+use serde_json::{Value, json};
+
+use crate::cli::{codemode, spawn};
+
+/// `count {label}`: a read-only tool that counts its invocations.
+struct Count(Arc<AtomicUsize>);
+impl Tool for Count {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("count", "Counts its calls.", json!({"type": "object"})).read_only(true)
+    }
+    fn call(&self, args: Value, _: ToolContext) -> ToolFuture {
+        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        Box::pin(async move { Ok(ToolOutput::new(json!({"n": n, "args": args}))) })
+    }
+}
+
+/// An engine over `ws` with the pause approver and a `count` tool whose
+/// calls add to `counter`; every engine over one workspace shares its
+/// journal folder, as two processes would.
+fn engine(ws: &std::path::Path, counter: &Arc<AtomicUsize>) -> Engine {
+    Engine::builder()
+        .workspace(ws)
+        .approver(PauseApprover)
+        .tool(Count(counter.clone()))
+        .build()
+        .expect("engine builds")
+}
+
+fn seqs_of(receipt: &Receipt) -> Vec<u64> {
+    receipt.pending.iter().map(|p| p.seq).collect()
+}
+
+const READ_THEN_WRITE: &str = r#"
+const first = await tools.count({step: 1});
+const r = await tools.read({path: "a.txt"});
+const stamp = Date.now(), luck = Math.random();
+console.log("before the write", stamp, luck);
+const w = await tools.write({path: "out.txt", content: `${r.content.length} ${luck}`});
+return {first: first.content.n, stamp, luck, wrote: w.content.bytes};
+"#;
+
+#[test]
+fn a_gated_write_pauses_and_a_second_engine_resumes_it_without_calling_anything_twice() {
+    let ws = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let paused = engine(ws.path(), &counter).execute_blocking(Program::new(READ_THEN_WRITE));
+    assert_eq!(paused.status, RunStatus::Paused, "{:?}", paused.error);
+    assert_eq!(seqs_of(&paused), [3]);
+    let pending = &paused.pending[0];
+    assert_eq!(pending.tool, "write");
+    assert_eq!(pending.arguments["path"], "out.txt");
+    assert!(pending.reason.contains("posture"), "{}", pending.reason);
+    assert_eq!(paused.calls[2].decision, Decision::Pending);
+    assert!(!ws.path().join("out.txt").exists(), "the write did not run");
+    assert_eq!(counter.load(Ordering::SeqCst), 1);
+    let logged = paused.logs[0].text.clone();
+
+    // Another engine (as another process would be) over the same journals.
+    let other = engine(ws.path(), &counter);
+    let done = other.resume_blocking(&paused.run_id, &[(3, Decided::Allow)]);
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert_eq!(done.run_id, paused.run_id);
+    assert_eq!(counter.load(Ordering::SeqCst), 1, "count ran once: the resume answered it from the journal");
+    let content = std::fs::read_to_string(ws.path().join("out.txt")).unwrap();
+    assert_eq!(content.split(' ').nth(1).unwrap(), done.value["luck"].to_string(), "Math.random replayed");
+    assert_eq!(done.logs.len(), 1, "the log line once: {:?}", done.logs);
+    assert_eq!(done.logs[0].text, logged, "Date.now and Math.random replayed identically");
+    // One receipt for the whole run: each call once, one numbering.
+    let calls: Vec<(u64, &str, Decision, CallStatus)> =
+        done.calls.iter().map(|c| (c.seq, c.tool.as_str(), c.decision, c.status)).collect();
+    assert_eq!(
+        calls,
+        [
+            (1, "count", Decision::Auto, CallStatus::Ok),
+            (2, "read", Decision::Auto, CallStatus::Ok),
+            (3, "write", Decision::Approved, CallStatus::Ok)
+        ]
+    );
+    assert!(done.pending.is_empty());
+    assert!(done.approval_wait_ms >= paused.approval_wait_ms);
+    assert!(done.elapsed_ms >= paused.elapsed_ms + (done.approval_wait_ms - paused.approval_wait_ms) - 1.0);
+
+    // The run is over: resuming again is a distinct, final error.
+    let again = other.resume_blocking(&paused.run_id, &[(3, Decided::Allow)]);
+    let e = again.error.expect("refused");
+    assert_eq!(e.kind, ErrorKind::NotResumable);
+    assert!(e.message.contains("already ended (completed)"), "{}", e.message);
+}
+
+#[test]
+fn a_denied_call_rejects_and_the_program_goes_on() {
+    let ws = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let source = r#"
+        let outcome;
+        try { await tools.write({path: "x.txt", content: "x"}); outcome = "written"; }
+        catch (e) { outcome = `${e.name} ${e.kind}: ${e.message}`; }
+        const after = await tools.count({});
+        return {outcome, after: after.content.n};
+    "#;
+    let paused = engine(ws.path(), &counter).execute_blocking(Program::new(source));
+    assert_eq!((paused.status, seqs_of(&paused)), (RunStatus::Paused, vec![1]));
+    let done = engine(ws.path(), &counter)
+        .resume_blocking(&paused.run_id, &[(1, Decided::Deny("no writes today".into()))]);
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    let outcome = done.value["outcome"].as_str().unwrap();
+    assert!(outcome.starts_with("ToolError denied: ") && outcome.contains("no writes today"), "{outcome}");
+    assert_eq!(done.value["after"], 1);
+    assert_eq!((done.calls[0].decision, done.calls[0].status), (Decision::Denied, CallStatus::Refused));
+    assert!(!ws.path().join("x.txt").exists());
+}
+
+#[test]
+fn a_run_pauses_three_times_and_ends() {
+    let ws = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let source = r#"
+        const seen = [];
+        for (const name of ["one", "two", "three"]) {
+          const before = await tools.count({name});
+          seen.push(before.content.n);
+          await tools.write({path: `${name}.txt`, content: name});
+        }
+        return seen;
+    "#;
+    let mut receipt = engine(ws.path(), &counter).execute_blocking(Program::new(source));
+    let run_id = receipt.run_id.clone();
+    let mut rounds = 0;
+    while receipt.status == RunStatus::Paused {
+        rounds += 1;
+        let seq = receipt.pending[0].seq;
+        receipt = engine(ws.path(), &counter).resume_blocking(&run_id, &[(seq, Decided::Allow)]);
+    }
+    assert_eq!(rounds, 3);
+    assert_eq!(receipt.status, RunStatus::Completed, "{:?}", receipt.error);
+    assert_eq!(receipt.value, json!([1, 2, 3]), "each count ran once, in order");
+    assert_eq!(counter.load(Ordering::SeqCst), 3);
+    assert_eq!(receipt.calls.len(), 6);
+    assert!(receipt.calls.iter().all(|c| c.status == CallStatus::Ok), "{:?}", receipt.calls);
+    for name in ["one", "two", "three"] {
+        assert_eq!(std::fs::read_to_string(ws.path().join(format!("{name}.txt"))).unwrap(), name);
+    }
+}
+
+#[test]
+fn parallel_calls_pause_together_and_running_calls_finish_first() {
+    let ws = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let source = r#"
+        const [a, b, c] = await Promise.all([
+          tools.write({path: "a1.txt", content: "1"}),
+          tools.count({}),
+          tools.write({path: "a2.txt", content: "2"}),
+        ]);
+        return [a.content.bytes, b.content.n, c.content.bytes];
+    "#;
+    let paused = engine(ws.path(), &counter).execute_blocking(Program::new(source));
+    assert_eq!(paused.status, RunStatus::Paused);
+    assert_eq!(seqs_of(&paused), [1, 3]);
+    assert_eq!(paused.calls[1].status, CallStatus::Ok, "the running call finished and was journaled");
+    let done = engine(ws.path(), &counter)
+        .resume_blocking(&paused.run_id, &[(1, Decided::Allow), (3, Decided::Allow)]);
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert_eq!(done.value, json!([1, 1, 1]));
+    assert_eq!(counter.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_replay_that_takes_another_path_is_a_divergence_and_runs_nothing_live() {
+    let ws = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    // A program that is not deterministic would ask for other arguments
+    // on replay; the same program against a journal that holds other
+    // arguments at call 1 is that case.
+    let paused = engine(ws.path(), &counter).execute_blocking(Program::new(
+        "await tools.count({a: 1}); await tools.write({path: 'd.txt', content: 'd'}); return 1;",
+    ));
+    assert_eq!(paused.status, RunStatus::Paused);
+    let journal = ws.path().join(".codemode/runs").join(&paused.run_id).join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(text.contains(r#""args":{"a":1}"#));
+    std::fs::write(&journal, text.replace(r#""args":{"a":1}"#, r#""args":{"a":2}"#)).unwrap();
+    let diverged = engine(ws.path(), &counter).resume_blocking(&paused.run_id, &[(2, Decided::Allow)]);
+    let e = diverged.error.expect("diverged");
+    assert_eq!(e.kind, ErrorKind::Divergence, "{}", e.message);
+    assert!(
+        e.message.contains("call 1") && e.message.contains(r#"{"a":1}"#) && e.message.contains(r#"{"a":2}"#),
+        "{}",
+        e.message
+    );
+    assert!(!ws.path().join("d.txt").exists(), "the allowed write never ran");
+    assert_eq!(counter.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_changed_policy_or_catalog_is_refused_up_front_and_the_run_stays_paused() {
+    let ws = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let paused = engine(ws.path(), &counter)
+        .execute_blocking(Program::new("await tools.write({path: 'p.txt', content: 'p'}); return 1;"));
+    assert_eq!(paused.status, RunStatus::Paused);
+    // Without the `count` tool the catalog differs.
+    let fewer = Engine::builder().workspace(ws.path()).approver(PauseApprover).build().unwrap();
+    let refused = fewer.resume_blocking(&paused.run_id, &[(1, Decided::Allow)]);
+    let e = refused.error.expect("refused");
+    assert_eq!(e.kind, ErrorKind::Divergence);
+    assert!(e.message.contains("the catalog changed"), "{}", e.message);
+    // A stricter policy.
+    let mut policy = codemode::Policy::default();
+    policy.rules.deny.push(codemode::Rule::parse("bash").unwrap());
+    let stricter = Engine::builder()
+        .workspace(ws.path())
+        .approver(PauseApprover)
+        .policy(policy)
+        .tool(Count(counter.clone()))
+        .build()
+        .unwrap();
+    let e = stricter.resume_blocking(&paused.run_id, &[(1, Decided::Allow)]).error.expect("refused");
+    assert!(e.message.contains(r#"deny: [] -> ["bash"]"#), "{}", e.message);
+    // A decision for a call that is not pending.
+    let e =
+        engine(ws.path(), &counter).resume_blocking(&paused.run_id, &[(7, Decided::Allow)]).error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Invocation);
+    assert!(
+        e.message.contains("call 7 is not waiting") && e.message.contains("1 (`write`)"),
+        "{}",
+        e.message
+    );
+    // Still paused: the right engine resumes it.
+    let done = engine(ws.path(), &counter).resume_blocking(&paused.run_id, &[(1, Decided::Allow)]);
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+}
+
+#[test]
+fn without_a_journal_a_pause_is_a_refusal() {
+    let ws = crate::common::workspace();
+    let engine = Engine::builder().workspace(ws.path()).approver(PauseApprover).no_journal().build().unwrap();
+    let r = engine.execute_blocking(Program::new(
+        "try { await tools.write({path: 'n.txt', content: 'n'}); } catch (e) { return e.kind + ': ' + e.message; }",
+    ));
+    assert_eq!(r.status, RunStatus::Completed);
+    assert!(r.value.as_str().unwrap().contains("only a journaled program run can pause"), "{}", r.value);
+    assert!(!ws.path().join(".codemode/runs").join(&r.run_id).join("journal.jsonl").exists());
+}
+
+// ---------------------------------------------------------------------------
+// The CLI: pause in one process, resume in another.
+
+fn stdout_json(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// A workspace whose policy (named with --config, so it applies whole)
+/// allows `bash(sh count.sh)`: that step appends to a counter file, so
+/// each real run of it shows.
+fn cli_workspace() -> tempfile::TempDir {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("policy.toml"), "[rules]\nallow = [\"bash(sh count.sh)\"]\n").unwrap();
+    std::fs::write(ws.path().join("count.sh"), "echo ran >> counter.txt; echo hello\n").unwrap();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        r#"
+        const r = await tools.bash({command: "sh count.sh"});
+        const x = Math.random();
+        await tools.write({path: "out.txt", content: r.content.stdout + x});
+        return x;
+        "#,
+    )
+    .unwrap();
+    ws
+}
+
+#[test]
+fn the_cli_pauses_with_exit_4_and_resume_in_another_process_runs_the_write_once() {
+    let ws = cli_workspace();
+    let run = codemode(
+        &["run", "prog.js", "--approve", "pause", "--config", "policy.toml", "--json"],
+        "",
+        ws.path(),
+    );
+    assert_eq!(run.status.code(), Some(4), "{}", String::from_utf8_lossy(&run.stderr));
+    let paused = stdout_json(&run);
+    assert_eq!(paused["status"], "paused");
+    assert_eq!(paused["pending"][0]["seq"], 2);
+    let run_id = paused["run_id"].as_str().unwrap();
+    // The compact rendering says how to go on.
+    let shown = codemode(&["run", "prog.js", "--approve", "pause", "--config", "policy.toml"], "", ws.path());
+    let stderr = String::from_utf8_lossy(&shown.stderr);
+    assert!(
+        stderr.contains("pending: call 2 write (out.txt)") && stderr.contains("decide: codemode resume run-"),
+        "{stderr}"
+    );
+
+    let resumed =
+        codemode(&["resume", run_id, "--allow", "2", "--config", "policy.toml", "--json"], "", ws.path());
+    assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let done = stdout_json(&resumed);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["calls"].as_array().unwrap().len(), 2);
+    // bash ran twice in all: once for the first run, once for the second
+    // `run` above; the resume answered it from the journal.
+    assert_eq!(std::fs::read_to_string(ws.path().join("counter.txt")).unwrap(), "ran\nran\n");
+    let out = std::fs::read_to_string(ws.path().join("out.txt")).unwrap();
+    assert_eq!(
+        out,
+        format!("hello\n{}", done["value"]),
+        "the write ran once, with the replayed random value"
+    );
+
+    // Finished and unknown ids: exit 5, kind not_resumable, every time.
+    for id in [run_id, "run-20000101T000000Z-00000000"] {
+        for _ in 0..2 {
+            let again =
+                codemode(&["resume", id, "--allow", "2", "--config", "policy.toml", "--json"], "", ws.path());
+            assert_eq!(again.status.code(), Some(5), "{}", String::from_utf8_lossy(&again.stderr));
+            assert_eq!(stdout_json(&again)["error"]["kind"], "not_resumable");
+        }
+    }
+}
+
+#[test]
+fn an_edited_program_is_refused_and_the_run_stays_paused() {
+    let ws = cli_workspace();
+    let run = codemode(
+        &["run", "prog.js", "--approve", "pause", "--config", "policy.toml", "--json"],
+        "",
+        ws.path(),
+    );
+    let run_id = stdout_json(&run)["run_id"].as_str().unwrap().to_owned();
+    let original = std::fs::read_to_string(ws.path().join("prog.js")).unwrap();
+    std::fs::write(ws.path().join("prog.js"), format!("{original}// edited\n")).unwrap();
+    let refused =
+        codemode(&["resume", &run_id, "--allow", "2", "--config", "policy.toml", "--json"], "", ws.path());
+    assert_eq!(refused.status.code(), Some(1));
+    let error = &stdout_json(&refused)["error"];
+    assert_eq!(error["kind"], "divergence");
+    assert!(error["message"].as_str().unwrap().contains("prog.js changed since the run paused"), "{error}");
+    assert!(!ws.path().join("out.txt").exists());
+    std::fs::write(ws.path().join("prog.js"), original).unwrap();
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--config", "policy.toml"], "", ws.path());
+    assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
+}
+
+#[test]
+fn two_resumes_at_once_one_wins_the_other_is_refused() {
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("slow.js"),
+        "await tools.bash({command: 'sleep 2; echo slept >> slept.txt'}); return 1;",
+    )
+    .unwrap();
+    let run = codemode(&["run", "slow.js", "--approve", "pause", "--json"], "", ws.path());
+    assert_eq!(run.status.code(), Some(4), "{}", String::from_utf8_lossy(&run.stderr));
+    let run_id = stdout_json(&run)["run_id"].as_str().unwrap().to_owned();
+    let a = spawn(&["resume", &run_id, "--allow", "1", "--json"], ws.path(), &[]);
+    let b = spawn(&["resume", &run_id, "--allow", "1", "--json"], ws.path(), &[]);
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let mut codes = [a.status.code(), b.status.code()];
+    codes.sort();
+    assert_eq!(
+        codes,
+        [Some(0), Some(5)],
+        "{}\n{}",
+        String::from_utf8_lossy(&a.stderr),
+        String::from_utf8_lossy(&b.stderr)
+    );
+    let loser = if a.status.code() == Some(5) { &a } else { &b };
+    let message = stdout_json(loser)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("held by another process"), "{message}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("slept.txt")).unwrap(),
+        "slept\n",
+        "the command ran once"
+    );
+}
+
+#[test]
+fn a_process_killed_right_after_pausing_loses_nothing() {
+    let ws = cli_workspace();
+    let mut child =
+        spawn(&["run", "prog.js", "--approve", "pause", "--config", "policy.toml", "--json"], ws.path(), &[]);
+    // Read the receipt as it is printed, then kill the process at once
+    // (before it saves receipt.json or exits on its own).
+    let mut stdout = child.stdout.take().unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    use std::io::Read;
+    while !text.contains("\"status\": \"paused\"") {
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(n > 0, "the receipt came: {text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    let run_id = text.split("\"run_id\": \"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let resumed =
+        codemode(&["resume", &run_id, "--allow", "2", "--config", "policy.toml", "--json"], "", ws.path());
+    assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(std::fs::read_to_string(ws.path().join("counter.txt")).unwrap(), "ran\n");
+}
+
+#[test]
+fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("policy.toml"), "[rules]\nallow = [\"bash(sleep*)\"]\n").unwrap();
+    std::fs::write(ws.path().join("long.js"), "await tools.bash({command: 'sleep 30'}); return 1;").unwrap();
+    let mut child = spawn(&["run", "long.js", "--config", "policy.toml"], ws.path(), &[]);
+    let runs = ws.path().join(".codemode/runs");
+    let journal = (0..200)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let entry = std::fs::read_dir(&runs).ok()?.flatten().next()?;
+            let j = entry.path().join("journal.jsonl");
+            j.exists().then_some(j)
+        })
+        .expect("the run's journal appears while it runs");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let run_id = journal.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
+    let out = codemode(&["resume", &run_id, "--json"], "", ws.path());
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    let message = stdout_json(&out)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("was interrupted"), "{message}");
+}
