@@ -55,7 +55,7 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 5] = ["W1", "W2", "W3", "W4", "W5"];
+const WORKLOADS: [&str; 6] = ["W1", "W2", "W3", "W4", "W5", "W2_journal"];
 
 /// `echo`: returns its arguments object as content.
 struct Echo;
@@ -202,8 +202,16 @@ fn check(workload: &str, receipt: &Receipt, expected: i64) {
 
 /// A fresh engine over a temporary workspace with the two workload tools.
 fn engine(limits: Limits) -> (Engine, tempfile::TempDir) {
+    engine_with(limits, |b| b)
+}
+
+/// [`engine`], with `adjust` applied to the builder last.
+fn engine_with(
+    limits: Limits,
+    adjust: impl FnOnce(codemode::EngineBuilder) -> codemode::EngineBuilder,
+) -> (Engine, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| die(format!("no temporary directory: {e}")));
-    let engine = Engine::builder()
+    let builder = Engine::builder()
         .workspace(dir.path())
         .native_tools(true)
         .limits(limits)
@@ -212,9 +220,8 @@ fn engine(limits: Limits) -> (Engine, tempfile::TempDir) {
         // approver; every gate step still runs.
         .policy(Policy::full_access())
         .tool(Echo)
-        .tool(Blob::new())
-        .build()
-        .unwrap_or_else(|e| die(format!("the engine did not build: {e}")));
+        .tool(Blob::new());
+    let engine = adjust(builder).build().unwrap_or_else(|e| die(format!("the engine did not build: {e}")));
     (engine, dir)
 }
 
@@ -314,6 +321,58 @@ fn run_w2(rt: &tokio::runtime::Runtime) {
     emit(&engine, "W2_seq_calls", json!((10_000.0 / t.as_secs_f64()).round() as u64), "calls/s");
 }
 
+/// W2 through `Engine::execute_blocking`, the journal on (the local
+/// folder store, as `codemode run` has it) and off, alternating in one
+/// sitting; emits the journaled rate and prints both on stderr. The same
+/// for W1 (one VM thread hop, the journal's file made and fsync'd).
+fn run_w2_journal() {
+    let mut limits = Limits::default();
+    limits.max_calls = 10_000;
+    let (on, _dir_on) = engine(limits.clone());
+    let (off, _dir_off) = engine_with(limits, |b| b.no_journal());
+    let time = |engine: &Engine, source: &str, expected: i64| {
+        let t0 = Instant::now();
+        let receipt = engine.execute_blocking(Program::new(source));
+        let took = t0.elapsed();
+        check("W2_journal", &receipt, expected);
+        took
+    };
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for rep in 0..=REPS {
+        let (a, b) = (time(&on, W2, W2_EXPECTED), time(&off, W2, W2_EXPECTED));
+        if rep > 0 {
+            with.push(a);
+            without.push(b);
+        }
+    }
+    with.sort();
+    without.sort();
+    let rate = |d: Duration| (10_000.0 / d.as_secs_f64()).round() as u64;
+    let (r_on, r_off) = (rate(with[with.len() / 2]), rate(without[without.len() / 2]));
+    emit(&on, "W2_journal", json!(r_on), "calls/s");
+    eprintln!(
+        "W2 via execute_blocking: journal on {r_on} calls/s, off {r_off} calls/s ({:+.1}%)",
+        (r_on as f64 / r_off as f64 - 1.0) * 100.0
+    );
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for i in 0..W1_WARMUP + W1_SAMPLES {
+        let (a, b) = (time(&on, W1, W1_EXPECTED), time(&off, W1, W1_EXPECTED));
+        if i >= W1_WARMUP {
+            with.push(a);
+            without.push(b);
+        }
+    }
+    with.sort();
+    without.sort();
+    eprintln!(
+        "W1 via execute_blocking: journal on p50 {:.1} us p99 {:.1} us; off p50 {:.1} us p99 {:.1} us",
+        micros(percentile(&with, 50.0)),
+        micros(percentile(&with, 99.0)),
+        micros(percentile(&without, 50.0)),
+        micros(percentile(&without, 99.0)),
+    );
+}
+
 fn run_w3(engine: &Engine, rt: &tokio::runtime::Runtime) {
     let t = time_program(engine, rt, "W3", W3, W3_EXPECTED);
     emit(engine, "W3_parallel_1000", round1(t.as_secs_f64() * 1e3), "ms");
@@ -385,7 +444,7 @@ fn main() -> ExitCode {
         None => WORKLOADS.to_vec(),
         Some(w) if WORKLOADS.contains(&w) => vec![w],
         Some(other) => {
-            eprintln!("workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5]");
+            eprintln!("workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal]");
             return ExitCode::from(2);
         }
     };
@@ -396,6 +455,7 @@ fn main() -> ExitCode {
         match w {
             "W1" => run_w1(&engine, &rt),
             "W2" => run_w2(&rt),
+            "W2_journal" => run_w2_journal(),
             "W3" => run_w3(&engine, &rt),
             "W4" => run_w4(&engine, &rt),
             "W5" => run_w5_in_child(),
