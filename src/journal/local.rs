@@ -98,6 +98,20 @@ fn open_locked(path: &Path) -> Result<Option<Locked>, StoreError> {
     }
 }
 
+/// [`open_locked`], trying again for up to about 100 ms: another process
+/// probing the run's state (`runs list`, `load`) holds the lock for
+/// microseconds, a process that runs or resumes the run holds it
+/// throughout, so only the latter makes this give up.
+fn open_locked_patiently(path: &Path) -> Result<Option<Locked>, StoreError> {
+    for _ in 0..20 {
+        if let Some(locked) = open_locked(path)? {
+            return Ok(Some(locked));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    open_locked(path)
+}
+
 /// The state line a commit appends.
 pub(crate) fn state_line(state: RunState) -> String {
     format!(
@@ -209,7 +223,7 @@ impl JournalStore for LocalStore {
             if !path.exists() {
                 return Err(StoreError::NotResumable { run_id, state: NotResumableState::Unknown });
             }
-            let Some(mut locked) = open_locked(&path)? else {
+            let Some(mut locked) = open_locked_patiently(&path)? else {
                 return Err(StoreError::NotResumable { run_id, state: NotResumableState::Busy });
             };
             let state = last_state(&mut locked).map_err(|e| StoreError::failed(path.display(), e))?;
@@ -293,7 +307,7 @@ impl JournalStore for LocalStore {
             }
             // Held while the folder goes, so no process claims it meanwhile.
             let _held = if path.exists() {
-                match open_locked(&path)? {
+                match open_locked_patiently(&path)? {
                     Some(locked) => Some(locked),
                     None => return Err(StoreError::NotResumable { run_id, state: NotResumableState::Busy }),
                 }
