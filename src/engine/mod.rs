@@ -434,10 +434,25 @@ impl Engine {
     /// the run ends failed), `invocation` (a decision for a call that is not
     /// pending: the run stays paused).
     pub async fn resume(&self, run_id: &str, decisions: &[(u64, crate::journal::Decided)]) -> Receipt {
-        match resume::prepare(self, run_id, decisions).await {
-            Ok(r) => self.launch(Arc::from(run_id), r.program, r.clock, Some(r.journaling)).wait().await,
+        match self.start_resume(run_id, decisions).await {
+            Ok(run) => run.wait().await,
             Err(receipt) => receipt,
         }
+    }
+
+    /// [`Engine::resume`] up to the start of the replay: a handle to the
+    /// resumed run (to cancel it, or wait for it), or the receipt of a
+    /// resume refused before anything ran.
+    ///
+    /// # Errors
+    /// The receipt of the refusal (see [`Engine::resume`]).
+    pub async fn start_resume(
+        &self,
+        run_id: &str,
+        decisions: &[(u64, crate::journal::Decided)],
+    ) -> Result<Run, Receipt> {
+        let r = resume::prepare(self, run_id, decisions).await?;
+        Ok(self.launch(Arc::from(run_id), r.program, r.clock, Some(r.journaling)))
     }
 
     /// [`Engine::resume`], blocking this thread (not for async code).

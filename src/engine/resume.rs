@@ -138,17 +138,23 @@ pub(crate) async fn prepare(
         }
     };
     // From here a refusal gives the run back, still paused.
+    let mut warnings = Vec::new();
     let checked = Journal::parse(&lines)
         .map_err(|m| {
             (
                 ErrorKind::NotResumable,
-                format!("run `{run_id}` cannot be resumed: its journal is unreadable: {m}"),
+                format!(
+                    "run `{run_id}` cannot be resumed: its journal is unreadable ({m}); start the program again \
+                     (what the run did: `codemode runs show {run_id}`)"
+                ),
             )
         })
         .and_then(|journal| {
-            check_unchanged(shared, &journal)
-                .map_err(|m| (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}")))?;
-            check_decisions(&journal, decisions).map_err(|m| (ErrorKind::Invocation, m))?;
+            check_unchanged(shared, &journal, &mut warnings).map_err(|m| {
+                (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}; the run is still paused"))
+            })?;
+            check_decisions(&journal, decisions)
+                .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
             Ok(journal)
         });
     let journal = match checked {
@@ -165,6 +171,7 @@ pub(crate) async fn prepare(
     let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);
     let mut journaling =
         Journaling::resumed(log, Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>()));
+    journaling.warnings = warnings;
     let at = super::rfc3339_utc(std::time::SystemTime::now());
     journaling.log.push(format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}"));
     for (seq, decided) in decisions {
@@ -184,19 +191,27 @@ pub(crate) async fn prepare(
     // The deadline counts the run's active time across its pauses.
     let active_before =
         journaling.before.as_ref().map_or(0.0, |p| (p.elapsed_ms - p.approval_wait_ms).max(0.0));
-    let left =
-        shared.limits.deadline.saturating_sub(std::time::Duration::from_secs_f64(active_before / 1000.0));
-    Ok(Resumed { program, journaling, clock: Arc::new(RunClock::new(left)) })
+    // Replaying gets a whole deadline of its own (it redoes work already
+    // counted); the run's own time left starts when the replay catches up.
+    journaling.deadline_left = Some(
+        shared.limits.deadline.saturating_sub(std::time::Duration::from_secs_f64(active_before / 1000.0)),
+    );
+    Ok(Resumed { program, journaling, clock: Arc::new(RunClock::new(shared.limits.deadline)) })
 }
 
 /// Refuses a resume whose program, catalog or policy changed since the run
 /// paused, saying what changed.
-fn check_unchanged(shared: &Shared, journal: &Journal) -> Result<(), String> {
+fn check_unchanged(shared: &Shared, journal: &Journal, warnings: &mut Vec<String>) -> Result<(), String> {
     let h = &journal.header;
     let mut changed = Vec::new();
     if digest::sha256_hex(h.program.source.as_bytes()) != h.program.sha256 {
         changed
             .push("the journaled program does not match its own hash (the journal was altered)".to_owned());
+    }
+    if let Some(path) = &h.program.path
+        && std::fs::symlink_metadata(path).is_err()
+    {
+        warnings.push(format!("the program file {path} is gone; the program as journaled ran"));
     }
     if let Some(path) = &h.program.path
         && let Ok(now) = std::fs::read(path)

@@ -187,6 +187,19 @@ pub(crate) struct PendingRecord {
     pub notes: Vec<String>,
 }
 
+impl PendingRecord {
+    /// The entry of a paused receipt's `pending`.
+    pub(crate) fn to_pending_call(&self) -> crate::receipt::PendingCall {
+        crate::receipt::PendingCall {
+            seq: self.seq,
+            tool: self.tool.clone(),
+            arguments: self.args.clone(),
+            reason: self.reason.clone(),
+            subject: self.subject.clone(),
+        }
+    }
+}
+
 /// `{"t":"decision"}`: a pending call decided on resume.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct DecisionRecord {

@@ -265,6 +265,22 @@ impl Replay {
         NextSettle::Now { completion, new }
     }
 
+    /// The journaled results of calls the program made again but did not
+    /// get back yet (the run is ending).
+    pub(crate) fn undelivered(&self) -> Vec<Completion> {
+        self.settle_order
+            .iter()
+            .chain(&self.unsettled)
+            .filter(|seq| self.issued.contains(seq))
+            .filter_map(|seq| self.journal.done.get(seq).map(DoneRecord::completion))
+            .collect()
+    }
+
+    /// The calls the run was paused on, as a receipt lists them.
+    pub(crate) fn pending_calls(&self) -> Vec<crate::receipt::PendingCall> {
+        self.journal.pending.iter().map(PendingRecord::to_pending_call).collect()
+    }
+
     /// Whether every journaled call has been made again and every
     /// journaled result handed back.
     pub(crate) fn caught_up(&self) -> bool {

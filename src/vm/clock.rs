@@ -11,7 +11,9 @@ use tokio::sync::Notify;
 #[derive(Debug)]
 pub(crate) struct RunClock {
     start: Instant,
-    deadline: Duration,
+    /// The deadline as nanoseconds of active time since `start` (see
+    /// [`RunClock::allow_from_now`]).
+    deadline_ns: AtomicU64,
     /// Nanoseconds after `start` at which the run expires; `u64::MAX` while
     /// paused. Read by the interrupt handler without locking.
     expires_ns: AtomicU64,
@@ -34,7 +36,7 @@ impl RunClock {
     pub(crate) fn new(deadline: Duration) -> Self {
         RunClock {
             start: Instant::now(),
-            deadline,
+            deadline_ns: AtomicU64::new(nanos(deadline)),
             expires_ns: AtomicU64::new(nanos(deadline)),
             cancelled: AtomicBool::new(false),
             halted: AtomicBool::new(false),
@@ -107,7 +109,23 @@ impl RunClock {
             if let Some(since) = p.since.take() {
                 p.total += since.elapsed();
             }
-            self.expires_ns.store(nanos(self.deadline + p.total), Ordering::Relaxed);
+            let deadline = Duration::from_nanos(self.deadline_ns.load(Ordering::Relaxed));
+            self.expires_ns.store(nanos(deadline + p.total), Ordering::Relaxed);
+        }
+        drop(p);
+        self.changed.notify_one();
+    }
+
+    /// Moves the deadline so that `left` of active time remains from now
+    /// (a resume, once its replay has caught up).
+    pub(crate) fn allow_from_now(&self, left: Duration) {
+        let p = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
+        let paused = p.total + p.since.map_or(Duration::ZERO, |s| s.elapsed());
+        let active = self.start.elapsed().saturating_sub(paused);
+        let deadline = active + left;
+        self.deadline_ns.store(nanos(deadline), Ordering::Relaxed);
+        if p.depth == 0 {
+            self.expires_ns.store(nanos(deadline + p.total), Ordering::Relaxed);
         }
         drop(p);
         self.changed.notify_one();

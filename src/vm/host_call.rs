@@ -48,6 +48,9 @@ pub(crate) struct HostState {
     /// they start once every journaled result is handed back, so nothing
     /// runs if the replay diverges before.
     pub held: RefCell<Vec<(u64, CallFuture)>>,
+    /// Set once a resumed run went past its journal: a call was gated or
+    /// started live. Until then, a resume that stops leaves the run paused.
+    pub live: std::cell::Cell<bool>,
 }
 
 /// Calls that did not answer at once: running on the tool runtime, or
@@ -274,6 +277,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
             (begun, true, !caught_up)
         }
     };
+    state.live.set(true);
     if let Some(j) = journal.as_mut()
         && !journaled
     {

@@ -17,18 +17,30 @@ pub(crate) struct Journaling {
     seed: Option<[u32; 4]>,
     /// Times of the run before this process took it (on a resume).
     pub before: Option<PausedRecord>,
+    /// On a resume, the deadline the run has left once the replay has
+    /// caught up (replaying is not counted).
+    pub deadline_left: Option<std::time::Duration>,
+    /// What the receipt must say about how the run was resumed.
+    pub warnings: Vec<String>,
 }
 
 impl Journaling {
     /// Journaling of a new run.
     pub(crate) fn new(log: RunLog) -> Journaling {
-        Journaling { log, replay: None, seed: None, before: None }
+        Journaling { log, replay: None, seed: None, before: None, deadline_left: None, warnings: Vec::new() }
     }
 
     /// Journaling of a resumed run.
     pub(crate) fn resumed(log: RunLog, replay: Replay) -> Journaling {
         let before = replay.paused().cloned();
-        Journaling { log, replay: Some(replay), seed: None, before }
+        Journaling {
+            log,
+            replay: Some(replay),
+            seed: None,
+            before,
+            deadline_left: None,
+            warnings: Vec::new(),
+        }
     }
 
     /// The next clock read: from the journal while it has one, else now

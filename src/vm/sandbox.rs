@@ -129,6 +129,7 @@ impl Sandbox {
             pending: RefCell::new(Vec::new()),
             diverged: RefCell::new(None),
             held: RefCell::new(Vec::new()),
+            live: std::cell::Cell::new(false),
         });
         let tracked = state.clone();
         rt.set_host_promise_rejection_tracker(Some(Box::new(move |ctx, promise, reason, handled| {
@@ -173,6 +174,12 @@ impl Sandbox {
     /// outcome (including a second program in the same sandbox, which is
     /// refused) is a receipt.
     pub async fn run(&mut self, program: Program) -> Receipt {
+        let receipt = self.run_program(program).await;
+        self.close_journal(receipt).await
+    }
+
+    /// [`Sandbox::run`] up to the receipt, before the journal's end.
+    async fn run_program(&mut self, program: Program) -> Receipt {
         if self.used {
             let e = RunError::new(
                 ErrorKind::Internal,
@@ -212,13 +219,22 @@ impl Sandbox {
         // From here on the program gets no more calls and no more log lines.
         self.state.closed.set(true);
         let main = self.main_outcome(program.name()).or_else(|| self.returned_before_stop());
-        let receipt = self.end(ending, main);
-        self.close_journal(receipt).await
+        self.end(ending, main)
     }
 
     /// The receipt of a run whose waiting part ended with `ending`, the
     /// program's outcome being `main`.
     fn end(&mut self, ending: Ending, main: Option<Result<Json, RunError>>) -> Receipt {
+        // A resume that ends before it handed back every journaled result:
+        // those calls ran (before the pause), so their receipts say how
+        // they ended, not that they were cut.
+        let undelivered =
+            self.state.journal.borrow().as_ref().and_then(|j| j.replay.as_ref()).map(|r| r.undelivered());
+        for c in undelivered.into_iter().flatten() {
+            let mut ledger = self.state.ledger.borrow_mut();
+            ledger.finish(c.seq, c.end);
+            ledger.annotate(c.seq, "ran before the pause; the run ended before the program got its result");
+        }
         match ending {
             Ending::Paused => {
                 let mut receipt = self.finish(RunStatus::Paused, Json::Null, None);
@@ -227,13 +243,7 @@ impl Sandbox {
                     .pending
                     .borrow()
                     .iter()
-                    .map(|p| crate::receipt::PendingCall {
-                        seq: p.seq,
-                        tool: p.tool.clone(),
-                        arguments: p.args.clone(),
-                        reason: p.reason.clone(),
-                        subject: p.subject.clone(),
-                    })
+                    .map(crate::journal::record::PendingRecord::to_pending_call)
                     .collect();
                 receipt
             }
@@ -275,7 +285,29 @@ impl Sandbox {
     /// a run that paused, the run fails (it could never be resumed).
     async fn close_journal(&mut self, mut receipt: Receipt) -> Receipt {
         let Some(mut journal) = self.state.journal.borrow_mut().take() else { return receipt };
-        if receipt.status == RunStatus::Paused {
+        receipt.warnings.append(&mut journal.warnings);
+        // A resume stopped (cancelled, out of time) while it replayed,
+        // before anything new ran: the run is as it was, still paused.
+        if let Some(replay) = journal.replay.as_ref()
+            && !self.state.live.get()
+            && self.state.diverged.borrow().is_none()
+            && matches!(receipt.status, RunStatus::Cancelled | RunStatus::TimedOut)
+        {
+            let why = receipt.error.take().map_or_else(String::new, |e| format!(" ({})", e.message));
+            receipt.warnings.push(format!(
+                "the resume stopped while replaying the journal, before anything new ran{why}: the run is still paused"
+            ));
+            receipt.status = RunStatus::Paused;
+            receipt.pending = replay.pending_calls();
+            journal.log.push(crate::journal::record::tagged_line(
+                "paused",
+                &replay.paused().cloned().unwrap_or(crate::journal::record::PausedRecord {
+                    at_unix_ms: 0,
+                    elapsed_ms: 0.0,
+                    approval_wait_ms: 0.0,
+                }),
+            ));
+        } else if receipt.status == RunStatus::Paused {
             let paused = crate::journal::record::PausedRecord {
                 at_unix_ms: super::journaling::now_ms() as u64,
                 elapsed_ms: receipt.elapsed_ms,
@@ -437,8 +469,16 @@ impl Sandbox {
             NextSettle::Caught => {
                 if let Some(j) = self.state.journal.borrow_mut().as_mut() {
                     j.replay = None;
+                    // Replaying did not count against the deadline: what
+                    // the run had left at its pause starts now.
+                    if let Some(left) = j.deadline_left {
+                        self.state.clock.allow_from_now(left);
+                    }
                 }
                 let held = std::mem::take(&mut *self.state.held.borrow_mut());
+                if !held.is_empty() {
+                    self.state.live.set(true);
+                }
                 let mut calls = self.state.calls.borrow_mut();
                 for (seq, future) in held {
                     calls.start(seq, future);
