@@ -2,13 +2,15 @@
 //! subcommand.
 //!
 //! Exit codes (DESIGN.md §9): 0 completed, 1 program failed, 2 bad
-//! invocation or config, 3 timed out, 4 paused, 130 cancelled.
+//! invocation or config, 3 timed out, 4 paused, 5 run not resumable
+//! (unknown, ended, or held), 130 cancelled.
 
 mod batch;
 mod call;
 mod engine_args;
 mod mcp;
 mod run;
+mod runs;
 mod search;
 mod tools;
 mod trust;
@@ -21,12 +23,17 @@ use clap::{Parser, Subcommand};
 /// Exit code for a bad invocation or configuration.
 pub(crate) const EXIT_USAGE: u8 = 2;
 
+/// Exit code for a run id that cannot be resumed: unknown, ended, already
+/// resumed, or held by another process (`codemode runs show`, `resume`).
+pub(crate) const EXIT_NOT_RESUMABLE: u8 = 5;
+
 /// codemode runs a JavaScript program whose only way out is
 /// `await tools.call(name, args)`, and prints its receipt.
 ///
 /// Exit codes: 0 completed, 1 program failed, 2 bad invocation or
-/// config, 3 timed out, 4 paused, 130 cancelled by SIGINT (143 by
-/// SIGTERM); the receipt is printed in every case.
+/// config, 3 timed out, 4 paused, 5 no such run or not resumable, 130
+/// cancelled by SIGINT (143 by SIGTERM); the receipt is printed in every
+/// case.
 #[derive(Debug, Parser)]
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {
@@ -78,6 +85,16 @@ enum Command {
     /// Read the files first: a trusted policy can allow any call and run any
     /// hook, and a trusted MCP file starts its servers' commands.
     Trust(trust::TrustArgs),
+    /// The runs kept on disk: `runs list`, `runs show RUN_ID`, `runs
+    /// prune` (journals, receipts and spill files in .codemode/runs).
+    ///
+    /// After each `codemode run` and `batch`, runs are pruned to [journal]
+    /// keep_runs (default 200) and keep_days (default 7) of codemode.toml:
+    /// a run older than keep_days, or not among the keep_runs newest, is
+    /// removed (whichever removes more), except the run just made and runs
+    /// held by another process; paused runs are not counted and go only
+    /// when older than keep_days (docs/JOURNAL.md).
+    Runs(runs::RunsArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -98,6 +115,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Mcp(args) => mcp::mcp(args),
         Command::Types(args) => types::types(args),
         Command::Trust(args) => trust::trust(args),
+        Command::Runs(args) => runs::runs(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
