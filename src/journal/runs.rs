@@ -92,8 +92,12 @@ impl Runs {
     pub async fn list(&self) -> Result<Vec<RunListing>, StoreError> {
         let mut out = Vec::new();
         for found in self.scan().await? {
+            let receipt = match (&found.journal, &found.receipt) {
+                (None, Some(path)) => read_receipt_async(path.clone()).await,
+                _ => None,
+            };
             let mut listing = RunListing {
-                state: found.state_name(),
+                state: found.state_of(receipt.as_ref()),
                 journal: found.journal.is_some(),
                 receipt: found.receipt.clone(),
                 program: None,
@@ -119,7 +123,7 @@ impl Runs {
                     Err(StoreError::NotResumable { state: NotResumableState::Unknown, .. }) => continue,
                     Err(e) => return Err(e),
                 }
-            } else if let Some(receipt) = found.receipt.as_deref().and_then(read_receipt) {
+            } else if let Some(receipt) = receipt {
                 listing.calls = receipt.calls.as_ref().map(|c| c.len() as u64);
                 if listing.state == "paused" {
                     listing.pending = receipt.pending.len() as u64;
@@ -201,7 +205,11 @@ impl Runs {
         if folder_meta.is_none() {
             return Err(unknown());
         }
-        if let Some(receipt) = receipt_path.as_deref().and_then(read_receipt) {
+        let receipt = match &receipt_path {
+            Some(path) => read_receipt_async(path.clone()).await,
+            None => None,
+        };
+        if let Some(receipt) = receipt {
             details.state = receipt.status.unwrap_or_else(|| "unknown".to_owned());
             details.catalog_sha256 = receipt.catalog_sha256;
             details.calls = receipt.calls.unwrap_or_default();
@@ -270,7 +278,11 @@ impl Runs {
                 counted += u64::from(!uncounted);
                 continue;
             };
-            let state = run.state_name();
+            let receipt = match (&run.journal, &run.receipt) {
+                (None, Some(path)) => read_receipt_async(path.clone()).await,
+                _ => None,
+            };
+            let state = run.state_of(receipt.as_ref());
             if !options.dry_run {
                 match self.remove(&run).await {
                     Ok(()) => {}
@@ -304,10 +316,17 @@ impl Runs {
         match folder.symlink_metadata() {
             Ok(meta) if meta.is_dir() => {
                 let shown = folder.display().to_string();
-                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&folder))
+                let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&folder))
                     .await
-                    .map_err(|e| StoreError::failed(&shown, e))?
-                    .map_err(|e| StoreError::failed(format!("cannot remove {shown}"), e))
+                    .map_err(|e| StoreError::failed(&shown, e))?;
+                match removed {
+                    // Another process pruning at the same time got there
+                    // first.
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        Err(StoreError::failed(format!("cannot remove {shown}"), e))
+                    }
+                    _ => Ok(()),
+                }
             }
             _ => Ok(()),
         }
@@ -362,7 +381,6 @@ impl Runs {
                 journal: Some(summary.state),
                 source,
                 receipt: None,
-                receipt_status: None,
                 updated_ms: summary.updated_unix.saturating_mul(1000),
             });
         }
@@ -371,7 +389,6 @@ impl Runs {
                 Some(run) => {
                     run.updated_ms = run.updated_ms.max(folder.updated_ms);
                     run.receipt = folder.receipt;
-                    run.receipt_status = folder.receipt_status;
                 }
                 // Only folders named like run ids: anything else a person
                 // put there is not codemode's to remove.
@@ -405,8 +422,6 @@ struct Found {
     /// Where its journal is.
     source: Source,
     receipt: Option<PathBuf>,
-    /// Its receipt's `status`, when it has one that says.
-    receipt_status: Option<String>,
     /// When it last changed: the newest of its journal, its receipt (or,
     /// with neither, its folder), milliseconds since the Unix epoch (the
     /// store's times are to the second; files give finer ones, which order
@@ -415,8 +430,9 @@ struct Found {
 }
 
 impl Found {
-    fn state_name(&self) -> String {
-        match (self.journal, &self.receipt_status) {
+    /// Its state: its journal's, else `receipt`'s status, else `unknown`.
+    fn state_of(&self, receipt: Option<&ReceiptRead>) -> String {
+        match (self.journal, receipt.and_then(|r| r.status.as_ref())) {
             (Some(state), _) => state.as_str().to_owned(),
             (None, Some(status)) => status.clone(),
             (None, None) => "unknown".to_owned(),
@@ -453,14 +469,11 @@ fn run_folders(root: &Path) -> Result<Vec<Found>, StoreError> {
             (None, None) => unix(meta.modified()),
             (r, j) => unix_of(r.as_ref()).max(unix_of(j.as_ref())),
         };
-        let receipt_status =
-            receipt_meta.is_some().then(|| read_receipt(&receipt)).flatten().and_then(|r| r.status);
         out.push(Found {
             run_id,
             journal: None,
             source: Source::Store,
             receipt: receipt_meta.map(|_| receipt),
-            receipt_status,
             updated_ms,
         });
     }
@@ -493,6 +506,11 @@ struct ReceiptPending {
     tool: String,
     #[serde(default)]
     arguments: Value,
+}
+
+/// [`read_receipt`] off the async threads.
+async fn read_receipt_async(path: PathBuf) -> Option<ReceiptRead> {
+    tokio::task::spawn_blocking(move || read_receipt(&path)).await.ok().flatten()
 }
 
 /// The receipt at `path`, when it reads as one (at most 64 MiB).
