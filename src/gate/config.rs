@@ -11,7 +11,7 @@
 //! Errors stop at the first one found: `toml`'s own errors (syntax, duplicate
 //! or unknown keys, wrong types, a bad caller name, a missing hook `command`)
 //! first, then the checks in the order mode, posture, rules (allow, ask,
-//! deny), tools (by name), hooks (in order).
+//! deny), tools (by name), hooks (in order), sandbox, journal.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -696,6 +696,8 @@ command = ["audit"]
         assert!(!p.hooks.is_empty());
         assert_ne!(p.hooks[0].timeout, DEFAULT_HOOK_TIMEOUT);
         assert_eq!(p.sandbox_writable, vec![".git".to_owned()]);
+        assert_eq!(p.journal.url.as_deref(), Some(".codemode/runs"));
+        assert_eq!(p.journal.retention, crate::journal::Retention::default());
     }
 
     #[test]
