@@ -27,7 +27,7 @@ pub(crate) mod writer;
 
 pub use local::LocalStore;
 pub use runs::{
-    CallInfo, DecisionInfo, PendingCall, ProgramInfo, PruneOptions, PruneReason, PruneReport, PrunedRun,
+    CallInfo, DecisionInfo, PendingInfo, ProgramInfo, PruneOptions, PruneReason, PruneReport, PrunedRun,
     RunDetails, RunListing, Runs,
 };
 pub use settings::{

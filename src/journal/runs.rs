@@ -184,7 +184,7 @@ impl Runs {
         if let Some((stored, _)) = stored {
             let read = JournalRead::of(&stored.lines);
             details.state = stored.state.as_str().to_owned();
-            let open: Vec<PendingCall> = read.open_pending().cloned().collect();
+            let open: Vec<PendingInfo> = read.open_pending().cloned().collect();
             if let Some(h) = read.header {
                 details.program = Some(ProgramInfo {
                     name: h.program.name,
@@ -216,7 +216,7 @@ impl Runs {
             details.pending = receipt
                 .pending
                 .into_iter()
-                .map(|p| PendingCall {
+                .map(|p| PendingInfo {
                     seq: p.seq,
                     tool: p.tool,
                     arguments: p.arguments,
@@ -531,7 +531,7 @@ struct JournalRead {
     /// Every call, by seq.
     calls: BTreeMap<u64, CallInfo>,
     /// Every `pending` line, by seq (the last one of a seq wins).
-    pending: BTreeMap<u64, PendingCall>,
+    pending: BTreeMap<u64, PendingInfo>,
     decisions: Vec<DecisionInfo>,
 }
 
@@ -570,7 +570,7 @@ impl JournalRead {
                     if let Ok(p) = serde_json::from_str::<PendingRecord>(line) {
                         read.pending.insert(
                             p.seq,
-                            PendingCall {
+                            PendingInfo {
                                 seq: p.seq,
                                 tool: p.tool,
                                 arguments: p.args,
@@ -599,7 +599,7 @@ impl JournalRead {
     }
 
     /// The pending calls no decision and no result has closed.
-    fn open_pending(&self) -> impl Iterator<Item = &PendingCall> {
+    fn open_pending(&self) -> impl Iterator<Item = &PendingInfo> {
         self.pending.values().filter(|p| {
             !self.decisions.iter().any(|d| d.seq == p.seq)
                 && self.calls.get(&p.seq).is_none_or(|c| c.status.is_none())
@@ -658,7 +658,7 @@ pub struct RunDetails {
     /// Every call, in seq order.
     pub calls: Vec<CallInfo>,
     /// The calls waiting for a decision.
-    pub pending: Vec<PendingCall>,
+    pub pending: Vec<PendingInfo>,
     /// Decisions given on resumes, in order.
     pub decisions: Vec<DecisionInfo>,
     /// Its saved receipt, when there is one.
@@ -708,7 +708,7 @@ pub struct CallInfo {
 /// A call waiting for a decision.
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
-pub struct PendingCall {
+pub struct PendingInfo {
     /// Its seq (what `--allow`/`--deny` name).
     pub seq: u64,
     /// The tool.
