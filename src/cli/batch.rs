@@ -131,6 +131,8 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     })?;
 
     let (receipt, saved) = super::save_receipt(&engine, receipt);
+    // Old runs go once this one is kept (docs/JOURNAL.md, "Runs on disk").
+    engine.apply_retention(&receipt.run_id);
     let options =
         RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
     eprint!("codemode: {}", printable(&receipt.render(&options)));

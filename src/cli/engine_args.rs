@@ -1,11 +1,13 @@
 //! Options shared by the subcommands that build an engine (`run`, `call`,
 //! `batch`, `tools`, `search`, `types`, `mcp`): workspace, policy file, MCP
-//! servers, mode, posture, approver, deadline.
+//! servers, mode, posture, approver, deadline, journal.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention, Runs};
 use codemode::{Engine, Limits, Mode, Policy, Posture};
 
 /// How to build the engine.
@@ -37,6 +39,11 @@ pub(crate) struct EngineArgs {
     /// Run deadline in seconds, e.g. 60 or 0.5 [default: 60].
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     deadline: Option<f64>,
+    /// Where runs' journals go: a folder (in the workspace, only beneath
+    /// .codemode/), postgres://..., or off [default: the policy's
+    /// [journal] url, else <workspace>/.codemode/runs].
+    #[arg(long, value_name = "DIR|URL|off")]
+    journal: Option<String>,
 }
 
 impl EngineArgs {
@@ -75,14 +82,9 @@ impl EngineArgs {
         }
         adjust(&mut limits);
         let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-        let mut policy = match &self.config {
-            // Named on the command line: the user's own, applied whole.
-            Some(path) => Policy::load(path)?,
-            None => {
-                let default = workspace.join("codemode.toml");
-                if default.exists() { workspace_policy(&default)? } else { Policy::default() }
-            }
-        };
+        let mut policy = load_policy(self.config.as_deref(), &workspace, Notice::Full)?;
+        let journal = journal_choice(self.journal.as_deref(), &policy, &workspace)?;
+        let retention = policy.journal.retention;
         match self.mode.as_deref() {
             Some("plan") => policy.mode = Mode::Plan,
             Some("work") => policy.mode = Mode::Work,
@@ -102,10 +104,15 @@ impl EngineArgs {
         };
         let mut builder =
             Engine::builder().workspace(&workspace).limits(limits).policy(policy).approver_arc(approver);
+        match journal {
+            JournalChoice::Default => {}
+            JournalChoice::Off => builder = builder.no_journal(),
+            JournalChoice::Store(store) => builder = builder.journal(store),
+        }
         if let Some(config) = self.mcp_config(&workspace)? {
             builder = builder.mcp(config, codemode::mcp::PoolOptions::default());
         }
-        Ok(CliEngine(builder.build()?))
+        Ok(CliEngine { engine: builder.build()?, retention })
     }
 
     /// The MCP configuration: `--mcp-config`, else the workspace's
@@ -157,9 +164,86 @@ pub(crate) fn workspace_file_trusted(path: &std::path::Path) -> anyhow::Result<b
     Ok(store.state(path).context("workspace trust")? == TrustState::Trusted)
 }
 
+/// What the CLI says about a workspace's own `codemode.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// One line on stderr: applied whole, or what of it is ignored.
+    Full,
+    /// Only when its `[journal] url` is ignored (`codemode runs`).
+    JournalOnly,
+}
+
+/// The policy: `--config FILE` applied whole, else the workspace's
+/// `codemode.toml` as its trust allows, else the default.
+pub(crate) fn load_policy(config: Option<&Path>, workspace: &Path, notice: Notice) -> anyhow::Result<Policy> {
+    match config {
+        // Named on the command line: the user's own, applied whole.
+        Some(path) => Ok(Policy::load(path)?),
+        None => {
+            let default = workspace.join("codemode.toml");
+            if default.exists() { workspace_policy(&default, notice) } else { Ok(Policy::default()) }
+        }
+    }
+}
+
+/// Where an engine's runs keep their journals.
+pub(crate) enum JournalChoice {
+    /// The engine's default: `<workspace>/.codemode/runs`.
+    Default,
+    Off,
+    Store(Arc<dyn JournalStore>),
+}
+
+impl JournalChoice {
+    /// The store, `None` for the default folder or off.
+    pub(crate) fn store(self) -> Option<Arc<dyn JournalStore>> {
+        match self {
+            JournalChoice::Store(store) => Some(store),
+            JournalChoice::Default | JournalChoice::Off => None,
+        }
+    }
+}
+
+/// The journal `--journal` names (a relative folder taken from the current
+/// directory), else the policy's `[journal] url` (a relative folder taken
+/// from the workspace; an untrusted workspace file's url was dropped by
+/// `Policy::without_grants`), else the default.
+pub(crate) fn journal_choice(
+    flag: Option<&str>,
+    policy: &Policy,
+    workspace: &Path,
+) -> anyhow::Result<JournalChoice> {
+    let (spec, what) = match (flag, policy.journal.url.as_deref()) {
+        (Some(flag), _) => {
+            let spec = match JournalSpec::parse(flag).map_err(anyhow::Error::msg).context("--journal")? {
+                JournalSpec::Folder(dir) => std::path::absolute(&dir)
+                    .with_context(|| format!("--journal {}", dir.display()))?
+                    .display()
+                    .to_string(),
+                _ => flag.to_owned(),
+            };
+            (spec, "--journal".to_owned())
+        }
+        (None, Some(url)) => {
+            let from =
+                policy.source.as_ref().map_or_else(|| "the policy".to_owned(), |p| p.display().to_string());
+            (url.to_owned(), format!("[journal] url of {from}"))
+        }
+        (None, None) => return Ok(JournalChoice::Default),
+    };
+    // The workspace as the engine will see it; an unusable one is reported
+    // when the engine is built.
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    Ok(match codemode::journal::open_store(&spec, &workspace).with_context(|| what)? {
+        None => JournalChoice::Off,
+        Some(store) => JournalChoice::Store(store),
+    })
+}
+
 /// A workspace's own `codemode.toml`: applied whole when trusted, else only
-/// its restrictions; either way the CLI says so in one line on stderr.
-fn workspace_policy(path: &std::path::Path) -> anyhow::Result<Policy> {
+/// its restrictions; the CLI says so in one line on stderr (with
+/// [`Notice::JournalOnly`], only when its journal url is ignored).
+fn workspace_policy(path: &std::path::Path, notice: Notice) -> anyhow::Result<Policy> {
     let policy = Policy::load(path)?;
     let summary = |p: &Policy| {
         format!(
@@ -171,11 +255,21 @@ fn workspace_policy(path: &std::path::Path) -> anyhow::Result<Policy> {
         )
     };
     if workspace_file_trusted(path)? {
-        eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&policy));
+        if notice == Notice::Full {
+            eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&policy));
+        }
         return Ok(policy);
     }
     let (policy, dropped) = policy.without_grants();
-    if dropped.is_empty() {
+    if notice == Notice::JournalOnly {
+        if dropped.iter().any(|d| d == "journal url") {
+            eprintln!(
+                "codemode: {} is not trusted: its [journal] url is ignored; read it, then `codemode trust {}`",
+                path.display(),
+                path.parent().map_or_else(|| ".".into(), |d| d.display().to_string())
+            );
+        }
+    } else if dropped.is_empty() {
         eprintln!(
             "codemode: policy from {} (untrusted, grants nothing): {}",
             path.display(),
@@ -197,17 +291,46 @@ fn workspace_policy(path: &std::path::Path) -> anyhow::Result<Policy> {
 /// process groups and reaps them, before the process exits (dropping an
 /// engine alone would leave that to its tool runtime, which dies with the
 /// process).
-pub(crate) struct CliEngine(Engine);
+pub(crate) struct CliEngine {
+    engine: Engine,
+    /// How long runs are kept (`[journal] keep_runs`, `keep_days`).
+    retention: Retention,
+}
+
+impl CliEngine {
+    /// Prunes the workspace's runs to the configured retention, keeping
+    /// `run_id` (the run just made). Never an error: what goes wrong is a
+    /// warning on stderr.
+    pub(crate) fn apply_retention(&self, run_id: &str) {
+        let runs = Runs::for_workspace(self.engine.workspace(), self.engine.journal_store().cloned());
+        let pruned = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| {
+                rt.block_on(runs.prune(self.retention, &PruneOptions::keeping(run_id)))
+                    .map_err(|e| e.to_string())
+            });
+        match pruned {
+            Ok(report) => {
+                for failure in &report.failures {
+                    eprintln!("codemode: warning: an old run could not be removed: {failure}");
+                }
+            }
+            Err(e) => eprintln!("codemode: warning: old runs were not pruned: {e}"),
+        }
+    }
+}
 
 impl std::ops::Deref for CliEngine {
     type Target = Engine;
     fn deref(&self) -> &Engine {
-        &self.0
+        &self.engine
     }
 }
 
 impl Drop for CliEngine {
     fn drop(&mut self) {
-        self.0.shutdown_mcp_blocking();
+        self.engine.shutdown_mcp_blocking();
     }
 }

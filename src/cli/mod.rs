@@ -11,6 +11,7 @@ mod engine_args;
 mod mcp;
 mod resume;
 mod run;
+mod runs;
 mod search;
 mod tools;
 mod trust;
@@ -99,6 +100,16 @@ enum Command {
     /// Read the files first: a trusted policy can allow any call and run any
     /// hook, and a trusted MCP file starts its servers' commands.
     Trust(trust::TrustArgs),
+    /// The runs kept on disk: `runs list`, `runs show RUN_ID`, `runs
+    /// prune` (journals, receipts and spill files in .codemode/runs).
+    ///
+    /// After each `codemode run` and `batch`, runs are pruned to [journal]
+    /// keep_runs (default 200) and keep_days (default 7) of codemode.toml:
+    /// a run older than keep_days, or not among the keep_runs newest, is
+    /// removed (whichever removes more), except the run just made and runs
+    /// held by another process; paused runs are not counted and go only
+    /// when older than keep_days (docs/JOURNAL.md).
+    Runs(runs::RunsArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -120,6 +131,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Mcp(args) => mcp::mcp(args),
         Command::Types(args) => types::types(args),
         Command::Trust(args) => trust::trust(args),
+        Command::Runs(args) => runs::runs(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

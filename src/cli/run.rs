@@ -61,6 +61,7 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
     });
 
     let status = receipt.status;
+    let run_id = receipt.run_id.clone();
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
@@ -77,6 +78,8 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
             super::print_stdout(&(value + "\n"))?;
         }
     }
+    // Old runs go once this one is kept (docs/JOURNAL.md, "Runs on disk").
+    engine.apply_retention(&run_id);
     Ok(match signal {
         Some(signal) => 128 + signal,
         None => status.exit_code(),

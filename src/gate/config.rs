@@ -11,7 +11,7 @@
 //! Errors stop at the first one found: `toml`'s own errors (syntax, duplicate
 //! or unknown keys, wrong types, a bad caller name, a missing hook `command`)
 //! first, then the checks in the order mode, posture, rules (allow, ask,
-//! deny), tools (by name), hooks (in order).
+//! deny), tools (by name), hooks (in order), sandbox, journal.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -146,6 +146,15 @@ struct RawPolicy {
     tools: BTreeMap<Spanned<String>, RawTool>,
     hooks: Option<RawHooks>,
     sandbox: Option<RawSandbox>,
+    journal: Option<RawJournal>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a journal table")]
+struct RawJournal {
+    url: Option<Spanned<String>>,
+    keep_runs: Option<u64>,
+    keep_days: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -264,7 +273,26 @@ impl Reader<'_> {
         if let Some(sandbox) = raw.sandbox {
             self.sandbox(sandbox, &mut policy)?;
         }
+        if let Some(journal) = raw.journal {
+            self.journal(journal, &mut policy)?;
+        }
         Ok(policy)
+    }
+
+    /// The `[journal]` table into `policy`.
+    fn journal(&self, raw: RawJournal, policy: &mut Policy) -> Result<(), PolicyError> {
+        if let Some(url) = raw.url {
+            crate::journal::JournalSpec::parse(url.get_ref())
+                .map_err(|e| self.error_at(&url, format!("`journal.url`: {e}")))?;
+            policy.journal.url = Some(url.into_inner().trim().to_owned());
+        }
+        if let Some(n) = raw.keep_runs {
+            policy.journal.retention.keep_runs = n;
+        }
+        if let Some(days) = raw.keep_days {
+            policy.journal.retention.keep_days = days;
+        }
+        Ok(())
     }
 
     /// The `[sandbox]` table into `policy`.
@@ -668,6 +696,8 @@ command = ["audit"]
         assert!(!p.hooks.is_empty());
         assert_ne!(p.hooks[0].timeout, DEFAULT_HOOK_TIMEOUT);
         assert_eq!(p.sandbox_writable, vec![".git".to_owned()]);
+        assert_eq!(p.journal.url.as_deref(), Some(".codemode/runs"));
+        assert_eq!(p.journal.retention, crate::journal::Retention::default());
     }
 
     #[test]
@@ -726,5 +756,38 @@ command = ["audit"]
         let narrow = Policy::from_toml("[sandbox]\nprofile = \"read-only\"\n", None).unwrap();
         let (kept, dropped) = narrow.clone().without_grants();
         assert_eq!((kept, dropped.len()), (narrow, 0), "a narrower sandbox is a restriction");
+    }
+
+    #[test]
+    fn the_journal_table_is_read_and_checked() {
+        use crate::journal::Retention;
+        let p =
+            Policy::from_toml("[journal]\nurl = \" /var/lib/cm \"\nkeep_runs = 50\nkeep_days = 0\n", None)
+                .unwrap();
+        assert_eq!(p.journal.url.as_deref(), Some("/var/lib/cm"));
+        assert_eq!(p.journal.retention, Retention { keep_runs: 50, keep_days: 0 });
+        let d = Policy::from_toml("[journal]\n", None).unwrap();
+        assert_eq!((d.journal.url, d.journal.retention), (None, Retention { keep_runs: 200, keep_days: 7 }));
+        for (bad, says, line) in [
+            ("[journal]\nurl = \"\"\n", "journal.url", 2),
+            ("\n[journal]\nurl = \"mysql://db\"\n", "not supported", 3),
+            ("[journal]\nkeep_runs = -1\n", "keep_runs", 2),
+            ("[journal]\nkeep_run = 5\n", "keep_run", 2),
+            ("[journal]\nurl = 5\n", "url", 2),
+        ] {
+            let e = Policy::from_toml(bad, None).unwrap_err();
+            assert!(e.message.contains(says) && e.line == Some(line), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_untrusted_journal_url_is_a_grant_and_its_retention_is_not() {
+        let p = Policy::from_toml("[journal]\nurl = \"/tmp/x\"\nkeep_runs = 3\n", None).unwrap();
+        let (kept, dropped) = p.without_grants();
+        assert_eq!((kept.journal.url, kept.journal.retention.keep_runs), (None, 3));
+        assert_eq!(dropped, ["journal url"]);
+        let off = Policy::from_toml("[journal]\nurl = \"off\"\n", None).unwrap();
+        let (kept, dropped) = off.without_grants();
+        assert_eq!((kept.journal.url.as_deref(), dropped.len()), (Some("off"), 0), "off restricts");
     }
 }

@@ -222,6 +222,12 @@ pub struct Policy {
     /// Grace period between SIGTERM and SIGKILL when a bash command's
     /// processes are ended (`[sandbox] kill_grace_ms`). Default: 2 s.
     pub kill_grace: std::time::Duration,
+    /// Where runs' journals go and how long runs are kept (`[journal]`).
+    /// The gate does not use it and the engine does not read it: a host
+    /// turns it into a store ([`open_store`](crate::journal::open_store),
+    /// then `EngineBuilder::journal`) and prunes by its retention, as the
+    /// CLI does. Default: the local folder, 200 runs or 7 days.
+    pub journal: crate::journal::JournalSettings,
 }
 
 impl Default for Policy {
@@ -237,6 +243,7 @@ impl Default for Policy {
             sandbox: crate::sandbox::SandboxSettings::default(),
             sandbox_writable: Vec::new(),
             kill_grace: crate::sandbox::DEFAULT_KILL_GRACE,
+            journal: crate::journal::JournalSettings::default(),
         }
     }
 }
@@ -246,9 +253,12 @@ impl Policy {
     /// "Workspace trust"): its restrictions stay (deny and ask rules, plan
     /// mode, `allowed_callers`, sandbox `read-only`) and its grants go
     /// (allow rules, a posture wider than `ask`, hooks, tool timeouts,
-    /// sandbox `off`, `network`, `writable`, `kill_grace_ms`). Returns the
-    /// policy and what was left out, each as a short phrase (`2 allow
-    /// rules`, `posture full-access`), empty when the file grants nothing.
+    /// sandbox `off`, `network`, `writable`, `kill_grace_ms`, a `[journal]
+    /// url` other than `off`, which could send journals (every call's
+    /// arguments and results) elsewhere; its retention numbers stay).
+    /// Returns the policy and what was left out, each as a short phrase
+    /// (`2 allow rules`, `posture full-access`), empty when the file grants
+    /// nothing.
     pub fn without_grants(mut self) -> (Policy, Vec<String>) {
         use crate::sandbox::SandboxProfile;
         let mut dropped = Vec::new();
@@ -284,6 +294,10 @@ impl Policy {
         if self.kill_grace != crate::sandbox::DEFAULT_KILL_GRACE {
             dropped.push("kill_grace_ms".to_owned());
             self.kill_grace = crate::sandbox::DEFAULT_KILL_GRACE;
+        }
+        if self.journal.url.as_deref().is_some_and(|url| url.trim() != "off") {
+            dropped.push("journal url".to_owned());
+            self.journal.url = None;
         }
         (self, dropped)
     }

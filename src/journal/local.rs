@@ -58,7 +58,7 @@ impl LocalStore {
 
 /// A run id names a folder: it must be one path component of safe
 /// characters, so `../x` cannot reach outside the store.
-fn check_run_id(run_id: &str) -> Result<(), StoreError> {
+pub(crate) fn check_run_id(run_id: &str) -> Result<(), StoreError> {
     let ok = !run_id.is_empty()
         && run_id.len() <= 128
         && !run_id.starts_with('.')

@@ -12,16 +12,28 @@
 //! `docs/JOURNAL.md`.
 //!
 //! Journals live in a [`JournalStore`]: [`LocalStore`] (a folder per run,
-//! the default) or [`PostgresStore`] (shared by many codemode processes).
+//! the default) or [`PostgresStore`] (shared by many codemode processes);
+//! [`open_store`] makes one from `--journal` or `[journal] url`. [`Runs`]
+//! lists, shows and prunes a workspace's runs (journals and receipt
+//! folders), by the [`Retention`] of `[journal]`.
 
 pub(crate) mod digest;
 pub(crate) mod local;
 pub(crate) mod record;
 pub(crate) mod replay;
+mod runs;
+mod settings;
 pub(crate) mod writer;
 
 pub use local::LocalStore;
 pub use replay::Decided;
+pub use runs::{
+    CallInfo, DecisionInfo, PendingInfo, ProgramInfo, PruneOptions, PruneReason, PruneReport, PrunedRun,
+    RunDetails, RunListing, Runs,
+};
+pub use settings::{
+    DEFAULT_KEEP_DAYS, DEFAULT_KEEP_RUNS, JournalSettings, JournalSpec, Retention, open_store,
+};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -200,10 +200,42 @@ pub(crate) fn make_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Resul
     // Check the deepest folder that exists before creating anything below it.
     let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
     confined(&std::fs::canonicalize(existing)?)?;
+    // The default place, `<workspace>/.codemode`, made here for the first
+    // time: it gets a `.gitignore` so runs never show in `git status`.
+    let new_codemode = confine
+        .map(|c| c.join(crate::sandbox::HIDDEN_NAME))
+        .filter(|folder| dir.starts_with(folder) && folder.symlink_metadata().is_err());
     std::fs::create_dir_all(dir)?;
     let resolved = std::fs::canonicalize(dir)?;
     confined(&resolved)?;
+    if let Some(folder) = new_codemode
+        && let Err(e) = write_gitignore(&folder)
+    {
+        tracing::warn!("could not write {}/.gitignore: {e}", folder.display());
+    }
     Ok(resolved)
+}
+
+/// The `.gitignore` codemode puts in a `.codemode` folder it makes.
+const GITIGNORE: &str = "*\n";
+
+/// Writes [`GITIGNORE`] into `folder` atomically (a temporary file linked
+/// into place), never replacing a `.gitignore` that exists.
+fn write_gitignore(folder: &Path) -> std::io::Result<()> {
+    let mut tmp = tempfile::NamedTempFile::new_in(folder)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        // An ordinary file (a temporary file is made 0600).
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    tmp.write_all(GITIGNORE.as_bytes())?;
+    tmp.as_file().sync_data()?;
+    match tmp.persist_noclobber(folder.join(".gitignore")) {
+        Ok(_) => Ok(()),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e.error),
+    }
 }
 
 /// Writes `<area>/<stem>.<ext>` atomically, within the area's confinement
@@ -315,5 +347,29 @@ mod tests {
         let b = bound(Value::String("z".repeat(8)), 4, SpillTarget { area: &area, stem: "v" });
         assert!(b.spill_error.unwrap().contains("is a symbolic link"));
         assert!(!ws_path.join("cm-data/runs").exists());
+    }
+
+    #[test]
+    fn a_codemode_folder_made_here_gets_a_gitignore_and_an_existing_one_is_kept() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(ws.path()).unwrap();
+        make_run_dir(&ws.join(".codemode/runs/r1"), Some(&ws)).unwrap();
+        assert_eq!(std::fs::read_to_string(ws.join(".codemode/.gitignore")).unwrap(), "*\n");
+        std::fs::write(ws.join(".codemode/.gitignore"), "mine\n").unwrap();
+        make_run_dir(&ws.join(".codemode/runs/r2"), Some(&ws)).unwrap();
+        assert_eq!(std::fs::read_to_string(ws.join(".codemode/.gitignore")).unwrap(), "mine\n");
+        let names: Vec<_> =
+            std::fs::read_dir(ws.join(".codemode")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+
+        // A .codemode the user made is left as it is; so is a folder
+        // elsewhere (a spill_dir of the host's).
+        let other = tempfile::tempdir().unwrap();
+        let other = std::fs::canonicalize(other.path()).unwrap();
+        std::fs::create_dir(other.join(".codemode")).unwrap();
+        make_run_dir(&other.join(".codemode/runs/r1"), Some(&other)).unwrap();
+        assert!(!other.join(".codemode/.gitignore").exists());
+        make_run_dir(&other.join("spill/.codemode/r1"), None).unwrap();
+        assert!(!other.join("spill/.codemode/.gitignore").exists());
     }
 }

@@ -21,6 +21,7 @@ mod programs;
 mod programs_typescript;
 mod protection;
 mod receipts;
+mod runs;
 mod sandbox;
 mod tool_bash;
 mod tool_files;

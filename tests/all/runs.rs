@@ -1,0 +1,399 @@
+//! Runs on disk through the real binary (docs/JOURNAL.md, "Runs on disk"):
+//! `codemode runs list|show|prune`, the retention after each run, the
+//! `.gitignore` in `.codemode/`, and where `--journal` and `[journal]`
+//! send journals.
+//!
+//! Until runs write journals themselves, journals are made here through
+//! the public store (`LocalStore` + `RunJournal`), next to receipt folders
+//! of real `codemode run`s.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, SystemTime};
+
+use codemode::journal::{JournalStore, LocalStore, RunJournal, RunState};
+use serde_json::{Value, json};
+
+use crate::cli::spawn;
+
+/// Runs the binary in `ws` with `stdin`, without a trust record.
+fn codemode(args: &[&str], stdin: &str, ws: &Path) -> Output {
+    let mut child = spawn(args, ws, &[]);
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `codemode runs list --json` in `ws`, with `extra` options.
+fn list(ws: &Path, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["runs", "list", "--json"];
+    args.extend_from_slice(extra);
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn ids(listing: &[Value]) -> Vec<String> {
+    listing.iter().map(|r| r["run_id"].as_str().unwrap().to_owned()).collect()
+}
+
+/// A real run of `program` that saves its receipt; returns its run id.
+fn real_run(ws: &Path, program: &str) -> String {
+    std::fs::write(ws.join("prog.js"), program).unwrap();
+    let out = codemode(&["run", "prog.js", "--approve", "deny"], "", ws);
+    let err = stderr(&out);
+    let id = err
+        .split("run run-")
+        .nth(1)
+        .map(|rest| format!("run-{}", &rest[..25]))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(ws.join(".codemode/runs").join(&id).join("receipt.json").is_file(), "{err}");
+    id
+}
+
+/// The header line of a journal of `run_id` running `name`.
+fn header(run_id: &str, name: &str) -> String {
+    json!({
+        "t": "header", "journal_version": 1, "run_id": run_id,
+        "started_at": "2026-01-02T03:04:05Z", "started_unix_ms": 1_767_322_245_000u64,
+        "codemode_version": "0.1.0", "workspace": "/ws",
+        "program": {"name": name, "sha256": "5e11", "source": "...", "path": format!("/ws/{name}")},
+        "catalog_sha256": "ca7a", "policy_sha256": "9011", "policy": {}, "limits": {},
+    })
+    .to_string()
+}
+
+const READ_CALL: &str = r#"{"t":"call","seq":1,"tool":"read","caller":"program","args":{"path":"a.txt"}}"#;
+const READ_DONE: &str = r#"{"t":"done","seq":1,"how":"inline","ok":true,"end":{"status":"ok","decision":"auto","elapsed_ms":0.5,"bytes":17},"payload":{"content":"x"}}"#;
+const WRITE_CALL: &str =
+    r#"{"t":"call","seq":2,"tool":"write","caller":"program","args":{"path":"out.txt","content":"hi"}}"#;
+const WRITE_PENDING: &str = r#"{"t":"pending","seq":2,"tool":"write","args":{"path":"out.txt","content":"hi"},"reason":"posture ask: write changes files","subject":"out.txt"}"#;
+
+/// Writes a journal of `run_id` into the local store at `root`, ending in
+/// `state`: a read done and, when paused, a write pending.
+fn journal(root: &Path, run_id: &str, state: RunState) {
+    let store = LocalStore::new(root);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut j = store.create(run_id, header(run_id, "paused.js")).await.unwrap();
+        let mut lines = vec![READ_CALL.to_owned(), READ_DONE.to_owned()];
+        if state == RunState::Paused {
+            lines.extend([WRITE_CALL.to_owned(), WRITE_PENDING.to_owned()]);
+        }
+        j.append(lines).await.unwrap();
+        j.commit(state).await.unwrap();
+    });
+}
+
+/// Sets the modification time of every file in a run folder (and the
+/// folder) to `days` days ago.
+fn age_days(run_folder: &Path, days: u64) {
+    let when = SystemTime::now() - Duration::from_secs(days * 86_400 + 60);
+    for entry in std::fs::read_dir(run_folder).unwrap() {
+        let file = std::fs::File::options().append(true).open(entry.unwrap().path()).unwrap();
+        file.set_modified(when).unwrap();
+    }
+    std::fs::File::open(run_folder).unwrap().set_modified(when).unwrap();
+}
+
+fn runs_dir(ws: &Path) -> PathBuf {
+    ws.join(".codemode/runs")
+}
+
+#[test]
+fn list_and_show_real_runs_and_journals() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let with_receipt =
+        real_run(ws, "const r = await tools.read({path: 'a.txt'}); return r.metadata.total_lines;");
+    // `run --json` saves no receipt; a value over its bound leaves a
+    // folder of spill files.
+    let out = codemode(&["run", "-", "--json"], "return 'x'.repeat(40000);", ws);
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spill_only = receipt["run_id"].as_str().unwrap().to_owned();
+    assert!(
+        runs_dir(ws).join(&spill_only).is_dir()
+            && !runs_dir(ws).join(&spill_only).join("receipt.json").exists()
+    );
+    journal(&runs_dir(ws), "run-20260102T030405Z-0000paus", RunState::Paused);
+    journal(&runs_dir(ws), "run-20260102T030405Z-0000done", RunState::Completed);
+
+    let listing = list(ws, &[]);
+    assert_eq!(listing.len(), 4, "{listing:#?}");
+    let by_id =
+        |id: &str| listing.iter().find(|r| r["run_id"] == id).unwrap_or_else(|| panic!("{id}: {listing:#?}"));
+    let real = by_id(&with_receipt);
+    assert_eq!(
+        (real["state"].as_str(), real["calls"].as_u64(), real["journal"].as_bool()),
+        (Some("completed"), Some(1), Some(false))
+    );
+    assert!(real["receipt"].as_str().unwrap().ends_with("receipt.json"));
+    assert_eq!(by_id(&spill_only)["state"], "unknown");
+    let paused = by_id("run-20260102T030405Z-0000paus");
+    assert_eq!(
+        (paused["state"].as_str(), paused["pending"].as_u64(), paused["calls"].as_u64()),
+        (Some("paused"), Some(1), Some(2))
+    );
+    assert_eq!(paused["program"], "paused.js");
+    assert_eq!(by_id("run-20260102T030405Z-0000done")["pending"], 0);
+    // Oldest first: updated times never go down.
+    let times: Vec<u64> = listing.iter().map(|r| r["updated_unix"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+
+    // The table names every run, the newest last.
+    let out = codemode(&["runs", "list"], "", ws);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("RUN ID"), "{table}");
+    assert_eq!(table.lines().count(), 5, "{table}");
+    assert!(table.lines().last().unwrap().starts_with(ids(&listing).last().unwrap().as_str()), "{table}");
+
+    // A journaled run: program, digests, calls, and the pending call with
+    // its arguments and reason.
+    let out = codemode(&["runs", "show", "run-20260102T030405Z-0000paus"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "paused",
+        "paused.js (/ws/paused.js), sha256 5e11",
+        "sha256 ca7a",
+        "sha256 9011",
+        "read  auto/ok",
+        "write  -/pending",
+        r#"{"content":"hi","path":"out.txt"}"#,
+        "posture ask: write changes files",
+        "codemode resume run-20260102T030405Z-0000paus",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in:\n{text}");
+    }
+    let out = codemode(&["runs", "show", "run-20260102T030405Z-0000paus", "--json"], "", ws);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["pending"][0]["seq"], 2);
+    assert_eq!(shown["pending"][0]["arguments"]["path"], "out.txt");
+    assert_eq!(shown["pending"][0]["subject"], "out.txt");
+    assert_eq!(
+        (shown["calls"][0]["status"].as_str(), shown["calls"][1]["status"].as_str()),
+        (Some("ok"), None)
+    );
+    assert_eq!(shown["program"]["sha256"], "5e11");
+    assert_eq!(shown["receipt"], Value::Null);
+
+    // A receipt-only run: its calls from the receipt, and where it is.
+    let out = codemode(&["runs", "show", &with_receipt, "--json"], "", ws);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["state"], "completed");
+    assert_eq!(shown["calls"][0]["tool"], "read");
+    assert_eq!(shown["calls"][0]["decision"], "auto");
+    assert_eq!(shown["journal"], Value::Null);
+    assert!(shown["receipt"].as_str().unwrap().contains(&with_receipt));
+    let out = codemode(&["runs", "show", &with_receipt], "", ws);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("receipt.json"));
+}
+
+#[test]
+fn an_unknown_run_id_is_exit_5_with_the_resume_error() {
+    let ws = crate::common::workspace();
+    for id in ["run-20260102T030405Z-ffffffff", "../a.txt"] {
+        let out = codemode(&["runs", "show", id], "", ws.path());
+        assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+        assert!(stderr(&out).contains("unknown id"), "{}", stderr(&out));
+        let out = codemode(&["runs", "show", id, "--json"], "", ws.path());
+        assert_eq!(out.status.code(), Some(5));
+        let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (error["error"]["kind"].as_str(), error["error"]["state"].as_str()),
+            (Some("not_resumable"), Some("unknown"))
+        );
+    }
+}
+
+#[test]
+fn prune_by_age_and_by_count_and_a_dry_run_removes_nothing() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let runs: Vec<String> = (0..4).map(|i| real_run(ws, &format!("return {i};"))).collect();
+    journal(&runs_dir(ws), "run-20260102T030405Z-0000paus", RunState::Paused);
+    // The two oldest runs are ten days old.
+    age_days(&runs_dir(ws).join(&runs[0]), 10);
+    age_days(&runs_dir(ws).join(&runs[1]), 10);
+
+    let out = codemode(&["runs", "prune", "--dry-run"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("would remove {} (completed, 10d old, older than 7 days)", runs[0])),
+        "{said}"
+    );
+    assert!(said.contains(&format!("would remove {}", runs[1])), "{said}");
+    assert_eq!(list(ws, &[]).len(), 5, "a dry run removes nothing");
+
+    let out = codemode(&["runs", "prune", "--json"], "", ws);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut removed: Vec<&str> =
+        report["removed"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    removed.sort();
+    let mut oldest = [runs[0].as_str(), runs[1].as_str()];
+    oldest.sort();
+    assert_eq!(removed, oldest);
+    assert_eq!(report["removed"][0]["why"], "age");
+    assert!(!runs_dir(ws).join(&runs[0]).exists());
+
+    // By count: the newest run stays, and so does the paused run (a person
+    // may answer it; only its age removes it).
+    let out = codemode(&["runs", "prune", "--keep-runs", "1"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let left = ids(&list(ws, &[]));
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.contains(&"run-20260102T030405Z-0000paus".to_owned()), "{left:?}");
+    let newest = left.iter().find(|id| *id != "run-20260102T030405Z-0000paus").unwrap();
+    assert!(runs[2..].contains(newest), "{left:?}");
+
+    // Past keep_days a paused run goes too.
+    age_days(&runs_dir(ws).join("run-20260102T030405Z-0000paus"), 8);
+    let out = codemode(&["runs", "prune", "--keep-runs", "1"], "", ws);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("run-20260102T030405Z-0000paus (paused, 8d old"));
+    assert_eq!(ids(&list(ws, &[])).len(), 1);
+}
+
+#[test]
+fn a_run_held_by_another_process_is_not_pruned() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let store = LocalStore::new(runs_dir(ws));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let id = "run-20260102T030405Z-0000held";
+    let held: Box<dyn RunJournal> = rt.block_on(store.create(id, header(id, "busy.js"))).unwrap();
+    age_days(&runs_dir(ws).join(id), 30);
+
+    let out = codemode(&["runs", "prune", "--keep-runs", "0", "--keep-days", "0", "--json"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["busy"], json!([id]));
+    assert_eq!(report["removed"], json!([]));
+    assert!(runs_dir(ws).join(id).join("journal.jsonl").is_file());
+    assert_eq!(list(ws, &[])[0]["state"], "running");
+
+    // Once let go (the process died), it is interrupted, and prunable.
+    drop(held);
+    assert_eq!(list(ws, &[])[0]["state"], "interrupted");
+    let out = codemode(&["runs", "prune", "--keep-runs", "0", "--keep-days", "0"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!runs_dir(ws).join(id).exists());
+}
+
+#[test]
+fn each_run_prunes_to_the_configured_retention_keeping_paused_runs() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    // An untrusted workspace file: its retention applies (it can only
+    // remove this workspace's own runs).
+    std::fs::write(ws.join("codemode.toml"), "[journal]\nkeep_runs = 2\n").unwrap();
+    journal(&runs_dir(ws), "run-20260102T030405Z-0000paus", RunState::Paused);
+    age_days(&runs_dir(ws).join("run-20260102T030405Z-0000paus"), 1);
+    let made: Vec<String> = (0..4).map(|i| real_run(ws, &format!("return {i};"))).collect();
+    let left = ids(&list(ws, &[]));
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left.contains(&"run-20260102T030405Z-0000paus".to_owned()), "{left:?}");
+    assert!(left.contains(&made[3]) && left.contains(&made[2]), "the newest stay: {left:?}");
+    assert!(std::fs::read_dir(runs_dir(ws)).unwrap().count() == 3);
+}
+
+#[test]
+fn runs_never_show_in_git_status() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).current_dir(ws).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "add", "."]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start"]);
+    let id = real_run(ws, "return (await tools.read({path: 'a.txt'})).content;");
+    std::fs::remove_file(ws.join("prog.js")).unwrap();
+    assert!(runs_dir(ws).join(&id).join("receipt.json").is_file());
+    assert_eq!(std::fs::read_to_string(ws.join(".codemode/.gitignore")).unwrap(), "*\n");
+    assert_eq!(git(&["status", "--porcelain", "--untracked-files=all", "--ignored=no"]), "");
+}
+
+#[test]
+fn an_untrusted_journal_url_does_not_apply_and_a_named_one_does() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let journals = elsewhere.path().join("journals");
+    journal(&journals, "run-20260102T030405Z-00000far", RunState::Paused);
+    std::fs::write(ws.join("codemode.toml"), format!("[journal]\nurl = \"{}\"\n", journals.display()))
+        .unwrap();
+
+    // Untrusted: ignored, and said so; the default folder is used.
+    let out = codemode(&["runs", "list", "--json"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[journal] url is ignored") && stderr(&out).contains("codemode trust"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), json!([]));
+    let out = codemode(&["run", "-"], "return 1;", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line = stderr(&out)
+        .lines()
+        .find(|l| l.contains("is not trusted"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("{}", stderr(&out)));
+    assert!(line.contains("journal url"), "{line}");
+
+    // Named with --config: the user's own, it applies: its journals are
+    // listed, with the receipt folders of the workspace.
+    let listing = list(ws, &["--config", "codemode.toml"]);
+    assert_eq!(listing.len(), 2, "{listing:#?}");
+    let far = listing.iter().find(|r| r["run_id"] == "run-20260102T030405Z-00000far").unwrap();
+    assert_eq!((far["journal"].as_bool(), far["state"].as_str()), (Some(true), Some("paused")));
+    // --journal wins over both.
+    assert_eq!(
+        list(ws, &["--config", "codemode.toml", "--journal", "off"]).len(),
+        1,
+        "off reads the default folder: the run above"
+    );
+    let listing = list(ws, &["--journal", journals.to_str().unwrap()]);
+    assert_eq!(listing[0]["pending"], 1);
+
+    // A database URL (until the PostgreSQL store is built in) is an error
+    // when it applies, without its password; untrusted, it is ignored.
+    std::fs::write(ws.join("codemode.toml"), "[journal]\nurl = \"postgres://me:s3cret@db/runs\"\n").unwrap();
+    let out = codemode(&["run", "-"], "return 1;", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = codemode(&["run", "-", "--config", "codemode.toml"], "return 1;", ws);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("PostgreSQL") && !stderr(&out).contains("s3cret"), "{}", stderr(&out));
+}
+
+#[test]
+fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_must_be_hidden() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("prog.js"), "return 'x'.repeat(40000);").unwrap();
+    let out = codemode(&["run", "prog.js", "--journal", "off"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let folders: Vec<PathBuf> = std::fs::read_dir(runs_dir(ws)).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(folders.len(), 1);
+    assert!(folders[0].join("receipt.json").is_file());
+    assert!(!folders[0].join("journal.jsonl").exists(), "--journal off writes no journal");
+
+    // Inside the workspace but outside .codemode/, tool calls could
+    // change journals: refused. Beneath .codemode/ is fine.
+    let out = codemode(&["run", "prog.js", "--journal", "journals"], "", ws);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not beneath .codemode/"), "{}", stderr(&out));
+    let out = codemode(&["run", "prog.js", "--journal", ".codemode/journals"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = codemode(&["run", "prog.js", "--journal", "mysql://db"], "", ws);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--journal") && stderr(&out).contains("not supported"), "{}", stderr(&out));
+}
