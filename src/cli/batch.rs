@@ -78,6 +78,7 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     }
     let total = lines.len();
     // The batch is the user's explicit list: its length is its call budget.
+    args.engine.refuse_pause("a batch")?;
     let engine = args.engine.build_with(|limits| limits.max_calls = limits.max_calls.max(total))?;
     // A --tool the engine cannot call at all is one mistake, not one per line.
     if let Some(tool) = &args.tool

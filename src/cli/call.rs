@@ -33,6 +33,7 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
     if !arguments.is_object() {
         anyhow::bail!("ARGS_JSON must be a JSON object, e.g. '{{\"path\": \"README.md\"}}'");
     }
+    args.engine.refuse_pause("a direct call")?;
     let engine = args.engine.build()?;
     let outcome = match super::direct_call(&engine, &args.tool, &arguments)? {
         Ok(outcome) => outcome,

@@ -54,6 +54,65 @@ impl EngineArgs {
         self
     }
 
+    /// Refuses `--approve pause` for a command whose calls cannot pause
+    /// (`what` names it).
+    ///
+    /// # Errors
+    /// `--approve pause` was given.
+    pub(crate) fn refuse_pause(&self, what: &str) -> anyhow::Result<()> {
+        if self.approve.as_deref().map(str::trim) == Some("pause") {
+            bail!(
+                "--approve pause: {what} cannot pause (only a program run keeps a journal to resume); \
+                 use prompt, deny, allow or cmd:PROGRAM, or run a program with `codemode run`"
+            );
+        }
+        Ok(())
+    }
+
+    /// The approver spec given with `--approve`, if any.
+    pub(crate) fn approver_spec(&self) -> Option<&str> {
+        self.approve.as_deref()
+    }
+
+    /// The options a resume of a run made with these options needs again
+    /// (the same workspace, policy, MCP servers, mode, posture and journal:
+    /// a changed policy is refused), as command-line text, each value
+    /// quoted when it needs to be.
+    pub(crate) fn resume_options(&self) -> String {
+        let quote = |v: &str| {
+            if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "/._-:=@".contains(c)) {
+                v.to_owned()
+            } else {
+                format!("'{}'", v.replace('\'', "'\\''"))
+            }
+        };
+        let path =
+            |p: &PathBuf| quote(&std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string());
+        let mut out = String::new();
+        let mut add = |flag: &str, value: String| {
+            out.push_str(&format!(" --{flag} {value}"));
+        };
+        if let Some(w) = &self.workspace {
+            add("workspace", path(w));
+        }
+        if let Some(c) = &self.config {
+            add("config", path(c));
+        }
+        if let Some(m) = &self.mcp_config {
+            add("mcp-config", path(m));
+        }
+        if let Some(m) = &self.mode {
+            add("mode", quote(m));
+        }
+        if let Some(p) = &self.posture {
+            add("posture", quote(p));
+        }
+        if let Some(j) = &self.journal {
+            add("journal", quote(j));
+        }
+        out
+    }
+
     /// Builds the engine these options describe.
     pub(crate) fn build(&self) -> anyhow::Result<CliEngine> {
         self.build_with(|_| {})

@@ -1,8 +1,9 @@
 //! `codemode resume RUN_ID [--allow SEQ]... [--deny SEQ]... [--reason TEXT]
 //! [--json]`: decides the pending calls of a paused run and goes on.
 
+use anyhow::bail;
 use codemode::journal::Decided;
-use codemode::{ErrorKind, RenderOptions};
+use codemode::{ErrorKind, RenderOptions, RunStatus};
 
 use super::engine_args::EngineArgs;
 
@@ -18,8 +19,9 @@ pub(crate) struct ResumeArgs {
     /// of kind `denied` it can catch (repeat, or comma-separate).
     #[arg(long, value_name = "SEQ", value_delimiter = ',')]
     deny: Vec<u64>,
-    /// Why the calls were denied, shown to the program and in the receipt.
-    #[arg(long, value_name = "TEXT")]
+    /// Why the calls were denied, shown to the program and in the receipt
+    /// (with --deny only).
+    #[arg(long, value_name = "TEXT", requires = "deny")]
     reason: Option<String>,
     /// Print the full receipt as JSON on stdout.
     #[arg(long)]
@@ -33,12 +35,23 @@ pub(crate) struct ResumeArgs {
 /// interrupted: final, do not retry).
 pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
     let json = args.json;
-    let engine = args.engine.clone().approve_by_default("pause").build().inspect_err(|e| {
+    execute(args).inspect_err(|e| {
         if json {
             let error = serde_json::json!({"error": {"kind": "invocation", "message": format!("{e:#}")}});
             let _ = super::print_stdout(&format!("{error}\n"));
         }
-    })?;
+    })
+}
+
+fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
+    if args.allow.is_empty() && args.deny.is_empty() && args.engine.approver_spec().is_none() {
+        bail!(
+            "nothing decided: give --allow SEQ or --deny SEQ for the pending calls (`codemode runs show {}` lists them), \
+             or an --approve to decide them as they come",
+            args.run_id
+        );
+    }
+    let engine = args.engine.clone().approve_by_default("pause").build()?;
     let reason = args.reason.clone().unwrap_or_else(|| "denied on resume".to_owned());
     let decisions: Vec<(u64, Decided)> = args
         .allow
@@ -48,22 +61,43 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
         .collect();
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let receipt = rt.block_on(engine.resume(&args.run_id, &decisions));
+    let (receipt, signal) = rt.block_on(async {
+        let run = match engine.start_resume(&args.run_id, &decisions).await {
+            Ok(run) => run,
+            Err(refused) => return (refused, None),
+        };
+        let canceller = run.canceller();
+        let wait = run.wait();
+        tokio::pin!(wait);
+        // SIGINT and SIGTERM cancel the resumed run as they cancel a run;
+        // one stopped while it replays, before anything new ran, stays
+        // paused.
+        tokio::select! {
+            r = &mut wait => (r, None),
+            signal = super::run::interrupted() => {
+                canceller.cancel();
+                (wait.await, Some(signal))
+            }
+        }
+    });
 
     let kind = receipt.error.as_ref().map(|e| e.kind);
     let status = receipt.status;
     // A refusal before anything ran leaves the run's saved receipt alone.
     let refused_up_front = matches!(kind, Some(ErrorKind::NotResumable | ErrorKind::Invocation))
         || (kind == Some(ErrorKind::Divergence) && receipt.calls.is_empty());
+    let (receipt, saved) =
+        if refused_up_front { (receipt, None) } else { super::save_receipt(&engine, receipt) };
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
-        let (receipt, saved) =
-            if refused_up_front { (receipt, None) } else { super::save_receipt(&engine, receipt) };
         let options =
             RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
         eprint!("codemode: {}", super::run::printable(&receipt.render(&options)));
-        if receipt.status == codemode::RunStatus::Completed || !receipt.value.is_null() {
+        if status == RunStatus::Paused {
+            super::run::resume_hint(&receipt, &args.engine);
+        }
+        if status == RunStatus::Completed || !receipt.value.is_null() {
             let value = match &receipt.value {
                 serde_json::Value::String(s) => s.clone(),
                 v => serde_json::to_string_pretty(v)?,
@@ -71,9 +105,13 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
             super::print_stdout(&(value + "\n"))?;
         }
     }
-    Ok(match kind {
-        Some(ErrorKind::NotResumable) => super::EXIT_NOT_RESUMABLE,
-        Some(ErrorKind::Invocation) => super::EXIT_USAGE,
+    if !refused_up_front {
+        engine.apply_retention(&args.run_id);
+    }
+    Ok(match (signal, kind) {
+        (Some(signal), _) => 128 + signal,
+        (None, Some(ErrorKind::NotResumable)) => super::EXIT_NOT_RESUMABLE,
+        (None, Some(ErrorKind::Invocation)) => super::EXIT_USAGE,
         _ => status.exit_code(),
     })
 }

@@ -70,6 +70,9 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
         let options =
             RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
         eprint!("codemode: {}", printable(&receipt.render(&options)));
+        if receipt.status == RunStatus::Paused {
+            resume_hint(&receipt, &args.engine);
+        }
         if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
             let value = match &receipt.value {
                 serde_json::Value::String(s) => s.clone(),
@@ -84,6 +87,20 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
         Some(signal) => 128 + signal,
         None => status.exit_code(),
     })
+}
+
+/// Says on stderr how to resume a paused run with the options it ran with
+/// (a resume with another policy is refused), when it ran with any.
+pub(crate) fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
+    let options = engine.resume_options();
+    if options.is_empty() || receipt.pending.is_empty() {
+        return;
+    }
+    eprintln!(
+        "codemode: resume with the same options: codemode resume {} --allow SEQ{}",
+        receipt.run_id,
+        printable(&options)
+    );
 }
 
 /// Resolves with the signal number on SIGINT or SIGTERM.

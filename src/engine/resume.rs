@@ -223,6 +223,13 @@ fn check_unchanged(shared: &Shared, journal: &Journal, warnings: &mut Vec<String
             short(&digest::sha256_hex(&now))
         ));
     }
+    let workspace = shared.workspace.display().to_string();
+    if shared.journal.as_ref().is_some_and(|s| s.workspace_bound()) && h.workspace != workspace {
+        changed.push(format!(
+            "the run was made in workspace {}, not {workspace} (its journal was copied or moved): resume it there",
+            h.workspace
+        ));
+    }
     let catalog = shared.catalog.load().digest().to_owned();
     if catalog != h.catalog_sha256 {
         changed.push(format!(

@@ -190,6 +190,10 @@ impl JournalStore for LocalStore {
         format!("local folder {}", self.root.display())
     }
 
+    fn workspace_bound(&self) -> bool {
+        self.confine.is_some()
+    }
+
     fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>> {
         let path = self.journal_path(run_id);
         let confine = self.confine.clone();
@@ -198,10 +202,11 @@ impl JournalStore for LocalStore {
             let dir = path.parent().expect("a run folder").to_path_buf();
             crate::receipt::spill::make_run_dir(&dir, confine.as_deref())
                 .map_err(|e| StoreError::failed(format!("cannot make {}", dir.display()), e))?;
-            let file = OpenOptions::new()
-                .create_new(true)
-                .read(true)
-                .append(true)
+            let mut options = OpenOptions::new();
+            options.create_new(true).read(true).append(true);
+            // Only the user reads journals: they hold what the tools read.
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let file = options
                 .open(&path)
                 .map_err(|e| StoreError::failed(format!("cannot create {}", path.display()), e))?;
             let mut locked = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
@@ -218,8 +223,14 @@ impl JournalStore for LocalStore {
     fn claim<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, (Vec<String>, Box<dyn RunJournal>)> {
         let path = self.journal_path(run_id);
         let run_id = run_id.to_owned();
+        let confine = self.confine.clone();
         blocking(move || {
             let path = path?;
+            // Not through a link: a linked `.codemode` would hand this
+            // workspace another one's runs.
+            let dir = path.parent().expect("a run folder");
+            crate::receipt::spill::check_run_dir(dir, confine.as_deref())
+                .map_err(|e| StoreError::failed(format!("cannot use {}", dir.display()), e))?;
             if !path.exists() {
                 return Err(StoreError::NotResumable { run_id, state: NotResumableState::Unknown });
             }

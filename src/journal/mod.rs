@@ -157,7 +157,7 @@ fn not_resumable_message(run_id: &str, state: NotResumableState) -> String {
             "no run `{run_id}` in the journal store (unknown id: check `codemode runs list`, and the --journal/--workspace it ran with)"
         ),
         NotResumableState::Busy => format!(
-            "run `{run_id}` is held by another process (being resumed, or still running); it cannot be resumed twice"
+            "run `{run_id}` is held by another process right now (being resumed, or still running); one run is resumed once at a time: if that process ends with the run paused again, resume it then"
         ),
         NotResumableState::State(RunState::Paused) => {
             format!("run `{run_id}` is paused but its journal could not be claimed")
@@ -223,6 +223,15 @@ pub trait JournalStore: Send + Sync + 'static {
     /// What the store is, for messages: `local folder /ws/.codemode/runs`,
     /// `PostgreSQL db@host`.
     fn describe(&self) -> String;
+
+    /// Whether the store's journals belong to one workspace (the default
+    /// local folder inside it): a resume then refuses a journal whose
+    /// header names another workspace (it was copied, moved or planted).
+    /// Default: false (a shared store serves replicas whose workspace
+    /// paths may differ).
+    fn workspace_bound(&self) -> bool {
+        false
+    }
 
     /// Starts the journal of a new run with its header line; the run is
     /// `running` and held by the returned journal.

@@ -39,6 +39,12 @@ const CALL_LINE_BYTES: usize = 140;
 /// Tools in the call summary.
 const SUMMARY_TOOLS: usize = 30;
 
+/// How many pending calls the rendering shows.
+const PENDING_SHOWN: usize = 20;
+
+/// The longest subject of a pending call the rendering shows.
+const PENDING_SUBJECT_BYTES: usize = 2000;
+
 /// How many of the receipt's warnings the rendering shows.
 const WARNINGS_SHOWN: usize = 5;
 
@@ -100,25 +106,45 @@ impl Receipt {
     }
 
     /// The calls a paused run waits on, and the command that decides them.
+    ///
+    /// What a person decides on is shown whole or not at all: a subject
+    /// (a bash command, a path) longer than [`PENDING_SUBJECT_BYTES`] is
+    /// not cut (a cut could hide its tail) but named as too long to show,
+    /// and the `decide:` line offers only the calls shown.
     fn render_pending(&self, s: &mut String) {
-        const SHOWN: usize = 10;
-        if self.pending.is_empty() {
+        if self.pending.is_empty() || self.status != super::RunStatus::Paused {
             return;
         }
-        for p in self.pending.iter().take(SHOWN) {
-            let on = p.subject.as_deref().map(|x| format!(" ({})", cut(x, 200))).unwrap_or_default();
+        let mut shown = Vec::new();
+        for p in self.pending.iter().take(PENDING_SHOWN) {
+            let on = match p.subject.as_deref() {
+                Some(x) if x.len() <= PENDING_SUBJECT_BYTES => format!(" ({x})"),
+                Some(x) => format!(
+                    " (what it acts on is {} bytes, too long to show here: read the receipt)",
+                    x.len()
+                ),
+                None => String::new(),
+            };
             let _ = writeln!(s, "pending: call {} {}{on}: {}", p.seq, p.tool, cut(&p.reason, 200));
+            if p.subject.as_deref().is_none_or(|x| x.len() <= PENDING_SUBJECT_BYTES) {
+                shown.push(p.seq.to_string());
+            }
         }
-        if self.pending.len() > SHOWN {
-            let _ = writeln!(s, "({} more pending calls in the receipt)", self.pending.len() - SHOWN);
+        let unshown = self.pending.len() - shown.len();
+        if unshown > 0 {
+            let _ = writeln!(
+                s,
+                "{unshown} pending call(s) not shown here: read the receipt before deciding them"
+            );
         }
-        let seqs: Vec<String> = self.pending.iter().map(|p| p.seq.to_string()).collect();
-        let _ = writeln!(
-            s,
-            "decide: codemode resume {} --allow {} (or --deny)",
-            self.run_id,
-            cut(&seqs.join(","), 200)
-        );
+        if !shown.is_empty() {
+            let _ = writeln!(
+                s,
+                "decide: codemode resume {} --allow {} (or --deny)",
+                self.run_id,
+                shown.join(",")
+            );
+        }
     }
 
     fn render_logs(&self, s: &mut String) {

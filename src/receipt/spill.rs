@@ -174,15 +174,48 @@ fn write_spill(target: &SpillTarget<'_>, ext: &str, bytes: &[u8]) -> std::io::Re
 /// The folder cannot be made, or it resolves outside `confine`, or a link
 /// is on the way.
 pub(crate) fn make_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Result<PathBuf> {
-    let confined = |resolved: &Path| -> std::io::Result<()> {
-        match confine {
-            Some(confine) if !resolved.starts_with(confine) => Err(std::io::Error::other(format!(
-                "the run folder resolves to {}, outside the workspace (is .codemode a symlink?)",
-                resolved.display()
-            ))),
-            _ => Ok(()),
-        }
-    };
+    check_run_dir(dir, confine)?;
+    // The default place, `<workspace>/.codemode`, made here for the first
+    // time: it gets a `.gitignore` so runs never show in `git status`.
+    let new_codemode = confine
+        .map(|c| c.join(crate::sandbox::HIDDEN_NAME))
+        .filter(|folder| dir.starts_with(folder) && folder.symlink_metadata().is_err());
+    // Only the user reads runs: results may hold what the tools read.
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
+    let resolved = std::fs::canonicalize(dir)?;
+    confined(&resolved, confine)?;
+    if let Some(folder) = new_codemode
+        && let Err(e) = write_gitignore(&folder)
+    {
+        tracing::warn!("could not write {}/.gitignore: {e}", folder.display());
+    }
+    Ok(resolved)
+}
+
+/// `resolved` must lie inside `confine`, when there is one.
+fn confined(resolved: &Path, confine: Option<&Path>) -> std::io::Result<()> {
+    match confine {
+        Some(confine) if !resolved.starts_with(confine) => Err(std::io::Error::other(format!(
+            "the run folder resolves to {}, outside the workspace (is .codemode a symlink?)",
+            resolved.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a run's folder `dir` (made or not) the way [`make_run_dir`]
+/// does, without making anything: with `confine`, no symbolic link on the
+/// way down from it, and the deepest folder that exists resolves inside
+/// it. What reads or resumes a run checks this first, so a linked
+/// `.codemode` cannot hand it another workspace's runs.
+///
+/// # Errors
+/// A link is on the way, or the folder resolves outside `confine`.
+pub(crate) fn check_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Result<()> {
     // No link on the way from the confinement down: a `.codemode` that is
     // a link (even one inside the workspace) could show earlier runs'
     // receipts under another name.
@@ -197,23 +230,9 @@ pub(crate) fn make_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Resul
             link.display()
         )));
     }
-    // Check the deepest folder that exists before creating anything below it.
+    // The deepest folder that exists, before anything is made below it.
     let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
-    confined(&std::fs::canonicalize(existing)?)?;
-    // The default place, `<workspace>/.codemode`, made here for the first
-    // time: it gets a `.gitignore` so runs never show in `git status`.
-    let new_codemode = confine
-        .map(|c| c.join(crate::sandbox::HIDDEN_NAME))
-        .filter(|folder| dir.starts_with(folder) && folder.symlink_metadata().is_err());
-    std::fs::create_dir_all(dir)?;
-    let resolved = std::fs::canonicalize(dir)?;
-    confined(&resolved)?;
-    if let Some(folder) = new_codemode
-        && let Err(e) = write_gitignore(&folder)
-    {
-        tracing::warn!("could not write {}/.gitignore: {e}", folder.display());
-    }
-    Ok(resolved)
+    confined(&std::fs::canonicalize(existing)?, confine)
 }
 
 /// The `.gitignore` codemode puts in a `.codemode` folder it makes.

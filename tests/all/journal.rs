@@ -434,7 +434,7 @@ fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
     child.kill().unwrap();
     let _ = child.wait();
     let run_id = journal.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
-    let out = codemode(&["resume", &run_id, "--json"], "", ws.path());
+    let out = codemode(&["resume", &run_id, "--allow", "1", "--json"], "", ws.path());
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
     let message = stdout_json(&out)["error"]["message"].as_str().unwrap().to_owned();
     assert!(message.contains("was interrupted"), "{message}");

@@ -111,8 +111,11 @@ fn list_and_show_real_runs_and_journals() {
     let ws = ws.path();
     let with_receipt =
         real_run(ws, "const r = await tools.read({path: 'a.txt'}); return r.metadata.total_lines;");
+    // Its journal gone (as for a run made with `--journal off`, or before
+    // journals): a receipt-only run.
+    std::fs::remove_file(runs_dir(ws).join(&with_receipt).join("journal.jsonl")).unwrap();
     // `run --json` saves no receipt; a value over its bound leaves a
-    // folder of spill files.
+    // folder of spill files (and the run's journal).
     let out = codemode(&["run", "-", "--json"], "return 'x'.repeat(40000);", ws);
     let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
     let spill_only = receipt["run_id"].as_str().unwrap().to_owned();
@@ -133,7 +136,8 @@ fn list_and_show_real_runs_and_journals() {
         (Some("completed"), Some(1), Some(false))
     );
     assert!(real["receipt"].as_str().unwrap().ends_with("receipt.json"));
-    assert_eq!(by_id(&spill_only)["state"], "unknown");
+    // No receipt, but its journal says how it ended.
+    assert_eq!(by_id(&spill_only)["state"], "completed");
     let paused = by_id("run-20260102T030405Z-0000paus");
     assert_eq!(
         (paused["state"].as_str(), paused["pending"].as_u64(), paused["calls"].as_u64()),
