@@ -297,3 +297,75 @@ fn shorten(text: &str) -> String {
     let cut = crate::receipt::spill::utf8_prefix(text, MAX);
     format!("{cut}... ({} bytes)", text.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> String {
+        let h = Header {
+            t: "header".into(),
+            journal_version: record::JOURNAL_VERSION,
+            run_id: "run-x".into(),
+            started_at: "2026-12-01T00:00:00Z".into(),
+            started_unix_ms: 0,
+            codemode_version: "0".into(),
+            workspace: "/ws".into(),
+            program: record::ProgramRecord {
+                name: "p.js".into(),
+                sha256: "0".into(),
+                source: String::new(),
+                path: None,
+            },
+            catalog_sha256: "c".into(),
+            policy_sha256: "p".into(),
+            policy: serde_json::json!({}),
+            limits: serde_json::json!({}),
+        };
+        serde_json::to_string(&h).unwrap()
+    }
+
+    fn done(seq: u64, how: &str, status: &str, decision: &str) -> String {
+        format!(
+            r#"{{"t":"done","seq":{seq},"how":"{how}","ok":{},"end":{{"status":"{status}","decision":"{decision}","elapsed_ms":1.0,"bytes":0}},"payload":{{"kind":"x"}}}}"#,
+            status == "ok"
+        )
+    }
+
+    /// Three parallel writes paused; a resume denied 2 and allowed 3, and
+    /// paused again on 1 before either result reached the program. A resume
+    /// that then fails on 2's denial never hands back 3's result: 3 still
+    /// ran, and its end must be known.
+    #[test]
+    fn results_not_handed_back_are_known_with_their_end() {
+        let call = |seq: u64| record::call_line(seq, "write", Caller::Program, "{}");
+        let lines = vec![
+            header(),
+            call(1),
+            call(2),
+            call(3),
+            r#"{"t":"pending","seq":1,"tool":"write","args":{},"reason":"r"}"#.to_owned(),
+            done(2, "unsettled", "refused", "denied"),
+            done(3, "unsettled", "ok", "approved"),
+        ];
+        let journal = Journal::parse(&lines).unwrap();
+        assert_eq!(journal.unsettled, [2, 3]);
+        assert_eq!(journal.pending.len(), 1);
+        let mut replay = Replay::new(journal, HashMap::new());
+        assert!(matches!(replay.call(1, "write", Caller::Program, "{}"), ReplayCall::Undecided));
+        assert!(matches!(replay.call(2, "write", Caller::Program, "{}"), ReplayCall::InTurn { .. }));
+        assert!(matches!(replay.call(3, "write", Caller::Program, "{}"), ReplayCall::InTurn { .. }));
+        match replay.next_settle() {
+            NextSettle::Now { completion, new } => assert_eq!((completion.seq, new), (2, true)),
+            _ => panic!("2 is handed back first"),
+        }
+        let left = replay.undelivered();
+        assert_eq!(left.len(), 1);
+        assert_eq!((left[0].seq, left[0].end.status), (3, crate::receipt::CallStatus::Ok));
+        assert!(matches!(replay.call(4, "read", Caller::Program, "{}"), ReplayCall::Live));
+        assert!(matches!(
+            replay.call(1, "read", Caller::Program, "{}"),
+            ReplayCall::Diverged(m) if m.contains("call 1")
+        ));
+    }
+}

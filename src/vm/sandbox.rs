@@ -245,6 +245,7 @@ impl Sandbox {
                     .iter()
                     .map(crate::journal::record::PendingRecord::to_pending_call)
                     .collect();
+                receipt.pending.sort_by_key(|p| p.seq);
                 receipt
             }
             Ending::Settled | Ending::Stuck if main.is_none() => {

@@ -478,3 +478,111 @@ fn a_program_cannot_rewrite_its_own_journal() {
     assert_eq!(std::fs::read_to_string(&journal).unwrap(), before, "the journal is unchanged");
     assert!(!ws.path().join("pwned").exists());
 }
+
+// ---------------------------------------------------------------------------
+// Found by review.
+
+#[test]
+fn a_resume_cancelled_while_it_replays_leaves_the_run_paused() {
+    let ws = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    // Work before the pause that a replay must redo (hundreds of ms).
+    let source = r#"
+        let x = 0;
+        for (let i = 0; i < 4e6; i++) x += i % 7;
+        await tools.write({path: "w.txt", content: String(x)});
+        return x;
+    "#;
+    let paused = engine(ws.path(), &counter).execute_blocking(Program::new(source));
+    assert_eq!(paused.status, RunStatus::Paused);
+    let other = engine(ws.path(), &counter);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let stopped = rt.block_on(async {
+        let run = other.start_resume(&paused.run_id, &[(1, Decided::Allow)]).await.expect("claimed");
+        run.cancel();
+        run.wait().await
+    });
+    assert_eq!(stopped.status, RunStatus::Paused, "{:?} {:?}", stopped.error, stopped.warnings);
+    assert_eq!(seqs_of(&stopped), [1]);
+    assert!(stopped.warnings.iter().any(|w| w.contains("still paused")), "{:?}", stopped.warnings);
+    assert!(!ws.path().join("w.txt").exists());
+    let done = other.resume_blocking(&paused.run_id, &[(1, Decided::Allow)]);
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert!(ws.path().join("w.txt").exists());
+}
+
+#[test]
+fn runs_that_end_before_their_first_call_still_journal_their_end() {
+    let ws = crate::common::workspace();
+    let engine = Engine::builder().workspace(ws.path()).build().unwrap();
+    for (source, state) in
+        [("return (", "failed"), ("throw new Error('x')", "failed"), ("return 1", "completed")]
+    {
+        let r = engine.execute_blocking(Program::new(source));
+        let journal = ws.path().join(".codemode/runs").join(&r.run_id).join("journal.jsonl");
+        let text = std::fs::read_to_string(&journal).unwrap();
+        let last = text.lines().last().unwrap();
+        assert!(last.contains(&format!("\"state\":\"{state}\"")), "{source}: {last}");
+    }
+}
+
+#[test]
+fn journals_are_private_to_the_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = crate::common::workspace();
+    let r =
+        Engine::builder().workspace(ws.path()).build().unwrap().execute_blocking(Program::new("return 1"));
+    let folder = ws.path().join(".codemode/runs").join(&r.run_id);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&folder.join("journal.jsonl")), 0o600);
+    assert_eq!(mode(&folder), 0o700);
+    assert_eq!(mode(&ws.path().join(".codemode/runs")), 0o700);
+}
+
+#[test]
+fn a_journal_reached_through_a_link_or_from_another_workspace_is_not_resumed() {
+    let real = crate::common::workspace();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let paused = engine(real.path(), &counter)
+        .execute_blocking(Program::new("await tools.write({path: 'l.txt', content: 'l'}); return 1;"));
+    assert_eq!(paused.status, RunStatus::Paused);
+    // Another workspace whose .codemode is a link to the first one's.
+    let other = crate::common::workspace();
+    std::os::unix::fs::symlink(real.path().join(".codemode"), other.path().join(".codemode")).unwrap();
+    let e =
+        engine(other.path(), &counter).resume_blocking(&paused.run_id, &[(1, Decided::Allow)]).error.unwrap();
+    assert!(e.message.contains("symbolic link"), "{}", e.message);
+    // A copy of the journal in another workspace.
+    std::fs::remove_file(other.path().join(".codemode")).unwrap();
+    let runs = other.path().join(".codemode/runs").join(&paused.run_id);
+    std::fs::create_dir_all(&runs).unwrap();
+    std::fs::copy(
+        real.path().join(".codemode/runs").join(&paused.run_id).join("journal.jsonl"),
+        runs.join("journal.jsonl"),
+    )
+    .unwrap();
+    let e =
+        engine(other.path(), &counter).resume_blocking(&paused.run_id, &[(1, Decided::Allow)]).error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Divergence);
+    assert!(e.message.contains("was made in workspace"), "{}", e.message);
+    assert!(!other.path().join("l.txt").exists() && !real.path().join("l.txt").exists());
+}
+
+#[test]
+fn call_and_batch_refuse_pause_up_front() {
+    let ws = crate::common::workspace();
+    let out = codemode(
+        &["call", "write", "{\"path\":\"x\",\"content\":\"x\"}", "--approve", "pause"],
+        "",
+        ws.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a direct call cannot pause"));
+    let out = codemode(
+        &["batch", "--approve", "pause"],
+        "{\"tool\":\"read\",\"arguments\":{\"path\":\"a.txt\"}}\n",
+        ws.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a batch cannot pause"));
+}
