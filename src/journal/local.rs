@@ -341,15 +341,10 @@ struct LocalJournal {
 }
 
 impl RunJournal for LocalJournal {
-    fn append(&mut self, lines: Vec<String>) -> StoreFuture<'_, ()> {
+    fn append(&mut self, text: String) -> StoreFuture<'_, ()> {
         let file = self.file.clone();
         let path = self.path.clone();
         blocking(move || {
-            let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-            for line in lines {
-                text.push_str(&line);
-                text.push('\n');
-            }
             let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
             file.write_all(text.as_bytes())
                 .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))
@@ -359,7 +354,11 @@ impl RunJournal for LocalJournal {
     fn commit(&mut self, state: RunState) -> StoreFuture<'_, ()> {
         let file = self.file.clone();
         let path = self.path.clone();
-        let new_dir = self.new_dir.take();
+        // The run folder's entry is made durable when the run pauses (a
+        // resume must find it after a crash of the machine); a run that
+        // ended and lost its folder to a crash reads as unknown, which
+        // nothing can resume either, so the two extra syncs are spared.
+        let new_dir = if state == RunState::Paused { self.new_dir.take() } else { None };
         blocking(move || {
             let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
             let fail = |e: std::io::Error| StoreError::failed(format!("cannot commit {}", path.display()), e);

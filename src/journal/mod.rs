@@ -206,9 +206,10 @@ pub struct RunSummary {
 /// lives no other process can resume the run. Dropping it without
 /// [`RunJournal::commit`] leaves the run `interrupted`.
 pub trait RunJournal: Send {
-    /// Appends `lines` (each one JSON record, no newline), in order. May
-    /// buffer; nothing is durable until [`RunJournal::commit`].
-    fn append(&mut self, lines: Vec<String>) -> StoreFuture<'_, ()>;
+    /// Appends `lines`: whole lines of text, each one JSON record ending in
+    /// `\n`, in order. May buffer; nothing is durable until
+    /// [`RunJournal::commit`].
+    fn append(&mut self, lines: String) -> StoreFuture<'_, ()>;
 
     /// Makes every line appended so far durable (fsync'd, or committed in
     /// one transaction) and records `state`; a final state or `paused`

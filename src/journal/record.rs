@@ -85,18 +85,6 @@ pub(crate) struct EndRecord {
 }
 
 impl EndRecord {
-    pub(crate) fn of(end: &CallEnd) -> EndRecord {
-        EndRecord {
-            status: end.status,
-            decision: end.decision,
-            elapsed_ms: crate::receipt::millis(end.elapsed),
-            bytes: end.bytes,
-            truncated: end.truncated.clone(),
-            error: end.error.clone(),
-            note: end.note.clone(),
-        }
-    }
-
     pub(crate) fn to_end(&self) -> CallEnd {
         CallEnd {
             status: self.status,
@@ -250,6 +238,14 @@ pub(crate) fn kind(line: &str) -> Option<&str> {
 
 /// Appends `value` to `out` as a JSON string.
 fn push_json_string(out: &mut String, value: &str) {
+    // Most strings (tool names, notes) need no escape: copied as they are.
+    if !value.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(value.len() + 2);
+        out.push('"');
+        out.push_str(value);
+        out.push('"');
+        return;
+    }
     // Writing to a String cannot fail.
     let _ = serde_json::to_writer(string_writer(out), value);
 }
@@ -282,52 +278,107 @@ fn caller_name(caller: Caller) -> &'static str {
     }
 }
 
-/// `{"t":"call"}` for call `seq`; `args_json` is the program's JSON text
-/// (anything that does not parse as JSON is written as `null`).
+/// `{"t":"call"}` for call `seq`; `args_json` is the program's JSON text.
+#[cfg(test)]
 pub(crate) fn call_line(seq: u64, tool: &str, caller: Caller, args_json: &str) -> String {
-    let mut line = String::with_capacity(64 + tool.len() + args_json.len());
-    line.push_str("{\"t\":\"call\",\"seq\":");
-    line.push_str(&seq.to_string());
-    line.push_str(",\"tool\":");
-    push_json_string(&mut line, tool);
-    line.push_str(",\"caller\":\"");
-    line.push_str(caller_name(caller));
-    if serde_json::from_str::<serde::de::IgnoredAny>(args_json).is_ok() {
-        line.push_str("\",\"args\":");
-        line.push_str(args_json);
-    } else {
-        line.push_str("\",\"args\":null,\"args_text\":");
-        push_json_string(&mut line, args_json);
-    }
-    line.push('}');
+    let mut line = String::new();
+    write_call(&mut line, seq, tool, caller, args_json);
     line
 }
 
-/// `{"t":"done"}` for `completion`.
-pub(crate) fn done_line(how: How, completion: &Completion) -> String {
-    let end = serde_json::to_string(&EndRecord::of(&completion.end)).expect("an end record serialises");
-    let text_len = completion.text.as_ref().map_or(0, |t| t.len() + 16);
-    let mut line = String::with_capacity(80 + end.len() + completion.payload.len() + text_len);
-    line.push_str("{\"t\":\"done\",\"seq\":");
-    line.push_str(&completion.seq.to_string());
-    line.push_str(",\"how\":\"");
-    line.push_str(match how {
-        How::Inline => "inline",
-        How::Settled => "settled",
-        How::Unsettled => "unsettled",
-    });
-    line.push_str("\",\"ok\":");
-    line.push_str(if completion.ok { "true" } else { "false" });
-    line.push_str(",\"end\":");
-    line.push_str(&end);
-    line.push_str(",\"payload\":");
-    line.push_str(&completion.payload);
-    if let Some(text) = &completion.text {
-        line.push_str(",\"text\":");
-        push_json_string(&mut line, text);
+/// Appends `{"t":"call"}` for call `seq` to `out`. `args_json` is what the
+/// prelude made with `JSON.stringify` (always JSON) and goes in as it is;
+/// any other text is written as a string (`args_text`).
+pub(crate) fn write_call(out: &mut String, seq: u64, tool: &str, caller: Caller, args_json: &str) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{{\"t\":\"call\",\"seq\":{seq},\"tool\":");
+    push_json_string(out, tool);
+    out.push_str(",\"caller\":\"");
+    out.push_str(caller_name(caller));
+    if looks_like_json(args_json) {
+        out.push_str("\",\"args\":");
+        out.push_str(args_json);
+    } else {
+        out.push_str("\",\"args\":null,\"args_text\":");
+        push_json_string(out, args_json);
     }
-    line.push('}');
+    out.push('}');
+}
+
+/// Whether `text` is JSON as `JSON.stringify` writes it: one value, no
+/// line breaks. An object or array is trusted to be what the prelude made
+/// (checking costs a parse per call); anything else is checked.
+fn looks_like_json(text: &str) -> bool {
+    let (first, last) = (text.as_bytes().first(), text.as_bytes().last());
+    let bracketed = matches!((first, last), (Some(b'{'), Some(b'}')) | (Some(b'['), Some(b']')));
+    !text.contains('\n') && (bracketed || serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok())
+}
+
+/// `{"t":"done"}` for `completion`.
+#[cfg(test)]
+pub(crate) fn done_line(how: How, completion: &Completion) -> String {
+    let mut line = String::new();
+    write_done(&mut line, how, completion);
     line
+}
+
+/// Appends `{"t":"done"}` for `completion` to `out`.
+pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
+    use std::fmt::Write as _;
+    let end = &completion.end;
+    let _ = write!(
+        out,
+        "{{\"t\":\"done\",\"seq\":{},\"how\":\"{}\",\"ok\":{},\"end\":{{\"status\":\"{}\",\"decision\":\"{}\",\"elapsed_ms\":{},\"bytes\":{}",
+        completion.seq,
+        match how {
+            How::Inline => "inline",
+            How::Settled => "settled",
+            How::Unsettled => "unsettled",
+        },
+        completion.ok,
+        status_name(end.status),
+        decision_name(end.decision),
+        crate::receipt::millis(end.elapsed),
+        end.bytes,
+    );
+    if let Some(t) = &end.truncated {
+        out.push_str(",\"truncated\":");
+        out.push_str(&serde_json::to_string(t).expect("a truncation serialises"));
+    }
+    if let Some(e) = &end.error {
+        out.push_str(",\"error\":");
+        push_json_string(out, e);
+    }
+    if let Some(n) = &end.note {
+        out.push_str(",\"note\":");
+        push_json_string(out, n);
+    }
+    out.push_str("},\"payload\":");
+    out.push_str(&completion.payload);
+    if let Some(text) = &completion.text {
+        out.push_str(",\"text\":");
+        push_json_string(out, text);
+    }
+    out.push('}');
+}
+
+fn status_name(status: CallStatus) -> &'static str {
+    match status {
+        CallStatus::Ok => "ok",
+        CallStatus::Failed => "failed",
+        CallStatus::Refused => "refused",
+        _ => "in_flight",
+    }
+}
+
+fn decision_name(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Auto => "auto",
+        Decision::Approved => "approved",
+        Decision::Denied => "denied",
+        Decision::Refused => "refused",
+        _ => "pending",
+    }
 }
 
 /// `{"t":"settle"}`.
@@ -405,6 +456,17 @@ mod tests {
         let bad = call_line(1, "read", Caller::Program, "{not json");
         let back: CallRecord = serde_json::from_str(&bad).unwrap();
         assert!(back.same("read", Caller::Program, "{not json"));
+    }
+
+    #[test]
+    fn status_and_decision_names_are_the_receipts() {
+        for s in [CallStatus::Ok, CallStatus::Failed, CallStatus::Refused, CallStatus::InFlight] {
+            assert_eq!(serde_json::to_value(s).unwrap(), status_name(s));
+        }
+        for d in [Decision::Auto, Decision::Approved, Decision::Denied, Decision::Refused, Decision::Pending]
+        {
+            assert_eq!(serde_json::to_value(d).unwrap(), decision_name(d));
+        }
     }
 
     #[test]

@@ -837,11 +837,11 @@ mod tests {
         let runs = Runs::for_workspace(&real, None);
         let store = runs.store().clone();
         let mut j = store.create("run-a", header("run-a", "p.js")).await.unwrap();
-        j.append(vec![CALL_1.into(), DONE_1.into(), CALL_2.into(), PENDING_2.into()]).await.unwrap();
+        j.append(format!("{CALL_1}\n{DONE_1}\n{CALL_2}\n{PENDING_2}\n")).await.unwrap();
         j.commit(RunState::Paused).await.unwrap();
         drop(j);
         let mut j = store.create("run-b", header("run-b", "q.js")).await.unwrap();
-        j.append(vec![CALL_1.into(), DONE_1.into()]).await.unwrap();
+        j.append(format!("{CALL_1}\n{DONE_1}\n")).await.unwrap();
         j.commit(RunState::Completed).await.unwrap();
         drop(j);
         (ws, runs)

@@ -16,7 +16,8 @@ use super::{JournalStore, RunJournal, RunState, StoreError};
 const FLUSH_BYTES: usize = 256 * 1024;
 
 enum Msg {
-    Lines(Vec<String>),
+    /// Lines, each ending in a newline.
+    Lines(String),
     Commit(RunState, oneshot::Sender<Result<(), StoreError>>),
 }
 
@@ -28,10 +29,10 @@ pub(crate) enum Opening {
     Claimed(Box<dyn RunJournal>),
 }
 
-/// One run's journal, on the VM thread.
+/// One run's journal, on the VM thread: lines go into one buffer of text
+/// (no allocation per line), handed to the writer task when it is full.
 pub(crate) struct RunLog {
-    buffer: Vec<String>,
-    bytes: usize,
+    buffer: String,
     /// Clock reads not written yet: (value, count) of a run of equal values.
     now_run: Option<(f64, u64)>,
     tx: mpsc::UnboundedSender<Msg>,
@@ -42,24 +43,28 @@ impl RunLog {
     /// (so a run whose process dies leaves a journal that says so).
     pub(crate) fn start(opening: Opening, tools: &Handle) -> RunLog {
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(Msg::Lines(Vec::new()));
+        let _ = tx.send(Msg::Lines(String::new()));
         tools.spawn(write_task(opening, rx));
-        RunLog { buffer: Vec::new(), bytes: 0, now_run: None, tx }
+        RunLog { buffer: String::new(), now_run: None, tx }
     }
 
-    /// Appends one line.
+    /// Appends one line (a JSON record, no newline).
     pub(crate) fn push(&mut self, line: String) {
-        self.flush_now();
-        self.push_raw(line);
+        self.line(|out| out.push_str(&line));
     }
 
-    fn push_raw(&mut self, line: String) {
-        self.bytes += line.len() + 1;
-        self.buffer.push(line);
-        if self.bytes >= FLUSH_BYTES {
-            let lines = std::mem::take(&mut self.buffer);
-            self.bytes = 0;
-            let _ = self.tx.send(Msg::Lines(lines));
+    /// Appends one line that `write` writes into the buffer.
+    pub(crate) fn line(&mut self, write: impl FnOnce(&mut String)) {
+        self.flush_now();
+        self.line_raw(write);
+    }
+
+    fn line_raw(&mut self, write: impl FnOnce(&mut String)) {
+        write(&mut self.buffer);
+        self.buffer.push('\n');
+        if self.buffer.len() >= FLUSH_BYTES {
+            let full = std::mem::take(&mut self.buffer);
+            let _ = self.tx.send(Msg::Lines(full));
         }
     }
 
@@ -76,7 +81,7 @@ impl RunLog {
 
     fn flush_now(&mut self) {
         if let Some((v, n)) = self.now_run.take() {
-            self.push_raw(record::now_line(v, n));
+            self.line_raw(|out| out.push_str(&record::now_line(v, n)));
         }
     }
 
@@ -88,9 +93,9 @@ impl RunLog {
     /// committing).
     pub(crate) async fn finish(mut self, state: RunState) -> Result<(), StoreError> {
         self.flush_now();
-        let lines = std::mem::take(&mut self.buffer);
-        if !lines.is_empty() {
-            let _ = self.tx.send(Msg::Lines(lines));
+        let rest = std::mem::take(&mut self.buffer);
+        if !rest.is_empty() {
+            let _ = self.tx.send(Msg::Lines(rest));
         }
         let (done, answer) = oneshot::channel();
         if self.tx.send(Msg::Commit(state, done)).is_err() {
@@ -119,10 +124,10 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
             }
         }
         match msg {
-            Msg::Lines(lines) if lines.is_empty() => {}
-            Msg::Lines(lines) => {
+            Msg::Lines(text) if text.is_empty() => {}
+            Msg::Lines(text) => {
                 if let (Some(j), None) = (journal.as_mut(), &failure)
-                    && let Err(e) = j.append(lines).await
+                    && let Err(e) = j.append(text).await
                 {
                     failure = Some(e);
                 }

@@ -281,7 +281,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
     if let Some(j) = journal.as_mut()
         && !journaled
     {
-        j.log.push(crate::journal::record::call_line(seq, tool, Caller::Program, args_json));
+        j.log.line(|out| crate::journal::record::write_call(out, seq, tool, Caller::Program, args_json));
     }
     let settled = match begun {
         Begun::Running { seq, future } if hold => {
@@ -300,7 +300,9 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         }
     };
     if let Some(j) = journal.as_mut() {
-        j.log.push(crate::journal::record::done_line(crate::journal::record::How::Inline, &settled));
+        j.log.line(|out| {
+            crate::journal::record::write_done(out, crate::journal::record::How::Inline, &settled)
+        });
     }
     drop(journal);
     settled_value(ctx, settled)

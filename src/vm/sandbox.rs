@@ -417,10 +417,13 @@ impl Sandbox {
             }
             if self.state.pausing.get() {
                 if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                    j.log.push(crate::journal::record::done_line(
-                        crate::journal::record::How::Unsettled,
-                        &completion,
-                    ));
+                    j.log.line(|out| {
+                        crate::journal::record::write_done(
+                            out,
+                            crate::journal::record::How::Unsettled,
+                            &completion,
+                        )
+                    });
                 }
                 self.state.ledger.borrow_mut().annotate(
                     completion.seq,
@@ -435,10 +438,9 @@ impl Sandbox {
                     .annotate(completion.seq, "finished after the program returned: it was not awaited");
             }
             if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                j.log.push(crate::journal::record::done_line(
-                    crate::journal::record::How::Settled,
-                    &completion,
-                ));
+                j.log.line(|out| {
+                    crate::journal::record::write_done(out, crate::journal::record::How::Settled, &completion)
+                });
             }
             if let Err(e) = self.settle(completion) {
                 return Ending::Broken(e);

@@ -85,7 +85,7 @@ fn journal(root: &Path, run_id: &str, state: RunState) {
         if state == RunState::Paused {
             lines.extend([WRITE_CALL.to_owned(), WRITE_PENDING.to_owned()]);
         }
-        j.append(lines).await.unwrap();
+        j.append(lines.iter().map(|l| format!("{l}\n")).collect()).await.unwrap();
         j.commit(state).await.unwrap();
     });
 }
