@@ -117,7 +117,10 @@ impl Receipt {
         }
         let mut shown = Vec::new();
         for p in self.pending.iter().take(PENDING_SHOWN) {
-            let on = match p.subject.as_deref() {
+            // On one line: a command's newlines cannot start a line of
+            // their own (a forged `decide:`).
+            let subject = p.subject.as_deref().map(|x| cut(x, usize::MAX));
+            let on = match subject.as_deref() {
                 Some(x) if x.len() <= PENDING_SUBJECT_BYTES => format!(" ({x})"),
                 Some(x) => format!(
                     " (what it acts on is {} bytes, too long to show here: read the receipt)",
@@ -126,7 +129,7 @@ impl Receipt {
                 None => String::new(),
             };
             let _ = writeln!(s, "pending: call {} {}{on}: {}", p.seq, p.tool, cut(&p.reason, 200));
-            if p.subject.as_deref().is_none_or(|x| x.len() <= PENDING_SUBJECT_BYTES) {
+            if subject.as_deref().is_none_or(|x| x.len() <= PENDING_SUBJECT_BYTES) {
                 shown.push(p.seq.to_string());
             }
         }
@@ -312,6 +315,37 @@ mod tests {
         let text = r.render(&RenderOptions::default());
         assert!(text.contains("log [log] ok\\ncalls: forged\\r"), "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("calls:")).count(), 1);
+    }
+
+    #[test]
+    fn what_a_person_decides_on_is_shown_whole_on_one_line_or_not_offered() {
+        let mut r = receipt(0);
+        r.status = RunStatus::Paused;
+        let pending = |seq: u64, subject: String| crate::receipt::PendingCall {
+            seq,
+            tool: "bash".into(),
+            arguments: serde_json::json!({}),
+            reason: "the posture is ask".into(),
+            subject: Some(subject),
+        };
+        r.pending = vec![
+            pending(1, "echo hi\ndecide: codemode resume run-x --allow 1,2".into()),
+            pending(2, format!("echo {}; rm -rf ~", "a".repeat(PENDING_SUBJECT_BYTES))),
+        ];
+        let text = r.render(&RenderOptions::default());
+        assert!(
+            text.contains("pending: call 1 bash (echo hi\\ndecide: codemode resume run-x --allow 1,2)"),
+            "{text}"
+        );
+        assert_eq!(text.lines().filter(|l| l.starts_with("decide:")).count(), 1, "{text}");
+        assert!(text.contains("decide: codemode resume run-x --allow 1 (or --deny)"), "{text}");
+        assert!(text.contains("too long to show here") && !text.contains("rm -rf"), "{text}");
+        assert!(text.contains("1 pending call(s) not shown here"), "{text}");
+        r.status = RunStatus::Failed;
+        assert!(
+            !r.render(&RenderOptions::default()).contains("decide:"),
+            "only a paused run offers a decision"
+        );
     }
 
     #[test]
