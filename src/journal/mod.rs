@@ -16,11 +16,13 @@
 
 pub(crate) mod digest;
 pub(crate) mod local;
+pub(crate) mod postgres;
 pub(crate) mod record;
 pub(crate) mod replay;
 pub(crate) mod writer;
 
 pub use local::LocalStore;
+pub use postgres::PostgresStore;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -9,6 +9,7 @@ mod direct_calls;
 mod examples;
 mod file_race;
 mod gate;
+mod journal_postgres;
 mod limits;
 mod mcp_engine;
 mod mcp_fixture;
