@@ -449,3 +449,61 @@ async fn errors_say_where_and_never_the_password() {
     assert!(!err.contains("hunter2"), "{err}");
     db.drop_schema().await;
 }
+
+/// The store's connections for `app` and whether each uses TLS.
+async fn tls_of(db: &Db, app: &str) -> Vec<bool> {
+    db.admin
+        .query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = $1",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_connections_verify_the_server() {
+    let Some(db) = database("tls").await else { return };
+    let ca = match std::env::var("CODEMODE_TEST_POSTGRES_CA") {
+        Ok(ca) if !ca.is_empty() => ca,
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CODEMODE_TEST_POSTGRES_CA is not set under CI: .ci/run sets it"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** SKIPPED journal_postgres::tls: CODEMODE_TEST_POSTGRES_CA is not set (`bash .ci/run postgres`) ***\n"
+            );
+            return;
+        }
+    };
+    let app = format!("codemode-tls-{}", db.schema);
+    let url = |params: &str| format!("{}&application_name={app}&{params}", db.url);
+
+    // Verified against the test CA, by IP address and by name.
+    let store = PostgresStore::new(&url(&format!("sslmode=verify-full&sslrootcert={ca}"))).unwrap();
+    paused_run(&store, "run-tls", 1).await;
+    let by_name = url(&format!("sslmode=require&sslrootcert={ca}")).replacen("@127.0.0.1:", "@localhost:", 1);
+    let (_, mut journal) = PostgresStore::new(&by_name).unwrap().claim("run-tls").await.unwrap();
+    let sessions = tls_of(&db, &app).await;
+    assert!(!sessions.is_empty() && sessions.iter().all(|tls| *tls), "{sessions:?}");
+    journal.commit(RunState::Completed).await.unwrap();
+    drop((journal, store));
+
+    // The system's roots do not know the test CA: refused, saying why.
+    let err = error(PostgresStore::new(&url("sslmode=verify-full")).unwrap().list().await).to_string();
+    assert!(err.contains("cannot connect") && err.to_lowercase().contains("certificate"), "{err}");
+
+    // sslmode=disable: no TLS.
+    let app_plain = format!("{app}-plain");
+    let plain =
+        PostgresStore::new(&format!("{}&application_name={app_plain}&sslmode=disable", db.url)).unwrap();
+    assert_eq!(plain.load("run-tls").await.unwrap().state, RunState::Completed);
+    let sessions = tls_of(&db, &app_plain).await;
+    assert!(!sessions.is_empty() && sessions.iter().all(|tls| !*tls), "{sessions:?}");
+    db.drop_schema().await;
+}
