@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 use tokio_postgres::config::Host;
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Config};
 
 use super::local::state_line;
@@ -535,14 +536,14 @@ impl PgJournal {
         }
         let count = lines.len() as i64;
         let conn = self.inner.conn().await?;
-        // One statement: the lines, numbered on from `next`, and the run's
-        // `updated_at`.
-        conn.execute(
+        // One statement (typed: no round trip to prepare it): the lines,
+        // numbered on from `next`, and the run's `updated_at`.
+        conn.execute_typed(
             "WITH lines AS (
                  INSERT INTO codemode_journal (run_id, n, line)
                  SELECT $1, $2 + t.i - 1, t.line FROM unnest($3::text[]) WITH ORDINALITY AS t(line, i))
              UPDATE codemode_runs SET updated_at = now() WHERE run_id = $1",
-            &[&self.run_id, &self.next, &lines],
+            &[(&self.run_id, Type::TEXT), (&self.next, Type::INT8), (&lines, Type::TEXT_ARRAY)],
         )
         .await
         .map_err(|e| self.inner.fail(format_args!("cannot append to run `{}`", self.run_id), &e))?;
@@ -556,12 +557,17 @@ impl PgJournal {
         // One statement, so one transaction: the state line goes in only
         // if the run is still ours (`running`) and still there.
         let committed = conn
-            .execute(
+            .execute_typed(
                 "WITH run AS (
                      UPDATE codemode_runs SET state = $2, updated_at = now()
                      WHERE run_id = $1 AND state = 'running' RETURNING run_id)
                  INSERT INTO codemode_journal (run_id, n, line) SELECT run_id, $3, $4 FROM run",
-                &[&self.run_id, &state.as_str(), &self.next, &state_line(state)],
+                &[
+                    (&self.run_id, Type::TEXT),
+                    (&state.as_str(), Type::TEXT),
+                    (&self.next, Type::INT8),
+                    (&state_line(state), Type::TEXT),
+                ],
             )
             .await
             .map_err(|e| self.inner.fail(format_args!("cannot commit run `{}`", self.run_id), &e))?;
