@@ -280,16 +280,20 @@ impl Inner {
         let Some(hold) = self.holder.hold(run_id, key).await? else { return Err(exists()) };
         let created = async {
             let conn = self.conn().await?;
+            let fail = |e| self.fail(format_args!("cannot create run `{run_id}`"), &e);
+            // Not durable before the run's first commit, like an append.
+            conn.batch_execute(RELAXED).await.map_err(fail)?;
             let created = conn
-                .execute(
+                .execute_typed(
                     "WITH run AS (
                          INSERT INTO codemode_runs (run_id, state, lock_key) VALUES ($1, 'running', $2)
                          ON CONFLICT (run_id) DO NOTHING RETURNING run_id)
                      INSERT INTO codemode_journal (run_id, n, line) SELECT run_id, 0, $3 FROM run",
-                    &[&run_id, &key, &header],
+                    &[(&run_id, Type::TEXT), (&key, Type::INT8), (&header, Type::TEXT)],
                 )
                 .await
-                .map_err(|e| self.fail(format_args!("cannot create run `{run_id}`"), &e))?;
+                .map_err(fail)?;
+            conn.batch_execute("COMMIT").await.map_err(fail)?;
             conn.done();
             if created == 0 { Err(exists()) } else { Ok(()) }
         }
@@ -478,6 +482,10 @@ impl Inner {
     }
 }
 
+/// Opens a transaction whose commit does not wait for the write-ahead log
+/// to reach the disk (`COMMIT` ends it).
+const RELAXED: &str = "BEGIN; SET LOCAL synchronous_commit = off";
+
 const REPEATABLE_READ: tokio_postgres::IsolationLevel = tokio_postgres::IsolationLevel::RepeatableRead;
 
 /// The advisory locks granted in this database on 64-bit keys
@@ -536,8 +544,13 @@ impl PgJournal {
         }
         let count = lines.len() as i64;
         let conn = self.inner.conn().await?;
-        // One statement (typed: no round trip to prepare it): the lines,
-        // numbered on from `next`, and the run's `updated_at`.
+        let fail = |e| self.inner.fail(format_args!("cannot append to run `{}`", self.run_id), &e);
+        // Committed without waiting for the disk (an append need not be
+        // durable until the run's commit, whose flush of the write-ahead
+        // log takes every earlier append with it). One statement (typed: no
+        // round trip to prepare it): the lines, numbered on from `next`,
+        // and the run's `updated_at`.
+        conn.batch_execute(RELAXED).await.map_err(fail)?;
         conn.execute_typed(
             "WITH lines AS (
                  INSERT INTO codemode_journal (run_id, n, line)
@@ -546,7 +559,8 @@ impl PgJournal {
             &[(&self.run_id, Type::TEXT), (&self.next, Type::INT8), (&lines, Type::TEXT_ARRAY)],
         )
         .await
-        .map_err(|e| self.inner.fail(format_args!("cannot append to run `{}`", self.run_id), &e))?;
+        .map_err(fail)?;
+        conn.batch_execute("COMMIT").await.map_err(fail)?;
         conn.done();
         self.next += count;
         Ok(())
