@@ -19,6 +19,7 @@
 
 pub(crate) mod digest;
 pub(crate) mod local;
+pub(crate) mod postgres;
 pub(crate) mod record;
 pub(crate) mod replay;
 mod runs;
@@ -26,6 +27,7 @@ mod settings;
 pub(crate) mod writer;
 
 pub use local::LocalStore;
+pub use postgres::PostgresStore;
 pub use replay::Decided;
 pub use runs::{
     CallInfo, DecisionInfo, PendingInfo, ProgramInfo, PruneOptions, PruneReason, PruneReport, PrunedRun,

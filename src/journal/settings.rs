@@ -142,15 +142,9 @@ pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn Journal
     match JournalSpec::parse(spec).map_err(StoreError::Failed)? {
         JournalSpec::Off => Ok(None),
         JournalSpec::Postgres(url) => {
-            // POSTGRES: until src/journal/postgres.rs lands this is an
-            // error; then `Ok(Some(Arc::new(PostgresStore::new(&url)?)))`
-            // (map its error into StoreError::Failed naming the URL
-            // without its password).
-            Err(StoreError::Failed(format!(
-                "the journal {}: the PostgreSQL journal store is not built into this codemode yet; \
-                 give a folder, or leave --journal out for <workspace>/.codemode/runs",
-                without_password(&url)
-            )))
+            let store = super::PostgresStore::new(&url)
+                .map_err(|e| StoreError::Failed(format!("the journal {}: {e}", without_password(&url))))?;
+            Ok(Some(Arc::new(store)))
         }
         JournalSpec::Folder(dir) => {
             let dir = normalize(&workspace.join(dir));
@@ -211,7 +205,8 @@ mod tests {
         assert_eq!(without_password("postgres://me:s3cret@db:5432/runs"), "postgres://me:***@db:5432/runs");
         assert_eq!(without_password("postgres://me@db/runs"), "postgres://me@db/runs");
         assert_eq!(without_password("postgres://db/runs?x=@"), "postgres://db/runs?x=@");
-        let e = open_store("postgresql://me:s3cret@db/runs", Path::new("/ws")).err().unwrap();
+        // No host: refused, the password left out.
+        let e = open_store("postgresql://me:s3cret@/runs", Path::new("/ws")).err().unwrap();
         let shown = e.to_string();
         assert!(shown.contains("PostgreSQL") && !shown.contains("s3cret"), "{shown}");
     }

@@ -10,6 +10,7 @@ mod examples;
 mod file_race;
 mod gate;
 mod journal;
+mod journal_postgres;
 mod limits;
 mod mcp_engine;
 mod mcp_fixture;
