@@ -326,9 +326,12 @@ pub(crate) fn done_line(how: How, completion: &Completion) -> String {
 pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
     use std::fmt::Write as _;
     let end = &completion.end;
+    // Milliseconds with microsecond precision, as the receipt has them,
+    // written from integers (cheaper than formatting a float).
+    let micros = end.elapsed.as_micros();
     let _ = write!(
         out,
-        "{{\"t\":\"done\",\"seq\":{},\"how\":\"{}\",\"ok\":{},\"end\":{{\"status\":\"{}\",\"decision\":\"{}\",\"elapsed_ms\":{},\"bytes\":{}",
+        "{{\"t\":\"done\",\"seq\":{},\"how\":\"{}\",\"ok\":{},\"end\":{{\"status\":\"{}\",\"decision\":\"{}\",\"elapsed_ms\":{}.{:03},\"bytes\":{}",
         completion.seq,
         match how {
             How::Inline => "inline",
@@ -338,7 +341,8 @@ pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
         completion.ok,
         status_name(end.status),
         decision_name(end.decision),
-        crate::receipt::millis(end.elapsed),
+        micros / 1000,
+        micros % 1000,
         end.bytes,
     );
     if let Some(t) = &end.truncated {

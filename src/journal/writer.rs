@@ -63,7 +63,9 @@ impl RunLog {
         write(&mut self.buffer);
         self.buffer.push('\n');
         if self.buffer.len() >= FLUSH_BYTES {
-            let full = std::mem::take(&mut self.buffer);
+            // The next buffer starts at full size: no regrowing per batch.
+            let full =
+                std::mem::replace(&mut self.buffer, String::with_capacity(FLUSH_BYTES + FLUSH_BYTES / 8));
             let _ = self.tx.send(Msg::Lines(full));
         }
     }
