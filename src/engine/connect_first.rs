@@ -9,7 +9,6 @@
 //! on the tool runtime, so the run's deadline and cancellation apply.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -40,15 +39,7 @@ impl Dispatcher {
     ) -> Begun {
         let calls_made = ledger.calls_made();
         let seq = ledger.open(tool, caller, Decision::Auto, None);
-        let finish = Finisher {
-            shared: self.shared.clone(),
-            spill: self.spill.clone(),
-            tool: Arc::from(tool),
-            seq,
-            started: Instant::now(),
-            decision: Decision::Auto,
-            notes: None,
-        };
+        let finish = self.finisher(tool, seq, Decision::Auto, None);
         let gate = GateRun {
             dispatcher_start: self.start,
             run_id: self.run_id.clone(),

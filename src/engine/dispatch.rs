@@ -167,6 +167,25 @@ impl Dispatcher {
         Dispatcher { pausable: true, ..self }
     }
 
+    /// The finisher of call `seq` of `tool`, started now.
+    pub(super) fn finisher(
+        &self,
+        tool: &str,
+        seq: u64,
+        decision: Decision,
+        notes: Option<String>,
+    ) -> Finisher {
+        Finisher {
+            shared: self.shared.clone(),
+            spill: self.spill.clone(),
+            tool: Arc::from(tool),
+            seq,
+            started: Instant::now(),
+            decision,
+            notes,
+        }
+    }
+
     /// The context a tool gets for call `seq`.
     fn tool_context(&self, seq: u64, caller: Caller) -> ToolContext {
         ToolContext {
@@ -197,15 +216,7 @@ impl Dispatcher {
         };
         let seq = ledger.open(tool, caller, Decision::Approved, None);
         let notes: Vec<String> = pending.notes.iter().cloned().chain([note]).collect();
-        let finish = Finisher {
-            shared: self.shared.clone(),
-            spill: self.spill.clone(),
-            tool: Arc::from(tool),
-            seq,
-            started: Instant::now(),
-            decision: Decision::Approved,
-            notes: Some(notes.join("; ")),
-        };
+        let finish = self.finisher(tool, seq, Decision::Approved, Some(notes.join("; ")));
         let abandon = Abandon::for_tool(&entry.spec);
         let future =
             Abandon::scope(&abandon, entry.tool.call(pending.args.clone(), self.tool_context(seq, caller)));
@@ -223,15 +234,7 @@ impl Dispatcher {
         reason: String,
     ) -> Begun {
         let seq = ledger.open(tool, caller, Decision::Denied, Some(reason.clone()));
-        let finish = Finisher {
-            shared: self.shared.clone(),
-            spill: self.spill.clone(),
-            tool: Arc::from(tool),
-            seq,
-            started: Instant::now(),
-            decision: Decision::Denied,
-            notes: None,
-        };
+        let finish = self.finisher(tool, seq, Decision::Denied, None);
         let completion = finish.refused(Decision::Denied, "denied", reason);
         Begun::Running { seq, future: Box::pin(std::future::ready(completion)) }
     }
@@ -323,18 +326,9 @@ impl Dispatcher {
         if entry.spec.loading == crate::catalog::Loading::Deferred {
             shared.discovery.note_called(tool, self.turn);
         }
-        let started = Instant::now();
         let timeout = timeout_of(shared, &entry.spec);
         let cx = self.tool_context(seq, caller);
-        let finish = Finisher {
-            shared: shared.clone(),
-            spill: self.spill.clone(),
-            tool: Arc::from(tool),
-            seq,
-            started,
-            decision: Decision::Auto,
-            notes: None,
-        };
+        let finish = self.finisher(tool, seq, Decision::Auto, None);
 
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
