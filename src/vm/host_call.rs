@@ -277,7 +277,11 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
             (begun, true, !caught_up)
         }
     };
-    state.live.set(true);
+    // Past the journal: something was gated, or a new call line is
+    // written. A pending call held until the replay catches up is not yet.
+    if !hold || !journaled {
+        state.live.set(true);
+    }
     if let Some(j) = journal.as_mut()
         && !journaled
     {

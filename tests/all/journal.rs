@@ -586,3 +586,51 @@ fn call_and_batch_refuse_pause_up_front() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a batch cannot pause"));
 }
+
+/// `nap {}`: a read-only tool that answers after 50 ms.
+struct Nap;
+impl Tool for Nap {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("nap", "Answers after 50 ms.", json!({"type": "object"})).read_only(true)
+    }
+    fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+        Box::pin(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Ok(ToolOutput::new(json!("rested")))
+        })
+    }
+}
+
+#[test]
+fn a_resume_cancelled_after_the_allowed_call_was_made_again_but_before_it_ran_stays_paused() {
+    let ws = crate::common::workspace();
+    let build = || Engine::builder().workspace(ws.path()).approver(PauseApprover).tool(Nap).build().unwrap();
+    // The write is made first and pauses; the nap finishes while the run
+    // pauses (its result is journaled, never handed over); on replay the
+    // write is held until the nap's result is handed back, and the long
+    // loop after it is where the resume is cancelled.
+    let source = r#"
+        const w = tools.write({path: "held.txt", content: "h"});
+        const r = await tools.nap({});
+        let x = 0;
+        for (let i = 0; i < 4e6; i++) x += i % 7;
+        await w;
+        return [r.content, x];
+    "#;
+    let paused = build().execute_blocking(Program::new(source));
+    assert_eq!((paused.status, seqs_of(&paused)), (RunStatus::Paused, vec![1]), "{:?}", paused.error);
+    let engine = build();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let stopped = rt.block_on(async {
+        let run = engine.start_resume(&paused.run_id, &[(1, Decided::Allow)]).await.expect("claimed");
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        run.cancel();
+        run.wait().await
+    });
+    assert_eq!(stopped.status, RunStatus::Paused, "{:?} {:?}", stopped.error, stopped.warnings);
+    assert!(!ws.path().join("held.txt").exists(), "the held write never ran");
+    let done = engine.resume_blocking(&paused.run_id, &[(1, Decided::Allow)]);
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert_eq!(done.value[0], "rested");
+    assert_eq!(std::fs::read_to_string(ws.path().join("held.txt")).unwrap(), "h");
+}
