@@ -287,16 +287,22 @@ impl Sandbox {
     async fn close_journal(&mut self, mut receipt: Receipt) -> Receipt {
         let Some(mut journal) = self.state.journal.borrow_mut().take() else { return receipt };
         receipt.warnings.append(&mut journal.warnings);
-        // A resume stopped (cancelled, out of time) while it replayed,
-        // before anything new ran: the run is as it was, still paused.
+        // A resume stopped (cancelled, out of time, or on a replay that
+        // took another path) while it replayed, before anything new ran:
+        // the run is as it was, still paused.
+        let diverged = self.state.diverged.borrow().is_some();
         if let Some(replay) = journal.replay.as_ref()
             && !self.state.live.get()
-            && self.state.diverged.borrow().is_none()
-            && matches!(receipt.status, RunStatus::Cancelled | RunStatus::TimedOut)
+            && (diverged || matches!(receipt.status, RunStatus::Cancelled | RunStatus::TimedOut))
         {
             let why = receipt.error.take().map_or_else(String::new, |e| format!(" ({})", e.message));
+            let hint = if diverged {
+                "; resume it where it first ran (the same program, time zone and tools), or start it again"
+            } else {
+                ""
+            };
             receipt.warnings.push(format!(
-                "the resume stopped while replaying the journal, before anything new ran{why}: the run is still paused"
+                "the resume stopped while replaying the journal, before anything new ran{why}: the run is still paused{hint}"
             ));
             receipt.status = RunStatus::Paused;
             receipt.pending = replay.pending_calls();
@@ -432,10 +438,13 @@ impl Sandbox {
                 continue;
             }
             if self.main_state() != MainState::Running {
-                self.state
-                    .ledger
-                    .borrow_mut()
-                    .annotate(completion.seq, "finished after the program returned: it was not awaited");
+                const NOT_AWAITED: &str = "finished after the program returned: it was not awaited";
+                self.state.ledger.borrow_mut().annotate(completion.seq, NOT_AWAITED);
+                // Journaled with the note, so a resumed receipt keeps it.
+                completion.end.note = Some(match completion.end.note.take() {
+                    Some(n) => format!("{n}; {NOT_AWAITED}"),
+                    None => NOT_AWAITED.to_owned(),
+                });
             }
             if let Some(j) = self.state.journal.borrow_mut().as_mut() {
                 j.log.line(|out| {
