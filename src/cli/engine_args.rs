@@ -108,7 +108,17 @@ impl EngineArgs {
             add("posture", quote(p));
         }
         if let Some(j) = &self.journal {
-            add("journal", quote(j));
+            // A folder as an absolute path (the hint may be run from
+            // elsewhere); a database URL without its password (stderr ends
+            // up in logs).
+            let shown = match codemode::journal::JournalSpec::parse(j) {
+                Ok(codemode::journal::JournalSpec::Folder(dir)) => path(&dir),
+                Ok(codemode::journal::JournalSpec::Postgres(url)) => {
+                    quote(&codemode::journal::without_password(&url))
+                }
+                _ => quote(j),
+            };
+            add("journal", shown);
         }
         out
     }
@@ -367,8 +377,11 @@ impl CliEngine {
             .build()
             .map_err(|e| e.to_string())
             .and_then(|rt| {
-                rt.block_on(runs.prune(self.retention, &PruneOptions::keeping(run_id)))
-                    .map_err(|e| e.to_string())
+                // Only this workspace's runs: another workspace's paused
+                // run in a shared store is not this retention's to remove.
+                let mut options = PruneOptions::keeping(run_id);
+                options.workspace = Some(self.engine.workspace().to_path_buf());
+                rt.block_on(runs.prune(self.retention, &options)).map_err(|e| e.to_string())
             });
         match pruned {
             Ok(report) => {

@@ -38,6 +38,12 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let (name, source) = read_program(&args.file)?;
     let path = (args.file != "-").then(|| std::path::PathBuf::from(&args.file));
     let engine = args.engine.build()?;
+    if args.engine.approver_spec().map(str::trim) == Some("pause") && engine.journal_store().is_none() {
+        anyhow::bail!(
+            "--approve pause needs the run's journal, which is off (--journal off, or [journal] url = \"off\"); \
+             leave the journal on, or choose another approver"
+        );
+    }
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (receipt, signal) = rt.block_on(async {

@@ -180,7 +180,7 @@ pub(crate) async fn prepare(
             Decided::Deny(r) => (false, Some(r.clone())),
         };
         let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone() };
-        journaling.log.push(record::tagged_line("decision", &d));
+        journaling.decision_lines.push(record::tagged_line("decision", &d));
     }
     let replay = journaling.replay.as_ref().expect("a resume replays");
     let h = replay.header();

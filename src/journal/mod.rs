@@ -35,6 +35,7 @@ pub use runs::{
 };
 pub use settings::{
     DEFAULT_KEEP_DAYS, DEFAULT_KEEP_RUNS, JournalSettings, JournalSpec, Retention, open_store,
+    without_password,
 };
 
 use std::future::Future;

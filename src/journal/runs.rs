@@ -184,7 +184,13 @@ impl Runs {
         if let Some((stored, _)) = stored {
             let read = JournalRead::of(&stored.lines);
             details.state = stored.state.as_str().to_owned();
-            let open: Vec<PendingInfo> = read.open_pending().cloned().collect();
+            // Only a paused run waits for decisions: an interrupted or
+            // ended one lists none (nothing can decide them).
+            let open: Vec<PendingInfo> = if stored.state == RunState::Paused {
+                read.open_pending().cloned().collect()
+            } else {
+                Vec::new()
+            };
             if let Some(h) = read.header {
                 details.program = Some(ProgramInfo {
                     name: h.program.name,
@@ -278,6 +284,13 @@ impl Runs {
                 counted += u64::from(!uncounted);
                 continue;
             };
+            if let Some(workspace) = &options.workspace
+                && run.journal.is_some()
+                && !self.made_in(&run, workspace).await
+            {
+                report.kept += 1;
+                continue;
+            }
             let receipt = match (&run.journal, &run.receipt) {
                 (None, Some(path)) => read_receipt_async(path.clone()).await,
                 _ => None,
@@ -305,6 +318,14 @@ impl Runs {
 
     /// Removes one run: its journal (for the local folder, its whole
     /// folder) and its folder under the receipts folder.
+    /// Whether `run`'s journal header names `workspace` (a journal that
+    /// cannot be read is not this workspace's to remove).
+    async fn made_in(&self, run: &Found, workspace: &Path) -> bool {
+        let Ok(stored) = self.source(run.source).load(&run.run_id).await else { return false };
+        let Some(first) = stored.lines.first() else { return false };
+        serde_json::from_str::<Header>(first).is_ok_and(|h| Path::new(&h.workspace) == workspace)
+    }
+
     async fn remove(&self, run: &Found) -> Result<(), StoreError> {
         if run.journal.is_some() {
             match self.source(run.source).remove(&run.run_id).await {
@@ -745,6 +766,11 @@ pub struct PruneOptions {
     pub keep: Vec<String>,
     /// The time ages are measured from. Default: now.
     pub now: Option<SystemTime>,
+    /// Only runs made in this workspace (their journal's header names it;
+    /// a folder without a journal is this workspace's own): the automatic
+    /// pruning after a run, so one workspace's retention never removes
+    /// another's runs from a shared store. Default: every run.
+    pub workspace: Option<PathBuf>,
 }
 
 impl PruneOptions {

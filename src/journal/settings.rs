@@ -108,8 +108,9 @@ impl JournalSpec {
     }
 }
 
-/// `url` with the password of its user info replaced by `***`.
-fn without_password(url: &str) -> String {
+/// `url` with the password of its user info replaced by `***`, for
+/// messages (`postgres://me:***@db:5432/runs`).
+pub fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);

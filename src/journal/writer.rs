@@ -70,6 +70,18 @@ impl RunLog {
         }
     }
 
+    /// Hands what is buffered to the writer task now (without waiting for
+    /// it): called whenever the program waits on its calls, so the lines
+    /// of calls made and finished reach the store while the run goes (and
+    /// a killed run's journal shows them), at no cost to a program that
+    /// never waits.
+    pub(crate) fn hand_over(&mut self) {
+        if !self.buffer.is_empty() {
+            let lines = std::mem::take(&mut self.buffer);
+            let _ = self.tx.send(Msg::Lines(lines));
+        }
+    }
+
     /// Records one read of the clock (runs of equal values take one line).
     pub(crate) fn now(&mut self, value: f64) {
         match &mut self.now_run {

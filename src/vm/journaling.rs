@@ -22,12 +22,23 @@ pub(crate) struct Journaling {
     pub deadline_left: Option<std::time::Duration>,
     /// What the receipt must say about how the run was resumed.
     pub warnings: Vec<String>,
+    /// The resume's `decision` lines, written once the replay has caught
+    /// up (a resume stopped before then decided nothing).
+    pub decision_lines: Vec<String>,
 }
 
 impl Journaling {
     /// Journaling of a new run.
     pub(crate) fn new(log: RunLog) -> Journaling {
-        Journaling { log, replay: None, seed: None, before: None, deadline_left: None, warnings: Vec::new() }
+        Journaling {
+            log,
+            replay: None,
+            seed: None,
+            before: None,
+            deadline_left: None,
+            warnings: Vec::new(),
+            decision_lines: Vec::new(),
+        }
     }
 
     /// Journaling of a resumed run.
@@ -40,6 +51,7 @@ impl Journaling {
             before,
             deadline_left: None,
             warnings: Vec::new(),
+            decision_lines: Vec::new(),
         }
     }
 

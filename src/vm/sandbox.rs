@@ -402,6 +402,9 @@ impl Sandbox {
             // Wait for a call to end, the deadline, a pause change or a cancel.
             // The join set is taken out of the RefCell for the wait; no JS
             // runs (so no call starts) until it is put back.
+            if let Some(j) = self.state.journal.borrow_mut().as_mut() {
+                j.log.hand_over();
+            }
             let mut running = std::mem::take(&mut self.state.calls.borrow_mut().running);
             let joined = host_call::next_ended(&mut running, &clock).await;
             self.state.calls.borrow_mut().running = running;
@@ -481,6 +484,9 @@ impl Sandbox {
             NextSettle::Caught => {
                 if let Some(j) = self.state.journal.borrow_mut().as_mut() {
                     j.replay = None;
+                    for line in std::mem::take(&mut j.decision_lines) {
+                        j.log.push(line);
+                    }
                     // Replaying did not count against the deadline: what
                     // the run had left at its pause starts now.
                     if let Some(left) = j.deadline_left {

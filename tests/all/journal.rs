@@ -422,7 +422,11 @@ fn a_process_killed_right_after_pausing_loses_nothing() {
 fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
     let ws = crate::common::workspace();
     std::fs::write(ws.path().join("policy.toml"), "[rules]\nallow = [\"bash(sleep*)\"]\n").unwrap();
-    std::fs::write(ws.path().join("long.js"), "await tools.bash({command: 'sleep 30'}); return 1;").unwrap();
+    std::fs::write(
+        ws.path().join("long.js"),
+        "await tools.read({path: 'a.txt'}); await tools.bash({command: 'sleep 30'}); return 1;",
+    )
+    .unwrap();
     let mut child = spawn(&["run", "long.js", "--config", "policy.toml"], ws.path(), &[]);
     let runs = ws.path().join(".codemode/runs");
     let journal = (0..200)
@@ -430,9 +434,10 @@ fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
             std::thread::sleep(std::time::Duration::from_millis(50));
             let entry = std::fs::read_dir(&runs).ok()?.flatten().next()?;
             let j = entry.path().join("journal.jsonl");
-            j.exists().then_some(j)
+            // The read's result is in the journal while the bash call runs.
+            std::fs::read_to_string(&j).ok()?.contains(r#""t":"call","seq":2"#).then_some(j)
         })
-        .expect("the run's journal appears while it runs");
+        .expect("the run's journal shows its calls while it runs");
     child.kill().unwrap();
     let _ = child.wait();
     let run_id = journal.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
@@ -508,6 +513,11 @@ fn a_resume_cancelled_while_it_replays_leaves_the_run_paused() {
     assert_eq!(seqs_of(&stopped), [1]);
     assert!(stopped.warnings.iter().any(|w| w.contains("still paused")), "{:?}", stopped.warnings);
     assert!(!ws.path().join("w.txt").exists());
+    let journal = ws.path().join(".codemode/runs").join(&paused.run_id).join("journal.jsonl");
+    assert!(
+        !std::fs::read_to_string(journal).unwrap().contains(r#""t":"decision""#),
+        "a stopped resume decided nothing"
+    );
     let done = other.resume_blocking(&paused.run_id, &[(1, Decided::Allow)]);
     assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
     assert!(ws.path().join("w.txt").exists());
@@ -635,4 +645,31 @@ fn a_resume_cancelled_after_the_allowed_call_was_made_again_but_before_it_ran_st
     assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
     assert_eq!(done.value[0], "rested");
     assert_eq!(std::fs::read_to_string(ws.path().join("held.txt")).unwrap(), "h");
+}
+
+#[test]
+fn a_runs_retention_leaves_other_workspaces_runs_in_a_shared_store_alone() {
+    let shared = tempfile::tempdir().unwrap();
+    let journals = shared.path().to_str().unwrap();
+    let (d, f) = (crate::common::workspace(), crate::common::workspace());
+    std::fs::write(d.path().join("p.js"), "await tools.write({path: 'd.txt', content: 'd'}); return 1;")
+        .unwrap();
+    let run = codemode(&["run", "p.js", "--approve", "pause", "--journal", journals, "--json"], "", d.path());
+    assert_eq!(run.status.code(), Some(4), "{}", String::from_utf8_lossy(&run.stderr));
+    let run_id = stdout_json(&run)["run_id"].as_str().unwrap().to_owned();
+    // Another workspace keeps nothing, and shares the store.
+    std::fs::write(f.path().join("keep-nothing.toml"), "[journal]\nkeep_runs = 0\nkeep_days = 0\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let other = codemode(
+        &["run", "-", "--journal", journals, "--config", "keep-nothing.toml"],
+        "return 1;",
+        f.path(),
+    );
+    assert_eq!(other.status.code(), Some(0), "{}", String::from_utf8_lossy(&other.stderr));
+    assert!(
+        shared.path().join(&run_id).join("journal.jsonl").exists(),
+        "the other workspace's paused run is kept"
+    );
+    let resumed = codemode(&["resume", &run_id, "--allow", "1", "--journal", journals], "", d.path());
+    assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
 }
