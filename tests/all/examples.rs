@@ -16,8 +16,17 @@ fn run_example(name: &str) -> codemode::Receipt {
 fn hello_summarises_the_markdown_files() {
     let r = run_example("hello.js");
     assert!(r.value["files"].as_u64().unwrap() >= 3, "{}", r.value);
+    // The five largest, biggest first, each with the title its file has.
     let largest = r.value["largest"].as_array().unwrap();
-    assert!(largest.iter().any(|f| f["path"] == "README.md" && f["title"] == "codemode"), "{}", r.value);
+    assert_eq!(largest.len(), 5, "{}", r.value);
+    let sizes: Vec<u64> = largest.iter().map(|f| f["lines"].as_u64().unwrap()).collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+    let root = env!("CARGO_MANIFEST_DIR");
+    for f in largest {
+        let text = std::fs::read_to_string(format!("{root}/{}", f["path"].as_str().unwrap())).unwrap();
+        let title = text.lines().find_map(|l| l.strip_prefix("# ")).unwrap();
+        assert_eq!(f["title"], title, "{f}");
+    }
     assert!(r.calls.iter().all(|c| c.status == CallStatus::Ok));
 }
 
