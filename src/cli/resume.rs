@@ -2,8 +2,8 @@
 //! [--json]`: decides the pending calls of a paused run and goes on.
 
 use anyhow::bail;
+use codemode::ErrorKind;
 use codemode::journal::Decided;
-use codemode::{ErrorKind, RenderOptions, RunStatus};
 
 use super::engine_args::EngineArgs;
 
@@ -91,19 +91,7 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
-        let options =
-            RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
-        eprint!("codemode: {}", super::run::printable(&receipt.render(&options)));
-        if status == RunStatus::Paused {
-            super::run::resume_hint(&receipt, &args.engine);
-        }
-        if status == RunStatus::Completed || !receipt.value.is_null() {
-            let value = match &receipt.value {
-                serde_json::Value::String(s) => s.clone(),
-                v => serde_json::to_string_pretty(v)?,
-            };
-            super::print_stdout(&(value + "\n"))?;
-        }
+        super::run::show(&receipt, saved.as_deref(), &args.engine)?;
     }
     if !refused_up_front {
         engine.apply_retention(&args.run_id);

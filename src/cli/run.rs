@@ -73,19 +73,7 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
     } else {
         // The compact rendering (DESIGN.md §4), pointing at the full receipt.
         let (receipt, saved) = super::save_receipt(&engine, receipt);
-        let options =
-            RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
-        eprint!("codemode: {}", printable(&receipt.render(&options)));
-        if receipt.status == RunStatus::Paused {
-            resume_hint(&receipt, &args.engine);
-        }
-        if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
-            let value = match &receipt.value {
-                serde_json::Value::String(s) => s.clone(),
-                v => serde_json::to_string_pretty(v)?,
-            };
-            super::print_stdout(&(value + "\n"))?;
-        }
+        show(&receipt, saved.as_deref(), &args.engine)?;
     }
     // Old runs go once this one is kept (docs/JOURNAL.md, "Runs on disk").
     engine.apply_retention(&run_id);
@@ -95,9 +83,32 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
     })
 }
 
+/// Shows a run's outcome as `run` and `resume` do without `--json`: the
+/// compact rendering on stderr (pointing at the saved receipt, with how to
+/// resume a paused run), the value on stdout.
+pub(crate) fn show(
+    receipt: &codemode::Receipt,
+    saved: Option<&str>,
+    engine: &EngineArgs,
+) -> anyhow::Result<()> {
+    let options = RenderOptions { include_value: false, receipt_path: saved, ..Default::default() };
+    eprint!("codemode: {}", printable(&receipt.render(&options)));
+    if receipt.status == RunStatus::Paused {
+        resume_hint(receipt, engine);
+    }
+    if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
+        let value = match &receipt.value {
+            serde_json::Value::String(s) => s.clone(),
+            v => serde_json::to_string_pretty(v)?,
+        };
+        super::print_stdout(&(value + "\n"))?;
+    }
+    Ok(())
+}
+
 /// Says on stderr how to resume a paused run with the options it ran with
 /// (a resume with another policy is refused), when it ran with any.
-pub(crate) fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
+fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
     let options = engine.resume_options();
     if options.is_empty() || receipt.pending.is_empty() {
         return;
