@@ -347,7 +347,15 @@ impl RunJournal for LocalJournal {
         blocking(move || {
             let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
             file.write_all(text.as_bytes())
-                .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))
+                .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))?;
+            // A full batch is synced here, off the VM thread and while the
+            // run goes on, so the commit at the end has only the tail to
+            // sync (a long run's end does not wait for megabytes).
+            if text.len() >= super::writer::FLUSH_BYTES {
+                file.sync_data()
+                    .map_err(|e| StoreError::failed(format!("cannot sync {}", path.display()), e))?;
+            }
+            Ok(())
         })
     }
 

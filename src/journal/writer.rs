@@ -13,7 +13,7 @@ use super::record;
 use super::{JournalStore, RunJournal, RunState, StoreError};
 
 /// Lines buffered before they are handed to the writer task, in bytes.
-const FLUSH_BYTES: usize = 256 * 1024;
+pub(crate) const FLUSH_BYTES: usize = 256 * 1024;
 
 enum Msg {
     /// Lines, each ending in a newline.
