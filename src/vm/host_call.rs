@@ -36,11 +36,9 @@ pub(crate) struct HostState {
     pub clock: Arc<RunClock>,
     /// The run's journal, unless journaling is off (docs/JOURNAL.md).
     pub journal: RefCell<Option<super::journaling::Journaling>>,
-    /// Set once a call paused the run: results of calls still running are
-    /// journaled but no longer handed to the program, and the run ends
-    /// `paused` when none is left.
-    pub pausing: std::cell::Cell<bool>,
-    /// The calls the run paused on.
+    /// The calls the run paused on. Once there is one, results of calls
+    /// still running are journaled but no longer handed to the program,
+    /// and the run ends `paused` when none is left.
     pub pending: RefCell<Vec<crate::journal::record::PendingRecord>>,
     /// Set when a replay found the program on another path; ends the run.
     pub diverged: RefCell<Option<String>>,

@@ -125,7 +125,6 @@ impl Sandbox {
             unhandled: RefCell::new(Vec::new()),
             clock: clock.clone(),
             journal: RefCell::new(journal),
-            pausing: std::cell::Cell::new(false),
             pending: RefCell::new(Vec::new()),
             diverged: RefCell::new(None),
             held: RefCell::new(Vec::new()),
@@ -394,7 +393,7 @@ impl Sandbox {
                 Err(ending) => return ending,
             }
             if self.state.calls.borrow().is_empty() {
-                if self.state.pausing.get() {
+                if self.pausing() {
                     return Ending::Paused;
                 }
                 return if state == MainState::Running { Ending::Stuck } else { Ending::Settled };
@@ -421,10 +420,9 @@ impl Sandbox {
                     j.log.push(crate::journal::record::tagged_line("pending", &*pending));
                 }
                 self.state.pending.borrow_mut().push(*pending);
-                self.state.pausing.set(true);
                 continue;
             }
-            if self.state.pausing.get() {
+            if self.pausing() {
                 if let Some(j) = self.state.journal.borrow_mut().as_mut() {
                     j.log.line(|out| {
                         crate::journal::record::write_done(
@@ -458,6 +456,12 @@ impl Sandbox {
                 return Ending::Broken(e);
             }
         }
+    }
+
+    /// Whether a call paused the run (it ends `paused` once no call is
+    /// left).
+    fn pausing(&self) -> bool {
+        !self.state.pending.borrow().is_empty()
     }
 
     /// On a resume: hands the program the next journaled result, if one is
