@@ -45,7 +45,8 @@ pub mod trust;
 mod vm;
 
 pub use catalog::{
-    Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext,
+    Annotations, CatalogError, DeclarationOptions, Elicitation, ElicitationAction, ElicitationAnswer,
+    ElicitationFuture, ElicitationMode, Elicitor, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext,
     ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations, declarations_with,
 };
 pub use engine::{

@@ -6,6 +6,7 @@
 
 pub(crate) mod cell;
 mod digest;
+mod elicitation;
 mod search;
 mod spec;
 mod suggest;
@@ -14,6 +15,9 @@ pub(crate) mod tool_search;
 mod toolbox;
 mod typescript;
 
+pub use elicitation::{
+    Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode, Elicitor,
+};
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 pub use typescript::{DeclarationOptions, declarations, declarations_with};

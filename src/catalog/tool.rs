@@ -31,7 +31,7 @@ pub trait Tool: Send + Sync + 'static {
 }
 
 /// What a tool gets besides its arguments.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolContext {
     /// The workspace root, absolute and canonical; file tools resolve every
     /// path against it and refuse paths outside it.
@@ -45,6 +45,22 @@ pub struct ToolContext {
     /// What tool calls may not change or read, and how `bash` is confined
     /// (docs/SECURITY.md).
     pub confinement: Arc<crate::sandbox::Confinement>,
+    /// Who answers questions the tool asks the user during this call (MCP
+    /// elicitation); `None` declines them all.
+    pub elicitor: Option<Arc<dyn super::Elicitor>>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("workspace", &self.workspace)
+            .field("run_id", &self.run_id)
+            .field("seq", &self.seq)
+            .field("caller", &self.caller)
+            .field("confinement", &self.confinement)
+            .field("elicitor", &self.elicitor.as_ref().map(|_| "..."))
+            .finish()
+    }
 }
 
 impl ToolContext {
@@ -52,7 +68,14 @@ impl ToolContext {
     /// workspace's default [`Confinement`](crate::sandbox::Confinement).
     pub fn new(workspace: PathBuf, run_id: &str, seq: u64, caller: Caller) -> ToolContext {
         let confinement = Arc::new(crate::sandbox::Confinement::for_workspace(&workspace));
-        ToolContext { workspace: Arc::new(workspace), run_id: Arc::from(run_id), seq, caller, confinement }
+        ToolContext {
+            workspace: Arc::new(workspace),
+            run_id: Arc::from(run_id),
+            seq,
+            caller,
+            confinement,
+            elicitor: None,
+        }
     }
 }
 

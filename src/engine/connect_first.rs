@@ -123,6 +123,7 @@ impl Dispatcher {
                 seq,
                 caller,
                 confinement: shared.confinement.clone(),
+                elicitor: None,
             };
             let timeout = timeout_of(&shared, &entry.spec);
             let abandon = crate::tools::Abandon::for_tool(&entry.spec);

@@ -194,6 +194,7 @@ impl Dispatcher {
             seq,
             caller,
             confinement: self.shared.confinement.clone(),
+            elicitor: None,
         }
     }
 

@@ -1,0 +1,39 @@
+// The conformance client program: what a model would write to use a server
+// it has never seen. It starts the server, lists its tools and calls each
+// one with arguments made from its input schema (the schema's default, or
+// a plain value of its type), and returns what each call gave.
+const { tools: listed } = (await tools.call("mcp_connect__test", {})).content;
+function sample(schema) {
+  if (schema === undefined || schema === null) return null;
+  if ("default" in schema) return schema.default;
+  if (Array.isArray(schema.enum)) return schema.enum[0];
+  switch (schema.type) {
+    case "number":
+    case "integer":
+      return 1;
+    case "boolean":
+      return true;
+    case "array":
+      return [];
+    case "object": {
+      const out = {};
+      for (const key of schema.required ?? []) out[key] = sample(schema.properties?.[key]);
+      return out;
+    }
+    default:
+      return "test";
+  }
+}
+const results = [];
+for (const tool of listed) {
+  const name = tool.name;
+  const found = await tools.search(`^${name}$`, { mode: "regex", limit: 1 });
+  const schema = found.content.tools[0]?.input_schema ?? { type: "object" };
+  try {
+    const result = await tools.call(name, sample(schema));
+    results.push({ tool: tool.name, ok: true, content: result.content });
+  } catch (e) {
+    results.push({ tool: tool.name, ok: false, error: String(e.message ?? e) });
+  }
+}
+return results;
