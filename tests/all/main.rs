@@ -5,6 +5,7 @@ mod batch;
 mod batch_cli;
 mod cli;
 mod common;
+mod conformance;
 mod direct_calls;
 mod examples;
 mod file_race;

