@@ -7,6 +7,7 @@
 pub(crate) mod cell;
 mod digest;
 mod elicitation;
+mod schema;
 mod search;
 mod spec;
 mod suggest;
@@ -24,6 +25,7 @@ pub use typescript::{DeclarationOptions, declarations, declarations_with};
 
 #[cfg(test)]
 pub(crate) use digest::canonical_json;
+pub(crate) use schema::validator as schema_validator;
 pub use tool_search::TOOL_SEARCH;
 
 use std::collections::HashMap;
@@ -172,8 +174,8 @@ fn entry_of(tool: Arc<dyn Tool>, index: &HashMap<String, usize>) -> Result<Entry
     if index.contains_key(&spec.name) {
         return Err(CatalogError::DuplicateName { name: spec.name });
     }
-    let validator = jsonschema::validator_for(&spec.input_schema)
-        .map_err(|e| CatalogError::InvalidSchema { tool: spec.name.clone(), message: e.to_string() })?;
+    let validator = schema::validator(&spec.input_schema)
+        .map_err(|message| CatalogError::InvalidSchema { tool: spec.name.clone(), message })?;
     Ok(Entry { spec, tool, validator })
 }
 

@@ -159,8 +159,10 @@ impl Listed {
     fn new(raw: Value) -> Option<Listed> {
         let name = raw.get("name")?.as_str()?.to_owned();
         let read_only = raw.pointer("/annotations/readOnlyHint").and_then(Value::as_bool) == Some(true);
-        let output =
-            raw.get("outputSchema").and_then(|schema| jsonschema::validator_for(schema).ok()).map(Arc::new);
+        let output = raw
+            .get("outputSchema")
+            .and_then(|schema| crate::catalog::schema_validator(schema).ok())
+            .map(Arc::new);
         Some(Listed { raw, name, read_only, output })
     }
 }

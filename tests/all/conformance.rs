@@ -28,8 +28,20 @@ fn suite(line: &str) -> Option<(PathBuf, PathBuf)> {
 }
 
 /// Runs `scenario` of the suite `line` against codemode and panics with the
-/// failed checks (and codemode's stderr) unless every check passed.
+/// failed checks (and codemode's stderr) unless every check passed, the
+/// client program completed and every call it made succeeded.
 fn scenario(line: &str, scenario: &str) {
+    let stderr = run(line, scenario);
+    let calls = stderr.lines().find(|l| l.starts_with("calls: ")).unwrap_or_default();
+    assert!(
+        ["failed", "refused", "denied", "timeout"].iter().all(|s| !calls.contains(s)),
+        "conformance {line} {scenario}: a call of the client program did not succeed:\n{stderr}"
+    );
+}
+
+/// Runs `scenario` and panics unless every check passed and the client
+/// program completed; returns codemode's stderr (the receipt summary).
+fn run(line: &str, scenario: &str) -> String {
     let Some((node, entry)) = suite(line) else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -39,7 +51,7 @@ fn scenario(line: &str, scenario: &str) {
             std::io::stderr(),
             "\n*** SKIPPED conformance {line} {scenario}: `npm ci --prefix tests/conformance` installs the suite ***\n"
         );
-        return;
+        return "calls: (skipped)".into();
     };
     let work = tempfile::tempdir().unwrap();
     let log = work.path().join("codemode-stderr.log");
@@ -66,14 +78,17 @@ fn scenario(line: &str, scenario: &str) {
         .map(|c| format!("{}: {} {}", c["id"], c["description"], c["errorMessage"]))
         .collect();
     let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    // The client program itself must have completed.
+    let completed = stderr.lines().any(|l| l.starts_with("codemode: completed"));
     assert!(
-        output.status.success() && failed.is_empty() && !checks.is_empty(),
-        "conformance {line} {scenario}: exit {:?}, {} checks, failed:\n{}\n--- suite output (tail) ---\n{}\n--- codemode stderr ---\n{stderr}",
+        output.status.success() && failed.is_empty() && !checks.is_empty() && completed,
+        "conformance {line} {scenario}: exit {:?}, {} checks, program completed: {completed}, failed:\n{}\n--- suite output (tail) ---\n{}\n--- codemode stderr ---\n{stderr}",
         output.status.code(),
         checks.len(),
         failed.join("\n"),
         tail(&stdout, 3000),
     );
+    stderr
 }
 
 /// Every check of the one run under `dir` (`results/<scenario>/checks.json`).
@@ -159,7 +174,12 @@ fn http_invalid_tool_headers() {
 
 #[test]
 fn json_schema_ref_no_deref() {
-    scenario("conformance-0.2", "json-schema-ref-no-deref");
+    // The tool whose schema refers to another document is in the catalog
+    // (the reference is not fetched; it accepts any value) and is called;
+    // the scenario's server answers no `tools/call`, so the call fails there.
+    let stderr = run("conformance-0.2", "json-schema-ref-no-deref");
+    let calls = stderr.lines().find(|l| l.starts_with("calls: ")).unwrap_or_default();
+    assert!(calls.contains("mcp__test__lookup_user: 1 failed"), "{stderr}");
 }
 
 // Authorization (suite 0.2).
