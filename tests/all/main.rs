@@ -6,6 +6,7 @@ mod batch_cli;
 mod cli;
 mod common;
 mod direct_calls;
+mod elicitation;
 mod examples;
 mod file_race;
 mod gate;
