@@ -16,6 +16,12 @@
 //! - [`CommandApprover`] runs a program that gets the [`ApprovalRequest`] as
 //!   JSON on stdin and prints `{"decision": "allow"|"deny"|"pause", "reason"?: "..."}`
 //!   (`pause` leaves the call for `codemode resume`).
+//!
+//! Each also answers elicitations (questions MCP servers ask the user
+//! during a call, [`Approver::elicit`]): `allow` accepts a form's defaults,
+//! `deny` and `pause` decline, the prompt asks field by field, and a
+//! command gets them with `"kind": "elicitation"` (see
+//! `gate/elicitation/`).
 
 use std::fmt;
 use std::io::{BufRead as _, BufReader, Read, Write};
