@@ -55,12 +55,13 @@ pub use engine::{
 };
 pub use gate::{
     AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
-    CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, HookSpec, Mode, PauseApprover, Policy, PolicyError,
-    Posture, PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
+    CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, ElicitationReply, ElicitationReplyFuture,
+    ElicitationRequest, HookSpec, Mode, NOT_ANSWERED_REASON, PauseApprover, Policy, PolicyError, Posture,
+    PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
 };
 pub use program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
 pub use receipt::{
-    CallReceipt, CallStatus, Caller, Decision, ErrorKind, LogEntry, PendingCall, RECEIPT_VERSION, Receipt,
-    RenderOptions, RunError, RunStatus, Truncation,
+    CallReceipt, CallStatus, Caller, Decision, ElicitationRecord, ErrorKind, LogEntry, PendingCall,
+    RECEIPT_VERSION, Receipt, RenderOptions, RunError, RunStatus, Truncation,
 };
 pub use vm::{Limits, Sandbox};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::dispatch::{Begun, Dispatcher, Finisher, decide_early, later_context, timeout_of};
-use crate::catalog::{Catalog, ToolContext};
+use crate::catalog::Catalog;
 use crate::gate::later::{self, Final, LaterCall};
 use crate::gate::{self, CallRequest, Early};
 use crate::mcp::naming;
@@ -117,14 +117,7 @@ impl Dispatcher {
             let decision = if call_decision == Decision::Approved { call_decision } else { decision };
             let finish =
                 Finisher { decision, notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
-            let cx = ToolContext {
-                workspace: shared.workspace.clone(),
-                run_id: gate.run_id.clone(),
-                seq,
-                caller,
-                confinement: shared.confinement.clone(),
-                elicitor: None,
-            };
+            let cx = super::dispatch::call_context(&finish, &gate.run_id, &gate.clock, caller);
             let timeout = timeout_of(&shared, &entry.spec);
             let abandon = crate::tools::Abandon::for_tool(&entry.spec);
             let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));

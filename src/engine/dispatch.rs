@@ -61,6 +61,7 @@ impl Completion {
                 truncated: None,
                 error: Some(message.to_owned()),
                 note: None,
+                elicitations: Vec::new(),
             },
             ok: false,
             payload: error_payload("failed", message, tool, seq),
@@ -167,7 +168,8 @@ impl Dispatcher {
         Dispatcher { pausable: true, ..self }
     }
 
-    /// The finisher of call `seq` of `tool`, started now.
+    /// The finisher of call `seq` of `tool`, started now, with no question
+    /// asked yet.
     pub(super) fn finisher(
         &self,
         tool: &str,
@@ -183,19 +185,13 @@ impl Dispatcher {
             started: Instant::now(),
             decision,
             notes,
+            questions: Arc::default(),
         }
     }
 
-    /// The context a tool gets for call `seq`.
-    fn tool_context(&self, seq: u64, caller: Caller) -> ToolContext {
-        ToolContext {
-            workspace: self.shared.workspace.clone(),
-            run_id: self.run_id.clone(),
-            seq,
-            caller,
-            confinement: self.shared.confinement.clone(),
-            elicitor: None,
-        }
+    /// The context a tool gets for the call `finish` finishes.
+    fn tool_context(&self, finish: &Finisher, caller: Caller) -> ToolContext {
+        call_context(finish, &self.run_id, &self.clock, caller)
     }
 
     /// Starts a call that paused the run and was allowed on resume: the
@@ -219,8 +215,10 @@ impl Dispatcher {
         let notes: Vec<String> = pending.notes.iter().cloned().chain([note]).collect();
         let finish = self.finisher(tool, seq, Decision::Approved, Some(notes.join("; ")));
         let abandon = Abandon::for_tool(&entry.spec);
-        let future =
-            Abandon::scope(&abandon, entry.tool.call(pending.args.clone(), self.tool_context(seq, caller)));
+        let future = Abandon::scope(
+            &abandon,
+            entry.tool.call(pending.args.clone(), self.tool_context(&finish, caller)),
+        );
         Begun::Running { seq, future: finish.run(future, timeout_of(&self.shared, &entry.spec), abandon) }
     }
 
@@ -328,8 +326,8 @@ impl Dispatcher {
             shared.discovery.note_called(tool, self.turn);
         }
         let timeout = timeout_of(shared, &entry.spec);
-        let cx = self.tool_context(seq, caller);
         let finish = self.finisher(tool, seq, Decision::Auto, None);
+        let cx = self.tool_context(&finish, caller);
 
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
@@ -448,6 +446,35 @@ pub(super) fn decide_early(
     gate::decide_early(request, &cx)
 }
 
+/// The context a tool gets for the call `finish` finishes, in run `run_id`
+/// timed by `clock`: its elicitor asks the run's approver and records
+/// into `finish`'s questions (elicitor.rs).
+pub(super) fn call_context(
+    finish: &Finisher,
+    run_id: &Arc<str>,
+    clock: &Arc<RunClock>,
+    caller: Caller,
+) -> ToolContext {
+    let shared = &finish.shared;
+    let elicitor = super::elicitor::CallElicitor {
+        approver: shared.approver.clone(),
+        clock: clock.clone(),
+        run_id: run_id.clone(),
+        seq: finish.seq,
+        tool: finish.tool.clone(),
+        caller,
+        questions: finish.questions.clone(),
+    };
+    ToolContext {
+        workspace: shared.workspace.clone(),
+        run_id: run_id.clone(),
+        seq: finish.seq,
+        caller,
+        confinement: shared.confinement.clone(),
+        elicitor: Some(Arc::new(elicitor)),
+    }
+}
+
 /// What an approval request shows as its subject: the primary argument as
 /// the tool will see it, or for `mcp_connect__<server>` the command line
 /// or URL starting the server runs.
@@ -507,6 +534,7 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
             truncated: None,
             error: Some(reason),
             note: None,
+            elicitations: Vec::new(),
         },
         ok: false,
         payload,
@@ -532,6 +560,8 @@ pub(super) struct Finisher {
     pub(super) decision: Decision,
     /// Notes from the gate (hook rewrites, approvals).
     pub(super) notes: Option<String>,
+    /// The questions the tool asks during the call (elicitor.rs).
+    pub(super) questions: Arc<super::elicitor::CallQuestions>,
 }
 
 /// A result over the per-call bound, waiting to be spilled.
@@ -564,7 +594,8 @@ impl Finisher {
         abandon: Option<Abandon>,
     ) -> CallFuture {
         Box::pin(async move {
-            let (result, finisher) = match tokio::time::timeout(timeout, &mut future).await {
+            // The time the tool waits on answers to its questions does not count.
+            let (result, finisher) = match self.questions.timeout(timeout, &mut future).await {
                 Ok(result) => (result, self),
                 Err(_) if let Some(abandon) = abandon.as_ref().filter(|a| a.watched()) => {
                     abandon.signal();
@@ -599,10 +630,11 @@ impl Finisher {
 
     /// Measures a result; a result that fits becomes its completion at once.
     fn finish(&self, result: Result<ToolOutput, ToolError>) -> Finished {
-        let out = match result {
+        let mut out = match result {
             Ok(out) => out,
             Err(e) => return Finished::Done(self.failed("failed", e.message)),
         };
+        out.metadata = super::elicitor::with_elicitations(out.metadata, &self.questions.records());
         match spill::measure(out.content, self.shared.limits.result_bytes) {
             Measured::Fits { value, bytes, json } => {
                 Finished::Done(self.succeeded(value, json, bytes, out.metadata, None, None))
@@ -681,6 +713,7 @@ impl Finisher {
                 truncated,
                 error: None,
                 note,
+                elicitations: self.questions.records(),
             },
             ok: true,
             payload,
@@ -702,6 +735,7 @@ impl Finisher {
                 truncated: None,
                 error: None,
                 note: Some("waiting for a decision: the run paused on it (codemode resume)".to_owned()),
+                elicitations: Vec::new(),
             },
             ok: false,
             payload: error_payload("paused", "the run paused on this call", &self.tool, self.seq),
@@ -722,6 +756,7 @@ impl Finisher {
                 truncated: None,
                 error: Some(reason.clone()),
                 note: self.notes.clone(),
+                elicitations: self.questions.records(),
             },
             ok: false,
             payload: error_payload(kind, &reason, &self.tool, self.seq),
@@ -741,6 +776,7 @@ impl Finisher {
                 truncated: None,
                 error: Some(if kind == "failed" { message.clone() } else { format!("{kind}: {message}") }),
                 note: self.notes.clone(),
+                elicitations: self.questions.records(),
             },
             ok: false,
             payload: error_payload(kind, &message, &self.tool, self.seq),

@@ -6,6 +6,7 @@ mod confinement;
 mod connect_first;
 mod direct;
 pub(crate) mod dispatch;
+pub(crate) mod elicitor;
 mod execute_tools;
 mod mcp_link;
 mod resume;

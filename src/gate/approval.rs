@@ -6,6 +6,7 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest};
 use crate::catalog::Annotations;
 use crate::receipt::Caller;
 
@@ -97,6 +98,22 @@ pub type ApprovalFuture = Pin<Box<dyn Future<Output = Result<Approval, ApproverE
 pub trait Approver: Send + Sync + 'static {
     /// Answers one request.
     fn decide(&self, request: ApprovalRequest) -> ApprovalFuture;
+
+    /// Answers a question an MCP server asks the user during one of its
+    /// tool calls (an elicitation; MCP 2025-11-25 client/elicitation). While
+    /// it answers, the run's deadline clock and the call's timeout are
+    /// paused, as for an approval. The engine checks an accepted form's
+    /// content against the requested schema (a mismatch is declined) and
+    /// records the question and the reply in the receipt under the call.
+    ///
+    /// Default: decline, with [`NOT_ANSWERED_REASON`](super::elicitation::NOT_ANSWERED_REASON),
+    /// so an approver written before elicitations existed answers no
+    /// question by accident.
+    fn elicit(&self, request: ElicitationRequest) -> ElicitationReplyFuture {
+        let _ = request;
+        let reply = ElicitationReply::decline("approver", super::elicitation::NOT_ANSWERED_REASON);
+        Box::pin(std::future::ready(reply))
+    }
 
     /// Files this approver runs or reads (a command approver's program and
     /// the arguments that name files), absolute. The engine protects them,

@@ -16,6 +16,12 @@
 //! - [`CommandApprover`] runs a program that gets the [`ApprovalRequest`] as
 //!   JSON on stdin and prints `{"decision": "allow"|"deny"|"pause", "reason"?: "..."}`
 //!   (`pause` leaves the call for `codemode resume`).
+//!
+//! Each also answers elicitations (questions MCP servers ask the user
+//! during a call, [`Approver::elicit`]): `allow` accepts a form's defaults,
+//! `deny` and `pause` decline, the prompt asks field by field, and a
+//! command gets them with `"kind": "elicitation"` (see
+//! `gate/elicitation/`).
 
 use std::fmt;
 use std::io::{BufRead as _, BufReader, Read, Write};
@@ -26,6 +32,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError};
+use super::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest};
 
 /// Picks an approver from its `--approve` spelling.
 ///
@@ -127,6 +134,21 @@ impl Approver for DenyApprover {
         let approval = Approval::deny(self.reason.clone());
         Box::pin(std::future::ready(Ok(approval)))
     }
+
+    /// Declines, saying why: no terminal to ask on, `--approve deny`, or
+    /// this approver's own reason.
+    fn elicit(&self, _request: ElicitationRequest) -> ElicitationReplyFuture {
+        let reason = match self.reason.as_str() {
+            DenyApprover::NO_TERMINAL_REASON => {
+                "no approver: codemode ran without a terminal to ask on; use \
+                 --approve prompt, allow (a form's defaults) or cmd:PROGRAM"
+                    .to_owned()
+            }
+            DenyApprover::EXPLICIT_REASON => "declined by the `deny` approver".to_owned(),
+            other => format!("declined: {other}"),
+        };
+        Box::pin(std::future::ready(ElicitationReply::decline("deny", reason)))
+    }
 }
 
 /// Allows every request (`--approve allow`). The approval carries the reason
@@ -143,6 +165,12 @@ impl Approver for AllowApprover {
     fn decide(&self, _request: ApprovalRequest) -> ApprovalFuture {
         Box::pin(std::future::ready(Ok(allowed(AllowApprover::REASON))))
     }
+
+    /// Accepts a form with its defaults (every field that has a `default`);
+    /// declines a form with a required field that has none, and every URL.
+    fn elicit(&self, request: ElicitationRequest) -> ElicitationReplyFuture {
+        Box::pin(std::future::ready(super::elicitation::allow_reply(&request)))
+    }
 }
 
 /// Decides nothing now (`--approve pause`): a program run ends `paused`
@@ -158,6 +186,17 @@ impl Approver for PauseApprover {
     fn decide(&self, _request: ApprovalRequest) -> ApprovalFuture {
         Box::pin(std::future::ready(Ok(Approval::pause())))
     }
+
+    /// Declines: a run cannot pause in the middle of a tool call.
+    fn elicit(&self, _request: ElicitationRequest) -> ElicitationReplyFuture {
+        Box::pin(std::future::ready(ElicitationReply::decline("pause", PauseApprover::ELICITATION_REASON)))
+    }
+}
+
+impl PauseApprover {
+    /// Why the `pause` approver declines every elicitation.
+    pub const ELICITATION_REASON: &'static str = "the `pause` approver cannot pause a run in the middle of a \
+         tool call, so the question was declined; use --approve prompt, allow or cmd:PROGRAM to answer it";
 }
 
 // ---------------------------------------------------------------------------
@@ -290,16 +329,29 @@ impl Approver for PromptApprover {
                 .map_err(|e| ApproverError(format!("the prompt failed: {e}")))?
         })
     }
+
+    /// Asks on the terminal, field by field, under the same lock as the
+    /// approval prompts (the dialogue is described in
+    /// `gate/elicitation/prompt.rs` and docs/MCP.md).
+    fn elicit(&self, request: ElicitationRequest) -> ElicitationReplyFuture {
+        let io = Arc::clone(&self.io);
+        Box::pin(async move {
+            let mut io = io.lock_owned().await;
+            tokio::task::spawn_blocking(move || super::elicitation::prompt::ask(&mut io, &request))
+                .await
+                .unwrap_or_else(|e| ElicitationReply::cancel("prompt", format!("the prompt failed: {e}")))
+        })
+    }
 }
 
 /// Where a prompt writes and reads.
-struct PromptIo {
-    input: Input,
-    output: Box<dyn Write + Send>,
+pub(super) struct PromptIo {
+    pub(super) input: Input,
+    pub(super) output: Box<dyn Write + Send>,
 }
 
 /// Where answers come from.
-enum Input {
+pub(super) enum Input {
     /// The process's stdin, read through std's own buffer (so nothing is
     /// read ahead into a buffer of ours).
     Stdin,
@@ -310,7 +362,7 @@ enum Input {
 impl Input {
     /// Reads one line (its newline included, if any) into `line`; 0 at the
     /// end of the input.
-    fn read_line(&mut self, line: &mut Vec<u8>) -> std::io::Result<usize> {
+    pub(super) fn read_line(&mut self, line: &mut Vec<u8>) -> std::io::Result<usize> {
         match self {
             Input::Stdin => std::io::stdin().lock().read_until(b'\n', line),
             Input::Reader(reader) => reader.read_until(b'\n', line),
@@ -477,13 +529,13 @@ fn shown_subject(text: &str) -> String {
 
 /// `value` as compact one-line JSON, made printable and cut to at most
 /// about `max_chars` characters.
-fn one_line_json(value: &Value, max_chars: usize) -> String {
+pub(super) fn one_line_json(value: &Value, max_chars: usize) -> String {
     let json = serde_json::to_string(value).unwrap_or_else(|e| format!("<arguments not serialisable: {e}>"));
     bounded(&printable(&json), max_chars)
 }
 
 /// `text` cut to `max_chars` characters, saying how long it was when cut.
-fn bounded(text: &str, max_chars: usize) -> String {
+pub(super) fn bounded(text: &str, max_chars: usize) -> String {
     let total = text.chars().count();
     if total <= max_chars {
         return text.to_owned();
@@ -498,7 +550,7 @@ fn bounded(text: &str, max_chars: usize) -> String {
 /// `text` with control characters (C0, DEL, C1, line and paragraph
 /// separators) and bidirectional formatting characters replaced by `\uXXXX`,
 /// so it shows as one inert line on a terminal.
-fn printable(text: &str) -> String {
+pub(super) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if hidden(c) {
@@ -548,9 +600,9 @@ fn allowed(reason: &str) -> Approval {
 /// For each request the program is started (no shell: the program and its
 /// arguments are passed as they are; a name without `/` is looked up on
 /// `PATH`) with codemode's environment and working directory. It gets the
-/// [`ApprovalRequest`] as one line of JSON on stdin (`tool`, `arguments`,
-/// `caller`, `run_id`, `seq`, `reason`, `subject`, `annotations`,
-/// `destructive`), then
+/// [`ApprovalRequest`] as one line of JSON on stdin (`"kind": "approval"`,
+/// then `tool`, `arguments`, `caller`, `run_id`, `seq`, `reason`,
+/// `subject`, `annotations`, `destructive`), then
 /// end of input, and must exit 0 after printing on stdout:
 ///
 /// ```json
@@ -562,6 +614,13 @@ fn allowed(reason: &str) -> Approval {
 /// where it cannot); `reason` is optional (a denial without
 /// one gets "denied by approver command `PROGRAM`"); other keys are ignored.
 /// The program need not read its stdin.
+///
+/// An elicitation (a question an MCP server asks during a call) reaches the
+/// same program as an [`ElicitationRequest`] with `"kind": "elicitation"`;
+/// it answers `{"action": "accept"|"decline"|"cancel", "content"?: {...},
+/// "reason"?: "..."}`, and anything else (a crash, a timeout, an approval's
+/// `decision`) declines the question with the reason in the receipt. A
+/// program that knows only approvals therefore declines every question.
 ///
 /// Each of these is an [`ApproverError`] (the call is refused) saying which:
 /// the program cannot be found or started; it exits non-zero or is killed by
@@ -645,7 +704,30 @@ impl CommandApprover {
 impl Approver for CommandApprover {
     fn decide(&self, request: ApprovalRequest) -> ApprovalFuture {
         let this = self.clone();
-        Box::pin(async move { command::ask(&this, &request).await })
+        Box::pin(async move {
+            let body = request_json("approval", &request)?;
+            command::run(&this, body, |out| parse_reply(&this.program, out)).await
+        })
+    }
+
+    /// Runs the program with the request as JSON (`"kind": "elicitation"`)
+    /// and reads `{"action": ...}`; a program that fails or prints anything
+    /// else declines, with the reason in the receipt.
+    fn elicit(&self, request: ElicitationRequest) -> ElicitationReplyFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            let by = format!("cmd:{}", this.program);
+            let run = async {
+                let body = request_json("elicitation", &request)?;
+                command::run(&this, body, |out| super::elicitation::reply::parse(&this.program, out)).await
+            };
+            match run.await {
+                Ok((answer, reason)) => ElicitationReply { answer, by, reason },
+                Err(e) => {
+                    ElicitationReply::decline(by, format!("the approver command could not answer: {e}"))
+                }
+            }
+        })
     }
 
     /// The program (as a path, or found on `PATH` when its name has no `/`)
@@ -670,6 +752,21 @@ impl Approver for CommandApprover {
         }
         files
     }
+}
+
+/// `request` as one line of JSON after `"kind": KIND`, for a `cmd:`
+/// approver's stdin.
+fn request_json(kind: &'static str, request: &impl serde::Serialize) -> Result<Vec<u8>, ApproverError> {
+    #[derive(serde::Serialize)]
+    struct Tagged<'a, T: serde::Serialize> {
+        kind: &'static str,
+        #[serde(flatten)]
+        body: &'a T,
+    }
+    let mut body = serde_json::to_vec(&Tagged { kind, body: request })
+        .map_err(|e| ApproverError(format!("cannot encode the {kind} request: {e}")))?;
+    body.push(b'\n');
+    Ok(body)
 }
 
 /// What a `cmd:` approver prints.
@@ -710,7 +807,11 @@ fn parse_reply(program: &str, stdout: &[u8]) -> Result<Approval, String> {
 mod command {
     use super::*;
 
-    pub(super) async fn ask(_: &CommandApprover, _: &ApprovalRequest) -> Result<Approval, ApproverError> {
+    pub(super) async fn run<T>(
+        _: &CommandApprover,
+        _: Vec<u8>,
+        _: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<T, ApproverError> {
         Err(ApproverError("`cmd:` approvers run on Unix only".to_owned()))
     }
 }
@@ -745,15 +846,14 @@ mod command {
         TooMuchOutput,
     }
 
-    /// Runs `approver`'s program for `request`; see [`CommandApprover`].
-    pub(super) async fn ask(
+    /// Runs `approver`'s program with `body` on its stdin and reads its
+    /// stdout with `parse`; see [`CommandApprover`].
+    pub(super) async fn run<T>(
         approver: &CommandApprover,
-        request: &ApprovalRequest,
-    ) -> Result<Approval, ApproverError> {
+        body: Vec<u8>,
+        parse: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<T, ApproverError> {
         let program = approver.program.as_str();
-        let mut body = serde_json::to_vec(request)
-            .map_err(|e| ApproverError(format!("cannot encode the approval request: {e}")))?;
-        body.push(b'\n');
 
         let started = Instant::now();
         let mut command = tokio::process::Command::new(program);
@@ -864,7 +964,7 @@ mod command {
             };
             return Err(with_stderr(format!("approver command `{program}` crashed ({how})")));
         }
-        parse_reply(program, &out).map_err(with_stderr)
+        parse(&out).map_err(with_stderr)
     }
 
     /// Writes the request and closes stdin. A program that exits without
@@ -949,7 +1049,7 @@ mod command {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::path::PathBuf;
     use std::sync::Mutex;
     use std::time::Instant;
@@ -983,7 +1083,7 @@ mod tests {
 
     /// A writer the test can read back after the approver had it.
     #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Shared(Arc<Mutex<Vec<u8>>>);
 
     impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -996,13 +1096,13 @@ mod tests {
     }
 
     impl Shared {
-        fn text(&self) -> String {
+        pub(crate) fn text(&self) -> String {
             String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
         }
     }
 
     /// A prompt reading `input`, and what it wrote.
-    fn prompt(input: &str) -> (PromptApprover, Shared) {
+    pub(crate) fn prompt(input: &str) -> (PromptApprover, Shared) {
         let out = Shared::default();
         let approver = PromptApprover::with_io(
             Box::new(std::io::Cursor::new(input.as_bytes().to_vec())),
@@ -1489,6 +1589,7 @@ mod tests {
         assert_eq!(
             got,
             json!({
+                "kind": "approval",
                 "tool": "bash",
                 "arguments": {"command": "rm -rf build"},
                 "caller": "program",

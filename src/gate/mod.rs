@@ -26,6 +26,7 @@ mod before_call_hooks;
 mod budget;
 mod config;
 mod direct_only;
+pub(crate) mod elicitation;
 pub(crate) mod hooks;
 mod input_schema;
 pub(crate) mod later;
@@ -44,6 +45,7 @@ pub use approvers::{
     default_approver,
 };
 pub use config::PolicyError;
+pub use elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest, NOT_ANSWERED_REASON};
 pub use policy::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
 
 use serde_json::Value;

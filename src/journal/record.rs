@@ -82,6 +82,10 @@ pub(crate) struct EndRecord {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The questions the tool asked the user during the call (its
+    /// elicitations), so a resumed run's receipt still has them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elicitations: Vec<crate::receipt::ElicitationRecord>,
 }
 
 impl EndRecord {
@@ -94,6 +98,7 @@ impl EndRecord {
             truncated: self.truncated.clone(),
             error: self.error.clone(),
             note: self.note.clone(),
+            elicitations: self.elicitations.clone(),
         }
     }
 }
@@ -357,6 +362,10 @@ pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
         out.push_str(",\"note\":");
         push_json_string(out, n);
     }
+    if !end.elicitations.is_empty() {
+        out.push_str(",\"elicitations\":");
+        out.push_str(&serde_json::to_string(&end.elicitations).expect("records serialise"));
+    }
     out.push_str("},\"payload\":");
     out.push_str(&completion.payload);
     if let Some(text) = &completion.text {
@@ -423,6 +432,7 @@ mod tests {
                 truncated: None,
                 error: None,
                 note: Some("approved: yes".into()),
+                elicitations: Vec::new(),
             },
             ok: true,
             payload: r#"{"content":{"b":1,"a":[2]},"metadata":null,"truncated":null}"#.into(),

@@ -19,6 +19,8 @@ pub(crate) struct CallEnd {
     pub truncated: Option<Truncation>,
     pub error: Option<String>,
     pub note: Option<String>,
+    /// The questions the tool asked the user during the call.
+    pub elicitations: Vec<super::ElicitationRecord>,
 }
 
 /// Records calls and logs of one run, within the log bound.
@@ -76,6 +78,8 @@ impl Ledger {
             truncated: None,
             error,
             note: None,
+            elicitations: Vec::new(),
+            elicitation_declined: false,
         });
         self.started.push(Instant::now());
         seq
@@ -94,6 +98,8 @@ impl Ledger {
         if end.note.is_some() {
             call.note = end.note;
         }
+        call.elicitation_declined = end.elicitations.iter().any(super::ElicitationRecord::declined);
+        call.elicitations = end.elicitations;
     }
 
     /// Adds a note to call `seq`, keeping any note it has.

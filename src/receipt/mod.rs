@@ -204,6 +204,73 @@ pub struct CallReceipt {
     /// Anything else worth knowing (a rewrite, a cancellation, a call the
     /// program never awaited).
     pub note: Option<String>,
+    /// The questions the tool asked the user during the call (MCP
+    /// elicitation), in the order asked. Absent from the JSON when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elicitations: Vec<ElicitationRecord>,
+    /// `true` when one of those questions was declined or cancelled: the
+    /// call may have ended `ok`, but the tool went on without the answer it
+    /// asked for, so its result is not a success the user agreed to. Absent
+    /// from the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub elicitation_declined: bool,
+}
+
+impl CallReceipt {
+    /// Whether the call ended `ok` and no question it asked was declined
+    /// or cancelled.
+    pub fn is_success(&self) -> bool {
+        self.status == CallStatus::Ok && !self.elicitation_declined
+    }
+}
+
+/// One question a tool asked the user during a call (an MCP server's
+/// elicitation, MCP 2025-11-25 client/elicitation), and how it was answered.
+///
+/// The accepted values are not recorded, only their keys: a person may type
+/// personal data into a form, and receipts are saved and shown to the model.
+/// A URL is recorded without its query and fragment (which may carry a
+/// token).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitationRecord {
+    /// The MCP server that asked.
+    pub server: String,
+    /// Its message, cut to [`ElicitationRecord::MAX_MESSAGE_CHARS`]
+    /// characters (server text, untrusted).
+    pub message: String,
+    /// `form` or `url`.
+    pub mode: String,
+    /// URL mode: the page the user was sent to, without query or fragment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Form mode: the names of the fields asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+    /// `accept`, `decline` or `cancel`: what went back to the server.
+    pub action: crate::catalog::ElicitationAction,
+    /// Form mode, accepted: the keys of the content sent (not its values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content_keys: Vec<String>,
+    /// Who answered: `allow`, `deny`, `pause`, `prompt`, `cmd:PROGRAM`, a
+    /// host approver's name, or `codemode` (a question it could not pass
+    /// on, an answer that did not match the form).
+    pub answered_by: String,
+    /// Why (a decline's cause, "accepted with the form's defaults").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Time spent waiting for the answer, in milliseconds (not counted
+    /// against the run's deadline or the call's timeout).
+    pub wait_ms: f64,
+}
+
+impl ElicitationRecord {
+    /// The most characters of a server's message a record keeps.
+    pub const MAX_MESSAGE_CHARS: usize = 500;
+
+    /// Whether the question was declined or cancelled.
+    pub fn declined(&self) -> bool {
+        self.action != crate::catalog::ElicitationAction::Accept
+    }
 }
 
 /// A line the program logged through `console.*`.
@@ -275,9 +342,11 @@ pub struct Receipt {
 }
 
 impl Receipt {
-    /// The calls that did not end `ok`.
+    /// The calls that did not end `ok`, and those that did but had a
+    /// question they asked declined or cancelled
+    /// ([`CallReceipt::elicitation_declined`]).
     pub fn problem_calls(&self) -> impl Iterator<Item = &CallReceipt> {
-        self.calls.iter().filter(|c| c.status != CallStatus::Ok)
+        self.calls.iter().filter(|c| !c.is_success())
     }
 
     /// Serialises the receipt as compact JSON.

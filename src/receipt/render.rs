@@ -38,6 +38,11 @@ const LISTED_CALLS: usize = 20;
 const CALL_LINE_BYTES: usize = 140;
 /// Tools in the call summary.
 const SUMMARY_TOOLS: usize = 30;
+/// Elicitation lines shown under one call, bytes of each, and bytes of all
+/// of them together.
+const ELICITATIONS_PER_CALL: usize = 2;
+const ELICITATION_LINE_BYTES: usize = 200;
+const ELICITATION_BYTES: usize = 2 << 10;
 
 /// How many pending calls the rendering shows.
 const PENDING_SHOWN: usize = 20;
@@ -175,9 +180,16 @@ impl Receipt {
         // Counts per tool, in order of first call, by status and decision.
         let mut tools: Vec<(&str, Vec<(String, usize)>)> = Vec::new();
         for c in &self.calls {
-            let key = match c.decision {
-                Decision::Auto => status_name(c.status).to_owned(),
-                d => format!("{} ({})", status_name(c.status), decision_name(d)),
+            // A call whose question was declined is counted apart from the
+            // plain `ok` ones: it never looks like a success.
+            let marks: Vec<&str> = (c.decision != Decision::Auto)
+                .then(|| decision_name(c.decision))
+                .into_iter()
+                .chain(c.elicitation_declined.then_some(DECLINED_MARK))
+                .collect();
+            let key = match marks.is_empty() {
+                true => status_name(c.status).to_owned(),
+                false => format!("{} ({})", status_name(c.status), marks.join(", ")),
             };
             let entry = match tools.iter_mut().position(|(t, _)| *t == c.tool) {
                 Some(i) => &mut tools[i].1,
@@ -200,22 +212,80 @@ impl Receipt {
             let _ = write!(s, "; ({} more tools)", tools.len() - SUMMARY_TOOLS);
         }
         s.push('\n');
-        let problems: Vec<_> = self.problem_calls().collect();
-        for c in problems.iter().take(LISTED_CALLS) {
+        // The calls not ok (a declined question included), and those that
+        // asked the user anything.
+        let listed: Vec<_> =
+            self.calls.iter().filter(|c| !c.is_success() || !c.elicitations.is_empty()).collect();
+        let mut elicitation_budget = ELICITATION_BYTES;
+        for c in listed.iter().take(LISTED_CALLS) {
             let line = format!(
-                "call {} {}: {}, {}{}",
+                "call {} {}: {}, {}{}{}",
                 c.seq,
                 cut(&c.tool, 80),
                 decision_name(c.decision),
                 status_name(c.status),
+                if c.elicitation_declined { format!(", {DECLINED_MARK}") } else { String::new() },
                 c.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
             );
             let _ = writeln!(s, "{}", cut(&line, CALL_LINE_BYTES));
+            let mut shown = 0;
+            for e in c.elicitations.iter().take(ELICITATIONS_PER_CALL) {
+                let line = cut(&elicitation_line(e), ELICITATION_LINE_BYTES);
+                if line.len() + 1 > elicitation_budget {
+                    break;
+                }
+                elicitation_budget -= line.len() + 1;
+                let _ = writeln!(s, "{line}");
+                shown += 1;
+            }
+            if c.elicitations.len() > shown {
+                let _ = writeln!(s, "  ({} more elicitations in the receipt)", c.elicitations.len() - shown);
+            }
         }
-        if problems.len() > LISTED_CALLS {
-            let _ = writeln!(s, "({} more calls not ok in the receipt)", problems.len() - LISTED_CALLS);
+        if listed.len() > LISTED_CALLS {
+            let _ = writeln!(s, "({} more calls not ok in the receipt)", listed.len() - LISTED_CALLS);
         }
     }
+}
+
+/// How a call whose question was declined or cancelled is marked.
+const DECLINED_MARK: &str = "declined elicitation";
+
+/// `  elicitation from `x`: "message" → declined by deny: why`.
+fn elicitation_line(e: &super::ElicitationRecord) -> String {
+    use crate::catalog::ElicitationAction;
+    let action = match e.action {
+        ElicitationAction::Accept => "accepted",
+        ElicitationAction::Decline => "declined",
+        ElicitationAction::Cancel => "cancelled",
+    };
+    let mut line = format!(
+        "  elicitation from `{}`: \"{}\" → {action} by {}",
+        cut(&inert(&e.server), 60),
+        cut(&inert(&e.message), 80),
+        cut(&inert(&e.answered_by), 60)
+    );
+    if !e.content_keys.is_empty() {
+        let _ = write!(line, " ({})", cut(&inert(&e.content_keys.join(", ")), 80));
+    }
+    if let Some(reason) = &e.reason {
+        let _ = write!(line, ": {}", cut(&inert(reason), 120));
+    }
+    line
+}
+
+/// Server text with control characters other than line ends as `\u{..}`
+/// (line ends are left to [`cut`]), so it cannot drive a terminal.
+fn inert(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\r' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn status_name(s: CallStatus) -> &'static str {
@@ -270,6 +340,8 @@ mod tests {
             truncated: None,
             error: i.is_multiple_of(3).then(|| "not today ".repeat(40)),
             note: None,
+            elicitations: vec![],
+            elicitation_declined: false,
         };
         Receipt {
             receipt_version: 1,
@@ -346,6 +418,54 @@ mod tests {
             !r.render(&RenderOptions::default()).contains("decide:"),
             "only a paused run offers a decision"
         );
+    }
+
+    #[test]
+    fn a_declined_elicitation_is_never_a_plain_ok() {
+        use crate::catalog::ElicitationAction;
+        use crate::receipt::ElicitationRecord;
+        let record = |action, by: &str, reason: &str| ElicitationRecord {
+            server: "x".into(),
+            message: "Who are you?\n\u{1b}[2J".into(),
+            mode: "form".into(),
+            url: None,
+            fields: vec!["name".into()],
+            action,
+            content_keys: if action == ElicitationAction::Accept { vec!["name".into()] } else { vec![] },
+            answered_by: by.into(),
+            reason: Some(reason.into()),
+            wait_ms: 1.0,
+        };
+        let mut r = receipt(3);
+        r.calls.iter_mut().for_each(|c| {
+            c.tool = "mcp__x__ask".into();
+            c.status = CallStatus::Ok;
+            c.decision = Decision::Auto;
+            c.error = None;
+        });
+        r.calls[0].elicitations = vec![record(ElicitationAction::Accept, "allow", "defaults")];
+        r.calls[1].elicitations =
+            vec![record(ElicitationAction::Decline, "deny", "declined by the `deny` approver")];
+        r.calls[1].elicitation_declined = true;
+        let text = r.render(&RenderOptions::default());
+        assert!(text.contains("calls: mcp__x__ask: 2 ok, 1 ok (declined elicitation)"), "{text}");
+        assert!(text.contains("call 2 mcp__x__ask: auto, ok, declined elicitation\n"), "{text}");
+        assert!(
+            text.contains(
+                "  elicitation from `x`: \"Who are you?\\n\\u{1b}[2J\" → declined by deny: declined by the `deny` approver"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("call 1 mcp__x__ask: auto, ok\n  elicitation from `x`"), "{text}");
+        assert!(text.contains("→ accepted by allow (name): defaults"), "{text}");
+        assert!(!text.contains("call 3 "), "a plain ok call is not listed: {text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert_eq!(r.problem_calls().map(|c| c.seq).collect::<Vec<_>>(), [2]);
+        let json = serde_json::to_value(&r.calls[1]).unwrap();
+        assert_eq!(json["elicitation_declined"], true);
+        assert_eq!(json["elicitations"][0]["action"], "decline");
+        let plain = serde_json::to_value(&r.calls[2]).unwrap();
+        assert!(plain.get("elicitation_declined").is_none() && plain.get("elicitations").is_none());
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod conformance;
 mod direct_calls;
+mod elicitation;
 mod examples;
 mod file_race;
 mod gate;

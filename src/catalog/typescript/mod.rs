@@ -263,7 +263,10 @@ interface Truncation {
 /**
  * What a tool call resolves to. `content` is the tool's result; when it was
  * over the per-call bound, `truncated` is set and `content` is a string
- * prefix of the result's text.
+ * prefix of the result's text. When the tool asked the user a question,
+ * `metadata.elicitations` lists them with each answer's `action`
+ * ("accept", "decline" or "cancel"): a declined one means the result was
+ * made without the answer.
  */
 type ToolResult<T = unknown> =
   | { content: T; metadata: Record<string, unknown> | null; truncated: null }
