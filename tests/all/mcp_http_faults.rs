@@ -4,6 +4,8 @@
 //! HTTP 404), killed mid-call, killed while idle, restarted on the same port,
 //! and absent. See docs/MCP.md, "Streamable HTTP failures".
 
+use std::io::Write as _;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -37,6 +39,11 @@ fn free_port() -> u16 {
 
 impl Server {
     fn start(kind: Kind, port: u16) -> Server {
+        Server::start_with(kind, port, None)
+    }
+
+    /// `called`: the Python server's MCP_FIXTURE_CALLED file.
+    fn start_with(kind: Kind, port: u16, called: Option<&Path>) -> Server {
         let mut cmd = match kind {
             Kind::Everything => {
                 let mut cmd = Command::new("node");
@@ -47,6 +54,9 @@ impl Server {
             Kind::Python => {
                 let mut cmd = Command::new(root().join("tests/python/.venv/bin/python"));
                 cmd.arg(root().join("tests/fixtures/mcp/http_server.py")).arg(port.to_string());
+                if let Some(called) = called {
+                    cmd.env("MCP_FIXTURE_CALLED", called);
+                }
                 cmd
             }
         };
@@ -117,8 +127,22 @@ fn assert_lost(err: &McpError, wanted: &str) {
     assert!(!text.contains("Transport") && !text.contains("Client error"), "{text}");
 }
 
+/// Waits (at most 30 s, a bound) until `file` exists: the call reached
+/// the server.
+fn wait_for(file: &Path) {
+    for _ in 0..3000 {
+        if file.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the call did not reach the server");
+}
+
 async fn killed_mid_call(kind: Kind, tool: &str, args: Value) {
-    let server = Server::start(kind, free_port());
+    let marker = tempfile::tempdir().unwrap();
+    let called = marker.path().join("called");
+    let server = Server::start_with(kind, free_port(), Some(&called));
     let url = server.url();
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(web(&url), dir.path());
@@ -129,8 +153,12 @@ async fn killed_mid_call(kind: Kind, tool: &str, args: Value) {
         let tool = tool.to_owned();
         async move { pool.call("web", &tool, args, None, None).await }
     });
-    // Let the call reach the server, then kill it.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Let the call reach the server (the Python server says when; the
+    // other is given a moment), then kill it.
+    match kind {
+        Kind::Python => tokio::task::spawn_blocking(move || wait_for(&called)).await.unwrap(),
+        Kind::Everything => tokio::time::sleep(Duration::from_millis(1500)).await,
+    }
     let server_pid = server.child.id();
     let (kind, port) = server.kill();
     let err = call.await.unwrap().unwrap_err();
@@ -223,4 +251,37 @@ async fn a_call_to_a_server_gone_while_idle_fails_at_once_and_says_so() {
     let _server = Server::start(kind, port);
     assert_eq!(echo(&pool, "back").await.unwrap(), json!("Echo: back"));
     pool.shutdown().await;
+}
+
+/// Through the CLI: a program whose call loses its server catches an error
+/// of kind `failed` saying what happened, well before the call's timeout.
+#[test]
+fn a_program_sees_a_lost_server_as_a_failed_call_that_says_what_happened() {
+    let ws = crate::common::workspace();
+    let called = ws.path().join("called");
+    let server = Server::start_with(Kind::Python, free_port(), Some(&called));
+    let url = server.url();
+    std::fs::write(ws.path().join("servers.json"), json!({"mcpServers": web(&url)}).to_string()).unwrap();
+    let program = r#"
+        try { await tools.call("mcp__web__sleep", {seconds: 30}); return "answered"; }
+        catch (e) { return {kind: e.kind, message: e.message}; }
+    "#;
+    let cache = ws.path().join("cache");
+    let args = ["run", "-", "--json", "--approve", "allow", "--mcp-config", "servers.json"];
+    let mut child = crate::cli::spawn(&args, ws.path(), &[("XDG_CACHE_HOME", cache.as_path())]);
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    wait_for(&called);
+    let _ = server.kill();
+    let out = child.wait_with_output().unwrap();
+    let receipt: Value = serde_json::from_slice(&out.stdout).expect("--json prints the receipt");
+    assert_eq!(receipt["status"], "completed", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(receipt["value"]["kind"], "failed", "{receipt}");
+    let message = receipt["value"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "MCP server `web` stopped: the server at {url} closed the stream before answering"
+        )),
+        "{message}"
+    );
+    assert_eq!(receipt["calls"][0]["status"], "failed", "{receipt}");
 }
