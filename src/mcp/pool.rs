@@ -16,6 +16,10 @@
 //!   caller (the run deadline), sends `notifications/cancelled` (rmcp sends
 //!   it when the request future is dropped). A call pending when the
 //!   connection ends fails at once with the cause and the stderr tail.
+//!   Over streamable HTTP, a call whose connection is lost (refused, reset,
+//!   the stream closed and not resumed) fails with what happened on the wire
+//!   and marks the connection down; a session the server no longer knows is
+//!   renewed once (see [`super::streamable_http`]).
 //! - **Restarts.** A connection that ended is started again on the next use.
 //!   After a failure (start failed, or the connection ended less than
 //!   [`STABLE_AFTER`] after it started) the next start waits

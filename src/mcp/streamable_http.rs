@@ -308,6 +308,9 @@ pub(crate) fn describe(error: &(dyn std::error::Error + 'static), url: &str) -> 
                     "the server at {url} lost the session and refused a new one: {}",
                     data.message
                 )),
+                StreamableHttpError::UnexpectedServerResponse(text) => {
+                    down(format!("unexpected answer from {url}: {}", text.trim()))
+                }
                 StreamableHttpError::Sse(_) | StreamableHttpError::UnexpectedEndOfStream => {
                     down(format!("the server at {url} closed the stream before answering"))
                 }
