@@ -429,7 +429,7 @@ fn set_once(slot: &mut Option<Down>, cause: Down) -> bool {
 
 /// Installs rustls' ring provider as the process default, unless one is
 /// installed already (reqwest is built without a provider of its own).
-fn ensure_tls_provider() {
+pub(crate) fn ensure_tls_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }

@@ -66,11 +66,20 @@ pub(crate) fn reconnect_policy() -> Arc<dyn SseRetryPolicy> {
     Arc::new(policy)
 }
 
-/// The HTTP client: reqwest as rmcp builds it (no idle connection reuse;
-/// only same-origin 307/308 redirects, which keep the method and body and
-/// do not send the session id or headers to another host), inside
-/// [`SessionAware`].
+/// The HTTP client: [`reqwest_client`] inside [`SessionAware`]. A client
+/// that adds to reqwest (authorization) goes between the two.
 pub(crate) fn client() -> SessionAware<reqwest::Client> {
+    SessionAware(reqwest_client())
+}
+
+/// reqwest as rmcp builds it: no idle connection reuse; only same-origin
+/// 307/308 redirects (they keep the method and body), at most
+/// [`MAX_REDIRECTS`], so the session id and the configured headers never go
+/// to another host.
+/// Installs the TLS provider first if none is (reqwest is built without
+/// one of its own).
+pub(crate) fn reqwest_client() -> reqwest::Client {
+    super::connection::ensure_tls_provider();
     let redirect = reqwest::redirect::Policy::custom(|attempt| {
         let same_origin = attempt.previous().first().is_some_and(|first| {
             let next = attempt.url();
@@ -84,9 +93,11 @@ pub(crate) fn client() -> SessionAware<reqwest::Client> {
             attempt.stop()
         }
     });
-    let client =
-        reqwest::Client::builder().pool_max_idle_per_host(0).redirect(redirect).build().unwrap_or_default();
-    SessionAware(client)
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(redirect)
+        .build()
+        .expect("the HTTP client builds (a TLS provider is installed)")
 }
 
 /// An HTTP client for rmcp's streamable HTTP transport that reports a
@@ -414,6 +425,71 @@ mod tests {
             Client::judge(&request(), true, text),
             Err(StreamableHttpError::UnexpectedServerResponse(_))
         ));
+    }
+
+    /// A one-request-per-connection HTTP server on a free local port that
+    /// answers every request with `answer(path)`; returns its port and the
+    /// paths it was asked for.
+    fn tiny_server(answer: fn(&str, u16) -> String) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+        use std::io::{BufRead as _, BufReader, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                // The headers, then a small body (Content-Length read loosely).
+                let mut length = 0usize;
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                let _ = std::io::Read::read_exact(&mut reader, &mut body);
+                log.lock().unwrap().push(path.clone());
+                let _ = (&stream).write_all(answer(&path, port).as_bytes());
+            }
+        });
+        (port, seen)
+    }
+
+    #[tokio::test]
+    async fn redirects_are_followed_only_to_the_same_origin() {
+        let (other, other_seen) = tiny_server(|_, _| "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".into());
+        static OTHER: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+        OTHER.set(other).unwrap();
+        let (port, seen) = tiny_server(|path, port| match path {
+            "/same" => format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{port}/mcp\r\nContent-Length: 0\r\n\r\n"
+            ),
+            "/away" => format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{}/mcp\r\nContent-Length: 0\r\n\r\n",
+                OTHER.get().unwrap()
+            ),
+            _ => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".into(),
+        });
+        let client = reqwest_client();
+        let same = client.post(format!("http://127.0.0.1:{port}/same")).body("{}").send().await.unwrap();
+        assert_eq!(same.status().as_u16(), 200);
+        assert_eq!(*seen.lock().unwrap(), ["/same", "/mcp"]);
+        let away = client
+            .post(format!("http://127.0.0.1:{port}/away"))
+            .header("Mcp-Session-Id", "secret-session")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(away.status().as_u16(), 307, "a cross-origin redirect is not followed");
+        assert!(other_seen.lock().unwrap().is_empty(), "the other host was asked");
     }
 
     #[test]
