@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::McpError;
 use super::config::{ServerConfig, Transport};
+use super::streamable_http;
 use crate::process_group::ProcessGroup;
 
 /// Bytes of a server's stderr kept for error messages.
@@ -226,7 +227,9 @@ impl Connection {
                 config.custom_headers = custom;
                 config.max_json_response_size = limit;
                 config.max_sse_event_size = limit;
-                let transport = StreamableHttpClientTransport::from_config(config);
+                // Bounded SSE reconnects; a rejected session renewed once.
+                config.retry_config = streamable_http::reconnect_policy();
+                let transport = StreamableHttpClientTransport::with_client(streamable_http::client(), config);
                 Box::pin(handler.serve(transport)) as Serving
             }
         };
@@ -251,7 +254,14 @@ impl Connection {
                 abandoned.0 = None;
                 return Ok(Started { connection: Arc::new(connection), list_changed });
             }
-            Some(Ok(Err(e))) => Some(error_text(&e)),
+            // Over HTTP: what happened on the wire, naming the URL.
+            Some(Ok(Err(e))) => Some(
+                match &server.shown {
+                    Transport::Http { url, .. } => streamable_http::handshake_failure(&e, url),
+                    Transport::Stdio { .. } => None,
+                }
+                .unwrap_or_else(|| error_text(&e)),
+            ),
             Some(Err(_)) => None,
             None => Some(String::new()),
         };
@@ -307,6 +317,13 @@ impl Connection {
             Down::Stopped => McpError::ShutDown { server },
             Down::Ended(cause) => McpError::Stopped { server, cause, stderr: self.stderr.settled().await },
         }
+    }
+
+    /// Marks the connection as ended by `cause` (an HTTP connection lost
+    /// mid-request: rmcp's transport stays open, so nothing else would);
+    /// the pool starts a new one on next use. A cause already set stays.
+    pub(crate) fn lost(&self, cause: String) {
+        self.down_tx.send_if_modified(|d| set_once(d, Down::Ended(cause)));
     }
 
     /// Ends the connection: closes the session, kills and reaps the
@@ -412,7 +429,7 @@ fn set_once(slot: &mut Option<Down>, cause: Down) -> bool {
 
 /// Installs rustls' ring provider as the process default, unless one is
 /// installed already (reqwest is built without a provider of its own).
-fn ensure_tls_provider() {
+pub(crate) fn ensure_tls_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }

@@ -61,7 +61,12 @@ pub enum McpError {
         stderr: String,
     },
     /// The connection ended (the process exited or crashed, or the stream
-    /// closed) while a request was pending or before it was sent.
+    /// closed) while a request was pending or before it was sent. Over
+    /// streamable HTTP, `cause` says what happened on the wire and names the
+    /// URL (`the connection to URL was refused; is the server running at
+    /// URL?`, `the server at URL closed the stream before answering`, `HTTP
+    /// 502 from URL`); `stderr` is empty. See docs/MCP.md, "Streamable HTTP
+    /// failures".
     #[error("MCP server `{server}` stopped: {cause}{}", tail(.stderr))]
     Stopped {
         /// The server.

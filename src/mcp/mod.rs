@@ -25,6 +25,7 @@ mod content;
 mod error;
 pub mod naming;
 mod pool;
+mod streamable_http;
 mod tool;
 
 pub use cache::default_cache_dir;

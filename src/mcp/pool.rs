@@ -16,6 +16,10 @@
 //!   caller (the run deadline), sends `notifications/cancelled` (rmcp sends
 //!   it when the request future is dropped). A call pending when the
 //!   connection ends fails at once with the cause and the stderr tail.
+//!   Over streamable HTTP, a call whose connection is lost (refused, reset,
+//!   the stream closed and not resumed) fails with what happened on the wire
+//!   and marks the connection down; a session the server no longer knows is
+//!   renewed once (see [`super::streamable_http`]).
 //! - **Restarts.** A connection that ended is started again on the next use.
 //!   After a failure (start failed, or the connection ended less than
 //!   [`STABLE_AFTER`] after it started) the next start waits
@@ -42,6 +46,7 @@ use super::cache;
 use super::config::{McpConfig, ServerConfig, Transport};
 use super::connection::{Connection, Down};
 use super::content;
+use super::streamable_http;
 use super::tool::McpTool;
 use crate::catalog::{ToolContext, ToolOutput};
 
@@ -459,7 +464,7 @@ impl McpPool {
             Err(error) => return Err(self.fail(slot, &mut state, error)),
         };
         let connection = started.connection;
-        match list(&connection, &self.inner.options).await {
+        match list(&connection, &self.inner.options, &slot.config).await {
             Ok(raw) => self.store(slot, raw),
             Err(error) => {
                 connection.stop().await;
@@ -513,6 +518,16 @@ impl McpPool {
         error: ServiceError,
     ) -> McpError {
         let server = slot.config.name.clone();
+        // Over HTTP, a request that failed without an answer says what
+        // happened on the wire; a lost connection is marked down, so the
+        // next use starts a new one (with the back-off).
+        if let Some(lost) = http_lost(&slot.config, &error) {
+            if lost.down {
+                connection.lost(lost.cause);
+                return self.ended(slot, connection).await;
+            }
+            return McpError::Stopped { server, cause: lost.cause, stderr: String::new() };
+        }
         match error {
             ServiceError::McpError(data) => {
                 McpError::Protocol { server, method: method.into(), message: data.message.to_string() }
@@ -573,29 +588,50 @@ fn store(inner: &Inner, slot: &Slot, raw: Vec<Value>) {
     inner.changes.send_modify(|n| *n += 1);
 }
 
+/// What happened to an HTTP request that failed without an answer (see
+/// [`streamable_http::lost`]); `None` for stdio and for a server's answer.
+fn http_lost(config: &ServerConfig, error: &ServiceError) -> Option<streamable_http::Lost> {
+    match &config.shown {
+        Transport::Http { url, .. } => streamable_http::lost(error, url),
+        Transport::Stdio { .. } => None,
+    }
+}
+
 /// Lists every tool of a connection, page by page (see the module docs).
-async fn list(connection: &Connection, options: &PoolOptions) -> Result<Vec<Value>, McpError> {
+async fn list(
+    connection: &Connection,
+    options: &PoolOptions,
+    config: &ServerConfig,
+) -> Result<Vec<Value>, McpError> {
     let server = connection.server.clone();
     let pages = async {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..options.max_list_pages {
             let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let page = connection.peer.list_tools(params).await.map_err(|e| match e {
-                ServiceError::McpError(data) => McpError::Protocol {
-                    server: server.clone(),
-                    method: "tools/list".into(),
-                    message: data.message.to_string(),
-                },
-                ServiceError::TransportClosed => McpError::Stopped {
-                    server: server.clone(),
-                    cause: "the connection closed".into(),
-                    stderr: connection.stderr.text(),
-                },
-                other => McpError::Protocol {
-                    server: server.clone(),
-                    method: "tools/list".into(),
-                    message: other.to_string(),
+            let page = connection.peer.list_tools(params).await.map_err(|e| match http_lost(config, &e) {
+                Some(lost) => {
+                    if lost.down {
+                        connection.lost(lost.cause.clone());
+                    }
+                    McpError::Stopped { server: server.clone(), cause: lost.cause, stderr: String::new() }
+                }
+                None => match e {
+                    ServiceError::McpError(data) => McpError::Protocol {
+                        server: server.clone(),
+                        method: "tools/list".into(),
+                        message: data.message.to_string(),
+                    },
+                    ServiceError::TransportClosed => McpError::Stopped {
+                        server: server.clone(),
+                        cause: "the connection closed".into(),
+                        stderr: connection.stderr.text(),
+                    },
+                    other => McpError::Protocol {
+                        server: server.clone(),
+                        method: "tools/list".into(),
+                        message: super::connection::error_text(&other),
+                    },
                 },
             })?;
             tools.extend(page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()));
@@ -628,7 +664,7 @@ async fn refresh(
     while list_changed.recv().await.is_some() {
         while list_changed.try_recv().is_ok() {}
         let (Some(inner), Some(connection)) = (inner.upgrade(), connection.upgrade()) else { return };
-        match list(&connection, &inner.options).await {
+        match list(&connection, &inner.options, &slot.config).await {
             Ok(raw) => store(&inner, &slot, raw),
             Err(e) => {
                 let e = redacted(&slot, e);

@@ -1,0 +1,287 @@
+//! Streamable HTTP failures against real servers: server-everything (the
+//! TypeScript SDK; answers an unknown session id with HTTP 400) and a small
+//! Python SDK server (tests/fixtures/mcp/http_server.py; answers it with
+//! HTTP 404), killed mid-call, killed while idle, restarted on the same port,
+//! and absent. See docs/MCP.md, "Streamable HTTP failures".
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use codemode::mcp::{McpError, McpPool};
+use serde_json::{Value, json};
+
+use crate::mcp_support::*;
+
+/// Longer than any of these tests may take: a call that hangs fails as a
+/// timeout, which the tests reject.
+const CALL_TIMEOUT_MS: u64 = 60_000;
+
+/// Which real server to run.
+#[derive(Clone, Copy)]
+enum Kind {
+    Everything,
+    Python,
+}
+
+/// A streamable HTTP MCP server on a fixed local port; killed and reaped on
+/// drop.
+struct Server {
+    child: Child,
+    port: u16,
+    kind: Kind,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Server {
+    fn start(kind: Kind, port: u16) -> Server {
+        Server::start_with(kind, port, None)
+    }
+
+    /// `called`: the Python server's MCP_FIXTURE_CALLED file.
+    fn start_with(kind: Kind, port: u16, called: Option<&Path>) -> Server {
+        let mut cmd = match kind {
+            Kind::Everything => {
+                let mut cmd = Command::new("node");
+                cmd.args([node_server("server-everything"), "streamableHttp".into()])
+                    .env("PORT", port.to_string());
+                cmd
+            }
+            Kind::Python => {
+                let mut cmd = Command::new(root().join("tests/python/.venv/bin/python"));
+                cmd.arg(root().join("tests/fixtures/mcp/http_server.py")).arg(port.to_string());
+                if let Some(called) = called {
+                    cmd.env("MCP_FIXTURE_CALLED", called);
+                }
+                cmd
+            }
+        };
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let server = Server { child, port, kind };
+        for _ in 0..1500 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the server did not listen on port {port}");
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// SIGKILL, reaped: the server is gone without a word on the wire.
+    fn kill(mut self) -> (Kind, u16) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (self.kind, self.port)
+    }
+
+    fn restart(self) -> Server {
+        let (kind, port) = self.kill();
+        Server::start(kind, port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn web(url: &str) -> Value {
+    json!({"web": {"type": "http", "url": url, "timeout_ms": CALL_TIMEOUT_MS}})
+}
+
+/// A tool's text: server-everything answers with it, the Python SDK with
+/// `{"result": text}` (its structured output).
+async fn call(pool: &McpPool, tool: &str, args: Value) -> Result<Value, McpError> {
+    let out = pool.call("web", tool, args, None, None).await?.content;
+    Ok(out.get("result").cloned().unwrap_or(out))
+}
+
+async fn echo(pool: &McpPool, message: &str) -> Result<Value, McpError> {
+    call(pool, "echo", json!({"message": message})).await
+}
+
+/// The pids of live processes whose command line contains `needle`.
+fn processes(needle: &str) -> Vec<String> {
+    let out = Command::new("ps").args(["-eo", "pid=,args="]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(needle)).map(str::to_owned).collect()
+}
+
+/// A failure of a call whose connection was lost: [`McpError::Stopped`]
+/// (the tool's error is of kind `failed`), not a timeout, not a server's
+/// answer.
+fn assert_lost(err: &McpError, wanted: &str) {
+    assert!(matches!(err, McpError::Stopped { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(wanted), "{text}");
+    assert!(!text.contains("answered"), "{text}");
+    assert!(!text.contains("Transport") && !text.contains("Client error"), "{text}");
+}
+
+/// Waits (at most 30 s, a bound) until `file` exists: the call reached
+/// the server.
+fn wait_for(file: &Path) {
+    for _ in 0..3000 {
+        if file.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the call did not reach the server");
+}
+
+async fn killed_mid_call(kind: Kind, tool: &str, args: Value) {
+    let marker = tempfile::tempdir().unwrap();
+    let called = marker.path().join("called");
+    let server = Server::start_with(kind, free_port(), Some(&called));
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(web(&url), dir.path());
+    assert_eq!(echo(&pool, "before").await.unwrap(), json!("Echo: before"));
+
+    let call = tokio::spawn({
+        let pool = pool.clone();
+        let tool = tool.to_owned();
+        async move { pool.call("web", &tool, args, None, None).await }
+    });
+    // Let the call reach the server (the Python server says when; the
+    // other is given a moment), then kill it.
+    match kind {
+        Kind::Python => tokio::task::spawn_blocking(move || wait_for(&called)).await.unwrap(),
+        Kind::Everything => tokio::time::sleep(Duration::from_millis(1500)).await,
+    }
+    let server_pid = server.child.id();
+    let (kind, port) = server.kill();
+    let err = call.await.unwrap().unwrap_err();
+    assert_lost(&err, "closed the stream before answering");
+    assert!(err.to_string().contains(&url), "{err}");
+    assert!(!processes("").iter().any(|l| l.split_whitespace().next() == Some(&server_pid.to_string())));
+
+    // While it is down: the new connection is refused, at once and clearly.
+    let err = echo(&pool, "while down").await.unwrap_err();
+    assert!(matches!(err, McpError::Initialize { .. }), "{err:?}");
+    assert!(err.to_string().contains(&format!("was refused; is the server running at {url}?")), "{err}");
+
+    // Restarted on the same port: the next call works, on a new session.
+    let _server = Server::start(kind, port);
+    assert_eq!(echo(&pool, "after").await.unwrap(), json!("Echo: after"));
+    pool.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_killed_mid_call_fails_the_call_and_the_next_call_reconnects() {
+    killed_mid_call(Kind::Everything, "trigger-long-running-operation", json!({"duration": 30, "steps": 30}))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_server_killed_mid_call_fails_the_call_and_the_next_call_reconnects() {
+    killed_mid_call(Kind::Python, "sleep", json!({"seconds": 30})).await;
+}
+
+/// A server restarted while the client was idle no longer knows the
+/// client's session: server-everything answers HTTP 400 ("No valid session
+/// ID provided"), the Python SDK HTTP 404. Either way the client opens a new
+/// session once and the call, which the server refused unread, is sent
+/// again.
+async fn restarted_while_idle(kind: Kind) {
+    let server = Server::start(kind, free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(web(&server.url()), dir.path());
+    assert_eq!(echo(&pool, "first").await.unwrap(), json!("Echo: first"));
+    let _server = server.restart();
+    assert_eq!(echo(&pool, "second").await.unwrap(), json!("Echo: second"));
+    assert_eq!(echo(&pool, "third").await.unwrap(), json!("Echo: third"));
+    if let Kind::Python = kind {
+        // The new server ran each call once: no call was repeated.
+        assert_eq!(call(&pool, "count", json!({})).await.unwrap(), json!("2"));
+    }
+    pool.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_restarted_answers_400_to_the_old_session_and_gets_a_new_one() {
+    restarted_while_idle(Kind::Everything).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_server_restarted_answers_404_to_the_old_session_and_gets_a_new_one() {
+    restarted_while_idle(Kind::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_not_running_is_a_clear_error() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(web(&url), dir.path());
+    let err = pool.connect("web").await.unwrap_err();
+    assert!(matches!(err, McpError::Initialize { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("the connection to {url} was refused; is the server running at {url}?")),
+        "{text}"
+    );
+    assert!(!text.contains("Transport") && !text.contains("Client error"), "{text}");
+}
+
+/// A server gone while the client was idle: the next call's POST is
+/// refused, and the call fails at once saying so; the connection is marked
+/// down, so the call after the restart opens a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_server_gone_while_idle_fails_at_once_and_says_so() {
+    let server = Server::start(Kind::Everything, free_port());
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(web(&url), dir.path());
+    assert_eq!(echo(&pool, "first").await.unwrap(), json!("Echo: first"));
+    let (kind, port) = server.kill();
+    let err = echo(&pool, "gone").await.unwrap_err();
+    assert_lost(&err, &format!("the connection to {url} was refused; is the server running at {url}?"));
+    assert!(matches!(pool.servers()[0].state, codemode::mcp::ServerState::Failed { .. }));
+    let _server = Server::start(kind, port);
+    assert_eq!(echo(&pool, "back").await.unwrap(), json!("Echo: back"));
+    pool.shutdown().await;
+}
+
+/// Through the CLI: a program whose call loses its server catches an error
+/// of kind `failed` saying what happened, well before the call's timeout.
+#[test]
+fn a_program_sees_a_lost_server_as_a_failed_call_that_says_what_happened() {
+    let ws = crate::common::workspace();
+    let called = ws.path().join("called");
+    let server = Server::start_with(Kind::Python, free_port(), Some(&called));
+    let url = server.url();
+    std::fs::write(ws.path().join("servers.json"), json!({"mcpServers": web(&url)}).to_string()).unwrap();
+    let program = r#"
+        try { await tools.call("mcp__web__sleep", {seconds: 30}); return "answered"; }
+        catch (e) { return {kind: e.kind, message: e.message}; }
+    "#;
+    let cache = ws.path().join("cache");
+    let args = ["run", "-", "--json", "--approve", "allow", "--mcp-config", "servers.json"];
+    let mut child = crate::cli::spawn(&args, ws.path(), &[("XDG_CACHE_HOME", cache.as_path())]);
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    wait_for(&called);
+    let _ = server.kill();
+    let out = child.wait_with_output().unwrap();
+    let receipt: Value = serde_json::from_slice(&out.stdout).expect("--json prints the receipt");
+    assert_eq!(receipt["status"], "completed", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(receipt["value"]["kind"], "failed", "{receipt}");
+    let message = receipt["value"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "MCP server `web` stopped: the server at {url} closed the stream before answering"
+        )),
+        "{message}"
+    );
+    assert_eq!(receipt["calls"][0]["status"], "failed", "{receipt}");
+}
