@@ -290,6 +290,17 @@ pub fn input_variable(id: &str) -> String {
     format!("CODEMODE_INPUT_{id}")
 }
 
+/// The MCP config files a workspace may hold, in the order they are looked
+/// for: codemode's and Claude Code's `.mcp.json`, Cursor's
+/// `.cursor/mcp.json`, VS Code's `.vscode/mcp.json`. Only the first found
+/// is read ([`workspace_config_file`]).
+pub const WORKSPACE_CONFIG_FILES: [&str; 3] = [".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json"];
+
+/// The first of [`WORKSPACE_CONFIG_FILES`] that exists in `workspace`.
+pub fn workspace_config_file(workspace: &Path) -> Option<PathBuf> {
+    WORKSPACE_CONFIG_FILES.iter().map(|f| workspace.join(f)).find(|p| p.exists())
+}
+
 /// The longest server name, in bytes (so tool names stay readable within
 /// the catalog's 128 bytes).
 pub const MAX_SERVER_NAME_LEN: usize = 64;

@@ -31,7 +31,7 @@ mod tool;
 pub use cache::default_cache_dir;
 pub use config::{
     ConfigError, DEFAULT_STARTUP_TIMEOUT, MAX_SERVER_NAME_LEN, MIN_REDACTED_LEN, McpConfig, REDACTED,
-    ServerConfig, Transport, input_variable,
+    ServerConfig, Transport, WORKSPACE_CONFIG_FILES, input_variable, workspace_config_file,
 };
 pub use connection::{INHERITED_ENV, STDERR_TAIL};
 pub use content::MAX_BINARY_CHARS;
