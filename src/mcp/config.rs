@@ -42,6 +42,8 @@
 //! - Keys that have no effect in codemode (`description`, a misspelt field,
 //!   ...) are collected in [`McpConfig::ignored`] for one warning per key
 //!   ([`McpConfig::warnings`]).
+//! - A `disabled: true` server is neither started nor listed; an error in
+//!   its entry (other than its name) does not stop the file loading.
 //! - A server's name becomes part of tool names (`mcp__<server>__<tool>`):
 //!   it must be 1 to 64 of `A-Z a-z 0-9 _ -`, not holding `__` and not
 //!   starting or ending with `_`.
@@ -416,7 +418,18 @@ impl McpConfig {
             for key in unknown {
                 config.ignored.entry(key).or_default().push(name.clone());
             }
-            let server = parse_server(name, &entry, base, &vars)?;
+            let server = match parse_server(name, &entry, base, &vars) {
+                Ok(server) => server,
+                // A disabled server is skipped: an error in it (a variable
+                // not set, an input without a value) does not stop the
+                // others. Its name must still be valid.
+                Err(ConfigError::Field { field, .. })
+                    if field != "name" && entry.get("disabled") == Some(&Value::Bool(true)) =>
+                {
+                    disabled_server(name)
+                }
+                Err(e) => return Err(e),
+            };
             config.servers.insert(name.clone(), server);
         }
         Ok(config)
@@ -663,6 +676,26 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         shown,
         secrets,
     })
+}
+
+/// A `disabled: true` server whose entry has an error: listed as disabled,
+/// never started, nothing of its entry kept.
+fn disabled_server(name: &str) -> ServerConfig {
+    let transport =
+        Transport::Stdio { command: String::new(), args: Vec::new(), env: BTreeMap::new(), cwd: None };
+    ServerConfig {
+        name: name.to_owned(),
+        shown: transport.clone(),
+        transport,
+        timeout: None,
+        startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        read_only: false,
+        disabled: true,
+        max_in_flight: None,
+        disabled_tools: BTreeSet::new(),
+        auto_approve: BTreeSet::new(),
+        secrets: Vec::new(),
+    }
 }
 
 /// The `KEY=value` entries of the dotenv file at `path` (read as
@@ -1108,6 +1141,13 @@ mod tests {
         assert!(matches!(&config.servers["zed"].transport, Transport::Stdio { command, args, .. }
             if command == "z" && args == &["1"]));
         assert_eq!(config.auto_approve_rules(), ["mcp__cline__read"]);
+        // A disabled server with an error is skipped, not an error.
+        let skipped = parse(
+            r#"{"mcpServers": {"off": {"command": "${NOPE}", "disabled": true}, "on": {"command": "x"}}}"#,
+        )
+        .unwrap();
+        assert!(skipped.servers["off"].disabled && skipped.enabled().count() == 1);
+        assert!(parse(r#"{"mcpServers": {"a.b": {"command": "x", "disabled": true}}}"#).is_err());
         let untrusted = McpConfig { trusted: false, ..config.clone() };
         assert!(untrusted.auto_approve_rules().is_empty());
         assert_eq!(
