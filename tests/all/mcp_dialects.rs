@@ -87,8 +87,17 @@ fn cursor_file_is_found_in_the_workspace_and_announced() {
     assert_eq!(r["value"], "Echo: from cursor", "{stderr}\n{r:#}");
     assert!(stderr.contains(".cursor/mcp.json") && stderr.contains("not trusted"), "{stderr}");
     // Not approved, it does not start.
-    let (r, _) = run(&program, &["--approve", "deny"], ws.path(), &[]);
+    let record = tempfile::tempdir().unwrap();
+    let env = [("XDG_CONFIG_HOME", record.path())];
+    let (r, _) = run(&program, &["--approve", "deny"], ws.path(), &env);
     assert_eq!(r["value"][0], "denied", "{r:#}");
+    // `codemode trust` records the file itself; then it starts unasked.
+    let out = codemode(&["trust", path(ws.path())], "", ws.path(), &env);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains(".cursor/mcp.json"), "{out:?}");
+    let (r, stderr) = run(&program, &["--approve", "deny"], ws.path(), &env);
+    assert_eq!(r["value"], "Echo: from cursor", "{stderr}\n{r:#}");
+    assert!(stderr.contains(".cursor/mcp.json (trusted)"), "{stderr}");
 }
 
 /// A `.vscode/mcp.json` as VS Code writes it: comments, trailing commas,
@@ -336,6 +345,11 @@ fn tools_that_run_only_as_tasks_are_hidden_with_a_note() {
     let out = codemode(&["mcp", "tools", "everything", "--mcp-config", path(&file)], "", ws.path(), &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("hidden: mcp__everything__simulate-research-query"), "{stderr}");
+
+    // `mcp list` counts it as hidden (from the schema cache).
+    let out = codemode(&["mcp", "list", "--json", "--mcp-config", path(&file)], "", ws.path(), &[]);
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+    assert!(rows[0]["hidden"].as_u64().unwrap() >= 1, "{rows:#}");
 
     let program = call("mcp__everything__simulate-research-query", json!({"topic": "x"}));
     let (r, stderr) = run(&program, &["--mcp-config", path(&file), "--approve", "allow"], ws.path(), &[]);
