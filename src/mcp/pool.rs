@@ -242,17 +242,19 @@ impl McpPool {
         self.inner
             .slots
             .values()
-            .map(|slot| ServerStatus {
-                name: slot.config.name.clone(),
-                transport: match slot.config.transport {
-                    Transport::Stdio { .. } => "stdio",
-                    Transport::Http { .. } => "http",
-                },
-                state: slot.status.lock().expect("status lock").clone(),
-                tools: self.known(slot).map(|tools| tools.iter().filter(|t| visible(slot, t)).count()),
-                hidden: self
-                    .known(slot)
-                    .map_or(0, |tools| tools.iter().filter(|t| hidden(slot, t).is_some()).count()),
+            .map(|slot| {
+                let known = self.known(slot);
+                ServerStatus {
+                    name: slot.config.name.clone(),
+                    transport: match slot.config.transport {
+                        Transport::Stdio { .. } => "stdio",
+                        Transport::Http { .. } => "http",
+                    },
+                    state: slot.status.lock().expect("status lock").clone(),
+                    tools: known.as_ref().map(|tools| tools.iter().filter(|t| visible(slot, t)).count()),
+                    hidden: known
+                        .map_or(0, |tools| tools.iter().filter(|t| hidden(slot, t).is_some()).count()),
+                }
             })
             .collect()
     }
