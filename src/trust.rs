@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 /// The workspace files that need trust, in the order they are reported.
-pub const WORKSPACE_FILES: [&str; 2] = ["codemode.toml", ".mcp.json"];
+pub const WORKSPACE_FILES: [&str; 4] = ["codemode.toml", ".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json"];
 
 /// The record file's name inside [`TrustStore::dir`].
 const RECORD_FILE: &str = "trusted.json";
@@ -167,7 +167,9 @@ impl TrustStore {
             .keys()
             .filter(|k| {
                 let p = Path::new(k.as_str());
-                p == dir || p.parent() == Some(dir.as_path())
+                p == dir
+                    || p.parent() == Some(dir.as_path())
+                    || WORKSPACE_FILES.iter().any(|f| dir.join(f) == p)
             })
             .cloned()
             .collect();

@@ -20,9 +20,11 @@ pub(crate) struct EngineArgs {
     /// when present, which grants nothing until `codemode trust`].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// MCP servers, as the `mcpServers` JSON other MCP clients read; yours:
-    /// they start without an approval [default: <workspace>/.mcp.json when
-    /// present, whose servers need an approval until `codemode trust`].
+    /// MCP servers, as other MCP clients write them (`mcpServers`, VS Code's
+    /// `servers`, Zed's `context_servers`; JSONC); yours: they start without
+    /// an approval [default: <workspace>/.mcp.json, else .cursor/mcp.json,
+    /// else .vscode/mcp.json, whose servers need an approval until
+    /// `codemode trust`].
     #[arg(long, value_name = "FILE")]
     mcp_config: Option<PathBuf>,
     /// plan (read-only tools only) or work [default: the policy's, else work].
@@ -185,20 +187,19 @@ impl EngineArgs {
     }
 
     /// The MCP configuration: `--mcp-config`, else the workspace's
-    /// `.mcp.json` when there is one (announced on stderr, like a
-    /// workspace policy file: it decides which programs may be started).
+    /// `.mcp.json`, `.cursor/mcp.json` or `.vscode/mcp.json`, the first
+    /// found (announced on stderr, like a workspace policy file: it decides
+    /// which programs may be started). Keys without effect are warned about
+    /// on stderr, one line per key; an untrusted file's `autoApprove` too.
     fn mcp_config(&self, workspace: &std::path::Path) -> anyhow::Result<Option<codemode::mcp::McpConfig>> {
         let path = match &self.mcp_config {
             Some(path) => path.clone(),
-            None => {
-                let default = workspace.join(".mcp.json");
-                if !default.exists() {
-                    return Ok(None);
-                }
-                default
-            }
+            None => match codemode::mcp::workspace_config_file(workspace) {
+                Some(found) => found,
+                None => return Ok(None),
+            },
         };
-        let mut config = codemode::mcp::McpConfig::load(&path)
+        let mut config = codemode::mcp::McpConfig::load_in(&path, Some(workspace))
             .with_context(|| format!("MCP configuration {}", path.display()))?;
         if self.mcp_config.is_none() {
             // Found in the workspace, not named by the user: its servers
@@ -215,6 +216,22 @@ impl EngineArgs {
                 )
             };
             eprintln!("codemode: MCP servers from {} ({trust}): {}", path.display(), names.join(", "));
+        }
+        for warning in config.warnings() {
+            eprintln!("codemode: {warning}");
+        }
+        if !config.trusted {
+            let listing: Vec<&str> =
+                config.enabled().filter(|s| !s.auto_approve.is_empty()).map(|s| s.name.as_str()).collect();
+            if !listing.is_empty() {
+                eprintln!(
+                    "codemode: {}: `autoApprove`/`alwaysAllow` (server{} {}) ignored: the file is not trusted, \
+                     so its servers' tools are approved as the posture says",
+                    path.display(),
+                    if listing.len() == 1 { "" } else { "s" },
+                    listing.join(", ")
+                );
+            }
         }
         Ok(Some(config))
     }

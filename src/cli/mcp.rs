@@ -19,7 +19,7 @@ enum McpCommand {
     /// List the configured MCP servers with their state and tool counts
     /// (from the schema cache when not running); starts nothing.
     List {
-        /// Print JSON on stdout: [{name, transport, state, tools}].
+        /// Print JSON on stdout: [{name, transport, state, tools, hidden}].
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -30,7 +30,9 @@ enum McpCommand {
     Tools {
         /// The server's name in the MCP configuration.
         server: String,
-        /// Print JSON on stdout: {server, tools: [{name, description}]}.
+        /// Print JSON on stdout: {server, tools: [{name, description}],
+        /// hidden?: [{name, why}]} (hidden: tools the config's
+        /// `disabledTools` names, and tools that run only as MCP tasks).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -53,7 +55,10 @@ fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
     if json {
         let rows: Vec<Value> = servers
             .iter()
-            .map(|s| json!({"name": s.name, "transport": s.transport, "state": state(&s.state), "tools": s.tools}))
+            .map(|s| {
+                json!({"name": s.name, "transport": s.transport, "state": state(&s.state), "tools": s.tools,
+                       "hidden": s.hidden})
+            })
             .collect();
         super::print_stdout(&(serde_json::to_string_pretty(&rows)? + "\n"))?;
         return Ok(0);
@@ -68,6 +73,9 @@ fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
     let mut text = String::new();
     for s in &servers {
         let tools = match s.tools {
+            Some(n) if s.hidden > 0 => {
+                format!("{n} tools ({} hidden: `codemode mcp tools {}` says why)", s.hidden, s.name)
+            }
             Some(n) => format!("{n} tools"),
             None => "tools not listed yet".to_owned(),
         };
@@ -124,6 +132,13 @@ fn tools(server: &str, json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
         ));
     }
     super::print_stdout(&text)?;
+    for tool in listing["hidden"].as_array().into_iter().flatten() {
+        eprintln!(
+            "codemode: hidden: {}: {}",
+            super::run::printable(tool["name"].as_str().unwrap_or("")),
+            super::run::printable(tool["why"].as_str().unwrap_or(""))
+        );
+    }
     Ok(0)
 }
 

@@ -79,16 +79,23 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// What `file` (a `codemode.toml` or a `.mcp.json`) grants once trusted,
+/// What `file` (a `codemode.toml` or an MCP config file) grants once trusted,
 /// one line each: the posture, the allow rules, each hook's command, the
 /// sandbox settings that widen it; or each MCP server's launch line.
 ///
 /// # Errors
 /// The file does not parse (the error names the line).
 fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    if file.file_name().is_some_and(|n| n == ".mcp.json") {
-        let config = codemode::mcp::McpConfig::load(file).with_context(|| format!("{}", file.display()))?;
+    if file.file_name().is_some_and(|n| n != "codemode.toml") {
+        let workspace = file.parent().map(|d| {
+            if d.ends_with(".cursor") || d.ends_with(".vscode") { d.parent().unwrap_or(d) } else { d }
+        });
+        let config = codemode::mcp::McpConfig::load_in(file, workspace)
+            .with_context(|| format!("{}", file.display()))?;
         let mut lines = Vec::new();
+        for rule in config.auto_approve_rules() {
+            lines.push(format!("allow {rule} (autoApprove)"));
+        }
         for server in config.enabled() {
             lines.push(format!("server {} starts without approval: {}", server.name, server.launch_line()));
             if let codemode::mcp::Transport::Stdio { command, args, cwd, .. } = &server.transport {

@@ -74,12 +74,17 @@ pub(super) fn confine(
 /// here, so the gate's own rules apply it (deny rules still refuse, ask
 /// rules still ask, hooks still run, a hook's rewrite is judged the same
 /// way) and calls pay nothing for it. `Engine::policy` shows these rules.
+///
+/// A trusted file's `autoApprove` / `alwaysAllow` lists become allow rules
+/// `mcp__<server>__<tool>` the same way ([`McpConfig::auto_approve_rules`]);
+/// an untrusted file's make none, so a workspace cannot approve the tools
+/// of the servers it configures.
 fn allow_trusted_connections(config: &McpConfig, policy: &mut Policy) {
     if !config.trusted {
         return;
     }
-    for server in config.enabled() {
-        let name = crate::mcp::naming::connect_name(&server.name);
+    let connections = config.enabled().map(|server| crate::mcp::naming::connect_name(&server.name));
+    for name in connections.chain(config.auto_approve_rules()) {
         if let Ok(rule) = crate::gate::Rule::parse(&name)
             && !policy.rules.allow.contains(&rule)
         {
@@ -117,15 +122,16 @@ fn workspace_hooks(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
     Policy::load(&own).map(|p| crate::gate::protection::hook_files(workspace, &p)).unwrap_or_default()
 }
 
-/// Files the stdio servers of `loaded` and of the workspace's own
-/// `.mcp.json` run (a later run may load that one).
+/// Files the stdio servers of `loaded` and of the workspace's own MCP
+/// config file (`.mcp.json`, else `.cursor/mcp.json`, else
+/// `.vscode/mcp.json`) run (a later run may load that one).
 fn mcp_server_files(workspace: &Path, loaded: Option<&McpConfig>) -> Vec<PathBuf> {
     let mut files = loaded.map(crate::gate::protection::server_files).unwrap_or_default();
-    let own = workspace.join(".mcp.json");
+    let Some(own) = crate::mcp::workspace_config_file(workspace) else { return files };
     let own_is_loaded = loaded.and_then(|c| c.source.clone()) == std::fs::canonicalize(&own).ok();
     if own.is_file()
         && !own_is_loaded
-        && let Ok(config) = McpConfig::load(&own)
+        && let Ok(config) = McpConfig::load_in(&own, Some(workspace))
     {
         files.extend(crate::gate::protection::server_files(&config));
     }

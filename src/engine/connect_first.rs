@@ -100,9 +100,10 @@ impl Dispatcher {
             let (args, call_decision, call_notes) = match gate.decide(&finish, &tool, args).await {
                 Gated::Run { args, decision, notes } => (args, decision, notes),
                 Gated::Refuse(r) if shared.catalog.load().get(&tool).is_none() => {
-                    let r = match mcp.why_unlisted(&server) {
-                        Some(why) => format!("{r}. {why}"),
-                        None => format!("MCP server `{server}` does not list `{tool}`: {r}"),
+                    let r = match (mcp.why_hidden(&tool), mcp.why_unlisted(&server)) {
+                        (Some(hidden), _) => hidden,
+                        (None, Some(why)) => format!("{r}. {why}"),
+                        (None, None) => format!("MCP server `{server}` does not list `{tool}`: {r}"),
                     };
                     return finish.refused(Decision::Refused, "refused", r);
                 }

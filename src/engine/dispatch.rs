@@ -287,6 +287,9 @@ impl Dispatcher {
         if entry.is_none()
             && let Some(mcp) = &shared.mcp
         {
+            if let Some(why) = mcp.why_hidden(tool) {
+                return Begun::Settled(refuse(ledger, tool, caller, why));
+            }
             if let Some(server) = mcp.server_of_unlisted(tool) {
                 let server = server.to_owned();
                 return self.begin_connecting(ledger, tool, args, caller, server);

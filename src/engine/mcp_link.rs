@@ -74,6 +74,9 @@ pub(crate) struct McpLink {
     /// approval (`trusted MCP configuration <path>`); `None` when the
     /// configuration is not trusted.
     trusted_by: Option<String>,
+    /// The catalog names of the tools `disabledTools` hides, with why
+    /// (naming the server and the config file).
+    disabled_tools: std::collections::HashMap<String, String>,
     /// Each enabled server's `mcp_connect__<server>` name and what starting
     /// it runs ([`ServerConfig::launch_line`](crate::mcp::ServerConfig::launch_line)).
     launches: std::collections::HashMap<String, String>,
@@ -106,6 +109,20 @@ impl McpLink {
         let launches = config.enabled().map(|s| (naming::connect_name(&s.name), s.launch_line())).collect();
         let read_only = config.enabled().filter(|s| s.read_only).map(|s| s.name.clone()).collect();
         let disabled = config.servers.values().filter(|s| s.disabled).map(|s| s.name.clone()).collect();
+        let file =
+            config.source.as_ref().map_or_else(|| "the MCP config".to_owned(), |p| p.display().to_string());
+        let disabled_tools = config
+            .enabled()
+            .flat_map(|s| {
+                s.disabled_tools.iter().map(|tool| {
+                    let why = format!(
+                        "`{tool}` of MCP server `{server}` is disabled by `disabledTools` in {file}",
+                        server = s.name
+                    );
+                    (naming::tool_name(&s.name, tool), why)
+                })
+            })
+            .collect();
         // A connect call may take the server's startup plus the listing: its
         // own timeout must not cut in before theirs, which say what failed.
         let budgets: Vec<std::time::Duration> = config
@@ -119,6 +136,7 @@ impl McpLink {
             servers,
             read_only,
             disabled,
+            disabled_tools,
             catalog: OnceLock::new(),
             start_locks: Mutex::default(),
             trusted_by,
@@ -213,6 +231,22 @@ impl McpLink {
         server_named_in(&self.disabled, tool)
     }
 
+    /// Why the catalog does not hold `tool` (a catalog name) although its
+    /// server lists it: `disabledTools` in the config file, or a tool that
+    /// runs only as a task (known once the server has listed it).
+    pub(crate) fn why_hidden(&self, tool: &str) -> Option<String> {
+        if let Some(why) = self.disabled_tools.get(tool) {
+            return Some(why.clone());
+        }
+        self.servers.iter().find_map(|server| {
+            let hidden = self.pool.hidden_tools(server).ok()?;
+            hidden
+                .into_iter()
+                .find(|(name, _)| naming::tool_name(server, name) == tool)
+                .map(|(name, why)| format!("`{name}` of MCP server `{server}` cannot be called: {why}"))
+        })
+    }
+
     /// Why `server` may not have listed `tool`, when its configuration
     /// explains it (`read_only`).
     pub(crate) fn why_unlisted(&self, server: &str) -> Option<String> {
@@ -246,7 +280,18 @@ impl McpLink {
                 json!({"name": spec.name, "description": spec.description})
             })
             .collect();
-        Ok(json!({"server": server, "tools": listed}))
+        let mut listing = json!({"server": server, "tools": listed});
+        let hidden: Vec<Value> = self
+            .pool
+            .hidden_tools(server)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, why)| json!({"name": naming::tool_name(server, &name), "why": why}))
+            .collect();
+        if !hidden.is_empty() {
+            listing["hidden"] = Value::Array(hidden);
+        }
+        Ok(listing)
     }
 }
 
@@ -260,7 +305,8 @@ fn server_named_in<'a>(servers: &'a [String], tool: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// `mcp_connect__<server>`: starts one MCP server and lists its tools. The
+/// `mcp_connect__<server>`: starts one MCP server and lists its tools (and
+/// the tools it hides, with why). The
 /// gate decides it like any call (rules, hooks, approvals), which is how a
 /// policy allows or refuses a server.
 struct McpConnect {
@@ -277,7 +323,7 @@ impl Tool for McpConnect {
             naming::connect_name(&self.server),
             format!(
                 "Start the MCP server `{server}` if it is not running and list its tools as \
-                 {{server, tools: [{{name, description}}]}}; they are then callable by name \
+                 {{server, tools: [{{name, description}}], hidden?: [{{name, why}}]}}; they are then callable by name \
                  (`mcp__{server}__<tool>`) and found by tool_search. Calling one of its tools starts it too.",
                 server = self.server
             ),

@@ -88,16 +88,16 @@ mod tests {
     fn round_trip_and_config_change() {
         let dir = tempfile::tempdir().unwrap();
         let config = McpConfig::parse(
-            r#"{"mcpServers": {"a.b": {"command": "x"}, "c": {"command": "y"}}}"#,
+            r#"{"mcpServers": {"a-b": {"command": "x"}, "c": {"command": "y"}}}"#,
             Path::new("/"),
             &|_| None,
         )
         .unwrap();
-        let a = &config.servers["a.b"];
+        let a = &config.servers["a-b"];
         assert_eq!(read(dir.path(), a), None);
         let tools = vec![json!({"name": "t", "inputSchema": {"type": "object"}})];
         let path = write(dir.path(), a, &tools).unwrap();
-        assert!(path.file_name().unwrap().to_str().unwrap().starts_with("a_b_"));
+        assert!(path.file_name().unwrap().to_str().unwrap().starts_with("a-b-"));
         assert_eq!(read(dir.path(), a), Some(tools.clone()));
         // Another launch config does not see it; a rewrite replaces it.
         assert_eq!(read(dir.path(), &config.servers["c"]), None);

@@ -1,10 +1,14 @@
-//! The MCP server configuration: the `mcpServers` JSON that common MCP
-//! clients read from `.mcp.json`, with codemode's per-server settings.
+//! The MCP server configuration: the JSON (JSONC) that common MCP clients
+//! write (`mcpServers`, VS Code's `servers` + `inputs`, Zed's
+//! `context_servers`; see `dialect.rs`), with codemode's per-server
+//! settings.
 //!
 //! ```json
 //! {"mcpServers": {
 //!   "files": {"command": "node", "args": ["server.js", "${HOME}/notes"],
 //!             "env": {"TOKEN": "${TOKEN:-none}"}, "cwd": "tools",
+//!             "envFile": ".env", "disabledTools": ["delete_file"],
+//!             "autoApprove": ["read_file"],
 //!             "timeout_ms": 60000, "startup_timeout_ms": 30000,
 //!             "read_only": true},
 //!   "web":   {"type": "http", "url": "https://example.com/mcp",
@@ -13,29 +17,48 @@
 //! }}
 //! ```
 //!
-//! - A server with `command` is a stdio server; one with `url` (or
-//!   `type: "http"` / `"streamable-http"` / `"streamableHttp"`) is a
-//!   streamable HTTP server. `type: "sse"` (the legacy HTTP+SSE transport)
-//!   is refused.
-//! - `${VAR}` and `${VAR:-default}` are expanded in `command`, `args`, `env`
-//!   values, `cwd`, `url` and `headers` values; a missing `VAR` without a
-//!   default is an error naming the server and the field. `$` not followed
-//!   by `{` is kept as is.
-//! - A relative `cwd` is resolved against the folder of the config file.
-//! - Fields other clients use (`description`, `autoApprove`, ...) are
-//!   ignored; a misspelt codemode field is therefore ignored too.
-//! - Values that came from `${VAR}` (and every `headers` value) are
-//!   secrets as far as codemode is concerned: [`ServerConfig::shown`] and
-//!   [`ServerConfig::launch_line`] show the configuration as written
-//!   (`${VAR}`, literal header values as [`REDACTED`]), and
-//!   [`ServerConfig::redact`] takes the expanded values out of any text
-//!   (error messages, stderr tails, logs). Only the process and the HTTP
-//!   client get the expanded values.
+//! - A server with `command` is a stdio server; one with `url` (Windsurf:
+//!   `serverUrl`; or `type: "http"` / `"streamable-http"` /
+//!   `"streamableHttp"`) is a streamable HTTP server. `type: "sse"` (the
+//!   legacy HTTP+SSE transport) is refused.
+//! - Variables are expanded in `command`, `args`, `env` values, `cwd`,
+//!   `envFile`, `url` and `headers` values: `${VAR}`, `${VAR:-default}` and
+//!   `${env:VAR}` from the environment, `${userHome}` (`$HOME`),
+//!   `${workspaceFolder}` (the workspace root, given to
+//!   [`McpConfig::load_in`]), `${input:ID}` (a VS Code input: the
+//!   environment variable `CODEMODE_INPUT_<ID>`, else the input's
+//!   `default`; see [`input_variable`]). A missing value is an error naming
+//!   the server, the field and where a value can come from. `$` not
+//!   followed by `{` is kept as is.
+//! - A relative `cwd` or `envFile` is resolved against the folder of the
+//!   config file. `envFile` is dotenv text (read with `dotenvy`); `env`
+//!   entries win over it.
+//! - `disabledTools` (the server's own tool names) are hidden: not listed,
+//!   not callable. `autoApprove` / `alwaysAllow` (tool names) become allow
+//!   rules `mcp__<server>__<tool>` when the file is trusted
+//!   ([`McpConfig::auto_approve_rules`]); an untrusted file's are ignored.
+//!   `timeout` (Cline: seconds, at most 3600) is the per-call timeout like
+//!   `timeout_ms`.
+//! - Keys that have no effect in codemode (`description`, a misspelt field,
+//!   ...) are collected in [`McpConfig::ignored`] for one warning per key
+//!   ([`McpConfig::warnings`]).
+//! - A `disabled: true` server is neither started nor listed; an error in
+//!   its entry (other than its name) does not stop the file loading.
+//! - A server's name becomes part of tool names (`mcp__<server>__<tool>`):
+//!   it must be 1 to 64 of `A-Z a-z 0-9 _ -`, not holding `__` and not
+//!   starting or ending with `_`.
+//! - Values that came from the environment, an input or an `envFile` (and
+//!   every literal `headers` value) are secrets as far as codemode is
+//!   concerned: [`ServerConfig::shown`] and [`ServerConfig::launch_line`]
+//!   show the configuration as written (`${VAR}`, literal header values and
+//!   `envFile` values as [`REDACTED`]), and [`ServerConfig::redact`] takes
+//!   the expanded values out of any text (error messages, stderr tails,
+//!   logs). Only the process and the HTTP client get the expanded values.
 //! - `read_only: true` exposes and allows only the server's tools annotated
 //!   `readOnlyHint: true`; every other tool of it is hidden and refused.
 //!   It never makes a tool read-only that did not say so.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -67,8 +90,11 @@ pub enum ConfigError {
         /// The I/O error.
         message: String,
     },
-    /// The file is not JSON, or its top level is not `{"mcpServers": {...}}`.
-    #[error("MCP config is not valid: {message} (expected {{\"mcpServers\": {{\"NAME\": {{...}}}}}})")]
+    /// The file is not JSON(C), or its top level has no servers object.
+    #[error(
+        "MCP config is not valid: {message} (expected {{\"mcpServers\": {{\"NAME\": {{...}}}}}}, VS Code's \
+         {{\"servers\": {{...}}}} or Zed's {{\"context_servers\": {{...}}}})"
+    )]
     Syntax {
         /// What the parser said.
         message: String,
@@ -130,6 +156,13 @@ pub struct ServerConfig {
     /// engine; further calls wait (their timeout runs while they wait).
     /// `None`: no limit but the runs' own in-flight limits.
     pub max_in_flight: Option<usize>,
+    /// The server's own tool names hidden by `disabledTools`: not listed,
+    /// not callable.
+    pub disabled_tools: BTreeSet<String>,
+    /// The server's own tool names of `autoApprove` / `alwaysAllow`: allowed
+    /// without an approval when the file is trusted
+    /// ([`McpConfig::auto_approve_rules`]), ignored otherwise.
+    pub auto_approve: BTreeSet<String>,
     /// The transport as written in the file, for people: `${VAR}`
     /// references unexpanded, literal `headers` values replaced by
     /// [`REDACTED`], a relative `cwd` resolved when it holds no `${VAR}`.
@@ -150,6 +183,8 @@ impl std::fmt::Debug for ServerConfig {
             .field("read_only", &self.read_only)
             .field("disabled", &self.disabled)
             .field("max_in_flight", &self.max_in_flight)
+            .field("disabled_tools", &self.disabled_tools)
+            .field("auto_approve", &self.auto_approve)
             .finish_non_exhaustive()
     }
 }
@@ -235,16 +270,64 @@ pub struct McpConfig {
     /// The canonical path of the file it was read from
     /// ([`McpConfig::load`]); `None` for a config parsed from text.
     pub source: Option<PathBuf>,
+    /// Keys of server entries that have no effect in codemode, each with
+    /// the servers that hold it (see [`McpConfig::warnings`]).
+    pub ignored: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for McpConfig {
-    /// No servers, trusted, no source.
+    /// No servers, trusted, no source, nothing ignored.
     fn default() -> Self {
-        McpConfig { servers: BTreeMap::new(), trusted: true, source: None }
+        McpConfig { servers: BTreeMap::new(), trusted: true, source: None, ignored: BTreeMap::new() }
     }
 }
 
-/// The raw shape of one server entry (other clients' fields ignored).
+/// Where `${input:ID}` looks first: `CODEMODE_INPUT_` and the ID in upper
+/// case with every character outside `A-Z 0-9` as `_` (`${input:api-key}`
+/// reads `CODEMODE_INPUT_API_KEY`). codemode cannot prompt the way VS Code
+/// does, so an input's value comes from this variable, else its `default`.
+pub fn input_variable(id: &str) -> String {
+    let id: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    format!("CODEMODE_INPUT_{id}")
+}
+
+/// The MCP config files a workspace may hold, in the order they are looked
+/// for: codemode's and Claude Code's `.mcp.json`, Cursor's
+/// `.cursor/mcp.json`, VS Code's `.vscode/mcp.json`. Only the first found
+/// is read ([`workspace_config_file`]).
+pub const WORKSPACE_CONFIG_FILES: [&str; 3] = [".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json"];
+
+/// The first of [`WORKSPACE_CONFIG_FILES`] that exists in `workspace`.
+pub fn workspace_config_file(workspace: &Path) -> Option<PathBuf> {
+    WORKSPACE_CONFIG_FILES.iter().map(|f| workspace.join(f)).find(|p| p.exists())
+}
+
+/// The longest server name, in bytes (so tool names stay readable within
+/// the catalog's 128 bytes).
+pub const MAX_SERVER_NAME_LEN: usize = 64;
+
+/// Whether `name` makes tool names as it is (`mcp__<name>__<tool>`):
+/// 1 to [`MAX_SERVER_NAME_LEN`] of `A-Z a-z 0-9 _ -`, no `__`, not starting
+/// or ending with `_` (src/mcp/naming.rs).
+fn valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SERVER_NAME_LEN
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_')
+}
+
+/// Where the variables of a config come from.
+struct Vars<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    workspace: Option<&'a Path>,
+    inputs: &'a BTreeMap<String, super::dialect::Input>,
+}
+
+/// The raw shape of one server entry, after `dialect::normalise` (other
+/// keys are collected there and warned about).
 #[derive(Deserialize)]
 struct RawServer {
     #[serde(rename = "type")]
@@ -265,27 +348,46 @@ struct RawServer {
     #[serde(default)]
     disabled: bool,
     max_in_flight: Option<usize>,
+    #[serde(rename = "envFile")]
+    env_file: Option<String>,
+    #[serde(rename = "disabledTools", default)]
+    disabled_tools: Vec<String>,
+    #[serde(rename = "autoApprove", default)]
+    auto_approve: Vec<String>,
+    /// Cline's per-call timeout, in seconds.
+    timeout: Option<u64>,
 }
 
 impl McpConfig {
     /// Reads and checks the config file at `path`, expanding variables from
-    /// the process environment.
+    /// the process environment; `${workspaceFolder}` is an error (see
+    /// [`McpConfig::load_in`]).
     ///
     /// # Errors
     /// [`ConfigError`] naming the server and field of the first problem.
     pub fn load(path: &Path) -> Result<McpConfig, ConfigError> {
+        McpConfig::load_in(path, None)
+    }
+
+    /// [`McpConfig::load`] with `workspace` as `${workspaceFolder}`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the server and field of the first problem.
+    pub fn load_in(path: &Path, workspace: Option<&Path>) -> Result<McpConfig, ConfigError> {
         let text = crate::config_file::read_config(path)
             .map_err(|e| ConfigError::Read { path: path.to_owned(), message: e.to_string() })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let base = std::fs::canonicalize(if base.as_os_str().is_empty() { Path::new(".") } else { &base })
             .unwrap_or(base);
-        let mut config = McpConfig::parse(&text, &base, &|name| std::env::var(name).ok())?;
+        let workspace = workspace.map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_owned()));
+        let mut config =
+            McpConfig::parse_in(&text, &base, workspace.as_deref(), &|name| std::env::var(name).ok())?;
         config.source = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
         Ok(config)
     }
 
-    /// Parses config text. `base` resolves relative `cwd` values; `env`
-    /// looks up `${VAR}`s.
+    /// Parses config text. `base` resolves relative `cwd` and `envFile`
+    /// values; `env` looks up `${VAR}`s; `${workspaceFolder}` is an error.
     ///
     /// # Errors
     /// [`ConfigError`] naming the server and field of the first problem.
@@ -294,20 +396,74 @@ impl McpConfig {
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<McpConfig, ConfigError> {
-        let top: Value =
-            serde_json::from_str(text).map_err(|e| ConfigError::Syntax { message: e.to_string() })?;
-        let Some(servers) = top.get("mcpServers") else {
-            return Err(ConfigError::Syntax { message: "no `mcpServers` object".into() });
-        };
-        let Some(servers) = servers.as_object() else {
-            return Err(ConfigError::Syntax { message: "`mcpServers` is not an object".into() });
-        };
+        McpConfig::parse_in(text, base, None, env)
+    }
+
+    /// [`McpConfig::parse`] with `workspace` as `${workspaceFolder}`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the server and field of the first problem.
+    pub fn parse_in(
+        text: &str,
+        base: &Path,
+        workspace: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<McpConfig, ConfigError> {
+        let top = super::dialect::parse_text(text)?;
+        let document = super::dialect::document(&top)?;
+        let vars = Vars { env, workspace, inputs: &document.inputs };
         let mut config = McpConfig::default();
-        for (name, raw) in servers {
-            let server = parse_server(name, raw, base, env)?;
+        for (name, raw) in &document.servers {
+            let (entry, unknown) = super::dialect::normalise(name, raw)?;
+            for key in unknown {
+                config.ignored.entry(key).or_default().push(name.clone());
+            }
+            let server = match parse_server(name, &entry, base, &vars) {
+                Ok(server) => server,
+                // A disabled server is skipped: an error in it (a variable
+                // not set, an input without a value) does not stop the
+                // others. Its name must still be valid.
+                Err(ConfigError::Field { field, .. })
+                    if field != "name" && entry.get("disabled") == Some(&Value::Bool(true)) =>
+                {
+                    disabled_server(name)
+                }
+                Err(e) => return Err(e),
+            };
             config.servers.insert(name.clone(), server);
         }
         Ok(config)
+    }
+
+    /// One line per key in [`McpConfig::ignored`], naming the key, the file
+    /// and the servers: `MCP config FILE: `KEY` (server a, b) has no effect
+    /// in codemode and is ignored`.
+    pub fn warnings(&self) -> Vec<String> {
+        let file = self.source.as_ref().map_or_else(|| "MCP config".to_owned(), |p| p.display().to_string());
+        self.ignored
+            .iter()
+            .map(|(key, servers)| {
+                let s = if servers.len() == 1 { "" } else { "s" };
+                format!(
+                    "{file}: `{key}` (server{s} {}) has no effect in codemode and is ignored",
+                    servers.join(", ")
+                )
+            })
+            .collect()
+    }
+
+    /// The allow rules a trusted file's `autoApprove` / `alwaysAllow` lists
+    /// make: `mcp__<server>__<tool>` for each listed tool of each enabled
+    /// server, in server and tool order. Empty when the file is not
+    /// [`trusted`](McpConfig::trusted): a workspace file must not approve
+    /// its own servers' tools.
+    pub fn auto_approve_rules(&self) -> Vec<String> {
+        if !self.trusted {
+            return Vec::new();
+        }
+        self.enabled()
+            .flat_map(|s| s.auto_approve.iter().map(|tool| super::naming::tool_name(&s.name, tool)))
+            .collect()
     }
 
     /// The servers that are not disabled.
@@ -320,14 +476,17 @@ fn field_error(server: &str, field: impl Into<String>, message: impl Into<String
     ConfigError::Field { server: server.to_owned(), field: field.into(), message: message.into() }
 }
 
-fn parse_server(
-    name: &str,
-    raw: &Value,
-    base: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ServerConfig, ConfigError> {
-    if name.is_empty() {
-        return Err(field_error(name, "name", "a server name must not be empty"));
+fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result<ServerConfig, ConfigError> {
+    if !valid_server_name(name) {
+        return Err(field_error(
+            name,
+            "name",
+            format!(
+                "a server name becomes part of tool names (`mcp__<server>__<tool>`): use 1 to \
+                 {MAX_SERVER_NAME_LEN} letters, digits, `-` and `_`, without `__` and not starting or ending \
+                 with `_` (e.g. `my-server`)"
+            ),
+        ));
     }
     let raw: RawServer = serde_path_to_error::deserialize(raw).map_err(|e| {
         let path = e.path().to_string();
@@ -337,7 +496,7 @@ fn parse_server(
     // Expanded values (from the environment) and their `${VAR}` forms.
     let secrets = std::cell::RefCell::new(Vec::<(String, String)>::new());
     let expand = |field: &str, value: &str| {
-        let (expanded, found) = expand_vars(value, env).map_err(|m| field_error(name, field, m))?;
+        let (expanded, found) = expand_vars(value, vars).map_err(|m| field_error(name, field, m))?;
         secrets.borrow_mut().extend(found);
         Ok::<_, ConfigError>(expanded)
     };
@@ -370,6 +529,13 @@ fn parse_server(
                 name,
                 "command",
                 "give either `command` (stdio) or `url` (HTTP), not both",
+            ));
+        }
+        if raw.env_file.is_some() {
+            return Err(field_error(
+                name,
+                "envFile",
+                "`envFile` sets a stdio server's environment; an HTTP server has none (use `headers`)",
             ));
         }
         let written = url;
@@ -423,9 +589,23 @@ fn parse_server(
             .enumerate()
             .map(|(i, a)| expand(&format!("args[{i}]"), a))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut vars = BTreeMap::new();
+        let mut env_vars = BTreeMap::new();
         for (key, value) in &raw.env {
-            vars.insert(key.clone(), expand(&format!("env.{key}"), value)?);
+            env_vars.insert(key.clone(), expand(&format!("env.{key}"), value)?);
+        }
+        let mut shown_env = raw.env.clone();
+        if let Some(written) = &raw.env_file {
+            let path = PathBuf::from(expand("envFile", written)?);
+            let path = if path.is_relative() { base.join(path) } else { path };
+            for (key, value) in read_env_file(&path).map_err(|m| field_error(name, "envFile", m))? {
+                // `env` entries win over the file's.
+                if env_vars.contains_key(&key) {
+                    continue;
+                }
+                secrets.borrow_mut().push((value.clone(), REDACTED.to_owned()));
+                shown_env.insert(key.clone(), REDACTED.to_owned());
+                env_vars.insert(key, value);
+            }
         }
         let mut shown_cwd = None;
         let cwd = match &raw.cwd {
@@ -444,10 +624,10 @@ fn parse_server(
         let shown = Transport::Stdio {
             command: raw.command.clone().unwrap_or_default(),
             args: raw.args.clone(),
-            env: raw.env.clone(),
+            env: shown_env,
             cwd: shown_cwd,
         };
-        (Transport::Stdio { command, args, env: vars, cwd }, shown)
+        (Transport::Stdio { command, args, env: env_vars, cwd }, shown)
     };
     let mut secrets = secrets.into_inner();
     secrets.retain(|(value, _)| value.len() >= MIN_REDACTED_LEN);
@@ -462,29 +642,98 @@ fn parse_server(
     if raw.max_in_flight == Some(0) {
         return Err(field_error(name, "max_in_flight", "must be at least 1 (calls at once)"));
     }
+    let timeout = match (raw.timeout, raw.timeout_ms) {
+        (Some(_), Some(_)) => {
+            return Err(field_error(
+                name,
+                "timeout",
+                "give either `timeout` (seconds) or `timeout_ms`, not both",
+            ));
+        }
+        (Some(secs), None) if !(1..=3600).contains(&secs) => {
+            return Err(field_error(
+                name,
+                "timeout",
+                format!(
+                    "{secs} is not between 1 and 3600: `timeout` is in seconds (as Cline reads it); \
+                     write `timeout_ms` for milliseconds"
+                ),
+            ));
+        }
+        (Some(secs), None) => Some(Duration::from_secs(secs)),
+        (None, ms) => ms.map(Duration::from_millis),
+    };
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
-        timeout: raw.timeout_ms.map(Duration::from_millis),
+        timeout,
         startup_timeout: raw.startup_timeout_ms.map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
         read_only: raw.read_only,
         disabled: raw.disabled,
         max_in_flight: raw.max_in_flight,
+        disabled_tools: raw.disabled_tools.into_iter().collect(),
+        auto_approve: raw.auto_approve.into_iter().collect(),
         shown,
         secrets,
     })
 }
 
-/// Expands `${VAR}` and `${VAR:-default}` in `value`; also returns each
-/// value taken from the environment with its `${VAR}` form (a default
-/// written in the file is no secret and is not listed).
+/// A `disabled: true` server whose entry has an error: listed as disabled,
+/// never started, nothing of its entry kept.
+fn disabled_server(name: &str) -> ServerConfig {
+    let transport =
+        Transport::Stdio { command: String::new(), args: Vec::new(), env: BTreeMap::new(), cwd: None };
+    ServerConfig {
+        name: name.to_owned(),
+        shown: transport.clone(),
+        transport,
+        timeout: None,
+        startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        read_only: false,
+        disabled: true,
+        max_in_flight: None,
+        disabled_tools: BTreeSet::new(),
+        auto_approve: BTreeSet::new(),
+        secrets: Vec::new(),
+    }
+}
+
+/// The `KEY=value` entries of the dotenv file at `path` (read as
+/// `crate::config_file` reads any config file, parsed by `dotenvy`).
 ///
 /// # Errors
-/// A message naming the missing variable, or an unterminated `${`.
-fn expand_vars(
-    value: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(String, Vec<(String, String)>), String> {
+/// A message that names the file but quotes none of its values.
+fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
+    let text =
+        crate::config_file::read_config(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for item in dotenvy::from_read_iter(text.as_bytes()) {
+        match item {
+            Ok(pair) => out.push(pair),
+            // Its message quotes the line, which may hold a secret.
+            Err(dotenvy::Error::LineParse(..)) => {
+                return Err(format!(
+                    "{}: the entry after the first {} is not `KEY=value` dotenv text",
+                    path.display(),
+                    out.len()
+                ));
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    Ok(out)
+}
+
+/// Expands the variables of `value` (see the module docs); also returns
+/// each secret value with the form it is shown as: values from the
+/// environment (`${VAR}`, `${env:VAR}`) and inputs (`${input:ID}`); a
+/// default written in the file, `${userHome}` and `${workspaceFolder}` are
+/// no secrets (an input's default is, when the input is a `password`).
+///
+/// # Errors
+/// A message naming the missing variable or input and where its value can
+/// come from, an unknown `${...}`, or an unterminated `${`.
+fn expand_vars(value: &str, vars: &Vars<'_>) -> Result<(String, Vec<(String, String)>), String> {
     let mut found = Vec::new();
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
@@ -502,24 +751,78 @@ fn expand_vars(
             return Err(format!("unterminated `${{` in `{value}`; write `${{VAR}}`"));
         };
         let inner = &after[..end];
-        let (var, default) = match inner.split_once(":-") {
-            Some((var, default)) => (var, Some(default)),
-            None => (inner, None),
-        };
-        if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return Err(format!(
-                "`${{{inner}}}` is not a variable reference; write `${{VAR}}` or `${{VAR:-default}}`"
-            ));
-        }
-        match (env(var), default) {
-            (Some(v), _) => {
-                out.push_str(&v);
-                found.push((v, format!("${{{var}}}")));
+        let shown = format!("${{{inner}}}");
+        let identifier = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        match inner.split_once(':') {
+            None if inner == "userHome" => match (vars.env)("HOME") {
+                Some(home) => out.push_str(&home),
+                None => return Err("`${userHome}` needs HOME to be set".to_owned()),
+            },
+            None if inner == "workspaceFolder" => match vars.workspace {
+                Some(ws) => out.push_str(&ws.to_string_lossy()),
+                None => {
+                    return Err("`${workspaceFolder}` is not known here: name the workspace (the CLI's \
+                                --workspace; McpConfig::load_in for a library host)"
+                        .to_owned());
+                }
+            },
+            Some(("env", var)) if identifier(var) => match (vars.env)(var) {
+                Some(v) => {
+                    out.push_str(&v);
+                    found.push((v, shown));
+                }
+                None => return Err(format!("environment variable `{var}` is not set; set it")),
+            },
+            Some(("input", id)) => {
+                let Some(input) = vars.inputs.get(id) else {
+                    return Err(format!(
+                        "`{shown}` names no input of the file's `inputs` list; add {{\"id\": \"{id}\", ...}} there"
+                    ));
+                };
+                let variable = input_variable(id);
+                match ((vars.env)(&variable), &input.default) {
+                    (Some(v), _) => {
+                        out.push_str(&v);
+                        found.push((v, shown));
+                    }
+                    (None, Some(d)) => {
+                        out.push_str(d);
+                        if input.password {
+                            found.push((d.clone(), shown));
+                        }
+                    }
+                    (None, None) => {
+                        let about =
+                            input.description.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+                        return Err(format!(
+                            "input `{id}`{about} has no value: codemode cannot prompt for inputs; set the \
+                             environment variable {variable}, or give the input a `default`"
+                        ));
+                    }
+                }
             }
-            (None, Some(d)) => out.push_str(d),
-            (None, None) => {
+            Some((var, default)) if identifier(var) && default.starts_with('-') => match (vars.env)(var) {
+                Some(v) => {
+                    out.push_str(&v);
+                    found.push((v, format!("${{{var}}}")));
+                }
+                None => out.push_str(&default[1..]),
+            },
+            None if identifier(inner) => match (vars.env)(inner) {
+                Some(v) => {
+                    out.push_str(&v);
+                    found.push((v, shown));
+                }
+                None => {
+                    return Err(format!(
+                        "environment variable `{inner}` is not set; set it or write `${{{inner}:-default}}`"
+                    ));
+                }
+            },
+            _ => {
                 return Err(format!(
-                    "environment variable `{var}` is not set; set it or write `${{{var}:-default}}`"
+                    "`{shown}` is not a variable codemode knows; write `${{VAR}}`, `${{VAR:-default}}`, \
+                     `${{env:VAR}}`, `${{input:ID}}`, `${{userHome}}` or `${{workspaceFolder}}`"
                 ));
             }
         }
@@ -723,8 +1026,10 @@ mod tests {
 
     #[test]
     fn expansion_keeps_plain_dollars_and_the_launch_hash_tracks_the_launch() {
-        assert_eq!(expand_vars("a$b ${X:-} $", &env).unwrap().0, "a$b  $");
-        assert_eq!(expand_vars("$${HOME} ${HOME} $${", &env).unwrap().0, "${HOME} /home/u ${");
+        let inputs = BTreeMap::new();
+        let vars = Vars { env: &env, workspace: None, inputs: &inputs };
+        assert_eq!(expand_vars("a$b ${X:-} $", &vars).unwrap().0, "a$b  $");
+        assert_eq!(expand_vars("$${HOME} ${HOME} $${", &vars).unwrap().0, "${HOME} /home/u ${");
         let config = parse(
             r#"{"mcpServers": {"a": {"command": "x", "timeout_ms": 1},
                                                "b": {"command": "x", "read_only": true},
@@ -735,5 +1040,146 @@ mod tests {
         assert_eq!(hash("a"), hash("b"));
         assert_ne!(hash("a"), hash("c"));
         assert_eq!(hash("a").len(), 64);
+    }
+
+    #[test]
+    fn every_variable_form_expands_and_secrets_keep_their_written_form() {
+        let text = r#"{
+          // VS Code's shape, with comments and trailing commas
+          "inputs": [
+            {"type": "promptString", "id": "api-key", "description": "The API key", "password": true},
+            {"type": "promptString", "id": "region", "default": "eu"},
+          ],
+          "servers": {
+            "s": {"type": "stdio", "command": "${userHome}/bin/srv",
+                  "args": ["${workspaceFolder}/data", "${env:TOKEN}", "${input:region}"],
+                  "env": {"KEY": "${input:api-key}"},},
+          },
+        }"#;
+        let env = |name: &str| match name {
+            "HOME" => Some("/home/u".to_owned()),
+            "TOKEN" => Some("s3cret".to_owned()),
+            "CODEMODE_INPUT_API_KEY" => Some("key-from-env".to_owned()),
+            _ => None,
+        };
+        let config = McpConfig::parse_in(text, Path::new("/cfg"), Some(Path::new("/ws")), &env).unwrap();
+        let s = &config.servers["s"];
+        assert_eq!(
+            s.transport,
+            Transport::Stdio {
+                command: "/home/u/bin/srv".into(),
+                args: vec!["/ws/data".into(), "s3cret".into(), "eu".into()],
+                env: [("KEY".to_owned(), "key-from-env".to_owned())].into(),
+                cwd: None,
+            }
+        );
+        assert_eq!(s.redact("got key-from-env and s3cret"), "got ${input:api-key} and ${env:TOKEN}");
+        assert!(s.launch_line().contains("KEY=${input:api-key}"), "{}", s.launch_line());
+        // No workspace, no value for an input: errors that say what to do.
+        let err = McpConfig::parse(text, Path::new("/cfg"), &env).unwrap_err().to_string();
+        assert!(err.contains("workspaceFolder") && err.contains("args[0]"), "{err}");
+        let no_key = |n: &str| if n == "CODEMODE_INPUT_API_KEY" { None } else { env(n) };
+        let err = McpConfig::parse_in(text, Path::new("/cfg"), Some(Path::new("/ws")), &no_key)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("input `api-key` (The API key) has no value")
+                && err.contains("CODEMODE_INPUT_API_KEY")
+                && err.contains("`default`")
+                && err.contains("env.KEY"),
+            "{err}"
+        );
+        for (bad, needle) in
+            [("${input:nope}", "names no input"), ("${config:x}", "not a variable codemode knows")]
+        {
+            let text = format!(r#"{{"mcpServers": {{"s": {{"command": "{bad}"}}}}}}"#);
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn env_file_values_reach_the_environment_and_are_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), "# a comment\nAPI_TOKEN=tok-from-file\nSHARED=file\n")
+            .unwrap();
+        let text =
+            r#"{"mcpServers": {"s": {"command": "x", "envFile": ".env", "env": {"SHARED": "config"}}}}"#;
+        let config = McpConfig::parse(text, dir.path(), &env).unwrap();
+        let s = &config.servers["s"];
+        let Transport::Stdio { env: vars, .. } = &s.transport else { unreachable!() };
+        assert_eq!(vars["API_TOKEN"], "tok-from-file");
+        assert_eq!(vars["SHARED"], "config", "`env` wins over the file");
+        assert_eq!(s.redact("saw tok-from-file"), format!("saw {REDACTED}"));
+        assert!(!s.launch_line().contains("tok-from-file"), "{}", s.launch_line());
+        std::fs::write(dir.path().join("bad.env"), "GOOD=1\nnot a line with secret-value\n").unwrap();
+        let text = r#"{"mcpServers": {"s": {"command": "x", "envFile": "bad.env"}}}"#;
+        let err = McpConfig::parse(text, dir.path(), &env).unwrap_err().to_string();
+        assert!(err.contains("envFile") && err.contains("bad.env") && !err.contains("secret-value"), "{err}");
+        let text = r#"{"mcpServers": {"s": {"command": "x", "envFile": "missing.env"}}}"#;
+        assert!(McpConfig::parse(text, dir.path(), &env).unwrap_err().to_string().contains("missing.env"));
+    }
+
+    #[test]
+    fn client_keys_map_to_codemode_settings_and_the_rest_is_warned_about() {
+        let config = parse(
+            r#"{"mcpServers": {
+                "cline": {"command": "x", "timeout": 90, "alwaysAllow": ["read"], "disabledTools": ["rm"],
+                          "description": "d", "watchPaths": []},
+                "wind": {"serverUrl": "https://h/mcp", "description": "e"},
+                "zed": {"command": {"path": "z", "args": ["1"]}, "source": "custom"}
+            }}"#,
+        )
+        .unwrap();
+        let cline = &config.servers["cline"];
+        assert_eq!(cline.timeout, Some(Duration::from_secs(90)));
+        assert_eq!(cline.disabled_tools, ["rm".to_owned()].into());
+        assert_eq!(cline.auto_approve, ["read".to_owned()].into());
+        assert!(
+            matches!(&config.servers["wind"].transport, Transport::Http { url, .. } if url == "https://h/mcp")
+        );
+        assert!(matches!(&config.servers["zed"].transport, Transport::Stdio { command, args, .. }
+            if command == "z" && args == &["1"]));
+        assert_eq!(config.auto_approve_rules(), ["mcp__cline__read"]);
+        // A disabled server with an error is skipped, not an error.
+        let skipped = parse(
+            r#"{"mcpServers": {"off": {"command": "${NOPE}", "disabled": true}, "on": {"command": "x"}}}"#,
+        )
+        .unwrap();
+        assert!(skipped.servers["off"].disabled && skipped.enabled().count() == 1);
+        assert!(parse(r#"{"mcpServers": {"a.b": {"command": "x", "disabled": true}}}"#).is_err());
+        let untrusted = McpConfig { trusted: false, ..config.clone() };
+        assert!(untrusted.auto_approve_rules().is_empty());
+        assert_eq!(
+            config.warnings(),
+            [
+                "MCP config: `description` (servers cline, wind) has no effect in codemode and is ignored",
+                "MCP config: `watchPaths` (server cline) has no effect in codemode and is ignored",
+            ]
+        );
+        for (text, field, needle) in [
+            (r#"{"mcpServers": {"s": {"command": "x", "timeout": 60000}}}"#, "timeout", "in seconds"),
+            (
+                r#"{"mcpServers": {"s": {"command": "x", "timeout": 5, "timeout_ms": 5}}}"#,
+                "timeout",
+                "not both",
+            ),
+            (r#"{"mcpServers": {"s": {"url": "http://h", "envFile": ".env"}}}"#, "envFile", "stdio"),
+            (r#"{"mcpServers": {"my.server": {"command": "x"}}}"#, "name", "letters, digits"),
+            (r#"{"mcpServers": {"a__b": {"command": "x"}}}"#, "name", "without `__`"),
+            (
+                r#"{"mcpServers": {"s": {"command": "x", "disabledTools": "rm"}}}"#,
+                "disabledTools",
+                "invalid type",
+            ),
+        ] {
+            match parse(text) {
+                Err(ConfigError::Field { field: f, message, .. }) => {
+                    assert_eq!(f, field, "{text}");
+                    assert!(message.contains(needle), "{text}: {message}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 }

@@ -139,6 +139,49 @@ pub(crate) struct Connection {
     monitor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// When it started.
     pub(crate) started: tokio::time::Instant,
+    /// Names of the tools its `tools/list` answers declared
+    /// `execution.taskSupport: "required"` (see [`TaskOnlyTap`]).
+    pub(crate) task_only: TaskOnlyTap,
+}
+
+/// The tools a server declared task-only (`execution.taskSupport:
+/// "required"`, MCP 2025-11-25 "Tasks"), seen in the raw messages of a
+/// stdio server: rmcp's `Tool` type does not keep `execution`, so the pool
+/// could not otherwise tell such a tool from one it can call. Over HTTP
+/// the messages are not seen, and such a tool stays listed (its call fails
+/// with the server's error).
+#[derive(Clone, Default)]
+pub(crate) struct TaskOnlyTap(Arc<Mutex<std::collections::HashSet<String>>>);
+
+impl TaskOnlyTap {
+    /// Whether `tool` was declared task-only.
+    pub(crate) fn contains(&self, tool: &str) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(tool)
+    }
+
+    /// Notes the task-only tools of one JSON-RPC message line (only lines
+    /// that mention `"taskSupport"` are parsed).
+    fn scan(&self, line: &[u8]) {
+        if memchr::memmem::find(line, b"\"taskSupport\"").is_none() {
+            return;
+        }
+        let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else { return };
+        let Some(tools) = message.pointer("/result/tools").and_then(serde_json::Value::as_array) else {
+            return;
+        };
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for tool in tools {
+            if let Some(name) = tool.get("name").and_then(serde_json::Value::as_str) {
+                if tool.pointer("/execution/taskSupport").and_then(serde_json::Value::as_str)
+                    == Some("required")
+                {
+                    set.insert(name.to_owned());
+                } else {
+                    set.remove(name);
+                }
+            }
+        }
+    }
 }
 
 /// What starting a connection gives besides the connection.
@@ -162,6 +205,7 @@ impl Connection {
         let handler = Handler { list_changed: list_tx };
         let name = server.name.clone();
         let mut monitor = None;
+        let task_only = TaskOnlyTap::default();
         let serving = match &server.transport {
             Transport::Stdio { command, args, env, cwd } => {
                 let mut cmd = tokio::process::Command::new(command);
@@ -203,6 +247,7 @@ impl Connection {
                     oversized: oversized.clone(),
                     closed: closed.clone(),
                     ended: false,
+                    tap: Some((task_only.clone(), Vec::new())),
                 };
                 monitor = Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, oversized)));
                 Box::pin(handler.serve((stdout, stdin))) as Serving
@@ -250,6 +295,7 @@ impl Connection {
                     limit,
                     monitor: Mutex::new(monitor),
                     started: tokio::time::Instant::now(),
+                    task_only,
                 };
                 abandoned.0 = None;
                 return Ok(Started { connection: Arc::new(connection), list_changed });
@@ -505,6 +551,9 @@ struct BoundedLines<R> {
     oversized: Arc<AtomicBool>,
     closed: Arc<tokio::sync::Notify>,
     ended: bool,
+    /// Where whole lines go ([`TaskOnlyTap::scan`]), and the current line
+    /// so far.
+    tap: Option<(TaskOnlyTap, Vec<u8>)>,
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
@@ -530,6 +579,11 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
                 for (i, &b) in fresh.iter().enumerate() {
                     if b == b'\n' {
                         this.line = 0;
+                        if let Some((tap, pending)) = &mut this.tap {
+                            pending.extend_from_slice(&fresh[last_newline.map_or(0, |n| n + 1)..i]);
+                            tap.scan(pending);
+                            pending.clear();
+                        }
                         last_newline = Some(i);
                     } else {
                         this.line += 1;
@@ -542,6 +596,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
                             return Poll::Ready(Ok(()));
                         }
                     }
+                }
+                if let Some((_, pending)) = &mut this.tap {
+                    pending.extend_from_slice(&fresh[last_newline.map_or(0, |n| n + 1)..]);
                 }
                 Poll::Ready(Ok(()))
             }
@@ -570,11 +627,54 @@ mod tests {
             oversized: oversized.clone(),
             closed: Arc::new(tokio::sync::Notify::new()),
             ended: false,
+            tap: None,
         };
         let mut out = Vec::new();
         reader.read_to_end(&mut out).await.unwrap();
         assert!(oversized.load(Ordering::Acquire));
         assert_eq!(out, b"short\n");
+    }
+
+    #[tokio::test]
+    async fn the_tap_notes_task_only_tools_across_reads() {
+        let listing = br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b","execution":{"taskSupport":"optional"}},{"name":"c"}]}}"#;
+        let mut data = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec();
+        data.extend_from_slice(listing);
+        data.push(b'\n');
+        let tap = TaskOnlyTap::default();
+        // One byte per read, so every line spans many reads.
+        let inner = tokio_test_reader(data.clone());
+        let mut reader = BoundedLines {
+            inner,
+            limit: 1 << 20,
+            line: 0,
+            oversized: Arc::new(AtomicBool::new(false)),
+            closed: Arc::new(tokio::sync::Notify::new()),
+            ended: false,
+            tap: Some((tap.clone(), Vec::new())),
+        };
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).await.unwrap();
+        assert_eq!(out, data);
+        assert!(tap.contains("a") && !tap.contains("b") && !tap.contains("c"));
+    }
+
+    /// A reader that gives one byte per read.
+    fn tokio_test_reader(data: Vec<u8>) -> impl AsyncRead + Unpin {
+        struct OneByte(std::collections::VecDeque<u8>);
+        impl AsyncRead for OneByte {
+            fn poll_read(
+                mut self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                if let Some(b) = self.0.pop_front() {
+                    buf.put_slice(&[b]);
+                }
+                Poll::Ready(Ok(()))
+            }
+        }
+        OneByte(data.into())
     }
 
     #[test]

@@ -167,6 +167,17 @@ pub enum McpError {
         /// The tool's name on the server.
         tool: String,
     },
+    /// The tool is hidden: the configuration's `disabledTools` names it, or
+    /// it runs only as a task.
+    #[error("tool `{tool}` of MCP server `{server}` cannot be called: {why}")]
+    Hidden {
+        /// The server.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// Why it is hidden.
+        why: String,
+    },
     /// The pool was shut down.
     #[error("the MCP client pool was shut down; MCP server `{server}` is not available")]
     ShutDown {
@@ -219,6 +230,7 @@ impl McpError {
             }
             E::UnknownTool { server, tool } => E::UnknownTool { server: r(server), tool: r(tool) },
             E::NotReadOnly { server, tool } => E::NotReadOnly { server: r(server), tool: r(tool) },
+            E::Hidden { server, tool, why } => E::Hidden { server: r(server), tool: r(tool), why: r(why) },
             E::ShutDown { server } => E::ShutDown { server: r(server) },
         }
     }

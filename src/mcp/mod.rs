@@ -22,6 +22,7 @@ mod cache;
 mod config;
 mod connection;
 mod content;
+mod dialect;
 mod error;
 pub mod naming;
 mod pool;
@@ -30,7 +31,8 @@ mod tool;
 
 pub use cache::default_cache_dir;
 pub use config::{
-    ConfigError, DEFAULT_STARTUP_TIMEOUT, MIN_REDACTED_LEN, McpConfig, REDACTED, ServerConfig, Transport,
+    ConfigError, DEFAULT_STARTUP_TIMEOUT, MAX_SERVER_NAME_LEN, MIN_REDACTED_LEN, McpConfig, REDACTED,
+    ServerConfig, Transport, WORKSPACE_CONFIG_FILES, input_variable, workspace_config_file,
 };
 pub use connection::{INHERITED_ENV, STDERR_TAIL};
 pub use content::MAX_BINARY_CHARS;

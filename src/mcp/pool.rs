@@ -146,6 +146,9 @@ pub struct ServerStatus {
     /// How many tools it exposes, from the live list or the schema cache;
     /// `None` when neither is known.
     pub tools: Option<usize>,
+    /// How many of its listed tools are hidden (`disabledTools`, task-only
+    /// tools; see [`McpPool::hidden_tools`]); 0 when not known.
+    pub hidden: usize,
 }
 
 /// One listed tool, as the pool keeps it.
@@ -156,6 +159,9 @@ pub(crate) struct Listed {
     pub(crate) name: String,
     /// `annotations.readOnlyHint == true`.
     pub(crate) read_only: bool,
+    /// `execution.taskSupport == "required"`: the server only runs it as a
+    /// task (MCP 2025-11-25 tasks), which codemode does not drive.
+    pub(crate) task_required: bool,
     /// The compiled `outputSchema`, when it has a usable one.
     pub(crate) output: Option<Arc<jsonschema::Validator>>,
 }
@@ -164,11 +170,12 @@ impl Listed {
     fn new(raw: Value) -> Option<Listed> {
         let name = raw.get("name")?.as_str()?.to_owned();
         let read_only = raw.pointer("/annotations/readOnlyHint").and_then(Value::as_bool) == Some(true);
+        let task_required = raw.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required");
         let output = raw
             .get("outputSchema")
             .and_then(|schema| crate::catalog::schema_validator(schema).ok())
             .map(Arc::new);
-        Some(Listed { raw, name, read_only, output })
+        Some(Listed { raw, name, read_only, task_required, output })
     }
 }
 
@@ -242,14 +249,19 @@ impl McpPool {
         self.inner
             .slots
             .values()
-            .map(|slot| ServerStatus {
-                name: slot.config.name.clone(),
-                transport: match slot.config.transport {
-                    Transport::Stdio { .. } => "stdio",
-                    Transport::Http { .. } => "http",
-                },
-                state: slot.status.lock().expect("status lock").clone(),
-                tools: self.known(slot).map(|tools| tools.iter().filter(|t| visible(slot, t)).count()),
+            .map(|slot| {
+                let known = self.known(slot);
+                ServerStatus {
+                    name: slot.config.name.clone(),
+                    transport: match slot.config.transport {
+                        Transport::Stdio { .. } => "stdio",
+                        Transport::Http { .. } => "http",
+                    },
+                    state: slot.status.lock().expect("status lock").clone(),
+                    tools: known.as_ref().map(|tools| tools.iter().filter(|t| visible(slot, t)).count()),
+                    hidden: known
+                        .map_or(0, |tools| tools.iter().filter(|t| hidden(slot, t).is_some()).count()),
+                }
             })
             .collect()
     }
@@ -263,6 +275,21 @@ impl McpPool {
     pub fn cached_tools(&self, server: &str) -> Result<Option<Vec<McpTool>>, McpError> {
         let slot = self.slot(server)?;
         Ok(self.known(slot).map(|tools| self.tools_of(slot, &tools)))
+    }
+
+    /// The tools `server` lists (live, else from the schema cache) that the
+    /// configuration or the tool itself hides, each with why: its name on
+    /// the server and a sentence naming the server, the tool and the cause
+    /// (`disabledTools`, a task-only tool). `read_only` servers' other
+    /// tools are not included (`McpError::NotReadOnly` says why). Never
+    /// starts the server.
+    ///
+    /// # Errors
+    /// [`McpError::UnknownServer`], [`McpError::Disabled`].
+    pub fn hidden_tools(&self, server: &str) -> Result<Vec<(String, String)>, McpError> {
+        let slot = self.slot(server)?;
+        let tools = self.known(slot).unwrap_or_default();
+        Ok(tools.iter().filter_map(|t| Some((t.name.clone(), hidden(slot, t)?))).collect())
     }
 
     /// Starts `server` if it is not running (asking the
@@ -320,8 +347,23 @@ impl McpPool {
         let connection = self.connection(slot, cx).await?;
         let listed = self.live(slot).and_then(|tools| {
             let i = tools.iter().position(|t| t.name == tool)?;
-            Some((tools[i].read_only, tools[i].output.clone()))
+            if let Some(why) = hidden(slot, &tools[i]) {
+                return Some(Err(why));
+            }
+            Some(Ok((tools[i].read_only, tools[i].output.clone())))
         });
+        let listed = match listed {
+            Some(Err(why)) => return Err(McpError::Hidden { server: server.into(), tool: tool.into(), why }),
+            Some(Ok(listed)) => Some(listed),
+            None if slot.config.disabled_tools.contains(tool) => {
+                return Err(McpError::Hidden {
+                    server: server.into(),
+                    tool: tool.into(),
+                    why: disabled_why(slot),
+                });
+            }
+            None => None,
+        };
         if slot.config.read_only && !matches!(listed, Some((true, _))) {
             return Err(McpError::NotReadOnly { server: server.into(), tool: tool.into() });
         }
@@ -559,10 +601,32 @@ impl Drop for Inner {
     }
 }
 
-/// Whether a listed tool is exposed (`read_only` servers: read-only tools
-/// only).
+/// Whether a listed tool is exposed: not hidden ([`hidden`]), and
+/// read-only on a `read_only` server.
 fn visible(slot: &Slot, tool: &Listed) -> bool {
-    !slot.config.read_only || tool.read_only
+    (!slot.config.read_only || tool.read_only) && hidden(slot, tool).is_none()
+}
+
+/// Why a listed tool is hidden, if it is: named in the server's
+/// `disabledTools`, or declaring `execution.taskSupport: "required"` (MCP
+/// 2025-11-25, "Tasks": such a tool must be called as a task, which
+/// codemode does not do, so listing it would only offer a call that fails).
+fn hidden(slot: &Slot, tool: &Listed) -> Option<String> {
+    if slot.config.disabled_tools.contains(&tool.name) {
+        return Some(disabled_why(slot));
+    }
+    tool.task_required.then(|| {
+        "it declares `execution.taskSupport: \"required\"` (it runs only as an MCP task, which codemode \
+         does not support), so it is hidden"
+            .to_owned()
+    })
+}
+
+fn disabled_why(slot: &Slot) -> String {
+    format!(
+        "MCP server `{}` lists it in `disabledTools` in the MCP config, so it is hidden",
+        slot.config.name
+    )
 }
 
 /// `error` with the secrets of `slot`'s launch taken out
@@ -634,7 +698,14 @@ async fn list(
                     },
                 },
             })?;
-            tools.extend(page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()));
+            // `execution` is not kept by rmcp's `Tool`: put back what the
+            // raw messages said (stdio), so the cache keeps it too.
+            tools.extend(page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).map(|mut t| {
+                if t.get("name").and_then(Value::as_str).is_some_and(|n| connection.task_only.contains(n)) {
+                    t["execution"] = serde_json::json!({"taskSupport": "required"});
+                }
+                t
+            }));
             match page.next_cursor {
                 Some(next) if !next.is_empty() => cursor = Some(next),
                 _ => return Ok(tools),

@@ -14,6 +14,7 @@ mod gate;
 mod journal;
 mod journal_postgres;
 mod limits;
+mod mcp_dialects;
 mod mcp_engine;
 mod mcp_fixture;
 mod mcp_http_faults;

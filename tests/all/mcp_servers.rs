@@ -82,13 +82,13 @@ async fn everything_lists_calls_and_carries_annotations_and_structured_content()
 
 /// server-everything in streamable HTTP mode on a free local port, killed
 /// and reaped on drop.
-struct HttpServer {
+pub struct HttpServer {
     child: std::process::Child,
-    port: u16,
+    pub port: u16,
 }
 
 impl HttpServer {
-    fn start() -> HttpServer {
+    pub fn start() -> HttpServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = std::process::Command::new("node")
             .args([node_server("server-everything"), "streamableHttp".into()])
