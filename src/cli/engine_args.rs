@@ -184,6 +184,13 @@ impl EngineArgs {
         Ok(CliEngine { engine: builder.build()?, retention })
     }
 
+    /// The MCP configuration these options name (see
+    /// [`EngineArgs::mcp_config`]), without building an engine.
+    pub(crate) fn mcp_config_only(&self) -> anyhow::Result<Option<codemode::mcp::McpConfig>> {
+        let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        self.mcp_config(&workspace)
+    }
+
     /// The MCP configuration: `--mcp-config`, else the workspace's
     /// `.mcp.json` when there is one (announced on stderr, like a
     /// workspace policy file: it decides which programs may be started).

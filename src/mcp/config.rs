@@ -135,6 +135,10 @@ pub struct ServerConfig {
     /// [`REDACTED`], a relative `cwd` resolved when it holds no `${VAR}`.
     /// Never used to start anything.
     pub shown: Transport,
+    /// OAuth settings of an HTTP server (`"oauth"`: client id, client ID
+    /// metadata document URL, scopes, callback port); `None`: the defaults
+    /// (see `mcp::oauth`).
+    pub oauth: Option<super::oauth::OAuthSettings>,
     /// Expanded secrets and what to show instead, longest first (see
     /// [`ServerConfig::redact`]).
     secrets: Vec<(String, String)>,
@@ -265,6 +269,7 @@ struct RawServer {
     #[serde(default)]
     disabled: bool,
     max_in_flight: Option<usize>,
+    oauth: Option<super::oauth::OAuthSettings>,
 }
 
 impl McpConfig {
@@ -462,6 +467,9 @@ fn parse_server(
     if raw.max_in_flight == Some(0) {
         return Err(field_error(name, "max_in_flight", "must be at least 1 (calls at once)"));
     }
+    if raw.oauth.is_some() && !http {
+        return Err(field_error(name, "oauth", "OAuth applies to HTTP servers only (give a `url`)"));
+    }
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
@@ -470,6 +478,7 @@ fn parse_server(
         read_only: raw.read_only,
         disabled: raw.disabled,
         max_in_flight: raw.max_in_flight,
+        oauth: raw.oauth,
         shown,
         secrets,
     })

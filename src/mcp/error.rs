@@ -168,6 +168,16 @@ pub enum McpError {
         /// The server.
         server: String,
     },
+    /// The HTTP server answered 401: there is no login for its URL, or the
+    /// login's tokens were refused and could not be refreshed (MCP
+    /// authorization; see `mcp::oauth`).
+    #[error(
+        "MCP server `{server}` requires authorization: run `codemode mcp login {server}` (opens a browser), then run again"
+    )]
+    LoginRequired {
+        /// The server.
+        server: String,
+    },
 }
 
 impl McpError {
@@ -215,6 +225,7 @@ impl McpError {
             E::UnknownTool { server, tool } => E::UnknownTool { server: r(server), tool: r(tool) },
             E::NotReadOnly { server, tool } => E::NotReadOnly { server: r(server), tool: r(tool) },
             E::ShutDown { server } => E::ShutDown { server: r(server) },
+            E::LoginRequired { server } => E::LoginRequired { server: r(server) },
         }
     }
 }

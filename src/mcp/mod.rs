@@ -24,6 +24,7 @@ mod connection;
 mod content;
 mod error;
 pub mod naming;
+pub mod oauth;
 mod pool;
 mod tool;
 
