@@ -14,6 +14,7 @@ mod journal_postgres;
 mod limits;
 mod mcp_engine;
 mod mcp_fixture;
+mod mcp_oauth;
 mod mcp_servers;
 mod mcp_support;
 mod mcp_trust;

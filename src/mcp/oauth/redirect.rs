@@ -140,3 +140,51 @@ pub(crate) fn open_browser(url: &str) -> Option<String> {
         Err(_) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(port: u16, target: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        stream.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    async fn bound() -> (TcpListener, u16) {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (listener, port)
+    }
+
+    #[tokio::test]
+    async fn other_paths_wait_and_the_callback_with_its_state_ends_the_wait() {
+        let (listener, port) = bound().await;
+        let wait =
+            tokio::spawn(async move { wait_for_callback(listener, "s1", Duration::from_secs(30)).await });
+        assert!(get(port, "/favicon.ico").await.starts_with("HTTP/1.1 404"));
+        let page = get(port, "/callback?code=c1&state=s1").await;
+        assert!(page.starts_with("HTTP/1.1 200") && page.contains("You can close this tab"), "{page}");
+        assert_eq!(
+            wait.await.unwrap().unwrap(),
+            format!("http://127.0.0.1:{port}/callback?code=c1&state=s1")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_foreign_state_or_an_error_is_refused() {
+        let (listener, port) = bound().await;
+        let wait =
+            tokio::spawn(async move { wait_for_callback(listener, "s1", Duration::from_secs(30)).await });
+        assert!(get(port, "/callback?code=c1&state=other").await.starts_with("HTTP/1.1 400"));
+        assert!(wait.await.unwrap().unwrap_err().contains("state"));
+
+        let (listener, port) = bound().await;
+        let wait =
+            tokio::spawn(async move { wait_for_callback(listener, "s1", Duration::from_secs(30)).await });
+        get(port, "/callback?error=access_denied&state=s1").await;
+        assert!(wait.await.unwrap().unwrap_err().contains("access_denied"));
+    }
+}
