@@ -241,3 +241,38 @@ async fn probe(url: &str) -> Result<Option<String>, String> {
 fn step(what: &str, error: &rmcp::transport::auth::AuthError) -> String {
     format!("could not {what}: {}", super::connection::error_text(error))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::mcp::McpConfig;
+
+    fn parse(server: serde_json::Value) -> Result<McpConfig, String> {
+        let text = serde_json::json!({"mcpServers": {"web": server}}).to_string();
+        McpConfig::parse(&text, Path::new("/"), &|_| None).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_http_server_may_carry_oauth_settings() {
+        let config = parse(serde_json::json!({"url": "https://h/mcp", "oauth": {
+            "clientId": "abc", "clientMetadataUrl": "https://me/client.json",
+            "scopes": ["read", "write"], "callbackPort": 8765}}))
+        .unwrap();
+        let oauth = config.servers["web"].oauth.clone().unwrap();
+        assert_eq!(oauth.client_id.as_deref(), Some("abc"));
+        assert_eq!(oauth.client_metadata_url.as_deref(), Some("https://me/client.json"));
+        assert_eq!(oauth.scopes, ["read", "write"]);
+        assert_eq!(oauth.callback_port, Some(8765));
+        assert_eq!(parse(serde_json::json!({"url": "https://h/mcp"})).unwrap().servers["web"].oauth, None);
+    }
+
+    #[test]
+    fn oauth_settings_are_checked() {
+        let unknown = parse(serde_json::json!({"url": "https://h/mcp", "oauth": {"clientSecret": "x"}}));
+        assert!(unknown.unwrap_err().contains("oauth"));
+        let stdio = parse(serde_json::json!({"command": "srv", "oauth": {}})).unwrap_err();
+        assert!(stdio.contains("HTTP servers only"), "{stdio}");
+    }
+}
