@@ -246,7 +246,6 @@ fn step(what: &str, error: &rmcp::transport::auth::AuthError) -> String {
 mod tests {
     use std::path::Path;
 
-    use super::*;
     use crate::mcp::McpConfig;
 
     fn parse(server: serde_json::Value) -> Result<McpConfig, String> {
