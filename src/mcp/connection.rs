@@ -161,96 +161,86 @@ impl Connection {
         let handler = Handler { list_changed: list_tx };
         let name = server.name.clone();
         let mut monitor = None;
-        let serving =
-            match &server.transport {
-                Transport::Stdio { command, args, env, cwd } => {
-                    let mut cmd = tokio::process::Command::new(command);
-                    cmd.args(args)
-                        .env_clear()
-                        .envs(INHERITED_ENV.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))))
-                        .envs(env)
-                        .stdin(std::process::Stdio::piped())
-                        .stdout(std::process::Stdio::piped())
-                        .stderr(std::process::Stdio::piped())
-                        .kill_on_drop(true);
-                    // A session of its own: no controlling terminal.
-                    crate::process_group::in_new_session(&mut cmd);
-                    if let Some(cwd) = cwd {
-                        cmd.current_dir(cwd);
-                    }
-                    // The command as written (`${VAR}` unexpanded).
-                    let spawn_error = |message: String| McpError::Spawn {
-                        server: name.clone(),
-                        command: match &server.shown {
-                            Transport::Stdio { command, .. } => command.clone(),
-                            Transport::Http { .. } => String::new(),
-                        },
-                        message,
-                    };
-                    let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;
-                    let stdin = child.stdin.take().expect("piped stdin");
-                    let stdout = child.stdout.take().expect("piped stdout");
-                    let child_stderr = child.stderr.take().expect("piped stderr");
-                    let group = ProcessGroup::new(child, "mcp server", REAP_WAIT)
-                        .ok_or_else(|| spawn_error("the process ended before it could be watched".into()))?;
-                    tokio::spawn(drain(child_stderr, stderr.clone()));
-                    let closed = Arc::new(tokio::sync::Notify::new());
-                    let oversized = Arc::new(AtomicBool::new(false));
-                    let stdout = BoundedLines {
-                        inner: stdout,
-                        limit,
-                        line: 0,
-                        oversized: oversized.clone(),
-                        closed: closed.clone(),
-                        ended: false,
-                    };
-                    monitor = Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, oversized)));
-                    Box::pin(handler.serve((stdout, stdin))) as Serving
+        let serving = match &server.transport {
+            Transport::Stdio { command, args, env, cwd } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .env_clear()
+                    .envs(INHERITED_ENV.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))))
+                    .envs(env)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .kill_on_drop(true);
+                // A session of its own: no controlling terminal.
+                crate::process_group::in_new_session(&mut cmd);
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
                 }
-                Transport::Http { url, headers } => {
-                    use rmcp::transport::StreamableHttpClientTransport;
-                    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-                    ensure_tls_provider();
-                    // Checked when the config was read (Authorization included,
-                    // sent as written).
-                    let custom = headers
-                        .iter()
-                        .filter_map(|(key, value)| {
-                            Some((
-                                http::HeaderName::from_bytes(key.as_bytes()).ok()?,
-                                http::HeaderValue::from_str(value).ok()?,
-                            ))
-                        })
-                        .collect();
-                    let mut config = StreamableHttpClientTransportConfig::default();
-                    config.uri = url.as_str().into();
-                    config.custom_headers = custom;
-                    config.max_json_response_size = limit;
-                    config.max_sse_event_size = limit;
-                    // With a login for the URL, rmcp's AuthClient adds the
-                    // bearer token and refreshes it (src/mcp/oauth).
-                    let login =
-                        tokio::time::timeout(server.startup_timeout, super::oauth::authorized_client(url))
-                            .await
-                            .map_err(|_| McpError::StartupTimeout {
-                                server: name.clone(),
-                                timeout: server.startup_timeout,
-                                stderr: String::new(),
-                            })?
-                            .map_err(|message| McpError::Initialize {
-                                server: name.clone(),
-                                message: server.redact(&message),
-                                stderr: String::new(),
-                            })?;
-                    match login {
-                        Some(client) => Box::pin(
-                            handler.serve(StreamableHttpClientTransport::with_client(client, config)),
-                        ) as Serving,
-                        None => Box::pin(handler.serve(StreamableHttpClientTransport::from_config(config)))
-                            as Serving,
+                // The command as written (`${VAR}` unexpanded).
+                let spawn_error = |message: String| McpError::Spawn {
+                    server: name.clone(),
+                    command: match &server.shown {
+                        Transport::Stdio { command, .. } => command.clone(),
+                        Transport::Http { .. } => String::new(),
+                    },
+                    message,
+                };
+                let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;
+                let stdin = child.stdin.take().expect("piped stdin");
+                let stdout = child.stdout.take().expect("piped stdout");
+                let child_stderr = child.stderr.take().expect("piped stderr");
+                let group = ProcessGroup::new(child, "mcp server", REAP_WAIT)
+                    .ok_or_else(|| spawn_error("the process ended before it could be watched".into()))?;
+                tokio::spawn(drain(child_stderr, stderr.clone()));
+                let closed = Arc::new(tokio::sync::Notify::new());
+                let oversized = Arc::new(AtomicBool::new(false));
+                let stdout = BoundedLines {
+                    inner: stdout,
+                    limit,
+                    line: 0,
+                    oversized: oversized.clone(),
+                    closed: closed.clone(),
+                    ended: false,
+                };
+                monitor = Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, oversized)));
+                Box::pin(handler.serve((stdout, stdin))) as Serving
+            }
+            Transport::Http { url, headers } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                ensure_tls_provider();
+                // Checked when the config was read (Authorization included,
+                // sent as written).
+                let custom = headers
+                    .iter()
+                    .filter_map(|(key, value)| {
+                        Some((
+                            http::HeaderName::from_bytes(key.as_bytes()).ok()?,
+                            http::HeaderValue::from_str(value).ok()?,
+                        ))
+                    })
+                    .collect();
+                let mut config = StreamableHttpClientTransportConfig::default();
+                config.uri = url.as_str().into();
+                config.custom_headers = custom;
+                config.max_json_response_size = limit;
+                config.max_sse_event_size = limit;
+                // With a login for the URL, rmcp's AuthClient adds the
+                // bearer token and refreshes it (src/mcp/oauth).
+                let login = super::oauth::authorized_client(url, server).await?;
+                match login {
+                    Some(client) => {
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        Box::pin(handler.serve(transport)) as Serving
+                    }
+                    None => {
+                        let transport = StreamableHttpClientTransport::from_config(config);
+                        Box::pin(handler.serve(transport)) as Serving
                     }
                 }
-            };
+            }
+        };
         let mut down_rx = down.clone();
         let outcome = tokio::select! {
             r = tokio::time::timeout(server.startup_timeout, serving) => Some(r),

@@ -44,6 +44,8 @@ use std::time::Duration;
 use rmcp::transport::auth::{AuthClient, AuthorizationManager, AuthorizationRequest, AuthorizationSession};
 use serde::Deserialize;
 
+use super::{McpError, ServerConfig};
+
 use store::TokenFileStore;
 pub use store::{token_path, user_token_dir};
 
@@ -150,6 +152,30 @@ pub fn logout(url: &str, dir: &std::path::Path) -> Result<Option<PathBuf>, Strin
     Ok(store.remove()?.then(|| store.path().to_owned()))
 }
 
+/// The HTTP client for `server` (at `url`) when the user has a login for
+/// the URL: [`login_client`] within the server's startup timeout, its
+/// failures as [`McpError`]s (secrets of the config redacted).
+///
+/// # Errors
+/// [`McpError::StartupTimeout`], [`McpError::Initialize`].
+pub(crate) async fn authorized_client(
+    url: &str,
+    server: &ServerConfig,
+) -> Result<Option<AuthClient<reqwest::Client>>, McpError> {
+    let timeout = server.startup_timeout;
+    match tokio::time::timeout(timeout, login_client(url)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(message)) => Err(McpError::Initialize {
+            server: server.name.clone(),
+            message: server.redact(&message),
+            stderr: String::new(),
+        }),
+        Err(_) => {
+            Err(McpError::StartupTimeout { server: server.name.clone(), timeout, stderr: String::new() })
+        }
+    }
+}
+
 /// The HTTP client for the MCP server at `url` when the user has a login
 /// for it (in [`user_token_dir`]): rmcp's `AuthClient`, which adds the
 /// bearer token and refreshes it. `Ok(None)` without a login (or without a
@@ -159,7 +185,7 @@ pub fn logout(url: &str, dir: &std::path::Path) -> Result<Option<PathBuf>, Strin
 /// # Errors
 /// A message when the login exists but the authorization server's metadata
 /// cannot be read or the login file is unreadable.
-pub(crate) async fn authorized_client(url: &str) -> Result<Option<AuthClient<reqwest::Client>>, String> {
+async fn login_client(url: &str) -> Result<Option<AuthClient<reqwest::Client>>, String> {
     let Ok(dir) = user_token_dir() else { return Ok(None) };
     let store = TokenFileStore::new(&dir, url);
     if !store.exists() {
