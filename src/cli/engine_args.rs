@@ -186,6 +186,13 @@ impl EngineArgs {
         Ok(CliEngine { engine: builder.build()?, retention })
     }
 
+    /// The MCP configuration these options name (see
+    /// [`EngineArgs::mcp_config`]), without building an engine.
+    pub(crate) fn mcp_config_only(&self) -> anyhow::Result<Option<codemode::mcp::McpConfig>> {
+        let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        self.mcp_config(&workspace)
+    }
+
     /// The MCP configuration: `--mcp-config`, else the workspace's
     /// `.mcp.json`, `.cursor/mcp.json` or `.vscode/mcp.json`, the first
     /// found (announced on stderr, like a workspace policy file: it decides

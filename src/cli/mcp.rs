@@ -1,8 +1,12 @@
-//! `codemode mcp list` (servers, state, tool counts; starts nothing) and
+//! `codemode mcp list` (servers, state, tool counts; starts nothing),
 //! `codemode mcp tools SERVER` (starts the server if the gate allows
-//! `mcp_connect__<server>`, and lists its tools).
+//! `mcp_connect__<server>`, and lists its tools), and `codemode mcp login
+//! SERVER` / `logout SERVER` (an HTTP server's OAuth login, see
+//! `codemode::mcp::oauth`).
 
-use codemode::mcp::{ServerState, naming};
+use std::time::Duration;
+
+use codemode::mcp::{ServerState, Transport, naming, oauth};
 use serde_json::{Value, json};
 
 use super::engine_args::EngineArgs;
@@ -38,6 +42,27 @@ enum McpCommand {
         #[command(flatten)]
         engine: EngineArgs,
     },
+    /// Log in to the HTTP server SERVER with OAuth: prints the
+    /// authorization URL and opens it ($BROWSER, else xdg-open when there is
+    /// a display), waits for the browser's redirect to 127.0.0.1, and keeps
+    /// the tokens in the user's config folder (codemode/oauth/, mode 0600),
+    /// keyed by the server's URL.
+    Login {
+        /// The server's name in the MCP configuration.
+        server: String,
+        /// Seconds to wait for the browser's redirect.
+        #[arg(long, value_name = "SECS", default_value_t = 300)]
+        timeout: u64,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Remove the OAuth login kept for SERVER's URL (says when there was none).
+    Logout {
+        /// The server's name in the MCP configuration.
+        server: String,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
 }
 
 /// Runs `codemode mcp`. Exit 0; 1 when the server could not be started or
@@ -46,7 +71,75 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<u8> {
     match args.command {
         McpCommand::List { json, engine } => list(json, &engine),
         McpCommand::Tools { server, json, engine } => tools(&server, json, &engine),
+        McpCommand::Login { server, timeout, engine } => login(&server, timeout, &engine),
+        McpCommand::Logout { server, engine } => logout(&server, &engine),
     }
+}
+
+/// The URL and OAuth settings of the configured HTTP server `server`.
+/// (The URL as written, `${VAR}` unexpanded, is the one shown.)
+fn http_server(server: &str, args: &EngineArgs) -> anyhow::Result<(String, String, oauth::OAuthSettings)> {
+    let config = args.mcp_config_only()?.unwrap_or_default();
+    let Some(found) = config.servers.get(server) else {
+        let names: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+        anyhow::bail!(
+            "no MCP server named `{server}` is configured; configured: {}",
+            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+        );
+    };
+    match &found.transport {
+        Transport::Http { url, .. } => {
+            let shown = match &found.shown {
+                Transport::Http { url, .. } => url.clone(),
+                _ => String::new(),
+            };
+            Ok((url.clone(), shown, found.oauth.clone().unwrap_or_default()))
+        }
+        _ => anyhow::bail!("MCP server `{server}` is a stdio server; OAuth logins are for HTTP servers"),
+    }
+}
+
+/// `codemode mcp login SERVER`. Exit 0 when the tokens are kept; 1 when the
+/// flow failed; 2 for a bad invocation or config.
+fn login(server: &str, timeout: u64, args: &EngineArgs) -> anyhow::Result<u8> {
+    let (url, shown, settings) = http_server(server, args)?;
+    let dir = oauth::user_token_dir().map_err(anyhow::Error::msg)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut announce = |auth_url: &str, opened: Option<&str>| {
+        eprintln!(
+            "codemode: to log in to MCP server `{server}`, open this URL in a browser:\n\n  {auth_url}\n"
+        );
+        match opened {
+            Some(program) => eprintln!("codemode: opened it with `{program}`; waiting for the redirect..."),
+            None => eprintln!("codemode: waiting for the redirect to 127.0.0.1..."),
+        }
+    };
+    let outcome =
+        rt.block_on(oauth::login(&url, &settings, &dir, Duration::from_secs(timeout), &mut announce));
+    match outcome {
+        Ok(outcome) => {
+            eprintln!(
+                "codemode: logged in to `{server}` ({shown}); the tokens are kept in {}",
+                outcome.path.display()
+            );
+            Ok(0)
+        }
+        Err(message) => {
+            eprintln!("codemode: login to `{server}` failed: {}", super::run::printable(&message));
+            Ok(1)
+        }
+    }
+}
+
+/// `codemode mcp logout SERVER`. Exit 0 whether or not there was a login.
+fn logout(server: &str, args: &EngineArgs) -> anyhow::Result<u8> {
+    let (url, shown, _) = http_server(server, args)?;
+    let dir = oauth::user_token_dir().map_err(anyhow::Error::msg)?;
+    match oauth::logout(&url, &dir).map_err(anyhow::Error::msg)? {
+        Some(path) => eprintln!("codemode: removed the login for `{server}` ({shown}): {}", path.display()),
+        None => eprintln!("codemode: there was no login for `{server}` ({shown})"),
+    }
+    Ok(0)
 }
 
 fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {

@@ -168,6 +168,10 @@ pub struct ServerConfig {
     /// [`REDACTED`], a relative `cwd` resolved when it holds no `${VAR}`.
     /// Never used to start anything.
     pub shown: Transport,
+    /// OAuth settings of an HTTP server (`"oauth"`: client id, client ID
+    /// metadata document URL, scopes, callback port); `None`: the defaults
+    /// (see `mcp::oauth`).
+    pub oauth: Option<super::oauth::OAuthSettings>,
     /// Expanded secrets and what to show instead, longest first (see
     /// [`ServerConfig::redact`]).
     secrets: Vec<(String, String)>,
@@ -356,6 +360,7 @@ struct RawServer {
     auto_approve: Vec<String>,
     /// Cline's per-call timeout, in seconds.
     timeout: Option<u64>,
+    oauth: Option<super::oauth::OAuthSettings>,
 }
 
 impl McpConfig {
@@ -663,6 +668,9 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         (Some(secs), None) => Some(Duration::from_secs(secs)),
         (None, ms) => ms.map(Duration::from_millis),
     };
+    if raw.oauth.is_some() && !http {
+        return Err(field_error(name, "oauth", "OAuth applies to HTTP servers only (give a `url`)"));
+    }
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
@@ -673,6 +681,7 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         max_in_flight: raw.max_in_flight,
         disabled_tools: raw.disabled_tools.into_iter().collect(),
         auto_approve: raw.auto_approve.into_iter().collect(),
+        oauth: raw.oauth,
         shown,
         secrets,
     })
@@ -694,6 +703,7 @@ fn disabled_server(name: &str) -> ServerConfig {
         max_in_flight: None,
         disabled_tools: BTreeSet::new(),
         auto_approve: BTreeSet::new(),
+        oauth: None,
         secrets: Vec::new(),
     }
 }

@@ -274,8 +274,20 @@ impl Connection {
                 config.max_sse_event_size = limit;
                 // Bounded SSE reconnects; a rejected session renewed once.
                 config.retry_config = streamable_http::reconnect_policy();
-                let transport = StreamableHttpClientTransport::with_client(streamable_http::client(), config);
-                Box::pin(handler.serve(transport)) as Serving
+                // With a login for the URL, rmcp's AuthClient adds the
+                // bearer token and refreshes it (src/mcp/oauth), inside the
+                // session-aware wrapper.
+                match super::oauth::authorized_client(url, server).await? {
+                    Some(client) => {
+                        let client = streamable_http::SessionAware(client);
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        Box::pin(handler.serve(transport)) as Serving
+                    }
+                    None => {
+                        let transport = StreamableHttpClientTransport::with_client(streamable_http::client(), config);
+                        Box::pin(handler.serve(transport)) as Serving
+                    }
+                }
             }
         };
         let mut down_rx = down.clone();
@@ -283,6 +295,7 @@ impl Connection {
             r = tokio::time::timeout(server.startup_timeout, serving) => Some(r),
             () = async { let _ = down_rx.wait_for(Option::is_some).await; } => None,
         };
+        let login_required = matches!(&outcome, Some(Ok(Err(e))) if super::oauth::needs_login(e));
         let failure = match outcome {
             Some(Ok(Ok(service))) => {
                 let connection = Connection {
@@ -326,6 +339,7 @@ impl Connection {
         let cause = down.borrow().clone();
         let stderr = stderr.settled().await;
         Err(match (failure, cause) {
+            _ if login_required => McpError::LoginRequired { server: name },
             (_, Some(Down::TooLarge)) => McpError::MessageTooLarge { server: name, limit_bytes: limit },
             (None, _) => McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr },
             // How the process ended says more than the transport's error.

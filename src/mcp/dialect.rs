@@ -43,6 +43,7 @@ const KNOWN: &[&str] = &[
     "disabledTools",
     "autoApprove",
     "timeout",
+    "oauth",
 ];
 
 /// One VS Code input (`inputs[]`: `{"type": "promptString", "id",

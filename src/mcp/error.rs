@@ -184,6 +184,16 @@ pub enum McpError {
         /// The server.
         server: String,
     },
+    /// The HTTP server answered 401: there is no login for its URL, or the
+    /// login's tokens were refused and could not be refreshed (MCP
+    /// authorization; see `mcp::oauth`).
+    #[error(
+        "MCP server `{server}` requires authorization: run `codemode mcp login {server}` (opens a browser), then run again"
+    )]
+    LoginRequired {
+        /// The server.
+        server: String,
+    },
 }
 
 impl McpError {
@@ -232,6 +242,7 @@ impl McpError {
             E::NotReadOnly { server, tool } => E::NotReadOnly { server: r(server), tool: r(tool) },
             E::Hidden { server, tool, why } => E::Hidden { server: r(server), tool: r(tool), why: r(why) },
             E::ShutDown { server } => E::ShutDown { server: r(server) },
+            E::LoginRequired { server } => E::LoginRequired { server: r(server) },
         }
     }
 }

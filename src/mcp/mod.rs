@@ -25,6 +25,7 @@ mod content;
 mod dialect;
 mod error;
 pub mod naming;
+pub mod oauth;
 mod pool;
 mod streamable_http;
 mod tool;

@@ -18,6 +18,7 @@ mod mcp_dialects;
 mod mcp_engine;
 mod mcp_fixture;
 mod mcp_http_faults;
+mod mcp_oauth;
 mod mcp_servers;
 mod mcp_support;
 mod mcp_trust;

@@ -3,13 +3,33 @@
 # It configures one MCP server `test` at URL and runs client.js with
 # codemode; the program's receipt goes to stderr, its value to stdout.
 # CODEMODE_BIN names the binary (default: the debug build of this tree).
+#
+# Authorization scenarios (MCP_CONFORMANCE_SCENARIO `auth/...`): first
+# `codemode mcp login test`, with BROWSER set to a script that fetches the
+# authorization URL and follows its redirect to codemode's loopback
+# listener, as a browser would (the suite's authorization server grants at
+# once); the login is kept in a temporary config folder. The server's
+# `oauth.clientMetadataUrl` is the client ID metadata document URL the
+# suite expects (used only where the authorization server supports them).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 url=${!#}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-printf '{"mcpServers":{"test":{"type":"http","url":"%s"}}}\n' "$url" >"$work/mcp.json"
 bin=${CODEMODE_BIN:-$here/../../target/debug/codemode}
 if [ -n "${CODEMODE_CONFORMANCE_LOG:-}" ]; then exec 2> >(tee -a "$CODEMODE_CONFORMANCE_LOG" >&2); fi
-exec "$bin" run "$here/client.js" --workspace "$work" --mcp-config "$work/mcp.json" \
+case "${MCP_CONFORMANCE_SCENARIO:-}" in
+auth/*)
+  oauth=',"oauth":{"clientMetadataUrl":"https://conformance-test.local/client-metadata.json"}'
+  export XDG_CONFIG_HOME="$work/config"
+  printf '#!/bin/sh\nexec curl -sSL -o /dev/null "$1"\n' >"$work/browser"
+  chmod +x "$work/browser"
+  ;;
+*) oauth='' ;;
+esac
+printf '{"mcpServers":{"test":{"type":"http","url":"%s"%s}}}\n' "$url" "$oauth" >"$work/mcp.json"
+if [ -n "$oauth" ]; then
+  BROWSER="$work/browser" "$bin" mcp login test --mcp-config "$work/mcp.json" --workspace "$work" --timeout 20
+fi
+"$bin" run "$here/client.js" --workspace "$work" --mcp-config "$work/mcp.json" \
   --posture full-access --journal off --approve "${CODEMODE_CONFORMANCE_APPROVE:-allow}"
