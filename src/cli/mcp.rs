@@ -53,7 +53,7 @@ fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
     if json {
         let rows: Vec<Value> = servers
             .iter()
-            .map(|s| json!({"name": s.name, "transport": s.transport, "state": state(&s.state), "tools": s.tools}))
+            .map(|s| json!({"name": s.name, "transport": s.transport, "state": state(&s.state), "tools": s.tools, "era": s.era}))
             .collect();
         super::print_stdout(&(serde_json::to_string_pretty(&rows)? + "\n"))?;
         return Ok(0);
@@ -71,11 +71,14 @@ fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
             Some(n) => format!("{n} tools"),
             None => "tools not listed yet".to_owned(),
         };
+        // The protocol era: 2026-07-28 (modern) or 2025-11-25 (legacy).
+        let era = s.era.map_or("", |era| era.as_str());
         text.push_str(&format!(
-            "{:width$}  {:5}  {:11}  {}\n",
+            "{:width$}  {:5}  {:11}  {:6}  {}\n",
             super::run::printable(&s.name),
             s.transport,
             state(&s.state),
+            era,
             tools
         ));
         if let ServerState::Failed { error } = &s.state {

@@ -25,13 +25,18 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt as _};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, Peer, RequestContext, RoleClient,
+    RunningService,
+};
 use rmcp::{ClientHandler, model};
 use tokio::io::{AsyncRead, AsyncReadExt as _, ReadBuf};
 use tokio::sync::{mpsc, watch};
 
 use super::McpError;
 use super::config::{ServerConfig, Transport};
+use super::era::{self, Era, Probing};
+use super::requests::{self, ServerRequests};
 use crate::process_group::ProcessGroup;
 
 /// Bytes of a server's stderr kept for error messages.
@@ -90,10 +95,14 @@ impl Tail {
     }
 }
 
-/// The rmcp client handler: identifies codemode and forwards
-/// `notifications/tools/list_changed`.
+/// The rmcp client handler: identifies codemode, declares its
+/// capabilities ([`requests::capabilities`]), answers the server's
+/// `elicitation/create` and `roots/list` requests through the connection's
+/// [`ServerRequests`], and forwards `notifications/tools/list_changed`.
+/// Sampling is left to rmcp's default (`-32601 Method not found`).
 pub(crate) struct Handler {
     list_changed: mpsc::UnboundedSender<()>,
+    requests: Arc<ServerRequests>,
 }
 
 impl ClientHandler for Handler {
@@ -101,11 +110,29 @@ impl ClientHandler for Handler {
         let _ = self.list_changed.send(());
     }
 
+    async fn create_elicitation(
+        &self,
+        request: model::ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<model::ElicitResult, model::ErrorData> {
+        let asker = self.requests.asker();
+        Ok(asker.elicit(request, context.ct.cancelled_owned()).await)
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<model::ListRootsResult, model::ErrorData> {
+        Ok(self.requests.asker().roots())
+    }
+
     fn get_info(&self) -> model::ClientConfig {
         model::ClientConfig::new(
-            model::ClientCapabilities::default(),
+            requests::capabilities(),
             model::Implementation::new("codemode", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(era::INITIALIZE_VERSION)
     }
 }
 
@@ -138,6 +165,10 @@ pub(crate) struct Connection {
     monitor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// When it started.
     pub(crate) started: tokio::time::Instant,
+    /// The protocol era the server speaks.
+    pub(crate) era: Era,
+    /// The tool calls in flight and what answers their questions.
+    pub(crate) requests: Arc<ServerRequests>,
 }
 
 /// What starting a connection gives besides the connection.
@@ -147,10 +178,51 @@ pub(crate) struct Started {
     pub(crate) list_changed: mpsc::UnboundedReceiver<()>,
 }
 
+/// A failed start, and whether the other lifecycle may be tried.
+struct Failed {
+    error: McpError,
+    /// The handshake failed while the server was still there (not a
+    /// timeout, not a process that ended, not an authorization refusal).
+    retry: bool,
+}
+
 impl Connection {
     /// Starts `server` and completes the MCP handshake within its startup
-    /// timeout.
-    pub(crate) async fn start(server: &ServerConfig, limit: usize) -> Result<Started, McpError> {
+    /// timeout, in the era it speaks (see [`era`]): first the lifecycle
+    /// `hint` (the era the schema cache remembers) suggests, then, if that
+    /// handshake failed while the server was still there, the other one on
+    /// a fresh process or HTTP connection. `workspace` is the root when no
+    /// tool call is in flight.
+    pub(crate) async fn start(
+        server: &ServerConfig,
+        limit: usize,
+        hint: Option<Era>,
+        workspace: Option<std::path::PathBuf>,
+    ) -> Result<Started, McpError> {
+        let deadline = tokio::time::Instant::now() + server.startup_timeout;
+        let requests = ServerRequests::new(&server.name, workspace);
+        let first = Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests).await;
+        match first {
+            Ok(started) => Ok(started),
+            Err(Failed { error, retry: true }) if deadline > tokio::time::Instant::now() => {
+                tracing::debug!(server = %server.name, "handshake failed ({error}); trying the other protocol era");
+                Self::start_with(server, limit, era::second_lifecycle(hint), deadline, &requests)
+                    .await
+                    .map_err(|f| f.error)
+            }
+            Err(failed) => Err(failed.error),
+        }
+    }
+
+    /// One start with `lifecycle`, finished by `deadline`.
+    async fn start_with(
+        server: &ServerConfig,
+        limit: usize,
+        lifecycle: ClientLifecycleMode,
+        deadline: tokio::time::Instant,
+        requests: &Arc<ServerRequests>,
+    ) -> Result<Started, Failed> {
+        let fatal = |error| Failed { error, retry: false };
         let (down_tx, down) = watch::channel(None);
         let down_tx = Arc::new(down_tx);
         // A start abandoned half-way (the call's future dropped at a
@@ -158,7 +230,7 @@ impl Connection {
         let mut abandoned = StopOnDrop(Some(down_tx.clone()));
         let stderr = Arc::new(Tail::default());
         let (list_tx, list_changed) = mpsc::unbounded_channel();
-        let handler = Handler { list_changed: list_tx };
+        let handler = Handler { list_changed: list_tx, requests: requests.clone() };
         let name = server.name.clone();
         let mut monitor = None;
         let serving = match &server.transport {
@@ -186,12 +258,13 @@ impl Connection {
                     },
                     message,
                 };
-                let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;
+                let mut child = cmd.spawn().map_err(|e| fatal(spawn_error(e.to_string())))?;
                 let stdin = child.stdin.take().expect("piped stdin");
                 let stdout = child.stdout.take().expect("piped stdout");
                 let child_stderr = child.stderr.take().expect("piped stderr");
-                let group = ProcessGroup::new(child, "mcp server", REAP_WAIT)
-                    .ok_or_else(|| spawn_error("the process ended before it could be watched".into()))?;
+                let group = ProcessGroup::new(child, "mcp server", REAP_WAIT).ok_or_else(|| {
+                    fatal(spawn_error("the process ended before it could be watched".into()))
+                })?;
                 tokio::spawn(drain(child_stderr, stderr.clone()));
                 let closed = Arc::new(tokio::sync::Notify::new());
                 let oversized = Arc::new(AtomicBool::new(false));
@@ -204,7 +277,8 @@ impl Connection {
                     ended: false,
                 };
                 monitor = Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, oversized)));
-                Box::pin(handler.serve((stdout, stdin))) as Serving
+                let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
+                Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
             }
             Transport::Http { url, headers } => {
                 use rmcp::transport::StreamableHttpClientTransport;
@@ -227,17 +301,21 @@ impl Connection {
                 config.max_json_response_size = limit;
                 config.max_sse_event_size = limit;
                 let transport = StreamableHttpClientTransport::from_config(config);
-                Box::pin(handler.serve(transport)) as Serving
+                Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
             }
         };
         let mut down_rx = down.clone();
         let outcome = tokio::select! {
-            r = tokio::time::timeout(server.startup_timeout, serving) => Some(r),
+            r = tokio::time::timeout_at(deadline, serving) => Some(r),
             () = async { let _ = down_rx.wait_for(Option::is_some).await; } => None,
         };
         let failure = match outcome {
             Some(Ok(Ok(service))) => {
+                let era =
+                    service.peer().peer_info().map_or(Era::Legacy, |info| Era::of(&info.protocol_version));
                 let connection = Connection {
+                    era,
+                    requests: requests.clone(),
                     server: name,
                     peer: service.peer().clone(),
                     service: Mutex::new(Some(service)),
@@ -251,9 +329,9 @@ impl Connection {
                 abandoned.0 = None;
                 return Ok(Started { connection: Arc::new(connection), list_changed });
             }
-            Some(Ok(Err(e))) => Some(error_text(&e)),
+            Some(Ok(Err(e))) => Some((error_text(&e), !e.is_authorization_required())),
             Some(Err(_)) => None,
-            None => Some(String::new()),
+            None => Some((String::new(), false)),
         };
         // A server that exits at once makes rmcp fail to write before the
         // exit is seen: give the exit a moment, so the error says how the
@@ -262,7 +340,9 @@ impl Connection {
             let mut down_rx = down.clone();
             let _ = tokio::time::timeout(EXIT_GRACE, down_rx.wait_for(Option::is_some)).await;
         }
-        // Failed: end the process, then describe what happened.
+        // Failed: end the process, then describe what happened. (A
+        // process stopped here is `Down::Stopped`; one that ended by itself
+        // is `Down::Ended`.)
         let _ = down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
         if let Some(monitor) = monitor.take() {
             let _ = monitor.await;
@@ -270,13 +350,19 @@ impl Connection {
         let cause = down.borrow().clone();
         let stderr = stderr.settled().await;
         Err(match (failure, cause) {
-            (_, Some(Down::TooLarge)) => McpError::MessageTooLarge { server: name, limit_bytes: limit },
-            (None, _) => McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr },
+            (_, Some(Down::TooLarge)) => {
+                fatal(McpError::MessageTooLarge { server: name, limit_bytes: limit })
+            }
+            (None, _) => {
+                fatal(McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr })
+            }
             // How the process ended says more than the transport's error.
             (Some(_), Some(Down::Ended(cause))) => {
-                McpError::Initialize { server: name, message: cause, stderr }
+                fatal(McpError::Initialize { server: name, message: cause, stderr })
             }
-            (Some(message), _) => McpError::Initialize { server: name, message, stderr },
+            (Some((message, retry)), _) => {
+                Failed { error: McpError::Initialize { server: name, message, stderr }, retry }
+            }
         })
     }
 

@@ -22,9 +22,11 @@ mod cache;
 mod config;
 mod connection;
 mod content;
+mod era;
 mod error;
 pub mod naming;
 mod pool;
+mod requests;
 mod tool;
 
 pub use cache::default_cache_dir;
@@ -33,6 +35,7 @@ pub use config::{
 };
 pub use connection::{INHERITED_ENV, STDERR_TAIL};
 pub use content::MAX_BINARY_CHARS;
+pub use era::Era;
 pub use error::McpError;
 pub use pool::{
     ConnectCheck, ConnectFuture, MAX_BACKOFF, McpPool, PoolOptions, STABLE_AFTER, ServerState, ServerStatus,
