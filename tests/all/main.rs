@@ -13,6 +13,7 @@ mod journal;
 mod journal_postgres;
 mod limits;
 mod mcp_engine;
+mod mcp_eras;
 mod mcp_fixture;
 mod mcp_servers;
 mod mcp_support;
