@@ -38,6 +38,7 @@ pub use content::MAX_BINARY_CHARS;
 pub use era::Era;
 pub use error::McpError;
 pub use pool::{
-    ConnectCheck, ConnectFuture, MAX_BACKOFF, McpPool, PoolOptions, STABLE_AFTER, ServerState, ServerStatus,
+    ConnectCheck, ConnectFuture, MAX_BACKOFF, MAX_INPUT_ROUNDS, McpPool, PoolOptions, STABLE_AFTER,
+    ServerState, ServerStatus,
 };
 pub use tool::McpTool;
