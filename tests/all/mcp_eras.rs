@@ -303,3 +303,26 @@ async fn a_ts_sdk_v2_server_over_streamable_http_drives_input_required_rounds() 
     modern_round_trips(&pool, "v2web", &workspace).await;
     pool.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_unsupported_server_requests_get_errors_and_the_connection_goes_on() {
+    let (cache, _) = canonical_tempdir();
+    let pool = pool_in(
+        json!({"bad": {"command": "python3", "args": [fixture(), "hostile"]}}),
+        cache.path(),
+        cache.path(),
+    );
+    let tools = pool.connect("bad").await.unwrap();
+    assert_eq!(pool.servers()[0].era, Some(Era::Legacy));
+    let accept = Answering::new(ElicitationAction::Accept);
+    let out = find(&tools, "hostile").call(json!({}), cx_with(&accept, cache.path())).await.unwrap();
+    let answers = json_of(out.content);
+    // The malformed elicitation never reached the elicitor: an invalid
+    // request error; sampling: method not found.
+    assert_eq!(answers["sample"], -32601, "{answers}");
+    assert!(answers["bad-elicit"].as_i64().is_some_and(|c| c < 0), "{answers}");
+    assert!(accept.seen().is_empty(), "{:?}", accept.seen());
+    let out = find(&tools, "echo").call(json!({"still": "here"}), cx()).await.unwrap();
+    assert_eq!(json_of(out.content), json!({"still": "here"}));
+    pool.shutdown().await;
+}
