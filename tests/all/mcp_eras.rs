@@ -326,3 +326,22 @@ async fn malformed_and_unsupported_server_requests_get_errors_and_the_connection
     assert_eq!(json_of(out.content), json!({"still": "here"}));
     pool.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_server_answering_discover_with_an_empty_result_is_initialised_on_the_same_process() {
+    let (cache, _) = canonical_tempdir();
+    let pids = cache.path().join("pids");
+    let servers = json!({"old": {
+        "command": "python3",
+        "args": [fixture(), "empty-discover"],
+        "env": {"MCP_FIXTURE_PIDS": pids.display().to_string()},
+    }});
+    let pool = pool_in(servers, cache.path(), cache.path());
+    let tools = pool.connect("old").await.unwrap();
+    assert_eq!(pool.servers()[0].era, Some(Era::Legacy));
+    let out = find(&tools, "echo").call(json!({"a": 1}), cx()).await.unwrap();
+    assert_eq!(json_of(out.content), json!({"a": 1}));
+    // The fallback used the same process: no restart.
+    assert_eq!(self::pids(&pids).len(), 1, "{:?}", self::pids(&pids));
+    pool.shutdown().await;
+}
