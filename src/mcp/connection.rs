@@ -181,8 +181,8 @@ pub(crate) struct Started {
 /// A failed start, and whether the other lifecycle may be tried.
 struct Failed {
     error: McpError,
-    /// The handshake failed while the server was still there (not a
-    /// timeout, not a process that ended, not an authorization refusal).
+    /// The server answered the handshake, but not as this lifecycle wants
+    /// (see [`answered`]).
     retry: bool,
 }
 
@@ -329,7 +329,7 @@ impl Connection {
                 abandoned.0 = None;
                 return Ok(Started { connection: Arc::new(connection), list_changed });
             }
-            Some(Ok(Err(e))) => Some((error_text(&e), !e.is_authorization_required())),
+            Some(Ok(Err(e))) => Some((handshake_text(&e), answered(&e))),
             Some(Err(_)) => None,
             None => Some((String::new(), false)),
         };
@@ -356,13 +356,17 @@ impl Connection {
             (None, _) => {
                 fatal(McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr })
             }
+            // The server answered, but not as this lifecycle wants: the
+            // other one may work (the process may have ended since, when
+            // rmcp closed its stdin).
+            (Some((message, true)), _) => {
+                Failed { error: McpError::Initialize { server: name, message, stderr }, retry: true }
+            }
             // How the process ended says more than the transport's error.
             (Some(_), Some(Down::Ended(cause))) => {
                 fatal(McpError::Initialize { server: name, message: cause, stderr })
             }
-            (Some((message, retry)), _) => {
-                Failed { error: McpError::Initialize { server: name, message, stderr }, retry }
-            }
+            (Some((message, false)), _) => fatal(McpError::Initialize { server: name, message, stderr }),
         })
     }
 
@@ -415,6 +419,36 @@ impl Drop for Connection {
         // The monitor sees this and kills the group; if the runtime is gone,
         // the ProcessGroup's own drop guard kills it.
         self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+    }
+}
+
+/// Whether a failed handshake got an answer from the server (an error, or
+/// a result of the wrong kind), so the other lifecycle may work: not a
+/// transport failure, a cancel, or an authorization refusal.
+fn answered(error: &rmcp::service::ClientInitializeError) -> bool {
+    use rmcp::service::ClientInitializeError as E;
+    matches!(
+        error,
+        E::JsonRpcError(_)
+            | E::ExpectedInitResult(_)
+            | E::ExpectedInitResponse(_)
+            | E::ConflictInitResponseId(..)
+            | E::UncorrelatedErrorResponse { .. }
+            | E::NoCompatibleProtocolVersion { .. }
+    ) && !error.is_authorization_required()
+}
+
+/// A failed handshake in words; a failed probe and fallback name both.
+fn handshake_text(error: &rmcp::service::ClientInitializeError) -> String {
+    match error {
+        rmcp::service::ClientInitializeError::LegacyFallbackFailed { discover, fallback } => {
+            format!(
+                "server/discover failed ({}), then initialize failed ({})",
+                error_text(&**discover),
+                error_text(&**fallback)
+            )
+        }
+        other => error_text(other),
     }
 }
 

@@ -345,3 +345,31 @@ async fn a_legacy_server_answering_discover_with_an_empty_result_is_initialised_
     assert_eq!(self::pids(&pids).len(), 1, "{:?}", self::pids(&pids));
     pool.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_remembered_as_legacy_that_refuses_initialize_is_probed_again() {
+    let (cache, _) = canonical_tempdir();
+    let servers = json!({"v2": {"command": "node", "args": [v2_fixture(), "--modern-only"]}});
+    let pool = pool_in(servers.clone(), cache.path(), cache.path());
+    pool.connect("v2").await.unwrap();
+    pool.shutdown().await;
+    // Make the cache remember it as legacy (as if it was upgraded since).
+    let file = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"));
+    let file = file.expect("a cache file");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\"era\": \"modern\""), "{text}");
+    std::fs::write(&file, text.replace("\"era\": \"modern\"", "\"era\": \"legacy\"")).unwrap();
+
+    let pool = pool_in(servers, cache.path(), cache.path());
+    assert_eq!(pool.servers()[0].era, Some(Era::Legacy));
+    let tools = pool.connect("v2").await.unwrap();
+    assert_eq!(pool.servers()[0].era, Some(Era::Modern));
+    let envelope = json_of(find(&tools, "envelope").call(json!({}), cx()).await.unwrap().content);
+    assert_eq!(envelope["envelope"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    pool.shutdown().await;
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\"era\": \"modern\""), "the cache was corrected: {text}");
+}

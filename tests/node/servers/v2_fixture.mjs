@@ -5,6 +5,9 @@
 //   node v2_fixture.mjs            stdio
 //   node v2_fixture.mjs --http     streamable HTTP on 127.0.0.1, a free port;
 //                                  prints `listening <port>` on stdout
+//   node v2_fixture.mjs --modern-only
+//                                  stdio, refusing `initialize` (2025-era
+//                                  openings get the unsupported-version error)
 //
 // Tools:
 //   envelope    the request's `_meta` envelope as the server received it
@@ -118,5 +121,5 @@ if (process.argv.includes('--http')) {
         process.stdout.write(`listening ${server.address().port}\n`);
     });
 } else {
-    serveStdio(factory);
+    serveStdio(factory, { legacy: process.argv.includes('--modern-only') ? 'reject' : 'serve' });
 }
