@@ -259,20 +259,76 @@ mod tests {
         assert_eq!(serde_json::to_value(declined).unwrap(), json!({"action": "decline"}));
     }
 
-    #[tokio::test]
-    async fn the_first_call_in_flight_answers_and_an_ended_call_cancels() {
-        let requests = ServerRequests::new("s", Some(PathBuf::from("/pool")));
-        assert_eq!(requests.asker().roots().roots[0].uri, "file:///pool");
-        let first = requests.begin(None);
-        let _second = requests.begin(None);
-        let asker = requests.asker();
-        drop(first);
-        // No elicitor: declined, whatever happened to the call.
-        let params: ElicitRequestParams = serde_json::from_value(json!({
+    /// Accepts, saying who it is in the content.
+    struct Named(&'static str);
+
+    impl Elicitor for Named {
+        fn elicit(&self, _question: Elicitation) -> crate::catalog::ElicitationFuture {
+            let mut content = serde_json::Map::new();
+            content.insert("by".into(), json!(self.0));
+            let answer = ElicitationAnswer { action: ElicitationAction::Accept, content: Some(content) };
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn form() -> ElicitRequestParams {
+        serde_json::from_value(json!({
             "mode": "form", "message": "m", "requestedSchema": {"type": "object", "properties": {}}
         }))
-        .unwrap();
-        let answer = asker.elicit(params, std::future::pending()).await;
-        assert_eq!(answer.action, WireAction::Decline);
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_legacy_question_goes_to_the_call_that_started_first() {
+        let requests = ServerRequests::new("s", None);
+        let context = |name: &'static str, ws: &str| {
+            let mut cx = ToolContext::new(PathBuf::from(ws), "run", 1, crate::receipt::Caller::Program);
+            cx.elicitor = Some(Arc::new(Named(name)));
+            cx
+        };
+        let (a, b) = (context("a", "/a"), context("b", "/b"));
+        let first = requests.begin(Some(&a));
+        let second = requests.begin(Some(&b));
+        let answer = requests.asker().elicit(form(), std::future::pending()).await;
+        assert_eq!(answer.content, Some(json!({"by": "a"})));
+        assert_eq!(requests.asker().roots().roots[0].uri, "file:///a");
+        drop(first);
+        let answer = requests.asker().elicit(form(), std::future::pending()).await;
+        assert_eq!(answer.content, Some(json!({"by": "b"})));
+        // A modern round asks its own call.
+        let answer = second.asker().elicit(form(), std::future::pending()).await;
+        assert_eq!(answer.content, Some(json!({"by": "b"})));
+        drop(second);
+        assert!(requests.asker().roots().roots.is_empty(), "no call, no pool workspace: no root");
+    }
+
+    /// Never answers (a person who walked away).
+    struct Never;
+
+    impl Elicitor for Never {
+        fn elicit(&self, _question: Elicitation) -> crate::catalog::ElicitationFuture {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn without_an_elicitor_declined_and_a_question_outliving_its_call_cancelled() {
+        let requests = ServerRequests::new("s", Some(PathBuf::from("/pool")));
+        assert_eq!(requests.asker().roots().roots[0].uri, "file:///pool");
+        let answer = requests.asker().elicit(form(), std::future::pending()).await;
+        assert_eq!(answer.action, WireAction::Decline, "no call in flight");
+
+        let mut cx = ToolContext::new(PathBuf::from("/w"), "run", 1, crate::receipt::Caller::Program);
+        cx.elicitor = Some(Arc::new(Never));
+        let call = requests.begin(Some(&cx));
+        let question = tokio::spawn(requests.asker().elicit(form(), std::future::pending()));
+        tokio::task::yield_now().await;
+        drop(call);
+        assert_eq!(question.await.unwrap().action, WireAction::Cancel);
+
+        // The server's cancel ends it too.
+        let _call = requests.begin(Some(&cx));
+        let answer = requests.asker().elicit(form(), std::future::ready(())).await;
+        assert_eq!(answer.action, WireAction::Cancel);
     }
 }

@@ -254,6 +254,10 @@ async fn modern_round_trips(pool: &McpPool, server: &str, workspace: &Path) {
 
     let error = find(&tools, "sample").call(json!({}), cx_with(&accept, workspace)).await.unwrap_err();
     assert!(error.to_string().contains("sampling"), "{error}");
+
+    // A server that never completes is cut after the round bound.
+    let error = find(&tools, "forever").call(json!({}), cx()).await.unwrap_err().to_string();
+    assert!(error.contains(&format!("after {} rounds", codemode::mcp::MAX_INPUT_ROUNDS)), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,7 @@
 //   open_page   URL-mode elicitation; answers the action
 //   roots       asks for the client's roots; answers them as JSON
 //   sample      asks for sampling (which a client without a model refuses)
+//   forever     answers every round with input_required (a new requestState)
 import http from 'node:http';
 import { McpServer, createMcpHandler, inputRequired, inputResponse } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
@@ -84,6 +85,10 @@ function factory() {
             });
         }
         return text(`sampled: ${answer.kind}`);
+    });
+    server.registerTool('forever', { description: 'Never completes', inputSchema: z.object({}) }, async (_args, ctx) => {
+        const round = Number(ctx.mcpReq.requestState() ?? 0) + 1;
+        return inputRequired({ requestState: String(round) });
     });
     return server;
 }
