@@ -377,3 +377,34 @@ async fn a_server_remembered_as_legacy_that_refuses_initialize_is_probed_again()
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("\"era\": \"modern\""), "the cache was corrected: {text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_server_over_streamable_http_falls_back_and_elicits() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = std::process::Command::new("node")
+        .args([node_server("server-everything"), "streamableHttp".into()])
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = HttpFixture { child, port };
+    for _ in 0..1000 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (cache, _) = canonical_tempdir();
+    let (_ws, workspace) = canonical_tempdir();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let pool = pool_in(json!({"web": {"type": "http", "url": url}}), cache.path(), &workspace);
+    let tools = pool.connect("web").await.unwrap();
+    assert_eq!(pool.servers()[0].era, Some(Era::Legacy));
+    let accept = Answering::new(ElicitationAction::Accept);
+    let out = find(&tools, "trigger-elicitation-request").call(json!({}), cx_with(&accept, &workspace)).await;
+    let text = out.unwrap().content.to_string();
+    assert_eq!(accept.seen().len(), 1);
+    assert!(text.contains("It was a dark and stormy night."), "{text}");
+    pool.shutdown().await;
+}
