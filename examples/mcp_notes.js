@@ -11,7 +11,11 @@
 // its writes wait for an approval; `--approve prompt` asks on the terminal.)
 
 const allowed = await tools.mcp__files__list_allowed_directories({});
-const root = allowed.content.content.split("\n").find((line) => line.startsWith("/"));
+const allowedRoot = allowed.content.content.split("\n").find((line) => line.startsWith("/"));
+// codemode declares MCP roots (the workspace), which the filesystem server
+// takes in place of the folder on its command line: the docs are then a
+// folder below its root.
+const root = allowedRoot.endsWith("/docs") ? allowedRoot : `${allowedRoot}/docs`;
 const listing = await tools.mcp__files__list_directory({ path: root });
 const names = listing.content.content
   .split("\n")

@@ -150,7 +150,7 @@ fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
             .iter()
             .map(|s| {
                 json!({"name": s.name, "transport": s.transport, "state": state(&s.state), "tools": s.tools,
-                       "hidden": s.hidden})
+                       "hidden": s.hidden, "era": s.era})
             })
             .collect();
         super::print_stdout(&(serde_json::to_string_pretty(&rows)? + "\n"))?;
@@ -172,11 +172,14 @@ fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
             Some(n) => format!("{n} tools"),
             None => "tools not listed yet".to_owned(),
         };
+        // The protocol era: 2026-07-28 (modern) or 2025-11-25 (legacy).
+        let era = s.era.map_or("", |era| era.as_str());
         text.push_str(&format!(
-            "{:width$}  {:5}  {:11}  {}\n",
+            "{:width$}  {:5}  {:11}  {:6}  {}\n",
             super::run::printable(&s.name),
             s.transport,
             state(&s.state),
+            era,
             tools
         ));
         if let ServerState::Failed { error } = &s.state {

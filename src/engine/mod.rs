@@ -322,7 +322,9 @@ impl EngineBuilder {
             approver_files,
             &spill_root,
         );
-        let mcp = self.mcp.map(|(config, options)| {
+        let mcp = self.mcp.map(|(config, mut options)| {
+            // The root a server's `roots/list` gets outside a tool call.
+            options.workspace.get_or_insert_with(|| workspace.clone());
             let (link, connect_tools) = mcp_link::McpLink::new(config, options);
             tools.extend(connect_tools);
             link

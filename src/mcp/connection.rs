@@ -25,7 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt as _};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, Peer, RequestContext, RoleClient,
+    RunningService,
+};
 use rmcp::{ClientHandler, model};
 use tokio::io::{AsyncRead, AsyncReadExt as _, ReadBuf};
 use tokio::sync::{mpsc, watch};
@@ -33,6 +36,8 @@ use tokio::sync::{mpsc, watch};
 use super::McpError;
 use super::config::{ServerConfig, Transport};
 use super::streamable_http;
+use super::era::{self, Era, Probing};
+use super::requests::{self, ServerRequests};
 use crate::process_group::ProcessGroup;
 
 /// Bytes of a server's stderr kept for error messages.
@@ -91,10 +96,14 @@ impl Tail {
     }
 }
 
-/// The rmcp client handler: identifies codemode and forwards
-/// `notifications/tools/list_changed`.
+/// The rmcp client handler: identifies codemode, declares its
+/// capabilities ([`requests::capabilities`]), answers the server's
+/// `elicitation/create` and `roots/list` requests through the connection's
+/// [`ServerRequests`], and forwards `notifications/tools/list_changed`.
+/// Sampling is left to rmcp's default (`-32601 Method not found`).
 pub(crate) struct Handler {
     list_changed: mpsc::UnboundedSender<()>,
+    requests: Arc<ServerRequests>,
 }
 
 impl ClientHandler for Handler {
@@ -102,11 +111,29 @@ impl ClientHandler for Handler {
         let _ = self.list_changed.send(());
     }
 
+    async fn create_elicitation(
+        &self,
+        request: model::ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<model::ElicitResult, model::ErrorData> {
+        let asker = self.requests.asker();
+        Ok(asker.elicit(request, context.ct.cancelled_owned()).await)
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<model::ListRootsResult, model::ErrorData> {
+        Ok(self.requests.asker().roots())
+    }
+
     fn get_info(&self) -> model::ClientConfig {
         model::ClientConfig::new(
-            model::ClientCapabilities::default(),
+            requests::capabilities(),
             model::Implementation::new("codemode", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(era::INITIALIZE_VERSION)
     }
 }
 
@@ -139,6 +166,10 @@ pub(crate) struct Connection {
     monitor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// When it started.
     pub(crate) started: tokio::time::Instant,
+    /// The protocol era the server speaks.
+    pub(crate) era: Era,
+    /// The tool calls in flight and what answers their questions.
+    pub(crate) requests: Arc<ServerRequests>,
     /// Names of the tools its `tools/list` answers declared
     /// `execution.taskSupport: "required"` (see [`TaskOnlyTap`]).
     pub(crate) task_only: TaskOnlyTap,
@@ -191,10 +222,51 @@ pub(crate) struct Started {
     pub(crate) list_changed: mpsc::UnboundedReceiver<()>,
 }
 
+/// A failed start, and whether the other lifecycle may be tried.
+struct Failed {
+    error: McpError,
+    /// The server answered the handshake, but not as this lifecycle wants
+    /// (see [`answered`]).
+    retry: bool,
+}
+
 impl Connection {
     /// Starts `server` and completes the MCP handshake within its startup
-    /// timeout.
-    pub(crate) async fn start(server: &ServerConfig, limit: usize) -> Result<Started, McpError> {
+    /// timeout, in the era it speaks (see [`era`]): first the lifecycle
+    /// `hint` (the era the schema cache remembers) suggests, then, if that
+    /// handshake failed while the server was still there, the other one on
+    /// a fresh process or HTTP connection. `workspace` is the root when no
+    /// tool call is in flight.
+    pub(crate) async fn start(
+        server: &ServerConfig,
+        limit: usize,
+        hint: Option<Era>,
+        workspace: Option<std::path::PathBuf>,
+    ) -> Result<Started, McpError> {
+        let deadline = tokio::time::Instant::now() + server.startup_timeout;
+        let requests = ServerRequests::new(&server.name, workspace);
+        let first = Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests).await;
+        match first {
+            Ok(started) => Ok(started),
+            Err(Failed { error, retry: true }) if deadline > tokio::time::Instant::now() => {
+                tracing::debug!(server = %server.name, "handshake failed ({error}); trying the other protocol era");
+                Self::start_with(server, limit, era::second_lifecycle(hint), deadline, &requests)
+                    .await
+                    .map_err(|f| f.error)
+            }
+            Err(failed) => Err(failed.error),
+        }
+    }
+
+    /// One start with `lifecycle`, finished by `deadline`.
+    async fn start_with(
+        server: &ServerConfig,
+        limit: usize,
+        lifecycle: ClientLifecycleMode,
+        deadline: tokio::time::Instant,
+        requests: &Arc<ServerRequests>,
+    ) -> Result<Started, Failed> {
+        let fatal = |error| Failed { error, retry: false };
         let (down_tx, down) = watch::channel(None);
         let down_tx = Arc::new(down_tx);
         // A start abandoned half-way (the call's future dropped at a
@@ -202,7 +274,7 @@ impl Connection {
         let mut abandoned = StopOnDrop(Some(down_tx.clone()));
         let stderr = Arc::new(Tail::default());
         let (list_tx, list_changed) = mpsc::unbounded_channel();
-        let handler = Handler { list_changed: list_tx };
+        let handler = Handler { list_changed: list_tx, requests: requests.clone() };
         let name = server.name.clone();
         let mut monitor = None;
         let task_only = TaskOnlyTap::default();
@@ -231,12 +303,13 @@ impl Connection {
                     },
                     message,
                 };
-                let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;
+                let mut child = cmd.spawn().map_err(|e| fatal(spawn_error(e.to_string())))?;
                 let stdin = child.stdin.take().expect("piped stdin");
                 let stdout = child.stdout.take().expect("piped stdout");
                 let child_stderr = child.stderr.take().expect("piped stderr");
-                let group = ProcessGroup::new(child, "mcp server", REAP_WAIT)
-                    .ok_or_else(|| spawn_error("the process ended before it could be watched".into()))?;
+                let group = ProcessGroup::new(child, "mcp server", REAP_WAIT).ok_or_else(|| {
+                    fatal(spawn_error("the process ended before it could be watched".into()))
+                })?;
                 tokio::spawn(drain(child_stderr, stderr.clone()));
                 let closed = Arc::new(tokio::sync::Notify::new());
                 let oversized = Arc::new(AtomicBool::new(false));
@@ -250,7 +323,8 @@ impl Connection {
                     tap: Some((task_only.clone(), Vec::new())),
                 };
                 monitor = Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, oversized)));
-                Box::pin(handler.serve((stdout, stdin))) as Serving
+                let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
+                Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
             }
             Transport::Http { url, headers } => {
                 use rmcp::transport::StreamableHttpClientTransport;
@@ -277,28 +351,33 @@ impl Connection {
                 // With a login for the URL, rmcp's AuthClient adds the
                 // bearer token and refreshes it (src/mcp/oauth), inside the
                 // session-aware wrapper.
-                match super::oauth::authorized_client(url, server).await? {
+                let login = super::oauth::authorized_client(url, server).await.map_err(fatal)?;
+                match login {
                     Some(client) => {
                         let client = streamable_http::SessionAware(client);
                         let transport = StreamableHttpClientTransport::with_client(client, config);
-                        Box::pin(handler.serve(transport)) as Serving
+                        Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
                     None => {
                         let transport = StreamableHttpClientTransport::with_client(streamable_http::client(), config);
-                        Box::pin(handler.serve(transport)) as Serving
+                        Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
                 }
             }
         };
         let mut down_rx = down.clone();
         let outcome = tokio::select! {
-            r = tokio::time::timeout(server.startup_timeout, serving) => Some(r),
+            r = tokio::time::timeout_at(deadline, serving) => Some(r),
             () = async { let _ = down_rx.wait_for(Option::is_some).await; } => None,
         };
         let login_required = matches!(&outcome, Some(Ok(Err(e))) if super::oauth::needs_login(e));
         let failure = match outcome {
             Some(Ok(Ok(service))) => {
+                let era =
+                    service.peer().peer_info().map_or(Era::Legacy, |info| Era::of(&info.protocol_version));
                 let connection = Connection {
+                    era,
+                    requests: requests.clone(),
                     server: name,
                     peer: service.peer().clone(),
                     service: Mutex::new(Some(service)),
@@ -314,15 +393,16 @@ impl Connection {
                 return Ok(Started { connection: Arc::new(connection), list_changed });
             }
             // Over HTTP: what happened on the wire, naming the URL.
-            Some(Ok(Err(e))) => Some(
+            Some(Ok(Err(e))) => Some((
                 match &server.shown {
                     Transport::Http { url, .. } => streamable_http::handshake_failure(&e, url),
                     Transport::Stdio { .. } => None,
                 }
-                .unwrap_or_else(|| error_text(&e)),
-            ),
+                .unwrap_or_else(|| handshake_text(&e)),
+                answered(&e),
+            )),
             Some(Err(_)) => None,
-            None => Some(String::new()),
+            None => Some((String::new(), false)),
         };
         // A server that exits at once makes rmcp fail to write before the
         // exit is seen: give the exit a moment, so the error says how the
@@ -331,7 +411,9 @@ impl Connection {
             let mut down_rx = down.clone();
             let _ = tokio::time::timeout(EXIT_GRACE, down_rx.wait_for(Option::is_some)).await;
         }
-        // Failed: end the process, then describe what happened.
+        // Failed: end the process, then describe what happened. (A
+        // process stopped here is `Down::Stopped`; one that ended by itself
+        // is `Down::Ended`.)
         let _ = down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
         if let Some(monitor) = monitor.take() {
             let _ = monitor.await;
@@ -339,14 +421,24 @@ impl Connection {
         let cause = down.borrow().clone();
         let stderr = stderr.settled().await;
         Err(match (failure, cause) {
-            _ if login_required => McpError::LoginRequired { server: name },
-            (_, Some(Down::TooLarge)) => McpError::MessageTooLarge { server: name, limit_bytes: limit },
-            (None, _) => McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr },
+            _ if login_required => fatal(McpError::LoginRequired { server: name }),
+            (_, Some(Down::TooLarge)) => {
+                fatal(McpError::MessageTooLarge { server: name, limit_bytes: limit })
+            }
+            (None, _) => {
+                fatal(McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr })
+            }
+            // The server answered, but not as this lifecycle wants: the
+            // other one may work (the process may have ended since, when
+            // rmcp closed its stdin).
+            (Some((message, true)), _) => {
+                Failed { error: McpError::Initialize { server: name, message, stderr }, retry: true }
+            }
             // How the process ended says more than the transport's error.
             (Some(_), Some(Down::Ended(cause))) => {
-                McpError::Initialize { server: name, message: cause, stderr }
+                fatal(McpError::Initialize { server: name, message: cause, stderr })
             }
-            (Some(message), _) => McpError::Initialize { server: name, message, stderr },
+            (Some((message, false)), _) => fatal(McpError::Initialize { server: name, message, stderr }),
         })
     }
 
@@ -406,6 +498,36 @@ impl Drop for Connection {
         // The monitor sees this and kills the group; if the runtime is gone,
         // the ProcessGroup's own drop guard kills it.
         self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+    }
+}
+
+/// Whether a failed handshake got an answer from the server (an error, or
+/// a result of the wrong kind), so the other lifecycle may work: not a
+/// transport failure, a cancel, or an authorization refusal.
+fn answered(error: &rmcp::service::ClientInitializeError) -> bool {
+    use rmcp::service::ClientInitializeError as E;
+    matches!(
+        error,
+        E::JsonRpcError(_)
+            | E::ExpectedInitResult(_)
+            | E::ExpectedInitResponse(_)
+            | E::ConflictInitResponseId(..)
+            | E::UncorrelatedErrorResponse { .. }
+            | E::NoCompatibleProtocolVersion { .. }
+    ) && !error.is_authorization_required()
+}
+
+/// A failed handshake in words; a failed probe and fallback name both.
+fn handshake_text(error: &rmcp::service::ClientInitializeError) -> String {
+    match error {
+        rmcp::service::ClientInitializeError::LegacyFallbackFailed { discover, fallback } => {
+            format!(
+                "server/discover failed ({}), then initialize failed ({})",
+                error_text(&**discover),
+                error_text(&**fallback)
+            )
+        }
+        other => error_text(other),
     }
 }
 

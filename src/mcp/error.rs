@@ -40,8 +40,9 @@ pub enum McpError {
         /// The OS error.
         message: String,
     },
-    /// The server did not answer `initialize` in time.
-    #[error("MCP server `{server}` did not answer initialize within {} ms{}", .timeout.as_millis(), tail(.stderr))]
+    /// The server did not complete the handshake (`server/discover` or
+    /// `initialize`) in time.
+    #[error("MCP server `{server}` did not complete the handshake (server/discover or initialize) within {} ms{}", .timeout.as_millis(), tail(.stderr))]
     StartupTimeout {
         /// The server.
         server: String,

@@ -23,11 +23,13 @@ mod config;
 mod connection;
 mod content;
 mod dialect;
+mod era;
 mod error;
 pub mod naming;
 pub mod oauth;
 mod pool;
 mod streamable_http;
+mod requests;
 mod tool;
 
 pub use cache::default_cache_dir;
@@ -37,8 +39,10 @@ pub use config::{
 };
 pub use connection::{INHERITED_ENV, STDERR_TAIL};
 pub use content::MAX_BINARY_CHARS;
+pub use era::Era;
 pub use error::McpError;
 pub use pool::{
-    ConnectCheck, ConnectFuture, MAX_BACKOFF, McpPool, PoolOptions, STABLE_AFTER, ServerState, ServerStatus,
+    ConnectCheck, ConnectFuture, MAX_BACKOFF, MAX_INPUT_ROUNDS, McpPool, PoolOptions, STABLE_AFTER,
+    ServerState, ServerStatus,
 };
 pub use tool::McpTool;

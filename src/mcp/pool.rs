@@ -20,6 +20,12 @@
 //!   the stream closed and not resumed) fails with what happened on the wire
 //!   and marks the connection down; a session the server no longer knows is
 //!   renewed once (see [`super::streamable_http`]).
+//! - **Eras and server requests.** Each server is spoken to in its
+//!   protocol era (see `era.rs`; the era is kept in the schema cache), and
+//!   its questions are answered by the calling tool call's elicitor (see
+//!   `requests.rs`). A modern server's `input_required` result is answered
+//!   and the call retried with the server's `requestState` echoed verbatim,
+//!   at most [`MAX_INPUT_ROUNDS`] times.
 //! - **Restarts.** A connection that ended is started again on the next use.
 //!   After a failure (start failed, or the connection ended less than
 //!   [`STABLE_AFTER`] after it started) the next start waits
@@ -47,6 +53,8 @@ use super::config::{McpConfig, ServerConfig, Transport};
 use super::connection::{Connection, Down};
 use super::content;
 use super::streamable_http;
+use super::era::Era;
+use super::requests::Asker;
 use super::tool::McpTool;
 use crate::catalog::{ToolContext, ToolOutput};
 
@@ -55,6 +63,11 @@ pub const STABLE_AFTER: Duration = Duration::from_secs(60);
 
 /// Longest wait before restarting a failing server.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Most `input_required` results (MCP 2026-07-28 multi round-trip requests)
+/// one tool call answers before it fails; the same bound as rmcp's and the
+/// reference SDKs' default.
+pub const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
 
 /// The future a [`ConnectCheck`] returns: `Err(reason)` refuses.
 pub type ConnectFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
@@ -88,6 +101,10 @@ pub struct PoolOptions {
     pub max_message_bytes: usize,
     /// Asked before a server starts. Default: none (every start allowed).
     pub connect_check: Option<Arc<dyn ConnectCheck>>,
+    /// The workspace folder (absolute, canonical) given as the one root to
+    /// a server's `roots/list` when no tool call is in flight (during a call
+    /// the call's [`ToolContext::workspace`] is). Default: none (no root).
+    pub workspace: Option<PathBuf>,
 }
 
 impl Default for PoolOptions {
@@ -99,6 +116,7 @@ impl Default for PoolOptions {
             max_list_pages: 100,
             max_message_bytes: 16 << 20,
             connect_check: None,
+            workspace: None,
         }
     }
 }
@@ -112,6 +130,7 @@ impl std::fmt::Debug for PoolOptions {
             .field("max_list_pages", &self.max_list_pages)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("connect_check", &self.connect_check.is_some())
+            .field("workspace", &self.workspace)
             .finish()
     }
 }
@@ -149,6 +168,9 @@ pub struct ServerStatus {
     /// How many of its listed tools are hidden (`disabledTools`, task-only
     /// tools; see [`McpPool::hidden_tools`]); 0 when not known.
     pub hidden: usize,
+    /// The protocol era it speaks, from the live connection or the schema
+    /// cache; `None` when neither is known.
+    pub era: Option<Era>,
 }
 
 /// One listed tool, as the pool keeps it.
@@ -198,6 +220,8 @@ pub(crate) struct Slot {
     failures: Mutex<(u32, Option<tokio::time::Instant>)>,
     /// Permits for calls at once (`max_in_flight`), when limited.
     in_flight: Option<Arc<tokio::sync::Semaphore>>,
+    /// The era of the last connection, once one started.
+    era: Mutex<Option<Era>>,
 }
 
 pub(crate) struct Inner {
@@ -235,6 +259,7 @@ impl McpPool {
                     status: Mutex::new(status),
                     tools: Mutex::new(None),
                     failures: Mutex::new((0, None)),
+                    era: Mutex::new(None),
                 };
                 (name, Arc::new(slot))
             })
@@ -261,6 +286,7 @@ impl McpPool {
                     tools: known.as_ref().map(|tools| tools.iter().filter(|t| visible(slot, t)).count()),
                     hidden: known
                         .map_or(0, |tools| tools.iter().filter(|t| hidden(slot, t).is_some()).count()),
+                    era: self.era(slot),
                 }
             })
             .collect()
@@ -387,13 +413,16 @@ impl McpPool {
         // makes rmcp send notifications/cancelled. A server's
         // `max_in_flight` holds the call back first; the wait counts
         // against its timeout.
+        // The call is in flight (its questions are answered by its context)
+        // until the guard drops with the request future.
         let (limit, peer) = (slot.in_flight.clone(), connection.peer.clone());
+        let guard = connection.requests.begin(cx);
         let request = tokio::time::timeout(timeout, async move {
             let _permit = match limit {
                 Some(limit) => Some(limit.acquire_owned().await),
                 None => None,
             };
-            peer.call_tool(params).await
+            call_rounds(&peer, params, guard.asker()).await
         });
         let result = tokio::select! {
             r = request => r,
@@ -401,7 +430,12 @@ impl McpPool {
         };
         match result {
             Err(_) => Err(McpError::CallTimeout { server: server.into(), tool: tool.into(), timeout }),
-            Ok(Err(error)) => Err(self.service_error(slot, &connection, "tools/call", error).await),
+            Ok(Err(Round::Service(error))) => {
+                Err(self.service_error(slot, &connection, "tools/call", error).await)
+            }
+            Ok(Err(Round::Refused(message))) => {
+                Err(McpError::Protocol { server: server.into(), method: "tools/call".into(), message })
+            }
             Ok(Ok(result)) => {
                 let result = serde_json::to_value(result).unwrap_or(Value::Null);
                 content::to_output(server, tool, result, listed.as_ref().and_then(|l| l.1.as_deref()))
@@ -445,6 +479,12 @@ impl McpPool {
             return Err(McpError::Disabled { server: server.into() });
         }
         Ok(slot)
+    }
+
+    /// The era of the last connection, else the cached one.
+    fn era(&self, slot: &Slot) -> Option<Era> {
+        let live = *slot.era.lock().expect("era lock");
+        live.or_else(|| cache::read_era(self.inner.options.cache_dir.as_ref()?, &slot.config))
     }
 
     fn live(&self, slot: &Slot) -> Option<Arc<Vec<Listed>>> {
@@ -501,11 +541,16 @@ impl McpPool {
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        let started = match Connection::start(&slot.config, self.inner.options.max_message_bytes).await {
+        let options = &self.inner.options;
+        let hint = self.era(slot);
+        let start =
+            Connection::start(&slot.config, options.max_message_bytes, hint, options.workspace.clone());
+        let started = match start.await {
             Ok(started) => started,
             Err(error) => return Err(self.fail(slot, &mut state, error)),
         };
         let connection = started.connection;
+        *slot.era.lock().expect("era lock") = Some(connection.era);
         match list(&connection, &self.inner.options, &slot.config).await {
             Ok(raw) => self.store(slot, raw),
             Err(error) => {
@@ -643,7 +688,7 @@ fn backoff(failures: u32) -> Duration {
 
 fn store(inner: &Inner, slot: &Slot, raw: Vec<Value>) {
     if let Some(dir) = &inner.options.cache_dir
-        && let Err(e) = cache::write(dir, &slot.config, &raw)
+        && let Err(e) = cache::write(dir, &slot.config, &raw, *slot.era.lock().expect("era lock"))
     {
         tracing::warn!(server = %slot.config.name, "cannot write the MCP schema cache: {e}");
     }
@@ -659,6 +704,78 @@ fn http_lost(config: &ServerConfig, error: &ServiceError) -> Option<streamable_h
         Transport::Http { url, .. } => streamable_http::lost(error, url),
         Transport::Stdio { .. } => None,
     }
+}
+
+/// Why a tool call's rounds failed.
+enum Round {
+    /// The request failed (transport, JSON-RPC error, unexpected answer).
+    Service(ServiceError),
+    /// The server's `input_required` result could not be answered: what it
+    /// asked for, in words.
+    Refused(String),
+}
+
+/// One `tools/call`, answering `input_required` results (MCP 2026-07-28,
+/// multi round-trip requests) until the server completes it: each
+/// elicitation is asked of the call's elicitor, each `roots/list` answered
+/// with the workspace, and the call sent again (a new JSON-RPC id) with the
+/// answers and the server's `requestState` echoed verbatim. At most
+/// [`MAX_INPUT_ROUNDS`] rounds; a sampling request (codemode has no model)
+/// or a task (not supported here) fails the call.
+async fn call_rounds(
+    peer: &rmcp::service::Peer<rmcp::service::RoleClient>,
+    mut params: CallToolRequestParams,
+    asker: Asker,
+) -> Result<rmcp::model::CallToolResult, Round> {
+    use rmcp::model::{CallToolResponse, InputRequest};
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let input = match peer.call_tool_once(params.clone()).await.map_err(Round::Service)? {
+            CallToolResponse::Complete(result) => return Ok(result),
+            CallToolResponse::InputRequired(input) => input,
+            CallToolResponse::Task(_) => {
+                return Err(Round::Refused(
+                    "the server made the call a task, which codemode does not follow; \
+                     the tool cannot be used from codemode"
+                        .into(),
+                ));
+            }
+            _ => return Err(Round::Service(ServiceError::UnexpectedResponse)),
+        };
+        let asked = input.input_requests.unwrap_or_default();
+        if asked.is_empty() && input.request_state.is_none() {
+            return Err(Round::Refused(
+                "the server answered input_required without inputRequests or requestState".into(),
+            ));
+        }
+        let mut answers = rmcp::model::InputResponses::new();
+        for (key, request) in asked {
+            let answer = match request {
+                InputRequest::Elicitation(request) => {
+                    let asker = asker.clone();
+                    serde_json::to_value(asker.elicit(request.params, std::future::pending()).await)
+                }
+                #[allow(deprecated)]
+                InputRequest::ListRoots(_) => serde_json::to_value(asker.roots()),
+                InputRequest::CreateMessage(_) => {
+                    return Err(Round::Refused(format!(
+                        "the server asked for sampling (`sampling/createMessage`, input request `{key}`), \
+                         which codemode does not offer: it has no model"
+                    )));
+                }
+                _ => {
+                    return Err(Round::Refused(format!(
+                        "the server asked for input codemode does not know (input request `{key}`)"
+                    )));
+                }
+            };
+            answers.insert(key, answer.unwrap_or(Value::Null));
+        }
+        params.input_responses = (!answers.is_empty()).then_some(answers);
+        params.request_state = input.request_state;
+    }
+    Err(Round::Refused(format!(
+        "the server still asked for input after {MAX_INPUT_ROUNDS} rounds; the call was abandoned"
+    )))
 }
 
 /// Lists every tool of a connection, page by page (see the module docs).

@@ -16,6 +16,7 @@ mod journal_postgres;
 mod limits;
 mod mcp_dialects;
 mod mcp_engine;
+mod mcp_eras;
 mod mcp_fixture;
 mod mcp_http_faults;
 mod mcp_oauth;
