@@ -46,6 +46,11 @@ pub(super) fn confine(
     };
     let mut protections = crate::gate::protection::protections(workspace, policy, &named);
     let mut hidden = vec![workspace.join(crate::sandbox::HIDDEN_NAME)];
+    // The user's MCP login tokens: a command could read them and hand them
+    // to the program (docs/SECURITY.md, "MCP OAuth tokens").
+    if let Ok(tokens) = crate::mcp::oauth::user_token_dir() {
+        hidden.push(tokens);
+    }
     // A `.codemode` that is a link to a folder inside the workspace: its
     // target holds the receipts (spill writes refuse the link itself).
     if let Ok(real) = std::fs::canonicalize(&hidden[0])
@@ -141,7 +146,8 @@ fn mcp_server_files(workspace: &Path, loaded: Option<&McpConfig>) -> Vec<PathBuf
 /// Files that decide later runs besides the configuration's own: the
 /// codemode binary that launches the bash sandbox (a program that replaced
 /// it would run the next bash call unconfined), the user's trust record
-/// folder and the MCP schema cache.
+/// folder, the MCP login tokens' folder (a forged login would send the
+/// server's calls on another account) and the MCP schema cache.
 ///
 /// The trust record's folder and the cache are made when they lie inside
 /// the workspace and do not exist yet, so that they are protected (and
@@ -160,8 +166,12 @@ fn decisive_files(
         out.push((exe, "the running codemode binary".to_owned()));
     }
     let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
-    let folders =
-        [(trust, "the trust record's folder"), (mcp_cache.map(Path::to_path_buf), "the MCP schema cache")];
+    let tokens = crate::mcp::oauth::user_token_dir().ok();
+    let folders = [
+        (trust, "the trust record's folder"),
+        (tokens, "the MCP login tokens' folder"),
+        (mcp_cache.map(Path::to_path_buf), "the MCP schema cache"),
+    ];
     for (folder, what) in folders {
         let Some(folder) = folder else { continue };
         if folder.starts_with(workspace) && !folder.exists() {

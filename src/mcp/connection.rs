@@ -35,9 +35,9 @@ use tokio::sync::{mpsc, watch};
 
 use super::McpError;
 use super::config::{ServerConfig, Transport};
-use super::streamable_http;
 use super::era::{self, Era, Probing};
 use super::requests::{self, ServerRequests};
+use super::streamable_http;
 use crate::process_group::ProcessGroup;
 
 /// Bytes of a server's stderr kept for error messages.
@@ -359,7 +359,8 @@ impl Connection {
                         Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
                     None => {
-                        let transport = StreamableHttpClientTransport::with_client(streamable_http::client(), config);
+                        let transport =
+                            StreamableHttpClientTransport::with_client(streamable_http::client(), config);
                         Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
                 }

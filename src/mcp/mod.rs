@@ -28,8 +28,8 @@ mod error;
 pub mod naming;
 pub mod oauth;
 mod pool;
-mod streamable_http;
 mod requests;
+mod streamable_http;
 mod tool;
 
 pub use cache::default_cache_dir;

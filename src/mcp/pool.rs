@@ -52,9 +52,9 @@ use super::cache;
 use super::config::{McpConfig, ServerConfig, Transport};
 use super::connection::{Connection, Down};
 use super::content;
-use super::streamable_http;
 use super::era::Era;
 use super::requests::Asker;
+use super::streamable_http;
 use super::tool::McpTool;
 use crate::catalog::{ToolContext, ToolOutput};
 

@@ -527,3 +527,33 @@ fn the_private_tmpdir_is_only_the_users() {
     let ws = workspace();
     assert_eq!(stdout(&default_engine(&ws), "stat -c %a \"$TMPDIR\""), "700\n");
 }
+
+/// The user's MCP login tokens (`$XDG_CONFIG_HOME/codemode/oauth`) are
+/// hidden from commands: a program could otherwise `cat` a bearer token and
+/// return it to the model.
+#[test]
+fn mcp_login_tokens_are_hidden_from_commands() {
+    let ws = workspace();
+    let config = tempfile::tempdir().unwrap();
+    let tokens = config.path().join("codemode/oauth");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::write(tokens.join("0123.json"), r#"{"access_token":"SECRET-BEARER-TOKEN"}"#).unwrap();
+    let program = format!(
+        "const r = await tools.bash({{command: 'cat {dir}/0123.json; ls -A {dir}; echo done'}});\nreturn r.content.stdout;",
+        dir = tokens.display()
+    );
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--posture", "full-access", "--journal", "off"],
+        ws.path(),
+        &[("XDG_CONFIG_HOME", config.path())],
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.trim(), "done", "the folder is empty to the command: {stderr}");
+    assert!(!stderr.contains("SECRET-BEARER-TOKEN"));
+    // The file is still there for codemode itself.
+    assert!(std::fs::read_to_string(tokens.join("0123.json")).unwrap().contains("SECRET-BEARER-TOKEN"));
+}
