@@ -83,13 +83,20 @@ pub(crate) fn hook_files(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
 
 /// The files the stdio servers of `config` run: the command when it is a
 /// path, and the arguments that are files, from the server's `cwd` (else
-/// the current folder), canonical.
+/// the current folder), and the `envFile` each reads, canonical.
 #[cfg(unix)]
 pub(crate) fn server_files(config: &crate::mcp::McpConfig) -> Vec<PathBuf> {
     let here = std::env::current_dir().unwrap_or_default();
     let mut out: Vec<PathBuf> = Vec::new();
     for server in config.servers.values() {
         let crate::mcp::Transport::Stdio { command, args, cwd, .. } = &server.transport else { continue };
+        // The environment file decides what the server runs as much as its
+        // script does (`NODE_OPTIONS`, `PYTHONPATH`).
+        if let Some(file) = server.env_file.as_ref().and_then(|f| std::fs::canonicalize(f).ok())
+            && !out.contains(&file)
+        {
+            out.push(file);
+        }
         let dir = cwd.clone().unwrap_or_else(|| here.clone());
         let command = command.contains('/').then_some(command);
         for arg in command.into_iter().chain(args) {

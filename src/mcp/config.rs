@@ -172,6 +172,10 @@ pub struct ServerConfig {
     /// metadata document URL, scopes, callback port); `None`: the defaults
     /// (see `mcp::oauth`).
     pub oauth: Option<super::oauth::OAuthSettings>,
+    /// The `envFile` read for a stdio server's environment, as resolved
+    /// (absolute when the config file's folder is); the engine protects it
+    /// like the files the server runs (docs/SECURITY.md).
+    pub env_file: Option<PathBuf>,
     /// Expanded secrets and what to show instead, longest first (see
     /// [`ServerConfig::redact`]).
     secrets: Vec<(String, String)>,
@@ -226,6 +230,13 @@ impl ServerConfig {
                     line.push_str(&format!(" (in {})", quoted(&cwd.to_string_lossy())));
                 }
                 line
+            }
+            // The headers too: a value may carry a variable of the user's
+            // environment to the server (shown as written, `${VAR}`;
+            // literal values as `[redacted]`).
+            Transport::Http { url, headers } if !headers.is_empty() => {
+                let list: Vec<String> = headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                format!("{url} (headers {})", list.join(", "))
             }
             Transport::Http { url, .. } => url.clone(),
         }
@@ -525,6 +536,7 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
             ));
         }
     };
+    let mut env_file = None;
     let (transport, shown) = if http {
         let Some(url) = &raw.url else {
             return Err(field_error(name, "url", "an HTTP server needs a `url`"));
@@ -602,6 +614,7 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         if let Some(written) = &raw.env_file {
             let path = PathBuf::from(expand("envFile", written)?);
             let path = if path.is_relative() { base.join(path) } else { path };
+            env_file.replace(path.clone());
             for (key, value) in read_env_file(&path).map_err(|m| field_error(name, "envFile", m))? {
                 // `env` entries win over the file's.
                 if env_vars.contains_key(&key) {
@@ -682,6 +695,7 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         disabled_tools: raw.disabled_tools.into_iter().collect(),
         auto_approve: raw.auto_approve.into_iter().collect(),
         oauth: raw.oauth,
+        env_file,
         shown,
         secrets,
     })
@@ -704,6 +718,7 @@ fn disabled_server(name: &str) -> ServerConfig {
         disabled_tools: BTreeSet::new(),
         auto_approve: BTreeSet::new(),
         oauth: None,
+        env_file: None,
         secrets: Vec::new(),
     }
 }
@@ -985,7 +1000,12 @@ mod tests {
         // A default written in the file is no secret.
         assert_eq!(s.redact("dflt"), "dflt");
         let w = &config.servers["w"];
-        assert_eq!(w.launch_line(), "https://h/mcp?k=${TOKEN}");
+        // The headers are part of what an approval shows: a value may carry
+        // a variable of the user's environment to the server.
+        assert_eq!(
+            w.launch_line(),
+            "https://h/mcp?k=${TOKEN} (headers Authorization: Bearer ${TOKEN}, X-Key: [redacted])"
+        );
         assert_eq!(
             w.shown,
             Transport::Http {

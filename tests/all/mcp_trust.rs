@@ -414,3 +414,28 @@ fn files_an_mcp_server_runs_are_protected() {
     }
     assert_eq!(std::fs::read_to_string(root.join("srv/server.py")).unwrap(), "print('hi')\n");
 }
+
+/// A trusted server's `envFile` decides what it runs (`NODE_OPTIONS=--require
+/// evil.js`): a program must not be able to rewrite it for a later run.
+#[test]
+fn the_env_file_of_a_server_is_protected() {
+    let ws = crate::common::workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::write(root.join(".env.mcp"), "GREETING=hello\n").unwrap();
+    let text = json!({"mcpServers": {"t": {"command": "node", "args": ["server.js"],
+                                            "envFile": "${workspaceFolder}/.env.mcp"}}});
+    std::fs::write(root.join(".mcp.json"), text.to_string()).unwrap();
+    let config = codemode::mcp::McpConfig::load_in(&root.join(".mcp.json"), Some(&root)).unwrap();
+    let e = codemode::Engine::builder()
+        .workspace(&root)
+        .policy(codemode::Policy::full_access())
+        .mcp(config, codemode::mcp::PoolOptions::default())
+        .build()
+        .unwrap();
+    let evil = "NODE_OPTIONS=\"--require ./evil.js\"\n";
+    let r = e.call_blocking("write", &json!({"path": ".env.mcp", "content": evil}));
+    assert_eq!(r.call.status, codemode::CallStatus::Refused);
+    let r = e.call_blocking("bash", &json!({"command": "echo 'NODE_OPTIONS=x' >> .env.mcp; cat .env.mcp"}));
+    assert_eq!(r.envelope.unwrap()["content"]["stdout"], "GREETING=hello\n");
+    assert_eq!(std::fs::read_to_string(root.join(".env.mcp")).unwrap(), "GREETING=hello\n");
+}
