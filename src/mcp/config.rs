@@ -176,6 +176,11 @@ pub struct ServerConfig {
     /// (absolute when the config file's folder is); the engine protects it
     /// like the files the server runs (docs/SECURITY.md).
     pub env_file: Option<PathBuf>,
+    /// Whether the server is offered the workspace as its root (MCP roots;
+    /// config `"roots": false` withholds it). Some servers take the roots
+    /// in place of the folders their command line names
+    /// (server-filesystem): `false` keeps those.
+    pub roots: bool,
     /// Expanded secrets and what to show instead, longest first (see
     /// [`ServerConfig::redact`]).
     secrets: Vec<(String, String)>,
@@ -372,6 +377,7 @@ struct RawServer {
     /// Cline's per-call timeout, in seconds.
     timeout: Option<u64>,
     oauth: Option<super::oauth::OAuthSettings>,
+    roots: Option<bool>,
 }
 
 impl McpConfig {
@@ -696,6 +702,7 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         auto_approve: raw.auto_approve.into_iter().collect(),
         oauth: raw.oauth,
         env_file,
+        roots: raw.roots.unwrap_or(true),
         shown,
         secrets,
     })
@@ -719,6 +726,7 @@ fn disabled_server(name: &str) -> ServerConfig {
         auto_approve: BTreeSet::new(),
         oauth: None,
         env_file: None,
+        roots: true,
         secrets: Vec::new(),
     }
 }

@@ -104,6 +104,8 @@ impl Tail {
 pub(crate) struct Handler {
     list_changed: mpsc::UnboundedSender<()>,
     requests: Arc<ServerRequests>,
+    /// Whether `roots` is declared (the server's config).
+    roots: bool,
 }
 
 impl ClientHandler for Handler {
@@ -130,7 +132,7 @@ impl ClientHandler for Handler {
 
     fn get_info(&self) -> model::ClientConfig {
         model::ClientConfig::new(
-            requests::capabilities(),
+            requests::capabilities(self.roots),
             model::Implementation::new("codemode", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(era::INITIALIZE_VERSION)
@@ -244,7 +246,7 @@ impl Connection {
         workspace: Option<std::path::PathBuf>,
     ) -> Result<Started, McpError> {
         let deadline = tokio::time::Instant::now() + server.startup_timeout;
-        let requests = ServerRequests::new(&server.name, workspace);
+        let requests = ServerRequests::new(&server.name, server.roots, workspace);
         let first = Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests).await;
         match first {
             Ok(started) => Ok(started),
@@ -274,7 +276,7 @@ impl Connection {
         let mut abandoned = StopOnDrop(Some(down_tx.clone()));
         let stderr = Arc::new(Tail::default());
         let (list_tx, list_changed) = mpsc::unbounded_channel();
-        let handler = Handler { list_changed: list_tx, requests: requests.clone() };
+        let handler = Handler { list_changed: list_tx, requests: requests.clone(), roots: server.roots };
         let name = server.name.clone();
         let mut monitor = None;
         let task_only = TaskOnlyTap::default();

@@ -44,6 +44,7 @@ const KNOWN: &[&str] = &[
     "autoApprove",
     "timeout",
     "oauth",
+    "roots",
 ];
 
 /// One VS Code input (`inputs[]`: `{"type": "promptString", "id",

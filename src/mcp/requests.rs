@@ -43,9 +43,12 @@ use crate::catalog::{
 
 /// The client capabilities codemode declares (both eras): elicitation in
 /// form and URL mode, roots without change notifications. No sampling.
-pub(crate) fn capabilities() -> ClientCapabilities {
-    serde_json::from_value(json!({"elicitation": {"form": {}, "url": {}}, "roots": {}}))
-        .expect("static client capabilities")
+pub(crate) fn capabilities(roots: bool) -> ClientCapabilities {
+    let mut caps = json!({"elicitation": {"form": {}, "url": {}}, "roots": {}});
+    if !roots {
+        caps.as_object_mut().expect("an object").remove("roots");
+    }
+    serde_json::from_value(caps).expect("static client capabilities")
 }
 
 /// One tool call in flight on a connection: what answers its questions.
@@ -60,6 +63,8 @@ struct Call {
 /// pool's workspace and the tool calls in flight.
 pub(crate) struct ServerRequests {
     server: String,
+    /// Whether the server is offered roots (its config's `roots`).
+    roots: bool,
     workspace: Option<PathBuf>,
     calls: Mutex<BTreeMap<u64, Call>>,
     next: AtomicU64,
@@ -94,7 +99,8 @@ impl CallGuard {
                 .workspace
                 .clone()
                 .map(|w| (*w).clone())
-                .or_else(|| self.requests.workspace.clone()),
+                .or_else(|| self.requests.workspace.clone())
+                .filter(|_| self.requests.roots),
         }
     }
 }
@@ -111,10 +117,12 @@ pub(crate) struct Asker {
 
 impl ServerRequests {
     /// The state of a connection to `server`; `workspace` is the root when
-    /// no call is in flight.
-    pub(crate) fn new(server: &str, workspace: Option<PathBuf>) -> Arc<ServerRequests> {
+    /// no call is in flight; without `roots` (the server's config said
+    /// `"roots": false`) every `roots/list` is answered with no root.
+    pub(crate) fn new(server: &str, roots: bool, workspace: Option<PathBuf>) -> Arc<ServerRequests> {
         Arc::new(ServerRequests {
             server: server.to_owned(),
+            roots,
             workspace,
             calls: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(0),
@@ -146,7 +154,8 @@ impl ServerRequests {
             ended: first.map_or_else(|| watch::channel(false).1, |c| c.ended.clone()),
             workspace: first
                 .and_then(|c| c.workspace.as_ref().map(|w| (**w).clone()))
-                .or_else(|| self.workspace.clone()),
+                .or_else(|| self.workspace.clone())
+                .filter(|_| self.roots),
         }
     }
 }
@@ -241,8 +250,10 @@ mod tests {
 
     #[test]
     fn capabilities_declare_elicitation_and_roots_only() {
-        let caps = serde_json::to_value(capabilities()).unwrap();
+        let caps = serde_json::to_value(capabilities(true)).unwrap();
         assert_eq!(caps, json!({"elicitation": {"form": {}, "url": {}}, "roots": {}}));
+        let caps = serde_json::to_value(capabilities(false)).unwrap();
+        assert_eq!(caps, json!({"elicitation": {"form": {}, "url": {}}}));
     }
 
     #[test]
@@ -280,7 +291,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_legacy_question_goes_to_the_call_that_started_first() {
-        let requests = ServerRequests::new("s", None);
+        let requests = ServerRequests::new("s", true, None);
         let context = |name: &'static str, ws: &str| {
             let mut cx = ToolContext::new(PathBuf::from(ws), "run", 1, crate::receipt::Caller::Program);
             cx.elicitor = Some(Arc::new(Named(name)));

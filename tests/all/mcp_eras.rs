@@ -408,3 +408,32 @@ async fn a_legacy_server_over_streamable_http_falls_back_and_elicits() {
     assert!(text.contains("It was a dark and stormy night."), "{text}");
     pool.shutdown().await;
 }
+
+/// server-filesystem takes the client's roots in place of the folders its
+/// command line names: by default it serves the workspace; a server
+/// configured with `"roots": false` is offered none and keeps its folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_false_keeps_a_filesystem_servers_own_folder() {
+    let (_dir, workspace) = canonical_tempdir();
+    let (_notes_dir, notes) = canonical_tempdir();
+    let cache = tempfile::tempdir().unwrap();
+    let fs = crate::mcp_support::node_server("server-filesystem");
+    let servers = json!({
+        "offered": {"command": "node", "args": [fs, notes.to_string_lossy()]},
+        "withheld": {"command": "node", "args": [fs, notes.to_string_lossy()], "roots": false},
+    });
+    let pool = pool_in(servers, cache.path(), &workspace);
+    let elicitor = Answering::new(ElicitationAction::Decline);
+    let mut allowed = Vec::new();
+    for server in ["offered", "withheld"] {
+        let tools = pool.connect(server).await.unwrap();
+        let tool = find(&tools, "list_allowed_directories");
+        let out = tool.call(json!({}), cx_with(&elicitor, &workspace)).await.unwrap();
+        allowed.push(out.content.to_string());
+    }
+    let (offered, withheld) = (&allowed[0], &allowed[1]);
+    assert!(offered.contains(&*workspace.to_string_lossy()), "{offered}");
+    assert!(withheld.contains(&*notes.to_string_lossy()), "{withheld}");
+    assert!(!withheld.contains(&*workspace.to_string_lossy()), "{withheld}");
+    pool.shutdown().await;
+}
