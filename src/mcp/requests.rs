@@ -324,8 +324,15 @@ mod tests {
 
     #[tokio::test]
     async fn without_an_elicitor_declined_and_a_question_outliving_its_call_cancelled() {
-        let requests = ServerRequests::new("s", Some(PathBuf::from("/pool")));
+        let requests = ServerRequests::new("s", true, Some(PathBuf::from("/pool")));
         assert_eq!(requests.asker().roots().roots[0].uri, "file:///pool");
+        // `"roots": false`: no root, with or without a call in flight.
+        let withheld = ServerRequests::new("s", false, Some(PathBuf::from("/pool")));
+        assert!(withheld.asker().roots().roots.is_empty());
+        let cx = ToolContext::new(PathBuf::from("/w"), "run", 1, crate::receipt::Caller::Program);
+        let guard = withheld.begin(Some(&cx));
+        assert!(guard.asker().roots().roots.is_empty() && withheld.asker().roots().roots.is_empty());
+        drop(guard);
         let answer = requests.asker().elicit(form(), std::future::pending()).await;
         assert_eq!(answer.action, WireAction::Decline, "no call in flight");
 
