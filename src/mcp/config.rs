@@ -45,8 +45,9 @@
 //! - A `disabled: true` server is neither started nor listed; an error in
 //!   its entry (other than its name) does not stop the file loading.
 //! - A server's name becomes part of tool names (`mcp__<server>__<tool>`):
-//!   it must be 1 to 64 of `A-Z a-z 0-9 _ -`, not holding `__` and not
-//!   starting or ending with `_`.
+//!   it needs 1 to 64 characters, at least one ASCII letter or digit, and
+//!   no control characters; other characters are replaced and the names
+//!   get a hash suffix (src/mcp/naming.rs).
 //! - Values that came from the environment, an input or an `envFile` (and
 //!   every literal `headers` value) are secrets as far as codemode is
 //!   concerned: [`ServerConfig::shown`] and [`ServerConfig::launch_line`]
@@ -293,12 +294,22 @@ pub struct McpConfig {
     /// Keys of server entries that have no effect in codemode, each with
     /// the servers that hold it (see [`McpConfig::warnings`]).
     pub ignored: BTreeMap<String, Vec<String>>,
+    /// Servers left out, with why: Zed context servers that come from a Zed
+    /// extension (`"source": "extension"`), which codemode cannot run. Each
+    /// is one line of [`McpConfig::warnings`].
+    pub skipped: Vec<(String, String)>,
 }
 
 impl Default for McpConfig {
     /// No servers, trusted, no source, nothing ignored.
     fn default() -> Self {
-        McpConfig { servers: BTreeMap::new(), trusted: true, source: None, ignored: BTreeMap::new() }
+        McpConfig {
+            servers: BTreeMap::new(),
+            trusted: true,
+            source: None,
+            ignored: BTreeMap::new(),
+            skipped: Vec::new(),
+        }
     }
 }
 
@@ -328,15 +339,16 @@ pub fn workspace_config_file(workspace: &Path) -> Option<PathBuf> {
 pub const MAX_SERVER_NAME_LEN: usize = 64;
 
 /// Whether `name` makes tool names as it is (`mcp__<name>__<tool>`):
-/// 1 to [`MAX_SERVER_NAME_LEN`] of `A-Z a-z 0-9 _ -`, no `__`, not starting
-/// or ending with `_` (src/mcp/naming.rs).
+/// Whether `name` can make tool names (`mcp__<server>__<tool>`): 1 to
+/// [`MAX_SERVER_NAME_LEN`] characters, no control characters, at least one
+/// ASCII letter or digit. Other characters are replaced and the name gets a
+/// hash suffix (src/mcp/naming.rs), as other clients' names (`time.server`,
+/// `my memory`) need.
 fn valid_server_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= MAX_SERVER_NAME_LEN
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        && !name.contains("__")
-        && !name.starts_with('_')
-        && !name.ends_with('_')
+        && name.chars().count() <= MAX_SERVER_NAME_LEN
+        && !name.chars().any(char::is_control)
+        && name.bytes().any(|b| b.is_ascii_alphanumeric())
 }
 
 /// Where the variables of a config come from.
@@ -436,6 +448,12 @@ impl McpConfig {
         let vars = Vars { env, workspace, inputs: &document.inputs };
         let mut config = McpConfig::default();
         for (name, raw) in &document.servers {
+            if raw.get("source").and_then(Value::as_str) == Some("extension") {
+                let why = "it comes from a Zed extension, which codemode cannot run; give its `command` \
+                           (and `args`) to use it";
+                config.skipped.push((name.clone(), why.to_owned()));
+                continue;
+            }
             let (entry, unknown) = super::dialect::normalise(name, raw)?;
             for key in unknown {
                 config.ignored.entry(key).or_default().push(name.clone());
@@ -471,6 +489,11 @@ impl McpConfig {
                     servers.join(", ")
                 )
             })
+            .chain(
+                self.skipped
+                    .iter()
+                    .map(|(server, why)| format!("{file}: server `{server}` is skipped: {why}")),
+            )
             .collect()
     }
 
@@ -504,9 +527,10 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
             name,
             "name",
             format!(
-                "a server name becomes part of tool names (`mcp__<server>__<tool>`): use 1 to \
-                 {MAX_SERVER_NAME_LEN} letters, digits, `-` and `_`, without `__` and not starting or ending \
-                 with `_` (e.g. `my-server`)"
+                "a server name becomes part of tool names (`mcp__<server>__<tool>`): it needs 1 to \
+                 {MAX_SERVER_NAME_LEN} characters, at least one ASCII letter or digit and no control \
+                 characters (other characters are replaced and the tool names get a hash suffix; \
+                 `my-server` stays as it is)"
             ),
         ));
     }
@@ -921,6 +945,34 @@ mod tests {
     }
 
     #[test]
+    fn other_clients_server_names_load_and_a_zed_extension_server_is_skipped() {
+        let config = parse(
+            r#"{"context_servers": {
+                "time.server": {"command": "t"},
+                "my memory": {"command": "m"},
+                "github.com/modelcontextprotocol/servers/tree/main/src/fetch": {"command": "f"},
+                "postgres": {"source": "extension", "settings": {}}
+            }}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["github.com/modelcontextprotocol/servers/tree/main/src/fetch", "my memory", "time.server"]
+        );
+        let warnings = config.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("server `postgres` is skipped") && warnings[0].contains("Zed extension")
+        );
+        for bad in ["", "\\u00e9\\u00e9", "a\\u0007b"] {
+            let text = format!(r#"{{"mcpServers": {{"{bad}": {{"command": "x"}}}}}}"#);
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains("at least one ASCII letter or digit"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_server_and_the_field() {
         let cases = [
             (
@@ -1185,7 +1237,7 @@ mod tests {
         )
         .unwrap();
         assert!(skipped.servers["off"].disabled && skipped.enabled().count() == 1);
-        assert!(parse(r#"{"mcpServers": {"a.b": {"command": "x", "disabled": true}}}"#).is_err());
+        assert!(parse(r#"{"mcpServers": {"": {"command": "x", "disabled": true}}}"#).is_err());
         let untrusted = McpConfig { trusted: false, ..config.clone() };
         assert!(untrusted.auto_approve_rules().is_empty());
         assert_eq!(
@@ -1203,8 +1255,7 @@ mod tests {
                 "not both",
             ),
             (r#"{"mcpServers": {"s": {"url": "http://h", "envFile": ".env"}}}"#, "envFile", "stdio"),
-            (r#"{"mcpServers": {"my.server": {"command": "x"}}}"#, "name", "letters, digits"),
-            (r#"{"mcpServers": {"a__b": {"command": "x"}}}"#, "name", "without `__`"),
+            (r#"{"mcpServers": {"---": {"command": "x"}}}"#, "name", "at least one ASCII letter or digit"),
             (
                 r#"{"mcpServers": {"s": {"command": "x", "disabledTools": "rm"}}}"#,
                 "disabledTools",

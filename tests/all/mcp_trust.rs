@@ -97,11 +97,6 @@ fn deny_rules_ask_rules_and_hooks_still_apply_to_a_trusted_file() {
     assert!(!pids_file.exists(), "a refused server started");
 }
 
-/// Issue 11 item 7: server `files_` tool `read` and server `files` tool
-/// `_read` would both be `mcp__files___read`. A server name ending with `_`
-/// is now refused when the config is read (it cannot make plain tool
-/// names); the tool that starts with `_` gets the hash suffix and keeps its
-/// name across listings and the schema cache.
 #[test]
 fn tools_whose_names_sanitise_alike_both_get_the_hash_and_keep_their_names() {
     let ws = tempfile::tempdir().unwrap();
@@ -110,10 +105,7 @@ fn tools_whose_names_sanitise_alike_both_get_the_hash_and_keep_their_names() {
         json!({"command": "python3", "args": [fixture(), "normal"],
                "env": {"MCP_FIXTURE_TOOLS": tool, "MCP_FIXTURE_NAME": name}})
     };
-    let text = json!({"mcpServers": {"files_": server("files_", "read")}}).to_string();
-    let err = McpConfig::parse(&text, Path::new("/"), &|_| None).unwrap_err().to_string();
-    assert!(err.contains("`files_`") && err.contains("not starting or ending with `_`"), "{err}");
-    let servers = json!({"files": server("files", "_read")});
+    let servers = json!({"files_": server("files_", "read"), "files": server("files", "_read")});
     let listed = |engine: &Engine| -> Vec<String> {
         let mut names: Vec<String> = engine
             .tool_specs()
@@ -125,22 +117,32 @@ fn tools_whose_names_sanitise_alike_both_get_the_hash_and_keep_their_names() {
         names
     };
     let first = engine(config(servers.clone()), cache.path(), ws.path(), Policy::full_access());
-    let r = first.call_blocking("mcp_connect__files", &json!({}));
-    assert!(r.error.is_none(), "{:?}", r.error);
+    for server in ["files_", "files"] {
+        let r = first.call_blocking(&format!("mcp_connect__{server}"), &json!({}));
+        assert!(r.error.is_none(), "{:?}", r.error);
+    }
     let names = listed(&first);
-    assert_eq!(names.len(), 1, "{names:?}");
-    assert!(names[0].len() > "mcp__files___read_".len(), "no hash suffix: {names:?}");
-    let r =
-        first.execute_blocking(Program::new(format!("return (await tools['{}']({{}})).content", names[0])));
-    assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
-    assert_eq!(r.value, "files/_read");
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(!names.contains(&"mcp__files___read".to_owned()), "a plain name won: {names:?}");
+    // Each name reaches its own server's tool.
+    let mut answered = Vec::new();
+    for name in &names {
+        let r = first.execute_blocking(Program::new(format!("return (await tools['{name}']({{}})).content")));
+        assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
+        answered.push(r.value.as_str().unwrap().to_owned());
+    }
+    answered.sort();
+    assert_eq!(answered, ["files/_read", "files_/read"]);
     drop(first);
-    // Listing again gives the same name; so does the schema cache, in an
-    // engine that starts nothing.
+    // Listing again (another engine, the servers started the other way
+    // round) gives the same names.
     let second = engine(config(servers.clone()), cache.path(), ws.path(), Policy::full_access());
-    assert!(second.call_blocking("mcp_connect__files", &json!({})).error.is_none());
+    for server in ["files", "files_"] {
+        assert!(second.call_blocking(&format!("mcp_connect__{server}"), &json!({})).error.is_none());
+    }
     assert_eq!(listed(&second), names);
     drop(second);
+    // So does the schema cache, in an engine that starts nothing.
     let cached = engine(untrusted(servers), cache.path(), ws.path(), Policy::default());
     assert_eq!(listed(&cached), names);
     assert!(cached.mcp_servers().iter().all(|s| s.state == codemode::mcp::ServerState::NotStarted));
