@@ -128,6 +128,81 @@ impl Dispatcher {
     }
 }
 
+impl Dispatcher {
+    /// A call allowed on resume (`finish` holds its `approved` decision and
+    /// notes) of a tool of MCP `server`, which the gate has not let start
+    /// in this process: gates `mcp_connect__<server>` (every step, as
+    /// [`Dispatcher::begin_connecting`] does), starts the server, then runs
+    /// the call with its journaled arguments, without gating it again.
+    pub(super) fn begin_allowed_connecting(
+        &self,
+        calls_made: usize,
+        finish: Finisher,
+        args: Value,
+        caller: Caller,
+        server: String,
+    ) -> Begun {
+        let seq = finish.seq;
+        let gate = GateRun {
+            dispatcher_start: self.start,
+            run_id: self.run_id.clone(),
+            clock: self.clock.clone(),
+            caller,
+            calls_made,
+            seq,
+        };
+        let refusals = self.connect_refusals.clone();
+        let future = Box::pin(async move {
+            let shared = finish.shared.clone();
+            let mcp = shared.mcp.clone().expect("only MCP tools take this path");
+            let connect = naming::connect_name(&server);
+            let starting = mcp.start_lock(&server).await;
+            let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(&server).cloned();
+            if let Some((decision, reason)) = refused {
+                let kind = if decision == Decision::Denied { "denied" } else { "refused" };
+                return finish.refused(decision, kind, reason);
+            }
+            if !mcp.is_allowed(&server) {
+                let (decision, kind, reason) = match gate.decide(&finish, &connect, json!({})).await {
+                    Gated::Run { .. } => (None, "", String::new()),
+                    Gated::Refuse(r) => (Some(Decision::Refused), "refused", r),
+                    Gated::Deny(r) => (Some(Decision::Denied), "denied", r),
+                };
+                if let Some(decision) = decision {
+                    let reason = format!("MCP server `{server}` may not start (`{connect}`): {reason}");
+                    refusals
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(server, (decision, reason.clone()));
+                    return finish.refused(decision, kind, reason);
+                }
+            }
+            let was_running = mcp.is_running(&server);
+            if let Err(e) = mcp.connect(&server).await {
+                return finish.failed("failed", e.to_string());
+            }
+            drop(starting);
+            let catalog = shared.catalog.load();
+            let Some(entry) = catalog.get(&finish.tool) else {
+                let reason = format!("MCP server `{server}` no longer lists `{}`", finish.tool);
+                return finish.refused(Decision::Refused, "refused", reason);
+            };
+            let notes = match (&finish.notes, was_running) {
+                (notes, true) => notes.clone(),
+                (Some(notes), false) => Some(format!("started MCP server `{server}`; {notes}")),
+                (None, false) => Some(format!("started MCP server `{server}`")),
+            };
+            let finish = Finisher { notes, ..finish };
+            let cx = super::dispatch::call_context(&finish, &gate.run_id, &gate.clock, caller);
+            let timeout = timeout_of(&shared, &entry.spec);
+            let abandon = crate::tools::Abandon::for_tool(&entry.spec);
+            let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));
+            finish.run(future, timeout, abandon).await
+        });
+        Begun::Running { seq, future }
+    }
+}
+
 /// What gating a call inside the future needs from the run.
 struct GateRun {
     dispatcher_start: (gate::Posture, u64),

@@ -211,9 +211,24 @@ impl Dispatcher {
             let reason = format!("`{tool}` is no longer in the catalog (its MCP server's tool list changed)");
             return Begun::Settled(refuse(ledger, tool, caller, reason));
         };
+        let calls_made = ledger.calls_made();
         let seq = ledger.open(tool, caller, Decision::Approved, None);
         let notes: Vec<String> = pending.notes.iter().cloned().chain([note]).collect();
         let finish = self.finisher(tool, seq, Decision::Approved, Some(notes.join("; ")));
+        // A tool of an MCP server not started in this process (the calls
+        // before it were answered from the journal): the server's start is
+        // gated first, as for any first call of a server.
+        if let crate::catalog::ToolSource::Mcp { server } = &entry.spec.source
+            && self.shared.mcp.as_ref().is_some_and(|mcp| !mcp.is_allowed(server))
+        {
+            return self.begin_allowed_connecting(
+                calls_made,
+                finish,
+                pending.args.clone(),
+                caller,
+                server.clone(),
+            );
+        }
         let abandon = Abandon::for_tool(&entry.spec);
         let future = Abandon::scope(
             &abandon,

@@ -230,11 +230,15 @@ fn check_unchanged(shared: &Shared, journal: &Journal, warnings: &mut Vec<String
             h.workspace
         ));
     }
+    // The catalog as it was when the run paused (an MCP server first
+    // listed during the run added its tools), else as it started.
+    let paused_with =
+        journal.paused.as_ref().and_then(|p| p.catalog_sha256.as_deref()).unwrap_or(&h.catalog_sha256);
     let catalog = shared.catalog.load().digest().to_owned();
-    if catalog != h.catalog_sha256 {
+    if catalog != paused_with {
         changed.push(format!(
             "the catalog changed since the run paused (sha256 {} -> {}): a tool was added, removed or changed its schema",
-            short(&h.catalog_sha256),
+            short(paused_with),
             short(&catalog)
         ));
     }

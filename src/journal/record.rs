@@ -233,6 +233,12 @@ pub(crate) struct PausedRecord {
     pub elapsed_ms: f64,
     /// Time spent waiting on approvals so far (pauses included), in ms.
     pub approval_wait_ms: f64,
+    /// The digest of the catalog when the run paused (it grows when an MCP
+    /// server is first listed during the run); a resume compares its own
+    /// catalog with it. Absent in journals written before it was kept (the
+    /// header's digest is compared then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_sha256: Option<String>,
 }
 
 /// The kind of a journal line: the text of its `t`.
@@ -485,7 +491,7 @@ mod tests {
 
     #[test]
     fn tagged_lines_start_with_their_kind() {
-        let p = PausedRecord { at_unix_ms: 5, elapsed_ms: 1.5, approval_wait_ms: 0.0 };
+        let p = PausedRecord { at_unix_ms: 5, elapsed_ms: 1.5, approval_wait_ms: 0.0, catalog_sha256: None };
         let line = tagged_line("paused", &p);
         assert_eq!(kind(&line), Some("paused"));
         let back: PausedRecord = serde_json::from_str(&line).unwrap();

@@ -311,6 +311,7 @@ impl Sandbox {
                     at_unix_ms: 0,
                     elapsed_ms: 0.0,
                     approval_wait_ms: 0.0,
+                    catalog_sha256: None,
                 }),
             ));
         } else if receipt.status == RunStatus::Paused {
@@ -318,6 +319,7 @@ impl Sandbox {
                 at_unix_ms: super::journaling::now_ms() as u64,
                 elapsed_ms: receipt.elapsed_ms,
                 approval_wait_ms: receipt.approval_wait_ms,
+                catalog_sha256: Some(receipt.catalog_sha256.clone()),
             };
             journal.log.push(crate::journal::record::tagged_line("paused", &paused));
         }

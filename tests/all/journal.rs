@@ -673,3 +673,36 @@ fn a_runs_retention_leaves_other_workspaces_runs_in_a_shared_store_alone() {
     let resumed = codemode(&["resume", &run_id, "--allow", "1", "--journal", journals], "", d.path());
     assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
 }
+
+/// A paused call of an MCP server whose earlier calls the resume answers
+/// from the journal: the server has not started in the resuming process, so
+/// its start is gated (a trusted configuration allows it) and the allowed
+/// call runs.
+#[test]
+fn a_paused_mcp_call_resumes_in_a_process_where_its_server_has_not_started() {
+    let ws = tempfile::tempdir().unwrap();
+    let everything = crate::mcp_support::node_server("server-everything");
+    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
+    std::fs::write(ws.path().join("servers.json"), config.to_string()).unwrap();
+    // echo is read-only (runs under `ask`); toggle-subscriber-updates is not.
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "const a = await tools.call('mcp__everything__echo', {message: 'one'});\n\
+         const b = await tools.call('mcp__everything__toggle-subscriber-updates', {});\n\
+         return [a.content, typeof b.content];",
+    )
+    .unwrap();
+    let args = ["--mcp-config", "servers.json", "--json"];
+    let run = codemode(&[&["run", "prog.js", "--approve", "pause"][..], &args].concat(), "", ws.path());
+    assert_eq!(run.status.code(), Some(4), "{}", String::from_utf8_lossy(&run.stderr));
+    let paused = stdout_json(&run);
+    assert_eq!(paused["pending"][0]["seq"], 2, "{paused}");
+    let run_id = paused["run_id"].as_str().unwrap();
+    let resumed = codemode(&[&["resume", run_id, "--allow", "2"][..], &args].concat(), "", ws.path());
+    let done = stdout_json(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{done:#}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["value"][0], "Echo: one");
+    assert_eq!(done["calls"][1]["status"], "ok", "{done:#}");
+    assert_eq!(done["calls"][1]["decision"], "approved", "{done:#}");
+}
