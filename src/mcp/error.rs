@@ -127,6 +127,19 @@ pub enum McpError {
         /// The error.
         message: String,
     },
+    /// A multi round-trip call (MCP 2026-07-28 `input_required`) codemode
+    /// could not complete: the server asked for something codemode does not
+    /// offer (sampling), answered malformed rounds, or kept asking past the
+    /// round limit. The server answered; codemode gave up.
+    #[error("MCP server `{server}`: codemode could not complete `{method}`: {message}")]
+    RoundsAbandoned {
+        /// The server.
+        server: String,
+        /// The request, e.g. `tools/call`.
+        method: String,
+        /// What the server asked for and why codemode stopped.
+        message: String,
+    },
     /// The tool ran and reported failure (`isError: true`).
     #[error("tool `{tool}` of MCP server `{server}` failed: {message}")]
     ToolFailed {
@@ -189,7 +202,7 @@ pub enum McpError {
     /// login's tokens were refused and could not be refreshed (MCP
     /// authorization; see `mcp::oauth`).
     #[error(
-        "MCP server `{server}` requires authorization: run `codemode mcp login {server}` (opens a browser), then run again"
+        "MCP server `{server}` requires authorization: run `codemode mcp login {server}` (opens a browser; give it the same `--mcp-config` or `--workspace` as this run), then run again"
     )]
     LoginRequired {
         /// The server.
@@ -235,6 +248,9 @@ impl McpError {
             }
             E::ToolFailed { server, tool, message } => {
                 E::ToolFailed { server: r(server), tool: r(tool), message: r(message) }
+            }
+            E::RoundsAbandoned { server, method, message } => {
+                E::RoundsAbandoned { server: r(server), method: r(method), message: r(message) }
             }
             E::InvalidOutput { server, tool, message } => {
                 E::InvalidOutput { server: r(server), tool: r(tool), message: r(message) }

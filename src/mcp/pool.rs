@@ -434,7 +434,7 @@ impl McpPool {
                 Err(self.service_error(slot, &connection, "tools/call", error).await)
             }
             Ok(Err(Round::Refused(message))) => {
-                Err(McpError::Protocol { server: server.into(), method: "tools/call".into(), message })
+                Err(McpError::RoundsAbandoned { server: server.into(), method: "tools/call".into(), message })
             }
             Ok(Ok(result)) => {
                 let result = serde_json::to_value(result).unwrap_or(Value::Null);
