@@ -178,9 +178,11 @@ pub struct ServerConfig {
     /// like the files the server runs (docs/SECURITY.md).
     pub env_file: Option<PathBuf>,
     /// Whether the server is offered the workspace as its root (MCP roots;
-    /// config `"roots": false` withholds it). Some servers take the roots
-    /// in place of the folders their command line names
-    /// (server-filesystem): `false` keeps those.
+    /// config `"roots": false` withholds it, `true` offers it). Default:
+    /// stdio servers and HTTP servers on this machine; a remote HTTP server
+    /// is not told the local workspace path. Some servers take the roots in
+    /// place of the folders their command line names (server-filesystem):
+    /// `false` keeps those.
     pub roots: bool,
     /// Expanded secrets and what to show instead, longest first (see
     /// [`ServerConfig::redact`]).
@@ -349,6 +351,18 @@ fn valid_server_name(name: &str) -> bool {
         && name.chars().count() <= MAX_SERVER_NAME_LEN
         && !name.chars().any(char::is_control)
         && name.bytes().any(|b| b.is_ascii_alphanumeric())
+}
+
+/// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`,
+/// `::1`): only such an HTTP server is offered roots by default, so a
+/// remote server does not learn the local workspace path.
+fn is_loopback_url(url: &str) -> bool {
+    match url::Url::parse(url).ok().and_then(|u| u.host().map(|h| h.to_owned())) {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
 }
 
 /// Where the variables of a config come from.
@@ -714,6 +728,10 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
     if raw.oauth.is_some() && !http {
         return Err(field_error(name, "oauth", "OAuth applies to HTTP servers only (give a `url`)"));
     }
+    let roots = raw.roots.unwrap_or_else(|| match &transport {
+        Transport::Stdio { .. } => true,
+        Transport::Http { url, .. } => is_loopback_url(url),
+    });
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
@@ -726,7 +744,7 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         auto_approve: raw.auto_approve.into_iter().collect(),
         oauth: raw.oauth,
         env_file,
-        roots: raw.roots.unwrap_or(true),
+        roots,
         shown,
         secrets,
     })
@@ -942,6 +960,24 @@ mod tests {
         assert_eq!(web.startup_timeout, DEFAULT_STARTUP_TIMEOUT);
         assert!(matches!(config.servers["typed"].transport, Transport::Http { .. }));
         assert_eq!(config.enabled().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["files", "typed", "web"]);
+    }
+
+    #[test]
+    fn roots_are_offered_to_local_servers_only_unless_the_config_says() {
+        let config = parse(
+            r#"{"mcpServers": {
+                "local": {"command": "x"},
+                "here": {"url": "http://127.0.0.1:3000/mcp"},
+                "named": {"url": "http://localhost:3000/mcp"},
+                "remote": {"url": "https://example.com/mcp"},
+                "asked": {"url": "https://example.com/mcp", "roots": true},
+                "kept": {"command": "x", "roots": false}
+            }}"#,
+        )
+        .unwrap();
+        let roots = |name: &str| config.servers[name].roots;
+        assert!(roots("local") && roots("here") && roots("named") && roots("asked"));
+        assert!(!roots("remote") && !roots("kept"));
     }
 
     #[test]
