@@ -27,6 +27,18 @@ enum Gated {
 }
 
 impl Dispatcher {
+    /// What gating call `seq` inside its future needs from the run.
+    fn gate_run(&self, caller: Caller, calls_made: usize, seq: u64) -> GateRun {
+        GateRun {
+            dispatcher_start: self.start,
+            run_id: self.run_id.clone(),
+            clock: self.clock.clone(),
+            caller,
+            calls_made,
+            seq,
+        }
+    }
+
     /// Opens the call's receipt and returns the future that gates the
     /// server's connection, starts it, then gates and runs the call.
     pub(super) fn begin_connecting(
@@ -40,62 +52,15 @@ impl Dispatcher {
         let calls_made = ledger.calls_made();
         let seq = ledger.open(tool, caller, Decision::Auto, None);
         let finish = self.finisher(tool, seq, Decision::Auto, None);
-        let gate = GateRun {
-            dispatcher_start: self.start,
-            run_id: self.run_id.clone(),
-            clock: self.clock.clone(),
-            caller,
-            calls_made,
-            seq,
-        };
+        let gate = self.gate_run(caller, calls_made, seq);
         let refusals = self.connect_refusals.clone();
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
             let mcp = shared.mcp.clone().expect("only MCP tools take this path");
-            let connect = naming::connect_name(&server);
-            // One call at a time decides and starts a server: calls made
-            // together (Promise.all, a batch) wait for the first, so the
-            // connection is asked for once, not once per call.
-            let starting = mcp.start_lock(&server).await;
-            let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(&server).cloned();
-            if let Some((decision, reason)) = refused {
-                let kind = if decision == Decision::Denied { "denied" } else { "refused" };
-                return finish.refused(decision, kind, reason);
-            }
-            // A server the gate already allowed (which failed to start, or
-            // is up without this tool) is not gated again.
-            let gated = if mcp.is_allowed(&server) {
-                Gated::Run { args: Value::Null, decision: Decision::Auto, notes: Vec::new() }
-            } else {
-                gate.decide(&finish, &connect, json!({})).await
+            let (decision, mut notes) = match start_server(&gate, &finish, &refusals, &server).await {
+                Ok(started) => started,
+                Err(stopped) => return *stopped,
             };
-            let (decision, mut notes) = match gated {
-                Gated::Run { decision, notes, .. } => (decision, notes),
-                Gated::Refuse(r) => {
-                    let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
-                    refusals
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(server, (Decision::Refused, reason.clone()));
-                    return finish.refused(Decision::Refused, "refused", reason);
-                }
-                Gated::Deny(r) => {
-                    let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
-                    refusals
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(server, (Decision::Denied, reason.clone()));
-                    return finish.refused(Decision::Denied, "denied", reason);
-                }
-            };
-            let was_running = mcp.is_running(&server);
-            if let Err(e) = mcp.connect(&server).await {
-                return Finisher { decision, ..finish }.failed("failed", e.to_string());
-            }
-            drop(starting);
-            if !was_running {
-                notes.insert(0, format!("started MCP server `{server}`"));
-            }
             let tool = finish.tool.clone();
             let (args, call_decision, call_notes) = match gate.decide(&finish, &tool, args).await {
                 Gated::Run { args, decision, notes } => (args, decision, notes),
@@ -143,56 +108,21 @@ impl Dispatcher {
         server: String,
     ) -> Begun {
         let seq = finish.seq;
-        let gate = GateRun {
-            dispatcher_start: self.start,
-            run_id: self.run_id.clone(),
-            clock: self.clock.clone(),
-            caller,
-            calls_made,
-            seq,
-        };
+        let gate = self.gate_run(caller, calls_made, seq);
         let refusals = self.connect_refusals.clone();
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
-            let mcp = shared.mcp.clone().expect("only MCP tools take this path");
-            let connect = naming::connect_name(&server);
-            let starting = mcp.start_lock(&server).await;
-            let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(&server).cloned();
-            if let Some((decision, reason)) = refused {
-                let kind = if decision == Decision::Denied { "denied" } else { "refused" };
-                return finish.refused(decision, kind, reason);
-            }
-            if !mcp.is_allowed(&server) {
-                let (decision, kind, reason) = match gate.decide(&finish, &connect, json!({})).await {
-                    Gated::Run { .. } => (None, "", String::new()),
-                    Gated::Refuse(r) => (Some(Decision::Refused), "refused", r),
-                    Gated::Deny(r) => (Some(Decision::Denied), "denied", r),
-                };
-                if let Some(decision) = decision {
-                    let reason = format!("MCP server `{server}` may not start (`{connect}`): {reason}");
-                    refusals
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(server, (decision, reason.clone()));
-                    return finish.refused(decision, kind, reason);
-                }
-            }
-            let was_running = mcp.is_running(&server);
-            if let Err(e) = mcp.connect(&server).await {
-                return finish.failed("failed", e.to_string());
-            }
-            drop(starting);
+            let notes = match start_server(&gate, &finish, &refusals, &server).await {
+                Ok((_, notes)) => notes,
+                Err(stopped) => return *stopped,
+            };
             let catalog = shared.catalog.load();
             let Some(entry) = catalog.get(&finish.tool) else {
                 let reason = format!("MCP server `{server}` no longer lists `{}`", finish.tool);
                 return finish.refused(Decision::Refused, "refused", reason);
             };
-            let notes = match (&finish.notes, was_running) {
-                (notes, true) => notes.clone(),
-                (Some(notes), false) => Some(format!("started MCP server `{server}`; {notes}")),
-                (None, false) => Some(format!("started MCP server `{server}`")),
-            };
-            let finish = Finisher { notes, ..finish };
+            let notes: Vec<String> = notes.into_iter().chain(finish.notes.clone()).collect();
+            let finish = Finisher { notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
             let cx = super::dispatch::call_context(&finish, &gate.run_id, &gate.clock, caller);
             let timeout = timeout_of(&shared, &entry.spec);
             let abandon = crate::tools::Abandon::for_tool(&entry.spec);
@@ -201,6 +131,69 @@ impl Dispatcher {
         });
         Begun::Running { seq, future }
     }
+}
+
+/// The refusals of server starts in one run, by server.
+pub(super) type Refusals = Arc<std::sync::Mutex<std::collections::HashMap<String, (Decision, String)>>>;
+
+/// Gates `mcp_connect__<server>` for the call `finish` (unless the gate
+/// allowed the server already in this engine) and starts the server. One
+/// call at a time decides and starts a server: calls made together
+/// (`Promise.all`, a batch) wait for the first, so the connection is asked
+/// for once, not once per call; a refusal holds for the rest of the run.
+///
+/// Returns the connection's decision and the notes for the call (`started
+/// MCP server`, a trusted file's allowance), or the call's completion when
+/// the start was refused, denied or failed.
+async fn start_server(
+    gate: &GateRun,
+    finish: &Finisher,
+    refusals: &Refusals,
+    server: &str,
+) -> Result<(Decision, Vec<String>), Box<super::dispatch::Completion>> {
+    let mcp = finish.shared.mcp.clone().expect("only MCP tools take this path");
+    let connect = naming::connect_name(server);
+    let starting = mcp.start_lock(server).await;
+    let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(server).cloned();
+    if let Some((decision, reason)) = refused {
+        let kind = if decision == Decision::Denied { "denied" } else { "refused" };
+        return Err(Box::new(finish.refused(decision, kind, reason)));
+    }
+    // A server the gate already allowed (which failed to start, or is up
+    // without this tool) is not gated again.
+    let gated = if mcp.is_allowed(server) {
+        Gated::Run { args: Value::Null, decision: Decision::Auto, notes: Vec::new() }
+    } else {
+        gate.decide(finish, &connect, json!({})).await
+    };
+    // A refusal holds for the rest of the run.
+    let refuse = |decision: Decision, kind: &str, reason: String| {
+        refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(server.to_owned(), (decision, reason.clone()));
+        Box::new(finish.refused(decision, kind, reason))
+    };
+    let (decision, mut notes) = match gated {
+        Gated::Run { decision, notes, .. } => (decision, notes),
+        Gated::Refuse(r) => {
+            let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
+            return Err(refuse(Decision::Refused, "refused", reason));
+        }
+        Gated::Deny(r) => {
+            let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
+            return Err(refuse(Decision::Denied, "denied", reason));
+        }
+    };
+    let was_running = mcp.is_running(server);
+    if let Err(e) = mcp.connect(server).await {
+        return Err(Box::new(Finisher { decision, ..finish.clone() }.failed("failed", e.to_string())));
+    }
+    drop(starting);
+    if !was_running {
+        notes.insert(0, format!("started MCP server `{server}`"));
+    }
+    Ok((decision, notes))
 }
 
 /// What gating a call inside the future needs from the run.

@@ -133,7 +133,7 @@ pub(crate) struct Dispatcher {
     /// MCP servers the gate refused to start in this run, with the
     /// decision and reason: later calls of their tools get the same answer
     /// without asking again (connect_first.rs).
-    pub(super) connect_refusals: Arc<std::sync::Mutex<std::collections::HashMap<String, (Decision, String)>>>,
+    pub(super) connect_refusals: super::connect_first::Refusals,
     /// Whether a call the approver pauses may pause the run (a journaled
     /// program run); elsewhere such a call is refused.
     pausable: bool,
