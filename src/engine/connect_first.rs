@@ -16,14 +16,26 @@ use super::dispatch::{Begun, Dispatcher, Finisher, decide_early, later_context, 
 use crate::catalog::Catalog;
 use crate::gate::later::{self, Final, LaterCall};
 use crate::gate::{self, CallRequest, Early};
+use crate::journal::record::PendingRecord;
 use crate::mcp::naming;
 use crate::receipt::{Caller, Decision, Ledger};
 
 /// What gating one call (all steps) decided.
 enum Gated {
-    Run { args: Value, decision: Decision, notes: Vec<String> },
+    Run {
+        args: Value,
+        decision: Decision,
+        notes: Vec<String>,
+    },
     Refuse(String),
     Deny(String),
+    /// The approver paused the call (never the server's start).
+    Pause {
+        args: Value,
+        reason: String,
+        subject: Option<String>,
+        notes: Vec<String>,
+    },
 }
 
 impl Dispatcher {
@@ -54,6 +66,7 @@ impl Dispatcher {
         let finish = self.finisher(tool, seq, Decision::Auto, None);
         let gate = self.gate_run(caller, calls_made, seq);
         let refusals = self.connect_refusals.clone();
+        let pausable = self.pausable;
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
             let mcp = shared.mcp.clone().expect("only MCP tools take this path");
@@ -74,6 +87,25 @@ impl Dispatcher {
                 }
                 Gated::Refuse(r) => return finish.refused(Decision::Refused, "refused", r),
                 Gated::Deny(r) => return finish.refused(Decision::Denied, "denied", r),
+                Gated::Pause { args, reason, subject, notes: call_notes } if pausable => {
+                    let notes = notes.into_iter().chain(call_notes).collect();
+                    let pending = PendingRecord {
+                        seq: finish.seq,
+                        tool: tool.to_string(),
+                        args,
+                        reason,
+                        subject,
+                        notes,
+                    };
+                    return finish.paused(pending);
+                }
+                Gated::Pause { reason, .. } => {
+                    return finish.refused(
+                        Decision::Refused,
+                        "refused",
+                        super::dispatch::not_pausable(&reason),
+                    );
+                }
             };
             notes.extend(call_notes);
             let catalog = shared.catalog.load();
@@ -176,7 +208,8 @@ async fn start_server(
     };
     let (decision, mut notes) = match gated {
         Gated::Run { decision, notes, .. } => (decision, notes),
-        Gated::Refuse(r) => {
+        // (`decide` turns a pause of the start into a refusal.)
+        Gated::Refuse(r) | Gated::Pause { reason: r, .. } => {
             let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
             return Err(refuse(Decision::Refused, "refused", reason));
         }
@@ -257,10 +290,14 @@ impl GateRun {
             Final::Deny(reason) => Gated::Deny(reason),
             // Pausing on a server's start is not journaled yet: refused,
             // with what to do instead.
-            Final::Pause { reason, .. } => Gated::Refuse(format!(
-                "the approver paused `{tool}` ({reason}), but a run cannot pause on starting an MCP server yet; \
+            Final::Pause { reason, .. } if tool.starts_with(naming::CONNECT_PREFIX) => {
+                Gated::Refuse(format!(
+                    "the approver paused `{tool}` ({reason}), but a run cannot pause on starting an MCP server yet; \
                  allow it by a rule (`{tool}`) or decide it with another approver"
-            )),
+                ))
+            }
+            // The call itself, once its server is up, pauses like any call.
+            Final::Pause { args, reason, subject, notes } => Gated::Pause { args, reason, subject, notes },
         }
     }
 }

@@ -136,7 +136,7 @@ pub(crate) struct Dispatcher {
     pub(super) connect_refusals: super::connect_first::Refusals,
     /// Whether a call the approver pauses may pause the run (a journaled
     /// program run); elsewhere such a call is refused.
-    pausable: bool,
+    pub(super) pausable: bool,
 }
 
 impl Dispatcher {
@@ -387,16 +387,18 @@ impl Dispatcher {
                     Final::Deny(reason) => finish.refused(Decision::Denied, "denied", reason),
                     Final::Pause { args, reason, subject, notes } if pausable => {
                         let tool = finish.tool.to_string();
-                        finish.paused(crate::journal::record::PendingRecord { seq, tool, args, reason, subject, notes })
+                        finish.paused(crate::journal::record::PendingRecord {
+                            seq,
+                            tool,
+                            args,
+                            reason,
+                            subject,
+                            notes,
+                        })
                     }
-                    Final::Pause { reason, .. } => finish.refused(
-                        Decision::Refused,
-                        "refused",
-                        format!(
-                            "the approver paused this call ({reason}), but only a journaled program run can pause \
-                             (not a direct call or a batch); decide it with another approver or allow it by a rule"
-                        ),
-                    ),
+                    Final::Pause { reason, .. } => {
+                        finish.refused(Decision::Refused, "refused", not_pausable(&reason))
+                    }
                 }
             });
             return Begun::Running { seq, future };
@@ -563,6 +565,14 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
 
 fn error_payload(kind: &str, message: &str, tool: &str, seq: u64) -> String {
     serde_json::to_string(&ErrorPayload { kind, message, tool, seq }).expect("strings serialise")
+}
+
+/// Why a call the approver paused is refused where the run cannot pause.
+pub(super) fn not_pausable(reason: &str) -> String {
+    format!(
+        "the approver paused this call ({reason}), but only a journaled program run can pause \
+         (not a direct call or a batch); decide it with another approver or allow it by a rule"
+    )
 }
 
 /// Turns a tool's result into a completion: bounds it, spills it, builds the
@@ -742,7 +752,7 @@ impl Finisher {
 
     /// The completion of a call the approver paused: it did not run; the
     /// run pauses on it.
-    fn paused(&self, pending: crate::journal::record::PendingRecord) -> Completion {
+    pub(super) fn paused(&self, pending: crate::journal::record::PendingRecord) -> Completion {
         Completion {
             seq: self.seq,
             end: CallEnd {

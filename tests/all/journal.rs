@@ -706,3 +706,32 @@ fn a_paused_mcp_call_resumes_in_a_process_where_its_server_has_not_started() {
     assert_eq!(done["calls"][1]["status"], "ok", "{done:#}");
     assert_eq!(done["calls"][1]["decision"], "approved", "{done:#}");
 }
+
+/// The first call of a server is a writer the approver pauses: the server
+/// starts (a trusted configuration allows it), the call pauses like any
+/// other, and a resume in another process starts the server and runs it.
+#[test]
+fn the_first_call_of_a_server_pauses_and_resumes() {
+    let ws = tempfile::tempdir().unwrap();
+    let everything = crate::mcp_support::node_server("server-everything");
+    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
+    std::fs::write(ws.path().join("servers.json"), config.to_string()).unwrap();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "const b = await tools.call('mcp__everything__toggle-subscriber-updates', {});\n\
+         return typeof b.content;",
+    )
+    .unwrap();
+    let args = ["--mcp-config", "servers.json", "--json"];
+    let run = codemode(&[&["run", "prog.js", "--approve", "pause"][..], &args].concat(), "", ws.path());
+    let paused = stdout_json(&run);
+    assert_eq!(run.status.code(), Some(4), "{paused:#}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(paused["pending"][0]["seq"], 1, "{paused}");
+    assert_eq!(paused["pending"][0]["tool"], "mcp__everything__toggle-subscriber-updates");
+    let run_id = paused["run_id"].as_str().unwrap();
+    let resumed = codemode(&[&["resume", run_id, "--allow", "1"][..], &args].concat(), "", ws.path());
+    let done = stdout_json(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{done:#}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(done["calls"][0]["status"], "ok", "{done:#}");
+    assert_eq!(done["calls"][0]["decision"], "approved", "{done:#}");
+}
