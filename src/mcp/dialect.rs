@@ -103,10 +103,18 @@ pub(crate) fn document(top: &Value) -> Result<Document, ConfigError> {
     let Some(top) = top.as_object() else {
         return Err(syntax("the top level is not an object".into()));
     };
-    let Some((key, servers)) =
-        ["mcpServers", "servers", "context_servers"].iter().find_map(|k| top.get(*k).map(|v| (*k, v)))
-    else {
-        return Err(syntax("no `mcpServers`, `servers` or `context_servers` object".into()));
+    let found: Vec<(&str, &Value)> = ["mcpServers", "servers", "context_servers"]
+        .iter()
+        .filter_map(|k| top.get(*k).map(|v| (*k, v)))
+        .collect();
+    let (key, servers) = match found.as_slice() {
+        [] => return Err(syntax("no `mcpServers`, `servers` or `context_servers` object".into())),
+        [one] => *one,
+        [(a, _), (b, _), ..] => {
+            return Err(syntax(format!(
+                "both `{a}` and `{b}` hold servers; codemode reads one list per file: keep one"
+            )));
+        }
     };
     let Some(servers) = servers.as_object() else {
         return Err(syntax(format!("`{key}` is not an object")));
@@ -241,6 +249,13 @@ pub(crate) fn normalise(name: &str, entry: &Value) -> Result<(Value, Vec<String>
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_file_with_two_server_lists_is_refused_naming_both() {
+        let top = json!({"mcpServers": {"a": {"command": "x"}}, "servers": {"b": {"command": "y"}}});
+        let err = document(&top).err().expect("refused").to_string();
+        assert!(err.contains("`mcpServers`") && err.contains("`servers`"), "{err}");
+    }
 
     #[test]
     fn jsonc_comments_and_trailing_commas_parse_and_errors_say_where() {
