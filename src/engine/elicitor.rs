@@ -189,7 +189,7 @@ impl Elicitor for CallElicitor {
 /// JSON Schema (or no answer could be checked).
 fn passable(question: &Elicitation) -> Result<(), String> {
     match &question.mode {
-        ElicitationMode::Form { requested_schema } => jsonschema::validator_for(requested_schema)
+        ElicitationMode::Form { requested_schema } => crate::catalog::schema_validator(requested_schema)
             .map(|_| ())
             .map_err(|e| format!("the server's form is not valid JSON Schema, so it was not asked: {e}")),
         ElicitationMode::Url { .. } => Ok(()),

@@ -9,7 +9,8 @@
 //! of `{const, title}`) and multi-select enums (`type: array` with
 //! `items.enum` or `items.anyOf` of `{const, title}`); each may carry a
 //! `default` (SEP-1034). Checking values is JSON Schema validation of the
-//! whole answer against the requested schema (the `jsonschema` crate).
+//! whole answer against the requested schema (the `jsonschema` crate, through
+//! `catalog::schema_validator`, which fetches nothing).
 
 use serde_json::{Map, Value};
 
@@ -202,7 +203,7 @@ pub(crate) fn defaults(fields: &[Field]) -> Result<Map<String, Value>, String> {
 /// A sentence per problem (at most 8), naming the field and the schema
 /// keyword it fails, never the value (an answer may be personal).
 pub(crate) fn check(schema: &Value, content: &Map<String, Value>) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema)
+    let validator = crate::catalog::schema_validator(schema)
         .map_err(|e| format!("the requested schema is not valid JSON Schema: {e}"))?;
     let instance = Value::Object(content.clone());
     let problems: Vec<String> = validator
@@ -228,7 +229,7 @@ pub(crate) fn check(schema: &Value, content: &Map<String, Value>) -> Result<(), 
 ///
 /// The validator's messages, joined.
 pub(crate) fn check_field(field: &Field, value: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(&field.schema)
+    let validator = crate::catalog::schema_validator(&field.schema)
         .map_err(|e| format!("the field's schema is not valid: {e}"))?;
     let problems: Vec<String> = validator.iter_errors(value).take(4).map(|e| e.to_string()).collect();
     if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
