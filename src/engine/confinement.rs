@@ -48,7 +48,14 @@ pub(super) fn confine(
     let mut hidden = vec![workspace.join(crate::sandbox::HIDDEN_NAME)];
     // The user's MCP login tokens: a command could read them and hand them
     // to the program (docs/SECURITY.md, "MCP OAuth tokens").
+    // Also by its resolved path: a config folder reached through a link
+    // (dotfiles) is read through the link's target.
     if let Ok(tokens) = crate::mcp::oauth::user_token_dir() {
+        if let Ok(real) = std::fs::canonicalize(&tokens)
+            && real != tokens
+        {
+            hidden.push(real);
+        }
         hidden.push(tokens);
     }
     // A `.codemode` that is a link to a folder inside the workspace: its

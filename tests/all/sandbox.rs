@@ -557,3 +557,33 @@ fn mcp_login_tokens_are_hidden_from_commands() {
     // The file is still there for codemode itself.
     assert!(std::fs::read_to_string(tokens.join("0123.json")).unwrap().contains("SECRET-BEARER-TOKEN"));
 }
+
+/// The token folder reached through a link (a dotfiles setup: the config
+/// folder links into the workspace) is hidden by its resolved path too.
+#[test]
+fn mcp_login_tokens_behind_a_linked_config_folder_are_hidden_from_tools() {
+    let ws = workspace();
+    let tokens = ws.path().join("dotfiles/config/codemode/oauth");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::write(tokens.join("0123.json"), r#"{"access_token":"SECRET-BEARER-TOKEN"}"#).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let link = outside.path().join("config");
+    std::os::unix::fs::symlink(ws.path().join("dotfiles/config"), &link).unwrap();
+    let program = "const r = []; \
+         try { r.push((await tools.read({path: 'dotfiles/config/codemode/oauth/0123.json'})).content); } \
+         catch (e) { r.push(e.kind); } \
+         r.push((await tools.grep_files({pattern: 'SECRET', path: 'dotfiles'})).content); \
+         return JSON.stringify(r);";
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--posture", "full-access", "--journal", "off"],
+        ws.path(),
+        &[("XDG_CONFIG_HOME", link.as_path())],
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("refused"), "{stdout}");
+    assert!(!stdout.contains("SECRET-BEARER-TOKEN") && !stderr.contains("SECRET-BEARER-TOKEN"), "{stdout}");
+}
