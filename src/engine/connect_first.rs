@@ -36,6 +36,9 @@ enum Gated {
         subject: Option<String>,
         notes: Vec<String>,
     },
+    /// The approver paused the server's start, which cannot pause: the
+    /// refusal to give, unless the call was allowed on resume.
+    PausedStart(String),
 }
 
 impl Dispatcher {
@@ -70,7 +73,7 @@ impl Dispatcher {
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
             let mcp = shared.mcp.clone().expect("only MCP tools take this path");
-            let (decision, mut notes) = match start_server(&gate, &finish, &refusals, &server).await {
+            let (decision, mut notes) = match start_server(&gate, &finish, &refusals, &server, false).await {
                 Ok(started) => started,
                 Err(stopped) => return *stopped,
             };
@@ -85,7 +88,9 @@ impl Dispatcher {
                     };
                     return finish.refused(Decision::Refused, "refused", r);
                 }
-                Gated::Refuse(r) => return finish.refused(Decision::Refused, "refused", r),
+                Gated::Refuse(r) | Gated::PausedStart(r) => {
+                    return finish.refused(Decision::Refused, "refused", r);
+                }
                 Gated::Deny(r) => return finish.refused(Decision::Denied, "denied", r),
                 Gated::Pause { args, reason, subject, notes: call_notes } if pausable => {
                     let notes = notes.into_iter().chain(call_notes).collect();
@@ -144,7 +149,7 @@ impl Dispatcher {
         let refusals = self.connect_refusals.clone();
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
-            let notes = match start_server(&gate, &finish, &refusals, &server).await {
+            let notes = match start_server(&gate, &finish, &refusals, &server, true).await {
                 Ok((_, notes)) => notes,
                 Err(stopped) => return *stopped,
             };
@@ -174,6 +179,11 @@ pub(super) type Refusals = Arc<std::sync::Mutex<std::collections::HashMap<String
 /// (`Promise.all`, a batch) wait for the first, so the connection is asked
 /// for once, not once per call; a refusal holds for the rest of the run.
 ///
+/// With `resuming` (the call was allowed on resume by `codemode resume
+/// --allow`), an approver that would pause the start (resume's default
+/// approver is `pause`) is taken as allowing it: the person allowed a call
+/// that needs the server; deny rules and denials still refuse.
+///
 /// Returns the connection's decision and the notes for the call (`started
 /// MCP server`, a trusted file's allowance), or the call's completion when
 /// the start was refused, denied or failed.
@@ -182,6 +192,7 @@ async fn start_server(
     finish: &Finisher,
     refusals: &Refusals,
     server: &str,
+    resuming: bool,
 ) -> Result<(Decision, Vec<String>), Box<super::dispatch::Completion>> {
     let mcp = finish.shared.mcp.clone().expect("only MCP tools take this path");
     let connect = naming::connect_name(server);
@@ -208,8 +219,11 @@ async fn start_server(
     };
     let (decision, mut notes) = match gated {
         Gated::Run { decision, notes, .. } => (decision, notes),
-        // (`decide` turns a pause of the start into a refusal.)
-        Gated::Refuse(r) | Gated::Pause { reason: r, .. } => {
+        Gated::PausedStart(_) if resuming => {
+            (Decision::Approved, vec![format!("`{connect}` allowed by the resume that allowed this call")])
+        }
+        // (`decide` turns a pause of the start into `PausedStart`.)
+        Gated::Refuse(r) | Gated::PausedStart(r) | Gated::Pause { reason: r, .. } => {
             let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
             return Err(refuse(Decision::Refused, "refused", reason));
         }
@@ -291,7 +305,7 @@ impl GateRun {
             // Pausing on a server's start is not journaled yet: refused,
             // with what to do instead.
             Final::Pause { reason, .. } if tool.starts_with(naming::CONNECT_PREFIX) => {
-                Gated::Refuse(format!(
+                Gated::PausedStart(format!(
                     "the approver paused `{tool}` ({reason}), but a run cannot pause on starting an MCP server yet; \
                  allow it by a rule (`{tool}`) or decide it with another approver"
                 ))

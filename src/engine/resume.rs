@@ -237,7 +237,9 @@ fn check_unchanged(shared: &Shared, journal: &Journal, warnings: &mut Vec<String
     let catalog = shared.catalog.load().digest().to_owned();
     if catalog != paused_with {
         changed.push(format!(
-            "the catalog changed since the run paused (sha256 {} -> {}): a tool was added, removed or changed its schema",
+            "the catalog changed since the run paused (sha256 {} -> {}): a tool was added, removed or changed its schema \
+             (an MCP server's tools come from the schema cache until it starts: after the cache was cleared, or on \
+             another machine, `codemode mcp tools SERVER` lists them again)",
             short(paused_with),
             short(&catalog)
         ));

@@ -735,3 +735,42 @@ fn the_first_call_of_a_server_pauses_and_resumes() {
     assert_eq!(done["calls"][0]["status"], "ok", "{done:#}");
     assert_eq!(done["calls"][0]["decision"], "approved", "{done:#}");
 }
+
+/// A workspace's own (untrusted) `.mcp.json`: the first run's approver
+/// allowed the server's start and paused the writer. The resume (whose
+/// approver is `pause`) runs the allowed call: `--allow` of a call of the
+/// server covers the start it needs in the new process.
+#[test]
+fn a_resume_allows_the_start_an_allowed_call_of_an_untrusted_server_needs() {
+    let ws = tempfile::tempdir().unwrap();
+    let everything = crate::mcp_support::node_server("server-everything");
+    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
+    std::fs::write(ws.path().join(".mcp.json"), config.to_string()).unwrap();
+    let approver = ws.path().join("approver.sh");
+    std::fs::write(
+        &approver,
+        "#!/bin/sh\nif grep -q '\"tool\":\"mcp_connect__'; then echo '{\"decision\":\"allow\"}'; \
+         else echo '{\"decision\":\"pause\"}'; fi\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&approver, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "const a = await tools.call('mcp__everything__echo', {message: 'one'});\n\
+         const b = await tools.call('mcp__everything__toggle-subscriber-updates', {});\n\
+         return [a.content, typeof b.content];",
+    )
+    .unwrap();
+    let approve = format!("cmd:{}", approver.display());
+    let run = codemode(&["run", "prog.js", "--approve", &approve, "--json"], "", ws.path());
+    let paused = stdout_json(&run);
+    assert_eq!(run.status.code(), Some(4), "{paused:#}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(paused["pending"][0]["seq"], 2, "{paused}");
+    let run_id = paused["run_id"].as_str().unwrap();
+    let resumed = codemode(&["resume", run_id, "--allow", "2", "--json"], "", ws.path());
+    let done = stdout_json(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{done:#}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    let last = done["calls"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["status"], "ok", "{done:#}");
+    assert!(last["note"].as_str().unwrap_or_default().contains("allowed by the resume"), "{done:#}");
+}
