@@ -237,6 +237,10 @@ impl ServerConfig {
                 if let Some(cwd) = cwd {
                     line.push_str(&format!(" (in {})", quoted(&cwd.to_string_lossy())));
                 }
+                // Which file the `[redacted]` values above come from.
+                if let Some(file) = &self.env_file {
+                    line.push_str(&format!(" (environment from {})", quoted(&file.to_string_lossy())));
+                }
                 line
             }
             // The headers too: a value may carry a variable of the user's
@@ -353,6 +357,17 @@ fn valid_server_name(name: &str) -> bool {
         && name.bytes().any(|b| b.is_ascii_alphanumeric())
 }
 
+/// The first symbolic link on the way to `path`: the file itself, or a
+/// folder between `base` (the config file's folder) and it. Folders above
+/// `base` are the user's own layout and are not checked.
+fn linked_component(path: &Path, base: &Path) -> Option<PathBuf> {
+    let below_base = path.starts_with(base);
+    path.ancestors()
+        .take_while(|a| if below_base { *a != base } else { *a == path })
+        .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
+        .map(Path::to_path_buf)
+}
+
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`,
 /// `::1`): only such an HTTP server is offered roots by default, so a
 /// remote server does not learn the local workspace path.
@@ -462,7 +477,8 @@ impl McpConfig {
         let vars = Vars { env, workspace, inputs: &document.inputs };
         let mut config = McpConfig::default();
         for (name, raw) in &document.servers {
-            if raw.get("source").and_then(Value::as_str) == Some("extension") {
+            if raw.get("source").and_then(Value::as_str) == Some("extension") && raw.get("command").is_none()
+            {
                 let why = "it comes from a Zed extension, which codemode cannot run; give its `command` \
                            (and `args`) to use it";
                 config.skipped.push((name.clone(), why.to_owned()));
@@ -658,6 +674,18 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
         if let Some(written) = &raw.env_file {
             let path = PathBuf::from(expand("envFile", written)?);
             let path = if path.is_relative() { base.join(path) } else { path };
+            if let Some(link) = linked_component(&path, base) {
+                return Err(field_error(
+                    name,
+                    "envFile",
+                    format!(
+                        "{} is reached through the symbolic link {}; a program could point the link elsewhere \
+                         for a later start: name the file itself",
+                        path.display(),
+                        link.display()
+                    ),
+                ));
+            }
             env_file.replace(path.clone());
             for (key, value) in read_env_file(&path).map_err(|m| field_error(name, "envFile", m))? {
                 // `env` entries win over the file's.
@@ -1244,6 +1272,26 @@ mod tests {
         assert!(err.contains("envFile") && err.contains("bad.env") && !err.contains("secret-value"), "{err}");
         let text = r#"{"mcpServers": {"s": {"command": "x", "envFile": "missing.env"}}}"#;
         assert!(McpConfig::parse(text, dir.path(), &env).unwrap_err().to_string().contains("missing.env"));
+        // The approval shows where the redacted values come from.
+        assert!(
+            s.launch_line().ends_with(&format!("(environment from {})", dir.path().join(".env").display()))
+        );
+    }
+
+    #[test]
+    fn an_env_file_reached_through_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/real.env"), "A=1\n").unwrap();
+        std::os::unix::fs::symlink("sub/real.env", dir.path().join("link.env")).unwrap();
+        std::os::unix::fs::symlink("sub", dir.path().join("linked")).unwrap();
+        for written in ["link.env", "linked/real.env"] {
+            let text = format!(r#"{{"mcpServers": {{"s": {{"command": "x", "envFile": "{written}"}}}}}}"#);
+            let err = McpConfig::parse(&text, dir.path(), &env).unwrap_err().to_string();
+            assert!(err.contains("symbolic link") && err.contains("envFile"), "{written}: {err}");
+        }
+        let text = r#"{"mcpServers": {"s": {"command": "x", "envFile": "sub/real.env"}}}"#;
+        assert!(McpConfig::parse(text, dir.path(), &env).is_ok());
     }
 
     #[test]

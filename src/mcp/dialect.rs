@@ -103,10 +103,16 @@ pub(crate) fn document(top: &Value) -> Result<Document, ConfigError> {
     let Some(top) = top.as_object() else {
         return Err(syntax("the top level is not an object".into()));
     };
-    let found: Vec<(&str, &Value)> = ["mcpServers", "servers", "context_servers"]
+    let mut found: Vec<(&str, &Value)> = ["mcpServers", "servers", "context_servers"]
         .iter()
         .filter_map(|k| top.get(*k).map(|v| (*k, v)))
         .collect();
+    // An empty list beside a full one is no conflict.
+    if found.len() > 1 {
+        let full: Vec<(&str, &Value)> =
+            found.iter().copied().filter(|(_, v)| v.as_object().is_none_or(|o| !o.is_empty())).collect();
+        found = if full.is_empty() { found[..1].to_vec() } else { full };
+    }
     let (key, servers) = match found.as_slice() {
         [] => return Err(syntax("no `mcpServers`, `servers` or `context_servers` object".into())),
         [one] => *one,
@@ -204,7 +210,23 @@ pub(crate) fn normalise(name: &str, entry: &Value) -> Result<(Value, Vec<String>
             }
         }
     }
+    // Zed's `"enabled": false` is codemode's `"disabled": true`.
+    if let Some(enabled) = entry.remove("enabled") {
+        match (enabled, entry.contains_key("disabled")) {
+            (Value::Bool(_), true) => {
+                return Err(err("enabled", "give either `enabled` or `disabled`, not both".into()));
+            }
+            (Value::Bool(enabled), false) => {
+                entry.insert("disabled".into(), Value::Bool(!enabled));
+            }
+            _ => return Err(err("enabled", "must be true or false".into())),
+        }
+    }
     match entry.get("source").and_then(Value::as_str) {
+        // An extension's entry that gives its own command runs as custom.
+        Some("custom") | Some("extension") if entry.contains_key("command") => {
+            entry.remove("source");
+        }
         Some("custom") => {
             entry.remove("source");
         }
@@ -255,6 +277,13 @@ mod tests {
         let top = json!({"mcpServers": {"a": {"command": "x"}}, "servers": {"b": {"command": "y"}}});
         let err = document(&top).err().expect("refused").to_string();
         assert!(err.contains("`mcpServers`") && err.contains("`servers`"), "{err}");
+        let top = json!({"mcpServers": {}, "servers": {"b": {"command": "y"}}});
+        assert_eq!(document(&top).unwrap().servers.len(), 1);
+        // Zed's `enabled: false`.
+        let (e, _) = normalise("z", &json!({"command": "x", "enabled": false})).unwrap();
+        assert_eq!(e, json!({"command": "x", "disabled": true}));
+        let (e, _) = normalise("z", &json!({"source": "extension", "command": "x"})).unwrap();
+        assert_eq!(e, json!({"command": "x"}));
     }
 
     #[test]
