@@ -323,8 +323,9 @@ impl Tool for McpConnect {
             naming::connect_name(&self.server),
             format!(
                 "Start the MCP server `{server}` if it is not running and list its tools as \
-                 {{server, tools: [{{name, description}}], hidden?: [{{name, why}}]}}; they are then callable by name \
-                 (`mcp__{server}__<tool>`) and found by tool_search. Calling one of its tools starts it too.",
+                 {{server, tools: [{{name, description}}], hidden?: [{{name, why}}]}}; they are then callable by the \
+                 names it lists (`mcp__<server>__<tool>`, with a hash suffix where a name had to change) and found by \
+                 tool_search. Calling one of its tools starts it too.",
                 server = self.server
             ),
             json!({"type": "object", "properties": {}, "additionalProperties": false}),

@@ -344,7 +344,6 @@ pub fn workspace_config_file(workspace: &Path) -> Option<PathBuf> {
 /// the catalog's 128 bytes).
 pub const MAX_SERVER_NAME_LEN: usize = 64;
 
-/// Whether `name` makes tool names as it is (`mcp__<name>__<tool>`):
 /// Whether `name` can make tool names (`mcp__<server>__<tool>`): 1 to
 /// [`MAX_SERVER_NAME_LEN`] characters, no control characters, at least one
 /// ASCII letter or digit. Other characters are replaced and the name gets a
