@@ -118,13 +118,8 @@ impl Dispatcher {
                 return finish.refused(Decision::Refused, "refused", "the tool left the catalog".into());
             };
             let decision = if call_decision == Decision::Approved { call_decision } else { decision };
-            let finish =
-                Finisher { decision, notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
-            let cx = super::dispatch::call_context(&finish, &gate.run_id, &gate.clock, caller);
-            let timeout = timeout_of(&shared, &entry.spec);
-            let abandon = crate::tools::Abandon::for_tool(&entry.spec);
-            let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));
-            finish.run(future, timeout, abandon).await
+            let finish = Finisher { decision, ..finish };
+            run_call(finish, notes, entry, args, &gate).await
         });
         Begun::Running { seq, future }
     }
@@ -159,15 +154,26 @@ impl Dispatcher {
                 return finish.refused(Decision::Refused, "refused", reason);
             };
             let notes: Vec<String> = notes.into_iter().chain(finish.notes.clone()).collect();
-            let finish = Finisher { notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
-            let cx = super::dispatch::call_context(&finish, &gate.run_id, &gate.clock, caller);
-            let timeout = timeout_of(&shared, &entry.spec);
-            let abandon = crate::tools::Abandon::for_tool(&entry.spec);
-            let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));
-            finish.run(future, timeout, abandon).await
+            run_call(finish, notes, entry, args, &gate).await
         });
         Begun::Running { seq, future }
     }
+}
+
+/// Runs the gated call of `entry` with `args` and the call's `notes`.
+async fn run_call(
+    finish: Finisher,
+    notes: Vec<String>,
+    entry: &crate::catalog::Entry,
+    args: Value,
+    gate: &GateRun,
+) -> super::dispatch::Completion {
+    let finish = Finisher { notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
+    let cx = super::dispatch::call_context(&finish, &gate.run_id, &gate.clock, gate.caller);
+    let timeout = timeout_of(&finish.shared, &entry.spec);
+    let abandon = crate::tools::Abandon::for_tool(&entry.spec);
+    let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));
+    finish.run(future, timeout, abandon).await
 }
 
 /// The refusals of server starts in one run, by server.

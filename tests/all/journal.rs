@@ -674,16 +674,23 @@ fn a_runs_retention_leaves_other_workspaces_runs_in_a_shared_store_alone() {
     assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
 }
 
+/// A workspace whose MCP config file `name` holds server-everything (stdio)
+/// as `everything`.
+fn everything_workspace(name: &str) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    let everything = crate::mcp_support::node_server("server-everything");
+    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
+    std::fs::write(ws.path().join(name), config.to_string()).unwrap();
+    ws
+}
+
 /// A paused call of an MCP server whose earlier calls the resume answers
 /// from the journal: the server has not started in the resuming process, so
 /// its start is gated (a trusted configuration allows it) and the allowed
 /// call runs.
 #[test]
 fn a_paused_mcp_call_resumes_in_a_process_where_its_server_has_not_started() {
-    let ws = tempfile::tempdir().unwrap();
-    let everything = crate::mcp_support::node_server("server-everything");
-    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
-    std::fs::write(ws.path().join("servers.json"), config.to_string()).unwrap();
+    let ws = everything_workspace("servers.json");
     // echo is read-only (runs under `ask`); toggle-subscriber-updates is not.
     std::fs::write(
         ws.path().join("prog.js"),
@@ -712,10 +719,7 @@ fn a_paused_mcp_call_resumes_in_a_process_where_its_server_has_not_started() {
 /// other, and a resume in another process starts the server and runs it.
 #[test]
 fn the_first_call_of_a_server_pauses_and_resumes() {
-    let ws = tempfile::tempdir().unwrap();
-    let everything = crate::mcp_support::node_server("server-everything");
-    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
-    std::fs::write(ws.path().join("servers.json"), config.to_string()).unwrap();
+    let ws = everything_workspace("servers.json");
     std::fs::write(
         ws.path().join("prog.js"),
         "const b = await tools.call('mcp__everything__toggle-subscriber-updates', {});\n\
@@ -742,10 +746,7 @@ fn the_first_call_of_a_server_pauses_and_resumes() {
 /// server covers the start it needs in the new process.
 #[test]
 fn a_resume_allows_the_start_an_allowed_call_of_an_untrusted_server_needs() {
-    let ws = tempfile::tempdir().unwrap();
-    let everything = crate::mcp_support::node_server("server-everything");
-    let config = json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
-    std::fs::write(ws.path().join(".mcp.json"), config.to_string()).unwrap();
+    let ws = everything_workspace(".mcp.json");
     let approver = ws.path().join("approver.sh");
     std::fs::write(
         &approver,
