@@ -123,9 +123,7 @@ impl Dispatcher {
         });
         Begun::Running { seq, future }
     }
-}
 
-impl Dispatcher {
     /// A call allowed on resume (`finish` holds its `approved` decision and
     /// notes) of a tool of MCP `server`, which the gate has not let start
     /// in this process: gates `mcp_connect__<server>` (every step, as
