@@ -7,6 +7,10 @@
 //! against the new catalog (its schema may have changed; a tool the server
 //! did not list is refused with the names it did list). All of this runs
 //! on the tool runtime, so the run's deadline and cancellation apply.
+//!
+//! A call allowed on resume (`codemode resume --allow`) whose server has not
+//! started in the resuming process takes the first half only: the start is
+//! gated and made, then the call runs as allowed.
 
 use std::sync::Arc;
 
