@@ -179,10 +179,12 @@ pub(crate) struct Connection {
 
 /// The tools a server declared task-only (`execution.taskSupport:
 /// "required"`, MCP 2025-11-25 "Tasks"), seen in the raw messages of a
-/// stdio server: rmcp's `Tool` type does not keep `execution`, so the pool
-/// could not otherwise tell such a tool from one it can call. Over HTTP
-/// the messages are not seen, and such a tool stays listed (its call fails
-/// with the server's error).
+/// stdio server and in the events of an HTTP server's streamed (SSE)
+/// answers (`streamable_http::SessionAware`): rmcp's `Tool` type does not
+/// keep `execution`, so the pool could not otherwise tell such a tool from
+/// one it can call. An HTTP answer sent as one JSON body is parsed before
+/// codemode sees it; there such a tool stays listed (its call fails with
+/// the server's error).
 #[derive(Clone, Default)]
 pub(crate) struct TaskOnlyTap(Arc<Mutex<std::collections::HashSet<String>>>);
 
@@ -194,7 +196,7 @@ impl TaskOnlyTap {
 
     /// Notes the task-only tools of one JSON-RPC message line (only lines
     /// that mention `"taskSupport"` are parsed).
-    fn scan(&self, line: &[u8]) {
+    pub(crate) fn scan(&self, line: &[u8]) {
         if memchr::memmem::find(line, b"\"taskSupport\"").is_none() {
             return;
         }
@@ -356,13 +358,13 @@ impl Connection {
                 let login = super::oauth::authorized_client(url, server).await.map_err(fatal)?;
                 match login {
                     Some(client) => {
-                        let client = streamable_http::SessionAware(client);
+                        let client = streamable_http::SessionAware(client, None).tapped(task_only.clone());
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
                     None => {
-                        let transport =
-                            StreamableHttpClientTransport::with_client(streamable_http::client(), config);
+                        let client = streamable_http::client().tapped(task_only.clone());
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
                         Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
                 }

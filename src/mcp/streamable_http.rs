@@ -25,6 +25,7 @@
 //! a 404 to a request carrying `Mcp-Session-Id` means the session ended and
 //! the client must start a new one; resumability with `Last-Event-ID`).
 
+use super::connection::TaskOnlyTap;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
@@ -69,7 +70,7 @@ pub(crate) fn reconnect_policy() -> Arc<dyn SseRetryPolicy> {
 /// The HTTP client: [`reqwest_client`] inside [`SessionAware`]. A client
 /// that adds to reqwest (authorization) goes between the two.
 pub(crate) fn client() -> SessionAware<reqwest::Client> {
-    SessionAware(reqwest_client())
+    SessionAware(reqwest_client(), None)
 }
 
 /// reqwest as rmcp builds it: no idle connection reuse; only same-origin
@@ -102,12 +103,50 @@ pub(crate) fn reqwest_client() -> reqwest::Client {
 
 /// An HTTP client for rmcp's streamable HTTP transport that reports a
 /// rejected session as expired and never leaves a request without an
-/// answer (see the module docs). Everything else is `C`'s.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SessionAware<C>(pub(crate) C);
+/// answer (see the module docs). Everything else is `C`'s. With a tap, the
+/// raw events of streamed answers are shown to it first (task-only tools:
+/// rmcp's `Tool` does not keep `execution`).
+#[derive(Clone, Default)]
+pub(crate) struct SessionAware<C>(pub(crate) C, pub(crate) Option<TaskOnlyTap>);
+
+impl<C: std::fmt::Debug> std::fmt::Debug for SessionAware<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SessionAware").field(&self.0).finish()
+    }
+}
+
+/// A stream of SSE events whose data lines `tap` sees as they pass.
+struct Tapped {
+    inner: SseStream,
+    tap: TaskOnlyTap,
+}
+
+impl futures_core::Stream for Tapped {
+    type Item = Result<sse_stream::Sse, SseError>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let next = self.inner.as_mut().poll_next(cx);
+        if let std::task::Poll::Ready(Some(Ok(event))) = &next
+            && let Some(data) = &event.data
+        {
+            self.tap.scan(data.as_bytes());
+        }
+        next
+    }
+}
 
 type Post<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
 type SseStream = Pin<Box<dyn futures_core::Stream<Item = Result<sse_stream::Sse, SseError>> + Send>>;
+
+impl<C> SessionAware<C> {
+    /// The same client, showing the raw events of streamed answers to `tap`.
+    pub(crate) fn tapped(self, tap: TaskOnlyTap) -> SessionAware<C> {
+        SessionAware(self.0, Some(tap))
+    }
+}
 
 impl<C: StreamableHttpClient + Sync> SessionAware<C> {
     /// What rmcp should see of `C`'s answer to `message`.
@@ -202,7 +241,13 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for SessionAware<C> {
                 limits,
             )
             .await;
-        Self::judge(&message, with_session, answer)
+        match (Self::judge(&message, with_session, answer), &self.1) {
+            (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(tap)) => {
+                let tapped = Tapped { inner: stream, tap: tap.clone() };
+                Ok(StreamableHttpPostResponse::Sse(Box::pin(tapped), session))
+            }
+            (answer, _) => answer,
+        }
     }
 
     fn delete_session(

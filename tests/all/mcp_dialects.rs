@@ -356,3 +356,23 @@ fn tools_that_run_only_as_tasks_are_hidden_with_a_note() {
     assert_eq!(r["value"][0], "refused", "{stderr}\n{r:#}");
     assert!(r["value"][1].as_str().unwrap().contains("MCP task"), "{r:#}");
 }
+
+/// Over streamable HTTP too: the task-only tool is seen in the server's
+/// streamed `tools/list` answer and hidden.
+#[test]
+fn task_only_tools_of_an_http_server_are_hidden_too() {
+    let server = crate::mcp_servers::HttpServer::start();
+    let ws = crate::common::workspace();
+    let file = ws.path().join("servers.json");
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    std::fs::write(&file, json!({"mcpServers": {"everything": {"url": url}}}).to_string()).unwrap();
+    let out =
+        codemode(&["mcp", "tools", "everything", "--json", "--mcp-config", path(&file)], "", ws.path(), &[]);
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+    let names: Vec<&str> =
+        listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"mcp__everything__echo"), "{names:?}");
+    assert!(!names.contains(&"mcp__everything__simulate-research-query"), "{names:?}");
+    let hidden = listing["hidden"].as_array().unwrap();
+    assert!(hidden.iter().any(|h| h["name"] == "mcp__everything__simulate-research-query"), "{listing:#}");
+}
