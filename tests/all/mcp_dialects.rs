@@ -332,14 +332,7 @@ fn tools_that_run_only_as_tasks_are_hidden_with_a_note() {
         json!({"mcpServers": {"everything": {"command": "node", "args": [everything()]}}}).to_string(),
     )
     .unwrap();
-    let out =
-        codemode(&["mcp", "tools", "everything", "--json", "--mcp-config", path(&file)], "", ws.path(), &[]);
-    let listing: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
-    let names: Vec<&str> =
-        listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"mcp__everything__echo"), "{names:?}");
-    assert!(!names.contains(&"mcp__everything__simulate-research-query"), "{names:?}");
-    let hidden = listing["hidden"].as_array().unwrap();
+    let hidden = task_tool_hidden(&file, ws.path());
     let task = hidden.iter().find(|h| h["name"] == "mcp__everything__simulate-research-query").unwrap();
     assert!(task["why"].as_str().unwrap().contains("taskSupport"), "{task}");
     let out = codemode(&["mcp", "tools", "everything", "--mcp-config", path(&file)], "", ws.path(), &[]);
@@ -357,6 +350,19 @@ fn tools_that_run_only_as_tasks_are_hidden_with_a_note() {
     assert!(r["value"][1].as_str().unwrap().contains("MCP task"), "{r:#}");
 }
 
+/// `codemode mcp tools everything --json` with `file`: asserts
+/// server-everything's task-only tool is not listed (and `echo` is), and
+/// returns the `hidden` entries.
+fn task_tool_hidden(file: &std::path::Path, ws: &std::path::Path) -> Vec<Value> {
+    let out = codemode(&["mcp", "tools", "everything", "--json", "--mcp-config", path(file)], "", ws, &[]);
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+    let names: Vec<&str> =
+        listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"mcp__everything__echo"), "{names:?}");
+    assert!(!names.contains(&"mcp__everything__simulate-research-query"), "{names:?}");
+    listing["hidden"].as_array().unwrap().clone()
+}
+
 /// Over streamable HTTP too: the task-only tool is seen in the server's
 /// streamed `tools/list` answer and hidden.
 #[test]
@@ -366,13 +372,6 @@ fn task_only_tools_of_an_http_server_are_hidden_too() {
     let file = ws.path().join("servers.json");
     let url = format!("http://127.0.0.1:{}/mcp", server.port);
     std::fs::write(&file, json!({"mcpServers": {"everything": {"url": url}}}).to_string()).unwrap();
-    let out =
-        codemode(&["mcp", "tools", "everything", "--json", "--mcp-config", path(&file)], "", ws.path(), &[]);
-    let listing: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
-    let names: Vec<&str> =
-        listing["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"mcp__everything__echo"), "{names:?}");
-    assert!(!names.contains(&"mcp__everything__simulate-research-query"), "{names:?}");
-    let hidden = listing["hidden"].as_array().unwrap();
-    assert!(hidden.iter().any(|h| h["name"] == "mcp__everything__simulate-research-query"), "{listing:#}");
+    let hidden = task_tool_hidden(&file, ws.path());
+    assert!(hidden.iter().any(|h| h["name"] == "mcp__everything__simulate-research-query"), "{hidden:?}");
 }

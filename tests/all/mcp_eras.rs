@@ -380,21 +380,8 @@ async fn a_server_remembered_as_legacy_that_refuses_initialize_is_probed_again()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_server_over_streamable_http_falls_back_and_elicits() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = std::process::Command::new("node")
-        .args([node_server("server-everything"), "streamableHttp".into()])
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = HttpFixture { child, port };
-    for _ in 0..1000 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let server = crate::mcp_servers::HttpServer::start();
+    let port = server.port;
     let (cache, _) = canonical_tempdir();
     let (_ws, workspace) = canonical_tempdir();
     let url = format!("http://127.0.0.1:{port}/mcp");
