@@ -33,6 +33,7 @@ mod engine;
 mod gate;
 pub mod journal;
 mod json_text;
+mod links;
 #[cfg(unix)]
 pub mod mcp;
 #[cfg(unix)]

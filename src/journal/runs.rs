@@ -370,11 +370,7 @@ impl Runs {
     /// receipts folder.
     fn check_links(&self) -> Result<(), StoreError> {
         let Some(workspace) = &self.confine else { return Ok(()) };
-        let link = self
-            .receipts
-            .ancestors()
-            .take_while(|a| a.starts_with(workspace) && *a != workspace)
-            .find(|a| a.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()));
+        let link = crate::links::link_below(&self.receipts, workspace);
         match link {
             Some(link) => Err(StoreError::Failed(format!(
                 "{} is a symbolic link; runs are not read or removed through links",

@@ -357,14 +357,12 @@ fn valid_server_name(name: &str) -> bool {
 }
 
 /// The first symbolic link on the way to `path`: the file itself, or a
-/// folder between `base` (the config file's folder) and it. Folders above
-/// `base` are the user's own layout and are not checked.
+/// folder between `base` (the config file's folder) and it.
 fn linked_component(path: &Path, base: &Path) -> Option<PathBuf> {
-    let below_base = path.starts_with(base);
-    path.ancestors()
-        .take_while(|a| if below_base { *a != base } else { *a == path })
-        .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
-        .map(Path::to_path_buf)
+    if path.starts_with(base) {
+        return crate::links::link_below(path, base).map(Path::to_path_buf);
+    }
+    path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()).then(|| path.to_path_buf())
 }
 
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`,

@@ -220,10 +220,7 @@ pub(crate) fn check_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Resu
     // a link (even one inside the workspace) could show earlier runs'
     // receipts under another name.
     if let Some(confine) = confine
-        && let Some(link) = dir
-            .ancestors()
-            .take_while(|a| a.starts_with(confine) && *a != confine)
-            .find(|a| a.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
+        && let Some(link) = crate::links::link_below(dir, confine)
     {
         return Err(std::io::Error::other(format!(
             "{} is a symbolic link; receipts, spill files and journals are not written through links",
