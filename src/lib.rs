@@ -52,7 +52,7 @@ pub use catalog::{
 };
 pub use engine::{
     BatchItem, BatchOptions, BatchRun, BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine,
-    EngineBuilder, ItemStatus, Run,
+    EngineBuilder, ItemStatus, Run, RunOptions,
 };
 pub use gate::{
     AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,

@@ -232,12 +232,19 @@ impl Engine {
     ///
     /// [`Limits::max_calls`]: crate::Limits::max_calls
     pub fn start_batch(&self, batch: Batch, options: BatchOptions) -> BatchRun {
+        self.start_batch_with(batch, options, super::RunOptions::default())
+    }
+
+    /// [`Engine::start_batch`] with `run` options for this batch only (its
+    /// own approver).
+    pub fn start_batch_with(&self, batch: Batch, options: BatchOptions, run: super::RunOptions) -> BatchRun {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
         let (items_tx, items) = mpsc::unbounded_channel();
         let (tx, receipt) = oneshot::channel();
         let driver = Driver {
-            dispatcher: Dispatcher::new(self.shared.clone(), run_id.clone(), clock.clone()),
+            dispatcher: Dispatcher::new(self.shared.clone(), run_id.clone(), clock.clone())
+                .with_approver(run.approver),
             shared: self.shared.clone(),
             run_id: run_id.clone(),
             clock: clock.clone(),

@@ -301,7 +301,9 @@ impl GateRun {
             annotations: &entry.spec.annotations,
             subject: super::dispatch::approval_subject(shared, tool, primary.as_ref()),
         };
-        match later::decide_rest(call, later_context(shared, &catalog, &self.clock)).await {
+        match later::decide_rest(call, later_context(shared, finish.approver.as_ref(), &catalog, &self.clock))
+            .await
+        {
             Final::Run { args, decision, mut notes } => {
                 if decision == Decision::Auto {
                     notes.extend(trusted);

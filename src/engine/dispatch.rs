@@ -137,6 +137,10 @@ pub(crate) struct Dispatcher {
     /// Whether a call the approver pauses may pause the run (a journaled
     /// program run); elsewhere such a call is refused.
     pub(super) pausable: bool,
+    /// Who decides this run's approvals and answers its elicitations: the
+    /// engine's approver unless the run was started with its own
+    /// ([`RunOptions::approver`](super::RunOptions::approver)).
+    pub(super) approver: Arc<dyn crate::gate::Approver>,
 }
 
 impl Dispatcher {
@@ -151,7 +155,9 @@ impl Dispatcher {
         ));
         let start = shared.posture.get();
         let turn = shared.discovery.begin_turn();
+        let approver = shared.approver.clone();
         Dispatcher {
+            approver,
             shared,
             run_id,
             spill,
@@ -168,6 +174,14 @@ impl Dispatcher {
         Dispatcher { pausable: true, ..self }
     }
 
+    /// This dispatcher asks `approver` instead of the engine's, when given.
+    pub(crate) fn with_approver(self, approver: Option<Arc<dyn crate::gate::Approver>>) -> Self {
+        match approver {
+            Some(approver) => Dispatcher { approver, ..self },
+            None => self,
+        }
+    }
+
     /// The finisher of call `seq` of `tool`, started now, with no question
     /// asked yet.
     pub(super) fn finisher(
@@ -179,6 +193,7 @@ impl Dispatcher {
     ) -> Finisher {
         Finisher {
             shared: self.shared.clone(),
+            approver: self.approver.clone(),
             spill: self.spill.clone(),
             tool: Arc::from(tool),
             seq,
@@ -372,7 +387,10 @@ impl Dispatcher {
                     annotations: &entry.spec.annotations,
                     subject,
                 };
-                match later::decide_rest(call, later_context(&shared, &catalog, &clock)).await {
+                let approver = finish.approver.clone();
+                match later::decide_rest(call, later_context(&shared, approver.as_ref(), &catalog, &clock))
+                    .await
+                {
                     Final::Run { args, decision, notes } => {
                         let finish = Finisher {
                             decision,
@@ -477,7 +495,7 @@ pub(super) fn call_context(
 ) -> ToolContext {
     let shared = &finish.shared;
     let elicitor = super::elicitor::CallElicitor {
-        approver: shared.approver.clone(),
+        approver: finish.approver.clone(),
         clock: clock.clone(),
         run_id: run_id.clone(),
         seq: finish.seq,
@@ -509,6 +527,7 @@ pub(super) fn approval_subject(
 /// What gate steps 8-11 consult, for a run timed by `clock`.
 pub(super) fn later_context<'a>(
     shared: &'a Shared,
+    approver: &'a dyn crate::gate::Approver,
     catalog: &'a Catalog,
     clock: &'a RunClock,
 ) -> LaterContext<'a> {
@@ -516,7 +535,7 @@ pub(super) fn later_context<'a>(
         catalog,
         policy: &shared.policy,
         posture: &shared.posture,
-        approver: shared.approver.as_ref(),
+        approver,
         clock: clock as &dyn ApprovalClock,
         protections: &shared.protections,
         confinement: &shared.confinement,
@@ -580,6 +599,8 @@ pub(super) fn not_pausable(reason: &str) -> String {
 #[derive(Clone)]
 pub(super) struct Finisher {
     pub(super) shared: Arc<Shared>,
+    /// The run's approver (the dispatcher's).
+    pub(super) approver: Arc<dyn crate::gate::Approver>,
     pub(super) spill: Arc<SpillArea>,
     pub(super) tool: Arc<str>,
     pub(super) seq: u64,

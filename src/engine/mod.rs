@@ -74,6 +74,29 @@ pub enum BuildError {
     Threads(#[from] std::io::Error),
 }
 
+/// Settings for one run that differ from the engine's.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// Decides this run's approvals and answers the questions its MCP
+    /// servers ask (elicitations), instead of the engine's approver.
+    /// Default: `None`, the engine's.
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+impl RunOptions {
+    /// Options whose run asks `approver`.
+    pub fn with_approver(approver: Arc<dyn Approver>) -> Self {
+        RunOptions { approver: Some(approver) }
+    }
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions").field("approver", &self.approver.is_some()).finish()
+    }
+}
+
 /// What every run of an engine shares.
 pub(crate) struct Shared {
     /// The current catalog; take a snapshot with `catalog.load()`.
@@ -414,10 +437,16 @@ impl Engine {
     /// comes back; with the `pause` approver it may end `paused`, to be
     /// resumed with [`Engine::resume`].
     pub fn start(&self, program: Program) -> Run {
+        self.start_with(program, RunOptions::default())
+    }
+
+    /// [`Engine::start`] with `options` for this run only (its own
+    /// approver: a server mode asks the person behind each request).
+    pub fn start_with(&self, program: Program, options: RunOptions) -> Run {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
         let journaling = resume::new_run(&self.shared, &program, &run_id);
-        self.launch(run_id, program, clock, journaling)
+        self.launch(run_id, program, clock, journaling, options)
     }
 
     /// Resumes paused run `run_id` with `decisions` (by the seq of each
@@ -454,8 +483,22 @@ impl Engine {
         run_id: &str,
         decisions: &[(u64, crate::journal::Decided)],
     ) -> Result<Run, Receipt> {
+        self.start_resume_with(run_id, decisions, RunOptions::default()).await
+    }
+
+    /// [`Engine::start_resume`] with `options` for the resumed run (its own
+    /// approver decides the calls gated again).
+    ///
+    /// # Errors
+    /// The receipt of the refusal (see [`Engine::resume`]).
+    pub async fn start_resume_with(
+        &self,
+        run_id: &str,
+        decisions: &[(u64, crate::journal::Decided)],
+        options: RunOptions,
+    ) -> Result<Run, Receipt> {
         let r = resume::prepare(self, run_id, decisions).await?;
-        Ok(self.launch(Arc::from(run_id), r.program, r.clock, Some(r.journaling)))
+        Ok(self.launch(Arc::from(run_id), r.program, r.clock, Some(r.journaling), options))
     }
 
     /// [`Engine::resume`], blocking this thread (not for async code).
@@ -478,13 +521,16 @@ impl Engine {
         program: Program,
         clock: Arc<RunClock>,
         journaling: Option<crate::vm::journaling::Journaling>,
+        options: RunOptions,
     ) -> Run {
         let (tx, rx) = oneshot::channel();
         let shared = self.shared.clone();
         let (id, c) = (run_id.clone(), clock.clone());
+        let approver = options.approver;
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
-                let receipt = match Sandbox::journaled(shared.clone(), c.clone(), id.clone(), journaling) {
+                let sandbox = Sandbox::journaled(shared.clone(), c.clone(), id.clone(), journaling, approver);
+                let receipt = match sandbox {
                     Ok(mut sandbox) => sandbox.run(program).await,
                     Err(e) => early_receipt(&shared, &id, &c, e),
                 };

@@ -94,7 +94,7 @@ impl Sandbox {
         clock: Arc<RunClock>,
         run_id: Arc<str>,
     ) -> Result<Sandbox, RunError> {
-        Sandbox::journaled(shared, clock, run_id, None)
+        Sandbox::journaled(shared, clock, run_id, None, None)
     }
 
     /// [`Sandbox::new`] for a run that keeps a journal (and, on a resume,
@@ -104,6 +104,7 @@ impl Sandbox {
         clock: Arc<RunClock>,
         run_id: Arc<str>,
         journal: Option<super::journaling::Journaling>,
+        approver: Option<Arc<dyn crate::gate::Approver>>,
     ) -> Result<Sandbox, RunError> {
         let limits = &shared.limits;
         let internal =
@@ -118,7 +119,8 @@ impl Sandbox {
             dispatcher: match journal {
                 Some(_) => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()).pausable(),
                 None => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()),
-            },
+            }
+            .with_approver(approver),
             calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
             exhausted: RefCell::new(None),
             closed: std::cell::Cell::new(false),
