@@ -41,6 +41,8 @@ mod process_group;
 mod program;
 mod receipt;
 pub mod sandbox;
+#[cfg(unix)]
+pub mod serve;
 mod tools;
 pub mod trust;
 mod vm;

@@ -56,6 +56,10 @@ enum McpCommand {
         #[command(flatten)]
         engine: EngineArgs,
     },
+    /// Serve codemode as an MCP server on stdin/stdout: the tools
+    /// execute_tools and tool_search, approvals asked of the person behind
+    /// the client (docs/SERVE.md).
+    Serve(super::serve::ServeArgs),
     /// Remove the OAuth login kept for SERVER's URL (says when there was none).
     Logout {
         /// The server's name in the MCP configuration.
@@ -73,6 +77,7 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<u8> {
         McpCommand::Tools { server, json, engine } => tools(&server, json, &engine),
         McpCommand::Login { server, timeout, engine } => login(&server, timeout, &engine),
         McpCommand::Logout { server, engine } => logout(&server, &engine),
+        McpCommand::Serve(args) => super::serve::serve(args),
     }
 }
 

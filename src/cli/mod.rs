@@ -13,6 +13,7 @@ mod resume;
 mod run;
 mod runs;
 mod search;
+mod serve;
 mod tools;
 mod trust;
 mod types;

@@ -245,6 +245,7 @@ impl Engine {
         let driver = Driver {
             dispatcher: Dispatcher::new(self.shared.clone(), run_id.clone(), clock.clone())
                 .with_approver(run.approver),
+            on_call_end: run.on_call_end,
             shared: self.shared.clone(),
             run_id: run_id.clone(),
             clock: clock.clone(),
@@ -312,13 +313,14 @@ struct Driver {
     run_id: Arc<str>,
     clock: Arc<RunClock>,
     items: mpsc::UnboundedSender<BatchItem>,
+    on_call_end: Option<crate::receipt::CallEndObserver>,
 }
 
 /// Items started in a row before the driver yields its runtime thread.
 const YIELD_EVERY: usize = 256;
 
 impl Driver {
-    async fn run(self, batch: Batch, options: BatchOptions) -> Receipt {
+    async fn run(mut self, batch: Batch, options: BatchOptions) -> Receipt {
         let calls = batch.calls();
         let n = calls.len();
         let max_calls = self.shared.limits.max_calls;
@@ -333,7 +335,7 @@ impl Driver {
             return early_receipt(&self.shared, &self.run_id, &self.clock, error);
         }
         let max = options.concurrency.unwrap_or(self.shared.limits.max_in_flight).max(1);
-        let mut ledger = Ledger::new(0, 0);
+        let mut ledger = Ledger::new(0, 0).observed(self.on_call_end.take());
         let mut calls_in = InFlight::new(max, self.shared.tools.clone());
         let mut index_of: HashMap<u64, usize> = HashMap::new();
         let mut values: Vec<Value> = vec![Value::Null; n];
@@ -386,8 +388,9 @@ impl Driver {
         let ended = self.stop_error();
         if let Some((_, note)) = &ended {
             let awaiting = self.clock.awaiting_approval();
+            let queued: Vec<u64> = calls_in.queued.iter().map(|(seq, _)| *seq).collect();
             calls_in.running.abort_all();
-            ledger.abandon_in_flight(note, &awaiting);
+            ledger.abandon_in_flight(note, &awaiting, &queued);
             let mut left: Vec<(u64, usize)> = index_of.drain().collect();
             left.sort_by_key(|&(_, index)| index);
             for (seq, index) in left {

@@ -82,18 +82,31 @@ pub struct RunOptions {
     /// servers ask (elicitations), instead of the engine's approver.
     /// Default: `None`, the engine's.
     pub approver: Option<Arc<dyn Approver>>,
+    /// Told of each call as it ends, with its receipt (on the run's VM
+    /// thread, or the tool runtime for a batch: keep it short, never
+    /// block). A server mode sends progress notifications from it.
+    /// Default: `None`.
+    pub on_call_end: Option<crate::receipt::CallEndObserver>,
 }
 
 impl RunOptions {
     /// Options whose run asks `approver`.
     pub fn with_approver(approver: Arc<dyn Approver>) -> Self {
-        RunOptions { approver: Some(approver) }
+        RunOptions { approver: Some(approver), on_call_end: None }
+    }
+
+    /// These options, with `observer` told of each call as it ends.
+    pub fn on_call_end(self, observer: crate::receipt::CallEndObserver) -> Self {
+        RunOptions { on_call_end: Some(observer), ..self }
     }
 }
 
 impl std::fmt::Debug for RunOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunOptions").field("approver", &self.approver.is_some()).finish()
+        f.debug_struct("RunOptions")
+            .field("approver", &self.approver.is_some())
+            .field("on_call_end", &self.on_call_end.is_some())
+            .finish()
     }
 }
 
@@ -526,10 +539,9 @@ impl Engine {
         let (tx, rx) = oneshot::channel();
         let shared = self.shared.clone();
         let (id, c) = (run_id.clone(), clock.clone());
-        let approver = options.approver;
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
-                let sandbox = Sandbox::journaled(shared.clone(), c.clone(), id.clone(), journaling, approver);
+                let sandbox = Sandbox::journaled(shared.clone(), c.clone(), id.clone(), journaling, options);
                 let receipt = match sandbox {
                     Ok(mut sandbox) => sandbox.run(program).await,
                     Err(e) => early_receipt(&shared, &id, &c, e),
@@ -656,7 +668,23 @@ impl Engine {
     /// TypeScript declarations of [`Engine::listed_tools`]). Not in the catalog: programs cannot start
     /// programs.
     pub fn execute_tools_spec(&self) -> ToolSpec {
-        let declarations = crate::catalog::declarations(&self.listed_tools());
+        self.execute_tools_spec_with(true)
+    }
+
+    /// [`Engine::execute_tools_spec`], with the TypeScript declarations of
+    /// the listed tools at the end of the description or (`declarations`
+    /// false, for a host with a small budget for tool descriptions) a line
+    /// saying how to get them (`tools.search`).
+    pub fn execute_tools_spec_with(&self, declarations: bool) -> ToolSpec {
+        let declarations = if declarations {
+            crate::catalog::declarations(&self.listed_tools())
+        } else {
+            let names: Vec<String> = self.listed_tools().into_iter().map(|s| s.name).collect();
+            format!(
+                "Tools: {}. Their input schemas and descriptions come with `tools.search(name)` (or `tool_search`).",
+                names.join(", ")
+            )
+        };
         let servers: Vec<(String, Option<usize>)> = self
             .mcp_servers()
             .into_iter()

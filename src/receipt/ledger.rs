@@ -33,7 +33,22 @@ pub(crate) struct Ledger {
     logs_dropped: u64,
     max_log_lines: usize,
     max_log_bytes: usize,
+    /// Told of each call as it ends ([`RunOptions::on_call_end`](crate::RunOptions::on_call_end)).
+    on_call_end: Observer,
 }
+
+/// The optional [`CallEndObserver`] of a ledger.
+#[derive(Default)]
+struct Observer(Option<CallEndObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Observer(Some)" } else { "Observer(None)" })
+    }
+}
+
+/// A function told of each call of a run as it ends, with its receipt.
+pub type CallEndObserver = std::sync::Arc<dyn Fn(&CallReceipt) + Send + Sync>;
 
 impl Ledger {
     pub(crate) fn new(max_log_lines: usize, max_log_bytes: usize) -> Self {
@@ -45,7 +60,13 @@ impl Ledger {
             logs_dropped: 0,
             max_log_lines,
             max_log_bytes,
+            on_call_end: Observer(None),
         }
+    }
+
+    /// This ledger tells `observer` of each call as it ends.
+    pub(crate) fn observed(self, observer: Option<CallEndObserver>) -> Self {
+        Ledger { on_call_end: Observer(observer), ..self }
     }
 
     /// How many calls the run has made so far (refused ones included).
@@ -80,6 +101,7 @@ impl Ledger {
             note: None,
             elicitations: Vec::new(),
             elicitation_declined: false,
+            never_started: false,
         });
         self.started.push(Instant::now());
         seq
@@ -100,6 +122,9 @@ impl Ledger {
         }
         call.elicitation_declined = end.elicitations.iter().any(super::ElicitationRecord::declined);
         call.elicitations = end.elicitations;
+        if let Some(observer) = &self.on_call_end.0 {
+            observer(call);
+        }
     }
 
     /// Adds a note to call `seq`, keeping any note it has.
@@ -145,13 +170,19 @@ impl Ledger {
     /// Ends every call still in flight with `note`, leaving it `in_flight`;
     /// the calls in `awaiting` (by seq) were still waiting for their
     /// approval: their decision becomes `pending`.
-    pub(crate) fn abandon_in_flight(&mut self, note: &str, awaiting: &[u64]) {
+    /// The calls in `queued` were waiting for a free in-flight slot: they
+    /// never started.
+    pub(crate) fn abandon_in_flight(&mut self, note: &str, awaiting: &[u64], queued: &[u64]) {
         for (i, call) in self.calls.iter_mut().enumerate() {
             if call.status == CallStatus::InFlight {
                 call.elapsed_ms = millis(self.started[i].elapsed());
                 let note = if awaiting.contains(&call.seq) {
                     call.decision = Decision::Pending;
+                    call.never_started = true;
                     format!("waiting for its approval; it never ran; {note}")
+                } else if queued.contains(&call.seq) {
+                    call.never_started = true;
+                    format!("queued behind the in-flight limit; it never started; {note}")
                 } else {
                     note.to_owned()
                 };

@@ -9,6 +9,7 @@ pub(crate) mod ledger;
 mod render;
 pub(crate) mod spill;
 
+pub use ledger::CallEndObserver;
 pub use render::RenderOptions;
 
 pub(crate) use ledger::Ledger;
@@ -214,6 +215,13 @@ pub struct CallReceipt {
     /// from the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub elicitation_declined: bool,
+    /// `true` for a call left `in_flight` when the run ended that had not
+    /// started: it was waiting for its approval or queued behind the
+    /// in-flight limit, so it did nothing. A call left `in_flight` without
+    /// it was running and may have partly run. Absent from the JSON when
+    /// false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub never_started: bool,
 }
 
 impl CallReceipt {

@@ -20,11 +20,16 @@ pub struct RenderOptions<'a> {
     pub include_value: bool,
     /// Where the full receipt was saved, to say so. Default: none.
     pub receipt_path: Option<&'a str>,
+    /// The command a person runs to decide a paused run's calls, with
+    /// `{run_id}` and `{seqs}` (comma-separated) filled in; it ends the
+    /// `decide:` line. Default: `codemode resume {run_id} --allow {seqs}
+    /// (or --deny)`. A server mode names `codemode approve` instead.
+    pub decide_command: Option<&'a str>,
 }
 
 impl Default for RenderOptions<'_> {
     fn default() -> Self {
-        RenderOptions { max_bytes: 8 << 10, include_value: true, receipt_path: None }
+        RenderOptions { max_bytes: 8 << 10, include_value: true, receipt_path: None, decide_command: None }
     }
 }
 
@@ -77,6 +82,7 @@ impl Receipt {
             let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned));
             let _ = writeln!(s, "error ({}){at}: {}", kind.unwrap_or_default(), cut(&e.message, 500));
         }
+        self.render_cut(&mut s);
         for warning in self.warnings.iter().take(WARNINGS_SHOWN) {
             let _ = writeln!(s, "warning: {}", cut(warning, 500));
         }
@@ -97,7 +103,7 @@ impl Receipt {
         }
         self.render_logs(&mut s);
         self.render_calls(&mut s);
-        self.render_pending(&mut s);
+        self.render_pending(&mut s, options.decide_command);
         if let Some(path) = options.receipt_path {
             let _ = writeln!(s, "full receipt: {path}");
         }
@@ -110,13 +116,59 @@ impl Receipt {
         s
     }
 
+    /// For a run stopped with calls unfinished (a deadline, a cancel, a
+    /// failure): which calls ran to their end, which were running and may
+    /// have partly run, and which never started (cloudflare-os#444: a
+    /// timeout must say whether a call ran). Nothing when no call was
+    /// left unfinished.
+    fn render_cut(&self, s: &mut String) {
+        if self.status == super::RunStatus::Paused {
+            return;
+        }
+        let (ran, in_flight, never_started) = self.cut_calls();
+        if in_flight.is_empty() && never_started.is_empty() {
+            return;
+        }
+        let list = |seqs: &[u64]| {
+            const SHOWN: usize = 40;
+            let mut text: Vec<String> = seqs.iter().take(SHOWN).map(u64::to_string).collect();
+            if seqs.len() > SHOWN {
+                text.push(format!("and {} more", seqs.len() - SHOWN));
+            }
+            if text.is_empty() { "none".to_owned() } else { text.join(",") }
+        };
+        let _ = writeln!(
+            s,
+            "when it stopped: calls finished (ran, failed or refused): {}; running, may have partly run: {}; never started: {}",
+            list(&ran),
+            list(&in_flight),
+            list(&never_started)
+        );
+    }
+
+    /// The seqs of the calls that ended (ok, failed or refused), of those
+    /// left running when the run stopped (they may have partly run), and of
+    /// those left before they started (waiting for an approval or a free
+    /// in-flight slot).
+    pub fn cut_calls(&self) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+        let (mut ran, mut in_flight, mut never_started) = (Vec::new(), Vec::new(), Vec::new());
+        for call in &self.calls {
+            match (call.status, call.never_started) {
+                (CallStatus::InFlight, true) => never_started.push(call.seq),
+                (CallStatus::InFlight, false) => in_flight.push(call.seq),
+                _ => ran.push(call.seq),
+            }
+        }
+        (ran, in_flight, never_started)
+    }
+
     /// The calls a paused run waits on, and the command that decides them.
     ///
     /// What a person decides on is shown whole or not at all: a subject
     /// (a bash command, a path) longer than [`PENDING_SUBJECT_BYTES`] is
     /// not cut (a cut could hide its tail) but named as too long to show,
     /// and the `decide:` line offers only the calls shown.
-    fn render_pending(&self, s: &mut String) {
+    fn render_pending(&self, s: &mut String, decide_command: Option<&str>) {
         if self.pending.is_empty() || self.status != super::RunStatus::Paused {
             return;
         }
@@ -146,12 +198,9 @@ impl Receipt {
             );
         }
         if !shown.is_empty() {
-            let _ = writeln!(
-                s,
-                "decide: codemode resume {} --allow {} (or --deny)",
-                self.run_id,
-                shown.join(",")
-            );
+            let command = decide_command.unwrap_or("codemode resume {run_id} --allow {seqs} (or --deny)");
+            let line = command.replace("{run_id}", &self.run_id).replace("{seqs}", &shown.join(","));
+            let _ = writeln!(s, "decide: {line}");
         }
     }
 
@@ -342,6 +391,7 @@ mod tests {
             note: None,
             elicitations: vec![],
             elicitation_declined: false,
+            never_started: false,
         };
         Receipt {
             receipt_version: 1,

@@ -94,7 +94,7 @@ impl Sandbox {
         clock: Arc<RunClock>,
         run_id: Arc<str>,
     ) -> Result<Sandbox, RunError> {
-        Sandbox::journaled(shared, clock, run_id, None, None)
+        Sandbox::journaled(shared, clock, run_id, None, crate::RunOptions::default())
     }
 
     /// [`Sandbox::new`] for a run that keeps a journal (and, on a resume,
@@ -104,7 +104,7 @@ impl Sandbox {
         clock: Arc<RunClock>,
         run_id: Arc<str>,
         journal: Option<super::journaling::Journaling>,
-        approver: Option<Arc<dyn crate::gate::Approver>>,
+        options: crate::RunOptions,
     ) -> Result<Sandbox, RunError> {
         let limits = &shared.limits;
         let internal =
@@ -115,12 +115,14 @@ impl Sandbox {
         let ctx =
             Context::custom::<Intrinsics>(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
-            ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes)),
+            ledger: RefCell::new(
+                Ledger::new(limits.log_lines, limits.log_bytes).observed(options.on_call_end),
+            ),
             dispatcher: match journal {
                 Some(_) => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()).pausable(),
                 None => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()),
             }
-            .with_approver(approver),
+            .with_approver(options.approver),
             calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
             exhausted: RefCell::new(None),
             closed: std::cell::Cell::new(false),
@@ -656,9 +658,10 @@ impl Sandbox {
         let mut calls = self.state.calls.borrow_mut();
         // Read before the abort: aborted calls leave the approval wait.
         let awaiting = self.state.clock.awaiting_approval();
+        let queued: Vec<u64> = calls.queued.iter().map(|(seq, _)| *seq).collect();
         calls.running.abort_all();
         calls.queued.clear();
-        self.state.ledger.borrow_mut().abandon_in_flight(note, &awaiting);
+        self.state.ledger.borrow_mut().abandon_in_flight(note, &awaiting, &queued);
     }
 
     fn finish_with_error(&mut self, e: RunError) -> Receipt {
