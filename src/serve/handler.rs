@@ -122,11 +122,15 @@ impl CodeModeServer {
                 Err(_) => Started::Done(Box::new(inner.engine.execute_tools(&args).await)),
             }
         };
+        // A refusal before anything ran (a bad state, a run that cannot be
+        // resumed) is not the run's receipt: saving it would overwrite the
+        // receipt of the run it names.
+        let ran = !matches!(started, Started::Done(_));
         let receipt = started.wait(&cx.ct).await;
         if let Some(p) = progress {
             p.stop().await;
         }
-        Ok(self.answer(&receipt, &route, &args))
+        Ok(self.answer(&receipt, &route, &args, ran))
     }
 
     /// A retry of a call answered `input_required`: opens the signed state,
@@ -180,9 +184,11 @@ impl CodeModeServer {
     }
 
     /// The answer to a request whose run ended with `receipt`.
-    fn answer(&self, receipt: &Receipt, route: &Route, args: &Value) -> CallToolResponse {
+    /// The receipt is saved when the run `ran` (was started or resumed).
+    fn answer(&self, receipt: &Receipt, route: &Route, args: &Value, ran: bool) -> CallToolResponse {
         let engine = &self.inner.engine;
-        let saved = engine.save_receipt(receipt).ok().map(|p| p.display().to_string());
+        let saved =
+            if ran { engine.save_receipt(receipt).ok().map(|p| p.display().to_string()) } else { None };
         if receipt.status == RunStatus::Paused
             && matches!(route, Route::InputRequired)
             && !receipt.pending.is_empty()

@@ -1,0 +1,390 @@
+//! `codemode mcp serve` over stdio, driven with raw JSON-RPC as an MCP
+//! client of either era would send it: approvals through elicitation
+//! (2025-11-25), through `input_required` and a signed `requestState`
+//! (2026-07-28), or a pause; progress; cancellation; a run cut by its
+//! deadline. (The official SDK clients are in serve_clients.rs.)
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// Longest wait for one message from the server.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A `codemode mcp serve` process and its message stream.
+pub struct Served {
+    child: Child,
+    stdin: ChildStdin,
+    messages: mpsc::Receiver<Value>,
+    next_id: u64,
+}
+
+impl Served {
+    /// Starts `codemode mcp serve` in `ws` with `args`.
+    pub fn start(ws: &std::path::Path, args: &[&str]) -> Served {
+        let mut all = vec!["mcp", "serve", "--workspace", ws.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let mut child = crate::cli::spawn(&all, ws, &[]);
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, messages) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Served { child, stdin, messages, next_id: 100 }
+    }
+
+    /// Sends one JSON-RPC message.
+    pub fn send(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next message from the server.
+    pub fn next(&mut self) -> Value {
+        self.messages.recv_timeout(WAIT).expect("the server answers within a minute")
+    }
+
+    /// Sends request `method` with `params`; returns its id.
+    pub fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The response to request `id`, handing every other message to
+    /// `other` (server requests, notifications).
+    pub fn response(&mut self, id: u64, mut other: impl FnMut(&mut Served, Value)) -> Value {
+        loop {
+            let m = self.next();
+            if m.get("id") == Some(&json!(id)) && m.get("method").is_none() {
+                return m;
+            }
+            other(self, m);
+        }
+    }
+
+    /// A 2025-11-25 session: `initialize` with `capabilities`, then
+    /// `notifications/initialized`.
+    pub fn initialize(&mut self, capabilities: Value) {
+        let id = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "raw-legacy", "version": "1"}}),
+        );
+        let r = self.response(id, |_, _| {});
+        assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// Closes stdin and waits for the process.
+    pub fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin);
+        let status = self.child.wait().unwrap();
+        drop(self.messages);
+        status
+    }
+}
+
+/// The `_meta` of a 2026-07-28 request from a client with `capabilities`.
+fn modern_meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-modern", "version": "1"}
+    })
+}
+
+/// A program whose bash call (which needs an approval under posture ask)
+/// appends to count.txt; it returns how the call went.
+const COUNTING: &str = "return await tools.bash({command: 'echo ran >> count.txt'}).then(() => 'ran', e => e.kind + ': ' + e.message);";
+
+fn count(ws: &std::path::Path) -> usize {
+    std::fs::read_to_string(ws.join("count.txt")).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+#[test]
+fn a_legacy_client_with_elicitation_is_asked_and_its_wait_is_not_counted_against_the_deadline() {
+    for (answer, runs, value) in [("accept", 1, "ran"), ("decline", 0, "denied: "), ("cancel", 0, "denied: ")]
+    {
+        let ws = crate::common::workspace();
+        let mut s = Served::start(ws.path(), &["--deadline", "1"]);
+        s.initialize(json!({"elicitation": {}}));
+        let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": COUNTING}}));
+        let mut asked = Vec::new();
+        let r = s.response(id, |s, m| {
+            if m["method"] == "elicitation/create" {
+                asked.push(m["params"]["message"].as_str().unwrap().to_owned());
+                // Longer than the run's deadline: the person's time is not
+                // the program's.
+                std::thread::sleep(Duration::from_millis(1500));
+                let mut result = json!({"action": answer});
+                if answer == "accept" {
+                    result["content"] = json!({});
+                }
+                s.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": result}));
+            }
+        });
+        assert_eq!(asked.len(), 1, "{answer}: one question per call needing approval");
+        assert!(
+            asked[0].contains("`bash`") && asked[0].contains(r#""echo ran >> count.txt""#),
+            "{}",
+            asked[0]
+        );
+        let sc = &r["result"]["structuredContent"];
+        assert_eq!(sc["status"], "completed", "{answer}: {r}");
+        assert!(sc["value"].as_str().unwrap().starts_with(value), "{answer}: {sc}");
+        assert_eq!(r["result"]["isError"], false, "a caught denial is not an error of the program");
+        assert_eq!(count(ws.path()), runs, "{answer}: the call ran {runs} times");
+        if answer != "accept" {
+            assert!(
+                sc["value"].as_str().unwrap().contains("raw-legacy"),
+                "the reason names the client: {sc}"
+            );
+        }
+        assert!(s.close().success());
+    }
+}
+
+#[test]
+fn a_legacy_client_that_never_answers_is_denied_at_the_approval_timeout() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--approval-timeout", "0.5"]);
+    s.initialize(json!({"elicitation": {"form": {}}}));
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": COUNTING}}));
+    let r = s.response(id, |_, _| {});
+    let value = r["result"]["structuredContent"]["value"].as_str().unwrap().to_owned();
+    assert!(value.starts_with("denied: ") && value.contains("approval timeout"), "{value}");
+    assert_eq!(count(ws.path()), 0);
+    s.close();
+}
+
+#[test]
+fn a_modern_client_gets_input_required_and_its_retry_resumes_the_run_once() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &[]);
+    let meta = modern_meta(json!({"elicitation": {"form": {}}}));
+    let id = s.request("server/discover", json!({"_meta": meta}));
+    let r = s.response(id, |_, _| {});
+    assert!(r["result"]["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{r}");
+
+    let args = json!({"code": COUNTING});
+    let id = s.request("tools/call", json!({"_meta": meta, "name": "execute_tools", "arguments": args}));
+    let r = s.response(id, |_, _| {});
+    let result = &r["result"];
+    assert_eq!(result["resultType"], "input_required", "{r}");
+    let question = &result["inputRequests"]["approve-1"];
+    assert_eq!(question["method"], "elicitation/create");
+    assert!(question["params"]["message"].as_str().unwrap().contains("echo ran >> count.txt"));
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    assert_eq!(count(ws.path()), 0, "nothing runs before the person answers");
+
+    // Forged answers: a state for other arguments, a tampered state.
+    for (arguments, sealed) in [
+        (json!({"code": "return 2"}), state.clone()),
+        (args.clone(), format!("{}x", &state[..state.len() - 1])),
+        (args.clone(), "rs1.forged.state".to_owned()),
+    ] {
+        let id = s.request(
+            "tools/call",
+            json!({"_meta": meta, "name": "execute_tools", "arguments": arguments,
+                   "requestState": sealed, "inputResponses": {"approve-1": {"action": "accept", "content": {}}}}),
+        );
+        let r = s.response(id, |_, _| {});
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("nothing was resumed"), "{r}");
+    }
+    assert_eq!(count(ws.path()), 0, "a forged answer runs nothing");
+
+    let retry = json!({"_meta": meta, "name": "execute_tools", "arguments": args,
+        "requestState": state, "inputResponses": {"approve-1": {"action": "accept", "content": {}}}});
+    let id = s.request("tools/call", retry.clone());
+    let r = s.response(id, |_, _| {});
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(sc["status"], "completed", "{r}");
+    assert_eq!(sc["value"], "ran");
+    assert_eq!(count(ws.path()), 1);
+    let receipt_path = sc["receipt_path"].as_str().unwrap().to_owned();
+    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(&receipt_path).unwrap()).unwrap();
+    assert_eq!(receipt["calls"][0]["decision"], "approved");
+
+    // The same answer again: the run has ended; nothing runs and the
+    // run's receipt is not overwritten by the refusal.
+    let id = s.request("tools/call", retry);
+    let r = s.response(id, |_, _| {});
+    assert!(r["result"]["structuredContent"]["error"]["kind"] == "not_resumable", "{r}");
+    assert_eq!(count(ws.path()), 1, "a replayed answer runs nothing");
+    let again: Value = serde_json::from_str(&std::fs::read_to_string(&receipt_path).unwrap()).unwrap();
+    assert_eq!(again["status"], "completed", "the run's receipt is kept");
+    s.close();
+}
+
+#[test]
+fn a_modern_decline_denies_the_call() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &[]);
+    let meta = modern_meta(json!({"elicitation": {}}));
+    let args = json!({"code": COUNTING});
+    let id = s.request("tools/call", json!({"_meta": meta, "name": "execute_tools", "arguments": args}));
+    let r = s.response(id, |_, _| {});
+    let state = r["result"]["requestState"].as_str().expect("input_required").to_owned();
+    let id = s.request(
+        "tools/call",
+        json!({"_meta": meta, "name": "execute_tools", "arguments": args,
+               "requestState": state, "inputResponses": {"approve-1": {"action": "decline"}}}),
+    );
+    let r = s.response(id, |_, _| {});
+    let value = r["result"]["structuredContent"]["value"].as_str().unwrap().to_owned();
+    assert!(
+        value.starts_with("denied: ") && value.contains("declined by the person in raw-modern"),
+        "{value}"
+    );
+    assert_eq!(count(ws.path()), 0);
+    s.close();
+}
+
+#[test]
+fn a_client_without_elicitation_gets_a_paused_result_and_cannot_resume_it_into_an_approval() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &[]);
+    s.initialize(json!({}));
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": COUNTING}}));
+    let r = s.response(id, |_, m| panic!("no question may reach a client without elicitation: {m}"));
+    let sc = r["result"]["structuredContent"].clone();
+    assert_eq!(sc["status"], "paused", "{r}");
+    assert_eq!(sc["pending"][0]["subject"], "echo ran >> count.txt");
+    let run_id = sc["run_id"].as_str().unwrap().to_owned();
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("codemode approve {run_id} --allow 1")), "{text}");
+    assert_eq!(r["result"]["isError"], false);
+
+    // The model resumes without a person's decision: still paused, not run.
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"resume": run_id}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["structuredContent"]["status"], "paused", "{r}");
+    // ... or tries to slip a decision in.
+    let id = s.request(
+        "tools/call",
+        json!({"name": "execute_tools", "arguments": {"resume": run_id, "allow": [1]}}),
+    );
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("never in this call"), "{r}");
+    assert_eq!(count(ws.path()), 0, "the model cannot approve its own call");
+    s.close();
+}
+
+#[test]
+fn progress_comes_per_finished_call_and_stops_before_the_result() {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("a.txt"), "a").unwrap();
+    let mut s = Served::start(ws.path(), &[]);
+    s.initialize(json!({}));
+    let code = "for (let i = 0; i < 3; i++) { await tools.read({path: 'a.txt'}); } return 3;";
+    let id = s.request(
+        "tools/call",
+        json!({"name": "execute_tools", "arguments": {"code": code}, "_meta": {"progressToken": "p1"}}),
+    );
+    let mut progress = Vec::new();
+    let r = s.response(id, |_, m| {
+        if m["method"] == "notifications/progress" {
+            progress.push(m["params"].clone());
+        }
+    });
+    assert_eq!(r["result"]["structuredContent"]["value"], 3);
+    assert!(!progress.is_empty(), "at least one progress notification");
+    assert!(progress.iter().all(|p| p["progressToken"] == "p1"));
+    assert!(progress[0]["message"].as_str().unwrap().starts_with("call 1 read"), "{progress:?}");
+    let counts: Vec<f64> = progress.iter().map(|p| p["progress"].as_f64().unwrap()).collect();
+    assert!(counts.windows(2).all(|w| w[0] < w[1]) && *counts.last().unwrap() <= 3.0, "{counts:?}");
+    // Nothing after the result.
+    s.request("ping", json!({}));
+    let next = s.next();
+    assert!(next.get("method").is_none(), "no progress after the result: {next}");
+    s.close();
+}
+
+#[test]
+fn a_cancelled_request_cancels_the_run_ends_its_calls_and_keeps_its_receipt() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--posture", "full-access"]);
+    s.initialize(json!({}));
+    // bash runs in its own PID namespace: the sleep is found by its
+    // unusual argument.
+    let code = "await tools.bash({command: 'echo started > pid.txt; exec sleep 61.4321'}); return 1;";
+    let sleeping = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x0061.4321\x00"))
+    };
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let pid_file = ws.path().join("pid.txt");
+    for _ in 0..200 {
+        if std::fs::read_to_string(&pid_file).is_ok_and(|p| !p.trim().is_empty()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::read_to_string(&pid_file).expect("the bash call started");
+    for _ in 0..100 {
+        if sleeping() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(sleeping(), "the call's sleep is running");
+    s.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "user"}}));
+    let runs = ws.path().join(".codemode/runs");
+    let mut receipt = None;
+    for _ in 0..200 {
+        receipt = std::fs::read_dir(&runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|e| std::fs::read_to_string(e.path().join("receipt.json")).ok());
+        if receipt.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let receipt: Value = serde_json::from_str(&receipt.expect("the receipt is saved")).unwrap();
+    assert_eq!(receipt["status"], "cancelled", "{receipt}");
+    assert_eq!(receipt["calls"][0]["status"], "in_flight");
+    let gone = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        !sleeping()
+    });
+    assert!(gone, "the call's process was ended");
+    s.close();
+}
+
+#[test]
+fn a_run_cut_by_its_deadline_says_which_calls_ran_and_which_never_started() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--posture", "full-access", "--deadline", "1.5"]);
+    s.initialize(json!({}));
+    // 20 calls, 16 in flight at most: 4 wait for a slot and never start.
+    let code = "await tools.bash({command: 'true'}); \
+                await Promise.all(Array.from({length: 20}, () => tools.bash({command: 'sleep 30'}))); return 1;";
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let r = s.response(id, |_, _| {});
+    let result = &r["result"];
+    assert_eq!(result["isError"], true, "{r}");
+    let stopped = &result["structuredContent"]["stopped"];
+    assert_eq!(stopped["finished"], json!([1]), "{stopped}");
+    assert_eq!(stopped["running"].as_array().unwrap().len(), 16, "{stopped}");
+    assert_eq!(stopped["never_started"].as_array().unwrap().len(), 4, "{stopped}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("never started: 18,19,20,21"), "{text}");
+    s.close();
+}
