@@ -388,3 +388,74 @@ fn a_run_cut_by_its_deadline_says_which_calls_ran_and_which_never_started() {
     assert!(text.contains("never started: 18,19,20,21"), "{text}");
     s.close();
 }
+
+#[test]
+fn tools_list_is_the_small_default_surface_within_6_kib() {
+    let ws = crate::common::workspace();
+    // Four configured servers (none started): their names are in the
+    // description, and the list still fits.
+    let config = ws.path().join("../serve-mcp.json");
+    let servers: serde_json::Map<String, Value> = ["files", "memory", "issues", "calendar"]
+        .iter()
+        .map(|n| (n.to_string(), json!({"command": "node", "args": [format!("/opt/{n}-server/index.js")]})))
+        .collect();
+    std::fs::write(&config, json!({"mcpServers": servers}).to_string()).unwrap();
+    for args in [vec![], vec!["--mcp-config", config.to_str().unwrap()]] {
+        let mut s = Served::start(ws.path(), &args);
+        s.initialize(json!({}));
+        let id = s.request("tools/list", json!({}));
+        let r = s.response(id, |_, _| {});
+        let tools = r["result"]["tools"].as_array().unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["execute_tools", "tool_search"], "{args:?}");
+        let bytes = serde_json::to_vec(tools).unwrap().len();
+        assert!(bytes <= codemode::serve::LIST_BUDGET, "{args:?}: tools/list is {bytes} bytes");
+        let execute = &tools[0];
+        assert_eq!(execute["annotations"]["destructiveHint"], true);
+        assert_eq!(execute["outputSchema"]["required"][0], "status");
+        assert!(execute["inputSchema"]["properties"]["resume"].is_object());
+        assert_eq!(tools[1]["annotations"]["readOnlyHint"], true);
+        if !args.is_empty() {
+            let d = execute["description"].as_str().unwrap();
+            assert!(d.contains("calendar (tools not listed yet"), "{d}");
+        }
+        s.close();
+    }
+}
+
+#[test]
+fn direct_tools_and_tool_search_pass_the_same_gate() {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let mut s = Served::start(ws.path(), &["--direct-tools"]);
+    s.initialize(json!({}));
+    let id = s.request("tools/list", json!({}));
+    let r = s.response(id, |_, _| {});
+    let names: Vec<String> = r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for native in ["read", "write", "edit", "bash", "file_search", "grep_files"] {
+        assert!(names.iter().any(|n| n == native), "{native} listed: {names:?}");
+    }
+    let id = s.request("tools/call", json!({"name": "read", "arguments": {"path": "a.txt"}}));
+    let r = s.response(id, |_, _| {});
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("alpha"), "{r}");
+    // bash needs an approval under posture ask, and this client cannot
+    // be asked: refused, not run.
+    let id =
+        s.request("tools/call", json!({"name": "bash", "arguments": {"command": "echo ran >> count.txt"}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(count(ws.path()), 0);
+    let id = s.request("tools/call", json!({"name": "tool_search", "arguments": {"query": "read a file"}}));
+    let r = s.response(id, |_, _| {});
+    let found = r["result"]["structuredContent"]["tools"].as_array().expect("structured search results");
+    assert!(found.iter().any(|t| t["name"] == "read"), "{r}");
+    let id = s.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}));
+    let r = s.response(id, |_, _| {});
+    assert!(r["error"]["message"].as_str().unwrap().contains("unknown tool `no_such_tool`"), "{r}");
+    s.close();
+}
