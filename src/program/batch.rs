@@ -123,6 +123,32 @@ impl Batch {
         }
     }
 
+    /// The same calls as a program whose value has the batch's shape: each
+    /// call's envelope or `{"error": {kind, message, tool, seq}}`, in input
+    /// order (a `ToolError`'s message names the call: `bash (call 2): ...`).
+    /// Unlike a batch, a program keeps a journal, so a call that needs an
+    /// approval can pause the run for a person to decide (server mode runs
+    /// a batch this way when its approvals cannot be asked while it runs).
+    /// The calls run at once, up to the in-flight limit; the call budget and
+    /// the deadline apply as to any program.
+    pub fn as_program(&self) -> super::Program {
+        let calls: Vec<Value> = self
+            .calls
+            .iter()
+            .map(|c| serde_json::json!({"tool": c.tool, "arguments": c.arguments}))
+            .collect();
+        let calls = serde_json::to_string(&calls).expect("JSON values serialise");
+        super::Program::named(
+            "batch",
+            format!(
+                "const calls = {calls};\n\
+                 return await Promise.all(calls.map(c => tools.call(c.tool, c.arguments).then(\n\
+                 \x20 r => r,\n\
+                 \x20 e => ({{error: {{kind: e.kind, message: e.message, tool: e.tool, seq: e.seq}}}}))));"
+            ),
+        )
+    }
+
     /// The calls, in input order.
     pub fn calls(&self) -> &[BatchCall] {
         &self.calls

@@ -75,6 +75,12 @@ impl Route {
         }
     }
 
+    /// Whether approvals on this route pause the run (for a person to
+    /// decide after it).
+    pub fn pauses(&self) -> bool {
+        matches!(self, Route::InputRequired | Route::Pause)
+    }
+
     /// The approver of a run on this route.
     pub fn approver(&self) -> Arc<dyn Approver> {
         match self {

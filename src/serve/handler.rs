@@ -86,51 +86,79 @@ impl CodeModeServer {
         super::surface::tools(&self.inner.engine, &self.inner.direct)
     }
 
-    /// Runs `execute_tools`' input `args` (or continues a paused run) for
-    /// the request `cx`.
+    /// Runs `execute_tools`' input (or continues a paused run) for the
+    /// request `cx`, and answers with the result.
     async fn execute_tools(
         &self,
         params: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let inner = &self.inner;
         let args = Value::Object(params.arguments.clone().unwrap_or_default());
-        let route = Route::of(&cx, inner.options.approver.as_ref(), inner.options.approval_timeout);
-        let progress = Progress::start(&cx);
+        let done = match self.run_request(&params, &args, args.clone(), &cx).await {
+            Ok(done) => done,
+            Err(refusal) => return Ok(refusal.into()),
+        };
+        Ok(self.answer(&done, &params, &args))
+    }
+
+    /// Runs `input` (`execute_tools`' input: `{code}`, `{batch}` or
+    /// `{resume}`) for the request `cx` to its end, or, when the request is
+    /// the retry of an `input_required` answer, resumes the run it names
+    /// with the person's answers. `args` are the request's own arguments
+    /// (what a `requestState` is bound to).
+    ///
+    /// # Errors
+    /// The result refusing the request before anything ran (a bad resume,
+    /// a `requestState` that does not verify).
+    async fn run_request(
+        &self,
+        params: &CallToolRequestParams,
+        args: &Value,
+        input: Value,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<Done, CallToolResult> {
+        let inner = &self.inner;
+        let route = Route::of(cx, inner.options.approver.as_ref(), inner.options.approval_timeout);
+        let progress = Progress::start(cx);
         let options = RunOptions::with_approver(route.approver());
         let options = match &progress {
             Some(p) => options.on_call_end(p.observer()),
             None => options,
         };
         let started = if params.request_state.is_some() || params.input_responses.is_some() {
-            match self.answered(&params, &args, &cx, options).await {
-                Ok(started) => started,
-                Err(refusal) => return Ok(refusal.into()),
-            }
-        } else if let Some(resume) = args.get(super::surface::RESUME) {
-            match resume_of(&args, resume) {
-                Ok(run_id) => self.resume_recorded(run_id, options).await,
-                Err(message) => return Ok(input_error(message).into()),
-            }
+            self.answered(params, args, cx, options).await?
+        } else if let Some(resume) = input.get(super::surface::RESUME) {
+            let run_id = resume_of(&input, resume).map_err(input_error)?;
+            self.resume_recorded(run_id, options).await
         } else {
-            match ExecuteInput::from_value(&args) {
+            match ExecuteInput::from_value(&input) {
                 Ok(ExecuteInput::Program(program)) => Started::Run(inner.engine.start_with(program, options)),
+                // A batch cannot pause: where approvals pause, it runs as
+                // the equivalent program, which can.
+                Ok(ExecuteInput::Batch(batch)) if route.pauses() => {
+                    Started::Run(inner.engine.start_with(batch.as_program(), options))
+                }
                 Ok(ExecuteInput::Batch(batch)) => {
                     Started::Batch(inner.engine.start_batch_with(batch, BatchOptions::default(), options))
                 }
                 // The engine's own refusal: a failed receipt naming the field.
-                Err(_) => Started::Done(Box::new(inner.engine.execute_tools(&args).await)),
+                Err(_) => Started::Done(Box::new(inner.engine.execute_tools(&input).await)),
             }
         };
-        // A refusal before anything ran (a bad state, a run that cannot be
-        // resumed) is not the run's receipt: saving it would overwrite the
-        // receipt of the run it names.
+        // A refusal before anything ran (a run that cannot be resumed) is
+        // not the run's receipt: saving it would overwrite the receipt of
+        // the run it names.
         let ran = !matches!(started, Started::Done(_));
         let receipt = started.wait(&cx.ct).await;
         if let Some(p) = progress {
             p.stop().await;
         }
-        Ok(self.answer(&receipt, &route, &args, ran))
+        let saved = if ran {
+            inner.engine.save_receipt(&receipt).ok().map(|p| p.display().to_string())
+        } else {
+            None
+        };
+        Ok(Done { receipt, route, saved })
     }
 
     /// A retry of a call answered `input_required`: opens the signed state,
@@ -147,7 +175,7 @@ impl CodeModeServer {
                 "inputResponses came without the requestState they answer; nothing was resumed",
             ));
         };
-        let state = self.inner.signer.open(sealed, args).map_err(input_error)?;
+        let state = self.inner.signer.open(sealed, &bound(params, args)).map_err(input_error)?;
         let client = cx.client_info().map(|i| i.name).unwrap_or_else(|| "the MCP client".to_owned());
         let empty = Default::default();
         let responses = params.input_responses.as_ref().unwrap_or(&empty);
@@ -183,26 +211,36 @@ impl CodeModeServer {
         }
     }
 
-    /// The answer to a request whose run ended with `receipt`.
-    /// The receipt is saved when the run `ran` (was started or resumed).
-    fn answer(&self, receipt: &Receipt, route: &Route, args: &Value, ran: bool) -> CallToolResponse {
-        let engine = &self.inner.engine;
-        let saved =
-            if ran { engine.save_receipt(receipt).ok().map(|p| p.display().to_string()) } else { None };
-        if receipt.status == RunStatus::Paused
-            && matches!(route, Route::InputRequired)
-            && !receipt.pending.is_empty()
-        {
-            return CallToolResponse::InputRequired(self.input_required(receipt, args));
+    /// The answer to a request whose run is `done`: `input_required` when
+    /// it paused on a route that asks that way, else the tool result.
+    fn answer(&self, done: &Done, params: &CallToolRequestParams, args: &Value) -> CallToolResponse {
+        if let Some(asked) = self.input_required(done, params, args) {
+            return CallToolResponse::InputRequired(asked);
         }
-        let result =
-            super::result::tool_result(receipt, saved.as_deref(), &self.inner.options.decide_command);
+        let result = super::result::tool_result(
+            &done.receipt,
+            done.saved.as_deref(),
+            &self.inner.options.decide_command,
+        );
         CallToolResponse::Complete(result)
     }
 
     /// `input_required` for a paused run: one form elicitation per pending
     /// call, and the signed state naming them.
-    fn input_required(&self, receipt: &Receipt, args: &Value) -> InputRequiredResult {
+    /// `None` unless the run paused on the `input_required` route.
+    fn input_required(
+        &self,
+        done: &Done,
+        params: &CallToolRequestParams,
+        args: &Value,
+    ) -> Option<InputRequiredResult> {
+        let receipt = &done.receipt;
+        if receipt.status != RunStatus::Paused
+            || !matches!(done.route, Route::InputRequired)
+            || receipt.pending.is_empty()
+        {
+            return None;
+        }
         let mut requests = InputRequests::new();
         for p in &receipt.pending {
             let text = approval_text(&p.tool, p.subject.as_deref(), &p.reason, &receipt.run_id, p.seq);
@@ -213,31 +251,30 @@ impl CodeModeServer {
             run_id: receipt.run_id.clone(),
             seqs: receipt.pending.iter().map(|p| p.seq).collect(),
         };
-        InputRequiredResult::new(Some(requests), Some(self.inner.signer.seal(&state, args)))
+        let sealed = self.inner.signer.seal(&state, &bound(params, args));
+        Some(InputRequiredResult::new(Some(requests), Some(sealed)))
     }
 
     /// A direct call of native tool `name` (`--direct-tools`): a batch of
-    /// one call through the same gate and approvals; the tool's own result
-    /// when it ran, else the receipt's.
+    /// one call through the same gate and approvals (a program of one call
+    /// where approvals pause); the tool's own result when it ran, else the
+    /// receipt's (paused: how a person decides; refused or failed:
+    /// `isError`).
     async fn direct_call(
         &self,
         params: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let inner = &self.inner;
-        let args = Value::Object(params.arguments.unwrap_or_default());
-        let route = Route::of(&cx, inner.options.approver.as_ref(), inner.options.approval_timeout);
-        let batch = ExecuteInput::from_value(&json!({"batch": {"tool": params.name, "arguments": args}}));
-        let Ok(ExecuteInput::Batch(batch)) = batch else {
-            return Ok(input_error("the arguments are not an object").into());
+        let args = Value::Object(params.arguments.clone().unwrap_or_default());
+        let input = json!({"batch": {"tool": params.name, "arguments": args}});
+        let done = match self.run_request(&params, &args, input, &cx).await {
+            Ok(done) => done,
+            Err(refusal) => return Ok(refusal.into()),
         };
-        let run = inner.engine.start_batch_with(
-            batch,
-            BatchOptions::default(),
-            RunOptions::with_approver(route.approver()),
-        );
-        let receipt = Started::Batch(run).wait(&cx.ct).await;
-        let _ = inner.engine.save_receipt(&receipt);
+        if done.receipt.status == RunStatus::Paused {
+            return Ok(self.answer(&done, &params, &args));
+        }
+        let receipt = &done.receipt;
         let item = receipt.value.as_array().and_then(|items| items.first()).cloned().unwrap_or(Value::Null);
         Ok(CallToolResponse::Complete(match item.get("error") {
             None if receipt.status == RunStatus::Completed => {
@@ -249,13 +286,28 @@ impl CodeModeServer {
                 CallToolResult::success(vec![ContentBlock::text(text)])
             }
             _ => {
-                let mut r = super::result::tool_result(&receipt, None, &inner.options.decide_command);
+                let decide = &self.inner.options.decide_command;
+                let mut r = super::result::tool_result(receipt, done.saved.as_deref(), decide);
                 r.is_error = Some(true);
                 r.structured_content = None;
                 r
             }
         }))
     }
+}
+
+/// What a `requestState` is bound to: the tool called and its arguments.
+fn bound(params: &CallToolRequestParams, args: &Value) -> Value {
+    json!({"tool": params.name, "arguments": args})
+}
+
+/// A request's run, ended.
+struct Done {
+    receipt: Receipt,
+    /// How its approvals were asked.
+    route: Route,
+    /// Where its receipt was saved.
+    saved: Option<String>,
 }
 
 /// The run id of `{"resume": RUN_ID}`, which takes no other field.

@@ -444,11 +444,21 @@ fn direct_tools_and_tool_search_pass_the_same_gate() {
     let r = s.response(id, |_, _| {});
     assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("alpha"), "{r}");
     // bash needs an approval under posture ask, and this client cannot
-    // be asked: refused, not run.
+    // be asked: the call pauses for a person, not run.
     let id =
         s.request("tools/call", json!({"name": "bash", "arguments": {"command": "echo ran >> count.txt"}}));
     let r = s.response(id, |_, _| {});
-    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(r["result"]["structuredContent"]["status"], "paused", "{r}");
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("codemode approve"), "{r}");
+    assert_eq!(count(ws.path()), 0);
+    // A batch pauses the same way (it runs as a program that can).
+    let batch = json!({"batch": [{"tool": "read", "arguments": {"path": "a.txt"}},
+                                 {"tool": "bash", "arguments": {"command": "echo ran >> count.txt"}}]});
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": batch}));
+    let r = s.response(id, |_, _| {});
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(sc["status"], "paused", "{r}");
+    assert_eq!(sc["pending"][0]["seq"], 2, "{r}");
     assert_eq!(count(ws.path()), 0);
     let id = s.request("tools/call", json!({"name": "tool_search", "arguments": {"query": "read a file"}}));
     let r = s.response(id, |_, _| {});
