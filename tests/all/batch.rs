@@ -380,3 +380,29 @@ fn a_call_made_while_its_server_starts_waits_for_the_listing() {
     assert_eq!(receipt.value[2]["content"], "Echo: second", "{}", receipt.to_json_pretty());
     engine.shutdown_mcp_blocking();
 }
+
+#[test]
+fn a_batch_as_a_program_gives_the_batch_value() {
+    let ws = workspace();
+    let engine = engine_with(&ws, Limits::default());
+    let batch = Batch::from_value(&json!([
+        {"tool": "echo", "arguments": {"i": 0}},
+        {"tool": "read", "arguments": {"path": "a.txt"}},
+        {"tool": "fail", "arguments": {"message": "boom"}},
+        {"tool": "echo", "arguments": {"quote": "it's \"x\" </script>"}},
+    ]))
+    .unwrap();
+    let as_batch = engine.execute_batch_blocking(batch.clone(), BatchOptions::default());
+    let as_program = engine.execute_blocking(batch.as_program());
+    assert_eq!(as_program.status, RunStatus::Completed, "{}", as_program.to_json_pretty());
+    let (a, p) = (as_batch.value.as_array().unwrap(), as_program.value.as_array().unwrap());
+    assert_eq!(a.len(), p.len());
+    for i in [0, 1, 3] {
+        assert_eq!(a[i], p[i], "item {i}");
+    }
+    assert_eq!(p[2]["error"]["kind"], "failed");
+    assert_eq!(p[2]["error"]["seq"], 3);
+    assert_eq!(p[2]["error"]["message"], "fail (call 3): boom");
+    let seqs = |r: &codemode::Receipt| r.calls.iter().map(|c| (c.seq, c.tool.clone())).collect::<Vec<_>>();
+    assert_eq!(seqs(&as_batch), seqs(&as_program));
+}
