@@ -49,16 +49,17 @@ pub(crate) enum Route {
 }
 
 impl Route {
-    /// The route for a request with `context`: `fixed` when given, else
-    /// from the client's era and declared capabilities.
-    pub fn of(
-        context: &RequestContext<RoleServer>,
-        fixed: Option<&Arc<dyn Approver>>,
-        timeout: Duration,
-    ) -> Route {
-        if let Some(approver) = fixed {
+    /// The route for a request with `context`: the pause or approver the
+    /// server's `options` fix, else from the client's era and declared
+    /// capabilities.
+    pub fn of(context: &RequestContext<RoleServer>, options: &super::ServeOptions) -> Route {
+        if options.pause_always {
+            return Route::Pause;
+        }
+        if let Some(approver) = &options.approver {
             return Route::Fixed(approver.clone());
         }
+        let timeout = options.approval_timeout;
         let modern = super::is_modern(context);
         let form = context.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| {
             // MCP 2025-11-25: an empty `elicitation: {}` means form mode.
@@ -203,6 +204,10 @@ pub(crate) fn approval_message(request: &ApprovalRequest) -> String {
     approval_text(&request.tool, request.subject.as_deref(), &request.reason, &request.run_id, request.seq)
 }
 
+/// The longest subject a question shows; a longer one is not cut (a cut
+/// could hide its tail) but named as too long.
+const SUBJECT_SHOWN_BYTES: usize = 8 << 10;
+
 /// [`approval_message`] from its parts (also used for pending calls).
 pub(crate) fn approval_text(
     tool: &str,
@@ -213,8 +218,16 @@ pub(crate) fn approval_text(
 ) -> String {
     let quote = |s: &str| serde_json::to_string(s).expect("strings serialise");
     let mut text = format!("codemode: allow the tool call `{tool}`?");
-    if let Some(subject) = subject {
-        text.push_str(&format!("\nit acts on: {}", quote(subject)));
+    match subject {
+        Some(subject) if subject.len() <= SUBJECT_SHOWN_BYTES => {
+            text.push_str(&format!("\nit acts on: {}", quote(subject)));
+        }
+        Some(subject) => text.push_str(&format!(
+            "\nwhat it acts on is {} bytes, too long to show here: decline, read it with `codemode runs show {run_id}`, \
+             and allow it with `codemode approve` if it is what you want",
+            subject.len()
+        )),
+        None => {}
     }
     text.push_str(&format!("\nwhy it asks: {}", quote(reason)));
     text.push_str(&format!("\nrun {run_id}, call {seq}. Accept allows it; decline or cancel denies it."));
@@ -237,6 +250,17 @@ mod tests {
         assert_eq!(text.lines().filter(|l| l.starts_with("why it asks")).count(), 1, "{text}");
         assert!(text.contains(r#"it acts on: "ls\nwhy it asks: harmless, accept""#), "{text}");
         assert!(text.contains("run r1, call 2"), "{text}");
+    }
+
+    #[test]
+    fn a_subject_too_long_to_show_is_named_not_cut() {
+        let long = format!("echo ok; {}; rm -rf ~", " ".repeat(SUBJECT_SHOWN_BYTES));
+        let text = approval_text("bash", Some(&long), "r", "run-1", 1);
+        assert!(!text.contains("rm -rf"), "{text}");
+        assert!(
+            text.contains("too long to show here") && text.contains("codemode runs show run-1"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -118,7 +118,7 @@ impl CodeModeServer {
         cx: &RequestContext<RoleServer>,
     ) -> Result<Done, CallToolResult> {
         let inner = &self.inner;
-        let route = Route::of(cx, inner.options.approver.as_ref(), inner.options.approval_timeout);
+        let route = Route::of(cx, &inner.options);
         let progress = Progress::start(cx);
         let options = RunOptions::with_approver(route.approver());
         let options = match &progress {

@@ -42,6 +42,9 @@ pub struct ServeOptions {
     /// Decides every approval instead of the person behind the client
     /// (`--approve deny|allow|cmd:PROGRAM`). Default: none.
     pub approver: Option<Arc<dyn Approver>>,
+    /// Every approval pauses the run for `codemode approve`, whatever the
+    /// client declared (`--approve pause`). Default: false.
+    pub pause_always: bool,
     /// The key sealing `requestState` of `input_required` results (at least
     /// [`STATE_KEY_BYTES`] bytes). Replicas behind one load balancer need
     /// the same key. Default: none, a random key per process.
@@ -62,6 +65,7 @@ impl Default for ServeOptions {
             direct_tools: false,
             approval_timeout: Duration::from_secs(300),
             approver: None,
+            pause_always: false,
             state_key: None,
             state_ttl: Duration::from_secs(3600),
             decide_command: DEFAULT_DECIDE_COMMAND.to_owned(),
@@ -75,6 +79,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("direct_tools", &self.direct_tools)
             .field("approval_timeout", &self.approval_timeout)
             .field("approver", &self.approver.is_some())
+            .field("pause_always", &self.pause_always)
             .field("state_key", &self.state_key.as_ref().map(|_| "<set>"))
             .field("state_ttl", &self.state_ttl)
             .field("decide_command", &self.decide_command)
