@@ -297,7 +297,7 @@ fn show_text(d: &RunDetails) -> String {
 
 /// `text` on one line, safe for a terminal: control characters escaped,
 /// newlines as `\n`.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     printable(&text.replace('\n', "\\n")).into_owned()
 }
 

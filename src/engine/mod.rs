@@ -1,6 +1,7 @@
 //! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
 //! and tool runtime that every run shares.
 
+mod approve;
 mod batch;
 mod confinement;
 mod connect_first;
