@@ -283,3 +283,30 @@ async fn a_person_decides_a_run_paused_into_postgresql() {
     drop(server);
     db.drop_schema().await;
 }
+
+#[test]
+fn a_program_cannot_record_a_decision_through_bash() {
+    // A program that could run `codemode approve` on the journal store
+    // would decide its own calls. Journals are under `.codemode/`, which
+    // bash neither sees nor changes, whatever the posture.
+    let ws = crate::common::workspace();
+    let run_id = paused_run(ws.path(), TWO_CALLS, &[]);
+    let engine =
+        Engine::builder().workspace(ws.path()).policy(codemode::Policy::full_access()).build().unwrap();
+    let command =
+        format!("{} approve {run_id} --allow 1 --json; echo \"exit=$?\"", env!("CARGO_BIN_EXE_codemode"));
+    let program = format!(
+        "const r = await tools.bash({{command: {}}}); return r.content.stdout;",
+        serde_json::to_string(&command).unwrap()
+    );
+    let r = engine.execute_blocking(codemode::Program::new(program));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let out = r.value.as_str().unwrap();
+    assert!(
+        out.contains("exit=5") && out.contains("not_resumable"),
+        "the approve ran and found no run: {out}"
+    );
+    assert_eq!(approvals(ws.path(), &run_id), 0);
+    let listed = codemode(&["approve", &run_id, "--json"], "", ws.path());
+    assert_eq!(stdout_json(&listed)["pending"][0]["recorded"], Value::Null);
+}
