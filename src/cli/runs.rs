@@ -281,6 +281,14 @@ fn show_text(d: &RunDetails) -> String {
             if let Some(subject) = &p.subject {
                 out.push_str(&format!("         on: {}\n", one_line(subject)));
             }
+            if let Some(r) = d.recorded.iter().find(|r| r.seq == p.seq) {
+                let verb = if r.allow { "allowed" } else { "denied" };
+                let why = r.reason.as_deref().map_or_else(String::new, |r| format!(": {r}"));
+                out.push_str(&format!(
+                    "         {verb} by a person at {} (codemode approve; applied on the next resume)\n",
+                    one_line(&format!("{}{why}", r.at))
+                ));
+            }
         }
     }
     for decision in &d.decisions {

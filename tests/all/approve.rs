@@ -173,8 +173,15 @@ fn decisions_for_calls_that_are_not_pending_are_refused_and_the_run_is_untouched
     assert!(error["message"].as_str().unwrap().contains("already allowed by a person"), "{error}");
     assert_eq!(approvals(ws.path(), &run_id), 1);
     assert_eq!(counter(ws.path()), "");
-    let shown = codemode(&["runs", "show", &run_id, "--json"], "", ws.path());
-    assert_eq!(stdout_json(&shown)["state"], "paused");
+    let shown = stdout_json(&codemode(&["runs", "show", &run_id, "--json"], "", ws.path()));
+    assert_eq!(shown["state"], "paused");
+    assert_eq!(
+        (&shown["recorded"][0]["seq"], &shown["recorded"][0]["allow"]),
+        (&Value::from(1), &Value::Bool(true))
+    );
+    let text = codemode(&["runs", "show", &run_id], "", ws.path());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("allowed by a person at "), "{text}");
 }
 
 #[test]
