@@ -3,13 +3,14 @@
 //! run, recorded in its journal without running anything; the next resume
 //! (`codemode resume RUN_ID`, or a server's `execute_tools {"resume":
 //! RUN_ID}`) applies them. Without decisions it lists the pending calls.
+//! It opens the journal store as `codemode runs` does (`--workspace`,
+//! `--config`, `--journal`) and builds no engine.
 
 use codemode::journal::{AwaitingCall, Decided, RecordedDecisions};
 use codemode::{ErrorKind, RunError};
 use serde_json::json;
 
-use super::engine_args::EngineArgs;
-use super::runs::one_line;
+use super::runs::{Place, one_line};
 
 /// Arguments of `codemode approve`.
 #[derive(Debug, clap::Args)]
@@ -32,7 +33,7 @@ pub(crate) struct ApproveArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    engine: EngineArgs,
+    place: Place,
 }
 
 /// A seq as `--allow`/`--deny` take it: a positive number.
@@ -62,7 +63,8 @@ pub(crate) fn approve(args: ApproveArgs) -> anyhow::Result<u8> {
 }
 
 fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
-    let engine = args.engine.build()?;
+    let (runs, _) = args.place.open()?;
+    let store = runs.store().clone();
     let reason = args.reason.as_deref().map(str::to_owned);
     let decisions: Vec<(u64, Decided)> = args
         .allow
@@ -80,7 +82,7 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let run_id = args.run_id.as_str();
     if decisions.is_empty() {
-        return match rt.block_on(engine.pending_decisions(run_id)) {
+        return match rt.block_on(codemode::journal::pending_decisions(store.as_ref(), run_id)) {
             Ok(pending) => {
                 let text = if args.json {
                     format!("{}\n", json!({"run_id": run_id, "pending": pending}))
@@ -93,9 +95,9 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
             Err(e) => refused(&e, args.json),
         };
     }
-    match rt.block_on(engine.record_decisions(run_id, &decisions)) {
+    match rt.block_on(codemode::journal::record_decisions(store.as_ref(), run_id, &decisions)) {
         Ok(recorded) => {
-            let resume = format!("codemode resume {run_id}{}", args.engine.resume_options());
+            let resume = format!("codemode resume {run_id}{}", args.place.options());
             let host = format!("execute_tools {{\"resume\": \"{run_id}\"}}");
             let text = if args.json {
                 format!(
@@ -184,7 +186,8 @@ fn recorded_text(
         out.push_str(&format!("still waiting: call {} {}{on}\n", c.seq, one_line(&c.tool)));
     }
     out.push_str(&format!(
-        "run {} stays paused until resumed: the host continues it with {host}, or run `{}`\n",
+        "run {} stays paused until resumed: the host continues it with {host}, or run `{}` (with the other \
+         options the run had)\n",
         recorded.run_id,
         one_line(resume)
     ));

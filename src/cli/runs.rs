@@ -72,9 +72,9 @@ enum RunsCommand {
     },
 }
 
-/// Where the runs are.
+/// Where the runs are (also what `codemode approve` takes).
 #[derive(Debug, Clone, clap::Args)]
-struct Place {
+pub(crate) struct Place {
     /// The workspace whose runs these are [default: current directory].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
@@ -90,8 +90,14 @@ struct Place {
 }
 
 impl Place {
+    /// These options as command-line text (for a `codemode resume` hint).
+    pub(crate) fn options(&self) -> String {
+        engine_args::EngineArgs::placed(self.workspace.clone(), self.config.clone(), self.journal.clone())
+            .resume_options()
+    }
+
     /// The runs and the configured retention.
-    fn open(&self) -> anyhow::Result<(Runs, Retention)> {
+    pub(crate) fn open(&self) -> anyhow::Result<(Runs, Retention)> {
         let given = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let workspace = std::fs::canonicalize(&given)
             .with_context(|| format!("workspace `{}` is not a usable directory", given.display()))?;

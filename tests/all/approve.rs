@@ -102,6 +102,8 @@ fn a_person_decides_in_another_process_and_the_resumes_apply_exactly_that() {
     assert_eq!(again.status, RunStatus::Paused, "{:?}", again.error);
     assert_eq!(again.pending.iter().map(|p| p.seq).collect::<Vec<_>>(), [2]);
     assert_eq!(counter(ws.path()), "one\n", "nothing ran again");
+    let waiting = rt.block_on(server.pending_decisions(&run_id)).unwrap();
+    assert_eq!(waiting.iter().map(|a| (a.call.seq, a.recorded.is_none())).collect::<Vec<_>>(), [(2, true)]);
     // Plain `codemode resume` with nothing recorded says what to do.
     let nothing = codemode(&["resume", &run_id], "", ws.path());
     assert_eq!(nothing.status.code(), Some(2), "{}", stderr(&nothing));
