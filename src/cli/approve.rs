@@ -103,7 +103,8 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
                 format!(
                     "{}\n",
                     json!({
-                        "run_id": run_id, "recorded": recorded.recorded, "undecided": recorded.undecided,
+                        "run_id": run_id, "recorded": recorded.recorded, "calls": recorded.calls,
+                        "undecided": recorded.undecided,
                         "continue": {"host": host, "cli": resume},
                     })
                 )
@@ -174,10 +175,16 @@ fn recorded_text(
 ) -> String {
     let mut out = String::new();
     for (seq, decided) in decisions {
+        // What was decided on, as the journal held it when recorded.
+        let call = recorded.calls.iter().find(|c| c.seq == *seq);
+        let what = call.map_or_else(String::new, |c| {
+            let on = c.subject.as_deref().map_or_else(String::new, |s| format!(" ({})", one_line(s)));
+            format!(" {}{on}", one_line(&c.tool))
+        });
         match decided {
-            Decided::Allow => out.push_str(&format!("recorded: call {seq} allowed\n")),
+            Decided::Allow => out.push_str(&format!("recorded: call {seq}{what} allowed\n")),
             Decided::Deny(reason) => {
-                out.push_str(&format!("recorded: call {seq} denied: {}\n", one_line(reason)));
+                out.push_str(&format!("recorded: call {seq}{what} denied: {}\n", one_line(reason)));
             }
         }
     }

@@ -21,6 +21,10 @@ pub struct RecordedDecisions {
     pub run_id: String,
     /// The seqs recorded now, in the order given.
     pub recorded: Vec<u64>,
+    /// The pending calls those decisions are for, in the same order, as
+    /// the journal held them when they were recorded (what was decided on:
+    /// show it to the person).
+    pub calls: Vec<PendingCall>,
     /// The pending calls no decision is recorded for yet (a resume gates
     /// them again, which in server mode pauses the run again).
     pub undecided: Vec<PendingCall>,
@@ -173,9 +177,15 @@ pub async fn record_decisions(
     }
     let decided =
         |seq: u64| decisions.iter().any(|(s, _)| *s == seq) || parsed.approvals.iter().any(|a| a.seq == seq);
+    let calls = decisions
+        .iter()
+        .filter_map(|(seq, _)| parsed.pending.iter().find(|p| p.seq == *seq))
+        .map(|p| p.to_pending_call())
+        .collect();
     Ok(RecordedDecisions {
         run_id: run_id.to_owned(),
         recorded: decisions.iter().map(|(seq, _)| *seq).collect(),
+        calls,
         undecided: parsed.pending.iter().filter(|p| !decided(p.seq)).map(|p| p.to_pending_call()).collect(),
     })
 }
@@ -315,6 +325,7 @@ mod tests {
         let recorded =
             record_decisions(&store, "run-a", &[(2, Decided::Deny("not now".into()))]).await.unwrap();
         assert_eq!(recorded.recorded, [2]);
+        assert_eq!(recorded.calls[0].subject.as_deref(), Some("echo 2"));
         assert_eq!(recorded.undecided.iter().map(|p| p.seq).collect::<Vec<_>>(), [1]);
         let stored = store.load("run-a").await.unwrap();
         assert_eq!(stored.state, RunState::Paused);

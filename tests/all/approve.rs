@@ -77,6 +77,7 @@ fn a_person_decides_in_another_process_and_the_resumes_apply_exactly_that() {
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
     let recorded = stdout_json(&approved);
     assert_eq!(recorded["recorded"], serde_json::json!([1]));
+    assert_eq!(recorded["calls"][0]["subject"], "echo one >> counter.txt");
     assert_eq!(recorded["undecided"], serde_json::json!([]));
     assert_eq!(recorded["continue"]["host"], format!("execute_tools {{\"resume\": \"{run_id}\"}}"));
     assert_eq!(counter(ws.path()), "", "recording runs nothing");
@@ -114,7 +115,10 @@ fn a_person_decides_in_another_process_and_the_resumes_apply_exactly_that() {
     let denied = codemode(&["approve", &run_id, "--deny", "2", "--reason", "not on a Friday"], "", ws.path());
     assert_eq!(denied.status.code(), Some(0), "{}", stderr(&denied));
     let said = String::from_utf8_lossy(&denied.stdout);
-    assert!(said.contains("recorded: call 2 denied: not on a Friday"), "{said}");
+    assert!(
+        said.contains("recorded: call 2 bash (echo two >> counter.txt) denied: not on a Friday"),
+        "{said}"
+    );
     assert!(said.contains(&format!("codemode resume {run_id}")), "{said}");
     let done = codemode(&["resume", &run_id, "--json"], "", ws.path());
     assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
