@@ -188,6 +188,12 @@ fn decisions_for_calls_that_are_not_pending_are_refused_and_the_run_is_untouched
     let text = codemode(&["runs", "show", &run_id], "", ws.path());
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("allowed by a person at "), "{text}");
+    // A resume deciding it the same way: the person's decision applies.
+    let agree = codemode(&["resume", &run_id, "--allow", "1", "--json"], "", ws.path());
+    assert_eq!(agree.status.code(), Some(4), "paused on call 2: {}", stderr(&agree));
+    let receipt = stdout_json(&agree);
+    assert_eq!(receipt["calls"][0]["note"], "approved by a person with `codemode approve`");
+    assert_eq!(counter(ws.path()), "one\n");
 }
 
 #[test]
