@@ -98,7 +98,7 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
     match rt.block_on(codemode::journal::record_decisions(store.as_ref(), run_id, &decisions)) {
         Ok(recorded) => {
             let resume = format!("codemode resume {run_id}{}", args.place.options());
-            let host = format!("execute_tools {{\"resume\": \"{run_id}\"}}");
+            let host = format!("execute_tools {}", json!({"resume": run_id}));
             let text = if args.json {
                 format!(
                     "{}\n",

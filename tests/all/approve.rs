@@ -79,7 +79,7 @@ fn a_person_decides_in_another_process_and_the_resumes_apply_exactly_that() {
     assert_eq!(recorded["recorded"], serde_json::json!([1]));
     assert_eq!(recorded["calls"][0]["subject"], "echo one >> counter.txt");
     assert_eq!(recorded["undecided"], serde_json::json!([]));
-    assert_eq!(recorded["continue"]["host"], format!("execute_tools {{\"resume\": \"{run_id}\"}}"));
+    assert_eq!(recorded["continue"]["host"], format!("execute_tools {{\"resume\":\"{run_id}\"}}"));
     assert_eq!(counter(ws.path()), "", "recording runs nothing");
 
     // The resume a server makes for the model: the person's decision only.
