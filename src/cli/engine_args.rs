@@ -11,7 +11,7 @@ use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention, Runs
 use codemode::{Engine, Limits, Mode, Policy, Posture};
 
 /// How to build the engine.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct EngineArgs {
     /// Workspace root the tools work in [default: current directory].
     #[arg(long, value_name = "DIR")]
@@ -69,6 +69,15 @@ impl EngineArgs {
             );
         }
         Ok(())
+    }
+
+    /// Options naming only where runs are (`codemode runs`, `approve`).
+    pub(crate) fn placed(
+        workspace: Option<PathBuf>,
+        config: Option<PathBuf>,
+        journal: Option<String>,
+    ) -> Self {
+        EngineArgs { workspace, config, journal, ..EngineArgs::default() }
     }
 
     /// The approver spec given with `--approve`, if any.

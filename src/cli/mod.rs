@@ -5,6 +5,7 @@
 //! invocation or config, 3 timed out, 4 paused, 5 a run id that cannot be
 //! resumed, 130 cancelled.
 
+mod approve;
 mod batch;
 mod call;
 mod engine_args;
@@ -57,10 +58,30 @@ enum Command {
     /// (the default approver here is `pause`). Run it with the same
     /// --workspace, --config and --mcp-config as the run: a changed
     /// program, catalog or policy is refused, and the run stays paused.
+    /// Decisions recorded with `codemode approve` apply too: with them,
+    /// `codemode resume RUN_ID` alone goes on.
     ///
     /// Exit codes as `run`; 5 when the id cannot be resumed (unknown,
     /// already ended, being resumed elsewhere, interrupted): final.
     Resume(resume::ResumeArgs),
+    /// Record a person's decisions for a paused run's pending calls
+    /// (--allow SEQ, --deny SEQ) without running anything; the next resume
+    /// applies them. Without --allow/--deny: list the pending calls.
+    ///
+    /// For a run paused where the person is not at hand (a server's MCP
+    /// client without elicitation, a run paused with `--approve pause`):
+    /// run it against the same journal store (--workspace, --journal,
+    /// --config as the run had). Each call is named by its seq; the
+    /// decisions are recorded in the run's journal and the run stays
+    /// paused until `codemode resume RUN_ID` (or the server's
+    /// `execute_tools {"resume": RUN_ID}`) continues it with exactly
+    /// these decisions. A decision cannot be changed once recorded.
+    ///
+    /// Exit codes: 0 recorded or listed, 2 bad input (a seq not pending or
+    /// already decided: nothing recorded), 5 the run cannot be decided
+    /// (unknown, ended, held by another process, interrupted), 1 the
+    /// journal store failed.
+    Approve(approve::ApproveArgs),
     /// Call one tool directly, through the same gate as programs' calls.
     Call(call::CallArgs),
     /// Call tools over JSON Lines input, one call per line, through the
@@ -125,6 +146,7 @@ pub(crate) fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Resume(args) => resume::resume(args),
+        Command::Approve(args) => approve::approve(args),
         Command::Call(args) => call::call(args),
         Command::Batch(args) => batch::batch(args),
         Command::Tools(args) => tools::tools(args),

@@ -1,5 +1,7 @@
 //! `codemode resume RUN_ID [--allow SEQ]... [--deny SEQ]... [--reason TEXT]
-//! [--json]`: decides the pending calls of a paused run and goes on.
+//! [--json]`: decides the pending calls of a paused run and goes on. The
+//! decisions a person recorded with `codemode approve` apply too; with
+//! those, no --allow/--deny is needed.
 
 use anyhow::bail;
 use codemode::ErrorKind;
@@ -44,14 +46,24 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
 }
 
 fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
-    if args.allow.is_empty() && args.deny.is_empty() && args.engine.approver_spec().is_none() {
-        bail!(
-            "nothing decided: give --allow SEQ or --deny SEQ for the pending calls (`codemode runs show {}` lists them), \
-             or an --approve to decide them as they come",
-            args.run_id
-        );
-    }
     let engine = args.engine.clone().approve_by_default("pause").build()?;
+    if args.allow.is_empty() && args.deny.is_empty() && args.engine.approver_spec().is_none() {
+        // Decisions a person recorded with `codemode approve` are applied
+        // by any resume; with none, there is nothing to go on with. A run
+        // that cannot be resumed gets the resume's own error below.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let recorded = rt.block_on(engine.pending_decisions(&args.run_id));
+        if let Ok(pending) = recorded
+            && pending.iter().all(|p| p.recorded.is_none())
+        {
+            bail!(
+                "nothing decided: give --allow SEQ or --deny SEQ for the pending calls (`codemode approve {0}` \
+                 lists them), record them first with `codemode approve {0} --allow SEQ`, or give an --approve to \
+                 decide them as they come",
+                args.run_id
+            );
+        }
+    }
     let reason = args.reason.clone().unwrap_or_else(|| "denied on resume".to_owned());
     let decisions: Vec<(u64, Decided)> = args
         .allow

@@ -72,9 +72,9 @@ enum RunsCommand {
     },
 }
 
-/// Where the runs are.
+/// Where the runs are (also what `codemode approve` takes).
 #[derive(Debug, Clone, clap::Args)]
-struct Place {
+pub(crate) struct Place {
     /// The workspace whose runs these are [default: current directory].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
@@ -90,8 +90,14 @@ struct Place {
 }
 
 impl Place {
+    /// These options as command-line text (for a `codemode resume` hint).
+    pub(crate) fn options(&self) -> String {
+        engine_args::EngineArgs::placed(self.workspace.clone(), self.config.clone(), self.journal.clone())
+            .resume_options()
+    }
+
     /// The runs and the configured retention.
-    fn open(&self) -> anyhow::Result<(Runs, Retention)> {
+    pub(crate) fn open(&self) -> anyhow::Result<(Runs, Retention)> {
         let given = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let workspace = std::fs::canonicalize(&given)
             .with_context(|| format!("workspace `{}` is not a usable directory", given.display()))?;
@@ -281,6 +287,14 @@ fn show_text(d: &RunDetails) -> String {
             if let Some(subject) = &p.subject {
                 out.push_str(&format!("         on: {}\n", one_line(subject)));
             }
+            if let Some(r) = d.recorded.iter().find(|r| r.seq == p.seq) {
+                let verb = if r.allow { "allowed" } else { "denied" };
+                let why = r.reason.as_deref().map_or_else(String::new, |r| format!(": {r}"));
+                out.push_str(&format!(
+                    "         {verb} by a person at {} (codemode approve; applied on the next resume)\n",
+                    one_line(&format!("{}{why}", r.at))
+                ));
+            }
         }
     }
     for decision in &d.decisions {
@@ -297,7 +311,7 @@ fn show_text(d: &RunDetails) -> String {
 
 /// `text` on one line, safe for a terminal: control characters escaped,
 /// newlines as `\n`.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     printable(&text.replace('\n', "\\n")).into_owned()
 }
 

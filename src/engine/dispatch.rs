@@ -261,9 +261,10 @@ impl Dispatcher {
         tool: &str,
         caller: Caller,
         reason: String,
+        note: Option<String>,
     ) -> Begun {
         let seq = ledger.open(tool, caller, Decision::Denied, Some(reason.clone()));
-        let finish = self.finisher(tool, seq, Decision::Denied, None);
+        let finish = self.finisher(tool, seq, Decision::Denied, note);
         let completion = finish.refused(Decision::Denied, "denied", reason);
         Begun::Running { seq, future: Box::pin(std::future::ready(completion)) }
     }

@@ -1,6 +1,7 @@
 //! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
 //! and tool runtime that every run shares.
 
+mod approve;
 mod batch;
 mod confinement;
 mod connect_first;
@@ -467,7 +468,10 @@ impl Engine {
     /// VM re-runs the program, journaled calls are answered from the
     /// journal without running again, allowed calls run, denied ones reject
     /// with a `ToolError` of kind `denied`, pending calls not decided are
-    /// gated again, and the run goes on. The receipt covers the whole run
+    /// gated again, and the run goes on. Decisions a person recorded with
+    /// `codemode approve` since the pause ([`Engine::record_decisions`])
+    /// apply too; a decision in `decisions` for such a call must agree
+    /// with theirs. The receipt covers the whole run
     /// (every call once, one seq numbering, times across the pauses). A run
     /// can pause and be resumed many times (docs/JOURNAL.md).
     ///
@@ -477,7 +481,7 @@ impl Engine {
     /// `divergence` (the program, catalog, policy or limits changed since
     /// the pause: the run stays paused; or the replay took another path:
     /// the run ends failed), `invocation` (a decision for a call that is not
-    /// pending: the run stays paused).
+    /// pending, or contradicting a recorded one: the run stays paused).
     pub async fn resume(&self, run_id: &str, decisions: &[(u64, crate::journal::Decided)]) -> Receipt {
         match self.start_resume(run_id, decisions).await {
             Ok(run) => run.wait().await,

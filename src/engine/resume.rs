@@ -1,10 +1,11 @@
 //! Journals of runs: the header a new run's journal starts with, and
 //! resuming a paused run from its journal ([`Engine::resume`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{Engine, Shared};
+use crate::journal::approvals::RecordedDecision;
 use crate::journal::digest;
 use crate::journal::record::{self, DecisionRecord, Header, ProgramRecord};
 use crate::journal::replay::{Decided, Journal, Replay};
@@ -155,9 +156,11 @@ pub(crate) async fn prepare(
             })?;
             check_decisions(&journal, decisions)
                 .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
-            Ok(journal)
+            let merged = with_recorded(&journal, decisions)
+                .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
+            Ok((journal, merged))
         });
-    let journal = match checked {
+    let (journal, Merged { decisions, by_person }) = match checked {
         Ok(j) => j,
         Err((kind, message)) => {
             let back = on_tools(shared, async move { claimed.commit(RunState::Paused).await }).await;
@@ -169,17 +172,19 @@ pub(crate) async fn prepare(
         }
     };
     let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);
-    let mut journaling =
-        Journaling::resumed(log, Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>()));
+    let replay =
+        Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>(), by_person.clone());
+    let mut journaling = Journaling::resumed(log, replay);
     journaling.warnings = warnings;
     let at = super::rfc3339_utc(std::time::SystemTime::now());
     journaling.log.push(format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}"));
-    for (seq, decided) in decisions {
+    for (seq, decided) in &decisions {
         let (allow, reason) = match decided {
             Decided::Allow => (true, None),
             Decided::Deny(r) => (false, Some(r.clone())),
         };
-        let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone() };
+        let by = by_person.contains(seq).then(|| record::BY_PERSON.to_owned());
+        let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone(), by };
         journaling.decision_lines.push(record::tagged_line("decision", &d));
     }
     let replay = journaling.replay.as_ref().expect("a resume replays");
@@ -272,6 +277,44 @@ fn check_decisions(journal: &Journal, decisions: &[(u64, Decided)]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// The decisions a resume applies: those given, and those a person
+/// recorded with `codemode approve` since the pause.
+struct Merged {
+    decisions: Vec<(u64, Decided)>,
+    /// The seqs a person decided.
+    by_person: HashSet<u64>,
+}
+
+/// `decisions` with the decisions a person recorded with `codemode
+/// approve` since the pause added. A decision given for a call a person
+/// already decided must agree with theirs.
+fn with_recorded(journal: &Journal, decisions: &[(u64, Decided)]) -> Result<Merged, String> {
+    let mut merged = decisions.to_vec();
+    let mut by_person = HashSet::new();
+    for approval in &journal.approvals {
+        let recorded = RecordedDecision::decided(approval);
+        match decisions.iter().find(|(seq, _)| *seq == approval.seq) {
+            Some((_, given)) if matches!(given, Decided::Allow) != matches!(recorded, Decided::Allow) => {
+                return Err(format!(
+                    "call {} was already {} by a person with `codemode approve` (at {}); leave it out of the \
+                     resume's decisions, or decide it the same way",
+                    approval.seq,
+                    if matches!(recorded, Decided::Allow) { "allowed" } else { "denied" },
+                    approval.at
+                ));
+            }
+            // Decided the same way on both: the person's decision stands.
+            Some(_) => {
+                merged.retain(|(seq, _)| *seq != approval.seq);
+                merged.push((approval.seq, recorded));
+            }
+            None => merged.push((approval.seq, recorded)),
+        }
+        by_person.insert(approval.seq);
+    }
+    Ok(Merged { decisions: merged, by_person })
 }
 
 fn short(sha: &str) -> &str {

@@ -11,12 +11,17 @@
 //! applied, and the run goes on. The format and guarantees are in
 //! `docs/JOURNAL.md`.
 //!
+//! A person's decisions for a paused run's pending calls can be recorded
+//! in its journal without running anything ([`record_decisions`],
+//! `codemode approve`), for the next resume to apply.
+//!
 //! Journals live in a [`JournalStore`]: [`LocalStore`] (a folder per run,
 //! the default) or [`PostgresStore`] (shared by many codemode processes);
 //! [`open_store`] makes one from `--journal` or `[journal] url`. [`Runs`]
 //! lists, shows and prunes a workspace's runs (journals and receipt
 //! folders), by the [`Retention`] of `[journal]`.
 
+pub(crate) mod approvals;
 pub(crate) mod digest;
 pub(crate) mod local;
 pub(crate) mod postgres;
@@ -26,6 +31,7 @@ mod runs;
 mod settings;
 pub(crate) mod writer;
 
+pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_decisions, record_decisions};
 pub use local::LocalStore;
 pub use postgres::PostgresStore;
 pub use replay::Decided;

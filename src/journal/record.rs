@@ -201,7 +201,41 @@ pub(crate) struct DecisionRecord {
     #[serde(default)]
     pub reason: Option<String>,
     pub at: String,
+    /// Who decided, when not the resume's caller: `person` for a decision
+    /// recorded with `codemode approve` ([`ApprovalRecord`]). Absent in
+    /// older journals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
+
+/// What an [`ApprovalRecord`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ApprovalDecision {
+    Allow,
+    Deny,
+}
+
+/// `{"t":"approval"}`: a person's decision for a pending call of a paused
+/// run, recorded with `codemode approve` without running anything; the
+/// next resume applies it (and writes its `decision` line). It stands
+/// until then: a `decision`, a `done` or a new `pending` line for the same
+/// seq closes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ApprovalRecord {
+    pub seq: u64,
+    pub decision: ApprovalDecision,
+    /// Why, for a denial (shown to the program and in the receipt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who decided: `person`.
+    pub by: String,
+    /// When (RFC 3339 UTC).
+    pub at: String,
+}
+
+/// The `by` of a decision a person recorded with `codemode approve`.
+pub(crate) const BY_PERSON: &str = "person";
 
 /// `{"t":"now"}`: `n` reads of the clock in a row gave `v` (milliseconds
 /// since the Unix epoch).

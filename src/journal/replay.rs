@@ -13,8 +13,8 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::record::{
-    self, CallRecord, DecisionRecord, DoneRecord, Header, How, NowRecord, PausedRecord, PendingRecord,
-    SeedRecord, SettleRecord,
+    self, ApprovalRecord, CallRecord, DecisionRecord, DoneRecord, Header, How, NowRecord, PausedRecord,
+    PendingRecord, SeedRecord, SettleRecord,
 };
 use crate::engine::dispatch::Completion;
 use crate::receipt::Caller;
@@ -42,6 +42,9 @@ pub(crate) struct Journal {
     /// Calls the run paused on with no result yet.
     pub pending: Vec<PendingRecord>,
     pub decisions: Vec<DecisionRecord>,
+    /// Decisions a person recorded with `codemode approve` that no resume
+    /// has applied yet, in seq order (one per seq).
+    pub approvals: Vec<ApprovalRecord>,
     pub now: Vec<(f64, u64)>,
     pub seed: Option<[u32; 4]>,
     /// The last pause.
@@ -77,6 +80,7 @@ impl Journal {
             unsettled: Vec::new(),
             pending: Vec::new(),
             decisions: Vec::new(),
+            approvals: Vec::new(),
             now: Vec::new(),
             seed: None,
             paused: None,
@@ -99,6 +103,7 @@ impl Journal {
                         How::Inline => {}
                     }
                     pending.retain(|p| p.seq != d.seq);
+                    j.approvals.retain(|a| a.seq != d.seq);
                     j.done.insert(d.seq, d);
                 }
                 "settle" => {
@@ -108,10 +113,24 @@ impl Journal {
                 }
                 "pending" => {
                     let p: PendingRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    // Paused on again: a decision recorded for an earlier
+                    // pause of this call does not carry over to this one.
+                    j.approvals.retain(|a| a.seq != p.seq);
                     pending.retain(|q| q.seq != p.seq);
                     pending.push(p);
                 }
-                "decision" => j.decisions.push(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
+                "decision" => {
+                    let d: DecisionRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    j.approvals.retain(|a| a.seq != d.seq);
+                    j.decisions.push(d);
+                }
+                "approval" => {
+                    let a: ApprovalRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                    // One decision per pause of a call: the first stands.
+                    if !j.approvals.iter().any(|b| b.seq == a.seq) {
+                        j.approvals.push(a);
+                    }
+                }
                 "now" => {
                     let r: NowRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
                     j.now.push((r.v, r.n));
@@ -123,6 +142,8 @@ impl Journal {
             }
         }
         pending.sort_by_key(|p| p.seq);
+        j.approvals.retain(|a| pending.iter().any(|p| p.seq == a.seq));
+        j.approvals.sort_by_key(|a| a.seq);
         j.pending = pending;
         Ok(j)
     }
@@ -136,10 +157,12 @@ pub(crate) enum ReplayCall {
     Inline(Completion),
     /// Answered from the journal later, in its turn among the settles.
     InTurn { decision: crate::receipt::Decision },
-    /// A pending call allowed on resume: run it live, approved.
-    Allowed(PendingRecord),
-    /// A pending call denied on resume.
-    Denied(String),
+    /// A pending call allowed on resume: run it live, approved, with this
+    /// note in the receipt.
+    Allowed { pending: PendingRecord, note: String },
+    /// A pending call denied on resume, for `reason`; `note` for the
+    /// receipt when a person decided it with `codemode approve`.
+    Denied { reason: String, note: Option<String> },
     /// A pending call with no decision given: gate it again.
     Undecided,
     /// The program asked for another call than the journal holds here.
@@ -150,6 +173,8 @@ pub(crate) enum ReplayCall {
 pub(crate) struct Replay {
     journal: Journal,
     decisions: HashMap<u64, Decided>,
+    /// The seqs of `decisions` a person recorded with `codemode approve`.
+    by_person: HashSet<u64>,
     /// Async journaled results not yet handed back, in order.
     settle_order: VecDeque<u64>,
     /// Journaled results the program never got (paused meanwhile): handed
@@ -173,11 +198,13 @@ pub(crate) enum NextSettle {
 }
 
 impl Replay {
-    pub(crate) fn new(journal: Journal, decisions: HashMap<u64, Decided>) -> Replay {
+    /// The replay of `journal` with `decisions` for its pending calls, of
+    /// which those in `by_person` were recorded with `codemode approve`.
+    pub(crate) fn new(journal: Journal, decisions: HashMap<u64, Decided>, by_person: HashSet<u64>) -> Replay {
         let settle_order = journal.settle_order.iter().copied().collect();
         let unsettled = journal.unsettled.iter().copied().collect();
         let now = journal.now.iter().copied().collect();
-        Replay { journal, decisions, settle_order, unsettled, issued: HashSet::new(), now }
+        Replay { journal, decisions, by_person, settle_order, unsettled, issued: HashSet::new(), now }
     }
 
     /// The journal's header.
@@ -229,9 +256,16 @@ impl Replay {
             };
         }
         if let Some(p) = self.journal.pending.iter().find(|p| p.seq == seq) {
+            let by_person = self.by_person.contains(&seq);
             return match self.decisions.get(&seq) {
-                Some(Decided::Allow) => ReplayCall::Allowed(p.clone()),
-                Some(Decided::Deny(reason)) => ReplayCall::Denied(reason.clone()),
+                Some(Decided::Allow) => ReplayCall::Allowed {
+                    pending: p.clone(),
+                    note: if by_person { APPROVED_BY_PERSON } else { "approved on resume" }.to_owned(),
+                },
+                Some(Decided::Deny(reason)) => ReplayCall::Denied {
+                    reason: reason.clone(),
+                    note: by_person.then(|| DENIED_BY_PERSON.to_owned()),
+                },
                 None => ReplayCall::Undecided,
             };
         }
@@ -287,6 +321,12 @@ impl Replay {
         self.settle_order.is_empty() && self.unsettled.is_empty()
     }
 }
+
+/// The receipt's note on a call a person allowed with `codemode approve`.
+pub(crate) const APPROVED_BY_PERSON: &str = "approved by a person with `codemode approve`";
+
+/// The receipt's note on a call a person denied with `codemode approve`.
+pub(crate) const DENIED_BY_PERSON: &str = "denied by a person with `codemode approve`";
 
 /// At most 200 characters of `text`, for messages.
 fn shorten(text: &str) -> String {
@@ -351,7 +391,7 @@ mod tests {
         let journal = Journal::parse(&lines).unwrap();
         assert_eq!(journal.unsettled, [2, 3]);
         assert_eq!(journal.pending.len(), 1);
-        let mut replay = Replay::new(journal, HashMap::new());
+        let mut replay = Replay::new(journal, HashMap::new(), HashSet::new());
         assert!(matches!(replay.call(1, "write", Caller::Program, "{}"), ReplayCall::Undecided));
         assert!(matches!(replay.call(2, "write", Caller::Program, "{}"), ReplayCall::InTurn { .. }));
         assert!(matches!(replay.call(3, "write", Caller::Program, "{}"), ReplayCall::InTurn { .. }));

@@ -21,7 +21,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::record::{self, CallRecord, DecisionRecord, DoneRecord, Header, PendingRecord};
+use super::record::{
+    self, ApprovalDecision, ApprovalRecord, CallRecord, DecisionRecord, DoneRecord, Header, PendingRecord,
+};
 use super::{JournalStore, LocalStore, NotResumableState, Retention, RunState, StoreError};
 use crate::receipt::{CallStatus, Caller, Decision};
 
@@ -178,6 +180,7 @@ impl Runs {
             calls: Vec::new(),
             pending: Vec::new(),
             decisions: Vec::new(),
+            recorded: Vec::new(),
             receipt: receipt_path.clone(),
             folder: folder_meta.is_some().then(|| folder.clone()),
         };
@@ -204,6 +207,8 @@ impl Runs {
                 details.policy_sha256 = Some(h.policy_sha256);
             }
             details.calls = read.calls.into_values().collect();
+            details.recorded =
+                read.approvals.values().filter(|a| open.iter().any(|p| p.seq == a.seq)).cloned().collect();
             details.pending = open;
             details.decisions = read.decisions;
             return Ok(details);
@@ -550,6 +555,9 @@ struct JournalRead {
     /// Every `pending` line, by seq (the last one of a seq wins).
     pending: BTreeMap<u64, PendingInfo>,
     decisions: Vec<DecisionInfo>,
+    /// `approval` lines no later `decision`, `done` or `pending` line of
+    /// their call closed, by seq (the first of a seq stands).
+    approvals: BTreeMap<u64, DecisionInfo>,
 }
 
 impl JournalRead {
@@ -574,17 +582,19 @@ impl JournalRead {
                     }
                 }
                 Some("done") => {
-                    if let Ok(d) = serde_json::from_str::<DoneRecord>(line)
-                        && let Some(call) = read.calls.get_mut(&d.seq)
-                    {
-                        call.decision = Some(d.end.decision);
-                        call.status = Some(d.end.status);
-                        call.error = d.end.error;
-                        call.note = d.end.note;
+                    if let Ok(d) = serde_json::from_str::<DoneRecord>(line) {
+                        read.approvals.remove(&d.seq);
+                        if let Some(call) = read.calls.get_mut(&d.seq) {
+                            call.decision = Some(d.end.decision);
+                            call.status = Some(d.end.status);
+                            call.error = d.end.error;
+                            call.note = d.end.note;
+                        }
                     }
                 }
                 Some("pending") => {
                     if let Ok(p) = serde_json::from_str::<PendingRecord>(line) {
+                        read.approvals.remove(&p.seq);
                         read.pending.insert(
                             p.seq,
                             PendingInfo {
@@ -599,11 +609,22 @@ impl JournalRead {
                 }
                 Some("decision") => {
                     if let Ok(d) = serde_json::from_str::<DecisionRecord>(line) {
+                        read.approvals.remove(&d.seq);
                         read.decisions.push(DecisionInfo {
                             seq: d.seq,
                             allow: d.allow,
                             reason: d.reason,
                             at: d.at,
+                        });
+                    }
+                }
+                Some("approval") => {
+                    if let Ok(a) = serde_json::from_str::<ApprovalRecord>(line) {
+                        read.approvals.entry(a.seq).or_insert(DecisionInfo {
+                            seq: a.seq,
+                            allow: a.decision == ApprovalDecision::Allow,
+                            reason: a.reason,
+                            at: a.at,
                         });
                     }
                 }
@@ -678,6 +699,9 @@ pub struct RunDetails {
     pub pending: Vec<PendingInfo>,
     /// Decisions given on resumes, in order.
     pub decisions: Vec<DecisionInfo>,
+    /// Decisions a person recorded with `codemode approve` for the pending
+    /// calls, not yet applied by a resume, by seq.
+    pub recorded: Vec<DecisionInfo>,
     /// Its saved receipt, when there is one.
     pub receipt: Option<PathBuf>,
     /// Its folder of receipt and spill files, when there is one.

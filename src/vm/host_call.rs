@@ -259,8 +259,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
             state.ledger.borrow_mut().open(tool, Caller::Program, decision, None);
             return Ok(Value::new_number(ctx.clone(), seq as f64));
         }
-        Some((ReplayCall::Allowed(pending), caught_up)) => {
-            let note = "approved on resume".to_owned();
+        Some((ReplayCall::Allowed { pending, note }, caught_up)) => {
             let begun = state.dispatcher.begin_allowed(
                 &mut state.ledger.borrow_mut(),
                 &pending,
@@ -269,9 +268,14 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
             );
             (begun, true, !caught_up)
         }
-        Some((ReplayCall::Denied(reason), caught_up)) => {
-            let begun =
-                state.dispatcher.begin_denied(&mut state.ledger.borrow_mut(), tool, Caller::Program, reason);
+        Some((ReplayCall::Denied { reason, note }, caught_up)) => {
+            let begun = state.dispatcher.begin_denied(
+                &mut state.ledger.borrow_mut(),
+                tool,
+                Caller::Program,
+                reason,
+                note,
+            );
             (begun, true, !caught_up)
         }
     };

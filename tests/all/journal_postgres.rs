@@ -14,16 +14,16 @@ use codemode::journal::{JournalStore, NotResumableState, PostgresStore, RunState
 const URL_VAR: &str = "CODEMODE_TEST_POSTGRES_URL";
 
 /// The test database, in a fresh schema.
-struct Db {
+pub(crate) struct Db {
     /// A URL whose connections use the test's schema.
-    url: String,
+    pub(crate) url: String,
     admin: tokio_postgres::Client,
     schema: String,
 }
 
 /// The test database for `test`, or `None` when none is configured (a
 /// failure under CI).
-async fn database(test: &str) -> Option<Db> {
+pub(crate) async fn database(test: &str) -> Option<Db> {
     let base = match std::env::var(URL_VAR) {
         Ok(url) if !url.is_empty() => url,
         _ => {
@@ -82,7 +82,7 @@ impl Db {
             .map(|r| r.get(0))
     }
 
-    async fn drop_schema(self) {
+    pub(crate) async fn drop_schema(self) {
         let _ = self.admin.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema)).await;
     }
 }

@@ -1,0 +1,202 @@
+//! `codemode approve RUN_ID [--allow SEQ]... [--deny SEQ]... [--reason
+//! TEXT] [--json]`: a person's decisions for the pending calls of a paused
+//! run, recorded in its journal without running anything; the next resume
+//! (`codemode resume RUN_ID`, or a server's `execute_tools {"resume":
+//! RUN_ID}`) applies them. Without decisions it lists the pending calls.
+//! It opens the journal store as `codemode runs` does (`--workspace`,
+//! `--config`, `--journal`) and builds no engine.
+
+use codemode::journal::{AwaitingCall, Decided, RecordedDecisions};
+use codemode::{ErrorKind, RunError};
+use serde_json::json;
+
+use super::runs::{Place, one_line};
+
+/// Arguments of `codemode approve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ApproveArgs {
+    /// The paused run's id, as its receipt and `codemode runs list` show it.
+    run_id: String,
+    /// Allow the pending call with this seq (repeat, or comma-separate;
+    /// name each call: there is no --allow all).
+    #[arg(long, value_name = "SEQ", value_delimiter = ',', value_parser = seq)]
+    allow: Vec<u64>,
+    /// Deny the pending call with this seq: the program gets a ToolError
+    /// of kind `denied` it can catch (repeat, or comma-separate).
+    #[arg(long, value_name = "SEQ", value_delimiter = ',', value_parser = seq)]
+    deny: Vec<u64>,
+    /// Why the calls were denied, shown to the program and in the receipt
+    /// (with --deny only).
+    #[arg(long, value_name = "TEXT", requires = "deny")]
+    reason: Option<String>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    place: Place,
+}
+
+/// A seq as `--allow`/`--deny` take it: a positive number.
+fn seq(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ if text.trim().eq_ignore_ascii_case("all") => Err(
+            "a person names each call they decide: give its seq (`codemode approve RUN_ID` lists them); there is no `all`"
+                .to_owned(),
+        ),
+        _ => Err(format!("`{text}` is not a call's seq (a number, as `codemode approve RUN_ID` lists them)")),
+    }
+}
+
+/// Runs `codemode approve`. Exit codes: 0 recorded or listed, 2 bad input
+/// (a seq that is not pending or already decided; nothing recorded), 5 a
+/// run that cannot be decided (unknown, ended, held by another process,
+/// interrupted), 1 the journal store failed.
+pub(crate) fn approve(args: ApproveArgs) -> anyhow::Result<u8> {
+    let json = args.json;
+    execute(args).inspect_err(|e| {
+        if json {
+            let error = json!({"error": {"kind": "invocation", "message": format!("{e:#}")}});
+            let _ = super::print_stdout(&format!("{error}\n"));
+        }
+    })
+}
+
+fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
+    let (runs, _) = args.place.open()?;
+    let store = runs.store().clone();
+    let reason = args.reason.as_deref().map(str::to_owned);
+    let decisions: Vec<(u64, Decided)> = args
+        .allow
+        .iter()
+        .map(|&seq| (seq, Decided::Allow))
+        .chain(args.deny.iter().map(|&seq| {
+            (
+                seq,
+                Decided::Deny(
+                    reason.clone().unwrap_or_else(|| "denied by a person with `codemode approve`".into()),
+                ),
+            )
+        }))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let run_id = args.run_id.as_str();
+    if decisions.is_empty() {
+        return match rt.block_on(codemode::journal::pending_decisions(store.as_ref(), run_id)) {
+            Ok(pending) => {
+                let text = if args.json {
+                    format!("{}\n", json!({"run_id": run_id, "pending": pending}))
+                } else {
+                    listing(run_id, &pending)
+                };
+                super::print_stdout(&text)?;
+                Ok(0)
+            }
+            Err(e) => refused(&e, args.json),
+        };
+    }
+    match rt.block_on(codemode::journal::record_decisions(store.as_ref(), run_id, &decisions)) {
+        Ok(recorded) => {
+            let resume = format!("codemode resume {run_id}{}", args.place.options());
+            let host = format!("execute_tools {}", json!({"resume": run_id}));
+            let text = if args.json {
+                format!(
+                    "{}\n",
+                    json!({
+                        "run_id": run_id, "recorded": recorded.recorded, "calls": recorded.calls,
+                        "undecided": recorded.undecided,
+                        "continue": {"host": host, "cli": resume},
+                    })
+                )
+            } else {
+                recorded_text(&recorded, &decisions, &host, &resume)
+            };
+            super::print_stdout(&text)?;
+            Ok(0)
+        }
+        Err(e) => refused(&e, args.json),
+    }
+}
+
+/// Says why nothing was listed or recorded, and the exit code.
+fn refused(e: &RunError, json: bool) -> anyhow::Result<u8> {
+    if json {
+        super::print_stdout(&format!("{}\n", json!({"error": e})))?;
+    }
+    eprintln!("codemode: {}", one_line(&e.message));
+    Ok(match e.kind {
+        ErrorKind::NotResumable => super::EXIT_NOT_RESUMABLE,
+        ErrorKind::Invocation => super::EXIT_USAGE,
+        _ => 1,
+    })
+}
+
+/// The pending calls, each on its lines: what it acts on is shown whole
+/// (on one line: a newline in a command cannot forge a line of its own).
+fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
+    let mut out = format!("run {run_id} is paused; calls waiting for a decision:\n");
+    let mut open = Vec::new();
+    for p in pending {
+        let c = &p.call;
+        out.push_str(&format!("  call {} {}\n", c.seq, one_line(&c.tool)));
+        if let Some(subject) = &c.subject {
+            out.push_str(&format!("    on: {}\n", one_line(subject)));
+        }
+        out.push_str(&format!("    why: {}\n", one_line(&c.reason)));
+        let args = serde_json::to_string(&c.arguments).unwrap_or_default();
+        out.push_str(&format!("    arguments: {}\n", one_line(&args)));
+        match &p.recorded {
+            Some(r) => {
+                let verb = if r.allow { "allowed" } else { "denied" };
+                let why = r.reason.as_deref().map_or_else(String::new, |r| format!(": {}", one_line(r)));
+                out.push_str(&format!("    decided: {verb} at {}{why} (applied on the next resume)\n", r.at));
+            }
+            None => open.push(c.seq.to_string()),
+        }
+    }
+    if pending.is_empty() {
+        out.push_str("  none\n");
+    }
+    if !open.is_empty() {
+        out.push_str(&format!(
+            "decide: codemode approve {run_id} --allow SEQ (or --deny SEQ [--reason TEXT]); undecided: {}\n",
+            open.join(",")
+        ));
+    }
+    out
+}
+
+/// What was recorded and how the run goes on.
+fn recorded_text(
+    recorded: &RecordedDecisions,
+    decisions: &[(u64, Decided)],
+    host: &str,
+    resume: &str,
+) -> String {
+    let mut out = String::new();
+    for (seq, decided) in decisions {
+        // What was decided on, as the journal held it when recorded.
+        let call = recorded.calls.iter().find(|c| c.seq == *seq);
+        let what = call.map_or_else(String::new, |c| {
+            let on = c.subject.as_deref().map_or_else(String::new, |s| format!(" ({})", one_line(s)));
+            format!(" {}{on}", one_line(&c.tool))
+        });
+        match decided {
+            Decided::Allow => out.push_str(&format!("recorded: call {seq}{what} allowed\n")),
+            Decided::Deny(reason) => {
+                out.push_str(&format!("recorded: call {seq}{what} denied: {}\n", one_line(reason)));
+            }
+        }
+    }
+    for c in &recorded.undecided {
+        let on = c.subject.as_deref().map_or_else(String::new, |s| format!(" ({})", one_line(s)));
+        out.push_str(&format!("still waiting: call {} {}{on}\n", c.seq, one_line(&c.tool)));
+    }
+    out.push_str(&format!(
+        "run {} stays paused until resumed: the host continues it with {host}, or run `{}` (with the other \
+         options the run had)\n",
+        recorded.run_id,
+        one_line(resume)
+    ));
+    out
+}
