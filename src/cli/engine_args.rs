@@ -80,6 +80,12 @@ impl EngineArgs {
         EngineArgs { workspace, config, journal, ..EngineArgs::default() }
     }
 
+    /// The options `codemode approve` needs to find a run made with these
+    /// options (workspace, policy file, journal), as command-line text.
+    pub(crate) fn approve_options(&self) -> String {
+        EngineArgs::placed(self.workspace.clone(), self.config.clone(), self.journal.clone()).resume_options()
+    }
+
     /// The approver spec given with `--approve`, if any.
     pub(crate) fn approver_spec(&self) -> Option<&str> {
         self.approve.as_deref()

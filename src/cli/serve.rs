@@ -69,8 +69,8 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
     };
     options.state_key = state_key(args.state_key_file.as_deref())?;
     options.decide_command = format!(
-        "codemode approve {{run_id}} --allow {{seqs}} (or --deny){}, then call execute_tools with {{\"resume\": \"{{run_id}}\"}}",
-        args.engine.resume_options()
+        "codemode approve {{run_id}} --allow {{seqs}}{} (or --deny {{seqs}}), then call execute_tools with {{\"resume\": \"{{run_id}}\"}}",
+        args.engine.approve_options()
     );
     Ok(options)
 }

@@ -35,6 +35,19 @@ fn input_key(seq: u64) -> String {
     format!("approve-{seq}")
 }
 
+/// How often, and how long apart, a resume retries a run another process
+/// holds for a moment (a person's `codemode approve` recording).
+const BUSY_RETRIES: u32 = 10;
+const BUSY_WAIT: Duration = Duration::from_millis(200);
+
+/// Whether `receipt` refuses a resume because another process holds the
+/// run.
+fn is_busy(receipt: &Receipt) -> bool {
+    receipt.error.as_ref().is_some_and(|e| {
+        e.kind == crate::receipt::ErrorKind::NotResumable && e.message.contains("held by another process")
+    })
+}
+
 /// Progress notifications of one request: at most one per this interval.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -205,9 +218,18 @@ impl CodeModeServer {
     /// undecided are gated again (they pause again, or are put to the
     /// person).
     async fn resume_recorded(&self, run_id: &str, options: RunOptions) -> Started {
-        match self.inner.engine.start_resume_with(run_id, &[], options).await {
-            Ok(run) => Started::Run(run),
-            Err(receipt) => Started::Done(Box::new(receipt)),
+        // `codemode approve` holds the run for a moment while it records:
+        // wait a little for it rather than answer "busy".
+        let mut tries = 0;
+        loop {
+            match self.inner.engine.start_resume_recorded(run_id, options.clone()).await {
+                Ok(run) => return Started::Run(run),
+                Err(receipt) if tries < BUSY_RETRIES && is_busy(&receipt) => {
+                    tries += 1;
+                    tokio::time::sleep(BUSY_WAIT).await;
+                }
+                Err(receipt) => return Started::Done(Box::new(receipt)),
+            }
         }
     }
 

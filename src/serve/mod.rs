@@ -53,9 +53,9 @@ pub struct ServeOptions {
     /// answer. Default: 1 hour.
     pub state_ttl: Duration,
     /// The command a paused result names for a person to decide, with
-    /// `{run_id}` and `{seqs}`. Default: `codemode approve {run_id} --allow
-    /// {seqs} (or --deny)`; the CLI adds the options naming the journal
-    /// store and workspace.
+    /// `{run_id}` and `{seqs}`. Default: [`DEFAULT_DECIDE_COMMAND`]; the
+    /// CLI adds the options naming the workspace, policy file and journal
+    /// store after `--allow {seqs}`.
     pub decide_command: String,
 }
 
@@ -88,7 +88,7 @@ impl std::fmt::Debug for ServeOptions {
 }
 
 /// The default of [`ServeOptions::decide_command`].
-pub const DEFAULT_DECIDE_COMMAND: &str = "codemode approve {run_id} --allow {seqs} (or --deny), then call execute_tools with {\"resume\": \"{run_id}\"}";
+pub const DEFAULT_DECIDE_COMMAND: &str = "codemode approve {run_id} --allow {seqs} (or --deny {seqs}), then call execute_tools with {\"resume\": \"{run_id}\"}";
 
 /// Why a server could not start or stopped.
 #[derive(Debug, thiserror::Error)]

@@ -263,7 +263,7 @@ fn a_client_without_elicitation_gets_a_paused_result_and_cannot_resume_it_into_a
     assert_eq!(sc["status"], "paused", "{r}");
     assert_eq!(sc["pending"][0]["subject"], "echo ran >> count.txt");
     let run_id = sc["run_id"].as_str().unwrap().to_owned();
-    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    let text = r["result"]["content"][0]["text"].as_str().unwrap().to_owned();
     assert!(text.contains(&format!("codemode approve {run_id} --allow 1")), "{text}");
     assert_eq!(r["result"]["isError"], false);
 
@@ -280,6 +280,25 @@ fn a_client_without_elicitation_gets_a_paused_result_and_cannot_resume_it_into_a
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("never in this call"), "{r}");
     assert_eq!(count(ws.path()), 0, "the model cannot approve its own call");
+
+    // A person runs the command the result names, in another process ...
+    let decide = text.lines().find_map(|l| l.strip_prefix("decide: ")).expect("a decide line").to_owned();
+    let command = decide.split(" (or --deny").next().unwrap();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(&words[..4], ["codemode", "approve", run_id.as_str(), "--allow"], "{decide}");
+    let out = crate::cli::codemode(&words[1..], "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // ... and the model's resume goes on with that decision: the call runs once.
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"resume": run_id}}));
+    let r = s.response(id, |_, _| {});
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(sc["status"], "completed", "{r}");
+    assert_eq!(sc["value"], "ran");
+    assert_eq!(count(ws.path()), 1);
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"resume": run_id}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["structuredContent"]["error"]["kind"], "not_resumable", "{r}");
+    assert_eq!(count(ws.path()), 1, "an ended run is not run again");
     s.close();
 }
 
