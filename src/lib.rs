@@ -29,6 +29,7 @@
 
 mod catalog;
 mod config_file;
+mod display_text;
 mod engine;
 mod gate;
 pub mod journal;

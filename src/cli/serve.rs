@@ -39,8 +39,14 @@ pub(crate) struct ServeArgs {
 /// Runs `codemode mcp serve` until the client closes stdin. Exit 0; 2 for
 /// a bad invocation or config.
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
-    let options = serve_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
+    let options = serve_options(&args, engine.workspace())?;
+    if engine.journal_store().is_none() && (options.approver.is_none() || options.pause_always) {
+        bail!(
+            "--journal off: codemode mcp serve pauses runs for a person's approval, which needs a journal; \
+             keep the journal, or give --approve deny|allow|cmd:PROGRAM to decide every approval without a person"
+        );
+    }
     let server = CodeModeServer::new((*engine).clone(), options)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     eprintln!("codemode: serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
@@ -49,7 +55,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
 }
 
 /// The server's options from the command line.
-fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
+fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Result<ServeOptions> {
     let secs = args.approval_timeout;
     if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
         bail!("--approval-timeout must be a number of seconds between 0 and 86400, got {secs}");
@@ -67,7 +73,7 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
             Some(codemode::approver_from_spec(spec).map_err(anyhow::Error::msg).context("--approve")?)
         }
     };
-    options.state_key = state_key(args.state_key_file.as_deref())?;
+    options.state_key = state_key(args.state_key_file.as_deref(), workspace)?;
     options.decide_command = format!(
         "codemode approve {{run_id}} --allow {{seqs}}{} (or --deny {{seqs}}), then call execute_tools with {{\"resume\": \"{{run_id}}\"}}",
         args.engine.approve_options()
@@ -77,9 +83,22 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
 
 /// The request-state key: `--state-key-file`, else the environment, else
 /// none (a random key).
-fn state_key(file: Option<&std::path::Path>) -> anyhow::Result<Option<Vec<u8>>> {
+/// A key file inside the workspace is refused: a program could read it
+/// (and forge approvals' states) or replace it.
+fn state_key(file: Option<&std::path::Path>, workspace: &std::path::Path) -> anyhow::Result<Option<Vec<u8>>> {
     let text = match file {
-        Some(path) => std::fs::read(path).with_context(|| format!("--state-key-file {}", path.display()))?,
+        Some(path) => {
+            let real = std::fs::canonicalize(path)
+                .with_context(|| format!("--state-key-file {}", path.display()))?;
+            if real.starts_with(workspace) {
+                bail!(
+                    "--state-key-file {}: the key is inside the workspace, where a program could read it and forge \
+                     approvals; keep it outside (e.g. in ~/.config/codemode/)",
+                    path.display()
+                );
+            }
+            std::fs::read(&real).with_context(|| format!("--state-key-file {}", path.display()))?
+        }
         None => match std::env::var(STATE_KEY_ENV) {
             Ok(v) => v.into_bytes(),
             Err(_) => return Ok(None),

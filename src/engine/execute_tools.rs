@@ -16,11 +16,13 @@ use crate::vm::Limits;
 pub const EXECUTE_TOOLS: &str = "execute_tools";
 
 /// The `execute_tools` spec for `limits`, naming the MCP `servers` (name
-/// and tool count when known), with `declarations` (TypeScript for the
-/// listed tools) at the end of its description.
+/// and tool count when known) and counting `more` not named, with
+/// `declarations` (TypeScript for the listed tools) at the end of its
+/// description.
 pub(crate) fn execute_tools_spec(
     limits: &Limits,
     servers: &[(String, Option<usize>)],
+    more: usize,
     declarations: &str,
 ) -> ToolSpec {
     let description = format!(
@@ -36,7 +38,7 @@ except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. You get a 
 ({value_kib} KiB kept), logs, and each call's decision and status. To call tools without a program, \
 give `batch` instead of `code`: `{{tool, arguments}}`, a list of them, or `{{tool, arguments: [..]}}`; \
 the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declarations}",
-        mcp = mcp_line(servers),
+        mcp = mcp_line(servers, more),
         in_flight = limits.max_in_flight,
         result_kib = limits.result_bytes / 1024,
         deadline = limits.deadline.as_secs_f64(),
@@ -86,18 +88,22 @@ the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declaration
     .destructive(true)
 }
 
-/// One line naming the MCP servers whose tools are deferred, or nothing.
-fn mcp_line(servers: &[(String, Option<usize>)]) -> String {
-    if servers.is_empty() {
+/// One line naming the MCP servers whose tools are deferred (and counting
+/// `more` not named), or nothing.
+fn mcp_line(servers: &[(String, Option<usize>)], more: usize) -> String {
+    if servers.is_empty() && more == 0 {
         return String::new();
     }
-    let named: Vec<String> = servers
+    let mut named: Vec<String> = servers
         .iter()
         .map(|(name, tools)| match tools {
             Some(n) => format!("{name} ({n} tools)"),
             None => format!("{name} (tools not listed yet: call {})", crate::mcp::naming::connect_name(name)),
         })
         .collect();
+    if more > 0 {
+        named.push(format!("and {more} more, whose tools tools.search finds"));
+    }
     format!(
         "MCP servers, their tools named mcp__<server>__<tool> and found with tools.search: {}.\n\n",
         named.join(", ")
@@ -110,7 +116,7 @@ mod tests {
 
     #[test]
     fn the_description_carries_the_limits_and_declarations() {
-        let spec = execute_tools_spec(&Limits::default(), &[], "declare const x: 1;");
+        let spec = execute_tools_spec(&Limits::default(), &[], 0, "declare const x: 1;");
         let d = &spec.description;
         for needle in [
             "at most 16 run at once",
@@ -135,7 +141,7 @@ mod tests {
     #[test]
     fn mcp_servers_are_named_with_their_tool_counts() {
         let servers = [("files".to_owned(), Some(14)), ("memory".to_owned(), None)];
-        let d = execute_tools_spec(&Limits::default(), &servers, "").description;
+        let d = execute_tools_spec(&Limits::default(), &servers, 0, "").description;
         assert!(
             d.contains("files (14 tools), memory (tools not listed yet: call mcp_connect__memory)"),
             "{d}"

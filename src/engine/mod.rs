@@ -672,14 +672,15 @@ impl Engine {
     /// TypeScript declarations of [`Engine::listed_tools`]). Not in the catalog: programs cannot start
     /// programs.
     pub fn execute_tools_spec(&self) -> ToolSpec {
-        self.execute_tools_spec_with(true)
+        self.execute_tools_spec_with(true, None)
     }
 
-    /// [`Engine::execute_tools_spec`], with the TypeScript declarations of
-    /// the listed tools at the end of the description or (`declarations`
-    /// false, for a host with a small budget for tool descriptions) a line
-    /// saying how to get them (`tools.search`).
-    pub fn execute_tools_spec_with(&self, declarations: bool) -> ToolSpec {
+    /// [`Engine::execute_tools_spec`] made smaller for a host with a small
+    /// budget for tool descriptions: without `declarations`, a line naming
+    /// the listed tools and how to get their schemas (`tools.search`)
+    /// replaces the TypeScript declarations; with `servers_named`, at most
+    /// that many MCP servers are named, the others counted.
+    pub fn execute_tools_spec_with(&self, declarations: bool, servers_named: Option<usize>) -> ToolSpec {
         let declarations = if declarations {
             crate::catalog::declarations(&self.listed_tools())
         } else {
@@ -689,13 +690,15 @@ impl Engine {
                 names.join(", ")
             )
         };
-        let servers: Vec<(String, Option<usize>)> = self
+        let mut servers: Vec<(String, Option<usize>)> = self
             .mcp_servers()
             .into_iter()
             .filter(|s| s.state != crate::mcp::ServerState::Disabled)
             .map(|s| (s.name, s.tools))
             .collect();
-        execute_tools::execute_tools_spec(&self.shared.limits, &servers, &declarations)
+        let more = servers.len().saturating_sub(servers_named.unwrap_or(usize::MAX));
+        servers.truncate(servers.len() - more);
+        execute_tools::execute_tools_spec(&self.shared.limits, &servers, more, &declarations)
     }
 
     /// Every configured MCP server with its state and tool count; starts

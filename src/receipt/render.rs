@@ -194,7 +194,7 @@ impl Receipt {
         if unshown > 0 {
             let _ = writeln!(
                 s,
-                "{unshown} pending call(s) not shown here: read the receipt before deciding them"
+                "{unshown} pending call(s) not offered here (not listed, or what they act on is too long to show): read the receipt before deciding them"
             );
         }
         if !shown.is_empty() {
@@ -360,11 +360,7 @@ fn decision_name(d: Decision) -> &'static str {
 /// `\r`, so program text cannot start a line of its own), cut to at most
 /// `max` bytes and marked when cut.
 fn cut(text: &str, max: usize) -> String {
-    let text = if text.contains(['\n', '\r']) {
-        std::borrow::Cow::Owned(text.replace('\n', "\\n").replace('\r', "\\r"))
-    } else {
-        std::borrow::Cow::Borrowed(text)
-    };
+    let text = crate::display_text::one_line(text);
     if text.len() <= max {
         return text.into_owned();
     }
@@ -462,7 +458,7 @@ mod tests {
         assert_eq!(text.lines().filter(|l| l.starts_with("decide:")).count(), 1, "{text}");
         assert!(text.contains("decide: codemode resume run-x --allow 1 (or --deny)"), "{text}");
         assert!(text.contains("too long to show here") && !text.contains("rm -rf"), "{text}");
-        assert!(text.contains("1 pending call(s) not shown here"), "{text}");
+        assert!(text.contains("1 pending call(s) not offered here"), "{text}");
         r.status = RunStatus::Failed;
         assert!(
             !r.render(&RenderOptions::default()).contains("decide:"),

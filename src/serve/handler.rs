@@ -142,13 +142,21 @@ impl CodeModeServer {
             self.answered(params, args, cx, options).await?
         } else if let Some(resume) = input.get(super::surface::RESUME) {
             let run_id = resume_of(&input, resume).map_err(input_error)?;
+            if matches!(route, Route::Pause) {
+                self.nothing_decided(run_id).await?;
+            }
             self.resume_recorded(run_id, options).await
         } else {
             match ExecuteInput::from_value(&input) {
                 Ok(ExecuteInput::Program(program)) => Started::Run(inner.engine.start_with(program, options)),
                 // A batch cannot pause: where approvals pause, it runs as
-                // the equivalent program, which can.
-                Ok(ExecuteInput::Batch(batch)) if route.pauses() => {
+                // the equivalent program, which can (unless that program
+                // would be over the source limit: then as a batch, whose
+                // calls needing an approval are refused).
+                Ok(ExecuteInput::Batch(batch))
+                    if route.pauses()
+                        && batch.as_program().source().len() <= inner.engine.limits().source_bytes =>
+                {
                     Started::Run(inner.engine.start_with(batch.as_program(), options))
                 }
                 Ok(ExecuteInput::Batch(batch)) => {
@@ -213,6 +221,38 @@ impl CodeModeServer {
         })
     }
 
+    /// Refuses, without replaying anything, a resume of paused run `run_id`
+    /// on the pause route when no person has decided any of its pending
+    /// calls yet: the run would only pause again. Anything else (a
+    /// decision recorded, a run that is not paused) goes on to the resume.
+    ///
+    /// # Errors
+    /// The result saying nothing is decided yet and how a person decides.
+    async fn nothing_decided(&self, run_id: &str) -> Result<(), CallToolResult> {
+        let Ok(pending) = self.inner.engine.pending_decisions(run_id).await else { return Ok(()) };
+        if pending.is_empty() || pending.iter().any(|p| p.recorded.is_some()) {
+            return Ok(());
+        }
+        let seqs: Vec<String> = pending.iter().map(|p| p.call.seq.to_string()).collect();
+        let command =
+            self.inner.options.decide_command.replace("{run_id}", run_id).replace("{seqs}", &seqs.join(","));
+        let text = format!(
+            "paused; nothing decided yet: no person has decided the pending call(s) {} of run {run_id}, so the run \
+             stays paused and nothing ran. Ask the user to decide: {command}",
+            seqs.join(", ")
+        );
+        let pending: Vec<Value> = pending
+            .iter()
+            .map(|p| json!({"seq": p.call.seq, "tool": p.call.tool, "reason": p.call.reason, "subject": p.call.subject}))
+            .collect();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(json!({
+            "status": "paused", "run_id": run_id, "value": null, "value_truncated": null, "error": null,
+            "calls": {}, "pending": pending, "receipt_path": null
+        }));
+        Err(result)
+    }
+
     /// `{"resume": RUN_ID}`: continues a paused run with the decisions a
     /// person recorded with `codemode approve`, and no other: calls still
     /// undecided are gated again (they pause again, or are put to the
@@ -265,7 +305,8 @@ impl CodeModeServer {
         }
         let mut requests = InputRequests::new();
         for p in &receipt.pending {
-            let text = approval_text(&p.tool, p.subject.as_deref(), &p.reason, &receipt.run_id, p.seq);
+            let text =
+                approval_text(&p.tool, p.subject.as_deref(), &p.arguments, &p.reason, &receipt.run_id, p.seq);
             let params = form(text, json!({"type": "object", "properties": {}}));
             requests.insert(input_key(p.seq), InputRequest::Elicitation(ElicitRequest::new(params)));
         }

@@ -49,8 +49,17 @@ pub(crate) fn tool_result(
 pub(crate) fn structured(receipt: &Receipt, receipt_path: Option<&str>) -> Value {
     let mut calls: BTreeMap<&str, BTreeMap<String, u64>> = BTreeMap::new();
     for call in &receipt.calls {
-        let status = serde_json::to_value(call.status).ok().and_then(|v| v.as_str().map(str::to_owned));
-        *calls.entry(&call.tool).or_default().entry(status.unwrap_or_default()).or_default() += 1;
+        let status = match (call.status, call.never_started, call.decision) {
+            (crate::receipt::CallStatus::InFlight, _, crate::receipt::Decision::Pending) => {
+                "pending".to_owned()
+            }
+            (crate::receipt::CallStatus::InFlight, true, _) => "never_started".to_owned(),
+            (status, ..) => serde_json::to_value(status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        };
+        *calls.entry(&call.tool).or_default().entry(status).or_default() += 1;
     }
     let pending: Vec<Value> = receipt
         .pending
@@ -109,7 +118,7 @@ pub(crate) fn output_schema() -> Value {
             },
             "calls": {
                 "type": "object",
-                "description": "Calls by tool, then by status (ok, failed, refused, in_flight): counts.",
+                "description": "Calls by tool, then by status: ok, failed, refused, in_flight (was running when the run stopped: may have partly run), never_started, pending (waiting for a person's decision): counts.",
                 "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}
             },
             "pending": {

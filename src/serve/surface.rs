@@ -27,14 +27,21 @@ pub const RESUME: &str = "resume";
 /// tools.
 pub(crate) fn tools(engine: &Engine, direct: &BTreeSet<String>) -> Vec<Tool> {
     let search = engine.tool_specs().into_iter().find(|s| s.name == crate::catalog::TOOL_SEARCH);
-    let surface = |declarations: bool| {
-        let mut tools = vec![execute_tools(engine, declarations)];
+    let surface = |declarations: bool, servers_named: Option<usize>| {
+        let mut tools = vec![execute_tools(engine, declarations, servers_named)];
         tools.extend(search.as_ref().map(|s| mcp_tool(s, None)));
         tools
     };
-    let mut listed = surface(true);
+    // Smaller until it fits: without declarations, then naming fewer MCP
+    // servers (the others counted).
+    let mut listed = surface(true, None);
     if list_bytes(&listed) > LIST_BUDGET {
-        listed = surface(false);
+        listed = surface(false, None);
+    }
+    let mut named = engine.mcp_servers().len();
+    while list_bytes(&listed) > LIST_BUDGET && named > 0 {
+        named /= 2;
+        listed = surface(false, Some(named));
     }
     for spec in engine.tool_specs() {
         if direct.contains(&spec.name) {
@@ -56,8 +63,8 @@ pub(crate) fn list_bytes(tools: &[Tool]) -> usize {
 
 /// `execute_tools`, with the resume field, the output schema and
 /// annotations.
-fn execute_tools(engine: &Engine, declarations: bool) -> Tool {
-    let spec = engine.execute_tools_spec_with(declarations);
+fn execute_tools(engine: &Engine, declarations: bool, servers_named: Option<usize>) -> Tool {
+    let spec = engine.execute_tools_spec_with(declarations, servers_named);
     let mut schema = spec.input_schema.clone();
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         props.insert(

@@ -412,14 +412,23 @@ fn a_run_cut_by_its_deadline_says_which_calls_ran_and_which_never_started() {
 fn tools_list_is_the_small_default_surface_within_6_kib() {
     let ws = crate::common::workspace();
     // Four configured servers (none started): their names are in the
-    // description, and the list still fits.
-    let config = ws.path().join("../serve-mcp.json");
-    let servers: serde_json::Map<String, Value> = ["files", "memory", "issues", "calendar"]
-        .iter()
-        .map(|n| (n.to_string(), json!({"command": "node", "args": [format!("/opt/{n}-server/index.js")]})))
-        .collect();
-    std::fs::write(&config, json!({"mcpServers": servers}).to_string()).unwrap();
-    for args in [vec![], vec!["--mcp-config", config.to_str().unwrap()]] {
+    // description, and the list still fits; thirty with long names: some
+    // are counted rather than named, and it still fits.
+    let config = |name: &str, servers: Vec<String>| {
+        let path = ws.path().parent().unwrap().join(format!("{name}-{}.json", std::process::id()));
+        let servers: serde_json::Map<String, Value> = servers
+            .iter()
+            .map(|n| (n.to_string(), json!({"command": "node", "args": [format!("/opt/{n}/index.js")]})))
+            .collect();
+        std::fs::write(&path, json!({"mcpServers": servers}).to_string()).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let four = config("four", ["files", "memory", "issues", "calendar"].map(String::from).to_vec());
+    let thirty = config(
+        "thirty",
+        (0..30).map(|i| format!("a-server-with-a-rather-long-name-number-{i:02}")).collect(),
+    );
+    for args in [vec![], vec!["--mcp-config", four.as_str()], vec!["--mcp-config", thirty.as_str()]] {
         let mut s = Served::start(ws.path(), &args);
         s.initialize(json!({}));
         let id = s.request("tools/list", json!({}));
@@ -434,9 +443,12 @@ fn tools_list_is_the_small_default_surface_within_6_kib() {
         assert_eq!(execute["outputSchema"]["required"][0], "status");
         assert!(execute["inputSchema"]["properties"]["resume"].is_object());
         assert_eq!(tools[1]["annotations"]["readOnlyHint"], true);
-        if !args.is_empty() {
-            let d = execute["description"].as_str().unwrap();
+        let d = execute["description"].as_str().unwrap();
+        if args.contains(&four.as_str()) {
             assert!(d.contains("calendar (tools not listed yet"), "{d}");
+        }
+        if args.contains(&thirty.as_str()) {
+            assert!(d.contains("more, whose tools tools.search finds"), "{d}");
         }
         s.close();
     }
