@@ -122,11 +122,12 @@ impl CodeModeServer {
                 Err(_) => Started::Done(Box::new(inner.engine.execute_tools(&args).await)),
             }
         };
+        let save = !matches!(started, Started::Refused(_));
         let receipt = started.wait(&cx.ct).await;
         if let Some(p) = progress {
             p.stop().await;
         }
-        Ok(self.answer(&receipt, &route, &args))
+        Ok(self.answer(&receipt, &route, &args, save))
     }
 
     /// A retry of a call answered `input_required`: opens the signed state,
@@ -164,7 +165,7 @@ impl CodeModeServer {
             .collect();
         Ok(match self.inner.engine.start_resume_with(&state.run_id, &decisions, options).await {
             Ok(run) => Started::Run(run),
-            Err(receipt) => Started::Done(Box::new(receipt)),
+            Err(receipt) => Started::Refused(Box::new(receipt)),
         })
     }
 
@@ -175,14 +176,16 @@ impl CodeModeServer {
     async fn resume_recorded(&self, run_id: &str, options: RunOptions) -> Started {
         match self.inner.engine.start_resume_with(run_id, &[], options).await {
             Ok(run) => Started::Run(run),
-            Err(receipt) => Started::Done(Box::new(receipt)),
+            Err(receipt) => Started::Refused(Box::new(receipt)),
         }
     }
 
-    /// The answer to a request whose run ended with `receipt`.
-    fn answer(&self, receipt: &Receipt, route: &Route, args: &Value) -> CallToolResponse {
+    /// The answer to a request whose run ended with `receipt`, saved first
+    /// when `save`.
+    fn answer(&self, receipt: &Receipt, route: &Route, args: &Value, save: bool) -> CallToolResponse {
         let engine = &self.inner.engine;
-        let saved = engine.save_receipt(receipt).ok().map(|p| p.display().to_string());
+        let saved =
+            if save { engine.save_receipt(receipt).ok().map(|p| p.display().to_string()) } else { None };
         if receipt.status == RunStatus::Paused
             && matches!(route, Route::InputRequired)
             && !receipt.pending.is_empty()
@@ -284,6 +287,11 @@ enum Started {
     Batch(crate::BatchRun),
     /// Refused before it ran: its receipt.
     Done(Box<Receipt>),
+    /// A resume refused up front (the run is not paused, is busy, or the
+    /// decisions do not fit it): its receipt names a run that has a receipt
+    /// of its own, which saving this one would overwrite (`codemode resume`
+    /// does not save it either).
+    Refused(Box<Receipt>),
 }
 
 impl Started {
@@ -310,7 +318,7 @@ impl Started {
                     () = cancelled.cancelled() => { canceller.cancel(); wait.await }
                 }
             }
-            Started::Done(receipt) => *receipt,
+            Started::Done(receipt) | Started::Refused(receipt) => *receipt,
         }
     }
 }
