@@ -546,3 +546,87 @@ fn the_inspector_cli_lists_tools_and_calls_execute_tools() {
     assert_eq!(called["structuredContent"]["value"], 4, "{called}");
     assert_eq!(called["isError"], false);
 }
+
+#[test]
+fn the_persons_wait_does_not_count_against_the_deadline_and_no_answer_denies() {
+    let Some(dir) = clients() else { return };
+    // The person takes 2 s to accept; the run's deadline is 1 s.
+    let served = Served::new();
+    let plan = json!({
+        "server": served.server(&["--deadline", "1"]),
+        "elicitation": "accept",
+        "elicitation_delay_ms": 2000,
+        "steps": [{"call": execute(COUNTED)}],
+    });
+    let out = client(&dir, "v1", &plan);
+    let s = out.structured(0);
+    assert_eq!(
+        (s["status"].as_str(), s["value"].as_str()),
+        (Some("completed"), Some("ran")),
+        "{}",
+        out.text(0)
+    );
+    assert_eq!(served.count(), 1);
+    let receipt = served.receipt(s["run_id"].as_str().unwrap());
+    assert!(receipt["approval_wait_ms"].as_f64().unwrap() >= 1000.0, "{receipt}");
+
+    // The person never answers: the approval timeout denies the call, and
+    // the receipt says so (not that the person cancelled).
+    let served = Served::new();
+    let plan = json!({
+        "server": served.server(&["--approval-timeout", "0.5"]),
+        "elicitation": "accept",
+        "elicitation_delay_ms": 30000,
+        "steps": [{"call": execute(COUNTED)}],
+    });
+    let out = client(&dir, "v1", &plan);
+    let s = out.structured(0);
+    assert_eq!(
+        (s["status"].as_str(), s["value"].as_str()),
+        (Some("completed"), Some("denied")),
+        "{}",
+        out.text(0)
+    );
+    assert_eq!(served.count(), 0);
+    let receipt = served.receipt(s["run_id"].as_str().unwrap());
+    assert_eq!(receipt["calls"][0]["decision"], "denied", "{receipt}");
+    assert!(receipt.to_string().contains("within the approval timeout"), "{receipt}");
+}
+
+#[test]
+fn direct_tools_and_tool_search_through_a_client() {
+    let Some(dir) = clients() else { return };
+    let served = Served::new();
+    let call = |name: &str, args: Value| json!({"name": name, "arguments": args});
+    let plan = json!({
+        "server": served.server(&["--direct-tools"]),
+        "elicitation": "decline",
+        "steps": [
+            {"list": true},
+            // An upstream server's tools are known once it started (here
+            // by a program's call; its start is the gate's business).
+            {"call": execute("return (await tools.mcp__everything__echo({message: 'hi'})).content")},
+            {"call": call("tool_search", json!({"query": "echo message"}))},
+            {"call": call("read", json!({"path": "a.txt"}))},
+            {"call": call("bash", json!({"command": "echo ran >> count.txt"}))},
+            {"call": call("mcp__everything__echo", json!({"message": "x"}))},
+        ],
+    });
+    let out = client(&dir, "v1", &plan);
+    let names = out.steps[0]["tools"].as_array().unwrap();
+    for name in ["execute_tools", "tool_search", "read", "write", "edit", "file_search", "grep_files", "bash"]
+    {
+        assert!(names.contains(&json!(name)), "{name} not listed: {names:?}");
+    }
+    assert_eq!(out.structured(1)["value"], "Echo: hi", "{}", out.text(1));
+    let found = out.text(2);
+    assert!(found.contains("mcp__everything__echo"), "{found}");
+    assert!(out.text(3).contains("alpha"), "{}", out.steps[3]);
+    // A direct bash call passes the same gate: the person declined.
+    assert_eq!(out.result(4)["isError"], true, "{}", out.steps[4]);
+    assert_eq!(out.elicitations.len(), 1, "{:?}", out.elicitations);
+    assert_eq!(served.count(), 0);
+    // Upstream tools are reached inside programs, not listed.
+    let unknown = &out.steps[5];
+    assert!(unknown["error"].as_str().is_some_and(|e| e.contains("unknown tool")), "{unknown}");
+}

@@ -5,6 +5,7 @@
 //   {
 //     "server": {"command": "...", "args": [...], "cwd": "...", "env": {...}} | {"url": "http://..."},
 //     "elicitation": "accept" | "decline" | "cancel" | null,   // null: not declared
+//     "elicitation_delay_ms": 0,        // the person takes this long to answer
 //     "steps": [
 //       {"list": true},
 //       {"call": {"name": "execute_tools", "arguments": {...}},

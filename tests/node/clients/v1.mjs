@@ -13,6 +13,7 @@ const elicitations = [];
 if (plan.elicitation) {
   client.setRequestHandler(ElicitRequestSchema, async (request) => {
     elicitations.push(request.params.message);
+    if (plan.elicitation_delay_ms) await new Promise((r) => setTimeout(r, plan.elicitation_delay_ms));
     return { action: plan.elicitation, ...(plan.elicitation === 'accept' ? { content: {} } : {}) };
   });
 }
@@ -34,3 +35,5 @@ await runPlan(
   elicitations,
 );
 await client.close();
+// A delayed elicitation answer may still be waiting: do not wait for it.
+process.exit(0);

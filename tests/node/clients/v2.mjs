@@ -17,6 +17,7 @@ const elicitations = [];
 if (plan.elicitation) {
   client.setRequestHandler('elicitation/create', async (request) => {
     elicitations.push(request.params.message);
+    if (plan.elicitation_delay_ms) await new Promise((r) => setTimeout(r, plan.elicitation_delay_ms));
     return { action: plan.elicitation, ...(plan.elicitation === 'accept' ? { content: {} } : {}) };
   });
 }
@@ -35,3 +36,5 @@ await runPlan(
   elicitations,
 );
 await client.close();
+// A delayed elicitation answer may still be waiting: do not wait for it.
+process.exit(0);
