@@ -630,3 +630,27 @@ fn direct_tools_and_tool_search_through_a_client() {
     let unknown = &out.steps[5];
     assert!(unknown["error"].as_str().is_some_and(|e| e.contains("unknown tool")), "{unknown}");
 }
+
+#[test]
+fn an_untrusted_workspace_servers_start_is_put_to_the_person() {
+    let Some(dir) = clients() else { return };
+    for (answer, value) in [("accept", "Echo: hi"), ("decline", "denied")] {
+        let served = Served::new();
+        // The workspace's own .mcp.json: untrusted until `codemode trust`.
+        let everything = node_server("server-everything");
+        let servers =
+            json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}}});
+        std::fs::write(served.path().join(".mcp.json"), servers.to_string()).unwrap();
+        let mut server = served.server(&[]);
+        let args: Vec<Value> =
+            server["args"].as_array().unwrap().iter().take_while(|a| *a != "--mcp-config").cloned().collect();
+        server["args"] = json!(args);
+        let program = "try { return (await tools.mcp__everything__echo({message: 'hi'})).content } catch (e) { return e.kind }";
+        let plan = json!({"server": server, "elicitation": answer, "steps": [{"call": execute(program)}]});
+        let out = client(&dir, "v1", &plan);
+        assert_eq!(out.structured(0)["value"], value, "{answer}: {}", out.text(0));
+        assert_eq!(out.elicitations.len(), 1, "{answer}: {:?}", out.elicitations);
+        let asked = &out.elicitations[0];
+        assert!(asked.contains("mcp_connect__everything") && asked.contains(&everything), "{asked}");
+    }
+}
