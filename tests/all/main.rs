@@ -31,6 +31,7 @@ mod protection;
 mod receipts;
 mod runs;
 mod sandbox;
+mod serve_clients;
 mod serve_stdio;
 mod tool_bash;
 mod tool_files;

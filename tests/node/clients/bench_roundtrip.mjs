@@ -1,0 +1,89 @@
+// Benchmark (not a test): `execute_tools` round trips over stdio from the
+// official TypeScript SDK v1 client to `codemode mcp serve`, for `return 1`
+// and for a program of 10 reads; p50 and p99 in milliseconds.
+//
+//   node tests/node/clients/bench_roundtrip.mjs [BINARY] [CALLS]
+//
+// BINARY defaults to target/release/codemode when that build has
+// `mcp serve`, else target/debug/codemode (say which in the figures: a
+// debug build is much slower). CALLS defaults to 200, after 20 warm-up
+// calls of each program. Each program is measured twice: with the default
+// journal (each run written to <workspace>/.codemode/runs, its receipt
+// saved) and with `--journal off`. Results go to docs/PERFORMANCE.md by
+// hand.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir, cpus } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+const target = process.env.CARGO_TARGET_DIR ?? join(repo, 'target');
+
+function serves(binary) {
+  try {
+    execFileSync(binary, ['mcp', 'serve', '--help'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const candidates = process.argv[2] ? [process.argv[2]] : [join(target, 'release/codemode'), join(target, 'debug/codemode')];
+const binary = candidates.find((b) => existsSync(b) && serves(b));
+if (!binary) {
+  console.error(`no codemode binary with \`mcp serve\` among ${candidates.join(', ')}: build one, or give its path`);
+  process.exit(2);
+}
+const calls = Number(process.argv[3] ?? 200);
+const warmup = 20;
+
+const ws = mkdtempSync(join(tmpdir(), 'codemode-bench-'));
+for (let i = 0; i < 10; i++) writeFileSync(join(ws, `f${i}.txt`), `line ${i}\n`.repeat(50));
+
+const programs = {
+  'return 1': 'return 1',
+  '10 reads': 'let n = 0; for (let i = 0; i < 10; i++) { n += (await tools.read({path: `f${i}.txt`})).metadata.total_lines } return n',
+};
+
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+const results = {};
+for (const [journal, extra] of [['journal on', []], ['journal off', ['--journal', 'off']]]) {
+  const client = new Client({ name: 'codemode-bench', version: '1.0.0' });
+  await client.connect(
+    new StdioClientTransport({ command: binary, args: ['mcp', 'serve', '--workspace', ws, ...extra], stderr: 'ignore' }),
+  );
+  for (const [name, code] of Object.entries(programs)) {
+    const times = [];
+    for (let i = 0; i < warmup + calls; i++) {
+      const start = performance.now();
+      const r = await client.callTool({ name: 'execute_tools', arguments: { code } });
+      const ms = performance.now() - start;
+      if (r.structuredContent?.status !== 'completed') throw new Error(`${name}: ${JSON.stringify(r)}`);
+      if (i >= warmup) times.push(ms);
+    }
+    times.sort((a, b) => a - b);
+    results[`${name}, ${journal}`] = { p50_ms: +percentile(times, 50).toFixed(3), p99_ms: +percentile(times, 99).toFixed(3), calls };
+  }
+  await client.close();
+}
+rmSync(ws, { recursive: true, force: true });
+
+console.log(
+  JSON.stringify(
+    {
+      binary,
+      build: binary.includes('/release/') ? 'release' : 'debug',
+      machine: `${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}`,
+      date: new Date().toISOString(),
+      results,
+    },
+    null,
+    2,
+  ),
+);

@@ -1,0 +1,77 @@
+// The shared part of the client scripts: reads the plan, runs its steps
+// through an SDK-specific `session`, prints one JSON line per step.
+//
+// A plan (argv[2], JSON):
+//   {
+//     "server": {"command": "...", "args": [...], "cwd": "...", "env": {...}} | {"url": "http://..."},
+//     "elicitation": "accept" | "decline" | "cancel" | null,   // null: not declared
+//     "elicitation_delay_ms": 0,        // the person takes this long to answer
+//     "steps": [
+//       {"list": true},
+//       {"call": {"name": "execute_tools", "arguments": {...}},
+//        "progress": true,                 // pass onprogress, report the notifications
+//        "abort_when_file": "/path",       // abort the request once this file exists
+//        "raw": true,                      // v1: send the params as given (requestState...)
+//        "allow_input_required": true,     // v2: hand `input_required` back instead of fulfilling it
+//        "state_from": 1,                  // put step 1's requestState into params.requestState
+//        "state": "...",                   // or this requestState
+//        "responses": {...}}               // params.inputResponses
+//     ]
+//   }
+// Output: one line `{"step": i, ...}` per step, then `{"done": true,
+// "elicitations": [...]}` naming each elicitation the server sent.
+import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export function readPlan() {
+  const text = process.argv[2];
+  if (!text) {
+    console.error('usage: node CLIENT.mjs PLAN_JSON (see tests/node/clients/plan.mjs)');
+    process.exit(2);
+  }
+  return JSON.parse(text);
+}
+
+/// An AbortController that aborts once `file` exists (polled every 20 ms).
+export function abortWhenFile(file) {
+  const controller = new AbortController();
+  (async () => {
+    while (!existsSync(file)) await sleep(20);
+    controller.abort(new Error(`aborted by the client once ${file} existed`));
+  })();
+  return controller;
+}
+
+function out(value) {
+  process.stdout.write(JSON.stringify(value) + '\n');
+}
+
+/// Runs `plan`'s steps with `session`: {connected, list(), call(params, options)}.
+export async function runPlan(plan, session, elicitations) {
+  out({ connected: session.connected });
+  const results = [];
+  for (const [i, step] of plan.steps.entries()) {
+    try {
+      if (step.list) {
+        const tools = await session.list();
+        out({ step: i, tools: tools.map((t) => t.name), bytes: JSON.stringify(tools).length, listed: tools });
+      } else if (step.call) {
+        const progress = [];
+        const options = {};
+        const params = { ...step.call };
+        if (step.state_from !== undefined) params.requestState = results[step.state_from]?.requestState;
+        if (step.state !== undefined) params.requestState = step.state;
+        if (step.responses !== undefined) params.inputResponses = step.responses;
+        if (step.allow_input_required) options.allowInputRequired = true;
+        if (step.progress) options.onprogress = (p) => progress.push(p);
+        if (step.abort_when_file) options.signal = abortWhenFile(step.abort_when_file).signal;
+        const result = await session.call(params, options, step.raw === true);
+        results[i] = result;
+        out({ step: i, result, progress });
+      }
+    } catch (e) {
+      out({ step: i, error: String(e?.message ?? e), code: e?.code ?? null });
+    }
+  }
+  out({ done: true, elicitations });
+}
