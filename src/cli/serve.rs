@@ -139,7 +139,7 @@ fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
     if args.engine.mcp_config_only()?.is_some() {
         let engine = args.engine.clone().approve_by_default("deny");
         options.session_engines = Some(std::sync::Arc::new(move || {
-            engine.build().map(|e| (*e).clone()).map_err(|e| format!("{e:#}"))
+            engine.build().map(|e| e.into_engine()).map_err(|e| format!("{e:#}"))
         }));
     }
     Ok(Some(options))

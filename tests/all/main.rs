@@ -30,6 +30,7 @@ mod protection;
 mod receipts;
 mod runs;
 mod sandbox;
+mod serve_http;
 mod tool_bash;
 mod tool_files;
 mod tool_search;
