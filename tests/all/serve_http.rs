@@ -394,3 +394,95 @@ fn each_2025_11_25_session_has_its_own_mcp_servers_ended_with_the_session() {
     assert_eq!(served.terminate(), Some(0));
     assert_gone(&all[2..]);
 }
+
+/// A fresh schema in the test database, as a `--journal` URL; `None`
+/// (loudly) when `CODEMODE_TEST_POSTGRES_URL` is not set, a failure under
+/// CI.
+fn postgres_journal(test: &str) -> Option<String> {
+    const URL_VAR: &str = "CODEMODE_TEST_POSTGRES_URL";
+    let base = match std::env::var(URL_VAR) {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{URL_VAR} is not set under CI: .ci/run starts PostgreSQL and sets it"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** SKIPPED serve_http::{test}: {URL_VAR} is not set; `bash .ci/run postgres` starts a server and prints it ***\n"
+            );
+            return None;
+        }
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("cm_{test}_{}_{nanos}", std::process::id());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let (client, connection) =
+            tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("the test database");
+        tokio::spawn(connection);
+        client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+    });
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Some(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
+}
+
+#[test]
+fn an_approval_asked_on_one_replica_is_answered_on_another() {
+    let Some(journal) = postgres_journal("replicas") else { return };
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("state.key"), "a shared key of replicas, 32 bytes or more\n").unwrap();
+    let args =
+        ["--http", "127.0.0.1:0", "--journal", &journal, "--state-key-file", "state.key", "--posture", "ask"];
+    let a = Served::start(&args, ws.path(), &[]);
+    let b = Served::start(&args, ws.path(), &[]);
+    let count = || std::fs::read_to_string(ws.path().join("count.txt")).unwrap_or_default().lines().count();
+    let program = json!({"code": "return await tools.call('bash', {command: 'echo ran >> count.txt'})"});
+
+    // Replica A: the run pauses, and the answer asks the person.
+    let asked = modern_call(&a.url, program.clone(), json!({}), true);
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let question = &asked["inputRequests"]["approve-1"];
+    assert_eq!(question["method"], "elicitation/create", "{asked}");
+    assert!(question["params"]["message"].as_str().unwrap().contains("echo ran >> count.txt"), "{asked}");
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    assert_eq!(count(), 0, "nothing ran before the person answered");
+
+    // Replica B: the person accepted; the run resumes from the journal.
+    let accept =
+        json!({"inputResponses": {"approve-1": {"action": "accept", "content": {}}}, "requestState": state});
+    let done = modern_call(&b.url, program.clone(), accept.clone(), true);
+    assert_eq!(done["structuredContent"]["status"], "completed", "{done}");
+    assert_eq!(done["structuredContent"]["calls"]["bash"]["ok"], 1, "{done}");
+    assert_eq!(count(), 1, "the bash call ran once");
+
+    // A declined approval: denied, not run.
+    let asked = modern_call(&a.url, program.clone(), json!({}), true);
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    let decline = json!({"inputResponses": {"approve-1": {"action": "decline"}}, "requestState": state});
+    let declined = modern_call(&b.url, program.clone(), decline, true);
+    assert_eq!(declined["structuredContent"]["calls"]["bash"]["refused"], 1, "{declined}");
+    assert!(
+        declined["content"][0]["text"].as_str().unwrap().contains("declined by the person"),
+        "{declined}"
+    );
+    assert_eq!(count(), 1, "a declined call did not run");
+
+    // A tampered state: refused, nothing ran.
+    let asked = modern_call(&a.url, program.clone(), json!({}), true);
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    let mut tampered: Vec<char> = state.chars().collect();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == 'A' { 'B' } else { 'A' };
+    let tampered: String = tampered.into_iter().collect();
+    let forged = json!({"inputResponses": {"approve-1": {"action": "accept"}}, "requestState": tampered});
+    let refused = modern_call(&b.url, program.clone(), forged, true);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(refused["content"][0]["text"].as_str().unwrap().contains("requestState"), "{refused}");
+    // The real state, for other arguments: refused too.
+    let other = json!({"code": "return await tools.call('bash', {command: 'echo other >> count.txt'})"});
+    let moved = json!({"inputResponses": {"approve-1": {"action": "accept"}}, "requestState": state});
+    let refused = modern_call(&b.url, other, moved, true);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(count(), 1, "nothing ran on a refused state");
+}
