@@ -6,6 +6,7 @@ mod batch_cli;
 mod cli;
 mod common;
 mod conformance;
+mod conformance_server;
 mod direct_calls;
 mod elicitation;
 mod examples;
