@@ -65,6 +65,10 @@ pub const TOKEN_MIN_BYTES: usize = 16;
 /// receipts, and for connections to close, before it ends anyway.
 const DRAIN: Duration = Duration::from_secs(30);
 
+/// How long a stopping server lets answers already written reach their
+/// clients before it ends the streams still open.
+const STREAM_GRACE: Duration = Duration::from_secs(1);
+
 /// Builds an engine the same way the shared one was built (same workspace,
 /// policy, MCP configuration and journal store), for one 2025-11-25
 /// session. Called on a blocking thread. Errors are a sentence for the
@@ -132,7 +136,10 @@ pub struct HttpServer {
     shared: CodeModeServer,
     sessions: Arc<Sessions>,
     inflight: Arc<tokio::sync::RwLock<()>>,
+    /// Cancels the runs in flight.
     stop: CancellationToken,
+    /// Ends rmcp's sessions and streams (after the runs answered).
+    close: CancellationToken,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -158,6 +165,7 @@ impl CodeModeServer {
             .local_addr()
             .map_err(|e| ServeError::Transport(format!("could not read the bound address: {e}")))?;
         let stop = CancellationToken::new();
+        let close = CancellationToken::new();
         let sessions = Arc::new(Sessions {
             factory: options.session_engines.clone(),
             live: Mutex::new(HashMap::new()),
@@ -178,7 +186,7 @@ impl CodeModeServer {
             .with_allowed_origins(allowed_origins(&options))
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.max_body_bytes)
-            .with_cancellation_token(stop.clone());
+            .with_cancellation_token(close.clone());
         let service = StreamableHttpService::new(
             move || Ok(gateway.fresh()),
             Arc::new(LocalSessionManager::default()),
@@ -192,6 +200,7 @@ impl CodeModeServer {
             sessions,
             inflight,
             stop,
+            close,
         })
     }
 }
@@ -245,10 +254,22 @@ impl HttpServer {
             }
         }
         drop(self.listener);
-        // Ends sessions and SSE streams, and cancels runs in flight.
+        // Runs in flight stop, save their receipts and answer; then the
+        // sessions and streams end, and the connections close.
         self.stop.cancel();
         let _ = tokio::time::timeout(DRAIN, self.inflight.write()).await;
-        let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+        // Connections close once their answers are out; streams that never
+        // end by themselves (a session's GET stream) are ended after a grace.
+        let drained = graceful.shutdown();
+        tokio::pin!(drained);
+        tokio::select! {
+            () = &mut drained => {}
+            () = tokio::time::sleep(STREAM_GRACE) => {
+                self.close.cancel();
+                let _ = tokio::time::timeout(DRAIN, drained).await;
+            }
+        }
+        self.close.cancel();
         self.shared.engine().shutdown_mcp().await;
         for engine in self.sessions.drain() {
             engine.shutdown_mcp().await;

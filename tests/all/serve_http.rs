@@ -486,3 +486,39 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
     assert_eq!(refused["isError"], true, "{refused}");
     assert_eq!(count(), 1, "nothing ran on a refused state");
 }
+
+#[test]
+fn sigterm_cancels_a_run_in_flight_and_saves_its_receipt() {
+    let ws = crate::common::workspace();
+    let served = Served::start(&["--http", "127.0.0.1:0", "--posture", "full-access"], ws.path(), &[]);
+    let session = open_session(&served.url, &[], json!({}));
+    let code =
+        "return await tools.call('bash', {command: 'echo go > started; sleep 60; echo done > finished'})";
+    let url = served.url.clone();
+    let call = std::thread::spawn(move || {
+        in_session(
+            &url,
+            &session,
+            2,
+            "tools/call",
+            json!({"name": "execute_tools", "arguments": {"code": code}}),
+        )
+    });
+    let started = ws.path().join("started");
+    for _ in 0..2000 {
+        if std::fs::read_to_string(&started).is_ok_and(|s| s.ends_with('\n')) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(started.exists(), "the bash call started");
+    assert_eq!(served.terminate(), Some(0), "the server stops cleanly");
+    let answered = call.join().unwrap();
+    let result = &answered["result"]["structuredContent"];
+    assert_eq!(result["status"], "cancelled", "{answered}");
+    let receipt = result["receipt_path"].as_str().expect("the receipt was saved");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(receipt).unwrap()).unwrap();
+    assert_eq!(saved["status"], "cancelled");
+    assert_ne!(saved["calls"][0]["status"], "ok", "{saved}");
+    assert!(!ws.path().join("finished").exists(), "the bash call was cut");
+}
