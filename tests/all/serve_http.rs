@@ -522,3 +522,40 @@ fn sigterm_cancels_a_run_in_flight_and_saves_its_receipt() {
     assert_ne!(saved["calls"][0]["status"], "ok", "{saved}");
     assert!(!ws.path().join("finished").exists(), "the bash call was cut");
 }
+
+#[test]
+fn a_body_above_the_bound_is_refused_before_it_is_parsed() {
+    let ws = crate::common::workspace();
+    let served = Served::start(&["--http", "127.0.0.1:0"], ws.path(), &[]);
+    let big = "x".repeat(codemode::serve::MAX_BODY_BYTES + 1);
+    let params = json!({"name": "execute_tools", "arguments": {"code": big}, "_meta": modern_meta(false)});
+    let refused = modern(&served.url, &[], 1, "tools/call", params);
+    assert_eq!(refused.status, 413, "{}", refused.headers);
+    let params =
+        json!({"name": "execute_tools", "arguments": {"code": "return 1"}, "_meta": modern_meta(false)});
+    assert_eq!(modern(&served.url, &[], 2, "tools/call", params).status, 200, "the server goes on");
+}
+
+#[test]
+fn bad_http_options_exit_2_saying_what_to_give() {
+    let ws = crate::common::workspace();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--http", "localhost"], "IP:PORT"),
+        (&["--http", "127.0.0.1:0", "--allow-origin", "app.example.com"], "scheme://host"),
+        (&["--http", "127.0.0.1:0", "--token-file", "missing-token"], "--token-file missing-token"),
+        (&["--token-file", "token"], "--http"),
+    ];
+    std::fs::write(ws.path().join("short"), "short").unwrap();
+    for (args, says) in cases {
+        let out = spawn(args, ws.path(), &[]).wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let out = spawn(&["--http", "127.0.0.1:0", "--token-file", "short"], ws.path(), &[])
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at least 16") && !err.contains("short\n"), "{err}");
+}
