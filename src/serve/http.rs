@@ -486,6 +486,9 @@ impl ServerHandler for Gateway {
             return Err(McpError::internal_error("codemode mcp serve is stopping; nothing was run", None));
         }
         let _running = self.inflight.clone().read_owned().await;
+        if self.stop.is_cancelled() {
+            return Err(McpError::internal_error("codemode mcp serve is stopping; nothing was run", None));
+        }
         // Cancelled by the client's cancellation or by the server stopping;
         // ended with this call.
         let linked = self.stop.child_token();
