@@ -198,7 +198,7 @@ impl EngineArgs {
         if let Some(config) = self.mcp_config(&workspace)? {
             builder = builder.mcp(config, codemode::mcp::PoolOptions::default());
         }
-        Ok(CliEngine { engine: builder.build()?, retention })
+        Ok(CliEngine { engine: builder.build()?, retention, detached: false })
     }
 
     /// The MCP configuration these options name (see
@@ -403,9 +403,19 @@ pub(crate) struct CliEngine {
     engine: Engine,
     /// How long runs are kept (`[journal] keep_runs`, `keep_days`).
     retention: Retention,
+    /// The MCP servers were handed over with [`CliEngine::into_engine`].
+    detached: bool,
 }
 
 impl CliEngine {
+    /// The engine, for an owner that ends its MCP servers itself
+    /// (`Engine::shutdown_mcp`, or dropping its last handle): dropping this
+    /// no longer does.
+    pub(crate) fn into_engine(mut self) -> Engine {
+        self.detached = true;
+        self.engine.clone()
+    }
+
     /// Prunes the workspace's runs to the configured retention, keeping
     /// `run_id` (the run just made). Never an error: what goes wrong is a
     /// warning on stderr.
@@ -442,6 +452,8 @@ impl std::ops::Deref for CliEngine {
 
 impl Drop for CliEngine {
     fn drop(&mut self) {
-        self.engine.shutdown_mcp_blocking();
+        if !self.detached {
+            self.engine.shutdown_mcp_blocking();
+        }
     }
 }

@@ -56,7 +56,8 @@ enum McpCommand {
         #[command(flatten)]
         engine: EngineArgs,
     },
-    /// Serve codemode as an MCP server on stdin/stdout: the tools
+    /// Serve codemode as an MCP server on stdin/stdout (or streamable
+    /// HTTP with --http ADDR): the tools
     /// execute_tools and tool_search, approvals asked of the person behind
     /// the client (docs/SERVE.md).
     Serve(super::serve::ServeArgs),

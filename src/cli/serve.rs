@@ -1,18 +1,22 @@
-//! `codemode mcp serve`: codemode as an MCP server on stdin/stdout
-//! (docs/SERVE.md). The engine options are `run`'s; `--approve` puts one
-//! approver in place of the person behind the client.
+//! `codemode mcp serve`: codemode as an MCP server on stdin/stdout, or on
+//! streamable HTTP with `--http ADDR` (docs/SERVE.md). The engine options
+//! are `run`'s; `--approve` puts one approver in place of the person behind
+//! the client.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use codemode::serve::{CodeModeServer, ServeOptions};
+use codemode::serve::{CodeModeServer, HttpOptions, ServeOptions};
 
 use super::engine_args::EngineArgs;
 
 /// The environment variable that may hold the request-state key
 /// (base64 or raw text of at least 32 bytes).
 const STATE_KEY_ENV: &str = "CODEMODE_SERVE_STATE_KEY";
+
+/// The environment variable that may hold the bearer token of `--http`.
+const TOKEN_ENV: &str = "CODEMODE_SERVE_TOKEN";
 
 /// Arguments of `codemode mcp serve`.
 #[derive(Debug, clap::Args)]
@@ -32,13 +36,34 @@ pub(crate) struct ServeArgs {
     /// $CODEMODE_SERVE_STATE_KEY, else a random key per process].
     #[arg(long, value_name = "FILE")]
     state_key_file: Option<PathBuf>,
+    /// Serve streamable HTTP on ADDR (IP:PORT; port 0 picks a free one)
+    /// at the endpoint /mcp instead of stdin/stdout. 127.0.0.1:PORT keeps
+    /// it on this machine; any other address needs a bearer token.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// File holding the bearer token HTTP clients must send
+    /// (`Authorization: Bearer TOKEN`), at least 16 bytes; required when
+    /// --http is beyond loopback [default: $CODEMODE_SERVE_TOKEN].
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// A browser origin allowed to call the HTTP endpoint besides loopback
+    /// ones, as scheme://host[:port] (`:*` for any port); repeatable.
+    #[arg(long, value_name = "URL", requires = "http")]
+    allow_origin: Vec<String>,
+    /// A host name (or name:port) accepted in the Host header besides
+    /// localhost, 127.0.0.1 and ::1, e.g. the public name a reverse proxy
+    /// passes on; repeatable.
+    #[arg(long, value_name = "NAME", requires = "http")]
+    allow_host: Vec<String>,
     #[command(flatten)]
     engine: EngineArgs,
 }
 
-/// Runs `codemode mcp serve` until the client closes stdin. Exit 0; 2 for
-/// a bad invocation or config.
+/// Runs `codemode mcp serve` until the client closes stdin (or, with
+/// `--http`, until SIGTERM or Ctrl-C). Exit 0; 2 for a bad invocation or
+/// config.
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
+    let http = http_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
     let options = serve_options(&args, engine.workspace())?;
     if engine.journal_store().is_none() && (options.approver.is_none() || options.pause_always) {
@@ -49,9 +74,81 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     }
     let server = CodeModeServer::new((*engine).clone(), options)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    eprintln!("codemode: serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
-    rt.block_on(server.serve_stdio())?;
+    let Some(http) = http else {
+        eprintln!("codemode: serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
+        rt.block_on(server.serve_stdio())?;
+        return Ok(0);
+    };
+    rt.block_on(async {
+        let bound = server.bind_http(http).await?;
+        eprintln!("codemode: serving MCP on {} (workspace {})", bound.url(), engine.workspace().display());
+        bound.run(stop_signal()).await?;
+        eprintln!("codemode: stopped serving MCP");
+        anyhow::Ok(())
+    })?;
     Ok(0)
+}
+
+/// Completes on SIGTERM or Ctrl-C (SIGINT).
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+/// The HTTP server's options from the command line; none without `--http`.
+fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
+    let Some(addr) = &args.http else { return Ok(None) };
+    let addr: std::net::SocketAddr = addr.trim().parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--http {addr}: give IP:PORT, e.g. 127.0.0.1:8080 (this machine only), 0.0.0.0:8080 (every \
+             interface, needs --token-file), or 127.0.0.1:0 for a free port"
+        )
+    })?;
+    for origin in &args.allow_origin {
+        if !(origin.starts_with("http://") || origin.starts_with("https://")) || origin.ends_with('/') {
+            bail!(
+                "--allow-origin {origin}: give a browser origin as scheme://host[:port], e.g. https://app.example.com:443"
+            );
+        }
+    }
+    for host in &args.allow_host {
+        if host.is_empty() || host.contains(['/', ' ']) {
+            bail!("--allow-host {host}: give a host name or name:port, e.g. mcp.example.com");
+        }
+    }
+    let token = match &args.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--token-file {}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => std::env::var(TOKEN_ENV).ok().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()),
+    };
+    let mut options = HttpOptions::new(addr);
+    options.token = token;
+    options.allowed_hosts = args.allow_host.clone();
+    options.allowed_origins = args.allow_origin.clone();
+    // Upstream MCP servers per 2025-11-25 session: each session's engine is
+    // built like the shared one. Without an MCP configuration there is
+    // nothing per session, and the shared engine serves every session.
+    if args.engine.mcp_config_only()?.is_some() {
+        let engine = args.engine.clone().approve_by_default("deny");
+        options.session_engines = Some(std::sync::Arc::new(move || {
+            engine.build().map(|e| e.into_engine()).map_err(|e| format!("{e:#}"))
+        }));
+    }
+    Ok(Some(options))
 }
 
 /// The server's options from the command line.

