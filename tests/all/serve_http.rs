@@ -431,9 +431,12 @@ fn postgres_journal(test: &str) -> Option<String> {
 fn an_approval_asked_on_one_replica_is_answered_on_another() {
     let Some(journal) = postgres_journal("replicas") else { return };
     let ws = crate::common::workspace();
-    std::fs::write(ws.path().join("state.key"), "a shared key of replicas, 32 bytes or more\n").unwrap();
-    let args =
-        ["--http", "127.0.0.1:0", "--journal", &journal, "--state-key-file", "state.key", "--posture", "ask"];
+    // The key is kept outside the workspace (a program could read it there).
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("state.key");
+    std::fs::write(&key, "a shared key of replicas, 32 bytes or more\n").unwrap();
+    let key = key.to_str().unwrap();
+    let args = ["--http", "127.0.0.1:0", "--journal", &journal, "--state-key-file", key, "--posture", "ask"];
     let a = Served::start(&args, ws.path(), &[]);
     let b = Served::start(&args, ws.path(), &[]);
     let count = || std::fs::read_to_string(ws.path().join("count.txt")).unwrap_or_default().lines().count();
@@ -485,6 +488,27 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
     let refused = modern_call(&b.url, other, moved, true);
     assert_eq!(refused["isError"], true, "{refused}");
     assert_eq!(count(), 1, "nothing ran on a refused state");
+
+    // A client without elicitation: paused on A; a person decides with
+    // `codemode approve` against the same database; the model's resume on
+    // B goes on with that decision only.
+    let paused = modern_call(&a.url, program.clone(), json!({}), false);
+    let sc = &paused["structuredContent"];
+    assert_eq!(sc["status"], "paused", "{paused}");
+    let run_id = sc["run_id"].as_str().unwrap().to_owned();
+    let early = modern_call(&b.url, json!({"resume": run_id}), json!({}), false);
+    assert_eq!(early["structuredContent"]["status"], "paused", "{early}");
+    assert_eq!(count(), 1, "a resume without a person's decision runs nothing");
+    let ws_arg = ws.path().to_str().unwrap();
+    let out = crate::cli::codemode(
+        &["approve", &run_id, "--allow", "1", "--journal", &journal, "--workspace", ws_arg],
+        "",
+        ws.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let resumed = modern_call(&b.url, json!({"resume": run_id}), json!({}), false);
+    assert_eq!(resumed["structuredContent"]["status"], "completed", "{resumed}");
+    assert_eq!(count(), 2, "the approved call ran once, on replica B");
 }
 
 #[test]
