@@ -76,7 +76,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let Some(http) = http else {
         eprintln!("codemode: serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
-        rt.block_on(server.serve_stdio())?;
+        rt.block_on(server.serve_stdio(stop_signal()))?;
         return Ok(0);
     };
     rt.block_on(async {

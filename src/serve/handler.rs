@@ -64,6 +64,12 @@ struct Inner {
     signer: StateSigner,
     /// The native tools also listed as direct MCP tools (`--direct-tools`).
     direct: BTreeSet<String>,
+    /// Cancelled when the server stops: every tool call in flight is
+    /// cancelled with it ([`CodeModeServer::stop_runs`]).
+    stop: CancellationToken,
+    /// Held shared by each tool call; a stopping server takes it whole to
+    /// know the calls have answered (their receipts saved).
+    inflight: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl std::fmt::Debug for CodeModeServer {
@@ -86,7 +92,16 @@ impl CodeModeServer {
         let signer = StateSigner::new(&key, options.state_ttl).map_err(super::ServeError::Key)?;
         let direct =
             if options.direct_tools { super::surface::native_names(&engine) } else { BTreeSet::new() };
-        Ok(CodeModeServer { inner: Arc::new(Inner { engine, options, signer, direct }) })
+        let (stop, inflight) = (CancellationToken::new(), Arc::default());
+        Ok(CodeModeServer { inner: Arc::new(Inner { engine, options, signer, direct, stop, inflight }) })
+    }
+
+    /// Cancels every tool call in flight (their runs stop, their receipts
+    /// are saved, their requests are answered) and waits for them, at most
+    /// `wait`; later calls are refused.
+    pub async fn stop_runs(&self, wait: Duration) {
+        self.inner.stop.cancel();
+        let _ = tokio::time::timeout(wait, self.inner.inflight.write()).await;
     }
 
     /// The engine this server runs programs on.
@@ -523,8 +538,24 @@ impl ServerHandler for CodeModeServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let inner = &self.inner;
+        let _running = inner.inflight.clone().read_owned().await;
+        if inner.stop.is_cancelled() {
+            return Err(McpError::internal_error("codemode mcp serve is stopping; nothing was run", None));
+        }
+        // Cancelled by the client's cancellation or by the server stopping.
+        let linked = inner.stop.child_token();
+        let _end = linked.clone().drop_guard();
+        let (client, watched) = (context.ct.clone(), linked.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = client.cancelled() => watched.cancel(),
+                () = watched.cancelled() => {}
+            }
+        });
+        context.ct = linked;
         let name = request.name.to_string();
         if !super::surface::is_listed(&name, &self.inner.direct) {
             return Err(McpError::invalid_params(

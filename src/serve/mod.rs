@@ -117,19 +117,35 @@ pub(crate) fn is_modern(context: &rmcp::service::RequestContext<rmcp::service::R
 
 impl CodeModeServer {
     /// Serves MCP on this process's stdin and stdout until the client
-    /// closes stdin; then ends the upstream MCP servers.
+    /// closes stdin or `shutdown` completes (SIGTERM, Ctrl-C in the CLI):
+    /// then runs in flight are cancelled and answered (receipts saved, at
+    /// most 30 s), and the upstream MCP servers are ended.
     ///
     /// # Errors
     /// The transport failed to start or broke.
-    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+    pub async fn serve_stdio(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), ServeError> {
         use rmcp::ServiceExt as _;
         let engine = self.engine().clone();
+        let server = self.clone();
         let running = self
             .serve(rmcp::transport::io::stdio_pipes())
             .await
             .map_err(|e| ServeError::Transport(format!("could not start serving on stdio: {e}")))?;
-        let ended = running.waiting().await;
+        let closed = running.cancellation_token();
+        let waiting = running.waiting();
+        tokio::pin!(waiting, shutdown);
+        let ended = tokio::select! {
+            ended = &mut waiting => ended.map(|_| ()),
+            () = &mut shutdown => {
+                server.stop_runs(Duration::from_secs(30)).await;
+                closed.cancel();
+                waiting.await.map(|_| ())
+            }
+        };
         engine.shutdown_mcp().await;
-        ended.map(|_| ()).map_err(|e| ServeError::Transport(format!("the stdio session ended badly: {e}")))
+        ended.map_err(|e| ServeError::Transport(format!("the stdio session ended badly: {e}")))
     }
 }

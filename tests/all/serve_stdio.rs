@@ -500,3 +500,29 @@ fn direct_tools_and_tool_search_pass_the_same_gate() {
     assert!(r["error"]["message"].as_str().unwrap().contains("unknown tool `no_such_tool`"), "{r}");
     s.close();
 }
+
+#[test]
+fn sigterm_cancels_a_run_in_flight_answers_it_and_saves_its_receipt() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--posture", "full-access"]);
+    s.initialize(json!({}));
+    let code = "await tools.bash({command: 'echo go > started.txt; exec sleep 62.5'}); return 1;";
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let started = ws.path().join("started.txt");
+    for _ in 0..400 {
+        if std::fs::read_to_string(&started).is_ok_and(|t| t.ends_with('\n')) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(started.exists(), "the bash call started");
+    let pid = nix::unistd::Pid::from_raw(s.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let r = s.response(id, |_, _| {});
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(sc["status"], "cancelled", "{r}");
+    let receipt = std::fs::read_to_string(sc["receipt_path"].as_str().unwrap()).unwrap();
+    assert!(receipt.contains("\"cancelled\""), "{receipt}");
+    let status = s.close();
+    assert!(status.success(), "the server stops cleanly: {status:?}");
+}
