@@ -316,8 +316,9 @@ impl GateRun {
             // with what to do instead.
             Final::Pause { reason, .. } if tool.starts_with(naming::CONNECT_PREFIX) => {
                 Gated::PausedStart(format!(
-                    "the approver paused `{tool}` ({reason}), but a run cannot pause on starting an MCP server yet; \
-                 allow it by a rule (`{tool}`) or decide it with another approver"
+                    "the approver paused `{tool}` ({reason}), but a run cannot pause on starting an MCP server \
+                 inside another call yet; call `{tool}` first on its own (`await tools.call('{tool}', {{}})`), \
+                 which can pause for the decision, or allow it by a rule (`{tool}`)"
                 ))
             }
             // The call itself, once its server is up, pauses like any call.
