@@ -414,6 +414,25 @@ fn resume_of<'a>(args: &'a Value, resume: &'a Value) -> Result<&'a str, String> 
         .ok_or_else(|| "`resume` must be the run_id of a paused run (a string)".to_owned())
 }
 
+/// Makes `context`'s cancellation also fire when `stop` does; the link
+/// ends when the returned guard drops (with the request).
+pub(crate) fn link_cancellation(
+    context: &mut RequestContext<RoleServer>,
+    stop: &CancellationToken,
+) -> tokio_util::sync::DropGuard {
+    let linked = stop.child_token();
+    let end = linked.clone().drop_guard();
+    let (client, watched) = (context.ct.clone(), linked.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = client.cancelled() => watched.cancel(),
+            () = watched.cancelled() => {}
+        }
+    });
+    context.ct = linked;
+    end
+}
+
 /// A tool result saying the input was refused (`isError`).
 fn input_error(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
@@ -546,16 +565,7 @@ impl ServerHandler for CodeModeServer {
             return Err(McpError::internal_error("codemode mcp serve is stopping; nothing was run", None));
         }
         // Cancelled by the client's cancellation or by the server stopping.
-        let linked = inner.stop.child_token();
-        let _end = linked.clone().drop_guard();
-        let (client, watched) = (context.ct.clone(), linked.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = client.cancelled() => watched.cancel(),
-                () = watched.cancelled() => {}
-            }
-        });
-        context.ct = linked;
+        let _end = link_cancellation(&mut context, &inner.stop);
         let name = request.name.to_string();
         if !super::surface::is_listed(&name, &self.inner.direct) {
             return Err(McpError::invalid_params(

@@ -491,16 +491,7 @@ impl ServerHandler for Gateway {
         }
         // Cancelled by the client's cancellation or by the server stopping;
         // ended with this call.
-        let linked = self.stop.child_token();
-        let _end = linked.clone().drop_guard();
-        let (client, watched) = (context.ct.clone(), linked.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = client.cancelled() => watched.cancel(),
-                () = watched.cancelled() => {}
-            }
-        });
-        context.ct = linked;
+        let _end = super::handler::link_cancellation(&mut context, &self.stop);
         let server = self.server_for(&context).await?;
         server.call_tool(request, context).await
     }
