@@ -420,26 +420,38 @@ impl CliEngine {
     /// `run_id` (the run just made). Never an error: what goes wrong is a
     /// warning on stderr.
     pub(crate) fn apply_retention(&self, run_id: &str) {
-        let runs = Runs::for_workspace(self.engine.workspace(), self.engine.journal_store().cloned());
-        let pruned = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
-            .and_then(|rt| {
-                // Only this workspace's runs: another workspace's paused
-                // run in a shared store is not this retention's to remove.
-                let mut options = PruneOptions::keeping(run_id);
-                options.workspace = Some(self.engine.workspace().to_path_buf());
-                rt.block_on(runs.prune(self.retention, &options)).map_err(|e| e.to_string())
-            });
-        match pruned {
-            Ok(report) => {
-                for failure in &report.failures {
-                    eprintln!("codemode: warning: an old run could not be removed: {failure}");
-                }
+        prune_runs(&self.engine, self.retention, run_id);
+    }
+
+    /// How long runs are kept (`[journal] keep_runs`, `keep_days`).
+    pub(crate) fn retention(&self) -> Retention {
+        self.retention
+    }
+}
+
+/// Prunes `engine`'s workspace's runs to `retention`, keeping `run_id`
+/// (the run just made; empty for none). Never an error: what goes wrong is
+/// a warning on stderr. Blocking: not for async code.
+pub(crate) fn prune_runs(engine: &Engine, retention: Retention, run_id: &str) {
+    let runs = Runs::for_workspace(engine.workspace(), engine.journal_store().cloned());
+    let pruned = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            // Only this workspace's runs: another workspace's paused
+            // run in a shared store is not this retention's to remove.
+            let mut options = PruneOptions::keeping(run_id);
+            options.workspace = Some(engine.workspace().to_path_buf());
+            rt.block_on(runs.prune(retention, &options)).map_err(|e| e.to_string())
+        });
+    match pruned {
+        Ok(report) => {
+            for failure in &report.failures {
+                eprintln!("codemode: warning: an old run could not be removed: {failure}");
             }
-            Err(e) => eprintln!("codemode: warning: old runs were not pruned: {e}"),
         }
+        Err(e) => eprintln!("codemode: warning: old runs were not pruned: {e}"),
     }
 }
 

@@ -18,6 +18,9 @@ const STATE_KEY_ENV: &str = "CODEMODE_SERVE_STATE_KEY";
 /// The environment variable that may hold the bearer token of `--http`.
 const TOKEN_ENV: &str = "CODEMODE_SERVE_TOKEN";
 
+/// How often a serve process prunes old runs.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
 /// Arguments of `codemode mcp serve`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -73,6 +76,16 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         );
     }
     let server = CodeModeServer::new((*engine).clone(), options)?;
+    // A serve process lives long: old runs are pruned to the retention
+    // (`[journal] keep_runs`, `keep_days`) when it starts and every ten
+    // minutes, as `codemode run` does after each run.
+    let (pruned, retention) = ((*engine).clone(), engine.retention());
+    std::thread::spawn(move || {
+        loop {
+            super::engine_args::prune_runs(&pruned, retention, "");
+            std::thread::sleep(PRUNE_EVERY);
+        }
+    });
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let Some(http) = http else {
         eprintln!("codemode: serving MCP on stdin/stdout (workspace {})", engine.workspace().display());

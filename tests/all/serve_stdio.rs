@@ -526,3 +526,35 @@ fn sigterm_cancels_a_run_in_flight_answers_it_and_saves_its_receipt() {
     let status = s.close();
     assert!(status.success(), "the server stops cleanly: {status:?}");
 }
+
+#[test]
+fn a_serve_process_prunes_old_runs_to_the_retention() {
+    let ws = crate::common::workspace();
+    for _ in 0..4 {
+        let out = crate::cli::codemode(
+            &["run", "-", "--workspace", ws.path().to_str().unwrap()],
+            "return 1;",
+            ws.path(),
+        );
+        assert_eq!(out.status.code(), Some(0));
+    }
+    let runs = || {
+        std::fs::read_dir(ws.path().join(".codemode/runs"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .count()
+    };
+    assert_eq!(runs(), 4);
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("codemode.toml");
+    std::fs::write(&policy, "[journal]\nkeep_runs = 1\n").unwrap();
+    let mut s = Served::start(ws.path(), &["--config", policy.to_str().unwrap()]);
+    s.initialize(json!({}));
+    let pruned = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(25));
+        runs() <= 1
+    });
+    assert!(pruned, "old runs pruned to keep_runs = 1 when serving starts: {} left", runs());
+    s.close();
+}

@@ -9,7 +9,7 @@
 // debug build is much slower). CALLS defaults to 200, after 20 warm-up
 // calls of each program. Each program is measured twice: with the default
 // journal (each run written to <workspace>/.codemode/runs, its receipt
-// saved) and with `--journal off`. Results go to docs/PERFORMANCE.md by
+// saved) and with `--journal off --approve deny`. Results go to docs/PERFORMANCE.md by
 // hand.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
@@ -53,7 +53,7 @@ function percentile(sorted, p) {
 }
 
 const results = {};
-for (const [journal, extra] of [['journal on', []], ['journal off', ['--journal', 'off']]]) {
+for (const [journal, extra] of [['journal on', []], ['journal off', ['--journal', 'off', '--approve', 'deny']]]) {
   const client = new Client({ name: 'codemode-bench', version: '1.0.0' });
   await client.connect(
     new StdioClientTransport({ command: binary, args: ['mcp', 'serve', '--workspace', ws, ...extra], stderr: 'ignore' }),
