@@ -11,7 +11,7 @@ use std::borrow::Cow;
 /// separators (U+2028, U+2029), bidirectional formatting (U+061C, U+200E,
 /// U+200F, U+202A..U+202E, U+2066..U+2069; Unicode TR9) and invisible
 /// characters (U+200B..U+200D, U+2060, U+FEFF).
-pub(crate) fn is_unsafe(c: char) -> bool {
+pub fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(c,
             '\u{2028}' | '\u{2029}' | '\u{061C}' | '\u{200E}' | '\u{200F}'
@@ -21,7 +21,7 @@ pub(crate) fn is_unsafe(c: char) -> bool {
 
 /// `text` with `\n` and `\r` written as `\n`, `\r` and every other
 /// [`is_unsafe`] character as `\u{XXXX}`; borrowed when there was none.
-pub(crate) fn one_line(text: &str) -> Cow<'_, str> {
+pub fn one_line(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_unsafe) {
         return Cow::Borrowed(text);
     }

@@ -29,7 +29,7 @@
 
 mod catalog;
 mod config_file;
-mod display_text;
+pub mod display_text;
 mod engine;
 mod gate;
 pub mod journal;

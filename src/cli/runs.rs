@@ -8,7 +8,6 @@ use codemode::journal::{PruneOptions, PruneReason, Retention, RunDetails, RunLis
 use serde_json::json;
 
 use super::engine_args::{self, Notice};
-use super::run::printable;
 
 /// Arguments of `codemode runs`.
 #[derive(Debug, clap::Args)]
@@ -312,7 +311,7 @@ fn show_text(d: &RunDetails) -> String {
 /// `text` on one line, safe for a terminal: control characters escaped,
 /// newlines as `\n`.
 pub(crate) fn one_line(text: &str) -> String {
-    printable(&text.replace('\n', "\\n")).into_owned()
+    codemode::display_text::one_line(text).into_owned()
 }
 
 fn as_string(v: serde_json::Value) -> Option<String> {

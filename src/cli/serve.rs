@@ -184,9 +184,16 @@ fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Resul
         }
     };
     options.state_key = state_key(args.state_key_file.as_deref(), workspace)?;
+    let placed = args.engine.approve_options();
+    // A database URL is shown without its password (the result reaches
+    // the model and logs): say so, or the pasted command fails to log in.
+    let hidden = if placed.contains(":***@") {
+        " [the journal URL's password is shown as ***: give your database URL]"
+    } else {
+        ""
+    };
     options.decide_command = format!(
-        "codemode approve {{run_id}} --allow {{seqs}}{} (or --deny {{seqs}}), then call execute_tools with {{\"resume\": \"{{run_id}}\"}}",
-        args.engine.approve_options()
+        "codemode approve {{run_id}} --allow {{seqs}}{placed} (or --deny {{seqs}}){hidden}, then call execute_tools with {{\"resume\": \"{{run_id}}\"}}"
     );
     Ok(options)
 }

@@ -231,14 +231,14 @@ impl Receipt {
         for c in &self.calls {
             // A call whose question was declined is counted apart from the
             // plain `ok` ones: it never looks like a success.
-            let marks: Vec<&str> = (c.decision != Decision::Auto)
+            let marks: Vec<&str> = (c.decision != Decision::Auto && c.decision != Decision::Pending)
                 .then(|| decision_name(c.decision))
                 .into_iter()
                 .chain(c.elicitation_declined.then_some(DECLINED_MARK))
                 .collect();
             let key = match marks.is_empty() {
-                true => status_name(c.status).to_owned(),
-                false => format!("{} ({})", status_name(c.status), marks.join(", ")),
+                true => state_name(c).to_owned(),
+                false => format!("{} ({})", state_name(c), marks.join(", ")),
             };
             let entry = match tools.iter_mut().position(|(t, _)| *t == c.tool) {
                 Some(i) => &mut tools[i].1,
@@ -272,7 +272,7 @@ impl Receipt {
                 c.seq,
                 cut(&c.tool, 80),
                 decision_name(c.decision),
-                status_name(c.status),
+                state_name(c),
                 if c.elicitation_declined { format!(", {DECLINED_MARK}") } else { String::new() },
                 c.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
             );
@@ -335,6 +335,17 @@ fn inert(text: &str) -> String {
             }
         })
         .collect()
+}
+
+/// How a call stands in the rendering: its status, except that a call left
+/// `in_flight` that never started reads `pending` (waiting for a decision)
+/// or `never_started` (waiting for a slot), not as if it were running.
+fn state_name(c: &super::CallReceipt) -> &'static str {
+    match (c.status, c.decision, c.never_started) {
+        (CallStatus::InFlight, Decision::Pending, _) => "pending",
+        (CallStatus::InFlight, _, true) => "never_started",
+        (status, ..) => status_name(status),
+    }
 }
 
 fn status_name(s: CallStatus) -> &'static str {

@@ -187,11 +187,13 @@ impl CodeModeServer {
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.max_body_bytes)
             .with_cancellation_token(close.clone());
-        let service = StreamableHttpService::new(
-            move || Ok(gateway.fresh()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        let mut sessions_config =
+            rmcp::transport::streamable_http_server::session::local::SessionConfig::default();
+        sessions_config.keep_alive =
+            Some(session_idle(self.engine().limits().deadline, self.options().approval_timeout));
+        let mut manager = LocalSessionManager::default();
+        manager.session_config = sessions_config;
+        let service = StreamableHttpService::new(move || Ok(gateway.fresh()), Arc::new(manager), config);
         Ok(HttpServer {
             listener,
             addr,
@@ -415,6 +417,17 @@ impl Drop for SessionServer {
     }
 }
 
+/// How long a 2025-11-25 session may go without a message before it is
+/// ended (its engine and upstream servers with it). rmcp counts a session
+/// idle while one of its requests runs, so this outlasts the longest run:
+/// the deadline plus ten approvals waited to their timeout (the person's
+/// time is not the run's), and a minute; at least rmcp's default of five
+/// minutes, at most a day.
+fn session_idle(deadline: Duration, approval_timeout: Duration) -> Duration {
+    (deadline + approval_timeout * 10 + Duration::from_secs(60))
+        .clamp(Duration::from_secs(300), Duration::from_secs(86_400))
+}
+
 /// The MCP handler rmcp makes one of per session (and per stateless
 /// request): 2026-07-28 requests go to the shared server; a 2025-11-25
 /// session's tool calls go to its own server when sessions get engines.
@@ -505,6 +518,14 @@ mod tests {
         let mut h = hyper::HeaderMap::new();
         h.insert(header::AUTHORIZATION, value.parse().unwrap());
         h
+    }
+
+    #[test]
+    fn a_session_outlasts_its_longest_run() {
+        let s = |secs| Duration::from_secs(secs);
+        assert_eq!(session_idle(s(60), s(300)), s(60 + 3000 + 60));
+        assert_eq!(session_idle(s(1), s(1)), s(300), "at least rmcp's default");
+        assert_eq!(session_idle(s(86_400), s(300)), s(86_400), "at most a day");
     }
 
     #[test]

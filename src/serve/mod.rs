@@ -118,8 +118,9 @@ pub(crate) fn is_modern(context: &rmcp::service::RequestContext<rmcp::service::R
 impl CodeModeServer {
     /// Serves MCP on this process's stdin and stdout until the client
     /// closes stdin or `shutdown` completes (SIGTERM, Ctrl-C in the CLI):
-    /// then runs in flight are cancelled and answered (receipts saved, at
-    /// most 30 s), and the upstream MCP servers are ended.
+    /// then runs in flight are cancelled (receipts saved, answered when
+    /// stdout is still open; at most 30 s), and the upstream MCP servers
+    /// are ended.
     ///
     /// # Errors
     /// The transport failed to start or broke.
@@ -138,7 +139,12 @@ impl CodeModeServer {
         let waiting = running.waiting();
         tokio::pin!(waiting, shutdown);
         let ended = tokio::select! {
-            ended = &mut waiting => ended.map(|_| ()),
+            // The client closed stdin: runs still going are cancelled and
+            // their receipts saved before the process ends.
+            ended = &mut waiting => {
+                server.stop_runs(Duration::from_secs(30)).await;
+                ended.map(|_| ())
+            }
             () = &mut shutdown => {
                 server.stop_runs(Duration::from_secs(30)).await;
                 closed.cancel();

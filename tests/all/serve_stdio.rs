@@ -558,3 +558,30 @@ fn a_serve_process_prunes_old_runs_to_the_retention() {
     assert!(pruned, "old runs pruned to keep_runs = 1 when serving starts: {} left", runs());
     s.close();
 }
+
+#[test]
+fn closing_stdin_mid_run_cancels_the_run_and_saves_its_receipt() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--posture", "full-access"]);
+    s.initialize(json!({}));
+    let code = "await tools.bash({command: 'echo go > started.txt; exec sleep 63.5'}); return 1;";
+    s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let started = ws.path().join("started.txt");
+    for _ in 0..400 {
+        if std::fs::read_to_string(&started).is_ok_and(|t| t.ends_with('\n')) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(started.exists(), "the bash call started");
+    let status = s.close();
+    assert!(status.success(), "{status:?}");
+    let receipts: Vec<String> = std::fs::read_dir(ws.path().join(".codemode/runs"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("receipt.json")).ok())
+        .collect();
+    assert_eq!(receipts.len(), 1, "the run's receipt is saved");
+    let receipt: Value = serde_json::from_str(&receipts[0]).unwrap();
+    assert_eq!(receipt["status"], "cancelled", "{receipt}");
+}
