@@ -108,6 +108,18 @@ fn modern_meta(capabilities: Value) -> Value {
 /// appends to count.txt; it returns how the call went.
 const COUNTING: &str = "return await tools.bash({command: 'echo ran >> count.txt'}).then(() => 'ran', e => e.kind + ': ' + e.message);";
 
+/// Waits (at most 10 s) until `path` holds a whole line: a bash call of
+/// the program has started.
+fn wait_for_line(path: &std::path::Path) {
+    for _ in 0..400 {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.ends_with('\n')) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("{} was not written: the bash call did not start", path.display());
+}
+
 fn count(ws: &std::path::Path) -> usize {
     std::fs::read_to_string(ws.join("count.txt")).map(|s| s.lines().count()).unwrap_or(0)
 }
@@ -508,14 +520,7 @@ fn sigterm_cancels_a_run_in_flight_answers_it_and_saves_its_receipt() {
     s.initialize(json!({}));
     let code = "await tools.bash({command: 'echo go > started.txt; exec sleep 62.5'}); return 1;";
     let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
-    let started = ws.path().join("started.txt");
-    for _ in 0..400 {
-        if std::fs::read_to_string(&started).is_ok_and(|t| t.ends_with('\n')) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(started.exists(), "the bash call started");
+    wait_for_line(&ws.path().join("started.txt"));
     let pid = nix::unistd::Pid::from_raw(s.child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let r = s.response(id, |_, _| {});
@@ -566,14 +571,7 @@ fn closing_stdin_mid_run_cancels_the_run_and_saves_its_receipt() {
     s.initialize(json!({}));
     let code = "await tools.bash({command: 'echo go > started.txt; exec sleep 63.5'}); return 1;";
     s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
-    let started = ws.path().join("started.txt");
-    for _ in 0..400 {
-        if std::fs::read_to_string(&started).is_ok_and(|t| t.ends_with('\n')) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(started.exists(), "the bash call started");
+    wait_for_line(&ws.path().join("started.txt"));
     let status = s.close();
     assert!(status.success(), "{status:?}");
     let receipts: Vec<String> = std::fs::read_dir(ws.path().join(".codemode/runs"))
