@@ -20,7 +20,8 @@ pub fn is_unsafe(c: char) -> bool {
 }
 
 /// `text` with `\n` and `\r` written as `\n`, `\r` and every other
-/// [`is_unsafe`] character as `\u{XXXX}`; borrowed when there was none.
+/// [`is_unsafe`] character as `\u{hex}` (lower case, as Rust and the CLI's
+/// stderr write them: `\u{1b}`); borrowed when there was none.
 pub fn one_line(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_unsafe) {
         return Cow::Borrowed(text);
@@ -30,7 +31,7 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
         match c {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
-            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:04X}}}", c as u32)),
+            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -45,8 +46,8 @@ mod tests {
     fn line_breaks_and_reordering_characters_are_escaped() {
         assert_eq!(one_line("plain text, ünïcode"), "plain text, ünïcode");
         assert_eq!(one_line("a\nb\rc"), "a\\nb\\rc");
-        assert_eq!(one_line("x\u{2028}why: ok\u{0085}y"), "x\\u{2028}why: ok\\u{0085}y");
-        assert_eq!(one_line("ab\u{202E}cd\u{200B}"), "ab\\u{202E}cd\\u{200B}");
-        assert_eq!(one_line("\u{1b}]0;t\u{7}"), "\\u{001B}]0;t\\u{0007}");
+        assert_eq!(one_line("x\u{2028}why: ok\u{0085}y"), "x\\u{2028}why: ok\\u{85}y");
+        assert_eq!(one_line("ab\u{202E}cd\u{200B}"), "ab\\u{202e}cd\\u{200b}");
+        assert_eq!(one_line("\u{1b}]0;t\u{7}"), "\\u{1b}]0;t\\u{7}");
     }
 }
