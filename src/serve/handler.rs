@@ -162,6 +162,7 @@ impl CodeModeServer {
             self.answered(params, args, cx, options).await?
         } else if let Some(resume) = input.get(super::surface::RESUME) {
             let run_id = resume_of(&input, resume).map_err(input_error)?;
+            self.same_workspace(run_id).await?;
             if matches!(route, Route::Pause) {
                 self.nothing_decided(run_id).await?;
             }
@@ -217,6 +218,7 @@ impl CodeModeServer {
             ));
         };
         let state = self.inner.signer.open(sealed, &bound(params, args)).map_err(input_error)?;
+        self.same_workspace(&state.run_id).await?;
         let client = cx.client_info().map(|i| i.name).unwrap_or_else(|| "the MCP client".to_owned());
         let empty = Default::default();
         let responses = params.input_responses.as_ref().unwrap_or(&empty);
@@ -239,6 +241,28 @@ impl CodeModeServer {
             Ok(run) => Started::Run(run),
             Err(receipt) => Started::Done(Box::new(receipt)),
         })
+    }
+
+    /// Refuses a resume of run `run_id` made in another workspace: a shared
+    /// journal store may hold several projects' runs, and a resume runs the
+    /// approved calls in this server's workspace. (Replicas serve the same
+    /// workspace path.) An unknown run goes on, to be refused by the
+    /// resume itself.
+    ///
+    /// # Errors
+    /// The result naming both workspaces.
+    async fn same_workspace(&self, run_id: &str) -> Result<(), CallToolResult> {
+        let engine = &self.inner.engine;
+        let runs = crate::journal::Runs::for_workspace(engine.workspace(), engine.journal_store().cloned());
+        let Ok(details) = runs.show(run_id).await else { return Ok(()) };
+        let here = engine.workspace().display().to_string();
+        match details.workspace {
+            Some(made_in) if made_in != here => Err(input_error(format!(
+                "run {run_id} was made in workspace {made_in}, and this server serves {here}: its calls would run \
+                 in the wrong place, so nothing was resumed; continue it from a server of that workspace"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses, without replaying anything, a resume of paused run `run_id`

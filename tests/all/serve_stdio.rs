@@ -583,3 +583,49 @@ fn closing_stdin_mid_run_cancels_the_run_and_saves_its_receipt() {
     let receipt: Value = serde_json::from_str(&receipts[0]).unwrap();
     assert_eq!(receipt["status"], "cancelled", "{receipt}");
 }
+
+#[test]
+fn a_run_made_in_another_workspace_is_not_resumed_here() {
+    // One journal folder shared by two projects' servers.
+    let (first, second, store) =
+        (crate::common::workspace(), crate::common::workspace(), tempfile::tempdir().unwrap());
+    let journal = store.path().to_str().unwrap();
+    let mut a = Served::start(first.path(), &["--journal", journal]);
+    a.initialize(json!({}));
+    let id = a.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": COUNTING}}));
+    let r = a.response(id, |_, _| {});
+    let run_id = r["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(r["result"]["structuredContent"]["status"], "paused", "{r}");
+    a.close();
+    let out = crate::cli::codemode(
+        &[
+            "approve",
+            &run_id,
+            "--allow",
+            "1",
+            "--journal",
+            journal,
+            "--workspace",
+            first.path().to_str().unwrap(),
+        ],
+        "",
+        first.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut b = Served::start(second.path(), &["--journal", journal]);
+    b.initialize(json!({}));
+    let id = b.request("tools/call", json!({"name": "execute_tools", "arguments": {"resume": run_id}}));
+    let r = b.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("was made in workspace"), "{r}");
+    assert_eq!(count(second.path()) + count(first.path()), 0, "nothing ran anywhere");
+    b.close();
+    // From its own workspace it goes on.
+    let mut a = Served::start(first.path(), &["--journal", journal]);
+    a.initialize(json!({}));
+    let id = a.request("tools/call", json!({"name": "execute_tools", "arguments": {"resume": run_id}}));
+    let r = a.response(id, |_, _| {});
+    assert_eq!(r["result"]["structuredContent"]["status"], "completed", "{r}");
+    assert_eq!(count(first.path()), 1);
+    a.close();
+}
