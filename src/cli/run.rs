@@ -144,15 +144,13 @@ pub(crate) async fn interrupted() -> u8 {
 }
 
 /// `text` with terminal control characters (escape sequences, carriage
-/// returns, bells) and bidirectional overrides shown as `\u{..}`, so program
-/// output on stderr cannot move the cursor or disguise text. Newlines and
-/// tabs stay (the rendering puts program text on one line each).
+/// returns, bells), line separators, bidirectional overrides and invisible
+/// characters ([`codemode::display_text::is_unsafe`]) shown as `\u{..}`,
+/// so program output on stderr cannot move the cursor or disguise text.
+/// Newlines and tabs stay (the rendering puts program text on one line
+/// each).
 pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    };
+    let unsafe_char = |c: char| c != '\n' && c != '\t' && codemode::display_text::is_unsafe(c);
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }

@@ -104,18 +104,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
 
 /// Completes on SIGTERM or Ctrl-C (SIGINT).
 async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
-    }
+    super::run::interrupted().await;
 }
 
 /// The HTTP server's options from the command line; none without `--http`.

@@ -6,7 +6,7 @@
 //! whole is written to a spill file first (see [`spill`]).
 
 pub(crate) mod ledger;
-mod render;
+pub(crate) mod render;
 pub(crate) mod spill;
 
 pub use ledger::CallEndObserver;

@@ -337,10 +337,11 @@ fn inert(text: &str) -> String {
         .collect()
 }
 
-/// How a call stands in the rendering: its status, except that a call left
-/// `in_flight` that never started reads `pending` (waiting for a decision)
-/// or `never_started` (waiting for a slot), not as if it were running.
-fn state_name(c: &super::CallReceipt) -> &'static str {
+/// How a call stands in the rendering (and server mode's call counts): its
+/// status, except that a call left `in_flight` that never started reads
+/// `pending` (waiting for a decision) or `never_started` (waiting for a
+/// slot), not as if it were running.
+pub(crate) fn state_name(c: &super::CallReceipt) -> &'static str {
     match (c.status, c.decision, c.never_started) {
         (CallStatus::InFlight, Decision::Pending, _) => "pending",
         (CallStatus::InFlight, _, true) => "never_started",

@@ -385,12 +385,8 @@ impl CodeModeServer {
         let item = receipt.value.as_array().and_then(|items| items.first()).cloned().unwrap_or(Value::Null);
         Ok(CallToolResponse::Complete(match item.get("error") {
             None if receipt.status == RunStatus::Completed => {
-                let content = item.get("content").cloned().unwrap_or(Value::Null);
-                let text = match content {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                CallToolResult::success(vec![ContentBlock::text(text)])
+                let content = item.get("content").unwrap_or(&Value::Null);
+                CallToolResult::success(vec![ContentBlock::text(content_text(content))])
             }
             _ => {
                 let decide = &self.inner.options.decide_command;
@@ -457,6 +453,15 @@ pub(crate) fn link_cancellation(
     end
 }
 
+/// A tool's result content as the text of an MCP text block: a string as
+/// it is, anything else as compact JSON.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// A tool result saying the input was refused (`isError`).
 fn input_error(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
@@ -475,26 +480,16 @@ impl Started {
     /// client cancelled the request): the run stops, its in-flight calls
     /// are cancelled, and its receipt is still saved.
     async fn wait(self, cancelled: &CancellationToken) -> Receipt {
-        match self {
-            Started::Run(run) => {
-                let canceller = run.canceller();
-                let wait = run.wait();
-                tokio::pin!(wait);
-                tokio::select! {
-                    receipt = &mut wait => receipt,
-                    () = cancelled.cancelled() => { canceller.cancel(); wait.await }
-                }
-            }
-            Started::Batch(run) => {
-                let canceller = run.canceller();
-                let wait = run.wait();
-                tokio::pin!(wait);
-                tokio::select! {
-                    receipt = &mut wait => receipt,
-                    () = cancelled.cancelled() => { canceller.cancel(); wait.await }
-                }
-            }
-            Started::Done(receipt) => *receipt,
+        let (canceller, wait): (crate::Canceller, std::pin::Pin<Box<dyn Future<Output = Receipt> + Send>>) =
+            match self {
+                Started::Run(run) => (run.canceller(), Box::pin(run.wait())),
+                Started::Batch(run) => (run.canceller(), Box::pin(run.wait())),
+                Started::Done(receipt) => return *receipt,
+            };
+        let mut wait = wait;
+        tokio::select! {
+            receipt = &mut wait => receipt,
+            () = cancelled.cancelled() => { canceller.cancel(); wait.await }
         }
     }
 }
@@ -608,11 +603,7 @@ impl ServerHandler for CodeModeServer {
             return Ok(CallToolResponse::Complete(match (outcome.envelope, outcome.error) {
                 (Some(envelope), _) => {
                     let content = envelope.get("content").cloned().unwrap_or(Value::Null);
-                    let text = match &content {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+                    let mut r = CallToolResult::success(vec![ContentBlock::text(content_text(&content))]);
                     if content.is_object() {
                         r.structured_content = Some(content);
                     }

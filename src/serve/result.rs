@@ -49,17 +49,8 @@ pub(crate) fn tool_result(
 pub(crate) fn structured(receipt: &Receipt, receipt_path: Option<&str>) -> Value {
     let mut calls: BTreeMap<&str, BTreeMap<String, u64>> = BTreeMap::new();
     for call in &receipt.calls {
-        let status = match (call.status, call.never_started, call.decision) {
-            (crate::receipt::CallStatus::InFlight, _, crate::receipt::Decision::Pending) => {
-                "pending".to_owned()
-            }
-            (crate::receipt::CallStatus::InFlight, true, _) => "never_started".to_owned(),
-            (status, ..) => serde_json::to_value(status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-        };
-        *calls.entry(&call.tool).or_default().entry(status).or_default() += 1;
+        let state = crate::receipt::render::state_name(call);
+        *calls.entry(&call.tool).or_default().entry(state.to_owned()).or_default() += 1;
     }
     let pending: Vec<Value> = receipt
         .pending

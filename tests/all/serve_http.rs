@@ -397,34 +397,10 @@ fn each_2025_11_25_session_has_its_own_mcp_servers_ended_with_the_session() {
 
 /// A fresh schema in the test database, as a `--journal` URL; `None`
 /// (loudly) when `CODEMODE_TEST_POSTGRES_URL` is not set, a failure under
-/// CI.
+/// CI (journal_postgres.rs makes it).
 fn postgres_journal(test: &str) -> Option<String> {
-    const URL_VAR: &str = "CODEMODE_TEST_POSTGRES_URL";
-    let base = match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => url,
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{URL_VAR} is not set under CI: .ci/run starts PostgreSQL and sets it"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n*** SKIPPED serve_http::{test}: {URL_VAR} is not set; `bash .ci/run postgres` starts a server and prints it ***\n"
-            );
-            return None;
-        }
-    };
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    let schema = format!("cm_{test}_{}_{nanos}", std::process::id());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let (client, connection) =
-            tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("the test database");
-        tokio::spawn(connection);
-        client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
-    });
-    let sep = if base.contains('?') { '&' } else { '?' };
-    Some(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
+    rt.block_on(crate::journal_postgres::database(test)).map(|db| db.url.clone())
 }
 
 #[test]
