@@ -62,9 +62,8 @@ pub(crate) struct ServeArgs {
     engine: EngineArgs,
 }
 
-/// Runs `codemode mcp serve` until the client closes stdin (or, with
-/// `--http`, until SIGTERM or Ctrl-C). Exit 0; 2 for a bad invocation or
-/// config.
+/// Runs `codemode mcp serve` until SIGTERM or Ctrl-C, or (on stdio) until
+/// the client closes stdin. Exit 0; 2 for a bad invocation or config.
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let http = http_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
