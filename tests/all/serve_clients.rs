@@ -1,4 +1,5 @@
-//! `codemode mcp serve` against real MCP clients over stdio: the official
+//! `codemode mcp serve` against real MCP clients over stdio (and, in
+//! `the_clients_over_http`, streamable HTTP): the official
 //! TypeScript SDK v1 (`@modelcontextprotocol/sdk`, MCP 2025-11-25) and v2
 //! (`@modelcontextprotocol/client`, which negotiates 2026-07-28 with this
 //! server), driven by the plans of tests/node/clients/*.mjs, and the MCP
@@ -653,4 +654,68 @@ fn an_untrusted_workspace_servers_start_is_put_to_the_person() {
         let asked = &out.elicitations[0];
         assert!(asked.contains("mcp_connect__everything") && asked.contains(&everything), "{asked}");
     }
+}
+
+/// The same clients over streamable HTTP (`codemode mcp serve --http`): v1
+/// and v2 run a program that reads a file and calls the upstream server,
+/// and have an approval put to them (v1: `elicitation/create` on its
+/// session; v2: `input_required`); the inspector CLI lists the tools and
+/// calls `execute_tools`.
+#[test]
+fn the_clients_over_http() {
+    let Some(dir) = clients() else { return };
+    let served = Served::new();
+    let config = served.config.path().join("mcp.json");
+    let no_trust = served.config.path().join("no-trust-record");
+    let http = crate::serve_http::Served::start(
+        &["--http", "127.0.0.1:0", "--mcp-config", config.to_str().unwrap()],
+        served.path(),
+        &[("XDG_CONFIG_HOME", no_trust.to_str().unwrap())],
+    );
+    let program = "const b = await tools.read({path: 'b.txt'}); \
+                   const e = await tools.mcp__everything__echo({message: 'hi'}); \
+                   return {lines: b.metadata.total_lines, echo: e.content}";
+    for (sdk, runs) in [("v1", 1), ("v2", 2)] {
+        let plan = json!({
+            "server": {"url": http.url},
+            "elicitation": "accept",
+            "steps": [{"list": true}, {"call": execute(program)}, {"call": execute(COUNTED)}],
+        });
+        let out = client(&dir, sdk, &plan);
+        assert_eq!(out.steps[0]["tools"], json!(["execute_tools", "tool_search"]), "{sdk}");
+        let s = out.structured(1);
+        assert_eq!(s["status"], "completed", "{sdk}: {}", out.text(1));
+        assert_eq!(s["value"], json!({"lines": 4, "echo": "Echo: hi"}), "{sdk}");
+        assert_eq!(out.structured(2)["value"], "ran", "{sdk}: {}", out.text(2));
+        assert_eq!(out.elicitations.len(), 1, "{sdk}: the person was asked once");
+        assert_eq!(served.count(), runs, "{sdk}: the approved call ran once");
+    }
+
+    let build = root().join("tests/node/node_modules/@modelcontextprotocol/inspector-cli/build");
+    let inspect = |args: &[&str]| -> Value {
+        let output = Command::new("node")
+            .arg(build.join("index.js"))
+            .arg(&http.url)
+            .args(["--transport", "http"])
+            .args(args)
+            .current_dir(&build)
+            .output()
+            .expect("node runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+    let listed = inspect(&["--method", "tools/list"]);
+    let names: Vec<&str> =
+        listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["execute_tools", "tool_search"]);
+    let called = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "execute_tools",
+        "--tool-arg",
+        "code=return (await tools.read({path: 'b.txt'})).metadata.total_lines",
+    ]);
+    assert_eq!(called["structuredContent"]["value"], 4, "{called}");
 }
