@@ -100,7 +100,10 @@ impl Tool for Edit {
 fn edit_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolOutput, ToolError> {
     let root = workspace::Root::open(&cx.workspace)?;
     let target = workspace::open_for_write(&root, &args.path, false, &cx.confinement, "edit")?;
-    if target.existing.is_none() {
+    // One writer at a time: the file is read under the lock, which is held
+    // past the rename, so no other write lands between the read and it.
+    let lock = super::file_lock::FileLock::acquire(&target.dir, &target.name, &target.real, cancelled)?;
+    if lock.existing.is_none() {
         return Err(workspace::open_error(root.path(), &args.path, nix::errno::Errno::ENOENT));
     }
     let file = openat(
@@ -121,6 +124,7 @@ fn edit_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<To
         file.metadata().ok().map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777);
     write::write_atomic(&target.dir, &target.name, updated.as_bytes(), mode, cancelled)
         .map_err(|e| write::write_error(&args.path, &e))?;
+    drop(lock);
     Ok(ToolOutput::new(json!({
         "path": workspace::relative(&cx.workspace, &target.real),
         "edits": args.edits.len(),

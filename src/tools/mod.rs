@@ -4,6 +4,7 @@ mod bash;
 #[cfg(test)]
 mod contract_tests;
 mod edit;
+mod file_lock;
 mod file_search;
 mod grep_files;
 mod read;

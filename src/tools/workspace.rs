@@ -330,8 +330,6 @@ pub(crate) struct WriteTarget {
     pub(crate) name: OsString,
     /// The file's absolute path (through symlinks inside), for the result.
     pub(crate) real: PathBuf,
-    /// The file's status when it exists (always a regular file).
-    pub(crate) existing: Option<FileStat>,
 }
 
 /// Resolves `path` (relative to the workspace root, or absolute) for a
@@ -378,7 +376,7 @@ pub(crate) fn open_for_write(
             // lookup before it: a swap in between shows here.
             let real = dir.real.join(name);
             refuse_protected(confinement, tool, &real, path)?;
-            return Ok(WriteTarget { real, dir: dir.fd, name: name.to_owned(), existing: Some(st) });
+            return Ok(WriteTarget { real, dir: dir.fd, name: name.to_owned() });
         }
         Err(Errno::ENOENT | Errno::ENOTDIR) => {}
         Err(e) => return Err(open_error(ws, path, e)),
@@ -409,21 +407,23 @@ pub(crate) fn open_for_write(
     }
     // Not found above; a symlink to nowhere may be there, or a file made
     // since.
-    let existing = match fstatat(dir.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+    // Whether it exists, and as what, is looked at again under the writer's
+    // lock (see `super::file_lock`).
+    match fstatat(dir.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => match kind(&st) {
-            SFlag::S_IFREG => Some(st),
+            SFlag::S_IFREG => {}
             SFlag::S_IFDIR => return Err(folder()),
             SFlag::S_IFLNK => {
                 return Err(ToolError::new(format!("cannot open `{path}`: {}", io(Errno::ENOENT))));
             }
             _ => return Err(not_regular()),
         },
-        Err(Errno::ENOENT) => None,
+        Err(Errno::ENOENT) => {}
         Err(e) => return Err(open_error(ws, path, e)),
-    };
+    }
     let real = dir.real.join(name);
     refuse_protected(confinement, tool, &real, path)?;
-    Ok(WriteTarget { dir: dir.fd, name: name.to_owned(), real, existing })
+    Ok(WriteTarget { dir: dir.fd, name: name.to_owned(), real })
 }
 
 /// Creates the folder `name` in `parent` (a folder made meanwhile is fine)
@@ -688,10 +688,7 @@ mod tests {
         assert!(real("sub").unwrap_err().message.contains("folder"));
         assert!(real("ok.txt/inner").unwrap_err().message.contains("is a file"));
         assert!(
-            open_for_write(&root, "n.txt", false, &Confinement::for_workspace(root.path()), "write")
-                .unwrap()
-                .existing
-                .is_none()
+            open_for_write(&root, "n.txt", false, &Confinement::for_workspace(root.path()), "write").is_ok()
         );
         let e = open_for_write(&root, "m/n.txt", false, &Confinement::for_workspace(root.path()), "write")
             .err()

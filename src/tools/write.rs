@@ -74,13 +74,22 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
     }
     let root = workspace::Root::open(&cx.workspace)?;
     let target = workspace::open_for_write(&root, &args.path, true, &cx.confinement, "write")?;
-    let mode = target.existing.as_ref().map(|st| st.st_mode & 0o7777);
+    // One writer at a time: the file's mode and whether it exists are
+    // looked at under the lock, which is held past the rename.
+    let lock = super::file_lock::FileLock::acquire(&target.dir, &target.name, &target.real, cancelled)?;
+    let mode = lock
+        .existing
+        .as_ref()
+        .filter(|st| workspace::kind(st) == nix::sys::stat::SFlag::S_IFREG)
+        .map(|st| st.st_mode & 0o7777);
+    let created = lock.existing.is_none();
     write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
         .map_err(|e| write_error(&args.path, &e))?;
+    drop(lock);
     Ok(ToolOutput::new(json!({
         "path": workspace::relative(&cx.workspace, &target.real),
         "bytes": args.content.len(),
-        "created": target.existing.is_none(),
+        "created": created,
     })))
 }
 

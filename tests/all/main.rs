@@ -12,6 +12,7 @@ mod direct_calls;
 mod elicitation;
 mod examples;
 mod file_race;
+mod file_writers;
 mod gate;
 mod journal;
 mod journal_postgres;
