@@ -38,6 +38,31 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// JSON text (as `serde_json` writes it, compact or pretty) with every
+/// [`is_unsafe`] character that `serde_json` leaves raw (DEL, C1 controls,
+/// line separators, bidirectional and invisible characters, which can only
+/// stand inside strings) written as a JSON `\uXXXX` escape: the same JSON
+/// value, still valid JSON, inert on a terminal. Newlines (the layout of
+/// pretty JSON) stay; every other C0 control is already escaped by
+/// `serde_json` inside strings and never appears outside them. Every
+/// [`is_unsafe`] character is in the Basic Multilingual Plane, so one
+/// `\uXXXX` each suffices.
+pub fn in_json(json: &str) -> Cow<'_, str> {
+    let escaped = |c: char| c != '\n' && is_unsafe(c);
+    if !json.chars().any(escaped) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if escaped(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +74,17 @@ mod tests {
         assert_eq!(one_line("x\u{2028}why: ok\u{0085}y"), "x\\u{2028}why: ok\\u{85}y");
         assert_eq!(one_line("ab\u{202E}cd\u{200B}"), "ab\\u{202e}cd\\u{200b}");
         assert_eq!(one_line("\u{1b}]0;t\u{7}"), "\\u{1b}]0;t\\u{7}");
+    }
+
+    #[test]
+    fn json_keeps_its_value_and_validity() {
+        let value =
+            serde_json::json!({"a\u{202e}": ["\u{1b}]52;c;x\u{7}", "x\u{2028}y\u{85}\u{7f}\u{200b}"]});
+        for text in [serde_json::to_string(&value).unwrap(), serde_json::to_string_pretty(&value).unwrap()] {
+            let shown = in_json(&text);
+            assert!(!shown.chars().any(|c| c != '\n' && is_unsafe(c)), "{shown}");
+            assert_eq!(serde_json::from_str::<serde_json::Value>(&shown).unwrap(), value);
+        }
+        assert!(matches!(in_json("{\n  \"a\": 1\n}"), Cow::Borrowed(_)));
     }
 }

@@ -237,10 +237,14 @@ impl EngineArgs {
                     "not trusted: each server needs an approval to start; `codemode trust {dir}` to trust it"
                 )
             };
-            eprintln!("codemode: MCP servers from {} ({trust}): {}", path.display(), names.join(", "));
+            eprintln!(
+                "codemode: MCP servers from {} ({trust}): {}",
+                path.display(),
+                super::run::printable(&names.join(", "))
+            );
         }
         for warning in config.warnings() {
-            eprintln!("codemode: {warning}");
+            eprintln!("codemode: {}", super::run::printable(&warning));
         }
         if !config.trusted {
             let listing: Vec<&str> =

@@ -182,14 +182,18 @@ fn list(json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
         let era = s.era.map_or("", |era| era.as_str());
         text.push_str(&format!(
             "{:width$}  {:5}  {:11}  {:6}  {}\n",
-            super::run::printable(&s.name),
+            codemode::display_text::one_line(&s.name),
             s.transport,
             state(&s.state),
             era,
             tools
         ));
         if let ServerState::Failed { error } = &s.state {
-            text.push_str(&format!("{:width$}  last error: {}\n", "", super::run::printable(error)));
+            text.push_str(&format!(
+                "{:width$}  last error: {}\n",
+                "",
+                codemode::display_text::one_line(error)
+            ));
         }
     }
     super::print_stdout(&text)?;
@@ -229,16 +233,16 @@ fn tools(server: &str, json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
         let first = description.split(". ").next().unwrap_or(description).trim_end_matches('.');
         text.push_str(&format!(
             "{}\n    {}\n",
-            super::run::printable(tool["name"].as_str().unwrap_or("")),
-            super::run::printable(first)
+            codemode::display_text::one_line(tool["name"].as_str().unwrap_or("")),
+            codemode::display_text::one_line(first)
         ));
     }
     super::print_stdout(&text)?;
     for tool in listing["hidden"].as_array().into_iter().flatten() {
         eprintln!(
             "codemode: hidden: {}: {}",
-            super::run::printable(tool["name"].as_str().unwrap_or("")),
-            super::run::printable(tool["why"].as_str().unwrap_or(""))
+            codemode::display_text::one_line(tool["name"].as_str().unwrap_or("")),
+            codemode::display_text::one_line(tool["why"].as_str().unwrap_or(""))
         );
     }
     Ok(0)

@@ -159,7 +159,8 @@ pub(crate) fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("codemode: {e:#}");
+            // Errors quote configs, servers and programs: made printable.
+            eprintln!("codemode: {}", run::printable(&format!("{e:#}")));
             ExitCode::from(EXIT_USAGE)
         }
     }
@@ -179,7 +180,7 @@ pub(crate) fn save_receipt(
         Ok(path) => (receipt, Some(path.display().to_string())),
         Err(e) => {
             let warning = format!("the receipt could not be saved: {e}");
-            eprintln!("codemode: warning: {warning}");
+            eprintln!("codemode: warning: {}", run::printable(&warning));
             receipt.warnings.push(warning);
             (receipt, None)
         }

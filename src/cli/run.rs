@@ -97,9 +97,12 @@ pub(crate) fn show(
         resume_hint(receipt, engine);
     }
     if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
+        // Made printable as everything shown to a person is: a string's
+        // control characters as `\u{..}` (`--json` has the exact value),
+        // other values as JSON with such characters as `\uXXXX`.
         let value = match &receipt.value {
-            serde_json::Value::String(s) => s.clone(),
-            v => serde_json::to_string_pretty(v)?,
+            serde_json::Value::String(s) => printable(s).into_owned(),
+            v => codemode::display_text::in_json(&serde_json::to_string_pretty(v)?).into_owned(),
         };
         super::print_stdout(&(value + "\n"))?;
     }

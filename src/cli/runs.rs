@@ -226,7 +226,7 @@ fn list_table(list: &[RunListing], now: u64) -> String {
         let program = r.program.as_deref().map_or_else(|| "-".to_owned(), one_line);
         out.push_str(&format!(
             "{:id_width$}  {:11}  {:>4}  {:>5}  {:>7}  {program}\n",
-            r.run_id,
+            one_line(&r.run_id),
             one_line(&r.state),
             age(now.saturating_sub(r.updated_unix)),
             calls,
@@ -238,7 +238,7 @@ fn list_table(list: &[RunListing], now: u64) -> String {
 
 /// One run for a person to read.
 fn show_text(d: &RunDetails) -> String {
-    let mut out = format!("{}  {}\n", d.run_id, one_line(&d.state));
+    let mut out = format!("{}  {}\n", one_line(&d.run_id), one_line(&d.state));
     let mut field = |name: &str, value: Option<String>| {
         if let Some(value) = value {
             out.push_str(&format!("  {name:9} {}\n", one_line(&value)));

@@ -66,7 +66,7 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
             i + 1,
             str_of(&tool["name"]),
             str_of(&tool["source"]),
-            super::run::printable(first),
+            codemode::display_text::one_line(first),
             parameters(&tool["input_schema"]),
         ));
     }
@@ -75,7 +75,7 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
 }
 
 fn str_of(v: &Value) -> String {
-    super::run::printable(v.as_str().unwrap_or("")).into_owned()
+    codemode::display_text::one_line(v.as_str().unwrap_or("")).into_owned()
 }
 
 /// `path, offset?, limit?`: the top-level parameters, optional ones marked.
@@ -92,5 +92,5 @@ fn parameters(schema: &Value) -> String {
         .keys()
         .map(|k| if required.contains(&k.as_str()) { k.clone() } else { format!("{k}?") })
         .collect();
-    super::run::printable(&names.join(", ")).into_owned()
+    codemode::display_text::one_line(&names.join(", ")).into_owned()
 }

@@ -53,10 +53,10 @@ pub(crate) fn tools(args: ToolsArgs) -> anyhow::Result<u8> {
         let first = first.split(". ").next().unwrap_or(first).trim_end_matches('.');
         text.push_str(&format!(
             "{:width$}  {:source_width$}  {:9}  {}\n",
-            super::run::printable(&spec.name),
-            super::run::printable(&spec.source.label()),
+            codemode::display_text::one_line(&spec.name),
+            codemode::display_text::one_line(&spec.source.label()),
             flags,
-            super::run::printable(first)
+            codemode::display_text::one_line(first)
         ));
     }
     if deferred_hidden > 0 {

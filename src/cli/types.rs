@@ -24,6 +24,10 @@ pub(crate) fn types(args: TypesArgs) -> anyhow::Result<u8> {
     let specs = engine.tool_specs();
     let chosen = specs.iter().filter(|s| !args.eager || s.loading == codemode::Loading::Eager);
     let options = codemode::DeclarationOptions::new().preamble(!args.no_preamble);
-    super::print_stdout(&codemode::declarations_with(chosen, &options))?;
+    // Descriptions only reach comments and string literals, where the
+    // `\u{..}` escapes `printable` writes are text and a TypeScript escape
+    // of the same character: the output stays valid TypeScript.
+    let declarations = codemode::declarations_with(chosen, &options);
+    super::print_stdout(&super::run::printable(&declarations))?;
     Ok(0)
 }

@@ -547,8 +547,7 @@ pub(super) fn bounded(text: &str, max_chars: usize) -> String {
     cut
 }
 
-/// `text` with control characters (C0, DEL, C1, line and paragraph
-/// separators) and bidirectional formatting characters replaced by `\uXXXX`,
+/// `text` with the characters [`hidden`] names replaced by `\uXXXX`,
 /// so it shows as one inert line on a terminal.
 pub(super) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -562,13 +561,11 @@ pub(super) fn printable(text: &str) -> String {
     out
 }
 
-/// Control characters (C0, DEL, C1, line and paragraph separators) and
-/// bidirectional formatting characters: escaped everywhere.
+/// What is escaped everywhere: the one rule of
+/// [`crate::display_text::is_unsafe`] (control characters, line and
+/// paragraph separators, bidirectional formatting, zero-width characters).
 fn hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
-        || ('\u{202A}'..='\u{202E}').contains(&c)
-        || ('\u{2066}'..='\u{2069}').contains(&c)
+    crate::display_text::is_unsafe(c)
 }
 
 /// Blank or invisible characters other than the space: whitespace such as

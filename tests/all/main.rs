@@ -36,6 +36,7 @@ mod sandbox;
 mod serve_clients;
 mod serve_http;
 mod serve_stdio;
+mod terminal_text;
 mod tool_bash;
 mod tool_files;
 mod tool_search;
