@@ -1376,6 +1376,8 @@ pub(super) mod tests {
         assert!(long.chars().count() <= 50);
         assert!(long.ends_with("… (1000 chars)"));
         assert_eq!(printable("a\tb\u{7f}\u{2066}"), r"a\u0009b\u007f\u2066");
+        // The rule is display_text's: zero-width characters too.
+        assert_eq!(printable("a\u{200b}b\u{feff}"), r"a\u200bb\ufeff");
         assert_eq!(one_line_json(&json!({"a": "x\ny"}), 300), r#"{"a":"x\ny"}"#);
     }
 
