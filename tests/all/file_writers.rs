@@ -3,8 +3,8 @@
 //! codemode processes at once, are each applied when reported ok (before,
 //! sixteen parallel edits all reported ok and a few were applied); a lock
 //! another process holds makes an edit wait, and the wait ends at the
-//! run's deadline without changing the file; no lock file is left in the
-//! workspace.
+//! run's deadline or the call's own timeout without changing the file; no
+//! lock file is left in the workspace.
 
 use std::path::Path;
 
@@ -114,5 +114,33 @@ fn an_edit_waits_for_another_process_lock_and_gives_up_at_the_deadline() {
     held.unlock().unwrap();
     let done = receipt(&child.wait_with_output().unwrap());
     assert_eq!(done["calls"][0]["status"], "ok", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "after\n");
+}
+
+#[test]
+fn an_edit_waiting_for_a_lock_ends_at_its_own_timeout_with_the_file_unchanged() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("f.txt");
+    std::fs::write(&path, "before\n").unwrap();
+    let mut policy = codemode::Policy::full_access();
+    let settings = codemode::ToolSettings { timeout_ms: Some(300), ..Default::default() };
+    policy.tools.insert("edit".to_owned(), settings);
+    let engine = codemode::Engine::builder().workspace(ws.path()).policy(policy).build().unwrap();
+    let held = std::fs::File::open(&path).unwrap();
+    held.lock().unwrap();
+    let out = engine.call_blocking(
+        "edit",
+        &serde_json::json!({"path": "f.txt", "edits": [{"old": "before", "new": "after"}]}),
+    );
+    let error = out.error.as_ref().expect("the edit did not get the lock");
+    assert_eq!(error["kind"], "timeout", "{error}");
+    assert_eq!(out.call.status, codemode::CallStatus::Failed);
+    drop(held);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "before\n", "the timed-out edit changed nothing");
+    let out = engine.call_blocking(
+        "edit",
+        &serde_json::json!({"path": "f.txt", "edits": [{"old": "before", "new": "after"}]}),
+    );
+    assert!(out.is_ok(), "{:?}", out.error);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "after\n");
 }
