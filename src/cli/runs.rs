@@ -276,7 +276,10 @@ fn show_text(d: &RunDetails) -> String {
         out.push_str(&format!("    {:>3}  {}\n", call.seq, one_line(&line)));
     }
     if !d.pending.is_empty() {
-        out.push_str(&format!("  pending (codemode resume {} --allow SEQ | --deny SEQ)\n", d.run_id));
+        out.push_str(&format!(
+            "  pending (codemode resume {} --allow SEQ | --deny SEQ)\n",
+            one_line(&d.run_id)
+        ));
         for p in &d.pending {
             let args = serde_json::to_string(&p.arguments).unwrap_or_default();
             out.push_str(&format!("    {:>3}  {}\n", p.seq, one_line(&format!("{}  {args}", p.tool))));
