@@ -6,8 +6,8 @@
 //!    rewritten arguments are checked again (schema, escalation fields).
 //! 9. `ask_and_posture`: does the call need an approval? (`ask_posture.rs`)
 //! 10. `approval`: the approver decides while the program waits (the run's
-//!     deadline clock stops while the run waits on nothing else); allow -> `approved`, deny -> `denied`, approver error ->
-//!     `refused`.
+//!     deadline clock stops while the run waits on nothing else); allow ->
+//!     `approved`, deny -> `denied`, approver error -> `refused`.
 //! 11. `after_approval`: if the posture narrowed while the call waited, the
 //!     call is refused.
 

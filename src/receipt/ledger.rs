@@ -218,9 +218,7 @@ impl Ledger {
                     format!("queued behind the in-flight limit; it never started; {note}")
                 } else if call.decision == Decision::Pending {
                     call.never_started = true;
-                    format!(
-                        "its gate had not decided yet (a hook or its MCP server's start); it never ran; {note}"
-                    )
+                    format!("nobody had decided it yet; it never ran; {note}")
                 } else {
                     note.to_owned()
                 };
@@ -272,4 +270,36 @@ pub(crate) struct ReceiptParts {
     /// What the run could not keep or do as asked (spill files not
     /// written, the sandbox off).
     pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_abandoned_call_keeps_the_decision_of_whoever_decided_it() {
+        let mut ledger = Ledger::new(10, 1000);
+        // 1: approved and running; 2: waiting for its approval; 3: in the
+        // gate's hooks; 4: auto and running.
+        for decision in [Decision::Pending, Decision::Pending, Decision::Pending, Decision::Auto] {
+            ledger.open("write", Caller::Program, decision, None);
+        }
+        let decided = [(1, Decision::Approved)];
+        // Call 1 left the wait after `awaiting` was read: its decision wins.
+        ledger.abandon_in_flight("cut", &[1, 2], &[], &decided);
+        ledger.abandon_in_flight("again", &[], &[], &decided);
+        let calls = ledger.into_calls();
+        let seen: Vec<(Decision, bool)> = calls.iter().map(|c| (c.decision, c.never_started)).collect();
+        assert_eq!(
+            seen,
+            [
+                (Decision::Approved, false),
+                (Decision::Pending, true),
+                (Decision::Pending, true),
+                (Decision::Auto, false)
+            ]
+        );
+        assert!(calls.iter().all(|c| c.status == CallStatus::InFlight));
+        assert_eq!(calls[3].note.as_deref(), Some("cut"), "abandoned once");
+    }
 }

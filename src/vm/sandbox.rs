@@ -447,6 +447,11 @@ impl Sandbox {
             if completion.seq == 0 {
                 continue;
             }
+            if self.draining && completion.pause.take().is_some() {
+                // The program failed: the run does not pause on it.
+                completion.end.note =
+                    Some("the approver left it for later, but the program had failed".into());
+            }
             self.state.ledger.borrow_mut().finish(completion.seq, completion.end.clone());
             if let Some(pending) = completion.pause.take() {
                 // The approver left the call for later: the run pauses.
