@@ -373,7 +373,7 @@ impl Driver {
                 break;
             }
             let Some(joined) = next_ended(&mut calls_in.running, &self.clock).await else { continue };
-            let completion = calls_in.ended(joined, &ledger);
+            let completion = calls_in.ended(joined, &ledger, &self.clock);
             let Some(index) = index_of.remove(&completion.seq) else { continue };
             ledger.finish(completion.seq, completion.end.clone());
             if !self.report(index, &calls[index].tool, &completion, &mut values)
@@ -390,7 +390,7 @@ impl Driver {
             let awaiting = self.clock.awaiting_approval();
             let queued: Vec<u64> = calls_in.queued.iter().map(|(seq, _)| *seq).collect();
             calls_in.running.abort_all();
-            ledger.abandon_in_flight(note, &awaiting, &queued);
+            ledger.abandon_in_flight(note, &awaiting, &queued, &self.clock.decisions());
             let mut left: Vec<(u64, usize)> = index_of.drain().collect();
             left.sort_by_key(|&(_, index)| index);
             for (seq, index) in left {

@@ -69,7 +69,9 @@ impl Dispatcher {
         server: String,
     ) -> Begun {
         let calls_made = ledger.calls_made();
-        let seq = ledger.open(tool, caller, Decision::Auto, None);
+        // `pending` until the server's start and the call are decided (a
+        // run that stops first does not call it `auto`).
+        let seq = ledger.open(tool, caller, Decision::Pending, None);
         let finish = self.finisher(tool, seq, Decision::Auto, None);
         let gate = self.gate_run(caller, calls_made, seq);
         let refusals = self.connect_refusals.clone();
@@ -122,6 +124,7 @@ impl Dispatcher {
                 return finish.refused(Decision::Refused, "refused", "the tool left the catalog".into());
             };
             let decision = if call_decision == Decision::Approved { call_decision } else { decision };
+            gate.clock.decided(seq, decision);
             let finish = Finisher { decision, ..finish };
             run_call(finish, notes, entry, args, &gate).await
         });

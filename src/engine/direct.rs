@@ -37,7 +37,7 @@ impl CallOutcome {
 pub(crate) async fn call(shared: Arc<Shared>, run_id: Arc<str>, tool: &str, args: &Value) -> CallOutcome {
     let mut ledger = Ledger::new(0, 0);
     let clock = Arc::new(crate::vm::clock::RunClock::new(shared.limits.deadline));
-    let dispatcher = Dispatcher::new(shared.clone(), run_id.clone(), clock);
+    let dispatcher = Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
     let args_json = serde_json::to_string(args).expect("JSON values serialise");
     let completion = match dispatcher.begin(&mut ledger, tool, &args_json, Caller::Direct, true) {
         Begun::Settled(c) => c,
@@ -49,7 +49,10 @@ pub(crate) async fn call(shared: Arc<Shared>, run_id: Arc<str>, tool: &str, args
             let _cancel_on_drop = AbortOnDrop(task.abort_handle());
             let completion = match task.await {
                 Ok(c) => c,
-                Err(_) => Completion::panicked(seq, tool),
+                Err(_) => {
+                    let decision = clock.decision_of(seq).unwrap_or(ledger.decision_of(seq));
+                    Completion::panicked(seq, tool, decision)
+                }
             };
             ledger.finish(seq, completion.end.clone());
             completion

@@ -48,14 +48,15 @@ pub(crate) struct Completion {
 }
 
 impl Completion {
-    /// The completion of a call whose task panicked.
-    pub(crate) fn panicked(seq: u64, tool: &str) -> Completion {
+    /// The completion of a call whose task panicked, which the gate let
+    /// run with `decision`.
+    pub(crate) fn panicked(seq: u64, tool: &str, decision: Decision) -> Completion {
         let message = "the tool panicked; this is a bug in the tool";
         Completion {
             seq,
             end: CallEnd {
                 status: CallStatus::Failed,
-                decision: Decision::Auto,
+                decision,
                 elapsed: Duration::ZERO,
                 bytes: 0,
                 truncated: None,
@@ -355,7 +356,10 @@ impl Dispatcher {
             let server = server.clone();
             return self.begin_connecting(ledger, tool, args, caller, server);
         }
-        let seq = ledger.open(tool, caller, Decision::Auto, None);
+        // A call that hooks or an approval decide is `pending` until they
+        // have (so a run that stops first does not call it `auto`).
+        let later = later::needed(tool, &prep, &shared.policy, &shared.posture);
+        let seq = ledger.open(tool, caller, if later { Decision::Pending } else { Decision::Auto }, None);
         if entry.spec.loading == crate::catalog::Loading::Deferred {
             shared.discovery.note_called(tool, self.turn);
         }
@@ -365,7 +369,7 @@ impl Dispatcher {
 
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
-        if later::needed(tool, &prep, &shared.policy, &shared.posture) {
+        if later {
             let subject = approval_subject(shared, tool, primary.as_ref());
             let clock = self.clock.clone();
             let run_id = self.run_id.clone();
@@ -393,6 +397,7 @@ impl Dispatcher {
                     .await
                 {
                     Final::Run { args, decision, notes } => {
+                        clock.decided(seq, decision);
                         let finish = Finisher {
                             decision,
                             notes: (!notes.is_empty()).then(|| notes.join("; ")),

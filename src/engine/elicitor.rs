@@ -1,8 +1,9 @@
 //! The engine's elicitor: each tool call's
 //! [`ToolContext::elicitor`](crate::ToolContext::elicitor). A question the
 //! tool asks (an MCP server's elicitation) goes to the run's approver as an
-//! [`ElicitationRequest`]; while it is answered the run's deadline clock and
-//! the call's own timeout are paused; the answer is checked (an accepted
+//! [`ElicitationRequest`]; while it is answered the call's own timeout is
+//! paused, and the run's deadline clock stops while the run waits on
+//! nothing but people (vm/clock.rs); the answer is checked (an accepted
 //! form must match its schema) and recorded in the receipt under the call
 //! ([`ElicitationRecord`]), and in the call's result as
 //! `metadata.elicitations`.
@@ -124,25 +125,27 @@ impl CallQuestions {
     }
 }
 
-/// Keeps the run's deadline clock and the call's timeout paused while alive
-/// (also when the question is abandoned).
+/// Keeps call `seq` marked as waiting on an answer (for the run's deadline
+/// clock) and its timeout paused while alive (also when the question is
+/// abandoned).
 struct Waiting<'a> {
     clock: &'a RunClock,
+    seq: u64,
     questions: &'a CallQuestions,
 }
 
 impl<'a> Waiting<'a> {
-    fn start(clock: &'a RunClock, questions: &'a CallQuestions) -> Self {
-        clock.pause();
+    fn start(clock: &'a RunClock, seq: u64, questions: &'a CallQuestions) -> Self {
+        clock.asking(seq, true);
         questions.start_asking();
-        Waiting { clock, questions }
+        Waiting { clock, seq, questions }
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.questions.stop_asking();
-        self.clock.resume();
+        self.clock.asking(self.seq, false);
     }
 }
 
@@ -162,6 +165,7 @@ impl Elicitor for CallElicitor {
         let approver = self.approver.clone();
         let clock = self.clock.clone();
         let questions = self.questions.clone();
+        let seq = self.seq;
         let request = ElicitationRequest {
             run_id: self.run_id.to_string(),
             seq: self.seq,
@@ -174,7 +178,7 @@ impl Elicitor for CallElicitor {
             let reply = match passable(&request.elicitation) {
                 Err(why) => ElicitationReply::decline(CODEMODE, why),
                 Ok(()) => {
-                    let _waiting = Waiting::start(&clock, &questions);
+                    let _waiting = Waiting::start(&clock, seq, &questions);
                     approver.elicit(request.clone()).await
                 }
             };

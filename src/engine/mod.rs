@@ -770,8 +770,10 @@ impl Run {
         self.clock.cancel();
     }
 
-    /// Stops the run's deadline clock until the guard is dropped (what an
-    /// approval wait does). Pauses nest.
+    /// Stops the run's deadline clock until the guard is dropped, whatever
+    /// the run does meanwhile (an approval wait stops it only while the run
+    /// waits on nothing else: see [`Limits::deadline`](crate::Limits)).
+    /// Pauses nest.
     pub fn pause_clock(&self) -> ClockPause {
         self.clock.pause();
         ClockPause(self.clock.clone())

@@ -93,16 +93,17 @@ pub struct ApproverError(pub String);
 pub type ApprovalFuture = Pin<Box<dyn Future<Output = Result<Approval, ApproverError>> + Send + 'static>>;
 
 /// Decides calls that need an approval. While it decides, the program that
-/// made the call waits on it and the run's deadline clock is paused; other
-/// calls keep running.
+/// made the call waits on it; the run's deadline clock stops while the run
+/// waits on nothing but people (JavaScript and other calls that run
+/// meanwhile count against the deadline); other calls keep running.
 pub trait Approver: Send + Sync + 'static {
     /// Answers one request.
     fn decide(&self, request: ApprovalRequest) -> ApprovalFuture;
 
     /// Answers a question an MCP server asks the user during one of its
     /// tool calls (an elicitation; MCP 2025-11-25 client/elicitation). While
-    /// it answers, the run's deadline clock and the call's timeout are
-    /// paused, as for an approval. The engine checks an accepted form's
+    /// it answers, the call's timeout is paused, and the run's deadline
+    /// clock stops as for an approval. The engine checks an accepted form's
     /// content against the requested schema (a mismatch is declined) and
     /// records the question and the reply in the receipt under the call.
     ///

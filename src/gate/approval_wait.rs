@@ -1,22 +1,17 @@
 //! Step 10: the approval. The approver answers while the program that made
-//! the call waits and the run's deadline clock is paused (other calls keep
-//! running). Allow -> `approved`; deny -> `denied` (the program gets a
+//! the call waits; the run's deadline clock stops while the run waits on
+//! nothing but approvals (vm/clock.rs: JavaScript and other calls that run
+//! meanwhile count). Allow -> `approved`; deny -> `denied` (the program gets a
 //! catchable ToolError of kind `denied`); an approver that fails -> `refused`.
 
 use super::{Answer, ApprovalRequest, Approver};
 
-/// Pauses and resumes the run's deadline clock around an approval.
+/// Told when a call waits for its approval: the run's deadline clock.
 pub(crate) trait ApprovalClock: Send + Sync {
-    /// Stops the clock (pauses nest).
-    fn pause(&self);
-    /// Releases one pause.
-    fn resume(&self);
     /// Call `seq` starts (`true`) or stops (`false`) waiting for its
-    /// approval, so a run that ends meanwhile can say the call never got
-    /// one. Default: not recorded.
-    fn awaiting(&self, seq: u64, waiting: bool) {
-        let _ = (seq, waiting);
-    }
+    /// approval: the clock may stop while the run waits on nothing else,
+    /// and a run that ends meanwhile can say the call never got one.
+    fn awaiting(&self, seq: u64, waiting: bool);
 }
 
 /// How the approval went.
@@ -32,7 +27,7 @@ pub(crate) enum Approved {
     Failed(String),
 }
 
-/// Asks `approver`, with `clock` paused while it decides.
+/// Asks `approver`, with `clock` told the call waits while it decides.
 pub(crate) async fn ask(
     approver: &dyn Approver,
     clock: &dyn ApprovalClock,
@@ -50,13 +45,12 @@ pub(crate) async fn ask(
     }
 }
 
-/// Keeps the clock paused while alive (also when the call is cancelled
-/// mid-approval).
+/// Keeps the call marked as waiting while alive (also when the call is
+/// cancelled mid-approval).
 struct Paused<'a>(&'a dyn ApprovalClock, u64);
 
 impl<'a> Paused<'a> {
     fn new(clock: &'a dyn ApprovalClock, seq: u64) -> Self {
-        clock.pause();
         clock.awaiting(seq, true);
         Paused(clock, seq)
     }
@@ -65,7 +59,6 @@ impl<'a> Paused<'a> {
 impl Drop for Paused<'_> {
     fn drop(&mut self) {
         self.0.awaiting(self.1, false);
-        self.0.resume();
     }
 }
 
@@ -76,16 +69,12 @@ mod tests {
     use crate::receipt::Caller;
     use std::sync::atomic::{AtomicI32, Ordering};
 
-    /// Counts pauses minus resumes, and whether the clock was paused while
-    /// the approver ran.
+    /// Counts waits started minus waits ended.
     #[derive(Default)]
     struct Counting(AtomicI32);
     impl ApprovalClock for Counting {
-        fn pause(&self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        fn resume(&self) {
-            self.0.fetch_sub(1, Ordering::SeqCst);
+        fn awaiting(&self, _seq: u64, waiting: bool) {
+            self.0.fetch_add(if waiting { 1 } else { -1 }, Ordering::SeqCst);
         }
     }
 

@@ -251,8 +251,8 @@ impl PauseApprover {
 /// from the first line written to the answer read, and every
 /// [`PromptApprover::terminal`] shares the one process-wide lock of the real
 /// terminal. Reading blocks, so it runs on tokio's blocking pool
-/// (`spawn_blocking`). A prompt has no timeout (the run's deadline clock is
-/// paused while it waits). If the approval is abandoned (the run cancelled)
+/// (`spawn_blocking`). A prompt has no timeout (the run's deadline clock
+/// stops while the run waits on nothing but it). If the approval is abandoned (the run cancelled)
 /// while the read is blocked, the read still consumes the next line typed,
 /// and the next prompt waits for it; note also that a tokio runtime waits
 /// for blocking reads when it shuts down, unless shut down with a timeout.

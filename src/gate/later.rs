@@ -5,9 +5,9 @@
 //!    order; a block refuses, an `allow` or `ask` answer is kept for step 9,
 //!    rewritten arguments are checked again (schema, escalation fields).
 //! 9. `ask_and_posture`: does the call need an approval? (`ask_posture.rs`)
-//! 10. `approval`: the approver decides while the run's deadline clock is
-//!     paused; allow -> `approved`, deny -> `denied`, approver error ->
-//!     `refused`.
+//! 10. `approval`: the approver decides while the program waits (the run's
+//!     deadline clock stops while the run waits on nothing else); allow ->
+//!     `approved`, deny -> `denied`, approver error -> `refused`.
 //! 11. `after_approval`: if the posture narrowed while the call waited, the
 //!     call is refused.
 
@@ -123,7 +123,7 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         return Final::Run { args, decision: Decision::Auto, notes };
     };
 
-    // 10. Approval, with the deadline clock paused while it waits.
+    // 10. Approval; the clock knows the call waits.
     let request = ApprovalRequest {
         tool: tool.to_owned(),
         arguments: args.clone(),

@@ -31,6 +31,8 @@ pub(crate) struct Ledger {
     logs: Vec<LogEntry>,
     log_bytes: usize,
     logs_dropped: u64,
+    /// The calls (by seq) already ended `in_flight` by an abandon.
+    abandoned: Vec<u64>,
     max_log_lines: usize,
     max_log_bytes: usize,
     /// Told of each call as it ends ([`RunOptions::on_call_end`](crate::RunOptions::on_call_end)).
@@ -58,6 +60,7 @@ impl Ledger {
             logs: Vec::new(),
             log_bytes: 0,
             logs_dropped: 0,
+            abandoned: Vec::new(),
             max_log_lines,
             max_log_bytes,
             on_call_end: Observer(None),
@@ -171,18 +174,51 @@ impl Ledger {
     /// the calls in `awaiting` (by seq) were still waiting for their
     /// approval: their decision becomes `pending`.
     /// The calls in `queued` were waiting for a free in-flight slot: they
-    /// never started.
-    pub(crate) fn abandon_in_flight(&mut self, note: &str, awaiting: &[u64], queued: &[u64]) {
+    /// never started. `decided` holds the decisions the gate made for
+    /// calls it decided only after they started (hooks, approvals): such a
+    /// call takes its decision from there, or, with none, it is `pending`
+    /// and never ran (its gate had not decided). So a call's decision
+    /// always says who decided.
+    pub(crate) fn abandon_in_flight(
+        &mut self,
+        note: &str,
+        awaiting: &[u64],
+        queued: &[u64],
+        decided: &[(u64, Decision)],
+    ) {
+        self.abandon_in_flight_where(|_| true, note, awaiting, queued, decided);
+    }
+
+    /// [`Ledger::abandon_in_flight`] for the calls (by seq) `pick` picks;
+    /// a call already abandoned is left as it is.
+    pub(crate) fn abandon_in_flight_where(
+        &mut self,
+        pick: impl Fn(u64) -> bool,
+        note: &str,
+        awaiting: &[u64],
+        queued: &[u64],
+        decided: &[(u64, Decision)],
+    ) {
         for (i, call) in self.calls.iter_mut().enumerate() {
-            if call.status == CallStatus::InFlight {
+            if call.status == CallStatus::InFlight && pick(call.seq) && !self.abandoned.contains(&call.seq) {
+                self.abandoned.push(call.seq);
                 call.elapsed_ms = millis(self.started[i].elapsed());
-                let note = if awaiting.contains(&call.seq) {
+                let gate_decided = decided.iter().rev().find(|(s, _)| *s == call.seq).map(|(_, d)| *d);
+                // A call decided while the run stopped (after `awaiting`
+                // was read) takes its decision: it may have started.
+                let note = if let Some(decision) = gate_decided {
+                    call.decision = decision;
+                    note.to_owned()
+                } else if awaiting.contains(&call.seq) {
                     call.decision = Decision::Pending;
                     call.never_started = true;
                     format!("waiting for its approval; it never ran; {note}")
                 } else if queued.contains(&call.seq) {
                     call.never_started = true;
                     format!("queued behind the in-flight limit; it never started; {note}")
+                } else if call.decision == Decision::Pending {
+                    call.never_started = true;
+                    format!("nobody had decided it yet; it never ran; {note}")
                 } else {
                     note.to_owned()
                 };
@@ -234,4 +270,36 @@ pub(crate) struct ReceiptParts {
     /// What the run could not keep or do as asked (spill files not
     /// written, the sandbox off).
     pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_abandoned_call_keeps_the_decision_of_whoever_decided_it() {
+        let mut ledger = Ledger::new(10, 1000);
+        // 1: approved and running; 2: waiting for its approval; 3: in the
+        // gate's hooks; 4: auto and running.
+        for decision in [Decision::Pending, Decision::Pending, Decision::Pending, Decision::Auto] {
+            ledger.open("write", Caller::Program, decision, None);
+        }
+        let decided = [(1, Decision::Approved)];
+        // Call 1 left the wait after `awaiting` was read: its decision wins.
+        ledger.abandon_in_flight("cut", &[1, 2], &[], &decided);
+        ledger.abandon_in_flight("again", &[], &[], &decided);
+        let calls = ledger.into_calls();
+        let seen: Vec<(Decision, bool)> = calls.iter().map(|c| (c.decision, c.never_started)).collect();
+        assert_eq!(
+            seen,
+            [
+                (Decision::Approved, false),
+                (Decision::Pending, true),
+                (Decision::Pending, true),
+                (Decision::Auto, false)
+            ]
+        );
+        assert!(calls.iter().all(|c| c.status == CallStatus::InFlight));
+        assert_eq!(calls[3].note.as_deref(), Some("cut"), "abandoned once");
+    }
 }

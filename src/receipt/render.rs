@@ -262,9 +262,24 @@ impl Receipt {
         }
         s.push('\n');
         // The calls not ok (a declined question included), and those that
-        // asked the user anything.
-        let listed: Vec<_> =
-            self.calls.iter().filter(|c| !c.is_success() || !c.elicitations.is_empty()).collect();
+        // asked the user anything. Not listed one by one: the calls a
+        // stopped run left unfinished (the `when it stopped` line names
+        // them) and the refusal that is the run's error (the call past the
+        // budget), so a stop is said once.
+        let cut_line = self.status != super::RunStatus::Paused;
+        let run_error = self.error.as_ref().map(|e| e.message.as_str());
+        let listed: Vec<_> = self
+            .calls
+            .iter()
+            .filter(|c| !c.is_success() || !c.elicitations.is_empty())
+            .filter(|c| {
+                !c.elicitations.is_empty()
+                    || !((cut_line && c.status == CallStatus::InFlight)
+                        || (c.status == CallStatus::Refused
+                            && c.error.is_some()
+                            && c.error.as_deref() == run_error))
+            })
+            .collect();
         let mut elicitation_budget = ELICITATION_BYTES;
         for c in listed.iter().take(LISTED_CALLS) {
             let line = format!(

@@ -1,4 +1,14 @@
 //! The run clock: deadline, pauses and cancellation of one run.
+//!
+//! The deadline counts the run's active time. The clock stops only while
+//! the run does nothing but wait on people: the run loop is idle (no
+//! JavaScript runs) and every call still running waits for its approval
+//! or for an answer to a question its tool asked (an elicitation). So
+//! JavaScript that runs while an approval is pending (a busy loop next to
+//! the call, code after an un-awaited call) and other calls that keep
+//! running count against the deadline; a program that only waits for its
+//! approval does not. A host may also stop the clock outright
+//! ([`RunClock::pause`], `Run::pause_clock`).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,21 +25,49 @@ pub(crate) struct RunClock {
     /// [`RunClock::allow_from_now`]).
     deadline_ns: AtomicU64,
     /// Nanoseconds after `start` at which the run expires; `u64::MAX` while
-    /// paused. Read by the interrupt handler without locking.
+    /// stopped. Read by the interrupt handler without locking.
     expires_ns: AtomicU64,
     cancelled: AtomicBool,
     halted: AtomicBool,
     pauses: Mutex<Pauses>,
     changed: Notify,
-    /// Calls waiting for their approval now (by seq).
-    awaiting: Mutex<Vec<u64>>,
+    /// How the gate decided the calls that went through its later steps
+    /// (hooks, approval) and were let run, by seq: the run loop learns a
+    /// call's decision only when the call ends, so a run that stops
+    /// meanwhile reads it here.
+    decided: Mutex<Vec<(u64, crate::receipt::Decision)>>,
 }
 
+/// What stops the clock, and the time it spent stopped.
 #[derive(Debug, Default)]
 struct Pauses {
-    depth: u32,
+    /// Pauses held by the host ([`RunClock::pause`]); they nest.
+    held: u32,
+    /// Calls waiting for their approval now, by seq.
+    approvals: Vec<u64>,
+    /// Calls whose tool waits for an answer to a question now, by seq (a
+    /// seq once per question).
+    questions: Vec<u64>,
+    /// While the run loop waits on calls: how many are running. `None`
+    /// while JavaScript or the run loop itself works.
+    idle_on: Option<usize>,
     since: Option<Instant>,
     total: Duration,
+}
+
+impl Pauses {
+    /// Whether the clock is stopped: held by the host, or the run loop is
+    /// idle and every running call waits on a person.
+    fn stopped(&self) -> bool {
+        if self.held > 0 {
+            return true;
+        }
+        let Some(running) = self.idle_on else { return false };
+        let mut waiting: Vec<u64> = self.approvals.iter().chain(&self.questions).copied().collect();
+        waiting.sort_unstable();
+        waiting.dedup();
+        !waiting.is_empty() && waiting.len() >= running
+    }
 }
 
 impl RunClock {
@@ -42,7 +80,7 @@ impl RunClock {
             halted: AtomicBool::new(false),
             pauses: Mutex::new(Pauses::default()),
             changed: Notify::new(),
-            awaiting: Mutex::new(Vec::new()),
+            decided: Mutex::new(Vec::new()),
         }
     }
 
@@ -57,7 +95,7 @@ impl RunClock {
         self.halted.store(true, Ordering::Relaxed);
     }
 
-    /// Whether the run is past its deadline (never while paused).
+    /// Whether the run is past its deadline (never while stopped).
     pub(crate) fn expired(&self) -> bool {
         nanos(self.start.elapsed()) >= self.expires_ns.load(Ordering::Relaxed)
     }
@@ -72,7 +110,7 @@ impl RunClock {
         self.changed.notify_one();
     }
 
-    /// Time left before the deadline, or `None` while paused.
+    /// Time left before the deadline, or `None` while stopped.
     pub(crate) fn remaining(&self) -> Option<Duration> {
         let expires = self.expires_ns.load(Ordering::Relaxed);
         if expires == u64::MAX {
@@ -81,31 +119,22 @@ impl RunClock {
         Some(Duration::from_nanos(expires.saturating_sub(nanos(self.start.elapsed()))))
     }
 
-    /// Resolves when the clock is paused, resumed or cancelled.
+    /// Resolves when the clock stops, starts again or is cancelled.
     pub(crate) async fn changed(&self) {
         self.changed.notified().await;
     }
 
-    /// Stops the deadline clock until every pause is released. Pauses nest.
-    pub(crate) fn pause(&self) {
+    /// Changes what stops the clock with `change`, then stops or starts the
+    /// clock to match and, if it did and `wake`, wakes the run loop.
+    fn update(&self, wake: bool, change: impl FnOnce(&mut Pauses)) {
         let mut p = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
-        if p.depth == 0 {
+        let was = p.since.is_some();
+        change(&mut p);
+        let now = p.stopped();
+        if now && !was {
             p.since = Some(Instant::now());
             self.expires_ns.store(u64::MAX, Ordering::Relaxed);
-        }
-        p.depth += 1;
-        drop(p);
-        self.changed.notify_one();
-    }
-
-    /// Releases one pause; the last one restarts the clock where it stopped.
-    pub(crate) fn resume(&self) {
-        let mut p = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
-        if p.depth == 0 {
-            return;
-        }
-        p.depth -= 1;
-        if p.depth == 0 {
+        } else if !now && was {
             if let Some(since) = p.since.take() {
                 p.total += since.elapsed();
             }
@@ -113,7 +142,39 @@ impl RunClock {
             self.expires_ns.store(nanos(deadline + p.total), Ordering::Relaxed);
         }
         drop(p);
-        self.changed.notify_one();
+        if wake && now != was {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Stops the deadline clock until every such pause is released,
+    /// whatever the run does meanwhile (a host's pause). Pauses nest.
+    pub(crate) fn pause(&self) {
+        self.update(true, |p| p.held += 1);
+    }
+
+    /// Releases one [`RunClock::pause`].
+    pub(crate) fn resume(&self) {
+        self.update(true, |p| p.held = p.held.saturating_sub(1));
+    }
+
+    /// Call `seq` starts (`true`) or stops (`false`) waiting for an answer
+    /// to a question its tool asked (an elicitation).
+    pub(crate) fn asking(&self, seq: u64, asking: bool) {
+        self.update(true, |p| {
+            if asking {
+                p.questions.push(seq);
+            } else if let Some(i) = p.questions.iter().position(|&s| s == seq) {
+                p.questions.swap_remove(i);
+            }
+        });
+    }
+
+    /// The run loop waits on `running` calls (`Some`) or works (`None`):
+    /// see the module's doc for when the clock stops. The run loop is not
+    /// woken by its own change.
+    fn set_idle(&self, running: Option<usize>) {
+        self.update(false, |p| p.idle_on = running);
     }
 
     /// Moves the deadline so that `left` of active time remains from now
@@ -124,14 +185,14 @@ impl RunClock {
         let active = self.start.elapsed().saturating_sub(paused);
         let deadline = active + left;
         self.deadline_ns.store(nanos(deadline), Ordering::Relaxed);
-        if p.depth == 0 {
+        if p.since.is_none() {
             self.expires_ns.store(nanos(deadline + p.total), Ordering::Relaxed);
         }
         drop(p);
         self.changed.notify_one();
     }
 
-    /// Total time spent paused so far.
+    /// Total time the clock was stopped so far.
     pub(crate) fn paused_total(&self) -> Duration {
         let p = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
         p.total + p.since.map_or(Duration::ZERO, |s| s.elapsed())
@@ -141,31 +202,56 @@ impl RunClock {
     pub(crate) fn elapsed(&self) -> Duration {
         self.start.elapsed()
     }
+
+    /// The calls waiting for their approval now, by seq.
+    pub(crate) fn awaiting_approval(&self) -> Vec<u64> {
+        self.pauses.lock().unwrap_or_else(|p| p.into_inner()).approvals.clone()
+    }
+
+    /// The gate's later steps let call `seq` run with `decision` (`auto`
+    /// or `approved`).
+    pub(crate) fn decided(&self, seq: u64, decision: crate::receipt::Decision) {
+        self.decided.lock().unwrap_or_else(|p| p.into_inner()).push((seq, decision));
+    }
+
+    /// The decisions of [`RunClock::decided`], by seq.
+    pub(crate) fn decisions(&self) -> Vec<(u64, crate::receipt::Decision)> {
+        self.decided.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The decision [`RunClock::decided`] recorded last for call `seq`.
+    pub(crate) fn decision_of(&self, seq: u64) -> Option<crate::receipt::Decision> {
+        let decided = self.decided.lock().unwrap_or_else(|p| p.into_inner());
+        decided.iter().rev().find(|(s, _)| *s == seq).map(|(_, d)| *d)
+    }
 }
 
 impl crate::gate::later::ApprovalClock for RunClock {
-    fn pause(&self) {
-        RunClock::pause(self);
-    }
-
-    fn resume(&self) {
-        RunClock::resume(self);
-    }
-
     fn awaiting(&self, seq: u64, waiting: bool) {
-        let mut awaiting = self.awaiting.lock().unwrap_or_else(|p| p.into_inner());
-        if waiting {
-            awaiting.push(seq);
-        } else {
-            awaiting.retain(|&s| s != seq);
-        }
+        self.update(true, |p| {
+            if waiting {
+                p.approvals.push(seq);
+            } else {
+                p.approvals.retain(|&s| s != seq);
+            }
+        });
     }
 }
 
-impl RunClock {
-    /// The calls waiting for their approval now, by seq.
-    pub(crate) fn awaiting_approval(&self) -> Vec<u64> {
-        self.awaiting.lock().unwrap_or_else(|p| p.into_inner()).clone()
+/// Marks the run loop idle, waiting on calls, while alive.
+pub(crate) struct Idle<'a>(&'a RunClock);
+
+impl<'a> Idle<'a> {
+    /// The run loop waits on `running` calls until the guard drops.
+    pub(crate) fn on(clock: &'a RunClock, running: usize) -> Self {
+        clock.set_idle(Some(running));
+        Idle(clock)
+    }
+}
+
+impl Drop for Idle<'_> {
+    fn drop(&mut self) {
+        self.0.set_idle(None);
     }
 }
 
@@ -176,6 +262,7 @@ fn nanos(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::later::ApprovalClock as _;
 
     #[test]
     fn pauses_stop_the_clock_and_nest() {
@@ -192,6 +279,30 @@ mod tests {
         assert!(clock.paused_total() >= Duration::from_millis(30));
         std::thread::sleep(Duration::from_millis(25));
         assert!(clock.expired());
+    }
+
+    #[test]
+    fn an_approval_stops_the_clock_only_while_the_run_waits_on_people_alone() {
+        let clock = RunClock::new(Duration::from_secs(60));
+        clock.awaiting(1, true);
+        assert!(clock.remaining().is_some(), "JavaScript runs: the clock runs");
+        {
+            let _idle = Idle::on(&clock, 2);
+            assert!(clock.remaining().is_some(), "another call runs: the clock runs");
+            clock.asking(2, true);
+            assert_eq!(clock.remaining(), None, "both calls wait on a person");
+            clock.asking(2, false);
+            assert!(clock.remaining().is_some());
+        }
+        {
+            let _idle = Idle::on(&clock, 1);
+            assert_eq!(clock.remaining(), None, "the run waits only on the approval");
+        }
+        assert!(clock.remaining().is_some(), "the run loop works again: the clock runs");
+        let _idle = Idle::on(&clock, 1);
+        clock.awaiting(1, false);
+        assert!(clock.remaining().is_some(), "the approval came: the clock runs");
+        assert_eq!(clock.awaiting_approval(), Vec::<u64>::new());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use rquickjs::{Ctx, Function, Value};
 use tokio::runtime::Handle;
-use tokio::task::{Id, JoinError, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
 
 use super::clock::RunClock;
 use crate::engine::dispatch::{Begun, CallFuture, Completion, Dispatcher};
@@ -55,7 +55,8 @@ pub(crate) struct HostState {
 /// waiting for a free slot.
 pub(crate) struct InFlight {
     pub running: JoinSet<Completion>,
-    pub seq_of: HashMap<tokio::task::Id, u64>,
+    /// The seq of each running task, and what aborts it.
+    pub seq_of: HashMap<tokio::task::Id, (u64, AbortHandle)>,
     pub queued: VecDeque<(u64, CallFuture)>,
     pub max: usize,
     pub tools: Handle,
@@ -71,7 +72,7 @@ impl InFlight {
     pub(crate) fn start(&mut self, seq: u64, future: CallFuture) {
         if self.running.len() < self.max {
             let handle = self.running.spawn_on(future, &self.tools);
-            self.seq_of.insert(handle.id(), seq);
+            self.seq_of.insert(handle.id(), (seq, handle));
         } else {
             self.queued.push_back((seq, future));
         }
@@ -97,12 +98,15 @@ impl InFlight {
 
     /// The completion of a call that ended on the tool runtime (`joined`
     /// from the join set; a task that panicked becomes a failed call of the
-    /// tool `ledger` names), after which queued calls take the freed slot.
-    /// A completion with seq 0 belongs to no call and is to be ignored.
+    /// tool `ledger` names, with the decision the gate made, as `clock`
+    /// knows it), after which queued calls take the freed slot. A
+    /// completion with seq 0 belongs to no call (or to a call cancelled
+    /// with [`InFlight::cancel_where`]) and is to be ignored.
     pub(crate) fn ended(
         &mut self,
         joined: Result<(Id, Completion), JoinError>,
         ledger: &Ledger,
+        clock: &RunClock,
     ) -> Completion {
         let completion = match joined {
             Ok((id, c)) => {
@@ -110,23 +114,44 @@ impl InFlight {
                 c
             }
             Err(e) => {
-                let seq = self.seq_of.remove(&e.id()).unwrap_or(0);
+                let seq = self.seq_of.remove(&e.id()).map_or(0, |(seq, _)| seq);
                 let tool = if seq > 0 { ledger.tool_of(seq).to_owned() } else { String::new() };
-                Completion::panicked(seq, &tool)
+                let decision = clock.decision_of(seq).unwrap_or_else(|| {
+                    if seq > 0 { ledger.decision_of(seq) } else { crate::receipt::Decision::Auto }
+                });
+                Completion::panicked(seq, &tool, decision)
             }
         };
         self.fill();
         completion
     }
+
+    /// Cancels the running calls whose seq `cancel` picks, and every queued
+    /// call; returns the seqs of the queued ones. The cancelled tasks leave
+    /// the join set as completions of seq 0.
+    pub(crate) fn cancel_where(&mut self, cancel: impl Fn(u64) -> bool) -> Vec<u64> {
+        self.seq_of.retain(|_, (seq, handle)| {
+            if cancel(*seq) {
+                handle.abort();
+                false
+            } else {
+                true
+            }
+        });
+        self.queued.drain(..).map(|(seq, _)| seq).collect()
+    }
 }
 
 /// Waits for the next call in `running` to end, or for the run to have to
 /// look at its clock again: `None` when the deadline passes, or the clock
-/// is paused, resumed or cancelled.
+/// stops, starts again or is cancelled. While it waits the run loop is
+/// idle, so the clock stops if every call in `running` waits on a person
+/// (vm/clock.rs).
 pub(crate) async fn next_ended(
     running: &mut JoinSet<Completion>,
     clock: &RunClock,
 ) -> Option<Result<(Id, Completion), JoinError>> {
+    let _idle = super::clock::Idle::on(clock, running.len());
     let remaining = clock.remaining();
     let sleep = async {
         match remaining {

@@ -27,7 +27,12 @@ pub struct Limits {
     /// Calls running at once; further calls wait in order for a free slot
     /// (they are not refused). Default: 16.
     pub max_in_flight: usize,
-    /// Wall time of the run, not counting time spent waiting on approvals.
+    /// Wall time of the run, not counting time in which it waits on people
+    /// alone: no JavaScript runs and every call still running waits for
+    /// its approval or for an answer to a question its tool asked. So a
+    /// person may take their time over an approval, but JavaScript that
+    /// runs meanwhile (a busy loop next to the call, code after an
+    /// un-awaited call) and other calls that keep running count.
     /// A busy loop is stopped by the VM's interrupt handler; a wait on tool
     /// calls by the run's own timer; calls still running are cancelled and
     /// left `in_flight`. Default: 60 s.

@@ -46,6 +46,9 @@ pub struct Sandbox {
     /// Where the script's positions come from in the user's program.
     positions: PositionMap,
     used: bool,
+    /// Set once the program failed with calls put to an approver still
+    /// running: the run waits for them (see [`Sandbox::cancel_unapproved`]).
+    draining: bool,
 }
 
 /// The built-ins a program gets: the language (base objects, `Date`,
@@ -64,6 +67,17 @@ type Intrinsics = (
     rquickjs::context::intrinsic::Promise,
     rquickjs::context::intrinsic::WeakRef,
 );
+
+/// The note of a call put to an approver that ended after the program
+/// failed (see `Sandbox::cancel_unapproved`).
+const LET_FINISH: &str = "ended after the program failed: a call put to an approver gets its answer and, if allowed, runs to its end";
+
+/// The note of such a call cut by the deadline.
+const DRAIN_DEADLINE: &str =
+    "cancelled at the run deadline, while it was let finish after the program failed";
+
+/// The note of such a call cut by a cancel.
+const DRAIN_CANCELLED: &str = "cancelled with the run, while it was let finish after the program failed";
 
 /// Where the program stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +179,7 @@ impl Sandbox {
             program_name: String::new(),
             positions: PositionMap::default(),
             used: false,
+            draining: false,
         })
     }
 
@@ -269,6 +284,18 @@ impl Sandbox {
                     _ => Json::Null,
                 };
                 self.finish_with(e, value)
+            }
+            // The program had failed, and the deadline (or a cancel) came
+            // while calls put to an approver were finishing: the run
+            // failed, as the program did.
+            Ending::Stopped if self.draining && matches!(main, Some(Err(_))) => {
+                let e = main.and_then(Result::err).expect("checked above");
+                let note = match self.stop_error() {
+                    Some(stop) if stop.kind == ErrorKind::Timeout => DRAIN_DEADLINE,
+                    _ => DRAIN_CANCELLED,
+                };
+                self.cancel_calls(note);
+                self.finish(RunStatus::Failed, Json::Null, Some(e))
             }
             Ending::Stopped => {
                 let error =
@@ -387,8 +414,9 @@ impl Sandbox {
                 return Ending::Stopped;
             }
             let state = self.main_state();
-            // A failed program ends now; calls it left running are cancelled.
-            if state == MainState::Failed {
+            // A failed program ends now; calls it left running are
+            // cancelled, except those put to an approver.
+            if state == MainState::Failed && !self.draining && !self.cancel_unapproved() {
                 return Ending::Settled;
             }
             // A resume hands back journaled results first, in the order the
@@ -414,9 +442,15 @@ impl Sandbox {
             let joined = host_call::next_ended(&mut running, &clock).await;
             self.state.calls.borrow_mut().running = running;
             let Some(joined) = joined else { continue };
-            let mut completion = self.state.calls.borrow_mut().ended(joined, &self.state.ledger.borrow());
+            let mut completion =
+                self.state.calls.borrow_mut().ended(joined, &self.state.ledger.borrow(), &clock);
             if completion.seq == 0 {
                 continue;
+            }
+            if self.draining && completion.pause.take().is_some() {
+                // The program failed: the run does not pause on it.
+                completion.end.note =
+                    Some("the approver left it for later, but the program had failed".into());
             }
             self.state.ledger.borrow_mut().finish(completion.seq, completion.end.clone());
             if let Some(pending) = completion.pause.take() {
@@ -444,6 +478,20 @@ impl Sandbox {
                 );
                 continue;
             }
+            if self.draining {
+                // The program failed: it gets no more results.
+                if let Some(j) = self.state.journal.borrow_mut().as_mut() {
+                    j.log.line(|out| {
+                        crate::journal::record::write_done(
+                            out,
+                            crate::journal::record::How::Unsettled,
+                            &completion,
+                        )
+                    });
+                }
+                self.state.ledger.borrow_mut().annotate(completion.seq, LET_FINISH);
+                continue;
+            }
             if self.main_state() != MainState::Running {
                 const NOT_AWAITED: &str = "finished after the program returned: it was not awaited";
                 self.state.ledger.borrow_mut().annotate(completion.seq, NOT_AWAITED);
@@ -462,6 +510,47 @@ impl Sandbox {
                 return Ending::Broken(e);
             }
         }
+    }
+
+    /// The program failed: cancels the calls it left running or queued
+    /// that were not put to an approver (auto ones, queued ones). A call
+    /// waiting for its approval gets its answer and, if allowed, runs to
+    /// its end, as does a call already allowed (within the deadline): a
+    /// person's answer, even one typed ahead, is never lost or undone by
+    /// a failure elsewhere in the program (a denial that rejected a
+    /// `Promise.all`, say). Returns whether such calls are left to wait
+    /// for; the run loop then records their ends without handing them to
+    /// the program.
+    fn cancel_unapproved(&mut self) -> bool {
+        const NOTE: &str = "cancelled: the program failed before the call ended";
+        let clock = &self.state.clock;
+        // Read before the decisions: a call that leaves the wait is decided.
+        let awaiting = clock.awaiting_approval();
+        let ledger = self.state.ledger.borrow();
+        let asked = |seq: u64| {
+            awaiting.contains(&seq)
+                || clock.decision_of(seq).unwrap_or_else(|| ledger.decision_of(seq))
+                    == crate::receipt::Decision::Approved
+        };
+        let mut calls = self.state.calls.borrow_mut();
+        let running: Vec<u64> = calls.seq_of.values().map(|(seq, _)| *seq).collect();
+        let kept: Vec<u64> = running.into_iter().filter(|&seq| asked(seq)).collect();
+        if kept.is_empty() {
+            // The run ends now and cancels them all.
+            return false;
+        }
+        let queued = calls.cancel_where(|seq| !kept.contains(&seq));
+        drop(calls);
+        drop(ledger);
+        self.state.ledger.borrow_mut().abandon_in_flight_where(
+            |seq| !kept.contains(&seq),
+            NOTE,
+            &awaiting,
+            &queued,
+            &clock.decisions(),
+        );
+        self.draining = true;
+        true
     }
 
     /// Whether a call paused the run (it ends `paused` once no call is
@@ -661,7 +750,9 @@ impl Sandbox {
         let queued: Vec<u64> = calls.queued.iter().map(|(seq, _)| *seq).collect();
         calls.running.abort_all();
         calls.queued.clear();
-        self.state.ledger.borrow_mut().abandon_in_flight(note, &awaiting, &queued);
+        // Read after the abort: no decision comes after it.
+        let decided = self.state.clock.decisions();
+        self.state.ledger.borrow_mut().abandon_in_flight(note, &awaiting, &queued, &decided);
     }
 
     fn finish_with_error(&mut self, e: RunError) -> Receipt {
@@ -770,7 +861,9 @@ impl Drop for Sandbox {
 
 /// Keeps the list of promises rejected with no handler: QuickJS calls this
 /// with `handled` false when such a promise rejects, and again with `handled`
-/// true if a handler is attached later.
+/// true if a handler is attached later. Rejections once the run is stopping
+/// are not kept: they come of the stop (calls refused past the call
+/// budget), which the run's error says.
 fn track_rejection<'js>(
     state: &HostState,
     ctx: &Ctx<'js>,
@@ -784,7 +877,9 @@ fn track_rejection<'js>(
         unhandled.retain(|(p, _)| p.clone().restore(ctx).map_or(true, |p| p != promise));
         return;
     }
-    if state.unhandled.borrow().len() >= KEPT || state.closed.get() {
+    // A rejection once the run is stopping (the call budget, the deadline,
+    // a cancel) comes of the stop, which the run's error reports once.
+    if state.unhandled.borrow().len() >= KEPT || state.closed.get() || state.clock.should_stop() {
         return;
     }
     let describe = |v: &Value<'js>| -> String {

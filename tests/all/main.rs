@@ -31,6 +31,7 @@ mod programs;
 mod programs_typescript;
 mod protection;
 mod receipts;
+mod run_end;
 mod runs;
 mod sandbox;
 mod serve_clients;

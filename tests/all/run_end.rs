@@ -1,0 +1,177 @@
+//! How a run ends: the deadline while an approval is pending, a stop
+//! reported once, and decisions that say who decided (issue 15, items 5
+//! and 7), through the real binary, a real `cmd:` approver and the terminal
+//! prompt on a pseudo-terminal.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use codemode::{AllowApprover, CallStatus, Decision, Policy, Program, Rule, Rules, RunStatus};
+use serde_json::Value;
+
+use crate::cli::codemode;
+
+/// An executable shell script `name` in `dir`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    path
+}
+
+/// A `cmd:` approver that notes it was asked (the file `asked` in `dir`),
+/// then takes 4 s before it allows: longer than the runs' 1 s deadline.
+fn slow_approver(dir: &Path) -> String {
+    let asked = dir.join("asked");
+    let path = script(
+        dir,
+        "slow-approver.sh",
+        &format!("cat > /dev/null\ntouch '{}'\nsleep 4\necho '{{\"decision\": \"allow\"}}'", asked.display()),
+    );
+    format!("cmd:{}", path.display())
+}
+
+fn receipt_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[cfg(unix)]
+#[test]
+fn javascript_next_to_a_pending_approval_cannot_run_past_the_deadline() {
+    let approvers = tempfile::tempdir().unwrap();
+    let approver = slow_approver(approvers.path());
+    // A busy loop next to the call, and code after an un-awaited call.
+    let programs = [
+        "let n = 0;\nawait Promise.all([tools.write({path: 'w.txt', content: 'x'}), (async () => { for (;;) n++; })()]);",
+        "tools.write({path: 'w.txt', content: 'x'});\nlet n = 0;\nfor (;;) n++;",
+    ];
+    for program in programs {
+        let ws = crate::common::workspace();
+        let _ = std::fs::remove_file(approvers.path().join("asked"));
+        let out =
+            codemode(&["run", "-", "--json", "--deadline", "1", "--approve", &approver], program, ws.path());
+        let r = receipt_of(&out);
+        assert_eq!(r["status"], "timed_out", "{program}: {r}");
+        assert_eq!(r["error"]["kind"], "timeout", "{r}");
+        assert!(approvers.path().join("asked").exists(), "the approver was asked: {r}");
+        // The run ended before the approval came: the call never ran.
+        let call = &r["calls"][0];
+        assert_eq!((&call["status"], &call["decision"]), (&"in_flight".into(), &"pending".into()), "{call}");
+        assert_eq!(call["never_started"], true, "{call}");
+        assert!(!ws.path().join("w.txt").exists(), "{program}: the write never ran");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_program_that_only_waits_for_its_approval_gets_it_past_the_deadline() {
+    let approvers = tempfile::tempdir().unwrap();
+    let approver = slow_approver(approvers.path());
+    let ws = crate::common::workspace();
+    let program = "await tools.write({path: 'w.txt', content: 'x'}); return 'wrote';";
+    let out =
+        codemode(&["run", "-", "--json", "--deadline", "1", "--approve", &approver], program, ws.path());
+    let r = receipt_of(&out);
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["value"], "wrote");
+    assert_eq!(r["calls"][0]["decision"], "approved");
+    assert_eq!(std::fs::read_to_string(ws.path().join("w.txt")).unwrap(), "x");
+}
+
+#[test]
+fn the_call_budget_is_reported_once() {
+    let ws = crate::common::workspace();
+    // 1,010 calls against the default budget of 1,000: the calls past it
+    // reject, and no one handles them.
+    let program = "const ps = [];\nfor (let i = 0; i < 1010; i++) ps.push(tools.grep_files({pattern: 'zzz' + i}));\nawait Promise.all(ps);";
+    let out = codemode(&["run", "-"], program, ws.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("call budget exhausted").count(), 1, "{err}");
+    assert!(!err.contains("unhandled promise rejection"), "{err}");
+    assert!(err.contains("when it stopped:"), "{err}");
+    assert!(!err.lines().any(|l| l.starts_with("call ")), "no line per call: {err}");
+    // The saved receipt has every call, and no rejection noise in its logs.
+    let path = err.lines().find_map(|l| l.trim().strip_prefix("full receipt: ")).unwrap();
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(saved["calls"].as_array().unwrap().len(), 1001);
+    assert_eq!(saved["logs"], serde_json::json!([]), "{}", saved["logs"]);
+}
+
+#[test]
+fn calls_cut_at_the_deadline_are_named_once() {
+    let ws = crate::common::workspace();
+    let engine = crate::common::engine_with(&ws, crate::common::deadline(300));
+    let r = engine.execute_blocking(Program::new(
+        "const ps = [];\nfor (let i = 0; i < 30; i++) ps.push(tools.sleep({ms: 60000}));\nawait Promise.all(ps);",
+    ));
+    assert_eq!(r.status, RunStatus::TimedOut);
+    let text = r.render(&Default::default());
+    assert!(text.contains("when it stopped:") && text.contains("never started: 17,"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("call ")), "no line per call: {text}");
+}
+
+#[test]
+fn a_call_cut_at_the_deadline_after_its_approval_says_approved() {
+    let ws = crate::common::workspace();
+    let policy = Policy {
+        rules: Rules { ask: vec![Rule::parse("sleep").unwrap()], ..Rules::default() },
+        ..Policy::default()
+    };
+    let engine = crate::common::builder(&ws)
+        .policy(policy)
+        .approver(AllowApprover)
+        .limits(crate::common::deadline(500))
+        .build()
+        .unwrap();
+    let r = engine.execute_blocking(Program::new("await tools.sleep({ms: 60000});"));
+    assert_eq!(r.status, RunStatus::TimedOut);
+    let call = &r.calls[0];
+    assert_eq!((call.status, call.decision), (CallStatus::InFlight, Decision::Approved), "{call:?}");
+    assert!(!call.never_started, "it was running: {call:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_denial_typed_ahead_at_the_prompt_leaves_the_approved_writes_alone() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3 to drive a pseudo-terminal");
+        return;
+    }
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "await Promise.all([\n  tools.write({path: 'a.txt', content: 'a'}),\n  tools.write({path: 'b.txt', content: 'b'}),\n  tools.write({path: 'c.txt', content: 'c'}),\n]);\nreturn 'wrote';",
+    )
+    .unwrap();
+    // Three answers typed at the first prompt: yes, yes, no.
+    let out = Command::new("python3")
+        .args([driver, "y\ny\nn", env!("CARGO_BIN_EXE_codemode"), "run", "prog.js", "--json"])
+        .current_dir(ws.path())
+        .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
+        .output()
+        .unwrap();
+    // The terminal ends lines with \r\n.
+    let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let json = &shown[shown.find("{\n").unwrap_or_else(|| panic!("no receipt: {shown}"))..];
+    let r: Value = serde_json::from_str(json.trim_end()).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(r["status"], "failed", "{r}");
+    let calls = r["calls"].as_array().unwrap();
+    let answered: Vec<(&str, &str)> =
+        calls.iter().map(|c| (c["decision"].as_str().unwrap(), c["status"].as_str().unwrap())).collect();
+    // Which call met which answer depends on the order the prompts came
+    // in; each call keeps its own answer, and the approved ones ran.
+    let mut sorted = answered.clone();
+    sorted.sort();
+    assert_eq!(sorted, [("approved", "ok"), ("approved", "ok"), ("denied", "refused")], "{r}");
+    for c in calls {
+        let file = ["a.txt", "b.txt", "c.txt"][c["seq"].as_u64().unwrap() as usize - 1];
+        assert_eq!(ws.path().join(file).exists(), c["decision"] == "approved", "{c}");
+    }
+}
