@@ -59,7 +59,7 @@
   function toolError(payload) {
     const e = parse(payload);
     const where = e.seq === null ? e.tool : `${e.tool} (call ${e.seq})`;
-    return new ToolError(`${where}: ${e.message}`, e.kind, e.tool, e.seq);
+    return new ToolError(where === "" ? e.message : `${where}: ${e.message}`, e.kind, e.tool, e.seq);
   }
 
   // Arguments must be JSON. JSON.stringify alone would drop functions

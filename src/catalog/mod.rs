@@ -33,6 +33,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::receipt::spill::display_cut;
+
 /// Why a set of tools cannot form a catalog.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -67,8 +69,9 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// The schema errors of `args`, one line each (at most 8); empty when
-    /// valid.
+    /// The schema errors of `args`, one line each (at most 8), each cut
+    /// to [`TEXT_BYTES`](crate::receipt::spill::TEXT_BYTES) as it is
+    /// formatted; empty when valid.
     pub(crate) fn schema_errors(&self, args: &Value) -> Vec<String> {
         if self.validator.is_valid(args) {
             return Vec::new();
@@ -76,9 +79,15 @@ impl Entry {
         self.validator
             .iter_errors(args)
             .take(8)
+            // Cut while written: an error quotes the value it rejects,
+            // which may be the whole (huge) argument.
             .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() { e.to_string() } else { format!("at {at}: {e}") }
+                let at = e.instance_path();
+                if at.as_str().is_empty() {
+                    display_cut(&e)
+                } else {
+                    display_cut(format_args!("at {at}: {e}"))
+                }
             })
             .collect()
     }

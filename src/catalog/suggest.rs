@@ -1,9 +1,20 @@
 //! Nearest tool names, for "unknown tool" refusals.
 
+/// The longest name [`nearest`] looks for: twice the longest tool name a
+/// catalog accepts (128 bytes).
+const MAX_WANTED: usize = 256;
+
 /// Up to `max` names from `names` closest to `wanted`, best first: names
 /// equal ignoring case, then names that contain `wanted` (or are contained in
 /// it), then names within a small edit distance.
+///
+/// A `wanted` longer than [`MAX_WANTED`] bytes gets no suggestion: no tool
+/// name is that long, and comparing it would cost time in proportion to
+/// its length for every tool.
 pub(crate) fn nearest<'a>(wanted: &str, names: impl Iterator<Item = &'a str>, max: usize) -> Vec<&'a str> {
+    if wanted.len() > MAX_WANTED {
+        return Vec::new();
+    }
     let lower = wanted.to_ascii_lowercase();
     let mut scored: Vec<(u32, usize, &str)> = names
         .filter_map(|name| {
@@ -36,6 +47,12 @@ mod tests {
         assert_eq!(nearest("raed", NAMES.into_iter(), 3), vec!["read"]);
         assert_eq!(nearest("READ", NAMES.into_iter(), 3), vec!["read"]);
         assert_eq!(nearest("search", NAMES.into_iter(), 3), vec!["file_search"]);
+    }
+
+    #[test]
+    fn names_longer_than_any_tool_suggest_nothing() {
+        let long = format!("read{}", "x".repeat(300));
+        assert!(nearest(&long, NAMES.into_iter(), 3).is_empty());
     }
 
     #[test]

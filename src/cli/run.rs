@@ -96,7 +96,14 @@ pub(crate) fn show(
     if receipt.status == RunStatus::Paused {
         resume_hint(receipt, engine);
     }
-    if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
+    if let Some(cut) = &receipt.value_truncated {
+        // A cut value: stdout stays one JSON text (the kept prefix as a
+        // JSON string, as in the receipt's `value`, its control characters
+        // escaped), and stderr says so.
+        eprintln!("codemode: {}", cut_value_line(cut));
+        let text = serde_json::to_string(&receipt.value)?;
+        super::print_stdout(&(codemode::display_text::in_json(&text).into_owned() + "\n"))?;
+    } else if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
         // Made printable as everything shown to a person is: a string's
         // control characters as `\u{..}` (`--json` has the exact value),
         // other values as JSON with such characters as `\uXXXX`.
@@ -107,6 +114,19 @@ pub(crate) fn show(
         super::print_stdout(&(value + "\n"))?;
     }
     Ok(())
+}
+
+/// The stderr line of a return value cut to its bound: its size, and the
+/// file holding the whole of it.
+fn cut_value_line(cut: &codemode::Truncation) -> String {
+    let whole = match &cut.spill_path {
+        Some(path) => format!("the whole value is in {}", printable(path)),
+        None => "the whole value could not be written to a file (see the receipt's warnings)".to_owned(),
+    };
+    format!(
+        "the value is {} bytes, over its bound: stdout has its first {} bytes, as a JSON string; {whole}",
+        cut.original_bytes, cut.kept_bytes
+    )
 }
 
 /// Says on stderr how to resume a paused run with the options it ran with

@@ -567,6 +567,7 @@ pub(super) fn timeout_of(shared: &Shared, spec: &crate::catalog::ToolSpec) -> Du
 
 /// Opens and closes the receipt of a refused call.
 fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Completion {
+    let reason = spill::cut_owned(reason);
     let seq = ledger.open(tool, caller, Decision::Refused, Some(reason.clone()));
     let payload = error_payload("refused", &reason, tool, seq);
     Completion {
@@ -588,8 +589,13 @@ fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Co
     }
 }
 
+/// The JSON a failed call rejects with; the message and the tool name are
+/// cut to [`spill::TEXT_BYTES`] each (the program gets the same bounded
+/// text as the receipt).
 fn error_payload(kind: &str, message: &str, tool: &str, seq: u64) -> String {
-    serde_json::to_string(&ErrorPayload { kind, message, tool, seq }).expect("strings serialise")
+    let (message, tool) = (spill::cut_text(message), spill::cut_text(tool));
+    serde_json::to_string(&ErrorPayload { kind, message: &message, tool: &tool, seq })
+        .expect("strings serialise")
 }
 
 /// Why a call the approver paused is refused where the run cannot pause.
@@ -619,11 +625,14 @@ pub(super) struct Finisher {
     pub(super) questions: Arc<super::elicitor::CallQuestions>,
 }
 
-/// A result over the per-call bound, waiting to be spilled.
+/// A result over the per-call bound, or a tool's error text over
+/// [`spill::TEXT_BYTES`], waiting to be spilled.
 struct Over {
     text: String,
     ext: &'static str,
     metadata: Option<Value>,
+    /// The text is the tool's error: the call fails with it, cut.
+    failed: bool,
 }
 
 /// What finishing a result needs next.
@@ -687,6 +696,15 @@ impl Finisher {
     fn finish(&self, result: Result<ToolOutput, ToolError>) -> Finished {
         let mut out = match result {
             Ok(out) => out,
+            // Error text over its bound is spilled whole, off this thread.
+            Err(e) if e.message.len() > spill::TEXT_BYTES => {
+                return Finished::NeedsSpill(Over {
+                    text: e.message,
+                    ext: "txt",
+                    metadata: None,
+                    failed: true,
+                });
+            }
             Err(e) => return Finished::Done(self.failed("failed", e.message)),
         };
         out.metadata = super::elicitor::with_elicitations(out.metadata, &self.questions.records());
@@ -694,7 +712,9 @@ impl Finisher {
             Measured::Fits { value, bytes, json } => {
                 Finished::Done(self.succeeded(value, json, bytes, out.metadata, None, None))
             }
-            Measured::Over { text, ext } => Finished::NeedsSpill(Over { text, ext, metadata: out.metadata }),
+            Measured::Over { text, ext } => {
+                Finished::NeedsSpill(Over { text, ext, metadata: out.metadata, failed: false })
+            }
         }
     }
 
@@ -703,6 +723,11 @@ impl Finisher {
         Box::pin(async move {
             let me = self.clone();
             tokio::task::spawn_blocking(move || {
+                if over.failed {
+                    let stem = format!("call-{}-error", me.seq);
+                    let target = SpillTarget { area: &me.spill, stem: &stem };
+                    return me.failed("failed", spill::cut_spilled(over.text, target));
+                }
                 let stem = format!("call-{}", me.seq);
                 let target = SpillTarget { area: &me.spill, stem: &stem };
                 let b = spill::spill(over.text, over.ext, me.shared.limits.result_bytes, target);
@@ -801,6 +826,7 @@ impl Finisher {
 
     /// The completion of a call the later gate steps refused or denied.
     pub(super) fn refused(&self, decision: Decision, kind: &str, reason: String) -> Completion {
+        let reason = spill::cut_owned(reason);
         Completion {
             seq: self.seq,
             end: CallEnd {
@@ -820,7 +846,11 @@ impl Finisher {
         }
     }
 
+    /// The completion of a call that failed with `message` (cut to
+    /// [`spill::TEXT_BYTES`] if longer; [`Finisher::finish`] spills a
+    /// tool's long error text first).
     pub(super) fn failed(&self, kind: &str, message: String) -> Completion {
+        let message = spill::cut_owned(message);
         Completion {
             seq: self.seq,
             end: CallEnd {

@@ -21,7 +21,7 @@ impl Step for InputSchema {
         } else {
             Verdict::Refuse(format!(
                 "arguments do not match the input schema of `{}`: {}",
-                call.tool,
+                crate::receipt::spill::cut_text(call.tool),
                 errors.join("; ")
             ))
         }

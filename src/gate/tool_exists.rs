@@ -30,7 +30,8 @@ impl Step for ToolExists {
                     near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
                 )
             };
-            return Verdict::Refuse(format!("unknown tool `{}`: {hint}", call.tool));
+            let name = crate::receipt::spill::cut_text(call.tool);
+            return Verdict::Refuse(format!("unknown tool `{name}`: {hint}"));
         };
         let allowed = cx
             .policy

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use super::{
     CallReceipt, CallStatus, Caller, Decision, LogEntry, Receipt, RunError, RunStatus, Truncation, millis,
-    spill::utf8_prefix,
+    spill::{cut_owned, cut_text, utf8_prefix},
 };
 
 /// How a finished call ended, for [`Ledger::finish`].
@@ -78,7 +78,9 @@ impl Ledger {
     }
 
     /// Opens the receipt of a call the gate has decided; returns its seq.
-    /// A refused call is closed at once with `error`.
+    /// A refused call is closed at once with `error`. The name and the
+    /// error are cut to [`TEXT_BYTES`](super::spill::TEXT_BYTES) each, so
+    /// a call's entry stays small whatever the program passed.
     pub(crate) fn open(
         &mut self,
         tool: &str,
@@ -93,14 +95,14 @@ impl Ledger {
         };
         self.calls.push(CallReceipt {
             seq,
-            tool: tool.to_owned(),
+            tool: cut_text(tool).into_owned(),
             caller,
             decision,
             status,
             elapsed_ms: 0.0,
             bytes: 0,
             truncated: None,
-            error,
+            error: error.map(cut_owned),
             note: None,
             elicitations: Vec::new(),
             elicitation_declined: false,
@@ -110,7 +112,8 @@ impl Ledger {
         seq
     }
 
-    /// Closes the receipt of call `seq`.
+    /// Closes the receipt of call `seq`; its error and note are cut to
+    /// [`TEXT_BYTES`](super::spill::TEXT_BYTES) each.
     pub(crate) fn finish(&mut self, seq: u64, end: CallEnd) {
         let i = (seq - 1) as usize;
         let call = &mut self.calls[i];
@@ -119,9 +122,9 @@ impl Ledger {
         call.decision = end.decision;
         call.bytes = end.bytes;
         call.truncated = end.truncated;
-        call.error = end.error;
+        call.error = end.error.map(cut_owned);
         if end.note.is_some() {
-            call.note = end.note;
+            call.note = end.note.map(cut_owned);
         }
         call.elicitation_declined = end.elicitations.iter().any(super::ElicitationRecord::declined);
         call.elicitations = end.elicitations;
@@ -152,7 +155,6 @@ impl Ledger {
     /// Records one console line; lines past the bound are counted in
     /// `logs_dropped`, and a line that only partly fits is cut.
     pub(crate) fn log(&mut self, level: &str, text: &str) {
-        const CUT: &str = " [cut at the log bound]";
         let room = self.max_log_bytes.saturating_sub(self.log_bytes);
         if self.logs.len() >= self.max_log_lines || room == 0 {
             self.logs_dropped += 1;
@@ -162,8 +164,9 @@ impl Ledger {
             text.to_owned()
         } else {
             // The line is cut at the byte bound, marker included.
-            let mut kept = utf8_prefix(text, room.saturating_sub(CUT.len())).to_owned();
-            kept.push_str(CUT);
+            let cut = format!(" [cut at the log bound; {} bytes in all]", text.len());
+            let mut kept = utf8_prefix(text, room.saturating_sub(cut.len())).to_owned();
+            kept.push_str(&cut);
             kept
         };
         self.log_bytes += text.len();

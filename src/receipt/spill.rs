@@ -132,6 +132,95 @@ pub(crate) fn spill(text: String, ext: &str, limit: usize, target: SpillTarget<'
     Bounded { value: Value::String(text), bytes, truncated: Some(truncated), spill_error }
 }
 
+/// The most bytes of one text that a receipt or a message to the program
+/// keeps: a tool's error text, a refusal's reason (with any argument it
+/// quotes), a tool name, an uncaught exception's message and stack. Longer
+/// text keeps a UTF-8-safe prefix followed by a marker giving the kept and
+/// whole sizes, the two within this many bytes ([`cut_text`]); a tool's
+/// error text and an uncaught exception's message are also written whole
+/// to a spill file ([`cut_spilled`]). A cut text fits the bound, so cutting
+/// it again changes nothing. Console lines have their own bound
+/// (`Limits::log_bytes`). 4 KiB.
+pub(crate) const TEXT_BYTES: usize = 4 << 10;
+
+/// `text` cut to [`TEXT_BYTES`] with the marker ` [cut at K of N bytes]`,
+/// or ` [cut at K of N bytes; the whole text is in PATH]`.
+fn cut_with_marker(text: &str, spill_path: Option<&str>) -> String {
+    let marker = |kept: usize| match spill_path {
+        Some(path) => format!(" [cut at {kept} of {} bytes; the whole text is in {path}]", text.len()),
+        None => format!(" [cut at {kept} of {} bytes]", text.len()),
+    };
+    // The marker is no longer with the real kept size than with the bound.
+    let room = TEXT_BYTES.saturating_sub(marker(TEXT_BYTES).len());
+    let mut kept = utf8_prefix(text, room).to_owned();
+    kept.push_str(&marker(kept.len()));
+    kept
+}
+
+/// `text` whole when it fits in [`TEXT_BYTES`], else its UTF-8-safe prefix
+/// and a marker with the kept and whole sizes (`… [cut at 4065 of 1000061
+/// bytes]`), [`TEXT_BYTES`] in all.
+pub(crate) fn cut_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= TEXT_BYTES {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(cut_with_marker(text, None))
+}
+
+/// [`cut_text`] for an owned text: kept as it is when it fits.
+pub(crate) fn cut_owned(text: String) -> String {
+    if text.len() <= TEXT_BYTES { text } else { cut_with_marker(&text, None) }
+}
+
+/// [`cut_text`], writing the whole text first to the spill file
+/// `<stem>.txt` of `target` (blocking I/O) and naming it in the marker.
+/// When the file cannot be written, the marker has no path and the area
+/// records why (the receipt's `warnings`).
+pub(crate) fn cut_spilled(text: String, target: SpillTarget<'_>) -> String {
+    if text.len() <= TEXT_BYTES {
+        return text;
+    }
+    let path = match write_spill(&target, "txt", text.as_bytes()) {
+        Ok(path) => Some(path.display().to_string()),
+        Err(e) => {
+            target.area.failed(format!("{}: could not write the spill file: {e}", target.stem));
+            None
+        }
+    };
+    cut_with_marker(&text, path.as_deref())
+}
+
+/// `value` formatted with `Display`, cut to [`TEXT_BYTES`] while it is
+/// written: formatting stops there, so a message that quotes a huge
+/// argument (a JSON Schema error names the value it rejects) costs no more
+/// than the bound. A cut text ends with ` [cut at K bytes]` (its whole
+/// size is not known: it was never made).
+pub(crate) fn display_cut(value: impl std::fmt::Display) -> String {
+    /// Room left for the marker.
+    const MARKER: usize = 32;
+    /// Keeps the first bytes and fails the write past them.
+    struct Capped(String, bool);
+    impl std::fmt::Write for Capped {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let room = TEXT_BYTES - MARKER - self.0.len();
+            if s.len() <= room {
+                self.0.push_str(s);
+                return Ok(());
+            }
+            self.0.push_str(utf8_prefix(s, room));
+            self.1 = true;
+            Err(std::fmt::Error)
+        }
+    }
+    let mut out = Capped(String::new(), false);
+    let _ = std::fmt::write(&mut out, format_args!("{value}"));
+    if out.1 {
+        let kept = out.0.len();
+        out.0.push_str(&format!(" [cut at {kept} bytes]"));
+    }
+    out.0
+}
+
 /// The longest prefix of `s` of at most `max` bytes that ends on a character
 /// boundary.
 pub(crate) fn utf8_prefix(s: &str, max: usize) -> &str {
@@ -277,6 +366,32 @@ mod tests {
 
     fn target(area: &SpillArea) -> SpillTarget<'_> {
         SpillTarget { area, stem: "call-1" }
+    }
+
+    #[test]
+    fn long_texts_keep_a_prefix_and_their_size_within_the_bound() {
+        assert_eq!(cut_text("short"), "short");
+        let long = "é".repeat(TEXT_BYTES);
+        let cut = cut_text(&long);
+        assert!(cut.len() <= TEXT_BYTES, "{}", cut.len());
+        assert!(cut.ends_with(&format!("of {} bytes]", long.len())), "{cut:.80}");
+        assert_eq!(cut_owned(cut.clone().into_owned()), cut, "a cut text is not cut again");
+
+        let dir = tempfile::tempdir().unwrap();
+        let area = area(dir.path());
+        let spilled = cut_spilled(long.clone(), SpillTarget { area: &area, stem: "call-1-error" });
+        assert!(spilled.len() <= TEXT_BYTES);
+        let path = spilled.rsplit("the whole text is in ").next().unwrap().strip_suffix(']').unwrap();
+        assert_eq!(std::fs::read_to_string(path).unwrap(), long);
+    }
+
+    #[test]
+    fn display_cut_stops_formatting_at_the_bound() {
+        let huge = Value::String("q".repeat(1 << 20));
+        let text = display_cut(format_args!("at /path: {huge} is not of type \"string\""));
+        assert!(text.len() <= TEXT_BYTES && text.starts_with("at /path: \"qqq"), "{text:.60}");
+        assert!(text.ends_with(" bytes]"), "{}", &text[text.len() - 40..]);
+        assert_eq!(display_cut("short"), "short");
     }
 
     #[test]

@@ -171,14 +171,22 @@ pub(crate) async fn next_ended(
 pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Result<Function<'js>> {
     Function::new(
         ctx.clone(),
-        move |ctx: Ctx<'js>, op: i32, a: String, b: String| -> rquickjs::Result<Value<'js>> {
+        move |ctx: Ctx<'js>,
+              op: i32,
+              a: rquickjs::String<'js>,
+              b: rquickjs::String<'js>|
+              -> rquickjs::Result<Value<'js>> {
             match op {
-                0 => call(&ctx, &state, &a, &b),
+                // Checked before the name and arguments are read out of
+                // the VM, so each call of a loop that catches the refusals
+                // costs next to nothing until the interrupt check stops it.
+                0 if let Some(why) = stopping(&state.clock) => error_value(&ctx, &stopped_refusal(why)),
+                0 => call(&ctx, &state, &a.to_string()?, &b.to_string()?),
                 1 => {
-                    state.ledger.borrow_mut().log(&a, &b);
+                    state.ledger.borrow_mut().log(&a.to_string()?, &b.to_string()?);
                     Ok(Value::new_undefined(ctx))
                 }
-                2 => nondeterministic(&ctx, &state, &a),
+                2 => nondeterministic(&ctx, &state, &a.to_string()?),
                 _ => Err(rquickjs::Exception::throw_internal(&ctx, "unknown host operation")),
             }
         },
@@ -216,7 +224,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         let refusal = serde_json::json!({
             "kind": "refused",
             "message": "the run is over its call budget and is stopping; this call was not recorded",
-            "tool": tool,
+            "tool": crate::receipt::spill::cut_text(tool),
             "seq": null,
         });
         return error_value(ctx, &refusal.to_string());
@@ -339,12 +347,38 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
     settled_value(ctx, settled)
 }
 
+/// Why the run is stopping from outside the program, when it is: its
+/// deadline passed (never while an approval is pending), or it was
+/// cancelled.
+fn stopping(clock: &RunClock) -> Option<&'static str> {
+    if clock.is_cancelled() {
+        Some("the run was cancelled and is stopping")
+    } else if clock.expired() {
+        Some("the run passed its deadline and is stopping")
+    } else {
+        None
+    }
+}
+
+/// The refusal of a call made while the run stops on its deadline or a
+/// cancel (`stopping`): not made, not recorded, and without the tool's name
+/// (reading it out of the VM could cost more than the call).
+fn stopped_refusal(why: &str) -> String {
+    serde_json::json!({
+        "kind": "refused",
+        "message": format!("{why}; this call was not made"),
+        "tool": "",
+        "seq": null,
+    })
+    .to_string()
+}
+
 /// The refusal of a call made while the run stops on a divergence.
 fn stopping_refusal(tool: &str) -> String {
     serde_json::json!({
         "kind": "refused",
         "message": "the run is stopping: its replay took another path than the journal",
-        "tool": tool,
+        "tool": crate::receipt::spill::cut_text(tool),
         "seq": null,
     })
     .to_string()

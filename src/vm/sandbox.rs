@@ -818,6 +818,14 @@ impl Sandbox {
             SpillTarget { area: self.state.dispatcher.spill_area(), stem: "value" },
         );
         let value_truncated: Option<Truncation> = bounded.truncated;
+        // An uncaught message over the text bound is kept whole in a spill
+        // file (`error.txt`); the receipt keeps its prefix.
+        let error = error.map(|mut e| {
+            let target = SpillTarget { area: self.state.dispatcher.spill_area(), stem: "error" };
+            e.message = spill::cut_spilled(std::mem::take(&mut e.message), target);
+            e.stack = e.stack.map(spill::cut_owned);
+            e
+        });
         let ledger = std::mem::replace(&mut *self.state.ledger.borrow_mut(), Ledger::new(0, 0));
         let clock = &self.state.clock;
         // A resumed run's times cover the whole run: before the pause, the

@@ -179,7 +179,7 @@ fn the_log_byte_bound_cuts_and_counts() {
     let kept: usize = r.logs.iter().map(|l| l.text.len()).sum();
     assert!(kept <= 1000, "{kept}");
     assert_eq!(r.logs.len(), 4, "three whole lines and one cut");
-    assert!(r.logs[3].text.ends_with("[cut at the log bound]"), "{}", r.logs[3].text);
+    assert!(r.logs[3].text.ends_with("[cut at the log bound; 300 bytes in all]"), "{}", r.logs[3].text);
     assert_eq!(r.logs_dropped, 1);
 }
 

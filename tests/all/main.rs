@@ -4,6 +4,7 @@
 mod approve;
 mod batch;
 mod batch_cli;
+mod bounds;
 mod cli;
 mod common;
 mod conformance;
