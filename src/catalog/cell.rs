@@ -14,12 +14,10 @@ use super::{Catalog, CatalogError, Tool};
 /// cannot be called (its input schema does not compile, its name is
 /// invalid or taken). Shown by `tool_search`, `codemode mcp tools` and the
 /// refusal of a call of it, so it does not vanish without a word.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Unavailable {
-    /// Its catalog name.
-    pub name: String,
-    /// Its description.
-    pub description: String,
+    /// Its spec (name, description, source...), as the server listed it.
+    pub spec: super::ToolSpec,
     /// Why it is left out, naming the tool.
     pub why: String,
 }
@@ -78,33 +76,23 @@ impl CatalogCell {
     }
 }
 
-/// Each tool's name and description.
-fn descriptions(tools: &[Arc<dyn Tool>]) -> Vec<(String, String)> {
-    tools
-        .iter()
-        .map(|t| {
-            let spec = t.spec();
-            (spec.name, spec.description)
-        })
-        .collect()
+/// Each tool's spec.
+fn descriptions(tools: &[Arc<dyn Tool>]) -> Vec<super::ToolSpec> {
+    tools.iter().map(|t| t.spec()).collect()
 }
 
 /// The left-out tools of `skipped`, described from `described`.
-fn unavailable(skipped: &[CatalogError], described: &[(String, String)]) -> Vec<Unavailable> {
+fn unavailable(skipped: &[CatalogError], described: &[super::ToolSpec]) -> Vec<Unavailable> {
     skipped
         .iter()
-        .map(|e| {
+        .filter_map(|e| {
             let name = match e {
                 CatalogError::DuplicateName { name } | CatalogError::InvalidName { name } => name,
                 CatalogError::InvalidSchema { tool, .. } => tool,
             };
-            let description =
-                described.iter().find(|(n, _)| n == name).map(|(_, d)| d.clone()).unwrap_or_default();
-            Unavailable {
-                name: name.clone(),
-                description,
-                why: format!("{e}; it cannot be called until its MCP server lists it correctly"),
-            }
+            let spec = described.iter().find(|s| &s.name == name)?.clone();
+            let why = format!("{e}; it cannot be called until its MCP server lists it correctly");
+            Some(Unavailable { spec, why })
         })
         .collect()
 }

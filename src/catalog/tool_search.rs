@@ -96,7 +96,9 @@ impl Discovery {
         .map_err(|e: SearchError| ToolError::new(e.to_string()))?;
         let hits: Vec<&ToolSpec> = hits.into_iter().take(limit).map(|(i, _)| &catalog.at(i).spec).collect();
         let described: Vec<Value> = hits.iter().map(|spec| describe(spec)).collect();
-        let unavailable = unavailable_matches(left_out, args);
+        let callable: Vec<&Unavailable> =
+            left_out.iter().filter(|u| self.may_call(&u.spec, caller)).collect();
+        let unavailable = unavailable_matches(&callable, args);
         if caller == Caller::Program {
             let mut out = json!({ "tools": described });
             if !unavailable.is_empty() {
@@ -131,8 +133,8 @@ impl Discovery {
 /// description, why}`: in regex mode the expression matches the name or
 /// the description; in bm25 mode a word of the query (2 characters or more,
 /// any case) is in the name or the description. At most the search's
-/// limit.
-fn unavailable_matches(left_out: &[Unavailable], args: &Args) -> Vec<Value> {
+/// limit. Only tools the caller could call were they available.
+fn unavailable_matches(left_out: &[&Unavailable], args: &Args) -> Vec<Value> {
     if left_out.is_empty() {
         return Vec::new();
     }
@@ -151,9 +153,9 @@ fn unavailable_matches(left_out: &[Unavailable], args: &Args) -> Vec<Value> {
     };
     left_out
         .iter()
-        .filter(|u| matches(&u.name) || matches(&u.description))
+        .filter(|u| matches(&u.spec.name) || matches(&u.spec.description))
         .take(args.limit.unwrap_or(DEFAULT_LIMIT))
-        .map(|u| json!({"name": u.name, "description": u.description, "why": u.why}))
+        .map(|u| json!({"name": u.spec.name, "description": u.spec.description, "why": u.why}))
         .collect()
 }
 

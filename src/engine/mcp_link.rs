@@ -238,7 +238,7 @@ impl McpLink {
         if let Some(why) = self.disabled_tools.get(tool) {
             return Some(why.clone());
         }
-        if let Some(left_out) = self.unavailable().into_iter().find(|u| u.name == tool) {
+        if let Some(left_out) = self.unavailable().into_iter().find(|u| u.spec.name == tool) {
             return Some(format!(
                 "`{tool}` is listed by its MCP server but is unavailable: {}",
                 left_out.why
@@ -295,7 +295,7 @@ impl McpLink {
             .iter()
             .map(|t| {
                 let spec = t.spec();
-                match left_out.iter().find(|u| u.name == spec.name) {
+                match left_out.iter().find(|u| u.spec.name == spec.name) {
                     Some(u) => json!({"name": spec.name, "why": u.why}),
                     None => json!({"name": spec.name, "description": spec.description}),
                 }
