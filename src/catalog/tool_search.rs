@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::cell::CatalogCell;
+use super::cell::{CatalogCell, Unavailable};
 use super::search::SearchError;
 use super::toolbox::{Activation, Candidate, Toolbox};
 use super::{
@@ -71,7 +71,15 @@ impl Discovery {
     }
 
     /// Runs one search of `catalog` for `caller`.
-    fn search(&self, catalog: &Catalog, args: &Args, caller: Caller) -> Result<Value, ToolError> {
+    /// MCP tools the catalog left out (see [`Unavailable`]) that match the
+    /// search are added as `unavailable: [{name, description, why}]`.
+    fn search(
+        &self,
+        catalog: &Catalog,
+        left_out: &[Unavailable],
+        args: &Args,
+        caller: Caller,
+    ) -> Result<Value, ToolError> {
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 || limit > MAX_LIMIT {
             return Err(ToolError::new(format!("limit must be between 1 and {MAX_LIMIT}, got {limit}")));
@@ -88,8 +96,15 @@ impl Discovery {
         .map_err(|e: SearchError| ToolError::new(e.to_string()))?;
         let hits: Vec<&ToolSpec> = hits.into_iter().take(limit).map(|(i, _)| &catalog.at(i).spec).collect();
         let described: Vec<Value> = hits.iter().map(|spec| describe(spec)).collect();
+        let callable: Vec<&Unavailable> =
+            left_out.iter().filter(|u| self.may_call(&u.spec, caller)).collect();
+        let unavailable = unavailable_matches(&callable, args);
         if caller == Caller::Program {
-            return Ok(json!({ "tools": described }));
+            let mut out = json!({ "tools": described });
+            if !unavailable.is_empty() {
+                out["unavailable"] = Value::Array(unavailable);
+            }
+            return Ok(out);
         }
         let candidates: Vec<Candidate> = hits
             .iter()
@@ -101,13 +116,47 @@ impl Discovery {
             .collect();
         let Activation { activated, evicted_tool_references, unavailable_tool_references } =
             self.lock().activate(&candidates);
-        Ok(json!({
+        let mut out = json!({
             "tools": described,
             "activated": activated,
             "evicted_tool_references": evicted_tool_references,
             "unavailable_tool_references": unavailable_tool_references,
-        }))
+        });
+        if !unavailable.is_empty() {
+            out["unavailable"] = Value::Array(unavailable);
+        }
+        Ok(out)
     }
+}
+
+/// The left-out tools a search for `args` matches, as `{name,
+/// description, why}`: in regex mode the expression matches the name or
+/// the description; in bm25 mode a word of the query (2 characters or more,
+/// any case) is in the name or the description. At most the search's
+/// limit. Only tools the caller could call were they available.
+fn unavailable_matches(left_out: &[&Unavailable], args: &Args) -> Vec<Value> {
+    if left_out.is_empty() {
+        return Vec::new();
+    }
+    let matches: Box<dyn Fn(&str) -> bool> = if args.mode.as_deref() == Some("regex") {
+        match regex::Regex::new(&args.query) {
+            Ok(re) => Box::new(move |text| re.is_match(text)),
+            Err(_) => return Vec::new(),
+        }
+    } else {
+        let words: Vec<String> =
+            args.query.split_whitespace().filter(|w| w.len() >= 2).map(str::to_lowercase).collect();
+        Box::new(move |text| {
+            let text = text.to_lowercase();
+            words.iter().any(|w| text.contains(w.as_str()))
+        })
+    };
+    left_out
+        .iter()
+        .filter(|u| matches(&u.spec.name) || matches(&u.spec.description))
+        .take(args.limit.unwrap_or(DEFAULT_LIMIT))
+        .map(|u| json!({"name": u.spec.name, "description": u.spec.description, "why": u.why}))
+        .collect()
 }
 
 /// What a search shows of one tool.
@@ -200,13 +249,16 @@ impl Tool for ToolSearch {
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
-        let found = self.link.get().and_then(|l| Some((l.catalog.upgrade()?.load(), l.discovery.clone())));
+        let found = self.link.get().and_then(|l| {
+            let cell = l.catalog.upgrade()?;
+            Some((cell.load(), cell.unavailable(), l.discovery.clone()))
+        });
         Box::pin(async move {
-            let (catalog, discovery) = found.ok_or_else(|| {
+            let (catalog, left_out, discovery) = found.ok_or_else(|| {
                 ToolError::new("tool_search has no catalog: the engine is being built or dropped")
             })?;
             let args: Args = crate::tools::parse_args(args)?;
-            discovery.search(&catalog, &args, cx.caller).map(ToolOutput::new)
+            discovery.search(&catalog, &left_out, &args, cx.caller).map(ToolOutput::new)
         })
     }
 }
@@ -245,12 +297,12 @@ mod tests {
     fn program_searches_describe_and_activate_nothing() {
         let c = catalog(vec![spec("open_issue", "open an issue in a tracker", Loading::Deferred)]);
         let d = open();
-        let out = d.search(&c, &args("issue"), Caller::Program).unwrap();
+        let out = d.search(&c, &[], &args("issue"), Caller::Program).unwrap();
         assert_eq!(out["tools"][0]["name"], "open_issue");
         assert_eq!(out["tools"][0]["source"], "native");
         assert!(out.get("activated").is_none());
         assert!(d.toolbox().is_empty());
-        let out = d.search(&c, &args("issue"), Caller::Direct).unwrap();
+        let out = d.search(&c, &[], &args("issue"), Caller::Direct).unwrap();
         assert_eq!(out["activated"], json!(["open_issue"]));
         assert_eq!(d.toolbox(), ["open_issue"]);
     }
@@ -258,7 +310,7 @@ mod tests {
     #[test]
     fn eager_tools_are_found_but_not_activated() {
         let c = catalog(vec![spec("read", "read a file", Loading::Eager)]);
-        let out = open().search(&c, &args("read"), Caller::Direct).unwrap();
+        let out = open().search(&c, &[], &args("read"), Caller::Direct).unwrap();
         assert_eq!(out["tools"][0]["name"], "read");
         assert_eq!(out["activated"], json!([]));
     }
@@ -272,7 +324,7 @@ mod tests {
         ]);
         let d = Discovery::new(Box::new(|s: &ToolSpec| s.name == "denied"));
         let names = |caller| {
-            let out = d.search(&c, &args("issue"), caller).unwrap();
+            let out = d.search(&c, &[], &args("issue"), caller).unwrap();
             let mut n: Vec<String> = out["tools"]
                 .as_array()
                 .unwrap()
@@ -292,7 +344,7 @@ mod tests {
         let d = open();
         let bad = |mode: Option<&str>, limit| {
             let a = Args { query: "(".into(), mode: mode.map(Into::into), limit };
-            d.search(&c, &a, Caller::Program).unwrap_err().message
+            d.search(&c, &[], &a, Caller::Program).unwrap_err().message
         };
         assert!(bad(Some("regex"), None).contains("not a valid regular expression"));
         assert!(bad(Some("fuzzy"), None).contains("\"bm25\" or \"regex\""));

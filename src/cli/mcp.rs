@@ -238,6 +238,13 @@ fn tools(server: &str, json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
         ));
     }
     super::print_stdout(&text)?;
+    for tool in listing["unavailable"].as_array().into_iter().flatten() {
+        eprintln!(
+            "codemode: unavailable: {}: {}",
+            super::run::printable(tool["name"].as_str().unwrap_or("")),
+            super::run::printable(tool["why"].as_str().unwrap_or(""))
+        );
+    }
     for tool in listing["hidden"].as_array().into_iter().flatten() {
         eprintln!(
             "codemode: hidden: {}: {}",

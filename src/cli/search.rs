@@ -53,6 +53,9 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let found = result["tools"].as_array().cloned().unwrap_or_default();
+    for tool in result["unavailable"].as_array().into_iter().flatten() {
+        eprintln!("codemode: unavailable: {}: {}", str_of(&tool["name"]), str_of(&tool["why"]));
+    }
     if found.is_empty() {
         eprintln!("codemode: no tool matches {:?}", args.query);
         return Ok(0);

@@ -207,6 +207,9 @@ async fn start_server(
 ) -> Result<(Decision, Vec<String>), Box<super::dispatch::Completion>> {
     let mcp = finish.shared.mcp.clone().expect("only MCP tools take this path");
     let connect = naming::connect_name(server);
+    // Counted before waiting: a start that fails while this call waits
+    // fails it too, at once (no start per waiting call).
+    let seen = mcp.pool.starts_seen(server);
     let starting = mcp.start_lock(server).await;
     let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(server).cloned();
     if let Some((decision, reason)) = refused {
@@ -244,7 +247,7 @@ async fn start_server(
         }
     };
     let was_running = mcp.is_running(server);
-    if let Err(e) = mcp.connect(server).await {
+    if let Err(e) = mcp.connect_since(server, seen).await {
         return Err(Box::new(Finisher { decision, ..finish.clone() }.failed("failed", e.to_string())));
     }
     drop(starting);

@@ -238,6 +238,12 @@ impl McpLink {
         if let Some(why) = self.disabled_tools.get(tool) {
             return Some(why.clone());
         }
+        if let Some(left_out) = self.unavailable().into_iter().find(|u| u.spec.name == tool) {
+            return Some(format!(
+                "`{tool}` is listed by its MCP server but is unavailable: {}",
+                left_out.why
+            ));
+        }
         self.servers.iter().find_map(|server| {
             let hidden = self.pool.hidden_tools(server).ok()?;
             hidden
@@ -245,6 +251,12 @@ impl McpLink {
                 .find(|(name, _)| naming::tool_name(server, name) == tool)
                 .map(|(name, why)| format!("`{name}` of MCP server `{server}` cannot be called: {why}"))
         })
+    }
+
+    /// The MCP tools the catalog left out (bad schema, bad name), with why.
+    fn unavailable(&self) -> Vec<crate::catalog::cell::Unavailable> {
+        let cell = self.catalog.get().and_then(Weak::upgrade);
+        cell.map(|c| c.unavailable().as_ref().clone()).unwrap_or_default()
     }
 
     /// Why `server` may not have listed `tool`, when its configuration
@@ -264,23 +276,35 @@ impl McpLink {
     /// # Errors
     /// The pool's start or listing failure.
     pub(crate) async fn connect(&self, server: &str) -> Result<Value, McpError> {
+        self.connect_since(server, self.pool.starts_seen(server)).await
+    }
+
+    /// [`McpLink::connect`] for a call that counted `seen` finished starts
+    /// of `server` before it waited for its turn to start it: a start that
+    /// failed meanwhile fails this call too, at once
+    /// ([`McpPool::connect_since`]). A running server lists its tools again
+    /// (once), for a call of a tool the catalog does not know.
+    pub(crate) async fn connect_since(&self, server: &str, seen: u64) -> Result<Value, McpError> {
         self.allowed.insert(server);
-        let was_running = self.is_running(server);
-        let tools = self.pool.connect(server).await?;
-        // A new listing rebuilds the catalog (also done by the task that
-        // follows the pool, but the caller needs it now); a server that was
-        // up already is in the catalog as listed.
-        if !was_running {
-            self.refresh();
-        }
-        let listed: Vec<Value> = tools
+        let tools = self.pool.connect_since(server, seen).await?;
+        // The listing rebuilds the catalog (also done by the task that
+        // follows the pool, but the caller needs it now).
+        self.refresh();
+        let left_out = self.unavailable();
+        let (listed, unavailable): (Vec<Value>, Vec<Value>) = tools
             .iter()
             .map(|t| {
                 let spec = t.spec();
-                json!({"name": spec.name, "description": spec.description})
+                match left_out.iter().find(|u| u.spec.name == spec.name) {
+                    Some(u) => json!({"name": spec.name, "why": u.why}),
+                    None => json!({"name": spec.name, "description": spec.description}),
+                }
             })
-            .collect();
+            .partition(|t| t.get("why").is_none());
         let mut listing = json!({"server": server, "tools": listed});
+        if !unavailable.is_empty() {
+            listing["unavailable"] = Value::Array(unavailable);
+        }
         let hidden: Vec<Value> = self
             .pool
             .hidden_tools(server)

@@ -14,13 +14,24 @@
 //!   (rmcp's own line limit drops the line and keeps waiting, which would
 //!   leave the call hanging until its timeout.) For HTTP, rmcp's
 //!   `max_json_response_size` and `max_sse_event_size` are set to the limit.
+//! - **Depth limit.** A line nested deeper than [`MAX_JSON_DEPTH`] levels
+//!   of arrays and objects ends the stream the same way
+//!   ([`McpError::TooDeep`]): rmcp's JSON reader would drop it as
+//!   unreadable and the request waiting for it would wait its whole
+//!   timeout.
+//! - **`list_changed` in order.** [`BoundedLines`] counts each
+//!   `notifications/tools/list_changed` line as it is read, before any
+//!   later answer reaches rmcp ([`Listing::notified`]), so a call answered
+//!   after the notification sees the list as stale (rmcp hands
+//!   notifications to the handler on a task of their own, which may run
+//!   after the answer was delivered).
 //! - **Down.** [`Connection::down`] resolves once the connection has ended,
 //!   with its [`Down`] cause; every pending request races it, so a crash
 //!   fails them at once.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -43,6 +54,10 @@ use crate::process_group::ProcessGroup;
 /// Bytes of a server's stderr kept for error messages.
 pub const STDERR_TAIL: usize = 4096;
 
+/// Deepest nesting of arrays and objects read in one message: serde_json's
+/// recursion limit (128) less one, the deepest it parses.
+pub const MAX_JSON_DEPTH: usize = 127;
+
 /// How long the monitor waits for a process whose stdout closed to exit by
 /// itself (so its exit status can be reported) before killing it.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
@@ -58,6 +73,8 @@ pub(crate) enum Down {
     Ended(String),
     /// A message over the limit arrived.
     TooLarge,
+    /// A message nested deeper than [`MAX_JSON_DEPTH`] arrived.
+    TooDeep,
     /// The pool stopped it.
     Stopped,
 }
@@ -103,6 +120,9 @@ impl Tail {
 /// Sampling is left to rmcp's default (`-32601 Method not found`).
 pub(crate) struct Handler {
     list_changed: mpsc::UnboundedSender<()>,
+    /// Where the notification is counted when no [`BoundedLines`] counts
+    /// it (HTTP).
+    count: Option<Arc<AtomicU64>>,
     requests: Arc<ServerRequests>,
     /// Whether `roots` is declared (the server's config).
     roots: bool,
@@ -110,6 +130,9 @@ pub(crate) struct Handler {
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(count) = &self.count {
+            count.fetch_add(1, Ordering::AcqRel);
+        }
         let _ = self.list_changed.send(());
     }
 
@@ -175,6 +198,38 @@ pub(crate) struct Connection {
     /// Names of the tools its `tools/list` answers declared
     /// `execution.taskSupport: "required"` (see [`TaskOnlyTap`]).
     pub(crate) task_only: TaskOnlyTap,
+    /// Where its tool listing stands against its `list_changed`
+    /// notifications.
+    pub(crate) listing: Listing,
+}
+
+/// A connection's tool listing against the server's
+/// `notifications/tools/list_changed`: how many arrived, which of them the
+/// last listing covers, and the lock that keeps one listing in flight
+/// (callers that need a fresh list while one runs wait for it instead of
+/// listing again). Used by the pool (see `pool.rs`, "Listing").
+#[derive(Default)]
+pub(crate) struct Listing {
+    /// `list_changed` notifications received.
+    pub(crate) notified: Arc<AtomicU64>,
+    /// The value of `notified` when the last finished listing started.
+    pub(crate) applied: AtomicU64,
+    /// Listings finished.
+    pub(crate) completed: AtomicU64,
+    /// Whether a notification may start a listing by itself: set when the
+    /// connection starts and at each tool call, taken by each listing, so
+    /// a server that answers every listing with `list_changed` gets at
+    /// most one listing per call of its tools, not a loop.
+    pub(crate) eager: AtomicBool,
+    /// Held while listing.
+    pub(crate) lock: tokio::sync::Mutex<()>,
+}
+
+impl Listing {
+    /// Whether a notification arrived that the last listing does not cover.
+    pub(crate) fn stale(&self) -> bool {
+        self.notified.load(Ordering::Acquire) > self.applied.load(Ordering::Acquire)
+    }
 }
 
 /// The tools a server declared task-only (`execution.taskSupport:
@@ -278,7 +333,14 @@ impl Connection {
         let mut abandoned = StopOnDrop(Some(down_tx.clone()));
         let stderr = Arc::new(Tail::default());
         let (list_tx, list_changed) = mpsc::unbounded_channel();
-        let handler = Handler { list_changed: list_tx, requests: requests.clone(), roots: server.roots };
+        let listing = Listing::default();
+        let stdio = matches!(server.transport, Transport::Stdio { .. });
+        let handler = Handler {
+            list_changed: list_tx,
+            count: (!stdio).then(|| listing.notified.clone()),
+            requests: requests.clone(),
+            roots: server.roots,
+        };
         let name = server.name.clone();
         let mut monitor = None;
         let task_only = TaskOnlyTap::default();
@@ -317,16 +379,16 @@ impl Connection {
                 tokio::spawn(drain(child_stderr, stderr.clone()));
                 let closed = Arc::new(tokio::sync::Notify::new());
                 let oversized = Arc::new(AtomicBool::new(false));
+                let too_deep = Arc::new(AtomicBool::new(false));
                 let stdout = BoundedLines {
-                    inner: stdout,
-                    limit,
-                    line: 0,
-                    oversized: oversized.clone(),
-                    closed: closed.clone(),
-                    ended: false,
-                    tap: Some((task_only.clone(), Vec::new())),
-                };
-                monitor = Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, oversized)));
+                    too_deep: too_deep.clone(),
+                    json: JsonDepth::default(),
+                    list_changed: Some(listing.notified.clone()),
+                    ..BoundedLines::new(stdout, limit, oversized.clone(), closed.clone())
+                }
+                .tapped(task_only.clone());
+                monitor =
+                    Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, [oversized, too_deep])));
                 let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
                 Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
             }
@@ -393,6 +455,7 @@ impl Connection {
                     monitor: Mutex::new(monitor),
                     started: tokio::time::Instant::now(),
                     task_only,
+                    listing,
                 };
                 abandoned.0 = None;
                 return Ok(Started { connection: Arc::new(connection), list_changed });
@@ -430,6 +493,7 @@ impl Connection {
             (_, Some(Down::TooLarge)) => {
                 fatal(McpError::MessageTooLarge { server: name, limit_bytes: limit })
             }
+            (_, Some(Down::TooDeep)) => fatal(McpError::TooDeep { server: name, limit: MAX_JSON_DEPTH }),
             (None, _) => {
                 fatal(McpError::StartupTimeout { server: name, timeout: server.startup_timeout, stderr })
             }
@@ -471,6 +535,7 @@ impl Connection {
         let server = self.server.clone();
         match cause {
             Down::TooLarge => McpError::MessageTooLarge { server, limit_bytes: self.limit },
+            Down::TooDeep => McpError::TooDeep { server, limit: MAX_JSON_DEPTH },
             Down::Stopped => McpError::ShutDown { server },
             Down::Ended(cause) => McpError::Stopped { server, cause, stderr: self.stderr.settled().await },
         }
@@ -640,7 +705,7 @@ async fn watch_process(
     mut group: ProcessGroup,
     down_tx: Arc<watch::Sender<Option<Down>>>,
     closed: Arc<tokio::sync::Notify>,
-    oversized: Arc<AtomicBool>,
+    [oversized, too_deep]: [Arc<AtomicBool>; 2],
 ) {
     let mut down = down_tx.subscribe();
     let status = tokio::select! {
@@ -663,6 +728,8 @@ async fn watch_process(
     group.reap().await;
     let cause = if oversized.load(Ordering::Acquire) {
         Down::TooLarge
+    } else if too_deep.load(Ordering::Acquire) {
+        Down::TooDeep
     } else {
         match status {
             Some(status) => Down::Ended(describe(status)),
@@ -682,19 +749,104 @@ fn describe(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// A child's stdout that ends (EOF) when one line exceeds `limit` bytes,
-/// and says so; it also signals when the stream ends for any reason.
+/// A child's stdout that ends (EOF) when one line exceeds `limit` bytes
+/// or nests deeper than [`MAX_JSON_DEPTH`], and says so; it also signals
+/// when the stream ends for any reason.
 struct BoundedLines<R> {
     inner: R,
     limit: usize,
     /// Bytes of the current line so far.
     line: usize,
     oversized: Arc<AtomicBool>,
+    /// Set when a line nested too deeply ended the stream.
+    too_deep: Arc<AtomicBool>,
+    /// Where the current line's JSON nesting stands.
+    json: JsonDepth,
     closed: Arc<tokio::sync::Notify>,
     ended: bool,
     /// Where whole lines go ([`TaskOnlyTap::scan`]), and the current line
     /// so far.
     tap: Option<(TaskOnlyTap, Vec<u8>)>,
+    /// Counts the `notifications/tools/list_changed` lines (needs the tap).
+    list_changed: Option<Arc<AtomicU64>>,
+}
+
+impl<R> BoundedLines<R> {
+    fn new(inner: R, limit: usize, oversized: Arc<AtomicBool>, closed: Arc<tokio::sync::Notify>) -> Self {
+        BoundedLines {
+            inner,
+            limit,
+            line: 0,
+            oversized,
+            too_deep: Arc::default(),
+            json: JsonDepth::default(),
+            closed,
+            ended: false,
+            tap: None,
+            list_changed: None,
+        }
+    }
+
+    fn tapped(self, tap: TaskOnlyTap) -> Self {
+        BoundedLines { tap: Some((tap, Vec::new())), ..self }
+    }
+
+    /// A whole line was read: show it to the tap, count a `list_changed`.
+    fn line_done(&mut self, line: &[u8]) {
+        self.line = 0;
+        self.json = JsonDepth::default();
+        let Some((tap, pending)) = &mut self.tap else { return };
+        pending.extend_from_slice(line);
+        tap.scan(pending);
+        if let Some(count) = &self.list_changed
+            && is_list_changed(pending)
+        {
+            count.fetch_add(1, Ordering::AcqRel);
+        }
+        pending.clear();
+    }
+}
+
+/// Whether `line` is a `notifications/tools/list_changed` notification.
+fn is_list_changed(line: &[u8]) -> bool {
+    const METHOD: &[u8] = b"notifications/tools/list_changed";
+    memchr::memmem::find(line, METHOD).is_some()
+        && serde_json::from_slice::<serde_json::Value>(line).is_ok_and(|m| {
+            m.get("method").and_then(serde_json::Value::as_str).map(str::as_bytes) == Some(METHOD)
+                && m.get("id").is_none()
+        })
+}
+
+/// The nesting of arrays and objects at a point of a JSON text, strings
+/// skipped (enough to bound the depth; the text is not validated).
+#[derive(Default, Clone, Copy)]
+struct JsonDepth {
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl JsonDepth {
+    /// Takes one byte; returns the depth after it.
+    fn push(&mut self, b: u8) -> usize {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+            }
+        } else {
+            match b {
+                b'"' => self.in_string = true,
+                b'[' | b'{' => self.depth += 1,
+                b']' | b'}' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        self.depth
+    }
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
@@ -719,17 +871,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
                 let mut last_newline = None;
                 for (i, &b) in fresh.iter().enumerate() {
                     if b == b'\n' {
-                        this.line = 0;
-                        if let Some((tap, pending)) = &mut this.tap {
-                            pending.extend_from_slice(&fresh[last_newline.map_or(0, |n| n + 1)..i]);
-                            tap.scan(pending);
-                            pending.clear();
-                        }
+                        this.line_done(&fresh[last_newline.map_or(0, |n| n + 1)..i]);
                         last_newline = Some(i);
                     } else {
                         this.line += 1;
-                        if this.line > this.limit {
-                            this.oversized.store(true, Ordering::Release);
+                        let too_deep = this.json.push(b) > MAX_JSON_DEPTH;
+                        if too_deep {
+                            this.too_deep.store(true, Ordering::Release);
+                        }
+                        if this.line > this.limit || too_deep {
+                            this.oversized.store(!too_deep, Ordering::Release);
                             this.ended = true;
                             this.closed.notify_one();
                             // Keep the whole lines before the oversized one.
@@ -761,15 +912,7 @@ mod tests {
     async fn bounded_lines_end_the_stream_on_an_oversized_line() {
         let data: &[u8] = b"short\nthis line is far too long\nnever read\n";
         let oversized = Arc::new(AtomicBool::new(false));
-        let mut reader = BoundedLines {
-            inner: data,
-            limit: 10,
-            line: 0,
-            oversized: oversized.clone(),
-            closed: Arc::new(tokio::sync::Notify::new()),
-            ended: false,
-            tap: None,
-        };
+        let mut reader = BoundedLines::new(data, 10, oversized.clone(), Arc::new(tokio::sync::Notify::new()));
         let mut out = Vec::new();
         reader.read_to_end(&mut out).await.unwrap();
         assert!(oversized.load(Ordering::Acquire));
@@ -782,22 +925,36 @@ mod tests {
         let mut data = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec();
         data.extend_from_slice(listing);
         data.push(b'\n');
+        data.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n");
         let tap = TaskOnlyTap::default();
         // One byte per read, so every line spans many reads.
         let inner = tokio_test_reader(data.clone());
+        let count = Arc::new(AtomicU64::new(0));
         let mut reader = BoundedLines {
-            inner,
-            limit: 1 << 20,
-            line: 0,
-            oversized: Arc::new(AtomicBool::new(false)),
-            closed: Arc::new(tokio::sync::Notify::new()),
-            ended: false,
-            tap: Some((tap.clone(), Vec::new())),
-        };
+            list_changed: Some(count.clone()),
+            ..BoundedLines::new(inner, 1 << 20, Arc::default(), Arc::new(tokio::sync::Notify::new()))
+        }
+        .tapped(tap.clone());
         let mut out = Vec::new();
         reader.read_to_end(&mut out).await.unwrap();
         assert_eq!(out, data);
         assert!(tap.contains("a") && !tap.contains("b") && !tap.contains("c"));
+        assert_eq!(count.load(Ordering::Acquire), 1);
+    }
+
+    #[tokio::test]
+    async fn a_line_nested_too_deeply_ends_the_stream() {
+        let ok = format!("{}{}", "[".repeat(MAX_JSON_DEPTH), "]".repeat(MAX_JSON_DEPTH));
+        // Brackets inside strings (escaped quotes too) do not count.
+        let quoted = format!("{{\"s\": \"\\\"{}\"}}", "[".repeat(500));
+        let deep = format!("{}{}", "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
+        let data = format!("{ok}\n{quoted}\n{deep}\nnever read\n").into_bytes();
+        let mut reader = BoundedLines::new(&data[..], 1 << 20, Arc::default(), Arc::default());
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).await.unwrap();
+        assert!(reader.too_deep.load(Ordering::Acquire));
+        assert!(!reader.oversized.load(Ordering::Acquire));
+        assert_eq!(out, format!("{ok}\n{quoted}\n").into_bytes());
     }
 
     /// A reader that gives one byte per read.

@@ -5,7 +5,12 @@
 //! - `structuredContent`, when present, is the content; it is validated
 //!   against the tool's `outputSchema` when the tool gave one (MCP
 //!   specification 2025-06-18, "Structured Content": clients SHOULD
-//!   validate); a mismatch is [`McpError::InvalidOutput`].
+//!   validate); a mismatch is [`McpError::InvalidOutput`]. The result's
+//!   content blocks are kept next to it, in `metadata.blocks` (each as
+//!   below: a text block's text, parsed as JSON when it parses, or the
+//!   block itself), except a text block that only repeats
+//!   `structuredContent` as JSON (the copy the specification asks servers
+//!   to add for older clients); nothing else is dropped.
 //! - Otherwise the content blocks: one text block is its text parsed as JSON
 //!   when it parses, else the string; no block is `null`; several blocks are
 //!   an array holding, per block, the same for text and the block itself
@@ -64,6 +69,11 @@ pub(crate) fn to_output(
             let at = error.instance_path().to_string();
             let message = if at.is_empty() { error.to_string() } else { format!("at {at}: {error}") };
             return Err(McpError::InvalidOutput { server: server.into(), tool: tool.into(), message });
+        }
+        let blocks: Vec<Value> =
+            blocks.into_iter().map(block_value).filter(|block| *block != structured).collect();
+        if !blocks.is_empty() {
+            metadata["blocks"] = Value::Array(blocks);
         }
         return Ok(ToolOutput::with_metadata(structured, metadata));
     }
@@ -143,5 +153,24 @@ mod tests {
             "{bad}"
         );
         assert!(matches!(out(json!([])), Err(McpError::Protocol { .. })));
+    }
+
+    #[test]
+    fn blocks_next_to_structured_content_are_kept() {
+        let both = out(json!({"structuredContent": {"n": 1}, "content": [
+            {"type": "text", "text": "{\"n\": 1}"},
+            {"type": "image", "data": "aGk=", "mimeType": "image/png"},
+            {"type": "text", "text": "a caption"}
+        ]}))
+        .unwrap();
+        assert_eq!(both.content, json!({"n": 1}));
+        assert_eq!(
+            both.metadata.unwrap()["blocks"],
+            json!([{"type": "image", "data": "aGk=", "mimeType": "image/png"}, "a caption"])
+        );
+        let only_copy =
+            out(json!({"structuredContent": {"n": 1}, "content": [{"type": "text", "text": "{\"n\":1}"}]}))
+                .unwrap();
+        assert_eq!(only_copy.metadata, Some(json!({"server": "s", "tool": "t"})));
     }
 }

@@ -89,6 +89,20 @@ pub enum McpError {
         /// The limit.
         limit_bytes: usize,
     },
+    /// The server sent a message nested deeper than
+    /// [`MAX_JSON_DEPTH`](super::MAX_JSON_DEPTH) levels of arrays and
+    /// objects, which the JSON reader cannot take apart; the connection was
+    /// closed (the server is started again on next use), so the request
+    /// waiting for that answer fails at once instead of at its timeout.
+    #[error(
+        "MCP server `{server}` sent a message nested more than {limit} levels deep (arrays and objects),          which codemode cannot read; the connection was closed (ask the tool for a flatter answer)"
+    )]
+    TooDeep {
+        /// The server.
+        server: String,
+        /// The deepest nesting read ([`MAX_JSON_DEPTH`](super::MAX_JSON_DEPTH)).
+        limit: usize,
+    },
     /// A tool call took longer than its timeout (`notifications/cancelled`
     /// was sent).
     #[error("tool `{tool}` of MCP server `{server}` did not answer within {} ms; the call was cancelled", .timeout.as_millis())]
@@ -238,6 +252,7 @@ impl McpError {
             E::MessageTooLarge { server, limit_bytes } => {
                 E::MessageTooLarge { server: r(server), limit_bytes }
             }
+            E::TooDeep { server, limit } => E::TooDeep { server: r(server), limit },
             E::CallTimeout { server, tool, timeout } => {
                 E::CallTimeout { server: r(server), tool: r(tool), timeout }
             }

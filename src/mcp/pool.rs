@@ -11,6 +11,17 @@
 //!   [`PoolOptions::list_timeout`]), keeps the list, writes it to the schema
 //!   cache, and bumps the change counter ([`McpPool::changes`]). A
 //!   `notifications/tools/list_changed` lists again and bumps it again.
+//!   One listing of a server runs at a time; whoever needs a fresh list
+//!   while one runs waits for it, and those that queue behind it share the
+//!   one listing after it (coalesced). A notification is counted as it is
+//!   read, so a call answered after it finds the list stale: the next call
+//!   of the server's tools (and [`McpPool::connect`]) lists again first.
+//!   A notification lists again by itself only once per tool call of the
+//!   server (and once after the start), so a server that answers every
+//!   listing with `list_changed` costs at most one listing per call, not a
+//!   loop. [`McpPool::connect`] on a running server lists again once
+//!   (unless a listing finished while it waited): the engine calls it for a
+//!   tool name the catalog does not know.
 //! - **Calls.** Each `tools/call` has a timeout (the server's `timeout_ms`,
 //!   else the pool's default). A call cut by its timeout, or dropped by its
 //!   caller (the run deadline), sends `notifications/cancelled` (rmcp sends
@@ -30,7 +41,9 @@
 //!   After a failure (start failed, or the connection ended less than
 //!   [`STABLE_AFTER`] after it started) the next start waits
 //!   `250 ms * 2^(failures-1)`, at most [`MAX_BACKOFF`]; a connection that
-//!   lived longer resets the count.
+//!   lived longer resets the count. Calls that waited for a start that
+//!   failed all fail with its error at once; they do not start the server
+//!   again one after the other.
 //! - **Shutdown.** [`McpPool::shutdown`] (or dropping the last handle) ends
 //!   every connection: the session is closed and each stdio server's process
 //!   group is killed and reaped.
@@ -222,6 +235,8 @@ pub(crate) struct Slot {
     in_flight: Option<Arc<tokio::sync::Semaphore>>,
     /// The era of the last connection, once one started.
     era: Mutex<Option<Era>>,
+    /// Starts finished, and the last one's error if it failed.
+    starts: Mutex<(u64, Option<McpError>)>,
 }
 
 pub(crate) struct Inner {
@@ -260,6 +275,7 @@ impl McpPool {
                     tools: Mutex::new(None),
                     failures: Mutex::new((0, None)),
                     era: Mutex::new(None),
+                    starts: Mutex::new((0, None)),
                 };
                 (name, Arc::new(slot))
             })
@@ -329,8 +345,28 @@ impl McpPool {
     /// [`McpError::Initialize`], [`McpError::ListTimeout`],
     /// [`McpError::TooManyPages`], ...
     pub async fn connect(&self, server: &str) -> Result<Vec<McpTool>, McpError> {
+        self.connect_since(server, self.starts_seen(server)).await
+    }
+
+    /// How many starts of `server` have finished (0 for an unknown
+    /// server); given to [`McpPool::connect_since`] by a caller that may
+    /// wait before it connects.
+    pub(crate) fn starts_seen(&self, server: &str) -> u64 {
+        self.inner.slots.get(server).map_or(0, |slot| slot.starts.lock().expect("starts lock").0)
+    }
+
+    /// [`McpPool::connect`] for a caller that counted `seen` finished
+    /// starts before it began waiting: a start that failed since fails it
+    /// with the same error, without starting the server again. A running
+    /// server lists its tools again (once, shared with a listing that
+    /// finished while this waited).
+    pub(crate) async fn connect_since(&self, server: &str, seen: u64) -> Result<Vec<McpTool>, McpError> {
         let slot = self.slot(server)?;
-        self.connection(slot, None).await.map_err(|e| redacted(slot, e))?;
+        let (connection, started) =
+            self.connection(slot, None, Some(seen)).await.map_err(|e| redacted(slot, e))?;
+        if !started {
+            fresh(&self.inner, slot, &connection, true).await.map_err(|e| redacted(slot, e))?;
+        }
         let tools = self.live(slot).unwrap_or_default();
         Ok(self.tools_of(slot, &tools))
     }
@@ -357,10 +393,27 @@ impl McpPool {
         cx: Option<&ToolContext>,
     ) -> Result<ToolOutput, McpError> {
         let slot = self.slot(server)?;
-        self.call_on(slot, tool, args, timeout, cx).await.map_err(|e| redacted(slot, e))
+        let timeout = timeout.or(slot.config.timeout).unwrap_or(self.inner.options.default_call_timeout);
+        self.call_on(slot, tool, args, Some(timeout), cx).await.map_err(|e| redacted(slot, e))
     }
 
-    /// [`McpPool::call`] on `slot`, errors not yet redacted.
+    /// [`McpPool::call`] without a timeout of its own: the caller times the
+    /// call (the engine does, with the tool's timeout from the MCP config
+    /// or `codemode.toml`), so a timeout ends it the same way wherever it
+    /// was set.
+    pub(crate) async fn call_untimed(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Value,
+        cx: Option<&ToolContext>,
+    ) -> Result<ToolOutput, McpError> {
+        let slot = self.slot(server)?;
+        self.call_on(slot, tool, args, None, cx).await.map_err(|e| redacted(slot, e))
+    }
+
+    /// [`McpPool::call`] on `slot`, errors not yet redacted; no `timeout`
+    /// leaves timing to the caller.
     async fn call_on(
         &self,
         slot: &Arc<Slot>,
@@ -370,7 +423,13 @@ impl McpPool {
         cx: Option<&ToolContext>,
     ) -> Result<ToolOutput, McpError> {
         let server = slot.config.name.as_str();
-        let connection = self.connection(slot, cx).await?;
+        let seen = slot.starts.lock().expect("starts lock").0;
+        let (connection, _) = self.connection(slot, cx, Some(seen)).await?;
+        // A `list_changed` received before this call applies to it. A call
+        // that did not list lets one later notification list by itself.
+        if !fresh(&self.inner, slot, &connection, false).await? {
+            connection.listing.eager.store(true, std::sync::atomic::Ordering::Release);
+        }
         let listed = self.live(slot).and_then(|tools| {
             let i = tools.iter().position(|t| t.name == tool)?;
             if let Some(why) = hidden(slot, &tools[i]) {
@@ -408,7 +467,6 @@ impl McpPool {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let timeout = timeout.or(slot.config.timeout).unwrap_or(self.inner.options.default_call_timeout);
         // Dropping the request future (timeout, down, or our caller's drop)
         // makes rmcp send notifications/cancelled. A server's
         // `max_in_flight` holds the call back first; the wait counts
@@ -417,19 +475,25 @@ impl McpPool {
         // until the guard drops with the request future.
         let (limit, peer) = (slot.in_flight.clone(), connection.peer.clone());
         let guard = connection.requests.begin(cx);
-        let request = tokio::time::timeout(timeout, async move {
+        let request = async move {
             let _permit = match limit {
                 Some(limit) => Some(limit.acquire_owned().await),
                 None => None,
             };
             call_rounds(&peer, params, guard.asker()).await
-        });
+        };
+        let request = async move {
+            match timeout {
+                Some(timeout) => tokio::time::timeout(timeout, request).await.map_err(|_| timeout),
+                None => Ok(request.await),
+            }
+        };
         let result = tokio::select! {
             r = request => r,
             _ = connection.down() => return Err(self.ended(slot, &connection).await),
         };
         match result {
-            Err(_) => Err(McpError::CallTimeout { server: server.into(), tool: tool.into(), timeout }),
+            Err(timeout) => Err(McpError::CallTimeout { server: server.into(), tool: tool.into(), timeout }),
             Ok(Err(Round::Service(error))) => {
                 Err(self.service_error(slot, &connection, "tools/call", error).await)
             }
@@ -504,12 +568,16 @@ impl McpPool {
         tools.iter().filter(|t| visible(slot, t)).map(|t| McpTool::new(self, &slot.config, &t.raw)).collect()
     }
 
-    /// The live connection, started if needed (see the module docs).
+    /// The live connection, started if needed (see the module docs). With
+    /// `seen` (the finished starts counted before the caller began to
+    /// wait), a start that failed since is this call's failure too.
+    /// Returns the connection and whether this call started it.
     async fn connection(
         &self,
         slot: &Arc<Slot>,
         cx: Option<&ToolContext>,
-    ) -> Result<Arc<Connection>, McpError> {
+        seen: Option<u64>,
+    ) -> Result<(Arc<Connection>, bool), McpError> {
         let server = &slot.config.name;
         let mut state = slot.state.lock().await;
         if self.inner.shut.load(std::sync::atomic::Ordering::Acquire) {
@@ -517,12 +585,20 @@ impl McpPool {
         }
         if let State::Up(connection) = &*state {
             match connection.is_down() {
-                None => return Ok(connection.clone()),
+                None => return Ok((connection.clone(), false)),
                 Some(_) => {
                     self.note_end(slot, connection.started.elapsed());
                     connection.stop().await;
                     *state = State::Failed;
                 }
+            }
+        }
+        if let Some(seen) = seen {
+            let starts = slot.starts.lock().expect("starts lock");
+            if starts.0 > seen
+                && let Some(error) = &starts.1
+            {
+                return Err(error.clone());
             }
         }
         if let Some(check) = &self.inner.options.connect_check {
@@ -551,13 +627,14 @@ impl McpPool {
         };
         let connection = started.connection;
         *slot.era.lock().expect("era lock") = Some(connection.era);
-        match list(&connection, &self.inner.options, &slot.config).await {
-            Ok(raw) => self.store(slot, raw),
-            Err(error) => {
-                connection.stop().await;
-                return Err(self.fail(slot, &mut state, error));
-            }
+        if let Err(error) = fresh(&self.inner, slot, &connection, true).await {
+            connection.stop().await;
+            return Err(self.fail(slot, &mut state, error));
         }
+        connection.listing.eager.store(true, std::sync::atomic::Ordering::Release);
+        let mut starts = slot.starts.lock().expect("starts lock");
+        *starts = (starts.0 + 1, None);
+        drop(starts);
         tokio::spawn(refresh(
             Arc::downgrade(&self.inner),
             slot.clone(),
@@ -566,12 +643,15 @@ impl McpPool {
         ));
         *state = State::Up(connection.clone());
         *slot.status.lock().expect("status lock") = ServerState::Running;
-        Ok(connection)
+        Ok((connection, true))
     }
 
     fn fail(&self, slot: &Slot, state: &mut State, error: McpError) -> McpError {
         self.note_end(slot, Duration::ZERO);
         let error = redacted(slot, error);
+        let mut starts = slot.starts.lock().expect("starts lock");
+        *starts = (starts.0 + 1, Some(error.clone()));
+        drop(starts);
         *slot.status.lock().expect("status lock") = ServerState::Failed { error: error.to_string() };
         *state = State::Failed;
         error
@@ -582,11 +662,6 @@ impl McpPool {
         let mut failures = slot.failures.lock().expect("failures lock");
         failures.0 = if lived >= STABLE_AFTER { 0 } else { failures.0.saturating_add(1) };
         failures.1 = Some(tokio::time::Instant::now());
-    }
-
-    /// Keeps a listing, writes the cache, bumps the counter.
-    fn store(&self, slot: &Slot, raw: Vec<Value>) {
-        store(&self.inner, slot, raw);
     }
 
     /// The error for a request cut by the end of the connection; marks the
@@ -790,7 +865,7 @@ async fn list(
         let mut cursor: Option<String> = None;
         for _ in 0..options.max_list_pages {
             let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let page = connection.peer.list_tools(params).await.map_err(|e| match http_lost(config, &e) {
+            let list_error = |e: ServiceError| match http_lost(config, &e) {
                 Some(lost) => {
                     if lost.down {
                         connection.lost(lost.cause.clone());
@@ -814,7 +889,16 @@ async fn list(
                         message: super::connection::error_text(&other),
                     },
                 },
-            })?;
+            };
+            let page = match connection.peer.list_tools(params).await {
+                Ok(page) => page,
+                // A stdio stream that ended: how it ended (a message too
+                // large or nested too deeply, the process's exit).
+                Err(ServiceError::TransportClosed) if matches!(config.transport, Transport::Stdio { .. }) => {
+                    return Err(connection.down_error().await);
+                }
+                Err(e) => return Err(list_error(e)),
+            };
             // `execution` is not kept by rmcp's `Tool`: put back what the
             // raw messages said (stdio), so the cache keeps it too.
             tools.extend(page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).map(|mut t| {
@@ -836,13 +920,43 @@ async fn list(
         }
         down = connection.down() => Err(match down {
             Down::TooLarge => McpError::MessageTooLarge { server, limit_bytes: connection.limit },
+            Down::TooDeep => McpError::TooDeep { server, limit: super::connection::MAX_JSON_DEPTH },
             _ => connection.down_error().await,
         }),
     }
 }
 
-/// Lists again on every `notifications/tools/list_changed` until the
-/// connection ends.
+/// Makes `slot`'s listing cover every `list_changed` that `connection`
+/// received (one listing in flight; callers that arrive while it runs wait
+/// for it and share the next one). With `force`, lists even when the list
+/// is not stale, unless a listing finished while this waited for the
+/// lock. Returns whether it listed.
+async fn fresh(inner: &Inner, slot: &Slot, connection: &Connection, force: bool) -> Result<bool, McpError> {
+    use std::sync::atomic::Ordering;
+    let listing = &connection.listing;
+    if !force && !listing.stale() {
+        return Ok(false);
+    }
+    let finished = listing.completed.load(Ordering::Acquire);
+    let _one = listing.lock.lock().await;
+    let shared = listing.completed.load(Ordering::Acquire) > finished;
+    if !listing.stale() && (!force || shared) {
+        return Ok(false);
+    }
+    let covers = listing.notified.load(Ordering::Acquire);
+    // Each listing uses up a notification's right to list again by itself.
+    listing.eager.store(false, Ordering::Release);
+    let raw = list(connection, &inner.options, &slot.config).await?;
+    store(inner, slot, raw);
+    listing.applied.fetch_max(covers, Ordering::AcqRel);
+    listing.completed.fetch_add(1, Ordering::AcqRel);
+    Ok(true)
+}
+
+/// Lists again on a `notifications/tools/list_changed` (see [`fresh`]),
+/// when the connection still has the right to (see the module docs),
+/// until the connection ends; otherwise the list stays stale and the next
+/// call lists.
 async fn refresh(
     inner: Weak<Inner>,
     slot: Arc<Slot>,
@@ -852,12 +966,12 @@ async fn refresh(
     while list_changed.recv().await.is_some() {
         while list_changed.try_recv().is_ok() {}
         let (Some(inner), Some(connection)) = (inner.upgrade(), connection.upgrade()) else { return };
-        match list(&connection, &inner.options, &slot.config).await {
-            Ok(raw) => store(&inner, &slot, raw),
-            Err(e) => {
-                let e = redacted(&slot, e);
-                tracing::warn!(server = %slot.config.name, "refreshing the tool list failed: {e}");
-            }
+        if !connection.listing.eager.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            continue;
+        }
+        if let Err(e) = fresh(&inner, &slot, &connection, false).await {
+            let e = redacted(&slot, e);
+            tracing::warn!(server = %slot.config.name, "refreshing the tool list failed: {e}");
         }
     }
 }

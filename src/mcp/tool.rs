@@ -8,10 +8,12 @@
 //! [`Annotations`]; source [`ToolSource::Mcp`]; [`Loading::Deferred`];
 //! timeout the server's `timeout_ms`. Its `call` goes through the pool,
 //! which starts the server if needed (after the pool's connect check). The
-//! tool holds the pool weakly: once the pool is gone its calls fail.
+//! call has no timer of its own: its caller times it (the engine does,
+//! with the spec's timeout or the one `codemode.toml` sets), so a timeout
+//! is the engine's kind `timeout` wherever it was set. The tool holds the
+//! pool weakly: once the pool is gone its calls fail.
 
 use std::sync::Weak;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -27,7 +29,6 @@ pub struct McpTool {
     pool: Weak<Inner>,
     server: String,
     tool: String,
-    timeout: Option<Duration>,
     spec: ToolSpec,
 }
 
@@ -64,7 +65,7 @@ impl McpTool {
         if let Some(timeout) = server.timeout {
             spec = spec.timeout_ms(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         }
-        McpTool { pool: pool.downgrade(), server: server.name.clone(), tool, timeout: server.timeout, spec }
+        McpTool { pool: pool.downgrade(), server: server.name.clone(), tool, spec }
     }
 
     /// The configured server's name.
@@ -84,12 +85,11 @@ impl Tool for McpTool {
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
-        let (pool, server, tool, timeout) =
-            (self.pool.clone(), self.server.clone(), self.tool.clone(), self.timeout);
+        let (pool, server, tool) = (self.pool.clone(), self.server.clone(), self.tool.clone());
         Box::pin(async move {
             let pool = McpPool::upgrade(&pool).ok_or_else(|| McpError::ShutDown { server: server.clone() });
             let result = match pool {
-                Ok(pool) => pool.call(&server, &tool, args, timeout, Some(&cx)).await,
+                Ok(pool) => pool.call_untimed(&server, &tool, args, Some(&cx)).await,
                 Err(e) => Err(e),
             };
             result.map_err(|e| ToolError::new(e.to_string()))

@@ -21,6 +21,7 @@ mod limits;
 mod mcp_dialects;
 mod mcp_engine;
 mod mcp_eras;
+mod mcp_faults;
 mod mcp_fixture;
 mod mcp_http_faults;
 mod mcp_oauth;
