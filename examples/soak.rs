@@ -200,7 +200,8 @@ fn check(what: &str, receipt: &Receipt, expected: &Value) -> bool {
 
 /// The soak part; true when every program passed and memory stayed flat.
 fn soak() -> bool {
-    let limits = Limits { max_calls: 10, ..Limits::default() };
+    let mut limits = Limits::default();
+    limits.max_calls = 10;
     let (engine, _dir) = engine(limits);
     let started = Instant::now();
     let mut samples: Vec<(usize, u64)> = vec![(0, status_kib("VmRSS"))];
@@ -240,13 +241,11 @@ fn soak() -> bool {
 
 /// The scale part; the wall time in ms when every program passed.
 fn scale() -> Option<f64> {
-    let limits = Limits {
-        max_calls: SCALE_CALLS,
-        // Ample for 1,000 programs on two busy cores; a run that hits it
-        // fails the check rather than hanging.
-        deadline: Duration::from_secs(300),
-        ..Limits::default()
-    };
+    let mut limits = Limits::default();
+    limits.max_calls = SCALE_CALLS;
+    // Ample for 1,000 programs on two busy cores; a run that hits it fails
+    // the check rather than hanging.
+    limits.deadline = Duration::from_secs(300);
     let (engine, _dir) = engine(limits);
     let expected: usize = (0..SCALE_CALLS).sum();
     let source = format!(

@@ -38,12 +38,10 @@ fn engine() -> &'static Engine {
         .get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("codemode-fuzz-bridge-{}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("a temporary workspace");
-            let limits = Limits {
-                deadline: Duration::from_secs(10),
-                value_bytes: 64 << 20,
-                result_bytes: 64 << 20,
-                ..Limits::default()
-            };
+            let mut limits = Limits::default();
+            limits.deadline = Duration::from_secs(5);
+            limits.value_bytes = 64 << 20;
+            limits.result_bytes = 64 << 20;
             let engine = Engine::builder()
                 .workspace(&dir)
                 .native_tools(false)
