@@ -5,24 +5,92 @@
 //! rightly refuses those, since no Rust string can hold them. [`parse`]
 //! replaces each unpaired surrogate escape with U+FFFD (the replacement
 //! character) and keeps everything else as it is.
+//!
+//! serde_json reads at most [`MAX_DEPTH`] levels of arrays and objects (a
+//! guard of its recursive parser); JavaScript builds deeper values
+//! freely. Deeper text is [`JsonTextError::TooDeep`], which says so, rather
+//! than serde_json's "recursion limit exceeded".
 
 use std::borrow::Cow;
+use std::fmt;
 
 use serde_json::Value;
+
+/// The deepest nesting of arrays and objects [`parse`] reads: serde_json's
+/// recursion limit (128 levels; a value at level 128 is refused, so 127
+/// levels of containers around a scalar is the most).
+pub(crate) const MAX_DEPTH: usize = 127;
+
+/// Why JSON text from JavaScript could not be read.
+#[derive(Debug)]
+pub(crate) enum JsonTextError {
+    /// Arrays and objects nest `depth` levels, over [`MAX_DEPTH`].
+    TooDeep {
+        /// Levels of arrays and objects at the deepest point.
+        depth: usize,
+    },
+    /// Not JSON (serde_json's message says where).
+    Invalid(serde_json::Error),
+}
+
+impl fmt::Display for JsonTextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonTextError::TooDeep { depth } => write!(
+                f,
+                "arrays and objects nest {depth} levels deep, over the limit of {MAX_DEPTH}; flatten the value \
+                 or pass its deep part as a string (JSON.stringify)"
+            ),
+            JsonTextError::Invalid(e) => write!(f, "not valid JSON: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for JsonTextError {}
 
 /// Parses JSON text from JavaScript; unpaired surrogate escapes become
 /// U+FFFD.
 ///
 /// # Errors
-/// The text is not JSON even after that repair.
-pub(crate) fn parse(text: &str) -> serde_json::Result<Value> {
-    match serde_json::from_str(text) {
-        Ok(v) => Ok(v),
-        Err(e) => match repair_lone_surrogates(text) {
-            Cow::Owned(fixed) => serde_json::from_str(&fixed),
-            Cow::Borrowed(_) => Err(e),
-        },
+/// [`JsonTextError::TooDeep`] when arrays and objects nest deeper than
+/// [`MAX_DEPTH`]; [`JsonTextError::Invalid`] when the text is not JSON even
+/// after the repair.
+pub(crate) fn parse(text: &str) -> Result<Value, JsonTextError> {
+    let e = match serde_json::from_str(text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    // Only a failed parse pays for the scan.
+    let depth = nesting_depth(text);
+    if depth > MAX_DEPTH {
+        return Err(JsonTextError::TooDeep { depth });
     }
+    match repair_lone_surrogates(text) {
+        Cow::Owned(fixed) => serde_json::from_str(&fixed).map_err(JsonTextError::Invalid),
+        Cow::Borrowed(_) => Err(JsonTextError::Invalid(e)),
+    }
+}
+
+/// The deepest nesting of `[` and `{` in `text`, outside strings.
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut in_string = false;
+    let mut bytes = text.bytes();
+    while let Some(b) = bytes.next() {
+        match (in_string, b) {
+            (true, b'\\') => {
+                bytes.next();
+            }
+            (true, b'"') | (false, b'"') => in_string = !in_string,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// `text` with every `\uXXXX` escape of an unpaired surrogate replaced by
@@ -92,7 +160,27 @@ mod tests {
 
     #[test]
     fn text_that_is_not_json_still_fails() {
-        assert!(parse("{").is_err());
-        assert!(parse(r#""\ud800"#).is_err());
+        assert!(matches!(parse("{"), Err(JsonTextError::Invalid(_))));
+        assert!(matches!(parse(r#""\ud800"#), Err(JsonTextError::Invalid(_))));
+    }
+
+    fn nested(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit_is_read_and_deeper_says_how_deep() {
+        assert!(parse(&nested(MAX_DEPTH)).is_ok());
+        let e = parse(&nested(MAX_DEPTH + 1)).unwrap_err();
+        assert!(matches!(e, JsonTextError::TooDeep { depth } if depth == MAX_DEPTH + 1), "{e}");
+        let deep_object = format!("{}1{}", r#"{"a":"#.repeat(200), "}".repeat(200));
+        let e = parse(&deep_object).unwrap_err().to_string();
+        assert!(e.contains("nest 200 levels deep, over the limit of 127"), "{e}");
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_count_as_nesting() {
+        assert_eq!(nesting_depth(r#"["[[[", {"k\"[": "{{"}]"#), 2);
+        assert_eq!(nesting_depth(r#""\\" ["#), 1);
     }
 }

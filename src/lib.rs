@@ -31,6 +31,8 @@ mod catalog;
 mod config_file;
 pub mod display_text;
 mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gate;
 pub mod journal;
 mod json_text;

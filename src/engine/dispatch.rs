@@ -291,7 +291,7 @@ impl Dispatcher {
         let args: Value = match crate::json_text::parse(args_json) {
             Ok(v) => v,
             Err(e) => {
-                let reason = format!("arguments are not valid JSON: {e}");
+                let reason = format!("the arguments: {e}");
                 return Begun::Settled(refuse(ledger, tool, caller, reason));
             }
         };

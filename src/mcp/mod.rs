@@ -21,7 +21,7 @@
 mod cache;
 mod config;
 mod connection;
-mod content;
+pub(crate) mod content;
 mod dialect;
 mod era;
 mod error;

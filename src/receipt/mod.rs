@@ -79,8 +79,9 @@ pub enum ErrorKind {
     Memory,
     /// The JS stack limit was reached (deep recursion).
     Stack,
-    /// A run limit was reached: source size, calls per run, or a program that
-    /// waits on a promise nothing can settle.
+    /// A run limit was reached: source size, calls per run, a program that
+    /// waits on a promise nothing can settle, or a return value nested
+    /// deeper than 127 levels of arrays and objects.
     Limit,
     /// The host cancelled the run.
     Cancelled,

@@ -690,8 +690,14 @@ impl Sandbox {
         if report.contains_key("json").unwrap_or(false) {
             return match text("json") {
                 None => Ok(Json::Null),
-                Some(json) => crate::json_text::parse(&json)
-                    .map_err(|e| RunError::new(ErrorKind::Internal, format!("the return value: {e}"))),
+                Some(json) => crate::json_text::parse(&json).map_err(|e| {
+                    // Too deep is the program's value; anything else is ours.
+                    let kind = match e {
+                        crate::json_text::JsonTextError::TooDeep { .. } => ErrorKind::Limit,
+                        crate::json_text::JsonTextError::Invalid(_) => ErrorKind::Internal,
+                    };
+                    RunError::new(kind, format!("the return value: {e}"))
+                }),
             };
         }
         if let Some(failed) = text("failed") {

@@ -106,6 +106,43 @@ fn deep_recursion_is_kind_stack() {
 }
 
 #[test]
+fn a_value_nested_200_levels_deep_is_kind_limit_and_says_how_deep() {
+    let ws = workspace();
+    let engine = engine_with(&ws, Limits::default());
+    let r = engine
+        .execute_blocking(Program::new("let v = 1;\nfor (let i = 0; i < 200; i++) v = [v];\nreturn v;"));
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Limit, "{}", e.message);
+    assert!(
+        e.message.contains("the return value") && e.message.contains("nest 200 levels deep"),
+        "{}",
+        e.message
+    );
+    // The same value as a call's arguments: the call is refused, saying why.
+    let r = engine.execute_blocking(Program::new(
+        "let v = 1;\nfor (let i = 0; i < 200; i++) v = {a: v};\ntry { await tools.echo({v}); } catch (e) { return [e.kind, e.message]; }",
+    ));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value[0], json!("refused"));
+    let message = r.value[1].as_str().unwrap();
+    assert!(message.contains("nest 201 levels deep, over the limit of 127"), "{message}");
+    assert_eq!(r.calls[0].status, CallStatus::Refused);
+    // 127 levels, the most serde_json reads, come back whole both ways.
+    let r = engine.execute_blocking(Program::new(
+        "let v = 1;\nfor (let i = 0; i < 126; i++) v = [v];\nreturn (await tools.echo({v})).content.v;",
+    ));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let mut depth = 0;
+    let mut at = &r.value;
+    while let Some(inner) = at.get(0) {
+        depth += 1;
+        at = inner;
+    }
+    assert_eq!((depth, at), (126, &json!(1)));
+}
+
+#[test]
 fn the_call_budget_ends_the_run_with_kind_limit() {
     let ws = workspace();
     let mut limits = Limits::default();
