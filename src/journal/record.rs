@@ -115,23 +115,56 @@ pub(crate) struct CallRecord {
     /// The arguments' text when it was not JSON.
     #[serde(default)]
     pub args_text: Option<String>,
+    /// SHA-256 (hex) of the arguments' text when it was over
+    /// [`CALL_TEXT_BYTES`]: the line then holds this digest and
+    /// `args_bytes` instead of the text, so the journal grows per call,
+    /// not per payload.
+    #[serde(default)]
+    pub args_sha256: Option<String>,
+    /// The arguments' size in bytes, with `args_sha256`.
+    #[serde(default)]
+    pub args_bytes: Option<u64>,
+    /// SHA-256 (hex) of the tool name when it was over [`CALL_TEXT_BYTES`]
+    /// (`tool` then holds a cut prefix).
+    #[serde(default)]
+    pub tool_sha256: Option<String>,
 }
+
+/// Arguments' text or tool names longer than this (bytes) are journaled as
+/// a SHA-256 digest and a size: enough to tell whether a resumed program
+/// made the same call, and a refused 1 MiB argument costs one short line.
+/// A paused call's arguments are kept whole in its `pending` line (they
+/// are what a person decides on).
+pub(crate) const CALL_TEXT_BYTES: usize = 4 << 10;
 
 impl CallRecord {
     /// Whether the program asked for the same call: same tool, caller and
     /// arguments' text.
     pub(crate) fn same(&self, tool: &str, caller: Caller, args_json: &str) -> bool {
-        self.tool == tool
+        let same_tool = match &self.tool_sha256 {
+            Some(digest) => *digest == super::digest::sha256_hex(tool.as_bytes()),
+            None => self.tool == tool,
+        };
+        same_tool
             && self.caller == caller
-            && match &self.args_text {
-                Some(text) => text == args_json,
-                None => self.args.get() == args_json,
+            && match (&self.args_sha256, &self.args_text) {
+                (Some(digest), _) => *digest == super::digest::sha256_hex(args_json.as_bytes()),
+                (None, Some(text)) => text == args_json,
+                (None, None) => self.args.get() == args_json,
             }
     }
 
-    /// The arguments as the program wrote them.
-    pub(crate) fn args_shown(&self) -> &str {
-        self.args_text.as_deref().unwrap_or(self.args.get())
+    /// The arguments as the program wrote them, or, for arguments
+    /// journaled as a digest, their size and digest.
+    pub(crate) fn args_shown(&self) -> std::borrow::Cow<'_, str> {
+        match (&self.args_sha256, &self.args_text) {
+            (Some(digest), _) => std::borrow::Cow::Owned(format!(
+                "arguments of {} bytes (sha256 {digest})",
+                self.args_bytes.unwrap_or_default()
+            )),
+            (None, Some(text)) => std::borrow::Cow::Borrowed(text),
+            (None, None) => std::borrow::Cow::Borrowed(self.args.get()),
+        }
     }
 }
 
@@ -337,10 +370,19 @@ pub(crate) fn call_line(seq: u64, tool: &str, caller: Caller, args_json: &str) -
 pub(crate) fn write_call(out: &mut String, seq: u64, tool: &str, caller: Caller, args_json: &str) {
     use std::fmt::Write as _;
     let _ = write!(out, "{{\"t\":\"call\",\"seq\":{seq},\"tool\":");
-    push_json_string(out, tool);
+    if tool.len() > CALL_TEXT_BYTES {
+        push_json_string(out, crate::receipt::spill::utf8_prefix(tool, CALL_TEXT_BYTES));
+        let _ = write!(out, ",\"tool_sha256\":\"{}\"", super::digest::sha256_hex(tool.as_bytes()));
+    } else {
+        push_json_string(out, tool);
+    }
     out.push_str(",\"caller\":\"");
     out.push_str(caller_name(caller));
-    if looks_like_json(args_json) {
+    if args_json.len() > CALL_TEXT_BYTES {
+        let digest = super::digest::sha256_hex(args_json.as_bytes());
+        let _ =
+            write!(out, "\",\"args\":null,\"args_bytes\":{},\"args_sha256\":\"{digest}\"", args_json.len());
+    } else if looks_like_json(args_json) {
         out.push_str("\",\"args\":");
         out.push_str(args_json);
     } else {
@@ -510,6 +552,21 @@ mod tests {
         let bad = call_line(1, "read", Caller::Program, "{not json");
         let back: CallRecord = serde_json::from_str(&bad).unwrap();
         assert!(back.same("read", Caller::Program, "{not json"));
+    }
+
+    #[test]
+    fn long_arguments_and_names_are_journaled_as_a_digest_that_replay_still_compares() {
+        let args = format!(r#"{{"q":"{}"}}"#, "x".repeat(1 << 20));
+        let name = "n".repeat(500_000);
+        let line = call_line(2, &name, Caller::Program, &args);
+        assert!(line.len() < 3 * CALL_TEXT_BYTES, "a call line of {} bytes", line.len());
+        let back: CallRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.args_bytes, Some(args.len() as u64));
+        assert!(back.same(&name, Caller::Program, &args));
+        let other = format!(r#"{{"q":"{}y"}}"#, "x".repeat(1 << 20));
+        assert!(!back.same(&name, Caller::Program, &other));
+        assert!(!back.same(&format!("{name}m"), Caller::Program, &args));
+        assert!(back.args_shown().contains(&format!("{} bytes", args.len())));
     }
 
     #[test]

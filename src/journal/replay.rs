@@ -243,7 +243,7 @@ impl Replay {
                  the program took another path than before the pause (see docs/JOURNAL.md: what replay requires)",
                 shorten(args_json),
                 journaled.tool,
-                shorten(journaled.args_shown()),
+                shorten(&journaled.args_shown()),
             ));
         }
         if let Some(done) = self.journal.done.get(&seq) {

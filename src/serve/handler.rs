@@ -496,7 +496,8 @@ impl Started {
 
 /// `notifications/progress` for a request that gave a progress token: one
 /// per finished call, at most one per [`PROGRESS_INTERVAL`] (calls that end
-/// in between are counted in the next), none after the result.
+/// in between are counted in the next; those not yet sent when the run ends
+/// go in one last notification before the result), none after the result.
 struct Progress {
     sender: tokio::sync::mpsc::UnboundedSender<String>,
     stop: CancellationToken,
@@ -512,26 +513,48 @@ impl Progress {
         let stopped = stop.clone();
         let task = tokio::spawn(async move {
             let mut finished = 0u64;
-            loop {
-                let message = tokio::select! {
-                    m = calls.recv() => match m { Some(m) => m, None => return },
-                    () = stopped.cancelled() => return,
-                };
-                finished += 1;
-                let mut message = message;
+            // Counts the calls queued now; the last one's line is the message.
+            let take_queued = |calls: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+                               finished: &mut u64| {
+                let mut message = None;
                 while let Ok(m) = calls.try_recv() {
-                    finished += 1;
-                    message = m;
+                    *finished += 1;
+                    message = Some(m);
                 }
+                message
+            };
+            loop {
+                let stopping = tokio::select! {
+                    m = calls.recv() => match m {
+                        Some(m) => {
+                            finished += 1;
+                            let later = take_queued(&mut calls, &mut finished);
+                            Some((later.unwrap_or(m), false))
+                        }
+                        None => None,
+                    },
+                    // The run has ended: the calls that ended since the
+                    // last notification are sent in one, before the result.
+                    () = stopped.cancelled() => take_queued(&mut calls, &mut finished).map(|m| (m, true)),
+                };
+                let Some((message, last)) = stopping else { return };
                 let note =
                     ProgressNotificationParam::new(token.clone(), finished as f64).with_message(message);
-                tokio::select! {
-                    _ = peer.notify_progress(note) => {}
-                    () = stopped.cancelled() => return,
+                // Bounded: a client that stops reading cannot hold the result.
+                let _ = tokio::time::timeout(PROGRESS_INTERVAL * 10, peer.notify_progress(note)).await;
+                if last {
+                    return;
                 }
                 tokio::select! {
                     () = tokio::time::sleep(PROGRESS_INTERVAL) => {}
-                    () = stopped.cancelled() => return,
+                    () = stopped.cancelled() => {
+                        if let Some(message) = take_queued(&mut calls, &mut finished) {
+                            let note = ProgressNotificationParam::new(token.clone(), finished as f64)
+                                .with_message(message);
+                            let _ = tokio::time::timeout(PROGRESS_INTERVAL * 10, peer.notify_progress(note)).await;
+                        }
+                        return;
+                    }
                 }
             }
         });

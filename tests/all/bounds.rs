@@ -121,6 +121,16 @@ for (;;) { try { await tools.call(name, {}); } catch (e) {} }
     let mut child =
         crate::cli::spawn(&["run", "-", "--json", "--deadline", "1", "--journal", "off"], ws.path(), &[]);
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    // The receipt is read while the run goes on (a pipe left unread
+    // would stop a receipt over 64 KiB from being written).
+    let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut pipe, &mut bytes).map(|_| bytes)
+        })
+    };
+    let reader = read_all(Box::new(child.stdout.take().unwrap()));
+    let errors = read_all(Box::new(child.stderr.take().unwrap()));
     // A watchdog, not a measure: a run that never ends fails here.
     let started = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
@@ -130,9 +140,10 @@ for (;;) { try { await tools.call(name, {}); } catch (e) {} }
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
-    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = child.wait().unwrap();
+    let stderr = errors.join().unwrap().unwrap();
+    assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&stderr));
+    let receipt: Value = serde_json::from_slice(&reader.join().unwrap().unwrap()).unwrap();
     assert_eq!(receipt["status"], "timed_out");
     assert_eq!(receipt["error"]["kind"], "timeout");
     for call in receipt["calls"].as_array().unwrap() {
