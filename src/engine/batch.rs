@@ -140,7 +140,8 @@ impl Serialize for BatchItem {
         #[derive(Serialize)]
         struct Item<'a> {
             index: usize,
-            tool: &'a str,
+            // Bounded like every name echoed back (docs/RECEIPTS.md "Bounds").
+            tool: std::borrow::Cow<'a, str>,
             seq: Option<u64>,
             status: ItemStatus,
             decision: Option<Decision>,
@@ -161,7 +162,7 @@ impl Serialize for BatchItem {
         };
         Item {
             index: self.index,
-            tool: &self.tool,
+            tool: crate::receipt::spill::cut_text(&self.tool),
             seq: self.seq,
             status: self.status,
             decision: self.decision,

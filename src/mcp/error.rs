@@ -95,7 +95,7 @@ pub enum McpError {
     /// closed (the server is started again on next use), so the request
     /// waiting for that answer fails at once instead of at its timeout.
     #[error(
-        "MCP server `{server}` sent a message nested more than {limit} levels deep (arrays and objects),          which codemode cannot read; the connection was closed (ask the tool for a flatter answer)"
+        "MCP server `{server}` sent a message nested more than {limit} levels deep (arrays and objects), which codemode cannot read; the connection was closed (ask the tool for a flatter answer)"
     )]
     TooDeep {
         /// The server.

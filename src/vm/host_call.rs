@@ -180,7 +180,7 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
                 // Checked before the name and arguments are read out of
                 // the VM, so each call of a loop that catches the refusals
                 // costs next to nothing until the interrupt check stops it.
-                0 if let Some(why) = stopping(&state.clock) => error_value(&ctx, &stopped_refusal(why)),
+                0 if let Some(why) = stopping(&state.clock) => Err(uncatchable(&ctx, why)),
                 0 => call(&ctx, &state, &a.to_string()?, &b.to_string()?),
                 1 => {
                     state.ledger.borrow_mut().log(&a.to_string()?, &b.to_string()?);
@@ -219,15 +219,8 @@ fn nondeterministic<'js>(ctx: &Ctx<'js>, state: &HostState, what: &str) -> rquic
 
 fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> rquickjs::Result<Value<'js>> {
     if state.exhausted.borrow().is_some() {
-        // The run is over its budget and stops at the next interrupt check;
-        // until then calls are refused without growing the receipt.
-        let refusal = serde_json::json!({
-            "kind": "refused",
-            "message": "the run is over its call budget and is stopping; this call was not recorded",
-            "tool": crate::receipt::spill::cut_text(tool),
-            "seq": null,
-        });
-        return error_value(ctx, &refusal.to_string());
+        // The run is over its budget: the program ends here.
+        return Err(uncatchable(ctx, "the run is over its call budget and is stopping"));
     }
     if state.diverged.borrow().is_some() {
         return error_value(ctx, &stopping_refusal(tool));
@@ -360,17 +353,29 @@ fn stopping(clock: &RunClock) -> Option<&'static str> {
     }
 }
 
-/// The refusal of a call made while the run stops on its deadline or a
-/// cancel (`stopping`): not made, not recorded, and without the tool's name
-/// (reading it out of the VM could cost more than the call).
-fn stopped_refusal(why: &str) -> String {
-    serde_json::json!({
-        "kind": "refused",
-        "message": format!("{why}; this call was not made"),
-        "tool": "",
-        "seq": null,
-    })
-    .to_string()
+/// What a call made while the run stops on its deadline, a cancel or its
+/// call budget gets: an error the program cannot catch (QuickJS's own kind
+/// for an interrupt), so a loop that catches every refusal and does slow
+/// work between calls (an 8 MiB `JSON.stringify` per iteration) ends at
+/// this call rather than at QuickJS's next interrupt check, which comes
+/// only every 10,000 branches. The call is not made and not recorded; the
+/// engine reads the run's end from the clock, as for an interrupt.
+fn uncatchable(ctx: &Ctx<'_>, why: &str) -> rquickjs::Error {
+    let error =
+        match rquickjs::Exception::from_message(ctx.clone(), &format!("{why}; this call was not made")) {
+            Ok(e) => e.into_value(),
+            Err(e) => return e,
+        };
+    let raw = error.as_raw();
+    let thrown = ctx.throw(error);
+    // SAFETY: `raw` is the error object just thrown, kept alive by the
+    // context's current exception; JS_SetUncatchableError only sets a flag
+    // on that object (QuickJS does the same for its own interrupts).
+    #[allow(unsafe_code)]
+    unsafe {
+        rquickjs::qjs::JS_SetUncatchableError(ctx.as_raw().as_ptr(), raw);
+    }
+    thrown
 }
 
 /// The refusal of a call made while the run stops on a divergence.

@@ -153,6 +153,29 @@ for (;;) { try { await tools.call(name, {}); } catch (e) {} }
 }
 
 #[test]
+fn a_program_catching_refusals_cannot_go_on_past_the_deadline() {
+    let ws = crate::common::workspace();
+    // Slow work between calls (an 8 MiB JSON.stringify each) and a catch
+    // of every refusal: QuickJS's own interrupt check would come only
+    // after 10,000 branches, so the call made after the deadline must end
+    // the program itself, uncaught.
+    let program = r#"
+const big = {q: "q".repeat(8 << 20)};
+for (let i = 0; i < 40; i++) {
+  try { await tools.call("nosuch", big); } catch (e) { console.log("caught: " + e.message.slice(0, 80)); }
+}
+return "went on";
+"#;
+    std::fs::write(ws.path().join("prog.js"), program).unwrap();
+    let out = codemode(&["run", "prog.js", "--json", "--deadline", "1", "--journal", "off"], "", ws.path());
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["status"], "timed_out", "{receipt}");
+    let logs = receipt["logs"].to_string();
+    assert!(!logs.contains("deadline"), "the program caught a call made after its deadline: {logs}");
+}
+
+#[test]
 fn a_cut_value_keeps_stdout_valid_json_and_says_where_the_whole_is() {
     let ws = crate::common::workspace();
     std::fs::write(ws.path().join("prog.js"), r#"return {a: "y".repeat(20000), n: 1};"#).unwrap();
