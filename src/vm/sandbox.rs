@@ -463,15 +463,7 @@ impl Sandbox {
                 continue;
             }
             if self.pausing() {
-                if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                    j.log.line(|out| {
-                        crate::journal::record::write_done(
-                            out,
-                            crate::journal::record::How::Unsettled,
-                            &completion,
-                        )
-                    });
-                }
+                self.journal_unsettled(&completion);
                 self.state.ledger.borrow_mut().annotate(
                     completion.seq,
                     "finished while the run was pausing: the program gets its result when the run is resumed",
@@ -480,15 +472,7 @@ impl Sandbox {
             }
             if self.draining {
                 // The program failed: it gets no more results.
-                if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                    j.log.line(|out| {
-                        crate::journal::record::write_done(
-                            out,
-                            crate::journal::record::How::Unsettled,
-                            &completion,
-                        )
-                    });
-                }
+                self.journal_unsettled(&completion);
                 self.state.ledger.borrow_mut().annotate(completion.seq, LET_FINISH);
                 continue;
             }
@@ -555,6 +539,15 @@ impl Sandbox {
 
     /// Whether a call paused the run (it ends `paused` once no call is
     /// left).
+    /// Journals `completion` as a call the program never got the result of.
+    fn journal_unsettled(&self, completion: &Completion) {
+        if let Some(j) = self.state.journal.borrow_mut().as_mut() {
+            j.log.line(|out| {
+                crate::journal::record::write_done(out, crate::journal::record::How::Unsettled, completion)
+            });
+        }
+    }
+
     fn pausing(&self) -> bool {
         !self.state.pending.borrow().is_empty()
     }
