@@ -147,7 +147,7 @@ fn a_denial_typed_ahead_at_the_prompt_leaves_the_approved_writes_alone() {
     let ws = crate::common::workspace();
     std::fs::write(
         ws.path().join("prog.js"),
-        "await Promise.all([\n  tools.write({path: 'a.txt', content: 'a'}),\n  tools.write({path: 'b.txt', content: 'b'}),\n  tools.write({path: 'c.txt', content: 'c'}),\n]);\nreturn 'wrote';",
+        "await Promise.all([\n  tools.write({path: 'x.txt', content: 'x'}),\n  tools.write({path: 'y.txt', content: 'y'}),\n  tools.write({path: 'z.txt', content: 'z'}),\n]);\nreturn 'wrote';",
     )
     .unwrap();
     // Three answers typed at the first prompt: yes, yes, no.
@@ -170,11 +170,17 @@ fn a_denial_typed_ahead_at_the_prompt_leaves_the_approved_writes_alone() {
     let mut sorted = answered.clone();
     sorted.sort();
     assert_eq!(sorted, [("approved", "ok"), ("approved", "ok"), ("denied", "refused")], "{r}");
-    // Both approved writes happened, the denied one did not. (Which file
-    // is whose is not checked here: once, under a fully loaded machine, the
-    // denied seq 1 stood next to an a.txt; not reproduced since, see the
-    // issue 15 note.)
-    let written: Vec<&str> =
-        ["a.txt", "b.txt", "c.txt"].into_iter().filter(|f| ws.path().join(f).exists()).collect();
-    assert_eq!(written.len(), 2, "{written:?}: {r}");
+    // Each approved write happened and the denied one did not: call N
+    // writes the N-th file (calls are numbered in the order the program
+    // made them). The files are new ones: the common workspace already
+    // holds an a.txt.
+    for call in calls {
+        let seq = call["seq"].as_u64().unwrap() as usize;
+        let name = ["x", "y", "z"][seq - 1];
+        let written = std::fs::read_to_string(ws.path().join(format!("{name}.txt"))).ok();
+        match call["decision"].as_str().unwrap() {
+            "approved" => assert_eq!(written.as_deref(), Some(name), "call {seq}: {r}"),
+            _ => assert_eq!(written, None, "call {seq} was denied: {r}"),
+        }
+    }
 }
