@@ -332,6 +332,12 @@ pub(crate) struct WriteTarget {
     pub(crate) real: PathBuf,
 }
 
+/// How many times [`open_for_write`] looks an existing file up again when
+/// its name was renamed over between the lookup and reading its path back.
+/// Each retry follows a completed rename by another writer, so a few
+/// suffice; after them the last lookup is used as it is.
+const RELOOKUPS: u32 = 16;
+
 /// Resolves `path` (relative to the workspace root, or absolute) for a
 /// write. An existing file is resolved through its symlinks, so writing
 /// through a link inside the workspace updates its target, and a link out
@@ -359,27 +365,40 @@ pub(crate) fn open_for_write(
     if path.ends_with('/') {
         return Err(ToolError::new(format!("`{path}` ends with `/`: give a file path")));
     }
-    match root.open_beneath(&rel, LOOK) {
-        Ok(found) => {
-            let st = fstat(found.fd.as_fd()).map_err(|e| open_error(ws, path, e))?;
-            match kind(&st) {
-                SFlag::S_IFDIR => return Err(folder()),
-                SFlag::S_IFREG => {}
-                _ => return Err(not_regular()),
+    // The existing file's name, symlinks resolved, is read back from the
+    // opened file; a writer in another process may rename a new inode
+    // over the name in between, and the old inode's path then reads
+    // `<name> (deleted)`. Such a lookup is made again.
+    let mut tries = 0;
+    loop {
+        match root.open_beneath(&rel, LOOK) {
+            Ok(found) => {
+                let st = fstat(found.fd.as_fd()).map_err(|e| open_error(ws, path, e))?;
+                match kind(&st) {
+                    SFlag::S_IFDIR => return Err(folder()),
+                    SFlag::S_IFREG => {}
+                    _ => return Err(not_regular()),
+                }
+                let real_rel = found.real.strip_prefix(ws).map_err(|_| outside(ws, path))?;
+                let (Some(parent), Some(name)) = (real_rel.parent(), real_rel.file_name()) else {
+                    return Err(folder());
+                };
+                let dir = root.open_beneath(parent, FOLDER).map_err(|e| open_error(ws, path, e))?;
+                let named = fstatat(dir.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .is_ok_and(|now| now.st_dev == st.st_dev && now.st_ino == st.st_ino);
+                if !named && tries < RELOOKUPS {
+                    tries += 1;
+                    continue;
+                }
+                // The path of the folder fd the write goes through, not of
+                // the lookup before it: a swap in between shows here.
+                let real = dir.real.join(name);
+                refuse_protected(confinement, tool, &real, path)?;
+                return Ok(WriteTarget { real, dir: dir.fd, name: name.to_owned() });
             }
-            let real_rel = found.real.strip_prefix(ws).map_err(|_| outside(ws, path))?;
-            let (Some(parent), Some(name)) = (real_rel.parent(), real_rel.file_name()) else {
-                return Err(folder());
-            };
-            let dir = root.open_beneath(parent, FOLDER).map_err(|e| open_error(ws, path, e))?;
-            // The path of the folder fd the write goes through, not of the
-            // lookup before it: a swap in between shows here.
-            let real = dir.real.join(name);
-            refuse_protected(confinement, tool, &real, path)?;
-            return Ok(WriteTarget { real, dir: dir.fd, name: name.to_owned() });
+            Err(Errno::ENOENT | Errno::ENOTDIR) => break,
+            Err(e) => return Err(open_error(ws, path, e)),
         }
-        Err(Errno::ENOENT | Errno::ENOTDIR) => {}
-        Err(e) => return Err(open_error(ws, path, e)),
     }
     let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
         return Err(folder());
