@@ -473,6 +473,9 @@ impl Grant {
     fn line(&self) -> String {
         let tool = bounded(&printable(&self.tool), 120);
         match &self.subject {
+            Some(_) if self.tool == "bash" => {
+                "  a: allows this exact command for the rest of this run\n".to_owned()
+            }
             Some(_) => format!("  a: allows `{tool}` with this exact subject for the rest of this run\n"),
             None => format!("  a: allows every `{tool}` call of this run\n"),
         }
@@ -1330,8 +1333,8 @@ pub(super) mod tests {
         assert_eq!(
             text,
             "\ncodemode: approval needed for `bash`\n  command: rm -rf build\n  call #4 from a \
-             program, run run-0001\n  why:  writer under posture ask\n  args: {}\n  a: allows `bash` with \
-             this exact subject for the rest of this run\napprove? [y/N/a] "
+             program, run run-0001\n  why:  writer under posture ask\n  args: {}\n  a: allows this exact \
+             command for the rest of this run\napprove? [y/N/a] "
         );
 
         let (approver, out) = prompt("n\n");

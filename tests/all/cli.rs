@@ -303,7 +303,10 @@ fn a_program_on_stdin_is_approved_at_the_terminal_and_a_allows_for_the_run() {
     assert_eq!(prompts.len(), 2, "one prompt for the three writes, one for bash: {shown}");
     assert!(prompts[0].starts_with("`write`") && prompts[0].contains("a: allows every `write`"), "{shown}");
     // bash: no label, and `a` would allow only this command.
-    assert!(prompts[1].starts_with("`bash`\n") && prompts[1].contains("this exact subject"), "{shown}");
+    assert!(
+        prompts[1].starts_with("`bash`\n") && prompts[1].contains("a: allows this exact command"),
+        "{shown}"
+    );
     let json = &shown[shown.find("{\n").unwrap_or_else(|| panic!("no receipt: {shown}"))..];
     let r: Value = serde_json::from_str(json.trim_end()).unwrap_or_else(|e| panic!("{e}: {json}"));
     assert_eq!(r["value"], "denied", "{r}");
