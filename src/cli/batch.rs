@@ -47,12 +47,6 @@ struct Line {
 
 /// Runs `codemode batch`.
 pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
-    if args.file == "-" && args.engine.prompts() {
-        anyhow::bail!(
-            "the prompt approver reads answers from stdin, which holds the batch input; \
-             give the input as a FILE, or choose --approve deny|allow|cmd:PROGRAM"
-        );
-    }
     let input = read_input(&args.file)?;
     let (lines, bad) = parse_lines(&input, args.tool.as_deref());
     for (number, message) in &bad {

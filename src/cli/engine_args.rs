@@ -146,13 +146,17 @@ impl EngineArgs {
     }
 
     /// Whether calls that need an approval will be asked at the terminal
-    /// (`--approve prompt`, or no `--approve` with stdin and stderr
-    /// terminals), which reads answers from stdin and writes to stderr.
+    /// (`--approve prompt`, or no `--approve` with stderr a terminal and a
+    /// controlling terminal, as `codemode::default_approver` decides),
+    /// which asks and reads answers on the controlling terminal.
     pub(crate) fn prompts(&self) -> bool {
         use std::io::IsTerminal as _;
         match self.approve.as_deref() {
-            Some(spec) => spec == "prompt",
-            None => std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+            Some(spec) => spec.trim() == "prompt",
+            None => {
+                std::io::stderr().is_terminal()
+                    && std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").is_ok()
+            }
         }
     }
 

@@ -93,6 +93,9 @@ pub(crate) fn show(
 ) -> anyhow::Result<()> {
     let options = RenderOptions { include_value: false, receipt_path: saved, ..Default::default() };
     eprint!("codemode: {}", printable(&receipt.render(&options)));
+    if let Some(frames) = receipt.error.as_ref().and_then(|e| e.stack.as_deref()) {
+        eprint!("{}", first_frames(frames));
+    }
     if receipt.status == RunStatus::Paused {
         resume_hint(receipt, engine);
     }
@@ -114,6 +117,28 @@ pub(crate) fn show(
         super::print_stdout(&(value + "\n"))?;
     }
     Ok(())
+}
+
+/// How many frames of a failed run's stack the summary shows.
+const SHOWN_FRAMES: usize = 3;
+
+/// The first [`SHOWN_FRAMES`] frames of a run error's stack, for the
+/// summary: under a heading, each on its line, escaped and cut to 200
+/// characters, and how many more the receipt has.
+fn first_frames(stack: &str) -> String {
+    let frames: Vec<&str> = stack.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if frames.is_empty() {
+        return String::new();
+    }
+    let mut out = "codemode: where the error was thrown:\n".to_owned();
+    for frame in frames.iter().take(SHOWN_FRAMES) {
+        let frame: String = printable(frame).chars().take(200).collect();
+        out.push_str(&format!("  {frame}\n"));
+    }
+    if frames.len() > SHOWN_FRAMES {
+        out.push_str(&format!("  ... {} more frames in the receipt\n", frames.len() - SHOWN_FRAMES));
+    }
+    out
 }
 
 /// The stderr line of a return value cut to its bound: its size, and the

@@ -11,8 +11,9 @@
 //! - [`DenyApprover`] denies everything. It is the default when codemode has
 //!   no terminal to ask on.
 //! - [`AllowApprover`] allows everything.
-//! - [`PromptApprover`] asks a person on the terminal (request on stderr,
-//!   answer on stdin), one prompt at a time.
+//! - [`PromptApprover`] asks a person on the terminal (the controlling
+//!   terminal, `/dev/tty`, so a program piped on stdin can still be
+//!   approved), one prompt at a time.
 //! - [`CommandApprover`] runs a program that gets the [`ApprovalRequest`] as
 //!   JSON on stdin and prints `{"decision": "allow"|"deny"|"pause", "reason"?: "..."}`
 //!   (`pause` leaves the call for `codemode resume`).
@@ -38,7 +39,8 @@ use super::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRe
 ///
 /// - `deny`: [`DenyApprover`], every approval is denied;
 /// - `allow`: [`AllowApprover`], every approval is granted;
-/// - `prompt`: [`PromptApprover::terminal`], ask on stderr/stdin;
+/// - `prompt`: [`PromptApprover::terminal`], ask on the controlling
+///   terminal (an error when codemode has none);
 /// - `pause`: [`PauseApprover`], end the run `paused` on the call, to be
 ///   decided later with `codemode resume`;
 /// - `cmd:PROGRAM [ARGS...]`: [`CommandApprover`]. The text after `cmd:` is
@@ -50,14 +52,21 @@ use super::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRe
 ///
 /// # Errors
 ///
-/// A message for the user when the spec is none of the above, or `cmd:` has
-/// no program.
+/// A message for the user when the spec is none of the above, `cmd:` has
+/// no program, or `prompt` is asked for and the controlling terminal cannot
+/// be opened.
 pub fn approver_from_spec(spec: &str) -> Result<Arc<dyn Approver>, String> {
     let spec = spec.trim();
     match spec {
         "deny" => Ok(Arc::new(DenyApprover::with_reason(DenyApprover::EXPLICIT_REASON))),
         "allow" => Ok(Arc::new(AllowApprover)),
-        "prompt" => Ok(Arc::new(PromptApprover::terminal())),
+        "prompt" => match terminal::open() {
+            Ok(_) => Ok(Arc::new(PromptApprover::terminal())),
+            Err(e) => Err(format!(
+                "`--approve prompt` asks on the terminal, and codemode has none to ask on ({e}); use \
+                 pause (decide later with `codemode approve`), cmd:PROGRAM, allow or deny"
+            )),
+        },
         "pause" => Ok(Arc::new(PauseApprover)),
         "" => Err("no approver given: use deny, allow, prompt, pause or cmd:PROGRAM".to_owned()),
         _ => match spec.strip_prefix("cmd:") {
@@ -68,21 +77,81 @@ pub fn approver_from_spec(spec: &str) -> Result<Arc<dyn Approver>, String> {
 }
 
 /// The approver used when none is configured: [`PromptApprover::terminal`]
-/// when both stdin and stderr are terminals (someone is there to answer),
+/// when stderr is a terminal and the controlling terminal can be opened
+/// (someone is there to answer; stdin may be a pipe holding the program),
 /// else a [`DenyApprover`] whose reason says codemode had no terminal.
+/// Processes started with stderr piped (tests, hosts) therefore never
+/// prompt.
 pub fn default_approver() -> Arc<dyn Approver> {
     use std::io::IsTerminal as _;
-    if prompts_by_default(std::io::stdin().is_terminal(), std::io::stderr().is_terminal()) {
+    if prompts_by_default(std::io::stderr().is_terminal(), || terminal::open().is_ok()) {
         Arc::new(PromptApprover::terminal())
     } else {
         Arc::new(DenyApprover::new())
     }
 }
 
-/// Whether the default approver is the prompt, given which of stdin and
-/// stderr are terminals.
-fn prompts_by_default(stdin_is_terminal: bool, stderr_is_terminal: bool) -> bool {
-    stdin_is_terminal && stderr_is_terminal
+/// Whether the default approver is the prompt: stderr is a terminal and
+/// the controlling terminal opens (only tried when stderr is one).
+fn prompts_by_default(stderr_is_terminal: bool, terminal_opens: impl FnOnce() -> bool) -> bool {
+    stderr_is_terminal && terminal_opens()
+}
+
+/// The controlling terminal, opened once for reading and writing: where the
+/// terminal prompt asks and reads its answers.
+mod terminal {
+    use std::fs::File;
+    use std::io::{Read, Write};
+    use std::sync::OnceLock;
+
+    /// The device of the controlling terminal.
+    #[cfg(unix)]
+    const DEVICE: &str = "/dev/tty";
+
+    /// The terminal, or why it cannot be opened (the same for the whole
+    /// process).
+    pub(super) fn open() -> Result<&'static File, String> {
+        static TTY: OnceLock<Result<File, String>> = OnceLock::new();
+        TTY.get_or_init(|| {
+            #[cfg(unix)]
+            {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(DEVICE)
+                    .map_err(|e| format!("cannot open the controlling terminal {DEVICE}: {e}"))
+            }
+            #[cfg(not(unix))]
+            {
+                Err("the terminal prompt runs on Unix only".to_owned())
+            }
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+    }
+
+    /// Reads and writes the controlling terminal; an I/O error when it
+    /// cannot be opened.
+    pub(super) struct Tty;
+
+    fn unavailable(e: String) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::NotFound, e)
+    }
+
+    impl Read for Tty {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            open().map_err(unavailable)?.read(buf)
+        }
+    }
+
+    impl Write for Tty {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            open().map_err(unavailable)?.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            open().map_err(unavailable)?.flush()
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -100,8 +169,8 @@ pub struct DenyApprover {
 
 impl DenyApprover {
     /// The reason given by the default approver when there is no terminal.
-    pub const NO_TERMINAL_REASON: &'static str =
-        "no approver: codemode ran without a terminal; use --approve or a rule";
+    pub const NO_TERMINAL_REASON: &'static str = "no approver: codemode ran without a terminal to ask on \
+         (stderr is not a terminal, or there is no controlling terminal); use --approve or a rule";
 
     /// The reason given when the user chose `--approve deny`.
     pub const EXPLICIT_REASON: &'static str =
@@ -204,8 +273,8 @@ impl PauseApprover {
 
 /// Asks a person on the terminal.
 ///
-/// For each request it writes a compact description to its output (stderr
-/// for [`PromptApprover::terminal`]):
+/// For each request it writes a compact description to its output (the
+/// controlling terminal for [`PromptApprover::terminal`]):
 ///
 /// ```text
 /// codemode: approval needed for `write` [DESTRUCTIVE]
@@ -213,17 +282,25 @@ impl PauseApprover {
 ///   call #4 from a program, run 0193f6c2a1b4
 ///   why:  writer under posture ask
 ///   args: {"content":"fn main() {}\n"}
-/// approve? [y/N]
+///   a: allows every `write` call of this run
+/// approve? [y/N/a]
 /// ```
 ///
 /// then reads one line from its input: `y` or `yes` allows, `n`, `no` or an
-/// empty line denies (reason [`PromptApprover::DENIED_REASON`]); case and
-/// surrounding spaces do not matter. Anything else asks again, at most
-/// [`PromptApprover::MAX_TRIES`] lines in all, then denies. The end of the
-/// input is an [`ApproverError`] ("the terminal closed"): nobody is left to
-/// answer.
+/// empty line denies (reason [`PromptApprover::DENIED_REASON`]); `a` or
+/// `all` allows this call and, without asking, every later call of the
+/// run the answer covers ([`PromptApprover::ALLOWED_FOR_RUN_REASON`]): every
+/// call of the same tool, or for a tool that starts programs (`bash`,
+/// `mcp_connect__<server>`) every call with the same subject (the exact
+/// command). Case and surrounding spaces do not matter. Anything else asks
+/// again, at most [`PromptApprover::MAX_TRIES`] lines in all, then denies.
+/// The end of the input is an [`ApproverError`] ("the terminal closed"):
+/// nobody is left to answer.
 ///
-/// The `[DESTRUCTIVE]` label appears when the request is `destructive`.
+/// The `[DESTRUCTIVE]` label appears when the request is `destructive`,
+/// except for tools that start programs: `bash` says it may destroy data
+/// because a command may, which says nothing about the command shown; the
+/// command itself is shown whole instead.
 ///
 /// The request's `subject` (what the call acts on: `bash`'s command, a file
 /// tool's path as the tool will reach it) comes first, on its own line,
@@ -285,19 +362,27 @@ impl PromptApprover {
     /// were neither yes nor no.
     pub const NO_ANSWER_REASON: &'static str = "denied at the prompt: no y or n after 3 tries";
 
+    /// The reason of an approval answered `a` at the prompt, and of every
+    /// later call of the run it covers.
+    pub const ALLOWED_FOR_RUN_REASON: &'static str =
+        "allowed at the prompt for the rest of the run (answer `a`)";
+
     /// The token that ends every prompt line; a driver (or a person) answers
     /// after it.
-    pub const QUESTION: &'static str = "approve? [y/N] ";
+    pub const QUESTION: &'static str = "approve? [y/N/a] ";
 
-    /// Asks on this process's terminal: writes to stderr, reads stdin. All
-    /// terminal prompts of the process share one lock, so they never
-    /// interleave.
+    /// Asks on this process's controlling terminal (`/dev/tty`): writes the
+    /// request there and reads the answer from it, whatever stdin and
+    /// stdout are. Fails each request with an [`ApproverError`] when there
+    /// is no controlling terminal. All terminal prompts of the process
+    /// share one lock, so they never interleave.
     pub fn terminal() -> PromptApprover {
         static TERMINAL: OnceLock<Arc<tokio::sync::Mutex<PromptIo>>> = OnceLock::new();
         let io = TERMINAL.get_or_init(|| {
             Arc::new(tokio::sync::Mutex::new(PromptIo {
-                input: Input::Stdin,
-                output: Box::new(std::io::stderr()),
+                input: Input::Reader(BufReader::new(Box::new(terminal::Tty))),
+                output: Box::new(terminal::Tty),
+                allowed_for_run: Vec::new(),
             }))
         });
         PromptApprover { io: Arc::clone(io) }
@@ -308,7 +393,8 @@ impl PromptApprover {
     /// for the next prompt of this approver.
     pub fn with_io(input: Box<dyn Read + Send>, output: Box<dyn Write + Send>) -> PromptApprover {
         let input = Input::Reader(BufReader::new(input));
-        PromptApprover { io: Arc::new(tokio::sync::Mutex::new(PromptIo { input, output })) }
+        let io = PromptIo { input, output, allowed_for_run: Vec::new() };
+        PromptApprover { io: Arc::new(tokio::sync::Mutex::new(io)) }
     }
 }
 
@@ -323,10 +409,22 @@ impl Approver for PromptApprover {
         let io = Arc::clone(&self.io);
         Box::pin(async move {
             let text = describe(&request);
+            let grant = Grant::of(&request);
             let mut io = io.lock_owned().await;
-            tokio::task::spawn_blocking(move || ask(&mut io, &text))
-                .await
-                .map_err(|e| ApproverError(format!("the prompt failed: {e}")))?
+            // Checked under the lock: calls waiting behind the prompt that
+            // granted it are not asked.
+            if io.allowed_for_run.contains(&grant) {
+                return Ok(allowed(PromptApprover::ALLOWED_FOR_RUN_REASON));
+            }
+            tokio::task::spawn_blocking(move || {
+                let answer = ask(&mut io, &text, &grant);
+                if matches!(&answer, Ok(a) if a.reason.as_deref() == Some(PromptApprover::ALLOWED_FOR_RUN_REASON)) {
+                    io.allowed_for_run.push(grant);
+                }
+                answer
+            })
+            .await
+            .map_err(|e| ApproverError(format!("the prompt failed: {e}")))?
         })
     }
 
@@ -344,18 +442,50 @@ impl Approver for PromptApprover {
     }
 }
 
-/// Where a prompt writes and reads.
+/// Where a prompt writes and reads, and what `a` answers allowed.
 pub(super) struct PromptIo {
     pub(super) input: Input,
     pub(super) output: Box<dyn Write + Send>,
+    /// The calls answered `a`: later calls they cover are allowed unasked.
+    allowed_for_run: Vec<Grant>,
 }
 
-/// Where answers come from.
+/// What an `a` answer allows: the calls of one run of one tool, and for a
+/// tool that starts programs only those with the same subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Grant {
+    run_id: String,
+    tool: String,
+    subject: Option<String>,
+}
+
+impl Grant {
+    fn of(request: &ApprovalRequest) -> Grant {
+        let per_subject = super::ask_posture::starts_programs(&request.tool);
+        Grant {
+            run_id: request.run_id.clone(),
+            tool: request.tool.clone(),
+            subject: if per_subject { Some(request.subject.clone().unwrap_or_default()) } else { None },
+        }
+    }
+
+    /// The prompt's line saying what `a` allows.
+    fn line(&self) -> String {
+        let tool = bounded(&printable(&self.tool), 120);
+        match &self.subject {
+            Some(_) if self.tool == "bash" => {
+                "  a: allows this exact command for the rest of this run\n".to_owned()
+            }
+            Some(_) => format!("  a: allows `{tool}` with this exact subject for the rest of this run\n"),
+            None => format!("  a: allows every `{tool}` call of this run\n"),
+        }
+    }
+}
+
+/// Where answers come from: a buffered reader, so lines typed ahead are
+/// kept for the next prompt.
 pub(super) enum Input {
-    /// The process's stdin, read through std's own buffer (so nothing is
-    /// read ahead into a buffer of ours).
-    Stdin,
-    /// An injected reader.
+    /// A reader (the controlling terminal, or one injected).
     Reader(BufReader<Box<dyn Read + Send>>),
 }
 
@@ -364,16 +494,15 @@ impl Input {
     /// end of the input.
     pub(super) fn read_line(&mut self, line: &mut Vec<u8>) -> std::io::Result<usize> {
         match self {
-            Input::Stdin => std::io::stdin().lock().read_until(b'\n', line),
             Input::Reader(reader) => reader.read_until(b'\n', line),
         }
     }
 }
 
 /// Writes the prompt for `text` and reads answers; see [`PromptApprover`].
-fn ask(io: &mut PromptIo, text: &str) -> Result<Approval, ApproverError> {
+fn ask(io: &mut PromptIo, text: &str, grant: &Grant) -> Result<Approval, ApproverError> {
     let write_failed = |e: std::io::Error| ApproverError(format!("cannot write the prompt: {e}"));
-    write!(io.output, "{text}{}", PromptApprover::QUESTION).map_err(write_failed)?;
+    write!(io.output, "{text}{}{}", grant.line(), PromptApprover::QUESTION).map_err(write_failed)?;
     io.output.flush().map_err(write_failed)?;
     for attempt in 1..=PromptApprover::MAX_TRIES {
         let mut line = Vec::new();
@@ -387,12 +516,11 @@ fn ask(io: &mut PromptIo, text: &str) -> Result<Approval, ApproverError> {
             return Err(ApproverError("the terminal closed".to_owned()));
         }
         match parse_answer(&String::from_utf8_lossy(&line)) {
-            Some(Answer::Allow) => return Ok(allowed(PromptApprover::ALLOWED_REASON)),
-            Some(Answer::Deny) => return Ok(Approval::deny(PromptApprover::DENIED_REASON)),
-            // parse_answer knows only y and n.
-            Some(Answer::Pause) => return Ok(Approval::pause()),
+            Some(Typed::Yes) => return Ok(allowed(PromptApprover::ALLOWED_REASON)),
+            Some(Typed::No) => return Ok(Approval::deny(PromptApprover::DENIED_REASON)),
+            Some(Typed::ForTheRun) => return Ok(allowed(PromptApprover::ALLOWED_FOR_RUN_REASON)),
             None if attempt < PromptApprover::MAX_TRIES => {
-                write!(io.output, "please answer y or n; {}", PromptApprover::QUESTION)
+                write!(io.output, "please answer y, n or a; {}", PromptApprover::QUESTION)
                     .and_then(|()| io.output.flush())
                     .map_err(write_failed)?;
             }
@@ -403,18 +531,33 @@ fn ask(io: &mut PromptIo, text: &str) -> Result<Approval, ApproverError> {
     Ok(Approval::deny(PromptApprover::NO_ANSWER_REASON))
 }
 
-/// `y`/`yes` allow, `n`/`no`/nothing deny, anything else is no answer.
-fn parse_answer(line: &str) -> Option<Answer> {
+/// An answer typed at the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Typed {
+    Yes,
+    No,
+    /// Allow this call and the later calls of the run it covers.
+    ForTheRun,
+}
+
+/// `y`/`yes` allow, `n`/`no`/nothing deny, `a`/`all` allow for the run,
+/// anything else is no answer.
+fn parse_answer(line: &str) -> Option<Typed> {
     match line.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Some(Answer::Allow),
-        "n" | "no" | "" => Some(Answer::Deny),
+        "y" | "yes" => Some(Typed::Yes),
+        "n" | "no" | "" => Some(Typed::No),
+        "a" | "all" => Some(Typed::ForTheRun),
         _ => None,
     }
 }
 
 /// The lines of a prompt, up to (not including) the question.
 fn describe(request: &ApprovalRequest) -> String {
-    let label = if request.destructive { " [DESTRUCTIVE]" } else { "" };
+    let label = if request.destructive && !super::ask_posture::starts_programs(&request.tool) {
+        " [DESTRUCTIVE]"
+    } else {
+        ""
+    };
     let caller = match request.caller {
         crate::receipt::Caller::Program => "a program",
         crate::receipt::Caller::Direct => "a direct call",
@@ -1122,7 +1265,8 @@ pub(super) mod tests {
         assert_eq!(approval, Approval::deny(DenyApprover::NO_TERMINAL_REASON));
         assert_eq!(
             DenyApprover::NO_TERMINAL_REASON,
-            "no approver: codemode ran without a terminal; use --approve or a rule"
+            "no approver: codemode ran without a terminal to ask on (stderr is not a terminal, or there is no \
+             controlling terminal); use --approve or a rule"
         );
         assert_eq!(DenyApprover::default(), DenyApprover::new());
         let custom = DenyApprover::with_reason("nope").decide(request()).await.unwrap();
@@ -1160,8 +1304,8 @@ pub(super) mod tests {
     async fn prompt_asks_again_after_garbage() {
         let (result, text) = prompt_answer("maybe\ny\n").await;
         assert_eq!(result.unwrap().decision, Answer::Allow);
-        assert_eq!(text.matches("approve? [y/N] ").count(), 2, "{text}");
-        assert!(text.contains("please answer y or n"), "{text}");
+        assert_eq!(text.matches("approve? [y/N/a] ").count(), 2, "{text}");
+        assert!(text.contains("please answer y, n or a"), "{text}");
     }
 
     #[tokio::test]
@@ -1169,7 +1313,7 @@ pub(super) mod tests {
         // The fourth line is never read.
         let (result, text) = prompt_answer("what\nsure\nok\ny\n").await;
         assert_eq!(result.unwrap(), Approval::deny(PromptApprover::NO_ANSWER_REASON));
-        assert_eq!(text.matches("approve? [y/N] ").count(), 3, "{text}");
+        assert_eq!(text.matches("approve? [y/N/a] ").count(), 3, "{text}");
         assert!(text.ends_with("no answer: denied\n"), "{text}");
     }
 
@@ -1188,8 +1332,9 @@ pub(super) mod tests {
         // The subject first, then the rest; the command is not repeated.
         assert_eq!(
             text,
-            "\ncodemode: approval needed for `bash` [DESTRUCTIVE]\n  command: rm -rf build\n  call #4 from a \
-             program, run run-0001\n  why:  writer under posture ask\n  args: {}\napprove? [y/N] "
+            "\ncodemode: approval needed for `bash`\n  command: rm -rf build\n  call #4 from a \
+             program, run run-0001\n  why:  writer under posture ask\n  args: {}\n  a: allows this exact \
+             command for the rest of this run\napprove? [y/N/a] "
         );
 
         let (approver, out) = prompt("n\n");
@@ -1200,6 +1345,44 @@ pub(super) mod tests {
         let text = out.text();
         assert!(!text.contains("DESTRUCTIVE"), "{text}");
         assert!(text.contains("from a direct call"), "{text}");
+    }
+
+    /// `a` allows the call and, unasked, the later calls of the same run it
+    /// covers: the same tool, or for bash the same command.
+    #[tokio::test]
+    async fn a_at_the_prompt_allows_for_the_rest_of_the_run() {
+        let (approver, out) = prompt("a\ny\nn\nn\n");
+        let write = |run: &str, seq: u64| ApprovalRequest {
+            tool: "write".into(),
+            arguments: json!({"path": format!("f{seq}.txt"), "content": "x"}),
+            run_id: run.into(),
+            seq,
+            subject: Some(format!("f{seq}.txt")),
+            destructive: true,
+            ..request()
+        };
+        let first = approver.decide(write("r1", 1)).await.unwrap();
+        assert_eq!(first, allowed(PromptApprover::ALLOWED_FOR_RUN_REASON));
+        let text = out.text();
+        assert!(text.contains("a: allows every `write` call of this run"), "{text}");
+        for seq in 2..4 {
+            let later = approver.decide(write("r1", seq)).await.unwrap();
+            assert_eq!(later, allowed(PromptApprover::ALLOWED_FOR_RUN_REASON));
+        }
+        assert_eq!(out.text().matches("approve?").count(), 1, "not asked again");
+        // Another run is asked (the `y` typed next).
+        assert_eq!(approver.decide(write("r2", 1)).await.unwrap().decision, Answer::Allow);
+        // bash: only the same command.
+        let bash = |command: &str| ApprovalRequest {
+            arguments: json!({"command": command}),
+            subject: Some(command.into()),
+            ..request()
+        };
+        let (approver, out) = prompt("a\nn\n");
+        assert_eq!(approver.decide(bash("git log")).await.unwrap().decision, Answer::Allow);
+        assert_eq!(approver.decide(bash("git log")).await.unwrap().decision, Answer::Allow);
+        assert_eq!(approver.decide(bash("rm -rf x")).await.unwrap().decision, Answer::Deny);
+        assert_eq!(out.text().matches("approve?").count(), 2, "{}", out.text());
     }
 
     #[tokio::test]
@@ -1223,9 +1406,9 @@ pub(super) mod tests {
         let subject = text.lines().find(|l| l.starts_with("  command: ")).unwrap();
         let subject = subject.trim_start_matches("  command: ");
         assert!(subject.chars().count() <= PromptApprover::MAX_SUBJECT_CHARS, "{}", subject.chars().count());
-        // A blank line, five lines of description, the question: nothing
-        // in the request added a line.
-        assert_eq!(text.lines().count(), 7, "{text}");
+        // A blank line, five lines of description, what `a` allows, the
+        // question: nothing in the request added a line.
+        assert_eq!(text.lines().count(), 8, "{text}");
     }
 
     /// The prompt `describe` writes for a `tool` call with `arguments` and
@@ -1362,7 +1545,7 @@ pub(super) mod tests {
         // Each prompt's block is whole: a header is always followed by its
         // own lines, then the question.
         let text = out.text();
-        let blocks: Vec<&str> = text.split("approve? [y/N] ").filter(|b| !b.is_empty()).collect();
+        let blocks: Vec<&str> = text.split("approve? [y/N/a] ").filter(|b| !b.is_empty()).collect();
         assert_eq!(blocks.len(), 4, "{text}");
         for block in blocks {
             assert_eq!(block.matches("codemode: approval needed").count(), 1, "{text}");
@@ -1384,17 +1567,16 @@ pub(super) mod tests {
     // --- default ---------------------------------------------------------
 
     #[test]
-    fn the_default_prompts_only_with_a_terminal_on_both_ends() {
-        assert!(prompts_by_default(true, true));
-        assert!(!prompts_by_default(false, true));
-        assert!(!prompts_by_default(true, false));
-        assert!(!prompts_by_default(false, false));
+    fn the_default_prompts_only_with_a_terminal_to_ask_on() {
+        assert!(prompts_by_default(true, || true));
+        assert!(!prompts_by_default(false, || panic!("not tried when stderr is no terminal")));
+        assert!(!prompts_by_default(true, || false));
     }
 
     #[tokio::test]
     async fn the_default_denies_without_a_terminal() {
         use std::io::IsTerminal as _;
-        if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        if std::io::stderr().is_terminal() && terminal::open().is_ok() {
             eprintln!("skipped: the tests run on a terminal, so the default is the prompt");
             return;
         }
@@ -1438,8 +1620,10 @@ pub(super) mod tests {
             let text = String::from_utf8_lossy(&output.stdout);
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(output.status.success(), "{answer}: {:?}\n{text}\n{stderr}", output.status);
-            assert!(text.contains("approve? [y/N] "), "{text}");
-            assert!(text.contains("[DESTRUCTIVE]"), "{text}");
+            assert!(text.contains("approve? [y/N/a] "), "{text}");
+            // bash is destructive by its annotations, which says nothing of
+            // the command shown: no label.
+            assert!(!text.contains("[DESTRUCTIVE]"), "{text}");
             assert!(text.contains("command: rm -rf build"), "{text}");
             assert!(text.contains(&format!("decision: {expected}")), "{text}");
             assert!(text.contains("1 passed"), "{text}");
@@ -1640,7 +1824,13 @@ pub(super) mod tests {
         assert_eq!(deny, Approval::deny(DenyApprover::EXPLICIT_REASON));
         let allow = approver_from_spec(" allow ").unwrap().decide(request()).await.unwrap();
         assert_eq!(allow.decision, Answer::Allow);
-        assert!(approver_from_spec("prompt").is_ok());
+        match terminal::open() {
+            Ok(_) => assert!(approver_from_spec("prompt").is_ok()),
+            Err(_) => {
+                let e = approver_from_spec("prompt").err().unwrap();
+                assert!(e.contains("/dev/tty") && e.contains("pause"), "{e}");
+            }
+        }
 
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("request.json");

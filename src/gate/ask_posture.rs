@@ -33,7 +33,7 @@ pub(crate) fn approval_reason(
     if hooks.allow || prep.allowed_by.is_some() || prep.reader {
         return None;
     }
-    match posture {
+    let by_posture = match posture {
         Posture::FullAccess => None,
         Posture::AutoReview if !prep.destructive && !starts_programs(tool) => None,
         Posture::AutoReview => Some(format!(
@@ -41,7 +41,13 @@ pub(crate) fn approval_reason(
             if prep.destructive { "destructive tools" } else { "tools that start programs" }
         )),
         Posture::Ask => Some("the posture is ask, and this tool may change things".to_owned()),
-    }
+    }?;
+    // An allow rule that names the tool but does not cover the call is
+    // what a person needs to see: they meant it to apply.
+    Some(match &prep.not_allowed_by {
+        Some(why) => format!("{why}; {by_posture}"),
+        None => by_posture,
+    })
 }
 
 /// Whether `tool` runs a program of its caller's or the configuration's
@@ -78,6 +84,13 @@ mod tests {
         assert!(approval_reason("read", &reader, &none, Posture::Ask).is_none());
         let allowed = Preparation { allowed_by: Some("write".into()), ..writer() };
         assert!(approval_reason("write", &allowed, &none, Posture::Ask).is_none());
+        let missed =
+            Preparation { not_allowed_by: Some("the allow rule `write(docs/**)` …".into()), ..writer() };
+        let why = approval_reason("write", &missed, &none, Posture::Ask).unwrap();
+        assert!(
+            why.starts_with("the allow rule `write(docs/**)`") && why.contains("posture is ask"),
+            "{why}"
+        );
         let ask = Preparation { ask_rule: Some("read".into()), reader: true, ..writer() };
         assert!(approval_reason("read", &ask, &none, Posture::FullAccess).is_some());
         let hook_ask = HookVerdict { allow: false, ask: Some("why".into()) };

@@ -107,6 +107,7 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
                 // The rules' findings on the rewritten call replace those
                 // on the original.
                 prep.allowed_by = rules.allowed_by;
+                prep.not_allowed_by = rules.not_allowed_by;
                 prep.ask_rule = rules.ask_rule;
                 subject = cx
                     .catalog
@@ -136,10 +137,17 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         destructive: prep.destructive,
     };
     let (reason, subject) = (request.reason.clone(), request.subject.clone());
+    // A denial or a failed approver says first which allow rule the user
+    // may have meant, and why it did not cover the call: the approver's
+    // own reason (no terminal, `--approve deny`) is not the whole story.
+    let because = |answer: String| match (&prep.not_allowed_by, reason.starts_with("the allow rule")) {
+        (Some(why), true) => format!("{why}, and {answer}"),
+        _ => answer,
+    };
     match approval_wait::ask(cx.approver, cx.clock, request).await {
         Approved::Yes(why) => notes.extend(why.map(|w| format!("approved: {w}"))),
-        Approved::Denied(reason) => return Final::Deny(reason),
-        Approved::Failed(reason) => return Final::Refuse(reason),
+        Approved::Denied(answer) => return Final::Deny(because(answer)),
+        Approved::Failed(answer) => return Final::Refuse(because(answer)),
         Approved::Pause(why) => {
             notes.extend(why.map(|w| format!("paused: {w}")));
             return Final::Pause { args, reason, subject, notes };

@@ -85,6 +85,9 @@ pub(crate) struct GateContext<'a> {
 pub(crate) struct Preparation {
     /// The allow rule that covers the call: it needs no approval.
     pub allowed_by: Option<String>,
+    /// Why the allow rules naming the tool do not cover the call, when some
+    /// name it and none covers it (for the approval request and a denial).
+    pub not_allowed_by: Option<String>,
     /// The ask rule that covers the call: it needs an approval.
     pub ask_rule: Option<String>,
     /// The tool declares itself read-only (`readOnlyHint: true`).

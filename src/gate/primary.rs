@@ -34,7 +34,7 @@ pub(crate) struct Primary {
 }
 
 /// Characters that make a shell command more than one plain command.
-const SHELL_CONTROL: &[char] = &[';', '&', '|', '<', '>', '$', '`', '\n', '\r'];
+pub(crate) const SHELL_CONTROL: &[char] = &[';', '&', '|', '<', '>', '$', '`', '\n', '\r'];
 
 impl Primary {
     /// Every spelling rules are matched against, written first. A command

@@ -47,8 +47,64 @@ impl Step for RuleLists {
             return Verdict::Refuse(format!("refused by the deny rule `{rule}`"));
         }
         prep.allowed_by = first(&rules.allow, covers_all);
+        prep.not_allowed_by =
+            if prep.allowed_by.is_none() { not_covered(&rules.allow, tool, primary) } else { None };
         prep.ask_rule = first(&rules.ask, covers_any);
         Verdict::Next
+    }
+}
+
+/// Why the allow rules naming `tool` do not cover the call, one clause per
+/// rule (`None` when no allow rule names the tool): the message an
+/// approval request and a refusal carry, so a person sees which rule they
+/// meant to apply and why it did not.
+fn not_covered(allow: &[Rule], tool: &str, primary: Option<&Primary>) -> Option<String> {
+    let named: Vec<String> =
+        allow.iter().filter(|r| r.tool == tool).map(|r| format!("`{r}` {}", why_not(r, primary))).collect();
+    match named.len() {
+        0 => None,
+        1 => Some(format!("the allow rule {} (so it needs an approval)", named[0])),
+        _ => Some(format!(
+            "the allow rules for `{tool}` do not cover this call: {} (so it needs an approval)",
+            named.join("; ")
+        )),
+    }
+}
+
+/// Why one allow rule naming the call's tool does not cover it (its tool
+/// matches, so the pattern is the reason).
+fn why_not(rule: &Rule, primary: Option<&Primary>) -> String {
+    let shown = |text: &str| super::approvers::bounded(&super::approvers::printable(text), 120);
+    let Some(p) = primary else {
+        return "has a pattern, and the call does not give the argument it is matched against".to_owned();
+    };
+    if p.chained {
+        let text = p.resolved.as_deref().unwrap_or(&p.written);
+        let found: Vec<String> = super::primary::SHELL_CONTROL
+            .iter()
+            .filter(|c| text.contains(**c))
+            .map(|c| match c {
+                '\n' => "a newline".to_owned(),
+                '\r' => "a carriage return".to_owned(),
+                '`' => "a backquote".to_owned(),
+                c => format!("`{c}`"),
+            })
+            .collect();
+        return format!(
+            "does not cover the command: a rule with a pattern never covers a command with shell control \
+             characters (`; & | < > $`, backquotes, newlines), even inside quotes, since the shell may run \
+             more than the pattern names; this one has {}",
+            found.join(", ")
+        );
+    }
+    match p.spellings().find(|s| !rule.matches(&rule.tool, Some(s))) {
+        Some(s) if s == p.written => format!("does not match `{}`", shown(s)),
+        Some(s) => format!(
+            "matches `{}` but not `{}`, where it leads through a symlink (an allow rule must cover both)",
+            shown(&p.written),
+            shown(s)
+        ),
+        None => "does not cover the call".to_owned(),
     }
 }
 
@@ -105,6 +161,28 @@ mod tests {
             RuleLists.check(&call, &cx, &mut prep);
             assert_eq!(prep.allowed_by.is_some(), allowed, "{command}");
         }
+    }
+
+    #[test]
+    fn allow_rules_that_do_not_cover_a_call_say_why() {
+        let catalog = Catalog::new(vec![]).unwrap();
+        let p = policy(&["bash(git log*)", "bash(ls*)", "write(docs/**)"], &[], &[]);
+        let cx = GateContext::for_test(&catalog, &p);
+        let args = serde_json::json!({});
+        let why = |tool: &str, command: &str| {
+            let primary = crate::gate::primary::of_command(command);
+            let call = CallRequest { primary: Some(&primary), ..CallRequest::for_test(tool, &args) };
+            let mut prep = Preparation::default();
+            RuleLists.check(&call, &cx, &mut prep);
+            prep.not_allowed_by
+        };
+        let piped = why("bash", "git log --format='%h|%s'").unwrap();
+        assert!(piped.contains("`bash(git log*)`") && piped.contains("`bash(ls*)`"), "{piped}");
+        assert!(piped.contains("shell control characters") && piped.contains("this one has `|`"), "{piped}");
+        let other = why("bash", "git status").unwrap();
+        assert!(other.contains("does not match `git status`"), "{other}");
+        assert_eq!(why("bash", "git log -3"), None, "covered");
+        assert_eq!(why("edit", "x"), None, "no allow rule names the tool");
     }
 
     #[test]

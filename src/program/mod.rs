@@ -23,6 +23,7 @@ mod fence;
 mod javascript;
 mod module;
 pub(crate) mod position;
+mod throw_site;
 mod typescript;
 
 use std::cell::RefCell;

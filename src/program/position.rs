@@ -96,6 +96,15 @@ impl PositionMap {
         (line, char_column(&self.user, line, col))
     }
 
+    /// [`PositionMap::user_position`] of where an error was thrown: a
+    /// position inside a `throw` statement's argument (where QuickJS places
+    /// an error made there, e.g. at a call in a template literal) becomes
+    /// the statement's start (`throw_site.rs`).
+    pub(crate) fn thrown_at(&self, line: u32, column: u32) -> (u32, u32) {
+        let (line, column) = self.user_position(line, column);
+        super::throw_site::throw_statement_start(&self.user, line, column).unwrap_or((line, column))
+    }
+
     /// The user's (line, column) of a byte offset in the user's text after
     /// edits (a parse error in the module parse of that text).
     pub(crate) fn edited_offset(&self, text: &str, offset: u32) -> (u32, u32) {

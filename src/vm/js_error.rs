@@ -76,7 +76,7 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
     let position = stack.as_deref().and_then(|s| position_in(s, file));
     let (line, column) = match position {
         Some((l, c)) => {
-            let (l, c) = when.positions.user_position(l, c);
+            let (l, c) = when.positions.thrown_at(l, c);
             (Some(l), Some(c))
         }
         None => (None, None),
@@ -87,9 +87,12 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
 
 /// The stack as the user wrote the program: the engine's wrapper frame
 /// (`<eval>`, which calls the program) is dropped, and every position in the
-/// program becomes the user's own line and column.
+/// program becomes the user's own line and column (the first one, where the
+/// error was thrown, as the run error's own position:
+/// [`PositionMap::thrown_at`]).
 fn user_stack(stack: &str, file: &str, positions: &PositionMap) -> String {
     let needle = format!("{file}:");
+    let mut first = true;
     let mut out = Vec::new();
     for frame in stack.lines() {
         if frame.contains("<eval>") {
@@ -109,7 +112,11 @@ fn user_stack(stack: &str, file: &str, positions: &PositionMap) -> String {
                     (col_digits > 0).then(|| after_line[1..1 + col_digits].parse::<u32>().ok()).flatten();
                 match (line, col) {
                     (Some(l), Some(c)) => {
-                        let (l, c) = positions.user_position(l, c);
+                        let (l, c) = if std::mem::take(&mut first) {
+                            positions.thrown_at(l, c)
+                        } else {
+                            positions.user_position(l, c)
+                        };
                         format!("{}{l}:{c}{}", &frame[..start], &after_line[1 + col_digits..])
                     }
                     _ => frame.to_owned(),
@@ -150,15 +157,59 @@ fn position_in(stack: &str, file: &str) -> Option<(u32, u32)> {
 }
 
 /// `text` with a hint for the errors programs meet when they use what the
-/// VM does not have: modules (`import(...)`) and decorators.
+/// VM does not have: modules (`import(...)`), decorators, and the globals
+/// of Node and browsers ([`missing_global_hint`]).
 fn with_hint(text: String, kind: ErrorKind) -> String {
     if text.contains("could not load module") {
         format!("{text}: programs have no module loader (no import, no require); call tools with tools.call")
     } else if kind == ErrorKind::Syntax && text.contains("'@'") {
         format!("{text} (decorators are not supported in programs; call the function directly)")
+    } else if let Some(hint) = undefined_name(&text).and_then(missing_global_hint) {
+        format!("{text}: {hint}")
     } else {
         text
     }
+}
+
+/// The name in QuickJS's `ReferenceError: NAME is not defined` (also with
+/// the name quoted, as older QuickJS spells it).
+fn undefined_name(text: &str) -> Option<&str> {
+    let name = text.strip_prefix("ReferenceError: ")?.strip_suffix(" is not defined")?;
+    Some(name.trim_matches('\''))
+}
+
+/// What to use instead of a global a program expects from Node or a
+/// browser: programs run in a bare VM whose only way out is `tools`, with
+/// no timers, no network, no process and no file system of their own.
+fn missing_global_hint(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "require" | "module" | "exports" => {
+            "programs have no module loader (no require, no import); everything outside the program \
+             is a tool: `await tools.call(name, args)` or `await tools.read({path})`, \
+             `tools.write`, `tools.bash`, ...; `tools.search(\"words\")` finds tools"
+        }
+        "setTimeout" | "setInterval" | "setImmediate" | "clearTimeout" | "clearInterval" => {
+            "programs have no timers: await each tool call (`await tools.call(...)`), or start \
+             several and await them together with `Promise.all`; there is no sleep, so a delay \
+             needs a tool (`tools.bash({command: \"sleep 2\"})`, which needs an approval)"
+        }
+        "fetch" | "XMLHttpRequest" | "WebSocket" => {
+            "programs have no network access of their own: call an MCP server's fetch tool \
+             (`await tools.search(\"fetch url\")` finds one among the configured MCP servers), \
+             or run `curl` with tools.bash (which needs an approval)"
+        }
+        "process" => {
+            "programs have no `process` (no env, argv, cwd or exit): end the program with \
+             `return value`, read files with tools.read, run commands (`printenv NAME`) with \
+             tools.bash"
+        }
+        "fs" | "Deno" | "Bun" => {
+            "programs have no file system module: use tools.read({path}), tools.write({path, \
+             content}), tools.edit, tools.file_search({query}) and tools.grep_files({pattern}), \
+             paths relative to the workspace"
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -174,6 +225,28 @@ mod tests {
             super::user_stack(stack, "p.js", &positions),
             "    at f (p.js:1:11)\n    at <anonymous> (p.js:3:5)"
         );
+    }
+
+    #[test]
+    fn missing_node_and_browser_globals_get_a_hint() {
+        use crate::receipt::ErrorKind::Exception;
+        for (name, says) in [
+            ("require", "no module loader"),
+            ("setTimeout", "no timers"),
+            ("setInterval", "no timers"),
+            ("fetch", "fetch tool"),
+            ("process", "no `process`"),
+            ("fs", "tools.read"),
+        ] {
+            for spelled in [name.to_owned(), format!("'{name}'")] {
+                let text = super::with_hint(format!("ReferenceError: {spelled} is not defined"), Exception);
+                assert!(text.contains(says), "{text}");
+            }
+        }
+        let plain = "ReferenceError: x is not defined";
+        assert_eq!(super::with_hint(plain.to_owned(), Exception), plain);
+        let no_name = "TypeError: fetch is not a function";
+        assert_eq!(super::with_hint(no_name.to_owned(), Exception), no_name);
     }
 
     #[test]

@@ -124,12 +124,32 @@ fn a_denied_item_is_reported_and_the_batch_goes_on() {
     assert!(ws.path().join("new.txt").exists());
 }
 
+/// The prompt reads its answers from the controlling terminal, so a batch
+/// read from stdin can still be approved at the terminal.
+#[cfg(unix)]
 #[test]
-fn the_prompt_approver_cannot_share_stdin_with_the_input() {
+fn the_prompt_approver_shares_the_terminal_with_input_on_stdin() {
+    if std::process::Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3 to drive a pseudo-terminal");
+        return;
+    }
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
     let ws = crate::common::workspace();
-    let out = codemode(&["batch", "-", "--approve", "prompt"], "", ws.path());
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("give the input as a FILE"));
+    std::fs::write(
+        ws.path().join("input.jsonl"),
+        "{\"tool\": \"write\", \"arguments\": {\"path\": \"new.txt\", \"content\": \"x\"}}\n",
+    )
+    .unwrap();
+    let line = format!("exec '{}' batch - --approve prompt < input.jsonl", env!("CARGO_BIN_EXE_codemode"));
+    let out = std::process::Command::new("python3")
+        .args([driver, "y", "sh", "-c", &line])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("approve?"), "{shown}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("new.txt")).unwrap(), "x");
 }
 
 #[test]

@@ -269,6 +269,128 @@ fn on_a_terminal_the_cli_prompts_for_approval() {
     }
 }
 
+/// Regression: a program piped on stdin met "codemode ran without a
+/// terminal" although a person sat at one; the prompt asks on the
+/// controlling terminal, `a` allows every later write of the run (three
+/// parallel writes, one prompt), and bash's prompt has no [DESTRUCTIVE]
+/// label (its annotation says a command may destroy data, not this one).
+#[cfg(unix)]
+#[test]
+fn a_program_on_stdin_is_approved_at_the_terminal_and_a_allows_for_the_run() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3 to drive a pseudo-terminal");
+        return;
+    }
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "await Promise.all(['a', 'b', 'c'].map((f) => tools.write({path: f + '.txt', content: f})));\n\
+         try { await tools.bash({command: 'git log --oneline'}); } catch (e) { return e.kind; }\nreturn 'ran';",
+    )
+    .unwrap();
+    let line = format!("exec '{}' run --json - < prog.js", env!("CARGO_BIN_EXE_codemode"));
+    let out = Command::new("python3")
+        .args([driver, "a,n", "sh", "-c", &line])
+        .env("DRIVE_PROMPT_EACH", "1")
+        .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let prompts: Vec<&str> = shown.split("approval needed for ").skip(1).collect();
+    assert_eq!(prompts.len(), 2, "one prompt for the three writes, one for bash: {shown}");
+    assert!(prompts[0].starts_with("`write`") && prompts[0].contains("a: allows every `write`"), "{shown}");
+    // bash: no label, and `a` would allow only this command.
+    assert!(
+        prompts[1].starts_with("`bash`\n") && prompts[1].contains("a: allows this exact command"),
+        "{shown}"
+    );
+    let json = &shown[shown.find("{\n").unwrap_or_else(|| panic!("no receipt: {shown}"))..];
+    let r: Value = serde_json::from_str(json.trim_end()).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(r["value"], "denied", "{r}");
+    let writes: Vec<&Value> =
+        r["calls"].as_array().unwrap().iter().filter(|c| c["tool"] == "write").collect();
+    assert_eq!(writes.len(), 3);
+    for w in writes {
+        assert_eq!((w["decision"].as_str(), w["status"].as_str()), (Some("approved"), Some("ok")), "{r}");
+        assert!(w["note"].as_str().unwrap_or_default().contains("for the rest of the run"), "{r}");
+    }
+    for f in ["a", "b", "c"] {
+        assert_eq!(std::fs::read_to_string(ws.path().join(format!("{f}.txt"))).unwrap(), f);
+    }
+}
+
+/// `--approve prompt` without a controlling terminal is a clear usage
+/// error, not a prompt read from stdin.
+#[cfg(unix)]
+#[test]
+fn approve_prompt_without_a_terminal_is_a_clear_error() {
+    use std::os::unix::process::CommandExt as _;
+    let ws = crate::common::workspace();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_codemode"));
+    command.args(["run", "-", "--approve", "prompt"]).current_dir(ws.path());
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A session of its own: no controlling terminal, even when the tests
+    // run at one.
+    unsafe {
+        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(std::io::Error::from));
+    }
+    let mut child = command.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"y\nreturn 1").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--approve prompt") && err.contains("/dev/tty"), "{err}");
+}
+
+/// Regression: an allow rule that did not cover a command (a quoted `|`)
+/// was reported as "no approver: codemode ran without a terminal"; the
+/// refusal names the rule and why it did not cover the call.
+#[test]
+fn a_denial_names_the_allow_rule_that_did_not_cover_the_call() {
+    let ws = crate::common::workspace();
+    let config = ws.path().join("policy.toml");
+    std::fs::write(&config, "[rules]\nallow = [\"bash(git log*)\"]\n").unwrap();
+    let prog =
+        "try { await tools.bash({command: \"git log --format='%h|%s'\"}); } catch (e) { return e.message; }";
+    let out = codemode(&["run", "-", "--json", "--config", config.to_str().unwrap()], prog, ws.path());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = r["value"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(message.contains("the allow rule `bash(git log*)` does not cover the command"), "{message}");
+    assert!(message.contains("shell control characters") && message.contains("`|`"), "{message}");
+    assert!(message.contains("ran without a terminal"), "the approver's part stays: {message}");
+    // A command the rule covers runs without asking.
+    let out = codemode(
+        &["run", "-", "--json", "--config", config.to_str().unwrap()],
+        "try { await tools.bash({command: 'git log -1'}); return 'asked no one'; } catch (e) { return e.message; }",
+        ws.path(),
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["calls"][0]["decision"], "auto", "{r}");
+}
+
+/// Regression: a failed run's stack was only in the receipt; the summary
+/// shows its first three frames, at the user's positions (the first at the
+/// `throw`).
+#[test]
+fn a_failed_runs_summary_shows_the_first_stack_frames() {
+    let ws = crate::common::workspace();
+    let prog = "function a(s) {\n  throw new TypeError(`${s.slice(0, 10)}`);\n}\nfunction b(s) { return a(s); }\nfunction c(s) { return b(s); }\nfunction d(s) { return c(s); }\nd('abcdefghijklmnop');\n";
+    let out = codemode(&["run", "-"], prog, ws.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at line 2, column 3: TypeError: abcdefghij"), "{err}");
+    let shown: Vec<&str> =
+        err.lines().skip_while(|l| !l.contains("where the error was thrown")).skip(1).collect();
+    assert!(shown.len() >= 4, "{err}");
+    assert!(shown[0].trim_start().starts_with("at a (") && shown[0].ends_with(":2:3)"), "{err}");
+    assert!(shown[1].contains("at b (") && shown[2].contains("at c ("), "{err}");
+    assert!(shown[3].contains("more frames in the receipt"), "{err}");
+    assert!(!err.contains("at d ("), "{err}");
+}
+
 #[test]
 fn the_summary_is_the_compact_rendering_and_points_at_the_saved_receipt() {
     let ws = crate::common::workspace();

@@ -146,10 +146,66 @@ fn a_thrown_error_fails_the_run_with_the_users_line_and_column() {
     assert!(e.message.starts_with("TypeError"), "{}", e.message);
     assert_eq!((e.line, e.column), (Some(3), Some(3)));
     // On the first line the wrapper's prefix is taken off the column
-    // (QuickJS points at the constructor, `Error`, in column 15).
+    // (QuickJS points at the constructor, `Error`; the run error at the
+    // `throw`, in column 5).
     let e = run("    throw new Error('first line');").error.unwrap();
-    assert_eq!((e.line, e.column), (Some(1), Some(15)));
+    assert_eq!((e.line, e.column), (Some(1), Some(5)));
     assert_eq!(e.message, "Error: first line");
+}
+
+/// Regression: QuickJS places an error made in a `throw` at the last call
+/// before it (`slice` in the template literal), so the run error pointed at
+/// `slice`; it points at the `throw`, in JavaScript, TypeScript and fenced
+/// programs, and so does the stack's first frame.
+#[test]
+fn an_error_thrown_by_a_throw_statement_is_placed_at_the_throw() {
+    let body = "const s = \"abcdefghijklmnop\";\n  throw new TypeError(`${s.slice(0, 10)}`);\n";
+    let ts = "const s: string = \"abcdefghijklmnop\";\n  throw new TypeError(`${s.slice(0, 10)}`);\n";
+    for (src, line) in [
+        (body.to_owned(), 2),
+        (ts.to_owned(), 2),
+        (format!("Here:\n```ts\n{ts}```\n"), 4),
+        (format!("```js\n{body}```"), 3),
+    ] {
+        let e = run(&src).error.unwrap();
+        assert_eq!(e.message, "TypeError: abcdefghij", "{src}");
+        assert_eq!((e.line, e.column), (Some(line), Some(3)), "{src}");
+        let stack = e.stack.unwrap_or_default();
+        assert!(stack.contains(&format!(":{line}:3)")), "{src}: {stack}");
+    }
+    // A throw inside a function: the error is at that throw, the caller's
+    // frame at its call.
+    let e = run("function f(x) {\n  if (x) throw new Error(`bad ${x.toString()}`);\n}\nf(1);").error.unwrap();
+    assert_eq!((e.line, e.column), (Some(2), Some(10)));
+    let stack = e.stack.unwrap();
+    assert!(stack.contains(":2:10)") && stack.contains(":4:"), "{stack}");
+    // An error that is not thrown by a throw statement keeps its position.
+    let e = run("const o = null;\nconst n = 1 + o.x;").error.unwrap();
+    assert_eq!((e.line, e.column), (Some(2), Some(15)));
+}
+
+/// Regression: `require`, timers, `fetch`, `process` and `fs` were a bare
+/// ReferenceError; the run error says what programs use instead.
+#[test]
+fn node_and_browser_globals_say_what_to_use_instead() {
+    for (src, says) in [
+        ("const fs = require('fs');", "no module loader"),
+        ("await new Promise((r) => setTimeout(r, 10));", "no timers"),
+        ("setInterval(() => {}, 5);", "no timers"),
+        ("const r = await fetch('https://example.com');", "tools.search"),
+        ("return process.env.HOME;", "no `process`"),
+        ("return fs.readFileSync('a.txt', 'utf8');", "tools.read"),
+    ] {
+        let e = run(src).error.unwrap();
+        assert_eq!(e.kind, ErrorKind::Exception, "{src}");
+        assert!(
+            e.message.starts_with("ReferenceError: ") && e.message.contains(says),
+            "{src}: {}",
+            e.message
+        );
+    }
+    let e = run("return undefinedThing;").error.unwrap();
+    assert_eq!(e.message, "ReferenceError: undefinedThing is not defined");
 }
 
 #[test]
