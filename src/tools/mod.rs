@@ -7,6 +7,7 @@ mod edit;
 mod file_lock;
 mod file_search;
 mod grep_files;
+mod path_glob;
 mod read;
 mod workspace;
 mod write;

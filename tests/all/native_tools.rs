@@ -68,6 +68,26 @@ fn file_search_finds_by_fragment_and_glob_and_respects_gitignore() {
 }
 
 #[test]
+fn file_search_globs_without_a_slash_match_names_at_any_depth() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join("src/deep")).unwrap();
+    for f in ["src/mod001.rs", "src/deep/mod002.rs", "mod003.txt", "src/amod004.rs", "src/deep/x.rs"] {
+        std::fs::write(ws.path().join(f), "").unwrap();
+    }
+    let r = run_in(
+        &ws,
+        "const q = async (query) => (await tools.file_search({query})).content.sort(); \
+         return [await q('mod00*'), await q('*.rs'), await q('src/*.rs'), await q('src/**/mod*.rs'), await q('mod00?.{rs,txt}')];",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value[0], json!(["mod003.txt", "src/deep/mod002.rs", "src/mod001.rs"]));
+    assert_eq!(r.value[1], json!(["src/amod004.rs", "src/deep/mod002.rs", "src/deep/x.rs", "src/mod001.rs"]));
+    assert_eq!(r.value[2], json!(["src/amod004.rs", "src/mod001.rs"]), "a glob with a slash is anchored");
+    assert_eq!(r.value[3], json!(["src/deep/mod002.rs", "src/mod001.rs"]));
+    assert_eq!(r.value[4], json!(["mod003.txt", "src/deep/mod002.rs", "src/mod001.rs"]));
+}
+
+#[test]
 fn file_search_ranks_exact_names_first_and_bounds_its_output() {
     let ws = workspace();
     for i in 0..30 {
