@@ -11,6 +11,7 @@ use ignore::overrides::{Override, OverrideBuilder};
 use crate::catalog::ToolError;
 
 /// One compiled glob, matched against workspace-relative file paths.
+#[derive(Debug)]
 pub(crate) struct PathGlob(Override);
 
 impl PathGlob {
