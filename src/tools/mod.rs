@@ -9,6 +9,7 @@ mod file_search;
 mod grep_files;
 mod path_glob;
 mod read;
+pub(crate) mod shapes;
 mod workspace;
 mod write;
 

@@ -69,6 +69,7 @@ impl Tool for Read {
                 "additionalProperties": false
             }),
         )
+        .result_schemas(super::shapes::read())
         .read_only(true)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
