@@ -87,8 +87,15 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments object; calls are validated against it
     /// before they run.
     pub input_schema: Value,
-    /// JSON Schema of the result content, when the tool declares one.
+    /// JSON Schema of the result content, when the tool declares one (an
+    /// MCP tool's `outputSchema`; the native tools' shapes).
     pub output_schema: Option<Value>,
+    /// JSON Schema of the result's `metadata`, when the tool declares one
+    /// (the native tools and `tool_search` do; `{"type": "null"}` for a tool
+    /// that gives none). `codemode types` renders it as the second type
+    /// argument of `ToolResult`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_schema: Option<Value>,
     /// Behaviour hints; `read_only` is what Plan mode and the gate use.
     pub annotations: Annotations,
     /// Where the tool comes from.
@@ -114,6 +121,7 @@ impl ToolSpec {
             description: description.into(),
             input_schema,
             output_schema: None,
+            metadata_schema: None,
             annotations: Annotations::default(),
             source: ToolSource::Native,
             loading: Loading::Eager,
@@ -121,6 +129,14 @@ impl ToolSpec {
             timeout_ms: None,
             primary_argument: None,
         }
+    }
+
+    /// Declares the result's shape: the JSON Schemas of its `content` and
+    /// of its `metadata`. Default: neither.
+    pub fn result_schemas(mut self, (content, metadata): (Value, Value)) -> Self {
+        self.output_schema = Some(content);
+        self.metadata_schema = Some(metadata);
+        self
     }
 
     /// Sets the argument rule patterns match. Default: none.

@@ -246,6 +246,7 @@ impl Tool for ToolSearch {
         .read_only(true)
         .destructive(false)
         .source(ToolSource::Synthetic)
+        .result_schemas(crate::tools::shapes::tool_search())
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {

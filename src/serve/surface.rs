@@ -83,8 +83,10 @@ fn execute_tools(engine: &Engine, declarations: bool, servers_named: Option<usiz
     mcp_tool(&spec, Some(super::result::output_schema()))
 }
 
-/// `spec` as an MCP tool, with `output_schema` when given (else the
-/// spec's).
+/// `spec` as an MCP tool, with `output_schema` when given. The result
+/// shapes of native tools and `tool_search` are not advertised: their
+/// content is not always an object (MCP's `outputSchema` describes
+/// `structuredContent`, an object), and direct calls answer with text.
 fn mcp_tool(spec: &ToolSpec, output_schema: Option<Value>) -> Tool {
     let a = &spec.annotations;
     let mut annotations = Map::new();
@@ -103,7 +105,7 @@ fn mcp_tool(spec: &ToolSpec, output_schema: Option<Value>) -> Tool {
         "inputSchema": object_schema(&spec.input_schema),
         "annotations": annotations,
     });
-    if let Some(schema) = output_schema.or_else(|| spec.output_schema.clone()) {
+    if let Some(schema) = output_schema {
         tool["outputSchema"] = object_schema(&schema);
     }
     serde_json::from_value(tool).expect("an MCP tool parses from its own fields")

@@ -90,6 +90,42 @@ fn every_native_schema_equals_its_snapshot() {
     );
 }
 
+/// The result shapes (output and metadata schemas) are declared, valid and
+/// pinned like the input schemas, in tests/snapshots/tool_results/; that
+/// the tools really return them is tests/all/tool_shapes.rs.
+#[test]
+fn every_native_result_shape_is_valid_and_equals_its_snapshot() {
+    let dir = root().join("tests/snapshots/tool_results");
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
+    let mut stale = Vec::new();
+    for tool in super::native() {
+        let spec = tool.spec();
+        let (Some(content), Some(metadata)) = (&spec.output_schema, &spec.metadata_schema) else {
+            panic!("`{}` must declare its output and metadata schemas (src/tools/shapes.rs)", spec.name);
+        };
+        for schema in [content, metadata] {
+            assert!(jsonschema::meta::is_valid(schema), "a result schema of `{}` is not valid", spec.name);
+        }
+        let text = canonical_json(&serde_json::json!({"content": content, "metadata": metadata})) + "\n";
+        let path = dir.join(format!("{}.json", spec.name));
+        if update {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(snapshot) if snapshot == text => {}
+            Ok(_) => stale.push(format!("{} differs from its snapshot", spec.name)),
+            Err(_) => stale.push(format!("{} has no snapshot at {}", spec.name, path.display())),
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{}; if the change is deliberate, run `UPDATE_SNAPSHOTS=1 cargo test --lib contract` and commit the snapshots",
+        stale.join("; ")
+    );
+}
+
 #[test]
 fn native_schemas_stay_small() {
     for tool in super::native() {

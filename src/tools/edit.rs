@@ -80,6 +80,7 @@ impl Tool for Edit {
                 "additionalProperties": false
             }),
         )
+        .result_schemas(super::shapes::edit())
         .read_only(false)
         .destructive(false)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))

@@ -8,6 +8,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::path_glob::PathGlob;
 use super::workspace;
 use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -33,8 +34,8 @@ impl Tool for FileSearch {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             "file_search",
-            "Find files of the workspace by name, path fragment (case-insensitive) or glob (`*.rs`, \
-             `src/**/mod.rs`); best matches first. Respects .gitignore. `exclude` globs replace the \
+            "Find files of the workspace by name, path fragment (case-insensitive) or glob as in .gitignore \
+             (`mod*` and `*.rs` match names at any depth, `src/**/mod.rs` from the root); best matches first. Respects .gitignore. `exclude` globs replace the \
              default exclusions (.git, node_modules, target).",
             json!({
                 "type": "object",
@@ -49,6 +50,7 @@ impl Tool for FileSearch {
                 "additionalProperties": false
             }),
         )
+        .result_schemas(super::shapes::file_search())
         .read_only(true)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
@@ -62,7 +64,7 @@ impl Tool for FileSearch {
 }
 
 enum Matcher {
-    Glob(GlobSet),
+    Glob(PathGlob),
     Fragment(String),
 }
 
@@ -80,9 +82,7 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         return Err(ToolError::new("`query` is empty: give a name, a path fragment or a glob"));
     }
     let matcher = if query.contains(['*', '?', '[', '{']) {
-        let glob =
-            Glob::new(query).map_err(|e| ToolError::new(format!("`query` is not a valid glob: {e}")))?;
-        Matcher::Glob(GlobSetBuilder::new().add(glob).build().map_err(|e| ToolError::new(e.to_string()))?)
+        Matcher::Glob(PathGlob::new(query, "`query`")?)
     } else {
         Matcher::Fragment(query.to_lowercase())
     };
@@ -143,10 +143,11 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
 }
 
 /// 0 file name equals the query, 1 name starts with it, 2 name contains it,
-/// 3 path contains it; globs match the relative path (rank 0).
+/// 3 path contains it; a glob matching the relative path is rank 0 (see
+/// [`PathGlob`]: without a `/` it matches the name at any depth).
 fn rank(m: &Matcher, rel: &str) -> Option<u8> {
     match m {
-        Matcher::Glob(set) => set.is_match(rel).then_some(0),
+        Matcher::Glob(glob) => glob.is_match(rel).then_some(0),
         Matcher::Fragment(q) => {
             let lower = rel.to_lowercase();
             let name = lower.rsplit('/').next().unwrap_or(&lower);

@@ -1,19 +1,21 @@
-//! `grep_files {pattern, path?, glob?, case_insensitive?, context?, limit?}`:
-//! regex search across the workspace with bounded output. The walk respects
-//! `.gitignore` and friends and the default exclusions of `file_search`;
-//! binary files are skipped (grep-searcher's binary detection).
+//! `grep_files {pattern, path?, glob?, case_insensitive?, context?, output?,
+//! offset?, limit?}`: regex search across the workspace with bounded output,
+//! paged by `offset`. The walk respects `.gitignore` and friends and the
+//! default exclusions of `file_search`; binary files are skipped
+//! (grep-searcher's binary detection).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobSetBuilder};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::file_search::DEFAULT_EXCLUDE;
+use super::path_glob::PathGlob;
 use super::workspace;
 use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -49,8 +51,27 @@ struct Args {
     case_insensitive: Option<bool>,
     /// Lines of context before and after each match (0-5).
     context: Option<usize>,
-    /// Most matches returned (1-1000, default 100).
+    /// Most entries returned (1-1000, default 100).
     limit: Option<usize>,
+    /// Entries to skip first (paging), default 0.
+    offset: Option<usize>,
+    /// What one entry is.
+    output: Option<Output>,
+}
+
+/// What the content lists, one entry per...
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+enum Output {
+    /// ...matching line (the default).
+    #[default]
+    Matches,
+    /// ...file with a match: its first match (each file stops being
+    /// searched at its first match).
+    Files,
+    /// ...file with a match: its first match and `count`, the file's
+    /// matching lines.
+    Count,
 }
 
 impl Tool for GrepFiles {
@@ -58,8 +79,9 @@ impl Tool for GrepFiles {
         ToolSpec::new(
             "grep_files",
             "Search file contents of the workspace for a regex (Rust syntax); returns matching lines as \
-             {path, line, text}, with `context` lines before/after when asked. Respects .gitignore; skips \
-             binary files and .git, node_modules, target. At most `limit` matches (default 100).",
+             {path, line, text}, with `context` lines before/after when asked; output \"files\" gives one entry per \
+             file, \"count\" adds each file's `count`. Respects .gitignore; skips binary files and .git, node_modules, \
+             target. At most `limit` entries (default 100) from `offset`; metadata.next_offset pages on.",
             json!({
                 "type": "object",
                 "properties": {
@@ -68,12 +90,15 @@ impl Tool for GrepFiles {
                     "glob": {"type": "string", "description": "Only files whose path or name matches this glob, e.g. \"*.rs\", \"src/**/*.ts\""},
                     "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)"},
                     "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (default 0)"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most matches to return (default 100)"}
+                    "output": {"enum": ["matches", "files", "count"], "description": "One entry per match (default) or per file"},
+                    "offset": {"type": "integer", "minimum": 0, "description": "Entries to skip (paging)"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most entries to return (default 100)"}
                 },
                 "required": ["pattern"],
                 "additionalProperties": false
             }),
         )
+        .result_schemas(super::shapes::grep_files())
         .read_only(true)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
@@ -111,6 +136,8 @@ struct Hit {
     before: Vec<String>,
     /// Context lines after the match (only when `context > 0`).
     after: Vec<String>,
+    /// The file's matching lines (output `count` only).
+    count: Option<u64>,
 }
 
 /// Runs the walk and the search; called on a blocking thread.
@@ -121,9 +148,11 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
     let root = workspace::open_existing(&ws_root, shown, workspace::LOOK)?.real;
     workspace::refuse_hidden(cx, &root, shown, false)?;
     let matcher = build_matcher(&args.pattern, args.case_insensitive.unwrap_or(false))?;
-    let filter = args.glob.as_deref().map(build_glob).transpose()?;
-    let context = args.context.unwrap_or(0).min(MAX_CONTEXT);
+    let filter = args.glob.as_deref().map(|g| PathGlob::new(g, "`glob`")).transpose()?;
+    let output = args.output.unwrap_or_default();
+    let context = if output == Output::Matches { args.context.unwrap_or(0).min(MAX_CONTEXT) } else { 0 };
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let offset = args.offset.unwrap_or(0);
 
     let mut exclude = GlobSetBuilder::new();
     for g in DEFAULT_EXCLUDE {
@@ -143,10 +172,12 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         .sort_by_file_name(|a, b| a.cmp(b))
         .build();
 
+    // Every file is searched, so the totals are exact (but for `files`,
+    // which stops each file at its first match); only the entries in
+    // [offset, offset + limit) are kept.
     let mut listed = workspace::Listed::new(&ws_root);
     let mut hits: Vec<Hit> = Vec::new();
-    let mut files = 0usize;
-    let mut truncated = false;
+    let (mut entries, mut total_matches, mut files) = (0usize, 0u64, 0usize);
     let mut visited = 0usize;
     for entry in walker {
         if cancelled.load(Ordering::Relaxed) {
@@ -155,18 +186,16 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         let Ok(entry) = entry else { continue };
         visited += 1;
         if visited > MAX_VISITED {
-            truncated = true;
             break;
         }
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
         let rel = workspace::relative(ws, entry.path());
-        if let Some(set) = &filter {
-            let name = rel.rsplit('/').next().unwrap_or(&rel);
-            if !set.is_match(&rel) && !set.is_match(name) {
-                continue;
-            }
+        if let Some(glob) = &filter
+            && !glob.is_match(&rel)
+        {
+            continue;
         }
         // Opened beneath the root, never by path, and searched only if it
         // is where the walk listed it: a folder swapped for a symlink during
@@ -176,24 +205,31 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             continue;
         }
-        let mut sink = FileSink::new(context, limit - hits.len());
+        // Matches of this file before the window and kept in it.
+        let (skip, budget) = match output {
+            Output::Matches => window(entries, offset, limit, hits.len()),
+            // One entry per file: all of it or nothing.
+            _ => match window(entries, offset, limit, hits.len()) {
+                (0, b) if b > 0 => (0, 1),
+                _ => (0, 0),
+            },
+        };
+        let mut sink = FileSink::new(context, skip, budget, output == Output::Files);
         // Unreadable files and files with a line over the heap limit are
         // skipped, as are binary files.
-        if searcher.search_file(&matcher, &file, &mut sink).is_err() || sink.binary {
+        if searcher.search_file(&matcher, &file, &mut sink).is_err() || sink.binary || sink.count == 0 {
             continue;
         }
-        if !sink.hits.is_empty() {
-            files += 1;
-        }
-        let over = sink.over_limit;
-        hits.extend(sink.into_hits(&rel));
-        if over {
-            truncated = true;
-            break;
-        }
+        files += 1;
+        total_matches += sink.count;
+        entries += if output == Output::Matches { sink.count as usize } else { 1 };
+        let count = (output == Output::Count).then_some(sink.count);
+        hits.extend(sink.into_hits(&rel, count));
     }
 
-    let matches = hits.len();
+    let walk_cut = visited > MAX_VISITED;
+    let next = offset + hits.len();
+    let next_offset = (next < entries).then_some(next);
     let content: Vec<Value> = hits
         .into_iter()
         .map(|h| {
@@ -202,19 +238,36 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
                 v["before"] = json!(h.before);
                 v["after"] = json!(h.after);
             }
+            if let Some(count) = h.count {
+                v["count"] = json!(count);
+            }
             v
         })
         .collect();
     Ok(ToolOutput::with_metadata(
         Value::Array(content),
         json!({
-            "matches": matches,
+            "output": match output { Output::Matches => "matches", Output::Files => "files", Output::Count => "count" },
+            "returned": next - offset,
+            // Matching lines in all searched files; unknown (null) for
+            // `files`, which stops at each file's first match.
+            "matches": (output != Output::Files).then_some(total_matches),
             "files": files,
-            "truncated": truncated,
-            // Says why when the walk, not the match limit, cut the search.
-            "walk_stopped_at": (visited > MAX_VISITED).then_some(MAX_VISITED),
+            "offset": offset,
+            "next_offset": next_offset,
+            "truncated": next_offset.is_some() || walk_cut,
+            // Says why when the walk, not the limit, cut the search.
+            "walk_stopped_at": walk_cut.then_some(MAX_VISITED),
         }),
     ))
+}
+
+/// For a file whose entries start at index `first` (entries before it in
+/// the walk), with `kept` entries already kept: how many of its entries to
+/// skip before the page `[offset, offset + limit)` starts, and how many it
+/// may keep.
+fn window(first: usize, offset: usize, limit: usize, kept: usize) -> (usize, usize) {
+    (offset.saturating_sub(first), limit - kept)
 }
 
 /// Compiles `pattern` as a per-line regex (no line terminators, no NUL).
@@ -225,17 +278,6 @@ fn build_matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, 
         .ban_byte(Some(0))
         .build(pattern)
         .map_err(|e| ToolError::new(format!("`pattern` `{pattern}` is not a valid regex: {e}")))
-}
-
-/// Compiles the `glob` filter. As in `.gitignore`, `*` does not cross `/`;
-/// a glob is matched against the relative path and against the file name,
-/// so `*.rs` finds Rust files in every folder and `src/*.rs` only in `src`.
-fn build_glob(glob: &str) -> Result<GlobSet, ToolError> {
-    let g = GlobBuilder::new(glob)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| ToolError::new(format!("`glob` `{glob}` is invalid: {e}")))?;
-    GlobSetBuilder::new().add(g).build().map_err(|e| ToolError::new(e.to_string()))
 }
 
 /// `bytes` as text without its line terminator, cut at [`MAX_LINE_CHARS`].
@@ -249,51 +291,77 @@ fn line_text(bytes: &[u8]) -> String {
     }
 }
 
-/// Collects the matches of one file. Matches are kept until `budget` is
-/// spent; one more match sets `over_limit`, and the search stops once the
-/// last kept match has its after-context. Lines are remembered by number
-/// (only when `context > 0`) so each match gets its full before/after
-/// windows even when windows of neighbouring matches overlap (the searcher
-/// reports each line once). A NUL byte anywhere the searcher reads marks the
-/// file binary and its matches are dropped; a NUL only after the point where
-/// the limit stopped the search is not seen (as with ripgrep's
-/// `--max-count`).
+/// Counts the matches of one file and keeps those of the page: the first
+/// `skip` matches are passed over, then up to `budget` are kept (with
+/// their context windows), and the rest only counted; with `first_only`
+/// the file stops at its first match. Lines are remembered by number (only
+/// when `context > 0`, and only near kept matches) so each kept match gets
+/// its full before/after windows even when windows of neighbouring matches
+/// overlap (the searcher reports each line once). A NUL byte anywhere the
+/// searcher reads marks the file binary and it is skipped; a NUL only after
+/// the first match of a `first_only` search is not seen (as with ripgrep's
+/// `--files-with-matches`).
 struct FileSink {
     /// Lines of context wanted before and after each match.
     context: u64,
-    /// Matches this file may still keep.
+    /// Matches to pass over before keeping any.
+    skip: u64,
+    /// Matches this file may keep.
     budget: usize,
+    /// Stop at the first match.
+    first_only: bool,
+    /// Matching lines seen.
+    count: u64,
     /// Kept matches: line number and text.
     hits: Vec<(u64, String)>,
-    /// Every reported line within a context window, by number.
+    /// Reported lines within a kept match's context window, by number.
     lines: BTreeMap<u64, String>,
-    /// A match past the budget was seen.
-    over_limit: bool,
     /// The file holds a NUL byte: it is skipped.
     binary: bool,
 }
 
 impl FileSink {
-    /// A sink wanting `context` lines around each match, keeping at most
-    /// `budget` matches.
-    fn new(context: usize, budget: usize) -> Self {
+    /// A sink wanting `context` lines around each kept match.
+    fn new(context: usize, skip: usize, budget: usize, first_only: bool) -> Self {
         FileSink {
             context: context as u64,
+            skip: skip as u64,
             budget,
+            first_only,
+            count: 0,
             hits: Vec::new(),
             lines: BTreeMap::new(),
-            over_limit: false,
             binary: false,
         }
     }
 
-    /// The line after which nothing more is needed, once over the limit.
+    /// Whether more matches may still be kept.
+    fn open(&self) -> bool {
+        self.hits.len() < self.budget
+    }
+
+    /// The line after which no context is needed, once the page is full.
     fn last_needed(&self) -> u64 {
         self.hits.last().map_or(0, |(n, _)| n + self.context)
     }
 
-    /// Turns the kept matches into hits of `path`, with their windows.
-    fn into_hits(self, path: &str) -> Vec<Hit> {
+    /// Remembers line `n` when a kept match (past or to come) may need it
+    /// as context; before the first kept match only the last `context`
+    /// lines are held.
+    fn remember(&mut self, n: u64, text: String) {
+        if self.context == 0 || !(self.open() || n <= self.last_needed()) {
+            return;
+        }
+        self.lines.insert(n, text);
+        if self.hits.is_empty() {
+            let keep_from = (n + 1).saturating_sub(self.context);
+            self.lines.retain(|k, _| *k >= keep_from);
+        }
+    }
+
+    /// Turns the kept matches into hits of `path`, with their windows and
+    /// (for output `count`) the file's `count`.
+    fn into_hits(self, path: &str, count: Option<u64>) -> Vec<Hit> {
         let c = self.context;
         let window = |from: u64, to: u64| -> Vec<String> {
             (from..=to).filter_map(|n| self.lines.get(&n).cloned()).collect()
@@ -306,6 +374,7 @@ impl FileSink {
                 text: text.clone(),
                 before: if c > 0 && *n > 1 { window(n.saturating_sub(c).max(1), n - 1) } else { Vec::new() },
                 after: if c > 0 { window(n + 1, n + c) } else { Vec::new() },
+                count,
             })
             .collect()
     }
@@ -316,28 +385,28 @@ impl Sink for FileSink {
 
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
         let n = mat.line_number().unwrap_or(0);
+        let index = self.count;
+        self.count += 1;
+        let wanted = index >= self.skip && self.open();
+        if !wanted && self.context == 0 {
+            return Ok(!self.first_only);
+        }
         let text = line_text(mat.bytes());
-        if self.hits.len() < self.budget {
+        if wanted {
             if self.context > 0 {
                 self.lines.insert(n, text.clone());
             }
             self.hits.push((n, text));
-            return Ok(true);
+        } else {
+            self.remember(n, text);
         }
-        self.over_limit = true;
-        if self.context > 0 && n <= self.last_needed() {
-            self.lines.insert(n, text);
-        }
-        Ok(n < self.last_needed())
+        Ok(!self.first_only)
     }
 
     fn context(&mut self, _: &Searcher, cx: &SinkContext<'_>) -> Result<bool, Self::Error> {
         let n = cx.line_number().unwrap_or(0);
-        let full = self.hits.len() >= self.budget;
-        if !full || n <= self.last_needed() {
-            self.lines.insert(n, line_text(cx.bytes()));
-        }
-        Ok(!(self.over_limit && n >= self.last_needed()))
+        self.remember(n, line_text(cx.bytes()));
+        Ok(true)
     }
 
     fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
@@ -375,9 +444,9 @@ mod tests {
         let matcher = build_matcher("x", false).unwrap();
         let mut searcher =
             SearcherBuilder::new().line_number(true).before_context(2).after_context(2).build();
-        let mut sink = FileSink::new(2, 10);
+        let mut sink = FileSink::new(2, 0, 10, false);
         searcher.search_slice(&matcher, b"a\nx1\nb\nx2\nc\nd\ne\n", &mut sink).unwrap();
-        let hits = sink.into_hits("f");
+        let hits = sink.into_hits("f", None);
         assert_eq!(hits.len(), 2);
         assert_eq!(hits[0].before, vec!["a"]);
         assert_eq!(hits[0].after, vec!["b", "x2"]);
@@ -386,15 +455,22 @@ mod tests {
     }
 
     #[test]
-    fn the_last_kept_match_gets_its_after_context_past_the_limit() {
+    fn the_page_skips_counts_and_keeps_full_context_past_the_limit() {
         let matcher = build_matcher("x", false).unwrap();
         let mut searcher =
             SearcherBuilder::new().line_number(true).before_context(2).after_context(2).build();
-        let mut sink = FileSink::new(2, 1);
-        searcher.search_slice(&matcher, b"x1\nx2\nb\nc\nx3\n", &mut sink).unwrap();
-        assert!(sink.over_limit);
-        let hits = sink.into_hits("f");
+        // Skip one match, keep one, count all five.
+        let mut sink = FileSink::new(2, 1, 1, false);
+        searcher.search_slice(&matcher, b"x1\nx2\nb\nc\nx3\nx4\nd\nx5\n", &mut sink).unwrap();
+        assert_eq!(sink.count, 5);
+        let hits = sink.into_hits("f", Some(5));
         assert_eq!(hits.len(), 1);
-        assert_eq!(hits[0].after, vec!["x2", "b"]);
+        assert_eq!((hits[0].line, hits[0].text.as_str()), (2, "x2"));
+        assert_eq!(hits[0].before, vec!["x1"]);
+        assert_eq!(hits[0].after, vec!["b", "c"]);
+        assert_eq!(hits[0].count, Some(5));
+        let mut first = FileSink::new(0, 0, 1, true);
+        searcher.search_slice(&matcher, b"a\nx1\nx2\n", &mut first).unwrap();
+        assert_eq!(first.count, 1);
     }
 }

@@ -7,7 +7,9 @@ mod edit;
 mod file_lock;
 mod file_search;
 mod grep_files;
+mod path_glob;
 mod read;
+pub(crate) mod shapes;
 mod workspace;
 mod write;
 

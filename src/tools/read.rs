@@ -1,7 +1,9 @@
-//! `read {path, offset?, limit?}`: a bounded window of a text file, with
-//! line numbers and an explicit continuation notice.
+//! `read {path, offset?, limit?, format?}`: a bounded window of a text
+//! file, either numbered lines with an explicit continuation notice (the
+//! default) or the raw text from a byte offset (`format: "text"`), for
+//! programs that parse what they read.
 
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -21,6 +23,9 @@ const MAX_WINDOW_BYTES: usize = 64 << 10;
 const MAX_LINE_CHARS: usize = 2_000;
 /// Bytes examined for a NUL byte to tell binary files apart.
 const SNIFF_BYTES: usize = 8 << 10;
+/// Bytes of raw text in one `format: "text"` window (the default and the
+/// most `limit` may ask for).
+const MAX_TEXT_BYTES: usize = 64 << 10;
 
 pub(crate) struct Read;
 
@@ -29,6 +34,19 @@ struct Args {
     path: String,
     offset: Option<usize>,
     limit: Option<usize>,
+    format: Option<Format>,
+}
+
+/// What a window holds.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+enum Format {
+    /// Numbered lines and a continuation notice; `offset` and `limit` count
+    /// lines.
+    #[default]
+    Lines,
+    /// The file's text as it is; `offset` and `limit` count bytes.
+    Text,
 }
 
 impl Tool for Read {
@@ -36,19 +54,22 @@ impl Tool for Read {
         ToolSpec::new(
             "read",
             "Read a text file of the workspace: up to `limit` lines (default 2000, at most 64 KiB of text) \
-             from line `offset` (1-based, default 1), each prefixed by its number and a tab. Says where to continue when \
-             the file has more lines. Binary files and files over 16 MiB are refused.",
+             from line `offset` (1-based, default 1), each prefixed by its number and a tab; says where to continue. \
+             format \"text\": the raw text (for JSON.parse) from byte `offset` (default 0), at most 64 KiB; \
+             continue with metadata.next_offset until it is null. Binary files and files over 16 MiB are refused.",
             json!({
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "description": "File path relative to the workspace root"},
-                    "offset": {"type": "integer", "minimum": 1, "maximum": 1000000000, "description": "First line to return (1-based)"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Most lines to return"}
+                    "offset": {"type": "integer", "minimum": 0, "maximum": 1000000000, "description": "First line (1-based), or first byte (0-based) in text format"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 65536, "description": "Most lines, or bytes in text format"},
+                    "format": {"enum": ["lines", "text"], "description": "\"lines\" (default): numbered lines; \"text\": raw text"}
                 },
                 "required": ["path"],
                 "additionalProperties": false
             }),
         )
+        .result_schemas(super::shapes::read())
         .read_only(true)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }
@@ -92,6 +113,10 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     if head[..head.len().min(SNIFF_BYTES)].contains(&0) {
         return Err(ToolError::new(format!("`{}` is a binary file; read only shows text", args.path)));
     }
+    let shown = workspace::relative(&cx.workspace, &path);
+    if args.format.unwrap_or_default() == Format::Text {
+        return text_window(reader.into_inner(), meta.len(), &shown, args);
+    }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     reader.read_to_end(&mut bytes).map_err(|e| ToolError::new(e.to_string()))?;
     let text = String::from_utf8_lossy(&bytes);
@@ -101,6 +126,7 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     let total = text.lines().count();
     let mut out = String::new();
     let mut last = offset.saturating_sub(1);
+    let mut cut_lines = 0usize;
     for (i, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
         if out.len() >= MAX_WINDOW_BYTES {
             break;
@@ -111,6 +137,7 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             Some((cut, _)) => {
                 out.push_str(&line[..cut]);
                 out.push_str(" [line cut]");
+                cut_lines += 1;
             }
             None => out.push_str(line),
         }
@@ -123,14 +150,83 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     } else if let Some(next) = next_offset {
         out.push_str(&format!("[lines {offset}-{last} of {total}; continue with offset {next}]\n"));
     }
+    if cut_lines > 0 {
+        out.push_str(&format!(
+            "[{cut_lines} line(s) cut at {MAX_LINE_CHARS} characters; format \"text\" reads whole lines]\n"
+        ));
+    }
     Ok(ToolOutput::with_metadata(
         out,
         json!({
-            "path": workspace::relative(&cx.workspace, &path),
+            "path": shown,
+            "format": "lines",
             "start_line": offset,
             "end_line": if past_end { None } else { Some(last) },
             "total_lines": total,
+            "total_bytes": meta.len(),
             "next_offset": next_offset,
+            "eof": next_offset.is_none(),
+        }),
+    ))
+}
+
+/// The `format: "text"` window of `file` (`total` bytes long, already
+/// checked to be text): the raw text from byte `offset` (0-based), at most
+/// `limit` bytes ([`MAX_TEXT_BYTES`] by default and at most), ending on a
+/// UTF-8 character boundary so consecutive windows concatenate to the file.
+/// Invalid UTF-8 inside the window is shown as U+FFFD. Metadata `{path,
+/// format, offset, next_offset, total_bytes, eof}`; `next_offset` is null
+/// at the end. An `offset` inside a character or past the end is an error
+/// saying what to pass.
+fn text_window(
+    mut file: std::fs::File,
+    total: u64,
+    shown: &str,
+    args: &Args,
+) -> Result<ToolOutput, ToolError> {
+    let offset = args.offset.unwrap_or(0) as u64;
+    let limit = args.limit.unwrap_or(MAX_TEXT_BYTES).clamp(1, MAX_TEXT_BYTES);
+    if offset > total {
+        return Err(ToolError::new(format!(
+            "`offset` {offset} is past the end of `{}`, which has {total} bytes; text format counts bytes from 0",
+            args.path
+        )));
+    }
+    // Read a few bytes past the window to find where a character ends.
+    let io = |e: std::io::Error| ToolError::new(format!("cannot read `{}`: {e}", args.path));
+    file.seek(SeekFrom::Start(offset)).map_err(io)?;
+    let mut bytes = Vec::with_capacity(limit + 4);
+    file.take(limit as u64 + 4).read_to_end(&mut bytes).map_err(io)?;
+    let continuation = |b: u8| b & 0xC0 == 0x80;
+    if bytes.first().is_some_and(|b| continuation(*b)) {
+        return Err(ToolError::new(format!(
+            "`offset` {offset} is inside a UTF-8 character of `{}`; pass 0 or a metadata.next_offset",
+            args.path
+        )));
+    }
+    let mut end = bytes.len().min(limit);
+    // Back to the start of the character the bound falls in; a window too
+    // small for one character holds that character.
+    while end > 0 && end < bytes.len() && continuation(bytes[end]) {
+        end -= 1;
+    }
+    if end == 0 && !bytes.is_empty() {
+        end = 1;
+        while end < bytes.len() && continuation(bytes[end]) {
+            end += 1;
+        }
+    }
+    let next = offset + end as u64;
+    let next_offset = (next < total).then_some(next);
+    Ok(ToolOutput::with_metadata(
+        String::from_utf8_lossy(&bytes[..end]).into_owned(),
+        json!({
+            "path": shown,
+            "format": "text",
+            "offset": offset,
+            "next_offset": next_offset,
+            "total_bytes": total,
+            "eof": next_offset.is_none(),
         }),
     ))
 }
@@ -142,7 +238,7 @@ mod tests {
 
     fn read(ws: &std::path::Path, run_id: &str, path: &str) -> Result<ToolOutput, ToolError> {
         let cx = ToolContext::new(ws.to_path_buf(), run_id, 1, Caller::Program);
-        read_window(&cx, &Args { path: path.to_owned(), offset: None, limit: None })
+        read_window(&cx, &Args { path: path.to_owned(), offset: None, limit: None, format: None })
     }
 
     #[test]

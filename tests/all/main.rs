@@ -44,5 +44,6 @@ mod tool_bash;
 mod tool_files;
 mod tool_search;
 mod tool_search_ranking;
+mod tool_shapes;
 mod trust;
 mod typescript;

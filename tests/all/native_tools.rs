@@ -68,6 +68,26 @@ fn file_search_finds_by_fragment_and_glob_and_respects_gitignore() {
 }
 
 #[test]
+fn file_search_globs_without_a_slash_match_names_at_any_depth() {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join("src/deep")).unwrap();
+    for f in ["src/mod001.rs", "src/deep/mod002.rs", "mod003.txt", "src/amod004.rs", "src/deep/x.rs"] {
+        std::fs::write(ws.path().join(f), "").unwrap();
+    }
+    let r = run_in(
+        &ws,
+        "const q = async (query) => (await tools.file_search({query})).content.sort(); \
+         return [await q('mod00*'), await q('*.rs'), await q('src/*.rs'), await q('src/**/mod*.rs'), await q('mod00?.{rs,txt}')];",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value[0], json!(["mod003.txt", "src/deep/mod002.rs", "src/mod001.rs"]));
+    assert_eq!(r.value[1], json!(["src/amod004.rs", "src/deep/mod002.rs", "src/deep/x.rs", "src/mod001.rs"]));
+    assert_eq!(r.value[2], json!(["src/amod004.rs", "src/mod001.rs"]), "a glob with a slash is anchored");
+    assert_eq!(r.value[3], json!(["src/deep/mod002.rs", "src/mod001.rs"]));
+    assert_eq!(r.value[4], json!(["mod003.txt", "src/deep/mod002.rs", "src/mod001.rs"]));
+}
+
+#[test]
 fn file_search_ranks_exact_names_first_and_bounds_its_output() {
     let ws = workspace();
     for i in 0..30 {
@@ -114,6 +134,66 @@ fn read_bounds_long_lines_large_files_and_odd_files() {
     assert_eq!(r.value["empty"], json!(["[offset 5 is past the end: the file has 0 lines]\n", null]));
 }
 
+#[test]
+fn read_text_format_returns_a_long_line_whole_through_byte_offsets() {
+    let ws = workspace();
+    // Minified JSON on one line, 5 KB and 100 KB, with two- and three-byte
+    // characters so windows end inside characters unless cut with care.
+    let doc = |n: usize| {
+        let items: Vec<serde_json::Value> = (0..n)
+            .map(|i| json!({"id": i, "name": format!("caf\u{e9} \u{20ac}{i}"), "ok": i % 2 == 0}))
+            .collect();
+        serde_json::to_string(&json!({"items": items})).unwrap()
+    };
+    let (small, large) = (doc(120), doc(2500));
+    assert!(small.len() > 5_000 && large.len() > 100_000 && !large.contains('\n'));
+    std::fs::write(ws.path().join("small.json"), &small).unwrap();
+    std::fs::write(ws.path().join("large.json"), &large).unwrap();
+    let r = run_in(
+        &ws,
+        "async function whole(path, limit) { \
+           let text = '', offset = 0, calls = 0, last; \
+           for (;;) { \
+             const r = await tools.read({path, format: 'text', offset, limit}); calls++; \
+             text += r.content; last = r.metadata; \
+             if (r.metadata.next_offset === null) break; \
+             offset = r.metadata.next_offset; \
+           } \
+           return {doc: JSON.parse(text), calls, last}; \
+         } \
+         const s = await whole('small.json'); \
+         const l = await whole('large.json'); \
+         const odd = await whole('large.json', 4099); \
+         const lines = await tools.read({path: 'large.json'}); \
+         let inside; try { await tools.read({path: 'small.json', format: 'text', offset: 30}); } catch (e) { inside = e.message; } \
+         return {small: s, large: [l.doc.items.length, l.calls, l.last], odd: [odd.doc.items[2499].name, odd.calls], \
+                 lines: [lines.content.split('\\n')[1], lines.metadata.format], inside};",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value["small"]["doc"], serde_json::from_str::<serde_json::Value>(&small).unwrap());
+    assert_eq!(r.value["small"]["calls"], json!(1));
+    let total = large.len() as u64;
+    assert_eq!(r.value["large"][0], json!(2500));
+    assert_eq!(r.value["large"][1], json!(total.div_ceil(64 << 10)));
+    assert_eq!(r.value["large"][2]["total_bytes"], json!(total));
+    assert_eq!(r.value["large"][2]["eof"], json!(true));
+    assert_eq!(r.value["odd"][0], json!("caf\u{e9} \u{20ac}2499"));
+    assert!(r.value["odd"][1].as_u64().unwrap() >= total / 4099);
+    // Numbered lines stay the default, and a cut line says how to read it whole.
+    assert_eq!(
+        r.value["lines"][0],
+        json!("[1 line(s) cut at 2000 characters; format \"text\" reads whole lines]")
+    );
+    assert_eq!(r.value["lines"][1], json!("lines"));
+    // The offset given is the second byte of the first `é`.
+    assert_eq!(small.find('\u{e9}'), Some(29));
+    assert!(
+        r.value["inside"].as_str().unwrap().contains("inside a UTF-8 character"),
+        "{}",
+        r.value["inside"]
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn read_refuses_a_fifo_instead_of_blocking() {
@@ -135,7 +215,7 @@ fn read_windows_default_to_2000_lines_and_64_kib() {
         &ws,
         "const a = await tools.read({path: 'many.txt'}); \
          const b = await tools.read({path: 'wide.txt'}); \
-         let c; try { await tools.read({path: 'many.txt', limit: 10001}); } catch (e) { c = e.kind; } \
+         let c; try { await tools.read({path: 'many.txt', limit: 65537}); } catch (e) { c = e.kind; } \
          return [a.metadata, b.metadata, b.truncated, b.content.trimEnd().split('\\n').pop(), c];",
     );
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
@@ -147,7 +227,7 @@ fn read_windows_default_to_2000_lines_and_64_kib() {
     assert_eq!(r.value[1]["next_offset"], json!(end + 1));
     assert_eq!(r.value[2], json!(null), "the window stays under the result bound");
     assert_eq!(r.value[3], json!(format!("[lines 1-{end} of 3000; continue with offset {}]", end + 1)));
-    assert_eq!(r.value[4], json!("refused"), "limit is at most 10000");
+    assert_eq!(r.value[4], json!("refused"), "limit is at most 65536");
 }
 
 #[cfg(unix)]

@@ -156,7 +156,7 @@ fn grep_returns_path_line_and_text_of_each_match() {
     );
     assert_eq!(
         metadata(&out),
-        &json!({"matches": 3, "files": 3, "truncated": false, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 3, "matches": 3, "files": 3, "offset": 0, "next_offset": null, "truncated": false, "walk_stopped_at": null})
     );
 
     let ci = e.call_blocking("grep_files", &json!({"pattern": "NEEDLE\\s*=", "case_insensitive": true}));
@@ -165,7 +165,7 @@ fn grep_returns_path_line_and_text_of_each_match() {
     assert_eq!(content(&cs), &json!([]));
     assert_eq!(
         metadata(&cs),
-        &json!({"matches": 0, "files": 0, "truncated": false, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 0, "matches": 0, "files": 0, "offset": 0, "next_offset": null, "truncated": false, "walk_stopped_at": null})
     );
 
     // `glob` filters by name anywhere, or by path when it has a `/`.
@@ -186,7 +186,7 @@ fn grep_returns_path_line_and_text_of_each_match() {
 }
 
 #[test]
-fn grep_stops_at_the_limit_and_says_truncated_only_when_more_matched() {
+fn grep_stops_at_the_limit_counts_every_match_and_says_truncated_only_when_more_matched() {
     let f = Fixture::new();
     f.put("many.txt", (1..=30).map(|i| format!("hit {i}\n")).collect::<String>());
     f.put("more.txt", "hit a\nhit b\n");
@@ -197,29 +197,89 @@ fn grep_stops_at_the_limit_and_says_truncated_only_when_more_matched() {
     assert_eq!(hits[9], json!({"path": "many.txt", "line": 10, "text": "hit 10"}));
     assert_eq!(
         metadata(&out),
-        &json!({"matches": 10, "files": 1, "truncated": true, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 10, "matches": 32, "files": 2, "offset": 0, "next_offset": 10, "truncated": true, "walk_stopped_at": null})
     );
 
     // Exactly as many matches as the limit: not truncated.
     let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 32}));
     assert_eq!(
         metadata(&out),
-        &json!({"matches": 32, "files": 2, "truncated": false, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 32, "matches": 32, "files": 2, "offset": 0, "next_offset": null, "truncated": false, "walk_stopped_at": null})
     );
     // One more match in the next file: truncated.
     let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 31}));
     assert_eq!(
         metadata(&out),
-        &json!({"matches": 31, "files": 2, "truncated": true, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 31, "matches": 32, "files": 2, "offset": 0, "next_offset": 31, "truncated": true, "walk_stopped_at": null})
     );
 
     // The default limit is 100; the most is 1000 (the schema refuses more).
     f.put("many.txt", "hit\n".repeat(150));
     let out = e.call_blocking("grep_files", &json!({"pattern": "^hit"}));
-    assert_eq!(metadata(&out)["matches"], json!(100));
+    assert_eq!(metadata(&out)["returned"], json!(100));
+    assert_eq!(metadata(&out)["matches"], json!(152));
     assert_eq!(metadata(&out)["truncated"], json!(true));
     let over = e.call_blocking("grep_files", &json!({"pattern": "x", "limit": 1001}));
     assert_eq!(over.call.status, CallStatus::Refused);
+}
+
+#[test]
+fn grep_pages_past_any_limit_and_counts_per_file() {
+    let f = Fixture::new();
+    // 1,234 TODOs over 60 files (more than the 1,000 one call may return),
+    // plus files without any.
+    for i in 0..60 {
+        let n = if i < 34 { 21 } else { 20 };
+        let body: String = (0..n).map(|j| format!("line {j}\n// TODO item {i}-{j}\n")).collect();
+        f.put(&format!("src/m{i:02}.rs"), body);
+    }
+    f.put("src/clean.rs", "fn ok() {}\n");
+    let e = f.engine();
+    // A program pages through every match, 300 at a time.
+    let r = run(
+        &e,
+        "let all = [], offset = 0, pages = 0, last; \
+         for (;;) { \
+           const r = await tools.grep_files({pattern: 'TODO', offset, limit: 300}); pages++; \
+           all.push(...r.content); last = r.metadata; \
+           if (r.metadata.next_offset === null) break; \
+           offset = r.metadata.next_offset; \
+         } \
+         const counts = await tools.grep_files({pattern: 'TODO', output: 'count', limit: 1000}); \
+         const files = await tools.grep_files({pattern: 'TODO', output: 'files', offset: 55}); \
+         return {n: all.length, distinct: new Set(all.map(m => m.path + ':' + m.line)).size, pages, last, \
+                 sum: counts.content.reduce((s, c) => s + c.count, 0), per_file: counts.content.length, \
+                 counts_meta: counts.metadata, first: counts.content[0], files: files.content.map(f => f.path), \
+                 files_meta: files.metadata};",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let v = &r.value;
+    assert_eq!(v["n"], json!(1234));
+    assert_eq!(v["distinct"], json!(1234));
+    assert_eq!(v["pages"], json!(5));
+    assert_eq!(v["last"]["matches"], json!(1234));
+    assert_eq!(v["last"]["offset"], json!(1200));
+    assert_eq!(v["last"]["returned"], json!(34));
+    assert_eq!(v["sum"], json!(1234));
+    assert_eq!(v["per_file"], json!(60));
+    assert_eq!(v["counts_meta"]["files"], json!(60));
+    assert_eq!(v["first"], json!({"path": "src/m00.rs", "line": 2, "text": "// TODO item 0-0", "count": 21}));
+    assert_eq!(v["files"], json!(["src/m55.rs", "src/m56.rs", "src/m57.rs", "src/m58.rs", "src/m59.rs"]));
+    assert_eq!(v["files_meta"]["matches"], json!(null), "files stops at each file's first match");
+    assert_eq!(v["files_meta"]["next_offset"], json!(null));
+    // A page inside one file keeps the context of its matches.
+    let out = e.call_blocking(
+        "grep_files",
+        &json!({"pattern": "TODO", "path": "src/m00.rs", "offset": 3, "limit": 2, "context": 1}),
+    );
+    assert_eq!(
+        content(&out),
+        &json!([
+            {"path": "src/m00.rs", "line": 8, "text": "// TODO item 0-3", "before": ["line 3"], "after": ["line 4"]},
+            {"path": "src/m00.rs", "line": 10, "text": "// TODO item 0-4", "before": ["line 4"], "after": ["line 5"]},
+        ])
+    );
+    assert_eq!(metadata(&out)["next_offset"], json!(5));
 }
 
 #[test]

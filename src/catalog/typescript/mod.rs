@@ -65,8 +65,10 @@ pub fn declarations<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> String
 /// declare only those.
 ///
 /// Shape: `interface Tools` has one method per tool, `name(args: A):
-/// Promise<ToolResult<R>>`, where `A` comes from the input schema and `R`
-/// from the output schema (`unknown` without one); a name that is not an
+/// Promise<ToolResult<R, M>>`, where `A` comes from the input schema, `R`
+/// from the output schema (`unknown` without one) and `M` from the
+/// metadata schema (left out without one: `Record<string, unknown> |
+/// null`); a name that is not an
 /// identifier is quoted (`"get-sum"(args)`, called as
 /// `tools["get-sum"](args)`), and a name the `tools` proxy keeps for itself
 /// (`call`, `then`, `toString`, ...) gets a `call("name", args)` overload
@@ -116,20 +118,31 @@ pub fn declarations_with<'a>(
         let scope = &mut scopes[scope_index].0;
         let base = pascal_name(short_name(&spec.name, server));
         let (args_base, result_base) = (format!("{base}Args"), format!("{base}Result"));
-        let (args, result) = if server.is_some() {
+        let metadata_base = format!("{base}Metadata");
+        let (args, result, metadata) = if server.is_some() {
             let args = render_document(scope, &spec.input_schema, Root::Named(&args_base), 1);
             let result =
                 spec.output_schema.as_ref().map(|s| render_document(scope, s, Root::Named(&result_base), 1));
-            (args, result)
+            let metadata = spec
+                .metadata_schema
+                .as_ref()
+                .map(|s| render_document(scope, s, Root::Named(&metadata_base), 1));
+            (args, result, metadata)
         } else {
             let args = render_document(scope, &spec.input_schema, Root::Inline(&args_base), 1);
             let result =
                 spec.output_schema.as_ref().map(|s| render_document(scope, s, Root::Inline(&result_base), 1));
-            (args, result)
+            let metadata = spec
+                .metadata_schema
+                .as_ref()
+                .map(|s| render_document(scope, s, Root::Inline(&metadata_base), 1));
+            (args, result, metadata)
         };
-        let returns = match &result {
-            Some(r) => format!("Promise<ToolResult<{}>>", r.text),
-            None => "Promise<ToolResult>".to_owned(),
+        let returns = match (&result, &metadata) {
+            (Some(r), Some(m)) => format!("Promise<ToolResult<{}, {}>>", r.text, m.text),
+            (None, Some(m)) => format!("Promise<ToolResult<unknown, {}>>", m.text),
+            (Some(r), None) => format!("Promise<ToolResult<{}>>", r.text),
+            (None, None) => "Promise<ToolResult>".to_owned(),
         };
         let optional = if args_optional(&spec.input_schema) { "?" } else { "" };
         let doc = jsdoc(&spec.description, &annotation_tags(spec), "  ");
@@ -261,16 +274,17 @@ interface Truncation {
 }
 
 /**
- * What a tool call resolves to. `content` is the tool's result; when it was
- * over the per-call bound, `truncated` is set and `content` is a string
- * prefix of the result's text. When the tool asked the user a question,
- * `metadata.elicitations` lists them with each answer's `action`
+ * What a tool call resolves to. `content` is the tool's result (`T`) and
+ * `metadata` facts about it (`M`: sizes, where to continue); when the
+ * content was over the per-call bound, `truncated` is set and `content` is
+ * a string prefix of the result's text. When the tool asked the user a
+ * question, `metadata.elicitations` lists them with each answer's `action`
  * ("accept", "decline" or "cancel"): a declined one means the result was
  * made without the answer.
  */
-type ToolResult<T = unknown> =
-  | { content: T; metadata: Record<string, unknown> | null; truncated: null }
-  | { content: string; metadata: Record<string, unknown> | null; truncated: Truncation };
+type ToolResult<T = unknown, M = Record<string, unknown> | null> =
+  | { content: T; metadata: M; truncated: null }
+  | { content: string; metadata: M; truncated: Truncation };
 
 /** How a call that did not succeed rejects. */
 declare class ToolError extends Error {

@@ -172,7 +172,7 @@ fn names_the_tools_proxy_keeps_get_call_overloads() {
 fn the_preamble_declares_the_envelope_the_error_and_tools_call() {
     let out = declarations(&[native("read", "", json!({"type": "object"}))]);
     for part in [
-        "type ToolResult<T = unknown> =",
+        "type ToolResult<T = unknown, M = Record<string, unknown> | null> =",
         "truncated: Truncation",
         "declare class ToolError extends Error",
         r#"readonly kind: "denied" | "refused" | "failed" | "timeout" | "cancelled";"#,
@@ -182,6 +182,32 @@ fn the_preamble_declares_the_envelope_the_error_and_tools_call() {
         assert!(out.contains(part), "no {part:?} in\n{out}");
     }
     assert!(!bare(&[native("read", "", json!({"type": "object"}))]).contains("declare const tools"));
+}
+
+#[test]
+fn native_result_shapes_become_named_types_of_the_codemode_namespace() {
+    let spec = native("grep", "", json!({"type": "object"})).result_schemas((
+        json!({"type": "array", "items": {"$ref": "#/$defs/Hit"}, "$defs": {"Hit": {"type": "object",
+            "properties": {"line": {"type": "number"}}, "required": ["line"]}}}),
+        json!({"$ref": "#/$defs/GrepMeta", "$defs": {"GrepMeta": {"type": "object",
+            "properties": {"next": {"type": ["number", "null"]}}, "required": ["next"]}}}),
+    ));
+    let none = native("put", "", json!({"type": "object"}))
+        .result_schemas((json!({"type": "string"}), json!({"type": "null"})));
+    assert_eq!(
+        bare(&[spec, none]),
+        r#"interface Tools {
+  grep(args?: Record<string, unknown>): Promise<ToolResult<codemode.Hit[], codemode.GrepMeta>>;
+  put(args?: Record<string, unknown>): Promise<ToolResult<string, null>>;
+}
+
+/** Named types of native tools. */
+declare namespace codemode {
+  interface Hit { line: number }
+  interface GrepMeta { next: number | null }
+}
+"#
+    );
 }
 
 #[test]

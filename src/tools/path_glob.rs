@@ -1,0 +1,59 @@
+//! Globs over workspace paths with `.gitignore` semantics, as ripgrep's
+//! `-g` reads them (the `ignore` crate's overrides): a glob without a `/`
+//! (other than a trailing one) matches a file name at any depth (`mod00*`
+//! finds `src/mod001.rs`, `*.rs` every Rust file); one with a `/` is
+//! anchored at the workspace root (`src/*.rs` only directly in `src`); `*`
+//! and `?` do not cross `/`, `**` does; `{a,b}` alternates. Source:
+//! gitignore(5), "PATTERN FORMAT".
+
+use ignore::overrides::{Override, OverrideBuilder};
+
+use crate::catalog::ToolError;
+
+/// One compiled glob, matched against workspace-relative file paths.
+#[derive(Debug)]
+pub(crate) struct PathGlob(Override);
+
+impl PathGlob {
+    /// Compiles `glob`; `what` names the argument in the error (e.g.
+    /// "`query`"), which says what is wrong with it.
+    pub(crate) fn new(glob: &str, what: &str) -> Result<PathGlob, ToolError> {
+        let bad = |e: ignore::Error| ToolError::new(format!("{what} `{glob}` is not a valid glob: {e}"));
+        if glob.starts_with('!') {
+            return Err(ToolError::new(format!(
+                "{what} `{glob}` starts with `!`: a glob here selects files; use `exclude` to leave some out"
+            )));
+        }
+        let mut b = OverrideBuilder::new(".");
+        b.add(glob).map_err(bad)?;
+        Ok(PathGlob(b.build().map_err(bad)?))
+    }
+
+    /// Whether the file at `rel` (workspace-relative, `/`-separated)
+    /// matches.
+    pub(crate) fn is_match(&self, rel: &str) -> bool {
+        self.0.matched(rel, false).is_whitelist()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_glob_without_a_slash_matches_names_at_any_depth() {
+        let g = PathGlob::new("mod00*", "`query`").unwrap();
+        assert!(g.is_match("src/mod001.rs") && g.is_match("mod002.rs") && g.is_match("a/b/c/mod003"));
+        assert!(!g.is_match("src/amod001.rs"));
+        let anchored = PathGlob::new("src/*.rs", "`glob`").unwrap();
+        assert!(
+            anchored.is_match("src/a.rs")
+                && !anchored.is_match("src/x/a.rs")
+                && !anchored.is_match("b/src/a.rs")
+        );
+        let deep = PathGlob::new("src/**/*.{rs,md}", "`glob`").unwrap();
+        assert!(deep.is_match("src/x/y/a.md") && deep.is_match("src/a.rs") && !deep.is_match("a.rs"));
+        assert!(PathGlob::new("a[", "`query`").unwrap_err().message.contains("not a valid glob"));
+        assert!(PathGlob::new("!*.rs", "`query`").unwrap_err().message.contains("exclude"));
+    }
+}
