@@ -50,9 +50,9 @@ pub(crate) const EXIT_NOT_RESUMABLE: u8 = 5;
 /// command's --help lists its options and its exit codes.
 ///
 /// Exit codes of `run`: 0 completed, 1 program failed, 2 bad invocation
-/// or config, 3 timed out, 4 paused (decide with `codemode resume`), 5 a
-/// run id that cannot be resumed, 130 cancelled by SIGINT (143 by
-/// SIGTERM).
+/// or config, 3 timed out, 4 paused (decide with `codemode resume`), 130
+/// cancelled by SIGINT (143 by SIGTERM); `resume` adds 5, a run id that
+/// cannot be resumed.
 #[derive(Debug, Parser)]
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {

@@ -262,3 +262,16 @@ fn batch_max_calls_set_by_the_user_refuses_a_longer_batch_whole() {
     let out = codemode(&["batch", "in.jsonl", "--tool", "file_search"], "", ws.path());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn max_in_flight_from_the_flag_runs_calls_one_at_a_time() {
+    let ws = crate::common::workspace();
+    // Each command marks its start and end in one file: with one call in
+    // flight, no start comes between another call's start and end.
+    let program = "await Promise.all([1, 2, 3].map(i => tools.bash({command: \
+        `echo start >> order.log; sleep 0.2; echo end >> order.log`}))); return 'ok';";
+    let out = codemode(&["run", "-", "--approve", "allow", "--max-in-flight", "1"], program, ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(ws.path().join("order.log")).unwrap();
+    assert_eq!(log, "start\nend\n".repeat(3), "calls overlapped");
+}
