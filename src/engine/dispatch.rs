@@ -692,7 +692,8 @@ impl Finisher {
         self.failed(
             "timeout",
             format!(
-                "timed out after {} ms (the per-tool timeout: [tools.NAME] timeout_ms, else {})",
+                "timed out after {} ms (the per-tool timeout: [tools.NAME] timeout_ms or the MCP server's \
+                 timeout_ms when set, else {})",
                 timeout.as_millis(),
                 crate::limit_settings::setting("tool_timeout")
             ),

@@ -275,3 +275,20 @@ fn max_in_flight_from_the_flag_runs_calls_one_at_a_time() {
     let log = std::fs::read_to_string(ws.path().join("order.log")).unwrap();
     assert_eq!(log, "start\nend\n".repeat(3), "calls overlapped");
 }
+
+#[test]
+fn tool_timeout_from_the_flag_ends_a_slow_mcp_call_and_names_the_flag() {
+    let ws = crate::common::workspace();
+    let server = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp/misbehaving.py");
+    let config =
+        serde_json::json!({"mcpServers": {"slowpoke": {"command": "python3", "args": [server, "normal"]}}});
+    std::fs::write(ws.path().join("servers.json"), config.to_string()).unwrap();
+    let program = "try { await tools.call('mcp__slowpoke__slow', {ms: 5000}); return 'done'; } \
+                   catch (e) { return e.kind + ': ' + e.message; }";
+    let args = ["run", "-", "--approve", "allow", "--mcp-config", "servers.json", "--tool-timeout", "0.5"];
+    let out = codemode(&args, program, ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let value: String = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(value.starts_with("timeout: ") && value.contains("timed out after 500 ms"), "{value}");
+    assert!(value.contains("--tool-timeout / [limits] tool_timeout"), "{value}");
+}
