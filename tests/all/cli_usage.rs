@@ -292,3 +292,19 @@ fn tool_timeout_from_the_flag_ends_a_slow_mcp_call_and_names_the_flag() {
     assert!(value.starts_with("timeout: ") && value.contains("timed out after 500 ms"), "{value}");
     assert!(value.contains("--tool-timeout / [limits] tool_timeout"), "{value}");
 }
+
+#[test]
+fn mcp_serve_takes_the_limit_flags() {
+    let ws = crate::common::workspace();
+    let mut s = crate::serve_stdio::Served::start(ws.path(), &["--max-calls", "2"]);
+    s.initialize(serde_json::json!({}));
+    let id = s
+        .request("tools/call", serde_json::json!({"name": "execute_tools", "arguments": {"code": calls(3)}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let error = &r["result"]["structuredContent"]["error"];
+    assert_eq!(error["kind"], "limit", "{r}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("a run may make 2 tool calls") && message.contains("--max-calls"), "{message}");
+    s.close();
+}
