@@ -308,3 +308,24 @@ fn mcp_serve_takes_the_limit_flags() {
     assert!(message.contains("a run may make 2 tool calls") && message.contains("--max-calls"), "{message}");
     s.close();
 }
+
+#[test]
+fn a_paused_runs_resume_hint_repeats_the_limit_flags() {
+    let ws = crate::common::workspace();
+    let program = "await tools.write({path: 'o.txt', content: 'x'}); return 'written';";
+    let out = codemode(
+        &["run", "-", "--approve", "pause", "--max-calls", "50", "--memory", "128MiB"],
+        program,
+        ws.path(),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let hint = err.lines().find(|l| l.contains("resume with the same options")).expect("a resume hint");
+    let command = hint.split("codemode resume ").nth(1).unwrap().replace("--allow SEQ", "--allow 1");
+    assert!(command.contains("--max-calls 50") && command.contains("--memory 134217728"), "{hint}");
+    let mut args = vec!["resume"];
+    args.extend(command.split_whitespace());
+    let out = codemode(&args, "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "\"written\"\n");
+}
