@@ -59,7 +59,7 @@ enum McpCommand {
         #[arg(long, value_name = "SECS", default_value_t = 300)]
         timeout: u64,
         #[command(flatten)]
-        engine: EngineArgs,
+        catalog: CatalogArgs,
     },
     /// Serve codemode as an MCP server on stdin/stdout (or streamable
     /// HTTP with --http ADDR): the tools
@@ -75,7 +75,7 @@ or config.")]
         /// The server's name in the MCP configuration.
         server: String,
         #[command(flatten)]
-        engine: EngineArgs,
+        catalog: CatalogArgs,
     },
 }
 
@@ -85,8 +85,8 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<u8> {
     match args.command {
         McpCommand::List { json, catalog } => list(json, &catalog.engine(None)),
         McpCommand::Tools { server, json, engine } => tools(&server, json, &engine),
-        McpCommand::Login { server, timeout, engine } => login(&server, timeout, &engine),
-        McpCommand::Logout { server, engine } => logout(&server, &engine),
+        McpCommand::Login { server, timeout, catalog } => login(&server, timeout, &catalog.engine(None)),
+        McpCommand::Logout { server, catalog } => logout(&server, &catalog.engine(None)),
         McpCommand::Serve(args) => super::serve::serve(args),
     }
 }

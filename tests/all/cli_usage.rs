@@ -200,7 +200,9 @@ fn each_commands_help_lists_what_applies_and_ends_with_its_exit_codes() {
         assert!(last.starts_with("Exit codes: "), "{command:?} ends with its exit codes:\n{shown}");
     }
     // Commands that only read the catalog take only where it is.
-    for command in [&["tools"][..], &["types"], &["search"], &["mcp", "list"]] {
+    for command in
+        [&["tools"][..], &["types"], &["search"], &["mcp", "list"], &["mcp", "login"], &["mcp", "logout"]]
+    {
         let shown = help(command);
         for option in ["--deadline", "--posture", "--mode", "--journal", "--max-calls", "--memory"] {
             assert!(!shown.contains(option), "{command:?} lists {option}:\n{shown}");
