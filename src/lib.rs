@@ -36,6 +36,7 @@ pub mod fuzzing;
 mod gate;
 pub mod journal;
 mod json_text;
+pub mod limit_settings;
 mod links;
 #[cfg(unix)]
 pub mod mcp;
@@ -65,6 +66,7 @@ pub use gate::{
     ElicitationRequest, HookSpec, Mode, NOT_ANSWERED_REASON, PauseApprover, Policy, PolicyError, Posture,
     PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
 };
+pub use limit_settings::LimitSettings;
 pub use program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
 pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ElicitationRecord, ErrorKind, LogEntry, PendingCall,

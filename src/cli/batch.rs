@@ -1,9 +1,10 @@
 //! `codemode batch [FILE|-] [--tool NAME] [--concurrency N] [--fail-fast]
-//! [--json]`: one tool call per JSON Lines line, through the engine's batch
-//! form (docs/BATCH.md).
+//! [--ordered] [--json]`: one tool call per JSON Lines line, through the
+//! engine's batch form (docs/BATCH.md).
 //!
-//! stdout gets one JSON line per item as it finishes (and per bad input
-//! line); stderr the progress and the receipt summary.
+//! stdout gets one JSON line per item as it finishes, or in input order
+//! with `--ordered` (and one per bad input line, first); stderr the
+//! progress and the receipt summary.
 
 use std::io::{IsTerminal as _, Read};
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use codemode::{Batch, BatchCall, BatchItem, BatchOptions, ItemStatus, RenderOpti
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::{CallLimitArgs, EngineArgs};
 use super::run::{interrupted, printable};
 
 /// Arguments of `codemode batch` (the help text is on `Command::Batch`).
@@ -25,18 +26,25 @@ pub(crate) struct BatchArgs {
     /// Call this tool for every line; each line is then its arguments.
     #[arg(long, value_name = "NAME")]
     tool: Option<String>,
-    /// Calls in flight at once [default: the engine's in-flight limit, 16].
+    /// Calls in flight at once [default: --max-in-flight, else [limits]
+    /// max_in_flight, else 16].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrency: Option<u32>,
     /// Start no new item after the first one that is not ok; the rest are
     /// reported not_started.
     #[arg(long)]
     fail_fast: bool,
+    /// Print the items in input order (an item waits for those before it)
+    /// instead of as they finish.
+    #[arg(long)]
+    ordered: bool,
     /// Print the whole receipt as JSON, as the last line on stdout.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    limits: CallLimitArgs,
 }
 
 /// One usable input line.
@@ -71,9 +79,15 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
         return Ok(1);
     }
     let total = lines.len();
-    // The batch is the user's explicit list: its length is its call budget.
+    // The batch is the user's explicit list: its length is its call budget,
+    // unless --max-calls or [limits] max_calls sets one (a longer batch is
+    // then refused whole).
     args.engine.refuse_pause("a batch")?;
-    let engine = args.engine.build_with(|limits| limits.max_calls = limits.max_calls.max(total))?;
+    let engine = args.engine.clone().with_limits(args.limits.settings()).build_with(|limits, set| {
+        if set.max_calls.is_none() {
+            limits.max_calls = limits.max_calls.max(total);
+        }
+    })?;
     // A --tool the engine cannot call at all is one mistake, not one per line.
     if let Some(tool) = &args.tool
         && !tool.starts_with(codemode::mcp::naming::TOOL_PREFIX)
@@ -100,6 +114,7 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
         let mut output: Result<(), std::io::Error> = Ok(());
         let stop = interrupted();
         tokio::pin!(stop);
+        let mut order = Order::new(args.ordered);
         loop {
             let item = tokio::select! {
                 item = run.next_item() => item,
@@ -114,11 +129,20 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
             let Some(item) = item else { break };
             all_ok &= item.is_ok();
             progress.item(&item);
+            for item in order.ready(item) {
+                if output.is_ok() {
+                    output = print_item(&item, numbers[item.index]);
+                    if output.is_err() {
+                        canceller.cancel();
+                    }
+                }
+            }
+        }
+        // Every index comes once; should one not, what is held still goes
+        // out, in order.
+        for item in order.rest() {
             if output.is_ok() {
                 output = print_item(&item, numbers[item.index]);
-                if output.is_err() {
-                    canceller.cancel();
-                }
             }
         }
         progress.finish();
@@ -152,6 +176,40 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
         (None, RunStatus::Completed) => 1,
         (None, status) => status.exit_code(),
     })
+}
+
+/// The order items are printed in: as they finish, or (`--ordered`) by
+/// index, each held until the items before it are out.
+struct Order {
+    ordered: bool,
+    /// The index printed next (`--ordered`).
+    next: usize,
+    held: std::collections::BTreeMap<usize, BatchItem>,
+}
+
+impl Order {
+    fn new(ordered: bool) -> Self {
+        Order { ordered, next: 0, held: std::collections::BTreeMap::new() }
+    }
+
+    /// The items to print now that `item` has finished.
+    fn ready(&mut self, item: BatchItem) -> Vec<BatchItem> {
+        if !self.ordered {
+            return vec![item];
+        }
+        self.held.insert(item.index, item);
+        let mut out = Vec::new();
+        while let Some(item) = self.held.remove(&self.next) {
+            out.push(item);
+            self.next += 1;
+        }
+        out
+    }
+
+    /// What is still held, in order.
+    fn rest(&mut self) -> Vec<BatchItem> {
+        std::mem::take(&mut self.held).into_values().collect()
+    }
 }
 
 /// Prints one item as a JSON line, with its input line number. A closed

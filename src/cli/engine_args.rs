@@ -1,6 +1,10 @@
-//! Options shared by the subcommands that build an engine (`run`, `call`,
-//! `batch`, `tools`, `search`, `types`, `mcp`): workspace, policy file, MCP
-//! servers, mode, posture, approver, deadline, journal.
+//! Options shared by the subcommands that build an engine: where the
+//! workspace, policy file and MCP servers are ([`CatalogArgs`], all that
+//! `tools`, `types`, `search` and `mcp list` take), and for the commands
+//! that make calls (`run`, `call`, `batch`, `resume`, `mcp serve`, `mcp
+//! tools`) mode, posture, approver, deadline and journal ([`EngineArgs`]);
+//! the run limits of `run`, `resume`, `batch` and `mcp serve`
+//! ([`LimitArgs`], [`CallLimitArgs`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,11 +12,13 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention, Runs};
+use codemode::limit_settings::{self as limit, LimitSettings};
 use codemode::{Engine, Limits, Mode, Policy, Posture};
 
-/// How to build the engine.
+/// Where the workspace, its policy and its MCP servers are: the options of
+/// the commands that only read the catalog.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct EngineArgs {
+pub(crate) struct CatalogArgs {
     /// Workspace root the tools work in [default: current directory].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
@@ -27,6 +33,92 @@ pub(crate) struct EngineArgs {
     /// `codemode trust`].
     #[arg(long, value_name = "FILE")]
     mcp_config: Option<PathBuf>,
+}
+
+impl CatalogArgs {
+    /// Engine options with these places and nothing else set; `approve` as
+    /// `--approve` (`codemode search` may start an MCP server through the
+    /// gate).
+    pub(crate) fn engine(&self, approve: Option<String>) -> EngineArgs {
+        EngineArgs { catalog: self.clone(), approve, ..EngineArgs::default() }
+    }
+}
+
+/// The call limits of `run`, `resume`, `batch` and `mcp serve`: over the
+/// policy's `[limits]`, which is over the defaults (docs/LIMITS.md).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct CallLimitArgs {
+    /// Tool calls a run may make, 1-1000000; the call past it ends the run
+    /// [default: [limits] max_calls, else 1000].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_calls)]
+    max_calls: Option<usize>,
+    /// Tool calls running at once, 1-1024; more wait their turn [default:
+    /// [limits] max_in_flight, else 16].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_max_in_flight)]
+    max_in_flight: Option<usize>,
+    /// Seconds one tool call may take, e.g. 120 or 0.5, unless its own
+    /// timeout says otherwise (the policy's [tools.NAME] timeout_ms, an MCP
+    /// server's timeout_ms, bash's `timeout` argument) [default: [limits]
+    /// tool_timeout, else 30].
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = parse_seconds)]
+    tool_timeout: Option<Duration>,
+}
+
+/// [`CallLimitArgs`] and the program's memory: the limits of the commands
+/// that run a program (`run`, `resume`, `mcp serve`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct LimitArgs {
+    #[command(flatten)]
+    calls: CallLimitArgs,
+    /// Memory of the program's VM, 1MiB-16GiB, as bytes or with a unit:
+    /// 64MiB, 512KiB, 1GiB [default: [limits] memory, else 64MiB].
+    #[arg(long, value_name = "SIZE", value_parser = limit::parse_memory)]
+    memory: Option<usize>,
+}
+
+impl CallLimitArgs {
+    /// The limits these flags set.
+    pub(crate) fn settings(&self) -> LimitSettings {
+        let mut s = LimitSettings::default();
+        s.max_calls = self.max_calls;
+        s.max_in_flight = self.max_in_flight;
+        s.tool_timeout = self.tool_timeout;
+        s
+    }
+}
+
+impl LimitArgs {
+    /// The limits these flags set.
+    pub(crate) fn settings(&self) -> LimitSettings {
+        let mut s = self.calls.settings();
+        s.memory_bytes = self.memory;
+        s
+    }
+}
+
+fn parse_max_calls(text: &str) -> Result<usize, String> {
+    limit::check_count(parse_integer(text)?, limit::MAX_CALLS_RANGE)
+}
+
+fn parse_max_in_flight(text: &str) -> Result<usize, String> {
+    limit::check_count(parse_integer(text)?, limit::MAX_IN_FLIGHT_RANGE)
+}
+
+fn parse_integer(text: &str) -> Result<i64, String> {
+    text.trim().parse().map_err(|_| format!("`{text}` is not a whole number"))
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 =
+        text.trim().parse().map_err(|_| format!("`{text}` is not a number of seconds, e.g. 120 or 0.5"))?;
+    limit::check_seconds(secs)
+}
+
+/// How to build the engine.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct EngineArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
     /// plan (read-only tools only) or work [default: the policy's, else work].
     #[arg(long, value_name = "MODE", value_parser = ["plan", "work"])]
     mode: Option<String>,
@@ -38,17 +130,28 @@ pub(crate) struct EngineArgs {
     /// on a terminal, else deny; pause for `resume`].
     #[arg(long, value_name = "APPROVER")]
     approve: Option<String>,
-    /// Run deadline in seconds, e.g. 60 or 0.5 [default: 60].
-    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
-    deadline: Option<f64>,
+    /// Run deadline in seconds, e.g. 60 or 0.5, at most 86400 [default:
+    /// [limits] deadline, else 60].
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = parse_seconds)]
+    deadline: Option<Duration>,
     /// Where runs' journals go: a folder (in the workspace, only beneath
     /// .codemode/), postgres://..., or off [default: the policy's
     /// [journal] url, else <workspace>/.codemode/runs].
     #[arg(long, value_name = "DIR|URL|off")]
     journal: Option<String>,
+    /// The limits the command's flags set (see [`EngineArgs::with_limits`]).
+    #[arg(skip)]
+    limits: LimitSettings,
 }
 
 impl EngineArgs {
+    /// These options with the limits `flags` set (over the policy's
+    /// `[limits]`).
+    pub(crate) fn with_limits(mut self, flags: LimitSettings) -> Self {
+        self.limits = flags;
+        self
+    }
+
     /// These options with `spec` as the approver when `--approve` is not
     /// given (`codemode resume` pauses again by default).
     pub(crate) fn approve_by_default(mut self, spec: &str) -> Self {
@@ -77,13 +180,18 @@ impl EngineArgs {
         config: Option<PathBuf>,
         journal: Option<String>,
     ) -> Self {
-        EngineArgs { workspace, config, journal, ..EngineArgs::default() }
+        EngineArgs {
+            catalog: CatalogArgs { workspace, config, mcp_config: None },
+            journal,
+            ..EngineArgs::default()
+        }
     }
 
     /// The options `codemode approve` needs to find a run made with these
     /// options (workspace, policy file, journal), as command-line text.
     pub(crate) fn approve_options(&self) -> String {
-        EngineArgs::placed(self.workspace.clone(), self.config.clone(), self.journal.clone()).resume_options()
+        EngineArgs::placed(self.catalog.workspace.clone(), self.catalog.config.clone(), self.journal.clone())
+            .resume_options()
     }
 
     /// The approver spec given with `--approve`, if any.
@@ -109,13 +217,13 @@ impl EngineArgs {
         let mut add = |flag: &str, value: String| {
             out.push_str(&format!(" --{flag} {value}"));
         };
-        if let Some(w) = &self.workspace {
+        if let Some(w) = &self.catalog.workspace {
             add("workspace", path(w));
         }
-        if let Some(c) = &self.config {
+        if let Some(c) = &self.catalog.config {
             add("config", path(c));
         }
-        if let Some(m) = &self.mcp_config {
+        if let Some(m) = &self.catalog.mcp_config {
             add("mcp-config", path(m));
         }
         if let Some(m) = &self.mode {
@@ -137,12 +245,25 @@ impl EngineArgs {
             };
             add("journal", shown);
         }
+        // The limits given as flags: a resumed run gets the same budget.
+        if let Some(n) = self.limits.max_calls {
+            add("max-calls", n.to_string());
+        }
+        if let Some(n) = self.limits.max_in_flight {
+            add("max-in-flight", n.to_string());
+        }
+        if let Some(d) = self.limits.tool_timeout {
+            add("tool-timeout", d.as_secs_f64().to_string());
+        }
+        if let Some(n) = self.limits.memory_bytes {
+            add("memory", n.to_string());
+        }
         out
     }
 
     /// Builds the engine these options describe.
     pub(crate) fn build(&self) -> anyhow::Result<CliEngine> {
-        self.build_with(|_| {})
+        self.build_with(|_, _| {})
     }
 
     /// Whether calls that need an approval will be asked at the terminal
@@ -161,18 +282,22 @@ impl EngineArgs {
     }
 
     /// [`EngineArgs::build`], letting `adjust` change the limits after the
-    /// options set theirs (`codemode batch` sizes the call budget).
-    pub(crate) fn build_with(&self, adjust: impl FnOnce(&mut Limits)) -> anyhow::Result<CliEngine> {
+    /// options set theirs; it is also given what the policy's `[limits]`
+    /// and the flags set (`codemode batch` sizes the call budget unless
+    /// one of them set it).
+    pub(crate) fn build_with(
+        &self,
+        adjust: impl FnOnce(&mut Limits, &LimitSettings),
+    ) -> anyhow::Result<CliEngine> {
+        let workspace = self.catalog.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        let mut policy = load_policy(self.catalog.config.as_deref(), &workspace, Notice::Full)?;
+        // The defaults, then the policy's [limits], then the flags.
         let mut limits = Limits::default();
-        if let Some(secs) = self.deadline {
-            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-                bail!("--deadline must be a number of seconds between 0 and 86400, got {secs}");
-            }
-            limits.deadline = Duration::from_secs_f64(secs);
-        }
-        adjust(&mut limits);
-        let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-        let mut policy = load_policy(self.config.as_deref(), &workspace, Notice::Full)?;
+        let mut flags = self.limits;
+        flags.deadline = self.deadline.or(flags.deadline);
+        let set = policy.limits.overridden_by(flags);
+        set.apply(&mut limits);
+        adjust(&mut limits, &set);
         let journal = journal_choice(self.journal.as_deref(), &policy, &workspace)?;
         let retention = policy.journal.retention;
         match self.mode.as_deref() {
@@ -208,7 +333,7 @@ impl EngineArgs {
     /// The MCP configuration these options name (see
     /// [`EngineArgs::mcp_config`]), without building an engine.
     pub(crate) fn mcp_config_only(&self) -> anyhow::Result<Option<codemode::mcp::McpConfig>> {
-        let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        let workspace = self.catalog.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         self.mcp_config(&workspace)
     }
 
@@ -218,7 +343,7 @@ impl EngineArgs {
     /// which programs may be started). Keys without effect are warned about
     /// on stderr, one line per key; an untrusted file's `autoApprove` too.
     fn mcp_config(&self, workspace: &std::path::Path) -> anyhow::Result<Option<codemode::mcp::McpConfig>> {
-        let path = match &self.mcp_config {
+        let path = match &self.catalog.mcp_config {
             Some(path) => path.clone(),
             None => match codemode::mcp::workspace_config_file(workspace) {
                 Some(found) => found,
@@ -227,7 +352,7 @@ impl EngineArgs {
         };
         let mut config = codemode::mcp::McpConfig::load_in(&path, Some(workspace))
             .with_context(|| format!("MCP configuration {}", path.display()))?;
-        if self.mcp_config.is_none() {
+        if self.catalog.mcp_config.is_none() {
             // Found in the workspace, not named by the user: its servers
             // start without an approval only once `codemode trust` has
             // recorded the file as it is now (docs/SECURITY.md).

@@ -9,7 +9,7 @@ use std::time::Duration;
 use codemode::mcp::{ServerState, Transport, naming, oauth};
 use serde_json::{Value, json};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::{CatalogArgs, EngineArgs};
 
 /// Arguments of `codemode mcp`.
 #[derive(Debug, clap::Args)]
@@ -22,15 +22,18 @@ pub(crate) struct McpArgs {
 enum McpCommand {
     /// List the configured MCP servers with their state and tool counts
     /// (from the schema cache when not running); starts nothing.
+    #[command(after_help = super::READ_EXIT_CODES)]
     List {
         /// Print JSON on stdout: [{name, transport, state, tools, hidden}].
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        engine: EngineArgs,
+        catalog: CatalogArgs,
     },
     /// Start SERVER if the gate allows `mcp_connect__<SERVER>` and list its
     /// tools (this also refreshes its schema cache).
+    #[command(after_help = "Exit codes: 0 listed, 1 the server could not be started or listed \
+(refused, denied, failed), 2 bad invocation or config.")]
     Tools {
         /// The server's name in the MCP configuration.
         server: String,
@@ -47,6 +50,8 @@ enum McpCommand {
     /// a display), waits for the browser's redirect to 127.0.0.1, and keeps
     /// the tokens in the user's config folder (codemode/oauth/, mode 0600),
     /// keyed by the server's URL.
+    #[command(after_help = "Exit codes: 0 logged in (the tokens kept), 1 the login failed, \
+2 bad invocation or config.")]
     Login {
         /// The server's name in the MCP configuration.
         server: String,
@@ -54,19 +59,23 @@ enum McpCommand {
         #[arg(long, value_name = "SECS", default_value_t = 300)]
         timeout: u64,
         #[command(flatten)]
-        engine: EngineArgs,
+        catalog: CatalogArgs,
     },
     /// Serve codemode as an MCP server on stdin/stdout (or streamable
     /// HTTP with --http ADDR): the tools
     /// execute_tools and tool_search, approvals asked of the person behind
     /// the client (docs/SERVE.md).
+    #[command(after_help = "Exit codes: 0 stopped (SIGTERM, Ctrl-C, or the client closed stdin), \
+2 bad invocation or config.")]
     Serve(super::serve::ServeArgs),
     /// Remove the OAuth login kept for SERVER's URL (says when there was none).
+    #[command(after_help = "Exit codes: 0 done (also when there was no login), 2 bad invocation \
+or config.")]
     Logout {
         /// The server's name in the MCP configuration.
         server: String,
         #[command(flatten)]
-        engine: EngineArgs,
+        catalog: CatalogArgs,
     },
 }
 
@@ -74,10 +83,10 @@ enum McpCommand {
 /// listed (refused, denied, failed); 2 for a bad invocation or config.
 pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<u8> {
     match args.command {
-        McpCommand::List { json, engine } => list(json, &engine),
+        McpCommand::List { json, catalog } => list(json, &catalog.engine(None)),
         McpCommand::Tools { server, json, engine } => tools(&server, json, &engine),
-        McpCommand::Login { server, timeout, engine } => login(&server, timeout, &engine),
-        McpCommand::Logout { server, engine } => logout(&server, &engine),
+        McpCommand::Login { server, timeout, catalog } => login(&server, timeout, &catalog.engine(None)),
+        McpCommand::Logout { server, catalog } => logout(&server, &catalog.engine(None)),
         McpCommand::Serve(args) => super::serve::serve(args),
     }
 }

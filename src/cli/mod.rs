@@ -26,17 +26,33 @@ use clap::{Parser, Subcommand};
 /// Exit code for a bad invocation or configuration.
 pub(crate) const EXIT_USAGE: u8 = 2;
 
+/// The exit codes of a command that runs a program (`run`), shown at the
+/// end of its help.
+const RUN_EXIT_CODES: &str = "Exit codes: 0 completed, 1 the program failed, 2 bad invocation or config \
+(nothing ran), 3 timed out, 4 paused (decide with `codemode resume`), 130 cancelled by SIGINT (143 by \
+SIGTERM); a run that started keeps its receipt in every case.";
+
+/// The exit codes of the commands that only read (`tools`, `types`, `mcp
+/// list`, `runs list`, `trust`).
+pub(crate) const READ_EXIT_CODES: &str = "Exit codes: 0 done, 2 bad invocation or config.";
+
 /// Exit code for a run id that cannot be resumed (unknown, ended, held by
 /// another process, interrupted): final, retrying gives the same answer.
 pub(crate) const EXIT_NOT_RESUMABLE: u8 = 5;
 
-/// codemode runs a JavaScript program whose only way out is
-/// `await tools.call(name, args)`, and prints its receipt.
+/// codemode runs a JavaScript or TypeScript program whose only way out
+/// is `await tools.call(name, args)`: every call passes a permission
+/// gate, and every run keeps a receipt naming each call.
 ///
-/// Exit codes: 0 completed, 1 program failed, 2 bad invocation or
-/// config, 3 timed out, 4 paused (decide with `codemode resume`), 5 a run
-/// id that cannot be resumed, 130 cancelled by SIGINT (143 by SIGTERM);
-/// the receipt is printed in every case.
+/// `codemode run prog.js` prints the program's value on stdout as JSON, a
+/// summary of the receipt on stderr, and saves the whole receipt under
+/// .codemode/runs/ (`run --json` prints it on stdout instead). Each
+/// command's --help lists its options and its exit codes.
+///
+/// Exit codes of `run`: 0 completed, 1 program failed, 2 bad invocation
+/// or config, 3 timed out, 4 paused (decide with `codemode resume`), 130
+/// cancelled by SIGINT (143 by SIGTERM); `resume` adds 5, a run id that
+/// cannot be resumed.
 #[derive(Debug, Parser)]
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {
@@ -46,7 +62,17 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a program (a file, or - for stdin) and report its receipt.
+    /// Run a program (a .js or .ts file, or - for stdin): its value on
+    /// stdout as JSON, the receipt's summary on stderr.
+    ///
+    /// The value is printed as JSON (a string in quotes, so `"42"` and
+    /// `42` differ; objects in the program's key order), with terminal
+    /// control and bidirectional characters as \uXXXX escapes. The whole
+    /// receipt is saved under .codemode/runs/RUN_ID/receipt.json; with
+    /// --json it is printed on stdout instead of the value. Limits come
+    /// from the flags, else codemode.toml's [limits], else the defaults
+    /// (docs/LIMITS.md).
+    #[command(after_help = RUN_EXIT_CODES)]
     Run(run::RunArgs),
     /// Decide the pending calls of a paused run and go on (--allow SEQ,
     /// --deny SEQ); the program re-runs from its journal, each call once.
@@ -60,9 +86,9 @@ enum Command {
     /// program, catalog or policy is refused, and the run stays paused.
     /// Decisions recorded with `codemode approve` apply too: with them,
     /// `codemode resume RUN_ID` alone goes on.
-    ///
-    /// Exit codes as `run`; 5 when the id cannot be resumed (unknown,
-    /// already ended, being resumed elsewhere, interrupted): final.
+    #[command(after_help = "Exit codes: 0 completed, 1 the program failed, 2 bad invocation or config, \
+3 timed out, 4 paused again, 5 the id cannot be resumed (unknown, already ended, being resumed \
+elsewhere, interrupted: final, do not retry), 130/143 cancelled by SIGINT/SIGTERM.")]
     Resume(resume::ResumeArgs),
     /// Record a person's decisions for a paused run's pending calls
     /// (--allow SEQ, --deny SEQ) without running anything; the next resume
@@ -76,13 +102,13 @@ enum Command {
     /// paused until `codemode resume RUN_ID` (or the server's
     /// `execute_tools {"resume": RUN_ID}`) continues it with exactly
     /// these decisions. A decision cannot be changed once recorded.
-    ///
-    /// Exit codes: 0 recorded or listed, 2 bad input (a seq not pending or
-    /// already decided: nothing recorded), 5 the run cannot be decided
-    /// (unknown, ended, held by another process, interrupted), 1 the
-    /// journal store failed.
+    #[command(after_help = "Exit codes: 0 recorded or listed, 1 the journal store failed, 2 bad input \
+(a seq not pending or already decided: nothing recorded), 5 the run cannot be decided (unknown, \
+ended, held by another process, interrupted).")]
     Approve(approve::ApproveArgs),
     /// Call one tool directly, through the same gate as programs' calls.
+    #[command(after_help = "Exit codes: 0 the tool ran and returned, 1 refused, denied or failed, \
+2 bad invocation or config, 130/143 cancelled by SIGINT/SIGTERM.")]
     Call(call::CallArgs),
     /// Call tools over JSON Lines input, one call per line, through the
     /// same gate, bounds and receipt as a program (docs/BATCH.md).
@@ -90,22 +116,27 @@ enum Command {
     /// Each line is {"tool": NAME, "arguments": {...}}, or with --tool
     /// the arguments object; blank lines are skipped, a bad line is
     /// reported with its number and skipped. stdout gets one JSON line
-    /// per item as it finishes ({line, index, tool, seq, status,
-    /// decision, content, metadata, truncated} or {..., error}); stderr
-    /// the progress and the receipt summary.
-    ///
-    /// Exit codes: 0 every item ok, 1 an item or a line not ok, 2 bad
-    /// invocation, 3 deadline passed, 130/143 on SIGINT/SIGTERM.
+    /// per item as it finishes, or in input order with --ordered ({line,
+    /// index, tool, seq, status, decision, content, metadata, truncated}
+    /// or {..., error}); stderr the progress and the receipt summary.
+    #[command(after_help = "Exit codes: 0 every item ok, 1 an item or a line not ok, 2 bad invocation \
+or config, 3 deadline passed, 130/143 cancelled by SIGINT/SIGTERM.")]
     Batch(batch::BatchArgs),
     /// List the tools a model is shown (execute_tools, then the eager
     /// tools), or every tool with --all.
+    #[command(after_help = READ_EXIT_CODES)]
     Tools(tools::ToolsArgs),
     /// Find tools by what they do (a direct tool_search call).
+    #[command(after_help = "Exit codes: 0 done (also when nothing matches), 1 the search failed \
+(a bad regex), 2 bad invocation or config.")]
     Search(search::SearchArgs),
-    /// MCP servers: `mcp list` (starts nothing), `mcp tools SERVER`.
+    /// MCP servers: `mcp list` (starts nothing), `mcp tools SERVER`,
+    /// `mcp login|logout SERVER`, `mcp serve`.
+    #[command(after_help = "Exit codes: those of each command (`codemode mcp COMMAND --help`).")]
     Mcp(mcp::McpArgs),
     /// Print the TypeScript declarations of the tools (their JSON Schemas
     /// as types), for programs and the models that write them.
+    #[command(after_help = READ_EXIT_CODES)]
     Types(types::TypesArgs),
     /// Trust a workspace's codemode.toml and .mcp.json (untrusted ones
     /// restrict but grant nothing); --list, --revoke.
@@ -121,6 +152,7 @@ enum Command {
     ///
     /// Read the files first: a trusted policy can allow any call and run any
     /// hook, and a trusted MCP file starts its servers' commands.
+    #[command(after_help = READ_EXIT_CODES)]
     Trust(trust::TrustArgs),
     /// The runs kept on disk: `runs list`, `runs show RUN_ID`, `runs
     /// prune` (journals, receipts and spill files in .codemode/runs).
@@ -131,6 +163,7 @@ enum Command {
     /// removed (whichever removes more), except the run just made and runs
     /// held by another process; paused runs are not counted and go only
     /// when older than keep_days (docs/JOURNAL.md).
+    #[command(after_help = "Exit codes: those of each command (`codemode runs COMMAND --help`).")]
     Runs(runs::RunsArgs),
 }
 

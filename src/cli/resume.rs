@@ -7,7 +7,7 @@ use anyhow::bail;
 use codemode::ErrorKind;
 use codemode::journal::Decided;
 
-use super::engine_args::EngineArgs;
+use super::engine_args::{EngineArgs, LimitArgs};
 
 /// Arguments of `codemode resume`.
 #[derive(Debug, clap::Args)]
@@ -30,6 +30,8 @@ pub(crate) struct ResumeArgs {
     json: bool,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 /// Runs `codemode resume`. Exit codes as `run`, and 5 when the run id
@@ -46,7 +48,8 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
 }
 
 fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
-    let engine = args.engine.clone().approve_by_default("pause").build()?;
+    let engine =
+        args.engine.clone().with_limits(args.limits.settings()).approve_by_default("pause").build()?;
     if args.allow.is_empty() && args.deny.is_empty() && args.engine.approver_spec().is_none() {
         // Decisions a person recorded with `codemode approve` are applied
         // by any resume; with none, there is nothing to go on with. A run

@@ -1,17 +1,20 @@
 //! `codemode run [FILE|-] [--json] [--workspace DIR] [--config FILE]
-//! [--mode plan|work] [--posture P] [--approve A] [--deadline SECS]`
+//! [--mode plan|work] [--posture P] [--approve A] [--deadline SECS]
+//! [--max-calls N] [--max-in-flight N] [--tool-timeout SECS] [--memory SIZE]`
 
-use std::io::Read;
+use std::io::{IsTerminal as _, Read};
 
 use anyhow::Context;
 use codemode::{Program, RenderOptions, RunStatus};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::{EngineArgs, LimitArgs};
 
 /// Arguments of `codemode run`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
-    /// The program: a .js file, or - to read it from stdin.
+    /// The program: a JavaScript or TypeScript file (.js, .mjs, .ts,
+    /// .mts, .cts; TypeScript by its name, or when it only parses as
+    /// TypeScript), or - to read it from stdin.
     #[arg(default_value = "-")]
     file: String,
     /// Print the full receipt as JSON on stdout.
@@ -19,6 +22,8 @@ pub(crate) struct RunArgs {
     json: bool,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 /// Runs `codemode run`. With `--json`, an invocation error is also printed
@@ -34,9 +39,18 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
     })
 }
 
-fn execute(args: RunArgs) -> anyhow::Result<u8> {
+fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     let (name, source) = read_program(&args.file)?;
+    if is_blank(&source) {
+        anyhow::bail!(
+            "the program{} is empty (only whitespace and comments); write JavaScript or TypeScript whose \
+             last expression or `return` is the value, e.g. `return await tools.call(\"read\", {{path: \"README.md\"}})`",
+            if args.file == "-" { " read from stdin" } else { "" }
+        );
+    }
     let path = (args.file != "-").then(|| std::path::PathBuf::from(&args.file));
+    let returns = source.contains("return") || source.contains("export default");
+    args.engine = args.engine.with_limits(args.limits.settings());
     let engine = args.engine.build()?;
     if args.engine.approver_spec().map(str::trim) == Some("pause") && engine.journal_store().is_none() {
         anyhow::bail!(
@@ -74,6 +88,12 @@ fn execute(args: RunArgs) -> anyhow::Result<u8> {
         // The compact rendering (DESIGN.md §4), pointing at the full receipt.
         let (receipt, saved) = super::save_receipt(&engine, receipt);
         show(&receipt, saved.as_deref(), &args.engine)?;
+        if receipt.status == RunStatus::Completed && receipt.value.is_null() && !returns {
+            eprintln!(
+                "codemode: hint: the program has no `return`: its value is its last expression's, here null; \
+                 `return VALUE` to print a result"
+            );
+        }
     }
     // Old runs go once this one is kept (docs/JOURNAL.md, "Runs on disk").
     engine.apply_retention(&run_id);
@@ -107,14 +127,12 @@ pub(crate) fn show(
         let text = serde_json::to_string(&receipt.value)?;
         super::print_stdout(&(codemode::display_text::in_json(&text).into_owned() + "\n"))?;
     } else if receipt.status == RunStatus::Completed || !receipt.value.is_null() {
-        // Made printable as everything shown to a person is: a string's
-        // control characters as `\u{..}` (`--json` has the exact value),
-        // other values as JSON with such characters as `\uXXXX`.
-        let value = match &receipt.value {
-            serde_json::Value::String(s) => printable(s).into_owned(),
-            v => codemode::display_text::in_json(&serde_json::to_string_pretty(v)?).into_owned(),
-        };
-        super::print_stdout(&(value + "\n"))?;
+        // Always JSON, so a string ("42") and a number (42) differ; objects
+        // keep the program's key order. Terminal control, bidirectional and
+        // invisible characters are written as `\uXXXX` escapes, which
+        // leave the JSON value unchanged (`--json` has the exact value).
+        let value = serde_json::to_string_pretty(&receipt.value)?;
+        super::print_stdout(&(codemode::display_text::in_json(&value).into_owned() + "\n"))?;
     }
     Ok(())
 }
@@ -212,15 +230,58 @@ pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 /// stack traces and its source.
 fn read_program(file: &str) -> anyhow::Result<(String, String)> {
     if file == "-" {
+        if std::io::stdin().is_terminal() {
+            // Else a bare `codemode run` waits without a word.
+            eprintln!(
+                "codemode: reading the program from stdin; end it with Ctrl-D (or give a FILE: codemode run prog.js)"
+            );
+        }
         let mut source = String::new();
         std::io::stdin().read_to_string(&mut source).context("cannot read the program from stdin")?;
         return Ok(("stdin.js".to_owned(), source));
     }
     let source = std::fs::read_to_string(file).with_context(|| {
-        format!("cannot read program file `{file}` (give a path to a .js file, or - for stdin)")
+        format!("cannot read program file `{file}` (give a path to a .js or .ts file, or - for stdin)")
     })?;
     let name = std::path::Path::new(file)
         .file_name()
         .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
     Ok((name, source))
+}
+
+/// Whether `source` holds no program: only whitespace, `//` and `/* */`
+/// comments, and markdown fence lines (```` ```js ````).
+fn is_blank(source: &str) -> bool {
+    let mut rest = source.trim_start_matches('\u{feff}');
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return true;
+        }
+        if let Some(after) = rest.strip_prefix("//") {
+            rest = after.split_once('\n').map_or("", |(_, r)| r);
+        } else if let Some(after) = rest.strip_prefix("/*") {
+            match after.split_once("*/") {
+                Some((_, r)) => rest = r,
+                None => return false,
+            }
+        } else if rest.starts_with("```") {
+            rest = rest.split_once('\n').map_or("", |(_, r)| r);
+        } else {
+            return false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn blank_programs_are_whitespace_comments_and_fences() {
+        for blank in ["", "  \n\t", "// nothing\n", "/* a */ // b", "```js\n// x\n```\n", "\u{feff}\n"] {
+            assert!(super::is_blank(blank), "{blank:?}");
+        }
+        for program in ["1", "/* a */ x", "// a\nreturn 1", "/* open", "```js\nreturn 2\n```"] {
+            assert!(!super::is_blank(program), "{program:?}");
+        }
+    }
 }

@@ -20,6 +20,7 @@ pub(crate) struct RunsArgs {
 enum RunsCommand {
     /// List the runs, oldest first (newest last): id, state, age (since
     /// it last changed), calls, pending calls of paused runs, program.
+    #[command(after_help = super::READ_EXIT_CODES)]
     List {
         /// Print a JSON array on stdout, oldest first.
         #[arg(long)]
@@ -28,9 +29,8 @@ enum RunsCommand {
         place: Place,
     },
     /// Show one run: state, program, digests, every call, pending calls.
-    ///
-    /// Exit codes: 0 shown, 5 no run of that id (the error `codemode
-    /// resume` gives), 2 bad invocation.
+    #[command(after_help = "Exit codes: 0 shown, 2 bad invocation, 5 no run of that id (the error \
+`codemode resume` gives).")]
     Show {
         /// The run's id, as `codemode runs list` shows it.
         run_id: String,
@@ -49,8 +49,7 @@ enum RunsCommand {
     /// younger than --keep-days (a run still going elsewhere); these are
     /// not counted against --keep-runs. `codemode run` and `batch` prune
     /// this way after each run.
-    ///
-    /// Exit codes: 0 done, 1 a run could not be removed, 2 bad invocation.
+    #[command(after_help = "Exit codes: 0 done, 1 a run could not be removed, 2 bad invocation.")]
     Prune {
         /// Runs to keep, newest first [default: [journal] keep_runs,
         /// else 200].

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::CatalogArgs;
 
 /// Arguments of `codemode search`.
 #[derive(Debug, clap::Args)]
@@ -20,8 +20,13 @@ pub(crate) struct SearchArgs {
     /// Print tool_search's result as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Who approves starting an MCP server the search needs
+    /// (`mcp_connect__<server>`): deny, allow, prompt or cmd:PROGRAM
+    /// [default: prompt on a terminal, else deny].
+    #[arg(long, value_name = "APPROVER")]
+    approve: Option<String>,
     #[command(flatten)]
-    engine: EngineArgs,
+    catalog: CatalogArgs,
 }
 
 /// Runs `codemode search`; exit 0 (even with no match), 1 when the search
@@ -30,7 +35,7 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
     if args.query.trim().is_empty() {
         anyhow::bail!("QUERY is empty: give a few words (\"list directory\") or, with --regex, a pattern");
     }
-    let engine = args.engine.build()?;
+    let engine = args.catalog.engine(args.approve.clone()).build()?;
     let mut call = json!({"query": args.query, "mode": if args.regex { "regex" } else { "bm25" }});
     if let Some(limit) = args.limit {
         call["limit"] = json!(limit);

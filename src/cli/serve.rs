@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use codemode::serve::{CodeModeServer, HttpOptions, ServeOptions};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::{EngineArgs, LimitArgs};
 
 /// The environment variable that may hold the request-state key
 /// (base64 or raw text of at least 32 bytes).
@@ -60,11 +60,14 @@ pub(crate) struct ServeArgs {
     allow_host: Vec<String>,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 /// Runs `codemode mcp serve` until SIGTERM or Ctrl-C, or (on stdio) until
 /// the client closes stdin. Exit 0; 2 for a bad invocation or config.
-pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
+pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
+    args.engine = args.engine.with_limits(args.limits.settings());
     let http = http_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
     let options = serve_options(&args, engine.workspace())?;

@@ -5,7 +5,7 @@
 use codemode::{Engine, Loading, ToolSpec};
 use serde_json::{Value, json};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::CatalogArgs;
 
 /// Arguments of `codemode tools`.
 #[derive(Debug, clap::Args)]
@@ -22,12 +22,12 @@ pub(crate) struct ToolsArgs {
     #[arg(long, conflicts_with_all = ["json", "all"])]
     digest: bool,
     #[command(flatten)]
-    engine: EngineArgs,
+    catalog: CatalogArgs,
 }
 
 /// Runs `codemode tools`; exit 0, or 2 for a bad invocation or config.
 pub(crate) fn tools(args: ToolsArgs) -> anyhow::Result<u8> {
-    let engine = args.engine.build()?;
+    let engine = args.catalog.engine(None).build()?;
     if args.digest {
         super::print_stdout(&format!("{}\n", engine.catalog_digest()))?;
         return Ok(0);

@@ -1,7 +1,7 @@
 //! `codemode types`: the TypeScript declarations of the engine's catalog
 //! (DESIGN.md §6), on stdout.
 
-use super::engine_args::EngineArgs;
+use super::engine_args::CatalogArgs;
 
 /// Arguments of `codemode types`.
 #[derive(Debug, clap::Args)]
@@ -15,12 +15,12 @@ pub(crate) struct TypesArgs {
     #[arg(long)]
     no_preamble: bool,
     #[command(flatten)]
-    engine: EngineArgs,
+    catalog: CatalogArgs,
 }
 
 /// Runs `codemode types`. Exit 0, or 2 when the engine cannot be built.
 pub(crate) fn types(args: TypesArgs) -> anyhow::Result<u8> {
-    let engine = args.engine.build()?;
+    let engine = args.catalog.engine(None).build()?;
     let specs = engine.tool_specs();
     let chosen = specs.iter().filter(|s| !args.eager || s.loading == codemode::Loading::Eager);
     let options = codemode::DeclarationOptions::new().preamble(!args.no_preamble);

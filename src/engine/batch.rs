@@ -329,8 +329,9 @@ impl Driver {
             let error = RunError::new(
                 ErrorKind::Limit,
                 format!(
-                    "the batch has {n} calls, over the call budget of {max_calls} per run \
-                     (Limits::max_calls); split it or raise the limit; no call was made"
+                    "the batch has {n} calls, over the call budget of {max_calls} per run; \
+                     split it or raise the limit ({}); no call was made",
+                    crate::limit_settings::setting("max_calls")
                 ),
             );
             return early_receipt(&self.shared, &self.run_id, &self.clock, error);
@@ -484,8 +485,11 @@ impl Driver {
             ));
         }
         self.clock.expired().then(|| {
-            let message =
-                format!("the run passed its deadline of {} ms", self.shared.limits.deadline.as_millis());
+            let message = format!(
+                "the run passed its deadline of {} ms ({})",
+                self.shared.limits.deadline.as_millis(),
+                crate::limit_settings::setting("deadline")
+            );
             (RunError::new(ErrorKind::Timeout, message), "cancelled at the run deadline")
         })
     }

@@ -689,7 +689,15 @@ impl Finisher {
 
     /// The completion of a call cut by its per-call timeout.
     fn timed_out(&self, timeout: Duration) -> Completion {
-        self.failed("timeout", format!("timed out after {} ms (per-tool timeout)", timeout.as_millis()))
+        self.failed(
+            "timeout",
+            format!(
+                "timed out after {} ms (the per-tool timeout: [tools.NAME] timeout_ms or the MCP server's \
+                 timeout_ms when set, else {})",
+                timeout.as_millis(),
+                crate::limit_settings::setting("tool_timeout")
+            ),
+        )
     }
 
     /// Measures a result; a result that fits becomes its completion at once.

@@ -135,7 +135,7 @@ mod tests {
         assert!(d.ends_with("in order.\n\ndeclare const x: 1;"));
         assert!(d.contains("give `batch` instead of `code`"));
         let props = spec.input_schema["properties"].as_object().unwrap();
-        assert_eq!(props.keys().collect::<Vec<_>>(), ["batch", "code"]);
+        assert_eq!(props.keys().collect::<Vec<_>>(), ["code", "batch"]);
     }
 
     #[test]

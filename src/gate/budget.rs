@@ -1,4 +1,5 @@
-//! Step 1a: the run's call budget (`Limits::max_calls`).
+//! Step 1a: the run's call budget (`Limits::max_calls`; `--max-calls`,
+//! `[limits] max_calls`).
 
 use super::{CallRequest, GateContext, Step, Verdict};
 
@@ -14,9 +15,10 @@ impl Step for Budget {
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
         if call.calls_made >= cx.max_calls {
             Verdict::Exhausted(format!(
-                "call budget exhausted: a run may make {} tool calls (Limits::max_calls); \
-                 batch work into fewer calls or raise the limit",
-                cx.max_calls
+                "call budget exhausted: a run may make {} tool calls; batch work into fewer calls \
+                 or raise the limit ({})",
+                cx.max_calls,
+                crate::limit_settings::setting("max_calls")
             ))
         } else {
             Verdict::Next

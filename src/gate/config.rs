@@ -11,7 +11,7 @@
 //! Errors stop at the first one found: `toml`'s own errors (syntax, duplicate
 //! or unknown keys, wrong types, a bad caller name, a missing hook `command`)
 //! first, then the checks in the order mode, posture, rules (allow, ask,
-//! deny), tools (by name), hooks (in order), sandbox, journal.
+//! deny), tools (by name), hooks (in order), sandbox, journal, limits.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -147,6 +147,20 @@ struct RawPolicy {
     hooks: Option<RawHooks>,
     sandbox: Option<RawSandbox>,
     journal: Option<RawJournal>,
+    limits: Option<RawLimits>,
+}
+
+/// `[limits]` (docs/LIMITS.md): counts as integers (a negative one is
+/// refused with the range, not as a type error), `memory` as bytes or a
+/// size with a unit, durations as seconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a limits table")]
+struct RawLimits {
+    max_calls: Option<Spanned<i64>>,
+    memory: Option<Spanned<toml::Value>>,
+    max_in_flight: Option<Spanned<i64>>,
+    deadline: Option<Spanned<f64>>,
+    tool_timeout: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -276,7 +290,51 @@ impl Reader<'_> {
         if let Some(journal) = raw.journal {
             self.journal(journal, &mut policy)?;
         }
+        if let Some(limits) = raw.limits {
+            policy.limits = self.limits(limits)?;
+        }
         Ok(policy)
+    }
+
+    /// The `[limits]` table, each value checked against its range.
+    fn limits(&self, raw: RawLimits) -> Result<crate::LimitSettings, PolicyError> {
+        use crate::limit_settings as l;
+        let wrong = |span: std::ops::Range<usize>, key: &str, e: String| {
+            self.error(Some(span.start), format!("`limits.{key}`: {e}"))
+        };
+        let count = |value: &Option<Spanned<i64>>, key: &str, range| {
+            value
+                .as_ref()
+                .map(|v| l::check_count(*v.get_ref(), range).map_err(|e| wrong(v.span(), key, e)))
+                .transpose()
+        };
+        let seconds = |value: &Option<Spanned<f64>>, key: &str| {
+            value
+                .as_ref()
+                .map(|v| l::check_seconds(*v.get_ref()).map_err(|e| wrong(v.span(), key, e)))
+                .transpose()
+        };
+        let memory = match &raw.memory {
+            None => None,
+            Some(v) => Some(
+                match v.get_ref() {
+                    toml::Value::String(text) => l::parse_memory(text),
+                    toml::Value::Integer(n) => l::parse_memory(&n.to_string()),
+                    _ => {
+                        Err("give a size as a string with a unit, e.g. \"64MiB\", or a whole number of bytes"
+                            .to_owned())
+                    }
+                }
+                .map_err(|e| wrong(v.span(), "memory", e))?,
+            ),
+        };
+        Ok(crate::LimitSettings {
+            max_calls: count(&raw.max_calls, "max_calls", l::MAX_CALLS_RANGE)?,
+            memory_bytes: memory,
+            max_in_flight: count(&raw.max_in_flight, "max_in_flight", l::MAX_IN_FLIGHT_RANGE)?,
+            deadline: seconds(&raw.deadline, "deadline")?,
+            tool_timeout: seconds(&raw.tool_timeout, "tool_timeout")?,
+        })
     }
 
     /// The `[journal]` table into `policy`.

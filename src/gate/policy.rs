@@ -228,6 +228,11 @@ pub struct Policy {
     /// then `EngineBuilder::journal`) and prunes by its retention, as the
     /// CLI does. Default: the local folder, 200 runs or 7 days.
     pub journal: crate::journal::JournalSettings,
+    /// The run limits `[limits]` sets (docs/LIMITS.md). The gate does not
+    /// use them and the engine does not read them: a host applies them to
+    /// its [`Limits`](crate::Limits) ([`LimitSettings::apply`](crate::LimitSettings::apply)),
+    /// as the CLI does under its flags. Default: none set.
+    pub limits: crate::LimitSettings,
 }
 
 impl Default for Policy {
@@ -244,6 +249,7 @@ impl Default for Policy {
             sandbox_writable: Vec::new(),
             kill_grace: crate::sandbox::DEFAULT_KILL_GRACE,
             journal: crate::journal::JournalSettings::default(),
+            limits: crate::LimitSettings::default(),
         }
     }
 }
@@ -255,7 +261,8 @@ impl Policy {
     /// (allow rules, a posture wider than `ask`, hooks, tool timeouts,
     /// sandbox `off`, `network`, `writable`, `kill_grace_ms`, a `[journal]
     /// url` other than `off`, which could send journals (every call's
-    /// arguments and results) elsewhere; its retention numbers stay).
+    /// arguments and results) elsewhere; its retention numbers stay;
+    /// `[limits]` above the defaults, while lower ones stay).
     /// Returns the policy and what was left out, each as a short phrase
     /// (`2 allow rules`, `posture full-access`), empty when the file grants
     /// nothing.
@@ -299,6 +306,10 @@ impl Policy {
             dropped.push("journal url".to_owned());
             self.journal.url = None;
         }
+        // Lower limits restrict; higher ones grant.
+        let (limits, raised) = self.limits.without_raises(&crate::Limits::default());
+        self.limits = limits;
+        dropped.extend(raised.into_iter().map(|key| format!("[limits] {key} above the default")));
         (self, dropped)
     }
 

@@ -82,9 +82,12 @@ pub(crate) fn limits_json(l: &Limits) -> Value {
     })
 }
 
-/// The digest of canonical JSON `value`.
+/// The digest of `value` as canonical JSON (keys sorted, no whitespace):
+/// the same whatever order the object's keys were inserted in, and the
+/// same bytes serde_json wrote for such a value before objects kept their
+/// insertion order, so journals written then still match.
 pub(crate) fn json_sha256(value: &Value) -> String {
-    sha256_hex(value.to_string().as_bytes())
+    sha256_hex(crate::catalog::canonical_json(value).as_bytes())
 }
 
 /// The top-level keys of two JSON objects whose values differ, each as
@@ -118,6 +121,19 @@ mod tests {
         assert_ne!(json_sha256(&ja), json_sha256(&jb));
         assert_eq!(json_sha256(&ja), json_sha256(&policy_json(&Policy::default(), a.posture)));
         assert_eq!(differences(&ja, &jb), vec![r#"allow: [] -> ["write(src/**)"]"#.to_owned()]);
+    }
+
+    #[test]
+    fn the_policy_digest_does_not_depend_on_key_order() {
+        let a = json!({"mode": "work", "sandbox": {"profile": "x", "network": false}});
+        let b = json!({"sandbox": {"network": false, "profile": "x"}, "mode": "work"});
+        assert_eq!(json_sha256(&a), json_sha256(&b));
+        // The bytes digested are the sorted compact text, as before objects
+        // kept their order: older journals' digests still match.
+        assert_eq!(
+            json_sha256(&a),
+            sha256_hex(br#"{"mode":"work","sandbox":{"network":false,"profile":"x"}}"#)
+        );
     }
 
     #[test]

@@ -242,8 +242,9 @@ fn write_spill(target: &SpillTarget<'_>, ext: &str, bytes: &[u8]) -> std::io::Re
     if area.used.fetch_add(size, Ordering::Relaxed) + size > area.limit {
         area.used.fetch_sub(size, Ordering::Relaxed);
         return Err(std::io::Error::other(format!(
-            "the run's spill budget of {} bytes is used up (Limits::spill_bytes)",
-            area.limit
+            "the run's spill budget of {} bytes is used up ({})",
+            area.limit,
+            crate::limit_settings::setting("spill_bytes")
         )));
     }
     let written = write_file(area, target.stem, ext, bytes);

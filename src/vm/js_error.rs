@@ -64,8 +64,9 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
     let text = match &name {
         _ if when.stopping.is_some() => when.stopping.map(|e| e.message.clone()).unwrap_or_default(),
         _ if kind == ErrorKind::Memory => format!(
-            "out of memory: the program reached the VM's memory limit of {} bytes (Limits::memory_bytes)",
-            when.memory_limit
+            "out of memory: the program reached the VM's memory limit of {} bytes ({})",
+            when.memory_limit,
+            crate::limit_settings::setting("memory_bytes")
         ),
         Some(n) if !n.is_empty() && !message.is_empty() => format!("{n}: {message}"),
         Some(n) if !n.is_empty() => n.clone(),

@@ -212,9 +212,10 @@ impl Sandbox {
             let e = RunError::new(
                 ErrorKind::Limit,
                 format!(
-                    "the program is {} bytes, over the source limit of {} bytes (Limits::source_bytes)",
+                    "the program is {} bytes, over the source limit of {} bytes ({})",
                     program.source().len(),
-                    limits.source_bytes
+                    limits.source_bytes,
+                    crate::limit_settings::setting("source_bytes")
                 ),
             );
             return self.finish(RunStatus::Failed, Json::Null, Some(e));
@@ -786,7 +787,11 @@ impl Sandbox {
         clock.expired().then(|| {
             RunError::new(
                 ErrorKind::Timeout,
-                format!("the run passed its deadline of {} ms", self.shared.limits.deadline.as_millis()),
+                format!(
+                    "the run passed its deadline of {} ms ({})",
+                    self.shared.limits.deadline.as_millis(),
+                    crate::limit_settings::setting("deadline")
+                ),
             )
         })
     }

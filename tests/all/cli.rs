@@ -80,8 +80,9 @@ fn without_json_the_value_goes_to_stdout_and_the_summary_to_stderr() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("completed") && err.contains("1 call") && err.contains("[log] hi"), "{err}");
 
+    // A string is printed as JSON, so it differs from a number.
     let out = codemode(&["run", "-"], "return 'plain text';", ws.path());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "plain text\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "\"plain text\"\n");
 }
 
 #[test]
@@ -424,7 +425,7 @@ fn tools_lists_execute_tools_first_then_the_eager_tools() {
     assert_eq!(exec["source"], "synthetic");
     // A program as `code`, or tool calls as `batch` (docs/BATCH.md).
     let inputs: Vec<&String> = exec["input_schema"]["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(inputs, ["batch", "code"]);
+    assert_eq!(inputs, ["code", "batch"]);
     let description = exec["description"].as_str().unwrap();
     for part in
         ["ToolError", "\"cancelled\"", "declare const tools: Tools;", "\n  read(args: {", "\n  bash(args: {"]

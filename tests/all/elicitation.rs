@@ -96,7 +96,7 @@ fn allow_accepts_the_forms_defaults_each_of_its_type() {
     assert_eq!((record.server.as_str(), record.mode.as_str()), ("people", "form"));
     assert_eq!(record.action, ElicitationAction::Accept);
     assert_eq!(record.answered_by, "allow");
-    assert_eq!(record.content_keys, ["age", "name", "score", "status", "verified"]);
+    assert_eq!(record.content_keys, ["name", "age", "score", "status", "verified"]);
     assert!(record.reason.as_deref().unwrap().contains("defaults"));
     // The values are not in the receipt, only their keys.
     assert!(!serde_json::to_string(call).unwrap().contains("John Doe"));

@@ -6,6 +6,7 @@ mod batch;
 mod batch_cli;
 mod bounds;
 mod cli;
+mod cli_usage;
 mod common;
 mod conformance;
 mod conformance_server;

@@ -168,7 +168,7 @@ fn list_and_show_real_runs_and_journals() {
         "sha256 9011",
         "read  auto/ok",
         "write  -/pending",
-        r#"{"content":"hi","path":"out.txt"}"#,
+        r#"{"path":"out.txt","content":"hi"}"#,
         "posture ask: write changes files",
         "codemode resume run-20260102T030405Z-0000paus",
     ] {

@@ -552,7 +552,8 @@ fn mcp_login_tokens_are_hidden_from_commands() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(stdout.trim(), "done", "the folder is empty to the command: {stderr}");
+    let value: String = serde_json::from_str(&stdout).expect("the value, printed as JSON");
+    assert_eq!(value.trim(), "done", "the folder is empty to the command: {stderr}");
     assert!(!stderr.contains("SECRET-BEARER-TOKEN"));
     // The file is still there for codemode itself.
     assert!(std::fs::read_to_string(tokens.join("0123.json")).unwrap().contains("SECRET-BEARER-TOKEN"));

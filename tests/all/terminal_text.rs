@@ -87,10 +87,12 @@ fn listings_and_declarations_of_a_hostile_server_are_escaped() {
 #[test]
 fn run_prints_returned_strings_and_values_escaped_in_plain_mode() {
     let ws = crate::common::workspace();
-    // A string sets the terminal title when printed raw.
+    // A string sets the terminal title when printed raw: it is printed as
+    // JSON, with those characters as JSON escapes (the same string).
     let out = codemode(&["run", "-"], r#"return "\x1b]0;T\x07 and\u202e\r\nnext";"#, ws.path());
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(stdout, "\\u{1b}]0;T\\u{7} and\\u{202e}\\u{d}\nnext\n");
+    assert_eq!(stdout, "\"\\u001b]0;T\\u0007 and\\u202e\\r\\nnext\"\n");
+    assert_eq!(serde_json::from_str::<Value>(&stdout).unwrap(), json!("\u{1b}]0;T\u{7} and\u{202e}\r\nnext"));
 
     // Another value is JSON with those characters as JSON escapes: the
     // same value, still valid JSON.
@@ -120,8 +122,8 @@ fn a_value_from_a_hostile_server_is_printed_escaped() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(raw_controls(&stdout), Vec::<char>::new(), "{stdout}");
     assert_eq!(raw_controls(&stderr), Vec::<char>::new(), "{stderr}");
-    assert!(stdout.contains(r"Copies \u{1b}]52;c;aGk=\u{7} and"), "{stdout}");
-    assert!(stdout.contains("it.\\u{d}\nFORGED LINE\\u{2028}second\\u{202e}evil\\u{200b} end"), "{stdout}");
+    assert!(stdout.contains(r"Copies \u001b]52;c;aGk=\u0007 and"), "{stdout}");
+    assert!(stdout.contains(r"it.\r\nFORGED LINE\u2028second\u202eevil\u200b end"), "{stdout}");
 }
 
 #[test]

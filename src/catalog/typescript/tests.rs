@@ -70,14 +70,14 @@ fn enums_const_nullable_tuples_maps_and_boolean_schemas() {
         bare(&[spec]),
         r#"interface Tools {
   pick(args?: {
-    any?: unknown;
-    fixed?: "x";
-    level?: 1 | 2 | null;
-    map?: { id: string; [key: string]: number | string };
     mode?: "a" | "b" | null;
-    none?: never;
+    level?: 1 | 2 | null;
+    fixed?: "x";
     /** @minItems 1 */
     pair?: [string, number?];
+    map?: { id: string; [key: string]: number | string };
+    any?: unknown;
+    none?: never;
   }): Promise<ToolResult>;
 }
 "#

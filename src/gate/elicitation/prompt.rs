@@ -65,12 +65,20 @@ enum Line {
 pub(in crate::gate) fn ask(io: &mut PromptIo, request: &ElicitationRequest) -> ElicitationReply {
     match dialogue(io, request) {
         Ok(reply) => reply,
-        Err(Ended(reply)) => reply,
+        Err(Ended(reply)) => *reply,
     }
 }
 
-/// A reply that ends the dialogue early (a refusal, the terminal closed).
-struct Ended(ElicitationReply);
+/// A reply that ends the dialogue early (a refusal, the terminal closed);
+/// boxed: a reply holds a JSON object, which keeps its key order and is
+/// larger for it.
+struct Ended(Box<ElicitationReply>);
+
+impl Ended {
+    fn of(reply: ElicitationReply) -> Ended {
+        Ended(Box::new(reply))
+    }
+}
 
 fn dialogue(io: &mut PromptIo, request: &ElicitationRequest) -> Result<ElicitationReply, Ended> {
     let question = &request.elicitation;
@@ -204,7 +212,7 @@ fn ask_field(io: &mut PromptIo, field: &Field) -> Result<Option<Value>, Ended> {
         PromptApprover::MAX_TRIES
     );
     let _ = write(io, "  no valid value: declined\n");
-    Err(Ended(ElicitationReply::decline(BY, reason)))
+    Err(Ended::of(ElicitationReply::decline(BY, reason)))
 }
 
 /// Asks `question` until it gets y, n or c (an empty line is
@@ -223,7 +231,7 @@ fn choose(io: &mut PromptIo, question: &str, empty_accepts: bool) -> Result<Elic
         }
     }
     let _ = write(io, "  no answer: declined\n");
-    Err(Ended(ElicitationReply::decline(BY, "declined at the prompt: no y, n or c after 3 tries")))
+    Err(Ended::of(ElicitationReply::decline(BY, "declined at the prompt: no y, n or c after 3 tries")))
 }
 
 /// Writes `question` and its [`QUESTION_END`], reads one line (without its
@@ -235,16 +243,16 @@ fn read(io: &mut PromptIo, question: &str) -> Result<String, Ended> {
     let n = io
         .input
         .read_line(&mut line)
-        .map_err(|e| Ended(ElicitationReply::cancel(BY, format!("reading the answer failed: {e}"))))?;
+        .map_err(|e| Ended::of(ElicitationReply::cancel(BY, format!("reading the answer failed: {e}"))))?;
     if n == 0 {
         let _ = write(io, "\n");
-        return Err(Ended(ElicitationReply::cancel(BY, "the terminal closed")));
+        return Err(Ended::of(ElicitationReply::cancel(BY, "the terminal closed")));
     }
     let text = String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_owned();
     match classify(&text) {
         Line::Text(text) => Ok(text),
-        Line::Decline => Err(Ended(ElicitationReply::decline(BY, "declined at the prompt"))),
-        Line::Cancel => Err(Ended(ElicitationReply::cancel(BY, "cancelled at the prompt"))),
+        Line::Decline => Err(Ended::of(ElicitationReply::decline(BY, "declined at the prompt"))),
+        Line::Cancel => Err(Ended::of(ElicitationReply::cancel(BY, "cancelled at the prompt"))),
     }
 }
 
@@ -260,7 +268,7 @@ fn write(io: &mut PromptIo, text: &str) -> Result<(), Ended> {
     io.output
         .write_all(text.as_bytes())
         .and_then(|()| io.output.flush())
-        .map_err(|e| Ended(ElicitationReply::cancel(BY, format!("cannot write the prompt: {e}"))))
+        .map_err(|e| Ended::of(ElicitationReply::cancel(BY, format!("cannot write the prompt: {e}"))))
 }
 
 fn reply(action: ElicitationAction, content: Option<Map<String, Value>>, reason: &str) -> ElicitationReply {
@@ -307,14 +315,14 @@ mod tests {
 
     #[tokio::test]
     async fn enter_takes_the_defaults_and_typed_values_are_checked() {
-        // age, email, name, status, verified (name order); a bad age and an
-        // empty required email are asked again.
-        let input = "-4\nx\n31\n\nada@example.com\n\n3\nn\n\n";
+        // name, age, status, verified, email (the schema's order); a bad
+        // age and an empty required email are asked again.
+        let input = "\n-4\nx\n31\n3\nn\n\nada@example.com\n\n";
         let (reply, text) = answer(input, sep1034()).await;
         assert_eq!(reply.answer.action, ElicitationAction::Accept, "{text}");
         assert_eq!(
             Value::Object(reply.answer.content.unwrap()),
-            json!({"age": 31, "email": "ada@example.com", "name": "John Doe", "status": "pending", "verified": false})
+            json!({"name": "John Doe", "age": 31, "status": "pending", "verified": false, "email": "ada@example.com"})
         );
         assert_eq!(reply.by, "prompt");
         assert!(
@@ -339,12 +347,12 @@ mod tests {
         assert_eq!(reply.reason.as_deref(), Some("declined at the prompt"));
         let (reply, _) = answer("\n/cancel\n", sep1034()).await;
         assert_eq!(reply.answer, ElicitationAnswer::cancel());
-        let (reply, _) = answer("\nme@x\n\n\n\nn\n", sep1034()).await;
+        let (reply, _) = answer("\n\n\n\nme@x\nn\n", sep1034()).await;
         assert_eq!(reply.answer.action, ElicitationAction::Decline, "n at the end declines");
         let (reply, _) = answer("\n", sep1034()).await;
         assert_eq!(reply.answer.action, ElicitationAction::Cancel);
         assert_eq!(reply.reason.as_deref(), Some("the terminal closed"));
-        let (reply, _) = answer("\n\n\n\n", sep1034()).await;
+        let (reply, _) = answer("\n\n\n\n\n\n\n", sep1034()).await;
         assert_eq!(reply.answer.action, ElicitationAction::Decline);
         assert!(reply.reason.unwrap().contains("no valid value for `email` after 3 tries"));
     }
