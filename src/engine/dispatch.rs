@@ -334,13 +334,8 @@ impl Dispatcher {
             }
         }
         let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
-        let request = CallRequest {
-            tool,
-            args: &args,
-            caller,
-            calls_made: ledger.calls_made(),
-            primary: primary.as_ref(),
-        };
+        let calls_made = ledger.calls_made();
+        let request = CallRequest { tool, args: &args, caller, calls_made, primary: primary.as_ref() };
         let prep = match decide_early(shared, &catalog, &request, self.start, &self.run_id) {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
@@ -366,6 +361,11 @@ impl Dispatcher {
         let timeout = timeout_of(shared, &entry.spec);
         let finish = self.finisher(tool, seq, Decision::Auto, None);
         let cx = self.tool_context(&finish, caller);
+        // `tool_search` with MCP servers not listed yet: discovery first
+        // (discover.rs), once the search's own gate has passed.
+        let discovering = (tool == crate::catalog::tool_search::TOOL_SEARCH
+            && shared.mcp.as_ref().is_some_and(|mcp| !mcp.unlisted_servers().is_empty()))
+        .then(|| (self.gate_run(caller, calls_made, seq), self.connect_refusals.clone()));
 
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
@@ -403,6 +403,9 @@ impl Dispatcher {
                             notes: (!notes.is_empty()).then(|| notes.join("; ")),
                             ..finish
                         };
+                        if let Some((gate, refusals)) = discovering {
+                            return super::discover::search(finish, gate, refusals, args, timeout).await;
+                        }
                         let abandon = Abandon::for_tool(&entry.spec);
                         let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
                         finish.run(future, timeout, abandon).await
@@ -425,6 +428,11 @@ impl Dispatcher {
                     }
                 }
             });
+            return Begun::Running { seq, future };
+        }
+
+        if let Some((gate, refusals)) = discovering {
+            let future = Box::pin(super::discover::search(finish, gate, refusals, args, timeout));
             return Begun::Running { seq, future };
         }
 
