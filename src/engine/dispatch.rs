@@ -324,6 +324,12 @@ impl Dispatcher {
             }
             if let Some(server) = mcp.server_of_unlisted(tool) {
                 let server = server.to_owned();
+                // A server not running whose cached list lacks the tool is
+                // not started for it; a running one lists again (once).
+                if !mcp.is_running(&server) && mcp.is_listed(&server) {
+                    let reason = not_in_cached_list(&catalog, tool, &server);
+                    return Begun::Settled(refuse(ledger, tool, caller, reason));
+                }
                 return self.begin_connecting(ledger, tool, args, caller, server);
             }
             if let Some(server) = mcp.disabled_server_of(tool) {
@@ -571,6 +577,26 @@ pub(super) fn timeout_of(shared: &Shared, spec: &crate::catalog::ToolSpec) -> Du
         .or(spec.timeout_ms)
         .map(Duration::from_millis)
         .unwrap_or(shared.limits.tool_timeout)
+}
+
+/// Why a call of `tool` is refused when `server` is not running and its
+/// tool list, from the schema cache, does not have it: an unknown tool,
+/// with the nearest names, saying the list is cached and how to refresh it.
+fn not_in_cached_list(catalog: &Catalog, tool: &str, server: &str) -> String {
+    let near = catalog.suggest(tool);
+    let hint = if near.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = near.iter().map(|n| format!("`{n}`")).collect();
+        format!("did you mean {}? ", names.join(", "))
+    };
+    let name = spill::cut_text(tool);
+    let connect = crate::mcp::naming::connect_name(server);
+    format!(
+        "unknown tool `{name}`: {hint}MCP server `{server}` is not running and its tool list, cached from its last \
+         listing, does not have it (the server was not started for it); if the server has it now, refresh the \
+         list with `{connect}` (or `codemode mcp tools {server}`)"
+    )
 }
 
 /// Opens and closes the receipt of a refused call.

@@ -219,6 +219,12 @@ impl McpLink {
         self.servers.iter().filter(|s| matches!(self.pool.cached_tools(s), Ok(None))).cloned().collect()
     }
 
+    /// Whether the catalog holds `server`'s tools: from a live listing or
+    /// the schema cache.
+    pub(crate) fn is_listed(&self, server: &str) -> bool {
+        matches!(self.pool.cached_tools(server), Ok(Some(_)))
+    }
+
     /// The error of `server`'s last start, when it failed (or its
     /// connection ended) and it has not run since.
     pub(crate) fn last_failure(&self, server: &str) -> Option<String> {
