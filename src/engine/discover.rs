@@ -10,14 +10,14 @@
 //! start, `connect_first.rs`), at most [`MAX_SERVERS`] per search, and
 //! waits for their starts at most [`BUDGET`] in all (time spent on
 //! approvals does not count: the budget begins once the gate decided); a
-//! start still going at the end keeps going in the background and its
-//! tools join the catalog when listed. Then it searches the real schemas.
+//! start still going at the end is given up (its process ended), so no
+//! start outlives the search. Then it searches the real schemas.
 //! An unrelated search starts nothing.
 //!
 //! Every search of such an engine answers `unlisted_servers: [{name,
 //! state, why}]`, the configured servers still not listed and why
 //! (`not_started`, `refused`, `denied`, `failed`, `over_bound`,
-//! `starting`), and `started_servers` when it started some, so a model
+//! `timed_out`), and `started_servers` when it started some, so a model
 //! knows what it has not seen. Inside a program the search describes the
 //! schemas without activating them; a direct search activates them into
 //! the toolbox as usual (`tool_search.rs`).
@@ -51,7 +51,8 @@ enum Outcome {
     },
     Failed(String),
     OverBound,
-    StillStarting,
+    /// Still starting at the end of the budget: given up.
+    TimedOut,
 }
 
 /// Runs a `tool_search` call whose gate passed (`finish` holds its
@@ -98,7 +99,8 @@ pub(super) async fn search(
     }
     gate.clock.decided(gate.seq, decision);
     // The starts run together, each on its own task holding its server's
-    // start lock: one still going at the budget's end finishes on its own.
+    // start lock; one still going at the budget's end is aborted (a start
+    // dropped half-way ends its process).
     let deadline = tokio::time::Instant::now() + BUDGET;
     let starts: Vec<_> = allowed
         .into_iter()
@@ -111,15 +113,18 @@ pub(super) async fn search(
             (server, task)
         })
         .collect();
-    for (server, task) in starts {
-        let outcome = match tokio::time::timeout_at(deadline, task).await {
+    for (server, mut task) in starts {
+        let outcome = match tokio::time::timeout_at(deadline, &mut task).await {
             Ok(Ok(Ok(()))) => {
                 notes.push(format!("started MCP server `{server}`"));
                 Outcome::Started
             }
             Ok(Ok(Err(e))) => Outcome::Failed(e),
             Ok(Err(_)) => Outcome::Failed("its start panicked; this is a bug".to_owned()),
-            Err(_) => Outcome::StillStarting,
+            Err(_) => {
+                task.abort();
+                Outcome::TimedOut
+            }
         };
         outcomes.insert(server, outcome);
     }
@@ -166,11 +171,11 @@ fn report(
                          or call `{connect}`, to start it"
                     ),
                 ),
-                Some(Outcome::StillStarting) => (
-                    "starting",
+                Some(Outcome::TimedOut) => (
+                    "timed_out",
                     format!(
-                        "still starting after this search's {} s budget; its tools are found once it has listed \
-                         them (search again)",
+                        "did not finish starting within this search's {} s budget, so the start was given up; \
+                         call `{connect}` to start it with its own startup timeout (`startup_timeout_ms`)",
                         BUDGET.as_secs()
                     ),
                 ),

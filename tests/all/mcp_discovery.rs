@@ -184,3 +184,59 @@ fn the_cli_search_finds_a_fresh_servers_tool() {
     assert_eq!(names(&result)[0], "mcp__everything__get-sum", "{result}");
     assert_eq!(result["started_servers"], json!(["everything"]));
 }
+
+/// Allows every approval, counting those asked for `mcp_connect__*`.
+struct ConnectApprover(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl codemode::Approver for ConnectApprover {
+    fn decide(&self, request: codemode::ApprovalRequest) -> codemode::ApprovalFuture {
+        if request.tool.starts_with("mcp_connect__") {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Box::pin(async move { Ok(codemode::Approval::allow()) })
+    }
+}
+
+#[test]
+fn an_untrusted_servers_start_by_a_search_is_approved_once_and_the_receipt_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let engine = Engine::builder()
+        .workspace(ws.path())
+        .policy(Policy::default())
+        .approver(ConnectApprover(asked.clone()))
+        .mcp(untrusted(json!({"time": {"command": time_server()}})), options(cache.path()))
+        .build()
+        .unwrap();
+    let (result, receipt) = program_search(&engine, "time zones");
+    assert_eq!(result["started_servers"], json!(["time"]), "{result}");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(receipt.calls[0].decision, codemode::Decision::Approved, "{}", receipt.to_json_pretty());
+    // Listed now: a second search asks nothing and names no unlisted server.
+    let (result, _) = program_search(&engine, "time zones");
+    assert!(result.get("unlisted_servers").is_none() && result.get("started_servers").is_none(), "{result}");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    engine.shutdown_mcp_blocking();
+}
+
+#[test]
+fn a_server_still_starting_at_the_end_of_the_budget_is_given_up_and_named() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let pid_file = cache.path().join("pids");
+    // It never answers `initialize`; its own startup timeout is longer than
+    // the search's budget.
+    let servers = json!({"mute": {
+        "command": "python3", "args": [fixture(), "no-init"], "startup_timeout_ms": 60000,
+        "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()},
+    }});
+    let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let (result, _) = program_search(&engine, "mcp");
+    let left = unlisted(&result);
+    assert_eq!(left["mute"].0, "timed_out", "{result}");
+    assert!(left["mute"].1.contains("10 s budget"), "{:?}", left["mute"]);
+    // Given up: its process is gone without waiting for its own timeout.
+    assert_gone(&pids(&pid_file));
+    engine.shutdown_mcp_blocking();
+}
