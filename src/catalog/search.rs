@@ -180,6 +180,23 @@ impl SearchIndex {
         Ok(scored)
     }
 
+    /// How well the best tool `eligible` accepts covers `query`: the most
+    /// of the query's distinct terms (stemmed, stop words dropped, no
+    /// synonyms) that one tool's name, description or parameters hold, and
+    /// how many distinct terms the query has. `(0, 0)` for a query with no
+    /// terms.
+    pub(crate) fn best_coverage(&self, query: &str, eligible: impl Fn(usize) -> bool) -> (usize, usize) {
+        let mut wanted = terms_of(&self.stemmer, query);
+        wanted.sort();
+        wanted.dedup();
+        let best = (self.docs.iter().enumerate())
+            .filter(|(i, _)| eligible(*i))
+            .map(|(_, doc)| wanted.iter().filter(|t| doc.terms.contains_key(t.as_str())).count())
+            .max()
+            .unwrap_or(0);
+        (best, wanted.len())
+    }
+
     /// The query's terms with their weights: each query word at 1, and the
     /// other words of its [`SYNONYMS`] groups at [`SYNONYM_WEIGHT`] (never
     /// more than the word's own weight when a term comes both ways).
@@ -265,7 +282,7 @@ fn terms_of(stemmer: &Stemmer, text: &str) -> Vec<String> {
 /// at each lower-to-upper change (`readFile` is `read file`) and before the
 /// last capital of a run of capitals followed by a lower-case letter
 /// (`HTTPServer` is `http server`).
-fn words(text: &str) -> Vec<String> {
+pub(crate) fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let chars: Vec<char> = text.chars().collect();
     let mut current = String::new();

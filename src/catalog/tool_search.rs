@@ -70,6 +70,79 @@ impl Discovery {
         self.toolbox.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Runs one search of the catalog in `cell` (as it is now) with the
+    /// tool's arguments `args`, for `caller`: what a call of `tool_search`
+    /// returns.
+    ///
+    /// # Errors
+    /// Bad arguments (unknown field, bad mode or limit, a regex that does
+    /// not compile, a query with no words), as the tool's failure.
+    pub(crate) fn search_now(
+        &self,
+        cell: &CatalogCell,
+        args: Value,
+        caller: Caller,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Args = crate::tools::parse_args(args)?;
+        self.search(&cell.load(), &cell.unavailable(), &args, caller).map(ToolOutput::new)
+    }
+
+    /// Which of the configured MCP servers whose tools the catalog does not
+    /// hold (`unlisted`, never listed and not in the schema cache) a search
+    /// with `args` by `caller` is about (the seed's "MCP-focused search"):
+    ///
+    /// 1. the query names servers: their words appear in it, in order
+    ///    (`everything`, `mcp__time__get_current_time`, `my-server` for
+    ///    `my-server`): those servers;
+    /// 2. else the query has the word `mcp`, or matches nothing in the
+    ///    catalog (regex mode: no tool it may call matches; bm25: no tool it
+    ///    may call holds more than half of the query's terms, synonyms not
+    ///    counted): every unlisted server;
+    /// 3. else nothing: an unrelated search starts no server.
+    ///
+    /// The `mcp_connect__<server>` tools do not count as matches (their
+    /// descriptions name servers, not what the servers do). Arguments that
+    /// do not parse start nothing (the search itself says what is wrong).
+    pub(crate) fn mcp_focus(
+        &self,
+        catalog: &Catalog,
+        args: &Value,
+        caller: Caller,
+        unlisted: &[String],
+    ) -> McpFocus {
+        let Ok(args) = serde_json::from_value::<Args>(args.clone()) else { return McpFocus::Unrelated };
+        if unlisted.is_empty() {
+            return McpFocus::Unrelated;
+        }
+        let query = super::search::words(&args.query);
+        let named: Vec<String> = unlisted
+            .iter()
+            .filter(|server| {
+                let name = super::search::words(server);
+                !name.is_empty() && query.windows(name.len()).any(|w| w == name.as_slice())
+            })
+            .cloned()
+            .collect();
+        if !named.is_empty() {
+            return McpFocus::Named(named);
+        }
+        if query.iter().any(|w| w == "mcp") {
+            return McpFocus::All;
+        }
+        let index = catalog.search_index();
+        let eligible = |i: usize| {
+            let spec = &catalog.at(i).spec;
+            self.may_call(spec, caller) && !spec.name.starts_with(crate::mcp::naming::CONNECT_PREFIX)
+        };
+        let matches_nothing = if args.mode.as_deref() == Some("regex") {
+            index.regex(&args.query, eligible).is_ok_and(|hits| hits.is_empty())
+        } else {
+            let (best, terms) = index.best_coverage(&args.query, eligible);
+            terms > 0 && best * 2 <= terms
+        };
+        if matches_nothing { McpFocus::All } else { McpFocus::Unrelated }
+    }
+
     /// Runs one search of `catalog` for `caller`.
     /// MCP tools the catalog left out (see [`Unavailable`]) that match the
     /// search are added as `unavailable: [{name, description, why}]`.
@@ -127,6 +200,19 @@ impl Discovery {
         }
         Ok(out)
     }
+}
+
+/// What a search is about among the configured MCP servers not listed yet
+/// ([`Discovery::mcp_focus`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum McpFocus {
+    /// The query names these servers.
+    Named(Vec<String>),
+    /// The query says `mcp` or matches nothing in the catalog: every
+    /// unlisted server.
+    All,
+    /// An unrelated search: start nothing.
+    Unrelated,
 }
 
 /// The left-out tools a search for `args` matches, as `{name,
@@ -215,7 +301,9 @@ impl Tool for ToolSearch {
              called by its exact name from a program. Called directly (not from a program), it also adds the \
              deferred matches to your tool list (at most 8 tools / 16 KiB of schemas) and reports \
              `activated`, `evicted_tool_references` and `unavailable_tool_references`; each reference has the \
-             exact query that activates that tool again.",
+             exact query that activates that tool again. A configured MCP server never listed is started first \
+             (gated as `mcp_connect__<server>`, at most 3 per search) when the query names it, says \"mcp\", or \
+             matches nothing listed; `unlisted_servers` names the servers still not listed and why.",
             json!({
                 "type": "object",
                 "properties": {
@@ -252,14 +340,13 @@ impl Tool for ToolSearch {
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         let found = self.link.get().and_then(|l| {
             let cell = l.catalog.upgrade()?;
-            Some((cell.load(), cell.unavailable(), l.discovery.clone()))
+            Some((cell, l.discovery.clone()))
         });
         Box::pin(async move {
-            let (catalog, left_out, discovery) = found.ok_or_else(|| {
+            let (cell, discovery) = found.ok_or_else(|| {
                 ToolError::new("tool_search has no catalog: the engine is being built or dropped")
             })?;
-            let args: Args = crate::tools::parse_args(args)?;
-            discovery.search(&catalog, &left_out, &args, cx.caller).map(ToolOutput::new)
+            discovery.search_now(&cell, args, cx.caller)
         })
     }
 }
@@ -337,6 +424,35 @@ mod tests {
         };
         assert_eq!(names(Caller::Program), ["fine"]);
         assert_eq!(names(Caller::Direct), ["direct_only", "fine"]);
+    }
+
+    #[test]
+    fn mcp_focus_is_a_named_server_the_word_mcp_or_a_query_nothing_covers() {
+        let c = catalog(vec![
+            spec("read", "read a text file", Loading::Eager),
+            spec("mcp_connect__my-time", "start the MCP server my-time and add numbers", Loading::Deferred),
+        ]);
+        let d = open();
+        let unlisted = ["my-time".to_owned(), "everything".to_owned()];
+        let focus = |query: &str, mode: Option<&str>| {
+            let args = json!({"query": query, "mode": mode.unwrap_or("bm25")});
+            d.mcp_focus(&c, &args, Caller::Program, &unlisted)
+        };
+        assert_eq!(focus("what my-time is it", None), McpFocus::Named(vec!["my-time".into()]));
+        assert_eq!(
+            focus("^mcp__everything__add$", Some("regex")),
+            McpFocus::Named(vec!["everything".into()])
+        );
+        assert_eq!(focus("MCP tools", None), McpFocus::All);
+        // "file" alone is half of the terms: not more than half, nothing covers it.
+        assert_eq!(focus("add two numbers", None), McpFocus::All);
+        assert_eq!(focus("open file", None), McpFocus::All);
+        assert_eq!(focus("read a file", None), McpFocus::Unrelated);
+        assert_eq!(focus("^read$", Some("regex")), McpFocus::Unrelated);
+        assert_eq!(focus("^add", Some("regex")), McpFocus::All);
+        // Nothing unlisted, or arguments that do not parse: nothing to start.
+        assert_eq!(d.mcp_focus(&c, &json!({"query": "mcp"}), Caller::Program, &[]), McpFocus::Unrelated);
+        assert_eq!(d.mcp_focus(&c, &json!({"q": "mcp"}), Caller::Program, &unlisted), McpFocus::Unrelated);
     }
 
     #[test]

@@ -47,7 +47,7 @@ enum Gated {
 
 impl Dispatcher {
     /// What gating call `seq` inside its future needs from the run.
-    fn gate_run(&self, caller: Caller, calls_made: usize, seq: u64) -> GateRun {
+    pub(super) fn gate_run(&self, caller: Caller, calls_made: usize, seq: u64) -> GateRun {
         GateRun {
             dispatcher_start: self.start,
             run_id: self.run_id.clone(),
@@ -206,46 +206,13 @@ async fn start_server(
     resuming: bool,
 ) -> Result<(Decision, Vec<String>), Box<super::dispatch::Completion>> {
     let mcp = finish.shared.mcp.clone().expect("only MCP tools take this path");
-    let connect = naming::connect_name(server);
-    // Counted before waiting: a start that fails while this call waits
-    // fails it too, at once (no start per waiting call).
-    let seen = mcp.pool.starts_seen(server);
-    let starting = mcp.start_lock(server).await;
-    let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(server).cloned();
-    if let Some((decision, reason)) = refused {
-        let kind = if decision == Decision::Denied { "denied" } else { "refused" };
-        return Err(Box::new(finish.refused(decision, kind, reason)));
-    }
-    // A server the gate already allowed (which failed to start, or is up
-    // without this tool) is not gated again.
-    let gated = if mcp.is_allowed(server) {
-        Gated::Run { args: Value::Null, decision: Decision::Auto, notes: Vec::new() }
-    } else {
-        gate.decide(finish, &connect, json!({})).await
-    };
-    // A refusal holds for the rest of the run.
-    let refuse = |decision: Decision, kind: &str, reason: String| {
-        refusals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(server.to_owned(), (decision, reason.clone()));
-        Box::new(finish.refused(decision, kind, reason))
-    };
-    let (decision, mut notes) = match gated {
-        Gated::Run { decision, notes, .. } => (decision, notes),
-        Gated::PausedStart(_) if resuming => {
-            (Decision::Approved, vec![format!("`{connect}` allowed by the resume that allowed this call")])
-        }
-        // (`decide` turns a pause of the start into `PausedStart`.)
-        Gated::Refuse(r) | Gated::PausedStart(r) | Gated::Pause { reason: r, .. } => {
-            let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
-            return Err(refuse(Decision::Refused, "refused", reason));
-        }
-        Gated::Deny(r) => {
-            let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
-            return Err(refuse(Decision::Denied, "denied", reason));
-        }
-    };
+    let (decision, mut notes, starting, seen) =
+        match gate_start(gate, finish, refusals, server, resuming).await {
+            StartGate::Allowed { decision, notes, guard, seen } => (decision, notes, guard, seen),
+            StartGate::Stopped { decision, kind, reason } => {
+                return Err(Box::new(finish.refused(decision, kind, reason)));
+            }
+        };
     let was_running = mcp.is_running(server);
     if let Err(e) = mcp.connect_since(server, seen).await {
         return Err(Box::new(Finisher { decision, ..finish.clone() }.failed("failed", e.to_string())));
@@ -257,14 +224,84 @@ async fn start_server(
     Ok((decision, notes))
 }
 
+/// What the gate said to starting one MCP server.
+pub(super) enum StartGate {
+    /// The server may start: the connection's decision and notes, the
+    /// server's start lock (hold it until the start is done) and the starts
+    /// of the server seen before waiting for the lock (for
+    /// [`McpLink::connect_since`](super::mcp_link::McpLink::connect_since)).
+    Allowed { decision: Decision, notes: Vec<String>, guard: tokio::sync::OwnedMutexGuard<()>, seen: u64 },
+    /// Refused or denied (`kind` is `refused` or `denied`), with the reason
+    /// naming the server and `mcp_connect__<server>`.
+    Stopped { decision: Decision, kind: &'static str, reason: String },
+}
+
+/// The gate half of [`start_server`]: waits for `server`'s start lock,
+/// answers a refusal already given in this run, else gates
+/// `mcp_connect__<server>` (unless the gate allowed the server already in
+/// this engine). A refusal or denial is recorded in `refusals`, so it
+/// holds for the rest of the run.
+pub(super) async fn gate_start(
+    gate: &GateRun,
+    finish: &Finisher,
+    refusals: &Refusals,
+    server: &str,
+    resuming: bool,
+) -> StartGate {
+    let mcp = finish.shared.mcp.clone().expect("only MCP tools take this path");
+    let connect = naming::connect_name(server);
+    // Counted before waiting: a start that fails while this call waits
+    // fails it too, at once (no start per waiting call).
+    let seen = mcp.pool.starts_seen(server);
+    let guard = mcp.start_lock(server).await;
+    let refused = refusals.lock().unwrap_or_else(|p| p.into_inner()).get(server).cloned();
+    if let Some((decision, reason)) = refused {
+        let kind = if decision == Decision::Denied { "denied" } else { "refused" };
+        return StartGate::Stopped { decision, kind, reason };
+    }
+    // A server the gate already allowed (which failed to start, or is up
+    // without this tool) is not gated again.
+    let gated = if mcp.is_allowed(server) {
+        Gated::Run { args: Value::Null, decision: Decision::Auto, notes: Vec::new() }
+    } else {
+        gate.decide(finish, &connect, json!({})).await
+    };
+    // A refusal holds for the rest of the run.
+    let refuse = |decision: Decision, kind: &'static str, reason: String| {
+        refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(server.to_owned(), (decision, reason.clone()));
+        StartGate::Stopped { decision, kind, reason }
+    };
+    match gated {
+        Gated::Run { decision, notes, .. } => StartGate::Allowed { decision, notes, guard, seen },
+        Gated::PausedStart(_) if resuming => StartGate::Allowed {
+            decision: Decision::Approved,
+            notes: vec![format!("`{connect}` allowed by the resume that allowed this call")],
+            guard,
+            seen,
+        },
+        // (`decide` turns a pause of the start into `PausedStart`.)
+        Gated::Refuse(r) | Gated::PausedStart(r) | Gated::Pause { reason: r, .. } => {
+            let reason = format!("MCP server `{server}` may not start (`{connect}`): {r}");
+            refuse(Decision::Refused, "refused", reason)
+        }
+        Gated::Deny(r) => {
+            let reason = format!("MCP server `{server}` may not start (`{connect}` denied): {r}");
+            refuse(Decision::Denied, "denied", reason)
+        }
+    }
+}
+
 /// What gating a call inside the future needs from the run.
-struct GateRun {
+pub(super) struct GateRun {
     dispatcher_start: (gate::Posture, u64),
     run_id: Arc<str>,
-    clock: Arc<crate::vm::clock::RunClock>,
-    caller: Caller,
+    pub(super) clock: Arc<crate::vm::clock::RunClock>,
+    pub(super) caller: Caller,
     calls_made: usize,
-    seq: u64,
+    pub(super) seq: u64,
 }
 
 impl GateRun {

@@ -324,6 +324,12 @@ impl Dispatcher {
             }
             if let Some(server) = mcp.server_of_unlisted(tool) {
                 let server = server.to_owned();
+                // A server not running whose cached list lacks the tool is
+                // not started for it; a running one lists again (once).
+                if !mcp.is_running(&server) && mcp.is_listed(&server) {
+                    let reason = not_in_cached_list(&catalog, tool, &server);
+                    return Begun::Settled(refuse(ledger, tool, caller, reason));
+                }
                 return self.begin_connecting(ledger, tool, args, caller, server);
             }
             if let Some(server) = mcp.disabled_server_of(tool) {
@@ -334,13 +340,8 @@ impl Dispatcher {
             }
         }
         let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
-        let request = CallRequest {
-            tool,
-            args: &args,
-            caller,
-            calls_made: ledger.calls_made(),
-            primary: primary.as_ref(),
-        };
+        let calls_made = ledger.calls_made();
+        let request = CallRequest { tool, args: &args, caller, calls_made, primary: primary.as_ref() };
         let prep = match decide_early(shared, &catalog, &request, self.start, &self.run_id) {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
@@ -366,6 +367,11 @@ impl Dispatcher {
         let timeout = timeout_of(shared, &entry.spec);
         let finish = self.finisher(tool, seq, Decision::Auto, None);
         let cx = self.tool_context(&finish, caller);
+        // `tool_search` with MCP servers not listed yet: discovery first
+        // (discover.rs), once the search's own gate has passed.
+        let discovering = (tool == crate::catalog::tool_search::TOOL_SEARCH
+            && shared.mcp.as_ref().is_some_and(|mcp| !mcp.unlisted_servers().is_empty()))
+        .then(|| (self.gate_run(caller, calls_made, seq), self.connect_refusals.clone()));
 
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
@@ -403,6 +409,9 @@ impl Dispatcher {
                             notes: (!notes.is_empty()).then(|| notes.join("; ")),
                             ..finish
                         };
+                        if let Some((gate, refusals)) = discovering {
+                            return super::discover::search(finish, gate, refusals, args, timeout).await;
+                        }
                         let abandon = Abandon::for_tool(&entry.spec);
                         let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
                         finish.run(future, timeout, abandon).await
@@ -425,6 +434,11 @@ impl Dispatcher {
                     }
                 }
             });
+            return Begun::Running { seq, future };
+        }
+
+        if let Some((gate, refusals)) = discovering {
+            let future = Box::pin(super::discover::search(finish, gate, refusals, args, timeout));
             return Begun::Running { seq, future };
         }
 
@@ -563,6 +577,26 @@ pub(super) fn timeout_of(shared: &Shared, spec: &crate::catalog::ToolSpec) -> Du
         .or(spec.timeout_ms)
         .map(Duration::from_millis)
         .unwrap_or(shared.limits.tool_timeout)
+}
+
+/// Why a call of `tool` is refused when `server` is not running and its
+/// tool list, from the schema cache, does not have it: an unknown tool,
+/// with the nearest names, saying the list is cached and how to refresh it.
+fn not_in_cached_list(catalog: &Catalog, tool: &str, server: &str) -> String {
+    let near = catalog.suggest(tool);
+    let hint = if near.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = near.iter().map(|n| format!("`{n}`")).collect();
+        format!("did you mean {}? ", names.join(", "))
+    };
+    let name = spill::cut_text(tool);
+    let connect = crate::mcp::naming::connect_name(server);
+    format!(
+        "unknown tool `{name}`: {hint}MCP server `{server}` is not running and its tool list, cached from its last \
+         listing, does not have it (the server was not started for it); if the server has it now, refresh the \
+         list with `{connect}` (or `codemode mcp tools {server}`)"
+    )
 }
 
 /// Opens and closes the receipt of a refused call.

@@ -213,6 +213,27 @@ impl McpLink {
         self.pool.servers().iter().any(|s| s.name == server && s.state == crate::mcp::ServerState::Running)
     }
 
+    /// The enabled servers whose tools the catalog does not hold: never
+    /// listed in this engine and not in the schema cache. In name order.
+    pub(crate) fn unlisted_servers(&self) -> Vec<String> {
+        self.servers.iter().filter(|s| matches!(self.pool.cached_tools(s), Ok(None))).cloned().collect()
+    }
+
+    /// Whether the catalog holds `server`'s tools: from a live listing or
+    /// the schema cache.
+    pub(crate) fn is_listed(&self, server: &str) -> bool {
+        matches!(self.pool.cached_tools(server), Ok(Some(_)))
+    }
+
+    /// The error of `server`'s last start, when it failed (or its
+    /// connection ended) and it has not run since.
+    pub(crate) fn last_failure(&self, server: &str) -> Option<String> {
+        self.pool.servers().into_iter().find(|s| s.name == server).and_then(|s| match s.state {
+            crate::mcp::ServerState::Failed { error } => Some(error),
+            _ => None,
+        })
+    }
+
     /// Whether the gate already allowed `server` to start.
     pub(crate) fn is_allowed(&self, server: &str) -> bool {
         self.allowed.contains(server)

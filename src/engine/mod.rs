@@ -6,6 +6,7 @@ mod batch;
 mod confinement;
 mod connect_first;
 mod direct;
+mod discover;
 pub(crate) mod dispatch;
 pub(crate) mod elicitor;
 mod execute_tools;

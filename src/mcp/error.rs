@@ -64,8 +64,8 @@ pub enum McpError {
     /// The connection ended (the process exited or crashed, or the stream
     /// closed) while a request was pending or before it was sent. Over
     /// streamable HTTP, `cause` says what happened on the wire and names the
-    /// URL (`the connection to URL was refused; is the server running at
-    /// URL?`, `the server at URL closed the stream before answering`, `HTTP
+    /// URL (`cannot connect to URL (connection refused): is the server
+    /// running? ...`, `the server at URL closed the stream before answering`, `HTTP
     /// 502 from URL`); `stderr` is empty. See docs/MCP.md, "Streamable HTTP
     /// failures".
     #[error("MCP server `{server}` stopped: {cause}{}", tail(.stderr))]

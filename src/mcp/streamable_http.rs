@@ -17,8 +17,8 @@
 //!   run. Any other error without a request id fails the request instead of
 //!   leaving it unanswered.
 //! - **What happened on the wire.** [`lost`] turns a failed request into a
-//!   sentence ("the connection to URL was refused; is the server running at
-//!   URL?", "the server at URL closed the stream before answering", "HTTP
+//!   sentence ("cannot connect to URL (connection refused): is the server
+//!   running? check the server's `url` ...", "the server at URL closed the stream before answering", "HTTP
 //!   502 from URL") and says whether the connection is gone.
 //!
 //! Spec: MCP 2025-11-25, Transports, "Streamable HTTP" (session management:
@@ -336,6 +336,11 @@ pub(crate) fn handshake_failure(error: &rmcp::service::ClientInitializeError, ur
         rmcp::service::ClientInitializeError::TransportError { error, .. } => {
             describe(error.error.as_ref(), url).map(|lost| lost.cause)
         }
+        // Both lifecycles failed: the wire's failure of the fallback (the
+        // `initialize` a plain server answers), else of the probe.
+        rmcp::service::ClientInitializeError::LegacyFallbackFailed { discover, fallback } => {
+            handshake_failure(fallback, url).or_else(|| handshake_failure(discover, url))
+        }
         _ => None,
     }
 }
@@ -349,9 +354,15 @@ pub(crate) fn describe(error: &(dyn std::error::Error + 'static), url: &str) -> 
         if let Some(e) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
             return match e {
                 StreamableHttpError::Client(e) => down(client_error(e, url)),
-                StreamableHttpError::HttpStatus(e) => down(format!("HTTP {} from {url}", e.status)),
+                StreamableHttpError::HttpStatus(e) => down(status_text(e.status, &e.status.to_string(), url)),
                 StreamableHttpError::UnexpectedServerResponse(text) if text.starts_with("HTTP ") => {
-                    down(format!("{} from {url}", text.trim()))
+                    let text = text.trim().trim_end_matches(':');
+                    let code =
+                        text[5..].split(|c: char| !c.is_ascii_digit()).next().and_then(|c| c.parse().ok());
+                    down(match code {
+                        Some(code) => status_text(code, &text[5..], url),
+                        None => format!("{text} from {url}"),
+                    })
                 }
                 StreamableHttpError::SessionExpired => down(format!(
                     "the server at {url} lost the session and rejected the request again on a new session"
@@ -381,15 +392,49 @@ pub(crate) fn describe(error: &(dyn std::error::Error + 'static), url: &str) -> 
     None
 }
 
-/// A reqwest failure as what happened on the wire.
+/// Where a connection or status error sends the user: the configured URL.
+const CHECK_URL: &str = "check the server's `url` in the MCP configuration";
+
+/// An HTTP error status from `url` as a line that says what to check:
+/// `status` is the status as the client has it (`404 Not Found`, with the
+/// body's text when the server gave one).
+fn status_text(code: u16, status: &str, url: &str) -> String {
+    let status = status.trim().trim_end_matches(':');
+    match code {
+        401 => format!(
+            "HTTP {status} from {url}: the server wants credentials it did not get or did not accept; check the \
+             server's `headers` in the MCP configuration, or sign in with `codemode mcp login SERVER`"
+        ),
+        403 => format!(
+            "HTTP {status} from {url}: the server refused these credentials; check the server's `headers` in \
+             the MCP configuration (or the login's scopes)"
+        ),
+        404 => format!(
+            "HTTP {status} from {url}: no MCP endpoint at that address; {CHECK_URL} (often ends in /mcp)"
+        ),
+        _ => format!("HTTP {status} from {url}"),
+    }
+}
+
+/// A reqwest failure as what happened on the wire, and what to check.
 fn client_error(error: &reqwest::Error, url: &str) -> String {
     let io = io_kind(error);
     if error.is_connect() {
+        if let Some(tls) = tls_error(error) {
+            return format!(
+                "the TLS handshake with {url} failed ({tls}); is it an https server with a certificate this \
+                 machine trusts? {CHECK_URL} (http:// or https://)"
+            );
+        }
+        let cause = root_cause(error);
         return match io {
             Some(std::io::ErrorKind::ConnectionRefused) => {
-                format!("the connection to {url} was refused; is the server running at {url}?")
+                format!("cannot connect to {url} (connection refused): is the server running? {CHECK_URL}")
             }
-            _ => format!("cannot connect to {url} ({}); is the server running at {url}?", root_cause(error)),
+            _ if is_dns_failure(&cause) => {
+                format!("cannot resolve the host of {url} ({cause}); {CHECK_URL}")
+            }
+            _ => format!("cannot connect to {url} ({cause}): is the server running? {CHECK_URL}"),
         };
     }
     if error.is_timeout() {
@@ -401,6 +446,37 @@ fn client_error(error: &reqwest::Error, url: &str) -> String {
         }
         _ => format!("the connection to {url} was lost before the server answered ({})", root_cause(error)),
     }
+}
+
+/// The TLS failure under `error`, if the connection failed in the TLS
+/// handshake (a rustls error in its chain).
+fn tls_error(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        // An I/O error's `source` skips the error it wraps: look inside.
+        next = match e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    None
+}
+
+/// Whether a connect failure's innermost text is a failed host lookup
+/// (getaddrinfo's texts, as the standard library and hyper give them).
+fn is_dns_failure(cause: &str) -> bool {
+    let cause = cause.to_ascii_lowercase();
+    [
+        "failed to lookup address",
+        "name or service not known",
+        "no address associated",
+        "nodename nor servname",
+    ]
+    .iter()
+    .any(|t| cause.contains(t))
 }
 
 /// The kind of the I/O error under `error`, if there is one.

@@ -20,6 +20,7 @@ mod journal;
 mod journal_postgres;
 mod limits;
 mod mcp_dialects;
+mod mcp_discovery;
 mod mcp_engine;
 mod mcp_eras;
 mod mcp_faults;

@@ -186,6 +186,34 @@ fn the_schema_cache_fills_the_catalog_without_starting_the_server() {
 }
 
 #[test]
+fn a_tool_the_cached_list_lacks_is_refused_without_starting_the_server() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let pid_file = cache.path().join("pids");
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
+    {
+        let first = engine(servers.clone(), cache.path(), ws.path(), Policy::full_access());
+        assert!(first.call_blocking("mcp_connect__fixture", &json!({})).is_ok());
+        first.shutdown_mcp_blocking();
+    }
+    let started = pids(&pid_file).len();
+    let second = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let r = second.execute_blocking(Program::new(
+        "try { await tools.mcp__fixture__ecko({message: 'x'}) } catch (e) { return [e.kind, e.message] }",
+    ));
+    assert_eq!(r.value[0], "refused", "{}", r.value);
+    let message = r.value[1].as_str().unwrap();
+    assert!(
+        message.contains("unknown tool `mcp__fixture__ecko`: did you mean `mcp__fixture__echo`"),
+        "{message}"
+    );
+    assert!(message.contains("cached") && message.contains("`mcp_connect__fixture`"), "{message}");
+    assert_eq!(state(&second, "fixture"), ServerState::NotStarted);
+    assert_eq!(pids(&pid_file).len(), started, "no start for a tool the cached list lacks");
+    second.shutdown_mcp_blocking();
+}
+
+#[test]
 fn annotations_reach_the_gate() {
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();

@@ -176,7 +176,8 @@ async fn killed_mid_call(kind: Kind, tool: &str, args: Value) {
     // While it is down: the new connection is refused, at once and clearly.
     let err = echo(&pool, "while down").await.unwrap_err();
     assert!(matches!(err, McpError::Initialize { .. }), "{err:?}");
-    assert!(err.to_string().contains(&format!("was refused; is the server running at {url}?")), "{err}");
+    let refused = format!("cannot connect to {url} (connection refused): is the server running?");
+    assert!(err.to_string().contains(&refused), "{err}");
 
     // Restarted on the same port: the next call works, on a new session.
     let _server = Server::start(kind, port);
@@ -235,10 +236,60 @@ async fn a_server_that_is_not_running_is_a_clear_error() {
     assert!(matches!(err, McpError::Initialize { .. }), "{err:?}");
     let text = err.to_string();
     assert!(
-        text.contains(&format!("the connection to {url} was refused; is the server running at {url}?")),
+        text.contains(&format!(
+            "cannot connect to {url} (connection refused): is the server running? check the server's `url` in the MCP configuration"
+        )),
         "{text}"
     );
     assert!(!text.contains("Transport") && !text.contains("Client error"), "{text}");
+}
+
+/// An HTTP address that is not an MCP server (a plain HTTP server answering
+/// a status), a host that does not resolve, an https URL to a plain HTTP
+/// server: each start fails with one line saying what to check, never
+/// rmcp's error chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_start_failures_say_what_to_check() {
+    let port = free_port();
+    let mut child = Command::new("python3")
+        .arg(root().join("tests/fixtures/mcp/http_status.py"))
+        .arg(port.to_string())
+        .spawn()
+        .unwrap();
+    let base = format!("127.0.0.1:{port}");
+    // Wait (a bound, not a timing) until it listens.
+    for _ in 0..500 {
+        if std::net::TcpStream::connect(&base).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let cases = [
+        (format!("http://{base}/404/mcp"), "HTTP 404 Not Found from http://"),
+        (format!("http://{base}/404/mcp"), "no MCP endpoint at that address; check the server's `url`"),
+        (format!("http://{base}/403/mcp"), "HTTP 403 Forbidden from http://"),
+        (format!("http://{base}/403/mcp"), "check the server's `headers` in the MCP configuration"),
+        (format!("https://{base}/200/mcp"), "the TLS handshake with https://"),
+        (
+            "http://no-such-host.invalid/mcp".to_owned(),
+            "cannot resolve the host of http://no-such-host.invalid/mcp",
+        ),
+    ];
+    for (url, wanted) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let err = pool(web(&url), dir.path()).connect("web").await.unwrap_err().to_string();
+        assert!(err.contains(wanted), "{url}: {err}");
+        assert!(err.contains(&url), "{url}: {err}");
+        for raw in ["Transport", "Client error", "Send message error", "server/discover"] {
+            assert!(!err.contains(raw), "{url}: {err}");
+        }
+    }
+    // 401: a sign-in, not a failure to connect.
+    let dir = tempfile::tempdir().unwrap();
+    let err = pool(web(&format!("http://{base}/401/mcp")), dir.path()).connect("web").await.unwrap_err();
+    assert!(err.to_string().contains("codemode mcp login web"), "{err}");
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// A server gone while the client was idle: the next call's POST is
@@ -253,7 +304,7 @@ async fn a_call_to_a_server_gone_while_idle_fails_at_once_and_says_so() {
     assert_eq!(echo(&pool, "first").await.unwrap(), json!("Echo: first"));
     let (kind, port) = server.kill();
     let err = echo(&pool, "gone").await.unwrap_err();
-    assert_lost(&err, &format!("the connection to {url} was refused; is the server running at {url}?"));
+    assert_lost(&err, &format!("cannot connect to {url} (connection refused): is the server running?"));
     assert!(matches!(pool.servers()[0].state, codemode::mcp::ServerState::Failed { .. }));
     let _server = Server::start(kind, port);
     assert_eq!(echo(&pool, "back").await.unwrap(), json!("Echo: back"));
