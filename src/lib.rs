@@ -72,4 +72,4 @@ pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ElicitationRecord, ErrorKind, LogEntry, PendingCall,
     RECEIPT_VERSION, Receipt, RenderOptions, RunError, RunStatus, Truncation,
 };
-pub use vm::{Limits, Sandbox};
+pub use vm::{Limits, PRELUDE_NAME, Sandbox};

@@ -58,8 +58,9 @@ pub(crate) struct CallLimitArgs {
     max_in_flight: Option<usize>,
     /// Seconds one tool call may take, e.g. 120 or 0.5, unless its own
     /// timeout says otherwise (the policy's [tools.NAME] timeout_ms, an MCP
-    /// server's timeout_ms, bash's `timeout` argument) [default: [limits]
-    /// tool_timeout, else 30].
+    /// server's timeout_ms); bash is timed by its `timeout` argument alone
+    /// (default 120 s), never by this [default: [limits] tool_timeout, else
+    /// 30].
     #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = parse_seconds)]
     tool_timeout: Option<Duration>,
 }

@@ -140,11 +140,16 @@ pub(crate) fn show(
 /// How many frames of a failed run's stack the summary shows.
 const SHOWN_FRAMES: usize = 3;
 
-/// The first [`SHOWN_FRAMES`] frames of a run error's stack, for the
-/// summary: under a heading, each on its line, escaped and cut to 200
-/// characters, and how many more the receipt has.
+/// The first [`SHOWN_FRAMES`] frames of the program's own code in a run
+/// error's stack, for the summary: under a heading, each on its line,
+/// escaped and cut to 200 characters, and how many more the receipt has.
+/// Frames of codemode's prelude (where a `ToolError` is made when a call
+/// settles) are left out: they say nothing about the program, and the
+/// summary already names the call.
 fn first_frames(stack: &str) -> String {
-    let frames: Vec<&str> = stack.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let prelude = format!("{}:", codemode::PRELUDE_NAME);
+    let frames: Vec<&str> =
+        stack.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains(prelude.as_str())).collect();
     if frames.is_empty() {
         return String::new();
     }

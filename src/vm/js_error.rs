@@ -204,10 +204,18 @@ fn missing_global_hint(name: &str) -> Option<&'static str> {
              `return value`, read files with tools.read, run commands (`printenv NAME`) with \
              tools.bash"
         }
-        "fs" | "Deno" | "Bun" => {
+        "fs" => {
             "programs have no file system module: use tools.read({path}), tools.write({path, \
              content}), tools.edit, tools.file_search({query}) and tools.grep_files({pattern}), \
              paths relative to the workspace"
+        }
+        "Deno" | "Bun" | "Buffer" | "atob" | "btoa" | "TextEncoder" | "TextDecoder" | "crypto" | "URL"
+        | "URLSearchParams" | "performance" | "structuredClone" => {
+            "programs run in a bare QuickJS VM, not Node, Deno, Bun or a browser: there is no \
+             `Buffer`, `atob`/`btoa`, `TextEncoder`, `crypto`, `URL`, `performance` or \
+             `structuredClone`; tools take and return text and JSON (plain strings and objects), \
+             and hashing or encoding needs a tool (`tools.bash({command: \"sha256sum f.txt\"})`, \
+             which needs an approval)"
         }
         _ => return None,
     })
@@ -238,6 +246,11 @@ mod tests {
             ("fetch", "fetch tool"),
             ("process", "no `process`"),
             ("fs", "tools.read"),
+            ("Buffer", "bare QuickJS VM"),
+            ("atob", "bare QuickJS VM"),
+            ("TextEncoder", "bare QuickJS VM"),
+            ("crypto", "sha256sum"),
+            ("Deno", "not Node, Deno"),
         ] {
             for spelled in [name.to_owned(), format!("'{name}'")] {
                 let text = super::with_hint(format!("ReferenceError: {spelled} is not defined"), Exception);

@@ -13,4 +13,5 @@ mod prelude;
 mod sandbox;
 
 pub use limits::Limits;
+pub use prelude::PRELUDE_NAME;
 pub use sandbox::Sandbox;

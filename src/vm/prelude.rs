@@ -13,8 +13,10 @@ use rquickjs::{Context, Ctx, Function, Module, Runtime};
 
 /// The prelude's source, embedded at build time.
 const PRELUDE: &str = include_str!("../../js-prelude/prelude.js");
-/// The prelude's name in stack traces.
-pub(crate) const PRELUDE_NAME: &str = "codemode:prelude";
+/// The prelude's module name, as stack frames of its code show it
+/// (`at settle (codemode:prelude:156:29)`): a frame naming it is
+/// codemode's, not the program's.
+pub const PRELUDE_NAME: &str = "codemode:prelude";
 
 static BYTECODE: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
 

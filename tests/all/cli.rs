@@ -393,6 +393,23 @@ fn a_failed_runs_summary_shows_the_first_stack_frames() {
 }
 
 #[test]
+fn an_uncaught_tool_error_shows_no_frames_of_codemodes_prelude() {
+    let ws = crate::common::workspace();
+    let prog =
+        "async function load(p) {\n  return await tools.read({path: p});\n}\nawait load('missing.txt');\n";
+    let out = codemode(&["run", "-"], prog, ws.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("read (call 1)") && err.contains("missing.txt"),
+        "the summary names the call: {err}"
+    );
+    // A ToolError is made where the call settles, in the prelude: those
+    // frames are codemode's, so none is shown as where the error was.
+    assert!(!err.contains("codemode:prelude"), "{err}");
+}
+
+#[test]
 fn the_summary_is_the_compact_rendering_and_points_at_the_saved_receipt() {
     let ws = crate::common::workspace();
     let prog = "for (let i = 0; i < 300; i++) { try { await tools.read({path: i % 2 ? 'a.txt' : 'nope' + i}); } catch {} } return 'done';";
