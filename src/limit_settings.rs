@@ -117,15 +117,22 @@ pub fn check_count(value: i64, range: (usize, usize)) -> Result<usize, String> {
     }
 }
 
-/// Checks a number of seconds (`deadline`, `tool_timeout`): more than 0,
-/// at most [`MAX_SECONDS`].
+/// Checks a number of seconds (`deadline`, `tool_timeout`): at least a
+/// nanosecond (a smaller positive number would be a zero duration), at
+/// most [`MAX_SECONDS`].
 ///
 /// # Errors
-/// Not finite, not positive, or over a day: what to give instead.
+/// Not finite, under a nanosecond, or over a day: what to give instead.
 pub fn check_seconds(secs: f64) -> Result<Duration, String> {
-    if secs.is_finite() && secs > 0.0 && secs <= MAX_SECONDS {
-        Ok(Duration::from_secs_f64(secs))
+    let duration = (secs.is_finite() && secs > 0.0 && secs <= MAX_SECONDS)
+        .then(|| Duration::from_secs_f64(secs))
+        .filter(|d| !d.is_zero());
+    if let Some(duration) = duration {
+        Ok(duration)
     } else {
+        // 1e-300 as written, not as three hundred zeros.
+        let tiny_or_huge = secs.is_finite() && secs != 0.0 && !(1e-4..1e16).contains(&secs.abs());
+        let secs = if tiny_or_huge { format!("{secs:e}") } else { secs.to_string() };
         Err(format!(
             "{secs} is out of range: give a number of seconds above 0 and at most {MAX_SECONDS}, e.g. 120 or 0.5"
         ))
@@ -185,6 +192,10 @@ mod tests {
         assert_eq!(e, "-3 is out of range: give a whole number from 1 to 1000000");
         assert!(check_seconds(0.0).unwrap_err().contains("above 0 and at most 86400"));
         assert_eq!(check_seconds(0.5), Ok(Duration::from_millis(500)));
+        // Positive, but no time at all once a duration.
+        let e = check_seconds(1e-300).unwrap_err();
+        assert!(e.starts_with("1e-300 is out of range") && e.contains("above 0 and at most 86400"), "{e}");
+        assert_eq!(check_seconds(1e-9), Ok(Duration::from_nanos(1)));
     }
 
     #[test]

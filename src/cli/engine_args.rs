@@ -247,6 +247,9 @@ impl EngineArgs {
             add("journal", shown);
         }
         // The limits given as flags: a resumed run gets the same budget.
+        if let Some(d) = self.deadline.or(self.limits.deadline) {
+            add("deadline", d.as_secs_f64().to_string());
+        }
         if let Some(n) = self.limits.max_calls {
             add("max-calls", n.to_string());
         }

@@ -55,6 +55,7 @@ impl Dispatcher {
             caller,
             calls_made,
             seq,
+            changes: self.changes.clone(),
         }
     }
 
@@ -302,6 +303,8 @@ pub(super) struct GateRun {
     pub(super) caller: Caller,
     calls_made: usize,
     pub(super) seq: u64,
+    /// The run's calls that may have changed files.
+    changes: crate::gate::RunChanges,
 }
 
 impl GateRun {
@@ -330,6 +333,10 @@ impl GateRun {
             .filter(|_| prep.allowed_by.as_deref() == Some(tool))
             .map(|t| format!("`{tool}` allowed without approval: {t}"));
         if !later::needed(tool, &prep, &shared.policy, &shared.posture) {
+            if !prep.reader {
+                let subject = super::dispatch::approval_subject(shared, tool, primary.as_ref());
+                self.changes.record(tool, subject.as_deref());
+            }
             return Gated::Run { args, decision: Decision::Auto, notes: trusted.into_iter().collect() };
         }
         let Some(entry) = catalog.get(tool) else { return Gated::Refuse(format!("unknown tool `{tool}`")) };
@@ -343,6 +350,7 @@ impl GateRun {
             prep,
             annotations: &entry.spec.annotations,
             subject: super::dispatch::approval_subject(shared, tool, primary.as_ref()),
+            changes: &self.changes,
         };
         match later::decide_rest(call, later_context(shared, finish.approver.as_ref(), &catalog, &self.clock))
             .await

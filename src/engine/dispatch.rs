@@ -142,6 +142,9 @@ pub(crate) struct Dispatcher {
     /// engine's approver unless the run was started with its own
     /// ([`RunOptions::approver`](super::RunOptions::approver)).
     pub(super) approver: Arc<dyn crate::gate::Approver>,
+    /// The run's calls that may have changed files (how long a prompt's
+    /// `a` for bash or a server's start holds).
+    pub(super) changes: crate::gate::RunChanges,
 }
 
 impl Dispatcher {
@@ -167,6 +170,7 @@ impl Dispatcher {
             turn,
             connect_refusals: Arc::default(),
             pausable: false,
+            changes: crate::gate::RunChanges::default(),
         }
     }
 
@@ -228,6 +232,9 @@ impl Dispatcher {
             return Begun::Settled(refuse(ledger, tool, caller, reason));
         };
         let calls_made = ledger.calls_made();
+        if !entry.spec.is_read_only() {
+            self.changes.record(tool, pending.subject.as_deref());
+        }
         let seq = ledger.open(tool, caller, Decision::Approved, None);
         let notes: Vec<String> = pending.notes.iter().cloned().chain([note]).collect();
         let finish = self.finisher(tool, seq, Decision::Approved, Some(notes.join("; ")));
@@ -360,6 +367,9 @@ impl Dispatcher {
         // A call that hooks or an approval decide is `pending` until they
         // have (so a run that stops first does not call it `auto`).
         let later = later::needed(tool, &prep, &shared.policy, &shared.posture);
+        if !later && !prep.reader {
+            self.changes.record(tool, approval_subject(shared, tool, primary.as_ref()).as_deref());
+        }
         let seq = ledger.open(tool, caller, if later { Decision::Pending } else { Decision::Auto }, None);
         if entry.spec.loading == crate::catalog::Loading::Deferred {
             shared.discovery.note_called(tool, self.turn);
@@ -380,6 +390,7 @@ impl Dispatcher {
             let clock = self.clock.clone();
             let run_id = self.run_id.clone();
             let pausable = self.pausable;
+            let changes = self.changes.clone();
             let future = Box::pin(async move {
                 let shared = finish.shared.clone();
                 let catalog = shared.catalog.load();
@@ -397,6 +408,7 @@ impl Dispatcher {
                     prep,
                     annotations: &entry.spec.annotations,
                     subject,
+                    changes: &changes,
                 };
                 let approver = finish.approver.clone();
                 match later::decide_rest(call, later_context(&shared, approver.as_ref(), &catalog, &clock))

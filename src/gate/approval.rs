@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -38,6 +39,74 @@ pub struct ApprovalRequest {
     pub annotations: Annotations,
     /// Whether the tool says it may destroy data.
     pub destructive: bool,
+    /// How far an answer that allows for the rest of the run (the prompt's
+    /// `a`) may reach from this call: `None` when an ask rule or a hook's
+    /// `ask` sends the call to a person (such a call is asked every time,
+    /// and its `a` allows it alone). Not part of the JSON a `cmd:` approver
+    /// gets.
+    #[serde(skip)]
+    pub run_grant: Option<RunGrantScope>,
+}
+
+/// The calls of one run that may have changed files (every call the gate
+/// let run whose tool is not read-only by its annotations), in the order
+/// it let them run, as tool and subject. A prompt's `a` for a tool that
+/// starts programs (`bash`, `mcp_connect__<server>`) holds only while the
+/// run has made no such call but the granted one: what a program writes
+/// must not change what an allowed command runs.
+#[derive(Clone, Default)]
+pub struct RunChanges(Arc<Mutex<Vec<ChangingCall>>>);
+
+/// A call that may have changed files: its tool and subject.
+type ChangingCall = (String, Option<String>);
+
+impl RunChanges {
+    /// Notes that a call of `tool` on `subject` that may change files runs.
+    pub(crate) fn record(&self, tool: &str, subject: Option<&str>) {
+        let mut calls = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls.push((tool.to_owned(), subject.map(str::to_owned)));
+    }
+
+    /// How many calls have been noted.
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    /// Whether every call noted from position `from` on is a call of
+    /// `tool` on `subject`.
+    pub(crate) fn only_since(&self, from: usize, tool: &str, subject: Option<&str>) -> bool {
+        let calls = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls.iter().skip(from).all(|(t, s)| t == tool && s.as_deref() == subject)
+    }
+}
+
+impl std::fmt::Debug for RunChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RunChanges").field(&self.len()).finish()
+    }
+}
+
+impl PartialEq for RunChanges {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// What a run grant made on a call may cover: the run's changes, and how
+/// many had been noted when the call was asked about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunGrantScope {
+    /// The run's calls that may have changed files.
+    pub changes: RunChanges,
+    /// How many of them came before the call was asked about.
+    pub seen: usize,
+}
+
+impl RunGrantScope {
+    /// The scope of a call asked about now in a run with `changes`.
+    pub fn now(changes: &RunChanges) -> RunGrantScope {
+        RunGrantScope { changes: changes.clone(), seen: changes.len() }
+    }
 }
 
 /// An approver's answer.

@@ -97,6 +97,7 @@ mod tests {
             subject: None,
             annotations: Default::default(),
             destructive: false,
+            run_grant: None,
         }
     }
 

@@ -32,7 +32,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError};
+use super::approval::{
+    Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, RunGrantScope,
+};
 use super::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest};
 
 /// Picks an approver from its `--approve` spelling.
@@ -413,12 +415,16 @@ impl Approver for PromptApprover {
             let mut io = io.lock_owned().await;
             // Checked under the lock: calls waiting behind the prompt that
             // granted it are not asked.
-            if io.allowed_for_run.contains(&grant) {
+            if let Some(grant) = &grant
+                && io.allowed_for_run.iter().any(|held| held.covers(grant))
+            {
                 return Ok(allowed(PromptApprover::ALLOWED_FOR_RUN_REASON));
             }
             tokio::task::spawn_blocking(move || {
-                let answer = ask(&mut io, &text, &grant);
-                if matches!(&answer, Ok(a) if a.reason.as_deref() == Some(PromptApprover::ALLOWED_FOR_RUN_REASON)) {
+                let answer = ask(&mut io, &text, grant.as_ref());
+                if let Some(grant) = grant
+                    && matches!(&answer, Ok(a) if a.reason.as_deref() == Some(PromptApprover::ALLOWED_FOR_RUN_REASON))
+                {
                     io.allowed_for_run.push(grant);
                 }
                 answer
@@ -450,33 +456,57 @@ pub(super) struct PromptIo {
     allowed_for_run: Vec<Grant>,
 }
 
-/// What an `a` answer allows: the calls of one run of one tool, and for a
-/// tool that starts programs only those with the same subject.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an `a` answer allows: the calls of one run of one tool that only
+/// the posture sends to approval (a call an ask rule or a hook's `ask`
+/// sends is asked every time), and for a tool that starts programs only
+/// those with the same subject, and only while the run has let no other
+/// call that may change files run (see [`RunChanges`]).
+#[derive(Debug, Clone)]
 struct Grant {
     run_id: String,
     tool: String,
     subject: Option<String>,
+    scope: RunGrantScope,
 }
 
 impl Grant {
-    fn of(request: &ApprovalRequest) -> Grant {
+    /// The grant an `a` on `request` makes; `None` when `a` allows the call
+    /// alone (an ask rule or a hook's `ask` sent it).
+    fn of(request: &ApprovalRequest) -> Option<Grant> {
+        let scope = request.run_grant.clone()?;
         let per_subject = super::ask_posture::starts_programs(&request.tool);
-        Grant {
+        Some(Grant {
             run_id: request.run_id.clone(),
             tool: request.tool.clone(),
             subject: if per_subject { Some(request.subject.clone().unwrap_or_default()) } else { None },
-        }
+            scope,
+        })
+    }
+
+    /// Whether this grant, held, covers the call `asked` would grant.
+    fn covers(&self, asked: &Grant) -> bool {
+        self.run_id == asked.run_id
+            && self.tool == asked.tool
+            && self.subject == asked.subject
+            && (self.subject.is_none()
+                || self.scope.changes.only_since(self.scope.seen, &self.tool, self.subject.as_deref()))
     }
 
     /// The prompt's line saying what `a` allows.
-    fn line(&self) -> String {
-        let tool = bounded(&printable(&self.tool), 120);
-        match &self.subject {
-            Some(_) if self.tool == "bash" => {
-                "  a: allows this exact command for the rest of this run\n".to_owned()
+    fn line(grant: Option<&Grant>) -> String {
+        let Some(grant) = grant else {
+            return "  a: allows this call only (an ask rule or a hook asks about each such call)\n"
+                .to_owned();
+        };
+        let tool = bounded(&printable(&grant.tool), 120);
+        let until = "until another call that may change files runs";
+        match &grant.subject {
+            Some(_) if grant.tool == "bash" => {
+                format!("  a: allows this exact command for the rest of this run, {until}\n")
             }
-            Some(_) => format!("  a: allows `{tool}` with this exact subject for the rest of this run\n"),
+            Some(_) => {
+                format!("  a: allows `{tool}` with this exact subject for the rest of this run, {until}\n")
+            }
             None => format!("  a: allows every `{tool}` call of this run\n"),
         }
     }
@@ -500,9 +530,9 @@ impl Input {
 }
 
 /// Writes the prompt for `text` and reads answers; see [`PromptApprover`].
-fn ask(io: &mut PromptIo, text: &str, grant: &Grant) -> Result<Approval, ApproverError> {
+fn ask(io: &mut PromptIo, text: &str, grant: Option<&Grant>) -> Result<Approval, ApproverError> {
     let write_failed = |e: std::io::Error| ApproverError(format!("cannot write the prompt: {e}"));
-    write!(io.output, "{text}{}{}", grant.line(), PromptApprover::QUESTION).map_err(write_failed)?;
+    write!(io.output, "{text}{}{}", Grant::line(grant), PromptApprover::QUESTION).map_err(write_failed)?;
     io.output.flush().map_err(write_failed)?;
     for attempt in 1..=PromptApprover::MAX_TRIES {
         let mut line = Vec::new();
@@ -518,6 +548,7 @@ fn ask(io: &mut PromptIo, text: &str, grant: &Grant) -> Result<Approval, Approve
         match parse_answer(&String::from_utf8_lossy(&line)) {
             Some(Typed::Yes) => return Ok(allowed(PromptApprover::ALLOWED_REASON)),
             Some(Typed::No) => return Ok(Approval::deny(PromptApprover::DENIED_REASON)),
+            Some(Typed::ForTheRun) if grant.is_none() => return Ok(allowed(PromptApprover::ALLOWED_REASON)),
             Some(Typed::ForTheRun) => return Ok(allowed(PromptApprover::ALLOWED_FOR_RUN_REASON)),
             None if attempt < PromptApprover::MAX_TRIES => {
                 write!(io.output, "please answer y, n or a; {}", PromptApprover::QUESTION)
@@ -1213,6 +1244,7 @@ pub(super) mod tests {
             subject: Some("rm -rf build".to_owned()),
             annotations: Annotations { destructive: Some(true), ..Annotations::default() },
             destructive: true,
+            run_grant: Some(RunGrantScope::now(&crate::gate::RunChanges::default())),
         }
     }
 
@@ -1334,7 +1366,8 @@ pub(super) mod tests {
             text,
             "\ncodemode: approval needed for `bash`\n  command: rm -rf build\n  call #4 from a \
              program, run run-0001\n  why:  writer under posture ask\n  args: {}\n  a: allows this exact \
-             command for the rest of this run\napprove? [y/N/a] "
+             command for the rest of this run, until another call that may change files runs\napprove? \
+             [y/N/a] "
         );
 
         let (approver, out) = prompt("n\n");
@@ -1383,6 +1416,53 @@ pub(super) mod tests {
         assert_eq!(approver.decide(bash("git log")).await.unwrap().decision, Answer::Allow);
         assert_eq!(approver.decide(bash("rm -rf x")).await.unwrap().decision, Answer::Deny);
         assert_eq!(out.text().matches("approve?").count(), 2, "{}", out.text());
+    }
+
+    /// A call an ask rule or a hook's `ask` sends to a person is asked every
+    /// time: its `a` allows it alone, and no earlier `a` covers it.
+    #[tokio::test]
+    async fn a_does_not_reach_calls_asked_by_a_rule_or_a_hook() {
+        let (approver, out) = prompt("a\nn\na\nn\n");
+        let write = |path: &str, every_time: bool| ApprovalRequest {
+            tool: "write".into(),
+            arguments: json!({"path": path, "content": "x"}),
+            subject: Some(path.into()),
+            run_grant: (!every_time).then(|| RunGrantScope::now(&crate::gate::RunChanges::default())),
+            ..request()
+        };
+        // A posture ask answered `a`, then a rule's ask: asked (`n`).
+        assert_eq!(approver.decide(write("a.txt", false)).await.unwrap().decision, Answer::Allow);
+        assert_eq!(approver.decide(write("secrets/k", true)).await.unwrap().decision, Answer::Deny);
+        // A rule's ask answered `a` allows that call alone.
+        let once = approver.decide(write("secrets/k", true)).await.unwrap();
+        assert_eq!(once, allowed(PromptApprover::ALLOWED_REASON));
+        assert_eq!(approver.decide(write("secrets/k", true)).await.unwrap().decision, Answer::Deny);
+        let text = out.text();
+        assert_eq!(text.matches("approve?").count(), 4, "{text}");
+        assert!(text.contains("a: allows this call only (an ask rule or a hook asks"), "{text}");
+    }
+
+    /// A bash grant holds until another call that may change files runs;
+    /// the command's own calls do not end it.
+    #[tokio::test]
+    async fn a_bash_grant_ends_when_another_call_may_change_files() {
+        let changes = crate::gate::RunChanges::default();
+        let (approver, out) = prompt("a\nn\n");
+        let bash = || ApprovalRequest {
+            arguments: json!({"command": "sh x.sh"}),
+            subject: Some("sh x.sh".into()),
+            run_grant: Some(RunGrantScope::now(&changes)),
+            ..request()
+        };
+        changes.record("write", Some("x.sh"));
+        assert_eq!(approver.decide(bash()).await.unwrap().decision, Answer::Allow);
+        changes.record("bash", Some("sh x.sh"));
+        assert_eq!(approver.decide(bash()).await.unwrap().decision, Answer::Allow);
+        changes.record("bash", Some("sh x.sh"));
+        assert_eq!(out.text().matches("approve?").count(), 1);
+        changes.record("write", Some("x.sh"));
+        assert_eq!(approver.decide(bash()).await.unwrap().decision, Answer::Deny);
+        assert_eq!(out.text().matches("approve?").count(), 2);
     }
 
     #[tokio::test]
@@ -1784,7 +1864,9 @@ pub(super) mod tests {
                 "destructive": true,
             })
         );
-        assert_eq!(serde_json::from_value::<ApprovalRequest>(got).unwrap(), request());
+        // How far an `a` may reach is not part of the JSON.
+        let without_scope = ApprovalRequest { run_grant: None, ..request() };
+        assert_eq!(serde_json::from_value::<ApprovalRequest>(got).unwrap(), without_scope);
     }
 
     #[tokio::test]

@@ -50,6 +50,13 @@ pub(crate) fn approval_reason(
     })
 }
 
+/// Whether the call is asked about because an ask rule or a hook's `ask`
+/// says so (such a call is asked every time: a prompt's `a` does not cover
+/// it), rather than because of the posture.
+pub(crate) fn asked_every_time(prep: &Preparation, hooks: &HookVerdict) -> bool {
+    hooks.ask.is_some() || prep.ask_rule.is_some()
+}
+
 /// Whether `tool` runs a program of its caller's or the configuration's
 /// choosing: `bash`, or `mcp_connect__<server>` (starting an MCP server).
 pub(crate) fn starts_programs(tool: &str) -> bool {

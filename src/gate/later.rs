@@ -17,11 +17,11 @@ use serde_json::Value;
 
 use super::after_approval;
 use super::approval_wait::{self, Approved};
-use super::ask_posture::{HookVerdict, approval_reason};
+use super::ask_posture::{HookVerdict, approval_reason, asked_every_time};
 use super::before_call_hooks::{self, Hooked, HookedCall};
 use super::hooks::hooks_for;
 use super::posture_epoch::PostureCell;
-use super::{ApprovalRequest, Approver, Policy, Preparation};
+use super::{ApprovalRequest, Approver, Policy, Preparation, RunChanges, RunGrantScope};
 use crate::catalog::{Annotations, Catalog};
 use crate::receipt::{Caller, Decision};
 
@@ -39,6 +39,9 @@ pub(crate) struct LaterCall<'a> {
     pub annotations: &'a Annotations,
     /// What the call acts on (its primary argument as the tool sees it).
     pub subject: Option<String>,
+    /// The run's calls that may have changed files: a call let run that is
+    /// not read-only is noted there.
+    pub changes: &'a RunChanges,
 }
 
 /// What steps 8-11 consult.
@@ -87,7 +90,8 @@ pub(crate) fn needed(tool: &str, prep: &Preparation, policy: &Policy, posture: &
 
 /// Runs steps 8-11 in order.
 pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Final {
-    let LaterCall { tool, args, caller, run_id, seq, workspace, mut prep, annotations, mut subject } = call;
+    let LaterCall { tool, args, caller, run_id, seq, workspace, mut prep, annotations, mut subject, changes } =
+        call;
     let posture_before = cx.posture.get().0;
 
     // 8. Before-call hooks.
@@ -121,8 +125,12 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
 
     // 9. Ask rules and posture.
     let Some(reason) = approval_reason(tool, &prep, &verdict, posture_before) else {
+        if !prep.reader {
+            changes.record(tool, subject.as_deref());
+        }
         return Final::Run { args, decision: Decision::Auto, notes };
     };
+    let run_grant = (!asked_every_time(&prep, &verdict)).then(|| RunGrantScope::now(changes));
 
     // 10. Approval; the clock knows the call waits.
     let request = ApprovalRequest {
@@ -135,6 +143,7 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         subject,
         annotations: annotations.clone(),
         destructive: prep.destructive,
+        run_grant,
     };
     let (reason, subject) = (request.reason.clone(), request.subject.clone());
     // A denial or a failed approver says first which allow rule the user
@@ -157,6 +166,9 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
     // 11. After the approval: a posture that narrowed meanwhile refuses.
     if let Some(reason) = after_approval::narrowed(posture_before, cx.posture.get().0) {
         return Final::Refuse(reason);
+    }
+    if !prep.reader {
+        changes.record(tool, subject.as_deref());
     }
     Final::Run { args, decision: Decision::Approved, notes }
 }

@@ -39,7 +39,9 @@ pub(crate) mod protection;
 mod rules;
 mod tool_exists;
 
-pub use approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError};
+pub use approval::{
+    Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, RunChanges, RunGrantScope,
+};
 pub use approvers::{
     AllowApprover, CommandApprover, DenyApprover, PauseApprover, PromptApprover, approver_from_spec,
     default_approver,

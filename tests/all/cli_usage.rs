@@ -63,6 +63,8 @@ fn bad_limit_values_name_the_flag_or_key_and_what_is_accepted() {
         ("--max-calls", "0", "from 1 to 1000000"),
         ("--max-in-flight", "5000", "from 1 to 1024"),
         ("--tool-timeout", "-1", "above 0 and at most 86400"),
+        // Positive, but a zero duration: named like any bad value.
+        ("--deadline", "1e-300", "above 0 and at most 86400"),
     ] {
         let out = codemode(&["run", "-", flag, value], "return 1;", ws.path());
         let err = text(&out.stderr);
@@ -74,6 +76,7 @@ fn bad_limit_values_name_the_flag_or_key_and_what_is_accepted() {
         ("max_calls = -5", "`limits.max_calls`: -5 is out of range"),
         ("memory = \"64 parsecs\"", "`limits.memory`: `64 parsecs`"),
         ("deadline = 0", "`limits.deadline`: 0 is out of range"),
+        ("deadline = 1e-300", "`limits.deadline`: 1e-300 is out of range"),
         ("max_call = 5", "max_call"),
     ] {
         std::fs::write(&policy, format!("[limits]\n{line}\n")).unwrap();
@@ -316,7 +319,7 @@ fn a_paused_runs_resume_hint_repeats_the_limit_flags() {
     let ws = crate::common::workspace();
     let program = "await tools.write({path: 'o.txt', content: 'x'}); return 'written';";
     let out = codemode(
-        &["run", "-", "--approve", "pause", "--max-calls", "50", "--memory", "128MiB"],
+        &["run", "-", "--approve", "pause", "--max-calls", "50", "--memory", "128MiB", "--deadline", "9"],
         program,
         ws.path(),
     );
@@ -325,6 +328,7 @@ fn a_paused_runs_resume_hint_repeats_the_limit_flags() {
     let hint = err.lines().find(|l| l.contains("resume with the same options")).expect("a resume hint");
     let command = hint.split("codemode resume ").nth(1).unwrap().replace("--allow SEQ", "--allow 1");
     assert!(command.contains("--max-calls 50") && command.contains("--memory 134217728"), "{hint}");
+    assert!(command.contains("--deadline 9"), "{hint}");
     let mut args = vec!["resume"];
     args.extend(command.split_whitespace());
     let out = codemode(&args, "", ws.path());

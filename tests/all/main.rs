@@ -36,6 +36,7 @@ mod programs_typescript;
 mod protection;
 mod receipts;
 mod run_end;
+mod run_grant;
 mod runs;
 mod sandbox;
 mod serve_clients;
