@@ -112,6 +112,7 @@ pub(crate) fn grep_files() -> (Value, Value) {
             "offset": {"type": INT},
             "next_offset": {"type": [INT, "null"], "description": "Pass as offset for the next page; null at the end"},
             "truncated": {"type": "boolean"},
+            "page_bytes_cut": {"type": "boolean", "description": "The page's size in bytes, not limit, ended it"},
             "walk_stopped_at": int_or_null()
         }),
         &[],
