@@ -204,6 +204,10 @@ fn denied_and_failing_servers_do_not_starve_the_others() {
     let left = unlisted(&result);
     assert!(!left.contains_key("time"), "{result}");
     assert_eq!(state_of(&left, "gone3"), "over_bound", "{result}");
+    // What discovery adds is part of the declared result shape.
+    let envelope = json!({"content": result, "metadata": null, "truncated": null});
+    let wrong = crate::tool_shapes::check(&engine.tool_specs(), "tool_search", &envelope);
+    assert!(wrong.is_empty(), "{wrong:?}");
     engine.shutdown_mcp_blocking();
 }
 
