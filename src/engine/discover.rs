@@ -7,7 +7,10 @@
 //! server, says `mcp`, or matches nothing in the catalog) first starts
 //! such servers, each through the gate as `mcp_connect__<server>` (every
 //! step: rules, hooks, posture, approval; the same step that guards a lazy
-//! start, `connect_first.rs`), at most [`MAX_SERVERS`] per search, and
+//! start, `connect_first.rs`), at most [`MAX_SERVERS`] starts per search
+//! (only starts the gate allowed count: a server it refuses or denies uses
+//! up no place; a search about every server tries those whose last start
+//! failed after the others, so a failing server cannot starve them), and
 //! waits for their starts at most [`BUDGET`] in all (time spent on
 //! approvals does not count: the budget begins once the gate decided); a
 //! start still going at the end is given up (its process ended), so no
@@ -72,15 +75,24 @@ pub(super) async fn search(
     let focus = shared.discovery.mcp_focus(&shared.catalog.load(), &args, gate.caller, &unlisted);
     let wanted = match focus {
         McpFocus::Named(servers) => servers,
-        McpFocus::All => unlisted,
+        // Servers whose last start failed go after the others, so a
+        // failing server does not take the bound from them search after
+        // search; it is tried again when the bound leaves room.
+        McpFocus::All => {
+            let (failed, fresh): (Vec<String>, Vec<String>) =
+                unlisted.into_iter().partition(|s| mcp.last_failure(s).is_some());
+            fresh.into_iter().chain(failed).collect()
+        }
         McpFocus::Unrelated => Vec::new(),
     };
     let mut outcomes: HashMap<String, Outcome> = HashMap::new();
     let mut decision = finish.decision;
     let mut notes: Vec<String> = finish.notes.iter().cloned().collect();
     let mut allowed = Vec::new();
-    for (i, server) in wanted.into_iter().enumerate() {
-        if i >= MAX_SERVERS {
+    // Only starts the gate allowed count towards the bound: a server a rule
+    // denies, or the gate refuses, does not use up a place.
+    for server in wanted {
+        if allowed.len() >= MAX_SERVERS {
             outcomes.insert(server, Outcome::OverBound);
             continue;
         }

@@ -4,11 +4,10 @@
 
 use std::path::Path;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::path_glob::PathGlob;
+use super::path_glob::{PathGlob, PathGlobSet};
 use super::workspace;
 use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -44,7 +43,7 @@ impl Tool for FileSearch {
                     "path": {"type": "string", "description": "Folder to search, relative to the workspace root"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Most files to return (default 100)"},
                     "extensions": {"type": "array", "items": {"type": "string"}, "description": "Only these extensions, e.g. [\"rs\", \"md\"]"},
-                    "exclude": {"type": "array", "items": {"type": "string"}, "description": "Globs of paths to skip"}
+                    "exclude": {"type": "array", "items": {"type": "string"}, "description": "Globs of paths to skip, read as query globs are (`node_modules` at any depth, `src/gen` from the root)"}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -86,7 +85,10 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     } else {
         Matcher::Fragment(query.to_lowercase())
     };
-    let exclude = globs(args.exclude.as_deref(), DEFAULT_EXCLUDE)?;
+    let exclude = match &args.exclude {
+        Some(list) => PathGlobSet::new(list, "`exclude`")?,
+        None => PathGlobSet::new(DEFAULT_EXCLUDE, "default exclusions")?,
+    };
     let extensions: Option<Vec<String>> = args
         .extensions
         .as_ref()
@@ -164,24 +166,4 @@ fn rank(m: &Matcher, rel: &str) -> Option<u8> {
             }
         }
     }
-}
-
-fn globs(given: Option<&[String]>, default: &[&str]) -> Result<GlobSet, ToolError> {
-    let mut b = GlobSetBuilder::new();
-    match given {
-        Some(list) => {
-            for g in list {
-                b.add(
-                    Glob::new(g)
-                        .map_err(|e| ToolError::new(format!("`exclude` glob `{g}` is invalid: {e}")))?,
-                );
-            }
-        }
-        None => {
-            for g in default {
-                b.add(Glob::new(g).expect("default globs are valid"));
-            }
-        }
-    }
-    b.build().map_err(|e| ToolError::new(e.to_string()))
 }

@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use globset::{Glob, GlobSetBuilder};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::file_search::DEFAULT_EXCLUDE;
-use super::path_glob::PathGlob;
+use super::path_glob::{PathGlob, PathGlobSet};
 use super::workspace;
 use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -25,10 +24,18 @@ const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1_000;
 /// Most context lines before and after a match.
 const MAX_CONTEXT: usize = 5;
+/// The largest `offset` accepted (no search lists more entries).
+const MAX_OFFSET: u64 = 1_000_000_000;
 /// Characters kept of one line; longer lines are cut with [`CUT_MARKER`].
 const MAX_LINE_CHARS: usize = 500;
 /// Appended to a line cut at [`MAX_LINE_CHARS`].
 const CUT_MARKER: &str = " [line cut]";
+/// Most bytes of JSON one page's entries take: safely under the engine's
+/// result bound (100 KiB by default), as `read`'s window is, so a page is
+/// never cut into a string; the page ends before the entry that would pass
+/// it (a page always holds at least one entry) and `next_offset` goes on
+/// from there.
+const MAX_PAGE_BYTES: usize = 64 << 10;
 /// Entries visited before the walk stops (and the result says `truncated`).
 const MAX_VISITED: usize = 200_000;
 /// Most memory the searcher may use for one line; a file with a longer line
@@ -91,7 +98,7 @@ impl Tool for GrepFiles {
                     "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)"},
                     "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (default 0)"},
                     "output": {"enum": ["matches", "files", "count"], "description": "One entry per match (default) or per file"},
-                    "offset": {"type": "integer", "minimum": 0, "description": "Entries to skip (paging)"},
+                    "offset": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "description": "Entries to skip (paging)"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most entries to return (default 100)"}
                 },
                 "required": ["pattern"],
@@ -154,11 +161,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let offset = args.offset.unwrap_or(0);
 
-    let mut exclude = GlobSetBuilder::new();
-    for g in DEFAULT_EXCLUDE {
-        exclude.add(Glob::new(g).expect("default globs are valid"));
-    }
-    let exclude = exclude.build().map_err(|e| ToolError::new(e.to_string()))?;
+    let exclude = PathGlobSet::new(DEFAULT_EXCLUDE, "default exclusions")?;
 
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -228,8 +231,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
     }
 
     let walk_cut = visited > MAX_VISITED;
-    let next = offset + hits.len();
-    let next_offset = (next < entries).then_some(next);
+    let (kept, mut page_bytes) = (hits.len(), 2usize);
     let content: Vec<Value> = hits
         .into_iter()
         .map(|h| {
@@ -243,7 +245,16 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
             }
             v
         })
-        .collect();
+        .take_while(|v| {
+            let size = v.to_string().len() + 1;
+            let fits = page_bytes == 2 || page_bytes + size <= MAX_PAGE_BYTES;
+            page_bytes += size;
+            fits
+        })
+        .collect::<Vec<Value>>();
+    let bytes_cut = content.len() < kept;
+    let next = offset + content.len();
+    let next_offset = (next < entries).then_some(next);
     Ok(ToolOutput::with_metadata(
         Value::Array(content),
         json!({
@@ -256,6 +267,8 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
             "offset": offset,
             "next_offset": next_offset,
             "truncated": next_offset.is_some() || walk_cut,
+            // Set when the page's size in bytes, not `limit`, ended it.
+            "page_bytes_cut": bytes_cut,
             // Says why when the walk, not the limit, cut the search.
             "walk_stopped_at": walk_cut.then_some(MAX_VISITED),
         }),
@@ -277,7 +290,12 @@ fn build_matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, 
         .line_terminator(Some(b'\n'))
         .ban_byte(Some(0))
         .build(pattern)
-        .map_err(|e| ToolError::new(format!("`pattern` `{pattern}` is not a valid regex: {e}")))
+        .map_err(|e| {
+            // The matcher wraps the pattern (`(?:...)`) before parsing; the
+            // plain parse shows the error at the user's own pattern.
+            let e = regex::Regex::new(pattern).err().map_or_else(|| e.to_string(), |plain| plain.to_string());
+            ToolError::new(format!("`pattern` `{pattern}` is not a valid regex: {e}"))
+        })
 }
 
 /// `bytes` as text without its line terminator, cut at [`MAX_LINE_CHARS`].
@@ -435,6 +453,7 @@ mod tests {
         let e = build_matcher("a(", false).unwrap_err();
         assert!(e.message.contains("`a(`") && e.message.contains("not a valid regex"), "{e}");
         assert!(e.message.contains("unclosed group"), "{e}");
+        assert!(!e.message.contains("(?:"), "the error shows the pattern as given: {e}");
         assert!(build_matcher(r"a\nb", false).is_err());
         assert!(build_matcher("(?i)abc", false).is_ok());
     }

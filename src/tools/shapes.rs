@@ -112,6 +112,7 @@ pub(crate) fn grep_files() -> (Value, Value) {
             "offset": {"type": INT},
             "next_offset": {"type": [INT, "null"], "description": "Pass as offset for the next page; null at the end"},
             "truncated": {"type": "boolean"},
+            "page_bytes_cut": {"type": "boolean", "description": "The page's size in bytes, not limit, ended it"},
             "walk_stopped_at": int_or_null()
         }),
         &[],
@@ -177,14 +178,27 @@ pub(crate) fn tool_search() -> (Value, Value) {
         json!({"name": {"type": "string"}, "description": {"type": "string"}, "why": {"type": "string"}}),
         &[],
     );
+    let unlisted = object(
+        json!({
+            "name": {"type": "string"},
+            "state": {"enum": ["not_started", "refused", "denied", "failed", "over_bound", "timed_out", "started"]},
+            "why": {"type": "string"}
+        }),
+        &[],
+    );
     let result = object(
         json!({
             "tools": {"type": "array", "items": {"$ref": "#/$defs/FoundTool"}},
-            "unavailable": {"type": "array", "items": {"$ref": "#/$defs/UnavailableTool"}}
+            "unavailable": {"type": "array", "items": {"$ref": "#/$defs/UnavailableTool"}},
+            "started_servers": {"type": "array", "items": {"type": "string"},
+                "description": "MCP servers this search started (docs/CATALOG.md)"},
+            "unlisted_servers": {"type": "array", "items": {"$ref": "#/$defs/UnlistedServer"},
+                "description": "Configured MCP servers still not listed, and why"}
         }),
-        &["unavailable"],
+        &["unavailable", "started_servers", "unlisted_servers"],
     );
     let content = json!({"$ref": "#/$defs/ToolSearchResult", "$defs": {
-        "ToolSearchResult": result, "FoundTool": found, "UnavailableTool": unavailable}});
+        "ToolSearchResult": result, "FoundTool": found, "UnavailableTool": unavailable,
+        "UnlistedServer": unlisted}});
     (content, no_metadata())
 }

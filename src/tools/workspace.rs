@@ -577,7 +577,7 @@ fn normalise(path: &Path) -> Option<PathBuf> {
 pub(crate) fn walk(
     root: &Path,
     dir: &Path,
-    exclude: globset::GlobSet,
+    exclude: super::path_glob::PathGlobSet,
     hidden: Vec<PathBuf>,
 ) -> ignore::WalkBuilder {
     let mut builder = ignore::WalkBuilder::new(dir);
@@ -585,7 +585,7 @@ pub(crate) fn walk(
     builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |e| {
         !hidden.iter().any(|h| e.path().starts_with(h))
             && e.file_name() != crate::sandbox::HIDDEN_NAME
-            && !exclude.is_match(relative(&root, e.path()))
+            && !exclude.is_match(&relative(&root, e.path()), e.file_type().is_some_and(|t| t.is_dir()))
     });
     builder
 }

@@ -170,6 +170,47 @@ fn one_search_starts_at_most_three_servers() {
     assert!(left["gone4"].1.contains("/no/such/server4"), "{:?}", left["gone4"]);
 }
 
+/// Servers a rule denies do not use up a search's places, and a server
+/// whose start failed is tried after the others: denied and failing
+/// servers cannot keep a working one from ever starting.
+#[test]
+fn denied_and_failing_servers_do_not_starve_the_others() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let mut policy = Policy::full_access();
+    policy.rules.deny.push(Rule::parse("mcp_connect__d1").unwrap());
+    policy.rules.deny.push(Rule::parse("mcp_connect__d2").unwrap());
+    let mut servers = serde_json::Map::new();
+    for d in ["d1", "d2"] {
+        servers.insert(d.into(), json!({"command": time_server()}));
+    }
+    for i in 1..=3 {
+        servers.insert(format!("gone{i}"), json!({"command": format!("/no/such/server{i}")}));
+    }
+    servers.insert("time".into(), json!({"command": time_server()}));
+    let engine = engine(Value::Object(servers), cache.path(), ws.path(), policy);
+    let (result, _) = program_search(&engine, "mcp");
+    let left = unlisted(&result);
+    let state_of = |left: &std::collections::BTreeMap<String, (String, String)>, s: &str| left[s].0.clone();
+    assert_eq!(state_of(&left, "d1"), "refused", "{result}");
+    assert_eq!(state_of(&left, "d2"), "refused", "{result}");
+    for g in ["gone1", "gone2", "gone3"] {
+        assert_eq!(state_of(&left, g), "failed", "the denied servers took no place: {result}");
+    }
+    assert_eq!(state_of(&left, "time"), "over_bound", "{result}");
+    // The next search tries the server that never failed first.
+    let (result, _) = program_search(&engine, "mcp");
+    assert_eq!(result["started_servers"], json!(["time"]), "{result}");
+    let left = unlisted(&result);
+    assert!(!left.contains_key("time"), "{result}");
+    assert_eq!(state_of(&left, "gone3"), "over_bound", "{result}");
+    // What discovery adds is part of the declared result shape.
+    let envelope = json!({"content": result, "metadata": null, "truncated": null});
+    let wrong = crate::tool_shapes::check(&engine.tool_specs(), "tool_search", &envelope);
+    assert!(wrong.is_empty(), "{wrong:?}");
+    engine.shutdown_mcp_blocking();
+}
+
 #[test]
 fn the_cli_search_finds_a_fresh_servers_tool() {
     let ws = tempfile::tempdir().unwrap();

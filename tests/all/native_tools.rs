@@ -278,3 +278,39 @@ fn file_search_exclude_and_extensions_filter() {
     assert_eq!(r.value[0], json!(["build/out.md", "notes.md", "docs/guide.md"]));
     assert_eq!(r.value[1], json!(["notes.md"]));
 }
+
+#[test]
+fn file_search_exclude_globs_without_a_slash_match_names_at_any_depth() {
+    let ws = workspace();
+    for rel in [
+        "pkg/node_modules/z/nm.rs",
+        "src/deep/mod001.rs",
+        "mod002.rs",
+        "src/keep.rs",
+        "src/gen/g.rs",
+        "x/src/gen/h.rs",
+    ] {
+        let p = ws.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    let r = run_in(
+        &ws,
+        "const nm = await tools.file_search({query: '*.rs', exclude: ['node_modules']}); \
+         const mods = await tools.file_search({query: '*.rs', exclude: ['mod00*']}); \
+         const anchored = await tools.file_search({query: '*.rs', exclude: ['src/gen', 'node_modules']}); \
+         const bad = await tools.file_search({query: 'x', exclude: ['a[']}).catch(e => e.message); \
+         return [nm.content.sort(), mods.content.sort(), anchored.content.sort(), bad];",
+    );
+    assert_eq!(
+        r.value[0],
+        json!(["mod002.rs", "src/deep/mod001.rs", "src/gen/g.rs", "src/keep.rs", "x/src/gen/h.rs"])
+    );
+    assert_eq!(
+        r.value[1],
+        json!(["pkg/node_modules/z/nm.rs", "src/gen/g.rs", "src/keep.rs", "x/src/gen/h.rs"])
+    );
+    // With a slash, anchored at the root: `x/src/gen` stays.
+    assert_eq!(r.value[2], json!(["mod002.rs", "src/deep/mod001.rs", "src/keep.rs", "x/src/gen/h.rs"]));
+    assert!(r.value[3].as_str().unwrap().contains("`a[`"), "{}", r.value[3]);
+}

@@ -367,13 +367,49 @@ fn grep_respects_gitignore_and_the_default_exclusions() {
     assert_eq!(paths, [".env.example", "docs/guide.md"]);
 }
 
+/// A page of long lines stops at a byte budget under the result bound, so
+/// it is never cut into a string, and `next_offset` goes on from the first
+/// match it did not return: a paging loop sees every match once.
+#[test]
+fn grep_pages_stop_at_a_byte_budget_and_lose_no_match() {
+    let f = Fixture::new();
+    let line = format!("TODO {}\n", "x".repeat(495));
+    for i in 0..30 {
+        f.put(&format!("gb/f{i:02}.txt"), line.repeat(100));
+    }
+    let e = f.engine();
+    let r = run(
+        &e,
+        "let seen = new Set(), offset = 0, pages = 0, strings = 0, cut = 0, biggest = 0; \
+         while (offset !== null) { \
+           const r = await tools.grep_files({pattern: 'TODO', path: 'gb', limit: 1000, offset}); pages++; \
+           if (typeof r.content === 'string') { strings++; break; } \
+           biggest = Math.max(biggest, JSON.stringify(r.content).length); \
+           if (r.metadata.page_bytes_cut) cut++; \
+           for (const m of r.content) seen.add(m.path + ':' + m.line); \
+           if (r.metadata.next_offset !== null && r.metadata.next_offset !== offset + r.content.length) throw new Error('gap'); \
+           offset = r.metadata.next_offset; \
+         } \
+         return {n: seen.size, pages, strings, cut, biggest};",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let v = &r.value;
+    assert_eq!(v["strings"], json!(0), "{v}");
+    assert_eq!(v["n"], json!(3000), "{v}");
+    assert!(v["pages"].as_u64().unwrap() > 3 && v["cut"].as_u64().unwrap() >= 3, "{v}");
+    assert!(v["biggest"].as_u64().unwrap() <= 64 << 10, "{v}");
+}
+
 #[test]
 fn grep_refuses_bad_patterns_and_paths_outside_the_workspace() {
     let f = Fixture::new();
     let e = f.engine();
     let m = fails_cleanly(&f, &e, "grep_files", json!({"pattern": "fn (main"}));
     assert!(
-        m.contains("`fn (main`") && m.contains("not a valid regex") && m.contains("unclosed group"),
+        m.contains("`fn (main`")
+            && m.contains("not a valid regex")
+            && m.contains("unclosed group")
+            && !m.contains("(?:"),
         "{m}"
     );
     let m = fails_cleanly(&f, &e, "grep_files", json!({"pattern": "a", "glob": "[z-a]"}));

@@ -12,7 +12,7 @@ use crate::common::{engine_with, workspace};
 
 /// Checks one envelope `{content, metadata, truncated}` of `tool` against
 /// its declared schemas; returns what is wrong, if anything.
-fn check(specs: &[ToolSpec], tool: &str, envelope: &Value) -> Vec<String> {
+pub(crate) fn check(specs: &[ToolSpec], tool: &str, envelope: &Value) -> Vec<String> {
     let spec = specs.iter().find(|s| s.name == tool).unwrap_or_else(|| panic!("no tool {tool}"));
     let mut wrong = Vec::new();
     assert_eq!(envelope["truncated"], Value::Null, "{tool}: a small result is not truncated");
@@ -100,9 +100,13 @@ const lines: number[] = first.truncated === null ? first.content.map((m) => m.li
 const files = await tools.file_search({ query: "*.rs" });
 const found = await tools.tool_search({ query: "search file contents" });
 const names = found.truncated === null ? found.content.tools.map((t) => t.name) : [];
+const unlisted = found.truncated === null ? (found.content.unlisted_servers ?? []).map((s) => `${s.name}:${s.state}`) : [];
+const started: string[] = found.truncated === null ? found.content.started_servers ?? [] : [];
+const viaSearch = await tools.search("search file contents");
+const unseen = viaSearch.truncated === null ? (viaSearch.content.unlisted_servers ?? []).length + (viaSearch.content.started_servers ?? []).length : -1;
 const total: number | null = g.metadata.matches;
 return { keys: Object.keys(parsed).length, perFile, lines, files: files.content, total,
-         grep: names.includes("grep_files"), bytes: files.metadata.returned };
+         grep: names.includes("grep_files"), bytes: files.metadata.returned, unlisted, started, unseen };
 "#;
     // Type-checked as the body of an async function, against the
     // declarations `codemode types` prints.
@@ -131,4 +135,6 @@ return { keys: Object.keys(parsed).length, perFile, lines, files: files.content,
     assert_eq!(v["total"], json!(2));
     assert_eq!(v["grep"], json!(true));
     assert_eq!(v["bytes"], json!(1));
+    // No MCP servers here: discovery's fields are absent (typed optional).
+    assert_eq!((&v["unlisted"], &v["started"], &v["unseen"]), (&json!([]), &json!([]), &json!(0)));
 }

@@ -296,6 +296,21 @@ declare class ToolError extends Error {
   readonly seq: number | null;
 }
 
+/** What `tools.search` finds (the tool_search tool's result). */
+interface ToolSearchFound {
+  tools: ToolDescription[];
+  /** Matching tools this caller may not call, and why. */
+  unavailable?: { name: string; description: string; why: string }[];
+  /** MCP servers this search started. */
+  started_servers?: string[];
+  /** Configured MCP servers still not listed (their tools unseen), and why. */
+  unlisted_servers?: {
+    name: string;
+    state: "not_started" | "refused" | "denied" | "failed" | "over_bound" | "timed_out" | "started";
+    why: string;
+  }[];
+}
+
 /** A tool as `tools.search` describes it; call it by `name`. */
 interface ToolDescription {
   name: string;
@@ -314,7 +329,7 @@ const CALL: &str = r#"  /** Calls a tool by its exact name: `tools.call("read", 
   /** Tools not declared here (deferred tools found with tool_search) are called by name too. */
   call<N extends string>(name: N & (N extends ToolName ? never : unknown), args?: Record<string, unknown>): Promise<ToolResult>;
   /** Finds tools, listed or not, by what they do (the tool_search tool): ranked words (bm25, default) or a regex over names, descriptions and parameters. */
-  search(query: string, options?: { mode?: "bm25" | "regex"; limit?: number }): Promise<ToolResult<{ tools: ToolDescription[] }>>;
+  search(query: string, options?: { mode?: "bm25" | "regex"; limit?: number }): Promise<ToolResult<ToolSearchFound>>;
 "#;
 
 #[cfg(test)]
