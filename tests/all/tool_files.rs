@@ -156,7 +156,7 @@ fn grep_returns_path_line_and_text_of_each_match() {
     );
     assert_eq!(
         metadata(&out),
-        &json!({"output": "matches", "returned": 3, "matches": 3, "files": 3, "offset": 0, "next_offset": null, "truncated": false, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 3, "matches": 3, "files": 3, "offset": 0, "next_offset": null, "truncated": false, "page_bytes_cut": false, "walk_stopped_at": null})
     );
 
     let ci = e.call_blocking("grep_files", &json!({"pattern": "NEEDLE\\s*=", "case_insensitive": true}));
@@ -165,7 +165,7 @@ fn grep_returns_path_line_and_text_of_each_match() {
     assert_eq!(content(&cs), &json!([]));
     assert_eq!(
         metadata(&cs),
-        &json!({"output": "matches", "returned": 0, "matches": 0, "files": 0, "offset": 0, "next_offset": null, "truncated": false, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 0, "matches": 0, "files": 0, "offset": 0, "next_offset": null, "truncated": false, "page_bytes_cut": false, "walk_stopped_at": null})
     );
 
     // `glob` filters by name anywhere, or by path when it has a `/`.
@@ -197,20 +197,20 @@ fn grep_stops_at_the_limit_counts_every_match_and_says_truncated_only_when_more_
     assert_eq!(hits[9], json!({"path": "many.txt", "line": 10, "text": "hit 10"}));
     assert_eq!(
         metadata(&out),
-        &json!({"output": "matches", "returned": 10, "matches": 32, "files": 2, "offset": 0, "next_offset": 10, "truncated": true, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 10, "matches": 32, "files": 2, "offset": 0, "next_offset": 10, "truncated": true, "page_bytes_cut": false, "walk_stopped_at": null})
     );
 
     // Exactly as many matches as the limit: not truncated.
     let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 32}));
     assert_eq!(
         metadata(&out),
-        &json!({"output": "matches", "returned": 32, "matches": 32, "files": 2, "offset": 0, "next_offset": null, "truncated": false, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 32, "matches": 32, "files": 2, "offset": 0, "next_offset": null, "truncated": false, "page_bytes_cut": false, "walk_stopped_at": null})
     );
     // One more match in the next file: truncated.
     let out = e.call_blocking("grep_files", &json!({"pattern": "^hit", "limit": 31}));
     assert_eq!(
         metadata(&out),
-        &json!({"output": "matches", "returned": 31, "matches": 32, "files": 2, "offset": 0, "next_offset": 31, "truncated": true, "walk_stopped_at": null})
+        &json!({"output": "matches", "returned": 31, "matches": 32, "files": 2, "offset": 0, "next_offset": 31, "truncated": true, "page_bytes_cut": false, "walk_stopped_at": null})
     );
 
     // The default limit is 100; the most is 1000 (the schema refuses more).
