@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -53,9 +54,12 @@ pub struct ApprovalRequest {
 /// it let them run, as tool and subject. A prompt's `a` for a tool that
 /// starts programs (`bash`, `mcp_connect__<server>`) holds only while the
 /// run has made no such call but the granted one: what a program writes
-/// must not change what an allowed command runs.
+/// must not change what an allowed command runs. Nothing is noted until
+/// the run's first question to an approver (only calls after a question
+/// can end its grant), so runs that ask nobody pay one atomic load per
+/// call.
 #[derive(Clone, Default)]
-pub struct RunChanges(Arc<Mutex<Vec<ChangingCall>>>);
+pub struct RunChanges(Arc<(AtomicBool, Mutex<Vec<ChangingCall>>)>);
 
 /// A call that may have changed files: its tool and subject.
 type ChangingCall = (String, Option<String>);
@@ -63,19 +67,27 @@ type ChangingCall = (String, Option<String>);
 impl RunChanges {
     /// Notes that a call of `tool` on `subject` that may change files runs.
     pub(crate) fn record(&self, tool: &str, subject: Option<&str>) {
-        let mut calls = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !self.watching() {
+            return;
+        }
+        let mut calls = self.0.1.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         calls.push((tool.to_owned(), subject.map(str::to_owned)));
+    }
+
+    /// Whether calls are noted: once an approver was asked in this run.
+    pub(crate) fn watching(&self) -> bool {
+        self.0.0.load(Ordering::Acquire)
     }
 
     /// How many calls have been noted.
     pub(crate) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+        self.0.1.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
     /// Whether every call noted from position `from` on is a call of
     /// `tool` on `subject`.
     pub(crate) fn only_since(&self, from: usize, tool: &str, subject: Option<&str>) -> bool {
-        let calls = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let calls = self.0.1.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         calls.iter().skip(from).all(|(t, s)| t == tool && s.as_deref() == subject)
     }
 }
@@ -105,6 +117,7 @@ pub struct RunGrantScope {
 impl RunGrantScope {
     /// The scope of a call asked about now in a run with `changes`.
     pub fn now(changes: &RunChanges) -> RunGrantScope {
+        changes.0.0.store(true, Ordering::Release);
         RunGrantScope { changes: changes.clone(), seen: changes.len() }
     }
 }
