@@ -15,6 +15,9 @@
 //   host(2, "now", "")      -> number        the clock, ms since the epoch (journaled)
 //   host(2, "seed", "")     -> "a,b,c,d"     Math.random's seed (journaled)
 //
+// The tool name goes to the host as it is: the host replaces lone
+// surrogates with U+FFFD, as String.prototype.toWellFormed would.
+//
 // Every built-in the prelude uses is captured here, before any program runs,
 // so a program that replaces `Map.prototype.set`, `Promise.resolve`,
 // `String.prototype.slice` or a global constructor cannot break tools.call
@@ -127,7 +130,7 @@
     } catch (e) {
       return rejected(e);
     }
-    const r = host(0, toText(name), json);
+    const r = host(0, name, json);
     if (typeof r === "number") {
       return new P((resolve, reject) => {
         pending[r] = [resolve, reject];
@@ -177,11 +180,12 @@
     }
     return call("tool_search", args);
   }
-  const base = freeze({ call, search });
-  const tools = new Proxy(base, {
+  // `tools` is a frozen plain object holding `call` and `search`, whose
+  // prototype is a proxy that makes `tools.<name>`: `tools.call` is an
+  // ordinary property read, and only sugar goes through the proxy.
+  const sugarProxy = new Proxy(create(objectProto), {
     get(target, key) {
       if (typeof key !== "string") return undefined;
-      if (hasOwn(target, key)) return target[key];
       if (key === "then" || key === "toJSON") return undefined;
       if (key in objectProto) return objectProto[key];
       let f = sugar[key];
@@ -196,6 +200,10 @@
     deleteProperty() { return false; },
     setPrototypeOf() { return false; },
   });
+  const tools = freeze(create(sugarProxy, {
+    call: { value: call, enumerable: true },
+    search: { value: search, enumerable: true },
+  }));
 
   function messageOf(e) {
     try {

@@ -32,7 +32,8 @@ const CODEMODE: &str = "codemode";
 pub(crate) struct CallQuestions {
     records: Mutex<Vec<ElicitationRecord>>,
     asking: Mutex<Asking>,
-    changed: tokio::sync::watch::Sender<()>,
+    /// Made when first needed (most calls never wait with questions).
+    changed: std::sync::OnceLock<tokio::sync::watch::Sender<()>>,
 }
 
 #[derive(Debug, Default)]
@@ -50,7 +51,7 @@ impl Default for CallQuestions {
         CallQuestions {
             records: Mutex::default(),
             asking: Mutex::default(),
-            changed: tokio::sync::watch::Sender::new(()),
+            changed: std::sync::OnceLock::new(),
         }
     }
 }
@@ -72,7 +73,9 @@ impl CallQuestions {
         }
         a.depth += 1;
         drop(a);
-        self.changed.send_replace(());
+        if let Some(changed) = self.changed.get() {
+            changed.send_replace(());
+        }
     }
 
     fn stop_asking(&self) {
@@ -84,7 +87,9 @@ impl CallQuestions {
             a.total += since.elapsed();
         }
         drop(a);
-        self.changed.send_replace(());
+        if let Some(changed) = self.changed.get() {
+            changed.send_replace(());
+        }
     }
 
     /// When a call started at `start` with `timeout` times out, given the
@@ -102,7 +107,7 @@ impl CallQuestions {
         future: &mut F,
     ) -> Result<F::Output, ()> {
         let start = Instant::now();
-        let mut changed = self.changed.subscribe();
+        let mut changed = self.changed.get_or_init(|| tokio::sync::watch::Sender::new(())).subscribe();
         loop {
             let deadline = self.deadline(start, timeout);
             let sleep = async {

@@ -2,8 +2,10 @@
 //!
 //! The prelude receives it as an argument and never puts it on globalThis.
 //! `host(0, name, argsJson)` starts a call through the dispatcher;
-//! `host(1, level, text)` records a console line. See js-prelude/prelude.js
-//! for the return protocol.
+//! `host(1, level, text)` records a console line; `host(2, what)` reads the
+//! journaled clock or seed. See js-prelude/prelude.js for the return
+//! protocol. Also here: the accessors that make the typed arrays on first
+//! use ([`lazy_typed_arrays`]).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -49,6 +51,10 @@ pub(crate) struct HostState {
     /// Set once a resumed run went past its journal: a call was gated or
     /// started live. Until then, a resume that stops leaves the run paused.
     pub live: std::cell::Cell<bool>,
+    /// Whether the program's first use of a typed array made them (`None`
+    /// until then; `Some(false)` when they could not be installed, see
+    /// [`lazy_typed_arrays`]).
+    pub typed_arrays: std::cell::Cell<Option<bool>>,
 }
 
 /// Calls that did not answer at once: running on the tool runtime, or
@@ -181,7 +187,7 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
                 // the VM, so each call of a loop that catches the refusals
                 // costs next to nothing until the interrupt check stops it.
                 0 if let Some(why) = stopping(&state.clock) => Err(uncatchable(&ctx, why)),
-                0 => call(&ctx, &state, &a.to_string()?, &b.to_string()?),
+                0 => call(&ctx, &state, &well_formed(&a)?, &b.to_string()?),
                 1 => {
                     state.ledger.borrow_mut().log(&a.to_string()?, &b.to_string()?);
                     Ok(Value::new_undefined(ctx))
@@ -191,6 +197,206 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
             }
         },
     )
+}
+
+/// The globals QuickJS's typed array intrinsic defines (a unit test checks
+/// the list against QuickJS).
+pub(crate) const TYPED_ARRAY_GLOBALS: [&str; 16] = [
+    "ArrayBuffer",
+    "SharedArrayBuffer",
+    "Uint8ClampedArray",
+    "Int8Array",
+    "Uint8Array",
+    "Int16Array",
+    "Uint16Array",
+    "Int32Array",
+    "Uint32Array",
+    "BigInt64Array",
+    "BigUint64Array",
+    "Float16Array",
+    "Float32Array",
+    "Float64Array",
+    "DataView",
+    "Atomics",
+];
+
+/// Makes the typed arrays (`ArrayBuffer`, the typed array constructors,
+/// `DataView`, `Atomics`) on the program's first use: making them with the
+/// context cost about a tenth of a VM's start (and 13 KiB of its memory),
+/// and few programs use them. Until then each of their globals is an
+/// accessor (configurable, not enumerable; one host function serves as
+/// its getter and setter); the first read or write of any of them adds
+/// QuickJS's typed array intrinsic, whose globals replace the accessors
+/// with the usual data properties, so the program sees the same
+/// constructors, prototypes and behaviour as with eager ones. A program
+/// that froze or sealed globalThis first cannot have them installed: the
+/// access throws a TypeError that says so.
+pub(crate) fn lazy_typed_arrays<'js>(ctx: &Ctx<'js>, state: &Rc<HostState>) -> rquickjs::Result<()> {
+    let global = ctx.globals();
+    let raw_ctx = ctx.as_raw().as_ptr();
+    for name in TYPED_ARRAY_GLOBALS {
+        let state = state.clone();
+        let accessor = Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'js>,
+                  value: rquickjs::function::Opt<Value<'js>>|
+                  -> rquickjs::Result<Value<'js>> {
+                typed_array_global(&ctx, &state, name, value.0)
+            },
+        )?;
+        // SAFETY: `raw_ctx` is this live context; the atom is made from
+        // `name`'s bytes and freed after use; JS_DefinePropertyGetSet takes
+        // (and frees) one reference to the getter and one to the setter,
+        // which the two JS_DupValue calls provide (`accessor` keeps its own).
+        #[allow(unsafe_code)]
+        let status = unsafe {
+            let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, name.as_ptr().cast(), name.len() as _);
+            let f = accessor.as_raw();
+            let status = rquickjs::qjs::JS_DefinePropertyGetSet(
+                raw_ctx,
+                global.as_raw(),
+                atom,
+                rquickjs::qjs::JS_DupValue(raw_ctx, f),
+                rquickjs::qjs::JS_DupValue(raw_ctx, f),
+                rquickjs::qjs::JS_PROP_CONFIGURABLE as _,
+            );
+            rquickjs::qjs::JS_FreeAtom(raw_ctx, atom);
+            status
+        };
+        if status < 0 {
+            return Err(rquickjs::Error::Exception);
+        }
+    }
+    Ok(())
+}
+
+/// The accessor of typed array global `name`: a read (`value` `None`) or a
+/// write of it, after the typed arrays were made.
+fn typed_array_global<'js>(
+    ctx: &Ctx<'js>,
+    state: &HostState,
+    name: &str,
+    value: Option<Value<'js>>,
+) -> rquickjs::Result<Value<'js>> {
+    // Only the first access makes them: once made, an accessor is called
+    // again only if its global could not be replaced.
+    let made = match state.typed_arrays.get() {
+        Some(_) => false,
+        None => {
+            // Marked first: the intrinsic reads `Uint8Array` back from
+            // globalThis, which would call an accessor left in place.
+            state.typed_arrays.set(Some(true));
+            let made = remove_typed_array_accessors(ctx) && add_typed_arrays(ctx, name);
+            state.typed_arrays.set(Some(made));
+            made
+        }
+    };
+    if !made {
+        return Err(rquickjs::Exception::throw_type(
+            ctx,
+            &format!(
+                "{name} is not available: globalThis was frozen, sealed or made non-extensible before the program first used a typed array"
+            ),
+        ));
+    }
+    // The intrinsic defined the global as a data property.
+    let global = ctx.globals();
+    match value {
+        None => global.get(name),
+        Some(v) => {
+            global.set(name, v)?;
+            Ok(Value::new_undefined(ctx.clone()))
+        }
+    }
+}
+
+/// Deletes every typed array accessor from globalThis; false when one
+/// could not be deleted (the program froze or sealed globalThis). QuickJS
+/// aborts the process if the intrinsic meets an existing `Atomics`, so
+/// none may be left when it runs.
+fn remove_typed_array_accessors(ctx: &Ctx<'_>) -> bool {
+    let raw_ctx = ctx.as_raw().as_ptr();
+    let global = ctx.globals();
+    TYPED_ARRAY_GLOBALS.iter().all(|name| {
+        // SAFETY: `raw_ctx` is this live context; the atom is made from
+        // `name`'s bytes and freed after use. JS_DeleteProperty returns 1
+        // when the property is gone (or was never there).
+        #[allow(unsafe_code)]
+        unsafe {
+            let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, name.as_ptr().cast(), name.len() as _);
+            let deleted = rquickjs::qjs::JS_DeleteProperty(raw_ctx, global.as_raw(), atom, 0);
+            rquickjs::qjs::JS_FreeAtom(raw_ctx, atom);
+            deleted == 1
+        }
+    })
+}
+
+/// Adds QuickJS's typed array intrinsic to `ctx`; false when it failed or
+/// could not define the global `name` (globalThis made non-extensible).
+fn add_typed_arrays(ctx: &Ctx<'_>, name: &str) -> bool {
+    // SAFETY: `ctx` is this VM's live context, used on the thread that
+    // owns it; JS_AddIntrinsicTypedArrays only creates the typed array
+    // classes, prototypes and globals in it (what `Context::custom` does
+    // when asked for them). Its caller runs it at most once per context,
+    // after removing the accessors (see remove_typed_array_accessors).
+    #[allow(unsafe_code)]
+    let status = unsafe { rquickjs::qjs::JS_AddIntrinsicTypedArrays(ctx.as_raw().as_ptr()) };
+    if status < 0 {
+        // The reason (out of memory, say) is replaced by the caller's.
+        drop(ctx.catch());
+        return false;
+    }
+    ctx.globals().contains_key(name).unwrap_or(false)
+}
+
+/// `s` as text, each lone surrogate replaced by U+FFFD, as
+/// `String.prototype.toWellFormed` does. QuickJS hands a lone surrogate
+/// out as its 3-byte generalized UTF-8 form (WTF-8), which is not UTF-8.
+fn well_formed(s: &rquickjs::String<'_>) -> rquickjs::Result<String> {
+    match s.to_string() {
+        Err(rquickjs::Error::Utf8(_)) => {}
+        other => return other,
+    }
+    let ctx = s.ctx().as_raw().as_ptr();
+    let mut len = 0usize;
+    // SAFETY: `s` is a live string of this context; the C string QuickJS
+    // returns is `len` bytes long and stays valid until it is freed below.
+    #[allow(unsafe_code)]
+    unsafe {
+        let ptr = rquickjs::qjs::JS_ToCStringLen(ctx, &mut len, s.as_raw());
+        if ptr.is_null() {
+            return Err(rquickjs::Error::Exception);
+        }
+        let text = wtf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len));
+        rquickjs::qjs::JS_FreeCString(ctx, ptr);
+        Ok(text)
+    }
+}
+
+/// Decodes WTF-8 `bytes`, each encoded lone surrogate (`ED A0..BF 80..BF`)
+/// becoming one U+FFFD (any other invalid sequence, which QuickJS does not
+/// make, becomes U+FFFD per the UTF-8 decoder's error length).
+fn wtf8_lossy(mut bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(rest) => {
+                out.push_str(rest);
+                return out;
+            }
+            Err(e) => {
+                let (good, rest) = bytes.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                out.push('\u{FFFD}');
+                let surrogate = rest.len() >= 3
+                    && rest[0] == 0xED
+                    && (0xA0..=0xBF).contains(&rest[1])
+                    && (0x80..=0xBF).contains(&rest[2]);
+                let skip = if surrogate { 3 } else { e.error_len().unwrap_or(rest.len()) };
+                bytes = &rest[skip..];
+            }
+        }
+    }
 }
 
 /// `host(2, "now")`: the clock for `Date`; `host(2, "seed")`: the seed of
@@ -408,4 +614,41 @@ fn error_value<'js>(ctx: &Ctx<'js>, payload: &str) -> rquickjs::Result<Value<'js
     let one = rquickjs::Array::new(ctx.clone())?;
     one.set(0, rquickjs::String::from_str(ctx.clone(), payload)?)?;
     Ok(one.into_value())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wtf8_lossy;
+
+    /// The globals made lazily are exactly those QuickJS's typed array
+    /// intrinsic adds.
+    #[test]
+    fn every_typed_array_global_is_listed() {
+        use rquickjs::context::intrinsic::{Eval, TypedArrays};
+        let names = |with: bool| -> Vec<String> {
+            let rt = rquickjs::Runtime::new().unwrap();
+            let ctx = if with {
+                rquickjs::Context::custom::<(Eval, TypedArrays)>(&rt).unwrap()
+            } else {
+                rquickjs::Context::custom::<(Eval,)>(&rt).unwrap()
+            };
+            ctx.with(|ctx| ctx.eval::<Vec<String>, _>("Object.getOwnPropertyNames(globalThis)").unwrap())
+        };
+        let without = names(false);
+        let mut added: Vec<String> = names(true).into_iter().filter(|n| !without.contains(n)).collect();
+        added.sort();
+        let mut listed: Vec<String> = super::TYPED_ARRAY_GLOBALS.iter().map(|s| s.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, added);
+    }
+
+    #[test]
+    fn lone_surrogates_become_one_replacement_character_each() {
+        assert_eq!(wtf8_lossy(b"plain"), "plain");
+        assert_eq!(wtf8_lossy(b"a\xED\xA0\x80b"), "a\u{FFFD}b");
+        assert_eq!(wtf8_lossy(b"\xED\xBF\xBF\xED\xA0\x80"), "\u{FFFD}\u{FFFD}");
+        assert_eq!(wtf8_lossy("é\u{1F600}".as_bytes()), "é\u{1F600}");
+        assert_eq!(wtf8_lossy(b"x\xFFy"), "x\u{FFFD}y");
+        assert_eq!(wtf8_lossy(b"x\xED"), "x\u{FFFD}");
+    }
 }

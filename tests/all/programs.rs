@@ -89,6 +89,110 @@ fn tools_is_frozen_and_touching_it_makes_no_call() {
 }
 
 #[test]
+fn the_tools_object_keeps_its_shape_and_sugar_still_calls() {
+    let r = run("const e = await tools.echo({a: 1}); \
+         return [Object.keys(tools), tools instanceof Object, 'call' in tools, 'read' in tools, \
+                 typeof tools.search, typeof tools.anything, e.content.a, Object.getOwnPropertyNames(tools)];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value,
+        json!([["call", "search"], true, true, false, "function", "function", 1, ["call", "search"]])
+    );
+    assert_eq!(r.calls.len(), 1);
+}
+
+/// Typed arrays are made on first use (sandbox.rs): a program sees the same
+/// built-ins, prototypes and property attributes as when they were eager.
+#[test]
+fn typed_arrays_are_the_usual_built_ins_on_first_use() {
+    let r = run("const before = Object.getOwnPropertyDescriptor(globalThis, 'Uint8Array'); \
+         const u = new Uint8Array([1, 2, 300]); \
+         const d = Object.getOwnPropertyDescriptor(globalThis, 'Uint8Array'); \
+         const view = new DataView(new ArrayBuffer(8)); view.setFloat64(0, 1.5); \
+         const big = new BigInt64Array(1); big[0] = 5n; \
+         const i32 = new Int32Array(new SharedArrayBuffer(8)); Atomics.add(i32, 0, 7); \
+         return [typeof before.get, before.get === before.set, Array.from(u), d.writable, d.enumerable, d.configurable, typeof d.value, \
+                 view.getFloat64(0), String(big[0]), i32[0], \
+                 Object.getPrototypeOf(Int8Array) === Object.getPrototypeOf(Float32Array), \
+                 Float16Array.BYTES_PER_ELEMENT, u instanceof Uint8Array, \
+                 Object.prototype.toString.call(new Uint8ClampedArray(1)), \
+                 ArrayBuffer.isView(u), typeof Uint16Array, typeof Uint32Array, typeof Int16Array, \
+                 typeof Float64Array, typeof BigUint64Array];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value,
+        json!([
+            "function",
+            true,
+            [1, 2, 44],
+            true,
+            false,
+            true,
+            "function",
+            1.5,
+            "5",
+            7,
+            true,
+            2,
+            true,
+            "[object Uint8ClampedArray]",
+            true,
+            "function",
+            "function",
+            "function",
+            "function",
+            "function"
+        ])
+    );
+}
+
+#[test]
+fn a_typed_array_global_can_be_assigned_or_shadowed_before_first_use() {
+    let r = run("globalThis.Float32Array = 5; const a = Float32Array; \
+         const Uint8Array = 'mine'; \
+         return [a, Uint8Array, typeof Int8Array, Object.getOwnPropertyDescriptor(globalThis, 'Float32Array').value, \
+                 'DataView' in globalThis, Object.getPrototypeOf(globalThis) === Object.prototype, \
+                 globalThis instanceof Object, typeof globalThis.hasOwnProperty, typeof notAGlobal];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!([5, "mine", "function", 5, true, true, true, "function", "undefined"]));
+    // Atomics first (QuickJS defines it lazily, so its accessor must be
+    // gone before the others are made), and a deleted accessor.
+    let r =
+        run("delete globalThis.DataView; return [typeof Atomics.add, typeof DataView, typeof Uint8Array];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(["function", "function", "function"]));
+    // Without a use, nothing is made and other lookups are untouched.
+    let r =
+        run("let e; try { missing; } catch (x) { e = x.name; } return [e, String(globalThis).length > 0];");
+    assert_eq!(r.value, json!(["ReferenceError", true]));
+}
+
+#[test]
+fn a_program_that_froze_globalthis_is_told_why_typed_arrays_are_missing() {
+    let r = run("Object.freeze(globalThis); return new Uint8Array(2);");
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert!(e.message.contains("Uint8Array is not available: globalThis was frozen"), "{}", e.message);
+    let r = run("Object.preventExtensions(globalThis); return typeof DataView;");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(r.error.unwrap().message.contains("DataView is not available"));
+    // Used before the freeze, they stay.
+    let r = run(
+        "const n = new Uint8Array(2).length; Object.freeze(globalThis); return [n, new Int8Array(3).length];",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!([2, 3]));
+}
+
+#[test]
+fn a_tool_name_with_a_lone_surrogate_reaches_the_gate_as_well_formed_text() {
+    let r = run("try { await tools.call('ech\\ud800o', {}); } catch (e) { return [e.kind, e.tool]; }");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(["refused", "ech\u{FFFD}o"]));
+    assert_eq!(r.calls[0].tool, "ech\u{FFFD}o");
+}
+
+#[test]
 fn no_raw_host_hooks_and_no_ambient_capabilities() {
     let r = run(
         "const names = Object.getOwnPropertyNames(globalThis).filter(n => /host|codemode|__/i.test(n)); \

@@ -334,8 +334,11 @@ fn progress_comes_per_finished_call_and_stops_before_the_result() {
     assert_eq!(r["result"]["structuredContent"]["value"], 3);
     assert!(!progress.is_empty(), "at least one progress notification");
     assert!(progress.iter().all(|p| p["progressToken"] == "p1"));
-    assert!(progress[0]["message"].as_str().unwrap().starts_with("call 1 read"), "{progress:?}");
     let counts: Vec<f64> = progress.iter().map(|p| p["progress"].as_f64().unwrap()).collect();
+    // Coalesced: the first may already name a later call when calls end
+    // within one interval.
+    let first = format!("call {} read", counts[0]);
+    assert!(progress[0]["message"].as_str().unwrap().starts_with(&first), "{progress:?}");
     assert!(counts.windows(2).all(|w| w[0] < w[1]) && *counts.last().unwrap() <= 3.0, "{counts:?}");
     // Nothing after the result.
     s.request("ping", json!({}));
