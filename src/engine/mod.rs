@@ -627,6 +627,24 @@ impl Engine {
         )
     }
 
+    /// [`Engine::save_receipt`], without syncing the file when the run has
+    /// a journal (the durable record of the run: the receipt file is then
+    /// a copy a machine crash may lose); with the journal off it is synced
+    /// as `save_receipt` does. For server mode, which writes the file after
+    /// its answer.
+    ///
+    /// # Errors
+    /// As [`Engine::save_receipt`].
+    pub(crate) fn save_receipt_copy(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
+        crate::receipt::spill::write_file_as(
+            &self.receipt_area(receipt),
+            "receipt",
+            "json",
+            receipt.to_json_pretty().as_bytes(),
+            self.journal_store().is_none(),
+        )
+    }
+
     /// The absolute path [`Engine::save_receipt`] will save `receipt` at,
     /// its folder checked the same way but neither made nor written: a
     /// server answers naming the path and saves the file after it answered

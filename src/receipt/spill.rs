@@ -375,11 +375,26 @@ pub(crate) fn file_path(area: &SpillArea, stem: &str, ext: &str) -> std::io::Res
 /// Writes `<area>/<stem>.<ext>` atomically, within the area's confinement
 /// but outside its budget (for the run's own receipt).
 pub(crate) fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    write_file_as(area, stem, ext, bytes, true)
+}
+
+/// [`write_file`], its data synced before the rename when `sync` (else a
+/// machine crash soon after may leave the file missing or empty; readers
+/// never see a part of it either way).
+pub(crate) fn write_file_as(
+    area: &SpillArea,
+    stem: &str,
+    ext: &str,
+    bytes: &[u8],
+    sync: bool,
+) -> std::io::Result<PathBuf> {
     let dir = make_run_dir(&area.dir, area.confine.as_deref())?;
     let path = dir.join(format!("{stem}.{ext}"));
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_data()?;
+    if sync {
+        tmp.as_file().sync_data()?;
+    }
     tmp.persist(&path).map_err(|e| e.error)?;
     Ok(std::path::absolute(&path).unwrap_or(path))
 }

@@ -50,15 +50,16 @@ impl Place {
     }
 }
 
-/// Saves `receipt` with `engine` ([`crate::Engine::save_receipt`], at
-/// `path`) on a blocking thread; returns once the write is under way (at
+/// Saves `receipt` with `engine` ([`crate::Engine::save_receipt_copy`]:
+/// synced only when the journal is off, the journal being the run's
+/// durable record; at `path`) on a blocking thread; returns once the write is under way (at
 /// once, unless [`AT_ONCE`] writes are). A write that fails is said on
 /// stderr (the answer already named the path).
 pub(crate) async fn write_later(engine: crate::Engine, receipt: Receipt, path: PathBuf) {
     let Ok(permit) = WRITING.acquire().await else { return };
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        if let Err(e) = engine.save_receipt(&receipt) {
+        if let Err(e) = engine.save_receipt_copy(&receipt) {
             eprintln!(
                 "codemode: warning: the receipt of run {} could not be written to {}: {e}",
                 receipt.run_id,
