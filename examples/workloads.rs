@@ -499,7 +499,7 @@ impl ServeChild {
             if message.get("id") == Some(&json!(id)) {
                 match message.get("result") {
                     Some(result) => return result.clone(),
-                    None => die(format!("W7: `{method}` was refused: {message}")),
+                    None => self.fail(format!("W7: `{method}` was refused: {message}")),
                 }
             }
             // A notification or a server request: not the answer.
@@ -512,19 +512,29 @@ impl ServeChild {
         let mut line = serde_json::to_vec(message).expect("a JSON value serialises");
         line.push(b'\n');
         if let Err(e) = stdin.write_all(&line).and_then(|()| stdin.flush()) {
-            die(format!("W7: could not write to codemode mcp serve: {e}"));
+            self.fail(format!("W7: could not write to codemode mcp serve: {e}"));
         }
     }
 
     fn read_line(&mut self) -> Value {
         use std::io::BufRead as _;
         let mut line = String::new();
-        match self.stdout.read_line(&mut line) {
-            Ok(0) => die("W7: codemode mcp serve closed its stdout"),
-            Ok(_) => serde_json::from_str(&line)
-                .unwrap_or_else(|e| die(format!("W7: not a JSON-RPC line ({e}): {line:.200}"))),
-            Err(e) => die(format!("W7: could not read from codemode mcp serve: {e}")),
+        let read = self.stdout.read_line(&mut line);
+        match read {
+            Ok(0) => self.fail("W7: codemode mcp serve closed its stdout"),
+            Ok(_) => match serde_json::from_str(&line) {
+                Ok(message) => message,
+                Err(e) => self.fail(format!("W7: not a JSON-RPC line ({e}): {line:.200}")),
+            },
+            Err(e) => self.fail(format!("W7: could not read from codemode mcp serve: {e}")),
         }
+    }
+
+    /// Kills the child, waits for it, and exits 1 with `message`.
+    fn fail(&mut self, message: impl std::fmt::Display) -> ! {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        die(message)
     }
 }
 
@@ -599,7 +609,7 @@ fn run_w7() {
         let status = facts.and_then(|f| f.get("status")).and_then(Value::as_str);
         let value = facts.and_then(|f| f.get("value"));
         if status != Some("completed") || value != Some(&json!(1)) {
-            die(format!(
+            serve.fail(format!(
                 "W7: call {i} answered status {status:?}, value {value:?}, not completed and 1: {result}"
             ));
         }
