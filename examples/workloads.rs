@@ -55,7 +55,7 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 6] = ["W1", "W2", "W3", "W4", "W5", "W2_journal"];
+const WORKLOADS: [&str; 7] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W7"];
 
 /// `echo`: returns its arguments object as content.
 struct Echo;
@@ -444,7 +444,9 @@ fn main() -> ExitCode {
         None => WORKLOADS.to_vec(),
         Some(w) if WORKLOADS.contains(&w) => vec![w],
         Some(other) => {
-            eprintln!("workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal]");
+            eprintln!(
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W7]"
+            );
             return ExitCode::from(2);
         }
     };
@@ -459,8 +461,176 @@ fn main() -> ExitCode {
             "W3" => run_w3(&engine, &rt),
             "W4" => run_w4(&engine, &rt),
             "W5" => run_w5_in_child(),
+            "W7" => run_w7(),
             _ => unreachable!("checked above"),
         }
     }
     ExitCode::SUCCESS
+}
+
+/// W7: warm-up round trips, then timed ones.
+const W7_WARMUP: usize = 20;
+const W7_SAMPLES: usize = 300;
+/// W7: the binary to serve instead of the `codemode` next to this example
+/// (to compare builds with the same runner).
+const W7_BIN_ENV: &str = "CODEMODE_W7_BIN";
+/// W7: extra `codemode mcp serve` arguments, split on spaces (e.g.
+/// `--journal off --approve deny`); the `system` string names them.
+const W7_ARGS_ENV: &str = "CODEMODE_W7_ARGS";
+
+/// `codemode mcp serve` as a child process speaking JSON-RPC lines over its
+/// stdin and stdout. Dropping it ends the child (stdin closed, then waited
+/// for; killed if it does not end within 10 s).
+struct ServeChild {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl ServeChild {
+    /// Sends `method` with `params` and returns the answer's `result`.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let message = self.read_line();
+            if message.get("id") == Some(&json!(id)) {
+                match message.get("result") {
+                    Some(result) => return result.clone(),
+                    None => self.fail(format!("W7: `{method}` was refused: {message}")),
+                }
+            }
+            // A notification or a server request: not the answer.
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        use std::io::Write as _;
+        let stdin = self.stdin.as_mut().expect("stdin is open until drop");
+        let mut line = serde_json::to_vec(message).expect("a JSON value serialises");
+        line.push(b'\n');
+        if let Err(e) = stdin.write_all(&line).and_then(|()| stdin.flush()) {
+            self.fail(format!("W7: could not write to codemode mcp serve: {e}"));
+        }
+    }
+
+    fn read_line(&mut self) -> Value {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        let read = self.stdout.read_line(&mut line);
+        match read {
+            Ok(0) => self.fail("W7: codemode mcp serve closed its stdout"),
+            Ok(_) => match serde_json::from_str(&line) {
+                Ok(message) => message,
+                Err(e) => self.fail(format!("W7: not a JSON-RPC line ({e}): {line:.200}")),
+            },
+            Err(e) => self.fail(format!("W7: could not read from codemode mcp serve: {e}")),
+        }
+    }
+
+    /// Kills the child, waits for it, and exits 1 with `message`.
+    fn fail(&mut self, message: impl std::fmt::Display) -> ! {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        die(message)
+    }
+}
+
+impl Drop for ServeChild {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `codemode` binary W7 serves: `$CODEMODE_W7_BIN`, else the release
+/// `codemode` next to this example (target/release/codemode).
+fn w7_binary() -> std::path::PathBuf {
+    if let Some(bin) = std::env::var_os(W7_BIN_ENV) {
+        return bin.into();
+    }
+    let exe =
+        std::env::current_exe().unwrap_or_else(|e| die(format!("W7: cannot find this executable: {e}")));
+    let bin = exe.parent().and_then(|p| p.parent()).map(|p| p.join("codemode"));
+    match bin {
+        Some(bin) if bin.is_file() => bin,
+        _ => die("W7: no codemode binary next to this example: `cargo build --release --bin codemode` first"),
+    }
+}
+
+/// W7: `execute_tools` `return 1` round trips over stdio to `codemode mcp
+/// serve` with its defaults (journal on, receipts saved) on a fresh
+/// workspace, from the request written to the answer line read.
+fn run_w7() {
+    let bin = w7_binary();
+    let extra: Vec<String> = std::env::var(W7_ARGS_ENV)
+        .unwrap_or_default()
+        .split(' ')
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| die(format!("W7: cannot make a workspace: {e}")));
+    let mut child = Command::new(&bin)
+        .args(["mcp", "serve", "--workspace"])
+        .arg(dir.path())
+        .args(&extra)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| die(format!("W7: could not start {}: {e}", bin.display())));
+    let (stdin, stdout) = (child.stdin.take(), child.stdout.take().expect("stdout is piped"));
+    let mut serve = ServeChild { child, stdin, stdout: std::io::BufReader::new(stdout), next_id: 0 };
+    eprintln!("W7: serving {} (pid {})", bin.display(), serve.child.id());
+    serve.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "codemode-workloads", "version": env!("CARGO_PKG_VERSION")}}),
+    );
+    serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let params = json!({"name": "execute_tools", "arguments": {"code": "return 1"}});
+    let mut samples = Vec::with_capacity(W7_SAMPLES);
+    for i in 0..W7_WARMUP + W7_SAMPLES {
+        let start = Instant::now();
+        let result = serve.request("tools/call", params.clone());
+        let took = start.elapsed();
+        let facts = result.get("structuredContent");
+        let status = facts.and_then(|f| f.get("status")).and_then(Value::as_str);
+        let value = facts.and_then(|f| f.get("value"));
+        if status != Some("completed") || value != Some(&json!(1)) {
+            serve.fail(format!(
+                "W7: call {i} answered status {status:?}, value {value:?}, not completed and 1: {result}"
+            ));
+        }
+        if i >= W7_WARMUP {
+            samples.push(took);
+        }
+    }
+    drop(serve);
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p50 = ms(samples[samples.len() / 2]);
+    let p99 = ms(samples[samples.len() * 99 / 100]);
+    eprintln!(
+        "W7: p50 {p50:.3} ms, p99 {p99:.3} ms, min {:.3} ms over {W7_SAMPLES} round trips",
+        ms(samples[0])
+    );
+    let mut system = format!("codemode {}", env!("CARGO_PKG_VERSION"));
+    if !extra.is_empty() {
+        system.push_str(&format!(" (mcp serve {})", extra.join(" ")));
+    }
+    let value = if p50 < 1.0 { json!((p50 * 100.0).round() / 100.0) } else { round1(p50) };
+    let line = Line { system, workload: "W7_serve_roundtrip", value, unit: "ms" };
+    println!("{}", serde_json::to_string(&line).expect("a JSON object serialises"));
 }

@@ -619,13 +619,52 @@ impl Engine {
     /// The folder cannot be made or written, or (for the default place) it
     /// resolves outside the workspace.
     pub fn save_receipt(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
-        let area = crate::receipt::spill::SpillArea::new(
+        crate::receipt::spill::write_file(
+            &self.receipt_area(receipt),
+            "receipt",
+            "json",
+            receipt.to_json_pretty().as_bytes(),
+        )
+    }
+
+    /// [`Engine::save_receipt`], without syncing the file when the run has
+    /// a journal (the durable record of the run: the receipt file is then
+    /// a copy a machine crash may lose); with the journal off it is synced
+    /// as `save_receipt` does. For server mode, which writes the file after
+    /// its answer.
+    ///
+    /// # Errors
+    /// As [`Engine::save_receipt`].
+    pub(crate) fn save_receipt_copy(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
+        crate::receipt::spill::write_file_as(
+            &self.receipt_area(receipt),
+            "receipt",
+            "json",
+            receipt.to_json_pretty().as_bytes(),
+            self.journal_store().is_none(),
+        )
+    }
+
+    /// The absolute path [`Engine::save_receipt`] will save `receipt` at,
+    /// its folder checked the same way but neither made nor written: a
+    /// server answers naming the path and saves the file after it answered
+    /// (docs/SERVE.md, "Results").
+    ///
+    /// # Errors
+    /// The folder (for the default place) is reached through a symbolic
+    /// link or resolves outside the workspace, or cannot be examined.
+    pub fn receipt_path(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
+        crate::receipt::spill::file_path(&self.receipt_area(receipt), "receipt", "json")
+    }
+
+    /// Where `receipt`'s run keeps its files.
+    fn receipt_area(&self, receipt: &Receipt) -> crate::receipt::spill::SpillArea {
+        crate::receipt::spill::SpillArea::new(
             &self.shared.spill_root,
             &receipt.run_id,
             self.shared.spill_confine.clone(),
             u64::MAX,
-        );
-        crate::receipt::spill::write_file(&area, "receipt", "json", receipt.to_json_pretty().as_bytes())
+        )
     }
 
     /// Changes the permission posture. Every run in progress refuses its

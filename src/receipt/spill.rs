@@ -306,6 +306,16 @@ fn confined(resolved: &Path, confine: Option<&Path>) -> std::io::Result<()> {
 /// # Errors
 /// A link is on the way, or the folder resolves outside `confine`.
 pub(crate) fn check_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Result<()> {
+    resolve_run_dir(dir, confine).map(|_| ())
+}
+
+/// Checks a run's folder `dir` as [`check_run_dir`] does and returns the
+/// path it resolves to (its deepest existing folder resolved, the rest as
+/// given), without making anything: where [`make_run_dir`] would make it.
+///
+/// # Errors
+/// As [`check_run_dir`].
+pub(crate) fn resolve_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Result<PathBuf> {
     // No link on the way from the confinement down: a `.codemode` that is
     // a link (even one inside the workspace) could show earlier runs'
     // receipts under another name.
@@ -319,7 +329,15 @@ pub(crate) fn check_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Resu
     }
     // The deepest folder that exists, before anything is made below it.
     let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
-    confined(&std::fs::canonicalize(existing)?, confine)
+    let resolved = std::fs::canonicalize(existing)?;
+    confined(&resolved, confine)?;
+    if !resolved.is_dir() {
+        return Err(std::io::Error::other(format!("{} is not a folder", resolved.display())));
+    }
+    Ok(match dir.strip_prefix(existing) {
+        Ok(rest) if !rest.as_os_str().is_empty() => resolved.join(rest),
+        _ => resolved,
+    })
 }
 
 /// The `.gitignore` codemode puts in a `.codemode` folder it makes.
@@ -344,14 +362,39 @@ fn write_gitignore(folder: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The absolute path [`write_file`] gives `<area>/<stem>.<ext>`, the area's
+/// folder checked (as [`check_run_dir`]) but neither made nor written.
+///
+/// # Errors
+/// As [`check_run_dir`].
+pub(crate) fn file_path(area: &SpillArea, stem: &str, ext: &str) -> std::io::Result<PathBuf> {
+    let path = resolve_run_dir(&area.dir, area.confine.as_deref())?.join(format!("{stem}.{ext}"));
+    Ok(std::path::absolute(&path).unwrap_or(path))
+}
+
 /// Writes `<area>/<stem>.<ext>` atomically, within the area's confinement
 /// but outside its budget (for the run's own receipt).
 pub(crate) fn write_file(area: &SpillArea, stem: &str, ext: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    write_file_as(area, stem, ext, bytes, true)
+}
+
+/// [`write_file`], its data synced before the rename when `sync` (else a
+/// machine crash soon after may leave the file missing or empty; readers
+/// never see a part of it either way).
+pub(crate) fn write_file_as(
+    area: &SpillArea,
+    stem: &str,
+    ext: &str,
+    bytes: &[u8],
+    sync: bool,
+) -> std::io::Result<PathBuf> {
     let dir = make_run_dir(&area.dir, area.confine.as_deref())?;
     let path = dir.join(format!("{stem}.{ext}"));
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_data()?;
+    if sync {
+        tmp.as_file().sync_data()?;
+    }
     tmp.persist(&path).map_err(|e| e.error)?;
     Ok(std::path::absolute(&path).unwrap_or(path))
 }

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::ServeOptions;
 use super::approvals::{Route, approval_text, form};
 use super::request_state::{ApprovalState, StateSigner};
+use super::saves::Place;
 use crate::journal::Decided;
 use crate::receipt::{CallReceipt, Receipt, RunStatus};
 use crate::{BatchOptions, Engine, ExecuteInput, RunOptions};
@@ -47,6 +48,10 @@ fn is_busy(receipt: &Receipt) -> bool {
         e.kind == crate::receipt::ErrorKind::NotResumable && e.message.contains("held by another process")
     })
 }
+
+/// How long a `ping`, a resume or a stopping server waits for the receipt
+/// files of earlier answers, at most.
+pub(crate) const SAVE_WAIT: Duration = Duration::from_secs(30);
 
 /// Progress notifications of one request: at most one per this interval.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -96,12 +101,13 @@ impl CodeModeServer {
         Ok(CodeModeServer { inner: Arc::new(Inner { engine, options, signer, direct, stop, inflight }) })
     }
 
-    /// Cancels every tool call in flight (their runs stop, their receipts
-    /// are saved, their requests are answered) and waits for them, at most
-    /// `wait`; later calls are refused.
+    /// Cancels every tool call in flight (their runs stop, their requests
+    /// are answered) and waits for them and for every receipt file an
+    /// answer named, at most `wait` for each; later calls are refused.
     pub async fn stop_runs(&self, wait: Duration) {
         self.inner.stop.cancel();
         let _ = tokio::time::timeout(wait, self.inner.inflight.write()).await;
+        super::saves::wait_all(wait).await;
     }
 
     /// The engine this server runs programs on.
@@ -131,7 +137,9 @@ impl CodeModeServer {
             Ok(done) => done,
             Err(refusal) => return Ok(refusal.into()),
         };
-        Ok(self.answer(&done, &params, &args))
+        let answer = self.answer(&done, &params, &args);
+        done.save(&self.inner.engine).await;
+        Ok(answer)
     }
 
     /// Runs `input` (`execute_tools`' input: `{code}`, `{batch}` or
@@ -158,6 +166,14 @@ impl CodeModeServer {
             Some(p) => options.on_call_end(p.observer()),
             None => options,
         };
+        let resumes = params.request_state.is_some()
+            || params.input_responses.is_some()
+            || input.get(super::surface::RESUME).is_some();
+        if resumes {
+            // The run's earlier receipt file is written before its resumed
+            // run's receipt can replace it.
+            super::saves::wait_all(SAVE_WAIT).await;
+        }
         let started = if params.request_state.is_some() || params.input_responses.is_some() {
             self.answered(params, args, cx, options).await?
         } else if let Some(resume) = input.get(super::surface::RESUME) {
@@ -191,16 +207,20 @@ impl CodeModeServer {
         // not the run's receipt: saving it would overwrite the receipt of
         // the run it names.
         let ran = !matches!(started, Started::Done(_));
-        let receipt = started.wait(&cx.ct).await;
+        let mut receipt = started.wait(&cx.ct).await;
         if let Some(p) = progress {
             p.stop().await;
         }
-        let saved = if ran {
-            inner.engine.save_receipt(&receipt).ok().map(|p| p.display().to_string())
-        } else {
-            None
-        };
-        Ok(Done { receipt, route, saved })
+        // The run's folder is checked now and the answer names the file;
+        // the file itself is written after the answer ([`Done::save`]).
+        let place = ran.then(|| Place::of(&inner.engine, &receipt));
+        if let Some(Place::Failed(why)) = &place {
+            let warning = format!("the receipt could not be saved: {why}");
+            eprintln!("codemode: warning: run {}: {warning}", receipt.run_id);
+            receipt.warnings.push(warning);
+        }
+        let saved = place.as_ref().and_then(Place::path);
+        Ok(Done { receipt, route, saved, place })
     }
 
     /// A retry of a call answered `input_required`: opens the signed state,
@@ -378,12 +398,19 @@ impl CodeModeServer {
             Ok(done) => done,
             Err(refusal) => return Ok(refusal.into()),
         };
+        let answer = self.direct_answer(&done, &params, &args);
+        done.save(&self.inner.engine).await;
+        Ok(answer)
+    }
+
+    /// The answer to a direct call whose run is `done`.
+    fn direct_answer(&self, done: &Done, params: &CallToolRequestParams, args: &Value) -> CallToolResponse {
         if done.receipt.status == RunStatus::Paused {
-            return Ok(self.answer(&done, &params, &args));
+            return self.answer(done, params, args);
         }
         let receipt = &done.receipt;
         let item = receipt.value.as_array().and_then(|items| items.first()).cloned().unwrap_or(Value::Null);
-        Ok(CallToolResponse::Complete(match item.get("error") {
+        CallToolResponse::Complete(match item.get("error") {
             None if receipt.status == RunStatus::Completed => {
                 let content = item.get("content").unwrap_or(&Value::Null);
                 CallToolResult::success(vec![ContentBlock::text(content_text(content))])
@@ -395,7 +422,7 @@ impl CodeModeServer {
                 r.structured_content = None;
                 r
             }
-        }))
+        })
     }
 }
 
@@ -409,8 +436,20 @@ struct Done {
     receipt: Receipt,
     /// How its approvals were asked.
     route: Route,
-    /// Where its receipt was saved.
+    /// Where its receipt is saved (the file follows the answer).
     saved: Option<String>,
+    /// Where its receipt goes; none for a refusal before anything ran.
+    place: Option<Place>,
+}
+
+impl Done {
+    /// Starts writing the receipt file the answer names (the answer is
+    /// ready: it does not wait for the file).
+    async fn save(self, engine: &Engine) {
+        if let Some(Place::At(path)) = self.place {
+            super::saves::write_later(engine.clone(), self.receipt, path).await;
+        }
+    }
 }
 
 /// The run id of `{"resume": RUN_ID}`, which takes no other field.
@@ -593,7 +632,17 @@ impl ServerHandler for CodeModeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        // A barrier, as `ping` is (2026-07-28 has no `ping`).
+        super::saves::wait_all(SAVE_WAIT).await;
         Ok(ListToolsResult::with_all_items(self.listed_tools()))
+    }
+
+    /// Answers once every receipt file named in an earlier answer is
+    /// written: a client that needs the file sends `ping` (or
+    /// `tools/list`) first.
+    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        super::saves::wait_all(SAVE_WAIT).await;
+        Ok(())
     }
 
     async fn call_tool(

@@ -260,6 +260,7 @@ impl HttpServer {
         // sessions and streams end, and the connections close.
         self.stop.cancel();
         let _ = tokio::time::timeout(DRAIN, self.inflight.write()).await;
+        super::saves::wait_all(DRAIN).await;
         // Connections close once their answers are out; streams that never
         // end by themselves (a session's GET stream) are ended after a grace.
         let drained = graceful.shutdown();
@@ -488,6 +489,10 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         self.shared.list_tools(request, context).await
+    }
+
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        self.shared.ping(context).await
     }
 
     async fn call_tool(

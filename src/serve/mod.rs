@@ -16,6 +16,7 @@ mod handler;
 mod http;
 mod request_state;
 mod result;
+mod saves;
 mod surface;
 
 use std::sync::Arc;

@@ -176,7 +176,8 @@ fn sdk_clients_run_a_program_that_reads_files_and_calls_an_upstream_server() {
         let served = Served::new();
         let plan = json!({
             "server": served.server(&[]),
-            "steps": [{"list": true}, {"call": execute(program), "progress": true}],
+            // The last list: the receipt file is written by its answer.
+            "steps": [{"list": true}, {"call": execute(program), "progress": true}, {"list": true}],
         });
         let out = client(&dir, sdk, &plan);
         if sdk == "v2" {
@@ -235,7 +236,8 @@ fn elicitation_accept_runs_the_call_and_decline_does_not() {
             let plan = json!({
                 "server": served.server(&[]),
                 "elicitation": answer,
-                "steps": [{"call": execute(COUNTED)}],
+                // The list: the receipt file is written by its answer.
+                "steps": [{"call": execute(COUNTED)}, {"list": true}],
             });
             let out = client(&dir, sdk, &plan);
             let s = out.structured(0);

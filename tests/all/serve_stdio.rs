@@ -86,6 +86,15 @@ impl Served {
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
+    /// Sends `ping` with `params` (`{}`, or a 2026-07-28 request's
+    /// `_meta`) and waits for its answer: every receipt file named in an
+    /// earlier answer is written by then.
+    pub fn ping(&mut self, params: Value) {
+        let id = self.request("ping", params);
+        let r = self.response(id, |_, _| {});
+        assert_eq!(r["result"], json!({}), "{r}");
+    }
+
     /// Closes stdin and waits for the process.
     pub fn close(mut self) -> std::process::ExitStatus {
         drop(self.stdin);
@@ -226,6 +235,10 @@ fn a_modern_client_gets_input_required_and_its_retry_resumes_the_run_once() {
     assert_eq!(sc["value"], "ran");
     assert_eq!(count(ws.path()), 1);
     let receipt_path = sc["receipt_path"].as_str().unwrap().to_owned();
+    // 2026-07-28 has no `ping`: `tools/list` is answered once the file is
+    // written.
+    let id = s.request("tools/list", json!({"_meta": meta}));
+    s.response(id, |_, _| {});
     let receipt: Value = serde_json::from_str(&std::fs::read_to_string(&receipt_path).unwrap()).unwrap();
     assert_eq!(receipt["calls"][0]["decision"], "approved");
 
@@ -529,10 +542,11 @@ fn sigterm_cancels_a_run_in_flight_answers_it_and_saves_its_receipt() {
     let r = s.response(id, |_, _| {});
     let sc = &r["result"]["structuredContent"];
     assert_eq!(sc["status"], "cancelled", "{r}");
-    let receipt = std::fs::read_to_string(sc["receipt_path"].as_str().unwrap()).unwrap();
-    assert!(receipt.contains("\"cancelled\""), "{receipt}");
+    let path = sc["receipt_path"].as_str().unwrap().to_owned();
     let status = s.close();
     assert!(status.success(), "the server stops cleanly: {status:?}");
+    let receipt = std::fs::read_to_string(path).expect("the receipt file is written before the server exits");
+    assert!(receipt.contains("\"cancelled\""), "{receipt}");
 }
 
 #[test]
@@ -631,4 +645,66 @@ fn a_run_made_in_another_workspace_is_not_resumed_here() {
     assert_eq!(r["result"]["structuredContent"]["status"], "completed", "{r}");
     assert_eq!(count(first.path()), 1);
     a.close();
+}
+
+/// Calls `execute_tools` with `code` and returns the answer's
+/// `structuredContent`.
+fn execute(s: &mut Served, code: &str) -> Value {
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let r = s.response(id, |_, _| {});
+    r["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn receipt_files_follow_their_answers_and_are_written_by_a_ping_and_by_shutdown() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &[]);
+    s.initialize(json!({}));
+    let mut named = Vec::new();
+    for i in 0..5 {
+        let sc = execute(&mut s, &format!("return {i}"));
+        assert_eq!(sc["status"], "completed", "{sc}");
+        let path = sc["receipt_path"].as_str().expect("the answer names the receipt file").to_owned();
+        assert!(path.ends_with("receipt.json") && path.contains(sc["run_id"].as_str().unwrap()), "{path}");
+        named.push((path, sc["run_id"].clone(), i));
+    }
+    // A ping is answered once every earlier answer's file is written.
+    s.ping(json!({}));
+    for (path, run_id, i) in &named {
+        let receipt: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(
+            (&receipt["run_id"], &receipt["status"], &receipt["value"]),
+            (run_id, &json!("completed"), &json!(i))
+        );
+    }
+    // And the server exits only once the last ones are written.
+    let last: Vec<String> = (0..3)
+        .map(|i| execute(&mut s, &format!("return {i}"))["receipt_path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(s.close().success());
+    for path in last {
+        let receipt: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(receipt["status"], "completed", "{path}");
+    }
+}
+
+#[test]
+fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
+    let ws = crate::common::workspace();
+    // Where the run folders go is a file: no receipt can be saved there.
+    std::fs::create_dir_all(ws.path().join(".codemode")).unwrap();
+    std::fs::write(ws.path().join(".codemode/runs"), "not a folder").unwrap();
+    let mut s = Served::start(ws.path(), &["--journal", "off", "--approve", "deny"]);
+    s.initialize(json!({}));
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": "return 1"}}));
+    let r = s.response(id, |_, _| {});
+    let result = &r["result"];
+    assert_eq!(result["structuredContent"]["status"], "completed", "{r}");
+    assert_eq!(result["structuredContent"]["value"], 1);
+    assert_eq!(result["structuredContent"]["receipt_path"], Value::Null, "{r}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("the receipt could not be saved") && text.contains("is not a folder"), "{text}");
+    s.ping(json!({}));
+    assert!(s.close().success());
+    assert_eq!(std::fs::read_to_string(ws.path().join(".codemode/runs")).unwrap(), "not a folder");
 }
