@@ -55,7 +55,7 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 6] = ["W1", "W2", "W3", "W4", "W5", "W2_journal"];
+const WORKLOADS: [&str; 7] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W6_concurrent_1000"];
 
 /// `echo`: returns its arguments object as content.
 struct Echo;
@@ -439,12 +439,18 @@ fn main() -> ExitCode {
         run_w5_child();
         return ExitCode::SUCCESS;
     }
+    if let Ok(child @ ("W6" | "W6_off")) = std::env::var(CHILD_ENV).as_deref() {
+        run_w6_child(child == "W6");
+        return ExitCode::SUCCESS;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let selected: Vec<&str> = match args.last().map(String::as_str) {
         None => WORKLOADS.to_vec(),
         Some(w) if WORKLOADS.contains(&w) => vec![w],
         Some(other) => {
-            eprintln!("workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal]");
+            eprintln!(
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W6_concurrent_1000]"
+            );
             return ExitCode::from(2);
         }
     };
@@ -459,8 +465,114 @@ fn main() -> ExitCode {
             "W3" => run_w3(&engine, &rt),
             "W4" => run_w4(&engine, &rt),
             "W5" => run_w5_in_child(),
+            "W6_concurrent_1000" => run_w6_in_child(),
             _ => unreachable!("checked above"),
         }
     }
     ExitCode::SUCCESS
+}
+
+/// W6: programs started at once.
+const W6_PROGRAMS: usize = 1_000;
+/// W6: calls each program makes, one after another.
+const W6_CALLS: usize = 10;
+/// W6: how long each call sleeps, in ms.
+const W6_SLEEP_MS: u64 = 10;
+
+/// `sleep`: waits `ms` milliseconds (a tokio timer, no CPU), then returns
+/// its arguments object as content.
+struct Sleep;
+
+impl Tool for Sleep {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "sleep",
+            "Waits `ms` milliseconds (a timer, no CPU), then returns its arguments object as content.",
+            json!({
+                "type": "object",
+                "properties": {"ms": {"type": "integer", "minimum": 0}},
+                "required": ["ms"],
+                "additionalProperties": true
+            }),
+        )
+        .read_only(true)
+    }
+
+    fn call(&self, args: Value, _cx: ToolContext) -> ToolFuture {
+        Box::pin(async move {
+            let ms = args["ms"].as_u64().ok_or_else(|| ToolError::new("`ms` is not a number"))?;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(ToolOutput::new(args))
+        })
+    }
+}
+
+/// W6 in the parent: runs this executable with `CHILD_ENV=W6` (the
+/// journal on, the defaults; emits the figures) and then `W6_off` (the
+/// journal off; stderr only), each in a process of its own so VmHWM is
+/// that run's.
+fn run_w6_in_child() {
+    let exe =
+        std::env::current_exe().unwrap_or_else(|e| die(format!("W6: cannot find this executable: {e}")));
+    for child in ["W6", "W6_off"] {
+        let status = Command::new(&exe)
+            .arg("W6_concurrent_1000")
+            .env(CHILD_ENV, child)
+            .status()
+            .unwrap_or_else(|e| die(format!("W6: could not start the child process: {e}")));
+        if !status.success() {
+            die(format!("W6: the child process ({child}) failed ({status})"));
+        }
+    }
+}
+
+/// A `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_else(|e| die(format!("cannot read /proc/self/status: {e}")));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| die(format!("no {field} line in /proc/self/status")))
+}
+
+/// W6 in the child: `W6_PROGRAMS` programs started at once through
+/// `Engine::start` (default limits, full receipts, the journal on unless
+/// `journal` is false), each making `W6_CALLS` sequential calls of
+/// `sleep`; the wall time from the first start to the last receipt, and
+/// the process's peak resident memory (VmHWM). Every receipt is checked.
+fn run_w6_child(journal: bool) {
+    let (engine, _dir) = engine_with(Limits::default(), |b| {
+        let b = b.tool(Sleep);
+        if journal { b } else { b.no_journal() }
+    });
+    let source = format!(
+        "let n = 0;\nfor (let k = 0; k < {W6_CALLS}; k++) {{ const r = await tools.call('sleep', {{ms: {W6_SLEEP_MS}, k}}); n += r.content.k; }}\nreturn n;"
+    );
+    let expected = (0..W6_CALLS as i64).sum::<i64>();
+    let rss_before = status_kib("VmRSS");
+    let t0 = Instant::now();
+    let runs: Vec<_> = (0..W6_PROGRAMS)
+        .map(|i| engine.start(Program::named(format!("w6-{i}.js"), source.clone())))
+        .collect();
+    let receipts: Vec<Receipt> = runs.into_iter().map(codemode::Run::wait_blocking).collect();
+    let wall = t0.elapsed();
+    let peak = status_kib("VmHWM");
+    for receipt in &receipts {
+        check("W6_concurrent_1000", receipt, expected);
+        if receipt.calls.len() != W6_CALLS {
+            die(format!("W6_concurrent_1000: a run made {} calls, not {W6_CALLS}", receipt.calls.len()));
+        }
+    }
+    drop(receipts);
+    let (wall_ms, peak_mib) = (wall.as_secs_f64() * 1e3, peak as f64 / 1024.0);
+    if journal {
+        emit(&engine, "W6_concurrent_1000", round1(wall_ms), "ms");
+        emit(&engine, "W6_peak_rss", round1(peak_mib), "MiB");
+    }
+    eprintln!(
+        "W6 ({W6_PROGRAMS} programs x {W6_CALLS} calls of {W6_SLEEP_MS} ms, journal {}): wall {wall_ms:.1} ms, peak RSS {peak_mib:.1} MiB (VmRSS before {rss_before} KiB)",
+        if journal { "on" } else { "off" }
+    );
 }
