@@ -1,8 +1,13 @@
 //! The workload runner of `bench/workloads.json` (W1..W5), the shared
-//! benchmark spec; its programs and expected values are copied below verbatim.
+//! benchmark spec; its programs and expected values are copied below
+//! verbatim. Three more of this project: `W2_journal` (W2 with the local
+//! journal on and off), `W6` (`W6_concurrent_1000`: 1,000 programs at once)
+//! and `W7` (`W7_serve_roundtrip`: `codemode mcp serve` over stdio, which
+//! needs `cargo build --release --bin codemode` first; with no workload
+//! named it is skipped when that binary is missing).
 //!
 //! ```text
-//! cargo run --release --example workloads          # all five workloads
+//! cargo run --release --example workloads          # every workload
 //! cargo run --release --example workloads -- W3    # one workload
 //! ```
 //!
@@ -55,7 +60,7 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 7] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W7"];
+const WORKLOADS: [&str; 8] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W6", "W7"];
 
 /// `echo`: returns its arguments object as content.
 struct Echo;
@@ -439,13 +444,17 @@ fn main() -> ExitCode {
         run_w5_child();
         return ExitCode::SUCCESS;
     }
+    if let Ok(child @ ("W6" | "W6_off")) = std::env::var(CHILD_ENV).as_deref() {
+        run_w6_child(child == "W6");
+        return ExitCode::SUCCESS;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let selected: Vec<&str> = match args.last().map(String::as_str) {
         None => WORKLOADS.to_vec(),
         Some(w) if WORKLOADS.contains(&w) => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W7]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W6|W7]"
             );
             return ExitCode::from(2);
         }
@@ -461,6 +470,11 @@ fn main() -> ExitCode {
             "W3" => run_w3(&engine, &rt),
             "W4" => run_w4(&engine, &rt),
             "W5" => run_w5_in_child(),
+            "W6" => run_w6_in_child(),
+            // With no workload named, W7 runs only if the binary is built.
+            "W7" if args.is_empty() && w7_binary_found().is_none() => eprintln!(
+                "workloads: W7 skipped: no codemode binary next to this example (`cargo build --release --bin codemode`)"
+            ),
             "W7" => run_w7(),
             _ => unreachable!("checked above"),
         }
@@ -556,16 +570,20 @@ impl Drop for ServeChild {
 /// The `codemode` binary W7 serves: `$CODEMODE_W7_BIN`, else the release
 /// `codemode` next to this example (target/release/codemode).
 fn w7_binary() -> std::path::PathBuf {
+    w7_binary_found().unwrap_or_else(|| {
+        die("W7: no codemode binary next to this example: `cargo build --release --bin codemode` first")
+    })
+}
+
+/// The `codemode` binary W7 serves: `$CODEMODE_W7_BIN`, else the one next
+/// to this example (`target/release/codemode`), if it is there.
+fn w7_binary_found() -> Option<std::path::PathBuf> {
     if let Some(bin) = std::env::var_os(W7_BIN_ENV) {
-        return bin.into();
+        return Some(bin.into());
     }
-    let exe =
-        std::env::current_exe().unwrap_or_else(|e| die(format!("W7: cannot find this executable: {e}")));
-    let bin = exe.parent().and_then(|p| p.parent()).map(|p| p.join("codemode"));
-    match bin {
-        Some(bin) if bin.is_file() => bin,
-        _ => die("W7: no codemode binary next to this example: `cargo build --release --bin codemode` first"),
-    }
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("codemode");
+    bin.is_file().then_some(bin)
 }
 
 /// W7: `execute_tools` `return 1` round trips over stdio to `codemode mcp
@@ -633,4 +651,109 @@ fn run_w7() {
     let value = if p50 < 1.0 { json!((p50 * 100.0).round() / 100.0) } else { round1(p50) };
     let line = Line { system, workload: "W7_serve_roundtrip", value, unit: "ms" };
     println!("{}", serde_json::to_string(&line).expect("a JSON object serialises"));
+}
+
+/// W6: programs started at once.
+const W6_PROGRAMS: usize = 1_000;
+/// W6: calls each program makes, one after another.
+const W6_CALLS: usize = 10;
+/// W6: how long each call sleeps, in ms.
+const W6_SLEEP_MS: u64 = 10;
+
+/// `sleep`: waits `ms` milliseconds (a tokio timer, no CPU), then returns
+/// its arguments object as content.
+struct Sleep;
+
+impl Tool for Sleep {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "sleep",
+            "Waits `ms` milliseconds (a timer, no CPU), then returns its arguments object as content.",
+            json!({
+                "type": "object",
+                "properties": {"ms": {"type": "integer", "minimum": 0}},
+                "required": ["ms"],
+                "additionalProperties": true
+            }),
+        )
+        .read_only(true)
+    }
+
+    fn call(&self, args: Value, _cx: ToolContext) -> ToolFuture {
+        Box::pin(async move {
+            let ms = args["ms"].as_u64().ok_or_else(|| ToolError::new("`ms` is not a number"))?;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(ToolOutput::new(args))
+        })
+    }
+}
+
+/// W6 in the parent: runs this executable with `CHILD_ENV=W6` (the
+/// journal on, the defaults; emits the figures) and then `W6_off` (the
+/// journal off; stderr only), each in a process of its own so VmHWM is
+/// that run's.
+fn run_w6_in_child() {
+    let exe =
+        std::env::current_exe().unwrap_or_else(|e| die(format!("W6: cannot find this executable: {e}")));
+    for child in ["W6", "W6_off"] {
+        let status = Command::new(&exe)
+            .arg("W6")
+            .env(CHILD_ENV, child)
+            .status()
+            .unwrap_or_else(|e| die(format!("W6: could not start the child process: {e}")));
+        if !status.success() {
+            die(format!("W6: the child process ({child}) failed ({status})"));
+        }
+    }
+}
+
+/// A `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_else(|e| die(format!("cannot read /proc/self/status: {e}")));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| die(format!("no {field} line in /proc/self/status")))
+}
+
+/// W6 in the child: `W6_PROGRAMS` programs started at once through
+/// `Engine::start` (default limits, full receipts, the journal on unless
+/// `journal` is false), each making `W6_CALLS` sequential calls of
+/// `sleep`; the wall time from the first start to the last receipt, and
+/// the process's peak resident memory (VmHWM). Every receipt is checked.
+fn run_w6_child(journal: bool) {
+    let (engine, _dir) = engine_with(Limits::default(), |b| {
+        let b = b.tool(Sleep);
+        if journal { b } else { b.no_journal() }
+    });
+    let source = format!(
+        "let n = 0;\nfor (let k = 0; k < {W6_CALLS}; k++) {{ const r = await tools.call('sleep', {{ms: {W6_SLEEP_MS}, k}}); n += r.content.k; }}\nreturn n;"
+    );
+    let expected = (0..W6_CALLS as i64).sum::<i64>();
+    let rss_before = status_kib("VmRSS");
+    let t0 = Instant::now();
+    let runs: Vec<_> = (0..W6_PROGRAMS)
+        .map(|i| engine.start(Program::named(format!("w6-{i}.js"), source.clone())))
+        .collect();
+    let receipts: Vec<Receipt> = runs.into_iter().map(codemode::Run::wait_blocking).collect();
+    let wall = t0.elapsed();
+    let peak = status_kib("VmHWM");
+    for receipt in &receipts {
+        check("W6_concurrent_1000", receipt, expected);
+        if receipt.calls.len() != W6_CALLS {
+            die(format!("W6_concurrent_1000: a run made {} calls, not {W6_CALLS}", receipt.calls.len()));
+        }
+    }
+    drop(receipts);
+    let (wall_ms, peak_mib) = (wall.as_secs_f64() * 1e3, peak as f64 / 1024.0);
+    if journal {
+        emit(&engine, "W6_concurrent_1000", round1(wall_ms), "ms");
+        emit(&engine, "W6_peak_rss", round1(peak_mib), "MiB");
+    }
+    eprintln!(
+        "W6 ({W6_PROGRAMS} programs x {W6_CALLS} calls of {W6_SLEEP_MS} ms, journal {}): wall {wall_ms:.1} ms, peak RSS {peak_mib:.1} MiB (VmRSS before {rss_before} KiB)",
+        if journal { "on" } else { "off" }
+    );
 }

@@ -7,14 +7,19 @@
 //! long as it does, so a second resume finds the lock taken ("busy"), and a
 //! journal left `running` with its lock free belongs to a process that died
 //! ("interrupted"). Appends go to the end of the file (`O_APPEND`); a
-//! commit appends the state line and fsyncs the file (and, for a new run,
-//! its folder).
+//! pause appends the state line and fsyncs the file and its folder before
+//! it returns; a run's end appends its state line, lets the lock go and
+//! leaves the fsync to the store's [`Syncer`], which the store's drop waits
+//! for.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::Semaphore;
+
+use super::syncer::Syncer;
 use super::{
     JournalStore, NotResumableState, RunJournal, RunState, RunSummary, StoreError, StoreFuture, StoredRun,
 };
@@ -30,19 +35,29 @@ pub struct LocalStore {
     /// workspace, for the default root), so a `.codemode` link cannot send
     /// journals elsewhere.
     confine: Option<PathBuf>,
+    /// Syncs the journals of runs that ended; shared by the store's clones,
+    /// the last of which waits for it when dropped.
+    syncer: Arc<Syncer>,
+    /// Permits for blocking file work ([`IO_AT_ONCE`]), shared likewise.
+    io: Arc<Semaphore>,
 }
 
 impl LocalStore {
     /// Journals under `root` (made on first use), one folder per run.
+    ///
+    /// A run that ends has its journal written when its receipt comes
+    /// back, and fsync'd by the store's threads soon after: dropping the
+    /// store (its last clone; for an engine's default store, the engine)
+    /// waits for those fsyncs (docs/JOURNAL.md, "Guarantees").
     pub fn new(root: impl Into<PathBuf>) -> LocalStore {
-        LocalStore { root: root.into(), confine: None }
+        LocalStore { root: root.into(), confine: None, syncer: Arc::default(), io: io_permits() }
     }
 
     /// [`LocalStore::new`], with every run folder required to resolve
     /// inside `confine` and to be reached through no symbolic link below
     /// it.
     pub(crate) fn confined(root: impl Into<PathBuf>, confine: Option<PathBuf>) -> LocalStore {
-        LocalStore { root: root.into(), confine }
+        LocalStore { root: root.into(), confine, syncer: Arc::default(), io: io_permits() }
     }
 
     /// The folder holding one folder per run.
@@ -54,6 +69,10 @@ impl LocalStore {
         check_run_id(run_id)?;
         Ok(self.root.join(run_id).join(JOURNAL_FILE))
     }
+}
+
+fn io_permits() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(IO_AT_ONCE))
 }
 
 /// A run id names a folder: it must be one path component of safe
@@ -70,14 +89,29 @@ pub(crate) fn check_run_id(run_id: &str) -> Result<(), StoreError> {
     }
 }
 
-/// Runs blocking file work off the async threads.
+/// Blocking file operations of one store (its clones and journals
+/// included) at once, at most. Runs that start or call together queue here
+/// rather than each taking a thread of the blocking pool: the operations
+/// are short, and the ones that make run folders take the lock of their
+/// one parent folder in turn anyway.
+const IO_AT_ONCE: usize = 4;
+
+/// Runs blocking file work off the async threads, at most [`IO_AT_ONCE`]
+/// at once per store.
 fn blocking<T: Send + 'static>(
+    io: &Arc<Semaphore>,
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> StoreFuture<'static, T> {
+    let io = io.clone();
     Box::pin(async move {
-        tokio::task::spawn_blocking(f)
-            .await
-            .unwrap_or_else(|e| Err(StoreError::Failed(format!("the journal task panicked: {e}"))))
+        let permit =
+            io.acquire_owned().await.map_err(|_| StoreError::Failed("the journal store is closed".into()))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f()
+        })
+        .await
+        .unwrap_or_else(|e| Err(StoreError::Failed(format!("the journal task panicked: {e}"))))
     })
 }
 
@@ -197,7 +231,8 @@ impl JournalStore for LocalStore {
     fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>> {
         let path = self.journal_path(run_id);
         let confine = self.confine.clone();
-        blocking(move || {
+        let (syncer, io) = (self.syncer.clone(), self.io.clone());
+        blocking(&self.io, move || {
             let path = path?;
             let dir = path.parent().expect("a run folder").to_path_buf();
             crate::receipt::spill::make_run_dir(&dir, confine.as_deref())
@@ -214,8 +249,13 @@ impl JournalStore for LocalStore {
             locked
                 .write_all(format!("{header}\n").as_bytes())
                 .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))?;
-            let journal: Box<dyn RunJournal> =
-                Box::new(LocalJournal { file: Arc::new(Mutex::new(locked)), path, new_dir: Some(dir) });
+            let journal: Box<dyn RunJournal> = Box::new(LocalJournal {
+                file: Arc::new(Mutex::new(Some(locked))),
+                path,
+                new_dir: Some(dir),
+                syncer,
+                io,
+            });
             Ok(journal)
         })
     }
@@ -224,7 +264,8 @@ impl JournalStore for LocalStore {
         let path = self.journal_path(run_id);
         let run_id = run_id.to_owned();
         let confine = self.confine.clone();
-        blocking(move || {
+        let (syncer, io) = (self.syncer.clone(), self.io.clone());
+        blocking(&self.io, move || {
             let path = path?;
             // Not through a link: a linked `.codemode` would hand this
             // workspace another one's runs.
@@ -257,8 +298,13 @@ impl JournalStore for LocalStore {
                 .write_all(format!("{}\n", state_line(RunState::Running)).as_bytes())
                 .and_then(|()| locked.sync_data())
                 .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))?;
-            let journal: Box<dyn RunJournal> =
-                Box::new(LocalJournal { file: Arc::new(Mutex::new(locked)), path, new_dir: None });
+            let journal: Box<dyn RunJournal> = Box::new(LocalJournal {
+                file: Arc::new(Mutex::new(Some(locked))),
+                path,
+                new_dir: None,
+                syncer,
+                io,
+            });
             Ok((lines, journal))
         })
     }
@@ -266,7 +312,7 @@ impl JournalStore for LocalStore {
     fn load<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, StoredRun> {
         let path = self.journal_path(run_id);
         let run_id = run_id.to_owned();
-        blocking(move || {
+        blocking(&self.io, move || {
             let path = path?;
             let (state, _) = probe(&path, &run_id)?;
             let mut file = File::open(&path).map_err(|e| StoreError::failed(path.display(), e))?;
@@ -277,7 +323,7 @@ impl JournalStore for LocalStore {
 
     fn list(&self) -> StoreFuture<'_, Vec<RunSummary>> {
         let root = self.root.clone();
-        blocking(move || {
+        blocking(&self.io, move || {
             let entries = match std::fs::read_dir(&root) {
                 Ok(e) => e,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -310,7 +356,7 @@ impl JournalStore for LocalStore {
     fn remove<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
         let path = self.journal_path(run_id);
         let run_id = run_id.to_owned();
-        blocking(move || {
+        blocking(&self.io, move || {
             let path = path?;
             let dir = path.parent().expect("a run folder").to_path_buf();
             if !dir.exists() {
@@ -331,31 +377,33 @@ impl JournalStore for LocalStore {
     }
 }
 
-/// A local run journal: its file, locked.
+/// A local run journal: its file, locked (`None` once the run has ended).
 struct LocalJournal {
-    file: Arc<Mutex<Locked>>,
+    file: Arc<Mutex<Option<Locked>>>,
     path: PathBuf,
     /// The run's folder, when this journal made it (its entry in the
     /// parent is fsync'd on the first commit).
     new_dir: Option<PathBuf>,
+    syncer: Arc<Syncer>,
+    io: Arc<Semaphore>,
+}
+
+/// The error of a write to a journal whose run has ended.
+fn ended(path: &Path) -> StoreError {
+    StoreError::Failed(format!("{}: the run's journal was already ended", path.display()))
 }
 
 impl RunJournal for LocalJournal {
     fn append(&mut self, text: String) -> StoreFuture<'_, ()> {
         let file = self.file.clone();
         let path = self.path.clone();
-        blocking(move || {
+        blocking(&self.io, move || {
             let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+            let file = file.as_mut().ok_or_else(|| ended(&path))?;
+            // Not synced here: a pause syncs everything before it is
+            // reported, a run's end leaves it to the syncer.
             file.write_all(text.as_bytes())
-                .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))?;
-            // A full batch is synced here, off the VM thread and while the
-            // run goes on, so the commit at the end has only the tail to
-            // sync (a long run's end does not wait for megabytes).
-            if text.len() >= super::writer::FLUSH_BYTES {
-                file.sync_data()
-                    .map_err(|e| StoreError::failed(format!("cannot sync {}", path.display()), e))?;
-            }
-            Ok(())
+                .map_err(|e| StoreError::failed(format!("cannot write {}", path.display()), e))
         })
     }
 
@@ -367,8 +415,9 @@ impl RunJournal for LocalJournal {
         // ended and lost its folder to a crash reads as unknown, which
         // nothing can resume either, so the two extra syncs are spared.
         let new_dir = if state == RunState::Paused { self.new_dir.take() } else { None };
-        blocking(move || {
+        blocking(&self.io, move || {
             let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+            let file = file.as_mut().ok_or_else(|| ended(&path))?;
             let fail = |e: std::io::Error| StoreError::failed(format!("cannot commit {}", path.display()), e);
             file.write_all(format!("{}\n", state_line(state)).as_bytes()).map_err(fail)?;
             file.sync_data().map_err(fail)?;
@@ -379,6 +428,41 @@ impl RunJournal for LocalJournal {
                     File::open(parent).and_then(|d| d.sync_all()).map_err(fail)?;
                 }
                 File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn end(&mut self, mut tail: String, state: RunState) -> StoreFuture<'_, ()> {
+        if !state.is_final() {
+            return Box::pin(async move {
+                if !tail.is_empty() {
+                    self.append(tail).await?;
+                }
+                self.commit(state).await
+            });
+        }
+        let file = self.file.clone();
+        let path = self.path.clone();
+        let syncer = self.syncer.clone();
+        blocking(&self.io, move || {
+            let locked = file.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let mut locked = locked.ok_or_else(|| ended(&path))?;
+            // The tail and the state line in one write.
+            tail.push_str(&state_line(state));
+            tail.push('\n');
+            locked
+                .write_all(tail.as_bytes())
+                .map_err(|e| StoreError::failed(format!("cannot commit {}", path.display()), e))?;
+            // The state is final: nothing can claim the run any more, so
+            // the lock goes now; the fsync follows on the syncer's thread.
+            match locked.unlock() {
+                Ok(file) => syncer.push(file, path),
+                // Still locked (it cannot be let go): synced here, then
+                // dropped, which unlocks it.
+                Err((locked, _)) => locked
+                    .sync_data()
+                    .map_err(|e| StoreError::failed(format!("cannot sync {}", path.display()), e))?,
             }
             Ok(())
         })

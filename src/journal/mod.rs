@@ -5,7 +5,9 @@
 //! every value of the VM's clock and random seed the program read, and each
 //! call's request, decision and result. Lines are buffered while the run
 //! goes ([`writer`]) and made durable (fsync'd, or committed) before the run
-//! reports `paused` or ends. [`Engine::resume`](crate::Engine::resume)
+//! reports `paused`; a run that ends has its journal written when it
+//! reports its end, and durable soon after (the local store syncs it on its
+//! own threads, and its drop waits for that). [`Engine::resume`](crate::Engine::resume)
 //! replays a paused run from its journal in a fresh VM ([`replay`]):
 //! journaled calls are answered from the journal, the decisions are
 //! applied, and the run goes on. The format and guarantees are in
@@ -29,6 +31,7 @@ pub(crate) mod record;
 pub(crate) mod replay;
 mod runs;
 mod settings;
+mod syncer;
 pub(crate) mod writer;
 
 pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_decisions, record_decisions};
@@ -224,6 +227,23 @@ pub trait RunJournal: Send {
     /// one transaction) and records `state`; a final state or `paused`
     /// lets the run go.
     fn commit(&mut self, state: RunState) -> StoreFuture<'_, ()>;
+
+    /// Appends `tail` (whole lines as for [`RunJournal::append`], possibly
+    /// none), records the run's end in final `state` and lets the run go.
+    /// When it returns, every line appended so far and the state are
+    /// written (a crash of this process loses none of them, and other
+    /// processes read them); a store may make them durable against a crash
+    /// of the machine after it returns, before the store is dropped (the
+    /// local store does). Default: [`RunJournal::append`] (when there is a
+    /// tail), then [`RunJournal::commit`].
+    fn end(&mut self, tail: String, state: RunState) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            if !tail.is_empty() {
+                self.append(tail).await?;
+            }
+            self.commit(state).await
+        })
+    }
 }
 
 /// Where journals are kept. Shared by every run of an engine, and (for a

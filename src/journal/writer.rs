@@ -2,7 +2,8 @@
 //! buffer ([`RunLog`]); full buffers go to a task on the tool runtime that
 //! owns the store's [`RunJournal`], so the program never waits on the
 //! disk or the database; [`RunLog::finish`] sends the rest and waits for
-//! the commit (durable before the run reports `paused` or ends).
+//! the commit (durable before the run reports `paused`) or the end
+//! (written before the run reports its end; see [`RunJournal::end`]).
 
 use std::sync::Arc;
 
@@ -18,7 +19,8 @@ pub(crate) const FLUSH_BYTES: usize = 256 * 1024;
 enum Msg {
     /// Lines, each ending in a newline.
     Lines(String),
-    Commit(RunState, oneshot::Sender<Result<(), StoreError>>),
+    /// The last lines (possibly none) and the state to commit or end with.
+    Commit(String, RunState, oneshot::Sender<Result<(), StoreError>>),
 }
 
 /// Where the writer task gets its journal from.
@@ -100,7 +102,8 @@ impl RunLog {
     }
 
     /// Sends what is buffered and commits with `state`; resolves when the
-    /// journal is durable.
+    /// journal is durable (`paused`), or, for a final state, written
+    /// ([`RunJournal::end`]).
     ///
     /// # Errors
     /// The first store error of the run (creating, appending or
@@ -108,23 +111,21 @@ impl RunLog {
     pub(crate) async fn finish(mut self, state: RunState) -> Result<(), StoreError> {
         self.flush_now();
         let rest = std::mem::take(&mut self.buffer);
-        if !rest.is_empty() {
-            let _ = self.tx.send(Msg::Lines(rest));
-        }
         let (done, answer) = oneshot::channel();
-        if self.tx.send(Msg::Commit(state, done)).is_err() {
+        if self.tx.send(Msg::Commit(rest, state, done)).is_err() {
             return Err(StoreError::Failed("the journal writer stopped".into()));
         }
         answer.await.unwrap_or_else(|_| Err(StoreError::Failed("the journal writer stopped".into())))
     }
 }
 
-/// Owns the run's journal: opens it, appends what comes, commits.
+/// Owns the run's journal: opens it, appends what comes (what is queued
+/// at once in one append), commits.
 async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
     let mut failure: Option<StoreError> = None;
     let mut journal: Option<Box<dyn RunJournal>> = None;
     let mut opening = Some(opening);
-    while let Some(msg) = rx.recv().await {
+    while let Some(mut msg) = rx.recv().await {
         if journal.is_none()
             && failure.is_none()
             && let Some(how) = opening.take()
@@ -137,6 +138,21 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
                 },
             }
         }
+        // Lines queued behind these go with them (and with the commit, if
+        // it is queued too).
+        if let Msg::Lines(text) = &mut msg {
+            while let Ok(next) = rx.try_recv() {
+                match next {
+                    Msg::Lines(more) => text.push_str(&more),
+                    Msg::Commit(tail, state, done) => {
+                        let mut all = std::mem::take(text);
+                        all.push_str(&tail);
+                        msg = Msg::Commit(all, state, done);
+                        break;
+                    }
+                }
+            }
+        }
         match msg {
             Msg::Lines(text) if text.is_empty() => {}
             Msg::Lines(text) => {
@@ -146,10 +162,15 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
                     failure = Some(e);
                 }
             }
-            Msg::Commit(state, done) => {
+            Msg::Commit(tail, state, done) => {
                 let result = match (journal.as_mut(), failure.take()) {
                     (_, Some(e)) => Err(e),
-                    (Some(j), None) => j.commit(state).await,
+                    (Some(j), None) if state.is_final() => j.end(tail, state).await,
+                    (Some(j), None) if tail.is_empty() => j.commit(state).await,
+                    (Some(j), None) => match j.append(tail).await {
+                        Ok(()) => j.commit(state).await,
+                        Err(e) => Err(e),
+                    },
                     (None, None) => Err(StoreError::Failed("the journal was never opened".into())),
                 };
                 let _ = done.send(result);

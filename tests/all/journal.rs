@@ -775,3 +775,74 @@ fn a_resume_allows_the_start_an_allowed_call_of_an_untrusted_server_needs() {
     assert_eq!(last["status"], "ok", "{done:#}");
     assert!(last["note"].as_str().unwrap_or_default().contains("allowed by the resume"), "{done:#}");
 }
+
+/// The syscalls of `codemode ARGS` in `ws` (every thread, file
+/// descriptors named by path), as `strace -f -y` writes them, in order;
+/// and the process's exit code.
+fn traced(args: &[&str], ws: &std::path::Path) -> (Vec<String>, Option<i32>) {
+    let log = ws.join("strace.txt");
+    let out = std::process::Command::new("strace")
+        .args(["-f", "-y", "-qq", "-s", "256", "-e", "trace=fdatasync,fsync,write", "-o"])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_codemode"))
+        .args(args)
+        .current_dir(ws)
+        .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("strace runs (the tests need it: .ci/run installs it)");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    (text.lines().map(str::to_owned).collect(), out.status.code())
+}
+
+/// Index of the line where an fdatasync of the run's journal returned
+/// (strace splits a call other threads interleave with into `<unfinished
+/// ...>` and `<... fdatasync resumed>` lines).
+fn journal_synced_at(lines: &[String]) -> Option<usize> {
+    let mut waiting: Vec<String> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let pid = line.split_whitespace().next().unwrap_or("").to_owned();
+        if line.contains("fdatasync(") && line.contains("journal.jsonl>") {
+            if line.contains("<unfinished ...>") {
+                waiting.push(pid);
+            } else if line.ends_with("= 0") {
+                return Some(i);
+            }
+        } else if line.contains("<... fdatasync resumed>") && waiting.contains(&pid) && line.ends_with("= 0")
+        {
+            return Some(i);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_paused_run_is_synced_before_it_is_reported_and_an_ended_one_before_the_process_exits() {
+    let ws = cli_workspace();
+    // Paused: the journal's fdatasync returned before the receipt's first
+    // bytes went to stdout (tools' own processes write to pipes of theirs).
+    let (lines, code) =
+        traced(&["run", "prog.js", "--approve", "pause", "--config", "policy.toml", "--json"], ws.path());
+    assert_eq!(code, Some(4), "{}", lines.join("\n"));
+    let synced = journal_synced_at(&lines).unwrap_or_else(|| panic!("no journal sync: {}", lines.join("\n")));
+    let reported = lines
+        .iter()
+        .position(|l| l.contains(" write(1<") && l.contains("receipt_version"))
+        .unwrap_or_else(|| panic!("no receipt on stdout: {}", lines.join("\n")));
+    assert!(synced < reported, "synced at line {synced}, reported at line {reported}:\n{}", lines.join("\n"));
+
+    // Ended: the receipt does not wait for the sync, but the process does
+    // not exit before it (the log ends with the process).
+    std::fs::write(ws.path().join("one.js"), "return 1;").unwrap();
+    let (lines, code) = traced(&["run", "one.js", "--json"], ws.path());
+    assert_eq!(code, Some(0), "{}", lines.join("\n"));
+    assert!(journal_synced_at(&lines).is_some(), "no journal sync: {}", lines.join("\n"));
+    let runs = ws.path().join(".codemode/runs");
+    let ended = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("journal.jsonl")).ok())
+        .filter(|text| text.lines().last().is_some_and(|l| l.contains(r#""state":"completed""#)))
+        .count();
+    assert_eq!(ended, 1, "one journal ends `completed`");
+}
