@@ -63,6 +63,9 @@ pub enum CatalogError {
 /// One registered tool.
 pub(crate) struct Entry {
     pub spec: ToolSpec,
+    /// The tool's name (`spec.name`), shared: each call's receipt and
+    /// context hold it without copying it.
+    pub name: Arc<str>,
     pub tool: Arc<dyn Tool>,
     validator: jsonschema::Validator,
 }
@@ -95,7 +98,9 @@ impl Entry {
 /// The tools of an engine, in catalog order.
 pub(crate) struct Catalog {
     entries: Vec<Entry>,
-    index: HashMap<String, usize>,
+    /// Position in `entries` by name. foldhash rather than SipHash: every
+    /// call looks its tool up here.
+    index: Index,
     digest: String,
     /// `tool_search`'s index, built on the first search.
     search: std::sync::OnceLock<search::SearchIndex>,
@@ -124,7 +129,7 @@ impl Catalog {
         optional: Vec<Arc<dyn Tool>>,
     ) -> Result<(Self, Vec<CatalogError>), CatalogError> {
         let mut entries = Vec::with_capacity(tools.len() + optional.len());
-        let mut index = HashMap::with_capacity(tools.len() + optional.len());
+        let mut index = Index::with_capacity_and_hasher(tools.len() + optional.len(), Default::default());
         let mut skipped = Vec::new();
         let required = tools.into_iter().map(|t| (t, true));
         for (tool, must) in required.chain(optional.into_iter().map(|t| (t, false))) {
@@ -172,9 +177,12 @@ impl Catalog {
     }
 }
 
+/// The catalog's index type: position by tool name.
+type Index = HashMap<String, usize, foldhash::fast::RandomState>;
+
 /// A catalog entry for `tool`, unless its name is invalid or already in
 /// `index`, or its schema does not compile.
-fn entry_of(tool: Arc<dyn Tool>, index: &HashMap<String, usize>) -> Result<Entry, CatalogError> {
+fn entry_of(tool: Arc<dyn Tool>, index: &Index) -> Result<Entry, CatalogError> {
     let spec = tool.spec();
     if !valid_name(&spec.name) {
         return Err(CatalogError::InvalidName { name: spec.name });
@@ -184,7 +192,8 @@ fn entry_of(tool: Arc<dyn Tool>, index: &HashMap<String, usize>) -> Result<Entry
     }
     let validator = schema::validator(&spec.input_schema)
         .map_err(|message| CatalogError::InvalidSchema { tool: spec.name.clone(), message })?;
-    Ok(Entry { spec, tool, validator })
+    let name = Arc::from(spec.name.as_str());
+    Ok(Entry { spec, name, tool, validator })
 }
 
 fn valid_name(name: &str) -> bool {

@@ -320,7 +320,7 @@ impl GateRun {
             calls_made: self.calls_made,
             primary: primary.as_ref(),
         };
-        let prep = match decide_early(shared, &catalog, &request, self.dispatcher_start, &self.run_id) {
+        let prep = match decide_early(shared, &catalog, None, &request, self.dispatcher_start, &self.run_id) {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) | Early::Exhausted(reason) => return Gated::Refuse(reason),
         };

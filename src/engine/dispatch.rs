@@ -196,11 +196,23 @@ impl Dispatcher {
         decision: Decision,
         notes: Option<String>,
     ) -> Finisher {
+        self.finisher_named(Arc::from(tool), seq, decision, notes)
+    }
+
+    /// [`Dispatcher::finisher`] with the tool's name already shared (a
+    /// catalog entry's).
+    pub(super) fn finisher_named(
+        &self,
+        tool: Arc<str>,
+        seq: u64,
+        decision: Decision,
+        notes: Option<String>,
+    ) -> Finisher {
         Finisher {
             shared: self.shared.clone(),
             approver: self.approver.clone(),
             spill: self.spill.clone(),
-            tool: Arc::from(tool),
+            tool,
             seq,
             started: Instant::now(),
             decision,
@@ -237,7 +249,7 @@ impl Dispatcher {
         }
         let seq = ledger.open(tool, caller, Decision::Approved, None);
         let notes: Vec<String> = pending.notes.iter().cloned().chain([note]).collect();
-        let finish = self.finisher(tool, seq, Decision::Approved, Some(notes.join("; ")));
+        let finish = self.finisher_named(entry.name.clone(), seq, Decision::Approved, Some(notes.join("; ")));
         // A tool of an MCP server not started in this process (the calls
         // before it were answered from the journal): the server's start is
         // gated first, as for any first call of a server.
@@ -349,7 +361,7 @@ impl Dispatcher {
         let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
         let calls_made = ledger.calls_made();
         let request = CallRequest { tool, args: &args, caller, calls_made, primary: primary.as_ref() };
-        let prep = match decide_early(shared, &catalog, &request, self.start, &self.run_id) {
+        let prep = match decide_early(shared, &catalog, entry, &request, self.start, &self.run_id) {
             Early::Continue(prep) => prep,
             Early::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
             Early::Exhausted(reason) => {
@@ -375,7 +387,7 @@ impl Dispatcher {
             shared.discovery.note_called(tool, self.turn);
         }
         let timeout = timeout_of(shared, &entry.spec);
-        let finish = self.finisher(tool, seq, Decision::Auto, None);
+        let finish = self.finisher_named(entry.name.clone(), seq, Decision::Auto, None);
         let cx = self.tool_context(&finish, caller);
         // `tool_search` with MCP servers not listed yet: discovery first
         // (discover.rs), once the search's own gate has passed.
@@ -492,10 +504,12 @@ impl Dispatcher {
 }
 
 /// Gate steps 1-7 for `request` against `catalog`, for a run that started
-/// under posture `start` (its posture and epoch).
+/// under posture `start` (its posture and epoch); `known` is the call's
+/// entry in `catalog` when already looked up (the steps then use it).
 pub(super) fn decide_early(
     shared: &Shared,
     catalog: &Catalog,
+    known: Option<&crate::catalog::Entry>,
     request: &CallRequest<'_>,
     start: (Posture, u64),
     run_id: &str,
@@ -512,6 +526,7 @@ pub(super) fn decide_early(
             confinement: &shared.confinement,
             run_id,
         },
+        known,
     };
     gate::decide_early(request, &cx)
 }
@@ -811,15 +826,20 @@ impl Finisher {
             content => {
                 let payload = match json {
                     Some(json) => {
-                        let meta = serde_json::to_string(&metadata).expect("JSON values serialise");
-                        let cut = serde_json::to_string(&truncated).expect("JSON values serialise");
+                        // `null` (the usual case) without a string made for it.
+                        let meta = metadata.as_ref().map(|m| m.to_string());
+                        let cut = truncated
+                            .as_ref()
+                            .map(|t| serde_json::to_string(t).expect("JSON values serialise"));
+                        let (meta, cut) =
+                            (meta.as_deref().unwrap_or("null"), cut.as_deref().unwrap_or("null"));
                         let mut p = String::with_capacity(json.len() + meta.len() + cut.len() + 40);
                         p.push_str("{\"content\":");
                         p.push_str(&json);
                         p.push_str(",\"metadata\":");
-                        p.push_str(&meta);
+                        p.push_str(meta);
                         p.push_str(",\"truncated\":");
-                        p.push_str(&cut);
+                        p.push_str(cut);
                         p.push('}');
                         p
                     }

@@ -73,6 +73,7 @@ pub(crate) async fn run(
                         posture,
                         posture_at_start: None,
                         guard: super::protection::Guard { protections, confinement, run_id },
+                        known: None,
                     };
                     match recheck_rewrite(&request, &cx) {
                         Ok(found) => rules = Some(found),

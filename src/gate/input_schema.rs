@@ -12,7 +12,7 @@ impl Step for InputSchema {
     }
 
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
-        let Some(entry) = cx.catalog.get(call.tool) else {
+        let Some(entry) = cx.entry(call.tool) else {
             return Verdict::Next;
         };
         let errors = entry.schema_errors(call.args);

@@ -80,6 +80,20 @@ pub(crate) struct GateContext<'a> {
     pub posture_at_start: Option<Posture>,
     /// Protected and hidden paths, and the run.
     pub guard: protection::Guard<'a>,
+    /// The call's catalog entry when the caller has already looked it up
+    /// (in `catalog`); steps read it through [`GateContext::entry`].
+    pub known: Option<&'a crate::catalog::Entry>,
+}
+
+impl<'a> GateContext<'a> {
+    /// The catalog entry of `tool`: the one already looked up when it is
+    /// that tool's, else `catalog`'s.
+    pub(crate) fn entry(&self, tool: &str) -> Option<&'a crate::catalog::Entry> {
+        match self.known {
+            Some(entry) if *entry.name == *tool => Some(entry),
+            _ => self.catalog.get(tool),
+        }
+    }
 }
 
 /// What steps 6 and 7 learn about a call, for the steps after them.
@@ -206,6 +220,7 @@ impl<'a> GateContext<'a> {
             posture: policy.posture,
             posture_at_start: None,
             guard: protection::Guard { protections: &[], confinement: &CONFINEMENT, run_id: "test-run" },
+            known: None,
         }
     }
 }
@@ -251,5 +266,19 @@ mod tests {
             .filter_map(|cell| cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')))
             .collect();
         assert_eq!(documented, all, "docs/POLICY.md lists the steps in this order");
+    }
+
+    #[test]
+    fn a_known_entry_answers_only_for_its_own_tool() {
+        let catalog = Catalog::new(crate::tools::native()).unwrap();
+        let policy = Policy::default();
+        let read = catalog.get("read").unwrap();
+        let cx = GateContext { known: Some(read), ..GateContext::for_test(&catalog, &policy) };
+        assert!(std::ptr::eq(cx.entry("read").unwrap(), read));
+        // Another name is looked up in the catalog, not answered with `read`.
+        assert_eq!(cx.entry("write").unwrap().spec.name, "write");
+        assert!(cx.entry("no_such_tool").is_none());
+        let none = GateContext::for_test(&catalog, &policy);
+        assert!(std::ptr::eq(none.entry("read").unwrap(), read));
     }
 }

@@ -23,7 +23,7 @@ impl Step for PlanMode {
         if cx.policy.mode != Mode::Plan {
             return Verdict::Next;
         }
-        match cx.catalog.get(call.tool) {
+        match cx.entry(call.tool) {
             // Starting an MCP server changes nothing by itself, and plan mode
             // needs it for the server's read-only tools; the posture still
             // decides whether it needs an approval.

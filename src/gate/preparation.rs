@@ -17,7 +17,7 @@ impl Step for Preparing {
     }
 
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, prep: &mut Preparation) -> Verdict {
-        if let Some(entry) = cx.catalog.get(call.tool) {
+        if let Some(entry) = cx.entry(call.tool) {
             prep.reader = entry.spec.is_read_only();
             prep.destructive = !prep.reader && entry.spec.annotations.destructive != Some(false);
         }

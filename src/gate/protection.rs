@@ -206,7 +206,7 @@ impl Step for ProtectedPaths {
         // Calls without a path (most calls) pay nothing more.
         let Some(primary) = call.primary.filter(|p| !p.command) else { return Verdict::Next };
         let guard = &cx.guard;
-        let writer = cx.catalog.get(call.tool).is_some_and(|e| !e.spec.is_read_only());
+        let writer = cx.entry(call.tool).is_some_and(|e| !e.spec.is_read_only());
         let workspace = &guard.confinement.workspace;
         let lexical = workspace.join(&primary.written);
         let paths: Vec<&Path> = std::iter::once(lexical.as_path()).chain(primary.target.as_deref()).collect();
@@ -297,8 +297,8 @@ fn names(pattern: &str, name: &str) -> bool {
 /// `bash` under sandbox profile `off` runs only under posture full-access.
 fn sandbox_off(tool: &str, cx: &GateContext<'_>) -> Option<Verdict> {
     let off = cx.guard.confinement.sandbox.profile == SandboxProfile::Off;
-    let bash = tool == "bash"
-        && cx.catalog.get(tool).is_some_and(|e| e.spec.source == crate::catalog::ToolSource::Native);
+    let bash =
+        tool == "bash" && cx.entry(tool).is_some_and(|e| e.spec.source == crate::catalog::ToolSource::Native);
     (off && bash && cx.posture != Posture::FullAccess).then(|| {
         Verdict::Refuse(format!(
             "the bash sandbox is off (`[sandbox] profile = \"off\"`), which needs posture full-access; \

@@ -12,7 +12,7 @@ impl Step for ToolExists {
     }
 
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
-        let Some(entry) = cx.catalog.get(call.tool) else {
+        let Some(entry) = cx.entry(call.tool) else {
             let near = cx.catalog.suggest(call.tool);
             let hint = if near.is_empty() {
                 let names: Vec<&str> = cx.catalog.specs().map(|s| s.name.as_str()).collect();
