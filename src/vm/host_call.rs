@@ -286,7 +286,9 @@ fn typed_array_global<'js>(
             // Marked first: the intrinsic reads `Uint8Array` back from
             // globalThis, which would call an accessor left in place.
             state.typed_arrays.set(Some(true));
-            let made = remove_typed_array_accessors(ctx) && add_typed_arrays(ctx, name);
+            let made = no_code_runs_in_the_intrinsic(ctx)
+                && remove_typed_array_accessors(ctx)
+                && add_typed_arrays(ctx, name);
             state.typed_arrays.set(Some(made));
             made
         }
@@ -295,7 +297,9 @@ fn typed_array_global<'js>(
         return Err(rquickjs::Exception::throw_type(
             ctx,
             &format!(
-                "{name} is not available: globalThis was frozen, sealed or made non-extensible before the program first used a typed array"
+                "{name} is not available: before the program first used a typed array, it froze, sealed or made \
+                 globalThis non-extensible, made a typed array global unconfigurable, or replaced \
+                 Array.prototype.toString with a getter (or deleted it)"
             ),
         ));
     }
@@ -307,6 +311,42 @@ fn typed_array_global<'js>(
             global.set(name, v)?;
             Ok(Value::new_undefined(ctx.clone()))
         }
+    }
+}
+
+/// Whether QuickJS's typed array intrinsic can run without running any of
+/// the program's code. It reads `Array.prototype.toString` (to share it
+/// with the typed arrays' prototype); were that a getter (or missing, so
+/// the read went on up a prototype chain the program may have made a
+/// proxy), the program's code would run in the middle of the intrinsic
+/// and could define `Atomics`, on which QuickJS aborts the process. Every
+/// other read of the intrinsic is of properties it has just made.
+fn no_code_runs_in_the_intrinsic(ctx: &Ctx<'_>) -> bool {
+    let Ok(array) = rquickjs::Array::new(ctx.clone()) else { return false };
+    // The real Array.prototype: a new array's prototype, whatever the
+    // global `Array` now is.
+    let Some(proto) = array.as_object().get_prototype() else { return false };
+    let raw_ctx = ctx.as_raw().as_ptr();
+    let name = "toString";
+    // SAFETY: `raw_ctx` is this live context and `proto` a live object of
+    // it; Array.prototype is an ordinary array object, so reading its own
+    // property runs no code. The atom is freed after use, and the values
+    // JS_GetOwnProperty fills in (one reference each) are freed.
+    #[allow(unsafe_code)]
+    unsafe {
+        let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, name.as_ptr().cast(), name.len() as _);
+        let mut desc = std::mem::MaybeUninit::<rquickjs::qjs::JSPropertyDescriptor>::uninit();
+        let found = rquickjs::qjs::JS_GetOwnProperty(raw_ctx, desc.as_mut_ptr(), proto.as_raw(), atom);
+        rquickjs::qjs::JS_FreeAtom(raw_ctx, atom);
+        if found != 1 {
+            return false;
+        }
+        let desc = desc.assume_init();
+        let data = desc.flags & rquickjs::qjs::JS_PROP_TMASK as std::ffi::c_int == 0;
+        rquickjs::qjs::JS_FreeValue(raw_ctx, desc.value);
+        rquickjs::qjs::JS_FreeValue(raw_ctx, desc.getter);
+        rquickjs::qjs::JS_FreeValue(raw_ctx, desc.setter);
+        data
     }
 }
 

@@ -172,10 +172,31 @@ fn a_program_that_froze_globalthis_is_told_why_typed_arrays_are_missing() {
     let r = run("Object.freeze(globalThis); return new Uint8Array(2);");
     assert_eq!(r.status, RunStatus::Failed);
     let e = r.error.unwrap();
-    assert!(e.message.contains("Uint8Array is not available: globalThis was frozen"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("Uint8Array is not available: before the program first used a typed array, it froze"),
+        "{}",
+        e.message
+    );
     let r = run("Object.preventExtensions(globalThis); return typeof DataView;");
     assert_eq!(r.status, RunStatus::Failed);
     assert!(r.error.unwrap().message.contains("DataView is not available"));
+    // Program code cannot run inside the making of them (QuickJS aborts
+    // the process if it meets an `Atomics` made meanwhile): a getter on
+    // Array.prototype.toString, which the making reads, is refused.
+    let r = run(
+        "Object.defineProperty(Array.prototype, 'toString', {get() { globalThis.Atomics = 1; return () => ''; }}); \
+         try { new Uint8Array(1); } catch (e) { \
+           return [e.name, e.message.includes('Array.prototype.toString'), \
+                   typeof Object.getOwnPropertyDescriptor(globalThis, 'Atomics').get]; }",
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(["TypeError", true, "function"]));
+    // Replaced by a plain function, it is only shared, as QuickJS does.
+    let r = run(
+        "Array.prototype.toString = () => 'mine'; return [String(new Uint8Array(2)), typeof Atomics.add];",
+    );
+    assert_eq!(r.value, json!(["mine", "function"]));
     // Used before the freeze, they stay.
     let r = run(
         "const n = new Uint8Array(2).length; Object.freeze(globalThis); return [n, new Int8Array(3).length];",
