@@ -278,17 +278,17 @@ fn typed_array_global<'js>(
     name: &str,
     value: Option<Value<'js>>,
 ) -> rquickjs::Result<Value<'js>> {
-    // Only the first access makes them: once made, an accessor is called
-    // again only if its global could not be replaced.
+    // Only the first access makes them. No program code runs while they
+    // are made (see make_typed_arrays), so this accessor is not entered
+    // again meanwhile; once made, an accessor the program kept calls
+    // through to the global.
     let made = match state.typed_arrays.get() {
-        Some(_) => false,
+        Some(made) => made,
         None => {
-            // Marked first: the intrinsic reads `Uint8Array` back from
-            // globalThis, which would call an accessor left in place.
-            state.typed_arrays.set(Some(true));
-            let made = no_code_runs_in_the_intrinsic(ctx)
-                && remove_typed_array_accessors(ctx)
-                && add_typed_arrays(ctx, name);
+            state.typed_arrays.set(Some(false));
+            // An error here is the VM's own (out of memory, the run
+            // stopping): it stays the program's error, uncatchable as it is.
+            let made = make_typed_arrays(ctx, name)?;
             state.typed_arrays.set(Some(made));
             made
         }
@@ -326,67 +326,93 @@ fn no_code_runs_in_the_intrinsic(ctx: &Ctx<'_>) -> bool {
     // The real Array.prototype: a new array's prototype, whatever the
     // global `Array` now is.
     let Some(proto) = array.as_object().get_prototype() else { return false };
-    let raw_ctx = ctx.as_raw().as_ptr();
-    let name = "toString";
-    // SAFETY: `raw_ctx` is this live context and `proto` a live object of
-    // it; Array.prototype is an ordinary array object, so reading its own
-    // property runs no code. The atom is freed after use, and the values
-    // JS_GetOwnProperty fills in (one reference each) are freed.
+    // SAFETY: `proto` is a live object of this context, an ordinary array
+    // object (reading its own property runs no code).
     #[allow(unsafe_code)]
-    unsafe {
-        let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, name.as_ptr().cast(), name.len() as _);
-        let mut desc = std::mem::MaybeUninit::<rquickjs::qjs::JSPropertyDescriptor>::uninit();
-        let found = rquickjs::qjs::JS_GetOwnProperty(raw_ctx, desc.as_mut_ptr(), proto.as_raw(), atom);
-        rquickjs::qjs::JS_FreeAtom(raw_ctx, atom);
-        if found != 1 {
-            return false;
-        }
-        let desc = desc.assume_init();
-        let data = desc.flags & rquickjs::qjs::JS_PROP_TMASK as std::ffi::c_int == 0;
-        rquickjs::qjs::JS_FreeValue(raw_ctx, desc.value);
-        rquickjs::qjs::JS_FreeValue(raw_ctx, desc.getter);
-        rquickjs::qjs::JS_FreeValue(raw_ctx, desc.setter);
-        data
-    }
+    let flags = unsafe { own_property_flags(ctx.as_raw().as_ptr(), proto.as_raw(), "toString") };
+    flags.is_some_and(|flags| flags & rquickjs::qjs::JS_PROP_TMASK as std::ffi::c_int == 0)
 }
 
-/// Deletes every typed array accessor from globalThis; false when one
-/// could not be deleted (the program froze or sealed globalThis). QuickJS
-/// aborts the process if the intrinsic meets an existing `Atomics`, so
-/// none may be left when it runs.
-fn remove_typed_array_accessors(ctx: &Ctx<'_>) -> bool {
+/// Makes the typed arrays: false (nothing made, nothing changed) when that
+/// could run program code, that is unless `Array.prototype.toString` is a
+/// data property, globalThis is extensible and every typed array global
+/// (the accessors, or values the program put there) is configurable; else
+/// deletes those globals and adds QuickJS's typed array intrinsic, whose
+/// definitions then all succeed and whose reads all meet objects it has
+/// just made. (QuickJS aborts the process if the intrinsic meets an
+/// existing `Atomics`, or a `Uint8Array` it reads back that has its
+/// methods already: program code running inside it could make either.)
+///
+/// # Errors
+/// The intrinsic failed (out of memory): the VM's pending exception.
+fn make_typed_arrays(ctx: &Ctx<'_>, name: &str) -> rquickjs::Result<bool> {
     let raw_ctx = ctx.as_raw().as_ptr();
     let global = ctx.globals();
-    TYPED_ARRAY_GLOBALS.iter().all(|name| {
-        // SAFETY: `raw_ctx` is this live context; the atom is made from
-        // `name`'s bytes and freed after use. JS_DeleteProperty returns 1
-        // when the property is gone (or was never there).
+    // SAFETY: `raw_ctx` is this live context and `global` its global
+    // object, an ordinary object: JS_IsExtensible and JS_GetOwnProperty
+    // run no code on it. Atoms are made from the names' bytes and freed
+    // after use, as are the values JS_GetOwnProperty fills in.
+    #[allow(unsafe_code)]
+    let ready = unsafe {
+        rquickjs::qjs::JS_IsExtensible(raw_ctx, global.as_raw()) == 1
+            && TYPED_ARRAY_GLOBALS.iter().all(|n| {
+                own_property_flags(raw_ctx, global.as_raw(), n)
+                    .is_none_or(|flags| flags & rquickjs::qjs::JS_PROP_CONFIGURABLE as std::ffi::c_int != 0)
+            })
+    };
+    if !ready || !no_code_runs_in_the_intrinsic(ctx) {
+        return Ok(false);
+    }
+    for n in TYPED_ARRAY_GLOBALS {
+        // SAFETY: as above; deleting a configurable own property of an
+        // ordinary object runs no code.
         #[allow(unsafe_code)]
         unsafe {
-            let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, name.as_ptr().cast(), name.len() as _);
-            let deleted = rquickjs::qjs::JS_DeleteProperty(raw_ctx, global.as_raw(), atom, 0);
+            let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, n.as_ptr().cast(), n.len() as _);
+            rquickjs::qjs::JS_DeleteProperty(raw_ctx, global.as_raw(), atom, 0);
             rquickjs::qjs::JS_FreeAtom(raw_ctx, atom);
-            deleted == 1
         }
-    })
-}
-
-/// Adds QuickJS's typed array intrinsic to `ctx`; false when it failed or
-/// could not define the global `name` (globalThis made non-extensible).
-fn add_typed_arrays(ctx: &Ctx<'_>, name: &str) -> bool {
+    }
     // SAFETY: `ctx` is this VM's live context, used on the thread that
     // owns it; JS_AddIntrinsicTypedArrays only creates the typed array
     // classes, prototypes and globals in it (what `Context::custom` does
-    // when asked for them). Its caller runs it at most once per context,
-    // after removing the accessors (see remove_typed_array_accessors).
+    // when asked for them). It runs at most once per context (the state of
+    // typed_array_global), under the conditions checked above.
     #[allow(unsafe_code)]
-    let status = unsafe { rquickjs::qjs::JS_AddIntrinsicTypedArrays(ctx.as_raw().as_ptr()) };
+    let status = unsafe { rquickjs::qjs::JS_AddIntrinsicTypedArrays(raw_ctx) };
     if status < 0 {
-        // The reason (out of memory, say) is replaced by the caller's.
-        drop(ctx.catch());
-        return false;
+        return Err(rquickjs::Error::Exception);
     }
-    ctx.globals().contains_key(name).unwrap_or(false)
+    Ok(global.contains_key(name).unwrap_or(false))
+}
+
+/// The flags of `obj`'s own property `name`, if it has one.
+///
+/// # Safety
+/// `ctx` is a live context and `obj` an ordinary object of it (reading its
+/// own property runs no code).
+#[allow(unsafe_code)]
+unsafe fn own_property_flags(
+    ctx: *mut rquickjs::qjs::JSContext,
+    obj: rquickjs::qjs::JSValue,
+    name: &str,
+) -> Option<std::ffi::c_int> {
+    // SAFETY: per the function's contract; the atom and the descriptor's
+    // values (one reference each) are freed here.
+    unsafe {
+        let atom = rquickjs::qjs::JS_NewAtomLen(ctx, name.as_ptr().cast(), name.len() as _);
+        let mut desc = std::mem::MaybeUninit::<rquickjs::qjs::JSPropertyDescriptor>::uninit();
+        let found = rquickjs::qjs::JS_GetOwnProperty(ctx, desc.as_mut_ptr(), obj, atom);
+        rquickjs::qjs::JS_FreeAtom(ctx, atom);
+        if found != 1 {
+            return None;
+        }
+        let desc = desc.assume_init();
+        rquickjs::qjs::JS_FreeValue(ctx, desc.value);
+        rquickjs::qjs::JS_FreeValue(ctx, desc.getter);
+        rquickjs::qjs::JS_FreeValue(ctx, desc.setter);
+        Some(desc.flags)
+    }
 }
 
 /// `s` as text, each lone surrogate replaced by U+FFFD, as

@@ -161,6 +161,11 @@ fn a_typed_array_global_can_be_assigned_or_shadowed_before_first_use() {
         run("delete globalThis.DataView; return [typeof Atomics.add, typeof DataView, typeof Uint8Array];");
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value, json!(["function", "function", "function"]));
+    // An accessor the program kept still answers after they are made.
+    let r = run("const g = Object.getOwnPropertyDescriptor(globalThis, 'Uint8Array').get; \
+         return [g() === g(), typeof g(), g() === Uint8Array];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!([true, "function", true]));
     // Without a use, nothing is made and other lookups are untouched.
     let r =
         run("let e; try { missing; } catch (x) { e = x.name; } return [e, String(globalThis).length > 0];");
@@ -197,6 +202,13 @@ fn a_program_that_froze_globalthis_is_told_why_typed_arrays_are_missing() {
         "Array.prototype.toString = () => 'mine'; return [String(new Uint8Array(2)), typeof Atomics.add];",
     );
     assert_eq!(r.value, json!(["mine", "function"]));
+    // A typed array global made unconfigurable: nothing is made and
+    // nothing removed (QuickJS could abort on what the program left).
+    let r = run("Object.defineProperty(globalThis, 'Atomics', {value: 1, configurable: false}); \
+         try { new Uint8Array(1); } catch (e) { \
+           return [e.name, Object.getOwnPropertyNames(globalThis).includes('DataView'), Atomics]; }");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(["TypeError", true, 1]));
     // Used before the freeze, they stay.
     let r = run(
         "const n = new Uint8Array(2).length; Object.freeze(globalThis); return [n, new Int8Array(3).length];",
