@@ -4,8 +4,7 @@
 //! `host(0, name, argsJson)` starts a call through the dispatcher;
 //! `host(1, level, text)` records a console line; `host(2, what)` reads the
 //! journaled clock or seed. See js-prelude/prelude.js for the return
-//! protocol. Also here: the accessors that make the typed arrays on first
-//! use ([`lazy_typed_arrays`]).
+//! protocol.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -53,7 +52,7 @@ pub(crate) struct HostState {
     pub live: std::cell::Cell<bool>,
     /// Whether the program's first use of a typed array made them (`None`
     /// until then; `Some(false)` when they could not be installed, see
-    /// [`lazy_typed_arrays`]).
+    /// [`super::typed_arrays`]).
     pub typed_arrays: std::cell::Cell<Option<bool>>,
 }
 
@@ -197,222 +196,6 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
             }
         },
     )
-}
-
-/// The globals QuickJS's typed array intrinsic defines (a unit test checks
-/// the list against QuickJS).
-pub(crate) const TYPED_ARRAY_GLOBALS: [&str; 16] = [
-    "ArrayBuffer",
-    "SharedArrayBuffer",
-    "Uint8ClampedArray",
-    "Int8Array",
-    "Uint8Array",
-    "Int16Array",
-    "Uint16Array",
-    "Int32Array",
-    "Uint32Array",
-    "BigInt64Array",
-    "BigUint64Array",
-    "Float16Array",
-    "Float32Array",
-    "Float64Array",
-    "DataView",
-    "Atomics",
-];
-
-/// Makes the typed arrays (`ArrayBuffer`, the typed array constructors,
-/// `DataView`, `Atomics`) on the program's first use: making them with the
-/// context cost about a tenth of a VM's start (and 13 KiB of its memory),
-/// and few programs use them. Until then each of their globals is an
-/// accessor (configurable, not enumerable; one host function serves as
-/// its getter and setter); the first read or write of any of them adds
-/// QuickJS's typed array intrinsic, whose globals replace the accessors
-/// with the usual data properties, so the program sees the same
-/// constructors, prototypes and behaviour as with eager ones. A program
-/// that froze or sealed globalThis first cannot have them installed: the
-/// access throws a TypeError that says so.
-pub(crate) fn lazy_typed_arrays<'js>(ctx: &Ctx<'js>, state: &Rc<HostState>) -> rquickjs::Result<()> {
-    let global = ctx.globals();
-    let raw_ctx = ctx.as_raw().as_ptr();
-    for name in TYPED_ARRAY_GLOBALS {
-        let state = state.clone();
-        let accessor = Function::new(
-            ctx.clone(),
-            move |ctx: Ctx<'js>,
-                  value: rquickjs::function::Opt<Value<'js>>|
-                  -> rquickjs::Result<Value<'js>> {
-                typed_array_global(&ctx, &state, name, value.0)
-            },
-        )?;
-        // SAFETY: `raw_ctx` is this live context; the atom is made from
-        // `name`'s bytes and freed after use; JS_DefinePropertyGetSet takes
-        // (and frees) one reference to the getter and one to the setter,
-        // which the two JS_DupValue calls provide (`accessor` keeps its own).
-        #[allow(unsafe_code)]
-        let status = unsafe {
-            let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, name.as_ptr().cast(), name.len() as _);
-            let f = accessor.as_raw();
-            let status = rquickjs::qjs::JS_DefinePropertyGetSet(
-                raw_ctx,
-                global.as_raw(),
-                atom,
-                rquickjs::qjs::JS_DupValue(raw_ctx, f),
-                rquickjs::qjs::JS_DupValue(raw_ctx, f),
-                rquickjs::qjs::JS_PROP_CONFIGURABLE as _,
-            );
-            rquickjs::qjs::JS_FreeAtom(raw_ctx, atom);
-            status
-        };
-        if status < 0 {
-            return Err(rquickjs::Error::Exception);
-        }
-    }
-    Ok(())
-}
-
-/// The accessor of typed array global `name`: a read (`value` `None`) or a
-/// write of it, after the typed arrays were made.
-fn typed_array_global<'js>(
-    ctx: &Ctx<'js>,
-    state: &HostState,
-    name: &str,
-    value: Option<Value<'js>>,
-) -> rquickjs::Result<Value<'js>> {
-    // Only the first access makes them. No program code runs while they
-    // are made (see make_typed_arrays), so this accessor is not entered
-    // again meanwhile; once made, an accessor the program kept calls
-    // through to the global.
-    let made = match state.typed_arrays.get() {
-        Some(made) => made,
-        None => {
-            state.typed_arrays.set(Some(false));
-            // An error here is the VM's own (out of memory, the run
-            // stopping): it stays the program's error, uncatchable as it is.
-            let made = make_typed_arrays(ctx, name)?;
-            state.typed_arrays.set(Some(made));
-            made
-        }
-    };
-    if !made {
-        return Err(rquickjs::Exception::throw_type(
-            ctx,
-            &format!(
-                "{name} is not available: before the program first used a typed array, it froze, sealed or made \
-                 globalThis non-extensible, made a typed array global unconfigurable, or replaced \
-                 Array.prototype.toString with a getter (or deleted it)"
-            ),
-        ));
-    }
-    // The intrinsic defined the global as a data property.
-    let global = ctx.globals();
-    match value {
-        None => global.get(name),
-        Some(v) => {
-            global.set(name, v)?;
-            Ok(Value::new_undefined(ctx.clone()))
-        }
-    }
-}
-
-/// Whether QuickJS's typed array intrinsic can run without running any of
-/// the program's code. It reads `Array.prototype.toString` (to share it
-/// with the typed arrays' prototype); were that a getter (or missing, so
-/// the read went on up a prototype chain the program may have made a
-/// proxy), the program's code would run in the middle of the intrinsic
-/// and could define `Atomics`, on which QuickJS aborts the process. Every
-/// other read of the intrinsic is of properties it has just made.
-fn no_code_runs_in_the_intrinsic(ctx: &Ctx<'_>) -> bool {
-    let Ok(array) = rquickjs::Array::new(ctx.clone()) else { return false };
-    // The real Array.prototype: a new array's prototype, whatever the
-    // global `Array` now is.
-    let Some(proto) = array.as_object().get_prototype() else { return false };
-    // SAFETY: `proto` is a live object of this context, an ordinary array
-    // object (reading its own property runs no code).
-    #[allow(unsafe_code)]
-    let flags = unsafe { own_property_flags(ctx.as_raw().as_ptr(), proto.as_raw(), "toString") };
-    flags.is_some_and(|flags| flags & rquickjs::qjs::JS_PROP_TMASK as std::ffi::c_int == 0)
-}
-
-/// Makes the typed arrays: false (nothing made, nothing changed) when that
-/// could run program code, that is unless `Array.prototype.toString` is a
-/// data property, globalThis is extensible and every typed array global
-/// (the accessors, or values the program put there) is configurable; else
-/// deletes those globals and adds QuickJS's typed array intrinsic, whose
-/// definitions then all succeed and whose reads all meet objects it has
-/// just made. (QuickJS aborts the process if the intrinsic meets an
-/// existing `Atomics`, or a `Uint8Array` it reads back that has its
-/// methods already: program code running inside it could make either.)
-///
-/// # Errors
-/// The intrinsic failed (out of memory): the VM's pending exception.
-fn make_typed_arrays(ctx: &Ctx<'_>, name: &str) -> rquickjs::Result<bool> {
-    let raw_ctx = ctx.as_raw().as_ptr();
-    let global = ctx.globals();
-    // SAFETY: `raw_ctx` is this live context and `global` its global
-    // object, an ordinary object: JS_IsExtensible and JS_GetOwnProperty
-    // run no code on it. Atoms are made from the names' bytes and freed
-    // after use, as are the values JS_GetOwnProperty fills in.
-    #[allow(unsafe_code)]
-    let ready = unsafe {
-        rquickjs::qjs::JS_IsExtensible(raw_ctx, global.as_raw()) == 1
-            && TYPED_ARRAY_GLOBALS.iter().all(|n| {
-                own_property_flags(raw_ctx, global.as_raw(), n)
-                    .is_none_or(|flags| flags & rquickjs::qjs::JS_PROP_CONFIGURABLE as std::ffi::c_int != 0)
-            })
-    };
-    if !ready || !no_code_runs_in_the_intrinsic(ctx) {
-        return Ok(false);
-    }
-    for n in TYPED_ARRAY_GLOBALS {
-        // SAFETY: as above; deleting a configurable own property of an
-        // ordinary object runs no code.
-        #[allow(unsafe_code)]
-        unsafe {
-            let atom = rquickjs::qjs::JS_NewAtomLen(raw_ctx, n.as_ptr().cast(), n.len() as _);
-            rquickjs::qjs::JS_DeleteProperty(raw_ctx, global.as_raw(), atom, 0);
-            rquickjs::qjs::JS_FreeAtom(raw_ctx, atom);
-        }
-    }
-    // SAFETY: `ctx` is this VM's live context, used on the thread that
-    // owns it; JS_AddIntrinsicTypedArrays only creates the typed array
-    // classes, prototypes and globals in it (what `Context::custom` does
-    // when asked for them). It runs at most once per context (the state of
-    // typed_array_global), under the conditions checked above.
-    #[allow(unsafe_code)]
-    let status = unsafe { rquickjs::qjs::JS_AddIntrinsicTypedArrays(raw_ctx) };
-    if status < 0 {
-        return Err(rquickjs::Error::Exception);
-    }
-    Ok(global.contains_key(name).unwrap_or(false))
-}
-
-/// The flags of `obj`'s own property `name`, if it has one.
-///
-/// # Safety
-/// `ctx` is a live context and `obj` an ordinary object of it (reading its
-/// own property runs no code).
-#[allow(unsafe_code)]
-unsafe fn own_property_flags(
-    ctx: *mut rquickjs::qjs::JSContext,
-    obj: rquickjs::qjs::JSValue,
-    name: &str,
-) -> Option<std::ffi::c_int> {
-    // SAFETY: per the function's contract; the atom and the descriptor's
-    // values (one reference each) are freed here.
-    unsafe {
-        let atom = rquickjs::qjs::JS_NewAtomLen(ctx, name.as_ptr().cast(), name.len() as _);
-        let mut desc = std::mem::MaybeUninit::<rquickjs::qjs::JSPropertyDescriptor>::uninit();
-        let found = rquickjs::qjs::JS_GetOwnProperty(ctx, desc.as_mut_ptr(), obj, atom);
-        rquickjs::qjs::JS_FreeAtom(ctx, atom);
-        if found != 1 {
-            return None;
-        }
-        let desc = desc.assume_init();
-        rquickjs::qjs::JS_FreeValue(ctx, desc.value);
-        rquickjs::qjs::JS_FreeValue(ctx, desc.getter);
-        rquickjs::qjs::JS_FreeValue(ctx, desc.setter);
-        Some(desc.flags)
-    }
 }
 
 /// `s` as text, each lone surrogate replaced by U+FFFD, as
@@ -685,28 +468,6 @@ fn error_value<'js>(ctx: &Ctx<'js>, payload: &str) -> rquickjs::Result<Value<'js
 #[cfg(test)]
 mod tests {
     use super::wtf8_lossy;
-
-    /// The globals made lazily are exactly those QuickJS's typed array
-    /// intrinsic adds.
-    #[test]
-    fn every_typed_array_global_is_listed() {
-        use rquickjs::context::intrinsic::{Eval, TypedArrays};
-        let names = |with: bool| -> Vec<String> {
-            let rt = rquickjs::Runtime::new().unwrap();
-            let ctx = if with {
-                rquickjs::Context::custom::<(Eval, TypedArrays)>(&rt).unwrap()
-            } else {
-                rquickjs::Context::custom::<(Eval,)>(&rt).unwrap()
-            };
-            ctx.with(|ctx| ctx.eval::<Vec<String>, _>("Object.getOwnPropertyNames(globalThis)").unwrap())
-        };
-        let without = names(false);
-        let mut added: Vec<String> = names(true).into_iter().filter(|n| !without.contains(n)).collect();
-        added.sort();
-        let mut listed: Vec<String> = super::TYPED_ARRAY_GLOBALS.iter().map(|s| s.to_string()).collect();
-        listed.sort();
-        assert_eq!(listed, added);
-    }
 
     #[test]
     fn lone_surrogates_become_one_replacement_character_each() {

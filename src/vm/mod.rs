@@ -11,6 +11,7 @@ mod limits;
 pub(crate) mod pool;
 mod prelude;
 mod sandbox;
+mod typed_arrays;
 
 pub use limits::Limits;
 pub use prelude::PRELUDE_NAME;

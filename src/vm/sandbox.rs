@@ -56,7 +56,7 @@ pub struct Sandbox {
 /// `Promise`, `WeakRef`). Left out: `performance` (a clock a journal could
 /// not replay, and not part of the language) and `DOMException` (a web API).
 /// The typed arrays are made on the program's first use of one
-/// ([`host_call::lazy_typed_arrays`]), not here: making them took about a
+/// ([`super::typed_arrays`]), not here: making them took about a
 /// tenth of a VM's start and 13 KiB of its memory.
 type Intrinsics = (
     rquickjs::context::intrinsic::Date,
@@ -158,7 +158,7 @@ impl Sandbox {
         let hooks = ctx.with(|ctx| -> Result<_, String> {
             let prelude = super::prelude::load(&ctx)?;
             let host = host_call::binding(&ctx, state.clone()).map_err(|e| e.to_string())?;
-            host_call::lazy_typed_arrays(&ctx, &state).map_err(|e| describe_exception(&ctx, e))?;
+            super::typed_arrays::install(&ctx, &state).map_err(|e| describe_exception(&ctx, e))?;
             let hooks: rquickjs::Array = prelude.call((host,)).map_err(|e| describe_exception(&ctx, e))?;
             let settle: Function = hooks.get(0).map_err(|e| e.to_string())?;
             let finish: Function = hooks.get(1).map_err(|e| e.to_string())?;
