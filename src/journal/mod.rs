@@ -237,13 +237,21 @@ pub trait RunJournal: Send {
     /// local store does). Default: [`RunJournal::append`] (when there is a
     /// tail), then [`RunJournal::commit`].
     fn end(&mut self, tail: String, state: RunState) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            if !tail.is_empty() {
-                self.append(tail).await?;
-            }
-            self.commit(state).await
-        })
+        Box::pin(append_then_commit(self, tail, state))
     }
+}
+
+/// Appends `tail` to `journal` (when there is one) and commits `state`:
+/// [`RunJournal::end`]'s default, and how a pause is recorded.
+pub(crate) async fn append_then_commit<J: RunJournal + ?Sized>(
+    journal: &mut J,
+    tail: String,
+    state: RunState,
+) -> Result<(), StoreError> {
+    if !tail.is_empty() {
+        journal.append(tail).await?;
+    }
+    journal.commit(state).await
 }
 
 /// Where journals are kept. Shared by every run of an engine, and (for a

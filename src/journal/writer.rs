@@ -166,11 +166,7 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
                 let result = match (journal.as_mut(), failure.take()) {
                     (_, Some(e)) => Err(e),
                     (Some(j), None) if state.is_final() => j.end(tail, state).await,
-                    (Some(j), None) if tail.is_empty() => j.commit(state).await,
-                    (Some(j), None) => match j.append(tail).await {
-                        Ok(()) => j.commit(state).await,
-                        Err(e) => Err(e),
-                    },
+                    (Some(j), None) => super::append_then_commit(j.as_mut(), tail, state).await,
                     (None, None) => Err(StoreError::Failed("the journal was never opened".into())),
                 };
                 let _ = done.send(result);

@@ -2,12 +2,12 @@
 //!
 //! A tool call answers with its receipt's path once the run's folder is
 //! checked ([`crate::Engine::receipt_path`]), and the file (the folder made
-//! if need be, a temporary file, synced, renamed into place) follows on a
-//! blocking thread, so the answer never waits for the disk.
-//! Every receipt file named in an answer is written before the server
-//! answers a later `ping` or `tools/list`, before it resumes any run, and
-//! before it stops ([`wait_all`]). The writes are process-wide: every server of the
-//! process waits for all of them.
+//! if need be, a temporary file, synced only when the journal is off,
+//! renamed into place) follows on a blocking thread, so the answer never
+//! waits for the disk. Every receipt file named in an answer is written
+//! before the server answers a later `ping` or `tools/list`, before it
+//! resumes any run, and before it stops ([`wait_all`]). The writes are
+//! process-wide: every server of the process waits for all of them.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,11 +50,12 @@ impl Place {
     }
 }
 
-/// Saves `receipt` with `engine` ([`crate::Engine::save_receipt_copy`]:
-/// synced only when the journal is off, the journal being the run's
-/// durable record; at `path`) on a blocking thread; returns once the write is under way (at
-/// once, unless [`AT_ONCE`] writes are). A write that fails is said on
-/// stderr (the answer already named the path).
+/// Saves `receipt` at `path` with `engine`
+/// ([`crate::Engine::save_receipt_copy`]: synced only when the journal is
+/// off, the journal being the run's durable record) on a blocking thread;
+/// returns once the write is under way (at once, unless [`AT_ONCE`] writes
+/// are). A write that fails is said on stderr (the answer already named
+/// the path).
 pub(crate) async fn write_later(engine: crate::Engine, receipt: Receipt, path: PathBuf) {
     let Ok(permit) = WRITING.acquire().await else { return };
     tokio::task::spawn_blocking(move || {
