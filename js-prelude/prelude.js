@@ -6,11 +6,15 @@
 // `finish`, which turns the program's promise into a plain report. Nothing
 // of the host is left on globalThis.
 //
-//   host(0, name, argsJson) -> number        the call is running; settle(id) ends it
-//                           -> "{...}"       it succeeded: the envelope JSON
-//                           -> [rest, text]  it succeeded with text content:
-//                                            `{metadata, truncated}` JSON + the text
-//                           -> [error]       it was refused or failed: error JSON
+//   host(0, name, argsJson) -> number        the call is running; settle(id, answer) ends it
+//                           -> answer        it ended at once
+//   where an answer is
+//     "..."              it succeeded with JSON content, no metadata and
+//                        nothing cut: the content's JSON
+//     [envelope, true]   it succeeded otherwise: the envelope's JSON
+//     [rest, text]       it succeeded with text content:
+//                        `{metadata, truncated}` JSON + the text
+//     [error]            it was refused or failed: error JSON
 //   host(1, level, text)    -> undefined     one console line
 //   host(2, "now", "")      -> number        the clock, ms since the epoch (journaled)
 //   host(2, "seed", "")     -> "a,b,c,d"     Math.random's seed (journaled)
@@ -39,6 +43,7 @@
   const Str = String;
   const wellFormed = String.prototype.toWellFormed;
   const toText = (s) => apply(wellFormed, s, []);
+  const repeat = String.prototype.repeat;
   const pending = create(null); // call id -> [resolve, reject]
   const sugar = create(null); // tool name -> (args) => call(name, args)
 
@@ -120,6 +125,17 @@
     return text;
   }
 
+  // QuickJS frees a size class's 4 KiB arena as soon as its last block is
+  // freed. The scratch buffer of each string JSON.parse reads is of a class
+  // nothing else in a VM keeps, so every key of every result made and freed
+  // an arena (7% of a call's instructions, docs/PERFORMANCE.md). A string
+  // of that class, made at the first call and kept, keeps an arena of it
+  // with room: two are made and the first let go, so the kept one's arena
+  // has a free block even when the first filled the arena it went to.
+  // (Tuned to the vendored QuickJS: a 48-character buffer and a
+  // 52-character string fall in one class.)
+  let keptArena = null;
+
   function call(name, args) {
     if (typeof name !== "string") {
       return rejected(new TypeErr("tools.call(name, args): name must be a string"));
@@ -130,31 +146,37 @@
     } catch (e) {
       return rejected(e);
     }
+    if (keptArena === null) {
+      let first = apply(repeat, "-", [52]);
+      keptArena = apply(repeat, "-", [52]);
+      first = null;
+    }
     const r = host(0, name, json);
     if (typeof r === "number") {
       return new P((resolve, reject) => {
         pending[r] = [resolve, reject];
       });
     }
-    if (typeof r === "string") return resolved(parse(r));
-    if (r.length === 2) return resolved(textEnvelope(r[0], r[1]));
-    return rejected(toolError(r[0]));
+    if (typeof r !== "string" && r.length === 1) return rejected(toolError(r[0]));
+    return resolved(envelopeOf(r));
   }
 
-  // A text result arrives as the string itself plus `{metadata, truncated}`
-  // JSON, so a large text is never escaped and parsed again.
-  function textEnvelope(rest, text) {
-    const m = parse(rest);
-    return { content: text, metadata: m.metadata, truncated: m.truncated };
+  // The envelope a call that succeeded resolves to, from its answer. A text
+  // result arrives as the string itself plus `{metadata, truncated}` JSON,
+  // so a large text is never escaped and parsed again.
+  function envelopeOf(r) {
+    if (typeof r === "string") return { content: parse(r), metadata: null, truncated: null };
+    if (r[1] === true) return parse(r[0]);
+    const m = parse(r[0]);
+    return { content: r[1], metadata: m.metadata, truncated: m.truncated };
   }
 
-  function settle(id, ok, payload, text) {
+  function settle(id, r) {
     const p = pending[id];
     if (p === undefined) return;
     delete pending[id];
-    if (!ok) p[1](toolError(payload));
-    else if (text === undefined) p[0](parse(payload));
-    else p[0](textEnvelope(payload, text));
+    if (typeof r !== "string" && r.length === 1) p[1](toolError(r[0]));
+    else p[0](envelopeOf(r));
   }
 
   // `tools.read({path})` is `tools.call("read", {path})`. Names of

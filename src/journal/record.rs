@@ -368,20 +368,25 @@ pub(crate) fn call_line(seq: u64, tool: &str, caller: Caller, args_json: &str) -
 /// prelude made with `JSON.stringify` (always JSON) and goes in as it is;
 /// any other text is written as a string (`args_text`).
 pub(crate) fn write_call(out: &mut String, seq: u64, tool: &str, caller: Caller, args_json: &str) {
-    use std::fmt::Write as _;
-    let _ = write!(out, "{{\"t\":\"call\",\"seq\":{seq},\"tool\":");
+    out.push_str("{\"t\":\"call\",\"seq\":");
+    push_u64(out, seq);
+    out.push_str(",\"tool\":");
     if tool.len() > CALL_TEXT_BYTES {
         push_json_string(out, crate::receipt::spill::utf8_prefix(tool, CALL_TEXT_BYTES));
-        let _ = write!(out, ",\"tool_sha256\":\"{}\"", super::digest::sha256_hex(tool.as_bytes()));
+        out.push_str(",\"tool_sha256\":\"");
+        out.push_str(&super::digest::sha256_hex(tool.as_bytes()));
+        out.push('"');
     } else {
         push_json_string(out, tool);
     }
     out.push_str(",\"caller\":\"");
     out.push_str(caller_name(caller));
     if args_json.len() > CALL_TEXT_BYTES {
-        let digest = super::digest::sha256_hex(args_json.as_bytes());
-        let _ =
-            write!(out, "\",\"args\":null,\"args_bytes\":{},\"args_sha256\":\"{digest}\"", args_json.len());
+        out.push_str("\",\"args\":null,\"args_bytes\":");
+        push_u64(out, args_json.len() as u64);
+        out.push_str(",\"args_sha256\":\"");
+        out.push_str(&super::digest::sha256_hex(args_json.as_bytes()));
+        out.push('"');
     } else if looks_like_json(args_json) {
         out.push_str("\",\"args\":");
         out.push_str(args_json);
@@ -390,6 +395,12 @@ pub(crate) fn write_call(out: &mut String, seq: u64, tool: &str, caller: Caller,
         push_json_string(out, args_json);
     }
     out.push('}');
+}
+
+/// Appends `n` in decimal (a journal line is written for every call:
+/// `write!` cost a call more than the rest of its line).
+fn push_u64(out: &mut String, n: u64) {
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// Whether `text` is JSON as `JSON.stringify` writes it: one value, no
@@ -411,27 +422,35 @@ pub(crate) fn done_line(how: How, completion: &Completion) -> String {
 
 /// Appends `{"t":"done"}` for `completion` to `out`.
 pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
-    use std::fmt::Write as _;
     let end = &completion.end;
+    out.push_str("{\"t\":\"done\",\"seq\":");
+    push_u64(out, completion.seq);
+    out.push_str(match how {
+        How::Inline => ",\"how\":\"inline\",\"ok\":",
+        How::Settled => ",\"how\":\"settled\",\"ok\":",
+        How::Unsettled => ",\"how\":\"unsettled\",\"ok\":",
+    });
+    out.push_str(if completion.ok { "true" } else { "false" });
+    out.push_str(",\"end\":{\"status\":\"");
+    out.push_str(status_name(end.status));
+    out.push_str("\",\"decision\":\"");
+    out.push_str(decision_name(end.decision));
+    out.push_str("\",\"elapsed_ms\":");
     // Milliseconds with microsecond precision, as the receipt has them,
     // written from integers (cheaper than formatting a float).
-    let micros = end.elapsed.as_micros();
-    let _ = write!(
-        out,
-        "{{\"t\":\"done\",\"seq\":{},\"how\":\"{}\",\"ok\":{},\"end\":{{\"status\":\"{}\",\"decision\":\"{}\",\"elapsed_ms\":{}.{:03},\"bytes\":{}",
-        completion.seq,
-        match how {
-            How::Inline => "inline",
-            How::Settled => "settled",
-            How::Unsettled => "unsettled",
-        },
-        completion.ok,
-        status_name(end.status),
-        decision_name(end.decision),
-        micros / 1000,
-        micros % 1000,
-        end.bytes,
-    );
+    let micros = end
+        .elapsed
+        .as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(end.elapsed.subsec_micros()));
+    push_u64(out, micros / 1000);
+    let frac = micros % 1000;
+    out.push('.');
+    for digit in [frac / 100, frac / 10 % 10, frac % 10] {
+        out.push(char::from(b'0' + digit as u8));
+    }
+    out.push_str(",\"bytes\":");
+    push_u64(out, end.bytes);
     if let Some(t) = &end.truncated {
         out.push_str(",\"truncated\":");
         out.push_str(&serde_json::to_string(t).expect("a truncation serialises"));
@@ -539,6 +558,24 @@ mod tests {
             assert_eq!(again.end.elapsed, Duration::from_micros(1500));
             assert_eq!(back.how, How::Settled);
         }
+    }
+
+    #[test]
+    fn a_done_line_writes_its_numbers_exactly() {
+        let mut c = completion(None);
+        for (micros, shown) in [(0, "0.000"), (1500, "1.500"), (62_000_005, "62000.005"), (999, "0.999")] {
+            c.end.elapsed = Duration::from_micros(micros);
+            c.seq = u64::MAX;
+            c.end.bytes = 1_234_567;
+            let line = done_line(How::Inline, &c);
+            let expected = format!(
+                r#"{{"t":"done","seq":18446744073709551615,"how":"inline","ok":true,"end":{{"status":"ok","decision":"approved","elapsed_ms":{shown},"bytes":1234567,"note":"approved: yes"}},"payload":{}}}"#,
+                c.payload
+            );
+            assert_eq!(line, expected);
+        }
+        let line = call_line(12, "read", Caller::Program, r#"{"path":"a"}"#);
+        assert_eq!(line, r#"{"t":"call","seq":12,"tool":"read","caller":"program","args":{"path":"a"}}"#);
     }
 
     #[test]

@@ -444,18 +444,67 @@ fn stopping_refusal(tool: &str) -> String {
     .to_string()
 }
 
-/// What `tools.call` returns for a call that ended at once.
+/// What `tools.call` returns for a call that ended at once: its answer
+/// ([`answer_value`]).
 fn settled_value<'js>(ctx: &Ctx<'js>, settled: Completion) -> rquickjs::Result<Value<'js>> {
-    if let Some(text) = settled.text {
+    answer_value(ctx, settled.ok, &settled.payload, settled.text.as_deref())
+}
+
+/// The start and end of the envelope of a call that returned JSON content
+/// with no metadata and nothing cut, as the engine writes it
+/// (`Finisher::succeeded`): the content's JSON goes between them.
+const BARE_HEAD: &str = "{\"content\":";
+const BARE_TAIL: &str = ",\"metadata\":null,\"truncated\":null}";
+
+/// The content's JSON text of an envelope (`payload`) with no metadata and
+/// nothing cut; `None` for any other envelope.
+///
+/// Exact for every envelope the engine writes: it ends with
+/// `,"metadata":M,"truncated":T}` for JSON values `M` and `T`, and a JSON
+/// value's text ends in `null` only when it is `null` (objects end in `}`,
+/// arrays in `]`, strings in `"`), so an envelope that ends with
+/// [`BARE_TAIL`] has both null, and what lies between the head and the
+/// tail is the content's JSON text.
+pub(crate) fn bare_content(payload: &str) -> Option<&str> {
+    payload.strip_prefix(BARE_HEAD)?.strip_suffix(BARE_TAIL)
+}
+
+/// A call's answer as the prelude takes it (`js-prelude/prelude.js`, from
+/// `tools.call` for a call that ended at once, and from `settle` for one
+/// that ended later):
+/// - `"..."`: it succeeded with JSON content, no metadata and nothing
+///   cut: the content's JSON (the prelude makes `{content, metadata:
+///   null, truncated: null}`; JSON.parse of the whole envelope cost a
+///   call about a quarter of its time);
+/// - `[envelope, true]`: it succeeded otherwise: the whole envelope's JSON;
+/// - `[rest, text]`: it succeeded with text content: `{metadata,
+///   truncated}` JSON and the text;
+/// - `[error]`: it was refused or failed: the error's JSON.
+///
+/// The journal keeps the whole envelope (`payload`) either way.
+pub(crate) fn answer_value<'js>(
+    ctx: &Ctx<'js>,
+    ok: bool,
+    payload: &str,
+    text: Option<&str>,
+) -> rquickjs::Result<Value<'js>> {
+    let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s);
+    if !ok {
+        return error_value(ctx, payload);
+    }
+    if let Some(text) = text {
         let pair = rquickjs::Array::new(ctx.clone())?;
-        pair.set(0, rquickjs::String::from_str(ctx.clone(), &settled.payload)?)?;
-        pair.set(1, rquickjs::String::from_str(ctx.clone(), &text)?)?;
+        pair.set(0, string(payload)?)?;
+        pair.set(1, string(text)?)?;
         return Ok(pair.into_value());
     }
-    if !settled.ok {
-        return error_value(ctx, &settled.payload);
+    if let Some(content) = bare_content(payload) {
+        return Ok(string(content)?.into_value());
     }
-    Ok(rquickjs::String::from_str(ctx.clone(), &settled.payload)?.into_value())
+    let whole = rquickjs::Array::new(ctx.clone())?;
+    whole.set(0, string(payload)?)?;
+    whole.set(1, true)?;
+    Ok(whole.into_value())
 }
 
 /// A refusal or failure for the prelude: `[errorJson]`.
@@ -467,7 +516,21 @@ fn error_value<'js>(ctx: &Ctx<'js>, payload: &str) -> rquickjs::Result<Value<'js
 
 #[cfg(test)]
 mod tests {
-    use super::wtf8_lossy;
+    use super::{bare_content, wtf8_lossy};
+
+    #[test]
+    fn only_an_envelope_without_metadata_or_cut_is_bare() {
+        let bare = r#"{"content":{"a":1,"metadata":null,"truncated":null},"metadata":null,"truncated":null}"#;
+        assert_eq!(bare_content(bare), Some(r#"{"a":1,"metadata":null,"truncated":null}"#));
+        assert_eq!(bare_content(r#"{"content":null,"metadata":null,"truncated":null}"#), Some("null"));
+        assert_eq!(bare_content(r#"{"content":[1],"metadata":{"m":null},"truncated":null}"#), None);
+        assert_eq!(
+            bare_content(r#"{"content":"x","metadata":null,"truncated":{"bytes":9,"note":null}}"#),
+            None
+        );
+        assert_eq!(bare_content(r#"{"metadata":null,"truncated":null}"#), None);
+        assert_eq!(bare_content(""), None);
+    }
 
     #[test]
     fn lone_surrogates_become_one_replacement_character_each() {

@@ -728,14 +728,8 @@ impl Sandbox {
                 .restore(&ctx)
                 .map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
             let result = (|| {
-                let payload = rquickjs::String::from_str(ctx.clone(), &payload)?;
-                match &text {
-                    Some(text) => {
-                        let text = rquickjs::String::from_str(ctx.clone(), text)?;
-                        f.call::<_, ()>((seq as f64, ok, payload, text))
-                    }
-                    None => f.call::<_, ()>((seq as f64, ok, payload)),
-                }
+                let answer = super::host_call::answer_value(&ctx, ok, &payload, text.as_deref())?;
+                f.call::<_, ()>((seq as f64, answer))
             })();
             match result {
                 Ok(()) => Ok(()),

@@ -48,6 +48,48 @@ fn top_level_await_and_return_work() {
 }
 
 #[test]
+fn a_result_is_the_same_plain_envelope_whether_it_came_at_once_or_later() {
+    // A result with JSON content, no metadata and nothing cut reaches the
+    // prelude as the content's JSON alone, and the prelude makes the
+    // envelope: it must be what JSON.parse of the whole envelope made
+    // (keys, order, prototype, writable), for a call answered at once
+    // (echo) and for one answered later (sleep), whatever keys the content
+    // has.
+    let src = r#"
+        const shape = (r) => [JSON.stringify(r), Object.getPrototypeOf(r) === Object.prototype,
+            Object.getOwnPropertyNames(r).join(), Object.isFrozen(r),
+            Object.getOwnPropertyDescriptor(r, "content").writable];
+        const now = await tools.echo({a: 1, metadata: null, truncated: null});
+        const later = await tools.sleep({ms: 1});
+        const empty = await tools.echo();
+        const proto = await tools.echo(JSON.parse('{"__proto__": {"x": 1}}'));
+        return [shape(now), shape(later), shape(empty),
+            Object.hasOwn(proto.content, "__proto__"), Object.getPrototypeOf(proto.content) === Object.prototype];
+    "#;
+    let r = run(src);
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let plain = |content: &str| {
+        json!([
+            format!(r#"{{"content":{content},"metadata":null,"truncated":null}}"#),
+            true,
+            "content,metadata,truncated",
+            false,
+            true
+        ])
+    };
+    assert_eq!(
+        r.value,
+        json!([
+            plain(r#"{"a":1,"metadata":null,"truncated":null}"#),
+            plain(r#"{"slept":1}"#),
+            plain("{}"),
+            true,
+            true
+        ])
+    );
+}
+
+#[test]
 fn console_levels_are_captured_in_order() {
     let r = run("console.log('one', 1, {a: [1]}); console.info('two'); console.warn('three'); \
          console.error(new TypeError('four')); console.debug(null, undefined, 5n, Symbol('s'));");
