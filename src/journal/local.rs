@@ -10,7 +10,10 @@
 //! pause appends the state line and fsyncs the file and its folder before
 //! it returns; a run's end appends its state line, lets the lock go and
 //! leaves the fsync to the store's [`Syncer`], which the store's drop waits
-//! for.
+//! for. The store opens late ([`JournalStore::opens_late`]): a run's folder
+//! and journal are made when the run first hands lines over or pauses, and
+//! a run that ends before that is written whole by the [`Syncer`]
+//! ([`JournalStore::record_ended`]), which the store's reads wait for.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -19,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 
-use super::syncer::Syncer;
+use super::syncer::{NewJournal, Syncer};
 use super::{
     JournalStore, NotResumableState, RunJournal, RunState, RunSummary, StoreError, StoreFuture, StoredRun,
 };
@@ -228,6 +231,36 @@ impl JournalStore for LocalStore {
         self.confine.is_some()
     }
 
+    fn opens_late(&self) -> bool {
+        true
+    }
+
+    fn record_ended<'a>(
+        &'a self,
+        run_id: &'a str,
+        header: String,
+        lines: String,
+        state: RunState,
+    ) -> StoreFuture<'a, ()> {
+        // Made, written and fsync'd on the syncer's threads: a run that
+        // never waited on a call does not wait for its folder and file
+        // (each a new inode, milliseconds on a cold disk) either.
+        let path = self.journal_path(run_id);
+        let confine = self.confine.clone();
+        let syncer = self.syncer.clone();
+        Box::pin(async move {
+            let path = path?;
+            let mut text = String::with_capacity(header.len() + lines.len() + 64);
+            text.push_str(&header);
+            text.push('\n');
+            text.push_str(&lines);
+            text.push_str(&state_line(state));
+            text.push('\n');
+            syncer.push_new(NewJournal { path, confine, text });
+            Ok(())
+        })
+    }
+
     fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>> {
         let path = self.journal_path(run_id);
         let confine = self.confine.clone();
@@ -266,6 +299,7 @@ impl JournalStore for LocalStore {
         let confine = self.confine.clone();
         let (syncer, io) = (self.syncer.clone(), self.io.clone());
         blocking(&self.io, move || {
+            syncer.wait_written();
             let path = path?;
             // Not through a link: a linked `.codemode` would hand this
             // workspace another one's runs.
@@ -312,7 +346,9 @@ impl JournalStore for LocalStore {
     fn load<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, StoredRun> {
         let path = self.journal_path(run_id);
         let run_id = run_id.to_owned();
+        let syncer = self.syncer.clone();
         blocking(&self.io, move || {
+            syncer.wait_written();
             let path = path?;
             let (state, _) = probe(&path, &run_id)?;
             let mut file = File::open(&path).map_err(|e| StoreError::failed(path.display(), e))?;
@@ -323,7 +359,9 @@ impl JournalStore for LocalStore {
 
     fn list(&self) -> StoreFuture<'_, Vec<RunSummary>> {
         let root = self.root.clone();
+        let syncer = self.syncer.clone();
         blocking(&self.io, move || {
+            syncer.wait_written();
             let entries = match std::fs::read_dir(&root) {
                 Ok(e) => e,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -356,7 +394,9 @@ impl JournalStore for LocalStore {
     fn remove<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
         let path = self.journal_path(run_id);
         let run_id = run_id.to_owned();
+        let syncer = self.syncer.clone();
         blocking(&self.io, move || {
+            syncer.wait_written();
             let path = path?;
             let dir = path.parent().expect("a run folder").to_path_buf();
             if !dir.exists() {

@@ -279,6 +279,39 @@ pub trait JournalStore: Send + Sync + 'static {
     /// this id exists.
     fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>>;
 
+    /// Whether a new run's journal is made only once the run needs it: when
+    /// it first hands lines over (it waits on its calls, or has buffered
+    /// 256 KiB) or pauses; a run that ends before that is recorded whole by
+    /// [`JournalStore::record_ended`]. Default: false (the journal is made
+    /// when the run starts). The local store says true.
+    fn opens_late(&self) -> bool {
+        false
+    }
+
+    /// Records the whole journal of a run that ended before its journal was
+    /// made: `header` (one line, no newline), `lines` (whole lines, each
+    /// ending in `\n`, possibly none) and the final `state`. Default:
+    /// [`JournalStore::create`], then [`RunJournal::end`], before it
+    /// returns. A store may record it after it returns, as long as it
+    /// lists and reads its runs only once every run recorded so far is
+    /// written, and is durable once the store is dropped (the local store
+    /// writes it on its sync threads).
+    ///
+    /// # Errors
+    /// As [`JournalStore::create`] and [`RunJournal::end`].
+    fn record_ended<'a>(
+        &'a self,
+        run_id: &'a str,
+        header: String,
+        lines: String,
+        state: RunState,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut journal = self.create(run_id, header).await?;
+            journal.end(lines, state).await
+        })
+    }
+
     /// Takes a paused run for resuming: atomically checks it is `paused`
     /// and not held by anyone, marks it `running`, and returns its lines
     /// and the journal to append to. Of two processes claiming one run at

@@ -1,16 +1,20 @@
-//! [`Syncer`]: the fsyncs of ended runs' journals, off the run's path.
+//! [`Syncer`]: the fsyncs of ended runs' journals, and the whole journals
+//! of runs that ended before theirs was made, off the run's path.
 //!
 //! A run that ended has its journal written (its last `state` line is in
 //! the file, other processes read it) when its receipt comes back; the
 //! fsync that makes it durable against a crash of the machine is done here,
 //! by a few threads of the store, so the receipt does not wait for the disk
-//! and runs that end together share the filesystem's journal commit. The
-//! syncer's drop waits for every queued fsync (docs/JOURNAL.md,
-//! "Guarantees"). A paused run does not come here: its journal is synced
-//! before the pause is reported.
+//! and runs that end together share the filesystem's journal commit. A run
+//! that ended without ever waiting on a call has no journal file yet: its
+//! folder and journal are made, written and fsync'd here
+//! ([`Syncer::push_new`]). The syncer's drop waits for every queued job
+//! (docs/JOURNAL.md, "Guarantees"). A paused run does not come here: its
+//! journal is synced before the pause is reported.
 
 use std::collections::VecDeque;
 use std::fs::File;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -39,11 +43,33 @@ struct Inner {
     done: Condvar,
 }
 
+/// What a sync thread does.
+enum Job {
+    /// Fsync the journal file at the path.
+    Sync(File, PathBuf),
+    /// Make, write and fsync the journal of a run that ended before it
+    /// was made.
+    Write(NewJournal),
+}
+
+/// The whole journal of a run that ended before its file was made.
+pub(crate) struct NewJournal {
+    /// The journal file to make (`<root>/<run_id>/journal.jsonl`).
+    pub(crate) path: PathBuf,
+    /// What its folder must resolve inside ([`LocalStore`](super::LocalStore)'s
+    /// confinement).
+    pub(crate) confine: Option<PathBuf>,
+    /// Every line, the final `state` line last.
+    pub(crate) text: String,
+}
+
 #[derive(Default)]
 struct State {
-    queue: VecDeque<(File, PathBuf)>,
-    /// Files queued or being synced.
+    queue: VecDeque<Job>,
+    /// Jobs queued or being done.
     pending: usize,
+    /// [`Job::Write`]s queued or being done.
+    writes: usize,
     /// Threads started, and how many of them wait for work.
     threads: usize,
     idle: usize,
@@ -80,8 +106,23 @@ impl Syncer {
     /// returns at once. A failed fsync is logged (the run's receipt has
     /// already been returned).
     pub(crate) fn push(&self, file: File, path: PathBuf) {
+        self.push_job(Job::Sync(file, path));
+    }
+
+    /// Queues the whole journal of a run that ended before its file was
+    /// made, to be made (its folder too), written and fsync'd; returns at
+    /// once. A failure is logged (the run's receipt has already been
+    /// returned). [`Syncer::wait_written`] waits for it.
+    pub(crate) fn push_new(&self, journal: NewJournal) {
+        self.push_job(Job::Write(journal));
+    }
+
+    fn push_job(&self, job: Job) {
         let mut state = self.lock();
-        state.queue.push_back((file, path));
+        if matches!(job, Job::Write(_)) {
+            state.writes += 1;
+        }
+        state.queue.push_back(job);
         state.pending += 1;
         if state.idle == 0 && state.threads < MAX_THREADS {
             let inner = self.inner.clone();
@@ -95,13 +136,11 @@ impl Syncer {
                     self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
                 }
                 Err(e) if state.threads == 0 => {
-                    // No thread to do it: sync here rather than never.
-                    let (file, path) = state.queue.pop_back().expect("just queued");
-                    state.pending -= 1;
+                    // No thread to do it: do it here rather than never.
+                    let job = state.queue.pop_back().expect("just queued");
                     drop(state);
-                    tracing::warn!("no journal sync thread ({e}); syncing {} in place", path.display());
-                    sync_one(&file, &path);
-                    self.lock().synced += 1;
+                    tracing::warn!("no journal sync thread ({e}); writing the journal in place");
+                    do_job(&self.inner, job);
                     return;
                 }
                 Err(_) => {}
@@ -109,6 +148,16 @@ impl Syncer {
         }
         drop(state);
         self.inner.work.notify_one();
+    }
+
+    /// Waits until every journal queued with [`Syncer::push_new`] so far
+    /// is written (or has failed): what lists or reads runs waits for it,
+    /// so this process sees the runs it ended.
+    pub(crate) fn wait_written(&self) {
+        let mut state = self.lock();
+        while state.writes > 0 {
+            state = self.inner.done.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Waits until every file queued so far is synced.
@@ -142,14 +191,10 @@ fn sync_thread(inner: &Inner) {
     let lock = || inner.state.lock().unwrap_or_else(|e| e.into_inner());
     let mut state = lock();
     loop {
-        if let Some((file, path)) = state.queue.pop_front() {
+        if let Some(job) = state.queue.pop_front() {
             drop(state);
-            sync_one(&file, &path);
-            drop(file);
+            do_job(inner, job);
             state = lock();
-            state.pending -= 1;
-            state.synced += 1;
-            inner.done.notify_all();
             continue;
         }
         if state.closing {
@@ -161,10 +206,43 @@ fn sync_thread(inner: &Inner) {
     }
 }
 
+/// Does `job` (dequeued) and counts it done.
+fn do_job(inner: &Inner, job: Job) {
+    let wrote = matches!(job, Job::Write(_));
+    match job {
+        Job::Sync(file, path) => sync_one(&file, &path),
+        Job::Write(journal) => {
+            if let Err(e) = write_new(&journal) {
+                tracing::warn!("cannot write the journal {}: {e}", journal.path.display());
+            }
+        }
+    }
+    let mut state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+    state.pending -= 1;
+    state.synced += 1;
+    if wrote {
+        state.writes -= 1;
+    }
+    inner.done.notify_all();
+}
+
 fn sync_one(file: &File, path: &std::path::Path) {
     if let Err(e) = file.sync_data() {
         tracing::warn!("cannot sync the journal {}: {e}", path.display());
     }
+}
+
+/// Makes the run's folder (0700, confined as the store's are) and its
+/// journal file (0600, new), writes every line and fsyncs the file.
+fn write_new(journal: &NewJournal) -> std::io::Result<()> {
+    let dir = journal.path.parent().expect("a run folder");
+    crate::receipt::spill::make_run_dir(dir, journal.confine.as_deref())?;
+    let mut options = std::fs::OpenOptions::new();
+    options.create_new(true).write(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&journal.path)?;
+    file.write_all(journal.text.as_bytes())?;
+    file.sync_data()
 }
 
 #[cfg(test)]
@@ -193,5 +271,29 @@ mod tests {
         drop(syncer);
         let state = counter.state.lock().unwrap();
         assert_eq!((state.synced, state.pending), (20, 0));
+    }
+
+    #[test]
+    fn new_journals_are_written_whole_before_wait_written_returns() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let syncer = Syncer::default();
+        for i in 0..30 {
+            let path = dir.path().join(format!("run-{i}")).join("journal.jsonl");
+            syncer.push_new(NewJournal { path, confine: None, text: format!("header {i}\nstate\n") });
+        }
+        syncer.wait_written();
+        for i in 0..30 {
+            let path = dir.path().join(format!("run-{i}")).join("journal.jsonl");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("header {i}\nstate\n"));
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        // One that cannot be made (its run already has a journal) is
+        // logged, and does not hold the wait.
+        let taken = dir.path().join("run-0").join("journal.jsonl");
+        syncer.push_new(NewJournal { path: taken.clone(), confine: None, text: "other\n".into() });
+        syncer.wait_written();
+        assert_eq!(std::fs::read_to_string(&taken).unwrap(), "header 0\nstate\n");
+        assert_eq!(syncer.lock().writes, 0);
     }
 }

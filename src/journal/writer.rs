@@ -3,7 +3,10 @@
 //! owns the store's [`RunJournal`], so the program never waits on the
 //! disk or the database; [`RunLog::finish`] sends the rest and waits for
 //! the commit (durable before the run reports `paused`) or the end
-//! (written before the run reports its end; see [`RunJournal::end`]).
+//! (written before the run reports its end; see [`RunJournal::end`]). A
+//! store that opens late ([`JournalStore::opens_late`]) has the journal
+//! made when the run first hands lines over or pauses; a run that ends
+//! before that is handed to [`JournalStore::record_ended`] whole.
 
 use std::sync::Arc;
 
@@ -41,11 +44,17 @@ pub(crate) struct RunLog {
 }
 
 impl RunLog {
-    /// Starts the writer task on `tools`, which opens the journal at once
-    /// (so a run whose process dies leaves a journal that says so).
+    /// Starts the writer task on `tools`. It opens the journal at once (so
+    /// a run whose process dies leaves a journal that says so), unless the
+    /// store opens late ([`JournalStore::opens_late`]): then when the run
+    /// first hands lines over or pauses, and a run that ends before that is
+    /// recorded whole ([`JournalStore::record_ended`]).
     pub(crate) fn start(opening: Opening, tools: &Handle) -> RunLog {
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(Msg::Lines(String::new()));
+        let late = matches!(&opening, Opening::Create { store, .. } if store.opens_late());
+        if !late {
+            let _ = tx.send(Msg::Lines(String::new()));
+        }
         tools.spawn(write_task(opening, rx));
         RunLog { buffer: String::new(), now_run: None, tx }
     }
@@ -126,18 +135,6 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
     let mut journal: Option<Box<dyn RunJournal>> = None;
     let mut opening = Some(opening);
     while let Some(mut msg) = rx.recv().await {
-        if journal.is_none()
-            && failure.is_none()
-            && let Some(how) = opening.take()
-        {
-            match how {
-                Opening::Claimed(j) => journal = Some(j),
-                Opening::Create { store, run_id, header } => match store.create(&run_id, header).await {
-                    Ok(j) => journal = Some(j),
-                    Err(e) => failure = Some(e),
-                },
-            }
-        }
         // Lines queued behind these go with them (and with the commit, if
         // it is queued too).
         if let Msg::Lines(text) = &mut msg {
@@ -151,6 +148,31 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
                         break;
                     }
                 }
+            }
+        }
+        if journal.is_none() && failure.is_none() {
+            match (opening.take(), msg) {
+                // Ended before its journal was made (a store that opens
+                // late): the whole journal in one go.
+                (Some(Opening::Create { store, run_id, header }), Msg::Commit(tail, state, done))
+                    if state.is_final() && store.opens_late() =>
+                {
+                    let _ = done.send(store.record_ended(&run_id, header, tail, state).await);
+                    return;
+                }
+                (Some(how), m) => {
+                    msg = m;
+                    match how {
+                        Opening::Claimed(j) => journal = Some(j),
+                        Opening::Create { store, run_id, header } => {
+                            match store.create(&run_id, header).await {
+                                Ok(j) => journal = Some(j),
+                                Err(e) => failure = Some(e),
+                            }
+                        }
+                    }
+                }
+                (None, m) => msg = m,
             }
         }
         match msg {

@@ -475,6 +475,8 @@ fn a_program_cannot_rewrite_its_own_journal() {
     // run's program (the same folder layout).
     let first = engine.execute_blocking(Program::new("return 1;"));
     let journal = ws.path().join(".codemode/runs").join(&first.run_id).join("journal.jsonl");
+    // (Written after the receipt: the store's read waits for it.)
+    stored_lines(&engine, &first.run_id);
     let before = std::fs::read_to_string(&journal).unwrap();
     let r = engine.execute_blocking(Program::new(source.replace("RUN", &format!("{:?}", first.run_id))));
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
@@ -531,11 +533,92 @@ fn runs_that_end_before_their_first_call_still_journal_their_end() {
         [("return (", "failed"), ("throw new Error('x')", "failed"), ("return 1", "completed")]
     {
         let r = engine.execute_blocking(Program::new(source));
-        let journal = ws.path().join(".codemode/runs").join(&r.run_id).join("journal.jsonl");
-        let text = std::fs::read_to_string(&journal).unwrap();
-        let last = text.lines().last().unwrap();
+        let lines = stored_lines(&engine, &r.run_id);
+        let last = lines.last().unwrap();
         assert!(last.contains(&format!("\"state\":\"{state}\"")), "{source}: {last}");
     }
+}
+
+/// The journal lines of `run_id` as `engine`'s store reads them (a read
+/// waits for the journals of runs that ended before theirs was made).
+fn stored_lines(engine: &Engine, run_id: &str) -> Vec<String> {
+    let store = engine.journal_store().expect("a journal store").clone();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(store.load(run_id)).unwrap().lines
+}
+
+#[test]
+fn a_run_that_never_waits_is_journaled_after_its_receipt_and_read_at_once() {
+    // No call it waited on: its journal is made on the store's threads
+    // after the receipt, and the store's own reads and listings wait for
+    // it, so this process sees the run it ended (and dropping the engine
+    // waits until it is written and synced).
+    let ws = crate::common::workspace();
+    let engine = crate::common::builder(&ws).build().unwrap();
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let r = engine.execute_blocking(Program::new(format!("await tools.echo({{i: {i}}}); return {i};")));
+        assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+        ids.push(r.run_id);
+    }
+    let store = engine.journal_store().unwrap().clone();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let listed = rt.block_on(store.list()).unwrap();
+    for id in &ids {
+        let run = listed.iter().find(|s| &s.run_id == id).unwrap_or_else(|| panic!("{id} is not listed"));
+        assert_eq!(run.state, codemode::journal::RunState::Completed);
+    }
+    let last = ids.last().unwrap();
+    let lines = rt.block_on(store.load(last)).unwrap().lines;
+    assert!(lines[0].starts_with(r#"{"t":"header""#), "{lines:?}");
+    assert!(lines[1].starts_with(r#"{"t":"call","seq":1,"tool":"echo""#), "{lines:?}");
+    assert!(lines[2].starts_with(r#"{"t":"done","seq":1"#), "{lines:?}");
+    assert!(lines[3].contains(r#""state":"completed""#), "{lines:?}");
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    drop(engine);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let folder = ws.path().join(".codemode/runs").join(last);
+    assert_eq!(mode(&folder.join("journal.jsonl")), 0o600);
+    assert_eq!(mode(&folder), 0o700);
+}
+
+#[test]
+fn a_run_that_waits_on_a_call_has_its_journal_while_it_runs() {
+    // The first call it waits on hands its lines over, and the journal is
+    // made then, before the run ends: a tool of the same run finds it.
+    struct SeesJournal(std::path::PathBuf);
+    impl codemode::Tool for SeesJournal {
+        fn spec(&self) -> codemode::ToolSpec {
+            codemode::ToolSpec::new("sees_journal", "Waits for a journal file.", json!({"type": "object"}))
+                .read_only(true)
+        }
+        fn call(&self, _: Value, _: codemode::ToolContext) -> codemode::ToolFuture {
+            let runs = self.0.clone();
+            Box::pin(async move {
+                for _ in 0..500 {
+                    let found = std::fs::read_dir(&runs)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .any(|e| e.path().join("journal.jsonl").is_file());
+                    if found {
+                        return Ok(codemode::ToolOutput::new(json!(true)));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Ok(codemode::ToolOutput::new(json!(false)))
+            })
+        }
+    }
+    let ws = crate::common::workspace();
+    let engine =
+        crate::common::builder(&ws).tool(SeesJournal(ws.path().join(".codemode/runs"))).build().unwrap();
+    let r = engine.execute_blocking(Program::new(
+        "await tools.sleep({ms: 1}); const r = await tools.sees_journal({}); return r.content;",
+    ));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!(true), "the journal was made while the run went on");
 }
 
 #[test]
