@@ -14,5 +14,16 @@ fn main() -> std::process::ExitCode {
     // namespace still can.
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_dumpable(false);
+    // What the library logs as a warning (a journal written or synced
+    // after its run's receipt that failed, an MCP tool left out of the
+    // catalog, a schema cache that could not be written) goes to stderr:
+    // nothing else would say it.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .without_time()
+        .with_target(false)
+        .with_ansi(false)
+        .init();
     cli::main()
 }

@@ -250,6 +250,12 @@ impl JournalStore for LocalStore {
         let syncer = self.syncer.clone();
         Box::pin(async move {
             let path = path?;
+            // What would refuse the folder (a link on the way, a place
+            // outside the workspace) is said on the receipt, as for a
+            // journal made at the start: a few lstat calls, no new inode.
+            let dir = path.parent().expect("a run folder");
+            crate::receipt::spill::check_run_dir(dir, confine.as_deref())
+                .map_err(|e| StoreError::failed(format!("cannot make {}", dir.display()), e))?;
             let mut text = String::with_capacity(header.len() + lines.len() + 64);
             text.push_str(&header);
             text.push('\n');

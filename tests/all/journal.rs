@@ -584,6 +584,42 @@ fn a_run_that_never_waits_is_journaled_after_its_receipt_and_read_at_once() {
 }
 
 #[test]
+fn a_journal_that_cannot_be_written_is_said_on_the_receipt_or_stderr() {
+    // What refuses the run's folder before anything is made (a file where
+    // the runs folder should be) is a warning on the receipt.
+    let ws = crate::common::workspace();
+    std::fs::create_dir(ws.path().join(".codemode")).unwrap();
+    std::fs::write(ws.path().join(".codemode/runs"), "not a folder").unwrap();
+    let out = codemode(&["run", "-", "--json"], "return 1;", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let receipt = stdout_json(&out);
+    assert_eq!(receipt["status"], "completed");
+    let warnings = receipt["warnings"].to_string();
+    assert!(warnings.contains("the run's journal could not be written"), "{warnings}");
+
+    // A failure when the folder is made, after the receipt of a run that
+    // never waited (an immutable runs folder: refused even to root), is a
+    // warning on stderr.
+    struct Immutable(std::path::PathBuf);
+    impl Drop for Immutable {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("chattr").arg("-i").arg(&self.0).status();
+        }
+    }
+    let ws = crate::common::workspace();
+    let runs = ws.path().join(".codemode/runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let made = std::process::Command::new("chattr").arg("+i").arg(&runs).status();
+    assert!(made.is_ok_and(|s| s.success()), "chattr +i (e2fsprogs) works on the test folder's filesystem");
+    let _undo = Immutable(runs);
+    let out = codemode(&["run", "-", "--json"], "return 1;", ws.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout_json(&out)["status"], "completed");
+    assert!(stderr.contains("cannot write the journal") && stderr.contains("journal.jsonl"), "{stderr}");
+}
+
+#[test]
 fn a_run_that_waits_on_a_call_has_its_journal_while_it_runs() {
     // The first call it waits on hands its lines over, and the journal is
     // made then, before the run ends: a tool of the same run finds it.
