@@ -20,7 +20,9 @@
 //   host(2, "seed", "")     -> "a,b,c,d"     Math.random's seed (journaled)
 //
 // The tool name goes to the host as it is: the host replaces lone
-// surrogates with U+FFFD, as String.prototype.toWellFormed would.
+// surrogates with U+FFFD, as String.prototype.toWellFormed would. The
+// arrays of answers have their elements as own properties (the host defines
+// them), so a setter or getter on Array.prototype does not reach them.
 //
 // Every built-in the prelude uses is captured here, before any program runs,
 // so a program that replaces `Map.prototype.set`, `Promise.resolve`,

@@ -235,6 +235,10 @@ impl JournalStore for LocalStore {
         true
     }
 
+    fn flush(&self) {
+        self.syncer.wait();
+    }
+
     fn record_ended<'a>(
         &'a self,
         run_id: &'a str,

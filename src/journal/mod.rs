@@ -279,6 +279,13 @@ pub trait JournalStore: Send + Sync + 'static {
     /// this id exists.
     fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>>;
 
+    /// Blocks until every journal the store is still writing or syncing
+    /// after its run's receipt (see [`JournalStore::record_ended`],
+    /// [`RunJournal::end`]) is written and durable. A process calls it
+    /// before it exits when a clone of the store may outlive it (a thread
+    /// holding the engine). Default: nothing to wait for.
+    fn flush(&self) {}
+
     /// Whether a new run's journal is made only once the run needs it: when
     /// it first hands lines over (it waits on its calls, or has buffered
     /// 256 KiB) or pauses; a run that ends before that is recorded whole by

@@ -160,8 +160,8 @@ impl Syncer {
         }
     }
 
-    /// Waits until every file queued so far is synced.
-    #[cfg(test)]
+    /// Waits until every job queued so far is done: every journal
+    /// written and synced.
     pub(crate) fn wait(&self) {
         let mut state = self.lock();
         while state.pending > 0 {

@@ -488,30 +488,35 @@ pub(crate) fn answer_value<'js>(
     payload: &str,
     text: Option<&str>,
 ) -> rquickjs::Result<Value<'js>> {
-    let string = |s: &str| rquickjs::String::from_str(ctx.clone(), s);
+    let string = |s: &str| Ok(rquickjs::String::from_str(ctx.clone(), s)?.into_value());
     if !ok {
         return error_value(ctx, payload);
     }
     if let Some(text) = text {
-        let pair = rquickjs::Array::new(ctx.clone())?;
-        pair.set(0, string(payload)?)?;
-        pair.set(1, string(text)?)?;
-        return Ok(pair.into_value());
+        return own_array(ctx, [string(payload)?, string(text)?]);
     }
     if let Some(content) = bare_content(payload) {
-        return Ok(string(content)?.into_value());
+        return string(content);
     }
-    let whole = rquickjs::Array::new(ctx.clone())?;
-    whole.set(0, string(payload)?)?;
-    whole.set(1, true)?;
-    Ok(whole.into_value())
+    own_array(ctx, [string(payload)?, Value::new_bool(ctx.clone(), true)])
 }
 
 /// A refusal or failure for the prelude: `[errorJson]`.
 fn error_value<'js>(ctx: &Ctx<'js>, payload: &str) -> rquickjs::Result<Value<'js>> {
-    let one = rquickjs::Array::new(ctx.clone())?;
-    one.set(0, rquickjs::String::from_str(ctx.clone(), payload)?)?;
-    Ok(one.into_value())
+    own_array(ctx, [rquickjs::String::from_str(ctx.clone(), payload)?.into_value()])
+}
+
+/// An array of `items` whose elements are defined as its own properties:
+/// setting them would run a setter a program defined on
+/// `Array.prototype` (for "0" or "1"), and the prelude would read what the
+/// setter chose.
+fn own_array<'js, const N: usize>(ctx: &Ctx<'js>, items: [Value<'js>; N]) -> rquickjs::Result<Value<'js>> {
+    use rquickjs::object::Property;
+    let array = rquickjs::Array::new(ctx.clone())?;
+    for (i, item) in items.into_iter().enumerate() {
+        array.as_object().prop(i as u32, Property::from(item).writable().enumerable().configurable())?;
+    }
+    Ok(array.into_value())
 }
 
 #[cfg(test)]

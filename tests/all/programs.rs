@@ -90,6 +90,38 @@ fn a_result_is_the_same_plain_envelope_whether_it_came_at_once_or_later() {
 }
 
 #[test]
+fn setters_on_array_prototype_do_not_change_what_calls_answer() {
+    // The host hands some answers over as small arrays; their elements are
+    // its own properties, so a setter a program put on Array.prototype
+    // neither sees nor replaces them.
+    let src = r#"
+        for (const i of ["0", "1"]) {
+            Object.defineProperty(Array.prototype, i, {
+                configurable: true,
+                get() { return "fake"; },
+                set(v) {},
+            });
+        }
+        const text = await tools.read({path: "a.txt"});
+        const found = await tools.file_search({query: "guide", limit: 1});
+        let failed;
+        try { await tools.fail({message: "no"}); } catch (e) { failed = [e.name, e.message]; }
+        return [text.content, Array.isArray(found.content), typeof found.metadata, failed];
+    "#;
+    let r = run(src);
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value,
+        json!([
+            "     1\talpha\n     2\tbeta\n     3\tgamma\n",
+            true,
+            "object",
+            ["ToolError", "fail (call 3): no"]
+        ])
+    );
+}
+
+#[test]
 fn console_levels_are_captured_in_order() {
     let r = run("console.log('one', 1, {a: [1]}); console.info('two'); console.warn('three'); \
          console.error(new TypeError('four')); console.debug(null, undefined, 5n, Symbol('s'));");

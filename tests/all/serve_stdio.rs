@@ -689,6 +689,45 @@ fn receipt_files_follow_their_answers_and_are_written_by_a_ping_and_by_shutdown(
 }
 
 #[test]
+fn every_run_has_its_journal_on_disk_when_the_server_exits() {
+    // Runs that never wait are journaled after their answers; the process
+    // (whose prune thread holds the journal store) exits only once they
+    // are written, on stdin's close as on SIGTERM. (Without the wait, the
+    // journals still queued at exit were lost: on a warm disk the queue is
+    // usually empty by then, on a cold one most of 200 were.)
+    for by_signal in [false, true] {
+        let ws = crate::common::workspace();
+        let mut s = Served::start(ws.path(), &[]);
+        s.initialize(json!({}));
+        let mut ids: Vec<u64> = (0..100)
+            .map(|i| {
+                let code = format!("return {i}");
+                s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}))
+            })
+            .collect();
+        // Answers come in any order.
+        let mut runs = Vec::new();
+        while !ids.is_empty() {
+            let m = s.next();
+            let Some(at) = ids.iter().position(|id| m.get("id") == Some(&json!(id))) else { continue };
+            ids.remove(at);
+            runs.push(m["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned());
+        }
+        if by_signal {
+            let pid = nix::unistd::Pid::from_raw(s.child.id() as i32);
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        }
+        assert!(s.close().success());
+        for run_id in &runs {
+            let journal = ws.path().join(".codemode/runs").join(run_id).join("journal.jsonl");
+            let text = std::fs::read_to_string(&journal)
+                .unwrap_or_else(|e| panic!("{} (by signal: {by_signal}): {e}", journal.display()));
+            assert!(text.lines().last().is_some_and(|l| l.contains(r#""state":"completed""#)), "{text}");
+        }
+    }
+}
+
+#[test]
 fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
     let ws = crate::common::workspace();
     // Where the run folders go is a file: no receipt can be saved there.
