@@ -604,5 +604,11 @@ impl Drop for CliEngine {
         if !self.detached {
             self.engine.shutdown_mcp_blocking();
         }
+        // The journals written or synced after their runs' receipts are
+        // done before the command returns: the store's last clone may be
+        // dropped later, on a VM thread the process does not wait for.
+        if let Some(store) = self.engine.journal_store() {
+            store.flush();
+        }
     }
 }

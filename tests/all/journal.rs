@@ -570,12 +570,12 @@ fn a_run_that_never_waits_is_journaled_after_its_receipt_and_read_at_once() {
     }
     let last = ids.last().unwrap();
     let lines = rt.block_on(store.load(last)).unwrap().lines;
+    store.flush();
     assert!(lines[0].starts_with(r#"{"t":"header""#), "{lines:?}");
     assert!(lines[1].starts_with(r#"{"t":"call","seq":1,"tool":"echo""#), "{lines:?}");
     assert!(lines[2].starts_with(r#"{"t":"done","seq":1"#), "{lines:?}");
     assert!(lines[3].contains(r#""state":"completed""#), "{lines:?}");
     assert_eq!(lines.len(), 4, "{lines:?}");
-    drop(engine);
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let folder = ws.path().join(".codemode/runs").join(last);
@@ -661,8 +661,10 @@ fn a_run_that_waits_on_a_call_has_its_journal_while_it_runs() {
 fn journals_are_private_to_the_user() {
     use std::os::unix::fs::PermissionsExt;
     let ws = crate::common::workspace();
-    let r =
-        Engine::builder().workspace(ws.path()).build().unwrap().execute_blocking(Program::new("return 1"));
+    let engine = Engine::builder().workspace(ws.path()).build().unwrap();
+    let r = engine.execute_blocking(Program::new("return 1"));
+    // Written after the receipt: waited for.
+    engine.journal_store().unwrap().flush();
     let folder = ws.path().join(".codemode/runs").join(&r.run_id);
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&folder.join("journal.jsonl")), 0o600);
