@@ -301,8 +301,9 @@ pub trait JournalStore: Send + Sync + 'static {
     /// [`JournalStore::create`], then [`RunJournal::end`], before it
     /// returns. A store may record it after it returns, as long as it
     /// lists and reads its runs only once every run recorded so far is
-    /// written, and is durable once the store is dropped (the local store
-    /// writes it on its sync threads).
+    /// written, and it is durable once [`JournalStore::flush`] returns or
+    /// the store is dropped (the local store writes it on its sync
+    /// threads; a failure then is a warning in the log, `tracing`).
     ///
     /// # Errors
     /// As [`JournalStore::create`] and [`RunJournal::end`].
