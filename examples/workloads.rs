@@ -329,7 +329,8 @@ fn run_w2(rt: &tokio::runtime::Runtime) {
 /// W2 through `Engine::execute_blocking`, the journal on (the local
 /// folder store, as `codemode run` has it) and off, alternating in one
 /// sitting; emits the journaled rate and prints both on stderr. The same
-/// for W1 (one VM thread hop, the journal's file made and fsync'd).
+/// for W1 (one VM thread hop; a run that never waits has its journal
+/// made, written and fsync'd by the store's threads after its receipt).
 fn run_w2_journal() {
     let mut limits = Limits::default();
     limits.max_calls = 10_000;
