@@ -89,31 +89,21 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
         }
     });
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    // The prune thread keeps a clone of the engine, and with it of the
-    // journal store, past the end of serving: the store's drop would never
-    // wait for the journals it still writes and syncs after their runs'
-    // answers, so they are waited for here, before the process exits.
-    let flush = || {
-        if let Some(store) = engine.journal_store() {
-            store.flush();
-        }
-    };
+    // (The prune thread keeps a clone of the engine, and so of the journal
+    // store, past the end of serving: `engine`'s drop, a CliEngine's,
+    // waits for the journals still being written after their answers.)
     let Some(http) = http else {
         eprintln!("codemode: serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
-        let served = rt.block_on(server.serve_stdio(stop_signal()));
-        flush();
-        served?;
+        rt.block_on(server.serve_stdio(stop_signal()))?;
         return Ok(0);
     };
-    let served = rt.block_on(async {
+    rt.block_on(async {
         let bound = server.bind_http(http).await?;
         eprintln!("codemode: serving MCP on {} (workspace {})", bound.url(), engine.workspace().display());
         bound.run(stop_signal()).await?;
         eprintln!("codemode: stopped serving MCP");
         anyhow::Ok(())
-    });
-    flush();
-    served?;
+    })?;
     Ok(0)
 }
 

@@ -27,9 +27,9 @@ const MAX_THREADS: usize = 4;
 /// Stack of a sync thread, in bytes: it only calls `fdatasync`.
 const THREAD_STACK: usize = 64 * 1024;
 
-/// Queues files to fsync and fsyncs them on its own threads (started on
+/// Queues journals to fsync or to write whole, and does it on its own threads (started on
 /// first use, up to [`MAX_THREADS`]). Dropping it waits until every queued
-/// file is synced.
+/// job is done.
 pub(crate) struct Syncer {
     inner: Arc<Inner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -39,7 +39,7 @@ struct Inner {
     state: Mutex<State>,
     /// Signalled when a file is queued or the syncer closes.
     work: Condvar,
-    /// Signalled when a file has been synced.
+    /// Signalled when a job is done.
     done: Condvar,
 }
 
@@ -74,7 +74,7 @@ struct State {
     threads: usize,
     idle: usize,
     closing: bool,
-    /// Files synced so far (for tests).
+    /// Jobs done so far, syncs and writes (for tests).
     synced: u64,
 }
 
@@ -169,7 +169,7 @@ impl Syncer {
         }
     }
 
-    /// Files synced so far.
+    /// Jobs done so far.
     #[cfg(test)]
     pub(crate) fn synced(&self) -> u64 {
         self.lock().synced

@@ -55,7 +55,7 @@ impl RunLog {
         if !late {
             let _ = tx.send(Msg::Lines(String::new()));
         }
-        tools.spawn(write_task(opening, rx));
+        tools.spawn(write_task(opening, late, rx));
         RunLog { buffer: String::new(), now_run: None, tx }
     }
 
@@ -130,7 +130,7 @@ impl RunLog {
 
 /// Owns the run's journal: opens it, appends what comes (what is queued
 /// at once in one append), commits.
-async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
+async fn write_task(opening: Opening, late: bool, mut rx: mpsc::UnboundedReceiver<Msg>) {
     let mut failure: Option<StoreError> = None;
     let mut journal: Option<Box<dyn RunJournal>> = None;
     let mut opening = Some(opening);
@@ -155,7 +155,7 @@ async fn write_task(opening: Opening, mut rx: mpsc::UnboundedReceiver<Msg>) {
                 // Ended before its journal was made (a store that opens
                 // late): the whole journal in one go.
                 (Some(Opening::Create { store, run_id, header }), Msg::Commit(tail, state, done))
-                    if state.is_final() && store.opens_late() =>
+                    if late && state.is_final() =>
                 {
                     let _ = done.send(store.record_ended(&run_id, header, tail, state).await);
                     return;
