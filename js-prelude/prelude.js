@@ -19,8 +19,9 @@
 //   host(2, "now", "")      -> number        the clock, ms since the epoch (journaled)
 //   host(2, "seed", "")     -> "a,b,c,d"     Math.random's seed (journaled)
 //
-// The tool name goes to the host as it is: the host replaces lone
-// surrogates with U+FFFD, as String.prototype.toWellFormed would. The
+// Text goes to the host as it is (the tool name, a console line, the
+// report's strings): the host replaces lone surrogates with U+FFFD, as
+// String.prototype.toWellFormed would. The
 // arrays of answers have their elements as own properties (the host defines
 // them), so a setter or getter on Array.prototype does not reach them.
 //
@@ -43,8 +44,6 @@
   const TypeErr = TypeError;
   const Err = Error;
   const Str = String;
-  const wellFormed = String.prototype.toWellFormed;
-  const toText = (s) => apply(wellFormed, s, []);
   const repeat = String.prototype.repeat;
   const pending = create(null); // call id -> [resolve, reject]
   const sugar = create(null); // tool name -> (args) => call(name, args)
@@ -80,19 +79,15 @@
   // so a program cannot remove them. (A per-key replacer function would do
   // the same at a cost on every key of every call.)
   let serialising = null;
+  // The last error the hooks threw: argumentsJson passes it on as it is.
+  let notJsonError = null;
   const notJson = (key, what) => {
-    const e = new TypeErr(
+    notJsonError = new TypeErr(
       `tools.call("${serialising}"): arguments must be JSON, but ` +
         (key === "" ? "the arguments are " : `the value at key "${key}" is `) + what
     );
-    ours.add(e);
-    return e;
+    return notJsonError;
   };
-  const ours = new WeakSet();
-  const oursAdd = WeakSet.prototype.add;
-  const oursHas = WeakSet.prototype.has;
-  ours.add = (e) => apply(oursAdd, ours, [e]);
-  ours.has = (e) => apply(oursHas, ours, [e]);
   defineProperty(Function.prototype, "toJSON", {
     value: function (key) {
       if (serialising !== null) throw notJson(Str(key), "a function");
@@ -116,7 +111,7 @@
     try {
       text = stringify(args);
     } catch (e) {
-      if (ours.has(e)) throw e;
+      if (e === notJsonError) throw e;
       throw new TypeErr(`tools.call("${name}"): arguments must be JSON: ${messageOf(e)}`);
     } finally {
       serialising = outer;
@@ -207,6 +202,7 @@
   // `tools` is a frozen plain object holding `call` and `search`, whose
   // prototype is a proxy that makes `tools.<name>`: `tools.call` is an
   // ordinary property read, and only sugar goes through the proxy.
+  const refuse = () => false;
   const sugarProxy = new Proxy(create(objectProto), {
     get(target, key) {
       if (typeof key !== "string") return undefined;
@@ -219,10 +215,10 @@
       }
       return f;
     },
-    set() { return false; },
-    defineProperty() { return false; },
-    deleteProperty() { return false; },
-    setPrototypeOf() { return false; },
+    set: refuse,
+    defineProperty: refuse,
+    deleteProperty: refuse,
+    setPrototypeOf: refuse,
   });
   const tools = freeze(create(sugarProxy, {
     call: { value: call, enumerable: true },
@@ -277,7 +273,7 @@
         }
         text += (i === 0 ? "" : " ") + part;
       }
-      host(1, level, toText(text));
+      host(1, level, text);
     };
   }
   freeze(consoleObject);
@@ -294,9 +290,9 @@
     const r = create(null);
     try {
       const json = stringify(value);
-      r.json = json === undefined ? null : toText(json);
+      r.json = json === undefined ? null : json;
     } catch (e) {
-      r.failed = toText(`TypeError: the program's return value is not JSON: ${messageOf(e)}`);
+      r.failed = `TypeError: the program's return value is not JSON: ${messageOf(e)}`;
     }
     return r;
   }
@@ -309,20 +305,20 @@
     }
     const t = typeof e;
     if (t !== "object" && t !== "function") {
-      r.message = toText(`uncaught ${t === "string" ? stringify(e) : Str(e)}`);
+      r.message = `uncaught ${t === "string" ? stringify(e) : Str(e)}`;
       return r;
     }
     let name, message, stack;
     try { name = e.name; } catch (_) {}
     try { message = e.message; } catch (_) {}
     try { stack = e.stack; } catch (_) {}
-    if (typeof name === "string") r.name = toText(name);
-    if (typeof message === "string") r.message = toText(message);
-    if (typeof stack === "string") r.stack = toText(stack);
+    if (typeof name === "string") r.name = name;
+    if (typeof message === "string") r.message = message;
+    if (typeof stack === "string") r.stack = stack;
     if (r.name === undefined && r.message === undefined) {
       let shown;
       try { shown = stringify(e); } catch (_) {}
-      r.message = toText(`uncaught ${shown === undefined ? Str(typeof e) : shown}`);
+      r.message = `uncaught ${shown === undefined ? Str(typeof e) : shown}`;
     }
     return r;
   }
@@ -346,14 +342,14 @@
   const RealDate = Date;
   const construct = Reflect.construct;
   const dateToString = RealDate.prototype.toString;
-  const clockNow = () => host(2, "now", "");
+  const now = function now() { return host(2, "now", ""); };
   const DateShim = function Date(...args) {
-    if (new.target === undefined) return apply(dateToString, construct(RealDate, [clockNow()]), []);
-    return construct(RealDate, args.length === 0 ? [clockNow()] : args, new.target);
+    if (new.target === undefined) return apply(dateToString, construct(RealDate, [now()]), []);
+    return construct(RealDate, args.length === 0 ? [now()] : args, new.target);
   };
   defineProperty(DateShim, "length", { value: 7, configurable: true });
   defineProperty(DateShim, "prototype", { value: RealDate.prototype, writable: false, configurable: false });
-  defineProperty(DateShim, "now", { value: function now() { return clockNow(); }, writable: true, configurable: true });
+  defineProperty(DateShim, "now", { value: now, writable: true, configurable: true });
   defineProperty(DateShim, "parse", { value: RealDate.parse, writable: true, configurable: true });
   defineProperty(DateShim, "UTC", { value: RealDate.UTC, writable: true, configurable: true });
   defineProperty(RealDate.prototype, "constructor", { value: DateShim, writable: true, configurable: true });
@@ -365,13 +361,6 @@
   const toNumber = Number;
   const splitText = String.prototype.split;
   let s0 = 0, s1 = 0, s2 = 0, s3 = 0, seeded = false;
-  const next32 = () => {
-    const r = imul(((imul(s1, 5) << 7) | (imul(s1, 5) >>> 25)), 9) >>> 0;
-    const t = s1 << 9;
-    s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3; s2 ^= t;
-    s3 = (s3 << 11) | (s3 >>> 21);
-    return r;
-  };
   defineProperty(Math, "random", {
     value: function random() {
       if (!seeded) {
@@ -380,17 +369,24 @@
         s2 = toNumber(parts[2]) | 0; s3 = toNumber(parts[3]) | 0;
         seeded = true;
       }
-      const high = next32() >>> 5; // 27 bits
-      const low = next32() >>> 6; // 26 bits
-      return (high * 67108864 + low) / 9007199254740992;
+      // Two xoshiro128** steps: 27 high bits, then 26 low bits.
+      let high = 0;
+      for (let step = 0; step < 2; step++) {
+        const r = imul(((imul(s1, 5) << 7) | (imul(s1, 5) >>> 25)), 9) >>> 0;
+        const t = s1 << 9;
+        s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3; s2 ^= t;
+        s3 = (s3 << 11) | (s3 >>> 21);
+        if (step === 0) high = r >>> 5;
+        else return (high * 67108864 + (r >>> 6)) / 9007199254740992;
+      }
     },
     writable: true,
     configurable: true,
   });
 
-  const fixed = (value) => ({ value, writable: false, enumerable: false, configurable: false });
-  defineProperty(globalThis, "tools", fixed(tools));
-  defineProperty(globalThis, "ToolError", fixed(ToolError));
-  defineProperty(globalThis, "console", fixed(consoleObject));
+  // Fixed: not writable, enumerable or configurable (the defaults).
+  defineProperty(globalThis, "tools", { value: tools });
+  defineProperty(globalThis, "ToolError", { value: ToolError });
+  defineProperty(globalThis, "console", { value: consoleObject });
   return [settle, finish];
 })

@@ -50,10 +50,10 @@ pub(crate) struct HostState {
     /// Set once a resumed run went past its journal: a call was gated or
     /// started live. Until then, a resume that stops leaves the run paused.
     pub live: std::cell::Cell<bool>,
-    /// Whether the program's first use of a typed array made them (`None`
-    /// until then; `Some(false)` when they could not be installed, see
-    /// [`super::typed_arrays`]).
-    pub typed_arrays: std::cell::Cell<Option<bool>>,
+    /// For each group of [`super::late_builtins::GROUPS`], whether the
+    /// program's first use of one of its globals made them (`None` until
+    /// then; `Some(false)` when they could not be installed).
+    pub late_builtins: [std::cell::Cell<Option<bool>>; 3],
 }
 
 /// Calls that did not answer at once: running on the tool runtime, or
@@ -188,7 +188,7 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
                 0 if let Some(why) = stopping(&state.clock) => Err(uncatchable(&ctx, why)),
                 0 => call(&ctx, &state, &well_formed(&a)?, &b.to_string()?),
                 1 => {
-                    state.ledger.borrow_mut().log(&a.to_string()?, &b.to_string()?);
+                    state.ledger.borrow_mut().log(&a.to_string()?, &well_formed(&b)?);
                     Ok(Value::new_undefined(ctx))
                 }
                 2 => nondeterministic(&ctx, &state, &a.to_string()?),
@@ -201,7 +201,7 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
 /// `s` as text, each lone surrogate replaced by U+FFFD, as
 /// `String.prototype.toWellFormed` does. QuickJS hands a lone surrogate
 /// out as its 3-byte generalized UTF-8 form (WTF-8), which is not UTF-8.
-fn well_formed(s: &rquickjs::String<'_>) -> rquickjs::Result<String> {
+pub(super) fn well_formed(s: &rquickjs::String<'_>) -> rquickjs::Result<String> {
     match s.to_string() {
         Err(rquickjs::Error::Utf8(_)) => {}
         other => return other,

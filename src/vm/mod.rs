@@ -7,11 +7,11 @@ pub(crate) mod clock;
 pub(crate) mod host_call;
 pub(crate) mod journaling;
 mod js_error;
+mod late_builtins;
 mod limits;
 pub(crate) mod pool;
 mod prelude;
 mod sandbox;
-mod typed_arrays;
 
 pub use limits::Limits;
 pub use prelude::PRELUDE_NAME;

@@ -55,9 +55,9 @@ pub struct Sandbox {
 /// `eval`/`Function`, `RegExp`, `JSON`, `Proxy`, `Map`/`Set`, typed arrays,
 /// `Promise`, `WeakRef`). Left out: `performance` (a clock a journal could
 /// not replay, and not part of the language) and `DOMException` (a web API).
-/// The typed arrays are made on the program's first use of one
-/// ([`super::typed_arrays`]), not here: making them took about a
-/// tenth of a VM's start and 13 KiB of its memory.
+/// The typed arrays, `Map`/`Set` and `WeakRef` are made on the program's
+/// first use of one ([`super::late_builtins`]), not here: making them took
+/// about a seventh of a VM's start and 13 KiB of its memory.
 type Intrinsics = (
     rquickjs::context::intrinsic::Date,
     rquickjs::context::intrinsic::Eval,
@@ -65,9 +65,7 @@ type Intrinsics = (
     rquickjs::context::intrinsic::RegExp,
     rquickjs::context::intrinsic::Json,
     rquickjs::context::intrinsic::Proxy,
-    rquickjs::context::intrinsic::MapSet,
     rquickjs::context::intrinsic::Promise,
-    rquickjs::context::intrinsic::WeakRef,
 );
 
 /// The note of a call put to an approver that ended after the program
@@ -149,7 +147,7 @@ impl Sandbox {
             diverged: RefCell::new(None),
             held: RefCell::new(Vec::new()),
             live: std::cell::Cell::new(false),
-            typed_arrays: std::cell::Cell::new(None),
+            late_builtins: Default::default(),
         });
         let tracked = state.clone();
         rt.set_host_promise_rejection_tracker(Some(Box::new(move |ctx, promise, reason, handled| {
@@ -158,7 +156,7 @@ impl Sandbox {
         let hooks = ctx.with(|ctx| -> Result<_, String> {
             let prelude = super::prelude::load(&ctx)?;
             let host = host_call::binding(&ctx, state.clone()).map_err(|e| e.to_string())?;
-            super::typed_arrays::install(&ctx, &state).map_err(|e| describe_exception(&ctx, e))?;
+            super::late_builtins::install(&ctx, &state).map_err(|e| describe_exception(&ctx, e))?;
             let hooks: rquickjs::Array = prelude.call((host,)).map_err(|e| describe_exception(&ctx, e))?;
             let settle: Function = hooks.get(0).map_err(|e| e.to_string())?;
             let finish: Function = hooks.get(1).map_err(|e| e.to_string())?;
@@ -677,14 +675,19 @@ impl Sandbox {
             let _ = ctx.catch();
             match text {
                 None => Some(Ok(Json::Null)),
-                Some(t) => crate::json_text::parse(&t.to_string().ok()?).ok().map(Ok),
+                Some(t) => crate::json_text::parse(&host_call::well_formed(&t).ok()?).ok().map(Ok),
             }
         })
     }
 
     /// Reads the prelude's report object (see `finish` in prelude.js).
     fn read_report(&self, report: &rquickjs::Object<'_>, name: &str) -> Result<Json, RunError> {
-        let text = |key: &str| report.get::<_, Option<String>>(key).ok().flatten();
+        // Lone surrogates become U+FFFD here, as for every text the host
+        // reads out of the VM.
+        let text = |key: &str| {
+            let s = report.get::<_, Option<rquickjs::String>>(key).ok().flatten()?;
+            host_call::well_formed(&s).ok()
+        };
         if report.contains_key("json").unwrap_or(false) {
             return match text("json") {
                 None => Ok(Json::Null),

@@ -220,6 +220,59 @@ fn typed_arrays_are_the_usual_built_ins_on_first_use() {
     );
 }
 
+/// `Map`/`Set`/`WeakMap`/`WeakSet` and `WeakRef`/`FinalizationRegistry`
+/// are made on first use too (late_builtins.rs), each group on the first
+/// use of one of its globals.
+#[test]
+fn maps_sets_and_weak_refs_are_the_usual_built_ins_on_first_use() {
+    let r = run("const before = Object.getOwnPropertyDescriptor(globalThis, 'Set'); \
+         const m = new Map([[1, 'one']]); \
+         const d = Object.getOwnPropertyDescriptor(globalThis, 'Set'); \
+         const wm = new WeakMap(); const key = {}; wm.set(key, 2); \
+         const refBefore = Object.getOwnPropertyDescriptor(globalThis, 'WeakRef'); \
+         const ref = new WeakRef(key); const reg = new FinalizationRegistry(() => {}); \
+         return [typeof before.get, before.get === before.set, m.get(1), typeof d.value, d.writable, d.enumerable, \
+                 d.configurable, new Set([1, 1, 2]).size, wm.get(key), new WeakSet([key]).has(key), \
+                 typeof refBefore.get, ref.deref() === key, typeof reg.register, \
+                 Object.prototype.toString.call(new Map().entries()), Map.groupBy([1, 2], (x) => x % 2).size, \
+                 new Set([1, 2]).union(new Set([3])).size, Object.getPrototypeOf(Map) === Function.prototype];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value,
+        json!([
+            "function",
+            true,
+            "one",
+            "function",
+            true,
+            false,
+            true,
+            2,
+            2,
+            true,
+            "function",
+            true,
+            "function",
+            "[object Map Iterator]",
+            2,
+            3,
+            true
+        ])
+    );
+    // A frozen globalThis before the first use: a TypeError that says why.
+    let r = run("Object.freeze(globalThis); return new Set();");
+    assert_eq!(r.status, RunStatus::Failed);
+    let message = r.error.unwrap().message;
+    assert!(
+        message.contains("Set is not available: before the program first used a Map or Set"),
+        "{message}"
+    );
+    // A global of the group replaced by the program first: the real ones
+    // still come, and the program's value is what it assigned.
+    let r = run("globalThis.WeakMap = 5; return [WeakMap, typeof Map, typeof WeakSet];");
+    assert_eq!(r.value, json!([5, "function", "function"]));
+}
+
 #[test]
 fn a_typed_array_global_can_be_assigned_or_shadowed_before_first_use() {
     let r = run("globalThis.Float32Array = 5; const a = Float32Array; \
@@ -656,6 +709,13 @@ fn lone_surrogates_become_replacement_characters() {
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value, json!(["\u{fffd}", "x\u{fffd}"]));
     assert_eq!(r.logs[0].text, "a\u{fffd}b");
+    // What it threw, too (the host reads the report's strings as text).
+    let r = run("throw new RangeError('m\\ud800');");
+    let e = r.error.unwrap();
+    assert!(e.message.contains("RangeError: m\u{fffd}"), "{}", e.message);
+    let r = run("throw 'x\\udc00';");
+    let e = r.error.unwrap();
+    assert!(e.message.contains("\"x\\udc00\""), "a thrown string is shown as JSON: {}", e.message);
 }
 
 #[test]
