@@ -8,6 +8,9 @@
 //
 //   host(0, name, argsJson) -> number        the call is running; settle(id, answer) ends it
 //                           -> answer        it ended at once
+//   host(0, name, args)     -> as above, when the host could write the
+//                              arguments' JSON without running any code
+//                           -> undefined     it could not: serialise them
 //   where an answer is
 //     "..."              it succeeded with JSON content, no metadata and
 //                        nothing cut: the content's JSON
@@ -137,18 +140,24 @@
     if (typeof name !== "string") {
       return rejected(new TypeErr("tools.call(name, args): name must be a string"));
     }
-    let json;
-    try {
-      json = argumentsJson(name, args);
-    } catch (e) {
-      return rejected(e);
-    }
     if (keptArena === null) {
       let first = apply(repeat, "-", [52]);
       keptArena = apply(repeat, "-", [52]);
       first = null;
     }
-    const r = host(0, name, json);
+    // Plain arguments go as they are: the host writes their JSON when
+    // that runs no code, and answers `undefined` for anything else (a
+    // getter, a proxy, a toJSON, what is not JSON), serialised here.
+    let r = typeof args === "object" && args !== null ? host(0, name, args) : undefined;
+    if (r === undefined) {
+      let json;
+      try {
+        json = argumentsJson(name, args);
+      } catch (e) {
+        return rejected(e);
+      }
+      r = host(0, name, json);
+    }
     if (typeof r === "number") {
       return new P((resolve, reject) => {
         pending[r] = [resolve, reject];

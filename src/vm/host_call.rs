@@ -179,16 +179,30 @@ pub(crate) fn binding<'js>(ctx: &Ctx<'js>, state: Rc<HostState>) -> rquickjs::Re
         move |ctx: Ctx<'js>,
               op: i32,
               a: rquickjs::String<'js>,
-              b: rquickjs::String<'js>|
+              b: Value<'js>|
               -> rquickjs::Result<Value<'js>> {
+            fn text<'a, 'js>(
+                ctx: &Ctx<'js>,
+                b: &'a Value<'js>,
+            ) -> rquickjs::Result<&'a rquickjs::String<'js>> {
+                b.as_string()
+                    .ok_or_else(|| rquickjs::Exception::throw_internal(ctx, "the host expected text"))
+            }
             match op {
                 // Checked before the name and arguments are read out of
                 // the VM, so each call of a loop that catches the refusals
                 // costs next to nothing until the interrupt check stops it.
                 0 if let Some(why) = stopping(&state.clock) => Err(uncatchable(&ctx, why)),
-                0 => call(&ctx, &state, &well_formed(&a)?, &b.to_string()?),
+                // The arguments as JSON text, or as the value itself, which
+                // is written here when that runs no code (else `undefined`
+                // back: the prelude serialises them).
+                0 if !b.is_string() => match super::args_json::write(&ctx, &b) {
+                    Some(json) => call(&ctx, &state, &well_formed(&a)?, &json),
+                    None => Ok(Value::new_undefined(ctx)),
+                },
+                0 => call(&ctx, &state, &well_formed(&a)?, &text(&ctx, &b)?.to_string()?),
                 1 => {
-                    state.ledger.borrow_mut().log(&a.to_string()?, &well_formed(&b)?);
+                    state.ledger.borrow_mut().log(&a.to_string()?, &well_formed(text(&ctx, &b)?)?);
                     Ok(Value::new_undefined(ctx))
                 }
                 2 => nondeterministic(&ctx, &state, &a.to_string()?),

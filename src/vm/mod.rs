@@ -3,6 +3,7 @@
 //!
 //! Nothing here knows about policy: every call goes to the dispatcher.
 
+mod args_json;
 pub(crate) mod clock;
 pub(crate) mod host_call;
 pub(crate) mod journaling;

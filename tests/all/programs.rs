@@ -703,6 +703,30 @@ fn thrown_values_that_are_not_errors_are_described() {
 }
 
 #[test]
+fn arguments_reach_the_tool_as_json_stringify_makes_them_and_a_getter_runs_once() {
+    // Plain arguments are written by the host, anything that could run
+    // code by JSON.stringify (vm/args_json.rs): either way the tool gets
+    // the same value and a getter runs once.
+    let r = run("let reads = 0; \
+         const e = await tools.echo({get a() { reads++; return 1; }, b: [1, {c: 'x'}]}); \
+         const p = await tools.echo({s: 'q\"\\\\\\n\\u0001é', n: 0.1 + 0.2, big: 1e21, neg: -0, u: undefined, \
+                                     arr: [undefined, 2], nan: NaN, nested: {deep: [[[]]]}}); \
+         const t = await tools.echo({d: new Date(0), n: new Number(3)}); \
+         return [reads, e.content, p.content, t.content];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value,
+        json!([
+            1,
+            {"a": 1, "b": [1, {"c": "x"}]},
+            {"s": "q\"\\\n\u{1}é", "n": 0.30000000000000004, "big": 1e21, "neg": 0, "arr": [null, 2], "nan": null,
+             "nested": {"deep": [[[]]]}},
+            {"d": "1970-01-01T00:00:00.000Z", "n": 3}
+        ])
+    );
+}
+
+#[test]
 fn lone_surrogates_become_replacement_characters() {
     let r = run("console.log('a\\ud800b'); const e = await tools.echo({s: 'x\\udfff'}); \
          return ['\\ud800', e.content.s];");
