@@ -1,10 +1,11 @@
 // The JavaScript every program starts with.
 //
 // Loaded once per VM (from bytecode) as a function: the engine calls it with
-// the one host binding, `host(op, a, b)`, and keeps the two functions it
-// returns: `settle`, which ends calls that did not answer at once, and
-// `finish`, which turns the program's promise into a plain report. Nothing
-// of the host is left on globalThis.
+// the one host binding, `host(op, a, b)`, and keeps the three functions it
+// returns: `settle`, which ends calls that did not answer at once,
+// `finish`, which turns the program's promise into a plain report, and
+// `installDate`, which wraps QuickJS's Date once the host has made it.
+// Nothing of the host is left on globalThis.
 //
 //   host(0, name, argsJson) -> number        the call is running; settle(id, answer) ends it
 //                           -> answer        it ended at once
@@ -347,22 +348,28 @@
   // and Math.random, come from the host, which journals them, so a resumed
   // run replays the values the program saw before its pause
   // (docs/JOURNAL.md). `Date` keeps its prototype, statics and behaviour;
-  // only "now" (new Date(), Date(), Date.now()) asks the host.
-  const RealDate = Date;
+  // only "now" (new Date(), Date(), Date.now()) asks the host. QuickJS's
+  // Date is made on the program's first use of the global (the host's
+  // accessor), which then calls `installDate` before handing it over.
   const construct = Reflect.construct;
-  const dateToString = RealDate.prototype.toString;
-  const now = function now() { return host(2, "now", ""); };
-  const DateShim = function Date(...args) {
-    if (new.target === undefined) return apply(dateToString, construct(RealDate, [now()]), []);
-    return construct(RealDate, args.length === 0 ? [now()] : args, new.target);
-  };
-  defineProperty(DateShim, "length", { value: 7, configurable: true });
-  defineProperty(DateShim, "prototype", { value: RealDate.prototype, writable: false, configurable: false });
-  defineProperty(DateShim, "now", { value: now, writable: true, configurable: true });
-  defineProperty(DateShim, "parse", { value: RealDate.parse, writable: true, configurable: true });
-  defineProperty(DateShim, "UTC", { value: RealDate.UTC, writable: true, configurable: true });
-  defineProperty(RealDate.prototype, "constructor", { value: DateShim, writable: true, configurable: true });
-  defineProperty(globalThis, "Date", { value: DateShim, writable: true, configurable: true });
+  // The global object itself (a program may rebind `globalThis`).
+  const global = globalThis;
+  function installDate() {
+    const RealDate = global.Date;
+    const dateToString = RealDate.prototype.toString;
+    const now = function now() { return host(2, "now", ""); };
+    const DateShim = function Date(...args) {
+      if (new.target === undefined) return apply(dateToString, construct(RealDate, [now()]), []);
+      return construct(RealDate, args.length === 0 ? [now()] : args, new.target);
+    };
+    defineProperty(DateShim, "length", { value: 7, configurable: true });
+    defineProperty(DateShim, "prototype", { value: RealDate.prototype, writable: false, configurable: false });
+    defineProperty(DateShim, "now", { value: now, writable: true, configurable: true });
+    defineProperty(DateShim, "parse", { value: RealDate.parse, writable: true, configurable: true });
+    defineProperty(DateShim, "UTC", { value: RealDate.UTC, writable: true, configurable: true });
+    defineProperty(RealDate.prototype, "constructor", { value: DateShim, writable: true, configurable: true });
+    defineProperty(global, "Date", { value: DateShim, writable: true, configurable: true });
+  }
 
   // Math.random: xoshiro128** over a journaled seed; 53 random bits from
   // two 32-bit outputs.
@@ -397,5 +404,5 @@
   defineProperty(globalThis, "tools", { value: tools });
   defineProperty(globalThis, "ToolError", { value: ToolError });
   defineProperty(globalThis, "console", { value: consoleObject });
-  return [settle, finish];
+  return [settle, finish, installDate];
 })

@@ -53,7 +53,10 @@ pub(crate) struct HostState {
     /// For each group of [`super::late_builtins::GROUPS`], whether the
     /// program's first use of one of its globals made them (`None` until
     /// then; `Some(false)` when they could not be installed).
-    pub late_builtins: [std::cell::Cell<Option<bool>>; 3],
+    pub late_builtins: [std::cell::Cell<Option<bool>>; 4],
+    /// The prelude's `installDate`, which the first use of `Date` calls
+    /// once QuickJS's Date is made (cleared before the runtime goes).
+    pub date_shim: RefCell<Option<rquickjs::Persistent<Function<'static>>>>,
 }
 
 /// Calls that did not answer at once: running on the tool runtime, or

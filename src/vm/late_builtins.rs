@@ -1,9 +1,11 @@
 //! Built-ins made on a program's first use of one: the typed arrays,
-//! `Map`/`Set`/`WeakMap`/`WeakSet`, and `WeakRef`/`FinalizationRegistry`.
+//! `Map`/`Set`/`WeakMap`/`WeakSet`, `WeakRef`/`FinalizationRegistry`, and
+//! `Date` (with the prelude's journaled clock around it).
 //!
-//! Making them with every context cost about a seventh of a VM's start
-//! (typed arrays 182k instructions, Map and Set 52k, WeakRef 10k) and
-//! 13 KiB of its memory, and few programs use them. Their globals are
+//! Making them with every context cost about a fifth of a VM's start
+//! (typed arrays 182k instructions, Map and Set 52k, Date and its shim
+//! about 75k, WeakRef 10k) and 13 KiB of its memory, and many programs use
+//! none of them. Their globals are
 //! accessors until first used ([`install`]); the first use of any global
 //! of a group adds QuickJS's intrinsic for that group, under conditions
 //! that keep program code out of it (QuickJS aborts the process on what
@@ -29,10 +31,13 @@ pub(crate) struct LateBuiltins {
     /// Whether the intrinsic reads `Array.prototype.toString` (see
     /// [`no_code_runs_in_the_intrinsic`]).
     reads_array_to_string: bool,
+    /// Whether the prelude's `installDate` wraps what the intrinsic made
+    /// (QuickJS's `Date`, whose clock must come from the host).
+    date_shim: bool,
 }
 
 /// The groups, in the order of [`HostState::late_builtins`].
-pub(crate) const GROUPS: [LateBuiltins; 3] = [
+pub(crate) const GROUPS: [LateBuiltins; 4] = [
     LateBuiltins {
         what: "a typed array",
         one_global: "a typed array global",
@@ -56,6 +61,7 @@ pub(crate) const GROUPS: [LateBuiltins; 3] = [
         ],
         add: qjs::JS_AddIntrinsicTypedArrays,
         reads_array_to_string: true,
+        date_shim: false,
     },
     LateBuiltins {
         what: "a Map or Set",
@@ -63,6 +69,7 @@ pub(crate) const GROUPS: [LateBuiltins; 3] = [
         globals: &["Map", "Set", "WeakMap", "WeakSet"],
         add: qjs::JS_AddIntrinsicMapSet,
         reads_array_to_string: false,
+        date_shim: false,
     },
     LateBuiltins {
         what: "a WeakRef or FinalizationRegistry",
@@ -70,6 +77,15 @@ pub(crate) const GROUPS: [LateBuiltins; 3] = [
         globals: &["WeakRef", "FinalizationRegistry"],
         add: qjs::JS_AddIntrinsicWeakRef,
         reads_array_to_string: false,
+        date_shim: false,
+    },
+    LateBuiltins {
+        what: "Date",
+        one_global: "Date",
+        globals: &["Date"],
+        add: qjs::JS_AddIntrinsicDate,
+        reads_array_to_string: false,
+        date_shim: true,
     },
 ];
 
@@ -141,6 +157,15 @@ fn late_global<'js>(
             // An error here is the VM's own (out of memory, the run
             // stopping): it stays the program's error, uncatchable as it is.
             let made = make_group(ctx, builtins, name)?;
+            if made && builtins.date_shim {
+                // The prelude's installDate reads only what the intrinsic
+                // has just made and defines the global `Date` again.
+                let install = state.date_shim.borrow().as_ref().and_then(|f| f.clone().restore(ctx).ok());
+                let Some(install) = install else {
+                    return Err(rquickjs::Exception::throw_internal(ctx, "the Date shim is missing"));
+                };
+                install.call::<_, ()>(())?;
+            }
             cell.set(Some(made));
             made
         }
@@ -308,5 +333,6 @@ mod tests {
         assert_eq!(listed(0), added(names::<(Eval, TypedArrays)>()));
         assert_eq!(listed(1), added(names::<(Eval, MapSet)>()));
         assert_eq!(listed(2), added(names::<(Eval, WeakRef)>()));
+        assert_eq!(listed(3), added(names::<(Eval, rquickjs::context::intrinsic::Date)>()));
     }
 }

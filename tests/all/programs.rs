@@ -273,6 +273,37 @@ fn maps_sets_and_weak_refs_are_the_usual_built_ins_on_first_use() {
     assert_eq!(r.value, json!([5, "function", "function"]));
 }
 
+/// `Date` is made on first use too, and the prelude's clock (which the
+/// journal replays) is around it from its first use on.
+#[test]
+fn date_is_made_on_first_use_with_the_journaled_clock_around_it() {
+    let r = run("const before = Object.getOwnPropertyDescriptor(globalThis, 'Date'); \
+         const t = Date.now(); const d = new Date(); const s = Date(); \
+         const after = Object.getOwnPropertyDescriptor(globalThis, 'Date'); \
+         return [typeof before.get, typeof t, d instanceof Date, typeof s, \
+                 Date.parse('2020-01-01T00:00:00Z') === Date.UTC(2020, 0, 1), Date.name, Date.length, \
+                 after.writable, after.enumerable, after.configurable, Object.getPrototypeOf(d) === Date.prototype, \
+                 Date.prototype.constructor === Date, new Date(0).toISOString(), Date.now.name, \
+                 Math.abs(d.getTime() - t) < 60000];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value,
+        json!([
+            "function", "number", true, "string", true, "Date", 7, true, false, true, true, true,
+            "1970-01-01T00:00:00.000Z", "now", true
+        ])
+    );
+    // A program that assigns Date first still had the clock made for it,
+    // and a frozen globalThis is told why there is no Date.
+    let r = run("const real = Object.getOwnPropertyDescriptor(globalThis, 'Date').get(); globalThis.Date = 5; \
+                 return [Date, typeof real.now(), real.name];");
+    assert_eq!(r.value, json!([5, "number", "Date"]));
+    let r = run("Object.freeze(globalThis); return Date.now();");
+    assert_eq!(r.status, RunStatus::Failed);
+    let message = r.error.unwrap().message;
+    assert!(message.contains("Date is not available: before the program first used Date"), "{message}");
+}
+
 #[test]
 fn a_typed_array_global_can_be_assigned_or_shadowed_before_first_use() {
     let r = run("globalThis.Float32Array = 5; const a = Float32Array; \
