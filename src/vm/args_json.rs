@@ -148,7 +148,7 @@ unsafe fn plain_chain(ctx: *mut qjs::JSContext, obj: qjs::JSValue, to_json: qjs:
             let plain = matches!(qjs::JS_GetClassID(current), CLASS_OBJECT | CLASS_ARRAY)
                 && match own_property(ctx, current, to_json) {
                     None => true,
-                    Some(found) => {
+                    Some((_, found)) => {
                         if let Some(value) = found {
                             qjs::JS_FreeValue(ctx, value);
                         }
@@ -175,17 +175,19 @@ unsafe fn plain_chain(ctx: *mut qjs::JSContext, obj: qjs::JSValue, to_json: qjs:
     }
 }
 
-/// `obj`'s own property `atom`: its value when it is a data property,
-/// `Some(None)` when it is an accessor, `None` when there is none.
+/// `obj`'s own property `atom`, if it has one: its flags (`JS_PROP_*`) and,
+/// for a data property, its value (one reference, which the caller frees);
+/// `None` as the value for an accessor.
 ///
 /// # Safety
-/// As [`write_value`]; `obj` is an ordinary object or array.
+/// As [`write_value`]; `obj` is an ordinary object or array (reading its
+/// own property runs no code).
 #[allow(unsafe_code)]
-unsafe fn own_property(
+pub(super) unsafe fn own_property(
     ctx: *mut qjs::JSContext,
     obj: qjs::JSValue,
     atom: qjs::JSAtom,
-) -> Option<Option<qjs::JSValue>> {
+) -> Option<(c_int, Option<qjs::JSValue>)> {
     let mut desc = std::mem::MaybeUninit::<qjs::JSPropertyDescriptor>::uninit();
     // SAFETY: per the function's contract; a found descriptor holds one
     // reference in each of its values, each freed or handed out here.
@@ -194,15 +196,13 @@ unsafe fn own_property(
             return None;
         }
         let desc = desc.assume_init();
-        if desc.flags & (qjs::JS_PROP_GETSET as c_int) != 0 {
-            qjs::JS_FreeValue(ctx, desc.getter);
-            qjs::JS_FreeValue(ctx, desc.setter);
-            qjs::JS_FreeValue(ctx, desc.value);
-            return Some(None);
-        }
         qjs::JS_FreeValue(ctx, desc.getter);
         qjs::JS_FreeValue(ctx, desc.setter);
-        Some(Some(desc.value))
+        if desc.flags & (qjs::JS_PROP_GETSET as c_int) != 0 {
+            qjs::JS_FreeValue(ctx, desc.value);
+            return Some((desc.flags, None));
+        }
+        Some((desc.flags, Some(desc.value)))
     }
 }
 
@@ -236,7 +236,7 @@ unsafe fn write_object(
             let mut first = true;
             for entry in entries {
                 let value = match own_property(ctx, obj, entry.atom) {
-                    Some(Some(value)) => value,
+                    Some((_, Some(value))) => value,
                     // An accessor (or a property gone meanwhile, which
                     // cannot happen without code running).
                     _ => return None,
@@ -293,7 +293,7 @@ unsafe fn write_array(
             let atom = qjs::JS_NewAtomUInt32(ctx, u32::try_from(i).ok()?);
             let element = own_property(ctx, arr, atom);
             qjs::JS_FreeAtom(ctx, atom);
-            let Some(Some(value)) = element else { return None };
+            let Some((_, Some(value))) = element else { return None };
             if i > 0 {
                 out.push(',');
             }

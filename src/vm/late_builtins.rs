@@ -276,22 +276,14 @@ unsafe fn own_property_flags(
     obj: qjs::JSValue,
     name: &str,
 ) -> Option<std::ffi::c_int> {
-    let mut desc = std::mem::MaybeUninit::<qjs::JSPropertyDescriptor>::uninit();
-    // SAFETY: per the function's contract.
-    let found =
-        with_atom(ctx, name, |atom| unsafe { qjs::JS_GetOwnProperty(ctx, desc.as_mut_ptr(), obj, atom) });
-    if found != 1 {
-        return None;
-    }
-    // SAFETY: JS_GetOwnProperty filled the descriptor in (it returned 1);
-    // its values hold one reference each, freed here.
-    unsafe {
-        let desc = desc.assume_init();
-        qjs::JS_FreeValue(ctx, desc.value);
-        qjs::JS_FreeValue(ctx, desc.getter);
-        qjs::JS_FreeValue(ctx, desc.setter);
-        Some(desc.flags)
-    }
+    // SAFETY: per the function's contract; the value handed out is freed.
+    with_atom(ctx, name, |atom| unsafe {
+        let (flags, value) = super::args_json::own_property(ctx, obj, atom)?;
+        if let Some(value) = value {
+            qjs::JS_FreeValue(ctx, value);
+        }
+        Some(flags)
+    })
 }
 
 /// Runs `f` with an atom made from `name`, freed after.

@@ -289,13 +289,27 @@ fn date_is_made_on_first_use_with_the_journaled_clock_around_it() {
     assert_eq!(
         r.value,
         json!([
-            "function", "number", true, "string", true, "Date", 7, true, false, true, true, true,
-            "1970-01-01T00:00:00.000Z", "now", true
+            "function",
+            "number",
+            true,
+            "string",
+            true,
+            "Date",
+            7,
+            true,
+            false,
+            true,
+            true,
+            true,
+            "1970-01-01T00:00:00.000Z",
+            "now",
+            true
         ])
     );
     // A program that assigns Date first still had the clock made for it,
     // and a frozen globalThis is told why there is no Date.
-    let r = run("const real = Object.getOwnPropertyDescriptor(globalThis, 'Date').get(); globalThis.Date = 5; \
+    let r =
+        run("const real = Object.getOwnPropertyDescriptor(globalThis, 'Date').get(); globalThis.Date = 5; \
                  return [Date, typeof real.now(), real.name];");
     assert_eq!(r.value, json!([5, "number", "Date"]));
     let r = run("Object.freeze(globalThis); return Date.now();");
