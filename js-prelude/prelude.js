@@ -354,21 +354,24 @@
   const construct = Reflect.construct;
   // The global object itself (a program may rebind `globalThis`).
   const global = globalThis;
+  // It runs while the program runs: its property descriptors have no
+  // prototype, so nothing the program put on Object.prototype is read.
   function installDate() {
     const RealDate = global.Date;
     const dateToString = RealDate.prototype.toString;
-    const now = function now() { return host(2, "now", ""); };
+    // A method, as Date.now is: not a constructor, no `prototype`.
+    const { now } = { now() { return host(2, "now", ""); } };
     const DateShim = function Date(...args) {
       if (new.target === undefined) return apply(dateToString, construct(RealDate, [now()]), []);
       return construct(RealDate, args.length === 0 ? [now()] : args, new.target);
     };
-    defineProperty(DateShim, "length", { value: 7, configurable: true });
-    defineProperty(DateShim, "prototype", { value: RealDate.prototype, writable: false, configurable: false });
-    defineProperty(DateShim, "now", { value: now, writable: true, configurable: true });
-    defineProperty(DateShim, "parse", { value: RealDate.parse, writable: true, configurable: true });
-    defineProperty(DateShim, "UTC", { value: RealDate.UTC, writable: true, configurable: true });
-    defineProperty(RealDate.prototype, "constructor", { value: DateShim, writable: true, configurable: true });
-    defineProperty(global, "Date", { value: DateShim, writable: true, configurable: true });
+    defineProperty(DateShim, "length", { __proto__: null, value: 7, configurable: true });
+    defineProperty(DateShim, "prototype", { __proto__: null, value: RealDate.prototype, writable: false, configurable: false });
+    defineProperty(DateShim, "now", { __proto__: null, value: now, writable: true, configurable: true });
+    defineProperty(DateShim, "parse", { __proto__: null, value: RealDate.parse, writable: true, configurable: true });
+    defineProperty(DateShim, "UTC", { __proto__: null, value: RealDate.UTC, writable: true, configurable: true });
+    defineProperty(RealDate.prototype, "constructor", { __proto__: null, value: DateShim, writable: true, configurable: true });
+    defineProperty(global, "Date", { __proto__: null, value: DateShim, writable: true, configurable: true });
   }
 
   // Math.random: xoshiro128** over a journaled seed; 53 random bits from
@@ -378,7 +381,8 @@
   const splitText = String.prototype.split;
   let s0 = 0, s1 = 0, s2 = 0, s3 = 0, seeded = false;
   defineProperty(Math, "random", {
-    value: function random() {
+    // A method, as Math.random is: not a constructor, no `prototype`.
+    value: { random() {
       if (!seeded) {
         const parts = apply(splitText, host(2, "seed", ""), [","]);
         s0 = toNumber(parts[0]) | 0; s1 = toNumber(parts[1]) | 0;
@@ -395,7 +399,7 @@
         if (step === 0) high = r >>> 5;
         else return (high * 67108864 + (r >>> 6)) / 9007199254740992;
       }
-    },
+    } }.random,
     writable: true,
     configurable: true,
   });

@@ -31,6 +31,13 @@ pub(crate) const MAX_DEPTH: usize = 64;
 /// Prototype chains longer than this are left to `JSON.stringify`.
 const MAX_CHAIN: usize = 8;
 
+/// Text longer than this is left to `JSON.stringify`, in bytes: the host's
+/// text is outside the VM's memory limit and its writing outside the
+/// deadline's checks, and arguments that share an array many times over
+/// can stand for far more text than their size in the VM; inside the VM
+/// that runs out of memory, or is interrupted, as the program's error.
+pub(crate) const MAX_TEXT: usize = 1 << 20;
+
 /// `JSON.stringify(value)`'s text, when producing it can run no program
 /// code; `None` otherwise (nothing was run or changed).
 pub(crate) fn write(ctx: &Ctx<'_>, value: &Value<'_>) -> Option<String> {
@@ -99,6 +106,9 @@ unsafe fn write_any(
     out: &mut String,
     place: Place,
 ) -> Option<Wrote> {
+    if out.len() > MAX_TEXT {
+        return None;
+    }
     // SAFETY: per the function's contract; the tag says which accessor of
     // the value is valid.
     unsafe {
@@ -391,8 +401,10 @@ unsafe fn write_text(
         }
         let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
         // A lone surrogate comes out as WTF-8, which is not UTF-8.
-        let written =
-            std::str::from_utf8(bytes).ok().map(|s| if quoted { quote(s, out) } else { out.push_str(s) });
+        let written = std::str::from_utf8(bytes)
+            .ok()
+            .filter(|s| out.len() + s.len() <= MAX_TEXT)
+            .map(|s| if quoted { quote(s, out) } else { out.push_str(s) });
         qjs::JS_FreeCString(ctx, ptr);
         written
     }
@@ -557,6 +569,16 @@ mod tests {
             let (fast, _) = both(source);
             assert_eq!(fast, None, "{source}");
         }
+    }
+
+    #[test]
+    fn text_longer_than_the_limit_is_left_to_json_stringify() {
+        // One array shared 2^19 times over: 512 Ki leaves (2 MiB of text) in
+        // a few hundred bytes of VM memory. The host stops at MAX_TEXT.
+        assert!(both("let a = 1; for (let i = 0; i < 19; i++) a = [a, a]; a").0.is_none());
+        assert!(both(&format!("'{}'", "x".repeat(super::MAX_TEXT + 1))).0.is_none());
+        let (fast, slow) = both(&format!("'{}'", "x".repeat(super::MAX_TEXT - 2)));
+        assert!(fast.is_some() && fast == slow, "a text just under the limit is written");
     }
 
     #[test]

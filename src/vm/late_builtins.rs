@@ -154,17 +154,19 @@ fn late_global<'js>(
         Some(made) => made,
         None => {
             cell.set(Some(false));
-            // An error here is the VM's own (out of memory, the run
-            // stopping): it stays the program's error, uncatchable as it is.
-            let made = make_group(ctx, builtins, name)?;
+            // An error here is the VM's own (out of memory): the group may
+            // be half made, so the program must not go on with it.
+            let made = make_group(ctx, builtins, name).map_err(|_| fatal(ctx, builtins.what))?;
             if made && builtins.date_shim {
                 // The prelude's installDate reads only what the intrinsic
-                // has just made and defines the global `Date` again.
+                // has just made (its descriptors have no prototype) and
+                // defines the global `Date` again; if it fails, QuickJS's
+                // own Date, whose clock is not journaled, must not stay.
                 let install = state.date_shim.borrow().as_ref().and_then(|f| f.clone().restore(ctx).ok());
-                let Some(install) = install else {
-                    return Err(rquickjs::Exception::throw_internal(ctx, "the Date shim is missing"));
-                };
-                install.call::<_, ()>(())?;
+                if install.is_none_or(|f| f.call::<_, ()>(()).is_err()) {
+                    let _ = ctx.globals().remove("Date");
+                    return Err(fatal(ctx, builtins.what));
+                }
             }
             cell.set(Some(made));
             made
@@ -194,6 +196,36 @@ fn late_global<'js>(
             Ok(Value::new_undefined(ctx.clone()))
         }
     }
+}
+
+/// Ends the program: making a group failed (out of memory) and may have
+/// left it half made. The pending error (QuickJS's out-of-memory error, or
+/// one made here) is thrown again as uncatchable, so no handler of the
+/// program runs with the half-made group; if not even an error object can
+/// be made, the pending `null` stays (catchable, as QuickJS's own).
+fn fatal(ctx: &Ctx<'_>, what: &str) -> rquickjs::Error {
+    let pending = ctx.catch();
+    let error = if pending.is_object() {
+        pending
+    } else {
+        match rquickjs::Exception::from_message(
+            ctx.clone(),
+            &format!("out of memory while making {what} on its first use"),
+        ) {
+            Ok(e) => e.into_value(),
+            Err(e) => return e,
+        }
+    };
+    let raw = error.as_raw();
+    let thrown = ctx.throw(error);
+    // SAFETY: `raw` is the error object just thrown, kept alive by the
+    // context's current exception; JS_SetUncatchableError only sets a flag
+    // on that object (QuickJS does the same for its own interrupts).
+    #[allow(unsafe_code)]
+    unsafe {
+        qjs::JS_SetUncatchableError(ctx.as_raw().as_ptr(), raw);
+    }
+    thrown
 }
 
 /// Whether QuickJS's typed array intrinsic can run without running any of

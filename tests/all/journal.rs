@@ -714,6 +714,22 @@ fn a_call_that_may_change_something_makes_the_journal_at_the_first_wait_after_it
 }
 
 #[test]
+fn the_clock_is_journaled_even_when_the_program_changed_object_prototype_before_first_using_date() {
+    // Date is made on first use, while the program runs; the shim around it
+    // (whose reads of the clock are journaled) is installed whatever the
+    // program put on Object.prototype.
+    let ws = crate::common::workspace();
+    let engine = crate::common::builder(&ws).build().unwrap();
+    let r = engine.execute_blocking(Program::new(
+        "Object.prototype.enumerable = true; Object.prototype.writable = false; \
+         const t = Date.now(); delete Object.prototype.enumerable; delete Object.prototype.writable; return t > 0;",
+    ));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let lines = stored_lines(&engine, &r.run_id);
+    assert!(lines.iter().any(|l| l.starts_with(r#"{"t":"now""#)), "{lines:?}");
+}
+
+#[test]
 fn journals_are_private_to_the_user() {
     use std::os::unix::fs::PermissionsExt;
     let ws = crate::common::workspace();

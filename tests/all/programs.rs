@@ -318,6 +318,49 @@ fn date_is_made_on_first_use_with_the_journaled_clock_around_it() {
     assert!(message.contains("Date is not available: before the program first used Date"), "{message}");
 }
 
+/// Running out of memory while a group is made (it may be half made) ends
+/// the program: no handler of it runs with, say, a `Map` and no `Set`.
+#[test]
+fn running_out_of_memory_while_a_group_is_made_ends_the_program() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.memory_bytes = 4 << 20;
+    let engine = engine_with(&ws, limits);
+    for gap in 0..24 {
+        let r = engine.execute_blocking(Program::new(format!(
+            "const keep = []; try {{ for (;;) keep.push(new Array(1000).fill(1.5)); }} catch (e) {{}} \
+             keep.length = Math.max(0, keep.length - {gap}); \
+             let r; try {{ new Set(); r = 'made'; }} catch (e) {{ r = 'caught'; }} keep.length = 0; \
+             let iter; try {{ for (const x of new Map([[1, 2]])) {{}} for (const x of new Set([1])) {{}} iter = 'ok'; }} \
+             catch (e) {{ iter = 'broken'; }} \
+             return [typeof Map, typeof Set, typeof WeakMap, typeof WeakSet, iter];"
+        )));
+        if r.status == RunStatus::Completed {
+            assert_eq!(
+                r.value,
+                json!(["function", "function", "function", "function", "ok"]),
+                "gap {gap}: the program went on with a half-made group"
+            );
+        }
+    }
+}
+
+/// `Date` is made while the program runs: what the program put on
+/// `Object.prototype` is not read, so neither makes the real, unjournaled
+/// Date reachable nor stops `Date` from being made.
+#[test]
+fn object_prototype_changes_do_not_reach_the_making_of_date() {
+    let r = run("let real; \
+         Object.defineProperty(Object.prototype, 'get', {get() { real ??= globalThis.Date; return undefined; }, configurable: true}); \
+         Object.prototype.enumerable = true; \
+         let error = null; try { Date; } catch (e) { error = String(e); } \
+         delete Object.prototype.get; delete Object.prototype.enumerable; \
+         return [error, real === undefined, Date.name, typeof Date.now(), 'prototype' in Date.now, \
+                 (() => { try { new Date.now(); return 'constructed'; } catch (e) { return e.name; } })()];");
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!([null, true, "Date", "number", false, "TypeError"]));
+}
+
 #[test]
 fn a_typed_array_global_can_be_assigned_or_shadowed_before_first_use() {
     let r = run("globalThis.Float32Array = 5; const a = Float32Array; \
@@ -769,6 +812,23 @@ fn arguments_reach_the_tool_as_json_stringify_makes_them_and_a_getter_runs_once(
             {"d": "1970-01-01T00:00:00.000Z", "n": 3}
         ])
     );
+}
+
+#[test]
+fn arguments_that_stand_for_more_text_than_the_vm_can_hold_are_its_memory_error() {
+    // One array shared 2^22 times over: a few hundred bytes in the VM, 12
+    // MiB of JSON. The host gives up at its bound; JSON.stringify in the
+    // VM runs out of its 16 MiB, as the program's catchable error.
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.memory_bytes = 16 << 20;
+    let r = engine_with(&ws, limits).execute_blocking(Program::new(
+        "let a = 1; for (let i = 0; i < 22; i++) a = [a, a]; \
+         try { await tools.echo({a}); return 'sent'; } catch (e) { return 'caught: ' + e.message; }",
+    ));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let value = r.value.as_str().unwrap();
+    assert!(value.starts_with("caught: ") && value.contains("out of memory"), "{value}");
 }
 
 #[test]
