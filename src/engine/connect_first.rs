@@ -70,8 +70,6 @@ impl Dispatcher {
         server: String,
     ) -> Begun {
         let calls_made = ledger.calls_made();
-        // Starting a server is a change of its own (a process runs).
-        self.note_may_change();
         // `pending` until the server's start and the call are decided (a
         // run that stops first does not call it `auto`).
         let seq = ledger.open(tool, caller, Decision::Pending, None);
@@ -147,7 +145,6 @@ impl Dispatcher {
         caller: Caller,
         server: String,
     ) -> Begun {
-        self.note_may_change();
         let seq = finish.seq;
         let gate = self.gate_run(caller, calls_made, seq);
         let refusals = self.connect_refusals.clone();

@@ -11,7 +11,6 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -146,10 +145,6 @@ pub(crate) struct Dispatcher {
     /// The run's calls that may have changed files (how long a prompt's
     /// `a` for bash or a server's start holds).
     pub(super) changes: crate::gate::RunChanges,
-    /// Whether the run has begun a call that may change something (a tool
-    /// without the read-only annotation, or an MCP server's start), even
-    /// one still waiting on an approval; see [`Dispatcher::may_have_changed`].
-    may_have_changed: AtomicBool,
 }
 
 impl Dispatcher {
@@ -176,23 +171,7 @@ impl Dispatcher {
             connect_refusals: Arc::default(),
             pausable: false,
             changes: crate::gate::RunChanges::default(),
-            may_have_changed: AtomicBool::new(false),
         }
-    }
-
-    /// Whether the run has begun a call that may change something: a call
-    /// of a tool that does not declare itself read-only (`readOnlyHint`),
-    /// once the gate's early steps let it through (whatever hooks or an
-    /// approver decide later), or one that starts an MCP server. The
-    /// journal of such a run is made at its next wait (docs/JOURNAL.md,
-    /// "Guarantees").
-    pub(crate) fn may_have_changed(&self) -> bool {
-        self.may_have_changed.load(Ordering::Relaxed)
-    }
-
-    /// Notes a call that may change something.
-    pub(super) fn note_may_change(&self) {
-        self.may_have_changed.store(true, Ordering::Relaxed);
     }
 
     /// This dispatcher's calls may pause the run (a journaled program run).
@@ -266,7 +245,6 @@ impl Dispatcher {
         };
         let calls_made = ledger.calls_made();
         if !entry.spec.is_read_only() {
-            self.note_may_change();
             self.changes.record(tool, pending.subject.as_deref());
         }
         let seq = ledger.open(tool, caller, Decision::Approved, None);
@@ -401,9 +379,6 @@ impl Dispatcher {
         // A call that hooks or an approval decide is `pending` until they
         // have (so a run that stops first does not call it `auto`).
         let later = later::needed(tool, &prep, &shared.policy, &shared.posture);
-        if !prep.reader {
-            self.note_may_change();
-        }
         if !later && !prep.reader && self.changes.watching() {
             self.changes.record(tool, approval_subject(shared, tool, primary.as_ref()).as_deref());
         }

@@ -445,7 +445,7 @@ impl Sandbox {
             // The join set is taken out of the RefCell for the wait; no JS
             // runs (so no call starts) until it is put back.
             if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                j.log.hand_over(self.state.dispatcher.may_have_changed());
+                j.log.hand_over();
             }
             let mut running = std::mem::take(&mut self.state.calls.borrow_mut().running);
             let joined = host_call::next_ended(&mut running, &clock).await;
