@@ -438,6 +438,12 @@ fn uncatchable(ctx: &Ctx<'_>, why: &str) -> rquickjs::Error {
             Ok(e) => e.into_value(),
             Err(e) => return e,
         };
+    throw_uncatchable(ctx, error)
+}
+
+/// Throws `error` (an object) as an error no `catch` or `finally` of the
+/// program handles.
+pub(super) fn throw_uncatchable<'js>(ctx: &Ctx<'js>, error: Value<'js>) -> rquickjs::Error {
     let raw = error.as_raw();
     let thrown = ctx.throw(error);
     // SAFETY: `raw` is the error object just thrown, kept alive by the

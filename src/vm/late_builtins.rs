@@ -216,16 +216,7 @@ fn fatal(ctx: &Ctx<'_>, what: &str) -> rquickjs::Error {
             Err(e) => return e,
         }
     };
-    let raw = error.as_raw();
-    let thrown = ctx.throw(error);
-    // SAFETY: `raw` is the error object just thrown, kept alive by the
-    // context's current exception; JS_SetUncatchableError only sets a flag
-    // on that object (QuickJS does the same for its own interrupts).
-    #[allow(unsafe_code)]
-    unsafe {
-        qjs::JS_SetUncatchableError(ctx.as_raw().as_ptr(), raw);
-    }
-    thrown
+    super::host_call::throw_uncatchable(ctx, error)
 }
 
 /// Whether QuickJS's typed array intrinsic can run without running any of
