@@ -9,7 +9,10 @@
 //     "steps": [
 //       {"list": true},
 //       {"call": {"name": "execute_tools", "arguments": {...}},
-//        "progress": true,                 // pass onprogress, report the notifications
+//        "progress": true,                 // pass onprogress, report the notifications: `progress`
+//                                          // as the SDK delivered them, `wire_progress` as they
+//                                          // arrived before the call's response, `late_progress`
+//                                          // those that arrived after it (see watchWire)
 //        "abort_when_file": "/path",       // abort the request once this file exists
 //        "raw": true,                      // v1: send the params as given (requestState...)
 //        "allow_input_required": true,     // v2: hand `input_required` back instead of fulfilling it
@@ -42,12 +45,47 @@ export function abortWhenFile(file) {
   return controller;
 }
 
+/// Watches the messages `transport` delivers, in the order they arrive, for
+/// progress notifications and responses. The SDKs hand a notification to its
+/// handler one microtask later but a response at once, so a progress
+/// notification that arrives in the same read as its request's response is
+/// dropped by the SDK ("unknown token"; typescript-sdk issue 2580) though
+/// the server sent it first. Call after `connect` (which sets onmessage).
+export function watchWire(transport) {
+  const events = [];
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    if (message?.method === 'notifications/progress') {
+      const { progressToken, progress, message: text } = message.params ?? {};
+      events.push({ token: String(progressToken), progress, message: text });
+    } else if (message?.method === undefined && message?.id !== undefined) {
+      events.push({ response: String(message.id) });
+    }
+    deliver?.(message, extra);
+  };
+  return events;
+}
+
+/// The progress notifications among `events` (watchWire's, from one step),
+/// split into those that arrived before their request's response and after.
+function progressOnWire(events) {
+  const answered = new Set();
+  const before = [];
+  const after = [];
+  for (const e of events) {
+    if (e.response !== undefined) answered.add(e.response);
+    else (answered.has(e.token) ? after : before).push({ progress: e.progress, message: e.message });
+  }
+  return { wire_progress: before, late_progress: after };
+}
+
 function out(value) {
   process.stdout.write(JSON.stringify(value) + '\n');
 }
 
 /// Runs `plan`'s steps with `session`: {connected, list(), call(params, options)}.
-export async function runPlan(plan, session, elicitations) {
+/// `wire` is watchWire's list for the session's transport.
+export async function runPlan(plan, session, elicitations, wire = []) {
   out({ connected: session.connected });
   const results = [];
   for (const [i, step] of plan.steps.entries()) {
@@ -65,9 +103,10 @@ export async function runPlan(plan, session, elicitations) {
         if (step.allow_input_required) options.allowInputRequired = true;
         if (step.progress) options.onprogress = (p) => progress.push(p);
         if (step.abort_when_file) options.signal = abortWhenFile(step.abort_when_file).signal;
+        const seen = wire.length;
         const result = await session.call(params, options, step.raw === true);
         results[i] = result;
-        out({ step: i, result, progress });
+        out({ step: i, result, progress, ...progressOnWire(wire.slice(seen)) });
       }
     } catch (e) {
       out({ step: i, error: String(e?.message ?? e), code: e?.code ?? null });

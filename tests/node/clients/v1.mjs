@@ -4,7 +4,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { readPlan, runPlan } from './plan.mjs';
+import { readPlan, runPlan, watchWire } from './plan.mjs';
 
 const plan = readPlan();
 const capabilities = plan.elicitation ? { elicitation: { form: {} } } : {};
@@ -21,6 +21,7 @@ const transport = plan.server.url
   ? new StreamableHTTPClientTransport(new URL(plan.server.url))
   : new StdioClientTransport({ command: plan.server.command, args: plan.server.args, cwd: plan.server.cwd, env: plan.server.env, stderr: 'inherit' });
 await client.connect(transport);
+const wire = watchWire(transport);
 
 await runPlan(
   plan,
@@ -33,6 +34,7 @@ await runPlan(
         : client.callTool(params, undefined, { timeout: 120000, ...options }),
   },
   elicitations,
+  wire,
 );
 await client.close();
 // A delayed elicitation answer may still be waiting: do not wait for it.

@@ -5,7 +5,7 @@
 // SDK fulfils through the same `elicitation/create` handler and retries.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { readPlan, runPlan } from './plan.mjs';
+import { readPlan, runPlan, watchWire } from './plan.mjs';
 
 const plan = readPlan();
 const capabilities = plan.elicitation ? { elicitation: { form: {} } } : {};
@@ -25,6 +25,7 @@ const transport = plan.server.url
   ? new StreamableHTTPClientTransport(new URL(plan.server.url))
   : new StdioClientTransport({ command: plan.server.command, args: plan.server.args, cwd: plan.server.cwd, env: plan.server.env, stderr: 'inherit' });
 await client.connect(transport);
+const wire = watchWire(transport);
 
 await runPlan(
   plan,
@@ -34,6 +35,7 @@ await runPlan(
     call: async (params, options) => client.callTool(params, { timeout: 120000, ...options }),
   },
   elicitations,
+  wire,
 );
 await client.close();
 // A delayed elicitation answer may still be waiting: do not wait for it.
