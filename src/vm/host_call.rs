@@ -57,6 +57,12 @@ pub(crate) struct HostState {
     /// The prelude's `installDate`, which the first use of `Date` calls
     /// once QuickJS's Date is made (cleared before the runtime goes).
     pub date_shim: RefCell<Option<rquickjs::Persistent<Function<'static>>>>,
+    /// Set (to the group, as "a Map or Set") when making a late built-in
+    /// group ran out of memory, which may have left it half made: the run
+    /// ends as kind `memory` whatever the program does next (it may still
+    /// catch QuickJS's `null` when not even an error object could be
+    /// made), and it makes no more calls.
+    pub out_of_memory: std::cell::Cell<Option<&'static str>>,
 }
 
 /// Calls that did not answer at once: running on the tool runtime, or
@@ -290,6 +296,11 @@ fn nondeterministic<'js>(ctx: &Ctx<'js>, state: &HostState, what: &str) -> rquic
 }
 
 fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> rquickjs::Result<Value<'js>> {
+    if state.out_of_memory.get().is_some() {
+        // A built-in may be half made: nothing the program does now may
+        // reach a tool.
+        return Err(uncatchable(ctx, "the run ran out of memory and is stopping"));
+    }
     if state.exhausted.borrow().is_some() {
         // The run is over its budget: the program ends here.
         return Err(uncatchable(ctx, "the run is over its call budget and is stopping"));

@@ -23,8 +23,9 @@ pub(crate) struct Circumstances<'a> {
 /// (`file` is the program's name in stack traces).
 ///
 /// QuickJS throws `null` when it cannot even allocate the "out of memory"
-/// error, so an uncaught `null` is reported as kind `memory`; a program that
-/// throws `null` itself is reported the same way.
+/// error, and an `InternalError` with no message when it can make the
+/// error but not its message, so both are reported as kind `memory`; a
+/// program that throws either itself is reported the same way.
 pub(crate) fn run_error(exception: Value<'_>, file: &str, when: Circumstances<'_>) -> RunError {
     let thrown = match exception.as_object() {
         Some(obj) => Thrown {
@@ -55,7 +56,7 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
     let kind = match (name.as_deref(), message.as_str()) {
         _ if when.stopping.is_some() => when.stopping.map(|e| e.kind).unwrap_or(ErrorKind::Internal),
         (Some("SyntaxError"), _) if when.compiling => ErrorKind::Syntax,
-        (Some("InternalError"), "out of memory") => ErrorKind::Memory,
+        (Some("InternalError"), "out of memory" | "") => ErrorKind::Memory,
         _ if null => ErrorKind::Memory,
         (Some("RangeError"), "Maximum call stack size exceeded") => ErrorKind::Stack,
         (Some("InternalError"), m) if m.starts_with("stack overflow") => ErrorKind::Stack,
@@ -63,11 +64,7 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
     };
     let text = match &name {
         _ if when.stopping.is_some() => when.stopping.map(|e| e.message.clone()).unwrap_or_default(),
-        _ if kind == ErrorKind::Memory => format!(
-            "out of memory: the program reached the VM's memory limit of {} bytes ({})",
-            when.memory_limit,
-            crate::limit_settings::setting("memory_bytes")
-        ),
+        _ if kind == ErrorKind::Memory => memory_message(when.memory_limit),
         Some(n) if !n.is_empty() && !message.is_empty() => format!("{n}: {message}"),
         Some(n) if !n.is_empty() => n.clone(),
         _ if !message.is_empty() => message.clone(),
@@ -84,6 +81,25 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
     };
     let stack = stack.map(|s| user_stack(&s, file, when.positions)).filter(|s| !s.is_empty());
     RunError { kind, message: text, line, column, stack }
+}
+
+/// What a run that ran out of memory says, for a VM limited to `limit`
+/// bytes.
+fn memory_message(limit: usize) -> String {
+    format!(
+        "out of memory: the program reached the VM's memory limit of {limit} bytes ({})",
+        crate::limit_settings::setting("memory_bytes")
+    )
+}
+
+/// The error of a run the host stopped because the VM ran out of memory
+/// while making `what` (a built-in made on first use), where the program
+/// could otherwise have gone on with it half made.
+pub(crate) fn memory_error(what: &str, limit: usize) -> RunError {
+    RunError::new(
+        ErrorKind::Memory,
+        format!("{} (while making {what} on its first use)", memory_message(limit)),
+    )
 }
 
 /// The stack as the user wrote the program: the engine's wrapper frame
@@ -261,6 +277,40 @@ mod tests {
         assert_eq!(super::with_hint(plain.to_owned(), Exception), plain);
         let no_name = "TypeError: fetch is not a function";
         assert_eq!(super::with_hint(no_name.to_owned(), Exception), no_name);
+    }
+
+    #[test]
+    fn quickjs_out_of_memory_errors_are_kind_memory_in_each_form() {
+        use crate::receipt::ErrorKind;
+        let positions = normalise(&Program::new("1")).unwrap().positions;
+        let when = super::Circumstances {
+            compiling: false,
+            stopping: None,
+            memory_limit: 1 << 20,
+            positions: &positions,
+        };
+        let kind_of = |name: Option<&str>, message: Option<&str>, null: bool| {
+            let thrown = super::Thrown {
+                name: name.map(str::to_owned),
+                message: message.map(str::to_owned),
+                stack: None,
+                null,
+            };
+            let e = super::from_parts(thrown, "p.js", when);
+            (e.kind, e.message)
+        };
+        // The error with its message; the error whose message could not be
+        // made; no error at all (`null`).
+        for (name, message, null) in [
+            (Some("InternalError"), Some("out of memory"), false),
+            (Some("InternalError"), None, false),
+            (None, None, true),
+        ] {
+            let (kind, text) = kind_of(name, message, null);
+            assert_eq!(kind, ErrorKind::Memory, "{name:?} {message:?}");
+            assert!(text.contains("memory limit of 1048576 bytes"), "{text}");
+        }
+        assert_eq!(kind_of(Some("InternalError"), Some("too many arguments"), false).0, ErrorKind::Exception);
     }
 
     #[test]

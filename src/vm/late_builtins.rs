@@ -156,7 +156,7 @@ fn late_global<'js>(
             cell.set(Some(false));
             // An error here is the VM's own (out of memory): the group may
             // be half made, so the program must not go on with it.
-            let made = make_group(ctx, builtins, name).map_err(|_| fatal(ctx, builtins.what))?;
+            let made = make_group(ctx, builtins, name).map_err(|_| fatal(ctx, state, builtins.what))?;
             if made && builtins.date_shim {
                 // The prelude's installDate reads only what the intrinsic
                 // has just made (its descriptors have no prototype) and
@@ -165,7 +165,7 @@ fn late_global<'js>(
                 let install = state.date_shim.borrow().as_ref().and_then(|f| f.clone().restore(ctx).ok());
                 if install.is_none_or(|f| f.call::<_, ()>(()).is_err()) {
                     let _ = ctx.globals().remove("Date");
-                    return Err(fatal(ctx, builtins.what));
+                    return Err(fatal(ctx, state, builtins.what));
                 }
             }
             cell.set(Some(made));
@@ -201,9 +201,14 @@ fn late_global<'js>(
 /// Ends the program: making a group failed (out of memory) and may have
 /// left it half made. The pending error (QuickJS's out-of-memory error, or
 /// one made here) is thrown again as uncatchable, so no handler of the
-/// program runs with the half-made group; if not even an error object can
-/// be made, the pending `null` stays (catchable, as QuickJS's own).
-fn fatal(ctx: &Ctx<'_>, what: &str) -> rquickjs::Error {
+/// program runs with the half-made group. If not even an error object can
+/// be made, the pending `null` stays catchable (QuickJS's own), so the run
+/// is also stopped from the host: it ends as kind `memory` at the next
+/// interrupt check or when its jobs run out, whatever a handler does
+/// meanwhile, and it makes no call ([`HostState::out_of_memory`]).
+fn fatal(ctx: &Ctx<'_>, state: &HostState, what: &'static str) -> rquickjs::Error {
+    state.out_of_memory.set(Some(what));
+    state.clock.halt();
     let pending = ctx.catch();
     let error = if pending.is_object() {
         pending
@@ -227,16 +232,19 @@ fn fatal(ctx: &Ctx<'_>, what: &str) -> rquickjs::Error {
 /// and could define `Atomics`, on which QuickJS aborts the process. Every
 /// other read of the intrinsic is of properties it has just made. (The
 /// other groups' intrinsics read nothing a program can reach.)
-fn no_code_runs_in_the_intrinsic(ctx: &Ctx<'_>) -> bool {
-    let Ok(array) = rquickjs::Array::new(ctx.clone()) else { return false };
+///
+/// # Errors
+/// The VM ran out of memory making the array it reads the prototype of.
+fn no_code_runs_in_the_intrinsic(ctx: &Ctx<'_>) -> rquickjs::Result<bool> {
+    let array = rquickjs::Array::new(ctx.clone())?;
     // The real Array.prototype: a new array's prototype, whatever the
     // global `Array` now is.
-    let Some(proto) = array.as_object().get_prototype() else { return false };
+    let Some(proto) = array.as_object().get_prototype() else { return Ok(false) };
     // SAFETY: `proto` is a live object of this context, an ordinary array
     // object (reading its own property runs no code).
     #[allow(unsafe_code)]
     let flags = unsafe { own_property_flags(ctx.as_raw().as_ptr(), proto.as_raw(), "toString") };
-    flags.is_some_and(|flags| flags & qjs::JS_PROP_TMASK as std::ffi::c_int == 0)
+    Ok(flags.is_some_and(|flags| flags & qjs::JS_PROP_TMASK as std::ffi::c_int == 0))
 }
 
 /// Makes a group: false (nothing made, nothing changed) when that could
@@ -266,7 +274,7 @@ fn make_group(ctx: &Ctx<'_>, builtins: &LateBuiltins, name: &str) -> rquickjs::R
                     .is_none_or(|flags| flags & qjs::JS_PROP_CONFIGURABLE as std::ffi::c_int != 0)
             })
     };
-    if !ready || (builtins.reads_array_to_string && !no_code_runs_in_the_intrinsic(ctx)) {
+    if !ready || (builtins.reads_array_to_string && !no_code_runs_in_the_intrinsic(ctx)?) {
         return Ok(false);
     }
     for n in builtins.globals {
@@ -285,7 +293,7 @@ fn make_group(ctx: &Ctx<'_>, builtins: &LateBuiltins, name: &str) -> rquickjs::R
     if status < 0 {
         return Err(rquickjs::Error::Exception);
     }
-    Ok(global.contains_key(name).unwrap_or(false))
+    global.contains_key(name)
 }
 
 /// The flags of `obj`'s own property `name`, if it has one.

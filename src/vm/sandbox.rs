@@ -148,6 +148,7 @@ impl Sandbox {
             live: std::cell::Cell::new(false),
             late_builtins: Default::default(),
             date_shim: RefCell::new(None),
+            out_of_memory: std::cell::Cell::new(None),
         });
         let tracked = state.clone();
         rt.set_host_promise_rejection_tracker(Some(Box::new(move |ctx, promise, reason, handled| {
@@ -287,9 +288,10 @@ impl Sandbox {
                 Err(e) => self.finish_with_error(e),
             },
             Ending::Broken(e) => {
-                // A value the program returned before the failure is kept.
+                // A value the program returned before the failure is kept
+                // (as below).
                 let value = match main {
-                    Some(Ok(v)) => v,
+                    Some(Ok(v)) if self.state.out_of_memory.get().is_none() => v,
                     _ => Json::Null,
                 };
                 self.finish_with(e, value)
@@ -309,9 +311,11 @@ impl Sandbox {
             Ending::Stopped => {
                 let error =
                     self.stop_error().unwrap_or_else(|| RunError::new(ErrorKind::Internal, "stopped"));
-                // A value the program returned before the stop is kept.
+                // A value the program returned before the stop is kept
+                // (not one it made after running out of memory, with a
+                // built-in perhaps half made).
                 let value = match main {
-                    Some(Ok(v)) => v,
+                    Some(Ok(v)) if self.state.out_of_memory.get().is_none() => v,
                     _ => Json::Null,
                 };
                 self.finish_with(error, value)
@@ -784,6 +788,9 @@ impl Sandbox {
         let clock = &self.state.clock;
         if clock.is_cancelled() {
             return Some(RunError::new(ErrorKind::Cancelled, "the run was cancelled"));
+        }
+        if let Some(what) = self.state.out_of_memory.get() {
+            return Some(js_error::memory_error(what, self.shared.limits.memory_bytes));
         }
         if let Some(reason) = self.state.exhausted.borrow().clone() {
             return Some(RunError::new(ErrorKind::Limit, reason));

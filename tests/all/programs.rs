@@ -345,6 +345,62 @@ fn running_out_of_memory_while_a_group_is_made_ends_the_program() {
     }
 }
 
+/// With the VM's memory full to the last bytes, making a group can fail
+/// with no room left even for an error object: QuickJS then leaves `null`
+/// pending, which a program can catch. The run still ends as kind
+/// `memory`, whatever the program's handler does, and it makes no call:
+/// it never goes on with a group that may be half made, nor is the group
+/// said to be unavailable because of globalThis.
+#[test]
+fn running_out_of_memory_with_no_room_for_an_error_while_a_group_is_made_still_ends_the_run() {
+    let ws = workspace();
+    let mut limits = Limits::default();
+    limits.memory_bytes = 4 << 20;
+    let engine = engine_with(&ws, limits);
+    for (make, globals, group) in [
+        ("new Set()", "[typeof Map, typeof Set, typeof WeakMap, typeof WeakSet]", "a Map or Set"),
+        (
+            "new Uint8Array(1)",
+            "[typeof Uint8Array, typeof ArrayBuffer, typeof DataView, typeof Atomics]",
+            "a typed array",
+        ),
+    ] {
+        let mut group_failed = 0;
+        for gap in 0..48 {
+            // Filled with ever smaller nodes of a list (freed at once when
+            // let go: QuickJS counts references), then `gap` nodes let go.
+            let r = engine.execute_blocking(Program::new(format!(
+                "let head = null; \
+                 for (const size of [4096, 256, 16, 1, 0]) {{ \
+                   try {{ for (;;) head = {{next: head, a: size ? new Array(size).fill(1.5) : null}}; }} catch (e) {{}} }} \
+                 for (let i = 0; i < {gap} && head !== null; i++) head = head.next; \
+                 let made; try {{ {make}; made = 'made'; }} catch (e) {{ made = e === null ? 'null' : 'caught'; }} \
+                 head = null; \
+                 let called; try {{ await tools.echo({{made}}); called = 'called'; }} catch (e) {{ called = 'refused'; }} \
+                 return [made, called, ...{globals}.map((t) => t === 'undefined' ? t : 'defined')];"
+            )));
+            if r.status == RunStatus::Completed {
+                assert_eq!(
+                    r.value,
+                    json!(["made", "called", "defined", "defined", "defined", "defined"]),
+                    "{make}, gap {gap}"
+                );
+                continue;
+            }
+            let e = r.error.as_ref().unwrap();
+            assert_eq!(e.kind, ErrorKind::Memory, "{make}, gap {gap}: {e:?}");
+            assert_eq!(r.value, json!(null), "{make}, gap {gap}");
+            // Nothing reached a tool once the group failed.
+            assert!(r.calls.iter().all(|c| c.tool != "echo"), "{make}, gap {gap}: {:?}", r.calls);
+            if e.message.contains(&format!("while making {group}")) {
+                group_failed += 1;
+            }
+        }
+        // The fill reached the group's making for some gap.
+        assert!(group_failed > 0, "{make}");
+    }
+}
+
 /// `Date` is made while the program runs: what the program put on
 /// `Object.prototype` is not read, so neither makes the real, unjournaled
 /// Date reachable nor stops `Date` from being made.
