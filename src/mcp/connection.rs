@@ -19,6 +19,11 @@
 //!   ([`McpError::TooDeep`]): rmcp's JSON reader would drop it as
 //!   unreadable and the request waiting for it would wait its whole
 //!   timeout.
+//! - **Lone surrogates.** An escaped half of a UTF-16 surrogate pair in a
+//!   line (`\ud83d`, which `JSON.stringify` writes for a JavaScript string
+//!   cut mid-character) becomes `\ufffd` before rmcp reads the line
+//!   ([`Repaired`]): serde_json refuses such a string, rmcp would drop the
+//!   message, and the call it answers would wait its whole timeout.
 //! - **`list_changed` in order.** [`BoundedLines`] counts each
 //!   `notifications/tools/list_changed` line as it is read, before any
 //!   later answer reaches rmcp ([`Listing::notified`]), so a call answered
@@ -47,6 +52,7 @@ use tokio::sync::{mpsc, watch};
 use super::McpError;
 use super::config::{ServerConfig, Transport};
 use super::era::{self, Era, Probing};
+use super::lone_surrogates::Repaired;
 use super::requests::{self, ServerRequests};
 use super::streamable_http;
 use crate::process_group::ProcessGroup;
@@ -384,7 +390,7 @@ impl Connection {
                     too_deep: too_deep.clone(),
                     json: JsonDepth::default(),
                     list_changed: Some(listing.notified.clone()),
-                    ..BoundedLines::new(stdout, limit, oversized.clone(), closed.clone())
+                    ..BoundedLines::new(Repaired::new(stdout), limit, oversized.clone(), closed.clone())
                 }
                 .tapped(task_only.clone());
                 monitor =

@@ -25,6 +25,7 @@ pub(crate) mod content;
 mod dialect;
 mod era;
 mod error;
+mod lone_surrogates;
 pub mod naming;
 pub mod oauth;
 mod pool;

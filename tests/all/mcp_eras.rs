@@ -266,6 +266,16 @@ async fn a_ts_sdk_v2_server_over_stdio_drives_input_required_rounds() {
     let (_ws, workspace) = canonical_tempdir();
     let pool = pool_in(json!({"v2": {"command": "node", "args": [v2_fixture()]}}), cache.path(), &workspace);
     modern_round_trips(&pool, "v2", &workspace).await;
+    // Half a surrogate pair, escaped as JSON.stringify writes it: read as
+    // U+FFFD, not dropped as unparsable (the call, which the engine would
+    // time, would never be answered).
+    let tools = pool.connect("v2").await.unwrap();
+    let call = find(&tools, "half_emoji").call(json!({}), cx());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), call)
+        .await
+        .expect("the answer was dropped")
+        .unwrap();
+    assert_eq!(out.content, json!("a\u{FFFD}"));
     pool.shutdown().await;
 }
 
@@ -305,6 +315,15 @@ async fn a_ts_sdk_v2_server_over_streamable_http_drives_input_required_rounds() 
     let url = format!("http://127.0.0.1:{}/mcp", server.port);
     let pool = pool_in(json!({"v2web": {"type": "http", "url": url}}), cache.path(), &workspace);
     modern_round_trips(&pool, "v2web", &workspace).await;
+    // Over HTTP, half a surrogate pair is not repaired: the answer fails
+    // at once, saying why (not on its timeout).
+    let tools = pool.connect("v2web").await.unwrap();
+    let error = find(&tools, "half_emoji").call(json!({}), cx()).await.unwrap_err().to_string();
+    assert!(error.contains("could not parse JSON response") && error.contains("hex escape"), "{error}");
+    // The next use connects again.
+    let tools = pool.connect("v2web").await.unwrap();
+    let envelope = json_of(find(&tools, "envelope").call(json!({}), cx()).await.unwrap().content);
+    assert!(envelope["envelope"].is_object(), "{envelope}");
     pool.shutdown().await;
 }
 

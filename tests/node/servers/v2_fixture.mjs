@@ -18,6 +18,8 @@
 //   roots       asks for the client's roots; answers them as JSON
 //   sample      asks for sampling (which a client without a model refuses)
 //   forever     answers every round with input_required (a new requestState)
+//   half_emoji  answers `a` and half of an emoji: 'a😀' cut after two UTF-16
+//               code units, which JSON.stringify writes as "a\ud83d"
 import http from 'node:http';
 import { McpServer, createMcpHandler, inputRequired, inputResponse } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
@@ -33,6 +35,9 @@ function factory() {
     const server = new McpServer({ name: 'v2-fixture', version: '1.0.0' }, { capabilities: { tools: {} } });
     server.registerTool('envelope', { description: 'The request envelope', inputSchema: z.object({}) }, async (_args, ctx) =>
         text({ envelope: ctx.mcpReq.envelope ?? null })
+    );
+    server.registerTool('half_emoji', { description: 'Text cut mid-character', inputSchema: z.object({}) }, async () =>
+        text('a😀'.slice(0, 2))
     );
     server.registerTool('ask_name', { description: 'Asks the user for a name', inputSchema: z.object({}) }, async (_args, ctx) => {
         const answer = inputResponse(ctx.mcpReq.inputResponses, 'name');
