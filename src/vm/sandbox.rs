@@ -789,25 +789,26 @@ impl Sandbox {
         if clock.is_cancelled() {
             return Some(RunError::new(ErrorKind::Cancelled, "the run was cancelled"));
         }
-        if let Some(what) = self.state.out_of_memory.get() {
-            return Some(js_error::memory_error(what, self.shared.limits.memory_bytes));
-        }
         if let Some(reason) = self.state.exhausted.borrow().clone() {
             return Some(RunError::new(ErrorKind::Limit, reason));
         }
         if let Some(message) = self.state.diverged.borrow().clone() {
             return Some(RunError::new(ErrorKind::Divergence, message));
         }
-        clock.expired().then(|| {
-            RunError::new(
+        if clock.expired() {
+            return Some(RunError::new(
                 ErrorKind::Timeout,
                 format!(
                     "the run passed its deadline of {} ms ({})",
                     self.shared.limits.deadline.as_millis(),
                     crate::limit_settings::setting("deadline")
                 ),
-            )
-        })
+            ));
+        }
+        // Last: a deadline that interrupted the making of a built-in (which
+        // ends it as if memory ran out) is the run's timeout.
+        let what = self.state.out_of_memory.get()?;
+        Some(js_error::memory_error(what, self.shared.limits.memory_bytes))
     }
 
     /// A thrown value as a `RunError`, with the stop reason when the run is
