@@ -393,7 +393,12 @@ impl JournalStore for LocalStore {
                     .ok()
                     .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                     .map_or(0, |d| d.as_secs());
-                let (state, _) = probe(&path, &run_id)?;
+                let state = match probe(&path, &run_id) {
+                    Ok((state, _)) => state,
+                    // Removed meanwhile by another process (a prune).
+                    Err(_) if !path.exists() => continue,
+                    Err(e) => return Err(e),
+                };
                 runs.push(RunSummary { run_id, state, updated_unix });
             }
             runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
@@ -412,17 +417,31 @@ impl JournalStore for LocalStore {
             if !dir.exists() {
                 return Err(StoreError::NotResumable { run_id, state: NotResumableState::Unknown });
             }
+            // Another process removing the same run (two prunes at once)
+            // may take the folder away at any step below: then the run is
+            // gone, which is what was asked, and not a failure.
+            let gone = |e: StoreError, dir: &Path| {
+                if dir.exists() {
+                    e
+                } else {
+                    StoreError::NotResumable { run_id: run_id.clone(), state: NotResumableState::Unknown }
+                }
+            };
             // Held while the folder goes, so no process claims it meanwhile.
             let _held = if path.exists() {
-                match open_locked_patiently(&path)? {
+                match open_locked_patiently(&path).map_err(|e| gone(e, &dir))? {
                     Some(locked) => Some(locked),
                     None => return Err(StoreError::NotResumable { run_id, state: NotResumableState::Busy }),
                 }
             } else {
                 None
             };
-            std::fs::remove_dir_all(&dir)
-                .map_err(|e| StoreError::failed(format!("cannot remove {}", dir.display()), e))
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(gone(StoreError::failed(format!("cannot remove {}", dir.display()), e), &dir))
+                }
+                _ => Ok(()),
+            }
         })
     }
 }

@@ -974,6 +974,43 @@ mod tests {
         assert_eq!(left, [("run-c".to_owned(), "interrupted".to_owned())]);
     }
 
+    /// Two processes pruning the same folder at once (two `codemode run`s
+    /// ending together) each find runs the other is removing: neither may
+    /// call that a failure.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_prunes_at_once_report_no_failures() {
+        let ws = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(ws.path()).unwrap();
+        let runs = Runs::for_workspace(&real, None);
+        for i in 0..300 {
+            let id = format!("run-{i:03}");
+            let mut j = runs.store().create(&id, header(&id, "p.js")).await.unwrap();
+            j.append(format!("{CALL_1}\n{DONE_1}\n")).await.unwrap();
+            j.commit(RunState::Completed).await.unwrap();
+            let receipts = runs.receipts_folder().join(&id);
+            std::fs::create_dir_all(&receipts).unwrap();
+            std::fs::write(receipts.join("spill-1.json"), "{}").unwrap();
+        }
+        let none = Retention { keep_runs: 0, keep_days: 7 };
+        let (a, b, c) = (
+            Runs::for_workspace(&real, None),
+            Runs::for_workspace(&real, None),
+            Runs::for_workspace(&real, None),
+        );
+        let options = PruneOptions::default();
+        let (ra, rb, rc) = tokio::join!(
+            tokio::spawn(async move { a.prune(none, &PruneOptions::default()).await }),
+            tokio::spawn(async move { b.prune(none, &PruneOptions::default()).await }),
+            c.prune(none, &options),
+        );
+        for report in [ra.unwrap().unwrap(), rb.unwrap().unwrap(), rc.unwrap()] {
+            assert_eq!(report.failures, Vec::<String>::new());
+            // (A run another prune was removing may be missing from a scan.)
+            assert!(report.removed.len() + report.kept <= 300);
+        }
+        assert_eq!(runs.list().await.unwrap().len(), 0);
+    }
+
     #[cfg(unix)]
     #[tokio::test(flavor = "multi_thread")]
     async fn a_linked_codemode_folder_is_neither_read_nor_pruned() {
