@@ -4,11 +4,15 @@
 //! journal on and off), `W6` (`W6_concurrent_1000`: 1,000 programs at once)
 //! and `W7` (`W7_serve_roundtrip`: `codemode mcp serve` over stdio, which
 //! needs `cargo build --release --bin codemode` first; with no workload
-//! named it is skipped when that binary is missing).
+//! named it is skipped when that binary is missing). And `floor`, run
+//! only when named: W1, W2, W3 and W5 of bare rquickjs next to codemode's
+//! in one sitting (`workloads_floor/mod.rs`), since on this machine only
+//! the ratio is stable.
 //!
 //! ```text
 //! cargo run --release --example workloads          # every workload
 //! cargo run --release --example workloads -- W3    # one workload
+//! cargo run --release --example workloads -- floor # bare rquickjs beside codemode
 //! ```
 //!
 //! Prints one JSON object per line on stdout:
@@ -21,6 +25,10 @@
 //! through the public [`Tool`] trait. Every run's receipt is checked (status
 //! `completed`, every call `ok`, the expected value); the runner aborts on
 //! the first mismatch. See `docs/PERFORMANCE.md` for the figures.
+
+// Not a folder of its own example: no main.rs in it.
+#[path = "workloads_floor/mod.rs"]
+mod workloads_floor;
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -174,7 +182,13 @@ struct Line<'a> {
 }
 
 fn emit(engine: &Engine, workload: &str, value: Value, unit: &str) {
-    let line = Line { system: system(engine), workload, value, unit };
+    emit_as(&system(engine), workload, value, unit);
+}
+
+/// [`emit`] with the `system` string given (the `floor` workload's bare
+/// rquickjs lines).
+fn emit_as(system: &str, workload: &str, value: Value, unit: &str) {
+    let line = Line { system: system.to_owned(), workload, value, unit };
     println!("{}", serde_json::to_string(&line).expect("a JSON object serialises"));
 }
 
@@ -445,6 +459,10 @@ fn main() -> ExitCode {
         run_w5_child();
         return ExitCode::SUCCESS;
     }
+    if std::env::var(CHILD_ENV).as_deref() == Ok("W5_floor") {
+        workloads_floor::run_w5_child();
+        return ExitCode::SUCCESS;
+    }
     if let Ok(child @ ("W6" | "W6_off")) = std::env::var(CHILD_ENV).as_deref() {
         run_w6_child(child == "W6");
         return ExitCode::SUCCESS;
@@ -452,10 +470,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let selected: Vec<&str> = match args.last().map(String::as_str) {
         None => WORKLOADS.to_vec(),
-        Some(w) if WORKLOADS.contains(&w) => vec![w],
+        Some(w) if WORKLOADS.contains(&w) || w == "floor" => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W6|W7]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W6|W7|floor]"
             );
             return ExitCode::from(2);
         }
@@ -477,6 +495,7 @@ fn main() -> ExitCode {
                 "workloads: W7 skipped: no codemode binary next to this example (`cargo build --release --bin codemode`)"
             ),
             "W7" => run_w7(),
+            "floor" => workloads_floor::run(),
             _ => unreachable!("checked above"),
         }
     }
