@@ -47,6 +47,10 @@
   const rejected = P.reject.bind(P);
   const TypeErr = TypeError;
   const Err = Error;
+  // QuickJS's own errors: "out of memory" is one (and `null`, when even
+  // that cannot be made).
+  const internalErrorProto = InternalError.prototype;
+  const protoOf = Object.getPrototypeOf;
   const Str = String;
   const repeat = String.prototype.repeat;
   const pending = create(null); // call id -> [resolve, reject]
@@ -115,7 +119,9 @@
     try {
       text = stringify(args);
     } catch (e) {
-      if (e === notJsonError) throw e;
+      // Out of memory stays out of memory: not a fault of the arguments.
+      if (e === notJsonError || e === null) throw e;
+      if (typeof e === "object" && protoOf(e) === internalErrorProto) throw e;
       throw new TypeErr(`tools.call("${name}"): arguments must be JSON: ${messageOf(e)}`);
     } finally {
       serialising = outer;

@@ -233,25 +233,54 @@ pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// Reads the program from `file`, or stdin for `-`; returns its name for
 /// stack traces and its source.
+///
+/// At most the source limit ([`codemode::Limits::source_bytes`], 64 KiB)
+/// plus one byte is read: a larger program would be refused by the engine
+/// anyway, and `/dev/zero` or an endless pipe must not fill memory first.
+///
+/// # Errors
+/// The file cannot be read, is over the source limit, or is not UTF-8.
 fn read_program(file: &str) -> anyhow::Result<(String, String)> {
-    if file == "-" {
+    let limit = codemode::Limits::default().source_bytes;
+    let (name, bytes) = if file == "-" {
         if std::io::stdin().is_terminal() {
             // Else a bare `codemode run` waits without a word.
             eprintln!(
                 "codemode: reading the program from stdin; end it with Ctrl-D (or give a FILE: codemode run prog.js)"
             );
         }
-        let mut source = String::new();
-        std::io::stdin().read_to_string(&mut source).context("cannot read the program from stdin")?;
-        return Ok(("stdin.js".to_owned(), source));
+        let bytes =
+            read_at_most(std::io::stdin().lock(), limit).context("cannot read the program from stdin")?;
+        ("stdin.js".to_owned(), bytes)
+    } else {
+        let bytes = std::fs::File::open(file).and_then(|f| read_at_most(f, limit)).with_context(|| {
+            format!("cannot read program file `{file}` (give a path to a .js or .ts file, or - for stdin)")
+        })?;
+        let name = std::path::Path::new(file)
+            .file_name()
+            .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
+        (name, bytes)
+    };
+    let shown =
+        if file == "-" { "the program read from stdin".to_owned() } else { format!("program file `{file}`") };
+    if bytes.len() > limit {
+        anyhow::bail!(
+            "{shown} is over the source limit of {limit} bytes: a program is a short composition of tool \
+             calls; keep data in files it reads, or split the work into several programs"
+        );
     }
-    let source = std::fs::read_to_string(file).with_context(|| {
-        format!("cannot read program file `{file}` (give a path to a .js or .ts file, or - for stdin)")
+    let source = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        anyhow::anyhow!("{shown} is not UTF-8 text (an invalid byte at offset {at}); save it as UTF-8")
     })?;
-    let name = std::path::Path::new(file)
-        .file_name()
-        .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
     Ok((name, source))
+}
+
+/// Up to `limit + 1` bytes of `from`: one more than `limit` says it is over.
+fn read_at_most(from: impl Read, limit: usize) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    from.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Whether `source` holds no program: only whitespace, `//` and `/* */`

@@ -64,6 +64,11 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
     };
     let text = match &name {
         _ if when.stopping.is_some() => when.stopping.map(|e| e.message.clone()).unwrap_or_default(),
+        _ if kind == ErrorKind::Memory && null => format!(
+            "{}; the program's error was `null`, which QuickJS throws when it cannot allocate even an error \
+             object (a program that throws `null` itself reads the same: throw an Error instead)",
+            memory_message(when.memory_limit)
+        ),
         _ if kind == ErrorKind::Memory => memory_message(when.memory_limit),
         Some(n) if !n.is_empty() && !message.is_empty() => format!("{n}: {message}"),
         Some(n) if !n.is_empty() => n.clone(),
@@ -309,6 +314,7 @@ mod tests {
             let (kind, text) = kind_of(name, message, null);
             assert_eq!(kind, ErrorKind::Memory, "{name:?} {message:?}");
             assert!(text.contains("memory limit of 1048576 bytes"), "{text}");
+            assert_eq!(text.contains("throw an Error instead"), null, "{text}");
         }
         assert_eq!(kind_of(Some("InternalError"), Some("too many arguments"), false).0, ErrorKind::Exception);
     }

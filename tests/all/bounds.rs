@@ -198,3 +198,43 @@ fn a_cut_value_keeps_stdout_valid_json_and_says_where_the_whole_is() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "{\n  \"a\": \"y\"\n}\n");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("over its bound"));
 }
+
+/// `codemode run` reads a program only up to the source limit (64 KiB):
+/// `/dev/zero` or an endless pipe is refused at once instead of filling
+/// memory, and a refused program leaves no run folder or journal.
+#[test]
+fn a_program_over_the_source_limit_is_refused_before_it_is_read_whole() {
+    let ws = crate::common::workspace();
+    #[cfg(target_os = "linux")]
+    {
+        let out = codemode(&["run", "/dev/zero"], "", ws.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("program file `/dev/zero` is over the source limit of 65536 bytes"),
+            "{stderr}"
+        );
+    }
+    std::fs::write(ws.path().join("big.js"), format!("return 1;{}", " ".repeat(70_000))).unwrap();
+    let out = codemode(&["run", "big.js", "--json"], "", ws.path());
+    let stdout: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stdout["error"]["kind"], "invocation");
+    assert!(stdout["error"]["message"].as_str().unwrap().contains("over the source limit"), "{stdout}");
+    let piped = format!("return 2;{}", " ".repeat(70_000));
+    let mut child = crate::cli::spawn(&["run", "-"], ws.path(), &[]);
+    // codemode stops reading past the limit: the rest of the write may
+    // meet a closed pipe.
+    let _ = std::io::Write::write_all(&mut child.stdin.take().unwrap(), piped.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the program read from stdin is over the source limit")
+    );
+    assert!(!ws.path().join(".codemode/runs").exists(), "a refused program made a run folder");
+    // At the limit it runs.
+    std::fs::write(ws.path().join("edge.js"), format!("return 3;{}", " ".repeat(65_536 - 9))).unwrap();
+    let out = codemode(&["run", "edge.js"], "", ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+}

@@ -874,17 +874,25 @@ fn arguments_reach_the_tool_as_json_stringify_makes_them_and_a_getter_runs_once(
 fn arguments_that_stand_for_more_text_than_the_vm_can_hold_are_its_memory_error() {
     // One array shared 2^22 times over: a few hundred bytes in the VM, 12
     // MiB of JSON. The host gives up at its bound; JSON.stringify in the
-    // VM runs out of its 16 MiB, as the program's catchable error.
+    // VM runs out of its 16 MiB, as the program's catchable error: QuickJS's
+    // own InternalError, not a TypeError about the arguments.
     let ws = workspace();
     let mut limits = Limits::default();
     limits.memory_bytes = 16 << 20;
-    let r = engine_with(&ws, limits).execute_blocking(Program::new(
+    let engine = engine_with(&ws, limits);
+    let r = engine.execute_blocking(Program::new(
         "let a = 1; for (let i = 0; i < 22; i++) a = [a, a]; \
-         try { await tools.echo({a}); return 'sent'; } catch (e) { return 'caught: ' + e.message; }",
+         try { await tools.echo({a}); return 'sent'; } catch (e) { return `caught ${e.name}: ${e.message}`; }",
     ));
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
-    let value = r.value.as_str().unwrap();
-    assert!(value.starts_with("caught: ") && value.contains("out of memory"), "{value}");
+    assert_eq!(r.value, json!("caught InternalError: out of memory"));
+    // Not caught, it ends the run as kind memory, saying how to raise it.
+    let r = engine.execute_blocking(Program::new(
+        "let a = 1; for (let i = 0; i < 22; i++) a = [a, a]; await tools.echo({a});",
+    ));
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Memory, "{}", e.message);
+    assert!(e.message.contains("--memory"), "{}", e.message);
 }
 
 #[test]
