@@ -174,10 +174,10 @@ fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
     });
     if found.is_none() && from > 0 {
         // A tail without a state line: read the whole journal.
-        let mut all = String::new();
+        let mut all = Vec::new();
         file.seek(SeekFrom::Start(0))?;
-        file.read_to_string(&mut all)?;
-        return Ok(all
+        file.read_to_end(&mut all)?;
+        return Ok(String::from_utf8_lossy(&all)
             .lines()
             .rev()
             .filter(|l| l.starts_with("{\"t\":\"state\""))
@@ -190,17 +190,26 @@ fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
     Ok(found.unwrap_or(RunState::Running))
 }
 
+/// The journal's complete lines.
+///
+/// # Errors
+/// The file cannot be read, or a complete line is not UTF-8 (the journal
+/// was damaged: codemode writes only UTF-8 lines).
 fn read_lines(file: &mut File) -> Result<Vec<String>, std::io::Error> {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     file.seek(SeekFrom::Start(0))?;
-    file.read_to_string(&mut text)?;
+    file.read_to_end(&mut bytes)?;
     // A line cut by a crash mid-write has no newline: it was never
-    // committed, so it is left out.
-    let complete = match text.rfind('\n') {
-        Some(end) => &text[..=end],
-        None => "",
+    // committed, so it is left out (it may end inside a character).
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &bytes[..=end],
+        None => &[],
     };
-    Ok(complete.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
+    let text = std::str::from_utf8(complete).map_err(|e| {
+        let line = complete[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {line} is not UTF-8 text"))
+    })?;
+    Ok(text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
 }
 
 /// The state of the run whose journal is `path`, probing its lock: a

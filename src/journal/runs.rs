@@ -91,6 +91,9 @@ impl Runs {
     /// # Errors
     /// [`StoreError::Failed`] when the store or the receipts folder cannot
     /// be read, or a symbolic link is on the way to the default folder.
+    ///
+    /// A run whose journal cannot be read (damaged: a line that is not
+    /// UTF-8) is listed with the state `unreadable`; `show` says why.
     pub async fn list(&self) -> Result<Vec<RunListing>, StoreError> {
         let mut out = Vec::new();
         for found in self.scan().await? {
@@ -123,7 +126,11 @@ impl Runs {
                     }
                     // Removed meanwhile (another prune): not listed.
                     Err(StoreError::NotResumable { state: NotResumableState::Unknown, .. }) => continue,
-                    Err(e) => return Err(e),
+                    // One damaged journal does not hide the other runs.
+                    Err(e) => {
+                        tracing::warn!("run {}: its journal cannot be read: {e}", listing.run_id);
+                        listing.state = UNREADABLE.to_owned();
+                    }
                 }
             } else if let Some(receipt) = receipt {
                 listing.calls = receipt.calls.as_ref().map(|c| c.len() as u64);
@@ -837,6 +844,9 @@ pub struct PrunedRun {
     pub why: PruneReason,
 }
 
+/// The state [`Runs::list`] gives a run whose journal cannot be read.
+pub const UNREADABLE: &str = "unreadable";
+
 /// What [`Runs::prune`] did.
 #[derive(Debug, Clone, Default, Serialize)]
 #[non_exhaustive]
@@ -972,6 +982,37 @@ mod tests {
         drop(held);
         let left: Vec<_> = runs.list().await.unwrap().into_iter().map(|l| (l.run_id, l.state)).collect();
         assert_eq!(left, [("run-c".to_owned(), "interrupted".to_owned())]);
+    }
+
+    /// A journal cut by a crash inside a character loses only its cut
+    /// line; a journal damaged in a complete line is listed as unreadable
+    /// and the other runs are still listed.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_damaged_journal_does_not_hide_the_other_runs() {
+        let (_ws, runs) = two_runs().await;
+        let mut j = runs.store().create("run-c", header("run-c", "é.js")).await.unwrap();
+        j.append(format!("{CALL_1}\n")).await.unwrap();
+        j.commit(RunState::Paused).await.unwrap();
+        drop(j);
+        let journal = |id: &str| runs.receipts_folder().join(id).join(super::super::local::JOURNAL_FILE);
+        // run-c: a line with "✓" appended and cut inside it, no newline.
+        let mut bytes = std::fs::read(journal("run-c")).unwrap();
+        bytes.extend_from_slice(&"{\"t\":\"call\",\"x\":\"✓".as_bytes()[..18]);
+        std::fs::write(journal("run-c"), &bytes).unwrap();
+        // run-b: a complete line made invalid.
+        let mut bytes = std::fs::read(journal("run-b")).unwrap();
+        let at = bytes.iter().position(|&b| b == b'\n').unwrap() + 5;
+        bytes[at] = 0xff;
+        std::fs::write(journal("run-b"), &bytes).unwrap();
+
+        let list = runs.list().await.unwrap();
+        let shown: Vec<_> = list.iter().map(|l| (l.run_id.as_str(), l.state.as_str(), l.calls)).collect();
+        assert!(shown.contains(&("run-a", "paused", Some(2))), "{shown:?}");
+        assert!(shown.contains(&("run-b", UNREADABLE, None)), "{shown:?}");
+        assert!(shown.contains(&("run-c", "paused", Some(1))), "{shown:?}");
+        let e = runs.show("run-b").await.unwrap_err();
+        assert!(e.to_string().contains("line 2 is not UTF-8"), "{e}");
+        assert_eq!(runs.show("run-c").await.unwrap().calls.len(), 1);
     }
 
     /// Two processes pruning the same folder at once (two `codemode run`s
