@@ -155,12 +155,19 @@ impl TrustStore {
     }
 
     /// Removes every entry for a file in `dir` (canonical) or for `dir`
-    /// itself; returns the paths removed.
+    /// itself; returns the paths removed. A folder that no longer exists
+    /// is taken as its absolute path, so its stale entries can go too
+    /// (else the same file, put back there, would be trusted again).
     ///
     /// # Errors
     /// The record cannot be read or written.
     pub fn revoke(&self, dir: &Path) -> Result<Vec<PathBuf>, TrustError> {
-        let dir = canonical(dir)?;
+        let dir = match canonical(dir) {
+            Ok(dir) => dir,
+            Err(e) if dir.symlink_metadata().is_ok() => return Err(e),
+            Err(_) => std::path::absolute(dir)
+                .map_err(|e| TrustError::Io { path: dir.to_owned(), message: e.to_string() })?,
+        };
         let mut record = self.read()?;
         let removed: Vec<String> = record
             .files
@@ -267,6 +274,24 @@ mod tests {
         assert_eq!(store.list().unwrap().len(), 1);
         assert_eq!(store.revoke(ws.path()).unwrap(), vec![std::fs::canonicalize(&file).unwrap()]);
         assert_eq!(store.state(&file).unwrap(), TrustState::Untrusted);
+    }
+
+    #[test]
+    fn the_entries_of_a_removed_folder_can_be_revoked() {
+        let config = tempfile::tempdir().unwrap();
+        let store = TrustStore::in_dir(config.path());
+        let parent = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(parent.path()).unwrap().join("gone");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("codemode.toml"), "posture = \"full-access\"\n").unwrap();
+        store.trust(&ws.join("codemode.toml")).unwrap();
+        std::fs::remove_dir_all(&ws).unwrap();
+        assert_eq!(store.revoke(&ws).unwrap(), vec![ws.join("codemode.toml")]);
+        assert!(store.list().unwrap().is_empty());
+        // Put back as it was, it is not trusted again.
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("codemode.toml"), "posture = \"full-access\"\n").unwrap();
+        assert_eq!(store.state(&ws.join("codemode.toml")).unwrap(), TrustState::Untrusted);
     }
 
     #[test]

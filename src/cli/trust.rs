@@ -44,6 +44,17 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    if args.revoke && !dir.exists() {
+        // A workspace since removed: its stale entries go by its path.
+        let removed = store.revoke(&dir)?;
+        if removed.is_empty() {
+            eprintln!("codemode: nothing was trusted in {} (and it does not exist)", dir.display());
+        }
+        for path in removed {
+            println!("revoked  {}", path.display());
+        }
+        return Ok(0);
+    }
     let dir = std::fs::canonicalize(&dir).with_context(|| format!("{}", dir.display()))?;
     if !dir.is_dir() {
         bail!(
