@@ -76,10 +76,20 @@ pub(super) fn confine(
         sandbox: policy.sandbox,
         kill_grace: policy.kill_grace,
         launcher,
+        search_denied: policy
+            .rules
+            .deny
+            .iter()
+            .filter(|r| r.pattern.is_some() && SEARCH_TOOLS.contains(&r.tool.as_str()))
+            .cloned()
+            .collect(),
         ..Confinement::for_workspace(workspace)
     };
     (protections, Arc::new(confinement))
 }
+
+/// The native tools that walk the workspace and show what they find.
+const SEARCH_TOOLS: [&str; 2] = ["grep_files", "file_search"];
 
 /// A trusted MCP configuration's servers start without an approval: an
 /// allow rule `mcp_connect__<server>` for each enabled server, added once

@@ -74,6 +74,8 @@ impl PartialEq for Rule {
     }
 }
 
+impl Eq for Rule {}
+
 impl Rule {
     /// Parses `tool` or `tool(pattern)`.
     ///

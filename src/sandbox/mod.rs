@@ -111,6 +111,12 @@ pub struct Confinement {
     /// engine was built, so that swapping a link to it later changes
     /// nothing; `None` looks it up at each call (see `locate.rs`).
     pub launcher: Option<PathBuf>,
+    /// The policy's deny rules with a path pattern on a search tool
+    /// (`grep_files(secrets/**)`, `file_search(*.pem)`): besides refusing
+    /// a search whose `path` they match, they keep what they match out of
+    /// every search of that tool ([`Confinement::search_denies`]), so that
+    /// a search of the whole workspace does not show a denied folder.
+    pub search_denied: Vec<crate::gate::Rule>,
 }
 
 impl Confinement {
@@ -128,7 +134,14 @@ impl Confinement {
             kill_grace: DEFAULT_KILL_GRACE,
             lifted: Vec::new(),
             launcher: None,
+            search_denied: Vec::new(),
         }
+    }
+
+    /// Whether a deny rule keeps `rel` (a path relative to the workspace,
+    /// `/`-separated, as rules see paths) out of `tool`'s results.
+    pub fn search_denies(&self, tool: &str, rel: &str) -> bool {
+        self.search_denied.iter().any(|r| r.matches(tool, Some(rel)))
     }
 
     /// The protected path that covers `path` (absolute), if any.

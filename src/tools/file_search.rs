@@ -98,7 +98,7 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
     let mut hits: Vec<(u8, String, std::path::PathBuf)> = Vec::new();
     let mut visited = 0usize;
     let ws = cx.workspace.as_path();
-    let walker = workspace::walk(ws, &root, exclude, cx.confinement.hidden.clone()).build();
+    let walker = workspace::walk(ws, &root, exclude, cx.confinement.clone(), "file_search").build();
     for entry in walker {
         let Ok(entry) = entry else { continue };
         visited += 1;

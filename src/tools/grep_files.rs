@@ -171,7 +171,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         .heap_limit(Some(HEAP_LIMIT))
         .build();
 
-    let walker = workspace::walk(ws, &root, exclude, cx.confinement.hidden.clone())
+    let walker = workspace::walk(ws, &root, exclude, cx.confinement.clone(), "grep_files")
         .sort_by_file_name(|a, b| a.cmp(b))
         .build();
 

@@ -568,24 +568,32 @@ fn normalise(path: &Path) -> Option<PathBuf> {
     Some(normal)
 }
 
-/// A walk of `dir` as the search tools see the workspace `root`: files
-/// `.gitignore` and friends leave out are skipped (also outside a git
-/// repository), hidden files are included, links are not followed, and
+/// A walk of `dir` as the search tool `tool` sees the workspace `root`:
+/// files `.gitignore` and friends leave out are skipped (also outside a
+/// git repository), hidden files are included, links are not followed, and
 /// paths (relative to `root`) that `exclude` matches are skipped with
-/// everything below them, as are the `hidden` folders (absolute), whatever
-/// `exclude` says.
+/// everything below them, as are the confinement's hidden folders and the
+/// paths a deny rule on `tool` matches
+/// ([`crate::sandbox::Confinement::search_denies`]), whatever `exclude`
+/// says.
 pub(crate) fn walk(
     root: &Path,
     dir: &Path,
     exclude: super::path_glob::PathGlobSet,
-    hidden: Vec<PathBuf>,
+    confinement: std::sync::Arc<crate::sandbox::Confinement>,
+    tool: &'static str,
 ) -> ignore::WalkBuilder {
     let mut builder = ignore::WalkBuilder::new(dir);
     let root = root.to_path_buf();
     builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |e| {
-        !hidden.iter().any(|h| e.path().starts_with(h))
-            && e.file_name() != crate::sandbox::HIDDEN_NAME
-            && !exclude.is_match(&relative(&root, e.path()), e.file_type().is_some_and(|t| t.is_dir()))
+        if confinement.hidden.iter().any(|h| e.path().starts_with(h))
+            || e.file_name() == crate::sandbox::HIDDEN_NAME
+        {
+            return false;
+        }
+        let rel = relative(&root, e.path());
+        !exclude.is_match(&rel, e.file_type().is_some_and(|t| t.is_dir()))
+            && !confinement.search_denies(tool, &rel)
     });
     builder
 }

@@ -645,3 +645,41 @@ fn a_hook_dies_with_a_killed_codemode() {
     }
     panic!("the hook {hook_pid} outlived the killed codemode");
 }
+
+/// A deny rule with a path on a search tool keeps what it matches out of
+/// every search of that tool, not only searches whose `path` it matches:
+/// `grep_files(secrets/**)` hides `secrets/` from a search of the whole
+/// workspace, so "deny every reading tool on it" hides a folder (POLICY.md).
+#[test]
+fn a_denied_folder_is_kept_out_of_searches_of_the_whole_workspace() {
+    let ws = tempfile::tempdir().unwrap();
+    for dir in ["secrets/deep", "public"] {
+        std::fs::create_dir_all(ws.path().join(dir)).unwrap();
+    }
+    for file in ["secrets/key.txt", "secrets/deep/token.txt", "public/key.txt"] {
+        std::fs::write(ws.path().join(file), "needle\n").unwrap();
+    }
+    let denied = ["grep_files(secrets/**)", "file_search(secrets/**)"];
+    let policy = Policy { rules: rules(&[], &[], &denied), ..Policy::full_access() };
+    let engine = engine(&ws, policy, Scripted::deny());
+    let r = engine.execute_blocking(Program::new(
+        "const whole = await tools.grep_files({pattern: 'needle'});
+         const inside = await tools.grep_files({pattern: 'needle', path: 'secrets'});
+         const named = await tools.file_search({query: 'key'});
+         const listed = await tools.file_search({query: 'token'});
+         return {whole: whole.content.map(m => m.path), inside: inside.content, named: named.content, listed: listed.content};",
+    ));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.value,
+        json!({"whole": ["public/key.txt"], "inside": [], "named": ["public/key.txt"], "listed": []}),
+        "{}",
+        r.value
+    );
+    // The same searches without the rules find the folder's files.
+    let open = Engine::builder().workspace(ws.path()).policy(Policy::full_access()).build().unwrap();
+    let r = open.execute_blocking(Program::new(
+        "return (await tools.grep_files({pattern: 'needle'})).content.length;",
+    ));
+    assert_eq!(r.value, json!(3));
+}
