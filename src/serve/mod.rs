@@ -17,6 +17,7 @@ mod http;
 mod request_state;
 mod result;
 mod saves;
+mod stdout_watch;
 mod surface;
 
 use std::sync::Arc;
@@ -118,10 +119,11 @@ pub(crate) fn is_modern(context: &rmcp::service::RequestContext<rmcp::service::R
 
 impl CodeModeServer {
     /// Serves MCP on this process's stdin and stdout until the client
-    /// closes stdin or `shutdown` completes (SIGTERM, Ctrl-C in the CLI):
-    /// then runs in flight are cancelled (receipts saved, answered when
-    /// stdout is still open; at most 30 s), and the upstream MCP servers
-    /// are ended.
+    /// closes stdin, closes stdout (a pipe whose reading end is gone: no
+    /// answer could reach anyone, so no program should run for nobody), or
+    /// `shutdown` completes (SIGTERM, Ctrl-C in the CLI): then runs in
+    /// flight are cancelled (receipts saved, answered when stdout is still
+    /// open; at most 30 s), and the upstream MCP servers are ended.
     ///
     /// # Errors
     /// The transport failed to start or broke.
@@ -138,13 +140,20 @@ impl CodeModeServer {
             .map_err(|e| ServeError::Transport(format!("could not start serving on stdio: {e}")))?;
         let closed = running.cancellation_token();
         let waiting = running.waiting();
-        tokio::pin!(waiting, shutdown);
+        let (stdout_gone, _watching) = stdout_watch::closed();
+        tokio::pin!(waiting, shutdown, stdout_gone);
         let ended = tokio::select! {
             // The client closed stdin: runs still going are cancelled and
             // their receipts saved before the process ends.
             ended = &mut waiting => {
                 server.stop_runs(Duration::from_secs(30)).await;
                 ended.map(|_| ())
+            }
+            () = &mut stdout_gone => {
+                tracing::warn!("the client closed codemode's stdout: stopping (runs in flight are cancelled)");
+                server.stop_runs(Duration::from_secs(30)).await;
+                closed.cancel();
+                waiting.await.map(|_| ())
             }
             () = &mut shutdown => {
                 server.stop_runs(Duration::from_secs(30)).await;

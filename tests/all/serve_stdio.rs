@@ -747,3 +747,61 @@ fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
     assert!(s.close().success());
     assert_eq!(std::fs::read_to_string(ws.path().join(".codemode/runs")).unwrap(), "not a folder");
 }
+
+/// A client that closes the server's stdout (and keeps stdin open) stops
+/// the server: the run in flight is cancelled (its bash call killed, its
+/// receipt saved) and the process ends, instead of running programs whose
+/// answers nobody can read.
+#[test]
+fn a_client_that_closes_stdout_stops_the_server_and_its_runs() {
+    let ws = crate::common::workspace();
+    let mut child = crate::cli::spawn(
+        &["mcp", "serve", "--workspace", ws.path().to_str().unwrap(), "--approve", "allow"],
+        ws.path(),
+        &[],
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |m: Value| {
+        writeln!(stdin, "{m}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "closer", "version": "1"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let program =
+        "await tools.bash({command: 'echo started > started.txt; sleep 20; echo late > late.txt'});";
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "execute_tools", "arguments": {"code": program}}}));
+    wait_for_line(&ws.path().join("started.txt"));
+    drop(stdout);
+    let mut ended = None;
+    for _ in 0..400 {
+        if let Some(status) = child.try_wait().unwrap() {
+            ended = Some(status);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    if ended.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the server went on after its stdout closed");
+    }
+    assert!(!ws.path().join("late.txt").exists(), "the run went on");
+    // Its receipt says it was cancelled.
+    let runs = ws.path().join(".codemode/runs");
+    let receipt = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("receipt.json"))
+        .find(|p| p.exists())
+        .expect("a saved receipt");
+    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(receipt).unwrap()).unwrap();
+    assert_eq!(receipt["status"], "cancelled", "{receipt}");
+    drop(stdin);
+}
