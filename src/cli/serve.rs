@@ -162,7 +162,9 @@ fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
 fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Result<ServeOptions> {
     let secs = args.approval_timeout;
     if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-        bail!("--approval-timeout must be a number of seconds between 0 and 86400, got {secs}");
+        bail!(
+            "--approval-timeout must be a number of seconds above 0 and at most 86400 (fractions allowed), got {secs}"
+        );
     }
     let mut options = ServeOptions::default();
     options.direct_tools = args.direct_tools;

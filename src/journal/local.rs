@@ -429,8 +429,8 @@ impl JournalStore for LocalStore {
             // Another process removing the same run (two prunes at once)
             // may take the folder away at any step below: then the run is
             // gone, which is what was asked, and not a failure.
-            let gone = |e: StoreError, dir: &Path| {
-                if dir.exists() {
+            let gone = |e: StoreError, still_there: &Path| {
+                if still_there.exists() {
                     e
                 } else {
                     StoreError::NotResumable { run_id: run_id.clone(), state: NotResumableState::Unknown }
@@ -438,7 +438,8 @@ impl JournalStore for LocalStore {
             };
             // Held while the folder goes, so no process claims it meanwhile.
             let _held = if path.exists() {
-                match open_locked_patiently(&path).map_err(|e| gone(e, &dir))? {
+                // (Its journal gone: another process is removing the run.)
+                match open_locked_patiently(&path).map_err(|e| gone(e, &path))? {
                     Some(locked) => Some(locked),
                     None => return Err(StoreError::NotResumable { run_id, state: NotResumableState::Busy }),
                 }
@@ -446,10 +447,12 @@ impl JournalStore for LocalStore {
                 None
             };
             match std::fs::remove_dir_all(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(gone(StoreError::failed(format!("cannot remove {}", dir.display()), e), &dir))
-                }
-                _ => Ok(()),
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::NotResumable {
+                    run_id: run_id.clone(),
+                    state: NotResumableState::Unknown,
+                }),
+                Err(e) => Err(gone(StoreError::failed(format!("cannot remove {}", dir.display()), e), &dir)),
             }
         })
     }

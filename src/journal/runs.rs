@@ -310,7 +310,10 @@ impl Runs {
             let state = run.state_of(receipt.as_ref());
             if !options.dry_run {
                 match self.remove(&run).await {
-                    Ok(()) => {}
+                    Ok(true) => {}
+                    // Another process (a prune at the same time) removed
+                    // it first: its report counts it, this one does not.
+                    Ok(false) => continue,
                     Err(StoreError::NotResumable { state: NotResumableState::Busy, .. }) => {
                         report.kept += 1;
                         report.busy.push(run.run_id);
@@ -338,10 +341,14 @@ impl Runs {
         serde_json::from_str::<Header>(first).is_ok_and(|h| Path::new(&h.workspace) == workspace)
     }
 
-    async fn remove(&self, run: &Found) -> Result<(), StoreError> {
+    /// Whether this call removed anything: `false` when another process
+    /// (a prune at the same time) had already removed all of it.
+    async fn remove(&self, run: &Found) -> Result<bool, StoreError> {
+        let mut removed_any = false;
         if run.journal.is_some() {
             match self.source(run.source).remove(&run.run_id).await {
-                Ok(()) | Err(StoreError::NotResumable { state: NotResumableState::Unknown, .. }) => {}
+                Ok(()) => removed_any = true,
+                Err(StoreError::NotResumable { state: NotResumableState::Unknown, .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -353,15 +360,14 @@ impl Runs {
                     .await
                     .map_err(|e| StoreError::failed(&shown, e))?;
                 match removed {
+                    Ok(()) => Ok(true),
                     // Another process pruning at the same time got there
                     // first.
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        Err(StoreError::failed(format!("cannot remove {shown}"), e))
-                    }
-                    _ => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(removed_any),
+                    Err(e) => Err(StoreError::failed(format!("cannot remove {shown}"), e)),
                 }
             }
-            _ => Ok(()),
+            _ => Ok(removed_any),
         }
     }
 
@@ -1044,11 +1050,19 @@ mod tests {
             tokio::spawn(async move { b.prune(none, &PruneOptions::default()).await }),
             c.prune(none, &options),
         );
+        let mut removed = Vec::new();
         for report in [ra.unwrap().unwrap(), rb.unwrap().unwrap(), rc.unwrap()] {
             assert_eq!(report.failures, Vec::<String>::new());
             // (A run another prune was removing may be missing from a scan.)
             assert!(report.removed.len() + report.kept <= 300);
+            removed.extend(report.removed.into_iter().map(|r| r.run_id));
         }
+        // Every run was removed by one of them. (Rarely by two: both
+        // `remove_dir_all`s of one folder can succeed, so a run may be in
+        // two reports.)
+        removed.sort();
+        removed.dedup();
+        assert_eq!(removed.len(), 300);
         assert_eq!(runs.list().await.unwrap().len(), 0);
     }
 

@@ -910,19 +910,38 @@ fn track_rejection<'js>(
     if state.unhandled.borrow().len() >= KEPT || state.closed.get() || state.clock.should_stop() {
         return;
     }
+    // What was rejected: an error's name and message, else the value as
+    // JSON (an object) or as String() gives it (42, true, null, 10), cut
+    // at `SHOWN` bytes.
+    const SHOWN: usize = 1000;
     let describe = |v: &Value<'js>| -> String {
-        if let Some(o) = v.as_object() {
+        let text = if let Some(o) = v.as_object() {
             let field = |k: &str| o.get::<_, Option<String>>(k).ok().flatten();
             match (field("name"), field("message")) {
                 (Some(n), Some(m)) => format!("{n}: {m}"),
                 (_, Some(m)) => m,
-                _ => "an object".to_owned(),
+                _ => ctx
+                    .json_stringify(v.clone())
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.to_string().ok())
+                    .unwrap_or_else(|| "an object that is not JSON".to_owned()),
             }
         } else if let Some(s) = v.as_string() {
             s.to_string().unwrap_or_default()
         } else {
-            "a value that is not an error".to_owned()
+            v.get::<rquickjs::Coerced<String>>()
+                .map(|c| if v.is_big_int() { format!("{}n", c.0) } else { c.0 })
+                .unwrap_or_else(|_| "a value that is not an error".to_owned())
+        };
+        if text.len() <= SHOWN {
+            return text;
         }
+        let mut end = SHOWN;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}... [cut; {} bytes in all]", &text[..end], text.len())
     };
     // Describe first: reading `name` and `message` may run the program's
     // getters, which may reject other promises and call back here.

@@ -984,6 +984,13 @@ fn rejections_nothing_handled_are_logged() {
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     let errors: Vec<&str> = r.logs.iter().filter(|l| l.level == "error").map(|l| l.text.as_str()).collect();
     assert_eq!(errors, ["unhandled promise rejection: Error: lost"]);
+    // A value that is not an error is shown as it is.
+    let r = run("Promise.reject(42); Promise.reject({code: 42}); Promise.reject(null); \
+         Promise.reject(10n); Promise.reject('y'.repeat(3000)); return 1;");
+    let errors: Vec<&str> = r.logs.iter().filter(|l| l.level == "error").map(|l| l.text.as_str()).collect();
+    let shown = |v: &str| format!("unhandled promise rejection: {v}");
+    assert_eq!(errors[..4], [shown("42"), shown("{\"code\":42}"), shown("null"), shown("10n")]);
+    assert!(errors[4].ends_with("... [cut; 3000 bytes in all]"), "{}", errors[4]);
 }
 
 #[test]
