@@ -19,11 +19,36 @@ fn main() -> std::process::ExitCode {
     // catalog, a schema cache that could not be written) goes to stderr:
     // nothing else would say it.
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr(Vec::new()))
         .with_max_level(tracing::Level::WARN)
         .without_time()
         .with_target(false)
         .with_ansi(false)
         .init();
     cli::main()
+}
+
+/// One log line for stderr, written when dropped with every MCP secret
+/// known so far redacted (`codemode::mcp::redact_known_secrets`): the
+/// libraries under codemode log what they have, and rmcp's error lines
+/// quote request URLs with their `${VAR}` values expanded.
+struct RedactedStderr(Vec<u8>);
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactedStderr {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let shown = codemode::mcp::redact_known_secrets(&text);
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), shown.as_bytes());
+    }
 }

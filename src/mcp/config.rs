@@ -205,6 +205,46 @@ impl std::fmt::Debug for ServerConfig {
     }
 }
 
+/// Every secret of every server configuration read in this process, with
+/// its shown form, longest first.
+static KNOWN_SECRETS: std::sync::RwLock<Vec<(String, String)>> = std::sync::RwLock::new(Vec::new());
+
+fn remember_secrets(secrets: &[(String, String)]) {
+    if secrets.is_empty() {
+        return;
+    }
+    let mut known = KNOWN_SECRETS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for secret in secrets {
+        if !known.contains(secret) {
+            known.push(secret.clone());
+        }
+    }
+    known.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.cmp(b)));
+}
+
+/// `text` with every secret of every MCP server configuration read in this
+/// process so far replaced by its `${VAR}` form (or [`REDACTED`]), as
+/// [`ServerConfig::redact`] does for one server.
+///
+/// For text codemode does not make itself: the log lines of the libraries
+/// under it. rmcp's own error lines quote a failed request's URL, `${VAR}`
+/// values included; the `codemode` binary passes its whole stderr log
+/// through this, and a host that installs its own `tracing` subscriber
+/// should do the same.
+pub fn redact_known_secrets(text: &str) -> std::borrow::Cow<'_, str> {
+    let known = KNOWN_SECRETS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !known.iter().any(|(value, _)| text.contains(value.as_str())) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = text.to_owned();
+    for (value, shown) in known.iter() {
+        if out.contains(value.as_str()) {
+            out = out.replace(value.as_str(), shown);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 impl ServerConfig {
     /// `text` with every expanded `${VAR}` value of this server (and every
     /// literal `headers` value) replaced by its `${VAR}` form (or
@@ -721,6 +761,7 @@ fn parse_server(name: &str, raw: &Value, base: &Path, vars: &Vars<'_>) -> Result
     // Longest first, so a value inside another is not replaced first.
     secrets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.cmp(b)));
     secrets.dedup();
+    remember_secrets(&secrets);
     for (field, value) in [("timeout_ms", raw.timeout_ms), ("startup_timeout_ms", raw.startup_timeout_ms)] {
         if value == Some(0) {
             return Err(field_error(name, field, "must be at least 1 (milliseconds)"));

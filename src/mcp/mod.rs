@@ -36,7 +36,8 @@ mod tool;
 pub use cache::default_cache_dir;
 pub use config::{
     ConfigError, DEFAULT_STARTUP_TIMEOUT, MAX_SERVER_NAME_LEN, MIN_REDACTED_LEN, McpConfig, REDACTED,
-    ServerConfig, Transport, WORKSPACE_CONFIG_FILES, input_variable, workspace_config_file,
+    ServerConfig, Transport, WORKSPACE_CONFIG_FILES, input_variable, redact_known_secrets,
+    workspace_config_file,
 };
 pub use connection::{INHERITED_ENV, MAX_JSON_DEPTH, STDERR_TAIL};
 pub use content::MAX_BINARY_CHARS;

@@ -262,11 +262,14 @@ fn secret_workspace() -> (tempfile::TempDir, PathBuf) {
         "fixture": {"command": "python3", "args": [fixture(), "normal", "--token=${SECRET}"]},
         "broken": {"command": "python3",
                    "args": ["-c", "import sys; sys.stderr.write(' '.join(sys.argv)); sys.exit(3)", "${SECRET}"]},
+        // Nothing listens there: rmcp logs the failed request's URL.
+        "refused": {"url": "http://127.0.0.1:1/mcp?key=${SECRET}"},
     }});
     std::fs::write(ws.path().join(".mcp.json"), config.to_string()).unwrap();
     std::fs::write(
         ws.path().join("prog.js"),
-        r#"let broken; try { await tools.mcp_connect__broken({}); } catch (e) { broken = e.message; }
+        r#"try { await tools.mcp__refused__x({}); } catch (e) {}
+           let broken; try { await tools.mcp_connect__broken({}); } catch (e) { broken = e.message; }
            try { return [(await tools.mcp__fixture__echo({text: "x"})).content, broken]; }
            catch (e) { return [e.kind, broken]; }"#,
     )
