@@ -228,15 +228,33 @@ fn print_item(item: &BatchItem, line: usize) -> std::io::Result<()> {
     out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }
 
-/// Reads the whole input (a file, or stdin for `-`) as bytes.
+/// The largest batch input read: 64 MiB (10,000 items of 6 KiB each).
+pub(crate) const MAX_BATCH_BYTES: u64 = 64 << 20;
+
+/// Reads the whole input (a file, or stdin for `-`) as bytes, up to
+/// [`MAX_BATCH_BYTES`]: `/dev/zero` or an endless pipe is refused once
+/// past it, not read into memory.
 fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
     let mut input = Vec::new();
     if file == "-" {
-        std::io::stdin().read_to_end(&mut input).context("cannot read the batch from stdin")?;
+        std::io::stdin()
+            .lock()
+            .take(MAX_BATCH_BYTES + 1)
+            .read_to_end(&mut input)
+            .context("cannot read the batch from stdin")?;
     } else {
-        input = std::fs::read(file).with_context(|| {
-            format!("cannot read batch file `{file}` (give a JSON Lines file, or - for stdin)")
-        })?;
+        std::fs::File::open(file)
+            .and_then(|f| f.take(MAX_BATCH_BYTES + 1).read_to_end(&mut input))
+            .with_context(|| {
+                format!("cannot read batch file `{file}` (give a JSON Lines file, or - for stdin)")
+            })?;
+    }
+    if input.len() as u64 > MAX_BATCH_BYTES {
+        let shown =
+            if file == "-" { "the batch read from stdin".to_owned() } else { format!("batch file `{file}`") };
+        anyhow::bail!(
+            "{shown} is over {MAX_BATCH_BYTES} bytes, the most one batch reads: split it into several batches"
+        );
     }
     Ok(input)
 }

@@ -204,6 +204,18 @@ fn a_byte_order_mark_is_skipped_and_empty_input_is_a_bad_invocation() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no calls"));
 }
 
+/// The input is read up to 64 MiB: `/dev/zero` is refused at once (exit 2),
+/// not read until memory runs out.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_endless_input_is_refused_past_the_batch_bound() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["batch", "/dev/zero"], "", ws.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("batch file `/dev/zero` is over 67108864 bytes"), "{stderr}");
+}
+
 #[test]
 fn a_closed_stdout_cancels_the_batch() {
     use std::io::{BufRead, BufReader, Write};
