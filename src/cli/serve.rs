@@ -70,6 +70,15 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
     args.engine = args.engine.with_limits(args.limits.settings());
     let http = http_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
+    if let Some(path) = &args.token_file {
+        outside_workspace(
+            "--token-file",
+            path,
+            engine.workspace(),
+            "the bearer token",
+            "call this server as you",
+        )?;
+    }
     let options = serve_options(&args, engine.workspace())?;
     if engine.journal_store().is_none() && (options.approver.is_none() || options.pause_always) {
         bail!(
@@ -194,6 +203,27 @@ fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Resul
     Ok(options)
 }
 
+/// `path` resolved, unless it lies inside `workspace` (canonical), where a
+/// program could read `what` (with `read`, `grep_files`, `bash`) and `abuse`
+/// it: then an error naming `flag`.
+fn outside_workspace(
+    flag: &str,
+    path: &std::path::Path,
+    workspace: &std::path::Path,
+    what: &str,
+    abuse: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    let real = std::fs::canonicalize(path).with_context(|| format!("{flag} {}", path.display()))?;
+    if real.starts_with(workspace) {
+        bail!(
+            "{flag} {}: {what} is inside the workspace, where a program could read it and {abuse}; keep it \
+             outside (e.g. in ~/.config/codemode/)",
+            path.display()
+        );
+    }
+    Ok(real)
+}
+
 /// The request-state key: `--state-key-file`, else the environment, else
 /// none (a random key).
 /// A key file inside the workspace is refused: a program could read it
@@ -201,15 +231,7 @@ fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Resul
 fn state_key(file: Option<&std::path::Path>, workspace: &std::path::Path) -> anyhow::Result<Option<Vec<u8>>> {
     let text = match file {
         Some(path) => {
-            let real = std::fs::canonicalize(path)
-                .with_context(|| format!("--state-key-file {}", path.display()))?;
-            if real.starts_with(workspace) {
-                bail!(
-                    "--state-key-file {}: the key is inside the workspace, where a program could read it and forge \
-                     approvals; keep it outside (e.g. in ~/.config/codemode/)",
-                    path.display()
-                );
-            }
+            let real = outside_workspace("--state-key-file", path, workspace, "the key", "forge approvals")?;
             std::fs::read(&real).with_context(|| format!("--state-key-file {}", path.display()))?
         }
         None => match std::env::var(STATE_KEY_ENV) {

@@ -559,3 +559,31 @@ fn bad_http_options_exit_2_saying_what_to_give() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("at least 16") && !err.contains("short\n"), "{err}");
 }
+
+/// A `--token-file` inside the workspace is refused, as a
+/// `--state-key-file` there is: a program could read the token (`read`,
+/// `bash`) and call the server as the user.
+#[test]
+fn a_token_file_inside_the_workspace_is_refused() {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("tok"), "a-token-of-enough-length-0123456789\n").unwrap();
+    let workspace = ws.path().to_str().unwrap();
+    let args = ["mcp", "serve", "--http", "127.0.0.1:0", "--token-file", "tok", "--workspace", workspace];
+    let mut child = crate::cli::spawn(&args, ws.path(), &[]);
+    drop(child.stdin.take());
+    let mut status = None;
+    for _ in 0..400 {
+        status = child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "the server started: {stderr}");
+    assert!(stderr.contains("--token-file tok: the bearer token is inside the workspace"), "{stderr}");
+}
