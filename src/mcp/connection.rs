@@ -246,8 +246,15 @@ impl Listing {
 /// one it can call. An HTTP answer sent as one JSON body is parsed before
 /// codemode sees it; there such a tool stays listed (its call fails with
 /// the server's error).
+///
+/// It also keeps the last `tools/list` page a stdio server sent, as sent
+/// ([`TaskOnlyTap::take_tools_page`]): rmcp's typed page refuses a whole
+/// answer for one tool without `inputSchema`.
 #[derive(Clone, Default)]
-pub(crate) struct TaskOnlyTap(Arc<Mutex<std::collections::HashSet<String>>>);
+pub(crate) struct TaskOnlyTap(Arc<Mutex<std::collections::HashSet<String>>>, Arc<Mutex<Option<ToolsPage>>>);
+
+/// One `tools/list` page as sent: its tools and its next cursor.
+pub(crate) type ToolsPage = (Vec<serde_json::Value>, Option<String>);
 
 impl TaskOnlyTap {
     /// Whether `tool` was declared task-only.
@@ -255,16 +262,32 @@ impl TaskOnlyTap {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(tool)
     }
 
+    /// The last `tools/list` page seen (its tools and next cursor), taken.
+    pub(crate) fn take_tools_page(&self) -> Option<ToolsPage> {
+        self.1.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
     /// Notes the task-only tools of one JSON-RPC message line (only lines
-    /// that mention `"taskSupport"` are parsed).
+    /// that mention `"taskSupport"` are parsed), and keeps a `tools/list`
+    /// page that has a tool without `inputSchema` (only lines that mention
+    /// `"tools"` are parsed).
     pub(crate) fn scan(&self, line: &[u8]) {
-        if memchr::memmem::find(line, b"\"taskSupport\"").is_none() {
+        let task_support = memchr::memmem::find(line, b"\"taskSupport\"").is_some();
+        if !task_support && memchr::memmem::find(line, b"\"tools\"").is_none() {
             return;
         }
         let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else { return };
         let Some(tools) = message.pointer("/result/tools").and_then(serde_json::Value::as_array) else {
             return;
         };
+        if tools.iter().any(|t| t.get("inputSchema").is_none()) {
+            let cursor = message.pointer("/result/nextCursor").and_then(serde_json::Value::as_str);
+            *self.1.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((tools.clone(), cursor.map(str::to_owned)));
+        }
+        if !task_support {
+            return;
+        }
         let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for tool in tools {
             if let Some(name) = tool.get("name").and_then(serde_json::Value::as_str) {

@@ -890,24 +890,37 @@ async fn list(
                     },
                 },
             };
-            let page = match connection.peer.list_tools(params).await {
-                Ok(page) => page,
+            // (A page kept from an earlier answer is not this one's.)
+            let _ = connection.task_only.take_tools_page();
+            let (page, next_cursor) = match connection.peer.list_tools(params).await {
+                Ok(page) => (
+                    page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).collect::<Vec<_>>(),
+                    page.next_cursor,
+                ),
                 // A stdio stream that ended: how it ended (a message too
                 // large or nested too deeply, the process's exit).
                 Err(ServiceError::TransportClosed) if matches!(config.transport, Transport::Stdio { .. }) => {
                     return Err(connection.down_error().await);
                 }
+                // rmcp's typed page refused the answer (a tool without
+                // `inputSchema`, which MCP.md reads as an object schema):
+                // the page as the raw messages had it (stdio).
+                Err(ServiceError::UnexpectedResponse)
+                    if let Some(raw) = connection.task_only.take_tools_page() =>
+                {
+                    raw
+                }
                 Err(e) => return Err(list_error(e)),
             };
             // `execution` is not kept by rmcp's `Tool`: put back what the
             // raw messages said (stdio), so the cache keeps it too.
-            tools.extend(page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).map(|mut t| {
+            tools.extend(page.into_iter().map(|mut t| {
                 if t.get("name").and_then(Value::as_str).is_some_and(|n| connection.task_only.contains(n)) {
                     t["execution"] = serde_json::json!({"taskSupport": "required"});
                 }
                 t
             }));
-            match page.next_cursor {
+            match next_cursor {
                 Some(next) if !next.is_empty() => cursor = Some(next),
                 _ => return Ok(tools),
             }

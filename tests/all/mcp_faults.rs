@@ -179,6 +179,24 @@ fn an_answer_nested_too_deeply_fails_at_once_and_says_so() {
     engine.shutdown_mcp_blocking();
 }
 
+/// A tool listed without `inputSchema` is read as taking an object
+/// (MCP.md), and the server's other tools stay usable: rmcp's typed
+/// `tools/list` refused the whole answer ("Unexpected response type").
+#[test]
+fn a_tool_without_an_input_schema_takes_an_object_and_the_others_still_work() {
+    let (ws, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_NO_SCHEMA": "1"}), json!({}));
+    let engine = engine_for(servers, cache.path(), ws.path());
+    let receipt = engine.execute_blocking(Program::new(
+        "const a = await tools.mcp__fixture__echo({text: 'x'}); \
+         const b = await tools.mcp__fixture__no_schema({}); \
+         let refused; try { await tools.mcp__fixture__no_schema([1]); } catch (e) { refused = e.kind; } \
+         return [a.content, b.content, refused];",
+    ));
+    assert_eq!(receipt.value, json!([{"text": "x"}, "no_schema", "refused"]), "{}", receipt.to_json_pretty());
+    engine.shutdown_mcp_blocking();
+}
+
 #[test]
 fn a_tool_whose_schema_does_not_compile_is_shown_as_unavailable() {
     let (ws, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
