@@ -16,7 +16,7 @@ use crate::engine::dispatch::{Completion, Dispatcher};
 use crate::program::{self, PositionMap, Program};
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
-use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
+use crate::receipt::{CallStatus, ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
 
 /// One VM for one program: a QuickJS runtime and context with the prelude
 /// loaded and the `tools.call` binding installed.
@@ -274,6 +274,15 @@ impl Sandbox {
                     .map(crate::journal::record::PendingRecord::to_pending_call)
                     .collect();
                 receipt.pending.sort_by_key(|p| p.seq);
+                // A call paused for its decision did nothing yet
+                // (RECEIPTS.md: `never_started`).
+                for call in &mut receipt.calls {
+                    if call.status == CallStatus::InFlight
+                        && receipt.pending.iter().any(|p| p.seq == call.seq)
+                    {
+                        call.never_started = true;
+                    }
+                }
                 receipt
             }
             Ending::Settled | Ending::Stuck if main.is_none() => {

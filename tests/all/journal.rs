@@ -62,6 +62,9 @@ fn a_gated_write_pauses_and_a_second_engine_resumes_it_without_calling_anything_
     assert_eq!(pending.arguments["path"], "out.txt");
     assert!(pending.reason.contains("posture"), "{}", pending.reason);
     assert_eq!(paused.calls[2].decision, Decision::Pending);
+    // It did nothing yet (RECEIPTS.md); the calls before it ran.
+    let never: Vec<bool> = paused.calls.iter().map(|c| c.never_started).collect();
+    assert_eq!(never, [false, false, true]);
     assert!(!ws.path().join("out.txt").exists(), "the write did not run");
     assert_eq!(counter.load(Ordering::SeqCst), 1);
     let logged = paused.logs[0].text.clone();
