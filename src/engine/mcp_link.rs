@@ -80,9 +80,24 @@ pub(crate) struct McpLink {
     /// Each enabled server's `mcp_connect__<server>` name and what starting
     /// it runs ([`ServerConfig::launch_line`](crate::mcp::ServerConfig::launch_line)).
     launches: std::collections::HashMap<String, String>,
+    /// The tools already said to be left out of the catalog: each is said
+    /// once, not at every rebuild.
+    left_out: Mutex<std::collections::HashSet<String>>,
 }
 
 impl McpLink {
+    /// Logs each of `skipped` (a tool left out of the catalog, and why)
+    /// once.
+    pub(crate) fn warn_left_out(&self, skipped: impl IntoIterator<Item = impl std::fmt::Display>) {
+        let mut said = self.left_out.lock().unwrap_or_else(|p| p.into_inner());
+        for tool in skipped {
+            let text = tool.to_string();
+            if said.insert(text.clone()) {
+                tracing::warn!("an MCP tool was left out of the catalog: {text}");
+            }
+        }
+    }
+
     /// Waits until no other call is deciding or starting `server`; the
     /// guard keeps the others waiting until dropped.
     pub(crate) async fn start_lock(&self, server: &str) -> tokio::sync::OwnedMutexGuard<()> {
@@ -141,6 +156,7 @@ impl McpLink {
             start_locks: Mutex::default(),
             trusted_by,
             launches,
+            left_out: Mutex::default(),
         });
         let connect_tools = link
             .servers
@@ -186,9 +202,7 @@ impl McpLink {
     /// [`known_tools`]: McpLink::known_tools
     pub(crate) fn refresh(&self) {
         let Some(cell) = self.catalog.get().and_then(Weak::upgrade) else { return };
-        for skipped in cell.rebuild(self.known_tools()) {
-            tracing::warn!("an MCP tool was left out of the catalog: {skipped}");
-        }
+        self.warn_left_out(cell.rebuild(self.known_tools()));
     }
 
     /// For `mcp_connect__<server>` of a trusted configuration (a file named

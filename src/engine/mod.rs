@@ -369,8 +369,13 @@ impl EngineBuilder {
         });
         let known = mcp.as_ref().map(|m| m.known_tools()).unwrap_or_default();
         let (cell, skipped) = CatalogCell::new(tools, known)?;
-        for tool in skipped {
-            tracing::warn!("an MCP tool was left out of the catalog: {tool}");
+        match &mcp {
+            Some(link) => link.warn_left_out(skipped),
+            None => {
+                for tool in skipped {
+                    tracing::warn!("an MCP tool was left out of the catalog: {tool}");
+                }
+            }
         }
         let catalog = cell.load();
         check_policy(&self.policy, &catalog)?;

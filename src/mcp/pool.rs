@@ -983,6 +983,10 @@ async fn refresh(
             continue;
         }
         if let Err(e) = fresh(&inner, &slot, &connection, false).await {
+            // Shutting down is not a failure worth a line.
+            if matches!(e, McpError::ShutDown { .. }) {
+                return;
+            }
             let e = redacted(&slot, e);
             tracing::warn!(server = %slot.config.name, "refreshing the tool list failed: {e}");
         }

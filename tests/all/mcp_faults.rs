@@ -232,4 +232,6 @@ fn a_tool_whose_schema_does_not_compile_is_shown_as_unavailable() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unavailable: mcp__fixture__bad_schema"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("bad_schema"), "listed as callable");
+    // Said once, not at every rebuild of the catalog.
+    assert_eq!(stderr.matches("left out of the catalog").count(), 1, "{stderr}");
 }
