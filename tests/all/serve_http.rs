@@ -322,8 +322,12 @@ fn beyond_loopback_a_bearer_token_is_required() {
     assert!(err.contains("--token-file") && err.contains("CODEMODE_SERVE_TOKEN"), "{err}");
 
     let token = "s3cret-token-0123456789abcdef";
-    std::fs::write(ws.path().join("token"), format!("{token}\n")).unwrap();
-    let args = ["--http", "0.0.0.0:0", "--token-file", "token", "--allow-host", "mcp.example.com"];
+    // Outside the workspace, where programs cannot read it.
+    let outside = tempfile::tempdir().unwrap();
+    let token_file = outside.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let token_file = token_file.to_str().unwrap();
+    let args = ["--http", "0.0.0.0:0", "--token-file", token_file, "--allow-host", "mcp.example.com"];
     let served = Served::start(&args, ws.path(), &[]);
     assert!(served.url.starts_with("http://0.0.0.0:"), "{}", served.url);
     let url = format!("http://127.0.0.1:{}/mcp", served.port());
@@ -545,14 +549,16 @@ fn bad_http_options_exit_2_saying_what_to_give() {
         (&["--http", "127.0.0.1:0", "--token-file", "missing-token"], "--token-file missing-token"),
         (&["--token-file", "token"], "--http"),
     ];
-    std::fs::write(ws.path().join("short"), "short").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let short = outside.path().join("short");
+    std::fs::write(&short, "short").unwrap();
     for (args, says) in cases {
         let out = spawn(args, ws.path(), &[]).wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
-    let out = spawn(&["--http", "127.0.0.1:0", "--token-file", "short"], ws.path(), &[])
+    let out = spawn(&["--http", "127.0.0.1:0", "--token-file", short.to_str().unwrap()], ws.path(), &[])
         .wait_with_output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
