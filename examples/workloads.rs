@@ -266,16 +266,22 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// One W1 cold start on this thread: fresh VM, tools bound, W1 run, VM
+/// dropped; timed whole, the receipt checked after the clock stops.
+fn w1_sample(engine: &Engine, rt: &tokio::runtime::Runtime) -> Duration {
+    let t0 = Instant::now();
+    let mut sb = sandbox(engine, "W1");
+    let receipt = rt.block_on(sb.run(Program::new(W1)));
+    drop(sb);
+    let took = t0.elapsed();
+    check("W1", &receipt, W1_EXPECTED);
+    took
+}
+
 fn run_w1(engine: &Engine, rt: &tokio::runtime::Runtime) {
-    // Cold start on this thread: fresh VM, tools bound, W1 run, VM dropped.
     let mut samples = Vec::with_capacity(W1_SAMPLES);
     for i in 0..W1_WARMUP + W1_SAMPLES {
-        let t0 = Instant::now();
-        let mut sb = sandbox(engine, "W1");
-        let receipt = rt.block_on(sb.run(Program::new(W1)));
-        drop(sb);
-        let took = t0.elapsed();
-        check("W1", &receipt, W1_EXPECTED);
+        let took = w1_sample(engine, rt);
         if i >= W1_WARMUP {
             samples.push(took);
         }
@@ -304,9 +310,25 @@ fn run_w1(engine: &Engine, rt: &tokio::runtime::Runtime) {
     );
 }
 
-/// Median time of `REPS` runs of `source` after one warm-up, timing
-/// `Sandbox::run` only (the sandbox is made before the clock starts and
-/// dropped after it stops).
+/// One run of `source` in a fresh sandbox, timing `Sandbox::run` only (the
+/// sandbox is made before the clock starts and dropped after it stops).
+fn timed_run(
+    engine: &Engine,
+    rt: &tokio::runtime::Runtime,
+    workload: &str,
+    source: &str,
+    expected: i64,
+) -> Duration {
+    let mut sb = sandbox(engine, workload);
+    let t0 = Instant::now();
+    let receipt = rt.block_on(sb.run(Program::new(source)));
+    let took = t0.elapsed();
+    check(workload, &receipt, expected);
+    took
+}
+
+/// Median time of `REPS` runs of `source` ([`timed_run`]) after one
+/// warm-up.
 fn time_program(
     engine: &Engine,
     rt: &tokio::runtime::Runtime,
@@ -316,13 +338,7 @@ fn time_program(
 ) -> Duration {
     let mut times = Vec::with_capacity(REPS);
     for rep in 0..=REPS {
-        let mut sb = sandbox(engine, workload);
-        let program = Program::new(source);
-        let t0 = Instant::now();
-        let receipt = rt.block_on(sb.run(program));
-        let took = t0.elapsed();
-        check(workload, &receipt, expected);
-        drop(sb);
+        let took = timed_run(engine, rt, workload, source, expected);
         if rep > 0 {
             times.push(took);
         }

@@ -17,12 +17,12 @@
 
 use std::time::{Duration, Instant};
 
-use codemode::{Engine, Limits, Program};
+use codemode::Limits;
 use rquickjs::{Context, Ctx, Function, Object, Promise, Runtime};
 
 use super::{
-    W1, W1_EXPECTED, W1_SAMPLES, W1_WARMUP, W2, W2_EXPECTED, W3, W3_EXPECTED, W5_HELD, check, emit_as,
-    engine, micros, percentile, round1, runtime, sandbox, vm_rss_kib,
+    W1_EXPECTED, W1_SAMPLES, W1_WARMUP, W2, W2_EXPECTED, W3, W3_EXPECTED, W5_HELD, emit_as, engine, micros,
+    percentile, round1, runtime, timed_run, vm_rss_kib, w1_sample,
 };
 
 /// The `system` string of the bare lines.
@@ -81,22 +81,6 @@ fn bare_timed(source: &str, expected: i64) -> Duration {
     t0.elapsed()
 }
 
-/// One codemode W2 or W3 run, timed as `time_program` times one.
-fn codemode_timed(
-    engine: &Engine,
-    rt: &tokio::runtime::Runtime,
-    workload: &str,
-    source: &str,
-    expected: i64,
-) -> Duration {
-    let mut sb = sandbox(engine, workload);
-    let t0 = Instant::now();
-    let receipt = rt.block_on(sb.run(Program::new(source)));
-    let took = t0.elapsed();
-    check(workload, &receipt, expected);
-    took
-}
-
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -119,21 +103,16 @@ pub(super) fn run() {
             bare_eval(&ctx, "1", W1_EXPECTED);
             drop((ctx, vm_rt));
             let bare_took = t0.elapsed();
-            let t0 = Instant::now();
-            let mut sb = sandbox(&engine, "W1");
-            let receipt = rt.block_on(sb.run(Program::new(W1)));
-            drop(sb);
-            let took = t0.elapsed();
-            check("W1", &receipt, W1_EXPECTED);
+            let took = w1_sample(&engine, &rt);
             if i >= W1_WARMUP {
                 w1_bare.push(bare_took);
                 w1.push(took);
             }
         }
         w2_bare.push(bare_timed(BARE_W2, W2_EXPECTED));
-        w2.push(codemode_timed(&engine_w2, &rt, "W2", W2, W2_EXPECTED));
+        w2.push(timed_run(&engine_w2, &rt, "W2", W2, W2_EXPECTED));
         w3_bare.push(bare_timed(BARE_W3, W3_EXPECTED));
-        w3.push(codemode_timed(&engine, &rt, "W3", W3, W3_EXPECTED));
+        w3.push(timed_run(&engine, &rt, "W3", W3, W3_EXPECTED));
     }
     w1_bare.sort();
     w1.sort();

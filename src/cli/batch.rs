@@ -6,7 +6,7 @@
 //! with `--ordered` (and one per bad input line, first); stderr the
 //! progress and the receipt summary.
 
-use std::io::{IsTerminal as _, Read};
+use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -229,27 +229,21 @@ fn print_item(item: &BatchItem, line: usize) -> std::io::Result<()> {
 }
 
 /// The largest batch input read: 64 MiB (10,000 items of 6 KiB each).
-pub(crate) const MAX_BATCH_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_BATCH_BYTES: usize = 64 << 20;
 
 /// Reads the whole input (a file, or stdin for `-`) as bytes, up to
 /// [`MAX_BATCH_BYTES`]: `/dev/zero` or an endless pipe is refused once
 /// past it, not read into memory.
 fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
-    let mut input = Vec::new();
-    if file == "-" {
-        std::io::stdin()
-            .lock()
-            .take(MAX_BATCH_BYTES + 1)
-            .read_to_end(&mut input)
-            .context("cannot read the batch from stdin")?;
+    let input = if file == "-" {
+        super::read_at_most(std::io::stdin().lock(), MAX_BATCH_BYTES)
+            .context("cannot read the batch from stdin")?
     } else {
-        std::fs::File::open(file)
-            .and_then(|f| f.take(MAX_BATCH_BYTES + 1).read_to_end(&mut input))
-            .with_context(|| {
-                format!("cannot read batch file `{file}` (give a JSON Lines file, or - for stdin)")
-            })?;
-    }
-    if input.len() as u64 > MAX_BATCH_BYTES {
+        std::fs::File::open(file).and_then(|f| super::read_at_most(f, MAX_BATCH_BYTES)).with_context(
+            || format!("cannot read batch file `{file}` (give a JSON Lines file, or - for stdin)"),
+        )?
+    };
+    if input.len() > MAX_BATCH_BYTES {
         let shown =
             if file == "-" { "the batch read from stdin".to_owned() } else { format!("batch file `{file}`") };
         anyhow::bail!(

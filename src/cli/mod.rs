@@ -220,6 +220,16 @@ pub(crate) fn save_receipt(
     }
 }
 
+/// Up to `limit + 1` bytes of `from` (a program, a batch): one more than
+/// `limit` says the input is over it, and `/dev/zero` or an endless pipe is
+/// never read into memory.
+pub(crate) fn read_at_most(from: impl std::io::Read, limit: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    from.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 pub(crate) fn print_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();

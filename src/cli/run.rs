@@ -2,7 +2,7 @@
 //! [--mode plan|work] [--posture P] [--approve A] [--deadline SECS]
 //! [--max-calls N] [--max-in-flight N] [--tool-timeout SECS] [--memory SIZE]`
 
-use std::io::{IsTerminal as _, Read};
+use std::io::IsTerminal as _;
 
 use anyhow::Context;
 use codemode::{Program, RenderOptions, RunStatus};
@@ -249,13 +249,16 @@ fn read_program(file: &str) -> anyhow::Result<(String, String)> {
                 "codemode: reading the program from stdin; end it with Ctrl-D (or give a FILE: codemode run prog.js)"
             );
         }
-        let bytes =
-            read_at_most(std::io::stdin().lock(), limit).context("cannot read the program from stdin")?;
+        let bytes = super::read_at_most(std::io::stdin().lock(), limit)
+            .context("cannot read the program from stdin")?;
         ("stdin.js".to_owned(), bytes)
     } else {
-        let bytes = std::fs::File::open(file).and_then(|f| read_at_most(f, limit)).with_context(|| {
-            format!("cannot read program file `{file}` (give a path to a .js or .ts file, or - for stdin)")
-        })?;
+        let bytes =
+            std::fs::File::open(file).and_then(|f| super::read_at_most(f, limit)).with_context(|| {
+                format!(
+                    "cannot read program file `{file}` (give a path to a .js or .ts file, or - for stdin)"
+                )
+            })?;
         let name = std::path::Path::new(file)
             .file_name()
             .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
@@ -274,13 +277,6 @@ fn read_program(file: &str) -> anyhow::Result<(String, String)> {
         anyhow::anyhow!("{shown} is not UTF-8 text (an invalid byte at offset {at}); save it as UTF-8")
     })?;
     Ok((name, source))
-}
-
-/// Up to `limit + 1` bytes of `from`: one more than `limit` says it is over.
-fn read_at_most(from: impl Read, limit: usize) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    from.take(limit as u64 + 1).read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 /// Whether `source` holds no program: only whitespace, `//` and `/* */`

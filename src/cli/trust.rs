@@ -46,14 +46,7 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
     if args.revoke && !dir.exists() {
         // A workspace since removed: its stale entries go by its path.
-        let removed = store.revoke(&dir)?;
-        if removed.is_empty() {
-            eprintln!("codemode: nothing was trusted in {} (and it does not exist)", dir.display());
-        }
-        for path in removed {
-            println!("revoked  {}", path.display());
-        }
-        return Ok(0);
+        return revoke(&store, &dir, " (and it does not exist)");
     }
     let dir = std::fs::canonicalize(&dir).with_context(|| format!("{}", dir.display()))?;
     if !dir.is_dir() {
@@ -63,14 +56,7 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
         );
     }
     if args.revoke {
-        let removed = store.revoke(&dir)?;
-        if removed.is_empty() {
-            eprintln!("codemode: nothing was trusted in {}", dir.display());
-        }
-        for path in removed {
-            println!("revoked  {}", path.display());
-        }
-        return Ok(0);
+        return revoke(&store, &dir, "");
     }
     let files: Vec<PathBuf> = WORKSPACE_FILES.iter().map(|f| dir.join(f)).filter(|p| p.is_file()).collect();
     if files.is_empty() {
@@ -142,4 +128,17 @@ fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
         lines.push(format!("bash may write {path}"));
     }
     Ok(lines)
+}
+
+/// `--revoke DIR`: removes DIR's entries and says which (or, with `note`
+/// after the folder, that there were none); exit 0.
+fn revoke(store: &TrustStore, dir: &std::path::Path, note: &str) -> anyhow::Result<u8> {
+    let removed = store.revoke(dir)?;
+    if removed.is_empty() {
+        eprintln!("codemode: nothing was trusted in {}{note}", dir.display());
+    }
+    for path in removed {
+        println!("revoked  {}", path.display());
+    }
+    Ok(0)
 }

@@ -201,9 +201,9 @@ pub(crate) struct Connection {
     pub(crate) era: Era,
     /// The tool calls in flight and what answers their questions.
     pub(crate) requests: Arc<ServerRequests>,
-    /// Names of the tools its `tools/list` answers declared
-    /// `execution.taskSupport: "required"` (see [`TaskOnlyTap`]).
-    pub(crate) task_only: TaskOnlyTap,
+    /// What its raw `tools/list` answers said that rmcp's typed ones drop
+    /// (see [`ListingTap`]).
+    pub(crate) listing_tap: ListingTap,
     /// Where its tool listing stands against its `list_changed`
     /// notifications.
     pub(crate) listing: Listing,
@@ -238,7 +238,8 @@ impl Listing {
     }
 }
 
-/// The tools a server declared task-only (`execution.taskSupport:
+/// What a server's raw `tools/list` answers say that rmcp's typed ones
+/// drop. First, the tools it declared task-only (`execution.taskSupport:
 /// "required"`, MCP 2025-11-25 "Tasks"), seen in the raw messages of a
 /// stdio server and in the events of an HTTP server's streamed (SSE)
 /// answers (`streamable_http::SessionAware`): rmcp's `Tool` type does not
@@ -248,15 +249,15 @@ impl Listing {
 /// the server's error).
 ///
 /// It also keeps the last `tools/list` page a stdio server sent, as sent
-/// ([`TaskOnlyTap::take_tools_page`]): rmcp's typed page refuses a whole
+/// ([`ListingTap::take_tools_page`]): rmcp's typed page refuses a whole
 /// answer for one tool without `inputSchema`.
 #[derive(Clone, Default)]
-pub(crate) struct TaskOnlyTap(Arc<Mutex<std::collections::HashSet<String>>>, Arc<Mutex<Option<ToolsPage>>>);
+pub(crate) struct ListingTap(Arc<Mutex<std::collections::HashSet<String>>>, Arc<Mutex<Option<ToolsPage>>>);
 
 /// One `tools/list` page as sent: its tools and its next cursor.
 pub(crate) type ToolsPage = (Vec<serde_json::Value>, Option<String>);
 
-impl TaskOnlyTap {
+impl ListingTap {
     /// Whether `tool` was declared task-only.
     pub(crate) fn contains(&self, tool: &str) -> bool {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(tool)
@@ -372,7 +373,7 @@ impl Connection {
         };
         let name = server.name.clone();
         let mut monitor = None;
-        let task_only = TaskOnlyTap::default();
+        let listing_tap = ListingTap::default();
         let serving = match &server.transport {
             Transport::Stdio { command, args, env, cwd } => {
                 let mut cmd = tokio::process::Command::new(command);
@@ -415,7 +416,7 @@ impl Connection {
                     list_changed: Some(listing.notified.clone()),
                     ..BoundedLines::new(Repaired::new(stdout), limit, oversized.clone(), closed.clone())
                 }
-                .tapped(task_only.clone());
+                .tapped(listing_tap.clone());
                 monitor =
                     Some(tokio::spawn(watch_process(group, down_tx.clone(), closed, [oversized, too_deep])));
                 let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
@@ -449,12 +450,12 @@ impl Connection {
                 let login = super::oauth::authorized_client(url, server).await.map_err(fatal)?;
                 match login {
                     Some(client) => {
-                        let client = streamable_http::SessionAware(client, None).tapped(task_only.clone());
+                        let client = streamable_http::SessionAware(client, None).tapped(listing_tap.clone());
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
                     None => {
-                        let client = streamable_http::client().tapped(task_only.clone());
+                        let client = streamable_http::client().tapped(listing_tap.clone());
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)) as Serving
                     }
@@ -483,7 +484,7 @@ impl Connection {
                     limit,
                     monitor: Mutex::new(monitor),
                     started: tokio::time::Instant::now(),
-                    task_only,
+                    listing_tap,
                     listing,
                 };
                 abandoned.0 = None;
@@ -793,9 +794,9 @@ struct BoundedLines<R> {
     json: JsonDepth,
     closed: Arc<tokio::sync::Notify>,
     ended: bool,
-    /// Where whole lines go ([`TaskOnlyTap::scan`]), and the current line
+    /// Where whole lines go ([`ListingTap::scan`]), and the current line
     /// so far.
-    tap: Option<(TaskOnlyTap, Vec<u8>)>,
+    tap: Option<(ListingTap, Vec<u8>)>,
     /// Counts the `notifications/tools/list_changed` lines (needs the tap).
     list_changed: Option<Arc<AtomicU64>>,
 }
@@ -816,7 +817,7 @@ impl<R> BoundedLines<R> {
         }
     }
 
-    fn tapped(self, tap: TaskOnlyTap) -> Self {
+    fn tapped(self, tap: ListingTap) -> Self {
         BoundedLines { tap: Some((tap, Vec::new())), ..self }
     }
 
@@ -955,7 +956,7 @@ mod tests {
         data.extend_from_slice(listing);
         data.push(b'\n');
         data.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n");
-        let tap = TaskOnlyTap::default();
+        let tap = ListingTap::default();
         // One byte per read, so every line spans many reads.
         let inner = tokio_test_reader(data.clone());
         let count = Arc::new(AtomicU64::new(0));

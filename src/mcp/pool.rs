@@ -891,7 +891,7 @@ async fn list(
                 },
             };
             // (A page kept from an earlier answer is not this one's.)
-            let _ = connection.task_only.take_tools_page();
+            let _ = connection.listing_tap.take_tools_page();
             let (page, next_cursor) = match connection.peer.list_tools(params).await {
                 Ok(page) => (
                     page.tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).collect::<Vec<_>>(),
@@ -906,7 +906,7 @@ async fn list(
                 // `inputSchema`, which MCP.md reads as an object schema):
                 // the page as the raw messages had it (stdio).
                 Err(ServiceError::UnexpectedResponse)
-                    if let Some(raw) = connection.task_only.take_tools_page() =>
+                    if let Some(raw) = connection.listing_tap.take_tools_page() =>
                 {
                     raw
                 }
@@ -915,7 +915,7 @@ async fn list(
             // `execution` is not kept by rmcp's `Tool`: put back what the
             // raw messages said (stdio), so the cache keeps it too.
             tools.extend(page.into_iter().map(|mut t| {
-                if t.get("name").and_then(Value::as_str).is_some_and(|n| connection.task_only.contains(n)) {
+                if t.get("name").and_then(Value::as_str).is_some_and(|n| connection.listing_tap.contains(n)) {
                     t["execution"] = serde_json::json!({"taskSupport": "required"});
                 }
                 t

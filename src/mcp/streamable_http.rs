@@ -25,7 +25,7 @@
 //! a 404 to a request carrying `Mcp-Session-Id` means the session ended and
 //! the client must start a new one; resumability with `Last-Event-ID`).
 
-use super::connection::TaskOnlyTap;
+use super::connection::ListingTap;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
@@ -107,7 +107,7 @@ pub(crate) fn reqwest_client() -> reqwest::Client {
 /// raw events of streamed answers are shown to it first (task-only tools:
 /// rmcp's `Tool` does not keep `execution`).
 #[derive(Clone, Default)]
-pub(crate) struct SessionAware<C>(pub(crate) C, pub(crate) Option<TaskOnlyTap>);
+pub(crate) struct SessionAware<C>(pub(crate) C, pub(crate) Option<ListingTap>);
 
 impl<C: std::fmt::Debug> std::fmt::Debug for SessionAware<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -118,7 +118,7 @@ impl<C: std::fmt::Debug> std::fmt::Debug for SessionAware<C> {
 /// A stream of SSE events whose data lines `tap` sees as they pass.
 struct Tapped {
     inner: SseStream,
-    tap: TaskOnlyTap,
+    tap: ListingTap,
 }
 
 impl futures_core::Stream for Tapped {
@@ -143,7 +143,7 @@ type SseStream = Pin<Box<dyn futures_core::Stream<Item = Result<sse_stream::Sse,
 
 impl<C> SessionAware<C> {
     /// The same client, showing the raw events of streamed answers to `tap`.
-    pub(crate) fn tapped(self, tap: TaskOnlyTap) -> SessionAware<C> {
+    pub(crate) fn tapped(self, tap: ListingTap) -> SessionAware<C> {
         SessionAware(self.0, Some(tap))
     }
 }
