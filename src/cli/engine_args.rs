@@ -479,7 +479,7 @@ pub(crate) fn journal_choice(
     // The workspace as the engine will see it; an unusable one is reported
     // when the engine is built.
     let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    Ok(match codemode::journal::open_store(&spec, &workspace).with_context(|| what)? {
+    Ok(match codemode_journal_postgres::open_store(&spec, &workspace).with_context(|| what)? {
         None => JournalChoice::Off,
         Some(store) => JournalChoice::Store(store),
     })

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use codemode::serve::{CodeModeServer, HttpOptions, ServeOptions};
+use codemode_serve::{CodeModeServer, HttpOptions, ServeOptions};
 
 use super::engine_args::{EngineArgs, LimitArgs};
 
@@ -240,12 +240,12 @@ fn state_key(file: Option<&std::path::Path>, workspace: &std::path::Path) -> any
         },
     };
     let trimmed: Vec<u8> = text.trim_ascii().to_vec();
-    if trimmed.len() < codemode::serve::STATE_KEY_BYTES {
+    if trimmed.len() < codemode_serve::STATE_KEY_BYTES {
         bail!(
             "the request-state key ({}) has {} bytes; it needs at least {} (e.g. `head -c 32 /dev/urandom | base64`)",
             file.map(|p| p.display().to_string()).unwrap_or_else(|| format!("${STATE_KEY_ENV}")),
             trimmed.len(),
-            codemode::serve::STATE_KEY_BYTES
+            codemode_serve::STATE_KEY_BYTES
         );
     }
     Ok(Some(trimmed))

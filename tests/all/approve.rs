@@ -273,7 +273,7 @@ async fn a_person_decides_a_run_paused_into_postgresql() {
     let approved = codemode(&["approve", &run_id, "--allow", "1", "--journal", &url], "", second.path());
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
 
-    let store = codemode::journal::PostgresStore::new(&url).unwrap();
+    let store = codemode_journal_postgres::PostgresStore::new(&url).unwrap();
     let server = Engine::builder()
         .workspace(third.path())
         .approver(PauseApprover)

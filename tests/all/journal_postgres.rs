@@ -9,7 +9,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use codemode::journal::{JournalStore, NotResumableState, PostgresStore, RunState, StoreError};
+use codemode::journal::{JournalStore, NotResumableState, RunState, StoreError};
+use codemode_journal_postgres::PostgresStore;
 
 const URL_VAR: &str = "CODEMODE_TEST_POSTGRES_URL";
 
@@ -549,7 +550,7 @@ mod engines {
     /// database.
     fn replica(url: &str, counter: &Arc<AtomicUsize>) -> (Engine, tempfile::TempDir) {
         let ws = crate::common::workspace();
-        let store = codemode::journal::PostgresStore::new(url).unwrap();
+        let store = codemode_journal_postgres::PostgresStore::new(url).unwrap();
         let engine = Engine::builder()
             .workspace(ws.path())
             .approver(PauseApprover)

@@ -531,7 +531,7 @@ fn sigterm_cancels_a_run_in_flight_and_saves_its_receipt() {
 fn a_body_above_the_bound_is_refused_before_it_is_parsed() {
     let ws = crate::common::workspace();
     let served = Served::start(&["--http", "127.0.0.1:0"], ws.path(), &[]);
-    let big = "x".repeat(codemode::serve::MAX_BODY_BYTES + 1);
+    let big = "x".repeat(codemode_serve::MAX_BODY_BYTES + 1);
     let params = json!({"name": "execute_tools", "arguments": {"code": big}, "_meta": modern_meta(false)});
     let refused = modern(&served.url, &[], 1, "tools/call", params);
     assert_eq!(refused.status, 413, "{}", refused.headers);

@@ -465,7 +465,7 @@ fn tools_list_is_the_small_default_surface_within_6_kib() {
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["execute_tools", "tool_search"], "{args:?}");
         let bytes = serde_json::to_vec(tools).unwrap().len();
-        assert!(bytes <= codemode::serve::LIST_BUDGET, "{args:?}: tools/list is {bytes} bytes");
+        assert!(bytes <= codemode_serve::LIST_BUDGET, "{args:?}: tools/list is {bytes} bytes");
         let execute = &tools[0];
         assert_eq!(execute["annotations"]["destructiveHint"], true);
         assert_eq!(execute["outputSchema"]["required"][0], "status");

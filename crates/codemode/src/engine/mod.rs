@@ -1,0 +1,931 @@
+//! `Engine` and `EngineBuilder`: the catalog, limits, workspace, VM threads
+//! and tool runtime that every run shares.
+
+mod approve;
+mod batch;
+mod confinement;
+mod connect_first;
+mod direct;
+mod discover;
+pub(crate) mod dispatch;
+pub(crate) mod elicitor;
+mod execute_tools;
+mod mcp_link;
+mod resume;
+mod run_id;
+pub(crate) use run_id::rfc3339_utc;
+
+pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
+
+pub use direct::CallOutcome;
+pub use execute_tools::EXECUTE_TOOLS;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+use crate::catalog::cell::CatalogCell;
+use crate::catalog::tool_search::{Discovery, SearchLink, ToolSearch};
+use crate::catalog::{Catalog, CatalogError, Loading, Tool, ToolSpec};
+use crate::gate::posture_epoch::PostureCell;
+use crate::gate::{Approver, Policy, Posture};
+use crate::program::Program;
+use crate::receipt::ledger::ReceiptParts;
+use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus};
+use crate::vm::clock::RunClock;
+use crate::vm::pool::VmPool;
+use crate::vm::{Limits, Sandbox};
+
+/// Why an engine could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The workspace is missing or not a directory.
+    #[error("workspace `{path}` is not a usable directory: {message}")]
+    Workspace {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A limit is out of range.
+    #[error("limit `{field}` {message}")]
+    Limits {
+        /// The `Limits` field.
+        field: &'static str,
+        /// Why it is out of range.
+        message: String,
+    },
+    /// The tools do not form a catalog.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The tool runtime given to `EngineBuilder::tool_runtime` is a
+    /// current-thread runtime, which runs tools only while it is driven.
+    #[error(
+        "the tool runtime must be a multi-thread tokio runtime (a current-thread one runs tools only while something blocks on it)"
+    )]
+    ToolRuntime,
+    /// The policy does not fit the catalog (a rule pattern on a tool that has
+    /// no primary argument, settings for an unknown native tool).
+    #[error("policy: {0}")]
+    Policy(String),
+    /// A thread or runtime could not start.
+    #[error("could not start the engine's threads: {0}")]
+    Threads(#[from] std::io::Error),
+}
+
+/// Settings for one run that differ from the engine's.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// Decides this run's approvals and answers the questions its MCP
+    /// servers ask (elicitations), instead of the engine's approver.
+    /// Default: `None`, the engine's.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Told of each call as it ends, with its receipt (on the run's VM
+    /// thread, or the tool runtime for a batch: keep it short, never
+    /// block). A server mode sends progress notifications from it.
+    /// Default: `None`.
+    pub on_call_end: Option<crate::receipt::CallEndObserver>,
+}
+
+impl RunOptions {
+    /// Options whose run asks `approver`.
+    pub fn with_approver(approver: Arc<dyn Approver>) -> Self {
+        RunOptions { approver: Some(approver), on_call_end: None }
+    }
+
+    /// These options, with `observer` told of each call as it ends.
+    pub fn on_call_end(self, observer: crate::receipt::CallEndObserver) -> Self {
+        RunOptions { on_call_end: Some(observer), ..self }
+    }
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("approver", &self.approver.is_some())
+            .field("on_call_end", &self.on_call_end.is_some())
+            .finish()
+    }
+}
+
+/// What every run of an engine shares.
+pub(crate) struct Shared {
+    /// The current catalog; take a snapshot with `catalog.load()`.
+    pub catalog: Arc<CatalogCell>,
+    /// `tool_search`'s index and the toolbox.
+    pub discovery: Arc<Discovery>,
+    /// The MCP servers, when any are configured.
+    pub mcp: Option<Arc<mcp_link::McpLink>>,
+    pub limits: Limits,
+    pub policy: Policy,
+    /// The current posture (starts as `policy.posture`) and its epoch.
+    pub posture: PostureCell,
+    pub approver: Arc<dyn Approver>,
+    pub workspace: Arc<PathBuf>,
+    pub spill_root: PathBuf,
+    /// The workspace, when spill files go to the default place inside it.
+    pub spill_confine: Option<PathBuf>,
+    /// What tool calls may not change or read; how bash is confined.
+    pub confinement: Arc<crate::sandbox::Confinement>,
+    /// Every protected path and what it is (gate step 7).
+    pub protections: Vec<crate::gate::protection::Protection>,
+    /// Where runs' journals go; `None` when journaling is off.
+    pub journal: Option<Arc<dyn crate::journal::JournalStore>>,
+    /// The policy and limits as journals record them.
+    pub journal_facts: resume::JournalFacts,
+    pub tools: Handle,
+    vms: VmPool,
+    _own_runtime: OwnedRuntime,
+}
+
+/// A tokio runtime the engine made for itself; shut down without blocking,
+/// so dropping the engine is fine anywhere, even inside async code.
+struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The composition engine: runs programs whose only way out is
+/// `tools.call`, and returns a [`Receipt`] for every run.
+///
+/// A cheap-to-clone handle; share it across tasks and threads. Each run gets
+/// a fresh VM, its own budget, ledger and clock.
+///
+/// ```no_run
+/// use codemode::{Engine, Program};
+/// let engine = Engine::builder().workspace(".").build()?;
+/// let receipt = engine.execute_blocking(Program::new(
+///     "const r = await tools.read({path: 'Cargo.toml'}); return r.content.length;",
+/// ));
+/// println!("{}", receipt.to_json_pretty());
+/// # Ok::<(), codemode::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("workspace", &self.shared.workspace)
+            .field("catalog_sha256", &self.shared.catalog.load().digest())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures an [`Engine`]; every setter states its default.
+pub struct EngineBuilder {
+    workspace: PathBuf,
+    limits: Limits,
+    policy: Policy,
+    approver: Option<Arc<dyn Approver>>,
+    tools: Vec<Arc<dyn Tool>>,
+    native_tools: bool,
+    spill_dir: Option<PathBuf>,
+    vm_threads: Option<usize>,
+    tool_runtime: Option<Handle>,
+    mcp: Option<(crate::mcp::McpConfig, crate::mcp::PoolOptions)>,
+    journal: JournalChoice,
+}
+
+/// Where an engine's runs keep their journals.
+enum JournalChoice {
+    /// The local folder store at the spill root.
+    Default,
+    Off,
+    Store(Arc<dyn crate::journal::JournalStore>),
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            workspace: PathBuf::from("."),
+            limits: Limits::default(),
+            policy: Policy::default(),
+            approver: None,
+            tools: Vec::new(),
+            native_tools: true,
+            spill_dir: None,
+            vm_threads: None,
+            tool_runtime: None,
+            mcp: None,
+            journal: JournalChoice::Default,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// The workspace root: file tools resolve paths against it and refuse
+    /// paths outside it. Default: the current directory.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = dir.into();
+        self
+    }
+
+    /// The limits of every run. Default: [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The policy the gate applies: mode, posture, rules, per-tool settings,
+    /// hooks (see `docs/POLICY.md`). Default: [`Policy::default`] (work mode,
+    /// posture ask: writers need an approval).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Who decides calls that need an approval. Default: [`DenyApprover`]
+    /// (every such call is denied; the CLI uses a terminal prompt when it
+    /// has a terminal).
+    ///
+    /// [`DenyApprover`]: crate::DenyApprover
+    pub fn approver(mut self, approver: impl Approver) -> Self {
+        self.approver = Some(Arc::new(approver));
+        self
+    }
+
+    /// [`EngineBuilder::approver`] for an approver already shared.
+    pub fn approver_arc(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Registers a tool, after the native tools, in catalog order.
+    /// Default: only the native tools.
+    pub fn tool(mut self, tool: impl Tool) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Whether to register the native tools (`read`, `write`, `edit`,
+    /// `file_search`, `grep_files`, `bash`). The synthetic `tool_search` is
+    /// always registered, after them. Default: `true`.
+    pub fn native_tools(mut self, on: bool) -> Self {
+        self.native_tools = on;
+        self
+    }
+
+    /// Where spill files go, one folder per run. Default:
+    /// `<workspace>/.codemode/runs`.
+    pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// Number of VM threads. Default: the number of CPUs.
+    pub fn vm_threads(mut self, n: usize) -> Self {
+        self.vm_threads = Some(n.max(1));
+        self
+    }
+
+    /// Runs tools on this multi-thread tokio runtime instead of one the
+    /// engine makes. Default: an engine-owned multi-thread runtime with one worker per CPU.
+    pub fn tool_runtime(mut self, handle: Handle) -> Self {
+        self.tool_runtime = Some(handle);
+        self
+    }
+
+    /// The MCP servers whose tools join the catalog as deferred tools
+    /// (`mcp__<server>__<tool>`, from the live listing or the schema
+    /// cache), each with an `mcp_connect__<server>` tool; a server starts
+    /// only when the gate allows `mcp_connect__<server>` (docs/MCP.md).
+    /// `options` sets timeouts and the schema cache folder; its
+    /// `connect_check` is replaced by the gate's. Default: no MCP servers.
+    pub fn mcp(mut self, config: crate::mcp::McpConfig, options: crate::mcp::PoolOptions) -> Self {
+        self.mcp = Some((config, options));
+        self
+    }
+
+    /// Where runs keep their journals (docs/JOURNAL.md): every run of the
+    /// engine writes one, and [`Engine::resume`] reads it. Default: a
+    /// [`LocalStore`](crate::journal::LocalStore) at the spill folder
+    /// (`<workspace>/.codemode/runs/<run_id>/journal.jsonl`).
+    pub fn journal(mut self, store: Arc<dyn crate::journal::JournalStore>) -> Self {
+        self.journal = JournalChoice::Store(store);
+        self
+    }
+
+    /// Runs keep no journal: nothing is written for them, a call the
+    /// approver pauses is refused instead, and no run can be resumed.
+    /// Default: journaling on.
+    pub fn no_journal(mut self) -> Self {
+        self.journal = JournalChoice::Off;
+        self
+    }
+
+    /// Checks the configuration once and starts the engine's threads.
+    ///
+    /// # Errors
+    /// [`BuildError`] naming the workspace, the limit field, or the tool at
+    /// fault.
+    pub fn build(mut self) -> Result<Engine, BuildError> {
+        let workspace = std::fs::canonicalize(&self.workspace)
+            .map_err(|e| BuildError::Workspace { path: self.workspace.clone(), message: e.to_string() })?;
+        if !workspace.is_dir() {
+            return Err(BuildError::Workspace { path: self.workspace, message: "not a directory".into() });
+        }
+        self.limits.validate().map_err(|(field, message)| BuildError::Limits { field, message })?;
+        let mut tools: Vec<Arc<dyn Tool>> =
+            if self.native_tools { crate::tools::native() } else { Vec::new() };
+        let (tool_search, discovery_cell) = ToolSearch::new();
+        tools.push(Arc::new(tool_search));
+        tools.extend(self.tools);
+        confinement::settle_policy(&workspace, &mut self.policy, self.mcp.as_ref().map(|(config, _)| config));
+        let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
+        let spill_root = self.spill_dir.take().unwrap_or_else(|| workspace.join(".codemode").join("runs"));
+        let journal: Option<Arc<dyn crate::journal::JournalStore>> = match self.journal {
+            JournalChoice::Default => {
+                Some(Arc::new(crate::journal::LocalStore::confined(&spill_root, spill_confine.clone())))
+            }
+            JournalChoice::Off => None,
+            JournalChoice::Store(store) => Some(store),
+        };
+        let approver_files = self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default();
+        let (protections, confinement) = confinement::confine(
+            &workspace,
+            &self.policy,
+            self.mcp.as_ref().map(|(config, options)| (config, options)),
+            approver_files,
+            &spill_root,
+        );
+        let mcp = self.mcp.map(|(config, mut options)| {
+            // The root a server's `roots/list` gets outside a tool call.
+            options.workspace.get_or_insert_with(|| workspace.clone());
+            let (link, connect_tools) = mcp_link::McpLink::new(config, options);
+            tools.extend(connect_tools);
+            link
+        });
+        let known = mcp.as_ref().map(|m| m.known_tools()).unwrap_or_default();
+        let (cell, skipped) = CatalogCell::new(tools, known)?;
+        match &mcp {
+            Some(link) => link.warn_left_out(skipped),
+            None => {
+                for tool in skipped {
+                    tracing::warn!("an MCP tool was left out of the catalog: {tool}");
+                }
+            }
+        }
+        let catalog = cell.load();
+        check_policy(&self.policy, &catalog)?;
+        let (plan, denied_whole): (bool, Vec<String>) = (
+            self.policy.mode == crate::gate::Mode::Plan,
+            self.policy.rules.deny.iter().filter(|r| r.pattern.is_none()).map(|r| r.tool.clone()).collect(),
+        );
+        let discovery = Arc::new(Discovery::new(Box::new(move |spec: &ToolSpec| {
+            let server_denied = match &spec.source {
+                crate::catalog::ToolSource::Mcp { server } => {
+                    denied_whole.contains(&crate::mcp::naming::connect_name(server))
+                }
+                _ => false,
+            };
+            denied_whole.contains(&spec.name) || server_denied || (plan && !spec.is_read_only())
+        })));
+        let catalog = Arc::new(cell);
+        let _ = discovery_cell
+            .set(SearchLink { catalog: Arc::downgrade(&catalog), discovery: discovery.clone() });
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let (tools_handle, own) = match self.tool_runtime {
+            Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+                return Err(BuildError::ToolRuntime);
+            }
+            Some(h) => (h, OwnedRuntime(None)),
+            None => {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(cpus)
+                    .thread_name("codemode-tools")
+                    .enable_all()
+                    .build()?;
+                (rt.handle().clone(), OwnedRuntime(Some(rt)))
+            }
+        };
+        if let Some(link) = &mcp {
+            link.follow(&catalog, &tools_handle);
+        }
+        let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
+        let journal_facts = resume::JournalFacts::new(&self.policy, &self.limits);
+        Ok(Engine {
+            shared: Arc::new(Shared {
+                catalog,
+                discovery,
+                mcp,
+                limits: self.limits,
+                posture: PostureCell::new(self.policy.posture),
+                policy: self.policy,
+                approver: self.approver.unwrap_or_else(|| {
+                    Arc::new(crate::gate::approvers::DenyApprover::with_reason(
+                        "no approver: the engine denies calls that need an approval; \
+                         set one with EngineBuilder::approver, or allow the call by a rule or the posture",
+                    ))
+                }),
+                workspace: Arc::new(workspace),
+                spill_root,
+                spill_confine,
+                confinement,
+                protections,
+                journal,
+                journal_facts,
+                tools: tools_handle,
+                vms,
+                _own_runtime: own,
+            }),
+        })
+    }
+}
+
+impl Engine {
+    /// A builder with every default.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// Starts `program` on a VM thread and returns a handle to the run.
+    ///
+    /// The run keeps a journal in the engine's journal store (unless
+    /// [`EngineBuilder::no_journal`]), made durable before the receipt
+    /// comes back; with the `pause` approver it may end `paused`, to be
+    /// resumed with [`Engine::resume`].
+    pub fn start(&self, program: Program) -> Run {
+        self.start_with(program, RunOptions::default())
+    }
+
+    /// [`Engine::start`] with `options` for this run only (its own
+    /// approver: a server mode asks the person behind each request).
+    pub fn start_with(&self, program: Program, options: RunOptions) -> Run {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
+        let journaling = resume::new_run(&self.shared, &program, &run_id);
+        self.launch(run_id, program, clock, journaling, options)
+    }
+
+    /// Resumes paused run `run_id` with `decisions` (by the seq of each
+    /// pending call, as the paused receipt's `pending` lists them): a fresh
+    /// VM re-runs the program, journaled calls are answered from the
+    /// journal without running again, allowed calls run, denied ones reject
+    /// with a `ToolError` of kind `denied`, pending calls not decided are
+    /// gated again, and the run goes on. Decisions a person recorded with
+    /// `codemode approve` since the pause ([`Engine::record_decisions`])
+    /// apply too; a decision in `decisions` for such a call must agree
+    /// with theirs. The receipt covers the whole run
+    /// (every call once, one seq numbering, times across the pauses). A run
+    /// can pause and be resumed many times (docs/JOURNAL.md).
+    ///
+    /// Errors come back as a receipt with status `failed` and
+    /// `error.kind`: `not_resumable` (unknown id, ended run, held by
+    /// another process, interrupted: final; the run is not touched),
+    /// `divergence` (the program, catalog, policy or limits changed since
+    /// the pause: the run stays paused; or the replay took another path:
+    /// the run ends failed), `invocation` (a decision for a call that is not
+    /// pending, or contradicting a recorded one: the run stays paused).
+    pub async fn resume(&self, run_id: &str, decisions: &[(u64, crate::journal::Decided)]) -> Receipt {
+        match self.start_resume(run_id, decisions).await {
+            Ok(run) => run.wait().await,
+            Err(receipt) => receipt,
+        }
+    }
+
+    /// [`Engine::resume`] up to the start of the replay: a handle to the
+    /// resumed run (to cancel it, or wait for it), or the receipt of a
+    /// resume refused before anything ran.
+    ///
+    /// # Errors
+    /// The receipt of the refusal (see [`Engine::resume`]).
+    pub async fn start_resume(
+        &self,
+        run_id: &str,
+        decisions: &[(u64, crate::journal::Decided)],
+    ) -> Result<Run, Receipt> {
+        self.start_resume_with(run_id, decisions, RunOptions::default()).await
+    }
+
+    /// [`Engine::start_resume`] with `options` for the resumed run (its own
+    /// approver decides the calls gated again).
+    ///
+    /// # Errors
+    /// The receipt of the refusal (see [`Engine::resume`]).
+    pub async fn start_resume_with(
+        &self,
+        run_id: &str,
+        decisions: &[(u64, crate::journal::Decided)],
+        options: RunOptions,
+    ) -> Result<Run, Receipt> {
+        let r = resume::prepare(self, run_id, decisions).await?;
+        Ok(self.launch(Arc::from(run_id), r.program, r.clock, Some(r.journaling), options))
+    }
+
+    /// [`Engine::resume`], blocking this thread (not for async code).
+    pub fn resume_blocking(&self, run_id: &str, decisions: &[(u64, crate::journal::Decided)]) -> Receipt {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        match rt {
+            Ok(rt) => rt.block_on(self.resume(run_id, decisions)),
+            Err(e) => {
+                let e =
+                    RunError::new(ErrorKind::Internal, format!("could not start a runtime to resume: {e}"));
+                early_receipt(&self.shared, run_id, &RunClock::new(self.shared.limits.deadline), e)
+            }
+        }
+    }
+
+    /// Runs `program` on a VM thread as run `run_id`, timed by `clock`.
+    fn launch(
+        &self,
+        run_id: Arc<str>,
+        program: Program,
+        clock: Arc<RunClock>,
+        journaling: Option<crate::vm::journaling::Journaling>,
+        options: RunOptions,
+    ) -> Run {
+        let (tx, rx) = oneshot::channel();
+        let shared = self.shared.clone();
+        let (id, c) = (run_id.clone(), clock.clone());
+        let job: crate::vm::pool::Job = Box::new(move || {
+            Box::pin(async move {
+                let sandbox = Sandbox::journaled(shared.clone(), c.clone(), id.clone(), journaling, options);
+                let receipt = match sandbox {
+                    Ok(mut sandbox) => sandbox.run(program).await,
+                    Err(e) => early_receipt(&shared, &id, &c, e),
+                };
+                let _ = tx.send(receipt);
+            })
+        });
+        let (failed_tx, failed_rx) = oneshot::channel();
+        let rx = match self.shared.vms.submit(job) {
+            Ok(()) => rx,
+            Err(_) => {
+                let e = RunError::new(ErrorKind::Internal, "every VM thread has stopped");
+                let _ = failed_tx.send(early_receipt(&self.shared, &run_id, &clock, e));
+                failed_rx
+            }
+        };
+        Run { run_id, clock, receipt: rx, shared: self.shared.clone() }
+    }
+
+    /// Runs `program` to its end and returns the receipt.
+    pub async fn execute(&self, program: Program) -> Receipt {
+        self.start(program).wait().await
+    }
+
+    /// Runs `program` to its end, blocking this thread. Do not call from
+    /// async code; use [`Engine::execute`] there.
+    pub fn execute_blocking(&self, program: Program) -> Receipt {
+        self.start(program).wait_blocking()
+    }
+
+    /// Makes one direct call (caller `direct`) of `tool` with `args`, through
+    /// the same gate, bounds and spillover as a program's call, and returns
+    /// its receipt with the envelope or the error.
+    pub async fn call(&self, tool: &str, args: &serde_json::Value) -> CallOutcome {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        direct::call(self.shared.clone(), run_id, tool, args).await
+    }
+
+    /// [`Engine::call`], blocking this thread (not for async code).
+    pub fn call_blocking(&self, tool: &str, args: &serde_json::Value) -> CallOutcome {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        let shared = self.shared.clone();
+        let tool = tool.to_owned();
+        let args = args.clone();
+        let (tx, rx) = oneshot::channel();
+        self.shared.tools.spawn(async move {
+            let _ = tx.send(direct::call(shared, run_id, &tool, &args).await);
+        });
+        rx.blocking_recv().expect("the tool runtime is running while the engine lives")
+    }
+
+    /// A VM on the current thread, for hosts that hold VMs themselves; see
+    /// [`Sandbox`].
+    ///
+    /// # Errors
+    /// The VM could not be made (the prelude failed to load, or memory ran
+    /// out); the error is the receipt-style `RunError`.
+    pub fn sandbox(&self) -> Result<Sandbox, RunError> {
+        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
+        let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
+        Sandbox::new(self.shared.clone(), clock, run_id)
+    }
+
+    /// Saves `receipt` as JSON to `receipt.json` in its run's folder (where
+    /// its spill files go: `<workspace>/.codemode/runs/<run_id>/` by
+    /// default), atomically, and returns the path; the compact rendering
+    /// ([`Receipt::render`]) can then say where the full receipt is.
+    ///
+    /// # Errors
+    /// The folder cannot be made or written, or (for the default place) it
+    /// resolves outside the workspace.
+    pub fn save_receipt(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
+        crate::receipt::spill::write_file(
+            &self.receipt_area(receipt),
+            "receipt",
+            "json",
+            receipt.to_json_pretty().as_bytes(),
+        )
+    }
+
+    /// [`Engine::save_receipt`], without syncing the file when the run has
+    /// a journal (the durable record of the run: the receipt file is then
+    /// a copy a machine crash may lose); with the journal off it is synced
+    /// as `save_receipt` does. For server mode, which writes the file after
+    /// its answer.
+    ///
+    /// # Errors
+    /// As [`Engine::save_receipt`].
+    pub fn save_receipt_copy(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
+        crate::receipt::spill::write_file_as(
+            &self.receipt_area(receipt),
+            "receipt",
+            "json",
+            receipt.to_json_pretty().as_bytes(),
+            self.journal_store().is_none(),
+        )
+    }
+
+    /// The absolute path [`Engine::save_receipt`] will save `receipt` at,
+    /// its folder checked the same way but neither made nor written: a
+    /// server answers naming the path and saves the file after it answered
+    /// (docs/SERVE.md, "Results").
+    ///
+    /// # Errors
+    /// The folder (for the default place) is reached through a symbolic
+    /// link or resolves outside the workspace, or cannot be examined.
+    pub fn receipt_path(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
+        crate::receipt::spill::file_path(&self.receipt_area(receipt), "receipt", "json")
+    }
+
+    /// Where `receipt`'s run keeps its files.
+    fn receipt_area(&self, receipt: &Receipt) -> crate::receipt::spill::SpillArea {
+        crate::receipt::spill::SpillArea::new(
+            &self.shared.spill_root,
+            &receipt.run_id,
+            self.shared.spill_confine.clone(),
+            u64::MAX,
+        )
+    }
+
+    /// Changes the permission posture. Every run in progress refuses its
+    /// later calls (their programs were written under the old posture), and
+    /// a call waiting for approval when the posture narrows is refused.
+    pub fn set_posture(&self, posture: Posture) {
+        self.shared.posture.set(posture);
+    }
+
+    /// The current permission posture.
+    pub fn posture(&self) -> Posture {
+        self.shared.posture.get().0
+    }
+
+    /// The policy the gate applies.
+    pub fn policy(&self) -> &Policy {
+        &self.shared.policy
+    }
+
+    /// The digest (DESIGN.md §6) of the current catalog, lower-case hex;
+    /// every receipt carries the digest of the catalog its run ended with.
+    pub fn catalog_digest(&self) -> String {
+        self.shared.catalog.load().digest().to_owned()
+    }
+
+    /// Every tool's spec, in catalog order (eager and deferred).
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.shared.catalog.load().specs().cloned().collect()
+    }
+
+    /// The tools a model is shown now: the eager tools in catalog order,
+    /// then the deferred tools a direct `tool_search` activated into the
+    /// toolbox, in activation order. Deferred tools not in the toolbox stay
+    /// callable by exact name and findable by `tool_search`.
+    pub fn listed_tools(&self) -> Vec<ToolSpec> {
+        let catalog = self.shared.catalog.load();
+        let eager = catalog.specs().filter(|s| s.loading == Loading::Eager).cloned();
+        let active = self.shared.discovery.toolbox();
+        eager.chain(active.iter().filter_map(|name| catalog.get(name).map(|e| e.spec.clone()))).collect()
+    }
+
+    /// The `execute_tools` tool a host shows the model (name, input schema
+    /// `{code}` or `{batch}` (docs/BATCH.md; run either with
+    /// [`Engine::execute_tools`]), and a description carrying the
+    /// TypeScript declarations of [`Engine::listed_tools`]). Not in the catalog: programs cannot start
+    /// programs.
+    pub fn execute_tools_spec(&self) -> ToolSpec {
+        self.execute_tools_spec_with(true, None)
+    }
+
+    /// [`Engine::execute_tools_spec`] made smaller for a host with a small
+    /// budget for tool descriptions: without `declarations`, a line naming
+    /// the listed tools and how to get their schemas (`tools.search`)
+    /// replaces the TypeScript declarations; with `servers_named`, at most
+    /// that many MCP servers are named, the others counted.
+    pub fn execute_tools_spec_with(&self, declarations: bool, servers_named: Option<usize>) -> ToolSpec {
+        let declarations = if declarations {
+            crate::catalog::declarations(&self.listed_tools())
+        } else {
+            let names: Vec<String> = self.listed_tools().into_iter().map(|s| s.name).collect();
+            format!(
+                "Tools: {}. Their input schemas and descriptions come with `tools.search(name)` (or `tool_search`).",
+                names.join(", ")
+            )
+        };
+        let mut servers: Vec<(String, Option<usize>)> = self
+            .mcp_servers()
+            .into_iter()
+            .filter(|s| s.state != crate::mcp::ServerState::Disabled)
+            .map(|s| (s.name, s.tools))
+            .collect();
+        let more = servers.len().saturating_sub(servers_named.unwrap_or(usize::MAX));
+        servers.truncate(servers.len() - more);
+        execute_tools::execute_tools_spec(&self.shared.limits, &servers, more, &declarations)
+    }
+
+    /// Every configured MCP server with its state and tool count; starts
+    /// nothing. Empty without MCP servers.
+    pub fn mcp_servers(&self) -> Vec<crate::mcp::ServerStatus> {
+        self.shared.mcp.as_ref().map(|m| m.pool.servers()).unwrap_or_default()
+    }
+
+    /// Ends every MCP server's process group and reaps it (dropping the
+    /// last engine handle does too, without waiting). Later calls of MCP
+    /// tools fail.
+    pub async fn shutdown_mcp(&self) {
+        if let Some(mcp) = &self.shared.mcp {
+            mcp.pool.shutdown().await;
+        }
+    }
+
+    /// [`Engine::shutdown_mcp`], blocking this thread (not for async code).
+    pub fn shutdown_mcp_blocking(&self) {
+        if let Some(mcp) = self.shared.mcp.clone() {
+            let (tx, rx) = oneshot::channel();
+            self.shared.tools.spawn(async move {
+                mcp.pool.shutdown().await;
+                let _ = tx.send(());
+            });
+            let _ = rx.blocking_recv();
+        }
+    }
+
+    /// Where runs keep their journals, unless journaling is off.
+    pub fn journal_store(&self) -> Option<&Arc<dyn crate::journal::JournalStore>> {
+        self.shared.journal.as_ref()
+    }
+
+    /// The limits every run is held to.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    /// The canonical workspace root.
+    pub fn workspace(&self) -> &Path {
+        &self.shared.workspace
+    }
+}
+
+/// A run in progress. Dropping it does not stop the run; call
+/// [`Run::cancel`] for that.
+pub struct Run {
+    run_id: Arc<str>,
+    clock: Arc<RunClock>,
+    receipt: oneshot::Receiver<Receipt>,
+    shared: Arc<Shared>,
+}
+
+impl Run {
+    /// The run's id, as in its receipt.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// A handle that cancels this run; cheap to clone and send.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.clock.clone())
+    }
+
+    /// Cancels the run: JavaScript stops at its next interrupt check, running
+    /// calls are cancelled, and the receipt says `cancelled`.
+    pub fn cancel(&self) {
+        self.clock.cancel();
+    }
+
+    /// Stops the run's deadline clock until the guard is dropped, whatever
+    /// the run does meanwhile (an approval wait stops it only while the run
+    /// waits on nothing else: see [`Limits::deadline`](crate::Limits)).
+    /// Pauses nest.
+    pub fn pause_clock(&self) -> ClockPause {
+        self.clock.pause();
+        ClockPause(self.clock.clone())
+    }
+
+    /// Waits for the receipt.
+    pub async fn wait(self) -> Receipt {
+        let Run { run_id, clock, receipt, shared } = self;
+        receipt.await.unwrap_or_else(|_| lost(&shared, &run_id, &clock))
+    }
+
+    /// Waits for the receipt, blocking this thread (not for async code).
+    pub fn wait_blocking(self) -> Receipt {
+        let Run { run_id, clock, receipt, shared } = self;
+        receipt.blocking_recv().unwrap_or_else(|_| lost(&shared, &run_id, &clock))
+    }
+}
+
+/// Cancels a run from anywhere (a signal handler, another task).
+#[derive(Clone)]
+pub struct Canceller(Arc<RunClock>);
+
+impl Canceller {
+    /// Cancels the run.
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+}
+
+/// Keeps a run's deadline clock stopped while alive.
+pub struct ClockPause(Arc<RunClock>);
+
+impl Drop for ClockPause {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+/// Checks the policy against the catalog: a rule with a pattern on a tool
+/// that has no primary argument could never match, which is a mistake to
+/// report rather than a rule to ignore.
+fn check_policy(policy: &Policy, catalog: &Catalog) -> Result<(), BuildError> {
+    // A name that differs from a tool's only in case would silently never
+    // match (tool names are exact): that is a typo to report. Other unknown
+    // names are allowed, for tools that arrive later (MCP servers).
+    let names = policy
+        .rules
+        .allow
+        .iter()
+        .chain(&policy.rules.ask)
+        .chain(&policy.rules.deny)
+        .map(|r| (r.tool.as_str(), format!("the rule `{r}`")))
+        .chain(policy.tools.keys().map(|t| (t.as_str(), format!("the settings [tools.{t}]"))));
+    for (name, what) in names {
+        if catalog.get(name).is_none()
+            && let Some(spec) = catalog.specs().find(|s| s.name.eq_ignore_ascii_case(name))
+        {
+            return Err(BuildError::Policy(format!(
+                "{what} names `{name}`, but tool names are exact: did you mean `{}`?",
+                spec.name
+            )));
+        }
+    }
+    let rules = policy.rules.allow.iter().chain(&policy.rules.ask).chain(&policy.rules.deny);
+    for rule in rules {
+        if rule.pattern.is_some()
+            && let Some(entry) = catalog.get(&rule.tool)
+            && entry.spec.primary_argument.is_none()
+        {
+            return Err(BuildError::Policy(format!(
+                "the rule `{rule}` has a pattern, but `{}` has no argument rules can match; name the tool alone",
+                rule.tool
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn lost(shared: &Shared, run_id: &str, clock: &RunClock) -> Receipt {
+    let e = RunError::new(ErrorKind::Internal, "the VM thread stopped before the run ended; this is a bug");
+    early_receipt(shared, run_id, clock, e)
+}
+
+/// The receipt of a run that ended before its VM could run anything.
+fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunError) -> Receipt {
+    Ledger::new(0, 0).into_receipt(ReceiptParts {
+        run_id: run_id.to_owned(),
+        status: RunStatus::Failed,
+        value: serde_json::Value::Null,
+        value_truncated: None,
+        error: Some(error),
+        catalog_sha256: shared.catalog.load().digest().to_owned(),
+        elapsed_ms: crate::receipt::millis(clock.elapsed()),
+        approval_wait_ms: 0.0,
+        warnings: run_warnings(shared, Vec::new()),
+    })
+}
+
+/// The warnings a receipt of `shared`'s runs carries: `spill_failures`
+/// (why spill files could not be written), then the bash sandbox when it is
+/// off.
+pub(crate) fn run_warnings(shared: &Shared, spill_failures: Vec<String>) -> Vec<String> {
+    let mut warnings = spill_failures;
+    if shared.confinement.sandbox.profile == crate::sandbox::SandboxProfile::Off {
+        warnings.push(
+            "the bash sandbox is off ([sandbox] profile = \"off\"): bash commands run unconfined".to_owned(),
+        );
+    }
+    warnings
+}

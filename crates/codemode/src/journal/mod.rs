@@ -1,0 +1,355 @@
+//! Durable runs: every run's journal, and where journals are kept.
+//!
+//! A run writes, as it goes, an append-only journal of JSON lines
+//! ([`record`]): a header (program, catalog, policy and limits digests),
+//! every value of the VM's clock and random seed the program read, and each
+//! call's request, decision and result. Lines are buffered while the run
+//! goes ([`writer`]) and made durable (fsync'd, or committed) before the run
+//! reports `paused`; a run that ends has its journal written when it
+//! reports its end, and durable soon after (the local store syncs it on its
+//! own threads, and its drop waits for that). [`Engine::resume`](crate::Engine::resume)
+//! replays a paused run from its journal in a fresh VM ([`replay`]):
+//! journaled calls are answered from the journal, the decisions are
+//! applied, and the run goes on. The format and guarantees are in
+//! `docs/JOURNAL.md`.
+//!
+//! A person's decisions for a paused run's pending calls can be recorded
+//! in its journal without running anything ([`record_decisions`],
+//! `codemode approve`), for the next resume to apply.
+//!
+//! Journals live in a [`JournalStore`]: [`LocalStore`] (a folder per run,
+//! the default) or the PostgreSQL store of the `codemode-journal-postgres`
+//! crate (shared by many codemode processes); [`open_store`] makes a local
+//! one from `--journal` or `[journal] url`. [`Runs`]
+//! lists, shows and prunes a workspace's runs (journals and receipt
+//! folders), by the [`Retention`] of `[journal]`.
+
+pub(crate) mod approvals;
+pub(crate) mod digest;
+pub(crate) mod local;
+pub(crate) mod record;
+pub(crate) mod replay;
+mod runs;
+mod settings;
+mod syncer;
+pub(crate) mod writer;
+
+pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_decisions, record_decisions};
+pub use local::{LocalStore, state_line};
+pub use replay::Decided;
+pub use runs::{
+    CallInfo, DecisionInfo, PendingInfo, ProgramInfo, PruneOptions, PruneReason, PruneReport, PrunedRun,
+    RunDetails, RunListing, Runs,
+};
+pub use settings::{
+    DEFAULT_KEEP_DAYS, DEFAULT_KEEP_RUNS, JournalSettings, JournalSpec, Retention, open_store,
+    without_password,
+};
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+/// The future a store's operation returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Where a run stands, as its journal says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunState {
+    /// A process is running (or resuming) it now.
+    Running,
+    /// It stopped on calls that need a decision; `codemode resume` goes on.
+    Paused,
+    /// It ended: the program completed.
+    Completed,
+    /// It ended: the program failed (threw, hit a limit, diverged on replay).
+    Failed,
+    /// It ended: its deadline passed.
+    TimedOut,
+    /// It ended: the host cancelled it.
+    Cancelled,
+    /// The process running or resuming it ended without pausing or
+    /// finishing it (killed, crashed); calls it had in flight may have
+    /// partly run. It cannot be resumed.
+    Interrupted,
+}
+
+impl RunState {
+    /// The lower-case name used in journals and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Paused => "paused",
+            RunState::Completed => "completed",
+            RunState::Failed => "failed",
+            RunState::TimedOut => "timed_out",
+            RunState::Cancelled => "cancelled",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses [`RunState::as_str`]'s names.
+    pub fn parse(name: &str) -> Option<RunState> {
+        Some(match name {
+            "running" => RunState::Running,
+            "paused" => RunState::Paused,
+            "completed" => RunState::Completed,
+            "failed" => RunState::Failed,
+            "timed_out" => RunState::TimedOut,
+            "cancelled" => RunState::Cancelled,
+            "interrupted" => RunState::Interrupted,
+            _ => return None,
+        })
+    }
+
+    /// The state a run that ended with `status` is in.
+    pub fn of_status(status: crate::RunStatus) -> RunState {
+        match status {
+            crate::RunStatus::Completed => RunState::Completed,
+            crate::RunStatus::Paused => RunState::Paused,
+            crate::RunStatus::TimedOut => RunState::TimedOut,
+            crate::RunStatus::Cancelled => RunState::Cancelled,
+            _ => RunState::Failed,
+        }
+    }
+
+    /// Whether the run has ended for good.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RunState::Running | RunState::Paused)
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a store could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The run cannot be resumed: no journal has its id, it ended, another
+    /// process is resuming it now, or it was interrupted. Final: asking
+    /// again gives the same answer (except `Busy`, which ends when the
+    /// other resume does).
+    #[error("{}", not_resumable_message(run_id, *state))]
+    NotResumable {
+        /// The id asked for.
+        run_id: String,
+        /// What the store knows of it.
+        state: NotResumableState,
+    },
+    /// The store failed (I/O, the database); the message says where.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Why a run id cannot be resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NotResumableState {
+    /// No journal has this id.
+    Unknown,
+    /// Another process holds the run (it is resuming it, or still running
+    /// it).
+    Busy,
+    /// The run is in this state, which is not `paused`.
+    State(RunState),
+}
+
+fn not_resumable_message(run_id: &str, state: NotResumableState) -> String {
+    match state {
+        NotResumableState::Unknown => format!(
+            "no run `{run_id}` in the journal store (unknown id: check `codemode runs list`, and the --journal/--workspace it ran with)"
+        ),
+        NotResumableState::Busy => format!(
+            "run `{run_id}` is held by another process right now (being resumed, or still running); one run is resumed once at a time: if that process ends with the run paused again, resume it then"
+        ),
+        NotResumableState::State(RunState::Paused) => {
+            format!("run `{run_id}` is paused but its journal could not be claimed")
+        }
+        NotResumableState::State(RunState::Running) => {
+            format!("run `{run_id}` is still running in another process; only a paused run can be resumed")
+        }
+        NotResumableState::State(RunState::Interrupted) => format!(
+            "run `{run_id}` was interrupted (its process ended without pausing or finishing it) and cannot be resumed; start it again"
+        ),
+        NotResumableState::State(state) => format!(
+            "run `{run_id}` already ended ({state}); only a paused run can be resumed (its receipt: `codemode runs show {run_id}`)"
+        ),
+    }
+}
+
+impl StoreError {
+    pub(crate) fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Failed(format!("{what}: {e}"))
+    }
+}
+
+/// A run's journal as the store holds it.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    /// The run's id.
+    pub run_id: String,
+    /// Where it stands.
+    pub state: RunState,
+    /// Its journal lines, header first, in the order they were appended.
+    pub lines: Vec<String>,
+}
+
+/// One run in a store's listing.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// The run's id (ids sort by start time).
+    pub run_id: String,
+    /// Where it stands.
+    pub state: RunState,
+    /// When its journal last changed, seconds since the Unix epoch.
+    pub updated_unix: u64,
+}
+
+/// The journal of one run, open for appending. Holds the run: while it
+/// lives no other process can resume the run. Dropping it without
+/// [`RunJournal::commit`] leaves the run `interrupted`.
+pub trait RunJournal: Send {
+    /// Appends `lines`: whole lines of text, each one JSON record ending in
+    /// `\n`, in order. May buffer; nothing is durable until
+    /// [`RunJournal::commit`].
+    fn append(&mut self, lines: String) -> StoreFuture<'_, ()>;
+
+    /// Makes every line appended so far durable (fsync'd, or committed in
+    /// one transaction) and records `state`; a final state or `paused`
+    /// lets the run go.
+    fn commit(&mut self, state: RunState) -> StoreFuture<'_, ()>;
+
+    /// Appends `tail` (whole lines as for [`RunJournal::append`], possibly
+    /// none), records the run's end in final `state` and lets the run go.
+    /// When it returns, every line appended so far and the state are
+    /// written (a crash of this process loses none of them, and other
+    /// processes read them); a store may make them durable against a crash
+    /// of the machine after it returns, before the store is dropped (the
+    /// local store does). Default: [`RunJournal::append`] (when there is a
+    /// tail), then [`RunJournal::commit`].
+    fn end(&mut self, tail: String, state: RunState) -> StoreFuture<'_, ()> {
+        Box::pin(append_then_commit(self, tail, state))
+    }
+}
+
+/// Appends `tail` to `journal` (when there is one) and commits `state`:
+/// [`RunJournal::end`]'s default, and how a pause is recorded.
+pub(crate) async fn append_then_commit<J: RunJournal + ?Sized>(
+    journal: &mut J,
+    tail: String,
+    state: RunState,
+) -> Result<(), StoreError> {
+    if !tail.is_empty() {
+        journal.append(tail).await?;
+    }
+    journal.commit(state).await
+}
+
+/// Where journals are kept. Shared by every run of an engine, and (for a
+/// database) by many processes: [`JournalStore::claim`] is how a store
+/// makes sure one run is resumed once.
+pub trait JournalStore: Send + Sync + 'static {
+    /// What the store is, for messages: `local folder /ws/.codemode/runs`,
+    /// `PostgreSQL db@host`.
+    fn describe(&self) -> String;
+
+    /// Whether the store's journals belong to one workspace (the default
+    /// local folder inside it): a resume then refuses a journal whose
+    /// header names another workspace (it was copied, moved or planted).
+    /// Default: false (a shared store serves replicas whose workspace
+    /// paths may differ).
+    fn workspace_bound(&self) -> bool {
+        false
+    }
+
+    /// Starts the journal of a new run with its header line; the run is
+    /// `running` and held by the returned journal.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] when the store cannot be written, or a run of
+    /// this id exists.
+    fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>>;
+
+    /// Blocks until every journal the store is still writing or syncing
+    /// after its run's receipt (see [`JournalStore::record_ended`],
+    /// [`RunJournal::end`]) is written and durable. A process calls it
+    /// before it exits when a clone of the store may outlive it (a thread
+    /// holding the engine). Default: nothing to wait for.
+    fn flush(&self) {}
+
+    /// Whether a new run's journal is made only once the run needs it: when
+    /// it first hands lines over (it waits on its calls, or has buffered
+    /// 256 KiB) or pauses; a run that ends before that is recorded whole by
+    /// [`JournalStore::record_ended`]. Default: false (the journal is made
+    /// when the run starts). The local store says true.
+    fn opens_late(&self) -> bool {
+        false
+    }
+
+    /// Records the whole journal of a run that ended before its journal was
+    /// made: `header` (one line, no newline), `lines` (whole lines, each
+    /// ending in `\n`, possibly none) and the final `state`. Default:
+    /// [`JournalStore::create`], then [`RunJournal::end`], before it
+    /// returns. A store may record it after it returns, as long as it
+    /// lists and reads its runs only once every run recorded so far is
+    /// written, and it is durable once [`JournalStore::flush`] returns or
+    /// the store is dropped (the local store writes it on its sync
+    /// threads; a failure then is a warning in the log, `tracing`).
+    ///
+    /// # Errors
+    /// As [`JournalStore::create`] and [`RunJournal::end`].
+    fn record_ended<'a>(
+        &'a self,
+        run_id: &'a str,
+        header: String,
+        lines: String,
+        state: RunState,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut journal = self.create(run_id, header).await?;
+            journal.end(lines, state).await
+        })
+    }
+
+    /// Takes a paused run for resuming: atomically checks it is `paused`
+    /// and not held by anyone, marks it `running`, and returns its lines
+    /// and the journal to append to. Of two processes claiming one run at
+    /// once, one gets it and the other [`StoreError::NotResumable`] with
+    /// [`NotResumableState::Busy`].
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] for an unknown, held, interrupted or
+    /// ended run; [`StoreError::Failed`] when the store fails.
+    fn claim<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, (Vec<String>, Box<dyn RunJournal>)>;
+
+    /// A run's state and lines, without holding it. A `running` run no
+    /// process holds is reported `interrupted`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] with [`NotResumableState::Unknown`] for
+    /// an unknown id; [`StoreError::Failed`] when the store fails.
+    fn load<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, StoredRun>;
+
+    /// Every run the store holds, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] when the store cannot be read.
+    fn list(&self) -> StoreFuture<'_, Vec<RunSummary>>;
+
+    /// Deletes a run's journal (and, for the local folder, its whole run
+    /// folder: receipt and spill files). A run held by a process is not
+    /// removed.
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] with `Busy` for a held run, `Unknown`
+    /// for an unknown id; [`StoreError::Failed`] when the store fails.
+    fn remove<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()>;
+}

@@ -1,0 +1,238 @@
+//! Where journals go and how long runs are kept: the `[journal]` table of
+//! `codemode.toml`, `--journal`, and [`open_store`], which turns either
+//! into a store.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use super::{JournalStore, LocalStore, StoreError};
+
+/// How many runs are kept by default: 200.
+pub const DEFAULT_KEEP_RUNS: u64 = 200;
+
+/// How many days runs are kept by default: 7.
+pub const DEFAULT_KEEP_DAYS: u64 = 7;
+
+/// The `[journal]` table of `codemode.toml`.
+///
+/// The engine does not read it: a host (the CLI) turns `url` into a store
+/// with [`open_store`] and hands it to
+/// [`EngineBuilder::journal`](crate::EngineBuilder::journal), and applies
+/// [`Retention`] after runs with [`Runs::prune`](super::Runs::prune).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JournalSettings {
+    /// Where journals go, as written: a folder (relative to the workspace),
+    /// a `postgres://` URL, or `off` ([`JournalSpec::parse`]). Default:
+    /// none, the local folder `<workspace>/.codemode/runs`.
+    pub url: Option<String>,
+    /// How long runs are kept. Default: [`Retention::default`].
+    pub retention: Retention,
+}
+
+/// How many runs, and for how long, are kept on disk (and in the store).
+///
+/// A run is removed when it is older than `keep_days` (since it last
+/// changed) **or** not among the `keep_runs` newest: whichever removes
+/// more, so the folder stays bounded however many runs a day brings.
+/// Never removed: the run just made (it counts as the newest) and a run
+/// another process holds (running or resuming it). Removed only by age,
+/// and not counted against `keep_runs`: paused runs (they wait for a
+/// person, who may answer tomorrow) and run folders with neither a journal
+/// nor a receipt (a run still going in another process may not have
+/// written either yet). `0` is taken literally: `keep_runs = 0` keeps only
+/// those, `keep_days = 0` removes every run older than a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Runs kept by count, newest first. Default: [`DEFAULT_KEEP_RUNS`].
+    pub keep_runs: u64,
+    /// Days a run is kept after it last changed. Default:
+    /// [`DEFAULT_KEEP_DAYS`].
+    pub keep_days: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Retention {
+        Retention { keep_runs: DEFAULT_KEEP_RUNS, keep_days: DEFAULT_KEEP_DAYS }
+    }
+}
+
+/// Where journals go, parsed from `--journal` or `[journal] url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JournalSpec {
+    /// `off`: runs keep no journal.
+    Off,
+    /// A folder of the local machine (relative to the workspace when not
+    /// absolute).
+    Folder(PathBuf),
+    /// A `postgres://` or `postgresql://` URL.
+    Postgres(String),
+}
+
+impl JournalSpec {
+    /// Parses `off`, a `postgres://`/`postgresql://` URL, or a folder.
+    ///
+    /// # Errors
+    /// An empty text, or a URL of another scheme (`mysql://x`), with what
+    /// is accepted.
+    pub fn parse(spec: &str) -> Result<JournalSpec, String> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return Err("the journal is empty; give a folder, a postgres:// URL, or off".to_owned());
+        }
+        if spec == "off" {
+            return Ok(JournalSpec::Off);
+        }
+        let lower = spec.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            return Ok(JournalSpec::Postgres(spec.to_owned()));
+        }
+        if let Some((scheme, _)) = spec.split_once("://")
+            && !scheme.is_empty()
+            && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.')
+        {
+            return Err(format!(
+                "the journal `{scheme}://...` is not supported; give a folder, a postgres:// URL, or off"
+            ));
+        }
+        Ok(JournalSpec::Folder(PathBuf::from(spec)))
+    }
+
+    /// The spec for messages, with a URL's password left out.
+    pub fn shown(&self) -> String {
+        match self {
+            JournalSpec::Off => "off".to_owned(),
+            JournalSpec::Folder(dir) => dir.display().to_string(),
+            JournalSpec::Postgres(url) => without_password(url),
+        }
+    }
+}
+
+/// `url` with the password of its user info replaced by `***`, for
+/// messages (`postgres://me:***@db:5432/runs`).
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rfind('@') {
+        Some(at) => {
+            let (userinfo, host) = authority.split_at(at);
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***{host}{tail}"),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// The store `spec` names (`--journal`, `[journal] url`): `None` for
+/// `off`, else the store. A relative folder is taken from `workspace`; a
+/// folder inside the workspace must be beneath a `.codemode` folder (tools
+/// cannot read or change those; elsewhere a program could rewrite a paused
+/// run's pending calls before a person approves them), and is then held to
+/// the workspace like the default folder (no symbolic link on the way).
+///
+/// `workspace` should be canonical (`Engine::workspace`).
+///
+/// A `postgres://` URL is refused here: the PostgreSQL store is a crate of
+/// its own (`codemode-journal-postgres`), whose `open_store` takes every
+/// spec this one takes and URLs too.
+///
+/// # Errors
+/// [`StoreError::Failed`] for a spec [`JournalSpec::parse`] refuses, a
+/// PostgreSQL URL, a folder in the workspace outside `.codemode`, or a
+/// store that cannot be opened.
+pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn JournalStore>>, StoreError> {
+    match JournalSpec::parse(spec).map_err(StoreError::Failed)? {
+        JournalSpec::Off => Ok(None),
+        JournalSpec::Postgres(url) => Err(StoreError::Failed(format!(
+            "the journal {}: this store opens folders only; a PostgreSQL journal is opened by \
+             `codemode_journal_postgres::open_store` (the codemode command line does)",
+            without_password(&url)
+        ))),
+        JournalSpec::Folder(dir) => {
+            let dir = normalize(&workspace.join(dir));
+            if dir.starts_with(workspace) {
+                let below = dir.strip_prefix(workspace).unwrap_or(&dir);
+                let hidden = below.components().any(|c| c.as_os_str() == crate::sandbox::HIDDEN_NAME);
+                if !hidden {
+                    return Err(StoreError::Failed(format!(
+                        "the journal folder {} is inside the workspace but not beneath .codemode/: tool \
+                         calls could change its journals; use a folder beneath .codemode/ or outside the \
+                         workspace",
+                        dir.display()
+                    )));
+                }
+                let store: Arc<dyn JournalStore> =
+                    Arc::new(LocalStore::confined(dir, Some(workspace.to_path_buf())));
+                return Ok(Some(store));
+            }
+            Ok(Some(Arc::new(LocalStore::new(dir))))
+        }
+    }
+}
+
+/// `path` with `.` and `..` components worked out without touching the
+/// file system (`/a/b/../c` is `/a/c`).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_into_off_folders_and_postgres_urls() {
+        assert_eq!(JournalSpec::parse("off"), Ok(JournalSpec::Off));
+        assert_eq!(JournalSpec::parse(" runs "), Ok(JournalSpec::Folder("runs".into())));
+        assert_eq!(JournalSpec::parse("/var/lib/cm"), Ok(JournalSpec::Folder("/var/lib/cm".into())));
+        for url in ["postgres://u@h/db", "postgresql://h/db", "POSTGRES://h/db"] {
+            assert_eq!(JournalSpec::parse(url), Ok(JournalSpec::Postgres(url.to_owned())));
+        }
+        assert!(JournalSpec::parse("").unwrap_err().contains("empty"));
+        assert!(JournalSpec::parse("mysql://h/db").unwrap_err().contains("`mysql://...` is not supported"));
+    }
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(without_password("postgres://me:s3cret@db:5432/runs"), "postgres://me:***@db:5432/runs");
+        assert_eq!(without_password("postgres://me@db/runs"), "postgres://me@db/runs");
+        assert_eq!(without_password("postgres://db/runs?x=@"), "postgres://db/runs?x=@");
+        // No PostgreSQL store here: refused, the password left out.
+        let e = open_store("postgresql://me:s3cret@db/runs", Path::new("/ws")).err().unwrap();
+        let shown = e.to_string();
+        assert!(shown.contains("codemode_journal_postgres") && !shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn folders_inside_the_workspace_must_be_beneath_codemode() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(ws.path()).unwrap();
+        assert!(open_store("off", &ws).unwrap().is_none());
+        let inside = open_store(".codemode/journals", &ws).unwrap().unwrap();
+        assert!(inside.describe().ends_with(".codemode/journals"), "{}", inside.describe());
+        for bad in ["journals", "./src/../journals", ws.join("j").to_str().unwrap()] {
+            let e = open_store(bad, &ws).err().unwrap().to_string();
+            assert!(e.contains("not beneath .codemode/"), "{bad}: {e}");
+        }
+        let outside = tempfile::tempdir().unwrap();
+        let store = open_store(outside.path().to_str().unwrap(), &ws).unwrap().unwrap();
+        assert!(store.describe().contains(&outside.path().display().to_string()));
+        assert!(
+            open_store("../elsewhere", &ws).unwrap().is_some(),
+            "outside the workspace is the user's choice"
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! OAuth for streamable HTTP MCP servers (MCP specification 2025-11-25 and
+//! 2026-07-28, "Authorization"), on rmcp's `auth` module: rmcp does the
+//! discovery, registration, PKCE, token requests and refreshes; this module
+//! adds where logins are kept ([`store`]), the loopback redirect
+//! ([`redirect`]), the login command's flow ([`login`]) and the transport's
+//! authorized HTTP client ([`authorized_client`]).
+//!
+//! A login (`codemode mcp login SERVER`):
+//! 1. an unauthenticated `initialize` POST to the server's URL; a 401's
+//!    `WWW-Authenticate` challenge seeds discovery (its `resource_metadata`
+//!    URL and `scope`);
+//! 2. protected-resource metadata (RFC 9728: the challenge's URL, else the
+//!    path-based then the root well-known URL), then the authorization
+//!    server's metadata (RFC 8414, else OpenID Connect discovery);
+//! 3. the client: the config's pre-registered `clientId`, else its
+//!    `clientMetadataUrl` (a client ID metadata document) when the
+//!    authorization server advertises `client_id_metadata_document_supported`,
+//!    else dynamic client registration (RFC 7591);
+//! 4. the authorization URL with PKCE S256, `state`, the `resource`
+//!    parameter (RFC 8707) and the scopes (the config's `scopes`, else the
+//!    challenge's `scope`, else the protected resource's `scopes_supported`,
+//!    else none), printed and opened in a browser;
+//! 5. the redirect to `http://127.0.0.1:PORT/callback` (one request, its
+//!    `state` checked; its `iss` checked when the server supports RFC 9207);
+//! 6. the code exchanged for tokens, kept in the login file of the URL.
+//!
+//! Using it: an HTTP server with a login is reached through rmcp's
+//! `AuthClient`, which sends `Authorization: Bearer`, refreshes an expired
+//! access token with the refresh token first, and on a 401 refreshes once
+//! and retries. A server that answers 401 to a run without a (valid) login
+//! fails at once with [`McpError::LoginRequired`](super::McpError), which
+//! names `codemode mcp login SERVER`; nothing waits for a browser.
+//!
+//! Tokens are never printed nor put in errors: errors of this module are
+//! built from rmcp's error kinds and the authorization server's answers,
+//! never from the token file.
+
+#[cfg(feature = "oauth")]
+mod redirect;
+mod store;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[cfg(feature = "oauth")]
+use rmcp::transport::auth::{AuthClient, AuthorizationManager, AuthorizationRequest, AuthorizationSession};
+use serde::Deserialize;
+
+#[cfg(feature = "oauth")]
+use super::{McpError, ServerConfig};
+
+use store::TokenFileStore;
+pub use store::{token_path, user_token_dir};
+
+/// How long `codemode mcp login` waits for the browser's redirect by default.
+pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The client name sent in dynamic client registration.
+#[cfg(feature = "oauth")]
+const CLIENT_NAME: &str = "codemode";
+
+/// OAuth settings of one HTTP server: the `"oauth"` object of its config
+/// entry (the shape Claude Code's `.mcp.json` uses), all optional:
+/// `{"clientId": "...", "clientMetadataUrl": "https://...", "scopes": ["a", "b"], "callbackPort": 8765}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct OAuthSettings {
+    /// A client id registered with the authorization server out of band
+    /// (MCP authorization, "Preregistration"); skips registration.
+    pub client_id: Option<String>,
+    /// The HTTPS URL of a client ID metadata document describing codemode
+    /// as the user deployed it (MCP authorization, "Client ID Metadata
+    /// Documents"); used when the authorization server supports them.
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for; empty: as the server says (see the module doc).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The loopback port of the redirect (a pre-registered client's
+    /// redirect URI names one); `None`: any free port.
+    pub callback_port: Option<u16>,
+}
+
+/// What a login did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LoginOutcome {
+    /// The file the tokens are kept in.
+    pub path: PathBuf,
+}
+
+#[cfg(feature = "oauth")]
+/// Runs the login flow (see the module doc) for the MCP server at `url`,
+/// keeping the tokens under `dir` ([`user_token_dir`] for the user's).
+/// `announce` gets the authorization URL (to print) and what opened it, if
+/// anything did.
+///
+/// # Errors
+/// A message saying which step failed (discovery, registration, the
+/// redirect, the token exchange) and what to do; it never holds a token.
+pub async fn login(
+    url: &str,
+    settings: &OAuthSettings,
+    dir: &std::path::Path,
+    timeout: Duration,
+    announce: &mut dyn FnMut(&str, Option<&str>),
+) -> Result<LoginOutcome, String> {
+    super::connection::ensure_tls_provider();
+    let challenge = probe(url).await?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", settings.callback_port.unwrap_or(0)))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1 for the redirect: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let redirect_uri = format!("http://127.0.0.1:{port}{}", redirect::CALLBACK_PATH);
+
+    let store = TokenFileStore::new(dir, url);
+    let mut manager = AuthorizationManager::new(url).await.map_err(|e| step("set up OAuth", &e))?;
+    manager.set_credential_store(store.clone());
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .map_err(|e| step("discover the authorization server", &e))?;
+    manager.set_metadata(resolution.metadata);
+
+    let mut request = AuthorizationRequest::new(&redirect_uri).with_client_name(CLIENT_NAME);
+    if let Some(id) = &settings.client_id {
+        request = request.with_preregistered_client(id);
+    }
+    if let Some(url) = &settings.client_metadata_url {
+        request = request.with_client_metadata_url(url);
+    }
+    if !settings.scopes.is_empty() {
+        request = request.with_scopes(settings.scopes.iter().cloned());
+    }
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, e)| step("register codemode with the authorization server", &e))?;
+    let auth_url = session.get_authorization_url().to_owned();
+    let state = url::Url::parse(&auth_url)
+        .ok()
+        .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()))
+        .ok_or("the authorization URL has no state")?;
+    let opened = redirect::open_browser(&auth_url);
+    announce(&auth_url, opened.as_deref());
+    let callback = redirect::wait_for_callback(listener, &state, timeout).await?;
+    session.handle_callback_url(&callback).await.map_err(|e| step("exchange the code for a token", &e))?;
+    Ok(LoginOutcome { path: store.path().to_owned() })
+}
+
+/// Removes the login of `url` kept under `dir`: `Ok(Some(path))` when there
+/// was one, `Ok(None)` when there was none.
+///
+/// # Errors
+/// The login file exists but cannot be removed.
+pub fn logout(url: &str, dir: &std::path::Path) -> Result<Option<PathBuf>, String> {
+    let store = TokenFileStore::new(dir, url);
+    Ok(store.remove()?.then(|| store.path().to_owned()))
+}
+
+#[cfg(feature = "oauth")]
+/// The HTTP client for `server` (at `url`) when the user has a login for
+/// the URL: [`login_client`] within the server's startup timeout, its
+/// failures as [`McpError`]s (secrets of the config redacted).
+///
+/// # Errors
+/// [`McpError::StartupTimeout`], [`McpError::Initialize`].
+pub(crate) async fn authorized_client(
+    url: &str,
+    server: &ServerConfig,
+) -> Result<Option<AuthClient<reqwest::Client>>, McpError> {
+    let timeout = server.startup_timeout;
+    match tokio::time::timeout(timeout, login_client(url)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(message)) => Err(McpError::Initialize {
+            server: server.name.clone(),
+            message: server.redact(&message),
+            stderr: String::new(),
+        }),
+        Err(_) => {
+            Err(McpError::StartupTimeout { server: server.name.clone(), timeout, stderr: String::new() })
+        }
+    }
+}
+
+#[cfg(feature = "oauth")]
+/// The HTTP client for the MCP server at `url` when the user has a login
+/// for it (in [`user_token_dir`]): rmcp's `AuthClient`, which adds the
+/// bearer token and refreshes it. `Ok(None)` without a login (or without a
+/// config folder, or when the authorization server changed since the login:
+/// its tokens are dropped), so the server is reached without a token.
+///
+/// # Errors
+/// A message when the login exists but the authorization server's metadata
+/// cannot be read or the login file is unreadable.
+async fn login_client(url: &str) -> Result<Option<AuthClient<reqwest::Client>>, String> {
+    let Ok(dir) = user_token_dir() else { return Ok(None) };
+    let store = TokenFileStore::new(&dir, url);
+    if !store.exists() {
+        return Ok(None);
+    }
+    let mut manager = AuthorizationManager::new(url).await.map_err(|e| step("set up OAuth", &e))?;
+    manager.set_credential_store(store);
+    if !manager.initialize_from_store().await.map_err(|e| step("load the login", &e))? {
+        return Ok(None);
+    }
+    // Redirects are not followed: a POST must not turn into a GET, and the
+    // token must not travel to another origin.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    Ok(Some(AuthClient::new(http, manager)))
+}
+
+#[cfg(feature = "oauth")]
+/// Whether `error` (a failed start or request, with its sources) says the
+/// server wants authorization: a 401 with no token, or one that could not
+/// be refreshed.
+pub(crate) fn needs_login(error: &rmcp::service::ClientInitializeError) -> bool {
+    error.is_authorization_required()
+}
+
+#[cfg(feature = "oauth")]
+/// An unauthenticated `initialize` POST to `url`: the 401's
+/// `WWW-Authenticate` value, or `None` when the server answered another
+/// error status (discovery then uses the well-known URLs alone).
+///
+/// # Errors
+/// The server cannot be reached, or it answered 2xx (it does not need a
+/// login).
+async fn probe(url: &str) -> Result<Option<String>, String> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION")}
+        }
+    });
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let response = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {url}: {}", super::connection::error_text(&e)))?;
+    let status = response.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        let challenge = response
+            .headers()
+            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"))
+            .map(str::to_owned);
+        return Ok(challenge);
+    }
+    if status.is_success() {
+        return Err(format!(
+            "{url} answered without asking for authorization (HTTP {status}); no login is needed"
+        ));
+    }
+    Ok(None)
+}
+
+#[cfg(feature = "oauth")]
+/// A failed login step as a message: what was being done and rmcp's error
+/// (its texts name the endpoint and the server's error code, not tokens).
+fn step(what: &str, error: &rmcp::transport::auth::AuthError) -> String {
+    format!("could not {what}: {}", super::connection::error_text(error))
+}
+
+/// Without the `oauth` feature no server is logged in to: a 401 is an
+/// ordinary handshake failure.
+#[cfg(not(feature = "oauth"))]
+pub(crate) fn needs_login(_error: &rmcp::service::ClientInitializeError) -> bool {
+    false
+}
+
+#[cfg(all(test, feature = "oauth"))]
+mod tests {
+    use std::path::Path;
+
+    use crate::mcp::McpConfig;
+
+    fn parse(server: serde_json::Value) -> Result<McpConfig, String> {
+        let text = serde_json::json!({"mcpServers": {"web": server}}).to_string();
+        McpConfig::parse(&text, Path::new("/"), &|_| None).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_http_server_may_carry_oauth_settings() {
+        let config = parse(serde_json::json!({"url": "https://h/mcp", "oauth": {
+            "clientId": "abc", "clientMetadataUrl": "https://me/client.json",
+            "scopes": ["read", "write"], "callbackPort": 8765}}))
+        .unwrap();
+        let oauth = config.servers["web"].oauth.clone().unwrap();
+        assert_eq!(oauth.client_id.as_deref(), Some("abc"));
+        assert_eq!(oauth.client_metadata_url.as_deref(), Some("https://me/client.json"));
+        assert_eq!(oauth.scopes, ["read", "write"]);
+        assert_eq!(oauth.callback_port, Some(8765));
+        assert_eq!(parse(serde_json::json!({"url": "https://h/mcp"})).unwrap().servers["web"].oauth, None);
+    }
+
+    #[test]
+    fn oauth_settings_are_checked() {
+        let unknown = parse(serde_json::json!({"url": "https://h/mcp", "oauth": {"clientSecret": "x"}}));
+        assert!(unknown.unwrap_err().contains("oauth"));
+        let stdio = parse(serde_json::json!({"command": "srv", "oauth": {}})).unwrap_err();
+        assert!(stdio.contains("HTTP servers only"), "{stdio}");
+    }
+}

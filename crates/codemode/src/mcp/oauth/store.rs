@@ -1,0 +1,193 @@
+//! Where logins are kept: one file per MCP server URL in the user's config
+//! folder, `<config>/codemode/oauth/<key>.json` (`<key>`: the first 32 hex
+//! digits of the URL's SHA-256), mode 0600 in folders of mode 0700, each
+//! write atomic (a temporary file in the same folder, renamed over).
+//!
+//! The file holds `{"url": URL, "credentials": ...}`: rmcp's
+//! [`StoredCredentials`] (client id, token response with the access and
+//! refresh tokens, granted scopes, when the token was received, issuer).
+//! Keyed by URL, not by the config's server name: two configs naming the
+//! same URL share one login, and a changed URL never reuses a token.
+
+#[cfg(feature = "oauth")]
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+#[cfg(feature = "oauth")]
+use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
+#[cfg(feature = "oauth")]
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// The folder of logins: `oauth/` under `$XDG_CONFIG_HOME/codemode` when
+/// that is set and absolute, else under `$HOME/.config/codemode` (the same
+/// config folder as the trust record, [`crate::trust::TrustStore::user`]).
+///
+/// # Errors
+/// A message when neither variable is set to an absolute path.
+pub fn user_token_dir() -> Result<PathBuf, String> {
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_CONFIG_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".config")))
+        .map(|base| base.join("codemode").join("oauth"))
+        .ok_or_else(|| {
+            "no config folder for MCP logins: set XDG_CONFIG_HOME or HOME to an absolute path".to_owned()
+        })
+}
+
+/// The login file of `url` in `dir`.
+pub fn token_path(dir: &Path, url: &str) -> PathBuf {
+    let digest = Sha256::digest(url.as_bytes());
+    let key: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    dir.join(format!("{key}.json"))
+}
+
+#[cfg(feature = "oauth")]
+/// The file's shape.
+#[derive(Serialize, Deserialize)]
+struct TokenFile {
+    url: String,
+    credentials: StoredCredentials,
+}
+
+/// The login of one MCP server URL as rmcp's [`CredentialStore`]: what
+/// the authorization manager loads, saves after a login or a refresh, and
+/// clears.
+#[derive(Debug, Clone)]
+pub(crate) struct TokenFileStore {
+    path: PathBuf,
+    #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
+    url: String,
+}
+
+impl TokenFileStore {
+    /// The store of `url` in `dir` (nothing is read or made yet).
+    pub(crate) fn new(dir: &Path, url: &str) -> TokenFileStore {
+        TokenFileStore { path: token_path(dir, url), url: url.to_owned() }
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether a login is kept for the URL.
+    #[cfg(feature = "oauth")]
+    pub(crate) fn exists(&self) -> bool {
+        self.path.is_file()
+    }
+
+    #[cfg(feature = "oauth")]
+    fn read(&self) -> Result<Option<StoredCredentials>, String> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+        };
+        // serde's message could quote the file: say only where it broke.
+        let file: TokenFile = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{} is not a codemode login (line {}, column {}); remove it with `codemode mcp logout`",
+                self.path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        // Another URL's login (a hash collision, or a copied file) is none.
+        Ok((file.url == self.url).then_some(file.credentials))
+    }
+
+    #[cfg(feature = "oauth")]
+    fn write(&self, credentials: StoredCredentials) -> Result<(), String> {
+        let dir = self.path.parent().expect("a login file has a folder");
+        let io = |path: &Path, e: std::io::Error| format!("cannot write {}: {e}", path.display());
+        make_private_dir(dir).map_err(|e| io(dir, e))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, e))?;
+        // NamedTempFile is created 0600 on Unix.
+        let text = serde_json::to_string_pretty(&TokenFile { url: self.url.clone(), credentials })
+            .expect("credentials serialise");
+        tmp.write_all(text.as_bytes()).map_err(|e| io(tmp.path(), e))?;
+        tmp.as_file().sync_all().map_err(|e| io(tmp.path(), e))?;
+        tmp.persist(&self.path).map_err(|e| io(&self.path, e.error))?;
+        Ok(())
+    }
+
+    /// Removes the login; `Ok(false)` when there was none.
+    ///
+    /// # Errors
+    /// The file exists but cannot be removed.
+    pub(crate) fn remove(&self) -> Result<bool, String> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(format!("cannot remove {}: {e}", self.path.display())),
+        }
+    }
+}
+
+#[cfg(feature = "oauth")]
+/// Creates `dir` (and `codemode/` above it) with mode 0700 where they are
+/// missing, and narrows an existing `dir` to 0700.
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+#[cfg(feature = "oauth")]
+#[async_trait::async_trait]
+impl CredentialStore for TokenFileStore {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        self.read().map_err(AuthError::CredentialStoreError)
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        self.write(credentials).map_err(AuthError::CredentialStoreError)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.remove().map(|_| ()).map_err(AuthError::CredentialStoreError)
+    }
+}
+
+#[cfg(all(test, feature = "oauth"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_file_per_url() {
+        let dir = Path::new("/x");
+        assert_eq!(token_path(dir, "http://a/mcp"), token_path(dir, "http://a/mcp"));
+        assert_ne!(token_path(dir, "http://a/mcp"), token_path(dir, "http://a/mcp2"));
+    }
+
+    #[tokio::test]
+    async fn saved_private_and_read_back_only_for_its_url() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("codemode/oauth");
+        let store = TokenFileStore::new(&dir, "http://127.0.0.1:1/mcp");
+        assert!(store.load().await.unwrap().is_none());
+        store.save(StoredCredentials::new("client-1".into(), None, vec![], Some(5))).await.unwrap();
+        assert_eq!(store.load().await.unwrap().unwrap().client_id, "client-1");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(store.path()), 0o600);
+            assert_eq!(mode(&dir), 0o700);
+        }
+        // A file moved under another URL's name is not that URL's login.
+        let other = TokenFileStore::new(&dir, "http://127.0.0.1:2/mcp");
+        std::fs::copy(store.path(), other.path()).unwrap();
+        assert!(other.load().await.unwrap().is_none());
+        assert!(store.remove().unwrap());
+        assert!(!store.remove().unwrap());
+    }
+}

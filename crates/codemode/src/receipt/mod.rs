@@ -1,0 +1,375 @@
+//! Receipts: what a run returns in every outcome.
+//!
+//! The JSON shape is documented in `docs/RECEIPTS.md` and versioned by
+//! [`RECEIPT_VERSION`]. A receipt never carries full payloads: results and
+//! return values over their bounds are cut to a UTF-8-safe prefix and the
+//! whole is written to a spill file first (see [`spill`]).
+
+pub(crate) mod ledger;
+pub(crate) mod render;
+pub(crate) mod spill;
+
+pub use ledger::CallEndObserver;
+pub use render::{RenderOptions, state_name};
+
+pub(crate) use ledger::Ledger;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The version of the receipt JSON shape; bumped on any incompatible change.
+pub const RECEIPT_VERSION: u32 = 1;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// The program's async body settled with a value.
+    Completed,
+    /// The program threw, failed to parse, ran out of memory or stack, or hit
+    /// a limit; `error` says which.
+    Failed,
+    /// The run deadline passed (the clock does not run while an approval is
+    /// pending).
+    TimedOut,
+    /// The run stopped on a call that needs a decision (pause approver).
+    Paused,
+    /// The host cancelled the run.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The `codemode` process exit code for this status (DESIGN.md §9):
+    /// 0 completed, 1 failed, 3 timed out, 4 paused, 130 cancelled.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            RunStatus::Completed => 0,
+            RunStatus::Failed => 1,
+            RunStatus::TimedOut => 3,
+            RunStatus::Paused => 4,
+            RunStatus::Cancelled => 130,
+        }
+    }
+
+    /// The lower-case name used in the receipt JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Paused => "paused",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What kind of error ended a run (`error.kind` in the receipt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The program did not parse; no call ran.
+    Syntax,
+    /// The program threw (or rejected) and did not catch it.
+    Exception,
+    /// The run deadline passed.
+    Timeout,
+    /// The VM's memory limit was reached.
+    Memory,
+    /// The JS stack limit was reached (deep recursion).
+    Stack,
+    /// A run limit was reached: source size, calls per run, a program that
+    /// waits on a promise nothing can settle, or a return value nested
+    /// deeper than 127 levels of arrays and objects.
+    Limit,
+    /// The host cancelled the run.
+    Cancelled,
+    /// A fault of the engine itself; please report it.
+    Internal,
+    /// A resume found the program taking another path than its journal
+    /// (a call other than the journaled one at its seq), or the program,
+    /// catalog, policy or limits changed since the run paused; the message
+    /// names both sides. When refused before replaying, the run stays
+    /// paused.
+    Divergence,
+    /// The run id cannot be resumed: unknown, already ended, being resumed
+    /// by another process, or interrupted. Final: asking again gives the
+    /// same answer. `codemode resume` exits 5.
+    NotResumable,
+    /// The request itself was wrong (a resume deciding a call that is not
+    /// pending); nothing ran. `codemode` exits 2.
+    Invocation,
+}
+
+/// The error of a run that did not complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunError {
+    /// Which kind of failure.
+    pub kind: ErrorKind,
+    /// A human-readable message, e.g. `TypeError: x is not a function`.
+    pub message: String,
+    /// 1-based line in the user's program source, when known.
+    pub line: Option<u32>,
+    /// 1-based column in the user's program source, when known.
+    pub column: Option<u32>,
+    /// The JS stack trace, when there is one.
+    pub stack: Option<String>,
+}
+
+impl RunError {
+    /// An error with no source position.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        RunError { kind, message: message.into(), line: None, column: None, stack: None }
+    }
+}
+
+/// How the gate decided a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Decision {
+    /// Allowed without asking anyone.
+    Auto,
+    /// Allowed by an approver.
+    Approved,
+    /// Refused by an approver.
+    Denied,
+    /// Refused by policy before any approver was asked.
+    Refused,
+    /// Still waiting for its approver when the run ended (deadline,
+    /// cancel): never allowed, never run. Its status is `in_flight`.
+    Pending,
+}
+
+/// Where a call stands, or how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallStatus {
+    /// The tool ran and returned a result.
+    Ok,
+    /// The tool ran (or started) and failed, or timed out.
+    Failed,
+    /// The call never ran: the gate refused it or an approver denied it.
+    Refused,
+    /// The call had not finished when the run ended; it was cancelled and may
+    /// have partly run.
+    InFlight,
+}
+
+/// Who made a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Caller {
+    /// A program, through `tools.call`.
+    Program,
+    /// A host or the CLI, outside any program.
+    Direct,
+}
+
+/// A result or value cut to its bound; the whole is in `spill_path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Truncation {
+    /// Size of the whole result in bytes (UTF-8 text, or compact JSON).
+    pub original_bytes: u64,
+    /// Size of the kept prefix in bytes.
+    pub kept_bytes: u64,
+    /// Absolute path of the file holding every byte, or `null` when writing
+    /// it failed (the call's `note` says why).
+    pub spill_path: Option<String>,
+}
+
+/// One tool call of a run. Created when the call starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallReceipt {
+    /// 1-based order in which the program made its calls.
+    pub seq: u64,
+    /// The tool name as called.
+    pub tool: String,
+    /// Who made the call.
+    pub caller: Caller,
+    /// How the gate decided.
+    pub decision: Decision,
+    /// How the call ended.
+    pub status: CallStatus,
+    /// Wall time from the call's start to its end (or to the end of the run,
+    /// for calls left `in_flight`), in milliseconds with microsecond precision.
+    pub elapsed_ms: f64,
+    /// Size of the result in bytes (UTF-8 text, or compact JSON); 0 when no
+    /// result came back.
+    pub bytes: u64,
+    /// Set when the result was over the per-call bound.
+    pub truncated: Option<Truncation>,
+    /// Why the call was refused or failed.
+    pub error: Option<String>,
+    /// Anything else worth knowing (a rewrite, a cancellation, a call the
+    /// program never awaited).
+    pub note: Option<String>,
+    /// The questions the tool asked the user during the call (MCP
+    /// elicitation), in the order asked. Absent from the JSON when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elicitations: Vec<ElicitationRecord>,
+    /// `true` when one of those questions was declined or cancelled: the
+    /// call may have ended `ok`, but the tool went on without the answer it
+    /// asked for, so its result is not a success the user agreed to. Absent
+    /// from the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub elicitation_declined: bool,
+    /// `true` for a call left `in_flight` when the run ended that had not
+    /// started: it was waiting for its approval or queued behind the
+    /// in-flight limit, so it did nothing. A call left `in_flight` without
+    /// it was running and may have partly run. Absent from the JSON when
+    /// false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub never_started: bool,
+}
+
+impl CallReceipt {
+    /// Whether the call ended `ok` and no question it asked was declined
+    /// or cancelled.
+    pub fn is_success(&self) -> bool {
+        self.status == CallStatus::Ok && !self.elicitation_declined
+    }
+}
+
+/// One question a tool asked the user during a call (an MCP server's
+/// elicitation, MCP 2025-11-25 client/elicitation), and how it was answered.
+///
+/// The accepted values are not recorded, only their keys: a person may type
+/// personal data into a form, and receipts are saved and shown to the model.
+/// A URL is recorded without its query and fragment (which may carry a
+/// token).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitationRecord {
+    /// The MCP server that asked.
+    pub server: String,
+    /// Its message, cut to [`ElicitationRecord::MAX_MESSAGE_CHARS`]
+    /// characters (server text, untrusted).
+    pub message: String,
+    /// `form` or `url`.
+    pub mode: String,
+    /// URL mode: the page the user was sent to, without query or fragment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Form mode: the names of the fields asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+    /// `accept`, `decline` or `cancel`: what went back to the server.
+    pub action: crate::catalog::ElicitationAction,
+    /// Form mode, accepted: the keys of the content sent (not its values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content_keys: Vec<String>,
+    /// Who answered: `allow`, `deny`, `pause`, `prompt`, `cmd:PROGRAM`, a
+    /// host approver's name, or `codemode` (a question it could not pass
+    /// on, an answer that did not match the form).
+    pub answered_by: String,
+    /// Why (a decline's cause, "accepted with the form's defaults").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Time spent waiting for the answer, in milliseconds (not counted
+    /// against the run's deadline or the call's timeout).
+    pub wait_ms: f64,
+}
+
+impl ElicitationRecord {
+    /// The most characters of a server's message a record keeps.
+    pub const MAX_MESSAGE_CHARS: usize = 500;
+
+    /// Whether the question was declined or cancelled.
+    pub fn declined(&self) -> bool {
+        self.action != crate::catalog::ElicitationAction::Accept
+    }
+}
+
+/// A line the program logged through `console.*`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// `log`, `info`, `warn`, `error` or `debug`.
+    pub level: String,
+    /// The formatted arguments, separated by spaces.
+    pub text: String,
+}
+
+/// A call waiting on a decision when a run paused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    /// The call's sequence number.
+    pub seq: u64,
+    /// The tool name.
+    pub tool: String,
+    /// The arguments it runs with if allowed (after any hook rewrite).
+    pub arguments: Value,
+    /// Why it needs a decision (`writer under posture ask`, `ask rule
+    /// bash(git push*)`).
+    #[serde(default)]
+    pub reason: String,
+    /// What it acts on (bash's command, a file tool's path), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+}
+
+/// Everything a run did: its status, value, error, logs and every call.
+///
+/// Serialises to the JSON documented in `docs/RECEIPTS.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// Always [`RECEIPT_VERSION`].
+    pub receipt_version: u32,
+    /// Unique id of the run; also the name of its folder of spill files.
+    pub run_id: String,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// The program's return value as JSON (`undefined` becomes `null`); a
+    /// string prefix of the JSON text when over the return-value bound.
+    pub value: Value,
+    /// Set when `value` was cut to its bound.
+    pub value_truncated: Option<Truncation>,
+    /// Set unless the run completed.
+    pub error: Option<RunError>,
+    /// What the program logged, in order, within the log bound.
+    pub logs: Vec<LogEntry>,
+    /// How many log lines did not fit the log bound.
+    pub logs_dropped: u64,
+    /// Every call, in `seq` order.
+    pub calls: Vec<CallReceipt>,
+    /// Calls waiting on a decision; only present when the run paused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingCall>,
+    /// The catalog digest (DESIGN.md §6) of the tools the run could call.
+    pub catalog_sha256: String,
+    /// Wall time of the whole run, in milliseconds.
+    pub elapsed_ms: f64,
+    /// Time the run spent waiting on approvals (not counted against the
+    /// deadline), in milliseconds.
+    pub approval_wait_ms: f64,
+    /// What the run could not keep or do as asked, one sentence each: a
+    /// spill file or the receipt itself that could not be written, the bash
+    /// sandbox off or weakened. Absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Receipt {
+    /// The calls that did not end `ok`, and those that did but had a
+    /// question they asked declined or cancelled
+    /// ([`CallReceipt::elicitation_declined`]).
+    pub fn problem_calls(&self) -> impl Iterator<Item = &CallReceipt> {
+        self.calls.iter().filter(|c| !c.is_success())
+    }
+
+    /// Serialises the receipt as compact JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a receipt always serialises")
+    }
+
+    /// Serialises the receipt as indented JSON.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a receipt always serialises")
+    }
+}
+
+/// Rounds a duration to milliseconds with microsecond precision.
+pub(crate) fn millis(d: std::time::Duration) -> f64 {
+    (d.as_micros() as f64) / 1000.0
+}

@@ -1,0 +1,126 @@
+//! The tools `codemode mcp serve` lists (docs/SERVE.md, "The surface").
+//!
+//! The default surface is two tools: `execute_tools` (a program, a batch,
+//! or the resume of a paused run) and `tool_search`. Its `tools/list`
+//! result stays within [`LIST_BUDGET`] bytes of JSON: the TypeScript
+//! declarations of the listed tools stay in `execute_tools`' description
+//! only while they fit. MCP servers' tools are deferred: programs find them
+//! with `tools.search` and call them by name. With `--direct-tools`, the
+//! native tools are listed too, each called through the same gate.
+
+use std::collections::BTreeSet;
+
+use rmcp::model::Tool;
+use serde_json::{Map, Value, json};
+
+use codemode::Engine;
+use codemode::{ToolSource, ToolSpec};
+
+/// Most bytes of the default surface's `tools/list` result (its `tools`
+/// array as compact JSON).
+pub const LIST_BUDGET: usize = 6 << 10;
+
+/// The name of the resume field of `execute_tools`' input.
+pub const RESUME: &str = "resume";
+
+/// The listed tools: the default surface, then (with `direct`) the native
+/// tools.
+pub(crate) fn tools(engine: &Engine, direct: &BTreeSet<String>) -> Vec<Tool> {
+    let search = engine.tool_specs().into_iter().find(|s| s.name == codemode::TOOL_SEARCH);
+    let surface = |declarations: bool, servers_named: Option<usize>| {
+        let mut tools = vec![execute_tools(engine, declarations, servers_named)];
+        tools.extend(search.as_ref().map(|s| mcp_tool(s, None)));
+        tools
+    };
+    // Smaller until it fits: without declarations, then naming fewer MCP
+    // servers (the others counted).
+    let mut listed = surface(true, None);
+    if list_bytes(&listed) > LIST_BUDGET {
+        listed = surface(false, None);
+    }
+    let mut named = engine.mcp_servers().len();
+    while list_bytes(&listed) > LIST_BUDGET && named > 0 {
+        named /= 2;
+        listed = surface(false, Some(named));
+    }
+    for spec in engine.tool_specs() {
+        if direct.contains(&spec.name) {
+            listed.push(mcp_tool(&spec, None));
+        }
+    }
+    listed
+}
+
+/// The names of the native tools (those `--direct-tools` lists).
+pub(crate) fn native_names(engine: &Engine) -> BTreeSet<String> {
+    engine.tool_specs().into_iter().filter(|s| s.source == ToolSource::Native).map(|s| s.name).collect()
+}
+
+/// Bytes of `tools` as the `tools` array of a `tools/list` result.
+pub(crate) fn list_bytes(tools: &[Tool]) -> usize {
+    serde_json::to_vec(tools).map(|v| v.len()).unwrap_or(usize::MAX)
+}
+
+/// `execute_tools`, with the resume field, the output schema and
+/// annotations.
+fn execute_tools(engine: &Engine, declarations: bool, servers_named: Option<usize>) -> Tool {
+    let spec = engine.execute_tools_spec_with(declarations, servers_named);
+    let mut schema = spec.input_schema.clone();
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        props.insert(
+            RESUME.to_owned(),
+            json!({
+                "type": "string",
+                "description": "Instead of code: the run_id of a paused run, to continue it with the decisions a person made (`codemode approve`); alone."
+            }),
+        );
+    }
+    let description = format!(
+        "{}\n\nA call that needs approval is put to the user; when it cannot be, the run pauses and the result says how the user decides; then call again with {{\"resume\": run_id}}. The result: text (the receipt) and structuredContent {{status, run_id, value, error, calls, pending}}.",
+        spec.description
+    );
+    let spec = ToolSpec { description, input_schema: schema, ..spec };
+    mcp_tool(&spec, Some(super::result::output_schema()))
+}
+
+/// `spec` as an MCP tool, with `output_schema` when given. The result
+/// shapes of native tools and `tool_search` are not advertised: their
+/// content is not always an object (MCP's `outputSchema` describes
+/// `structuredContent`, an object), and direct calls answer with text.
+fn mcp_tool(spec: &ToolSpec, output_schema: Option<Value>) -> Tool {
+    let a = &spec.annotations;
+    let mut annotations = Map::new();
+    let mut hint = |key: &str, value: Option<bool>| {
+        if let Some(v) = value {
+            annotations.insert(key.to_owned(), json!(v));
+        }
+    };
+    hint("readOnlyHint", a.read_only);
+    hint("destructiveHint", a.destructive.or((spec.name == codemode::EXECUTE_TOOLS).then_some(true)));
+    hint("idempotentHint", a.idempotent);
+    hint("openWorldHint", a.open_world.or((spec.name == codemode::EXECUTE_TOOLS).then_some(true)));
+    let mut tool = json!({
+        "name": spec.name,
+        "description": spec.description,
+        "inputSchema": object_schema(&spec.input_schema),
+        "annotations": annotations,
+    });
+    if let Some(schema) = output_schema {
+        tool["outputSchema"] = object_schema(&schema);
+    }
+    serde_json::from_value(tool).expect("an MCP tool parses from its own fields")
+}
+
+/// `schema` when it is a JSON object, else an empty object schema (MCP
+/// requires `type: object` at the root of tool schemas).
+fn object_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(_) => schema.clone(),
+        _ => json!({"type": "object"}),
+    }
+}
+
+/// The tool `name` is listed by this surface.
+pub(crate) fn is_listed(name: &str, direct: &BTreeSet<String>) -> bool {
+    name == codemode::EXECUTE_TOOLS || name == codemode::TOOL_SEARCH || direct.contains(name)
+}
