@@ -14,7 +14,7 @@ use serde_json::Value;
 /// The syntax error's message.
 pub fn normalise_program(name: &str, source: &str) -> Result<String, String> {
     let program = crate::Program::named(name, source);
-    crate::program::normalise(&program).map(|n| n.script).map_err(|e| e.message)
+    codemode_program::normalise(&program).map(|n| n.script).map_err(|e| e.message)
 }
 
 /// Parses JSON text written by JavaScript's `JSON.stringify`, as the bridge

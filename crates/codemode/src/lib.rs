@@ -42,7 +42,6 @@ mod links;
 pub mod mcp;
 #[cfg(unix)]
 mod process_group;
-mod program;
 pub mod receipt;
 pub mod sandbox;
 mod tools;
@@ -54,6 +53,7 @@ pub use catalog::{
     ElicitationFuture, ElicitationMode, Elicitor, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext,
     ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations, declarations_with,
 };
+pub use codemode_program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
 pub use engine::{
     BatchItem, BatchOptions, BatchRun, BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine,
     EngineBuilder, ItemStatus, Run, RunOptions,
@@ -65,7 +65,6 @@ pub use gate::{
     PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
 };
 pub use limit_settings::LimitSettings;
-pub use program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
 pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ElicitationRecord, ErrorKind, LogEntry, PendingCall,
     RECEIPT_VERSION, Receipt, RenderOptions, RunError, RunStatus, Truncation,

@@ -19,12 +19,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::dispatch::{Begun, Completion, Dispatcher};
 use super::{Canceller, Engine, Shared, early_receipt, lost, run_id};
-use crate::program::{Batch, ExecuteInput};
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{CallStatus, Caller, Decision, ErrorKind, Ledger, Receipt, RunError, RunStatus, millis};
 use crate::vm::clock::RunClock;
 use crate::vm::host_call::{InFlight, next_ended};
+use codemode_program::{Batch, ExecuteInput};
 
 /// How a batch runs: `BatchOptions::new().concurrency(4).fail_fast(true)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -291,7 +291,7 @@ impl Engine {
         }
     }
 
-    fn refused_input(&self, e: crate::program::BatchError) -> Receipt {
+    fn refused_input(&self, e: codemode_program::BatchError) -> Receipt {
         let run_id = run_id::new_run_id();
         let clock = RunClock::new(self.shared.limits.deadline);
         let error = RunError::new(ErrorKind::Syntax, format!("execute_tools input: {e}"));

@@ -34,7 +34,7 @@ pub(super) fn confine(
     spill_root: &Path,
 ) -> (Vec<Protection>, Arc<Confinement>) {
     let launcher = (policy.sandbox.profile != SandboxProfile::Off)
-        .then(|| crate::sandbox::launcher().ok())
+        .then(|| crate::sandbox::find_launcher().ok())
         .flatten()
         .and_then(|l| std::fs::canonicalize(l).ok());
     let named = NamedFiles {

@@ -31,12 +31,12 @@ use crate::catalog::tool_search::{Discovery, SearchLink, ToolSearch};
 use crate::catalog::{Catalog, CatalogError, Loading, Tool, ToolSpec};
 use crate::gate::posture_epoch::PostureCell;
 use crate::gate::{Approver, Policy, Posture};
-use crate::program::Program;
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus};
 use crate::vm::clock::RunClock;
 use crate::vm::pool::VmPool;
 use crate::vm::{Limits, Sandbox};
+use codemode_program::Program;
 
 /// Why an engine could not be built.
 #[derive(Debug, thiserror::Error)]

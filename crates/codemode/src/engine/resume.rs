@@ -11,10 +11,10 @@ use crate::journal::record::{self, DecisionRecord, Header, ProgramRecord};
 use crate::journal::replay::{Decided, Journal, Replay};
 use crate::journal::writer::{Opening, RunLog};
 use crate::journal::{RunState, StoreError};
-use crate::program::Program;
 use crate::receipt::{ErrorKind, Receipt, RunError};
 use crate::vm::clock::RunClock;
 use crate::vm::journaling::Journaling;
+use codemode_program::Program;
 
 /// The policy and limits as the journal records them, computed once per
 /// engine (for the posture the engine started with).

@@ -20,6 +20,21 @@ use serde_json::Value;
 /// The version of the receipt JSON shape; bumped on any incompatible change.
 pub const RECEIPT_VERSION: u32 = 1;
 
+impl From<codemode_program::NormaliseError> for RunError {
+    fn from(e: codemode_program::NormaliseError) -> Self {
+        use codemode_program::NormaliseErrorKind as K;
+        let kind = match e.kind {
+            K::Syntax => ErrorKind::Syntax,
+            K::Stack => ErrorKind::Stack,
+            _ => ErrorKind::Internal,
+        };
+        let mut run_error = RunError::new(kind, e.message);
+        run_error.line = e.line;
+        run_error.column = e.column;
+        run_error
+    }
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

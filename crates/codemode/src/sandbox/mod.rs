@@ -8,68 +8,15 @@
 //! [`ToolContext::confinement`](crate::ToolContext::confinement).
 //!
 //! Under a confining profile each `bash` call runs through the sandbox
-//! launcher (`launcher.rs`): the `codemode` binary re-executed as `codemode
-//! __sandbox-exec`, found as `locate.rs` says ([`set_launcher`],
-//! [`LAUNCHER_ENV`]).
+//! launcher of the `codemode-sandbox` crate (the `codemode-sandbox`
+//! binary, or `codemode __sandbox-exec`), found as that crate says
+//! ([`set_launcher`], [`LAUNCHER_ENV`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[cfg(target_os = "linux")]
-mod ipc_filter;
-#[doc(hidden)]
-pub mod launcher;
-mod locate;
-
-pub(crate) use locate::launcher;
-pub use locate::{LAUNCHER_ENV, set_launcher};
-
-/// How `bash` commands are confined (`[sandbox] profile` in
-/// `codemode.toml`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum SandboxProfile {
-    /// Writes only beneath the workspace (minus protected paths) and a
-    /// private temporary folder. The default.
-    #[default]
-    WorkspaceWrite,
-    /// Writes only to a private temporary folder.
-    ReadOnly,
-    /// No OS sandbox. Allowed only under the `full-access` posture, and said
-    /// in every receipt.
-    Off,
-}
-
-impl SandboxProfile {
-    /// The name used in `codemode.toml` and receipts: `workspace-write`,
-    /// `read-only` or `off`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxProfile::WorkspaceWrite => "workspace-write",
-            SandboxProfile::ReadOnly => "read-only",
-            SandboxProfile::Off => "off",
-        }
-    }
-
-    /// Parses [`SandboxProfile::as_str`]'s names; `None` for anything else.
-    pub fn parse(name: &str) -> Option<SandboxProfile> {
-        match name {
-            "workspace-write" => Some(SandboxProfile::WorkspaceWrite),
-            "read-only" => Some(SandboxProfile::ReadOnly),
-            "off" => Some(SandboxProfile::Off),
-            _ => None,
-        }
-    }
-}
-
-/// The `[sandbox]` table of `codemode.toml`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SandboxSettings {
-    /// The profile. Default: [`SandboxProfile::WorkspaceWrite`].
-    pub profile: SandboxProfile,
-    /// Whether bash commands may use the network. Default: false (a new,
-    /// empty network namespace: even 127.0.0.1 is unreachable).
-    pub network: bool,
-}
+pub(crate) use codemode_sandbox::find_launcher;
+pub use codemode_sandbox::{LAUNCHER_ENV, SandboxProfile, SandboxSettings, launcher, set_launcher};
 
 /// The name of codemode's own folder in a workspace (receipts, spill
 /// files), hidden from tools wherever it appears beneath the workspace.

@@ -110,8 +110,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
-use crate::sandbox::launcher::{Header, LaunchSpec};
 use crate::sandbox::{Confinement, SandboxProfile};
+use codemode_sandbox::launcher::{Header, LaunchSpec};
 
 /// `timeout` when the call does not give one, in milliseconds.
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -343,7 +343,7 @@ async fn run(
     } else {
         let launcher = match &confinement.launcher {
             Some(launcher) => launcher.clone(),
-            None => crate::sandbox::launcher().map_err(ToolError::new)?,
+            None => crate::sandbox::find_launcher().map_err(ToolError::new)?,
         };
         let tmp = tempfile::Builder::new()
             .prefix("codemode-bash-")

@@ -2,8 +2,8 @@
 
 use rquickjs::Value;
 
-use crate::program::PositionMap;
 use crate::receipt::{ErrorKind, RunError};
+use codemode_program::PositionMap;
 
 /// What the engine knew when the exception surfaced.
 #[derive(Debug, Clone, Copy)]
@@ -245,7 +245,7 @@ fn missing_global_hint(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::position_in;
-    use crate::program::{Program, normalise};
+    use codemode_program::{Program, normalise};
 
     #[test]
     fn stacks_show_the_users_positions() {

@@ -13,10 +13,10 @@ use super::host_call::{self, HostState, InFlight};
 use super::js_error::{self, Circumstances};
 use crate::engine::Shared;
 use crate::engine::dispatch::{Completion, Dispatcher};
-use crate::program::{self, PositionMap, Program};
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{CallStatus, ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
+use codemode_program::{self, PositionMap, Program};
 
 /// One VM for one program: a QuickJS runtime and context with the prelude
 /// loaded and the `tools.call` binding installed.
@@ -396,7 +396,7 @@ impl Sandbox {
     /// Compiles and starts the program; the error is a syntax error (or an
     /// interrupt during its synchronous start).
     fn start(&mut self, program: &Program) -> Result<(), RunError> {
-        let normalised = program::normalise(program)?;
+        let normalised = codemode_program::normalise(program)?;
         self.positions = normalised.positions;
         let wrapped = normalised.script;
         let name = program.name().to_owned();

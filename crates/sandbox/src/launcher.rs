@@ -55,11 +55,11 @@ pub const SUBCOMMAND: &str = "__sandbox-exec";
 
 /// The exit code of a launcher that could not confine or start the shell
 /// (the header line says why).
-pub(crate) const EXIT_SETUP_FAILED: u8 = 125;
+pub const EXIT_SETUP_FAILED: u8 = 125;
 
 /// What the engine asks the launcher to run, and how to confine it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct LaunchSpec {
+pub struct LaunchSpec {
     /// The shell command (`bash -c COMMAND`).
     pub command: String,
     /// The workspace: the working directory, and writable under
@@ -87,7 +87,7 @@ pub(crate) struct LaunchSpec {
 /// nothing could be.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Header {
+pub enum Header {
     /// The shell runs under this confinement.
     Sandbox(Applied),
     /// The shell does not run: no confinement could be applied, or the
@@ -99,7 +99,7 @@ pub(crate) enum Header {
 /// result).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default)]
-pub(crate) struct Applied {
+pub struct Applied {
     /// The profile's name.
     pub profile: String,
     /// The namespaces entered: some of `user`, `mount`, `pid`, `net`.

@@ -70,23 +70,23 @@ pub(crate) struct SourceMapped {
 /// program. Owned by the normalised program; used for error positions and
 /// stack text.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PositionMap {
+pub struct PositionMap {
     /// Insertions into the script (the wrapper, and for JavaScript a
     /// trailing `return `).
-    pub runtime: Shifts,
+    pub(crate) runtime: Shifts,
     /// For TypeScript: the generated code's source map.
-    pub mapped: Option<Box<SourceMapped>>,
+    pub(crate) mapped: Option<Box<SourceMapped>>,
     /// Insertions into the user's text before it was parsed as a module
     /// (`return ` for `export default` over lines or a trailing expression).
-    pub edits: Shifts,
+    pub(crate) edits: Shifts,
     /// The user's program after the fence was stripped (same lines).
-    pub user: String,
+    pub(crate) user: String,
 }
 
 impl PositionMap {
     /// The user's (line, column), both 1-based, column in characters, of the
     /// script's (line, column) as QuickJS reports them (1-based, bytes).
-    pub(crate) fn user_position(&self, line: u32, column: u32) -> (u32, u32) {
+    pub fn user_position(&self, line: u32, column: u32) -> (u32, u32) {
         let col = self.runtime.undo(line, column.saturating_sub(1));
         let (line, col) = match &self.mapped {
             None => (line, col),
@@ -100,7 +100,7 @@ impl PositionMap {
     /// position inside a `throw` statement's argument (where QuickJS places
     /// an error made there, e.g. at a call in a template literal) becomes
     /// the statement's start (`throw_site.rs`).
-    pub(crate) fn thrown_at(&self, line: u32, column: u32) -> (u32, u32) {
+    pub fn thrown_at(&self, line: u32, column: u32) -> (u32, u32) {
         let (line, column) = self.user_position(line, column);
         super::throw_site::throw_statement_start(&self.user, line, column).unwrap_or((line, column))
     }

@@ -1,4 +1,7 @@
-//! Programs and their normalisation before they run (DESIGN.md §2).
+//! codemode-program: programs and their normalisation before they run
+//! (docs/DESIGN.md §2). A leaf of the workspace: it knows nothing of the
+//! VM, the gate or receipts; the engine turns a [`NormaliseError`] into
+//! the receipt's error.
 //!
 //! A program is the body of an async function: top-level `await` and
 //! `return` work. [`normalise`] turns what the user sent into the script the
@@ -18,11 +21,11 @@
 //! Whatever runs was checked by the parser as one whole body, so a program
 //! cannot close the wrapper and run code outside it.
 
-pub(crate) mod batch;
+mod batch;
 mod fence;
 mod javascript;
 mod module;
-pub(crate) mod position;
+mod position;
 mod throw_site;
 mod typescript;
 
@@ -30,9 +33,48 @@ use std::cell::RefCell;
 
 pub use batch::{Batch, BatchCall, BatchError, ExecuteInput};
 use oxc_allocator::Allocator;
-pub(crate) use position::PositionMap;
+pub use position::PositionMap;
 
-use crate::receipt::{ErrorKind, RunError};
+/// What kind of failure a [`NormaliseError`] is; the receipt's
+/// `error.kind` of the same name (docs/RECEIPTS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NormaliseErrorKind {
+    /// The program does not parse, or uses a form codemode refuses
+    /// (`import`, a fence naming another language): `syntax`.
+    Syntax,
+    /// The program is nested too deeply to parse: `stack`.
+    Stack,
+    /// The parser itself failed: `internal` (a bug).
+    Internal,
+}
+
+/// Why a program could not be normalised: a kind, a message, and where in
+/// the user's text (line 1-based; column 1-based, in characters) when a
+/// parser said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct NormaliseError {
+    /// What kind of failure.
+    pub kind: NormaliseErrorKind,
+    /// What was wrong, for a person.
+    pub message: String,
+    /// The user's line, 1-based.
+    pub line: Option<u32>,
+    /// The user's column, 1-based, in characters.
+    pub column: Option<u32>,
+}
+
+impl NormaliseError {
+    /// An error of `kind` without a position.
+    pub fn new(kind: NormaliseErrorKind, message: impl Into<String>) -> Self {
+        NormaliseError { kind, message: message.into(), line: None, column: None }
+    }
+}
+
+use NormaliseErrorKind as ErrorKind;
+type RunError = NormaliseError;
 
 /// The text put before a JavaScript program's first line. JavaScript runs in
 /// sloppy mode, as a script does.
@@ -120,9 +162,11 @@ pub(crate) enum Language {
 
 /// The script the VM evaluates and where its positions come from.
 #[derive(Debug, Clone)]
-pub(crate) struct Normalised {
+#[non_exhaustive]
+pub struct Normalised {
     /// The wrapped program: evaluating it gives the program's promise.
     pub script: String,
+    /// Positions in `script` back to the user's lines and columns.
     pub positions: PositionMap,
 }
 
@@ -173,7 +217,7 @@ fn with_arena<R>(f: impl FnOnce(&Allocator) -> R) -> R {
 /// (from the TypeScript parse when the program looks like TypeScript), an
 /// `import`, an `export` form that needs a module system, a fence naming
 /// another language.
-pub(crate) fn normalise(program: &Program) -> Result<Normalised, RunError> {
+pub fn normalise(program: &Program) -> Result<Normalised, RunError> {
     let (body, fenced) = fence::strip(program.source()).map_err(|m| {
         let mut e = RunError::new(ErrorKind::Syntax, m);
         e.line = Some(1);

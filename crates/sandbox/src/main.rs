@@ -1,0 +1,19 @@
+//! `codemode-sandbox __sandbox-exec SPEC`: the bash tool's launcher as a
+//! small binary of its own (no VM, no engine), started by the engine for
+//! each confined bash call. Anything else is refused.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match codemode_sandbox::launcher::main_if_launcher() {
+        Some(code) => code,
+        None => {
+            eprintln!(
+                "codemode-sandbox is the launcher of codemode's bash tool, started by codemode as \
+                 `codemode-sandbox {} SPEC`; it is not meant to be run by hand",
+                codemode_sandbox::launcher::SUBCOMMAND
+            );
+            ExitCode::from(2)
+        }
+    }
+}
