@@ -44,21 +44,23 @@ fn caught_tool_error_reports_the_missing_file_and_goes_on() {
     let report = r.value.as_array().unwrap();
     assert_eq!(report[1]["path"], "CHANGELOG.md");
     assert_eq!(report[1]["error"], "failed");
-    assert_eq!(report[2]["first_line"], "[package]");
+    assert_eq!(report[2]["first_line"], "[workspace]");
     assert_eq!(r.calls[1].status, CallStatus::Failed);
 }
 
 #[test]
 fn search_then_read_finds_the_limits_module() {
     let r = run_example("search_then_read.js");
-    assert_eq!(r.value["path"], "src/vm/limits.rs");
+    let path = r.value["path"].as_str().unwrap();
+    assert!(path.ends_with("/limits.rs"), "{path}");
     assert!(r.value["excerpt"].as_str().unwrap().contains("Limits"));
 }
 
 #[test]
 fn typed_search_is_typescript_and_finds_the_limits_module() {
     let r = run_example("typed_search.ts");
-    assert_eq!(r.value["path"], "src/vm/limits.rs");
+    let path = r.value["path"].as_str().unwrap();
+    assert!(path.ends_with("/limits.rs"), "{path}");
     assert_eq!(r.value["match"], "exact");
     assert!(r.value["excerpt"].as_str().unwrap().contains("Limits"));
     assert_eq!(r.calls.len(), 3);

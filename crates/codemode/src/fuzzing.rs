@@ -23,7 +23,7 @@ pub fn normalise_program(name: &str, source: &str) -> Result<String, String> {
 /// # Errors
 /// The message the engine would give.
 pub fn parse_js_json(text: &str) -> Result<Value, String> {
-    crate::json_text::parse(text).map_err(|e| e.to_string())
+    codemode_base::json_text::parse(text).map_err(|e| e.to_string())
 }
 
 /// Converts the JSON of an MCP `CallToolResult` into a tool's output as

@@ -28,20 +28,13 @@
 #![deny(unsafe_code)]
 
 mod catalog;
-mod config_file;
-pub mod display_text;
 mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gate;
 pub mod journal;
-mod json_text;
-pub mod limit_settings;
-mod links;
 #[cfg(unix)]
 pub mod mcp;
-#[cfg(unix)]
-mod process_group;
 pub mod receipt;
 pub mod sandbox;
 mod tools;
@@ -53,6 +46,9 @@ pub use catalog::{
     ElicitationFuture, ElicitationMode, Elicitor, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext,
     ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations, declarations_with,
 };
+pub use codemode_base::limit_settings::LimitSettings;
+pub use codemode_base::limits::Limits;
+pub use codemode_base::{display_text, limit_settings};
 pub use codemode_program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
 pub use engine::{
     BatchItem, BatchOptions, BatchRun, BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine,
@@ -64,9 +60,8 @@ pub use gate::{
     ElicitationRequest, HookSpec, Mode, NOT_ANSWERED_REASON, PauseApprover, Policy, PolicyError, Posture,
     PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
 };
-pub use limit_settings::LimitSettings;
 pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ElicitationRecord, ErrorKind, LogEntry, PendingCall,
     RECEIPT_VERSION, Receipt, RenderOptions, RunError, RunStatus, Truncation,
 };
-pub use vm::{Limits, PRELUDE_NAME, Sandbox};
+pub use vm::{PRELUDE_NAME, Sandbox};

@@ -147,8 +147,10 @@ impl TrustStore {
     pub fn trust(&self, file: &Path) -> Result<(PathBuf, TrustEntry), TrustError> {
         let (key, sha256) = fingerprint(file)?;
         let mut record = self.read()?;
-        let entry =
-            TrustEntry { sha256, trusted_at: crate::engine::rfc3339_utc(std::time::SystemTime::now()) };
+        let entry = TrustEntry {
+            sha256,
+            trusted_at: codemode_base::time_text::rfc3339_utc(std::time::SystemTime::now()),
+        };
         record.files.insert(key.clone(), entry.clone());
         self.write(&record)?;
         Ok((PathBuf::from(key), entry))
@@ -203,7 +205,7 @@ impl TrustStore {
 
     fn read(&self) -> Result<Record, TrustError> {
         let path = self.path();
-        match crate::config_file::read_config_bytes(&path) {
+        match codemode_base::config_file::read_config_bytes(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| TrustError::Corrupt { path, message: e.to_string() }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -241,7 +243,7 @@ fn fingerprint(file: &Path) -> Result<(String, String), TrustError> {
     let name = file.file_name().ok_or_else(|| io("not a file name".into()))?;
     let folder = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let path = canonical(folder)?.join(name);
-    let bytes = crate::config_file::read_config_bytes(&path)
+    let bytes = codemode_base::config_file::read_config_bytes(&path)
         .map_err(|e| TrustError::Io { path: path.clone(), message: e.to_string() })?;
     let digest = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     Ok((path.display().to_string(), digest))

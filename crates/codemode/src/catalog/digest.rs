@@ -4,7 +4,7 @@
 //! a 0x01 byte, the description, a 0x01 byte, the canonical JSON of the input
 //! schema, and a newline. An empty catalog hashes the empty string.
 
-use serde_json::Value;
+use codemode_base::json_text::write_canonical;
 use sha2::{Digest, Sha256};
 
 use super::ToolSpec;
@@ -26,52 +26,13 @@ pub(crate) fn catalog_digest<'a>(specs: impl Iterator<Item = &'a ToolSpec>) -> S
     hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `value` as canonical JSON: object keys sorted by their UTF-8 bytes, no
-/// whitespace, strings and numbers as serde_json writes them.
-pub(crate) fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-/// The length in bytes of `value` as canonical JSON.
-pub(crate) fn canonical_len(value: &Value) -> usize {
-    canonical_json(value).len()
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
+pub(crate) use codemode_base::json_text::canonical_len;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use codemode_base::json_text::canonical_json;
+    use serde_json::Value;
     use serde_json::json;
 
     #[test]

@@ -49,17 +49,7 @@ pub enum ElicitationMode {
     },
 }
 
-/// The user's answer (MCP `ElicitResult.action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ElicitationAction {
-    /// The user accepted; form mode carries `content`.
-    Accept,
-    /// The user declined explicitly.
-    Decline,
-    /// The user dismissed the question without choosing.
-    Cancel,
-}
+pub use crate::receipt::ElicitationAction;
 
 /// The answer sent back to the server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -23,7 +23,6 @@ pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 pub use typescript::{DeclarationOptions, declarations, declarations_with};
 
-pub(crate) use digest::canonical_json;
 pub(crate) use schema::validator as schema_validator;
 pub use tool_search::TOOL_SEARCH;
 

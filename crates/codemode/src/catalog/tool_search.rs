@@ -132,7 +132,7 @@ impl Discovery {
         let index = catalog.search_index();
         let eligible = |i: usize| {
             let spec = &catalog.at(i).spec;
-            self.may_call(spec, caller) && !spec.name.starts_with(crate::mcp::naming::CONNECT_PREFIX)
+            self.may_call(spec, caller) && !spec.name.starts_with(codemode_base::CONNECT_PREFIX)
         };
         let matches_nothing = if args.mode.as_deref() == Some("regex") {
             index.regex(&args.query, eligible).is_ok_and(|hits| hits.is_empty())

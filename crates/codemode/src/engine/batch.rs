@@ -331,7 +331,7 @@ impl Driver {
                 format!(
                     "the batch has {n} calls, over the call budget of {max_calls} per run; \
                      split it or raise the limit ({}); no call was made",
-                    crate::limit_settings::setting("max_calls")
+                    codemode_base::limit_settings::setting("max_calls")
                 ),
             );
             return early_receipt(&self.shared, &self.run_id, &self.clock, error);
@@ -488,7 +488,7 @@ impl Driver {
             let message = format!(
                 "the run passed its deadline of {} ms ({})",
                 self.shared.limits.deadline.as_millis(),
-                crate::limit_settings::setting("deadline")
+                codemode_base::limit_settings::setting("deadline")
             );
             (RunError::new(ErrorKind::Timeout, message), "cancelled at the run deadline")
         })

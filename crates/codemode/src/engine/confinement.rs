@@ -45,7 +45,7 @@ pub(super) fn confine(
         other: decisive_files(workspace, launcher.as_deref(), mcp.and_then(|(_, o)| o.cache_dir.as_deref())),
     };
     let mut protections = crate::gate::protection::protections(workspace, policy, &named);
-    let mut hidden = vec![workspace.join(crate::sandbox::HIDDEN_NAME)];
+    let mut hidden = vec![workspace.join(codemode_base::HIDDEN_NAME)];
     // The user's MCP login tokens: a command could read them and hand them
     // to the program (docs/SECURITY.md, "MCP OAuth tokens").
     // Also by its resolved path: a config folder reached through a link

@@ -26,26 +26,11 @@ use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::C
 use crate::tools::Abandon;
 use crate::vm::clock::RunClock;
 
+pub(crate) use crate::journal::completion::Completion;
+
 /// A call still running; resolves to its completion. Run it on the tool
 /// runtime.
 pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Completion> + Send + 'static>>;
-
-/// The end of a call, for the ledger and for the program.
-#[derive(Debug)]
-pub(crate) struct Completion {
-    pub seq: u64,
-    pub end: CallEnd,
-    /// What the program gets: resolve with `payload` (the envelope JSON) when
-    /// `ok`, else reject with a ToolError built from `payload`.
-    pub ok: bool,
-    pub payload: String,
-    /// Text content, passed to the program as a string rather than inside
-    /// the JSON; `payload` then holds only `{metadata, truncated}`.
-    pub text: Option<String>,
-    /// Set when the approver paused the call: it did not run, and the run
-    /// pauses on it (`end.decision` is `pending`).
-    pub pause: Option<Box<crate::journal::record::PendingRecord>>,
-}
 
 impl Completion {
     /// The completion of a call whose task panicked, which the gate let
@@ -69,18 +54,6 @@ impl Completion {
             text: None,
             pause: None,
         }
-    }
-
-    /// The envelope of a successful call as a JSON value.
-    pub(crate) fn envelope(&self) -> Value {
-        let mut v: Value = serde_json::from_str(&self.payload).unwrap_or(Value::Null);
-        if let (Some(text), Some(obj)) = (&self.text, v.as_object_mut()) {
-            let mut with_content = serde_json::Map::new();
-            with_content.insert("content".into(), Value::String(text.clone()));
-            with_content.extend(std::mem::take(obj));
-            *obj = with_content;
-        }
-        v
     }
 }
 
@@ -307,7 +280,7 @@ impl Dispatcher {
         caller: Caller,
         slot_free: bool,
     ) -> Begun {
-        let args: Value = match crate::json_text::parse(args_json) {
+        let args: Value = match codemode_base::json_text::parse(args_json) {
             Ok(v) => v,
             Err(e) => {
                 let reason = format!("the arguments: {e}");
@@ -756,7 +729,7 @@ impl Finisher {
                 "timed out after {} ms (the per-tool timeout: [tools.NAME] timeout_ms or the MCP server's \
                  timeout_ms when set, else {})",
                 timeout.as_millis(),
-                crate::limit_settings::setting("tool_timeout")
+                codemode_base::limit_settings::setting("tool_timeout")
             ),
         )
     }

@@ -10,7 +10,7 @@
 use serde_json::json;
 
 use crate::catalog::{ToolSource, ToolSpec};
-use crate::vm::Limits;
+use codemode_base::limits::Limits;
 
 /// The name of the code-mode tool a host shows the model.
 pub const EXECUTE_TOOLS: &str = "execute_tools";

@@ -13,7 +13,7 @@ mod execute_tools;
 mod mcp_link;
 mod resume;
 mod run_id;
-pub(crate) use run_id::rfc3339_utc;
+pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 

@@ -26,7 +26,7 @@ pub(crate) struct JournalFacts {
 }
 
 impl JournalFacts {
-    pub(crate) fn new(policy: &crate::gate::Policy, limits: &crate::vm::Limits) -> JournalFacts {
+    pub(crate) fn new(policy: &crate::gate::Policy, limits: &codemode_base::limits::Limits) -> JournalFacts {
         let policy_json = digest::policy_json(policy, policy.posture);
         JournalFacts {
             posture: policy.posture,

@@ -605,7 +605,7 @@ fn describe(request: &ApprovalRequest) -> String {
                 (bounded(&printable(key), 40), raw)
             }
             // `mcp_connect__<server>`: the server's command line or URL.
-            None if request.tool.starts_with(crate::mcp::naming::CONNECT_PREFIX) => {
+            None if request.tool.starts_with(codemode_base::CONNECT_PREFIX) => {
                 let http = subject.starts_with("http://") || subject.starts_with("https://");
                 ((if http { "connects to" } else { "runs" }).to_owned(), subject.as_str())
             }
@@ -736,10 +736,10 @@ pub(super) fn printable(text: &str) -> String {
 }
 
 /// What is escaped everywhere: the one rule of
-/// [`crate::display_text::is_unsafe`] (control characters, line and
+/// [`codemode_base::display_text::is_unsafe`] (control characters, line and
 /// paragraph separators, bidirectional formatting, zero-width characters).
 fn hidden(c: char) -> bool {
-    crate::display_text::is_unsafe(c)
+    codemode_base::display_text::is_unsafe(c)
 }
 
 /// Blank or invisible characters other than the space: whitespace such as
@@ -995,7 +995,7 @@ mod command {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::process_group::ProcessGroup;
+    use codemode_base::process_group::ProcessGroup;
 
     /// After the program exits, how long to wait for its pipes to reach
     /// their end (a process that left the group may hold them).
@@ -1035,17 +1035,18 @@ mod command {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         // A session of its own: no controlling terminal (process_group.rs).
-        let child =
-            crate::process_group::dying_with_parent(crate::process_group::in_new_session(&mut command))
-                .spawn()
-                .map_err(|e| {
-                    ApproverError(match e.kind() {
-                        std::io::ErrorKind::NotFound => {
-                            format!("approver command `{program}` not found: {e}")
-                        }
-                        _ => format!("cannot start approver command `{program}`: {e}"),
-                    })
-                })?;
+        let child = codemode_base::process_group::dying_with_parent(
+            codemode_base::process_group::in_new_session(&mut command),
+        )
+        .spawn()
+        .map_err(|e| {
+            ApproverError(match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    format!("approver command `{program}` not found: {e}")
+                }
+                _ => format!("cannot start approver command `{program}`: {e}"),
+            })
+        })?;
         let mut group = ProcessGroup::new(child, "approver", REAP_WAIT).ok_or_else(|| {
             ApproverError("the approver command exited before it could be tracked".to_owned())
         })?;

@@ -60,7 +60,7 @@ pub(crate) fn asked_every_time(prep: &Preparation, hooks: &HookVerdict) -> bool 
 /// Whether `tool` runs a program of its caller's or the configuration's
 /// choosing: `bash`, or `mcp_connect__<server>` (starting an MCP server).
 pub(crate) fn starts_programs(tool: &str) -> bool {
-    tool == "bash" || tool.starts_with(crate::mcp::naming::CONNECT_PREFIX)
+    tool == "bash" || tool.starts_with(codemode_base::CONNECT_PREFIX)
 }
 
 #[cfg(test)]

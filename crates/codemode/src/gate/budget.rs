@@ -18,7 +18,7 @@ impl Step for Budget {
                 "call budget exhausted: a run may make {} tool calls; batch work into fewer calls \
                  or raise the limit ({})",
                 cx.max_calls,
-                crate::limit_settings::setting("max_calls")
+                codemode_base::limit_settings::setting("max_calls")
             ))
         } else {
             Verdict::Next

@@ -100,7 +100,7 @@ impl Policy {
     /// recorded in [`Policy::protected_paths`]: tool calls may not change
     /// them.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = crate::config_file::read_config(path).map_err(|e| PolicyError {
+        let text = codemode_base::config_file::read_config(path).map_err(|e| PolicyError {
             path: Some(path.to_owned()),
             line: None,
             message: format!("cannot read the policy file: {e}"),
@@ -328,13 +328,13 @@ impl Reader<'_> {
                 .map_err(|e| wrong(v.span(), "memory", e))?,
             ),
         };
-        Ok(crate::LimitSettings {
-            max_calls: count(&raw.max_calls, "max_calls", l::MAX_CALLS_RANGE)?,
-            memory_bytes: memory,
-            max_in_flight: count(&raw.max_in_flight, "max_in_flight", l::MAX_IN_FLIGHT_RANGE)?,
-            deadline: seconds(&raw.deadline, "deadline")?,
-            tool_timeout: seconds(&raw.tool_timeout, "tool_timeout")?,
-        })
+        let mut settings = crate::LimitSettings::default();
+        settings.max_calls = count(&raw.max_calls, "max_calls", l::MAX_CALLS_RANGE)?;
+        settings.memory_bytes = memory;
+        settings.max_in_flight = count(&raw.max_in_flight, "max_in_flight", l::MAX_IN_FLIGHT_RANGE)?;
+        settings.deadline = seconds(&raw.deadline, "deadline")?;
+        settings.tool_timeout = seconds(&raw.tool_timeout, "tool_timeout")?;
+        Ok(settings)
     }
 
     /// The `[journal]` table into `policy`.

@@ -474,7 +474,7 @@ async fn run_process(
     use std::process::Stdio;
     use tokio::time::{Instant, sleep_until};
 
-    use crate::process_group::ProcessGroup;
+    use codemode_base::process_group::ProcessGroup;
 
     let now = Instant::now();
     // A timeout too large for the clock means none (about 30 years).
@@ -488,8 +488,10 @@ async fn run_process(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let spawned =
-        crate::process_group::dying_with_parent(crate::process_group::in_new_session(&mut command)).spawn();
+    let spawned = codemode_base::process_group::dying_with_parent(
+        codemode_base::process_group::in_new_session(&mut command),
+    )
+    .spawn();
     let child = match spawned {
         Ok(child) => child,
         Err(e) => return Err(start_error(program, workspace, &e)),
@@ -526,7 +528,7 @@ async fn run_process(
         Ended::Exited(_) => group.kill(),
         Ended::TimedOut | Ended::TooLarge => {
             let _ =
-                tokio::time::timeout(crate::sandbox::DEFAULT_KILL_GRACE + KILL_WAIT, group.terminate()).await;
+                tokio::time::timeout(codemode_base::DEFAULT_KILL_GRACE + KILL_WAIT, group.terminate()).await;
         }
     }
 

@@ -249,7 +249,7 @@ impl Default for Policy {
             protected_paths: Vec::new(),
             sandbox: crate::sandbox::SandboxSettings::default(),
             sandbox_writable: Vec::new(),
-            kill_grace: crate::sandbox::DEFAULT_KILL_GRACE,
+            kill_grace: codemode_base::DEFAULT_KILL_GRACE,
             journal: crate::journal::JournalSettings::default(),
             limits: crate::LimitSettings::default(),
         }
@@ -300,9 +300,9 @@ impl Policy {
             dropped.push(plural(self.sandbox_writable.len(), "sandbox writable path"));
             self.sandbox_writable.clear();
         }
-        if self.kill_grace != crate::sandbox::DEFAULT_KILL_GRACE {
+        if self.kill_grace != codemode_base::DEFAULT_KILL_GRACE {
             dropped.push("kill_grace_ms".to_owned());
-            self.kill_grace = crate::sandbox::DEFAULT_KILL_GRACE;
+            self.kill_grace = codemode_base::DEFAULT_KILL_GRACE;
         }
         if self.journal.url.as_deref().is_some_and(|url| url.trim() != "off") {
             dropped.push("journal url".to_owned());

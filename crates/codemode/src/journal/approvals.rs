@@ -155,7 +155,7 @@ pub async fn record_decisions(
             return Err(e);
         }
     };
-    let at = crate::engine::rfc3339_utc(std::time::SystemTime::now());
+    let at = codemode_base::time_text::rfc3339_utc(std::time::SystemTime::now());
     let mut text = String::new();
     for (seq, decided) in decisions {
         let (decision, reason) = match decided {

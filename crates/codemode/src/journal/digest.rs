@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::gate::Policy;
-use crate::vm::Limits;
+use codemode_base::limits::Limits;
 
 /// SHA-256 of `bytes`, lower-case hex.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -87,7 +87,7 @@ pub(crate) fn limits_json(l: &Limits) -> Value {
 /// same bytes serde_json wrote for such a value before objects kept their
 /// insertion order, so journals written then still match.
 pub(crate) fn json_sha256(value: &Value) -> String {
-    sha256_hex(crate::catalog::canonical_json(value).as_bytes())
+    sha256_hex(codemode_base::json_text::canonical_json(value).as_bytes())
 }
 
 /// The top-level keys of two JSON objects whose values differ, each as
@@ -139,7 +139,8 @@ mod tests {
     #[test]
     fn limits_differences_name_the_field() {
         let a = Limits::default();
-        let b = Limits { max_calls: a.max_calls + 1, ..Limits::default() };
+        let mut b = Limits::default();
+        b.max_calls = a.max_calls + 1;
         let d = differences(&limits_json(&a), &limits_json(&b));
         assert_eq!(d.len(), 1);
         assert!(d[0].starts_with("max_calls: "), "{d:?}");

@@ -157,7 +157,7 @@ pub fn state_line(state: RunState) -> String {
     format!(
         "{{\"t\":\"state\",\"state\":\"{}\",\"at\":\"{}\"}}",
         state.as_str(),
-        crate::engine::rfc3339_utc(std::time::SystemTime::now())
+        codemode_base::time_text::rfc3339_utc(std::time::SystemTime::now())
     )
 }
 

@@ -25,6 +25,7 @@
 //! folders), by the [`Retention`] of `[journal]`.
 
 pub(crate) mod approvals;
+pub(crate) mod completion;
 pub(crate) mod digest;
 pub(crate) mod local;
 pub(crate) mod record;

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::engine::dispatch::Completion;
+use super::completion::Completion;
 use crate::receipt::ledger::CallEnd;
 use crate::receipt::{CallStatus, Caller, Decision, Truncation};
 

@@ -12,11 +12,11 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use super::completion::Completion;
 use super::record::{
     self, ApprovalRecord, CallRecord, DecisionRecord, DoneRecord, Header, How, NowRecord, PausedRecord,
     PendingRecord, SeedRecord, SettleRecord,
 };
-use crate::engine::dispatch::Completion;
 use crate::receipt::Caller;
 
 /// A decision given on resume for a pending call.

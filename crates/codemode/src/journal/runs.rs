@@ -61,7 +61,7 @@ impl Runs {
     /// are in `store`; `None` (the journal off) reads the default local
     /// folder, which holds any journal written before.
     pub fn for_workspace(workspace: &Path, store: Option<Arc<dyn JournalStore>>) -> Runs {
-        let receipts = workspace.join(crate::sandbox::HIDDEN_NAME).join("runs");
+        let receipts = workspace.join(codemode_base::HIDDEN_NAME).join("runs");
         let local = LocalStore::confined(receipts.clone(), Some(workspace.to_path_buf()));
         let store = store.unwrap_or_else(|| Arc::new(local.clone()));
         Runs { store, local, receipts, confine: Some(workspace.to_path_buf()) }
@@ -388,7 +388,7 @@ impl Runs {
     /// receipts folder.
     fn check_links(&self) -> Result<(), StoreError> {
         let Some(workspace) = &self.confine else { return Ok(()) };
-        let link = crate::links::link_below(&self.receipts, workspace);
+        let link = codemode_base::links::link_below(&self.receipts, workspace);
         match link {
             Some(link) => Err(StoreError::Failed(format!(
                 "{} is a symbolic link; runs are not read or removed through links",

@@ -155,7 +155,7 @@ pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn Journal
             let dir = normalize(&workspace.join(dir));
             if dir.starts_with(workspace) {
                 let below = dir.strip_prefix(workspace).unwrap_or(&dir);
-                let hidden = below.components().any(|c| c.as_os_str() == crate::sandbox::HIDDEN_NAME);
+                let hidden = below.components().any(|c| c.as_os_str() == codemode_base::HIDDEN_NAME);
                 if !hidden {
                     return Err(StoreError::Failed(format!(
                         "the journal folder {} is inside the workspace but not beneath .codemode/: tool \

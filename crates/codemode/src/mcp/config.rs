@@ -400,7 +400,7 @@ fn valid_server_name(name: &str) -> bool {
 /// folder between `base` (the config file's folder) and it.
 fn linked_component(path: &Path, base: &Path) -> Option<PathBuf> {
     if path.starts_with(base) {
-        return crate::links::link_below(path, base).map(Path::to_path_buf);
+        return codemode_base::links::link_below(path, base).map(Path::to_path_buf);
     }
     path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()).then(|| path.to_path_buf())
 }
@@ -474,7 +474,7 @@ impl McpConfig {
     /// # Errors
     /// [`ConfigError`] naming the server and field of the first problem.
     pub fn load_in(path: &Path, workspace: Option<&Path>) -> Result<McpConfig, ConfigError> {
-        let text = crate::config_file::read_config(path)
+        let text = codemode_base::config_file::read_config(path)
             .map_err(|e| ConfigError::Read { path: path.to_owned(), message: e.to_string() })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let base = std::fs::canonicalize(if base.as_os_str().is_empty() { Path::new(".") } else { &base })
@@ -845,8 +845,8 @@ fn disabled_server(name: &str) -> ServerConfig {
 /// # Errors
 /// A message that names the file but quotes none of its values.
 fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let text =
-        crate::config_file::read_config(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = codemode_base::config_file::read_config(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut out = Vec::new();
     for item in dotenvy::from_read_iter(text.as_bytes()) {
         match item {

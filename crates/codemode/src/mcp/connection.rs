@@ -56,7 +56,7 @@ use super::lone_surrogates::Repaired;
 use super::requests::{self, ServerRequests};
 #[cfg(feature = "http")]
 use super::streamable_http;
-use crate::process_group::ProcessGroup;
+use codemode_base::process_group::ProcessGroup;
 
 /// Bytes of a server's stderr kept for error messages.
 pub const STDERR_TAIL: usize = 4096;
@@ -390,7 +390,7 @@ impl Connection {
                     .stderr(std::process::Stdio::piped())
                     .kill_on_drop(true);
                 // A session of its own: no controlling terminal.
-                crate::process_group::in_new_session(&mut cmd);
+                codemode_base::process_group::in_new_session(&mut cmd);
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }

@@ -25,7 +25,7 @@ pub const MAX_NAME_LEN: usize = 128;
 pub const TOOL_PREFIX: &str = "mcp__";
 
 /// The prefix of the permission a server's connection needs.
-pub const CONNECT_PREFIX: &str = "mcp_connect__";
+pub use codemode_base::CONNECT_PREFIX;
 
 /// Hex digits of the disambiguating hash.
 const HASH_HEX: usize = 8;

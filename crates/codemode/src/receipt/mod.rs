@@ -35,6 +35,18 @@ impl From<codemode_program::NormaliseError> for RunError {
     }
 }
 
+/// The user's answer (MCP `ElicitResult.action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitationAction {
+    /// The user accepted; form mode carries `content`.
+    Accept,
+    /// The user declined explicitly.
+    Decline,
+    /// The user dismissed the question without choosing.
+    Cancel,
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -271,7 +283,7 @@ pub struct ElicitationRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<String>,
     /// `accept`, `decline` or `cancel`: what went back to the server.
-    pub action: crate::catalog::ElicitationAction,
+    pub action: ElicitationAction,
     /// Form mode, accepted: the keys of the content sent (not its values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content_keys: Vec<String>,
@@ -293,7 +305,7 @@ impl ElicitationRecord {
 
     /// Whether the question was declined or cancelled.
     pub fn declined(&self) -> bool {
-        self.action != crate::catalog::ElicitationAction::Accept
+        self.action != ElicitationAction::Accept
     }
 }
 

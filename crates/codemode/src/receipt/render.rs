@@ -317,7 +317,7 @@ const DECLINED_MARK: &str = "declined elicitation";
 
 /// `  elicitation from `x`: "message" → declined by deny: why`.
 fn elicitation_line(e: &super::ElicitationRecord) -> String {
-    use crate::catalog::ElicitationAction;
+    use super::ElicitationAction;
     let action = match e.action {
         ElicitationAction::Accept => "accepted",
         ElicitationAction::Decline => "declined",
@@ -387,7 +387,7 @@ fn decision_name(d: Decision) -> &'static str {
 /// `\r`, so program text cannot start a line of its own), cut to at most
 /// `max` bytes and marked when cut.
 fn cut(text: &str, max: usize) -> String {
-    let text = crate::display_text::one_line(text);
+    let text = codemode_base::display_text::one_line(text);
     if text.len() <= max {
         return text.into_owned();
     }
@@ -495,7 +495,7 @@ mod tests {
 
     #[test]
     fn a_declined_elicitation_is_never_a_plain_ok() {
-        use crate::catalog::ElicitationAction;
+        use crate::receipt::ElicitationAction;
         use crate::receipt::ElicitationRecord;
         let record = |action, by: &str, reason: &str| ElicitationRecord {
             server: "x".into(),

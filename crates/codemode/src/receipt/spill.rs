@@ -244,7 +244,7 @@ fn write_spill(target: &SpillTarget<'_>, ext: &str, bytes: &[u8]) -> std::io::Re
         return Err(std::io::Error::other(format!(
             "the run's spill budget of {} bytes is used up ({})",
             area.limit,
-            crate::limit_settings::setting("spill_bytes")
+            codemode_base::limit_settings::setting("spill_bytes")
         )));
     }
     let written = write_file(area, target.stem, ext, bytes);
@@ -268,7 +268,7 @@ pub(crate) fn make_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Resul
     // The default place, `<workspace>/.codemode`, made here for the first
     // time: it gets a `.gitignore` so runs never show in `git status`.
     let new_codemode = confine
-        .map(|c| c.join(crate::sandbox::HIDDEN_NAME))
+        .map(|c| c.join(codemode_base::HIDDEN_NAME))
         .filter(|folder| dir.starts_with(folder) && folder.symlink_metadata().is_err());
     // Only the user reads runs: results may hold what the tools read.
     let mut builder = std::fs::DirBuilder::new();
@@ -320,7 +320,7 @@ pub(crate) fn resolve_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Re
     // a link (even one inside the workspace) could show earlier runs'
     // receipts under another name.
     if let Some(confine) = confine
-        && let Some(link) = crate::links::link_below(dir, confine)
+        && let Some(link) = codemode_base::links::link_below(dir, confine)
     {
         return Err(std::io::Error::other(format!(
             "{} is a symbolic link; receipts, spill files and journals are not written through links",

@@ -18,13 +18,7 @@ use std::time::Duration;
 pub(crate) use codemode_sandbox::find_launcher;
 pub use codemode_sandbox::{LAUNCHER_ENV, SandboxProfile, SandboxSettings, launcher, set_launcher};
 
-/// The name of codemode's own folder in a workspace (receipts, spill
-/// files), hidden from tools wherever it appears beneath the workspace.
-pub const HIDDEN_NAME: &str = ".codemode";
-
-/// Default grace period between SIGTERM and SIGKILL when a process group
-/// is ended.
-pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+pub use codemode_base::{DEFAULT_KILL_GRACE, HIDDEN_NAME};
 
 /// What tool calls may not change or read, and how bash is confined.
 /// Every path is absolute and canonical (or, for a path that does not

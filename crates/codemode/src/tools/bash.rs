@@ -324,7 +324,7 @@ async fn run(
 ) -> Result<ToolOutput, ToolError> {
     use tokio::time::Instant;
 
-    use crate::process_group::ProcessGroup;
+    use codemode_base::process_group::ProcessGroup;
 
     let started = Instant::now();
     let deadline = started + timeout;
@@ -559,7 +559,7 @@ fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    crate::process_group::in_new_session(&mut cmd).spawn()
+    codemode_base::process_group::in_new_session(&mut cmd).spawn()
 }
 
 /// Reads both pipes to their end into their tails.

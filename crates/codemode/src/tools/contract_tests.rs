@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use crate::catalog::canonical_json;
+use codemode_base::json_text::canonical_json;
 
 fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

@@ -587,7 +587,7 @@ pub(crate) fn walk(
     let root = root.to_path_buf();
     builder.hidden(false).require_git(false).follow_links(false).filter_entry(move |e| {
         if confinement.hidden.iter().any(|h| e.path().starts_with(h))
-            || e.file_name() == crate::sandbox::HIDDEN_NAME
+            || e.file_name() == codemode_base::HIDDEN_NAME
         {
             return false;
         }

@@ -93,7 +93,7 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
 fn memory_message(limit: usize) -> String {
     format!(
         "out of memory: the program reached the VM's memory limit of {limit} bytes ({})",
-        crate::limit_settings::setting("memory_bytes")
+        codemode_base::limit_settings::setting("memory_bytes")
     )
 }
 

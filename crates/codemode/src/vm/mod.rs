@@ -9,11 +9,10 @@ pub(crate) mod host_call;
 pub(crate) mod journaling;
 mod js_error;
 mod late_builtins;
-mod limits;
 pub(crate) mod pool;
 mod prelude;
 mod sandbox;
 
-pub use limits::Limits;
+pub use codemode_base::limits::Limits;
 pub use prelude::PRELUDE_NAME;
 pub use sandbox::Sandbox;

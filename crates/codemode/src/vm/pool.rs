@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::mpsc;
 
-use super::limits::VM_THREAD_STACK;
+use codemode_base::limits::VM_THREAD_STACK;
 
 /// Work for a VM thread: makes the (`!Send`) future there.
 pub(crate) type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;

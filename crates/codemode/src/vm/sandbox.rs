@@ -224,7 +224,7 @@ impl Sandbox {
                     "the program is {} bytes, over the source limit of {} bytes ({})",
                     program.source().len(),
                     limits.source_bytes,
-                    crate::limit_settings::setting("source_bytes")
+                    codemode_base::limit_settings::setting("source_bytes")
                 ),
             );
             return self.finish(RunStatus::Failed, Json::Null, Some(e));
@@ -694,7 +694,7 @@ impl Sandbox {
             let _ = ctx.catch();
             match text {
                 None => Some(Ok(Json::Null)),
-                Some(t) => crate::json_text::parse(&host_call::well_formed(&t).ok()?).ok().map(Ok),
+                Some(t) => codemode_base::json_text::parse(&host_call::well_formed(&t).ok()?).ok().map(Ok),
             }
         })
     }
@@ -710,11 +710,11 @@ impl Sandbox {
         if report.contains_key("json").unwrap_or(false) {
             return match text("json") {
                 None => Ok(Json::Null),
-                Some(json) => crate::json_text::parse(&json).map_err(|e| {
+                Some(json) => codemode_base::json_text::parse(&json).map_err(|e| {
                     // Too deep is the program's value; anything else is ours.
                     let kind = match e {
-                        crate::json_text::JsonTextError::TooDeep { .. } => ErrorKind::Limit,
-                        crate::json_text::JsonTextError::Invalid(_) => ErrorKind::Internal,
+                        codemode_base::json_text::JsonTextError::TooDeep { .. } => ErrorKind::Limit,
+                        codemode_base::json_text::JsonTextError::Invalid(_) => ErrorKind::Internal,
                     };
                     RunError::new(kind, format!("the return value: {e}"))
                 }),
@@ -810,7 +810,7 @@ impl Sandbox {
                 format!(
                     "the run passed its deadline of {} ms ({})",
                     self.shared.limits.deadline.as_millis(),
-                    crate::limit_settings::setting("deadline")
+                    codemode_base::limit_settings::setting("deadline")
                 ),
             ));
         }

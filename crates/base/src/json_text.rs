@@ -19,11 +19,11 @@ use serde_json::Value;
 /// The deepest nesting of arrays and objects [`parse`] reads: serde_json's
 /// recursion limit (128 levels; a value at level 128 is refused, so 127
 /// levels of containers around a scalar is the most).
-pub(crate) const MAX_DEPTH: usize = 127;
+pub const MAX_DEPTH: usize = 127;
 
 /// Why JSON text from JavaScript could not be read.
 #[derive(Debug)]
-pub(crate) enum JsonTextError {
+pub enum JsonTextError {
     /// Arrays and objects nest `depth` levels, over [`MAX_DEPTH`].
     TooDeep {
         /// Levels of arrays and objects at the deepest point.
@@ -55,7 +55,7 @@ impl std::error::Error for JsonTextError {}
 /// [`JsonTextError::TooDeep`] when arrays and objects nest deeper than
 /// [`MAX_DEPTH`]; [`JsonTextError::Invalid`] when the text is not JSON even
 /// after the repair.
-pub(crate) fn parse(text: &str) -> Result<Value, JsonTextError> {
+pub fn parse(text: &str) -> Result<Value, JsonTextError> {
     let e = match serde_json::from_str(text) {
         Ok(v) => return Ok(v),
         Err(e) => e,
@@ -136,6 +136,50 @@ fn repair_lone_surrogates(text: &str) -> Cow<'_, str> {
             Cow::Owned(o)
         }
         None => Cow::Borrowed(text),
+    }
+}
+
+/// `value` as canonical JSON: object keys sorted by their UTF-8 bytes, no
+/// whitespace, strings and numbers as serde_json writes them.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+/// The length in bytes of `value` as canonical JSON.
+pub fn canonical_len(value: &Value) -> usize {
+    canonical_json(value).len()
+}
+
+/// Appends `value` as canonical JSON ([`canonical_json`]) to `out`.
+pub fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
     }
 }
 

@@ -48,13 +48,13 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::process::Child;
 
-use crate::sandbox::DEFAULT_KILL_GRACE;
+use crate::DEFAULT_KILL_GRACE;
 
 /// Makes `command`'s child start a new session (`setsid(2)` between fork
 /// and exec): no controlling terminal, and a new process group whose id is
 /// the child's pid. Do not combine with `process_group`: a group leader
 /// cannot start a session.
-pub(crate) fn in_new_session(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
+pub fn in_new_session(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec and calls
     // only setsid(2), which is async-signal-safe; it allocates nothing (an
@@ -74,7 +74,7 @@ pub(crate) fn in_new_session(command: &mut tokio::process::Command) -> &mut toki
 /// thread: use it only for children spawned from the tool runtime's worker
 /// threads, which live as long as the engine; not for MCP servers, which
 /// may outlive the thread that started them.)
-pub(crate) fn dying_with_parent(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
+pub fn dying_with_parent(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
     let parent = nix::unistd::getpid();
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec and calls
@@ -98,7 +98,7 @@ const REAP_POLL: Duration = Duration::from_millis(5);
 
 /// A just-started child that leads a process group of its own (see the
 /// module docs), with a drop guard that kills and reaps the group.
-pub(crate) struct ProcessGroup {
+pub struct ProcessGroup {
     /// The direct child; `None` only once handed to the drop-time reaper.
     child: Option<Child>,
     /// The group id (the child's pid).
@@ -120,7 +120,7 @@ impl ProcessGroup {
     ///
     /// `None` (and `child` is dropped, so killed) when the child has no pid
     /// any more (it was already waited for) or one out of range.
-    pub(crate) fn new(child: Child, owner: &'static str, reap_wait: Duration) -> Option<ProcessGroup> {
+    pub fn new(child: Child, owner: &'static str, reap_wait: Duration) -> Option<ProcessGroup> {
         let pgid = Pid::from_raw(i32::try_from(child.id()?).ok()?);
         Some(ProcessGroup {
             child: Some(child),
@@ -134,18 +134,18 @@ impl ProcessGroup {
 
     /// Sets the grace period between SIGTERM and SIGKILL (default
     /// [`DEFAULT_KILL_GRACE`]).
-    pub(crate) fn with_kill_grace(mut self, kill_grace: Duration) -> ProcessGroup {
+    pub fn with_kill_grace(mut self, kill_grace: Duration) -> ProcessGroup {
         self.kill_grace = kill_grace;
         self
     }
 
     /// The direct child.
-    pub(crate) fn child(&mut self) -> &mut Child {
+    pub fn child(&mut self) -> &mut Child {
         self.child.as_mut().expect("the child is only taken on drop")
     }
 
     /// Sends SIGKILL to every process in the group.
-    pub(crate) fn kill(&self) {
+    pub fn kill(&self) {
         kill_group(self.pgid);
     }
 
@@ -153,7 +153,7 @@ impl ProcessGroup {
     /// kill grace for the direct child to exit, then SIGKILL to the group;
     /// returns the direct child's status. Adds at most the kill grace to the
     /// time the child takes to die.
-    pub(crate) async fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
+    pub async fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
         signal_group(self.pgid, Signal::SIGTERM);
         let grace = self.kill_grace;
         let exited = tokio::time::timeout(grace, self.child().wait()).await;
@@ -168,7 +168,7 @@ impl ProcessGroup {
     /// (the direct child must have been waited for already), for at most the
     /// reap wait, then disarms the drop guard. If this future is dropped
     /// before it ends, the guard is still armed and finishes the job.
-    pub(crate) async fn reap(&mut self) {
+    pub async fn reap(&mut self) {
         reap_group(self.pgid, self.owner, self.reap_wait).await;
         self.armed = false;
     }

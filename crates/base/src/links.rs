@@ -6,7 +6,7 @@ use std::path::Path;
 /// The first symbolic link on the way from `root` (not itself checked)
 /// down to `path` (checked), or `None` when there is none or `path` is not
 /// beneath `root`. Folders above `root` are the user's own layout.
-pub(crate) fn link_below<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
+pub fn link_below<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
     path.ancestors()
         .take_while(|a| a.starts_with(root) && *a != root)
         .find(|a| a.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))

@@ -15,13 +15,13 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// # Errors
 /// The file cannot be opened or read, is not a regular file (a FIFO, a
 /// device, a folder), is over [`MAX_CONFIG_BYTES`], or is not UTF-8.
-pub(crate) fn read_config(path: &Path) -> std::io::Result<String> {
+pub fn read_config(path: &Path) -> std::io::Result<String> {
     let bytes = read_config_bytes(path)?;
     String::from_utf8(bytes).map_err(|_| std::io::Error::other("the file is not UTF-8 text"))
 }
 
 /// [`read_config`] without the UTF-8 check.
-pub(crate) fn read_config_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+pub fn read_config_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::vm::Limits;
+use crate::limits::Limits;
 
 /// Accepted `max_calls`: 1 to 1,000,000 tool calls per run.
 pub const MAX_CALLS_RANGE: (usize, usize) = (1, 1_000_000);
@@ -71,7 +71,7 @@ impl LimitSettings {
     /// These settings without the ones that raise a limit above `defaults`
     /// (an untrusted workspace file may lower limits, never raise them);
     /// returns the `[limits]` keys dropped.
-    pub(crate) fn without_raises(mut self, defaults: &Limits) -> (LimitSettings, Vec<&'static str>) {
+    pub fn without_raises(mut self, defaults: &Limits) -> (LimitSettings, Vec<&'static str>) {
         let mut dropped = Vec::new();
         let mut keep = |raised: bool, key: &'static str| {
             if raised {
@@ -92,7 +92,7 @@ impl LimitSettings {
 /// How a user sets the [`Limits`] field `field` (`"max_calls"`), for
 /// messages: `--max-calls / [limits] max_calls`; the Rust field for the
 /// limits only the library sets (`Limits::source_bytes`).
-pub(crate) fn setting(field: &str) -> String {
+pub fn setting(field: &str) -> String {
     let (flag, key) = match field {
         "max_calls" => ("--max-calls", "max_calls"),
         "memory_bytes" => ("--memory", "memory"),

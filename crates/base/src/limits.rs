@@ -77,14 +77,14 @@ impl Default for Limits {
 }
 
 /// Stack size of the threads that run VMs, in bytes.
-pub(crate) const VM_THREAD_STACK: usize = 8 << 20;
+pub const VM_THREAD_STACK: usize = 8 << 20;
 
 impl Limits {
     /// Checks the limits make sense together.
     ///
     /// # Errors
     /// The name of the first field that is out of range, and why.
-    pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let nonzero = [
             ("memory_bytes", self.memory_bytes),
             ("stack_bytes", self.stack_bytes),

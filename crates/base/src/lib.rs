@@ -1,0 +1,41 @@
+//! codemode-base: the constants and small helpers every other codemode
+//! crate shares. A leaf: it depends on no codemode crate, so a constant
+//! needed in two layers never makes one import the other.
+//!
+//! - names every layer agrees on: [`HIDDEN_NAME`] (codemode's own folder
+//!   in a workspace), [`CONNECT_PREFIX`] (an MCP server's connection
+//!   permission), [`DEFAULT_KILL_GRACE`];
+//! - [`limits`] (`Limits`, every bound a run is held to) and
+//!   [`limit_settings`] (the `[limits]` table and the flags);
+//! - text: [`display_text`] (untrusted text on one line), [`json_text`]
+//!   (JSON made by JavaScript), [`time_text`] (RFC 3339 dates);
+//! - files and processes: [`config_file`] (bounded, non-blocking reads of
+//!   configuration files), [`links`] (symbolic links on the way to a path),
+//!   [`process_group`] (children in a process group of their own, Unix).
+
+#![deny(missing_docs)]
+
+use std::time::Duration;
+
+pub mod config_file;
+pub mod display_text;
+pub mod json_text;
+pub mod limit_settings;
+pub mod limits;
+pub mod links;
+#[cfg(unix)]
+pub mod process_group;
+pub mod time_text;
+
+/// The name of codemode's own folder in a workspace (receipts, spill
+/// files), hidden from tools wherever it appears beneath the workspace.
+pub const HIDDEN_NAME: &str = ".codemode";
+
+/// The prefix of an MCP server's connection permission,
+/// `mcp_connect__<server>`: a tool name the gate decides before any process
+/// of the server starts (docs/MCP.md).
+pub const CONNECT_PREFIX: &str = "mcp_connect__";
+
+/// How long a process group gets between SIGTERM and SIGKILL when it is
+/// ended: 2 s.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
