@@ -18,6 +18,7 @@ mod file_writers;
 mod gate;
 mod journal;
 mod journal_postgres;
+mod layering;
 mod limits;
 mod mcp_dialects;
 mod mcp_discovery;

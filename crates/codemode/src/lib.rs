@@ -36,6 +36,7 @@ pub mod journal;
 #[cfg(unix)]
 pub mod mcp;
 pub mod receipt;
+mod rule;
 pub mod sandbox;
 mod tools;
 pub mod trust;

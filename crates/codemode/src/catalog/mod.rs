@@ -9,6 +9,7 @@ mod digest;
 mod elicitation;
 mod schema;
 mod search;
+pub(crate) mod shapes;
 mod spec;
 mod suggest;
 mod tool;
@@ -20,6 +21,7 @@ pub use elicitation::{
     Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode, Elicitor,
 };
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
+pub(crate) use tool::parse_args;
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 pub use typescript::{DeclarationOptions, declarations, declarations_with};
 

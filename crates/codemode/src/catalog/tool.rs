@@ -115,3 +115,10 @@ impl ToolError {
         ToolError { message: message.into() }
     }
 }
+
+/// The arguments object as the tool's `Args` type. The gate has already
+/// checked them against the tool's JSON Schema, so a failure here means the
+/// schema and the type disagree; the message says so rather than panic.
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(args: serde_json::Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::new(format!("arguments: {e}")))
+}

@@ -83,7 +83,7 @@ impl Discovery {
         args: Value,
         caller: Caller,
     ) -> Result<ToolOutput, ToolError> {
-        let args: Args = crate::tools::parse_args(args)?;
+        let args: Args = crate::catalog::parse_args(args)?;
         self.search(&cell.load(), &cell.unavailable(), &args, caller).map(ToolOutput::new)
     }
 
@@ -334,7 +334,7 @@ impl Tool for ToolSearch {
         .read_only(true)
         .destructive(false)
         .source(ToolSource::Synthetic)
-        .result_schemas(crate::tools::shapes::tool_search())
+        .result_schemas(super::shapes::tool_search())
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {

@@ -7,9 +7,7 @@
 //! [`CallFuture`] for the caller to run on the tool runtime. Results are
 //! bounded (and spilled) before they leave.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -27,10 +25,7 @@ use crate::tools::Abandon;
 use crate::vm::clock::RunClock;
 
 pub(crate) use crate::journal::completion::Completion;
-
-/// A call still running; resolves to its completion. Run it on the tool
-/// runtime.
-pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Completion> + Send + 'static>>;
+pub(crate) use crate::vm::calls::{Begun, CallFuture};
 
 impl Completion {
     /// The completion of a call whose task panicked, which the gate let
@@ -55,18 +50,6 @@ impl Completion {
             pause: None,
         }
     }
-}
-
-/// What `begin` did with a call.
-pub(crate) enum Begun {
-    /// The call ended at once (refused, or the tool answered without
-    /// waiting); the ledger is already updated.
-    Settled(Completion),
-    /// The call is running; poll the future on the tool runtime and apply its
-    /// completion to the ledger.
-    Running { seq: u64, future: CallFuture },
-    /// The call was refused and the run must end (error kind `limit`).
-    Exhausted { completion: Completion, reason: String },
 }
 
 /// The envelope a successful call resolves to (DESIGN.md §3).
@@ -915,5 +898,52 @@ impl Finisher {
             text: None,
             pause: None,
         }
+    }
+}
+/// The VM's view of the dispatcher: every `tools.call` of a program goes
+/// here, and the VM applies what comes back.
+impl crate::vm::calls::CallHost for Dispatcher {
+    fn begin(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        args_json: &str,
+        caller: Caller,
+        slot_free: bool,
+    ) -> Begun {
+        Dispatcher::begin(self, ledger, tool, args_json, caller, slot_free)
+    }
+
+    fn begin_allowed(
+        &self,
+        ledger: &mut Ledger,
+        pending: &crate::journal::record::PendingRecord,
+        caller: Caller,
+        note: String,
+    ) -> Begun {
+        Dispatcher::begin_allowed(self, ledger, pending, caller, note)
+    }
+
+    fn begin_denied(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        caller: Caller,
+        reason: String,
+        note: Option<String>,
+    ) -> Begun {
+        Dispatcher::begin_denied(self, ledger, tool, caller, reason, note)
+    }
+
+    fn spill_area(&self) -> &SpillArea {
+        Dispatcher::spill_area(self)
+    }
+
+    fn catalog_sha256(&self) -> String {
+        self.shared.catalog.load().digest().to_owned()
+    }
+
+    fn run_warnings(&self) -> Vec<String> {
+        super::run_warnings(&self.shared, self.spill_area().failures())
     }
 }

@@ -551,7 +551,8 @@ impl Engine {
         let (id, c) = (run_id.clone(), clock.clone());
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
-                let sandbox = Sandbox::journaled(shared.clone(), c.clone(), id.clone(), journaling, options);
+                let setup = vm_setup(&shared, &id, &c, journaling.is_some(), options);
+                let sandbox = Sandbox::new(setup, c.clone(), id.clone(), journaling);
                 let receipt = match sandbox {
                     Ok(mut sandbox) => sandbox.run(program).await,
                     Err(e) => early_receipt(&shared, &id, &c, e),
@@ -612,7 +613,8 @@ impl Engine {
     pub fn sandbox(&self) -> Result<Sandbox, RunError> {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
-        Sandbox::new(self.shared.clone(), clock, run_id)
+        let setup = vm_setup(&self.shared, &run_id, &clock, false, RunOptions::default());
+        Sandbox::new(setup, clock, run_id, None)
     }
 
     /// Saves `receipt` as JSON to `receipt.json` in its run's folder (where
@@ -920,6 +922,26 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
 /// The warnings a receipt of `shared`'s runs carries: `spill_failures`
 /// (why spill files could not be written), then the bash sandbox when it is
 /// off.
+/// What a VM gets for run `run_id`: the limits, the tool runtime, and a
+/// dispatcher of its own (pausable when the run keeps a journal; asking
+/// `options.approver` when given).
+fn vm_setup(
+    shared: &Arc<Shared>,
+    run_id: &Arc<str>,
+    clock: &Arc<RunClock>,
+    journaled: bool,
+    options: RunOptions,
+) -> crate::vm::VmSetup {
+    let dispatcher = dispatch::Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
+    let dispatcher = if journaled { dispatcher.pausable() } else { dispatcher };
+    crate::vm::VmSetup {
+        limits: shared.limits.clone(),
+        tools: shared.tools.clone(),
+        calls: Box::new(dispatcher.with_approver(options.approver)),
+        on_call_end: options.on_call_end,
+    }
+}
+
 pub(crate) fn run_warnings(shared: &Shared, spill_failures: Vec<String>) -> Vec<String> {
     let mut warnings = spill_failures;
     if shared.confinement.sandbox.profile == crate::sandbox::SandboxProfile::Off {

@@ -27,7 +27,7 @@ pub(crate) struct JournalFacts {
 
 impl JournalFacts {
     pub(crate) fn new(policy: &crate::gate::Policy, limits: &codemode_base::limits::Limits) -> JournalFacts {
-        let policy_json = digest::policy_json(policy, policy.posture);
+        let policy_json = crate::gate::policy_json(policy, policy.posture);
         JournalFacts {
             posture: policy.posture,
             policy_sha256: digest::json_sha256(&policy_json),
@@ -41,7 +41,7 @@ impl JournalFacts {
         if posture == self.posture {
             return (self.policy.clone(), self.policy_sha256.clone());
         }
-        let json = digest::policy_json(&shared.policy, posture);
+        let json = crate::gate::policy_json(&shared.policy, posture);
         let sha = digest::json_sha256(&json);
         (json, sha)
     }

@@ -298,7 +298,7 @@ impl Reader<'_> {
 
     /// The `[limits]` table, each value checked against its range.
     fn limits(&self, raw: RawLimits) -> Result<crate::LimitSettings, PolicyError> {
-        use crate::limit_settings as l;
+        use codemode_base::limit_settings as l;
         let wrong = |span: std::ops::Range<usize>, key: &str, e: String| {
             self.error(Some(span.start), format!("`limits.{key}`: {e}"))
         };

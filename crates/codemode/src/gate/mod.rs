@@ -32,6 +32,8 @@ mod input_schema;
 pub(crate) mod later;
 mod mode;
 pub(crate) mod policy;
+mod policy_digest;
+pub(crate) use policy_digest::policy_json;
 pub(crate) mod posture_epoch;
 mod preparation;
 pub(crate) mod primary;

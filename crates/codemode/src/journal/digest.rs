@@ -5,7 +5,6 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::gate::Policy;
 use codemode_base::limits::Limits;
 
 /// SHA-256 of `bytes`, lower-case hex.
@@ -16,52 +15,6 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
         out.push_str(&format!("{b:02x}"));
     }
     out
-}
-
-/// The policy as canonical JSON: what the gate decides by (mode, posture,
-/// rules, per-tool settings, hooks, sandbox), without where it was read
-/// from (paths differ between machines; the content is what matters).
-pub(crate) fn policy_json(policy: &Policy, posture: crate::gate::Posture) -> Value {
-    let rules = |list: &[crate::gate::Rule]| list.iter().map(|r| r.to_string()).collect::<Vec<_>>();
-    let tools: serde_json::Map<String, Value> = policy
-        .tools
-        .iter()
-        .map(|(name, t)| {
-            (
-                name.clone(),
-                json!({
-                    "timeout_ms": t.timeout_ms,
-                    "allowed_callers": t.allowed_callers,
-                }),
-            )
-        })
-        .collect();
-    let hooks: Vec<Value> = policy
-        .hooks
-        .iter()
-        .map(|h| {
-            json!({
-                "matcher": h.matcher.as_str(),
-                "command": h.command,
-                "timeout_ms": h.timeout.as_millis() as u64,
-            })
-        })
-        .collect();
-    json!({
-        "mode": format!("{:?}", policy.mode).to_lowercase(),
-        "posture": posture.as_str(),
-        "allow": rules(&policy.rules.allow),
-        "ask": rules(&policy.rules.ask),
-        "deny": rules(&policy.rules.deny),
-        "tools": tools,
-        "hooks": hooks,
-        "sandbox": {
-            "profile": format!("{:?}", policy.sandbox.profile),
-            "network": policy.sandbox.network,
-            "writable": policy.sandbox_writable,
-            "kill_grace_ms": policy.kill_grace.as_millis() as u64,
-        },
-    })
 }
 
 /// The limits as a JSON object of numbers (durations in milliseconds).
@@ -114,12 +67,15 @@ mod tests {
 
     #[test]
     fn a_changed_rule_changes_the_policy_digest_and_is_named() {
-        let a = Policy::default();
-        let mut b = Policy::default();
+        let a = crate::gate::Policy::default();
+        let mut b = crate::gate::Policy::default();
         b.rules.allow.push(crate::gate::Rule::parse("write(src/**)").unwrap());
-        let (ja, jb) = (policy_json(&a, a.posture), policy_json(&b, b.posture));
+        let (ja, jb) = (crate::gate::policy_json(&a, a.posture), crate::gate::policy_json(&b, b.posture));
         assert_ne!(json_sha256(&ja), json_sha256(&jb));
-        assert_eq!(json_sha256(&ja), json_sha256(&policy_json(&Policy::default(), a.posture)));
+        assert_eq!(
+            json_sha256(&ja),
+            json_sha256(&crate::gate::policy_json(&crate::gate::Policy::default(), a.posture))
+        );
         assert_eq!(differences(&ja, &jb), vec![r#"allow: [] -> ["write(src/**)"]"#.to_owned()]);
     }
 

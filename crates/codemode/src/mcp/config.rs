@@ -840,7 +840,7 @@ fn disabled_server(name: &str) -> ServerConfig {
 }
 
 /// The `KEY=value` entries of the dotenv file at `path` (read as
-/// `crate::config_file` reads any config file, parsed by `dotenvy`).
+/// `codemode_base::config_file` reads any config file, parsed by `dotenvy`).
 ///
 /// # Errors
 /// A message that names the file but quotes none of its values.

@@ -57,7 +57,7 @@ pub struct Confinement {
     /// a search whose `path` they match, they keep what they match out of
     /// every search of that tool ([`Confinement::search_denies`]), so that
     /// a search of the whole workspace does not show a denied folder.
-    pub search_denied: Vec<crate::gate::Rule>,
+    pub search_denied: Vec<crate::rule::Rule>,
 }
 
 impl Confinement {

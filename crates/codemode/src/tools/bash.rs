@@ -206,7 +206,7 @@ impl Tool for Bash {
                 "additionalProperties": false
             }),
         )
-        .result_schemas(super::shapes::bash())
+        .result_schemas(crate::catalog::shapes::bash())
         .read_only(false)
         .primary_argument(crate::catalog::PrimaryArgument::Text("command".into()))
         .timeout_ms(ENGINE_TIMEOUT_MS)

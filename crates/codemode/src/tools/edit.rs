@@ -80,7 +80,7 @@ impl Tool for Edit {
                 "additionalProperties": false
             }),
         )
-        .result_schemas(super::shapes::edit())
+        .result_schemas(crate::catalog::shapes::edit())
         .read_only(false)
         .destructive(false)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))

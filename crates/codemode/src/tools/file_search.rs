@@ -49,7 +49,7 @@ impl Tool for FileSearch {
                 "additionalProperties": false
             }),
         )
-        .result_schemas(super::shapes::file_search())
+        .result_schemas(crate::catalog::shapes::file_search())
         .read_only(true)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }

@@ -105,7 +105,7 @@ impl Tool for GrepFiles {
                 "additionalProperties": false
             }),
         )
-        .result_schemas(super::shapes::grep_files())
+        .result_schemas(crate::catalog::shapes::grep_files())
         .read_only(true)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }

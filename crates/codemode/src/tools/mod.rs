@@ -9,7 +9,6 @@ mod file_search;
 mod grep_files;
 mod path_glob;
 mod read;
-pub(crate) mod shapes;
 mod workspace;
 mod write;
 
@@ -30,14 +29,7 @@ pub(crate) fn native() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-/// The arguments object as the tool's `Args` type. The gate has already
-/// checked them against the tool's JSON Schema, so a failure here means the
-/// schema and the type disagree; the message says so rather than panic.
-pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
-    args: serde_json::Value,
-) -> Result<T, crate::catalog::ToolError> {
-    serde_json::from_value(args).map_err(|e| crate::catalog::ToolError::new(format!("arguments: {e}")))
-}
+pub(crate) use crate::catalog::parse_args;
 
 /// Runs blocking file work off the async threads and flattens a panic into
 /// a tool error.

@@ -69,7 +69,7 @@ impl Tool for Read {
                 "additionalProperties": false
             }),
         )
-        .result_schemas(super::shapes::read())
+        .result_schemas(crate::catalog::shapes::read())
         .read_only(true)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))
     }

@@ -52,7 +52,7 @@ impl Tool for Write {
                 "additionalProperties": false
             }),
         )
-        .result_schemas(super::shapes::write())
+        .result_schemas(crate::catalog::shapes::write())
         .read_only(false)
         .destructive(false)
         .primary_argument(crate::catalog::PrimaryArgument::Path("path".into()))

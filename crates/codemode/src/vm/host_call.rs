@@ -15,15 +15,17 @@ use rquickjs::{Ctx, Function, Value};
 use tokio::runtime::Handle;
 use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
 
+use super::calls::{Begun, CallFuture, CallHost};
 use super::clock::RunClock;
-use crate::engine::dispatch::{Begun, CallFuture, Completion, Dispatcher};
+use crate::journal::completion::Completion;
 use crate::journal::replay::ReplayCall;
 use crate::receipt::{Caller, Ledger};
 
 /// The state the binding shares with the run loop. Lives on the VM thread.
 pub(crate) struct HostState {
     pub ledger: RefCell<Ledger>,
-    pub dispatcher: Dispatcher,
+    /// Where the program's calls go (the engine's dispatcher).
+    pub dispatcher: Box<dyn CallHost>,
     pub calls: RefCell<InFlight>,
     /// Set when a run limit was reached inside a call; ends the run.
     pub exhausted: RefCell<Option<String>>,

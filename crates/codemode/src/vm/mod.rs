@@ -4,6 +4,7 @@
 //! Nothing here knows about policy: every call goes to the dispatcher.
 
 mod args_json;
+pub(crate) mod calls;
 pub(crate) mod clock;
 pub(crate) mod host_call;
 pub(crate) mod journaling;
@@ -16,3 +17,4 @@ mod sandbox;
 pub use codemode_base::limits::Limits;
 pub use prelude::PRELUDE_NAME;
 pub use sandbox::Sandbox;
+pub(crate) use sandbox::VmSetup;

@@ -8,14 +8,16 @@ use rquickjs::context::EvalOptions;
 use rquickjs::{Context, Ctx, Function, Persistent, Promise, Runtime, Value, promise::PromiseState};
 use serde_json::Value as Json;
 
+use super::calls::CallHost;
 use super::clock::RunClock;
 use super::host_call::{self, HostState, InFlight};
 use super::js_error::{self, Circumstances};
-use crate::engine::Shared;
-use crate::engine::dispatch::{Completion, Dispatcher};
+use crate::journal::completion::Completion;
+use crate::receipt::CallEndObserver;
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{CallStatus, ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
+use codemode_base::limits::Limits;
 use codemode_program::{self, PositionMap, Program};
 
 /// One VM for one program: a QuickJS runtime and context with the prelude
@@ -39,7 +41,7 @@ pub struct Sandbox {
     ctx: Context,
     _rt: Runtime,
     state: Rc<HostState>,
-    shared: Arc<Shared>,
+    limits: Limits,
     run_id: Arc<str>,
     /// The running program's name in stack traces.
     program_name: String,
@@ -78,6 +80,18 @@ const DRAIN_DEADLINE: &str =
 /// The note of such a call cut by a cancel.
 const DRAIN_CANCELLED: &str = "cancelled with the run, while it was let finish after the program failed";
 
+/// What the engine gives a VM for one run.
+pub(crate) struct VmSetup {
+    /// The run's limits (memory, stack, calls in flight, logs, deadline).
+    pub limits: Limits,
+    /// The tool runtime, where calls that wait run.
+    pub tools: tokio::runtime::Handle,
+    /// Where the program's calls go: the engine's dispatcher.
+    pub calls: Box<dyn CallHost>,
+    /// Told as each call ends (server mode's progress).
+    pub on_call_end: Option<CallEndObserver>,
+}
+
 /// Where the program stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MainState {
@@ -101,25 +115,16 @@ enum Ending {
 }
 
 impl Sandbox {
-    /// Makes a VM for run `run_id` timed by `clock`.
+    /// Makes a VM for run `run_id` timed by `clock`, whose calls go to
+    /// `setup.calls`; with `journal`, the run keeps a journal (and, on a
+    /// resume, replays one) and its calls may pause it.
     pub(crate) fn new(
-        shared: Arc<Shared>,
-        clock: Arc<RunClock>,
-        run_id: Arc<str>,
-    ) -> Result<Sandbox, RunError> {
-        Sandbox::journaled(shared, clock, run_id, None, crate::RunOptions::default())
-    }
-
-    /// [`Sandbox::new`] for a run that keeps a journal (and, on a resume,
-    /// replays one): its calls may pause it.
-    pub(crate) fn journaled(
-        shared: Arc<Shared>,
+        setup: VmSetup,
         clock: Arc<RunClock>,
         run_id: Arc<str>,
         journal: Option<super::journaling::Journaling>,
-        options: crate::RunOptions,
     ) -> Result<Sandbox, RunError> {
-        let limits = &shared.limits;
+        let VmSetup { limits, tools, calls, on_call_end } = setup;
         let internal =
             |what: &str, e: rquickjs::Error| RunError::new(ErrorKind::Internal, format!("{what}: {e}"));
         let rt = Runtime::new().map_err(|e| internal("could not create the JS runtime", e))?;
@@ -128,15 +133,9 @@ impl Sandbox {
         let ctx =
             Context::custom::<Intrinsics>(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
-            ledger: RefCell::new(
-                Ledger::new(limits.log_lines, limits.log_bytes).observed(options.on_call_end),
-            ),
-            dispatcher: match journal {
-                Some(_) => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()).pausable(),
-                None => Dispatcher::new(shared.clone(), run_id.clone(), clock.clone()),
-            }
-            .with_approver(options.approver),
-            calls: RefCell::new(InFlight::new(limits.max_in_flight, shared.tools.clone())),
+            ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes).observed(on_call_end)),
+            dispatcher: calls,
+            calls: RefCell::new(InFlight::new(limits.max_in_flight, tools)),
             exhausted: RefCell::new(None),
             closed: std::cell::Cell::new(false),
             unhandled: RefCell::new(Vec::new()),
@@ -183,7 +182,7 @@ impl Sandbox {
             ctx,
             _rt: rt,
             state,
-            shared,
+            limits,
             run_id,
             program_name: String::new(),
             positions: PositionMap::default(),
@@ -216,7 +215,7 @@ impl Sandbox {
         }
         self.used = true;
         self.program_name = program.name().to_owned();
-        let limits = self.shared.limits.clone();
+        let limits = self.limits.clone();
         if program.source().len() > limits.source_bytes {
             let e = RunError::new(
                 ErrorKind::Limit,
@@ -733,7 +732,7 @@ impl Sandbox {
         let when = Circumstances {
             compiling: false,
             stopping: stopping.as_ref(),
-            memory_limit: self.shared.limits.memory_bytes,
+            memory_limit: self.limits.memory_bytes,
             positions: &self.positions,
         };
         Err(js_error::from_parts(thrown, name, when))
@@ -809,7 +808,7 @@ impl Sandbox {
                 ErrorKind::Timeout,
                 format!(
                     "the run passed its deadline of {} ms ({})",
-                    self.shared.limits.deadline.as_millis(),
+                    self.limits.deadline.as_millis(),
                     codemode_base::limit_settings::setting("deadline")
                 ),
             ));
@@ -817,7 +816,7 @@ impl Sandbox {
         // Last: a deadline that interrupted the making of a built-in (which
         // ends it as if memory ran out) is the run's timeout.
         let what = self.state.out_of_memory.get()?;
-        Some(js_error::memory_error(what, self.shared.limits.memory_bytes))
+        Some(js_error::memory_error(what, self.limits.memory_bytes))
     }
 
     /// A thrown value as a `RunError`, with the stop reason when the run is
@@ -827,7 +826,7 @@ impl Sandbox {
         let when = Circumstances {
             compiling,
             stopping: stopping.as_ref(),
-            memory_limit: self.shared.limits.memory_bytes,
+            memory_limit: self.limits.memory_bytes,
             positions: &self.positions,
         };
         js_error::run_error(exception, file, when)
@@ -839,7 +838,7 @@ impl Sandbox {
         for (_, reason) in self.state.unhandled.borrow_mut().drain(..) {
             self.state.ledger.borrow_mut().log("error", &format!("unhandled promise rejection: {reason}"));
         }
-        let limits = &self.shared.limits;
+        let limits = &self.limits;
         let bounded = spill::bound(
             value,
             limits.value_bytes,
@@ -871,13 +870,10 @@ impl Sandbox {
             value: bounded.value,
             value_truncated,
             error,
-            catalog_sha256: self.shared.catalog.load().digest().to_owned(),
+            catalog_sha256: self.state.dispatcher.catalog_sha256(),
             elapsed_ms,
             approval_wait_ms,
-            warnings: crate::engine::run_warnings(
-                &self.shared,
-                self.state.dispatcher.spill_area().failures(),
-            ),
+            warnings: self.state.dispatcher.run_warnings(),
         })
     }
 }
