@@ -252,8 +252,8 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Makes a sandbox on this thread, or aborts.
-fn sandbox(engine: &Engine, workload: &str) -> codemode::Sandbox {
-    engine.sandbox().unwrap_or_else(|e| die(format!("{workload}: no sandbox: {e:?}")))
+fn sandbox(engine: &Engine, workload: &str) -> codemode::Vm {
+    engine.vm().unwrap_or_else(|e| die(format!("{workload}: no sandbox: {e:?}")))
 }
 
 /// Nearest-rank percentile of sorted samples.
@@ -310,7 +310,7 @@ fn run_w1(engine: &Engine, rt: &tokio::runtime::Runtime) {
     );
 }
 
-/// One run of `source` in a fresh sandbox, timing `Sandbox::run` only (the
+/// One run of `source` in a fresh sandbox, timing `Vm::run` only (the
 /// sandbox is made before the clock starts and dropped after it stops).
 fn timed_run(
     engine: &Engine,

@@ -136,7 +136,7 @@ fn call_receipts_record_bytes_and_time() {
 fn a_sandbox_runs_one_program_only() {
     let ws = workspace();
     let engine = engine_with(&ws, Limits::default());
-    let mut sandbox = engine.sandbox().unwrap();
+    let mut sandbox = engine.vm().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let first = rt.block_on(sandbox.run(Program::new("return (await tools.sleep({ms: 1})).content.slept;")));
     assert_eq!(first.value, json!(1));

@@ -65,4 +65,4 @@ pub use receipt::{
     CallReceipt, CallStatus, Caller, Decision, ElicitationRecord, ErrorKind, LogEntry, PendingCall,
     RECEIPT_VERSION, Receipt, RenderOptions, RunError, RunStatus, Truncation,
 };
-pub use vm::{PRELUDE_NAME, Sandbox};
+pub use vm::{PRELUDE_NAME, Vm};

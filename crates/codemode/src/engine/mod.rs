@@ -35,7 +35,7 @@ use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus};
 use crate::vm::clock::RunClock;
 use crate::vm::pool::VmPool;
-use crate::vm::{Limits, Sandbox};
+use crate::vm::{Limits, Vm};
 use codemode_program::Program;
 
 /// Why an engine could not be built.
@@ -552,9 +552,9 @@ impl Engine {
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
                 let setup = vm_setup(&shared, &id, &c, journaling.is_some(), options);
-                let sandbox = Sandbox::new(setup, c.clone(), id.clone(), journaling);
-                let receipt = match sandbox {
-                    Ok(mut sandbox) => sandbox.run(program).await,
+                let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
+                let receipt = match vm {
+                    Ok(mut vm) => vm.run(program).await,
                     Err(e) => early_receipt(&shared, &id, &c, e),
                 };
                 let _ = tx.send(receipt);
@@ -605,16 +605,16 @@ impl Engine {
     }
 
     /// A VM on the current thread, for hosts that hold VMs themselves; see
-    /// [`Sandbox`].
+    /// [`Vm`].
     ///
     /// # Errors
     /// The VM could not be made (the prelude failed to load, or memory ran
     /// out); the error is the receipt-style `RunError`.
-    pub fn sandbox(&self) -> Result<Sandbox, RunError> {
+    pub fn vm(&self) -> Result<Vm, RunError> {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
         let setup = vm_setup(&self.shared, &run_id, &clock, false, RunOptions::default());
-        Sandbox::new(setup, clock, run_id, None)
+        Vm::new(setup, clock, run_id, None)
     }
 
     /// Saves `receipt` as JSON to `receipt.json` in its run's folder (where

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::completion::Completion;
 use crate::receipt::ledger::CallEnd;
-use crate::receipt::{CallStatus, Caller, Decision, Truncation};
+use crate::receipt::{CallStatus, Caller, Decision};
 
 /// The version of the journal format; a journal of another version is
 /// refused on resume.
@@ -66,41 +66,6 @@ pub(crate) enum How {
     Settled,
     /// Finished after the run began to pause: never handed to the program.
     Unsettled,
-}
-
-/// A call's end as journaled.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct EndRecord {
-    pub status: CallStatus,
-    pub decision: Decision,
-    /// Milliseconds, microsecond precision.
-    pub elapsed_ms: f64,
-    pub bytes: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub truncated: Option<Truncation>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// The questions the tool asked the user during the call (its
-    /// elicitations), so a resumed run's receipt still has them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub elicitations: Vec<crate::receipt::ElicitationRecord>,
-}
-
-impl EndRecord {
-    pub(crate) fn to_end(&self) -> CallEnd {
-        CallEnd {
-            status: self.status,
-            decision: self.decision,
-            elapsed: std::time::Duration::from_secs_f64(self.elapsed_ms.max(0.0) / 1000.0),
-            bytes: self.bytes,
-            truncated: self.truncated.clone(),
-            error: self.error.clone(),
-            note: self.note.clone(),
-            elicitations: self.elicitations.clone(),
-        }
-    }
 }
 
 /// `{"t":"call"}`: the program asked for a call.
@@ -174,7 +139,7 @@ pub(crate) struct DoneRecord {
     pub seq: u64,
     pub how: How,
     pub ok: bool,
-    pub end: EndRecord,
+    pub end: CallEnd,
     /// The envelope or error JSON the program got, as written.
     pub payload: Box<RawValue>,
     /// Text content, passed apart from the envelope.
@@ -187,7 +152,7 @@ impl DoneRecord {
     pub(crate) fn completion(&self) -> Completion {
         Completion {
             seq: self.seq,
-            end: self.end.to_end(),
+            end: self.end.clone(),
             ok: self.ok,
             payload: self.payload.get().to_owned(),
             text: self.text.clone(),
@@ -481,7 +446,7 @@ fn status_name(status: CallStatus) -> &'static str {
         CallStatus::Ok => "ok",
         CallStatus::Failed => "failed",
         CallStatus::Refused => "refused",
-        _ => "in_flight",
+        CallStatus::InFlight => "in_flight",
     }
 }
 
@@ -491,7 +456,7 @@ fn decision_name(decision: Decision) -> &'static str {
         Decision::Approved => "approved",
         Decision::Denied => "denied",
         Decision::Refused => "refused",
-        _ => "pending",
+        Decision::Pending => "pending",
     }
 }
 
@@ -557,6 +522,60 @@ mod tests {
             assert_eq!(again.end.decision, Decision::Approved);
             assert_eq!(again.end.elapsed, Duration::from_micros(1500));
             assert_eq!(back.how, How::Settled);
+        }
+    }
+
+    /// The fast writer and the serde type agree on every status, every
+    /// decision and every optional field: what is written is read back
+    /// whole, and serde's own writing of the record reads the same.
+    #[test]
+    fn every_status_decision_and_field_of_a_call_end_round_trips() {
+        use crate::receipt::{ElicitationAction, ElicitationRecord, Truncation};
+        let statuses = [CallStatus::Ok, CallStatus::Failed, CallStatus::Refused, CallStatus::InFlight];
+        let decisions =
+            [Decision::Auto, Decision::Approved, Decision::Denied, Decision::Refused, Decision::Pending];
+        let full = CallEnd {
+            status: CallStatus::Ok,
+            decision: Decision::Auto,
+            elapsed: Duration::from_micros(62_000_005),
+            bytes: u64::MAX,
+            truncated: Some(Truncation {
+                original_bytes: 300_000,
+                kept_bytes: 102_400,
+                spill_path: Some("/ws/.codemode/runs/r/call-1.json".into()),
+            }),
+            error: Some("failed: \"quoted\"\nand\u{2028}more".into()),
+            note: Some("approved: yes".into()),
+            elicitations: vec![ElicitationRecord {
+                server: "s".into(),
+                message: "Which one?".into(),
+                mode: "form".into(),
+                url: Some("https://example.test/page".into()),
+                fields: vec!["name".into()],
+                action: ElicitationAction::Accept,
+                content_keys: vec!["name".into()],
+                answered_by: "allow".into(),
+                reason: Some("defaults".into()),
+                wait_ms: 1.5,
+            }],
+        };
+        let bare =
+            CallEnd { truncated: None, error: None, note: None, elicitations: Vec::new(), ..full.clone() };
+        for (status, decision) in statuses.iter().flat_map(|s| decisions.iter().map(move |d| (*s, *d))) {
+            for base in [&full, &bare] {
+                let end = CallEnd { status, decision, ..base.clone() };
+                let mut c = completion(Some("text"));
+                c.end = end.clone();
+                let line = done_line(How::Unsettled, &c);
+                let back: DoneRecord = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                assert_eq!(back.end, end, "{line}");
+                assert_eq!((back.seq, back.ok, back.how), (c.seq, c.ok, How::Unsettled));
+                // serde writes the same record the fast writer does.
+                let by_serde: serde_json::Value = serde_json::to_value(&end).unwrap();
+                let by_hand: serde_json::Value =
+                    serde_json::from_str::<serde_json::Value>(&line).unwrap()["end"].clone();
+                assert_eq!(by_serde, by_hand, "{line}");
+            }
         }
     }
 

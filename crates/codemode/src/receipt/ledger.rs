@@ -2,25 +2,57 @@
 
 use std::time::Instant;
 
+use serde::{Deserialize, Serialize};
+
 use super::{
     CallReceipt, CallStatus, Caller, Decision, LogEntry, Receipt, RunError, RunStatus, Truncation, millis,
     spill::{cut_owned, cut_text, utf8_prefix},
 };
 
-/// How a finished call ended, for [`Ledger::finish`].
-#[derive(Debug, Clone)]
+/// How a finished call ended: what [`Ledger::finish`] writes into the
+/// call's receipt, and the `end` object of the journal's `done` line
+/// (docs/JOURNAL.md), one type for both. The journal's fast writer
+/// (`journal::record::write_done`) writes the same fields by hand; a test
+/// there reads every status and decision back into this type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct CallEnd {
     pub status: CallStatus,
-    /// How the gate decided, which steps 8-11 may only settle at the end.
+    /// How the gate decided, which its later steps may only settle at the
+    /// end.
     pub decision: Decision,
-    /// Wall time of the call, measured where it ran.
+    /// Wall time of the call, measured where it ran; in JSON
+    /// `elapsed_ms`, milliseconds with microsecond precision.
+    #[serde(rename = "elapsed_ms", with = "elapsed_ms")]
     pub elapsed: std::time::Duration,
+    /// Bytes of the result.
     pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<Truncation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The questions the tool asked the user during the call.
+    /// The questions the tool asked the user during the call, so a resumed
+    /// run's receipt still has them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elicitations: Vec<super::ElicitationRecord>,
+}
+
+/// A duration as milliseconds with microsecond precision (a JSON number).
+mod elapsed_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_micros() as f64 / 1000.0)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms = f64::deserialize(d)?;
+        // Microseconds, rounded: the text has three decimals.
+        Ok(Duration::from_micros((ms.max(0.0) * 1000.0).round() as u64))
+    }
 }
 
 /// Records calls and logs of one run, within the log bound.

@@ -7,14 +7,14 @@ mod args_json;
 pub(crate) mod calls;
 pub(crate) mod clock;
 pub(crate) mod host_call;
+mod instance;
 pub(crate) mod journaling;
 mod js_error;
 mod late_builtins;
 pub(crate) mod pool;
 mod prelude;
-mod sandbox;
 
 pub use codemode_base::limits::Limits;
+pub use instance::Vm;
+pub(crate) use instance::VmSetup;
 pub use prelude::PRELUDE_NAME;
-pub use sandbox::Sandbox;
-pub(crate) use sandbox::VmSetup;

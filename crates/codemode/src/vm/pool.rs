@@ -3,7 +3,7 @@
 //! JavaScript is CPU work, so it runs on its own threads, apart from the
 //! tool runtime: a busy program delays only the programs on its own VM
 //! thread, never tool I/O. Each thread runs a current-thread tokio runtime
-//! with a `LocalSet` that holds many VMs (sandboxes are `!Send`); a new run
+//! with a `LocalSet` that holds many VMs (`Vm`s are `!Send`); a new run
 //! goes to the thread with the fewest runs.
 
 use std::future::Future;

@@ -1,4 +1,4 @@
-//! `Sandbox`: one QuickJS runtime and context for one program.
+//! `Vm`: one QuickJS runtime and context for one program.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -23,14 +23,14 @@ use codemode_program::{self, PositionMap, Program};
 /// One VM for one program: a QuickJS runtime and context with the prelude
 /// loaded and the `tools.call` binding installed.
 ///
-/// [`Engine::execute`](crate::Engine::execute) makes a fresh sandbox on a VM
+/// [`Engine::execute`](crate::Engine::execute) makes a fresh VM on a VM
 /// thread for every program and drops it when the program ends. Hosts that
 /// want to hold VMs themselves (a benchmark of resident memory, say) make one
-/// with [`Engine::sandbox`](crate::Engine::sandbox) and drive
-/// [`Sandbox::run`] on a tokio runtime with timers enabled (a current-thread
-/// runtime is enough). A sandbox is `!Send`: it stays on the thread that made
+/// with [`Engine::vm`](crate::Engine::vm) and drive
+/// [`Vm::run`] on a tokio runtime with timers enabled (a current-thread
+/// runtime is enough). A `Vm` is `!Send`: it stays on the thread that made
 /// it. It runs one program only; globals never carry over to another.
-pub struct Sandbox {
+pub struct Vm {
     // Field order is drop order: JS handles go before the context and runtime.
     settle: Option<Persistent<Function<'static>>>,
     finish: Option<Persistent<Function<'static>>>,
@@ -49,7 +49,7 @@ pub struct Sandbox {
     positions: PositionMap,
     used: bool,
     /// Set once the program failed with calls put to an approver still
-    /// running: the run waits for them (see [`Sandbox::cancel_unapproved`]).
+    /// running: the run waits for them (see [`Vm::cancel_unapproved`]).
     draining: bool,
 }
 
@@ -70,7 +70,7 @@ type Intrinsics = (
 );
 
 /// The note of a call put to an approver that ended after the program
-/// failed (see `Sandbox::cancel_unapproved`).
+/// failed (see `Vm::cancel_unapproved`).
 const LET_FINISH: &str = "ended after the program failed: a call put to an approver gets its answer and, if allowed, runs to its end";
 
 /// The note of such a call cut by the deadline.
@@ -114,7 +114,7 @@ enum Ending {
     Paused,
 }
 
-impl Sandbox {
+impl Vm {
     /// Makes a VM for run `run_id` timed by `clock`, whose calls go to
     /// `setup.calls`; with `journal`, the run keeps a journal (and, on a
     /// resume, replays one) and its calls may pause it.
@@ -123,7 +123,7 @@ impl Sandbox {
         clock: Arc<RunClock>,
         run_id: Arc<str>,
         journal: Option<super::journaling::Journaling>,
-    ) -> Result<Sandbox, RunError> {
+    ) -> Result<Vm, RunError> {
         let VmSetup { limits, tools, calls, on_call_end } = setup;
         let internal =
             |what: &str, e: rquickjs::Error| RunError::new(ErrorKind::Internal, format!("{what}: {e}"));
@@ -174,7 +174,7 @@ impl Sandbox {
         let stop = clock;
         rt.set_interrupt_handler(Some(Box::new(move || stop.should_stop())));
         *state.date_shim.borrow_mut() = Some(install_date);
-        Ok(Sandbox {
+        Ok(Vm {
             settle: Some(settle),
             finish: Some(finish),
             program: None,
@@ -191,25 +191,25 @@ impl Sandbox {
         })
     }
 
-    /// The id of the run this sandbox is for.
+    /// The id of the run this VM is for.
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
 
     /// Runs `program` to its end and returns the receipt. Never fails: every
-    /// outcome (including a second program in the same sandbox, which is
+    /// outcome (including a second program in the same VM, which is
     /// refused) is a receipt.
     pub async fn run(&mut self, program: Program) -> Receipt {
         let receipt = self.run_program(program).await;
         self.close_journal(receipt).await
     }
 
-    /// [`Sandbox::run`] up to the receipt, before the journal's end.
+    /// [`Vm::run`] up to the receipt, before the journal's end.
     async fn run_program(&mut self, program: Program) -> Receipt {
         if self.used {
             let e = RunError::new(
                 ErrorKind::Internal,
-                "this sandbox already ran a program; a VM runs one program only (make a new sandbox)",
+                "this VM already ran a program; a VM runs one program only (make a new one)",
             );
             return self.finish(RunStatus::Failed, Json::Null, Some(e));
         }
@@ -878,7 +878,7 @@ impl Sandbox {
     }
 }
 
-impl Drop for Sandbox {
+impl Drop for Vm {
     fn drop(&mut self) {
         // JS handles must go before the runtime; running calls are aborted
         // when the join set drops with the state.
