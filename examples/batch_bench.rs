@@ -14,7 +14,8 @@
 use std::time::Instant;
 
 use codemode::{
-    Batch, BatchOptions, Engine, Limits, Policy, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec,
+    Engine, Limits, Policy, Tool, ToolSpec, batch::Batch, batch::BatchOptions, tool::ToolContext,
+    tool::ToolFuture, tool::ToolOutput,
 };
 use serde_json::{Map, Value, json};
 

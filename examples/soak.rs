@@ -21,8 +21,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use codemode::{
-    CallStatus, Engine, Limits, Policy, Program, Receipt, RunStatus, Tool, ToolContext, ToolFuture,
-    ToolOutput, ToolSpec,
+    Engine, Limits, Policy, Program, Receipt, Tool, ToolSpec, receipt::CallStatus, receipt::RunStatus,
+    tool::ToolContext, tool::ToolFuture, tool::ToolOutput,
 };
 use serde_json::{Value, json};
 

@@ -34,8 +34,8 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use codemode::{
-    CallStatus, Engine, Limits, Policy, Posture, Program, Receipt, RunStatus, Tool, ToolContext, ToolError,
-    ToolFuture, ToolOutput, ToolSpec,
+    Engine, Limits, Policy, Program, Receipt, Tool, ToolSpec, policy::Posture, receipt::CallStatus,
+    receipt::RunStatus, tool::ToolContext, tool::ToolError, tool::ToolFuture, tool::ToolOutput,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -773,7 +773,7 @@ fn run_w6_child(journal: bool) {
     let runs: Vec<_> = (0..W6_PROGRAMS)
         .map(|i| engine.start(Program::named(format!("w6-{i}.js"), source.clone())))
         .collect();
-    let receipts: Vec<Receipt> = runs.into_iter().map(codemode::Run::wait_blocking).collect();
+    let receipts: Vec<Receipt> = runs.into_iter().map(codemode::run::Run::wait_blocking).collect();
     let wall = t0.elapsed();
     let peak = status_kib("VmHWM");
     for receipt in &receipts {

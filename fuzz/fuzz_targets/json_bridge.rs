@@ -12,10 +12,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use codemode::{
-    Engine, ErrorKind, Limits, Policy, Program, RunStatus, Tool, ToolContext, ToolFuture, ToolOutput,
-    ToolSpec,
-};
+use codemode::{Engine, receipt::ErrorKind, Limits, Policy, Program, receipt::RunStatus, Tool, tool::ToolContext, tool::ToolFuture, tool::ToolOutput, ToolSpec};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 

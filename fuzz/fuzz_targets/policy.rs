@@ -8,10 +8,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let _ = codemode::Policy::from_toml(text, None);
     for line in text.lines() {
-        if let Ok(rule) = codemode::Rule::parse(line) {
+        if let Ok(rule) = codemode::policy::Rule::parse(line) {
             let shown = rule.to_string();
             // A rule's display parses back to the same rule.
-            assert_eq!(codemode::Rule::parse(&shown).as_ref(), Ok(&rule), "rule {line:?} shows as {shown:?}");
+            assert_eq!(codemode::policy::Rule::parse(&shown).as_ref(), Ok(&rule), "rule {line:?} shows as {shown:?}");
             let _ = rule.matches(&rule.tool, Some(line));
         }
     }

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let mut native = codemode::ToolSpec::new("fuzz_tool", "A tool under fuzzing.", input);
     native.output_schema = output;
     // The same schemas as an MCP server's tool (declared in a namespace).
-    let mcp = native.clone().source(codemode::ToolSource::Mcp { server: "fuzz".into() });
-    let _ = codemode::declarations([&native, &mcp]);
-    let _ = codemode::declarations_with([&native], &codemode::DeclarationOptions::new().preamble(false));
+    let mcp = native.clone().source(codemode::tool::ToolSource::Mcp { server: "fuzz".into() });
+    let _ = codemode::tool::declarations([&native, &mcp]);
+    let _ = codemode::tool::declarations_with([&native], &codemode::tool::DeclarationOptions::new().preamble(false));
 });

@@ -7,7 +7,7 @@
 //! `--config`, `--journal`) and builds no engine.
 
 use codemode::journal::{AwaitingCall, Decided, RecordedDecisions};
-use codemode::{ErrorKind, RunError};
+use codemode::{receipt::ErrorKind, receipt::RunError};
 use serde_json::json;
 
 use super::runs::{Place, one_line};

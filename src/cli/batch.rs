@@ -10,7 +10,10 @@ use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use codemode::{Batch, BatchCall, BatchItem, BatchOptions, ItemStatus, RenderOptions, RunStatus};
+use codemode::{
+    batch::Batch, batch::BatchCall, batch::BatchItem, batch::BatchOptions, batch::ItemStatus,
+    receipt::RenderOptions, receipt::RunStatus,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention, Runs};
 use codemode::limit_settings::{self as limit, LimitSettings};
-use codemode::{Engine, Limits, Mode, Policy, Posture};
+use codemode::{Engine, Limits, Policy, policy::Mode, policy::Posture};
 
 /// Where the workspace, its policy and its MCP servers are: the options of
 /// the commands that only read the catalog.
@@ -272,7 +272,7 @@ impl EngineArgs {
 
     /// Whether calls that need an approval will be asked at the terminal
     /// (`--approve prompt`, or no `--approve` with stderr a terminal and a
-    /// controlling terminal, as `codemode::default_approver` decides),
+    /// controlling terminal, as `codemode::approval::default_approver` decides),
     /// which asks and reads answers on the controlling terminal.
     pub(crate) fn prompts(&self) -> bool {
         use std::io::IsTerminal as _;
@@ -316,10 +316,10 @@ impl EngineArgs {
             _ => {}
         }
         let approver = match &self.approve {
-            Some(spec) => {
-                codemode::approver_from_spec(spec).map_err(anyhow::Error::msg).context("--approve")?
-            }
-            None => codemode::default_approver(),
+            Some(spec) => codemode::approval::approver_from_spec(spec)
+                .map_err(anyhow::Error::msg)
+                .context("--approve")?,
+            None => codemode::approval::default_approver(),
         };
         let mut builder =
             Engine::builder().workspace(&workspace).limits(limits).policy(policy).approver_arc(approver);

@@ -245,7 +245,7 @@ pub(crate) fn direct_call(
     engine: &codemode::Engine,
     tool: &str,
     args: &serde_json::Value,
-) -> anyhow::Result<Result<codemode::CallOutcome, u8>> {
+) -> anyhow::Result<Result<codemode::run::CallOutcome, u8>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     Ok(rt.block_on(async {
         tokio::select! {

@@ -4,8 +4,8 @@
 //! those, no --allow/--deny is needed.
 
 use anyhow::bail;
-use codemode::ErrorKind;
 use codemode::journal::Decided;
+use codemode::receipt::ErrorKind;
 
 use super::engine_args::{EngineArgs, LimitArgs};
 

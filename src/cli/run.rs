@@ -5,7 +5,7 @@
 use std::io::IsTerminal as _;
 
 use anyhow::Context;
-use codemode::{Program, RenderOptions, RunStatus};
+use codemode::{Program, receipt::RenderOptions, receipt::RunStatus};
 
 use super::engine_args::{EngineArgs, LimitArgs};
 
@@ -147,7 +147,7 @@ const SHOWN_FRAMES: usize = 3;
 /// settles) are left out: they say nothing about the program, and the
 /// summary already names the call.
 fn first_frames(stack: &str) -> String {
-    let prelude = format!("{}:", codemode::PRELUDE_NAME);
+    let prelude = format!("{}:", codemode::run::PRELUDE_NAME);
     let frames: Vec<&str> =
         stack.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains(prelude.as_str())).collect();
     if frames.is_empty() {
@@ -166,7 +166,7 @@ fn first_frames(stack: &str) -> String {
 
 /// The stderr line of a return value cut to its bound: its size, and the
 /// file holding the whole of it.
-fn cut_value_line(cut: &codemode::Truncation) -> String {
+fn cut_value_line(cut: &codemode::receipt::Truncation) -> String {
     let whole = match &cut.spill_path {
         Some(path) => format!("the whole value is in {}", printable(path)),
         None => "the whole value could not be written to a file (see the receipt's warnings)".to_owned(),

@@ -40,7 +40,7 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
     if let Some(limit) = args.limit {
         call["limit"] = json!(limit);
     }
-    let outcome = match super::direct_call(&engine, codemode::TOOL_SEARCH, &call)? {
+    let outcome = match super::direct_call(&engine, codemode::tool::TOOL_SEARCH, &call)? {
         Ok(outcome) => outcome,
         Err(code) => return Ok(code),
     };

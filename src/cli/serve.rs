@@ -184,9 +184,9 @@ fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Resul
             "--approve prompt: stdin and stdout carry MCP here; approvals reach the person through the \
              client (elicitation) or `codemode approve`. Use deny, allow, pause or cmd:PROGRAM, or leave it out"
         ),
-        Some(spec) => {
-            Some(codemode::approver_from_spec(spec).map_err(anyhow::Error::msg).context("--approve")?)
-        }
+        Some(spec) => Some(
+            codemode::approval::approver_from_spec(spec).map_err(anyhow::Error::msg).context("--approve")?,
+        ),
     };
     options.state_key = state_key(args.state_key_file.as_deref(), workspace)?;
     let placed = args.engine.approve_options();

@@ -2,7 +2,7 @@
 //! shown (`execute_tools` first, then the eager tools), every tool with
 //! `--all`, or only the catalog digest.
 
-use codemode::{Engine, Loading, ToolSpec};
+use codemode::{Engine, ToolSpec, tool::Loading};
 use serde_json::{Value, json};
 
 use super::engine_args::CatalogArgs;

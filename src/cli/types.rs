@@ -22,12 +22,12 @@ pub(crate) struct TypesArgs {
 pub(crate) fn types(args: TypesArgs) -> anyhow::Result<u8> {
     let engine = args.catalog.engine(None).build()?;
     let specs = engine.tool_specs();
-    let chosen = specs.iter().filter(|s| !args.eager || s.loading == codemode::Loading::Eager);
-    let options = codemode::DeclarationOptions::new().preamble(!args.no_preamble);
+    let chosen = specs.iter().filter(|s| !args.eager || s.loading == codemode::tool::Loading::Eager);
+    let options = codemode::tool::DeclarationOptions::new().preamble(!args.no_preamble);
     // Descriptions only reach comments and string literals, where the
     // `\u{..}` escapes `printable` writes are text and a TypeScript escape
     // of the same character: the output stays valid TypeScript.
-    let declarations = codemode::declarations_with(chosen, &options);
+    let declarations = codemode::tool::declarations_with(chosen, &options);
     super::print_stdout(&super::run::printable(&declarations))?;
     Ok(0)
 }

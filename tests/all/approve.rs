@@ -6,7 +6,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use codemode::{CallStatus, Decision, Engine, PauseApprover, RunOptions, RunStatus};
+use codemode::{
+    Engine, approval::PauseApprover, receipt::CallStatus, receipt::Decision, receipt::RunStatus,
+    run::RunOptions,
+};
 use serde_json::Value;
 
 use crate::cli::{codemode, spawn};
@@ -288,7 +291,11 @@ async fn a_person_decides_a_run_paused_into_postgresql() {
     assert_eq!(again.status, RunStatus::Paused);
     assert_eq!(counter(third.path()), "one\n", "nothing recorded: nothing new ran");
     let refused = server.record_decisions(&run_id, &[(1, codemode::journal::Decided::Allow)]).await;
-    assert_eq!(refused.unwrap_err().kind, codemode::ErrorKind::Invocation, "call 1 is no longer pending");
+    assert_eq!(
+        refused.unwrap_err().kind,
+        codemode::receipt::ErrorKind::Invocation,
+        "call 1 is no longer pending"
+    );
     let recorded = server
         .record_decisions(&run_id, &[(2, codemode::journal::Decided::Deny("no".into()))])
         .await

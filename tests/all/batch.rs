@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codemode::{
-    Approval, ApprovalFuture, ApprovalRequest, Approver, Batch, BatchCall, BatchItem, BatchOptions,
-    CallStatus, Caller, Decision, Engine, ErrorKind, ItemStatus, Limits, Policy, RunStatus,
+    Approver, Engine, Limits, Policy, approval::Approval, approval::ApprovalFuture,
+    approval::ApprovalRequest, batch::Batch, batch::BatchCall, batch::BatchItem, batch::BatchOptions,
+    batch::ItemStatus, receipt::CallStatus, receipt::Caller, receipt::Decision, receipt::ErrorKind,
+    receipt::RunStatus,
 };
 use serde_json::{Map, Value, json};
 

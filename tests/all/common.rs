@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use codemode::{
-    Engine, EngineBuilder, Limits, Program, Receipt, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
-    ToolSpec,
+    Engine, EngineBuilder, Limits, Program, Receipt, Tool, ToolSpec, tool::ToolContext, tool::ToolError,
+    tool::ToolFuture, tool::ToolOutput,
 };
 use serde_json::{Value, json};
 

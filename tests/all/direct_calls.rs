@@ -1,7 +1,7 @@
 //! Direct calls through the library: the same gate and the same results as
 //! a program's calls.
 
-use codemode::{CallStatus, Caller, Decision, Limits, Program};
+use codemode::{Limits, Program, receipt::CallStatus, receipt::Caller, receipt::Decision};
 use serde_json::json;
 
 use crate::common::{engine_with, workspace};

@@ -13,10 +13,13 @@ use std::time::Duration;
 
 use codemode::journal::Decided;
 use codemode::{
-    AllowApprover, Approval, ApprovalFuture, ApprovalRequest, Approver, Batch, BatchOptions, CallReceipt,
-    CallStatus, CommandApprover, DenyApprover, Elicitation, ElicitationAction, ElicitationMode,
-    ElicitationReply, ElicitationReplyFuture, ElicitationRequest, Engine, PauseApprover, Program, Receipt,
-    RunStatus, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec,
+    Approver, Engine, Program, Receipt, Tool, ToolSpec, approval::AllowApprover, approval::Approval,
+    approval::ApprovalFuture, approval::ApprovalRequest, approval::CommandApprover, approval::DenyApprover,
+    approval::PauseApprover, batch::Batch, batch::BatchOptions, elicitation::Elicitation,
+    elicitation::ElicitationAction, elicitation::ElicitationMode, elicitation::ElicitationReply,
+    elicitation::ElicitationReplyFuture, elicitation::ElicitationRequest, receipt::CallReceipt,
+    receipt::CallStatus, receipt::RunStatus, tool::ToolContext, tool::ToolError, tool::ToolFuture,
+    tool::ToolOutput,
 };
 use serde_json::{Value, json};
 
@@ -173,7 +176,7 @@ fn a_host_approver_without_elicit_declines() {
     let (receipt, envelope) = ask(Arc::new(Old), form(sep1034()));
     assert_eq!(envelope["content"]["action"], "decline");
     let record = &only_call(&receipt).elicitations[0];
-    assert_eq!(record.reason.as_deref(), Some(codemode::NOT_ANSWERED_REASON));
+    assert_eq!(record.reason.as_deref(), Some(codemode::approval::NOT_ANSWERED_REASON));
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -258,7 +261,7 @@ impl Approver for Slow {
         let wait = self.wait;
         Box::pin(async move {
             tokio::time::sleep(wait).await;
-            let mut reply = codemode::AllowApprover.elicit(request).await;
+            let mut reply = codemode::approval::AllowApprover.elicit(request).await;
             reply.by = "slow host".into();
             reply
         })
@@ -359,11 +362,12 @@ fn pty_child() {
         "name": {"type": "string", "title": "Your name"},
         "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
     }, "required": ["name"]});
-    let receipt = engine(ws.path(), codemode::default_approver()).execute_blocking(Program::new(format!(
-        "const a = await tools.ask({}); const b = await tools.ask({}); return [a.content, b.content];",
-        json!({"message": "Who are you?\u{1b}[2J", "schema": schema}),
-        json!({"message": "Open this", "url": "https://login.example/ok?code=1"}),
-    )));
+    let receipt =
+        engine(ws.path(), codemode::approval::default_approver()).execute_blocking(Program::new(format!(
+            "const a = await tools.ask({}); const b = await tools.ask({}); return [a.content, b.content];",
+            json!({"message": "Who are you?\u{1b}[2J", "schema": schema}),
+            json!({"message": "Open this", "url": "https://login.example/ok?code=1"}),
+        )));
     println!("RECEIPT {}", receipt.to_json());
 }
 

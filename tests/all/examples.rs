@@ -1,6 +1,6 @@
 //! The example programs run against this repository and do what they say.
 
-use codemode::{CallStatus, Engine, Program, RunStatus};
+use codemode::{Engine, Program, receipt::CallStatus, receipt::RunStatus};
 
 fn run_example(name: &str) -> codemode::Receipt {
     let root = env!("CARGO_MANIFEST_DIR");

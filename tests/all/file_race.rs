@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use codemode::{Batch, BatchCall, BatchOptions, Engine, Policy, RunStatus};
+use codemode::{Engine, Policy, batch::Batch, batch::BatchCall, batch::BatchOptions, receipt::RunStatus};
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 use serde_json::{Map, Value, json};
 

@@ -131,7 +131,7 @@ fn an_edit_waiting_for_a_lock_ends_at_its_own_timeout_with_the_file_unchanged() 
     let path = ws.path().join("f.txt");
     std::fs::write(&path, "before\n").unwrap();
     let mut policy = codemode::Policy::full_access();
-    let settings = codemode::ToolSettings { timeout_ms: Some(300), ..Default::default() };
+    let settings = codemode::policy::ToolSettings { timeout_ms: Some(300), ..Default::default() };
     policy.tools.insert("edit".to_owned(), settings);
     let engine = codemode::Engine::builder().workspace(ws.path()).policy(policy).build().unwrap();
     let held = std::fs::File::open(&path).unwrap();
@@ -142,7 +142,7 @@ fn an_edit_waiting_for_a_lock_ends_at_its_own_timeout_with_the_file_unchanged() 
     );
     let error = out.error.as_ref().expect("the edit did not get the lock");
     assert_eq!(error["kind"], "timeout", "{error}");
-    assert_eq!(out.call.status, codemode::CallStatus::Failed);
+    assert_eq!(out.call.status, codemode::receipt::CallStatus::Failed);
     drop(held);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "before\n", "the timed-out edit changed nothing");
     let out = engine.call_blocking(

@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codemode::{
-    Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, CallStatus, Decision, Engine,
-    HookSpec, Mode, Policy, Posture, Program, Rule, Rules, RunStatus,
+    Approver, Engine, Policy, Program, approval::Approval, approval::ApprovalFuture,
+    approval::ApprovalRequest, error::ApproverError, policy::HookSpec, policy::Mode, policy::Posture,
+    policy::Rule, policy::Rules, receipt::CallStatus, receipt::Decision, receipt::RunStatus,
 };
 use serde_json::{Value, json};
 
@@ -377,9 +378,9 @@ fn allowed_callers_and_timeouts_from_the_policy_apply() {
     let mut policy = Policy::full_access();
     policy.tools.insert(
         "bash".into(),
-        codemode::ToolSettings {
+        codemode::policy::ToolSettings {
             timeout_ms: Some(100),
-            allowed_callers: Some(vec![codemode::Caller::Program]),
+            allowed_callers: Some(vec![codemode::receipt::Caller::Program]),
         },
     );
     let e = engine(&ws, policy, Scripted::deny());
@@ -510,7 +511,7 @@ fn a_rule_name_that_differs_only_in_case_is_a_build_error() {
     let err = Engine::builder().workspace(ws.path()).policy(policy).build().unwrap_err();
     assert!(err.to_string().contains("did you mean `write`"), "{err}");
     let mut policy = Policy::default();
-    policy.tools.insert("Bash".into(), codemode::ToolSettings::default());
+    policy.tools.insert("Bash".into(), codemode::policy::ToolSettings::default());
     let err = Engine::builder().workspace(ws.path()).policy(policy).build().unwrap_err();
     assert!(err.to_string().contains("[tools.Bash]"), "{err}");
 }
@@ -522,8 +523,8 @@ fn mcp_style_tools_without_a_destructive_hint_are_asked_under_auto_review() {
         fn spec(&self) -> codemode::ToolSpec {
             codemode::ToolSpec::new("drop_table", "Drops a table.", json!({"type": "object"}))
         }
-        fn call(&self, _: Value, _: codemode::ToolContext) -> codemode::ToolFuture {
-            Box::pin(async { Ok(codemode::ToolOutput::new("dropped")) })
+        fn call(&self, _: Value, _: codemode::tool::ToolContext) -> codemode::tool::ToolFuture {
+            Box::pin(async { Ok(codemode::tool::ToolOutput::new("dropped")) })
         }
     }
     let ws = workspace();

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use codemode::journal::Decided;
 use codemode::{
-    CallStatus, Decision, Engine, ErrorKind, PauseApprover, Program, Receipt, RunStatus, Tool, ToolContext,
-    ToolFuture, ToolOutput, ToolSpec,
+    Engine, Program, Receipt, Tool, ToolSpec, approval::PauseApprover, receipt::CallStatus,
+    receipt::Decision, receipt::ErrorKind, receipt::RunStatus, tool::ToolContext, tool::ToolFuture,
+    tool::ToolOutput,
 };
 use serde_json::{Value, json};
 
@@ -223,7 +224,7 @@ fn a_changed_policy_or_catalog_is_refused_up_front_and_the_run_stays_paused() {
     assert!(e.message.contains("the catalog changed"), "{}", e.message);
     // A stricter policy.
     let mut policy = codemode::Policy::default();
-    policy.rules.deny.push(codemode::Rule::parse("bash").unwrap());
+    policy.rules.deny.push(codemode::policy::Rule::parse("bash").unwrap());
     let stricter = Engine::builder()
         .workspace(ws.path())
         .approver(PauseApprover)
@@ -632,7 +633,7 @@ fn a_run_that_waits_on_a_call_has_its_journal_while_it_runs() {
             codemode::ToolSpec::new("sees_journal", "Waits for a journal file.", json!({"type": "object"}))
                 .read_only(true)
         }
-        fn call(&self, _: Value, _: codemode::ToolContext) -> codemode::ToolFuture {
+        fn call(&self, _: Value, _: codemode::tool::ToolContext) -> codemode::tool::ToolFuture {
             let runs = self.0.clone();
             Box::pin(async move {
                 for _ in 0..500 {
@@ -642,11 +643,11 @@ fn a_run_that_waits_on_a_call_has_its_journal_while_it_runs() {
                         .flatten()
                         .any(|e| e.path().join("journal.jsonl").is_file());
                     if found {
-                        return Ok(codemode::ToolOutput::new(json!(true)));
+                        return Ok(codemode::tool::ToolOutput::new(json!(true)));
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 }
-                Ok(codemode::ToolOutput::new(json!(false)))
+                Ok(codemode::tool::ToolOutput::new(json!(false)))
             })
         }
     }

@@ -524,8 +524,8 @@ mod engines {
 
     use codemode::journal::Decided;
     use codemode::{
-        CallStatus, Decision, Engine, ErrorKind, PauseApprover, Program, RunStatus, Tool, ToolContext,
-        ToolFuture, ToolOutput, ToolSpec,
+        Engine, Program, Tool, ToolSpec, approval::PauseApprover, receipt::CallStatus, receipt::Decision,
+        receipt::ErrorKind, receipt::RunStatus, tool::ToolContext, tool::ToolFuture, tool::ToolOutput,
     };
     use serde_json::{Value, json};
 

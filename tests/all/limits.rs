@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use codemode::{CallStatus, ErrorKind, Limits, Program, RunStatus};
+use codemode::{Limits, Program, receipt::CallStatus, receipt::ErrorKind, receipt::RunStatus};
 use serde_json::json;
 
 use crate::common::{deadline, engine_with, workspace};

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use codemode::mcp::{PoolOptions, ServerState};
-use codemode::{Engine, Policy, Program, Rule, RunStatus};
+use codemode::{Engine, Policy, Program, policy::Rule, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::mcp_support::*;
@@ -230,11 +230,11 @@ fn the_cli_search_finds_a_fresh_servers_tool() {
 struct ConnectApprover(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
 impl codemode::Approver for ConnectApprover {
-    fn decide(&self, request: codemode::ApprovalRequest) -> codemode::ApprovalFuture {
+    fn decide(&self, request: codemode::approval::ApprovalRequest) -> codemode::approval::ApprovalFuture {
         if request.tool.starts_with("mcp_connect__") {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        Box::pin(async move { Ok(codemode::Approval::allow()) })
+        Box::pin(async move { Ok(codemode::approval::Approval::allow()) })
     }
 }
 
@@ -253,7 +253,12 @@ fn an_untrusted_servers_start_by_a_search_is_approved_once_and_the_receipt_says_
     let (result, receipt) = program_search(&engine, "time zones");
     assert_eq!(result["started_servers"], json!(["time"]), "{result}");
     assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
-    assert_eq!(receipt.calls[0].decision, codemode::Decision::Approved, "{}", receipt.to_json_pretty());
+    assert_eq!(
+        receipt.calls[0].decision,
+        codemode::receipt::Decision::Approved,
+        "{}",
+        receipt.to_json_pretty()
+    );
     // Listed now: a second search asks nothing and names no unlisted server.
     let (result, _) = program_search(&engine, "time zones");
     assert!(result.get("unlisted_servers").is_none() && result.get("started_servers").is_none(), "{result}");

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use codemode::mcp::{PoolOptions, ServerState};
-use codemode::{Engine, Policy, Posture, Program, Rule, RunStatus};
+use codemode::{Engine, Policy, Program, policy::Posture, policy::Rule, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::mcp_support::*;
@@ -170,7 +170,7 @@ fn the_schema_cache_fills_the_catalog_without_starting_the_server() {
     let second = engine(servers, cache.path(), ws.path(), Policy::full_access());
     let specs = second.tool_specs();
     let echo = specs.iter().find(|s| s.name == "mcp__fixture__echo").expect("from the cache");
-    assert_eq!(echo.loading, codemode::Loading::Deferred);
+    assert_eq!(echo.loading, codemode::tool::Loading::Deferred);
     assert!(!second.listed_tools().iter().any(|s| s.name == "mcp__fixture__echo"), "deferred, not listed");
     let found = second
         .call_blocking("tool_search", &json!({"query": "^mcp__fixture__", "mode": "regex", "limit": 50}));
@@ -284,7 +284,7 @@ fn the_run_deadline_cancels_a_hanging_call_and_tells_the_server() {
     let receipt =
         engine.execute_blocking(Program::new("await tools.mcp__fixture__echo({text: 'x'}); return 1"));
     assert_eq!(receipt.status, RunStatus::TimedOut, "{}", receipt.to_json_pretty());
-    assert_eq!(receipt.calls[0].status, codemode::CallStatus::InFlight);
+    assert_eq!(receipt.calls[0].status, codemode::receipt::CallStatus::InFlight);
     // The dropped request makes the client send notifications/cancelled.
     let mut cancelled = false;
     for _ in 0..500 {
@@ -319,7 +319,7 @@ fn starting_a_server_needs_an_approval_under_ask_and_plan_mode_reaches_read_only
     // Plan mode with full access: the server starts, read-only tools run,
     // the others are refused.
     let mut plan = Policy::full_access();
-    plan.mode = codemode::Mode::Plan;
+    plan.mode = codemode::policy::Mode::Plan;
     let engine = engine(servers, cache.path(), ws.path(), plan);
     let r = engine.execute_blocking(Program::new(
         r#"const echo = await tools.mcp__fixture__echo({text: "x"});
@@ -381,11 +381,15 @@ struct CountingApprover {
 }
 
 impl codemode::Approver for CountingApprover {
-    fn decide(&self, request: codemode::ApprovalRequest) -> codemode::ApprovalFuture {
+    fn decide(&self, request: codemode::approval::ApprovalRequest) -> codemode::approval::ApprovalFuture {
         if request.tool.starts_with("mcp_connect__") {
             self.connects.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        let answer = if self.allow { codemode::Approval::allow() } else { codemode::Approval::deny("no") };
+        let answer = if self.allow {
+            codemode::approval::Approval::allow()
+        } else {
+            codemode::approval::Approval::deny("no")
+        };
         Box::pin(async move { Ok(answer) })
     }
 }
@@ -416,7 +420,7 @@ fn calls_made_together_ask_once_to_start_their_server() {
         assert_eq!(r.value, want);
         assert_eq!(connects.load(std::sync::atomic::Ordering::SeqCst), 1, "allow: {allow}");
         // Only the call that started the server carries the approval.
-        let approved = r.calls.iter().filter(|c| c.decision == codemode::Decision::Approved).count();
+        let approved = r.calls.iter().filter(|c| c.decision == codemode::receipt::Decision::Approved).count();
         assert_eq!(approved, usize::from(allow), "{}", r.to_json_pretty());
     }
 }

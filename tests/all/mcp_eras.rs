@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use codemode::mcp::{Era, McpPool, McpTool, PoolOptions};
 use codemode::{
-    Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode, Elicitor, Tool,
-    ToolContext,
+    Tool, elicitation::Elicitation, elicitation::ElicitationAction, elicitation::ElicitationAnswer,
+    elicitation::ElicitationFuture, elicitation::ElicitationMode, elicitation::Elicitor, tool::ToolContext,
 };
 use serde_json::{Map, Value, json};
 
@@ -53,7 +53,7 @@ impl Elicitor for Answering {
 }
 
 fn cx_with(elicitor: &Arc<Answering>, workspace: &Path) -> ToolContext {
-    let mut cx = ToolContext::new(workspace.to_owned(), "test-run", 1, codemode::Caller::Program);
+    let mut cx = ToolContext::new(workspace.to_owned(), "test-run", 1, codemode::receipt::Caller::Program);
     cx.elicitor = Some(elicitor.clone() as Arc<dyn Elicitor>);
     cx
 }

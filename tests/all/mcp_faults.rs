@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use codemode::mcp::PoolOptions;
-use codemode::{Engine, Policy, Program, RunStatus};
+use codemode::{Engine, Policy, Program, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::mcp_support::*;
@@ -145,7 +145,7 @@ fn a_call_timeout_is_kind_timeout_wherever_it_is_set() {
     let mut policy = Policy::full_access();
     policy.tools.insert(
         "mcp__fixture__echo".into(),
-        codemode::ToolSettings { timeout_ms: Some(300), ..Default::default() },
+        codemode::policy::ToolSettings { timeout_ms: Some(300), ..Default::default() },
     );
     let servers = fixture_server("hang", json!({}), json!({}));
     let engine = engine_with(servers, cache.path(), ws.path(), policy);

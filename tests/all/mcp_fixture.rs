@@ -73,7 +73,7 @@ async fn a_pool_starts_nothing_until_connect_and_the_cache_serves_listings_witho
 
 struct Refuse;
 impl ConnectCheck for Refuse {
-    fn check(&self, server: &str, cx: Option<&codemode::ToolContext>) -> ConnectFuture {
+    fn check(&self, server: &str, cx: Option<&codemode::tool::ToolContext>) -> ConnectFuture {
         let reason = format!("mcp_connect__{server} denied (call {:?})", cx.map(|c| c.seq));
         Box::pin(async move { Err(reason) })
     }

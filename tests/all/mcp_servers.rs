@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use codemode::mcp::{McpError, McpTool};
-use codemode::{Loading, Tool, ToolSource};
+use codemode::{Tool, tool::Loading, tool::ToolSource};
 use serde_json::{Value, json};
 
 use crate::mcp_support::*;

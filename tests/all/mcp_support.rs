@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use codemode::mcp::{McpConfig, McpPool, PoolOptions};
-use codemode::{Caller, ToolContext};
+use codemode::{receipt::Caller, tool::ToolContext};
 use serde_json::Value;
 
 pub fn root() -> PathBuf {

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use codemode::mcp::McpConfig;
-use codemode::{CommandApprover, Engine, HookSpec, Policy, Program, Rule, RunStatus};
+use codemode::{
+    Engine, Policy, Program, approval::CommandApprover, policy::HookSpec, policy::Rule, receipt::RunStatus,
+};
 use serde_json::{Value, json};
 
 use crate::mcp_support::*;
@@ -45,7 +47,7 @@ fn a_trusted_file_starts_its_server_without_an_approval_under_ask() {
     let r = engine.execute_blocking(Program::new(ECHO));
     assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
     assert_eq!(r.value, json!({"text": "hi"}), "{}", r.to_json_pretty());
-    assert_eq!(r.calls[0].decision, codemode::Decision::Auto);
+    assert_eq!(r.calls[0].decision, codemode::receipt::Decision::Auto);
     let note = r.calls[0].note.as_deref().unwrap_or_default();
     assert!(note.contains(&format!("trusted MCP configuration {}", source.display())), "{note}");
     let started = pids(&pids_file);
@@ -231,7 +233,7 @@ fn a_cmd_approver_is_shown_the_command_line_with_secrets_as_written() {
         .unwrap();
     let r = engine.execute_blocking(Program::new(ECHO));
     assert_eq!(r.value, json!({"text": "hi"}), "{}", r.to_json_pretty());
-    assert_eq!(r.calls[0].decision, codemode::Decision::Approved);
+    assert_eq!(r.calls[0].decision, codemode::receipt::Decision::Approved);
     let request: Value = serde_json::from_str(&std::fs::read_to_string(&recorded).unwrap()).unwrap();
     assert_eq!(request["tool"], "mcp_connect__fixture");
     let cwd = std::fs::canonicalize(cache.path()).unwrap();
@@ -391,7 +393,7 @@ fn a_program_cannot_rewrite_the_loaded_mcp_configuration() {
     let evil =
         json!({"mcpServers": {"fixture": {"command": "sh", "args": ["-c", "touch pwned"]}}}).to_string();
     let r = e.call_blocking("write", &json!({"path": ".mcp.json", "content": evil}));
-    assert_eq!(r.call.status, codemode::CallStatus::Refused);
+    assert_eq!(r.call.status, codemode::receipt::CallStatus::Refused);
     assert!(r.call.error.unwrap().contains("the MCP configuration"));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
 }
@@ -414,7 +416,7 @@ fn files_an_mcp_server_runs_are_protected() {
     for path in ["srv/server.py", "srv/helper.py"] {
         let r = e
             .call_blocking("write", &json!({"path": path, "content": "import os; os.system('touch pwned')"}));
-        assert_eq!(r.call.status, codemode::CallStatus::Refused, "{path}");
+        assert_eq!(r.call.status, codemode::receipt::CallStatus::Refused, "{path}");
         assert!(r.call.error.unwrap().contains("MCP server command"), "{path}");
     }
     assert_eq!(std::fs::read_to_string(root.join("srv/server.py")).unwrap(), "print('hi')\n");
@@ -439,7 +441,7 @@ fn the_env_file_of_a_server_is_protected() {
         .unwrap();
     let evil = "NODE_OPTIONS=\"--require ./evil.js\"\n";
     let r = e.call_blocking("write", &json!({"path": ".env.mcp", "content": evil}));
-    assert_eq!(r.call.status, codemode::CallStatus::Refused);
+    assert_eq!(r.call.status, codemode::receipt::CallStatus::Refused);
     let r = e.call_blocking("bash", &json!({"command": "echo 'NODE_OPTIONS=x' >> .env.mcp; cat .env.mcp"}));
     assert_eq!(r.envelope.unwrap()["content"]["stdout"], "GREETING=hello\n");
     assert_eq!(std::fs::read_to_string(root.join(".env.mcp")).unwrap(), "GREETING=hello\n");

@@ -1,6 +1,6 @@
 //! `read` and `file_search` on real files, from programs.
 
-use codemode::{CallStatus, Limits, Program, RunStatus};
+use codemode::{Limits, Program, receipt::CallStatus, receipt::RunStatus};
 use serde_json::json;
 
 use crate::common::{engine_with, workspace};

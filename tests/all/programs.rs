@@ -1,7 +1,9 @@
 //! What programs can and cannot do: values, console, the tools object,
 //! errors, isolation.
 
-use codemode::{CallStatus, Decision, ErrorKind, Limits, Program, RunStatus};
+use codemode::{
+    Limits, Program, receipt::CallStatus, receipt::Decision, receipt::ErrorKind, receipt::RunStatus,
+};
 use serde_json::json;
 
 use crate::common::{engine_with, run, workspace};

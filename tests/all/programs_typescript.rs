@@ -3,7 +3,7 @@
 //! that try to leave the wrapper. Every program runs on the real engine with
 //! the real native tools over a temp workspace (`a.txt` has three lines).
 
-use codemode::{CallStatus, ErrorKind, RunStatus};
+use codemode::{receipt::CallStatus, receipt::ErrorKind, receipt::RunStatus};
 use serde_json::json;
 
 use crate::common::run;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use codemode::{CallStatus, Engine, Policy, Program, Rule, RunStatus};
+use codemode::{Engine, Policy, Program, policy::Rule, receipt::CallStatus, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::common::{Blob, workspace};
@@ -111,7 +111,8 @@ fn files_a_hook_or_the_approver_names_and_their_folders_are_protected() {
     )
     .unwrap();
     let approver =
-        codemode::approver_from_spec(&format!("cmd:{}", root.join("approve/yes.sh").display())).unwrap();
+        codemode::approval::approver_from_spec(&format!("cmd:{}", root.join("approve/yes.sh").display()))
+            .unwrap();
     let e = Engine::builder()
         .workspace(&root)
         .policy(Policy::load(&config).unwrap())
@@ -133,9 +134,13 @@ fn sandbox_off_needs_full_access_and_every_receipt_says_so() {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
     let off = SandboxSettings { profile: SandboxProfile::Off, network: false };
-    let asked = Policy { sandbox: off, rules: codemode::Rules::default(), ..Policy::default() };
-    let e =
-        Engine::builder().workspace(&root).policy(asked).approver(codemode::AllowApprover).build().unwrap();
+    let asked = Policy { sandbox: off, rules: codemode::policy::Rules::default(), ..Policy::default() };
+    let e = Engine::builder()
+        .workspace(&root)
+        .policy(asked)
+        .approver(codemode::approval::AllowApprover)
+        .build()
+        .unwrap();
     let err = refused(&e, "bash", json!({"command": "touch ran"}));
     assert!(err.contains("sandbox is off") && err.contains("full-access"), "{err}");
     assert!(!root.join("ran").exists());

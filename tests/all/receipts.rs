@@ -1,6 +1,6 @@
 //! The receipt and the result envelope: shape, bounds and spill files.
 
-use codemode::{CallStatus, Limits, Program, RECEIPT_VERSION, RunStatus};
+use codemode::{Limits, Program, receipt::CallStatus, receipt::RECEIPT_VERSION, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::common::{engine_with, run, workspace};

@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use codemode::{AllowApprover, CallStatus, Decision, Policy, Program, Rule, Rules, RunStatus};
+use codemode::{
+    Policy, Program, approval::AllowApprover, policy::Rule, policy::Rules, receipt::CallStatus,
+    receipt::Decision, receipt::RunStatus,
+};
 use serde_json::Value;
 
 use crate::cli::codemode;

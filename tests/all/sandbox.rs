@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use codemode::sandbox::{SandboxProfile, SandboxSettings};
-use codemode::{CallOutcome, Engine, Policy, Program, RunStatus};
+use codemode::{Engine, Policy, Program, receipt::RunStatus, run::CallOutcome};
 use serde_json::{Value, json};
 
 use crate::common::{builder, workspace};

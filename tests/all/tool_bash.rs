@@ -6,7 +6,9 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use codemode::{CallOutcome, CallStatus, Decision, Engine, Limits, Program, RunStatus};
+use codemode::{
+    Engine, Limits, Program, receipt::CallStatus, receipt::Decision, receipt::RunStatus, run::CallOutcome,
+};
 use serde_json::{Value, json};
 
 use crate::common::{deadline, engine_with, workspace};

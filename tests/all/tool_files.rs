@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use codemode::{CallOutcome, CallStatus, Engine, Program, Receipt, RunStatus};
+use codemode::{Engine, Program, Receipt, receipt::CallStatus, receipt::RunStatus, run::CallOutcome};
 use serde_json::{Value, json};
 
 /// A workspace `ws/` inside an outer temp folder that also holds a file and
@@ -740,7 +740,7 @@ fn big_edit(n: usize) -> (String, Value) {
 fn engine_with_tool_timeout(f: &Fixture, timeout_ms: u64) -> Engine {
     let mut policy = codemode::Policy::full_access();
     for tool in ["edit", "write"] {
-        let settings = codemode::ToolSettings { timeout_ms: Some(timeout_ms), ..Default::default() };
+        let settings = codemode::policy::ToolSettings { timeout_ms: Some(timeout_ms), ..Default::default() };
         policy.tools.insert(tool.to_owned(), settings);
     }
     Engine::builder()
@@ -830,7 +830,7 @@ fn edit_refuses_files_over_16_mib_and_changes_nothing() {
     std::fs::write(&big, "x".repeat((16 << 20) + 1)).unwrap();
     let engine = crate::common::engine_with(&ws, codemode::Limits::default());
     let out = engine.call_blocking("edit", &json!({"path": "big.txt", "edits": [{"old": "xx", "new": "y"}]}));
-    assert_eq!(out.call.status, codemode::CallStatus::Failed);
+    assert_eq!(out.call.status, codemode::receipt::CallStatus::Failed);
     assert!(out.call.error.as_deref().unwrap().contains("16"), "{:?}", out.call.error);
     assert_eq!(std::fs::metadata(&big).unwrap().len(), (16 << 20) + 1);
 }

@@ -3,7 +3,8 @@
 //! references), deferred tools, callers, errors.
 
 use codemode::{
-    Caller, Engine, Loading, Program, RunStatus, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec,
+    Engine, Program, Tool, ToolSpec, receipt::Caller, receipt::RunStatus, tool::Loading, tool::ToolContext,
+    tool::ToolFuture, tool::ToolOutput,
 };
 use serde_json::{Value, json};
 
@@ -206,7 +207,7 @@ fn programs_only_find_tools_programs_may_call() {
 fn tools_denied_by_a_whole_tool_rule_are_not_found() {
     let ws = workspace();
     let mut policy = codemode::Policy::full_access();
-    policy.rules.deny.push(codemode::Rule::parse("bash").unwrap());
+    policy.rules.deny.push(codemode::policy::Rule::parse("bash").unwrap());
     let engine = builder(&ws).policy(policy).build().unwrap();
     let out = search(&engine, json!({"query": "run a shell command", "limit": 50}));
     assert!(!names(&out["tools"]).contains(&"bash".to_owned()));

@@ -7,7 +7,8 @@
 //! answer it (several when more than one would do).
 
 use codemode::{
-    Annotations, Engine, Loading, Tool, ToolContext, ToolFuture, ToolOutput, ToolSource, ToolSpec,
+    Engine, Tool, ToolSpec, tool::Annotations, tool::Loading, tool::ToolContext, tool::ToolFuture,
+    tool::ToolOutput, tool::ToolSource,
 };
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@
 //! Then a TypeScript program using the typed results without casts passes
 //! `tsc --strict` against `codemode types` and runs (`codemode run`).
 
-use codemode::{Engine, Limits, Program, RunStatus, ToolSpec};
+use codemode::{Engine, Limits, Program, ToolSpec, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::common::{engine_with, workspace};

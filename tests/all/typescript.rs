@@ -1,4 +1,4 @@
-//! TypeScript declarations (`codemode::declarations`) for the native tools,
+//! TypeScript declarations (`codemode::tool::declarations`) for the native tools,
 //! the reference MCP servers' real schemas (captured by
 //! tests/fixtures/schemas/capture.py) and hand-made hard cases, checked by
 //! the real TypeScript compiler (tests/node, pinned in package.json).
@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use codemode::{Annotations, DeclarationOptions, Engine, Loading, ToolSource, ToolSpec};
+use codemode::{
+    Engine, ToolSpec, tool::Annotations, tool::DeclarationOptions, tool::Loading, tool::ToolSource,
+};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -128,7 +130,7 @@ fn declarations_for_natives_real_servers_and_hard_cases_compile_with_tsc() {
     let (specs, real) = all_specs();
     // Every native tool plus every tool of the seven reference servers.
     assert!(real >= 30, "only {real} real schemas");
-    let dts = codemode::declarations(&specs);
+    let dts = codemode::tool::declarations(&specs);
     for spec in &specs {
         let quoted = format!("\"{}\"", spec.name);
         let declared = dts.contains(&format!("\n  {}(args", spec.name))
@@ -139,7 +141,7 @@ fn declarations_for_natives_real_servers_and_hard_cases_compile_with_tsc() {
     for server in ["everything", "filesystem", "memory", "time", "git", "fetch", "hard_cases"] {
         assert!(dts.contains(&format!("declare namespace mcp__{server} {{")), "no namespace for {server}");
     }
-    assert_eq!(dts, codemode::declarations(&specs), "the output is deterministic");
+    assert_eq!(dts, codemode::tool::declarations(&specs), "the output is deterministic");
 
     let usage = std::fs::read_to_string(fixtures().join("usage.ts")).unwrap();
     let (ok, output) = compile(&[("tools.d.ts", &dts), ("usage.ts", &usage)]);
@@ -149,7 +151,7 @@ fn declarations_for_natives_real_servers_and_hard_cases_compile_with_tsc() {
 #[test]
 fn wrong_argument_types_fail_tsc() {
     let (specs, _) = all_specs();
-    let dts = codemode::declarations(&specs);
+    let dts = codemode::tool::declarations(&specs);
     let wrong = std::fs::read_to_string(fixtures().join("wrong_args.ts")).unwrap();
     let (ok, output) = compile(&[("tools.d.ts", &dts), ("wrong_args.ts", &wrong)]);
     assert!(!ok, "tsc accepted a number for read's path:\n{output}");
@@ -162,8 +164,8 @@ fn a_preamble_and_separately_rendered_tools_merge() {
     let (specs, _) = all_specs();
     let natives: Vec<&ToolSpec> = specs.iter().filter(|s| s.source == ToolSource::Native).take(6).collect();
     let time = mcp_specs("time.json");
-    let first = codemode::declarations(natives);
-    let more = codemode::declarations_with(&time, &DeclarationOptions::new().preamble(false));
+    let first = codemode::tool::declarations(natives);
+    let more = codemode::tool::declarations_with(&time, &DeclarationOptions::new().preamble(false));
     assert!(!more.contains("declare const tools") && !more.contains("ToolResult<T"), "{more}");
     let usage = r#"
 async function main(): Promise<string> {

@@ -5,19 +5,32 @@
 //! passes the same gate as a direct call, and every run returns a
 //! [`Receipt`] naming each call, its decision and its status.
 //!
-//! ```no_run
-//! use codemode::{Engine, Program, RunStatus};
+//! ```
+//! use codemode::receipt::{CallStatus, RunStatus};
+//! use codemode::{Engine, Program};
 //!
-//! let engine = Engine::builder().workspace(".").build()?;
+//! let workspace = tempfile::tempdir()?;
+//! std::fs::write(workspace.path().join("notes.md"), "# Notes\nship it\n")?;
+//! let engine = Engine::builder().workspace(workspace.path()).build()?;
 //! let receipt = engine.execute_blocking(Program::new(r#"
 //!     const files = await tools.file_search({query: "*.md"});
-//!     const first = await tools.read({path: files.content[0], limit: 5});
+//!     const first = await tools.read({path: files.content[0], limit: 1});
 //!     return {files: files.content.length, head: first.content};
 //! "#));
 //! assert_eq!(receipt.status, RunStatus::Completed);
+//! assert_eq!(receipt.value["files"], 1);
+//! assert!(receipt.calls.iter().all(|c| c.status == CallStatus::Ok));
 //! println!("{}", receipt.to_json_pretty());
-//! # Ok::<(), codemode::BuildError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! The root holds the nouns: [`Engine`] (a cheap-clone handle) built by
+//! [`EngineBuilder`], a [`Program`] in, a [`Receipt`] out, the [`Tool`]
+//! trait and its [`ToolSpec`], the [`Approver`] trait, the [`Policy`], the
+//! [`Limits`], the QuickJS [`Vm`] and one [`Error`]. The rest is in named
+//! modules: [`run`], [`batch`], [`tool`], [`approval`], [`elicitation`],
+//! [`policy`], [`receipt`], [`error`], [`journal`], [`mcp`], [`trust`],
+//! [`sandbox`] (the bash tool's confinement).
 //!
 //! See `docs/ARCHITECTURE.md` for the modules and the data flow, and
 //! `docs/RECEIPTS.md` for the receipt JSON.
@@ -42,27 +55,70 @@ mod tools;
 pub mod trust;
 mod vm;
 
-pub use catalog::{
-    Annotations, CatalogError, DeclarationOptions, Elicitation, ElicitationAction, ElicitationAnswer,
-    ElicitationFuture, ElicitationMode, Elicitor, Loading, PrimaryArgument, TOOL_SEARCH, Tool, ToolContext,
-    ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations, declarations_with,
-};
-pub use codemode_base::limit_settings::LimitSettings;
+pub use catalog::{Tool, ToolSpec};
 pub use codemode_base::limits::Limits;
+pub use codemode_program::Program;
+pub use engine::{Engine, EngineBuilder};
+pub use error::Error;
+pub use gate::{Approver, Policy};
+pub use receipt::Receipt;
+pub use vm::Vm;
+
 pub use codemode_base::{display_text, limit_settings};
-pub use codemode_program::{Batch, BatchCall, BatchError, ExecuteInput, Program};
-pub use engine::{
-    BatchItem, BatchOptions, BatchRun, BuildError, CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Engine,
-    EngineBuilder, ItemStatus, Run, RunOptions,
-};
-pub use gate::{
-    AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
-    CommandApprover, DEFAULT_HOOK_TIMEOUT, DenyApprover, ElicitationReply, ElicitationReplyFuture,
-    ElicitationRequest, HookSpec, Mode, NOT_ANSWERED_REASON, PauseApprover, Policy, PolicyError, Posture,
-    PromptApprover, Rule, Rules, ToolSettings, approver_from_spec, default_approver,
-};
-pub use receipt::{
-    CallReceipt, CallStatus, Caller, Decision, ElicitationRecord, ErrorKind, LogEntry, PendingCall,
-    RECEIPT_VERSION, Receipt, RenderOptions, RunError, RunStatus, Truncation,
-};
-pub use vm::{PRELUDE_NAME, Vm};
+
+/// Running programs: the handle of a run, its options, and what the
+/// engine's entry points take and give besides [`Program`] and
+/// [`Receipt`].
+pub mod run {
+    pub use crate::engine::{CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Run, RunOptions};
+    pub use crate::vm::PRELUDE_NAME;
+    pub use codemode_program::ExecuteInput;
+}
+
+/// Batches: many single calls through the gate, with bounds and one
+/// receipt (docs/BATCH.md).
+pub mod batch {
+    pub use crate::engine::{BatchItem, BatchOptions, BatchRun, ItemStatus};
+    pub use codemode_program::{Batch, BatchCall, BatchError};
+}
+
+/// Tools: what a tool is given and returns, how it describes itself, and
+/// the catalog's TypeScript declarations (docs/TOOL_CONTRACT.md,
+/// docs/CATALOG.md).
+pub mod tool {
+    pub use crate::catalog::{
+        Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH, Tool,
+        ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations,
+        declarations_with,
+    };
+}
+
+/// Questions an MCP server asks the user during a call (MCP
+/// `elicitation/create`), and the trait that answers them.
+pub mod elicitation {
+    pub use crate::catalog::{
+        Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode, Elicitor,
+    };
+    pub use crate::gate::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest};
+}
+
+/// Approvals: the [`Approver`] trait's requests and answers, and the
+/// approvers codemode ships (docs/POLICY.md).
+pub mod approval {
+    pub use crate::gate::{
+        AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
+        CommandApprover, DenyApprover, NOT_ANSWERED_REASON, PauseApprover, PromptApprover,
+        approver_from_spec, default_approver,
+    };
+}
+
+/// The policy's parts: mode, posture, rules, per-tool settings, hooks and
+/// the limits `[limits]` sets (docs/POLICY.md, docs/LIMITS.md).
+pub mod policy {
+    pub use crate::gate::{
+        DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, PolicyError, Posture, Rule, Rules, ToolSettings,
+    };
+    pub use codemode_base::limit_settings::LimitSettings;
+}
+
+pub mod error;

@@ -31,8 +31,8 @@ use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError};
 use serde_json::{Value, json};
 
 use codemode::{
-    Approval, ApprovalFuture, ApprovalRequest, Approver, ElicitationReply, ElicitationReplyFuture,
-    ElicitationRequest,
+    Approver, approval::Approval, approval::ApprovalFuture, approval::ApprovalRequest,
+    elicitation::ElicitationReply, elicitation::ElicitationReplyFuture, elicitation::ElicitationRequest,
 };
 
 /// Who decides one request's approvals.
@@ -139,7 +139,7 @@ impl Approver for ElicitingApprover {
             Ok(match asked {
                 Ok(answer) => match answer.action {
                     ElicitationAction::Accept => Approval {
-                        decision: codemode::Answer::Allow,
+                        decision: codemode::approval::Answer::Allow,
                         reason: Some(format!("approved by the person in {client}")),
                     },
                     ElicitationAction::Decline => {
@@ -164,7 +164,8 @@ impl Approver for ElicitingApprover {
         let timeout = self.timeout;
         let by = self.client.clone();
         Box::pin(async move {
-            let codemode::ElicitationMode::Form { requested_schema } = &request.elicitation.mode else {
+            let codemode::elicitation::ElicitationMode::Form { requested_schema } = &request.elicitation.mode
+            else {
                 return ElicitationReply::decline(
                     by,
                     "URL-mode questions are not passed on by codemode mcp serve",
@@ -180,16 +181,16 @@ impl Approver for ElicitingApprover {
             {
                 Ok(answer) => {
                     let action = match answer.action {
-                        ElicitationAction::Accept => codemode::ElicitationAction::Accept,
-                        ElicitationAction::Decline => codemode::ElicitationAction::Decline,
-                        _ => codemode::ElicitationAction::Cancel,
+                        ElicitationAction::Accept => codemode::elicitation::ElicitationAction::Accept,
+                        ElicitationAction::Decline => codemode::elicitation::ElicitationAction::Decline,
+                        _ => codemode::elicitation::ElicitationAction::Cancel,
                     };
                     let content = answer.content.and_then(|c| match c {
                         Value::Object(map) => Some(map),
                         _ => None,
                     });
                     ElicitationReply {
-                        answer: codemode::ElicitationAnswer { action, content },
+                        answer: codemode::elicitation::ElicitationAnswer { action, content },
                         by,
                         reason: Some("answered in the MCP client".to_owned()),
                     }

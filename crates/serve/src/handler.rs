@@ -28,8 +28,8 @@ use super::approvals::{Route, approval_text, form};
 use super::request_state::{ApprovalState, StateSigner};
 use super::saves::Place;
 use codemode::journal::Decided;
-use codemode::{BatchOptions, Engine, ExecuteInput, RunOptions};
-use codemode::{CallReceipt, Receipt, RunStatus};
+use codemode::{Engine, batch::BatchOptions, run::ExecuteInput, run::RunOptions};
+use codemode::{Receipt, receipt::CallReceipt, receipt::RunStatus};
 
 /// The key of the input request asking about pending call `seq`.
 fn input_key(seq: u64) -> String {
@@ -45,7 +45,7 @@ const BUSY_WAIT: Duration = Duration::from_millis(200);
 /// run.
 fn is_busy(receipt: &Receipt) -> bool {
     receipt.error.as_ref().is_some_and(|e| {
-        e.kind == codemode::ErrorKind::NotResumable && e.message.contains("held by another process")
+        e.kind == codemode::receipt::ErrorKind::NotResumable && e.message.contains("held by another process")
     })
 }
 
@@ -509,8 +509,8 @@ fn input_error(message: impl Into<String>) -> CallToolResult {
 
 /// A run started for a request.
 enum Started {
-    Run(codemode::Run),
-    Batch(codemode::BatchRun),
+    Run(codemode::run::Run),
+    Batch(codemode::batch::BatchRun),
     /// Refused before it ran: its receipt.
     Done(Box<Receipt>),
 }
@@ -521,7 +521,7 @@ impl Started {
     /// are cancelled, and its receipt is still saved.
     async fn wait(self, cancelled: &CancellationToken) -> Receipt {
         let (canceller, wait): (
-            codemode::Canceller,
+            codemode::run::Canceller,
             std::pin::Pin<Box<dyn Future<Output = Receipt> + Send>>,
         ) = match self {
             Started::Run(run) => (run.canceller(), Box::pin(run.wait())),
@@ -669,10 +669,10 @@ impl ServerHandler for CodeModeServer {
                 None,
             ));
         }
-        if name == codemode::EXECUTE_TOOLS {
+        if name == codemode::run::EXECUTE_TOOLS {
             return self.execute_tools(request, context).await;
         }
-        if name == codemode::TOOL_SEARCH {
+        if name == codemode::tool::TOOL_SEARCH {
             let args = Value::Object(request.arguments.unwrap_or_default());
             let outcome = self.inner.engine.call(&name, &args).await;
             return Ok(CallToolResponse::Complete(match (outcome.envelope, outcome.error) {

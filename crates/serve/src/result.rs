@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
-use codemode::{Receipt, RenderOptions, RunStatus};
+use codemode::{Receipt, receipt::RenderOptions, receipt::RunStatus};
 
 /// Most bytes of the text block.
 pub const TEXT_BYTES: usize = 8 << 10;
@@ -141,7 +141,10 @@ pub(crate) fn output_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codemode::{CallReceipt, CallStatus, Caller, Decision, ErrorKind, RunError};
+    use codemode::{
+        receipt::CallReceipt, receipt::CallStatus, receipt::Caller, receipt::Decision, receipt::ErrorKind,
+        receipt::RunError,
+    };
 
     fn receipt(status: RunStatus, calls: Vec<CallReceipt>) -> Receipt {
         let mut r: Receipt = serde_json::from_value(json!({

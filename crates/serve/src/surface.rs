@@ -14,7 +14,7 @@ use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 
 use codemode::Engine;
-use codemode::{ToolSource, ToolSpec};
+use codemode::{ToolSpec, tool::ToolSource};
 
 /// Most bytes of the default surface's `tools/list` result (its `tools`
 /// array as compact JSON).
@@ -26,7 +26,7 @@ pub const RESUME: &str = "resume";
 /// The listed tools: the default surface, then (with `direct`) the native
 /// tools.
 pub(crate) fn tools(engine: &Engine, direct: &BTreeSet<String>) -> Vec<Tool> {
-    let search = engine.tool_specs().into_iter().find(|s| s.name == codemode::TOOL_SEARCH);
+    let search = engine.tool_specs().into_iter().find(|s| s.name == codemode::tool::TOOL_SEARCH);
     let surface = |declarations: bool, servers_named: Option<usize>| {
         let mut tools = vec![execute_tools(engine, declarations, servers_named)];
         tools.extend(search.as_ref().map(|s| mcp_tool(s, None)));
@@ -96,9 +96,9 @@ fn mcp_tool(spec: &ToolSpec, output_schema: Option<Value>) -> Tool {
         }
     };
     hint("readOnlyHint", a.read_only);
-    hint("destructiveHint", a.destructive.or((spec.name == codemode::EXECUTE_TOOLS).then_some(true)));
+    hint("destructiveHint", a.destructive.or((spec.name == codemode::run::EXECUTE_TOOLS).then_some(true)));
     hint("idempotentHint", a.idempotent);
-    hint("openWorldHint", a.open_world.or((spec.name == codemode::EXECUTE_TOOLS).then_some(true)));
+    hint("openWorldHint", a.open_world.or((spec.name == codemode::run::EXECUTE_TOOLS).then_some(true)));
     let mut tool = json!({
         "name": spec.name,
         "description": spec.description,
@@ -122,5 +122,5 @@ fn object_schema(schema: &Value) -> Value {
 
 /// The tool `name` is listed by this surface.
 pub(crate) fn is_listed(name: &str, direct: &BTreeSet<String>) -> bool {
-    name == codemode::EXECUTE_TOOLS || name == codemode::TOOL_SEARCH || direct.contains(name)
+    name == codemode::run::EXECUTE_TOOLS || name == codemode::tool::TOOL_SEARCH || direct.contains(name)
 }

@@ -1,5 +1,5 @@
 //! The engine's elicitor: each tool call's
-//! [`ToolContext::elicitor`](crate::ToolContext::elicitor). A question the
+//! [`ToolContext::elicitor`](crate::catalog::ToolContext::elicitor). A question the
 //! tool asks (an MCP server's elicitation) goes to the run's approver as an
 //! [`ElicitationRequest`]; while it is answered the call's own timeout is
 //! paused, and the run's deadline clock stops while the run waits on

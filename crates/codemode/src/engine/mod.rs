@@ -160,14 +160,17 @@ impl Drop for OwnedRuntime {
 /// A cheap-to-clone handle; share it across tasks and threads. Each run gets
 /// a fresh VM, its own budget, ledger and clock.
 ///
-/// ```no_run
+/// ```
 /// use codemode::{Engine, Program};
-/// let engine = Engine::builder().workspace(".").build()?;
+/// let workspace = tempfile::tempdir()?;
+/// std::fs::write(workspace.path().join("a.txt"), "hello\n")?;
+/// let engine = Engine::builder().workspace(workspace.path()).build()?;
 /// let receipt = engine.execute_blocking(Program::new(
-///     "const r = await tools.read({path: 'Cargo.toml'}); return r.content.length;",
+///     "const r = await tools.read({path: 'a.txt'}); return r.metadata.total_lines;",
 /// ));
-/// println!("{}", receipt.to_json_pretty());
-/// # Ok::<(), codemode::BuildError>(())
+/// assert_eq!(receipt.value, 1);
+/// assert_eq!(receipt.calls[0].tool, "read");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
 pub struct Engine {
@@ -250,7 +253,7 @@ impl EngineBuilder {
     /// (every such call is denied; the CLI uses a terminal prompt when it
     /// has a terminal).
     ///
-    /// [`DenyApprover`]: crate::DenyApprover
+    /// [`DenyApprover`]: crate::gate::DenyApprover
     pub fn approver(mut self, approver: impl Approver) -> Self {
         self.approver = Some(Arc::new(approver));
         self

@@ -297,7 +297,7 @@ impl Reader<'_> {
     }
 
     /// The `[limits]` table, each value checked against its range.
-    fn limits(&self, raw: RawLimits) -> Result<crate::LimitSettings, PolicyError> {
+    fn limits(&self, raw: RawLimits) -> Result<codemode_base::limit_settings::LimitSettings, PolicyError> {
         use codemode_base::limit_settings as l;
         let wrong = |span: std::ops::Range<usize>, key: &str, e: String| {
             self.error(Some(span.start), format!("`limits.{key}`: {e}"))
@@ -328,7 +328,7 @@ impl Reader<'_> {
                 .map_err(|e| wrong(v.span(), "memory", e))?,
             ),
         };
-        let mut settings = crate::LimitSettings::default();
+        let mut settings = codemode_base::limit_settings::LimitSettings::default();
         settings.max_calls = count(&raw.max_calls, "max_calls", l::MAX_CALLS_RANGE)?;
         settings.memory_bytes = memory;
         settings.max_in_flight = count(&raw.max_in_flight, "max_in_flight", l::MAX_IN_FLIGHT_RANGE)?;

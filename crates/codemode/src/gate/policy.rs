@@ -139,9 +139,9 @@ pub struct Policy {
     pub journal: crate::journal::JournalSettings,
     /// The run limits `[limits]` sets (docs/LIMITS.md). The gate does not
     /// use them and the engine does not read them: a host applies them to
-    /// its [`Limits`](crate::Limits) ([`LimitSettings::apply`](crate::LimitSettings::apply)),
+    /// its [`Limits`](crate::Limits) ([`LimitSettings::apply`](codemode_base::limit_settings::LimitSettings::apply)),
     /// as the CLI does under its flags. Default: none set.
-    pub limits: crate::LimitSettings,
+    pub limits: codemode_base::limit_settings::LimitSettings,
 }
 
 impl Default for Policy {
@@ -158,7 +158,7 @@ impl Default for Policy {
             sandbox_writable: Vec::new(),
             kill_grace: codemode_base::DEFAULT_KILL_GRACE,
             journal: crate::journal::JournalSettings::default(),
-            limits: crate::LimitSettings::default(),
+            limits: codemode_base::limit_settings::LimitSettings::default(),
         }
     }
 }

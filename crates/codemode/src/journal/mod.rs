@@ -107,12 +107,12 @@ impl RunState {
     }
 
     /// The state a run that ended with `status` is in.
-    pub fn of_status(status: crate::RunStatus) -> RunState {
+    pub fn of_status(status: crate::receipt::RunStatus) -> RunState {
         match status {
-            crate::RunStatus::Completed => RunState::Completed,
-            crate::RunStatus::Paused => RunState::Paused,
-            crate::RunStatus::TimedOut => RunState::TimedOut,
-            crate::RunStatus::Cancelled => RunState::Cancelled,
+            crate::receipt::RunStatus::Completed => RunState::Completed,
+            crate::receipt::RunStatus::Paused => RunState::Paused,
+            crate::receipt::RunStatus::TimedOut => RunState::TimedOut,
+            crate::receipt::RunStatus::Cancelled => RunState::Cancelled,
             _ => RunState::Failed,
         }
     }

@@ -67,7 +67,7 @@ pub(crate) struct Ledger {
     abandoned: Vec<u64>,
     max_log_lines: usize,
     max_log_bytes: usize,
-    /// Told of each call as it ends ([`RunOptions::on_call_end`](crate::RunOptions::on_call_end)).
+    /// Told of each call as it ends ([`RunOptions::on_call_end`](crate::engine::RunOptions::on_call_end)).
     on_call_end: Observer,
 }
 

@@ -5,7 +5,7 @@
 //! policy (its `[sandbox]` table, the policy file and hook programs), the
 //! approver command, the MCP configuration file and the workspace (`.git/`
 //! and `.codemode/`), and handed to every tool call in
-//! [`ToolContext::confinement`](crate::ToolContext::confinement).
+//! [`ToolContext::confinement`](crate::catalog::ToolContext::confinement).
 //!
 //! Under a confining profile each `bash` call runs through the sandbox
 //! launcher of the `codemode-sandbox` crate (the `codemode-sandbox`
