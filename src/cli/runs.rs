@@ -153,10 +153,9 @@ pub(crate) fn runs(args: RunsArgs) -> anyhow::Result<u8> {
         }
         RunsCommand::Prune { keep_runs, keep_days, dry_run, json, place } => {
             let (runs, configured) = place.open()?;
-            let retention = Retention {
-                keep_runs: keep_runs.unwrap_or(configured.keep_runs),
-                keep_days: keep_days.unwrap_or(configured.keep_days),
-            };
+            let mut retention = configured;
+            retention.keep_runs = keep_runs.unwrap_or(configured.keep_runs);
+            retention.keep_days = keep_days.unwrap_or(configured.keep_days);
             let report = rt.block_on(runs.prune(retention, &PruneOptions::default().dry_run(dry_run)))?;
             if json {
                 super::print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;

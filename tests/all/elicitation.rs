@@ -53,7 +53,7 @@ impl Tool for Ask {
                 None => ElicitationMode::Form { requested_schema: args["schema"].clone() },
             };
             let message = args["message"].as_str().unwrap_or("Who are you?").to_owned();
-            let answer = elicitor.elicit(Elicitation { server: "people".into(), message, mode }).await;
+            let answer = elicitor.elicit(Elicitation::new("people", message, mode)).await;
             Ok(ToolOutput::new(serde_json::to_value(answer).unwrap()))
         })
     }

@@ -47,7 +47,7 @@ impl Elicitor for Answering {
             _ => None,
         };
         self.seen.lock().unwrap().push(question);
-        let answer = ElicitationAnswer { action: self.action, content };
+        let answer = ElicitationAnswer::new(self.action, content);
         Box::pin(async move { answer })
     }
 }

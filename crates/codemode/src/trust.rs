@@ -65,6 +65,7 @@ pub enum TrustError {
 
 /// One trusted file: its SHA-256 when it was trusted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TrustEntry {
     /// The file's SHA-256 (lower-case hex) when it was trusted.
     pub sha256: String,
@@ -74,6 +75,7 @@ pub struct TrustEntry {
 
 /// How a file stands against the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TrustState {
     /// Recorded with the file's current SHA-256: it applies whole.
     Trusted,

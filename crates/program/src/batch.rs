@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 /// One call of a batch: a tool name and its arguments (a JSON object).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct BatchCall {
     /// The tool name, exactly as in the catalog (`read`, `mcp__srv__tool`).
     pub tool: String,
@@ -55,6 +56,7 @@ impl BatchCall {
 
 /// Calls to run without a program, in input order.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Batch {
     calls: Vec<BatchCall>,
 }

@@ -23,6 +23,7 @@ pub use locate::{LAUNCHER_ENV, find_launcher, set_launcher};
 /// How `bash` commands are confined (`[sandbox] profile` in
 /// `codemode.toml`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SandboxProfile {
     /// Writes only beneath the workspace (minus protected paths) and a
     /// private temporary folder. The default.

@@ -138,10 +138,9 @@ impl Approver for ElicitingApprover {
             let asked = peer.create_elicitation_with_timeout(params, Some(timeout)).await;
             Ok(match asked {
                 Ok(answer) => match answer.action {
-                    ElicitationAction::Accept => Approval {
-                        decision: codemode::approval::Answer::Allow,
-                        reason: Some(format!("approved by the person in {client}")),
-                    },
+                    ElicitationAction::Accept => {
+                        Approval::allow().with_reason(format!("approved by the person in {client}"))
+                    }
                     ElicitationAction::Decline => {
                         Approval::deny(format!("declined by the person in {client}"))
                     }
@@ -189,11 +188,11 @@ impl Approver for ElicitingApprover {
                         Value::Object(map) => Some(map),
                         _ => None,
                     });
-                    ElicitationReply {
-                        answer: codemode::elicitation::ElicitationAnswer { action, content },
+                    ElicitationReply::new(
+                        codemode::elicitation::ElicitationAnswer::new(action, content),
                         by,
-                        reason: Some("answered in the MCP client".to_owned()),
-                    }
+                        Some("answered in the MCP client".to_owned()),
+                    )
                 }
                 Err(ServiceError::Timeout { .. }) => {
                     ElicitationReply::cancel(by, "no answer within the approval timeout")

@@ -79,7 +79,9 @@ fn execute_tools(engine: &Engine, declarations: bool, servers_named: Option<usiz
         "{}\n\nA call that needs approval is put to the user; when it cannot be, the run pauses and the result says how the user decides; then call again with {{\"resume\": run_id}}. The result: text (the receipt) and structuredContent {{status, run_id, value, error, calls, pending}}.",
         spec.description
     );
-    let spec = ToolSpec { description, input_schema: schema, ..spec };
+    let mut spec = spec;
+    spec.description = description;
+    spec.input_schema = schema;
     mcp_tool(&spec, Some(super::result::output_schema()))
 }
 

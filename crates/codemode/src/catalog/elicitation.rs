@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 /// One question from an MCP server, asked during one of its tool calls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Elicitation {
     /// The MCP server asking (its name in the MCP configuration).
     pub server: String,
@@ -28,9 +29,17 @@ pub struct Elicitation {
     pub mode: ElicitationMode,
 }
 
+impl Elicitation {
+    /// A question from `server` with `message`, of `mode`.
+    pub fn new(server: impl Into<String>, message: impl Into<String>, mode: ElicitationMode) -> Elicitation {
+        Elicitation { server: server.into(), message: message.into(), mode }
+    }
+}
+
 /// The two kinds of elicitation (MCP 2025-11-25).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ElicitationMode {
     /// Form mode: the answer is an object matching `requested_schema`, a
     /// restricted JSON Schema (a flat object of string, number, integer,
@@ -53,6 +62,7 @@ pub use crate::receipt::ElicitationAction;
 
 /// The answer sent back to the server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ElicitationAnswer {
     /// Accept, decline or cancel.
     pub action: ElicitationAction,
@@ -62,6 +72,12 @@ pub struct ElicitationAnswer {
 }
 
 impl ElicitationAnswer {
+    /// An answer of `action`, with `content` (form mode, accepted: the
+    /// values, matching the requested schema; else `None`).
+    pub fn new(action: ElicitationAction, content: Option<Map<String, Value>>) -> ElicitationAnswer {
+        ElicitationAnswer { action, content }
+    }
+
     /// A decline with no content.
     pub fn decline() -> ElicitationAnswer {
         ElicitationAnswer { action: ElicitationAction::Decline, content: None }

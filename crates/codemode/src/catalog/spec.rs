@@ -10,6 +10,7 @@ use crate::receipt::Caller;
 /// MCP specification 2025-06-18, "Tool annotations"). `None` means the tool
 /// did not say.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Annotations {
     /// The tool does not change its environment.
     #[serde(rename = "readOnlyHint", skip_serializing_if = "Option::is_none")]
@@ -55,6 +56,7 @@ impl ToolSource {
 /// Whether a tool is in the model-facing surface from the start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Loading {
     /// Listed from the first request.
     Eager,
@@ -67,6 +69,7 @@ pub enum Loading {
 /// normalised before matching.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "name")]
+#[non_exhaustive]
 pub enum PrimaryArgument {
     /// A path: compared in workspace-relative form (`./a/../b` is `b`; an
     /// absolute path inside the workspace is made relative).
@@ -79,6 +82,7 @@ pub enum PrimaryArgument {
 /// The description of one tool: name, JSON Schemas, annotations and where it
 /// may be called from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ToolSpec {
     /// Unique name, e.g. `read` or `mcp__github__create_issue`.
     pub name: String,

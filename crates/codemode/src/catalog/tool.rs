@@ -32,6 +32,7 @@ pub trait Tool: Send + Sync + 'static {
 
 /// What a tool gets besides its arguments.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ToolContext {
     /// The workspace root, absolute and canonical; file tools resolve every
     /// path against it and refuse paths outside it.
@@ -81,6 +82,7 @@ impl ToolContext {
 
 /// A tool's successful result; becomes `{content, metadata, truncated}`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ToolOutput {
     /// The result as JSON: a string for text, or any structured value.
     pub content: Value,

@@ -93,6 +93,7 @@ impl From<CallStatus> for ItemStatus {
 
 /// One finished (or abandoned) item of a batch.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct BatchItem {
     /// 0-based position in the batch.
     pub index: usize,

@@ -13,6 +13,7 @@ use crate::receipt::{CallReceipt, CallStatus, Caller, Ledger};
 
 /// How a direct call ended: its receipt, and the envelope or the error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CallOutcome {
     /// The id under which the call ran (its spill files go to this folder).
     pub run_id: String,

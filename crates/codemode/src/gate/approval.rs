@@ -15,6 +15,7 @@ use crate::receipt::Caller;
 /// What an approver is asked. Serialised as the JSON a `cmd:` approver gets
 /// on stdin.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ApprovalRequest {
     /// The tool name.
     pub tool: String,
@@ -107,6 +108,7 @@ impl PartialEq for RunChanges {
 /// What a run grant made on a call may cover: the run's changes, and how
 /// many had been noted when the call was asked about.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RunGrantScope {
     /// The run's calls that may have changed files.
     pub changes: RunChanges,
@@ -125,6 +127,7 @@ impl RunGrantScope {
 /// An approver's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Answer {
     /// Run the call (receipt decision `approved`).
     Allow,
@@ -140,6 +143,7 @@ pub enum Answer {
 
 /// An approver's answer with its optional reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Approval {
     /// Allow or deny.
     pub decision: Answer,
@@ -162,6 +166,12 @@ impl Approval {
     /// Pause the run on this call, with no reason.
     pub fn pause() -> Approval {
         Approval { decision: Answer::Pause, reason: None }
+    }
+
+    /// This answer with `reason` (the receipt's note for an allow, its
+    /// error for a deny).
+    pub fn with_reason(self, reason: impl Into<String>) -> Approval {
+        Approval { reason: Some(reason.into()), ..self }
     }
 }
 

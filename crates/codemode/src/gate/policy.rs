@@ -12,6 +12,7 @@ use crate::receipt::Caller;
 /// What kind of work is allowed at all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Mode {
     /// Only read-only tools: write, edit, bash and every tool that does not
     /// declare itself read-only are refused, directly and in programs.

@@ -20,6 +20,7 @@ pub const DEFAULT_KEEP_DAYS: u64 = 7;
 /// [`EngineBuilder::journal`](crate::EngineBuilder::journal), and applies
 /// [`Retention`] after runs with [`Runs::prune`](super::Runs::prune).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct JournalSettings {
     /// Where journals go, as written: a folder (relative to the workspace),
     /// a `postgres://` URL, or `off` ([`JournalSpec::parse`]). Default:
@@ -42,6 +43,7 @@ pub struct JournalSettings {
 /// written either yet). `0` is taken literally: `keep_runs = 0` keeps only
 /// those, `keep_days = 0` removes every run older than a second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retention {
     /// Runs kept by count, newest first. Default: [`DEFAULT_KEEP_RUNS`].
     pub keep_runs: u64,

@@ -140,6 +140,7 @@ pub enum Transport {
 /// One configured server, expanded and checked. Its `Debug` form shows
 /// [`ServerConfig::shown`] in place of the expanded transport.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The server's name (the key in `mcpServers`).
     pub name: String,

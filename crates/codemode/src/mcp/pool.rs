@@ -169,6 +169,7 @@ pub enum ServerState {
 
 /// One line of [`McpPool::servers`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerStatus {
     /// The configured name.
     pub name: String,

@@ -131,6 +131,7 @@ pub enum ErrorKind {
 
 /// The error of a run that did not complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RunError {
     /// Which kind of failure.
     pub kind: ErrorKind,
@@ -188,6 +189,7 @@ pub enum CallStatus {
 /// Who made a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Caller {
     /// A program, through `tools.call`.
     Program,
@@ -197,6 +199,7 @@ pub enum Caller {
 
 /// A result or value cut to its bound; the whole is in `spill_path`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Truncation {
     /// Size of the whole result in bytes (UTF-8 text, or compact JSON).
     pub original_bytes: u64,
@@ -209,6 +212,7 @@ pub struct Truncation {
 
 /// One tool call of a run. Created when the call starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CallReceipt {
     /// 1-based order in which the program made its calls.
     pub seq: u64,
@@ -268,6 +272,7 @@ impl CallReceipt {
 /// A URL is recorded without its query and fragment (which may carry a
 /// token).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ElicitationRecord {
     /// The MCP server that asked.
     pub server: String,
@@ -311,6 +316,7 @@ impl ElicitationRecord {
 
 /// A line the program logged through `console.*`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LogEntry {
     /// `log`, `info`, `warn`, `error` or `debug`.
     pub level: String,
@@ -320,6 +326,7 @@ pub struct LogEntry {
 
 /// A call waiting on a decision when a run paused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PendingCall {
     /// The call's sequence number.
     pub seq: u64,
@@ -340,6 +347,7 @@ pub struct PendingCall {
 ///
 /// Serialises to the JSON documented in `docs/RECEIPTS.md`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Receipt {
     /// Always [`RECEIPT_VERSION`].
     pub receipt_version: u32,

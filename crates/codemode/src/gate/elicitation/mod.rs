@@ -41,6 +41,7 @@ use crate::receipt::Caller;
 ///
 /// (URL mode: `"mode": "url", "url": "…", "elicitation_id": "…"`.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ElicitationRequest {
     /// The run the call belongs to.
     pub run_id: String,
@@ -57,6 +58,7 @@ pub struct ElicitationRequest {
 
 /// An approver's answer to an elicitation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ElicitationReply {
     /// What goes back to the server (accept with content, decline, cancel).
     pub answer: ElicitationAnswer,
@@ -69,6 +71,12 @@ pub struct ElicitationReply {
 }
 
 impl ElicitationReply {
+    /// `answer`, given by `by` (see [`ElicitationReply::by`]), because of
+    /// `reason`.
+    pub fn new(answer: ElicitationAnswer, by: impl Into<String>, reason: Option<String>) -> ElicitationReply {
+        ElicitationReply { answer, by: by.into(), reason }
+    }
+
     /// A decline by `by`, because of `reason`.
     pub fn decline(by: impl Into<String>, reason: impl Into<String>) -> ElicitationReply {
         ElicitationReply { answer: ElicitationAnswer::decline(), by: by.into(), reason: Some(reason.into()) }
