@@ -28,6 +28,7 @@ const CRATE_LEVELS: &[(&str, u8)] = &[
 /// rules are the vocabulary below them all.
 const MODULE_LEVELS: &[(&str, u8)] = &[
     ("fuzzing", 0),
+    ("error", 0),
     ("engine", 1),
     ("vm", 2),
     ("gate", 3),
