@@ -4,7 +4,8 @@ mod cli;
 
 fn main() -> std::process::ExitCode {
     // First, before any thread or runtime: `codemode __sandbox-exec` is the
-    // bash tool's sandbox launcher (hidden; src/sandbox/launcher.rs).
+    // bash tool's sandbox launcher (hidden; crates/sandbox/src/launcher.rs;
+    // the small codemode-sandbox binary runs the same code).
     if let Some(code) = codemode::sandbox::launcher::main_if_launcher() {
         return code;
     }

@@ -14,6 +14,9 @@
 //!   [`process_group`] (children in a process group of their own, Unix).
 
 #![deny(missing_docs)]
+// Denied but for the few `#[allow(unsafe_code)]` blocks, each with a
+// SAFETY comment (docs/ARCHITECTURE.md lists them).
+#![deny(unsafe_code)]
 
 use std::time::Duration;
 

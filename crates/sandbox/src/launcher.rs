@@ -1,6 +1,7 @@
-//! The sandbox launcher: the `codemode` binary re-executed as
-//! `codemode __sandbox-exec SPEC` (SPEC a `LaunchSpec` as JSON) by the
-//! `bash` tool, before anything else in `main` runs. It is a fresh,
+//! The sandbox launcher: the small `codemode-sandbox` binary, or the
+//! `codemode` binary re-executed, run as `<binary> __sandbox-exec SPEC`
+//! (SPEC a `LaunchSpec` as JSON) by the `bash` tool, before anything else
+//! in `main` runs. It is a fresh,
 //! single-threaded process, so it may fork. Linux only.
 //!
 //! Three processes:

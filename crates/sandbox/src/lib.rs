@@ -13,6 +13,8 @@
 //! [`launcher::main_if_launcher`] first thing); [`find_launcher`] says
 //! which is used.
 
+#![deny(unsafe_code)]
+
 #[cfg(target_os = "linux")]
 mod ipc_filter;
 pub mod launcher;

@@ -289,7 +289,7 @@ impl Dispatcher {
         // A tool of an MCP server the gate has not let start yet: the gate
         // decides `mcp_connect__<server>` first (connect_first.rs). A tool
         // the catalog does not know yet (its server never listed) goes there
-        // at once; a known one passes steps 1-7 first, so bad arguments
+        // at once; a known one passes the synchronous steps first, so bad arguments
         // start nothing.
         if entry.is_none()
             && let Some(mcp) = &shared.mcp
@@ -459,7 +459,7 @@ impl Dispatcher {
     }
 }
 
-/// Gate steps 1-7 for `request` against `catalog`, for a run that started
+/// The gate's synchronous steps for `request` against `catalog`, for a run that started
 /// under posture `start` (its posture and epoch); `known` is the call's
 /// entry in `catalog` when already looked up (the steps then use it).
 pub(super) fn decide_early(
@@ -527,7 +527,7 @@ pub(super) fn approval_subject(
     primary.map(|p| p.subject().to_owned()).or_else(|| shared.mcp.as_ref()?.connect_subject(tool))
 }
 
-/// What gate steps 8-11 consult, for a run timed by `clock`.
+/// What the gate's later steps consult, for a run timed by `clock`.
 pub(super) fn later_context<'a>(
     shared: &'a Shared,
     approver: &'a dyn crate::gate::Approver,
@@ -634,7 +634,7 @@ pub(super) struct Finisher {
     pub(super) tool: Arc<str>,
     pub(super) seq: u64,
     pub(super) started: Instant,
-    /// How the gate decided (auto, or approved after steps 8-11).
+    /// How the gate decided (auto, or approved by the later steps).
     pub(super) decision: Decision,
     /// Notes from the gate (hook rewrites, approvals).
     pub(super) notes: Option<String>,

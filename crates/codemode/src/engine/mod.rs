@@ -131,7 +131,7 @@ pub(crate) struct Shared {
     pub spill_confine: Option<PathBuf>,
     /// What tool calls may not change or read; how bash is confined.
     pub confinement: Arc<crate::sandbox::Confinement>,
-    /// Every protected path and what it is (gate step 7).
+    /// Every protected path and what it is (the gate's `protected_paths` step).
     pub protections: Vec<crate::gate::protection::Protection>,
     /// Where runs' journals go; `None` when journaling is off.
     pub journal: Option<Arc<dyn crate::journal::JournalStore>>,

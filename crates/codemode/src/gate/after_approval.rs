@@ -1,4 +1,4 @@
-//! Step 11: after the approval. A call approved under a posture that
+//! The `after_approval` step. A call approved under a posture that
 //! narrowed while it waited is refused: the approval was given for a wider
 //! posture than the one now in force.
 

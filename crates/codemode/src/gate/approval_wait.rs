@@ -1,4 +1,4 @@
-//! Step 10: the approval. The approver answers while the program that made
+//! The `approval` step. The approver answers while the program that made
 //! the call waits; the run's deadline clock stops while the run waits on
 //! nothing but approvals (vm/clock.rs: JavaScript and other calls that run
 //! meanwhile count). Allow -> `approved`; deny -> `denied` (the program gets a

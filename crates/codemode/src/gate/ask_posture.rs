@@ -1,9 +1,9 @@
-//! Step 9: ask rules, hook answers and the posture decide whether a call
+//! The `ask_and_posture` step: ask rules, hook answers and the posture decide whether a call
 //! needs an approval.
 
 use super::{Posture, Preparation};
 
-/// What the before-call hooks said, for step 9.
+/// What the before-call hooks said, for `ask_and_posture`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct HookVerdict {
     /// A hook answered `allow`.

@@ -1,5 +1,6 @@
 //! Before-call hooks: external commands asked about a call before it runs
-//! (DESIGN.md §5 step 8, `[[hooks.before_call]]` in `codemode.toml`).
+//! (the `before_call_hooks` step of docs/POLICY.md, `[[hooks.before_call]]`
+//! in `codemode.toml`).
 //!
 //! [`hooks_for`] picks the hooks whose regex matches the tool name;
 //! [`run_hook`] runs one of them for one call and turns what it did into a

@@ -1,4 +1,4 @@
-//! Step 5: the arguments match the tool's input schema (JSON Schema,
+//! The `input_schema` step: the arguments match the tool's input schema (JSON Schema,
 //! validated with the validator compiled when the catalog was built).
 
 use super::{CallRequest, GateContext, Step, Verdict};

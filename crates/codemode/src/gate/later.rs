@@ -1,15 +1,8 @@
-//! Steps 8-11: the steps that may wait. They run on the tool runtime, only
-//! for calls that a hook matches or that need an approval.
-//!
-//! 8. `before_call_hooks`: each hook whose pattern matches the tool name, in
-//!    order; a block refuses, an `allow` or `ask` answer is kept for step 9,
-//!    rewritten arguments are checked again (schema, escalation fields).
-//! 9. `ask_and_posture`: does the call need an approval? (`ask_posture.rs`)
-//! 10. `approval`: the approver decides while the program waits (the run's
-//!     deadline clock stops while the run waits on nothing else); allow ->
-//!     `approved`, deny -> `denied`, approver error -> `refused`.
-//! 11. `after_approval`: if the posture narrowed while the call waited, the
-//!     call is refused.
+//! The steps of the gate that may wait, listed in [`LATER_STEPS`]: they run
+//! on the tool runtime, only for calls that a hook matches or that need an
+//! approval, after the synchronous [`STEPS`](super::STEPS). Each is a
+//! [`LaterStep`]: `before_call_hooks`, `ask_and_posture`, `approval`,
+//! `after_approval` (docs/POLICY.md numbers them).
 
 use std::path::Path;
 
@@ -27,7 +20,7 @@ use crate::receipt::{Caller, Decision};
 
 pub(crate) use super::approval_wait::ApprovalClock;
 
-/// A call that passed steps 1-7.
+/// A call that passed the synchronous steps.
 pub(crate) struct LaterCall<'a> {
     pub tool: &'a str,
     pub args: Value,
@@ -44,7 +37,7 @@ pub(crate) struct LaterCall<'a> {
     pub changes: &'a RunChanges,
 }
 
-/// What steps 8-11 consult.
+/// What the later steps consult.
 pub(crate) struct LaterContext<'a> {
     pub catalog: &'a Catalog,
     pub policy: &'a Policy,
@@ -81,94 +74,228 @@ pub(crate) enum Final {
     },
 }
 
-/// Whether steps 8-11 have anything to do for a call: a hook matches it, or
+/// Whether the later steps have anything to do for a call: a hook matches it, or
 /// it needs an approval with no hook involved.
 pub(crate) fn needed(tool: &str, prep: &Preparation, policy: &Policy, posture: &PostureCell) -> bool {
     hooks_for(&policy.hooks, tool).next().is_some()
         || approval_reason(tool, prep, &HookVerdict::default(), posture.get().0).is_some()
 }
 
-/// Runs steps 8-11 in order.
+/// The steps that may wait, in the order they run (their numbers are in
+/// docs/POLICY.md; a test checks the names against it). Hooks come first
+/// because they may rewrite the call or answer `allow`/`ask`, which the
+/// approval question depends on; the approval comes after deciding whether
+/// one is needed; the posture is checked again once it is given.
+pub(crate) static LATER_STEPS: &[&dyn LaterStep] =
+    &[&BeforeCallHooks, &AskAndPosture, &ApprovalStep, &AfterApproval];
+
+/// A call going through the later steps: what each step may read and
+/// change.
+pub(crate) struct InProgress<'a> {
+    pub call: LaterCall<'a>,
+    /// The posture when the later steps began.
+    pub posture_before: super::Posture,
+    /// The hooks' answers (`allow`, `ask`), for the approval question.
+    pub verdict: HookVerdict,
+    /// Notes for the receipt (hook rewrites, the approver's reason).
+    pub notes: Vec<String>,
+    /// Why the call needs an approval, once `ask_and_posture` found it
+    /// does.
+    pub reason: Option<String>,
+    /// What an approval for the rest of the run would cover.
+    pub run_grant: Option<RunGrantScope>,
+}
+
+/// What a later step says.
+pub(crate) enum Flow {
+    /// Go on to the next step.
+    Next,
+    /// The gate is done with the call.
+    Done(Final),
+}
+
+/// The future a later step returns.
+pub(crate) type StepFuture<'s> = std::pin::Pin<Box<dyn std::future::Future<Output = Flow> + Send + 's>>;
+
+/// One step of the gate that may wait (hooks run programs, approvers ask
+/// someone).
+pub(crate) trait LaterStep: Sync {
+    /// A unique, stable name, as listed in docs/POLICY.md.
+    #[allow(dead_code)] // read by the order test against docs/POLICY.md
+    fn name(&self) -> &'static str;
+    /// Decides, or passes to the next step; may change the call in
+    /// progress (a hook's rewrite, notes).
+    fn run<'s>(&'s self, call: &'s mut InProgress<'_>, cx: &'s LaterContext<'_>) -> StepFuture<'s>;
+}
+
+/// Runs the later steps in order; a call no step decided runs, approved.
 pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Final {
-    let LaterCall { tool, args, caller, run_id, seq, workspace, mut prep, annotations, mut subject, changes } =
-        call;
     let posture_before = cx.posture.get().0;
-
-    // 8. Before-call hooks.
-    let hooked = HookedCall { tool, args, caller, run_id, workspace };
-    let (args, verdict, mut notes) = match before_call_hooks::run(
-        hooked,
-        cx.catalog,
-        cx.policy,
+    let mut state = InProgress {
+        call,
         posture_before,
-        (cx.protections, cx.confinement),
-    )
-    .await
-    {
-        Hooked::Blocked(reason) => return Final::Refuse(reason),
-        Hooked::Passed { args, verdict, notes, rules } => {
-            if let Some(rules) = rules {
-                // The rules' findings on the rewritten call replace those
-                // on the original.
-                prep.allowed_by = rules.allowed_by;
-                prep.not_allowed_by = rules.not_allowed_by;
-                prep.ask_rule = rules.ask_rule;
-                subject = cx
-                    .catalog
-                    .get(tool)
-                    .and_then(|e| super::primary::of(&e.spec, &args, workspace))
-                    .map(|p| p.subject().to_owned());
+        verdict: HookVerdict::default(),
+        notes: Vec::new(),
+        reason: None,
+        run_grant: None,
+    };
+    for step in LATER_STEPS {
+        if let Flow::Done(end) = step.run(&mut state, &cx).await {
+            return end;
+        }
+    }
+    let InProgress { call, notes, .. } = state;
+    if !call.prep.reader {
+        call.changes.record(call.tool, call.subject.as_deref());
+    }
+    Final::Run { args: call.args, decision: Decision::Approved, notes }
+}
+
+/// Before-call hooks: each hook whose pattern matches the tool name, in
+/// order; a block refuses, an `allow` or `ask` answer is kept for the
+/// approval question, rewritten arguments are checked again.
+struct BeforeCallHooks;
+
+impl LaterStep for BeforeCallHooks {
+    fn name(&self) -> &'static str {
+        "before_call_hooks"
+    }
+
+    fn run<'s>(&'s self, state: &'s mut InProgress<'_>, cx: &'s LaterContext<'_>) -> StepFuture<'s> {
+        Box::pin(async move {
+            let call = &mut state.call;
+            let hooked = HookedCall {
+                tool: call.tool,
+                args: std::mem::take(&mut call.args),
+                caller: call.caller,
+                run_id: call.run_id,
+                workspace: call.workspace,
+            };
+            let protections = (cx.protections, cx.confinement);
+            match before_call_hooks::run(hooked, cx.catalog, cx.policy, state.posture_before, protections)
+                .await
+            {
+                Hooked::Blocked(reason) => Flow::Done(Final::Refuse(reason)),
+                Hooked::Passed { args, verdict, notes, rules } => {
+                    if let Some(rules) = rules {
+                        // The rules' findings on the rewritten call replace
+                        // those on the original.
+                        call.prep.allowed_by = rules.allowed_by;
+                        call.prep.not_allowed_by = rules.not_allowed_by;
+                        call.prep.ask_rule = rules.ask_rule;
+                        call.subject = cx
+                            .catalog
+                            .get(call.tool)
+                            .and_then(|e| super::primary::of(&e.spec, &args, call.workspace))
+                            .map(|p| p.subject().to_owned());
+                    }
+                    call.args = args;
+                    state.verdict = verdict;
+                    state.notes = notes;
+                    Flow::Next
+                }
             }
-            (args, verdict, notes)
-        }
-    };
+        })
+    }
+}
 
-    // 9. Ask rules and posture.
-    let Some(reason) = approval_reason(tool, &prep, &verdict, posture_before) else {
-        if !prep.reader {
-            changes.record(tool, subject.as_deref());
-        }
-        return Final::Run { args, decision: Decision::Auto, notes };
-    };
-    let run_grant = (!asked_every_time(&prep, &verdict)).then(|| RunGrantScope::now(changes));
+/// Ask rules and posture: does the call need an approval? One that does
+/// not runs now, `auto`.
+struct AskAndPosture;
 
-    // 10. Approval; the clock knows the call waits.
-    let request = ApprovalRequest {
-        tool: tool.to_owned(),
-        arguments: args.clone(),
-        caller,
-        run_id: run_id.to_owned(),
-        seq,
-        reason,
-        subject,
-        annotations: annotations.clone(),
-        destructive: prep.destructive,
-        run_grant,
-    };
-    let (reason, subject) = (request.reason.clone(), request.subject.clone());
-    // A denial or a failed approver says first which allow rule the user
-    // may have meant, and why it did not cover the call: the approver's
-    // own reason (no terminal, `--approve deny`) is not the whole story.
-    let because = |answer: String| match (&prep.not_allowed_by, reason.starts_with("the allow rule")) {
-        (Some(why), true) => format!("{why}, and {answer}"),
-        _ => answer,
-    };
-    match approval_wait::ask(cx.approver, cx.clock, request).await {
-        Approved::Yes(why) => notes.extend(why.map(|w| format!("approved: {w}"))),
-        Approved::Denied(answer) => return Final::Deny(because(answer)),
-        Approved::Failed(answer) => return Final::Refuse(because(answer)),
-        Approved::Pause(why) => {
-            notes.extend(why.map(|w| format!("paused: {w}")));
-            return Final::Pause { args, reason, subject, notes };
-        }
+impl LaterStep for AskAndPosture {
+    fn name(&self) -> &'static str {
+        "ask_and_posture"
     }
 
-    // 11. After the approval: a posture that narrowed meanwhile refuses.
-    if let Some(reason) = after_approval::narrowed(posture_before, cx.posture.get().0) {
-        return Final::Refuse(reason);
+    fn run<'s>(&'s self, state: &'s mut InProgress<'_>, _cx: &'s LaterContext<'_>) -> StepFuture<'s> {
+        let call = &mut state.call;
+        let Some(reason) = approval_reason(call.tool, &call.prep, &state.verdict, state.posture_before)
+        else {
+            if !call.prep.reader {
+                call.changes.record(call.tool, call.subject.as_deref());
+            }
+            let end = Final::Run {
+                args: std::mem::take(&mut call.args),
+                decision: Decision::Auto,
+                notes: std::mem::take(&mut state.notes),
+            };
+            return Box::pin(std::future::ready(Flow::Done(end)));
+        };
+        state.run_grant =
+            (!asked_every_time(&call.prep, &state.verdict)).then(|| RunGrantScope::now(call.changes));
+        state.reason = Some(reason);
+        Box::pin(std::future::ready(Flow::Next))
     }
-    if !prep.reader {
-        changes.record(tool, subject.as_deref());
+}
+
+/// The approval: the approver decides while the program waits (the run's
+/// deadline clock knows); allow -> `approved`, deny -> `denied`, approver
+/// error -> `refused`, pause -> the run pauses on the call.
+struct ApprovalStep;
+
+impl LaterStep for ApprovalStep {
+    fn name(&self) -> &'static str {
+        "approval"
     }
-    Final::Run { args, decision: Decision::Approved, notes }
+
+    fn run<'s>(&'s self, state: &'s mut InProgress<'_>, cx: &'s LaterContext<'_>) -> StepFuture<'s> {
+        Box::pin(async move {
+            let call = &mut state.call;
+            let reason = state.reason.take().unwrap_or_default();
+            let request = ApprovalRequest {
+                tool: call.tool.to_owned(),
+                arguments: call.args.clone(),
+                caller: call.caller,
+                run_id: call.run_id.to_owned(),
+                seq: call.seq,
+                reason: reason.clone(),
+                subject: call.subject.clone(),
+                annotations: call.annotations.clone(),
+                destructive: call.prep.destructive,
+                run_grant: state.run_grant.take(),
+            };
+            // A denial or a failed approver says first which allow rule the
+            // user may have meant, and why it did not cover the call: the
+            // approver's own reason (no terminal, `--approve deny`) is not
+            // the whole story.
+            let because =
+                |answer: String| match (&call.prep.not_allowed_by, reason.starts_with("the allow rule")) {
+                    (Some(why), true) => format!("{why}, and {answer}"),
+                    _ => answer,
+                };
+            match approval_wait::ask(cx.approver, cx.clock, request).await {
+                Approved::Yes(why) => {
+                    state.notes.extend(why.map(|w| format!("approved: {w}")));
+                    Flow::Next
+                }
+                Approved::Denied(answer) => Flow::Done(Final::Deny(because(answer))),
+                Approved::Failed(answer) => Flow::Done(Final::Refuse(because(answer))),
+                Approved::Pause(why) => {
+                    let mut notes = std::mem::take(&mut state.notes);
+                    notes.extend(why.map(|w| format!("paused: {w}")));
+                    let args = std::mem::take(&mut call.args);
+                    Flow::Done(Final::Pause { args, reason, subject: call.subject.clone(), notes })
+                }
+            }
+        })
+    }
+}
+
+/// After the approval: a posture that narrowed while the call waited
+/// refuses it.
+struct AfterApproval;
+
+impl LaterStep for AfterApproval {
+    fn name(&self) -> &'static str {
+        "after_approval"
+    }
+
+    fn run<'s>(&'s self, state: &'s mut InProgress<'_>, cx: &'s LaterContext<'_>) -> StepFuture<'s> {
+        let flow = match after_approval::narrowed(state.posture_before, cx.posture.get().0) {
+            Some(reason) => Flow::Done(Final::Refuse(reason)),
+            None => Flow::Next,
+        };
+        Box::pin(std::future::ready(flow))
+    }
 }

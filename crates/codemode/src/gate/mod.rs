@@ -1,12 +1,13 @@
 //! The gate: one function decides every call, direct or nested.
 //!
-//! The steps run in the order of DESIGN.md §5 and `docs/POLICY.md`; the
-//! first that decides ends it. Steps 1-7 are synchronous units implementing
-//! [`Step`], listed in [`STEPS`]; they decide from the call, the catalog and
-//! the policy alone, so most calls are decided without waiting on anything.
-//! Steps 8-11 may wait (hooks run programs, approvers ask someone); they run
-//! in [`decide_rest`], in order, only when a hook matches the tool or the
-//! call needs an approval.
+//! The steps run in the order of `docs/POLICY.md` (which numbers them;
+//! the code names them); the first that decides ends it. The synchronous
+//! steps implement [`Step`] and are listed in [`STEPS`]; they decide from
+//! the call, the catalog and the policy alone, so most calls are decided
+//! without waiting on anything. The steps that may wait (hooks run
+//! programs, approvers ask someone) implement [`later::LaterStep`] and are
+//! listed in [`later::LATER_STEPS`]; they run, in order, only when a hook
+//! matches the tool or the call needs an approval.
 //!
 //! Why this order: cheap refusals that do not depend on the tool come first
 //! (budget, direct-only, a changed posture, plan mode), then existence and
@@ -98,7 +99,8 @@ impl<'a> GateContext<'a> {
     }
 }
 
-/// What steps 6 and 7 learn about a call, for the steps after them.
+/// What the rules and the preparation learn about a call, for the steps
+/// after them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Preparation {
     /// The allow rule that covers the call: it needs no approval.
@@ -125,7 +127,7 @@ pub(crate) enum Verdict {
     Exhausted(String),
 }
 
-/// One synchronous step of the gate (steps 1-7).
+/// One synchronous step of the gate.
 pub(crate) trait Step: Sync {
     /// A unique, stable name, as listed in docs/POLICY.md.
     #[allow(dead_code)] // read by the order test against docs/POLICY.md
@@ -135,39 +137,33 @@ pub(crate) trait Step: Sync {
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, prep: &mut Preparation) -> Verdict;
 }
 
-/// Steps 1-7, in the order they run.
+/// The synchronous steps, in the order they run.
 pub(crate) static STEPS: &[&dyn Step] = &[
-    // 1. Before anything about the tool: the run's budget, then the names
-    //    that must never be called from inside a program.
+    // Before anything about the tool: the run's budget, then the names
+    // that must never be called from inside a program.
     &budget::Budget,
     &direct_only::DirectOnly,
-    // 2. A posture change during the run refuses the rest of the run.
+    // A posture change during the run refuses the rest of the run.
     &posture_epoch::PostureEpoch,
-    // 3. Plan mode refuses every tool that is not read-only.
+    // Plan mode refuses every tool that is not read-only.
     &mode::PlanMode,
-    // 4. The tool exists and this caller may call it.
+    // The tool exists and this caller may call it.
     &tool_exists::ToolExists,
-    // 5. The arguments match the tool's input schema.
+    // The arguments match the tool's input schema.
     &input_schema::InputSchema,
-    // 6. Deny rules (deny wins), then allow and ask rules.
+    // Deny rules (deny wins), then allow and ask rules.
     &rules::RuleLists,
-    // 7. Protected and hidden paths (an allow rule naming one lifts it),
-    //    and bash with the sandbox off outside full-access.
+    // Protected and hidden paths (an allow rule naming one lifts it), and
+    // bash with the sandbox off outside full-access.
     &protection::ProtectedPaths,
-    // 8. What the tool is: reader or writer, destructive or not.
+    // What the tool is: reader or writer, destructive or not.
     &preparation::Preparing,
 ];
 
-/// Names of the steps after [`STEPS`], in order; they run in
-/// [`decide_rest`] (the dispatcher's async path).
-#[cfg(test)]
-pub(crate) const LATER_STEPS: &[&str] =
-    &["before_call_hooks", "ask_and_posture", "approval", "after_approval"];
-
-/// The outcome of steps 1-7.
+/// The outcome of the synchronous steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Early {
-    /// Go on to steps 8-11 with what was learnt.
+    /// Go on to the later steps with what was learnt.
     Continue(Preparation),
     /// Do not run the call.
     Refuse(String),
@@ -175,7 +171,7 @@ pub(crate) enum Early {
     Exhausted(String),
 }
 
-/// Runs steps 1-7 in order.
+/// Runs the synchronous steps in order.
 pub(crate) fn decide_early(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Early {
     let mut prep = Preparation::default();
     for step in STEPS {
@@ -188,7 +184,8 @@ pub(crate) fn decide_early(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Earl
     Early::Continue(prep)
 }
 
-/// Steps 1b, 5 and 6 again, for arguments a hook rewrote: the rewrite must
+/// `direct_only`, `input_schema`, `rules` and `protected_paths` again, for
+/// arguments a hook rewrote: the rewrite must
 /// not ask for escalation, must still match the schema, and is subject to
 /// the rules like the original (a deny rule refuses it; allow and ask are
 /// taken from the rewrite). Returns the rules' new findings.
@@ -260,7 +257,8 @@ mod tests {
                 "preparation"
             ]
         );
-        let all: Vec<&str> = names.iter().copied().chain(LATER_STEPS.iter().copied()).collect();
+        let all: Vec<&str> =
+            names.iter().copied().chain(later::LATER_STEPS.iter().map(|s| s.name())).collect();
         let doc =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/POLICY.md")).unwrap();
         let documented: Vec<&str> = doc

@@ -1,4 +1,4 @@
-//! Step 3: Plan mode refuses every tool that is not read-only.
+//! The `plan_mode` step: Plan mode refuses every tool that is not read-only.
 //!
 //! Read-only means the tool declares `readOnlyHint: true` (native `read`,
 //! `file_search`, `grep_files`; MCP tools that say so). `write`, `edit`,

@@ -1,4 +1,4 @@
-//! Step 2: a posture change during a run refuses the rest of that run.
+//! The `posture_epoch` step: a posture change during a run refuses the rest of that run.
 //!
 //! A program was written under the posture its run started with; if the
 //! posture changes meanwhile (wider or narrower), its remaining calls are

@@ -1,4 +1,4 @@
-//! Step 7: what the tool is. A tool that declares `readOnlyHint: true` is a
+//! The `preparation` step: what the tool is. A tool that declares `readOnlyHint: true` is a
 //! reader; anything else (including a tool that says nothing, as MCP tools
 //! often do) is a writer. A writer is destructive unless it says
 //! `destructiveHint: false`; destructive writers are labelled in the
@@ -8,7 +8,8 @@
 
 use super::{CallRequest, GateContext, Preparation, Step, Verdict};
 
-/// Notes reader/writer and destructive for steps 9-10.
+/// Notes reader/writer and destructive for `ask_and_posture` and
+/// `approval`.
 pub(crate) struct Preparing;
 
 impl Step for Preparing {

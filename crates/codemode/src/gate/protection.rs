@@ -1,4 +1,4 @@
-//! Step 7: protected and hidden paths (docs/SECURITY.md, "Protected
+//! The `protected_paths` step: protected and hidden paths (docs/SECURITY.md, "Protected
 //! paths"). What decides later calls cannot be changed by a call: writer
 //! tools may not change the loaded policy and MCP files, the files a hook,
 //! the approver command or an MCP stdio server names and the folders that

@@ -1,6 +1,6 @@
-//! Step 6: the rule lists. A deny rule that covers the call refuses it
+//! The `rules` step: the rule lists. A deny rule that covers the call refuses it
 //! (deny wins over allow); an allow rule spares it the approval; an ask rule
-//! sends it to the approver whatever the posture (steps 9-10).
+//! sends it to the approver whatever the posture (`ask_and_posture`, `approval`).
 //!
 //! A deny or ask rule covers a call when it covers any spelling of the
 //! primary argument (as written, or resolved through symlinks); an allow

@@ -1,4 +1,4 @@
-//! Step 4: the tool exists and this caller may call it.
+//! The `tool_exists` step: the tool exists and this caller may call it.
 
 use super::{CallRequest, GateContext, Step, Verdict};
 

@@ -4,7 +4,7 @@
 //! JSON snapshot in tests/snapshots/tool_schemas/<name>.json.
 //!
 //! A deliberate schema change updates the snapshot in the same commit:
-//! `UPDATE_SNAPSHOTS=1 cargo test --lib contract` rewrites the snapshots,
+//! `UPDATE_SNAPSHOTS=1 cargo test -p codemode --lib contract` rewrites the snapshots,
 //! and the diff shows the change.
 
 use std::path::PathBuf;
@@ -85,7 +85,7 @@ fn every_native_schema_equals_its_snapshot() {
     }
     assert!(
         stale.is_empty(),
-        "{}; if the change is deliberate, run `UPDATE_SNAPSHOTS=1 cargo test --lib contract` and commit the snapshots",
+        "{}; if the change is deliberate, run `UPDATE_SNAPSHOTS=1 cargo test -p codemode --lib contract` and commit the snapshots",
         stale.join("; ")
     );
 }
@@ -101,7 +101,10 @@ fn every_native_result_shape_is_valid_and_equals_its_snapshot() {
     for tool in super::native() {
         let spec = tool.spec();
         let (Some(content), Some(metadata)) = (&spec.output_schema, &spec.metadata_schema) else {
-            panic!("`{}` must declare its output and metadata schemas (src/tools/shapes.rs)", spec.name);
+            panic!(
+                "`{}` must declare its output and metadata schemas (crates/codemode/src/catalog/shapes.rs)",
+                spec.name
+            );
         };
         for schema in [content, metadata] {
             assert!(jsonschema::meta::is_valid(schema), "a result schema of `{}` is not valid", spec.name);
@@ -121,7 +124,7 @@ fn every_native_result_shape_is_valid_and_equals_its_snapshot() {
     }
     assert!(
         stale.is_empty(),
-        "{}; if the change is deliberate, run `UPDATE_SNAPSHOTS=1 cargo test --lib contract` and commit the snapshots",
+        "{}; if the change is deliberate, run `UPDATE_SNAPSHOTS=1 cargo test -p codemode --lib contract` and commit the snapshots",
         stale.join("; ")
     );
 }
