@@ -16,16 +16,26 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Shared;
-use crate::catalog::{Catalog, ToolContext, ToolError, ToolOutput};
-use crate::gate::later::{self, ApprovalClock, Final, LaterCall, LaterContext};
-use crate::gate::{self, CallRequest, Early, GateContext, Posture};
-use crate::receipt::spill::{self, Measured, SpillArea, SpillTarget};
+use crate::catalog::ToolContext;
+use crate::gate::later::{self, Final, LaterCall};
+use crate::gate::{self, CallRequest, Early, Posture};
+use crate::receipt::spill::SpillArea;
 use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::CallEnd};
 use crate::tools::Abandon;
 use crate::vm::clock::RunClock;
 
 pub(crate) use crate::journal::completion::Completion;
 pub(crate) use crate::vm::calls::{Begun, CallFuture};
+
+mod finish;
+mod gate_steps;
+
+use finish::Finished;
+pub(crate) use finish::Finisher;
+pub(crate) use gate_steps::{
+    approval_subject, call_context, decide_early, later_context, not_pausable, timeout_of,
+};
+use gate_steps::{error_payload, not_in_cached_list, refuse};
 
 impl Completion {
     /// The completion of a call whose task panicked, which the gate let
@@ -54,7 +64,7 @@ impl Completion {
 
 /// The envelope a successful call resolves to (DESIGN.md §3).
 #[derive(Serialize)]
-struct Envelope<'a> {
+pub(crate) struct Envelope<'a> {
     content: &'a Value,
     metadata: &'a Option<Value>,
     truncated: &'a Option<Truncation>,
@@ -62,7 +72,7 @@ struct Envelope<'a> {
 
 /// The envelope without its content, for text results.
 #[derive(Serialize)]
-struct EnvelopeRest<'a> {
+pub(crate) struct EnvelopeRest<'a> {
     metadata: &'a Option<Value>,
     truncated: &'a Option<Truncation>,
 }
@@ -70,7 +80,7 @@ struct EnvelopeRest<'a> {
 /// The error a failed call rejects with; the prelude turns it into a
 /// `ToolError`.
 #[derive(Serialize)]
-struct ErrorPayload<'a> {
+pub(crate) struct ErrorPayload<'a> {
     kind: &'a str,
     message: &'a str,
     tool: &'a str,
@@ -79,28 +89,28 @@ struct ErrorPayload<'a> {
 
 /// Starts calls for one run.
 pub(crate) struct Dispatcher {
-    pub(super) shared: Arc<Shared>,
-    pub(super) run_id: Arc<str>,
-    pub(super) spill: Arc<SpillArea>,
-    pub(super) clock: Arc<RunClock>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) run_id: Arc<str>,
+    pub(crate) spill: Arc<SpillArea>,
+    pub(crate) clock: Arc<RunClock>,
     /// The engine's posture and its epoch when the run started.
-    pub(super) start: (Posture, u64),
+    pub(crate) start: (Posture, u64),
     /// The run's turn, for the toolbox's eviction order.
     turn: u64,
     /// MCP servers the gate refused to start in this run, with the
     /// decision and reason: later calls of their tools get the same answer
     /// without asking again (connect_first.rs).
-    pub(super) connect_refusals: super::connect_first::Refusals,
+    pub(crate) connect_refusals: super::connect_first::Refusals,
     /// Whether a call the approver pauses may pause the run (a journaled
     /// program run); elsewhere such a call is refused.
-    pub(super) pausable: bool,
+    pub(crate) pausable: bool,
     /// Who decides this run's approvals and answers its elicitations: the
     /// engine's approver unless the run was started with its own
     /// ([`RunOptions::approver`](super::RunOptions::approver)).
-    pub(super) approver: Arc<dyn crate::gate::Approver>,
+    pub(crate) approver: Arc<dyn crate::gate::Approver>,
     /// The run's calls that may have changed files (how long a prompt's
     /// `a` for bash or a server's start holds).
-    pub(super) changes: crate::gate::RunChanges,
+    pub(crate) changes: crate::gate::RunChanges,
 }
 
 impl Dispatcher {
@@ -145,7 +155,7 @@ impl Dispatcher {
 
     /// The finisher of call `seq` of `tool`, started now, with no question
     /// asked yet.
-    pub(super) fn finisher(
+    pub(crate) fn finisher(
         &self,
         tool: &str,
         seq: u64,
@@ -157,7 +167,7 @@ impl Dispatcher {
 
     /// [`Dispatcher::finisher`] with the tool's name already shared (a
     /// catalog entry's).
-    pub(super) fn finisher_named(
+    pub(crate) fn finisher_named(
         &self,
         tool: Arc<str>,
         seq: u64,
@@ -459,447 +469,6 @@ impl Dispatcher {
     }
 }
 
-/// The gate's synchronous steps for `request` against `catalog`, for a run that started
-/// under posture `start` (its posture and epoch); `known` is the call's
-/// entry in `catalog` when already looked up (the steps then use it).
-pub(super) fn decide_early(
-    shared: &Shared,
-    catalog: &Catalog,
-    known: Option<&crate::catalog::Entry>,
-    request: &CallRequest<'_>,
-    start: (Posture, u64),
-    run_id: &str,
-) -> Early {
-    let (posture, epoch) = shared.posture.get();
-    let cx = GateContext {
-        catalog,
-        policy: &shared.policy,
-        max_calls: shared.limits.max_calls,
-        posture,
-        posture_at_start: (epoch != start.1).then_some(start.0),
-        guard: gate::protection::Guard {
-            protections: &shared.protections,
-            confinement: &shared.confinement,
-            run_id,
-        },
-        known,
-    };
-    gate::decide_early(request, &cx)
-}
-
-/// The context a tool gets for the call `finish` finishes, in run `run_id`
-/// timed by `clock`: its elicitor asks the run's approver and records
-/// into `finish`'s questions (elicitor.rs).
-pub(super) fn call_context(
-    finish: &Finisher,
-    run_id: &Arc<str>,
-    clock: &Arc<RunClock>,
-    caller: Caller,
-) -> ToolContext {
-    let shared = &finish.shared;
-    let elicitor = super::elicitor::CallElicitor {
-        approver: finish.approver.clone(),
-        clock: clock.clone(),
-        run_id: run_id.clone(),
-        seq: finish.seq,
-        tool: finish.tool.clone(),
-        caller,
-        questions: finish.questions.clone(),
-    };
-    ToolContext {
-        workspace: shared.workspace.clone(),
-        run_id: run_id.clone(),
-        seq: finish.seq,
-        caller,
-        confinement: shared.confinement.clone(),
-        elicitor: Some(Arc::new(elicitor)),
-    }
-}
-
-/// What an approval request shows as its subject: the primary argument as
-/// the tool will see it, or for `mcp_connect__<server>` the command line
-/// or URL starting the server runs.
-pub(super) fn approval_subject(
-    shared: &Shared,
-    tool: &str,
-    primary: Option<&crate::gate::primary::Primary>,
-) -> Option<String> {
-    primary.map(|p| p.subject().to_owned()).or_else(|| shared.mcp.as_ref()?.connect_subject(tool))
-}
-
-/// What the gate's later steps consult, for a run timed by `clock`.
-pub(super) fn later_context<'a>(
-    shared: &'a Shared,
-    approver: &'a dyn crate::gate::Approver,
-    catalog: &'a Catalog,
-    clock: &'a RunClock,
-) -> LaterContext<'a> {
-    LaterContext {
-        catalog,
-        policy: &shared.policy,
-        posture: &shared.posture,
-        approver,
-        clock: clock as &dyn ApprovalClock,
-        protections: &shared.protections,
-        confinement: &shared.confinement,
-    }
-}
-
-/// How long a tool that watches its [`Abandon`] signal may take, after its
-/// timeout, to commit or give up before it is dropped.
-const ABANDON_GRACE: Duration = Duration::from_secs(10);
-
-/// The per-call timeout of `spec`'s tool: the policy's setting, else the
-/// tool's own, else the engine's default.
-pub(super) fn timeout_of(shared: &Shared, spec: &crate::catalog::ToolSpec) -> Duration {
-    shared
-        .policy
-        .tools
-        .get(&spec.name)
-        .and_then(|t| t.timeout_ms)
-        .or(spec.timeout_ms)
-        .map(Duration::from_millis)
-        .unwrap_or(shared.limits.tool_timeout)
-}
-
-/// Why a call of `tool` is refused when `server` is not running and its
-/// tool list, from the schema cache, does not have it: an unknown tool,
-/// with the nearest names, saying the list is cached and how to refresh it.
-fn not_in_cached_list(catalog: &Catalog, tool: &str, server: &str) -> String {
-    let near = catalog.suggest(tool);
-    let hint = if near.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<String> = near.iter().map(|n| format!("`{n}`")).collect();
-        format!("did you mean {}? ", names.join(", "))
-    };
-    let name = spill::cut_text(tool);
-    let connect = crate::mcp::naming::connect_name(server);
-    format!(
-        "unknown tool `{name}`: {hint}MCP server `{server}` is not running and its tool list, cached from its last \
-         listing, does not have it (the server was not started for it); if the server has it now, refresh the \
-         list with `{connect}` (or `codemode mcp tools {server}`)"
-    )
-}
-
-/// Opens and closes the receipt of a refused call.
-fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: String) -> Completion {
-    let reason = spill::cut_owned(reason);
-    let seq = ledger.open(tool, caller, Decision::Refused, Some(reason.clone()));
-    let payload = error_payload("refused", &reason, tool, seq);
-    Completion {
-        seq,
-        end: CallEnd {
-            status: CallStatus::Refused,
-            decision: Decision::Refused,
-            elapsed: Duration::ZERO,
-            bytes: 0,
-            truncated: None,
-            error: Some(reason),
-            note: None,
-            elicitations: Vec::new(),
-        },
-        ok: false,
-        payload,
-        text: None,
-        pause: None,
-    }
-}
-
-/// The JSON a failed call rejects with; the message and the tool name are
-/// cut to [`spill::TEXT_BYTES`] each (the program gets the same bounded
-/// text as the receipt).
-fn error_payload(kind: &str, message: &str, tool: &str, seq: u64) -> String {
-    let (message, tool) = (spill::cut_text(message), spill::cut_text(tool));
-    serde_json::to_string(&ErrorPayload { kind, message: &message, tool: &tool, seq })
-        .expect("strings serialise")
-}
-
-/// Why a call the approver paused is refused where the run cannot pause.
-pub(super) fn not_pausable(reason: &str) -> String {
-    format!(
-        "the approver paused this call ({reason}), but only a journaled program run can pause \
-         (not a direct call or a batch); decide it with another approver or allow it by a rule"
-    )
-}
-
-/// Turns a tool's result into a completion: bounds it, spills it, builds the
-/// envelope.
-#[derive(Clone)]
-pub(super) struct Finisher {
-    pub(super) shared: Arc<Shared>,
-    /// The run's approver (the dispatcher's).
-    pub(super) approver: Arc<dyn crate::gate::Approver>,
-    pub(super) spill: Arc<SpillArea>,
-    pub(super) tool: Arc<str>,
-    pub(super) seq: u64,
-    pub(super) started: Instant,
-    /// How the gate decided (auto, or approved by the later steps).
-    pub(super) decision: Decision,
-    /// Notes from the gate (hook rewrites, approvals).
-    pub(super) notes: Option<String>,
-    /// The questions the tool asks during the call (elicitor.rs).
-    pub(super) questions: Arc<super::elicitor::CallQuestions>,
-}
-
-/// A result over the per-call bound, or a tool's error text over
-/// [`spill::TEXT_BYTES`], waiting to be spilled.
-struct Over {
-    text: String,
-    ext: &'static str,
-    metadata: Option<Value>,
-    /// The text is the tool's error: the call fails with it, cut.
-    failed: bool,
-}
-
-/// What finishing a result needs next.
-enum Finished {
-    Done(Completion),
-    NeedsSpill(Over),
-}
-
-impl Finisher {
-    /// The rest of a call: the tool's future under its timeout (counted from
-    /// the first poll on the tool runtime), then the completion.
-    ///
-    /// `future` must have been made under `abandon`'s scope
-    /// ([`Abandon::scope`]; `None` for read-only tools, which commit
-    /// nothing): a tool whose work has a commit point is told
-    /// at the timeout and waited for (at most [`ABANDON_GRACE`]), so a
-    /// change it committed as the timeout passed is reported as done, not
-    /// as timed out.
-    pub(super) fn run(
-        self,
-        mut future: crate::catalog::ToolFuture,
-        timeout: Duration,
-        abandon: Option<Abandon>,
-    ) -> CallFuture {
-        Box::pin(async move {
-            // The time the tool waits on answers to its questions does not count.
-            let (result, finisher) = match self.questions.timeout(timeout, &mut future).await {
-                Ok(result) => (result, self),
-                Err(_) if let Some(abandon) = abandon.as_ref().filter(|a| a.watched()) => {
-                    abandon.signal();
-                    match tokio::time::timeout(ABANDON_GRACE, &mut future).await {
-                        // It was committing as the timeout passed: done.
-                        Ok(Ok(out)) => {
-                            let late =
-                                "finished as its timeout passed (it was already committing its change)";
-                            let notes = Some(match &self.notes {
-                                Some(n) => format!("{n}; {late}"),
-                                None => late.to_owned(),
-                            });
-                            (Ok(out), Finisher { notes, ..self })
-                        }
-                        // It gave up at its commit point, or never came back.
-                        _ => return self.timed_out(timeout),
-                    }
-                }
-                Err(_) => return self.timed_out(timeout),
-            };
-            match finisher.finish(result) {
-                Finished::Done(c) => c,
-                Finished::NeedsSpill(over) => finisher.spill_later(over).await,
-            }
-        })
-    }
-
-    /// The completion of a call cut by its per-call timeout.
-    fn timed_out(&self, timeout: Duration) -> Completion {
-        self.failed(
-            "timeout",
-            format!(
-                "timed out after {} ms (the per-tool timeout: [tools.NAME] timeout_ms or the MCP server's \
-                 timeout_ms when set, else {})",
-                timeout.as_millis(),
-                codemode_base::limit_settings::setting("tool_timeout")
-            ),
-        )
-    }
-
-    /// Measures a result; a result that fits becomes its completion at once.
-    fn finish(&self, result: Result<ToolOutput, ToolError>) -> Finished {
-        let mut out = match result {
-            Ok(out) => out,
-            // Error text over its bound is spilled whole, off this thread.
-            Err(e) if e.message.len() > spill::TEXT_BYTES => {
-                return Finished::NeedsSpill(Over {
-                    text: e.message,
-                    ext: "txt",
-                    metadata: None,
-                    failed: true,
-                });
-            }
-            Err(e) => return Finished::Done(self.failed("failed", e.message)),
-        };
-        out.metadata = super::elicitor::with_elicitations(out.metadata, &self.questions.records());
-        match spill::measure(out.content, self.shared.limits.result_bytes) {
-            Measured::Fits { value, bytes, json } => {
-                Finished::Done(self.succeeded(value, json, bytes, out.metadata, None, None))
-            }
-            Measured::Over { text, ext } => {
-                Finished::NeedsSpill(Over { text, ext, metadata: out.metadata, failed: false })
-            }
-        }
-    }
-
-    /// Writes the spill file on a blocking thread, then completes.
-    fn spill_later(self, over: Over) -> CallFuture {
-        Box::pin(async move {
-            let me = self.clone();
-            tokio::task::spawn_blocking(move || {
-                if over.failed {
-                    let stem = format!("call-{}-error", me.seq);
-                    let target = SpillTarget { area: &me.spill, stem: &stem };
-                    return me.failed("failed", spill::cut_spilled(over.text, target));
-                }
-                let stem = format!("call-{}", me.seq);
-                let target = SpillTarget { area: &me.spill, stem: &stem };
-                let b = spill::spill(over.text, over.ext, me.shared.limits.result_bytes, target);
-                me.succeeded(b.value, None, b.bytes, over.metadata, b.truncated, b.spill_error)
-            })
-            .await
-            .unwrap_or_else(|_| self.failed("failed", "writing the spill file panicked".into()))
-        })
-    }
-
-    /// The completion of a call that returned `value` (already bounded);
-    /// `json` is its compact JSON when already made.
-    fn succeeded(
-        &self,
-        value: Value,
-        json: Option<String>,
-        bytes: u64,
-        metadata: Option<Value>,
-        truncated: Option<Truncation>,
-        note: Option<String>,
-    ) -> Completion {
-        let (payload, text) = match value {
-            Value::String(text) => {
-                let rest = EnvelopeRest { metadata: &metadata, truncated: &truncated };
-                (serde_json::to_string(&rest).expect("JSON values serialise"), Some(text))
-            }
-            content => {
-                let payload = match json {
-                    Some(json) => {
-                        // `null` (the usual case) without a string made for it.
-                        let meta = metadata.as_ref().map(|m| m.to_string());
-                        let cut = truncated
-                            .as_ref()
-                            .map(|t| serde_json::to_string(t).expect("JSON values serialise"));
-                        let (meta, cut) =
-                            (meta.as_deref().unwrap_or("null"), cut.as_deref().unwrap_or("null"));
-                        let mut p = String::with_capacity(json.len() + meta.len() + cut.len() + 40);
-                        p.push_str("{\"content\":");
-                        p.push_str(&json);
-                        p.push_str(",\"metadata\":");
-                        p.push_str(meta);
-                        p.push_str(",\"truncated\":");
-                        p.push_str(cut);
-                        p.push('}');
-                        p
-                    }
-                    None => serde_json::to_string(&Envelope {
-                        content: &content,
-                        metadata: &metadata,
-                        truncated: &truncated,
-                    })
-                    .expect("JSON values serialise"),
-                };
-                (payload, None)
-            }
-        };
-        let note = match (self.notes.clone(), note) {
-            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-            (a, b) => a.or(b),
-        };
-        Completion {
-            seq: self.seq,
-            end: CallEnd {
-                status: CallStatus::Ok,
-                decision: self.decision,
-                elapsed: self.started.elapsed(),
-                bytes,
-                truncated,
-                error: None,
-                note,
-                elicitations: self.questions.records(),
-            },
-            ok: true,
-            payload,
-            text,
-            pause: None,
-        }
-    }
-
-    /// The completion of a call the approver paused: it did not run; the
-    /// run pauses on it.
-    pub(super) fn paused(&self, pending: crate::journal::record::PendingRecord) -> Completion {
-        Completion {
-            seq: self.seq,
-            end: CallEnd {
-                status: CallStatus::InFlight,
-                decision: Decision::Pending,
-                elapsed: self.started.elapsed(),
-                bytes: 0,
-                truncated: None,
-                error: None,
-                note: Some("waiting for a decision: the run paused on it (codemode resume)".to_owned()),
-                elicitations: Vec::new(),
-            },
-            ok: false,
-            payload: error_payload("paused", "the run paused on this call", &self.tool, self.seq),
-            text: None,
-            pause: Some(Box::new(pending)),
-        }
-    }
-
-    /// The completion of a call the later gate steps refused or denied.
-    pub(super) fn refused(&self, decision: Decision, kind: &str, reason: String) -> Completion {
-        let reason = spill::cut_owned(reason);
-        Completion {
-            seq: self.seq,
-            end: CallEnd {
-                status: CallStatus::Refused,
-                decision,
-                elapsed: self.started.elapsed(),
-                bytes: 0,
-                truncated: None,
-                error: Some(reason.clone()),
-                note: self.notes.clone(),
-                elicitations: self.questions.records(),
-            },
-            ok: false,
-            payload: error_payload(kind, &reason, &self.tool, self.seq),
-            text: None,
-            pause: None,
-        }
-    }
-
-    /// The completion of a call that failed with `message` (cut to
-    /// [`spill::TEXT_BYTES`] if longer; [`Finisher::finish`] spills a
-    /// tool's long error text first).
-    pub(super) fn failed(&self, kind: &str, message: String) -> Completion {
-        let message = spill::cut_owned(message);
-        Completion {
-            seq: self.seq,
-            end: CallEnd {
-                status: CallStatus::Failed,
-                decision: self.decision,
-                elapsed: self.started.elapsed(),
-                bytes: 0,
-                truncated: None,
-                error: Some(if kind == "failed" { message.clone() } else { format!("{kind}: {message}") }),
-                note: self.notes.clone(),
-                elicitations: self.questions.records(),
-            },
-            ok: false,
-            payload: error_payload(kind, &message, &self.tool, self.seq),
-            text: None,
-            pause: None,
-        }
-    }
-}
 /// The VM's view of the dispatcher: every `tools.call` of a program goes
 /// here, and the VM applies what comes back.
 impl crate::vm::calls::CallHost for Dispatcher {

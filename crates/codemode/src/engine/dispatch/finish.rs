@@ -1,0 +1,294 @@
+//! Finishing a call: its result bounded, spilled when over its bound, and
+//! turned into the completion the program gets.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::catalog::{ToolError, ToolOutput};
+use crate::engine::Shared;
+use crate::receipt::spill::{self, Measured, SpillArea, SpillTarget};
+use crate::receipt::{CallStatus, Decision, Truncation, ledger::CallEnd};
+use crate::tools::Abandon;
+
+use super::gate_steps::{ABANDON_GRACE, error_payload};
+use super::{CallFuture, Completion, Envelope, EnvelopeRest};
+
+/// Turns a tool's result into a completion: bounds it, spills it, builds the
+/// envelope.
+#[derive(Clone)]
+pub(crate) struct Finisher {
+    pub(crate) shared: Arc<Shared>,
+    /// The run's approver (the dispatcher's).
+    pub(crate) approver: Arc<dyn crate::gate::Approver>,
+    pub(crate) spill: Arc<SpillArea>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) seq: u64,
+    pub(crate) started: Instant,
+    /// How the gate decided (auto, or approved by the later steps).
+    pub(crate) decision: Decision,
+    /// Notes from the gate (hook rewrites, approvals).
+    pub(crate) notes: Option<String>,
+    /// The questions the tool asks during the call (elicitor.rs).
+    pub(crate) questions: Arc<crate::engine::elicitor::CallQuestions>,
+}
+
+/// A result over the per-call bound, or a tool's error text over
+/// [`spill::TEXT_BYTES`], waiting to be spilled.
+pub(crate) struct Over {
+    text: String,
+    ext: &'static str,
+    metadata: Option<Value>,
+    /// The text is the tool's error: the call fails with it, cut.
+    failed: bool,
+}
+
+/// What finishing a result needs next.
+pub(crate) enum Finished {
+    Done(Completion),
+    NeedsSpill(Over),
+}
+
+impl Finisher {
+    /// The rest of a call: the tool's future under its timeout (counted from
+    /// the first poll on the tool runtime), then the completion.
+    ///
+    /// `future` must have been made under `abandon`'s scope
+    /// ([`Abandon::scope`]; `None` for read-only tools, which commit
+    /// nothing): a tool whose work has a commit point is told
+    /// at the timeout and waited for (at most [`ABANDON_GRACE`]), so a
+    /// change it committed as the timeout passed is reported as done, not
+    /// as timed out.
+    pub(crate) fn run(
+        self,
+        mut future: crate::catalog::ToolFuture,
+        timeout: Duration,
+        abandon: Option<Abandon>,
+    ) -> CallFuture {
+        Box::pin(async move {
+            // The time the tool waits on answers to its questions does not count.
+            let (result, finisher) = match self.questions.timeout(timeout, &mut future).await {
+                Ok(result) => (result, self),
+                Err(_) if let Some(abandon) = abandon.as_ref().filter(|a| a.watched()) => {
+                    abandon.signal();
+                    match tokio::time::timeout(ABANDON_GRACE, &mut future).await {
+                        // It was committing as the timeout passed: done.
+                        Ok(Ok(out)) => {
+                            let late =
+                                "finished as its timeout passed (it was already committing its change)";
+                            let notes = Some(match &self.notes {
+                                Some(n) => format!("{n}; {late}"),
+                                None => late.to_owned(),
+                            });
+                            (Ok(out), Finisher { notes, ..self })
+                        }
+                        // It gave up at its commit point, or never came back.
+                        _ => return self.timed_out(timeout),
+                    }
+                }
+                Err(_) => return self.timed_out(timeout),
+            };
+            match finisher.finish(result) {
+                Finished::Done(c) => c,
+                Finished::NeedsSpill(over) => finisher.spill_later(over).await,
+            }
+        })
+    }
+
+    /// The completion of a call cut by its per-call timeout.
+    fn timed_out(&self, timeout: Duration) -> Completion {
+        self.failed(
+            "timeout",
+            format!(
+                "timed out after {} ms (the per-tool timeout: [tools.NAME] timeout_ms or the MCP server's \
+                 timeout_ms when set, else {})",
+                timeout.as_millis(),
+                codemode_base::limit_settings::setting("tool_timeout")
+            ),
+        )
+    }
+
+    /// Measures a result; a result that fits becomes its completion at once.
+    pub(super) fn finish(&self, result: Result<ToolOutput, ToolError>) -> Finished {
+        let mut out = match result {
+            Ok(out) => out,
+            // Error text over its bound is spilled whole, off this thread.
+            Err(e) if e.message.len() > spill::TEXT_BYTES => {
+                return Finished::NeedsSpill(Over {
+                    text: e.message,
+                    ext: "txt",
+                    metadata: None,
+                    failed: true,
+                });
+            }
+            Err(e) => return Finished::Done(self.failed("failed", e.message)),
+        };
+        out.metadata = crate::engine::elicitor::with_elicitations(out.metadata, &self.questions.records());
+        match spill::measure(out.content, self.shared.limits.result_bytes) {
+            Measured::Fits { value, bytes, json } => {
+                Finished::Done(self.succeeded(value, json, bytes, out.metadata, None, None))
+            }
+            Measured::Over { text, ext } => {
+                Finished::NeedsSpill(Over { text, ext, metadata: out.metadata, failed: false })
+            }
+        }
+    }
+
+    /// Writes the spill file on a blocking thread, then completes.
+    pub(super) fn spill_later(self, over: Over) -> CallFuture {
+        Box::pin(async move {
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || {
+                if over.failed {
+                    let stem = format!("call-{}-error", me.seq);
+                    let target = SpillTarget { area: &me.spill, stem: &stem };
+                    return me.failed("failed", spill::cut_spilled(over.text, target));
+                }
+                let stem = format!("call-{}", me.seq);
+                let target = SpillTarget { area: &me.spill, stem: &stem };
+                let b = spill::spill(over.text, over.ext, me.shared.limits.result_bytes, target);
+                me.succeeded(b.value, None, b.bytes, over.metadata, b.truncated, b.spill_error)
+            })
+            .await
+            .unwrap_or_else(|_| self.failed("failed", "writing the spill file panicked".into()))
+        })
+    }
+
+    /// The completion of a call that returned `value` (already bounded);
+    /// `json` is its compact JSON when already made.
+    fn succeeded(
+        &self,
+        value: Value,
+        json: Option<String>,
+        bytes: u64,
+        metadata: Option<Value>,
+        truncated: Option<Truncation>,
+        note: Option<String>,
+    ) -> Completion {
+        let (payload, text) = match value {
+            Value::String(text) => {
+                let rest = EnvelopeRest { metadata: &metadata, truncated: &truncated };
+                (serde_json::to_string(&rest).expect("JSON values serialise"), Some(text))
+            }
+            content => {
+                let payload = match json {
+                    Some(json) => {
+                        // `null` (the usual case) without a string made for it.
+                        let meta = metadata.as_ref().map(|m| m.to_string());
+                        let cut = truncated
+                            .as_ref()
+                            .map(|t| serde_json::to_string(t).expect("JSON values serialise"));
+                        let (meta, cut) =
+                            (meta.as_deref().unwrap_or("null"), cut.as_deref().unwrap_or("null"));
+                        let mut p = String::with_capacity(json.len() + meta.len() + cut.len() + 40);
+                        p.push_str("{\"content\":");
+                        p.push_str(&json);
+                        p.push_str(",\"metadata\":");
+                        p.push_str(meta);
+                        p.push_str(",\"truncated\":");
+                        p.push_str(cut);
+                        p.push('}');
+                        p
+                    }
+                    None => serde_json::to_string(&Envelope {
+                        content: &content,
+                        metadata: &metadata,
+                        truncated: &truncated,
+                    })
+                    .expect("JSON values serialise"),
+                };
+                (payload, None)
+            }
+        };
+        let note = match (self.notes.clone(), note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::Ok,
+                decision: self.decision,
+                elapsed: self.started.elapsed(),
+                bytes,
+                truncated,
+                error: None,
+                note,
+                elicitations: self.questions.records(),
+            },
+            ok: true,
+            payload,
+            text,
+            pause: None,
+        }
+    }
+
+    /// The completion of a call the approver paused: it did not run; the
+    /// run pauses on it.
+    pub(crate) fn paused(&self, pending: crate::journal::record::PendingRecord) -> Completion {
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::InFlight,
+                decision: Decision::Pending,
+                elapsed: self.started.elapsed(),
+                bytes: 0,
+                truncated: None,
+                error: None,
+                note: Some("waiting for a decision: the run paused on it (codemode resume)".to_owned()),
+                elicitations: Vec::new(),
+            },
+            ok: false,
+            payload: error_payload("paused", "the run paused on this call", &self.tool, self.seq),
+            text: None,
+            pause: Some(Box::new(pending)),
+        }
+    }
+
+    /// The completion of a call the later gate steps refused or denied.
+    pub(crate) fn refused(&self, decision: Decision, kind: &str, reason: String) -> Completion {
+        let reason = spill::cut_owned(reason);
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::Refused,
+                decision,
+                elapsed: self.started.elapsed(),
+                bytes: 0,
+                truncated: None,
+                error: Some(reason.clone()),
+                note: self.notes.clone(),
+                elicitations: self.questions.records(),
+            },
+            ok: false,
+            payload: error_payload(kind, &reason, &self.tool, self.seq),
+            text: None,
+            pause: None,
+        }
+    }
+
+    /// The completion of a call that failed with `message` (cut to
+    /// [`spill::TEXT_BYTES`] if longer; [`Finisher::finish`] spills a
+    /// tool's long error text first).
+    pub(crate) fn failed(&self, kind: &str, message: String) -> Completion {
+        let message = spill::cut_owned(message);
+        Completion {
+            seq: self.seq,
+            end: CallEnd {
+                status: CallStatus::Failed,
+                decision: self.decision,
+                elapsed: self.started.elapsed(),
+                bytes: 0,
+                truncated: None,
+                error: Some(if kind == "failed" { message.clone() } else { format!("{kind}: {message}") }),
+                note: self.notes.clone(),
+                elicitations: self.questions.records(),
+            },
+            ok: false,
+            payload: error_payload(kind, &message, &self.tool, self.seq),
+            text: None,
+            pause: None,
+        }
+    }
+}
