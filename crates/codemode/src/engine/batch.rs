@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::dispatch::{Begun, Completion, Dispatcher};
-use super::{Canceller, Engine, Shared, early_receipt, lost, run_id};
+use super::run_handle::lost;
+use super::{Canceller, Engine, Shared, early_receipt, run_id};
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{CallStatus, Caller, Decision, ErrorKind, Ledger, Receipt, RunError, RunStatus, millis};

@@ -28,10 +28,12 @@
 //! [`Discovery::mcp_focus`]: crate::catalog::tool_search::Discovery::mcp_focus
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::Shared;
 use super::connect_first::{GateRun, Refusals, StartGate, gate_start};
 use super::dispatch::{Completion, Finisher};
 use crate::catalog::tool_search::McpFocus;
@@ -73,18 +75,7 @@ pub(super) async fn search(
     let mcp = shared.mcp.clone().expect("only an engine with MCP servers takes this path");
     let unlisted = mcp.unlisted_servers();
     let focus = shared.discovery.mcp_focus(&shared.catalog.load(), &args, gate.caller, &unlisted);
-    let wanted = match focus {
-        McpFocus::Named(servers) => servers,
-        // Servers whose last start failed go after the others, so a
-        // failing server does not take the bound from them search after
-        // search; it is tried again when the bound leaves room.
-        McpFocus::All => {
-            let (failed, fresh): (Vec<String>, Vec<String>) =
-                unlisted.into_iter().partition(|s| mcp.last_failure(s).is_some());
-            fresh.into_iter().chain(failed).collect()
-        }
-        McpFocus::Unrelated => Vec::new(),
-    };
+    let wanted = in_start_order(&mcp, focus, unlisted);
     let mut outcomes: HashMap<String, Outcome> = HashMap::new();
     let mut decision = finish.decision;
     let mut notes: Vec<String> = finish.notes.iter().cloned().collect();
@@ -110,6 +101,47 @@ pub(super) async fn search(
         }
     }
     gate.clock.decided(gate.seq, decision);
+    start_together(&shared, &mcp, allowed, &mut outcomes, &mut notes).await;
+    let report = report(&mcp, &refusals, &outcomes);
+    let finish = Finisher { decision, notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
+    let (discovery, cell, caller) = (shared.discovery.clone(), shared.catalog.clone(), gate.caller);
+    let future: ToolFuture = Box::pin(async move {
+        let mut out: ToolOutput = discovery.search_now(&cell, args, caller)?;
+        if let Some(content) = out.content.as_object_mut() {
+            content.extend(report);
+        }
+        Ok(out)
+    });
+    finish.run(future, timeout, None).await
+}
+
+/// The servers a search with `focus` starts, of the `unlisted` ones, in
+/// the order they are tried.
+fn in_start_order(mcp: &super::mcp_link::McpLink, focus: McpFocus, unlisted: Vec<String>) -> Vec<String> {
+    match focus {
+        McpFocus::Named(servers) => servers,
+        // Servers whose last start failed go after the others, so a
+        // failing server does not take the bound from them search after
+        // search; it is tried again when the bound leaves room.
+        McpFocus::All => {
+            let (failed, fresh): (Vec<String>, Vec<String>) =
+                unlisted.into_iter().partition(|s| mcp.last_failure(s).is_some());
+            fresh.into_iter().chain(failed).collect()
+        }
+        McpFocus::Unrelated => Vec::new(),
+    }
+}
+
+/// Starts the `allowed` servers (name, start lock, listing seen) together
+/// and records each one's outcome in `outcomes` (and a note per server
+/// started in `notes`).
+async fn start_together(
+    shared: &Shared,
+    mcp: &Arc<super::mcp_link::McpLink>,
+    allowed: Vec<(String, tokio::sync::OwnedMutexGuard<()>, u64)>,
+    outcomes: &mut HashMap<String, Outcome>,
+    notes: &mut Vec<String>,
+) {
     // The starts run together, each on its own task holding its server's
     // start lock; one still going at the budget's end is aborted (a start
     // dropped half-way ends its process).
@@ -140,17 +172,6 @@ pub(super) async fn search(
         };
         outcomes.insert(server, outcome);
     }
-    let report = report(&mcp, &refusals, &outcomes);
-    let finish = Finisher { decision, notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
-    let (discovery, cell, caller) = (shared.discovery.clone(), shared.catalog.clone(), gate.caller);
-    let future: ToolFuture = Box::pin(async move {
-        let mut out: ToolOutput = discovery.search_now(&cell, args, caller)?;
-        if let Some(content) = out.content.as_object_mut() {
-            content.extend(report);
-        }
-        Ok(out)
-    });
-    finish.run(future, timeout, None).await
 }
 
 /// The fields a search adds: `started_servers` (when it started some) and

@@ -3,6 +3,7 @@
 
 mod approve;
 mod batch;
+mod builder;
 mod confinement;
 mod connect_first;
 mod direct;
@@ -12,10 +13,13 @@ pub(crate) mod elicitor;
 mod execute_tools;
 mod mcp_link;
 mod resume;
+mod run_handle;
 mod run_id;
 pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
+pub use builder::{BuildError, EngineBuilder};
+pub use run_handle::{Canceller, ClockPause, Run, RunOptions};
 
 pub use direct::CallOutcome;
 pub use execute_tools::EXECUTE_TOOLS;
@@ -27,8 +31,8 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::catalog::cell::CatalogCell;
-use crate::catalog::tool_search::{Discovery, SearchLink, ToolSearch};
-use crate::catalog::{Catalog, CatalogError, Loading, Tool, ToolSpec};
+use crate::catalog::tool_search::Discovery;
+use crate::catalog::{Loading, ToolSpec};
 use crate::gate::posture_epoch::PostureCell;
 use crate::gate::{Approver, Policy, Posture};
 use crate::receipt::ledger::ReceiptParts;
@@ -37,80 +41,6 @@ use crate::vm::clock::RunClock;
 use crate::vm::pool::VmPool;
 use crate::vm::{Limits, Vm};
 use codemode_program::Program;
-
-/// Why an engine could not be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// The workspace is missing or not a directory.
-    #[error("workspace `{path}` is not a usable directory: {message}")]
-    Workspace {
-        /// The path as given.
-        path: PathBuf,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// A limit is out of range.
-    #[error("limit `{field}` {message}")]
-    Limits {
-        /// The `Limits` field.
-        field: &'static str,
-        /// Why it is out of range.
-        message: String,
-    },
-    /// The tools do not form a catalog.
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    /// The tool runtime given to `EngineBuilder::tool_runtime` is a
-    /// current-thread runtime, which runs tools only while it is driven.
-    #[error(
-        "the tool runtime must be a multi-thread tokio runtime (a current-thread one runs tools only while something blocks on it)"
-    )]
-    ToolRuntime,
-    /// The policy does not fit the catalog (a rule pattern on a tool that has
-    /// no primary argument, settings for an unknown native tool).
-    #[error("policy: {0}")]
-    Policy(String),
-    /// A thread or runtime could not start.
-    #[error("could not start the engine's threads: {0}")]
-    Threads(#[from] std::io::Error),
-}
-
-/// Settings for one run that differ from the engine's.
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub struct RunOptions {
-    /// Decides this run's approvals and answers the questions its MCP
-    /// servers ask (elicitations), instead of the engine's approver.
-    /// Default: `None`, the engine's.
-    pub approver: Option<Arc<dyn Approver>>,
-    /// Told of each call as it ends, with its receipt (on the run's VM
-    /// thread, or the tool runtime for a batch: keep it short, never
-    /// block). A server mode sends progress notifications from it.
-    /// Default: `None`.
-    pub on_call_end: Option<crate::receipt::CallEndObserver>,
-}
-
-impl RunOptions {
-    /// Options whose run asks `approver`.
-    pub fn with_approver(approver: Arc<dyn Approver>) -> Self {
-        RunOptions { approver: Some(approver), on_call_end: None }
-    }
-
-    /// These options, with `observer` told of each call as it ends.
-    pub fn on_call_end(self, observer: crate::receipt::CallEndObserver) -> Self {
-        RunOptions { on_call_end: Some(observer), ..self }
-    }
-}
-
-impl std::fmt::Debug for RunOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunOptions")
-            .field("approver", &self.approver.is_some())
-            .field("on_call_end", &self.on_call_end.is_some())
-            .finish()
-    }
-}
 
 /// What every run of an engine shares.
 pub(crate) struct Shared {
@@ -183,267 +113,6 @@ impl std::fmt::Debug for Engine {
             .field("workspace", &self.shared.workspace)
             .field("catalog_sha256", &self.shared.catalog.load().digest())
             .finish_non_exhaustive()
-    }
-}
-
-/// Configures an [`Engine`]; every setter states its default.
-pub struct EngineBuilder {
-    workspace: PathBuf,
-    limits: Limits,
-    policy: Policy,
-    approver: Option<Arc<dyn Approver>>,
-    tools: Vec<Arc<dyn Tool>>,
-    native_tools: bool,
-    spill_dir: Option<PathBuf>,
-    vm_threads: Option<usize>,
-    tool_runtime: Option<Handle>,
-    mcp: Option<(crate::mcp::McpConfig, crate::mcp::PoolOptions)>,
-    journal: JournalChoice,
-}
-
-/// Where an engine's runs keep their journals.
-enum JournalChoice {
-    /// The local folder store at the spill root.
-    Default,
-    Off,
-    Store(Arc<dyn crate::journal::JournalStore>),
-}
-
-impl Default for EngineBuilder {
-    fn default() -> Self {
-        EngineBuilder {
-            workspace: PathBuf::from("."),
-            limits: Limits::default(),
-            policy: Policy::default(),
-            approver: None,
-            tools: Vec::new(),
-            native_tools: true,
-            spill_dir: None,
-            vm_threads: None,
-            tool_runtime: None,
-            mcp: None,
-            journal: JournalChoice::Default,
-        }
-    }
-}
-
-impl EngineBuilder {
-    /// The workspace root: file tools resolve paths against it and refuse
-    /// paths outside it. Default: the current directory.
-    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.workspace = dir.into();
-        self
-    }
-
-    /// The limits of every run. Default: [`Limits::default`].
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// The policy the gate applies: mode, posture, rules, per-tool settings,
-    /// hooks (see `docs/POLICY.md`). Default: [`Policy::default`] (work mode,
-    /// posture ask: writers need an approval).
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Who decides calls that need an approval. Default: [`DenyApprover`]
-    /// (every such call is denied; the CLI uses a terminal prompt when it
-    /// has a terminal).
-    ///
-    /// [`DenyApprover`]: crate::gate::DenyApprover
-    pub fn approver(mut self, approver: impl Approver) -> Self {
-        self.approver = Some(Arc::new(approver));
-        self
-    }
-
-    /// [`EngineBuilder::approver`] for an approver already shared.
-    pub fn approver_arc(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = Some(approver);
-        self
-    }
-
-    /// Registers a tool, after the native tools, in catalog order.
-    /// Default: only the native tools.
-    pub fn tool(mut self, tool: impl Tool) -> Self {
-        self.tools.push(Arc::new(tool));
-        self
-    }
-
-    /// Whether to register the native tools (`read`, `write`, `edit`,
-    /// `file_search`, `grep_files`, `bash`). The synthetic `tool_search` is
-    /// always registered, after them. Default: `true`.
-    pub fn native_tools(mut self, on: bool) -> Self {
-        self.native_tools = on;
-        self
-    }
-
-    /// Where spill files go, one folder per run. Default:
-    /// `<workspace>/.codemode/runs`.
-    pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.spill_dir = Some(dir.into());
-        self
-    }
-
-    /// Number of VM threads. Default: the number of CPUs.
-    pub fn vm_threads(mut self, n: usize) -> Self {
-        self.vm_threads = Some(n.max(1));
-        self
-    }
-
-    /// Runs tools on this multi-thread tokio runtime instead of one the
-    /// engine makes. Default: an engine-owned multi-thread runtime with one worker per CPU.
-    pub fn tool_runtime(mut self, handle: Handle) -> Self {
-        self.tool_runtime = Some(handle);
-        self
-    }
-
-    /// The MCP servers whose tools join the catalog as deferred tools
-    /// (`mcp__<server>__<tool>`, from the live listing or the schema
-    /// cache), each with an `mcp_connect__<server>` tool; a server starts
-    /// only when the gate allows `mcp_connect__<server>` (docs/MCP.md).
-    /// `options` sets timeouts and the schema cache folder; its
-    /// `connect_check` is replaced by the gate's. Default: no MCP servers.
-    pub fn mcp(mut self, config: crate::mcp::McpConfig, options: crate::mcp::PoolOptions) -> Self {
-        self.mcp = Some((config, options));
-        self
-    }
-
-    /// Where runs keep their journals (docs/JOURNAL.md): every run of the
-    /// engine writes one, and [`Engine::resume`] reads it. Default: a
-    /// [`LocalStore`](crate::journal::LocalStore) at the spill folder
-    /// (`<workspace>/.codemode/runs/<run_id>/journal.jsonl`).
-    pub fn journal(mut self, store: Arc<dyn crate::journal::JournalStore>) -> Self {
-        self.journal = JournalChoice::Store(store);
-        self
-    }
-
-    /// Runs keep no journal: nothing is written for them, a call the
-    /// approver pauses is refused instead, and no run can be resumed.
-    /// Default: journaling on.
-    pub fn no_journal(mut self) -> Self {
-        self.journal = JournalChoice::Off;
-        self
-    }
-
-    /// Checks the configuration once and starts the engine's threads.
-    ///
-    /// # Errors
-    /// [`BuildError`] naming the workspace, the limit field, or the tool at
-    /// fault.
-    pub fn build(mut self) -> Result<Engine, BuildError> {
-        let workspace = std::fs::canonicalize(&self.workspace)
-            .map_err(|e| BuildError::Workspace { path: self.workspace.clone(), message: e.to_string() })?;
-        if !workspace.is_dir() {
-            return Err(BuildError::Workspace { path: self.workspace, message: "not a directory".into() });
-        }
-        self.limits.validate().map_err(|(field, message)| BuildError::Limits { field, message })?;
-        let mut tools: Vec<Arc<dyn Tool>> =
-            if self.native_tools { crate::tools::native() } else { Vec::new() };
-        let (tool_search, discovery_cell) = ToolSearch::new();
-        tools.push(Arc::new(tool_search));
-        tools.extend(self.tools);
-        confinement::settle_policy(&workspace, &mut self.policy, self.mcp.as_ref().map(|(config, _)| config));
-        let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
-        let spill_root = self.spill_dir.take().unwrap_or_else(|| workspace.join(".codemode").join("runs"));
-        let journal: Option<Arc<dyn crate::journal::JournalStore>> = match self.journal {
-            JournalChoice::Default => {
-                Some(Arc::new(crate::journal::LocalStore::confined(&spill_root, spill_confine.clone())))
-            }
-            JournalChoice::Off => None,
-            JournalChoice::Store(store) => Some(store),
-        };
-        let approver_files = self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default();
-        let (protections, confinement) = confinement::confine(
-            &workspace,
-            &self.policy,
-            self.mcp.as_ref().map(|(config, options)| (config, options)),
-            approver_files,
-            &spill_root,
-        );
-        let mcp = self.mcp.map(|(config, mut options)| {
-            // The root a server's `roots/list` gets outside a tool call.
-            options.workspace.get_or_insert_with(|| workspace.clone());
-            let (link, connect_tools) = mcp_link::McpLink::new(config, options);
-            tools.extend(connect_tools);
-            link
-        });
-        let known = mcp.as_ref().map(|m| m.known_tools()).unwrap_or_default();
-        let (cell, skipped) = CatalogCell::new(tools, known)?;
-        match &mcp {
-            Some(link) => link.warn_left_out(skipped),
-            None => {
-                for tool in skipped {
-                    tracing::warn!("an MCP tool was left out of the catalog: {tool}");
-                }
-            }
-        }
-        let catalog = cell.load();
-        check_policy(&self.policy, &catalog)?;
-        let (plan, denied_whole): (bool, Vec<String>) = (
-            self.policy.mode == crate::gate::Mode::Plan,
-            self.policy.rules.deny.iter().filter(|r| r.pattern.is_none()).map(|r| r.tool.clone()).collect(),
-        );
-        let discovery = Arc::new(Discovery::new(Box::new(move |spec: &ToolSpec| {
-            let server_denied = match &spec.source {
-                crate::catalog::ToolSource::Mcp { server } => {
-                    denied_whole.contains(&crate::mcp::naming::connect_name(server))
-                }
-                _ => false,
-            };
-            denied_whole.contains(&spec.name) || server_denied || (plan && !spec.is_read_only())
-        })));
-        let catalog = Arc::new(cell);
-        let _ = discovery_cell
-            .set(SearchLink { catalog: Arc::downgrade(&catalog), discovery: discovery.clone() });
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let (tools_handle, own) = match self.tool_runtime {
-            Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
-                return Err(BuildError::ToolRuntime);
-            }
-            Some(h) => (h, OwnedRuntime(None)),
-            None => {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(cpus)
-                    .thread_name("codemode-tools")
-                    .enable_all()
-                    .build()?;
-                (rt.handle().clone(), OwnedRuntime(Some(rt)))
-            }
-        };
-        if let Some(link) = &mcp {
-            link.follow(&catalog, &tools_handle);
-        }
-        let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
-        let journal_facts = resume::JournalFacts::new(&self.policy, &self.limits);
-        Ok(Engine {
-            shared: Arc::new(Shared {
-                catalog,
-                discovery,
-                mcp,
-                limits: self.limits,
-                posture: PostureCell::new(self.policy.posture),
-                policy: self.policy,
-                approver: self.approver.unwrap_or_else(|| {
-                    Arc::new(crate::gate::approvers::DenyApprover::with_reason(
-                        "no approver: the engine denies calls that need an approval; \
-                         set one with EngineBuilder::approver, or allow the call by a rule or the posture",
-                    ))
-                }),
-                workspace: Arc::new(workspace),
-                spill_root,
-                spill_confine,
-                confinement,
-                protections,
-                journal,
-                journal_facts,
-                tools: tools_handle,
-                vms,
-                _own_runtime: own,
-            }),
-        })
     }
 }
 
@@ -794,121 +463,8 @@ impl Engine {
     }
 }
 
-/// A run in progress. Dropping it does not stop the run; call
-/// [`Run::cancel`] for that.
-pub struct Run {
-    run_id: Arc<str>,
-    clock: Arc<RunClock>,
-    receipt: oneshot::Receiver<Receipt>,
-    shared: Arc<Shared>,
-}
-
-impl Run {
-    /// The run's id, as in its receipt.
-    pub fn run_id(&self) -> &str {
-        &self.run_id
-    }
-
-    /// A handle that cancels this run; cheap to clone and send.
-    pub fn canceller(&self) -> Canceller {
-        Canceller(self.clock.clone())
-    }
-
-    /// Cancels the run: JavaScript stops at its next interrupt check, running
-    /// calls are cancelled, and the receipt says `cancelled`.
-    pub fn cancel(&self) {
-        self.clock.cancel();
-    }
-
-    /// Stops the run's deadline clock until the guard is dropped, whatever
-    /// the run does meanwhile (an approval wait stops it only while the run
-    /// waits on nothing else: see [`Limits::deadline`](crate::Limits)).
-    /// Pauses nest.
-    pub fn pause_clock(&self) -> ClockPause {
-        self.clock.pause();
-        ClockPause(self.clock.clone())
-    }
-
-    /// Waits for the receipt.
-    pub async fn wait(self) -> Receipt {
-        let Run { run_id, clock, receipt, shared } = self;
-        receipt.await.unwrap_or_else(|_| lost(&shared, &run_id, &clock))
-    }
-
-    /// Waits for the receipt, blocking this thread (not for async code).
-    pub fn wait_blocking(self) -> Receipt {
-        let Run { run_id, clock, receipt, shared } = self;
-        receipt.blocking_recv().unwrap_or_else(|_| lost(&shared, &run_id, &clock))
-    }
-}
-
-/// Cancels a run from anywhere (a signal handler, another task).
-#[derive(Clone)]
-pub struct Canceller(Arc<RunClock>);
-
-impl Canceller {
-    /// Cancels the run.
-    pub fn cancel(&self) {
-        self.0.cancel();
-    }
-}
-
-/// Keeps a run's deadline clock stopped while alive.
-pub struct ClockPause(Arc<RunClock>);
-
-impl Drop for ClockPause {
-    fn drop(&mut self) {
-        self.0.resume();
-    }
-}
-
-/// Checks the policy against the catalog: a rule with a pattern on a tool
-/// that has no primary argument could never match, which is a mistake to
-/// report rather than a rule to ignore.
-fn check_policy(policy: &Policy, catalog: &Catalog) -> Result<(), BuildError> {
-    // A name that differs from a tool's only in case would silently never
-    // match (tool names are exact): that is a typo to report. Other unknown
-    // names are allowed, for tools that arrive later (MCP servers).
-    let names = policy
-        .rules
-        .allow
-        .iter()
-        .chain(&policy.rules.ask)
-        .chain(&policy.rules.deny)
-        .map(|r| (r.tool.as_str(), format!("the rule `{r}`")))
-        .chain(policy.tools.keys().map(|t| (t.as_str(), format!("the settings [tools.{t}]"))));
-    for (name, what) in names {
-        if catalog.get(name).is_none()
-            && let Some(spec) = catalog.specs().find(|s| s.name.eq_ignore_ascii_case(name))
-        {
-            return Err(BuildError::Policy(format!(
-                "{what} names `{name}`, but tool names are exact: did you mean `{}`?",
-                spec.name
-            )));
-        }
-    }
-    let rules = policy.rules.allow.iter().chain(&policy.rules.ask).chain(&policy.rules.deny);
-    for rule in rules {
-        if rule.pattern.is_some()
-            && let Some(entry) = catalog.get(&rule.tool)
-            && entry.spec.primary_argument.is_none()
-        {
-            return Err(BuildError::Policy(format!(
-                "the rule `{rule}` has a pattern, but `{}` has no argument rules can match; name the tool alone",
-                rule.tool
-            )));
-        }
-    }
-    Ok(())
-}
-
-fn lost(shared: &Shared, run_id: &str, clock: &RunClock) -> Receipt {
-    let e = RunError::new(ErrorKind::Internal, "the VM thread stopped before the run ended; this is a bug");
-    early_receipt(shared, run_id, clock, e)
-}
-
 /// The receipt of a run that ended before its VM could run anything.
-fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunError) -> Receipt {
+pub(super) fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunError) -> Receipt {
     Ledger::new(0, 0).into_receipt(ReceiptParts {
         run_id: run_id.to_owned(),
         status: RunStatus::Failed,
@@ -922,9 +478,6 @@ fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, error: RunErro
     })
 }
 
-/// The warnings a receipt of `shared`'s runs carries: `spill_failures`
-/// (why spill files could not be written), then the bash sandbox when it is
-/// off.
 /// What a VM gets for run `run_id`: the limits, the tool runtime, and a
 /// dispatcher of its own (pausable when the run keeps a journal; asking
 /// `options.approver` when given).
@@ -945,6 +498,9 @@ fn vm_setup(
     }
 }
 
+/// The warnings a receipt of `shared`'s runs carries: `spill_failures`
+/// (why spill files could not be written), then the bash sandbox when it is
+/// off.
 pub(crate) fn run_warnings(shared: &Shared, spill_failures: Vec<String>) -> Vec<String> {
     let mut warnings = spill_failures;
     if shared.confinement.sandbox.profile == crate::sandbox::SandboxProfile::Off {

@@ -108,59 +108,12 @@ pub(crate) async fn prepare(
     decisions: &[(u64, Decided)],
 ) -> Result<Resumed, Receipt> {
     let shared = &engine.shared;
-    let refused = |kind: ErrorKind, message: String| {
-        super::early_receipt(
-            shared,
-            run_id,
-            &RunClock::new(shared.limits.deadline),
-            RunError::new(kind, message),
-        )
-    };
-    let Some(store) = shared.journal.clone() else {
-        return Err(refused(
-            ErrorKind::NotResumable,
-            format!("run `{run_id}` cannot be resumed: this engine keeps no journals (journaling is off)"),
-        ));
-    };
-    let claimed = {
-        let (store, id) = (store.clone(), run_id.to_owned());
-        on_tools(shared, async move { store.claim(&id).await }).await
-    };
-    let (lines, mut claimed) = match claimed {
-        Ok(c) => c,
-        Err(e @ StoreError::NotResumable { .. }) => {
-            return Err(refused(ErrorKind::NotResumable, e.to_string()));
-        }
-        Err(StoreError::Failed(m)) => {
-            return Err(refused(
-                ErrorKind::Internal,
-                format!("the journal store ({}) failed: {m}", store.describe()),
-            ));
-        }
-    };
+    let refused = |kind: ErrorKind, message: String| refusal(shared, run_id, kind, message);
+    let (lines, mut claimed) = claim(shared, run_id).await.map_err(|(kind, m)| refused(kind, m))?;
     // From here a refusal gives the run back, still paused.
     let mut warnings = Vec::new();
-    let checked = Journal::parse(&lines)
-        .map_err(|m| {
-            (
-                ErrorKind::NotResumable,
-                format!(
-                    "run `{run_id}` cannot be resumed: its journal is unreadable ({m}); start the program again \
-                     (what the run did: `codemode runs show {run_id}`)"
-                ),
-            )
-        })
-        .and_then(|journal| {
-            check_unchanged(shared, &journal, &mut warnings).map_err(|m| {
-                (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}; the run is still paused"))
-            })?;
-            check_decisions(&journal, decisions)
-                .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
-            let merged = with_recorded(&journal, decisions)
-                .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
-            Ok((journal, merged))
-        });
-    let (journal, Merged { decisions, by_person }) = match checked {
+    let checked = checked_journal(shared, run_id, &lines, decisions, &mut warnings);
+    let (journal, merged) = match checked {
         Ok(j) => j,
         Err((kind, message)) => {
             let back = on_tools(shared, async move { claimed.commit(RunState::Paused).await }).await;
@@ -172,21 +125,8 @@ pub(crate) async fn prepare(
         }
     };
     let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);
-    let replay =
-        Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>(), by_person.clone());
-    let mut journaling = Journaling::resumed(log, replay);
+    let mut journaling = resumed_journaling(log, journal, merged);
     journaling.warnings = warnings;
-    let at = super::rfc3339_utc(std::time::SystemTime::now());
-    journaling.log.push(format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}"));
-    for (seq, decided) in &decisions {
-        let (allow, reason) = match decided {
-            Decided::Allow => (true, None),
-            Decided::Deny(r) => (false, Some(r.clone())),
-        };
-        let by = by_person.contains(seq).then(|| record::BY_PERSON.to_owned());
-        let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone(), by };
-        journaling.decision_lines.push(record::tagged_line("decision", &d));
-    }
     let replay = journaling.replay.as_ref().expect("a resume replays");
     let h = replay.header();
     let mut program = Program::named(h.program.name.clone(), h.program.source.clone());
@@ -202,6 +142,98 @@ pub(crate) async fn prepare(
         shared.limits.deadline.saturating_sub(std::time::Duration::from_secs_f64(active_before / 1000.0)),
     );
     Ok(Resumed { program, journaling, clock: Arc::new(RunClock::new(shared.limits.deadline)) })
+}
+
+/// The receipt of a resume refused with `kind` and `message`, before
+/// anything ran.
+fn refusal(shared: &Shared, run_id: &str, kind: ErrorKind, message: String) -> Receipt {
+    super::early_receipt(shared, run_id, &RunClock::new(shared.limits.deadline), RunError::new(kind, message))
+}
+
+/// Claims run `run_id` in the engine's journal store: its journal's lines
+/// and the claim (which must be committed or given back).
+///
+/// # Errors
+/// The kind and message of the refusal: `not_resumable` when journaling is
+/// off or the store refuses the claim (unknown, ended, held elsewhere),
+/// `internal` when the store fails.
+async fn claim(
+    shared: &Shared,
+    run_id: &str,
+) -> Result<(Vec<String>, Box<dyn crate::journal::RunJournal>), (ErrorKind, String)> {
+    let Some(store) = shared.journal.clone() else {
+        return Err((
+            ErrorKind::NotResumable,
+            format!("run `{run_id}` cannot be resumed: this engine keeps no journals (journaling is off)"),
+        ));
+    };
+    let claimed = {
+        let (store, id) = (store.clone(), run_id.to_owned());
+        on_tools(shared, async move { store.claim(&id).await }).await
+    };
+    match claimed {
+        Ok(c) => Ok(c),
+        Err(e @ StoreError::NotResumable { .. }) => Err((ErrorKind::NotResumable, e.to_string())),
+        Err(StoreError::Failed(m)) => {
+            Err((ErrorKind::Internal, format!("the journal store ({}) failed: {m}", store.describe())))
+        }
+    }
+}
+
+/// The claimed run's journal, parsed, checked unchanged (program, catalog,
+/// policy, limits) and with `decisions` checked and merged with those a
+/// person recorded; `warnings` gets what the checks only warn of.
+///
+/// # Errors
+/// The kind and message of the refusal: `not_resumable` (unreadable
+/// journal), `divergence` (something changed), `invocation` (a decision
+/// that does not fit).
+fn checked_journal(
+    shared: &Shared,
+    run_id: &str,
+    lines: &[String],
+    decisions: &[(u64, Decided)],
+    warnings: &mut Vec<String>,
+) -> Result<(Journal, Merged), (ErrorKind, String)> {
+    let journal = Journal::parse(lines).map_err(|m| {
+        (
+            ErrorKind::NotResumable,
+            format!(
+                "run `{run_id}` cannot be resumed: its journal is unreadable ({m}); start the program again \
+                 (what the run did: `codemode runs show {run_id}`)"
+            ),
+        )
+    })?;
+    check_unchanged(shared, &journal, warnings).map_err(|m| {
+        (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}; the run is still paused"))
+    })?;
+    check_decisions(&journal, decisions)
+        .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
+    let merged = with_recorded(&journal, decisions)
+        .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
+    Ok((journal, merged))
+}
+
+/// The journaling of the resumed run: `log` goes on with a `resumed` line
+/// and one `decision` line per decision, and the replay answers from
+/// `journal` with `merged`'s decisions.
+fn resumed_journaling(log: RunLog, journal: Journal, merged: Merged) -> Journaling {
+    let Merged { decisions, by_person } = merged;
+    let replay =
+        Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>(), by_person.clone());
+    let mut journaling = Journaling::resumed(log, replay);
+    let at = super::rfc3339_utc(std::time::SystemTime::now());
+    journaling.log.push(format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}"));
+    for (seq, decided) in &decisions {
+        let (allow, reason) = match decided {
+            Decided::Allow => (true, None),
+            Decided::Deny(r) => (false, Some(r.clone())),
+        };
+        let by = by_person.contains(seq).then(|| record::BY_PERSON.to_owned());
+        let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone(), by };
+        journaling.decision_lines.push(record::tagged_line("decision", &d));
+    }
+    journaling
 }
 
 /// Refuses a resume whose program, catalog or policy changed since the run

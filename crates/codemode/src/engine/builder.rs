@@ -1,0 +1,410 @@
+//! Building an engine: the builder's settings and the checks and steps of
+//! [`EngineBuilder::build`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+
+use crate::catalog::cell::CatalogCell;
+use crate::catalog::tool_search::{Barred, Discovery, SearchLink, ToolSearch};
+use crate::catalog::{Catalog, CatalogError, Tool, ToolSpec};
+use crate::gate::posture_epoch::PostureCell;
+use crate::gate::{Approver, Policy};
+use crate::vm::Limits;
+use crate::vm::pool::VmPool;
+
+use super::{Engine, OwnedRuntime, Shared, confinement, mcp_link, resume};
+
+/// Why an engine could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The workspace is missing or not a directory.
+    #[error("workspace `{path}` is not a usable directory: {message}")]
+    Workspace {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A limit is out of range.
+    #[error("limit `{field}` {message}")]
+    Limits {
+        /// The `Limits` field.
+        field: &'static str,
+        /// Why it is out of range.
+        message: String,
+    },
+    /// The tools do not form a catalog.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The tool runtime given to `EngineBuilder::tool_runtime` is a
+    /// current-thread runtime, which runs tools only while it is driven.
+    #[error(
+        "the tool runtime must be a multi-thread tokio runtime (a current-thread one runs tools only while something blocks on it)"
+    )]
+    ToolRuntime,
+    /// The policy does not fit the catalog (a rule pattern on a tool that has
+    /// no primary argument, settings for an unknown native tool).
+    #[error("policy: {0}")]
+    Policy(String),
+    /// A thread or runtime could not start.
+    #[error("could not start the engine's threads: {0}")]
+    Threads(#[from] std::io::Error),
+}
+
+/// Configures an [`Engine`]; every setter states its default.
+pub struct EngineBuilder {
+    workspace: PathBuf,
+    limits: Limits,
+    policy: Policy,
+    approver: Option<Arc<dyn Approver>>,
+    tools: Vec<Arc<dyn Tool>>,
+    native_tools: bool,
+    spill_dir: Option<PathBuf>,
+    vm_threads: Option<usize>,
+    tool_runtime: Option<Handle>,
+    mcp: Option<(crate::mcp::McpConfig, crate::mcp::PoolOptions)>,
+    journal: JournalChoice,
+}
+
+/// Where an engine's runs keep their journals.
+enum JournalChoice {
+    /// The local folder store at the spill root.
+    Default,
+    Off,
+    Store(Arc<dyn crate::journal::JournalStore>),
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            workspace: PathBuf::from("."),
+            limits: Limits::default(),
+            policy: Policy::default(),
+            approver: None,
+            tools: Vec::new(),
+            native_tools: true,
+            spill_dir: None,
+            vm_threads: None,
+            tool_runtime: None,
+            mcp: None,
+            journal: JournalChoice::Default,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// The workspace root: file tools resolve paths against it and refuse
+    /// paths outside it. Default: the current directory.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = dir.into();
+        self
+    }
+
+    /// The limits of every run. Default: [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The policy the gate applies: mode, posture, rules, per-tool settings,
+    /// hooks (see `docs/POLICY.md`). Default: [`Policy::default`] (work mode,
+    /// posture ask: writers need an approval).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Who decides calls that need an approval. Default: [`DenyApprover`]
+    /// (every such call is denied; the CLI uses a terminal prompt when it
+    /// has a terminal).
+    ///
+    /// [`DenyApprover`]: crate::gate::DenyApprover
+    pub fn approver(mut self, approver: impl Approver) -> Self {
+        self.approver = Some(Arc::new(approver));
+        self
+    }
+
+    /// [`EngineBuilder::approver`] for an approver already shared.
+    pub fn approver_arc(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Registers a tool, after the native tools, in catalog order.
+    /// Default: only the native tools.
+    pub fn tool(mut self, tool: impl Tool) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Whether to register the native tools (`read`, `write`, `edit`,
+    /// `file_search`, `grep_files`, `bash`). The synthetic `tool_search` is
+    /// always registered, after them. Default: `true`.
+    pub fn native_tools(mut self, on: bool) -> Self {
+        self.native_tools = on;
+        self
+    }
+
+    /// Where spill files go, one folder per run. Default:
+    /// `<workspace>/.codemode/runs`.
+    pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// Number of VM threads. Default: the number of CPUs.
+    pub fn vm_threads(mut self, n: usize) -> Self {
+        self.vm_threads = Some(n.max(1));
+        self
+    }
+
+    /// Runs tools on this multi-thread tokio runtime instead of one the
+    /// engine makes. Default: an engine-owned multi-thread runtime with one worker per CPU.
+    pub fn tool_runtime(mut self, handle: Handle) -> Self {
+        self.tool_runtime = Some(handle);
+        self
+    }
+
+    /// The MCP servers whose tools join the catalog as deferred tools
+    /// (`mcp__<server>__<tool>`, from the live listing or the schema
+    /// cache), each with an `mcp_connect__<server>` tool; a server starts
+    /// only when the gate allows `mcp_connect__<server>` (docs/MCP.md).
+    /// `options` sets timeouts and the schema cache folder; its
+    /// `connect_check` is replaced by the gate's. Default: no MCP servers.
+    pub fn mcp(mut self, config: crate::mcp::McpConfig, options: crate::mcp::PoolOptions) -> Self {
+        self.mcp = Some((config, options));
+        self
+    }
+
+    /// Where runs keep their journals (docs/JOURNAL.md): every run of the
+    /// engine writes one, and [`Engine::resume`] reads it. Default: a
+    /// [`LocalStore`](crate::journal::LocalStore) at the spill folder
+    /// (`<workspace>/.codemode/runs/<run_id>/journal.jsonl`).
+    pub fn journal(mut self, store: Arc<dyn crate::journal::JournalStore>) -> Self {
+        self.journal = JournalChoice::Store(store);
+        self
+    }
+
+    /// Runs keep no journal: nothing is written for them, a call the
+    /// approver pauses is refused instead, and no run can be resumed.
+    /// Default: journaling on.
+    pub fn no_journal(mut self) -> Self {
+        self.journal = JournalChoice::Off;
+        self
+    }
+
+    /// Checks the configuration once and starts the engine's threads.
+    ///
+    /// # Errors
+    /// [`BuildError`] naming the workspace, the limit field, or the tool at
+    /// fault.
+    pub fn build(mut self) -> Result<Engine, BuildError> {
+        let workspace = usable_workspace(&self.workspace)?;
+        self.limits.validate().map_err(|(field, message)| BuildError::Limits { field, message })?;
+        let mut tools: Vec<Arc<dyn Tool>> =
+            if self.native_tools { crate::tools::native() } else { Vec::new() };
+        let (tool_search, discovery_cell) = ToolSearch::new();
+        tools.push(Arc::new(tool_search));
+        tools.extend(self.tools);
+        confinement::settle_policy(&workspace, &mut self.policy, self.mcp.as_ref().map(|(config, _)| config));
+        let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
+        let spill_root = self.spill_dir.take().unwrap_or_else(|| workspace.join(".codemode").join("runs"));
+        let journal = self.journal.into_store(&spill_root, &spill_confine);
+        let approver_files = self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default();
+        let (protections, confinement) = confinement::confine(
+            &workspace,
+            &self.policy,
+            self.mcp.as_ref().map(|(config, options)| (config, options)),
+            approver_files,
+            &spill_root,
+        );
+        let mcp = self.mcp.map(|(config, mut options)| {
+            // The root a server's `roots/list` gets outside a tool call.
+            options.workspace.get_or_insert_with(|| workspace.clone());
+            let (link, connect_tools) = mcp_link::McpLink::new(config, options);
+            tools.extend(connect_tools);
+            link
+        });
+        let catalog = catalog_of(tools, mcp.as_deref())?;
+        check_policy(&self.policy, &catalog.load())?;
+        let discovery = Arc::new(Discovery::new(hidden_from_discovery(&self.policy)));
+        let _ = discovery_cell
+            .set(SearchLink { catalog: Arc::downgrade(&catalog), discovery: discovery.clone() });
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let (tools_handle, own) = tool_runtime(self.tool_runtime, cpus)?;
+        if let Some(link) = &mcp {
+            link.follow(&catalog, &tools_handle);
+        }
+        let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
+        let journal_facts = resume::JournalFacts::new(&self.policy, &self.limits);
+        Ok(Engine {
+            shared: Arc::new(Shared {
+                catalog,
+                discovery,
+                mcp,
+                limits: self.limits,
+                posture: PostureCell::new(self.policy.posture),
+                policy: self.policy,
+                approver: self.approver.unwrap_or_else(default_approver),
+                workspace: Arc::new(workspace),
+                spill_root,
+                spill_confine,
+                confinement,
+                protections,
+                journal,
+                journal_facts,
+                tools: tools_handle,
+                vms,
+                _own_runtime: own,
+            }),
+        })
+    }
+}
+
+impl JournalChoice {
+    /// The store runs write their journals to; `None` when journaling is off.
+    /// The default store is the local folder store at `spill_root`, confined
+    /// to the workspace when `spill_confine` is set.
+    fn into_store(
+        self,
+        spill_root: &Path,
+        spill_confine: &Option<PathBuf>,
+    ) -> Option<Arc<dyn crate::journal::JournalStore>> {
+        match self {
+            JournalChoice::Default => {
+                Some(Arc::new(crate::journal::LocalStore::confined(spill_root, spill_confine.clone())))
+            }
+            JournalChoice::Off => None,
+            JournalChoice::Store(store) => Some(store),
+        }
+    }
+}
+
+/// `path` made absolute, when it is a directory.
+///
+/// # Errors
+/// [`BuildError::Workspace`] when it is missing or not a directory.
+fn usable_workspace(path: &Path) -> Result<PathBuf, BuildError> {
+    let workspace = std::fs::canonicalize(path)
+        .map_err(|e| BuildError::Workspace { path: path.to_owned(), message: e.to_string() })?;
+    if !workspace.is_dir() {
+        return Err(BuildError::Workspace { path: path.to_owned(), message: "not a directory".into() });
+    }
+    Ok(workspace)
+}
+
+/// The catalog of `tools` and the MCP servers' known (deferred) tools; an
+/// MCP tool that does not fit is left out with a warning.
+///
+/// # Errors
+/// [`BuildError::Catalog`] when the tools do not form a catalog (a name
+/// used twice, a bad schema).
+fn catalog_of(
+    tools: Vec<Arc<dyn Tool>>,
+    mcp: Option<&mcp_link::McpLink>,
+) -> Result<Arc<CatalogCell>, BuildError> {
+    let known = mcp.map(|m| m.known_tools()).unwrap_or_default();
+    let (cell, skipped) = CatalogCell::new(tools, known)?;
+    match mcp {
+        Some(link) => link.warn_left_out(skipped),
+        None => {
+            for tool in skipped {
+                tracing::warn!("an MCP tool was left out of the catalog: {tool}");
+            }
+        }
+    }
+    Ok(Arc::new(cell))
+}
+
+/// Which tools `tool_search` never offers (bars) under `policy`: those a rule
+/// denies whole, an MCP server's tools when its connect tool is denied
+/// whole, and every tool that is not read-only in plan mode.
+fn hidden_from_discovery(policy: &Policy) -> Barred {
+    let plan = policy.mode == crate::gate::Mode::Plan;
+    let denied_whole: Vec<String> =
+        policy.rules.deny.iter().filter(|r| r.pattern.is_none()).map(|r| r.tool.clone()).collect();
+    Box::new(move |spec: &ToolSpec| {
+        let server_denied = match &spec.source {
+            crate::catalog::ToolSource::Mcp { server } => {
+                denied_whole.contains(&crate::mcp::naming::connect_name(server))
+            }
+            _ => false,
+        };
+        denied_whole.contains(&spec.name) || server_denied || (plan && !spec.is_read_only())
+    })
+}
+
+/// The runtime tools run on: `given`, or one the engine makes with `cpus`
+/// workers (and shuts down when dropped).
+///
+/// # Errors
+/// [`BuildError::ToolRuntime`] when `given` is a current-thread runtime;
+/// [`BuildError::Threads`] when the engine's own cannot start.
+fn tool_runtime(given: Option<Handle>, cpus: usize) -> Result<(Handle, OwnedRuntime), BuildError> {
+    match given {
+        Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+            Err(BuildError::ToolRuntime)
+        }
+        Some(h) => Ok((h, OwnedRuntime(None))),
+        None => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(cpus)
+                .thread_name("codemode-tools")
+                .enable_all()
+                .build()?;
+            Ok((rt.handle().clone(), OwnedRuntime(Some(rt))))
+        }
+    }
+}
+
+/// The approver of an engine built without one: it denies every call that
+/// needs an approval, saying how to set one.
+fn default_approver() -> Arc<dyn Approver> {
+    Arc::new(crate::gate::approvers::DenyApprover::with_reason(
+        "no approver: the engine denies calls that need an approval; \
+         set one with EngineBuilder::approver, or allow the call by a rule or the posture",
+    ))
+}
+
+/// Checks the policy against the catalog: a rule with a pattern on a tool
+/// that has no primary argument could never match, which is a mistake to
+/// report rather than a rule to ignore.
+fn check_policy(policy: &Policy, catalog: &Catalog) -> Result<(), BuildError> {
+    // A name that differs from a tool's only in case would silently never
+    // match (tool names are exact): that is a typo to report. Other unknown
+    // names are allowed, for tools that arrive later (MCP servers).
+    let names = policy
+        .rules
+        .allow
+        .iter()
+        .chain(&policy.rules.ask)
+        .chain(&policy.rules.deny)
+        .map(|r| (r.tool.as_str(), format!("the rule `{r}`")))
+        .chain(policy.tools.keys().map(|t| (t.as_str(), format!("the settings [tools.{t}]"))));
+    for (name, what) in names {
+        if catalog.get(name).is_none()
+            && let Some(spec) = catalog.specs().find(|s| s.name.eq_ignore_ascii_case(name))
+        {
+            return Err(BuildError::Policy(format!(
+                "{what} names `{name}`, but tool names are exact: did you mean `{}`?",
+                spec.name
+            )));
+        }
+    }
+    let rules = policy.rules.allow.iter().chain(&policy.rules.ask).chain(&policy.rules.deny);
+    for rule in rules {
+        if rule.pattern.is_some()
+            && let Some(entry) = catalog.get(&rule.tool)
+            && entry.spec.primary_argument.is_none()
+        {
+            return Err(BuildError::Policy(format!(
+                "the rule `{rule}` has a pattern, but `{}` has no argument rules can match; name the tool alone",
+                rule.tool
+            )));
+        }
+    }
+    Ok(())
+}
