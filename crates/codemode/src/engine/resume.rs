@@ -78,7 +78,7 @@ pub(crate) fn new_run(shared: &Shared, program: &Program, run_id: &Arc<str>) -> 
     let header = header(shared, program, run_id, shared.posture.get().0);
     let header = serde_json::to_string(&header).expect("a header serialises");
     let opening = Opening::Create { store: store.clone(), run_id: run_id.clone(), header };
-    Some(Journaling::new(RunLog::start(opening, &shared.tools)))
+    Some(Journaling::new(Box::new(RunLog::start(opening, &shared.tools))))
 }
 
 /// What a resume needs to run: the program, its journaling and its clock.
@@ -217,13 +217,10 @@ fn checked_journal(
 /// The journaling of the resumed run: `log` goes on with a `resumed` line
 /// and one `decision` line per decision, and the replay answers from
 /// `journal` with `merged`'s decisions.
-fn resumed_journaling(log: RunLog, journal: Journal, merged: Merged) -> Journaling {
+fn resumed_journaling(mut log: RunLog, journal: Journal, merged: Merged) -> Journaling {
     let Merged { decisions, by_person } = merged;
-    let replay =
-        Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>(), by_person.clone());
-    let mut journaling = Journaling::resumed(log, replay);
     let at = super::rfc3339_utc(std::time::SystemTime::now());
-    journaling.log.push(format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}"));
+    log.push(record::resumed_line(&at));
     for (seq, decided) in &decisions {
         let (allow, reason) = match decided {
             Decided::Allow => (true, None),
@@ -231,9 +228,11 @@ fn resumed_journaling(log: RunLog, journal: Journal, merged: Merged) -> Journali
         };
         let by = by_person.contains(seq).then(|| record::BY_PERSON.to_owned());
         let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone(), by };
-        journaling.decision_lines.push(record::tagged_line("decision", &d));
+        log.hold_until_caught_up(record::tagged_line("decision", &d));
     }
-    journaling
+    let replay =
+        Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>(), by_person.clone());
+    Journaling::resumed(Box::new(log), replay)
 }
 
 /// Refuses a resume whose program, catalog or policy changed since the run

@@ -29,6 +29,7 @@ pub(crate) mod completion;
 pub(crate) mod digest;
 pub(crate) mod local;
 pub(crate) mod record;
+pub(crate) mod recorder;
 pub(crate) mod replay;
 mod runs;
 mod settings;

@@ -40,6 +40,9 @@ pub(crate) struct RunLog {
     buffer: String,
     /// Clock reads not written yet: (value, count) of a run of equal values.
     now_run: Option<(f64, u64)>,
+    /// Lines written only once a resume's replay has caught up (its
+    /// `decision` lines).
+    held: Vec<String>,
     tx: mpsc::UnboundedSender<Msg>,
 }
 
@@ -56,12 +59,25 @@ impl RunLog {
             let _ = tx.send(Msg::Lines(String::new()));
         }
         tools.spawn(write_task(opening, late, rx));
-        RunLog { buffer: String::new(), now_run: None, tx }
+        RunLog { buffer: String::new(), now_run: None, held: Vec::new(), tx }
     }
 
     /// Appends one line (a JSON record, no newline).
     pub(crate) fn push(&mut self, line: String) {
         self.line(|out| out.push_str(&line));
+    }
+
+    /// Keeps `line` until [`RunLog::release_held`]: a resume's decisions,
+    /// written once its replay has caught up.
+    pub(crate) fn hold_until_caught_up(&mut self, line: String) {
+        self.held.push(line);
+    }
+
+    /// Appends the lines held by [`RunLog::hold_until_caught_up`].
+    pub(crate) fn release_held(&mut self) {
+        for line in std::mem::take(&mut self.held) {
+            self.push(line);
+        }
     }
 
     /// Appends one line that `write` writes into the buffer.

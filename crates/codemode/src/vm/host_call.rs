@@ -18,6 +18,7 @@ use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
 use super::calls::{Begun, CallFuture, CallHost};
 use super::clock::RunClock;
 use crate::journal::completion::Completion;
+use crate::journal::record::How;
 use crate::journal::replay::ReplayCall;
 use crate::receipt::{Caller, Ledger};
 
@@ -398,7 +399,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
     if let Some(j) = journal.as_mut()
         && !journaled
     {
-        j.log.line(|out| crate::journal::record::write_call(out, seq, tool, Caller::Program, args_json));
+        j.log.call_made(seq, tool, Caller::Program, args_json);
     }
     let settled = match begun {
         Begun::Running { seq, future } if hold => {
@@ -417,9 +418,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         }
     };
     if let Some(j) = journal.as_mut() {
-        j.log.line(|out| {
-            crate::journal::record::write_done(out, crate::journal::record::How::Inline, &settled)
-        });
+        j.log.call_ended(How::Inline, &settled);
     }
     drop(journal);
     settled_value(ctx, settled)

@@ -1,16 +1,17 @@
-//! A run's journal as the VM sees it: the writer, the replay (on a
-//! resume), the `Math.random` seed and the clock, and what the run loop
+//! A run's journal as the VM sees it: the recorder of its events, the
+//! replay (on a resume), the `Math.random` seed and the clock, and what the run loop
 //! does with each call's end while journaling.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::journal::record::{self, PausedRecord};
+use crate::journal::record::PausedRecord;
+use crate::journal::recorder::RunRecorder;
 use crate::journal::replay::Replay;
-use crate::journal::writer::RunLog;
 
 /// One run's journaling, on the VM thread.
 pub(crate) struct Journaling {
-    pub log: RunLog,
+    /// Where the run's events go (the engine's: the run's journal).
+    pub log: Box<dyn RunRecorder>,
     /// Set on a resume, until the run is past the journal.
     pub replay: Option<Replay>,
     /// The seed handed to `Math.random`, once asked for.
@@ -22,27 +23,16 @@ pub(crate) struct Journaling {
     pub deadline_left: Option<std::time::Duration>,
     /// What the receipt must say about how the run was resumed.
     pub warnings: Vec<String>,
-    /// The resume's `decision` lines, written once the replay has caught
-    /// up (a resume stopped before then decided nothing).
-    pub decision_lines: Vec<String>,
 }
 
 impl Journaling {
     /// Journaling of a new run.
-    pub(crate) fn new(log: RunLog) -> Journaling {
-        Journaling {
-            log,
-            replay: None,
-            seed: None,
-            before: None,
-            deadline_left: None,
-            warnings: Vec::new(),
-            decision_lines: Vec::new(),
-        }
+    pub(crate) fn new(log: Box<dyn RunRecorder>) -> Journaling {
+        Journaling { log, replay: None, seed: None, before: None, deadline_left: None, warnings: Vec::new() }
     }
 
     /// Journaling of a resumed run.
-    pub(crate) fn resumed(log: RunLog, replay: Replay) -> Journaling {
+    pub(crate) fn resumed(log: Box<dyn RunRecorder>, replay: Replay) -> Journaling {
         let before = replay.paused().cloned();
         Journaling {
             log,
@@ -51,7 +41,6 @@ impl Journaling {
             before,
             deadline_left: None,
             warnings: Vec::new(),
-            decision_lines: Vec::new(),
         }
     }
 
@@ -62,7 +51,7 @@ impl Journaling {
             return v;
         }
         let v = now_ms();
-        self.log.now(v);
+        self.log.clock_read(v);
         v
     }
 
@@ -75,7 +64,7 @@ impl Journaling {
             Some(seed) => seed,
             None => {
                 let seed = new_seed();
-                self.log.push(record::seed_line(seed));
+                self.log.random_seed(seed);
                 seed
             }
         };

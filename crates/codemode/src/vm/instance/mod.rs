@@ -12,6 +12,7 @@ use super::calls::CallHost;
 use super::clock::RunClock;
 use super::host_call::{self, HostState, InFlight};
 use crate::journal::completion::Completion;
+use crate::journal::record::How;
 use crate::receipt::CallEndObserver;
 use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus};
 use codemode_base::limits::Limits;
@@ -334,7 +335,7 @@ impl Vm {
                 // The approver left the call for later: the run pauses.
                 // Calls still running finish and are journaled first.
                 if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                    j.log.push(crate::journal::record::tagged_line("pending", &*pending));
+                    j.log.call_pending(&pending);
                 }
                 self.state.pending.borrow_mut().push(*pending);
                 continue;
@@ -363,9 +364,7 @@ impl Vm {
                 });
             }
             if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                j.log.line(|out| {
-                    crate::journal::record::write_done(out, crate::journal::record::How::Settled, &completion)
-                });
+                j.log.call_ended(How::Settled, &completion);
             }
             if let Err(e) = self.settle(completion) {
                 return Ending::Broken(e);
@@ -414,17 +413,15 @@ impl Vm {
         true
     }
 
-    /// Whether a call paused the run (it ends `paused` once no call is
-    /// left).
     /// Journals `completion` as a call the program never got the result of.
     fn journal_unsettled(&self, completion: &Completion) {
         if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-            j.log.line(|out| {
-                crate::journal::record::write_done(out, crate::journal::record::How::Unsettled, completion)
-            });
+            j.log.call_ended(How::Unsettled, completion);
         }
     }
 
+    /// Whether a call paused the run (it ends `paused` once no call is
+    /// left).
     fn pausing(&self) -> bool {
         !self.state.pending.borrow().is_empty()
     }
@@ -444,7 +441,7 @@ impl Vm {
         match next {
             NextSettle::Now { completion, new } => {
                 if new && let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                    j.log.push(crate::journal::record::settle_line(completion.seq));
+                    j.log.result_settled(completion.seq);
                 }
                 self.state.ledger.borrow_mut().finish(completion.seq, completion.end.clone());
                 self.settle(completion).map_err(Ending::Broken)?;
@@ -453,9 +450,7 @@ impl Vm {
             NextSettle::Caught => {
                 if let Some(j) = self.state.journal.borrow_mut().as_mut() {
                     j.replay = None;
-                    for line in std::mem::take(&mut j.decision_lines) {
-                        j.log.push(line);
-                    }
+                    j.log.caught_up();
                     // Replaying did not count against the deadline: what
                     // the run had left at its pause starts now.
                     if let Some(left) = j.deadline_left {

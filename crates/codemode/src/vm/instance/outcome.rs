@@ -4,6 +4,7 @@
 use rquickjs::{Value, promise::PromiseState};
 use serde_json::Value as Json;
 
+use crate::journal::record::PausedRecord;
 use crate::receipt::ledger::ReceiptParts;
 use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{CallStatus, ErrorKind, Ledger, Receipt, RunError, RunStatus, Truncation, millis};
@@ -121,23 +122,20 @@ impl Vm {
             ));
             receipt.status = RunStatus::Paused;
             receipt.pending = replay.pending_calls();
-            journal.log.push(crate::journal::record::tagged_line(
-                "paused",
-                &replay.paused().cloned().unwrap_or(crate::journal::record::PausedRecord {
-                    at_unix_ms: 0,
-                    elapsed_ms: 0.0,
-                    approval_wait_ms: 0.0,
-                    catalog_sha256: None,
-                }),
-            ));
+            journal.log.paused(&replay.paused().cloned().unwrap_or(PausedRecord {
+                at_unix_ms: 0,
+                elapsed_ms: 0.0,
+                approval_wait_ms: 0.0,
+                catalog_sha256: None,
+            }));
         } else if receipt.status == RunStatus::Paused {
-            let paused = crate::journal::record::PausedRecord {
+            let paused = PausedRecord {
                 at_unix_ms: crate::vm::journaling::now_ms() as u64,
                 elapsed_ms: receipt.elapsed_ms,
                 approval_wait_ms: receipt.approval_wait_ms,
                 catalog_sha256: Some(receipt.catalog_sha256.clone()),
             };
-            journal.log.push(crate::journal::record::tagged_line("paused", &paused));
+            journal.log.paused(&paused);
         }
         let state = crate::journal::RunState::of_status(receipt.status);
         if let Err(e) = journal.log.finish(state).await {
