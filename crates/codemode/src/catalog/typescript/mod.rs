@@ -7,7 +7,7 @@
 //! `tools.call`, `declare const tools: Tools`, and one `declare namespace`
 //! per MCP server holding that server's argument and result types (plus a
 //! `codemode` namespace for the named types of native and synthetic
-//! tools, when they need any). Schema -> type rendering is in `schema.rs`;
+//! tools, when they need any). Schema -> type rendering is in `schema/`;
 //! docs/TYPESCRIPT.md lists the mapping.
 
 mod schema;
