@@ -59,20 +59,20 @@ impl Journal {
     /// # Errors
     /// A line that is not a journal record of this version, with its number.
     pub(crate) fn parse(lines: &[String]) -> Result<Journal, String> {
-        let bad = |n: usize, e: &dyn std::fmt::Display| format!("journal line {}: {e}", n + 1);
         let first = lines.first().ok_or("the journal is empty")?;
-        let header: Header = serde_json::from_str(first).map_err(|e| bad(0, &e))?;
-        if header.t != "header" {
-            return Err("the journal does not start with its header".into());
+        let mut j = Journal::new(read_header(first)?);
+        for (n, line) in lines.iter().enumerate().skip(1) {
+            j.read_line(n, line)?;
         }
-        if header.journal_version != record::JOURNAL_VERSION {
-            return Err(format!(
-                "the journal is of format version {}; this codemode reads version {}",
-                header.journal_version,
-                record::JOURNAL_VERSION
-            ));
-        }
-        let mut j = Journal {
+        j.pending.sort_by_key(|p| p.seq);
+        j.approvals.retain(|a| j.pending.iter().any(|p| p.seq == a.seq));
+        j.approvals.sort_by_key(|a| a.seq);
+        Ok(j)
+    }
+
+    /// A journal of `header` with no records yet.
+    fn new(header: Header) -> Journal {
+        Journal {
             header,
             calls: HashMap::new(),
             done: HashMap::new(),
@@ -85,68 +85,96 @@ impl Journal {
             seed: None,
             paused: None,
             last_seq: 0,
-        };
-        let mut pending: Vec<PendingRecord> = Vec::new();
-        for (n, line) in lines.iter().enumerate().skip(1) {
-            let kind = record::kind(line).ok_or_else(|| bad(n, &"not a journal record"))?;
-            match kind {
-                "call" => {
-                    let c: CallRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                    j.last_seq = j.last_seq.max(c.seq);
-                    j.calls.insert(c.seq, c);
-                }
-                "done" => {
-                    let d: DoneRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                    match d.how {
-                        How::Settled => j.settle_order.push(d.seq),
-                        How::Unsettled => j.unsettled.push(d.seq),
-                        How::Inline => {}
-                    }
-                    pending.retain(|p| p.seq != d.seq);
-                    j.approvals.retain(|a| a.seq != d.seq);
-                    j.done.insert(d.seq, d);
-                }
-                "settle" => {
-                    let s: SettleRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                    j.unsettled.retain(|&q| q != s.seq);
-                    j.settle_order.push(s.seq);
-                }
-                "pending" => {
-                    let p: PendingRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                    // Paused on again: a decision recorded for an earlier
-                    // pause of this call does not carry over to this one.
-                    j.approvals.retain(|a| a.seq != p.seq);
-                    pending.retain(|q| q.seq != p.seq);
-                    pending.push(p);
-                }
-                "decision" => {
-                    let d: DecisionRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                    j.approvals.retain(|a| a.seq != d.seq);
-                    j.decisions.push(d);
-                }
-                "approval" => {
-                    let a: ApprovalRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                    // One decision per pause of a call: the first stands.
-                    if !j.approvals.iter().any(|b| b.seq == a.seq) {
-                        j.approvals.push(a);
-                    }
-                }
-                "now" => {
-                    let r: NowRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                    j.now.push((r.v, r.n));
-                }
-                "seed" => j.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
-                "paused" => j.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
-                "state" | "resumed" => {}
-                other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
-            }
         }
-        pending.sort_by_key(|p| p.seq);
-        j.approvals.retain(|a| pending.iter().any(|p| p.seq == a.seq));
-        j.approvals.sort_by_key(|a| a.seq);
-        j.pending = pending;
-        Ok(j)
     }
+
+    /// Reads the record on line `n` (0-based) into the journal. While
+    /// reading, `pending` holds the calls paused on with no result since
+    /// (unsorted), and `approvals` those recorded since their call's last
+    /// pause.
+    ///
+    /// # Errors
+    /// The line is not a record of a known kind, or not of its kind's shape.
+    fn read_line(&mut self, n: usize, line: &str) -> Result<(), String> {
+        let kind = record::kind(line).ok_or_else(|| bad(n, &"not a journal record"))?;
+        match kind {
+            "call" => {
+                let c: CallRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                self.last_seq = self.last_seq.max(c.seq);
+                self.calls.insert(c.seq, c);
+            }
+            "done" => {
+                let d: DoneRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                match d.how {
+                    How::Settled => self.settle_order.push(d.seq),
+                    How::Unsettled => self.unsettled.push(d.seq),
+                    How::Inline => {}
+                }
+                self.pending.retain(|p| p.seq != d.seq);
+                self.approvals.retain(|a| a.seq != d.seq);
+                self.done.insert(d.seq, d);
+            }
+            "settle" => {
+                let s: SettleRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                self.unsettled.retain(|&q| q != s.seq);
+                self.settle_order.push(s.seq);
+            }
+            "pending" => {
+                let p: PendingRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                // Paused on again: a decision recorded for an earlier
+                // pause of this call does not carry over to this one.
+                self.approvals.retain(|a| a.seq != p.seq);
+                self.pending.retain(|q| q.seq != p.seq);
+                self.pending.push(p);
+            }
+            "decision" => {
+                let d: DecisionRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                self.approvals.retain(|a| a.seq != d.seq);
+                self.decisions.push(d);
+            }
+            "approval" => {
+                let a: ApprovalRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                // One decision per pause of a call: the first stands.
+                if !self.approvals.iter().any(|b| b.seq == a.seq) {
+                    self.approvals.push(a);
+                }
+            }
+            "now" => {
+                let r: NowRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                self.now.push((r.v, r.n));
+            }
+            "seed" => self.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
+            "paused" => self.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
+            "state" | "resumed" => {}
+            other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
+        }
+        Ok(())
+    }
+}
+
+/// The journal's header from its first line, when it is one of this
+/// journal format version.
+///
+/// # Errors
+/// The line is not a header, or a header of another version.
+fn read_header(first: &str) -> Result<Header, String> {
+    let header: Header = serde_json::from_str(first).map_err(|e| bad(0, &e))?;
+    if header.t != "header" {
+        return Err("the journal does not start with its header".into());
+    }
+    if header.journal_version != record::JOURNAL_VERSION {
+        return Err(format!(
+            "the journal is of format version {}; this codemode reads version {}",
+            header.journal_version,
+            record::JOURNAL_VERSION
+        ));
+    }
+    Ok(header)
+}
+
+/// The error for line `n` (0-based): `journal line <n + 1>: <e>`.
+fn bad(n: usize, e: &dyn std::fmt::Display) -> String {
+    format!("journal line {}: {e}", n + 1)
 }
 
 /// What a call the program makes gets during a replay.

@@ -7,7 +7,7 @@
 //! `tools.call`, `declare const tools: Tools`, and one `declare namespace`
 //! per MCP server holding that server's argument and result types (plus a
 //! `codemode` namespace for the named types of native and synthetic
-//! tools, when they need any). Schema -> type rendering is in `schema.rs`;
+//! tools, when they need any). Schema -> type rendering is in `schema/`;
 //! docs/TYPESCRIPT.md lists the mapping.
 
 mod schema;
@@ -84,83 +84,132 @@ pub fn declarations_with<'a>(
     specs: impl IntoIterator<Item = &'a ToolSpec>,
     options: &DeclarationOptions,
 ) -> String {
-    // Each namespace, with the MCP server it is for (`None`: native tools).
-    let mut scopes: Vec<(Scope, Option<String>)> = Vec::new();
-    let mut by_server: HashMap<String, usize> = HashMap::new();
-    let mut native_scope: Option<usize> = None;
-    let mut taken_ns: Vec<String> = vec!["codemode".into()];
+    let mut namespaces = Namespaces::new();
     let mut members = String::new();
     let mut overloads = String::new();
-
     for spec in specs {
         let server = match &spec.source {
             ToolSource::Mcp { server } => Some(server.as_str()),
             _ => None,
         };
-        let scope_index = match server {
-            Some(server) => *by_server.entry(server.to_owned()).or_insert_with(|| {
-                let base = format!("mcp__{}", sanitize(server));
-                let mut ns = base.clone();
-                let mut n = 2;
-                while taken_ns.contains(&ns) {
-                    ns = format!("{base}_{n}");
-                    n += 1;
-                }
-                taken_ns.push(ns.clone());
-                scopes.push((Scope::new(ns), Some(server.to_owned())));
-                scopes.len() - 1
-            }),
-            None => *native_scope.get_or_insert_with(|| {
-                scopes.push((Scope::new("codemode".into()), None));
-                scopes.len() - 1
-            }),
-        };
-        let scope = &mut scopes[scope_index].0;
-        let base = pascal_name(short_name(&spec.name, server));
-        let (args_base, result_base) = (format!("{base}Args"), format!("{base}Result"));
-        let metadata_base = format!("{base}Metadata");
-        let (args, result, metadata) = if server.is_some() {
-            let args = render_document(scope, &spec.input_schema, Root::Named(&args_base), 1);
-            let result =
-                spec.output_schema.as_ref().map(|s| render_document(scope, s, Root::Named(&result_base), 1));
-            let metadata = spec
-                .metadata_schema
-                .as_ref()
-                .map(|s| render_document(scope, s, Root::Named(&metadata_base), 1));
-            (args, result, metadata)
-        } else {
-            let args = render_document(scope, &spec.input_schema, Root::Inline(&args_base), 1);
-            let result =
-                spec.output_schema.as_ref().map(|s| render_document(scope, s, Root::Inline(&result_base), 1));
-            let metadata = spec
-                .metadata_schema
-                .as_ref()
-                .map(|s| render_document(scope, s, Root::Inline(&metadata_base), 1));
-            (args, result, metadata)
-        };
-        let returns = match (&result, &metadata) {
-            (Some(r), Some(m)) => format!("Promise<ToolResult<{}, {}>>", r.text, m.text),
-            (None, Some(m)) => format!("Promise<ToolResult<unknown, {}>>", m.text),
-            (Some(r), None) => format!("Promise<ToolResult<{}>>", r.text),
-            (None, None) => "Promise<ToolResult>".to_owned(),
-        };
+        let (args, returns) = signature(namespaces.scope(server), spec, server);
         let optional = if args_optional(&spec.input_schema) { "?" } else { "" };
         let doc = jsdoc(&spec.description, &annotation_tags(spec), "  ");
         if proxy_keeps(&spec.name) {
             overloads.push_str(&format!(
-                "{doc}  call(name: {}, args{optional}: {}): {returns};\n",
-                string_literal(&spec.name),
-                args.text
+                "{doc}  call(name: {}, args{optional}: {args}): {returns};\n",
+                string_literal(&spec.name)
             ));
         } else {
             members.push_str(&format!(
-                "{doc}  {}(args{optional}: {}): {returns};\n",
-                property_key(&spec.name),
-                args.text
+                "{doc}  {}(args{optional}: {args}): {returns};\n",
+                property_key(&spec.name)
             ));
         }
     }
+    let mut out = interface_tools(&members, &overloads, options);
+    namespaces.write(&mut out);
+    out
+}
 
+/// The `declare namespace`s of one declarations text, each with the MCP
+/// server it is for (`None`: the `codemode` namespace of native and
+/// synthetic tools), in the order of their first tool.
+struct Namespaces {
+    scopes: Vec<(Scope, Option<String>)>,
+    /// Index in `scopes` by MCP server name.
+    by_server: HashMap<String, usize>,
+    /// Index in `scopes` of the `codemode` namespace, once made.
+    native: Option<usize>,
+    /// The namespace identifiers given so far (`codemode` is kept).
+    taken: Vec<String>,
+}
+
+impl Namespaces {
+    fn new() -> Namespaces {
+        Namespaces {
+            scopes: Vec::new(),
+            by_server: HashMap::new(),
+            native: None,
+            taken: vec!["codemode".into()],
+        }
+    }
+
+    /// The namespace of `server`'s tools (`None`: native and synthetic
+    /// tools), made on first use: `mcp__<server>` with the server's name
+    /// made an identifier, `_2`, `_3`, ... added when that is taken.
+    fn scope(&mut self, server: Option<&str>) -> &mut Scope {
+        let index = match server {
+            Some(server) => *self.by_server.entry(server.to_owned()).or_insert_with(|| {
+                let base = format!("mcp__{}", sanitize(server));
+                let mut ns = base.clone();
+                let mut n = 2;
+                while self.taken.contains(&ns) {
+                    ns = format!("{base}_{n}");
+                    n += 1;
+                }
+                self.taken.push(ns.clone());
+                self.scopes.push((Scope::new(ns), Some(server.to_owned())));
+                self.scopes.len() - 1
+            }),
+            None => *self.native.get_or_insert_with(|| {
+                self.scopes.push((Scope::new("codemode".into()), None));
+                self.scopes.len() - 1
+            }),
+        };
+        &mut self.scopes[index].0
+    }
+
+    /// Appends each namespace that declares anything to `out`, after a
+    /// blank line, with a JSDoc line saying whose types it holds.
+    fn write(&self, out: &mut String) {
+        for (scope, server) in self.scopes.iter().filter(|(s, _)| !s.decls.is_empty()) {
+            out.push('\n');
+            let what = match server {
+                Some(server) => {
+                    format!("Argument and result types of the MCP server `{}`.", comment_safe(server))
+                }
+                None => "Named types of native tools.".to_owned(),
+            };
+            out.push_str(&format!("/** {what} */\ndeclare namespace {} {{\n{}}}\n", scope.ns, scope.decls));
+        }
+    }
+}
+
+/// The argument type and the return type (`Promise<ToolResult<R, M>>`)
+/// of `spec`'s method. An MCP tool's types (`<Tool>Args`, `<Tool>Result`,
+/// `<Tool>Metadata`) are declared in `scope` and named; other tools' are
+/// inline, with only their named parts declared in `scope`.
+fn signature(scope: &mut Scope, spec: &ToolSpec, server: Option<&str>) -> (String, String) {
+    let base = pascal_name(short_name(&spec.name, server));
+    let (args_base, result_base) = (format!("{base}Args"), format!("{base}Result"));
+    let metadata_base = format!("{base}Metadata");
+    let named = server.is_some();
+    let args = render_document(scope, &spec.input_schema, placement(named, &args_base), 1);
+    let result =
+        spec.output_schema.as_ref().map(|s| render_document(scope, s, placement(named, &result_base), 1));
+    let metadata =
+        spec.metadata_schema.as_ref().map(|s| render_document(scope, s, placement(named, &metadata_base), 1));
+    let returns = match (&result, &metadata) {
+        (Some(r), Some(m)) => format!("Promise<ToolResult<{}, {}>>", r.text, m.text),
+        (None, Some(m)) => format!("Promise<ToolResult<unknown, {}>>", m.text),
+        (Some(r), None) => format!("Promise<ToolResult<{}>>", r.text),
+        (None, None) => "Promise<ToolResult>".to_owned(),
+    };
+    (args.text, returns)
+}
+
+/// How a tool's schema document is placed: declared under `base` when
+/// `named`, else inline.
+fn placement(named: bool, base: &str) -> Root<'_> {
+    if named { Root::Named(base) } else { Root::Inline(base) }
+}
+
+/// `interface Tools { ... }` with the tools' `members` and `overloads`
+/// (lines ending in newlines), and with `options.preamble` the preamble
+/// before it, the generic `call`/`search` in it and `ToolName` and
+/// `declare const tools` after it.
+fn interface_tools(members: &str, overloads: &str, options: &DeclarationOptions) -> String {
     let mut out = String::new();
     if options.preamble {
         out.push_str(PREAMBLE);
@@ -170,8 +219,8 @@ pub fn declarations_with<'a>(
         out.push_str(TOOLS_DOC);
     }
     out.push_str("interface Tools {\n");
-    out.push_str(&members);
-    out.push_str(&overloads);
+    out.push_str(members);
+    out.push_str(overloads);
     if options.preamble {
         out.push_str(CALL);
     }
@@ -180,16 +229,6 @@ pub fn declarations_with<'a>(
         out.push_str(
             "type ToolName = Exclude<keyof Tools, \"call\" | \"search\">;\ndeclare const tools: Tools;\n",
         );
-    }
-    for (scope, server) in scopes.iter().filter(|(s, _)| !s.decls.is_empty()) {
-        out.push('\n');
-        let what = match server {
-            Some(server) => {
-                format!("Argument and result types of the MCP server `{}`.", comment_safe(server))
-            }
-            None => "Named types of native tools.".to_owned(),
-        };
-        out.push_str(&format!("/** {what} */\ndeclare namespace {} {{\n{}}}\n", scope.ns, scope.decls));
     }
     out
 }

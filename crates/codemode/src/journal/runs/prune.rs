@@ -1,0 +1,217 @@
+//! Removing the runs a [`Retention`] does not keep (`codemode runs prune`
+//! and the pruning after each run).
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use super::Runs;
+use super::read::read_receipt_async;
+use super::scan::Found;
+use crate::journal::record::Header;
+use crate::journal::{NotResumableState, Retention, RunState, StoreError};
+
+impl Runs {
+    /// Removes the runs `retention` does not keep (see [`Retention`] for
+    /// the rules), or with `options.dry_run` only says which it would.
+    /// Runs named in `options.keep` (the run just made) and runs another
+    /// process holds are never removed. A run that cannot be removed is
+    /// reported in [`PruneReport::failures`] and the others go on.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] when the runs cannot be listed.
+    pub async fn prune(
+        &self,
+        retention: Retention,
+        options: &PruneOptions,
+    ) -> Result<PruneReport, StoreError> {
+        let now = options.now.unwrap_or_else(SystemTime::now);
+        let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let max_age = retention.keep_days.saturating_mul(86_400);
+        let mut found = self.scan().await?;
+        // Newest first.
+        found.reverse();
+        let mut report = PruneReport { dry_run: options.dry_run, ..PruneReport::default() };
+        let kept_on_purpose = |run: &Found| options.keep.contains(&run.run_id);
+        // The runs kept so far that count against keep_runs; the runs kept
+        // on purpose (the run just made) are the newest, whatever the
+        // clock says.
+        let mut counted = found.iter().filter(|r| kept_on_purpose(r)).count() as u64;
+        for run in found {
+            let age_secs = now_unix.saturating_sub(run.updated_ms / 1000);
+            if kept_on_purpose(&run) {
+                report.kept += 1;
+                continue;
+            }
+            if run.journal == Some(RunState::Running) {
+                report.kept += 1;
+                report.busy.push(run.run_id);
+                continue;
+            }
+            // Paused runs wait for a person; folders with neither journal
+            // nor receipt may be runs still going in another process:
+            // neither counts, and only age removes them.
+            let uncounted =
+                run.journal == Some(RunState::Paused) || (run.journal.is_none() && run.receipt.is_none());
+            let why = if age_secs > max_age {
+                PruneReason::Age
+            } else if !uncounted && counted >= retention.keep_runs {
+                PruneReason::Count
+            } else {
+                report.kept += 1;
+                counted += u64::from(!uncounted);
+                continue;
+            };
+            if let Some(workspace) = &options.workspace
+                && run.journal.is_some()
+                && !self.made_in(&run, workspace).await
+            {
+                report.kept += 1;
+                continue;
+            }
+            let receipt = match (&run.journal, &run.receipt) {
+                (None, Some(path)) => read_receipt_async(path.clone()).await,
+                _ => None,
+            };
+            let state = run.state_of(receipt.as_ref());
+            if !options.dry_run {
+                match self.remove(&run).await {
+                    Ok(true) => {}
+                    // Another process (a prune at the same time) removed
+                    // it first: its report counts it, this one does not.
+                    Ok(false) => continue,
+                    Err(StoreError::NotResumable { state: NotResumableState::Busy, .. }) => {
+                        report.kept += 1;
+                        report.busy.push(run.run_id);
+                        continue;
+                    }
+                    Err(e) => {
+                        report.kept += 1;
+                        report.failures.push(format!("{}: {e}", run.run_id));
+                        continue;
+                    }
+                }
+            }
+            report.removed.push(PrunedRun { run_id: run.run_id, state, age_secs, why });
+        }
+        Ok(report)
+    }
+
+    /// Whether `run`'s journal header names `workspace` (a journal that
+    /// cannot be read is not this workspace's to remove).
+    async fn made_in(&self, run: &Found, workspace: &Path) -> bool {
+        let Ok(stored) = self.source(run.source).load(&run.run_id).await else { return false };
+        let Some(first) = stored.lines.first() else { return false };
+        serde_json::from_str::<Header>(first).is_ok_and(|h| Path::new(&h.workspace) == workspace)
+    }
+
+    /// Removes one run: its journal (for the local folder, its whole
+    /// folder) and its folder under the receipts folder.
+    /// Whether this call removed anything: `false` when another process
+    /// (a prune at the same time) had already removed all of it.
+    async fn remove(&self, run: &Found) -> Result<bool, StoreError> {
+        let mut removed_any = false;
+        if run.journal.is_some() {
+            match self.source(run.source).remove(&run.run_id).await {
+                Ok(()) => removed_any = true,
+                Err(StoreError::NotResumable { state: NotResumableState::Unknown, .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let folder = self.receipts.join(&run.run_id);
+        match folder.symlink_metadata() {
+            Ok(meta) if meta.is_dir() => {
+                let shown = folder.display().to_string();
+                let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&folder))
+                    .await
+                    .map_err(|e| StoreError::failed(&shown, e))?;
+                match removed {
+                    Ok(()) => Ok(true),
+                    // Another process pruning at the same time got there
+                    // first.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(removed_any),
+                    Err(e) => Err(StoreError::failed(format!("cannot remove {shown}"), e)),
+                }
+            }
+            _ => Ok(removed_any),
+        }
+    }
+}
+
+/// How [`Runs::prune`] goes.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct PruneOptions {
+    /// Say what would be removed, remove nothing. Default: false.
+    pub dry_run: bool,
+    /// Run ids never removed (the run just made). Default: none.
+    pub keep: Vec<String>,
+    /// The time ages are measured from. Default: now.
+    pub now: Option<SystemTime>,
+    /// Only runs made in this workspace (their journal's header names it;
+    /// a folder without a journal is this workspace's own): the automatic
+    /// pruning after a run, so one workspace's retention never removes
+    /// another's runs from a shared store. Default: every run.
+    pub workspace: Option<PathBuf>,
+}
+
+impl PruneOptions {
+    /// Options that keep the run `run_id`.
+    pub fn keeping(run_id: impl Into<String>) -> PruneOptions {
+        PruneOptions { keep: vec![run_id.into()], ..PruneOptions::default() }
+    }
+
+    /// These options, removing nothing.
+    pub fn dry_run(mut self, on: bool) -> PruneOptions {
+        self.dry_run = on;
+        self
+    }
+
+    /// These options, with ages measured from `now`.
+    pub fn at(mut self, now: SystemTime) -> PruneOptions {
+        self.now = Some(now);
+        self
+    }
+}
+
+/// Why a run was pruned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PruneReason {
+    /// It is older than `keep_days`.
+    Age,
+    /// It is not among the `keep_runs` newest.
+    Count,
+}
+
+/// A run [`Runs::prune`] removed (or, in a dry run, would remove).
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct PrunedRun {
+    /// The run's id.
+    pub run_id: String,
+    /// Its state, as in [`RunListing::state`](super::RunListing::state).
+    pub state: String,
+    /// Seconds since it last changed.
+    pub age_secs: u64,
+    /// Why.
+    pub why: PruneReason,
+}
+
+/// What [`Runs::prune`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
+pub struct PruneReport {
+    /// Whether nothing was removed on purpose.
+    pub dry_run: bool,
+    /// The runs removed (or that would be), newest first.
+    pub removed: Vec<PrunedRun>,
+    /// How many runs are kept.
+    pub kept: usize,
+    /// Runs kept because another process holds them.
+    pub busy: Vec<String>,
+    /// Runs that could not be removed, each `run_id: why`.
+    pub failures: Vec<String>,
+}

@@ -1,0 +1,214 @@
+//! Listing, showing and pruning runs in a temporary workspace.
+
+use super::read::JournalRead;
+use super::*;
+use crate::journal::Retention;
+use crate::receipt::{CallStatus, Decision};
+use std::time::Duration;
+use std::time::SystemTime;
+
+fn header(run_id: &str, name: &str) -> String {
+    serde_json::json!({
+        "t": "header", "journal_version": 1, "run_id": run_id,
+        "started_at": "2026-01-02T03:04:05Z", "started_unix_ms": 1, "codemode_version": "0.1.0",
+        "workspace": "/ws",
+        "program": {"name": name, "sha256": "ab", "source": "return 1;", "path": "/ws/p.js"},
+        "catalog_sha256": "cat", "policy_sha256": "pol", "policy": {}, "limits": {},
+    })
+    .to_string()
+}
+
+const CALL_1: &str = r#"{"t":"call","seq":1,"tool":"read","caller":"program","args":{"path":"a.txt"}}"#;
+const DONE_1: &str = r#"{"t":"done","seq":1,"how":"inline","ok":true,"end":{"status":"ok","decision":"auto","elapsed_ms":1.0,"bytes":3},"payload":{}}"#;
+const CALL_2: &str =
+    r#"{"t":"call","seq":2,"tool":"write","caller":"program","args":{"path":"b.txt","content":"x"}}"#;
+const PENDING_2: &str = r#"{"t":"pending","seq":2,"tool":"write","args":{"path":"b.txt","content":"x"},"reason":"posture ask: write changes files"}"#;
+
+/// A store with one paused run (a read done, a write pending) and one
+/// completed run, and the workspace it is in.
+async fn two_runs() -> (tempfile::TempDir, Runs) {
+    let ws = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(ws.path()).unwrap();
+    let runs = Runs::for_workspace(&real, None);
+    let store = runs.store().clone();
+    let mut j = store.create("run-a", header("run-a", "p.js")).await.unwrap();
+    j.append(format!("{CALL_1}\n{DONE_1}\n{CALL_2}\n{PENDING_2}\n")).await.unwrap();
+    j.commit(RunState::Paused).await.unwrap();
+    drop(j);
+    let mut j = store.create("run-b", header("run-b", "q.js")).await.unwrap();
+    j.append(format!("{CALL_1}\n{DONE_1}\n")).await.unwrap();
+    j.commit(RunState::Completed).await.unwrap();
+    drop(j);
+    (ws, runs)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_journal_shows_its_program_calls_and_pending_calls() {
+    let (_ws, runs) = two_runs().await;
+    let d = runs.show("run-a").await.unwrap();
+    assert_eq!(d.state, "paused");
+    let program = d.program.unwrap();
+    assert_eq!(
+        (program.name.as_str(), program.sha256.as_str(), program.path.as_deref()),
+        ("p.js", "ab", Some("/ws/p.js"))
+    );
+    assert_eq!((d.catalog_sha256.as_deref(), d.policy_sha256.as_deref()), (Some("cat"), Some("pol")));
+    assert_eq!(d.calls.len(), 2);
+    assert_eq!((d.calls[0].status, d.calls[0].decision), (Some(CallStatus::Ok), Some(Decision::Auto)));
+    assert_eq!(d.calls[1].status, None);
+    assert_eq!(d.pending.len(), 1);
+    assert_eq!(d.pending[0].arguments["path"], "b.txt");
+    assert!(d.pending[0].reason.as_deref().unwrap().contains("posture ask"));
+    assert!(d.receipt.is_none());
+
+    let list = runs.list().await.unwrap();
+    let shown: Vec<_> =
+        list.iter().map(|l| (l.run_id.as_str(), l.state.as_str(), l.calls, l.pending)).collect();
+    assert!(shown.contains(&("run-a", "paused", Some(2), 1)), "{shown:?}");
+    assert!(shown.contains(&("run-b", "completed", Some(1), 0)), "{shown:?}");
+    assert_eq!(list[0].program.as_deref().map(|p| p.ends_with(".js")), Some(true));
+
+    let e = runs.show("run-nope").await.unwrap_err();
+    assert!(matches!(e, StoreError::NotResumable { state: NotResumableState::Unknown, .. }), "{e}");
+    let e = runs.show("../etc").await.unwrap_err();
+    assert!(matches!(e, StoreError::NotResumable { state: NotResumableState::Unknown, .. }), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_closes_a_pending_call() {
+    let read = JournalRead::of(&[
+        header("r", "p.js"),
+        CALL_2.into(),
+        PENDING_2.into(),
+        r#"{"t":"decision","seq":2,"allow":true,"at":"2026-01-02T03:04:05Z"}"#.into(),
+        "not json".into(),
+    ]);
+    assert_eq!(read.open_pending().count(), 0);
+    assert_eq!(read.decisions.len(), 1);
+    assert!(read.header.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_keeps_paused_runs_past_the_count_until_their_age() {
+    let (_ws, runs) = two_runs().await;
+    let keep_one = Retention { keep_runs: 0, keep_days: 7 };
+    let report = runs.prune(keep_one, &PruneOptions::default().dry_run(true)).await.unwrap();
+    let removed: Vec<_> = report.removed.iter().map(|r| (r.run_id.as_str(), r.why)).collect();
+    assert_eq!(removed, [("run-b", PruneReason::Count)]);
+    assert_eq!(runs.list().await.unwrap().len(), 2, "a dry run removes nothing");
+
+    let later = SystemTime::now() + Duration::from_secs(8 * 86_400);
+    let report = runs.prune(keep_one, &PruneOptions::keeping("run-b").at(later)).await.unwrap();
+    let removed: Vec<_> = report.removed.iter().map(|r| (r.run_id.as_str(), r.why)).collect();
+    assert_eq!(removed, [("run-a", PruneReason::Age)]);
+    assert_eq!(report.kept, 1);
+    let left: Vec<_> = runs.list().await.unwrap().into_iter().map(|l| l.run_id).collect();
+    assert_eq!(left, ["run-b"]);
+    assert!(!runs.receipts_folder().join("run-a").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_run_is_not_pruned() {
+    let (_ws, runs) = two_runs().await;
+    let held = runs.store().create("run-c", header("run-c", "r.js")).await.unwrap();
+    let later = SystemTime::now() + Duration::from_secs(30 * 86_400);
+    let report = runs
+        .prune(Retention { keep_runs: 0, keep_days: 0 }, &PruneOptions::default().at(later))
+        .await
+        .unwrap();
+    assert_eq!(report.busy, ["run-c"]);
+    assert_eq!(report.removed.len(), 2);
+    drop(held);
+    let left: Vec<_> = runs.list().await.unwrap().into_iter().map(|l| (l.run_id, l.state)).collect();
+    assert_eq!(left, [("run-c".to_owned(), "interrupted".to_owned())]);
+}
+
+/// A journal cut by a crash inside a character loses only its cut
+/// line; a journal damaged in a complete line is listed as unreadable
+/// and the other runs are still listed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_journal_does_not_hide_the_other_runs() {
+    let (_ws, runs) = two_runs().await;
+    let mut j = runs.store().create("run-c", header("run-c", "é.js")).await.unwrap();
+    j.append(format!("{CALL_1}\n")).await.unwrap();
+    j.commit(RunState::Paused).await.unwrap();
+    drop(j);
+    let journal = |id: &str| runs.receipts_folder().join(id).join(super::super::local::JOURNAL_FILE);
+    // run-c: a line with "✓" appended and cut inside it, no newline.
+    let mut bytes = std::fs::read(journal("run-c")).unwrap();
+    bytes.extend_from_slice(&"{\"t\":\"call\",\"x\":\"✓".as_bytes()[..18]);
+    std::fs::write(journal("run-c"), &bytes).unwrap();
+    // run-b: a complete line made invalid.
+    let mut bytes = std::fs::read(journal("run-b")).unwrap();
+    let at = bytes.iter().position(|&b| b == b'\n').unwrap() + 5;
+    bytes[at] = 0xff;
+    std::fs::write(journal("run-b"), &bytes).unwrap();
+
+    let list = runs.list().await.unwrap();
+    let shown: Vec<_> = list.iter().map(|l| (l.run_id.as_str(), l.state.as_str(), l.calls)).collect();
+    assert!(shown.contains(&("run-a", "paused", Some(2))), "{shown:?}");
+    assert!(shown.contains(&("run-b", UNREADABLE, None)), "{shown:?}");
+    assert!(shown.contains(&("run-c", "paused", Some(1))), "{shown:?}");
+    let e = runs.show("run-b").await.unwrap_err();
+    assert!(e.to_string().contains("line 2 is not UTF-8"), "{e}");
+    assert_eq!(runs.show("run-c").await.unwrap().calls.len(), 1);
+}
+
+/// Two processes pruning the same folder at once (two `codemode run`s
+/// ending together) each find runs the other is removing: neither may
+/// call that a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_prunes_at_once_report_no_failures() {
+    let ws = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(ws.path()).unwrap();
+    let runs = Runs::for_workspace(&real, None);
+    for i in 0..300 {
+        let id = format!("run-{i:03}");
+        let mut j = runs.store().create(&id, header(&id, "p.js")).await.unwrap();
+        j.append(format!("{CALL_1}\n{DONE_1}\n")).await.unwrap();
+        j.commit(RunState::Completed).await.unwrap();
+        let receipts = runs.receipts_folder().join(&id);
+        std::fs::create_dir_all(&receipts).unwrap();
+        std::fs::write(receipts.join("spill-1.json"), "{}").unwrap();
+    }
+    let none = Retention { keep_runs: 0, keep_days: 7 };
+    let (a, b, c) = (
+        Runs::for_workspace(&real, None),
+        Runs::for_workspace(&real, None),
+        Runs::for_workspace(&real, None),
+    );
+    let options = PruneOptions::default();
+    let (ra, rb, rc) = tokio::join!(
+        tokio::spawn(async move { a.prune(none, &PruneOptions::default()).await }),
+        tokio::spawn(async move { b.prune(none, &PruneOptions::default()).await }),
+        c.prune(none, &options),
+    );
+    let mut removed = Vec::new();
+    for report in [ra.unwrap().unwrap(), rb.unwrap().unwrap(), rc.unwrap()] {
+        assert_eq!(report.failures, Vec::<String>::new());
+        // (A run another prune was removing may be missing from a scan.)
+        assert!(report.removed.len() + report.kept <= 300);
+        removed.extend(report.removed.into_iter().map(|r| r.run_id));
+    }
+    // Every run was removed by one of them. (Rarely by two: both
+    // `remove_dir_all`s of one folder can succeed, so a run may be in
+    // two reports.)
+    removed.sort();
+    removed.dedup();
+    assert_eq!(removed.len(), 300);
+    assert_eq!(runs.list().await.unwrap().len(), 0);
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_linked_codemode_folder_is_neither_read_nor_pruned() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(elsewhere.path().join("runs/run-precious")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), ws.join(".codemode")).unwrap();
+    let runs = Runs::for_workspace(&ws, None);
+    let e = runs.prune(Retention { keep_runs: 0, keep_days: 0 }, &PruneOptions::default()).await.unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(elsewhere.path().join("runs/run-precious").exists());
+}
