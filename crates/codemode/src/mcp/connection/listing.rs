@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 /// `notifications/tools/list_changed`: how many arrived, which of them the
 /// last listing covers, and the lock that keeps one listing in flight
 /// (callers that need a fresh list while one runs wait for it instead of
-/// listing again). Used by the pool (see `pool.rs`, "Listing").
+/// listing again). Used by the pool (see `pool/listing.rs` and the pool's
+/// module docs, "Listing").
 #[derive(Default)]
 pub(crate) struct Listing {
     /// `list_changed` notifications received.
