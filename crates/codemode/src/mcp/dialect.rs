@@ -178,50 +178,87 @@ fn inputs(raw: Option<&Value>) -> Result<BTreeMap<String, Input>, ConfigError> {
 /// [`ConfigError::Field`] when two spellings of one key are both given, or
 /// for a Zed extension server.
 pub(crate) fn normalise(name: &str, entry: &Value) -> Result<(Value, Vec<String>), ConfigError> {
-    let err = |field: &str, message: String| ConfigError::Field {
-        server: name.to_owned(),
-        field: field.to_owned(),
-        message,
-    };
     let Some(entry) = entry.as_object() else { return Ok((entry.clone(), Vec::new())) };
     let mut entry: Map<String, Value> = entry.clone();
+    rename_aliases(name, &mut entry)?;
+    merge_always_allow(name, &mut entry)?;
+    zed_enabled(name, &mut entry)?;
+    zed_source(name, &mut entry)?;
+    zed_command_object(name, &mut entry)?;
+    let unknown = entry.keys().filter(|k| !KNOWN.contains(&k.as_str())).cloned().collect();
+    Ok((Value::Object(entry), unknown))
+}
+
+/// [`ConfigError::Field`] of server `name`'s `field`.
+fn field_error(name: &str, field: &str, message: String) -> ConfigError {
+    ConfigError::Field { server: name.to_owned(), field: field.to_owned(), message }
+}
+
+/// Windsurf's `serverUrl` becomes `url`, Cline's `transportType` `type`.
+///
+/// # Errors
+/// The alias, when both spellings are given.
+fn rename_aliases(name: &str, entry: &mut Map<String, Value>) -> Result<(), ConfigError> {
     for (alias, key) in [("serverUrl", "url"), ("transportType", "type")] {
         if let Some(value) = entry.remove(alias) {
             if entry.contains_key(key) {
-                return Err(err(alias, format!("give either `{alias}` or `{key}`, not both")));
+                return Err(field_error(name, alias, format!("give either `{alias}` or `{key}`, not both")));
             }
             entry.insert(key.to_owned(), value);
         }
     }
-    if let Some(allow) = entry.remove("alwaysAllow") {
-        match (entry.remove("autoApprove"), allow) {
-            (None, allow) => {
-                entry.insert("autoApprove".into(), allow);
-            }
-            (Some(Value::Array(mut a)), Value::Array(b)) => {
-                a.extend(b);
-                entry.insert("autoApprove".into(), Value::Array(a));
-            }
-            _ => {
-                return Err(err(
-                    "alwaysAllow",
-                    "`alwaysAllow` and `autoApprove` must be lists of tool names".into(),
-                ));
-            }
+    Ok(())
+}
+
+/// Cline's and Roo Code's `alwaysAllow` joins `autoApprove`.
+///
+/// # Errors
+/// `alwaysAllow`, when the two are not both lists.
+fn merge_always_allow(name: &str, entry: &mut Map<String, Value>) -> Result<(), ConfigError> {
+    let Some(allow) = entry.remove("alwaysAllow") else { return Ok(()) };
+    match (entry.remove("autoApprove"), allow) {
+        (None, allow) => {
+            entry.insert("autoApprove".into(), allow);
+        }
+        (Some(Value::Array(mut a)), Value::Array(b)) => {
+            a.extend(b);
+            entry.insert("autoApprove".into(), Value::Array(a));
+        }
+        _ => {
+            return Err(field_error(
+                name,
+                "alwaysAllow",
+                "`alwaysAllow` and `autoApprove` must be lists of tool names".into(),
+            ));
         }
     }
-    // Zed's `"enabled": false` is codemode's `"disabled": true`.
-    if let Some(enabled) = entry.remove("enabled") {
-        match (enabled, entry.contains_key("disabled")) {
-            (Value::Bool(_), true) => {
-                return Err(err("enabled", "give either `enabled` or `disabled`, not both".into()));
-            }
-            (Value::Bool(enabled), false) => {
-                entry.insert("disabled".into(), Value::Bool(!enabled));
-            }
-            _ => return Err(err("enabled", "must be true or false".into())),
+    Ok(())
+}
+
+/// Zed's `"enabled": false` is codemode's `"disabled": true`.
+///
+/// # Errors
+/// `enabled`, when it is not a boolean or `disabled` is given too.
+fn zed_enabled(name: &str, entry: &mut Map<String, Value>) -> Result<(), ConfigError> {
+    let Some(enabled) = entry.remove("enabled") else { return Ok(()) };
+    match (enabled, entry.contains_key("disabled")) {
+        (Value::Bool(_), true) => {
+            Err(field_error(name, "enabled", "give either `enabled` or `disabled`, not both".into()))
         }
+        (Value::Bool(enabled), false) => {
+            entry.insert("disabled".into(), Value::Bool(!enabled));
+            Ok(())
+        }
+        _ => Err(field_error(name, "enabled", "must be true or false".into())),
     }
+}
+
+/// Zed's `source`: `"custom"` is dropped, and so is `"extension"` when the
+/// entry gives its own `command` (it then runs as custom).
+///
+/// # Errors
+/// `source`, for an extension's entry without a `command`.
+fn zed_source(name: &str, entry: &mut Map<String, Value>) -> Result<(), ConfigError> {
     match entry.get("source").and_then(Value::as_str) {
         // An extension's entry that gives its own command runs as custom.
         Some("custom") | Some("extension") if entry.contains_key("command") => {
@@ -231,7 +268,8 @@ pub(crate) fn normalise(name: &str, entry: &Value) -> Result<(Value, Vec<String>
             entry.remove("source");
         }
         Some("extension") => {
-            return Err(err(
+            return Err(field_error(
+                name,
                 "source",
                 "this Zed context server comes from a Zed extension, which codemode cannot run; \
                  give its `command` (and `args`) instead"
@@ -240,31 +278,47 @@ pub(crate) fn normalise(name: &str, entry: &Value) -> Result<(Value, Vec<String>
         }
         _ => {}
     }
-    if let Some(Value::Object(command)) = entry.get("command").cloned() {
-        // Zed's older shape: {"command": {"path", "args", "env"}}.
-        for key in ["args", "env"] {
-            if command.contains_key(key) && entry.contains_key(key) {
-                return Err(err(key, format!("give `{key}` either inside `command` or beside it, not both")));
-            }
+    Ok(())
+}
+
+/// Zed's older shape `{"command": {"path", "args", "env"}}` becomes
+/// `command`, `args` and `env`; other keys of the object are kept as
+/// `command.KEY` (and warned about as unknown).
+///
+/// # Errors
+/// `args` or `env` given both inside `command` and beside it, or
+/// `command.path` missing.
+fn zed_command_object(name: &str, entry: &mut Map<String, Value>) -> Result<(), ConfigError> {
+    let Some(Value::Object(command)) = entry.get("command").cloned() else { return Ok(()) };
+    for key in ["args", "env"] {
+        if command.contains_key(key) && entry.contains_key(key) {
+            return Err(field_error(
+                name,
+                key,
+                format!("give `{key}` either inside `command` or beside it, not both"),
+            ));
         }
-        let Some(path) = command.get("path") else {
-            return Err(err("command.path", "a `command` object needs the program's `path`".into()));
-        };
-        entry.insert("command".into(), path.clone());
-        for (key, value) in command {
-            match key.as_str() {
-                "path" => {}
-                "args" | "env" => {
-                    entry.insert(key, value);
-                }
-                other => {
-                    entry.insert(format!("command.{other}"), value);
-                }
+    }
+    let Some(path) = command.get("path") else {
+        return Err(field_error(
+            name,
+            "command.path",
+            "a `command` object needs the program's `path`".into(),
+        ));
+    };
+    entry.insert("command".into(), path.clone());
+    for (key, value) in command {
+        match key.as_str() {
+            "path" => {}
+            "args" | "env" => {
+                entry.insert(key, value);
+            }
+            other => {
+                entry.insert(format!("command.{other}"), value);
             }
         }
     }
-    let unknown = entry.keys().filter(|k| !KNOWN.contains(&k.as_str())).cloned().collect();
-    Ok((Value::Object(entry), unknown))
+    Ok(())
 }
 
 #[cfg(test)]
