@@ -1,4 +1,4 @@
-//! The JSON bridge between the VM and Rust (src/vm, src/json_text.rs), both
+//! The JSON bridge between the VM and Rust (crates/codemode/src/vm, crates/base/src/json_text.rs), both
 //! ways through a real VM. The input is JSON text for JavaScript's
 //! `JSON.parse` (which takes nesting deeper than serde_json does); the
 //! program passes the value to a native tool as an argument (VM -> Rust),

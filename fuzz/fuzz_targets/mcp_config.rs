@@ -1,4 +1,4 @@
-//! The MCP configuration parser (src/mcp/config.rs, dialect.rs): JSONC in
+//! The MCP configuration parser (crates/codemode/src/mcp/config/, dialect.rs): JSONC in
 //! the dialects of other clients, `${VAR}` expansion, `envFile`.
 #![no_main]
 

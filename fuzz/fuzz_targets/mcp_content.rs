@@ -1,4 +1,4 @@
-//! MCP content conversion (src/mcp/content.rs): a `CallToolResult` as JSON,
+//! MCP content conversion (crates/codemode/src/mcp/content.rs): a `CallToolResult` as JSON,
 //! or `[result, outputSchema]`.
 #![no_main]
 

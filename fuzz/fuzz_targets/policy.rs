@@ -1,4 +1,4 @@
-//! The policy parser (src/gate/config.rs, policy.rs): `codemode.toml` text,
+//! The policy parser (crates/codemode/src/gate/config.rs, policy.rs): `codemode.toml` text,
 //! then every line as a rule, matched against itself.
 #![no_main]
 

@@ -1,4 +1,4 @@
-//! Program normalisation (src/program): fences, TypeScript, `export
+//! Program normalisation (crates/program): fences, TypeScript, `export
 //! default`. The first byte picks the program's file name (its extension
 //! says the language); the rest is the source.
 #![no_main]

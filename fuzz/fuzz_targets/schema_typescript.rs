@@ -1,4 +1,4 @@
-//! The JSON Schema to TypeScript renderer (src/catalog/typescript): a tool's
+//! The JSON Schema to TypeScript renderer (crates/codemode/src/catalog/typescript): a tool's
 //! input schema, or `[inputSchema, outputSchema]`.
 #![no_main]
 
