@@ -816,6 +816,88 @@ command = ["audit"]
         assert_eq!((kept, dropped.len()), (narrow, 0), "a narrower sandbox is a restriction");
     }
 
+    /// A file that grants everything a file can grant.
+    const EVERY_GRANT: &str = r#"
+mode = "plan"
+posture = "full-access"
+
+[rules]
+allow = ["read", "bash(git status*)"]
+ask = ["edit"]
+deny = ["write(.env)"]
+
+[tools.bash]
+timeout_ms = 60000
+allowed_callers = ["direct"]
+
+[tools.read]
+timeout_ms = 1000
+
+[[hooks.before_call]]
+command = ["audit"]
+
+[sandbox]
+profile = "off"
+network = true
+writable = [".git", "build/out"]
+kill_grace_ms = 500
+
+[journal]
+url = "/var/lib/codemode"
+keep_runs = 5
+keep_days = 1
+
+[limits]
+max_calls = 5000
+memory = "32MiB"
+max_in_flight = 64
+deadline = 30
+tool_timeout = 120
+"#;
+
+    #[test]
+    fn an_untrusted_file_that_grants_everything_loses_each_grant_in_order() {
+        let file = Policy::from_toml(EVERY_GRANT, None).unwrap();
+        let (kept, dropped) = file.clone().without_grants();
+        assert_eq!(
+            dropped,
+            [
+                "2 allow rules",
+                "posture full-access",
+                "1 hook",
+                "2 tool timeouts",
+                "sandbox off",
+                "sandbox network",
+                "2 sandbox writable paths",
+                "kill_grace_ms",
+                "journal url",
+                "[limits] max_calls above the default",
+                "[limits] max_in_flight above the default",
+                "[limits] tool_timeout above the default",
+            ]
+        );
+        let mut expected = file;
+        expected.posture = Posture::Ask;
+        expected.rules.allow.clear();
+        expected.hooks.clear();
+        for tool in expected.tools.values_mut() {
+            tool.timeout_ms = None;
+        }
+        expected.sandbox = crate::sandbox::SandboxSettings::default();
+        expected.sandbox_writable.clear();
+        expected.kill_grace = codemode_base::DEFAULT_KILL_GRACE;
+        expected.journal.url = None;
+        expected.limits.max_calls = None;
+        expected.limits.max_in_flight = None;
+        expected.limits.tool_timeout = None;
+        assert_eq!(
+            kept, expected,
+            "the restrictions stay: mode, ask and deny rules, callers, retention, lower limits"
+        );
+        assert_eq!(kept.limits.memory_bytes, Some(32 << 20));
+        assert_eq!(kept.limits.deadline, Some(Duration::from_secs(30)));
+    }
+
     #[test]
     fn the_journal_table_is_read_and_checked() {
         use crate::journal::Retention;

@@ -66,3 +66,87 @@ pub(crate) fn policy_json(policy: &Policy, posture: Posture) -> Value {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file that sets every key the digest reads (and the ones it leaves
+    /// out), each away from its default.
+    const EVERY_KEY: &str = r#"
+mode = "plan"
+posture = "auto-review"
+
+[rules]
+allow = ["read", "bash(git status*)"]
+ask = ["bash(git push*)"]
+deny = ["mcp_connect__github", "write(.env)"]
+
+[tools.bash]
+timeout_ms = 60000
+allowed_callers = ["direct"]
+
+[tools.read]
+allowed_callers = ["program", "direct"]
+
+[[hooks.before_call]]
+match = "^(bash|write)$"
+command = ["./hooks/check.sh", "--strict"]
+timeout_ms = 5000
+
+[[hooks.before_call]]
+command = ["audit"]
+
+[sandbox]
+profile = "read-only"
+network = true
+writable = [".git", "build/out"]
+kill_grace_ms = 500
+
+[journal]
+url = "/var/lib/codemode"
+keep_runs = 5
+keep_days = 1
+
+[limits]
+max_calls = 20
+memory = "32MiB"
+max_in_flight = 2
+deadline = 30
+tool_timeout = 5
+"#;
+
+    /// The JSON a journal header recorded for [`EVERY_KEY`] before the
+    /// configuration file had an owner of its own: journals written then
+    /// must still resume, so this text and its digest may never change.
+    const EVERY_KEY_JSON: &str = concat!(
+        r#"{"mode":"plan","posture":"auto-review","allow":["read","bash(git status*)"],"#,
+        r#""ask":["bash(git push*)"],"deny":["mcp_connect__github","write(.env)"],"#,
+        r#""tools":{"bash":{"timeout_ms":60000,"allowed_callers":["direct"]},"#,
+        r#""read":{"timeout_ms":null,"allowed_callers":["program","direct"]}},"#,
+        r#""hooks":[{"matcher":"^(bash|write)$","command":["./hooks/check.sh","--strict"],"timeout_ms":5000},"#,
+        r#"{"matcher":".*","command":["audit"],"timeout_ms":10000}],"#,
+        r#""sandbox":{"profile":"ReadOnly","network":true,"writable":[".git","build/out"],"kill_grace_ms":500}}"#
+    );
+
+    #[test]
+    fn the_digest_of_a_file_with_every_key_is_pinned() {
+        let policy = Policy::from_toml(EVERY_KEY, None).unwrap();
+        let json = policy_json(&policy, policy.posture);
+        assert_eq!(serde_json::to_string(&json).unwrap(), EVERY_KEY_JSON);
+        assert_eq!(
+            crate::journal::digest::json_sha256(&json),
+            "89c44288daef990849b7d646fb339b04dc60161d0be006e606a8140a4b7ef43a"
+        );
+        // The default, under another posture than its own.
+        let default = Policy::default();
+        let json = policy_json(&default, Posture::FullAccess);
+        assert_eq!(
+            serde_json::to_string(&json).unwrap(),
+            concat!(
+                r#"{"mode":"work","posture":"full-access","allow":[],"ask":[],"deny":[],"tools":{},"hooks":[],"#,
+                r#""sandbox":{"profile":"WorkspaceWrite","network":false,"writable":[],"kill_grace_ms":2000}}"#
+            )
+        );
+    }
+}
