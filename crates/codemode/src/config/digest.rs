@@ -1,69 +1,81 @@
-//! The policy as canonical JSON, for the digest a paused run's journal
-//! keeps: a resume refuses a policy that changed (docs/JOURNAL.md). It
-//! lives with the policy so that a new field of [`Policy`] is decided here,
-//! where its meaning is known.
+//! The configuration file as canonical JSON, for the digest a paused
+//! run's journal keeps: a resume refuses a policy or sandbox that changed
+//! (docs/JOURNAL.md). Every field of every part it reads is decided here
+//! by name, so that a new field does not compile until it is either
+//! digested or named with why a resume may ignore it.
 
 use serde_json::{Value, json};
 
-use super::{Policy, Posture, Rule};
+use super::{ConfigFile, SandboxConfig};
+use crate::gate::{HookSpec, Policy, Posture, Rule, Rules, ToolSettings};
+use crate::sandbox::SandboxSettings;
 
-/// The policy as canonical JSON: what the gate decides by (mode, posture,
-/// rules, per-tool settings, hooks, sandbox), without where it was read
-/// from (paths differ between machines; the content is what matters).
-pub(crate) fn policy_json(policy: &Policy, posture: Posture) -> Value {
-    // Every field decided: a new one does not compile until it is either
-    // digested below or named here with why a resume may ignore it.
+/// The file as canonical JSON (the journal header's `policy`): what the
+/// gate decides by (mode, posture, rules, per-tool settings, hooks) and how
+/// bash is confined (`sandbox`), without where it was read from (paths
+/// differ between machines; the content is what matters). The keys and
+/// their order are those journals have always recorded.
+pub(crate) fn policy_json(config: &ConfigFile, posture: Posture) -> Value {
+    let ConfigFile {
+        policy,
+        sandbox,
+        journal: _,         // where journals go is the host's, not the gate's
+        limits: _,          // compared on their own (`limits_json`), as applied
+        source: _,          // where it was read from differs between machines
+        protected_paths: _, // derived from the hooks and the file's place
+    } = config;
     let Policy {
         mode,
         posture: _, // the effective posture is the argument (a host may narrow it)
         rules,
         tools,
         hooks,
-        source: _,          // where it was read from differs between machines
-        protected_paths: _, // derived from the hooks and the file's place
-        sandbox,
-        sandbox_writable,
-        kill_grace,
-        journal: _, // where journals go is the host's, not the gate's
-        limits: _,  // compared on their own (`limits_json`), as applied
     } = policy;
+    let Rules { allow, ask, deny } = rules;
     let texts = |list: &[Rule]| list.iter().map(|r| r.to_string()).collect::<Vec<_>>();
     let tools: serde_json::Map<String, Value> = tools
         .iter()
-        .map(|(name, t)| {
+        .map(|(name, ToolSettings { timeout_ms, allowed_callers })| {
             (
                 name.clone(),
                 json!({
-                    "timeout_ms": t.timeout_ms,
-                    "allowed_callers": t.allowed_callers,
+                    "timeout_ms": timeout_ms,
+                    "allowed_callers": allowed_callers,
                 }),
             )
         })
         .collect();
     let hooks: Vec<Value> = hooks
         .iter()
-        .map(|h| {
+        .map(|HookSpec { matcher, command, timeout }| {
             json!({
-                "matcher": h.matcher.as_str(),
-                "command": h.command,
-                "timeout_ms": h.timeout.as_millis() as u64,
+                "matcher": matcher.as_str(),
+                "command": command,
+                "timeout_ms": timeout.as_millis() as u64,
             })
         })
         .collect();
     json!({
         "mode": format!("{:?}", mode).to_lowercase(),
         "posture": posture.as_str(),
-        "allow": texts(&rules.allow),
-        "ask": texts(&rules.ask),
-        "deny": texts(&rules.deny),
+        "allow": texts(allow),
+        "ask": texts(ask),
+        "deny": texts(deny),
         "tools": tools,
         "hooks": hooks,
-        "sandbox": {
-            "profile": format!("{:?}", sandbox.profile),
-            "network": sandbox.network,
-            "writable": sandbox_writable,
-            "kill_grace_ms": kill_grace.as_millis() as u64,
-        },
+        "sandbox": sandbox_json(sandbox),
+    })
+}
+
+/// `[sandbox]` as the journal records it.
+fn sandbox_json(sandbox: &SandboxConfig) -> Value {
+    let SandboxConfig { settings, writable, kill_grace } = sandbox;
+    let SandboxSettings { profile, network } = settings;
+    json!({
+        "profile": format!("{:?}", profile),
+        "network": network,
+        "writable": writable,
+        "kill_grace_ms": kill_grace.as_millis() as u64,
     })
 }
 
@@ -130,17 +142,28 @@ tool_timeout = 5
     );
 
     #[test]
+    fn a_changed_rule_changes_the_policy_digest_and_is_named() {
+        use crate::journal::digest::{differences, json_sha256};
+        let a = ConfigFile::default();
+        let mut b = ConfigFile::default();
+        b.policy.rules.allow.push(Rule::parse("write(src/**)").unwrap());
+        let (ja, jb) = (policy_json(&a, a.policy.posture), policy_json(&b, b.policy.posture));
+        assert_ne!(json_sha256(&ja), json_sha256(&jb));
+        assert_eq!(json_sha256(&ja), json_sha256(&policy_json(&ConfigFile::default(), a.policy.posture)));
+        assert_eq!(differences(&ja, &jb), vec![r#"allow: [] -> ["write(src/**)"]"#.to_owned()]);
+    }
+
+    #[test]
     fn the_digest_of_a_file_with_every_key_is_pinned() {
-        let policy = Policy::from_toml(EVERY_KEY, None).unwrap();
-        let json = policy_json(&policy, policy.posture);
+        let file = ConfigFile::from_toml(EVERY_KEY, None).unwrap();
+        let json = policy_json(&file, file.policy.posture);
         assert_eq!(serde_json::to_string(&json).unwrap(), EVERY_KEY_JSON);
         assert_eq!(
             crate::journal::digest::json_sha256(&json),
             "89c44288daef990849b7d646fb339b04dc60161d0be006e606a8140a4b7ef43a"
         );
         // The default, under another posture than its own.
-        let default = Policy::default();
-        let json = policy_json(&default, Posture::FullAccess);
+        let json = policy_json(&ConfigFile::default(), Posture::FullAccess);
         assert_eq!(
             serde_json::to_string(&json).unwrap(),
             concat!(
