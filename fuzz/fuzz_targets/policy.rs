@@ -1,12 +1,13 @@
-//! The policy parser (crates/codemode/src/gate/config.rs, policy.rs): `codemode.toml` text,
-//! then every line as a rule, matched against itself.
+//! The configuration file parser (crates/codemode/src/config/read.rs) and
+//! rules (crates/codemode/src/rule.rs): `codemode.toml` text, then every
+//! line as a rule, matched against itself.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = codemode::Policy::from_toml(text, None);
+    let _ = codemode::config::ConfigFile::from_toml(text, None);
     for line in text.lines() {
         if let Ok(rule) = codemode::policy::Rule::parse(line) {
             let shown = rule.to_string();

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use codemode::config::ConfigFile;
 use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention, Runs};
 use codemode::limit_settings::{self as limit, LimitSettings};
-use codemode::{Engine, Limits, Policy, policy::Mode, policy::Posture};
+use codemode::{Engine, Limits, policy::Mode, policy::Posture};
 
 /// Where the workspace, its policy and its MCP servers are: the options of
 /// the commands that only read the catalog.
@@ -294,25 +295,25 @@ impl EngineArgs {
         adjust: impl FnOnce(&mut Limits, &LimitSettings),
     ) -> anyhow::Result<CliEngine> {
         let workspace = self.catalog.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-        let mut policy = load_policy(self.catalog.config.as_deref(), &workspace, Notice::Full)?;
-        // The defaults, then the policy's [limits], then the flags.
+        let mut config = load_config(self.catalog.config.as_deref(), &workspace, Notice::Full)?;
+        // The defaults, then the file's [limits], then the flags.
         let mut limits = Limits::default();
         let mut flags = self.limits;
         flags.deadline = self.deadline.or(flags.deadline);
-        let set = policy.limits.overridden_by(flags);
+        let set = config.limits.overridden_by(flags);
         set.apply(&mut limits);
         adjust(&mut limits, &set);
-        let journal = journal_choice(self.journal.as_deref(), &policy, &workspace)?;
-        let retention = policy.journal.retention;
+        let journal = journal_choice(self.journal.as_deref(), &config, &workspace)?;
+        let retention = config.journal.retention;
         match self.mode.as_deref() {
-            Some("plan") => policy.mode = Mode::Plan,
-            Some("work") => policy.mode = Mode::Work,
+            Some("plan") => config.policy.mode = Mode::Plan,
+            Some("work") => config.policy.mode = Mode::Work,
             _ => {}
         }
         match self.posture.as_deref() {
-            Some("ask") => policy.posture = Posture::Ask,
-            Some("auto-review") => policy.posture = Posture::AutoReview,
-            Some("full-access") => policy.posture = Posture::FullAccess,
+            Some("ask") => config.policy.posture = Posture::Ask,
+            Some("auto-review") => config.policy.posture = Posture::AutoReview,
+            Some("full-access") => config.policy.posture = Posture::FullAccess,
             _ => {}
         }
         let approver = match &self.approve {
@@ -322,7 +323,7 @@ impl EngineArgs {
             None => codemode::approval::default_approver(),
         };
         let mut builder =
-            Engine::builder().workspace(&workspace).limits(limits).policy(policy).approver_arc(approver);
+            Engine::builder().workspace(&workspace).limits(limits).config(config).approver_arc(approver);
         match journal {
             JournalChoice::Default => {}
             JournalChoice::Off => builder = builder.no_journal(),
@@ -418,15 +419,19 @@ pub(crate) enum Notice {
     JournalOnly,
 }
 
-/// The policy: `--config FILE` applied whole, else the workspace's
-/// `codemode.toml` as its trust allows, else the default.
-pub(crate) fn load_policy(config: Option<&Path>, workspace: &Path, notice: Notice) -> anyhow::Result<Policy> {
+/// The configuration file: `--config FILE` applied whole, else the
+/// workspace's `codemode.toml` as its trust allows, else the default.
+pub(crate) fn load_config(
+    config: Option<&Path>,
+    workspace: &Path,
+    notice: Notice,
+) -> anyhow::Result<ConfigFile> {
     match config {
         // Named on the command line: the user's own, applied whole.
-        Some(path) => Ok(Policy::load(path)?),
+        Some(path) => Ok(ConfigFile::load(path)?),
         None => {
             let default = workspace.join("codemode.toml");
-            if default.exists() { workspace_policy(&default, notice) } else { Ok(Policy::default()) }
+            if default.exists() { workspace_config(&default, notice) } else { Ok(ConfigFile::default()) }
         }
     }
 }
@@ -450,15 +455,15 @@ impl JournalChoice {
 }
 
 /// The journal `--journal` names (a relative folder taken from the current
-/// directory), else the policy's `[journal] url` (a relative folder taken
+/// directory), else the file's `[journal] url` (a relative folder taken
 /// from the workspace; an untrusted workspace file's url was dropped by
-/// `Policy::without_grants`), else the default.
+/// `ConfigFile::without_grants`), else the default.
 pub(crate) fn journal_choice(
     flag: Option<&str>,
-    policy: &Policy,
+    config: &ConfigFile,
     workspace: &Path,
 ) -> anyhow::Result<JournalChoice> {
-    let (spec, what) = match (flag, policy.journal.url.as_deref()) {
+    let (spec, what) = match (flag, config.journal.url.as_deref()) {
         (Some(flag), _) => {
             let spec = match JournalSpec::parse(flag).map_err(anyhow::Error::msg).context("--journal")? {
                 JournalSpec::Folder(dir) => std::path::absolute(&dir)
@@ -471,7 +476,7 @@ pub(crate) fn journal_choice(
         }
         (None, Some(url)) => {
             let from =
-                policy.source.as_ref().map_or_else(|| "the policy".to_owned(), |p| p.display().to_string());
+                config.source.as_ref().map_or_else(|| "the policy".to_owned(), |p| p.display().to_string());
             (url.to_owned(), format!("[journal] url of {from}"))
         }
         (None, None) => return Ok(JournalChoice::Default),
@@ -488,9 +493,9 @@ pub(crate) fn journal_choice(
 /// A workspace's own `codemode.toml`: applied whole when trusted, else only
 /// its restrictions; the CLI says so in one line on stderr (with
 /// [`Notice::JournalOnly`], only when its journal url is ignored).
-fn workspace_policy(path: &std::path::Path, notice: Notice) -> anyhow::Result<Policy> {
-    let policy = Policy::load(path)?;
-    let summary = |p: &Policy| {
+fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<ConfigFile> {
+    let config = ConfigFile::load(path)?;
+    let summary = |p: &codemode::Policy| {
         format!(
             "mode {}, posture {}, {} rules, {} hooks",
             if p.mode == Mode::Plan { "plan" } else { "work" },
@@ -501,11 +506,11 @@ fn workspace_policy(path: &std::path::Path, notice: Notice) -> anyhow::Result<Po
     };
     if workspace_file_trusted(path)? {
         if notice == Notice::Full {
-            eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&policy));
+            eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&config.policy));
         }
-        return Ok(policy);
+        return Ok(config);
     }
-    let (policy, dropped) = policy.without_grants();
+    let (config, dropped) = config.without_grants();
     if notice == Notice::JournalOnly {
         if dropped.iter().any(|d| d == "journal url") {
             eprintln!(
@@ -518,7 +523,7 @@ fn workspace_policy(path: &std::path::Path, notice: Notice) -> anyhow::Result<Po
         eprintln!(
             "codemode: policy from {} (untrusted, grants nothing): {}",
             path.display(),
-            summary(&policy)
+            summary(&config.policy)
         );
     } else {
         eprintln!(
@@ -529,7 +534,7 @@ fn workspace_policy(path: &std::path::Path, notice: Notice) -> anyhow::Result<Po
             path.parent().map_or_else(|| ".".into(), |d| d.display().to_string())
         );
     }
-    Ok(policy)
+    Ok(config)
 }
 
 /// The CLI's engine: when the command ends it ends the MCP servers'

@@ -99,9 +99,9 @@ impl Place {
         let given = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let workspace = std::fs::canonicalize(&given)
             .with_context(|| format!("workspace `{}` is not a usable directory", given.display()))?;
-        let policy = engine_args::load_policy(self.config.as_deref(), &workspace, Notice::JournalOnly)?;
-        let store = engine_args::journal_choice(self.journal.as_deref(), &policy, &workspace)?.store();
-        Ok((Runs::for_workspace(&workspace, store), policy.journal.retention))
+        let config = engine_args::load_config(self.config.as_deref(), &workspace, Notice::JournalOnly)?;
+        let store = engine_args::journal_choice(self.journal.as_deref(), &config, &workspace)?.store();
+        Ok((Runs::for_workspace(&workspace, store), config.journal.retention))
     }
 }
 

@@ -109,7 +109,19 @@ fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
         }
         return Ok(lines);
     }
-    let policy = codemode::Policy::load(file)?;
+    let config = codemode::config::ConfigFile::load(file)?;
+    // Every part decided: a new one does not compile until it is listed
+    // here or named with why not. Not listed, though trust grants them
+    // (`ConfigFile::without_grants` drops them while untrusted): tool
+    // timeouts, `kill_grace_ms`, a `[journal] url`, raised `[limits]`.
+    let codemode::config::ConfigFile {
+        policy,
+        sandbox,
+        journal: _,         // its url: not listed
+        limits: _,          // raised limits: not listed
+        source: _,          // the file itself, named on the `trusted` line
+        protected_paths: _, // restrictions
+    } = &config;
     let mut lines = vec![format!("posture {}", policy.posture.as_str())];
     if !policy.rules.allow.is_empty() {
         let rules: Vec<String> = policy.rules.allow.iter().map(ToString::to_string).collect();
@@ -118,13 +130,13 @@ fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
     for hook in &policy.hooks {
         lines.push(format!("hook runs {}", hook.command.join(" ")));
     }
-    if policy.sandbox.profile == codemode::sandbox::SandboxProfile::Off {
+    if sandbox.settings.profile == codemode::sandbox::SandboxProfile::Off {
         lines.push("sandbox off: bash runs unconfined".to_owned());
     }
-    if policy.sandbox.network {
+    if sandbox.settings.network {
         lines.push("sandbox network on".to_owned());
     }
-    for path in &policy.sandbox_writable {
+    for path in &sandbox.writable {
         lines.push(format!("bash may write {path}"));
     }
     Ok(lines)

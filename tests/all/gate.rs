@@ -487,8 +487,8 @@ fn a_program_cannot_rewrite_its_policy_file_or_hooks() {
         "posture = \"full-access\"\n[[hooks.before_call]]\nmatch = \"^bash$\"\ncommand = [\"./hooks/check.sh\"]\n",
     )
     .unwrap();
-    let policy = Policy::load(&config).unwrap();
-    let e = Engine::builder().workspace(&root).policy(policy).build().unwrap();
+    let config = codemode::config::ConfigFile::load(&config).unwrap();
+    let e = Engine::builder().workspace(&root).config(config).build().unwrap();
     for (tool, args) in [
         ("write", json!({"path": "codemode.toml", "content": "posture = \"full-access\"\n"})),
         ("write", json!({"path": "hooks/check.sh", "content": "exit 0"})),

@@ -25,12 +25,16 @@ const CRATE_LEVELS: &[(&str, u8)] = &[
 /// (through the `vm::calls::CallHost` trait the engine implements); the
 /// gate decides and the tools and MCP client execute; the catalog holds
 /// what they are; the journal records; receipts, confinement, trust and
-/// rules are the vocabulary below them all.
+/// rules are the vocabulary below them all. The configuration file
+/// (`config`) is read by the engine alone and names the gate's policy, the
+/// journal's settings and the sandbox's, so it sits between them, beside
+/// the VM (which neither reads it nor is read by it).
 const MODULE_LEVELS: &[(&str, u8)] = &[
     ("fuzzing", 0),
     ("error", 0),
     ("engine", 1),
     ("vm", 2),
+    ("config", 2),
     ("gate", 3),
     ("tools", 4),
     ("mcp", 4),

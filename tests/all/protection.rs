@@ -5,13 +5,18 @@
 
 use std::path::Path;
 
+use codemode::config::{ConfigFile, SandboxConfig};
 use codemode::{Engine, Policy, Program, policy::Rule, receipt::CallStatus, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::common::{Blob, workspace};
 
 fn engine(root: &Path, policy: Policy) -> Engine {
-    Engine::builder().workspace(root).policy(policy).tool(Blob).build().unwrap()
+    engine_with(root, ConfigFile::with_policy(policy))
+}
+
+fn engine_with(root: &Path, config: ConfigFile) -> Engine {
+    Engine::builder().workspace(root).config(config).tool(Blob).build().unwrap()
 }
 
 fn refused(e: &Engine, tool: &str, args: Value) -> String {
@@ -115,7 +120,7 @@ fn files_a_hook_or_the_approver_names_and_their_folders_are_protected() {
             .unwrap();
     let e = Engine::builder()
         .workspace(&root)
-        .policy(Policy::load(&config).unwrap())
+        .config(ConfigFile::load(&config).unwrap())
         .approver_arc(approver)
         .build()
         .unwrap();
@@ -133,18 +138,21 @@ fn sandbox_off_needs_full_access_and_every_receipt_says_so() {
     use codemode::sandbox::{SandboxProfile, SandboxSettings};
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
-    let off = SandboxSettings { profile: SandboxProfile::Off, network: false };
-    let asked = Policy { sandbox: off, rules: codemode::policy::Rules::default(), ..Policy::default() };
+    let off = SandboxConfig {
+        settings: SandboxSettings { profile: SandboxProfile::Off, network: false },
+        ..SandboxConfig::default()
+    };
+    let asked = ConfigFile { sandbox: off.clone(), ..ConfigFile::default() };
     let e = Engine::builder()
         .workspace(&root)
-        .policy(asked)
+        .config(asked)
         .approver(codemode::approval::AllowApprover)
         .build()
         .unwrap();
     let err = refused(&e, "bash", json!({"command": "touch ran"}));
     assert!(err.contains("sandbox is off") && err.contains("full-access"), "{err}");
     assert!(!root.join("ran").exists());
-    let e = engine(&root, Policy { sandbox: off, ..Policy::full_access() });
+    let e = engine_with(&root, ConfigFile { sandbox: off, ..ConfigFile::with_policy(Policy::full_access()) });
     let receipt = e.execute_blocking(Program::new("await tools.bash({command: 'touch ran'}); return 1;"));
     assert_eq!(receipt.status, RunStatus::Completed, "{:?}", receipt.error);
     assert!(root.join("ran").exists());
@@ -265,7 +273,7 @@ fn a_hook_behind_a_link_runs_the_protected_file() {
     std::os::unix::fs::symlink(root.join("real-hooks"), root.join("hooks")).unwrap();
     let config = root.join("policy.toml");
     std::fs::write(&config, "posture = \"full-access\"\n[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\"sh\", \"hooks/guard.sh\"]\n").unwrap();
-    let e = engine(&root, Policy::load(&config).unwrap());
+    let e = engine_with(&root, ConfigFile::load(&config).unwrap());
     // The program repoints the link (as bash could), then calls read.
     std::fs::remove_file(root.join("hooks")).unwrap();
     std::os::unix::fs::symlink(root.join("evil"), root.join("hooks")).unwrap();

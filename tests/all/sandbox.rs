@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use codemode::config::{ConfigFile, SandboxConfig};
 use codemode::sandbox::{SandboxProfile, SandboxSettings};
 use codemode::{Engine, Policy, Program, receipt::RunStatus, run::CallOutcome};
 use serde_json::{Value, json};
@@ -17,8 +18,11 @@ use crate::common::{builder, workspace};
 
 /// An engine over `ws` (full access) with the sandbox `settings`.
 fn engine(ws: &tempfile::TempDir, profile: SandboxProfile, network: bool) -> Engine {
-    let policy = Policy { sandbox: SandboxSettings { profile, network }, ..Policy::full_access() };
-    builder(ws).policy(policy).build().expect("engine builds")
+    let config = ConfigFile {
+        sandbox: SandboxConfig { settings: SandboxSettings { profile, network }, ..SandboxConfig::default() },
+        ..ConfigFile::with_policy(Policy::full_access())
+    };
+    builder(ws).config(config).build().expect("engine builds")
 }
 
 /// The default sandbox (`workspace-write`, no network).
@@ -376,8 +380,7 @@ fn a_run_reads_its_own_spill_files_but_no_other_runs() {
     let ws = workspace();
     let mut limits = codemode::Limits::default();
     limits.result_bytes = 1000;
-    let policy = Policy { sandbox: SandboxSettings::default(), ..Policy::full_access() };
-    let engine = builder(&ws).policy(policy).limits(limits).build().unwrap();
+    let engine = builder(&ws).policy(Policy::full_access()).limits(limits).build().unwrap();
     let spill = "const r = await tools.blob({bytes: 5000}); const p = r.truncated.spill_path;";
     let earlier = engine.execute_blocking(Program::new(format!("{spill} return p;")));
     let earlier = earlier.value.as_str().unwrap_or_else(|| panic!("{:?}", earlier.error)).to_owned();
@@ -394,8 +397,11 @@ fn sandbox_writable_lifts_a_protection_for_bash_only() {
     let ws = workspace();
     std::fs::create_dir_all(ws.path().join(".git")).unwrap();
     std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
-    let policy = Policy { sandbox_writable: vec![".git".into()], ..Policy::full_access() };
-    let engine = builder(&ws).policy(policy).build().unwrap();
+    let config = ConfigFile {
+        sandbox: SandboxConfig { writable: vec![".git".into()], ..SandboxConfig::default() },
+        ..ConfigFile::with_policy(Policy::full_access())
+    };
+    let engine = builder(&ws).config(config).build().unwrap();
     let out = stdout(&engine, "echo '[user]' >> .git/config && echo git-written");
     assert_eq!(out, "git-written\n");
     assert_eq!(std::fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n[user]\n");
@@ -509,8 +515,8 @@ fn a_folder_holding_a_protected_path_cannot_be_renamed() {
         "posture = \"full-access\"\n[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\"sh\", \"tools/hooks/guard.sh\"]\n",
     )
     .unwrap();
-    let policy = Policy::load(&root.join("policy.toml")).unwrap();
-    let engine = builder(&ws).policy(policy).build().unwrap();
+    let config = ConfigFile::load(&root.join("policy.toml")).unwrap();
+    let engine = builder(&ws).config(config).build().unwrap();
     let out = stdout(
         &engine,
         "mv tools tools.old 2>/dev/null && echo moved; mkdir -p tools/hooks 2>/dev/null; \

@@ -71,7 +71,11 @@ impl LimitSettings {
     /// These settings without the ones that raise a limit above `defaults`
     /// (an untrusted workspace file may lower limits, never raise them);
     /// returns the `[limits]` keys dropped.
-    pub fn without_raises(mut self, defaults: &Limits) -> (LimitSettings, Vec<&'static str>) {
+    ///
+    /// Every field is decided by name (a raise is a grant): a new one does
+    /// not compile until it is named here.
+    pub fn without_raises(self, defaults: &Limits) -> (LimitSettings, Vec<&'static str>) {
+        let LimitSettings { max_calls, memory_bytes, max_in_flight, deadline, tool_timeout } = self;
         let mut dropped = Vec::new();
         let mut keep = |raised: bool, key: &'static str| {
             if raised {
@@ -79,13 +83,14 @@ impl LimitSettings {
             }
             !raised
         };
-        self.max_calls = self.max_calls.filter(|&n| keep(n > defaults.max_calls, "max_calls"));
-        self.memory_bytes = self.memory_bytes.filter(|&n| keep(n > defaults.memory_bytes, "memory"));
-        self.max_in_flight =
-            self.max_in_flight.filter(|&n| keep(n > defaults.max_in_flight, "max_in_flight"));
-        self.deadline = self.deadline.filter(|&d| keep(d > defaults.deadline, "deadline"));
-        self.tool_timeout = self.tool_timeout.filter(|&d| keep(d > defaults.tool_timeout, "tool_timeout"));
-        (self, dropped)
+        let kept = LimitSettings {
+            max_calls: max_calls.filter(|&n| keep(n > defaults.max_calls, "max_calls")),
+            memory_bytes: memory_bytes.filter(|&n| keep(n > defaults.memory_bytes, "memory")),
+            max_in_flight: max_in_flight.filter(|&n| keep(n > defaults.max_in_flight, "max_in_flight")),
+            deadline: deadline.filter(|&d| keep(d > defaults.deadline, "deadline")),
+            tool_timeout: tool_timeout.filter(|&d| keep(d > defaults.tool_timeout, "tool_timeout")),
+        };
+        (kept, dropped)
     }
 }
 

@@ -8,8 +8,9 @@
 //! ([`RunError`](crate::receipt::RunError)).
 
 pub use crate::catalog::CatalogError;
+pub use crate::config::PolicyError;
 pub use crate::engine::BuildError;
-pub use crate::gate::{ApproverError, PolicyError};
+pub use crate::gate::ApproverError;
 pub use crate::journal::StoreError;
 #[cfg(unix)]
 pub use crate::mcp::{ConfigError as McpConfigError, McpError};

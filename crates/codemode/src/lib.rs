@@ -29,8 +29,9 @@
 //! trait and its [`ToolSpec`], the [`Approver`] trait, the [`Policy`], the
 //! [`Limits`], the QuickJS [`Vm`] and one [`Error`]. The rest is in named
 //! modules: [`run`], [`batch`], [`tool`], [`approval`], [`elicitation`],
-//! [`policy`], [`receipt`], [`error`], [`journal`], [`mcp`], [`trust`],
-//! [`sandbox`] (the bash tool's confinement).
+//! [`policy`], [`config`] (`codemode.toml`: the policy, `[sandbox]`,
+//! `[journal]`, `[limits]`), [`receipt`], [`error`], [`journal`], [`mcp`],
+//! [`trust`], [`sandbox`] (the bash tool's confinement).
 //!
 //! See `docs/ARCHITECTURE.md` for the modules and the data flow, and
 //! `docs/RECEIPTS.md` for the receipt JSON.
@@ -43,6 +44,7 @@
 #![deny(unsafe_code)]
 
 mod catalog;
+pub mod config;
 mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -114,12 +116,11 @@ pub mod approval {
     };
 }
 
-/// The policy's parts: mode, posture, rules, per-tool settings, hooks and
-/// the limits `[limits]` sets (docs/POLICY.md, docs/LIMITS.md).
+/// The policy's parts: mode, posture, rules, per-tool settings and hooks
+/// (docs/POLICY.md); the rest of `codemode.toml` is in [`config`].
 pub mod policy {
-    pub use crate::gate::{
-        DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, PolicyError, Posture, Rule, Rules, ToolSettings,
-    };
+    pub use crate::config::PolicyError;
+    pub use crate::gate::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
     pub use codemode_base::limit_settings::LimitSettings;
 }
 

@@ -8,7 +8,8 @@
 //! trusted it with `codemode trust`, which records the file's canonical path
 //! and SHA-256 here, like direnv's `allow`. Any change to the file revokes
 //! the trust: the next run sees a different digest. An untrusted file still
-//! restricts but grants nothing ([`Policy::without_grants`](crate::Policy::without_grants)).
+//! restricts but grants nothing
+//! ([`ConfigFile::without_grants`](crate::config::ConfigFile::without_grants)).
 //!
 //! The record is one JSON file, `trusted.json`, in the user's config folder:
 //! `$XDG_CONFIG_HOME/codemode/`, else `$HOME/.config/codemode/`. It is

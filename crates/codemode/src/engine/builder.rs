@@ -9,6 +9,7 @@ use tokio::runtime::Handle;
 use crate::catalog::cell::CatalogCell;
 use crate::catalog::tool_search::{Barred, Discovery, SearchLink, ToolSearch};
 use crate::catalog::{Catalog, CatalogError, Tool, ToolSpec};
+use crate::config::ConfigFile;
 use crate::gate::posture_epoch::PostureCell;
 use crate::gate::{Approver, Policy};
 use crate::vm::Limits;
@@ -58,7 +59,7 @@ pub enum BuildError {
 pub struct EngineBuilder {
     workspace: PathBuf,
     limits: Limits,
-    policy: Policy,
+    config: ConfigFile,
     approver: Option<Arc<dyn Approver>>,
     tools: Vec<Arc<dyn Tool>>,
     native_tools: bool,
@@ -82,7 +83,7 @@ impl Default for EngineBuilder {
         EngineBuilder {
             workspace: PathBuf::from("."),
             limits: Limits::default(),
-            policy: Policy::default(),
+            config: ConfigFile::default(),
             approver: None,
             tools: Vec::new(),
             native_tools: true,
@@ -110,10 +111,29 @@ impl EngineBuilder {
     }
 
     /// The policy the gate applies: mode, posture, rules, per-tool settings,
-    /// hooks (see `docs/POLICY.md`). Default: [`Policy::default`] (work mode,
-    /// posture ask: writers need an approval).
+    /// hooks (see `docs/POLICY.md`); it replaces the policy of
+    /// [`EngineBuilder::config`]'s file and keeps the rest. Default:
+    /// [`Policy::default`] (work mode, posture ask: writers need an
+    /// approval).
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
+        self.config.policy = policy;
+        self
+    }
+
+    /// The configuration file (`codemode.toml`, read with
+    /// [`ConfigFile::load`]), replacing what [`EngineBuilder::policy`] set:
+    /// its policy (as [`EngineBuilder::policy`]), its `[sandbox]` (how bash
+    /// is confined), and its place: the file itself and every file its
+    /// hooks name are protected from tool calls. Its `[journal]` and
+    /// `[limits]` are the host's to apply (a store for
+    /// [`EngineBuilder::journal`], [`LimitSettings::apply`] on the
+    /// [`EngineBuilder::limits`]); the engine does not read them. Default:
+    /// [`ConfigFile::default`] (the default policy, the `workspace-write`
+    /// sandbox without network, no file).
+    ///
+    /// [`LimitSettings::apply`]: crate::config::LimitSettings::apply
+    pub fn config(mut self, config: ConfigFile) -> Self {
+        self.config = config;
         self
     }
 
@@ -209,14 +229,18 @@ impl EngineBuilder {
         let (tool_search, discovery_cell) = ToolSearch::new();
         tools.push(Arc::new(tool_search));
         tools.extend(self.tools);
-        confinement::settle_policy(&workspace, &mut self.policy, self.mcp.as_ref().map(|(config, _)| config));
+        confinement::settle_policy(
+            &workspace,
+            &mut self.config.policy,
+            self.mcp.as_ref().map(|(config, _)| config),
+        );
         let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
         let spill_root = self.spill_dir.take().unwrap_or_else(|| workspace.join(".codemode").join("runs"));
         let journal = self.journal.into_store(&spill_root, &spill_confine);
         let approver_files = self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default();
         let (protections, confinement) = confinement::confine(
             &workspace,
-            &self.policy,
+            &self.config,
             self.mcp.as_ref().map(|(config, options)| (config, options)),
             approver_files,
             &spill_root,
@@ -229,8 +253,8 @@ impl EngineBuilder {
             link
         });
         let catalog = catalog_of(tools, mcp.as_deref())?;
-        check_policy(&self.policy, &catalog.load())?;
-        let discovery = Arc::new(Discovery::new(hidden_from_discovery(&self.policy)));
+        check_policy(&self.config.policy, &catalog.load())?;
+        let discovery = Arc::new(Discovery::new(hidden_from_discovery(&self.config.policy)));
         let _ = discovery_cell
             .set(SearchLink { catalog: Arc::downgrade(&catalog), discovery: discovery.clone() });
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -239,15 +263,15 @@ impl EngineBuilder {
             link.follow(&catalog, &tools_handle);
         }
         let vms = VmPool::new(self.vm_threads.unwrap_or(cpus))?;
-        let journal_facts = resume::JournalFacts::new(&self.policy, &self.limits);
+        let journal_facts = resume::JournalFacts::new(&self.config, &self.limits);
         Ok(Engine {
             shared: Arc::new(Shared {
                 catalog,
                 discovery,
                 mcp,
                 limits: self.limits,
-                posture: PostureCell::new(self.policy.posture),
-                policy: self.policy,
+                posture: PostureCell::new(self.config.policy.posture),
+                config: self.config,
                 approver: self.approver.unwrap_or_else(default_approver),
                 workspace: Arc::new(workspace),
                 spill_root,

@@ -1,12 +1,14 @@
 //! What the engine protects and how it confines bash, worked out once when
 //! it is built (docs/SECURITY.md): the policy as it applies (links to hook
 //! files resolved, a trusted MCP configuration's connections allowed), the
-//! protected paths with what each is, and the [`Confinement`] every tool
-//! call gets.
+//! protected paths with what each is (the configuration file's own, its
+//! hooks' files, and more), and the [`Confinement`] every tool call gets
+//! (the file's `[sandbox]` among it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::config::ConfigFile;
 use crate::gate::Policy;
 use crate::gate::protection::{NamedFiles, Protection};
 use crate::mcp::{McpConfig, PoolOptions};
@@ -23,28 +25,31 @@ pub(super) fn settle_policy(workspace: &Path, policy: &mut Policy, mcp: Option<&
 }
 
 /// The protections of an engine over the canonical `workspace` with
-/// `policy`, its MCP configuration and options, the files its approver
-/// names, and spill files under `spill_root`; and the [`Confinement`] its
-/// tool calls get. The sandbox launcher is looked up once, here.
+/// `config` (its policy settled), its MCP configuration and options, the
+/// files its approver names, and spill files under `spill_root`; and the
+/// [`Confinement`] its tool calls get. The sandbox launcher is looked up
+/// once, here.
 pub(super) fn confine(
     workspace: &Path,
-    policy: &Policy,
+    config: &ConfigFile,
     mcp: Option<(&McpConfig, &PoolOptions)>,
     approver_files: Vec<PathBuf>,
     spill_root: &Path,
 ) -> (Vec<Protection>, Arc<Confinement>) {
-    let launcher = (policy.sandbox.profile != SandboxProfile::Off)
+    let launcher = (config.sandbox.settings.profile != SandboxProfile::Off)
         .then(|| crate::sandbox::find_launcher().ok())
         .flatten()
         .and_then(|l| std::fs::canonicalize(l).ok());
     let named = NamedFiles {
+        config_file: config.source.clone(),
+        hooks: config.hook_files(workspace),
         mcp_config: mcp.and_then(|(config, _)| config.source.clone()),
         approver: approver_files,
         mcp_servers: mcp_server_files(workspace, mcp.map(|(config, _)| config)),
-        workspace_hooks: workspace_hooks(workspace, policy),
+        workspace_hooks: workspace_hooks(workspace, config),
         other: decisive_files(workspace, launcher.as_deref(), mcp.and_then(|(_, o)| o.cache_dir.as_deref())),
     };
-    let mut protections = crate::gate::protection::protections(workspace, policy, &named);
+    let mut protections = crate::gate::protection::protections(workspace, &named);
     let mut hidden = vec![workspace.join(codemode_base::HIDDEN_NAME)];
     // The user's MCP login tokens: a command could read them and hand them
     // to the program (docs/SECURITY.md, "MCP OAuth tokens").
@@ -71,12 +76,18 @@ pub(super) fn confine(
     let confinement = Confinement {
         hidden,
         protected: protections.iter().map(|p| p.path.clone()).collect(),
-        lifted: crate::gate::protection::lifted_protections(workspace, &protections, policy),
+        lifted: crate::gate::protection::lifted_protections(
+            workspace,
+            &protections,
+            &config.sandbox.writable,
+            &config.policy.rules.allow,
+        ),
         spill_root: spill_root.to_path_buf(),
-        sandbox: policy.sandbox,
-        kill_grace: policy.kill_grace,
+        sandbox: config.sandbox.settings,
+        kill_grace: config.sandbox.kill_grace,
         launcher,
-        search_denied: policy
+        search_denied: config
+            .policy
             .rules
             .deny
             .iter()
@@ -133,15 +144,15 @@ fn resolve_hook_files(workspace: &Path, policy: &mut Policy) {
 }
 
 /// Files the hooks of the workspace's own `codemode.toml` name, when the
-/// engine's policy was read from another file (or none): a later run may
-/// load that one, so a program must not rewrite its hooks now. A file that
-/// does not parse names nothing.
-fn workspace_hooks(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
+/// engine's configuration was read from another file (or none): a later
+/// run may load that one, so a program must not rewrite its hooks now. A
+/// file that does not parse names nothing.
+fn workspace_hooks(workspace: &Path, config: &ConfigFile) -> Vec<PathBuf> {
     let own = workspace.join("codemode.toml");
-    if !own.is_file() || std::fs::canonicalize(&own).ok() == policy.source {
+    if !own.is_file() || std::fs::canonicalize(&own).ok() == config.source {
         return Vec::new();
     }
-    Policy::load(&own).map(|p| crate::gate::protection::hook_files(workspace, &p)).unwrap_or_default()
+    ConfigFile::load(&own).map(|own| own.hook_files(workspace)).unwrap_or_default()
 }
 
 /// Files the stdio servers of `loaded` and of the workspace's own MCP

@@ -332,7 +332,7 @@ impl GateRun {
             .and_then(|m| m.trusted_allowance(tool))
             .filter(|_| prep.allowed_by.as_deref() == Some(tool))
             .map(|t| format!("`{tool}` allowed without approval: {t}"));
-        if !later::needed(tool, &prep, &shared.policy, &shared.posture) {
+        if !later::needed(tool, &prep, &shared.config.policy, &shared.posture) {
             if !prep.reader {
                 let subject = super::dispatch::approval_subject(shared, tool, primary.as_ref());
                 self.changes.record(tool, subject.as_deref());

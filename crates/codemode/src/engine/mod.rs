@@ -51,8 +51,10 @@ pub(crate) struct Shared {
     /// The MCP servers, when any are configured.
     pub mcp: Option<Arc<mcp_link::McpLink>>,
     pub limits: Limits,
-    pub policy: Policy,
-    /// The current posture (starts as `policy.posture`) and its epoch.
+    /// The configuration, its policy settled (what the gate applies), its
+    /// `[sandbox]` and place; its `[journal]` and `[limits]` are unread.
+    pub config: crate::config::ConfigFile,
+    /// The current posture (starts as `config.policy.posture`) and its epoch.
     pub posture: PostureCell,
     pub approver: Arc<dyn Approver>,
     pub workspace: Arc<PathBuf>,
@@ -358,9 +360,21 @@ impl Engine {
         self.shared.posture.get().0
     }
 
-    /// The policy the gate applies.
+    /// The policy the gate applies (the [`ConfigFile::policy`] of
+    /// [`Engine::config`]).
+    ///
+    /// [`ConfigFile::policy`]: crate::config::ConfigFile::policy
     pub fn policy(&self) -> &Policy {
-        &self.shared.policy
+        &self.shared.config.policy
+    }
+
+    /// The configuration the engine was built with
+    /// ([`EngineBuilder::config`], or the default file with
+    /// [`EngineBuilder::policy`]'s policy), its policy as the gate applies it
+    /// (hook files reached through links resolved, a trusted MCP
+    /// configuration's connections allowed).
+    pub fn config(&self) -> &crate::config::ConfigFile {
+        &self.shared.config
     }
 
     /// The digest (DESIGN.md §6) of the current catalog, lower-case hex;

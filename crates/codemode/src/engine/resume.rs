@@ -16,8 +16,9 @@ use crate::vm::clock::RunClock;
 use crate::vm::journaling::Journaling;
 use codemode_program::Program;
 
-/// The policy and limits as the journal records them, computed once per
-/// engine (for the posture the engine started with).
+/// The configuration file (its policy and sandbox) and the limits as the
+/// journal records them, computed once per engine (for the posture the
+/// engine started with).
 pub(crate) struct JournalFacts {
     posture: crate::gate::Posture,
     policy: serde_json::Value,
@@ -26,10 +27,14 @@ pub(crate) struct JournalFacts {
 }
 
 impl JournalFacts {
-    pub(crate) fn new(policy: &crate::gate::Policy, limits: &codemode_base::limits::Limits) -> JournalFacts {
-        let policy_json = crate::gate::policy_json(policy, policy.posture);
+    pub(crate) fn new(
+        config: &crate::config::ConfigFile,
+        limits: &codemode_base::limits::Limits,
+    ) -> JournalFacts {
+        let posture = config.policy.posture;
+        let policy_json = crate::config::policy_json(config, posture);
         JournalFacts {
-            posture: policy.posture,
+            posture,
             policy_sha256: digest::json_sha256(&policy_json),
             policy: policy_json,
             limits: digest::limits_json(limits),
@@ -41,7 +46,7 @@ impl JournalFacts {
         if posture == self.posture {
             return (self.policy.clone(), self.policy_sha256.clone());
         }
-        let json = crate::gate::policy_json(&shared.policy, posture);
+        let json = crate::config::policy_json(&shared.config, posture);
         let sha = digest::json_sha256(&json);
         (json, sha)
     }

@@ -25,7 +25,6 @@ pub(crate) mod approvers;
 mod ask_posture;
 mod before_call_hooks;
 mod budget;
-mod config;
 mod direct_only;
 pub(crate) mod elicitation;
 pub(crate) mod hooks;
@@ -33,8 +32,6 @@ mod input_schema;
 pub(crate) mod later;
 mod mode;
 pub(crate) mod policy;
-mod policy_digest;
-pub(crate) use policy_digest::policy_json;
 pub(crate) mod posture_epoch;
 mod preparation;
 pub(crate) mod primary;
@@ -49,7 +46,6 @@ pub use approvers::{
     AllowApprover, CommandApprover, DenyApprover, PauseApprover, PromptApprover, approver_from_spec,
     default_approver,
 };
-pub use config::PolicyError;
 pub use elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest, NOT_ANSWERED_REASON};
 pub use policy::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
 

@@ -1,6 +1,8 @@
 //! The policy the gate applies: mode, posture, rules, per-tool settings and
 //! hooks. Built in Rust ([`Policy::default`] and its fields) or read from
-//! `codemode.toml` ([`Policy::from_toml`], in `config.rs`).
+//! `codemode.toml` as the `policy` of a
+//! [`ConfigFile`](crate::config::ConfigFile), which owns the file's other
+//! parts (`[sandbox]`, `[journal]`, `[limits]`, where it was read from).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -96,12 +98,13 @@ impl PartialEq for HookSpec {
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Everything the gate applies besides the catalog and the run's budget.
+/// The rest of `codemode.toml` is the [`ConfigFile`](crate::config::ConfigFile)'s.
 ///
 /// The default is the safe one: mode `work`, posture `ask` (writers need an
 /// approval), no rules, no hooks. With the default `deny` approver, writers
 /// are therefore refused until a rule, the posture or an approver allows
 /// them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Policy {
     /// Plan or work. Default: work.
     pub mode: Mode,
@@ -113,132 +116,9 @@ pub struct Policy {
     pub tools: BTreeMap<String, ToolSettings>,
     /// Before-call hooks, run in order. Default: none.
     pub hooks: Vec<HookSpec>,
-    /// The policy file this policy was read from (canonical), set by
-    /// [`Policy::load`]. Default: none.
-    pub source: Option<std::path::PathBuf>,
-    /// Files tool calls may not change (absolute, canonical): the policy
-    /// file and every file a hook command names (its program and the
-    /// arguments that are files), filled in by [`Policy::load`]. The engine
-    /// protects them, and the folders holding the hook files, from writer
-    /// tools and the bash sandbox (docs/SECURITY.md). Default: none.
-    pub protected_paths: Vec<std::path::PathBuf>,
-    /// How bash commands are confined (`[sandbox]`). Default:
-    /// `workspace-write`, no network.
-    pub sandbox: crate::sandbox::SandboxSettings,
-    /// Protected paths the bash sandbox may write anyway (`[sandbox]
-    /// writable`, relative to the workspace or absolute): the explicit way
-    /// to lift a protection for bash. Default: none.
-    pub sandbox_writable: Vec<String>,
-    /// Grace period between SIGTERM and SIGKILL when a bash command's
-    /// processes are ended (`[sandbox] kill_grace_ms`). Default: 2 s.
-    pub kill_grace: std::time::Duration,
-    /// Where runs' journals go and how long runs are kept (`[journal]`).
-    /// The gate does not use it and the engine does not read it: a host
-    /// turns it into a store ([`open_store`](crate::journal::open_store),
-    /// then `EngineBuilder::journal`) and prunes by its retention, as the
-    /// CLI does. Default: the local folder, 200 runs or 7 days.
-    pub journal: crate::journal::JournalSettings,
-    /// The run limits `[limits]` sets (docs/LIMITS.md). The gate does not
-    /// use them and the engine does not read them: a host applies them to
-    /// its [`Limits`](crate::Limits) ([`LimitSettings::apply`](codemode_base::limit_settings::LimitSettings::apply)),
-    /// as the CLI does under its flags. Default: none set.
-    pub limits: codemode_base::limit_settings::LimitSettings,
-}
-
-impl Default for Policy {
-    fn default() -> Policy {
-        Policy {
-            mode: Mode::default(),
-            posture: Posture::default(),
-            rules: Rules::default(),
-            tools: BTreeMap::new(),
-            hooks: Vec::new(),
-            source: None,
-            protected_paths: Vec::new(),
-            sandbox: crate::sandbox::SandboxSettings::default(),
-            sandbox_writable: Vec::new(),
-            kill_grace: codemode_base::DEFAULT_KILL_GRACE,
-            journal: crate::journal::JournalSettings::default(),
-            limits: codemode_base::limit_settings::LimitSettings::default(),
-        }
-    }
 }
 
 impl Policy {
-    /// This policy as an untrusted workspace file applies (docs/SECURITY.md,
-    /// "Workspace trust"): its restrictions stay (deny and ask rules, plan
-    /// mode, `allowed_callers`, sandbox `read-only`) and its grants go
-    /// (allow rules, a posture wider than `ask`, hooks, tool timeouts,
-    /// sandbox `off`, `network`, `writable`, `kill_grace_ms`, a `[journal]
-    /// url` other than `off`, which could send journals (every call's
-    /// arguments and results) elsewhere; its retention numbers stay;
-    /// `[limits]` above the defaults, while lower ones stay).
-    /// Returns the policy and what was left out, each as a short phrase
-    /// (`2 allow rules`, `posture full-access`), empty when the file grants
-    /// nothing.
-    pub fn without_grants(mut self) -> (Policy, Vec<String>) {
-        use crate::sandbox::SandboxProfile;
-        // Every field decided: a new one does not compile until it is
-        // named here as a grant (dropped below) or kept, with why.
-        let Policy {
-            mode: _,             // plan mode only restricts: kept
-            posture: _,          // a wider posture is a grant: dropped below
-            rules: _,            // allow rules dropped below; ask and deny kept
-            tools: _,            // timeouts dropped below; allowed_callers only narrow
-            hooks: _,            // hooks run programs: dropped below
-            source: _,           // where it was read from
-            protected_paths: _,  // restrictions: kept
-            sandbox: _,          // `off` and network dropped below
-            sandbox_writable: _, // lifts protections: dropped below
-            kill_grace: _,       // a longer grace is a grant: reset below
-            journal: _,          // a store URL is dropped below
-            limits: _,           // raised limits dropped below
-        } = &self;
-        let mut dropped = Vec::new();
-        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-        if !self.rules.allow.is_empty() {
-            dropped.push(plural(self.rules.allow.len(), "allow rule"));
-            self.rules.allow.clear();
-        }
-        if self.posture > Posture::Ask {
-            dropped.push(format!("posture {}", self.posture.as_str()));
-            self.posture = Posture::Ask;
-        }
-        if !self.hooks.is_empty() {
-            dropped.push(plural(self.hooks.len(), "hook"));
-            self.hooks.clear();
-        }
-        let timeouts = self.tools.values_mut().filter_map(|t| t.timeout_ms.take()).count();
-        if timeouts > 0 {
-            dropped.push(plural(timeouts, "tool timeout"));
-        }
-        if self.sandbox.profile == SandboxProfile::Off {
-            dropped.push("sandbox off".to_owned());
-            self.sandbox.profile = SandboxProfile::WorkspaceWrite;
-        }
-        if self.sandbox.network {
-            dropped.push("sandbox network".to_owned());
-            self.sandbox.network = false;
-        }
-        if !self.sandbox_writable.is_empty() {
-            dropped.push(plural(self.sandbox_writable.len(), "sandbox writable path"));
-            self.sandbox_writable.clear();
-        }
-        if self.kill_grace != codemode_base::DEFAULT_KILL_GRACE {
-            dropped.push("kill_grace_ms".to_owned());
-            self.kill_grace = codemode_base::DEFAULT_KILL_GRACE;
-        }
-        if self.journal.url.as_deref().is_some_and(|url| url.trim() != "off") {
-            dropped.push("journal url".to_owned());
-            self.journal.url = None;
-        }
-        // Lower limits restrict; higher ones grant.
-        let (limits, raised) = self.limits.without_raises(&crate::Limits::default());
-        self.limits = limits;
-        dropped.extend(raised.into_iter().map(|key| format!("[limits] {key} above the default")));
-        (self, dropped)
-    }
-
     /// The default policy with posture full access: every call that passes
     /// the rules and hooks runs without an approval.
     pub fn full_access() -> Policy {

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::policy::{Policy, Posture, Rule};
+use super::policy::{Posture, Rule};
 use super::primary::Primary;
 use super::{CallRequest, GateContext, Preparation, Step, Verdict};
 use crate::sandbox::{Confinement, SandboxProfile};
@@ -44,6 +44,10 @@ pub(crate) struct Guard<'a> {
 /// Files the engine's configuration names, with what names them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NamedFiles {
+    /// The configuration file (`codemode.toml`) the policy was read from.
+    pub config_file: Option<PathBuf>,
+    /// Files the configuration file's hooks name (its `hook_files`).
+    pub hooks: Vec<PathBuf>,
     /// The MCP configuration file, when one was loaded from a file.
     pub mcp_config: Option<PathBuf>,
     /// Files the approver runs or reads (a `cmd:` approver's program and
@@ -59,26 +63,6 @@ pub(crate) struct NamedFiles {
     /// codemode binary that launches the bash sandbox, the trust record's
     /// folder, the MCP schema cache.
     pub other: Vec<(PathBuf, String)>,
-}
-
-/// The files a policy's hooks name: what [`Policy::load`] found (from the
-/// policy file's folder) and hook arguments that are files from the
-/// workspace (the hooks' working folder), canonical.
-pub(crate) fn hook_files(workspace: &Path, policy: &Policy) -> Vec<PathBuf> {
-    let from_workspace = policy
-        .hooks
-        .iter()
-        .flat_map(|h| h.command.iter())
-        .filter_map(|arg| std::fs::canonicalize(workspace.join(arg)).ok())
-        .filter(|p| p.is_file());
-    let loaded = policy.protected_paths.iter().filter(|p| Some(*p) != policy.source.as_ref()).cloned();
-    let mut out: Vec<PathBuf> = Vec::new();
-    for file in loaded.chain(from_workspace) {
-        if !out.contains(&file) {
-            out.push(file);
-        }
-    }
-    out
 }
 
 /// The files the stdio servers of `config` run: the command when it is a
@@ -111,13 +95,13 @@ pub(crate) fn server_files(config: &crate::mcp::McpConfig) -> Vec<PathBuf> {
     out
 }
 
-/// Every protection of an engine with `policy`, `named` files and the
-/// canonical `workspace`, in this order: `.git`, `.codemode`, the policy
-/// file, the MCP configuration, `named.other`, then files that hooks, the
-/// approver and MCP servers run and their folders. A folder that is the workspace itself or holds
+/// Every protection of an engine with `named` files and the canonical
+/// `workspace`, in this order: `.git`, `.codemode`, the policy file, the
+/// MCP configuration, `named.other`, then files that hooks, the approver
+/// and MCP servers run and their folders. A folder that is the workspace itself or holds
 /// it is not protected (that would protect everything): a hook kept at the
 /// workspace root protects only its own file.
-pub(crate) fn protections(workspace: &Path, policy: &Policy, named: &NamedFiles) -> Vec<Protection> {
+pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protection> {
     let mut out = Vec::new();
     let mut add = |path: PathBuf, what: String| {
         if !out.iter().any(|p: &Protection| p.path == path) {
@@ -126,7 +110,7 @@ pub(crate) fn protections(workspace: &Path, policy: &Policy, named: &NamedFiles)
     };
     add(workspace.join(".git"), "the repository's .git folder".into());
     add(workspace.join(".codemode"), "codemode's own folder (receipts and spill files)".into());
-    if let Some(source) = &policy.source {
+    if let Some(source) = &named.config_file {
         add(source.clone(), "the policy file".into());
     }
     if let Some(mcp) = &named.mcp_config {
@@ -135,8 +119,8 @@ pub(crate) fn protections(workspace: &Path, policy: &Policy, named: &NamedFiles)
     for (path, what) in &named.other {
         add(canonical_or(path), what.clone());
     }
-    let hooks = hook_files(workspace, policy);
-    let files = hooks
+    let files = named
+        .hooks
         .iter()
         .map(|p| (p, "hook"))
         .chain(named.workspace_hooks.iter().map(|p| (p, "workspace codemode.toml's hook")))
@@ -159,17 +143,18 @@ fn canonical_or(path: &Path) -> PathBuf {
 }
 
 /// The protections lifted for one tool, as `(tool, path)`: for `bash`, the
-/// ones `[sandbox] writable` names (relative to the workspace, or
-/// absolute); for other tools, the ones an allow rule names
+/// ones `sandbox_writable` (`[sandbox] writable`) names (relative to the
+/// workspace, or absolute); for other tools, the ones an `allow` rule names
 /// ([`lifted`]'s test, without a call to cover). The gate still decides
 /// each call; tools use this list as a second line.
 pub(crate) fn lifted_protections(
     workspace: &Path,
     protections: &[Protection],
-    policy: &Policy,
+    sandbox_writable: &[String],
+    allow: &[Rule],
 ) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
-    for w in &policy.sandbox_writable {
+    for w in sandbox_writable {
         let path = canonical_or(&workspace.join(w));
         if protections.iter().any(|p| p.path == path) {
             out.push(("bash".to_owned(), path));
@@ -180,7 +165,7 @@ pub(crate) fn lifted_protections(
             .path
             .strip_prefix(workspace)
             .map_or_else(|_| p.path.display().to_string(), |r| r.display().to_string());
-        for rule in &policy.rules.allow {
+        for rule in allow {
             if rule.pattern.as_deref().is_some_and(|pattern| names(pattern, &name)) {
                 out.push((rule.tool.clone(), p.path.clone()));
             }

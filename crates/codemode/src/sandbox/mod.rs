@@ -2,7 +2,8 @@
 //! bash sandbox profile and the paths tool calls may not change or read.
 //!
 //! [`Confinement`] is computed once when the engine is built, from the
-//! policy (its `[sandbox]` table, the policy file and hook programs), the
+//! configuration file (its `[sandbox]` table, the file itself and hook
+//! programs, [`ConfigFile`](crate::config::ConfigFile)), the
 //! approver command, the MCP configuration file and the workspace (`.git/`
 //! and `.codemode/`), and handed to every tool call in
 //! [`ToolContext::confinement`](crate::catalog::ToolContext::confinement).

@@ -29,7 +29,7 @@ pub(crate) fn decide_early(
     let (posture, epoch) = shared.posture.get();
     let cx = GateContext {
         catalog,
-        policy: &shared.policy,
+        policy: &shared.config.policy,
         max_calls: shared.limits.max_calls,
         posture,
         posture_at_start: (epoch != start.1).then_some(start.0),
@@ -92,7 +92,7 @@ pub(crate) fn later_context<'a>(
 ) -> LaterContext<'a> {
     LaterContext {
         catalog,
-        policy: &shared.policy,
+        policy: &shared.config.policy,
         posture: &shared.posture,
         approver,
         clock: clock as &dyn ApprovalClock,
@@ -109,6 +109,7 @@ pub(crate) const ABANDON_GRACE: Duration = Duration::from_secs(10);
 /// tool's own, else the engine's default.
 pub(crate) fn timeout_of(shared: &Shared, spec: &crate::catalog::ToolSpec) -> Duration {
     shared
+        .config
         .policy
         .tools
         .get(&spec.name)

@@ -344,7 +344,7 @@ impl Dispatcher {
         }
         // A call that hooks or an approval decide is `pending` until they
         // have (so a run that stops first does not call it `auto`).
-        let later = later::needed(tool, &prep, &shared.policy, &shared.posture);
+        let later = later::needed(tool, &prep, &shared.config.policy, &shared.posture);
         if !later && !prep.reader && self.changes.watching() {
             self.changes.record(tool, approval_subject(shared, tool, primary.as_ref()).as_deref());
         }

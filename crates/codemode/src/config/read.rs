@@ -1,4 +1,4 @@
-//! Reading a [`Policy`] from `codemode.toml`.
+//! Reading a [`ConfigFile`] from `codemode.toml`.
 //!
 //! The file is read in two passes. First `toml` deserialises it into the
 //! `Raw*` structs below, every table with `deny_unknown_fields`, so a typo
@@ -21,7 +21,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::policy::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
+use super::{ConfigFile, SandboxConfig};
+use crate::gate::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
+use crate::journal::JournalSettings;
 use crate::receipt::Caller;
 
 /// Why a policy file could not be read: the file, the line (1-based) when
@@ -70,10 +72,11 @@ impl fmt::Display for Located<'_> {
     }
 }
 
-impl Policy {
-    /// Reads a policy from TOML text; `path` is used in errors only.
+impl ConfigFile {
+    /// Reads a configuration file from TOML text; `path` is used in errors
+    /// only.
     ///
-    /// Every key is optional (an empty text is [`Policy::default`]); an
+    /// Every key is optional (an empty text is [`ConfigFile::default`]); an
     /// unknown key is an error. See `examples/codemode.toml` for every key.
     ///
     /// # Errors
@@ -82,33 +85,33 @@ impl Policy {
     /// a rule [`Rule::parse`] refuses, a `[tools.X]` name that is not a tool
     /// name, a `timeout_ms` of 0, an empty `allowed_callers`, a hook with an
     /// invalid `match` regex or an empty `command`.
-    pub fn from_toml(text: &str, path: Option<&Path>) -> Result<Policy, PolicyError> {
+    pub fn from_toml(text: &str, path: Option<&Path>) -> Result<ConfigFile, PolicyError> {
         let reader = Reader { text, path };
         let raw: RawPolicy = toml::from_str(text).map_err(|e| reader.toml_error(&e))?;
         reader.convert(raw)
     }
 
-    /// Reads `path` (see [`Policy::from_toml`]).
+    /// Reads `path` (see [`ConfigFile::from_toml`]).
     ///
     /// # Errors
     /// A [`PolicyError`] naming the path when the file cannot be read, or
-    /// the errors of [`Policy::from_toml`].
+    /// the errors of [`ConfigFile::from_toml`].
     ///
     /// A hook command given as a relative path with a `/` (`./hooks/check.sh`)
     /// is taken relative to the folder of the policy file, not the
-    /// workspace. The policy file and every hook program that is a file are
-    /// recorded in [`Policy::protected_paths`]: tool calls may not change
-    /// them.
-    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+    /// workspace. The file is recorded in [`ConfigFile::source`], and it and
+    /// every file a hook names in [`ConfigFile::protected_paths`]: tool
+    /// calls may not change them.
+    pub fn load(path: &Path) -> Result<ConfigFile, PolicyError> {
         let text = codemode_base::config_file::read_config(path).map_err(|e| PolicyError {
             path: Some(path.to_owned()),
             line: None,
             message: format!("cannot read the policy file: {e}"),
         })?;
-        let mut policy = Policy::from_toml(&text, Some(path))?;
+        let mut file = ConfigFile::from_toml(&text, Some(path))?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-        for hook in &mut policy.hooks {
+        for hook in &mut file.policy.hooks {
             if let Some(program) = hook.command.first_mut()
                 && program.contains('/')
                 && Path::new(program.as_str()).is_relative()
@@ -116,11 +119,11 @@ impl Policy {
                 *program = dir.join(program.as_str()).display().to_string();
             }
         }
-        policy.source = std::fs::canonicalize(path).ok();
+        file.source = std::fs::canonicalize(path).ok();
         // Every file a hook names: its program, and arguments that are
         // files, taken from the policy file's folder or the workspace (the
         // hook's working folder, here assumed to be the policy file's).
-        let named = policy.hooks.iter().flat_map(|h| h.command.iter()).map(|arg| dir.join(arg));
+        let named = file.policy.hooks.iter().flat_map(|h| h.command.iter()).map(|arg| dir.join(arg));
         let mut protected: Vec<PathBuf> = Vec::new();
         for file in std::iter::once(path.to_path_buf()).chain(named) {
             if let Ok(file) = std::fs::canonicalize(&file)
@@ -130,8 +133,8 @@ impl Policy {
                 protected.push(file);
             }
         }
-        policy.protected_paths = protected;
-        Ok(policy)
+        file.protected_paths = protected;
+        Ok(file)
     }
 }
 
@@ -258,7 +261,7 @@ impl Reader<'_> {
         self.error(e.span().map(|s| s.start), message)
     }
 
-    fn convert(&self, raw: RawPolicy) -> Result<Policy, PolicyError> {
+    fn convert(&self, raw: RawPolicy) -> Result<ConfigFile, PolicyError> {
         let mode = self.choice("mode", raw.mode.as_ref(), &[("plan", Mode::Plan), ("work", Mode::Work)])?;
         let posture = self.choice(
             "posture",
@@ -283,17 +286,27 @@ impl Reader<'_> {
             .into_iter()
             .map(|h| self.hook(h))
             .collect::<Result<_, _>>()?;
-        let mut policy = Policy { mode, posture, rules, tools, hooks, ..Policy::default() };
-        if let Some(sandbox) = raw.sandbox {
-            self.sandbox(sandbox, &mut policy)?;
+        let mut sandbox = SandboxConfig::default();
+        if let Some(raw) = raw.sandbox {
+            self.sandbox(raw, &mut sandbox)?;
         }
-        if let Some(journal) = raw.journal {
-            self.journal(journal, &mut policy)?;
+        let mut journal = JournalSettings::default();
+        if let Some(raw) = raw.journal {
+            self.journal(raw, &mut journal)?;
         }
-        if let Some(limits) = raw.limits {
-            policy.limits = self.limits(limits)?;
-        }
-        Ok(policy)
+        let limits = match raw.limits {
+            Some(raw) => self.limits(raw)?,
+            None => codemode_base::limit_settings::LimitSettings::default(),
+        };
+        // Where the file is and what its hooks name: filled in by `load`.
+        Ok(ConfigFile {
+            policy: Policy { mode, posture, rules, tools, hooks },
+            sandbox,
+            journal,
+            limits,
+            source: None,
+            protected_paths: Vec::new(),
+        })
     }
 
     /// The `[limits]` table, each value checked against its range.
@@ -337,27 +350,27 @@ impl Reader<'_> {
         Ok(settings)
     }
 
-    /// The `[journal]` table into `policy`.
-    fn journal(&self, raw: RawJournal, policy: &mut Policy) -> Result<(), PolicyError> {
+    /// The `[journal]` table into `journal`.
+    fn journal(&self, raw: RawJournal, journal: &mut JournalSettings) -> Result<(), PolicyError> {
         if let Some(url) = raw.url {
             crate::journal::JournalSpec::parse(url.get_ref())
                 .map_err(|e| self.error_at(&url, format!("`journal.url`: {e}")))?;
-            policy.journal.url = Some(url.into_inner().trim().to_owned());
+            journal.url = Some(url.into_inner().trim().to_owned());
         }
         if let Some(n) = raw.keep_runs {
-            policy.journal.retention.keep_runs = n;
+            journal.retention.keep_runs = n;
         }
         if let Some(days) = raw.keep_days {
-            policy.journal.retention.keep_days = days;
+            journal.retention.keep_days = days;
         }
         Ok(())
     }
 
-    /// The `[sandbox]` table into `policy`.
-    fn sandbox(&self, raw: RawSandbox, policy: &mut Policy) -> Result<(), PolicyError> {
+    /// The `[sandbox]` table into `sandbox`.
+    fn sandbox(&self, raw: RawSandbox, sandbox: &mut SandboxConfig) -> Result<(), PolicyError> {
         use crate::sandbox::SandboxProfile;
         if let Some(profile) = &raw.profile {
-            policy.sandbox.profile = SandboxProfile::parse(profile.get_ref()).ok_or_else(|| {
+            sandbox.settings.profile = SandboxProfile::parse(profile.get_ref()).ok_or_else(|| {
                 self.error_at(
                     profile,
                     format!(
@@ -367,12 +380,12 @@ impl Reader<'_> {
                 )
             })?;
         }
-        policy.sandbox.network = raw.network.unwrap_or(false);
+        sandbox.settings.network = raw.network.unwrap_or(false);
         for path in raw.writable {
             if path.get_ref().trim().is_empty() {
                 return Err(self.error_at(&path, "`sandbox.writable` holds an empty path".to_owned()));
             }
-            policy.sandbox_writable.push(path.into_inner());
+            sandbox.writable.push(path.into_inner());
         }
         if let Some(ms) = &raw.kill_grace_ms {
             if *ms.get_ref() > MAX_KILL_GRACE_MS {
@@ -381,7 +394,7 @@ impl Reader<'_> {
                     format!("`sandbox.kill_grace_ms` is {}; give 0 to {MAX_KILL_GRACE_MS}", ms.get_ref()),
                 ));
             }
-            policy.kill_grace = Duration::from_millis(*ms.get_ref());
+            sandbox.kill_grace = Duration::from_millis(*ms.get_ref());
         }
         Ok(())
     }
@@ -519,7 +532,12 @@ mod tests {
 
     /// The error for `text`, with no path.
     fn err(text: &str) -> PolicyError {
-        Policy::from_toml(text, None).expect_err("the text should be refused")
+        ConfigFile::from_toml(text, None).expect_err("the text should be refused")
+    }
+
+    /// The policy part of `text`, which must be read.
+    fn policy(text: &str) -> Policy {
+        ConfigFile::from_toml(text, None).unwrap().policy
     }
 
     /// Asserts the error for `text` is on `line` and its message holds each
@@ -565,7 +583,7 @@ command = ["audit"]
 
     #[test]
     fn a_full_file_reads_into_the_policy() {
-        let p = Policy::from_toml(FULL, Some(Path::new("codemode.toml"))).unwrap();
+        let p = ConfigFile::from_toml(FULL, Some(Path::new("codemode.toml"))).unwrap().policy;
         assert_eq!(p.mode, Mode::Plan);
         assert_eq!(p.posture, Posture::AutoReview);
         assert_eq!(p.rules.allow, vec![rule("read"), rule("bash(git status*)")]);
@@ -594,20 +612,17 @@ command = ["audit"]
 
     #[test]
     fn an_empty_file_is_the_default_policy() {
-        assert_eq!(Policy::from_toml("", None).unwrap(), Policy::default());
-        assert_eq!(Policy::from_toml("# only a comment\n\n", None).unwrap(), Policy::default());
-        assert_eq!(Policy::from_toml("[rules]\n[tools]\n[hooks]\n", None).unwrap(), Policy::default());
-        let p = Policy::from_toml("posture = \"full-access\"\nmode = \"work\"\n", None).unwrap();
-        assert_eq!(p, Policy::full_access());
+        for empty in
+            ["", "# only a comment\n\n", "[rules]\n[tools]\n[hooks]\n[sandbox]\n[journal]\n[limits]\n"]
+        {
+            assert_eq!(ConfigFile::from_toml(empty, None).unwrap(), ConfigFile::default(), "{empty:?}");
+        }
+        assert_eq!(policy("posture = \"full-access\"\nmode = \"work\"\n"), Policy::full_access());
     }
 
     #[test]
     fn mcp_connect_is_an_ordinary_rule() {
-        let p = Policy::from_toml(
-            "[rules]\nallow = [\"mcp_connect__github\", \"mcp__github__list_issues\"]\n",
-            None,
-        )
-        .unwrap();
+        let p = policy("[rules]\nallow = [\"mcp_connect__github\", \"mcp__github__list_issues\"]\n");
         assert_eq!(p.rules.allow, vec![rule("mcp_connect__github"), rule("mcp__github__list_issues")]);
         assert!(p.rules.allow[0].matches("mcp_connect__github", None));
     }
@@ -698,8 +713,9 @@ command = ["audit"]
 
     #[test]
     fn errors_display_path_and_line() {
-        let e = Policy::from_toml("\n[rules]\nallow = [\"mcp__x__*\"]\n", Some(Path::new("codemode.toml")))
-            .unwrap_err();
+        let e =
+            ConfigFile::from_toml("\n[rules]\nallow = [\"mcp__x__*\"]\n", Some(Path::new("codemode.toml")))
+                .unwrap_err();
         assert_eq!(e.path.as_deref(), Some(Path::new("codemode.toml")));
         assert!(e.to_string().starts_with("codemode.toml:3: rule `mcp__x__*`: tool names are exact"), "{e}");
         assert!(err("[rules]\nallow = [\"mcp__x__*\"]").to_string().starts_with("line 2: rule `mcp__x__*`"));
@@ -713,26 +729,29 @@ command = ["audit"]
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("codemode.toml");
         std::fs::write(&path, FULL).unwrap();
-        let mut loaded = Policy::load(&path).unwrap();
+        let mut loaded = ConfigFile::load(&path).unwrap();
         let real_dir = std::fs::canonicalize(&dir).unwrap();
         // Relative hook programs are taken from the policy file's folder;
         // the policy file itself is protected.
-        assert_eq!(loaded.hooks[0].command[0], real_dir.join("./hooks/check.sh").display().to_string());
-        assert_eq!(loaded.hooks[1].command[0], "audit", "a bare name is looked up on PATH");
+        assert_eq!(
+            loaded.policy.hooks[0].command[0],
+            real_dir.join("./hooks/check.sh").display().to_string()
+        );
+        assert_eq!(loaded.policy.hooks[1].command[0], "audit", "a bare name is looked up on PATH");
         assert_eq!(loaded.protected_paths, vec![std::fs::canonicalize(&path).unwrap()]);
-        loaded.hooks[0].command[0] = "./hooks/check.sh".into();
+        loaded.policy.hooks[0].command[0] = "./hooks/check.sh".into();
         assert_eq!(loaded.source, Some(std::fs::canonicalize(&path).unwrap()));
         loaded.protected_paths.clear();
         loaded.source = None;
-        assert_eq!(loaded, Policy::from_toml(FULL, None).unwrap());
+        assert_eq!(loaded, ConfigFile::from_toml(FULL, None).unwrap());
         std::fs::write(&path, "mode = \"plan\"\n\nposture = \"none\"\n").unwrap();
-        let e = Policy::load(&path).unwrap_err();
+        let e = ConfigFile::load(&path).unwrap_err();
         assert_eq!((e.path.as_deref(), e.line), (Some(path.as_path()), Some(3)));
         assert!(e.to_string().starts_with(&format!("{}:3: ", path.display())), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
 
         let missing = dir.join("missing.toml");
-        let e = Policy::load(&missing).unwrap_err();
+        let e = ConfigFile::load(&missing).unwrap_err();
         assert_eq!((e.path.as_deref(), e.line), (Some(missing.as_path()), None));
         assert!(e.to_string().contains("missing.toml"), "{e}");
         assert!(e.message.contains("cannot read"), "{e}");
@@ -741,8 +760,9 @@ command = ["audit"]
     #[test]
     fn the_example_config_parses_and_sets_every_key() {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("examples/codemode.toml");
-        let p = Policy::load(&path).unwrap();
-        let text = Policy::from_toml(include_str!("../../../../examples/codemode.toml"), None).unwrap();
+        let file = ConfigFile::load(&path).unwrap();
+        let p = &file.policy;
+        let text = policy(include_str!("../../../../examples/codemode.toml"));
         assert_eq!(
             (&p.rules, &p.tools, p.mode, p.posture),
             (&text.rules, &text.tools, text.mode, text.posture)
@@ -753,79 +773,49 @@ command = ["audit"]
         assert!(bash.timeout_ms.is_some() && bash.allowed_callers.is_some());
         assert!(!p.hooks.is_empty());
         assert_ne!(p.hooks[0].timeout, DEFAULT_HOOK_TIMEOUT);
-        assert_eq!(p.sandbox_writable, vec![".git".to_owned()]);
-        assert_eq!(p.journal.url.as_deref(), Some(".codemode/runs"));
-        assert_eq!(p.journal.retention, crate::journal::Retention::default());
+        assert_eq!(file.sandbox.writable, vec![".git".to_owned()]);
+        assert_eq!(file.journal.url.as_deref(), Some(".codemode/runs"));
+        assert_eq!(file.journal.retention, crate::journal::Retention::default());
     }
 
     #[test]
     fn the_sandbox_table_is_read_and_checked() {
         use crate::sandbox::SandboxProfile;
-        let p = Policy::from_toml(
+        let s = ConfigFile::from_toml(
             "[sandbox]\nprofile = \"read-only\"\nnetwork = true\nwritable = [\".git\"]\nkill_grace_ms = 500\n",
             None,
         )
-        .unwrap();
-        assert_eq!(p.sandbox.profile, SandboxProfile::ReadOnly);
-        assert!(p.sandbox.network);
-        assert_eq!(p.sandbox_writable, vec![".git".to_owned()]);
-        assert_eq!(p.kill_grace, Duration::from_millis(500));
-        let d = Policy::from_toml("", None).unwrap();
-        assert_eq!((d.sandbox.profile, d.sandbox.network), (SandboxProfile::WorkspaceWrite, false));
+        .unwrap()
+        .sandbox;
+        assert_eq!(s.settings.profile, SandboxProfile::ReadOnly);
+        assert!(s.settings.network);
+        assert_eq!(s.writable, vec![".git".to_owned()]);
+        assert_eq!(s.kill_grace, Duration::from_millis(500));
+        let d = ConfigFile::from_toml("", None).unwrap().sandbox;
+        assert_eq!((d.settings.profile, d.settings.network), (SandboxProfile::WorkspaceWrite, false));
         for (bad, says) in [
             ("[sandbox]\nprofile = \"none\"\n", "workspace-write, read-only or off"),
             ("[sandbox]\nkill_grace_ms = 600000\n", "0 to 60000"),
             ("[sandbox]\nnetwrok = true\n", "netwrok"),
         ] {
-            let e = Policy::from_toml(bad, None).unwrap_err();
+            let e = err(bad);
             assert!(e.message.contains(says) && e.line == Some(2), "{bad}: {e}");
         }
     }
 
     #[test]
-    fn an_untrusted_file_keeps_its_restrictions_and_loses_its_grants() {
-        let p = Policy::from_toml(
-            "mode = \"plan\"\nposture = \"full-access\"\n[rules]\nallow = [\"bash\", \"write\"]\n\
-             ask = [\"edit\"]\ndeny = [\"read(.env)\"]\n[tools.bash]\ntimeout_ms = 900000\n\
-             allowed_callers = [\"direct\"]\n[sandbox]\nprofile = \"off\"\nnetwork = true\n\
-             [[hooks.before_call]]\ncommand = [\"x\"]\n",
-            None,
-        )
-        .unwrap();
-        let (kept, dropped) = p.without_grants();
-        assert_eq!(kept.mode, Mode::Plan);
-        assert_eq!(kept.posture, Posture::Ask);
-        assert!(kept.rules.allow.is_empty() && kept.hooks.is_empty());
-        assert_eq!((kept.rules.ask.len(), kept.rules.deny.len()), (1, 1));
-        assert_eq!(kept.tools["bash"].timeout_ms, None);
-        assert!(kept.tools["bash"].allowed_callers.is_some());
-        assert_eq!(kept.sandbox, crate::sandbox::SandboxSettings::default());
-        assert_eq!(
-            dropped,
-            [
-                "2 allow rules",
-                "posture full-access",
-                "1 hook",
-                "1 tool timeout",
-                "sandbox off",
-                "sandbox network"
-            ]
-        );
-        let narrow = Policy::from_toml("[sandbox]\nprofile = \"read-only\"\n", None).unwrap();
-        let (kept, dropped) = narrow.clone().without_grants();
-        assert_eq!((kept, dropped.len()), (narrow, 0), "a narrower sandbox is a restriction");
-    }
-
-    #[test]
     fn the_journal_table_is_read_and_checked() {
         use crate::journal::Retention;
-        let p =
-            Policy::from_toml("[journal]\nurl = \" /var/lib/cm \"\nkeep_runs = 50\nkeep_days = 0\n", None)
-                .unwrap();
-        assert_eq!(p.journal.url.as_deref(), Some("/var/lib/cm"));
-        assert_eq!(p.journal.retention, Retention { keep_runs: 50, keep_days: 0 });
-        let d = Policy::from_toml("[journal]\n", None).unwrap();
-        assert_eq!((d.journal.url, d.journal.retention), (None, Retention { keep_runs: 200, keep_days: 7 }));
+        let j = ConfigFile::from_toml(
+            "[journal]\nurl = \" /var/lib/cm \"\nkeep_runs = 50\nkeep_days = 0\n",
+            None,
+        )
+        .unwrap()
+        .journal;
+        assert_eq!(j.url.as_deref(), Some("/var/lib/cm"));
+        assert_eq!(j.retention, Retention { keep_runs: 50, keep_days: 0 });
+        let d = ConfigFile::from_toml("[journal]\n", None).unwrap().journal;
+        assert_eq!((d.url, d.retention), (None, Retention { keep_runs: 200, keep_days: 7 }));
         for (bad, says, line) in [
             ("[journal]\nurl = \"\"\n", "journal.url", 2),
             ("\n[journal]\nurl = \"mysql://db\"\n", "not supported", 3),
@@ -833,19 +823,8 @@ command = ["audit"]
             ("[journal]\nkeep_run = 5\n", "keep_run", 2),
             ("[journal]\nurl = 5\n", "url", 2),
         ] {
-            let e = Policy::from_toml(bad, None).unwrap_err();
+            let e = err(bad);
             assert!(e.message.contains(says) && e.line == Some(line), "{bad}: {e}");
         }
-    }
-
-    #[test]
-    fn an_untrusted_journal_url_is_a_grant_and_its_retention_is_not() {
-        let p = Policy::from_toml("[journal]\nurl = \"/tmp/x\"\nkeep_runs = 3\n", None).unwrap();
-        let (kept, dropped) = p.without_grants();
-        assert_eq!((kept.journal.url, kept.journal.retention.keep_runs), (None, 3));
-        assert_eq!(dropped, ["journal url"]);
-        let off = Policy::from_toml("[journal]\nurl = \"off\"\n", None).unwrap();
-        let (kept, dropped) = off.without_grants();
-        assert_eq!((kept.journal.url.as_deref(), dropped.len()), (Some("off"), 0), "off restricts");
     }
 }
