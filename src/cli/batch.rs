@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use codemode::{
-    batch::Batch, batch::BatchCall, batch::BatchItem, batch::BatchOptions, batch::ItemStatus,
+    Receipt, batch::Batch, batch::BatchCall, batch::BatchItem, batch::BatchOptions, batch::ItemStatus,
     receipt::RenderOptions, receipt::RunStatus,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::engine_args::{CallLimitArgs, EngineArgs};
+use super::engine_args::{CallLimitArgs, CliEngine, EngineArgs};
 use super::run::{interrupted, printable};
 
 /// Arguments of `codemode batch` (the help text is on `Command::Batch`).
@@ -60,7 +60,33 @@ struct Line {
 pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     let input = read_input(&args.file)?;
     let (lines, bad) = parse_lines(&input, args.tool.as_deref());
-    for (number, message) in &bad {
+    print_invalid(&bad)?;
+    if lines.is_empty() {
+        if bad.is_empty() {
+            anyhow::bail!(
+                "the batch input has no calls: give JSON Lines, one {{\"tool\", \"arguments\"}} object per line (or arguments objects with --tool)"
+            );
+        }
+        eprintln!("codemode: no line of the batch input is a call; nothing ran");
+        return Ok(1);
+    }
+    let total = lines.len();
+    let engine = build_engine(&args, total)?;
+    let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
+    let batch = Batch::new(lines.into_iter().map(|l| l.call).collect());
+    let options =
+        BatchOptions::new().concurrency(args.concurrency.map(|n| n as usize)).fail_fast(args.fail_fast);
+
+    let mut progress = Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let outcome = rt.block_on(run_batch(&engine, batch, options, args.ordered, &numbers, &mut progress));
+    finish(&engine, outcome, args.json, bad.is_empty())
+}
+
+/// Reports each bad input line (line number, what is wrong): on stderr,
+/// and as an `invalid` item on stdout.
+fn print_invalid(bad: &[(usize, String)]) -> anyhow::Result<()> {
+    for (number, message) in bad {
         eprintln!("codemode: line {number}: {}; skipped", printable(message));
         #[derive(serde::Serialize)]
         struct Invalid<'a> {
@@ -72,16 +98,13 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
         let text = serde_json::to_string(&Invalid { line: *number, status: "invalid", error })?;
         super::print_stdout(&(text + "\n"))?;
     }
-    if lines.is_empty() {
-        if bad.is_empty() {
-            anyhow::bail!(
-                "the batch input has no calls: give JSON Lines, one {{\"tool\", \"arguments\"}} object per line (or arguments objects with --tool)"
-            );
-        }
-        eprintln!("codemode: no line of the batch input is a call; nothing ran");
-        return Ok(1);
-    }
-    let total = lines.len();
+    Ok(())
+}
+
+/// The engine for a batch of `total` calls, whose length is its call
+/// budget unless one is set; refuses `--approve pause` and a `--tool` the
+/// engine cannot call at all.
+fn build_engine(args: &BatchArgs, total: usize) -> anyhow::Result<CliEngine> {
     // The batch is the user's explicit list: its length is its call budget,
     // unless --max-calls or [limits] max_calls sets one (a longer batch is
     // then refused whole).
@@ -100,59 +123,82 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
             "--tool {tool}: there is no such tool; `codemode tools --all` lists them, `codemode search` finds them"
         );
     }
-    let numbers: Vec<usize> = lines.iter().map(|l| l.number).collect();
-    let batch = Batch::new(lines.into_iter().map(|l| l.call).collect());
-    let options =
-        BatchOptions::new().concurrency(args.concurrency.map(|n| n as usize)).fail_fast(args.fail_fast);
+    Ok(engine)
+}
 
-    let mut progress = Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (receipt, signal, all_ok, output) = rt.block_on(async {
-        let mut run = engine.start_batch(batch, options);
-        let canceller = run.canceller();
-        let mut signal = None;
-        let mut all_ok = true;
-        // Once stdout fails (a closed pipe, a full disk), the batch is
-        // cancelled: results nobody can read are not worth running for.
-        let mut output: Result<(), std::io::Error> = Ok(());
-        let stop = interrupted();
-        tokio::pin!(stop);
-        let mut order = Order::new(args.ordered);
-        loop {
-            let item = tokio::select! {
-                item = run.next_item() => item,
-                s = &mut stop, if signal.is_none() => {
-                    // SIGINT or SIGTERM cancels the batch; the items still
-                    // come (in_flight, not_started) and the receipt is kept.
-                    canceller.cancel();
-                    signal = Some(s);
-                    continue;
-                }
-            };
-            let Some(item) = item else { break };
-            all_ok &= item.is_ok();
-            progress.item(&item);
-            for item in order.ready(item) {
-                if output.is_ok() {
-                    output = print_item(&item, numbers[item.index]);
-                    if output.is_err() {
-                        canceller.cancel();
-                    }
-                }
+/// How a batch run went.
+struct Outcome {
+    receipt: Receipt,
+    /// The signal (SIGINT, SIGTERM) that cancelled the batch, if one did.
+    signal: Option<u8>,
+    /// Whether every item was ok.
+    all_ok: bool,
+    /// Whether every item could be printed (a failure cancelled the batch).
+    output: std::io::Result<()>,
+}
+
+/// Runs `batch` on `engine`, printing each item (with its input line
+/// number from `numbers`) as it finishes or, `ordered`, in input order,
+/// and showing `progress`. A signal, or stdout failing, cancels the batch.
+async fn run_batch(
+    engine: &CliEngine,
+    batch: Batch,
+    options: BatchOptions,
+    ordered: bool,
+    numbers: &[usize],
+    progress: &mut Progress,
+) -> Outcome {
+    let mut run = engine.start_batch(batch, options);
+    let canceller = run.canceller();
+    let mut signal = None;
+    let mut all_ok = true;
+    // Once stdout fails (a closed pipe, a full disk), the batch is
+    // cancelled: results nobody can read are not worth running for.
+    let mut output: Result<(), std::io::Error> = Ok(());
+    let stop = interrupted();
+    tokio::pin!(stop);
+    let mut order = Order::new(ordered);
+    loop {
+        let item = tokio::select! {
+            item = run.next_item() => item,
+            s = &mut stop, if signal.is_none() => {
+                // SIGINT or SIGTERM cancels the batch; the items still
+                // come (in_flight, not_started) and the receipt is kept.
+                canceller.cancel();
+                signal = Some(s);
+                continue;
             }
-        }
-        // Every index comes once; should one not, what is held still goes
-        // out, in order.
-        for item in order.rest() {
+        };
+        let Some(item) = item else { break };
+        all_ok &= item.is_ok();
+        progress.item(&item);
+        for item in order.ready(item) {
             if output.is_ok() {
                 output = print_item(&item, numbers[item.index]);
+                if output.is_err() {
+                    canceller.cancel();
+                }
             }
         }
-        progress.finish();
-        anyhow::Ok((run.wait().await, signal, all_ok, output))
-    })?;
+    }
+    // Every index comes once; should one not, what is held still goes
+    // out, in order.
+    for item in order.rest() {
+        if output.is_ok() {
+            output = print_item(&item, numbers[item.index]);
+        }
+    }
+    progress.finish();
+    Outcome { receipt: run.wait().await, signal, all_ok, output }
+}
 
-    let (receipt, saved) = super::save_receipt(&engine, receipt);
+/// Saves the receipt (then applies the retention), shows its summary on
+/// stderr, prints it on stdout with `json`, and gives the exit code: the
+/// signal's, 1 when an item failed or a line was bad (`all_lines_good`
+/// false) or stdout failed, 141 for a closed pipe, else the run status's.
+fn finish(engine: &CliEngine, outcome: Outcome, json: bool, all_lines_good: bool) -> anyhow::Result<u8> {
+    let Outcome { receipt, signal, all_ok, output } = outcome;
+    let (receipt, saved) = super::save_receipt(engine, receipt);
     // Old runs go once this one is kept (docs/JOURNAL.md, "Runs on disk").
     engine.apply_retention(&receipt.run_id);
     let options =
@@ -170,12 +216,12 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
         }
         Ok(()) => {}
     }
-    if args.json {
+    if json {
         super::print_stdout(&(receipt.to_json() + "\n"))?;
     }
     Ok(match (signal, receipt.status) {
         (Some(signal), _) => 128 + signal,
-        (None, RunStatus::Completed) if all_ok && bad.is_empty() => 0,
+        (None, RunStatus::Completed) if all_ok && all_lines_good => 0,
         (None, RunStatus::Completed) => 1,
         (None, status) => status.exit_code(),
     })

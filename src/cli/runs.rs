@@ -109,92 +109,112 @@ impl Place {
 pub(crate) fn runs(args: RunsArgs) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match args.command {
-        RunsCommand::List { json, place } => {
-            let (runs, _) = place.open()?;
-            let list = rt.block_on(runs.list())?;
-            if json {
-                super::print_stdout(&(serde_json::to_string_pretty(&list)? + "\n"))?;
-            } else if list.is_empty() {
-                eprintln!("codemode: no runs in {}", runs.receipts_folder().display());
-            } else {
-                super::print_stdout(&list_table(&list, now_unix()))?;
-            }
-            Ok(0)
-        }
-        RunsCommand::Show { run_id, json, place } => {
-            let (runs, _) = place.open()?;
-            match rt.block_on(runs.show(&run_id)) {
-                Ok(details) => {
-                    let text = if json {
-                        serde_json::to_string_pretty(&details)? + "\n"
-                    } else {
-                        show_text(&details)
-                    };
-                    super::print_stdout(&text)?;
-                    Ok(0)
-                }
-                Err(e @ StoreError::NotResumable { .. }) => {
-                    let message = e.to_string();
-                    if json {
-                        let state = match &e {
-                            StoreError::NotResumable { state, .. } => serde_json::to_value(state)?,
-                            _ => serde_json::Value::Null,
-                        };
-                        let error = json!({"error": {
-                            "kind": "not_resumable", "run_id": run_id, "state": state, "message": message,
-                        }});
-                        super::print_stdout(&format!("{error}\n"))?;
-                    }
-                    eprintln!("codemode: {}", one_line(&message));
-                    Ok(super::EXIT_NOT_RESUMABLE)
-                }
-                Err(e) => Err(e.into()),
-            }
-        }
+        RunsCommand::List { json, place } => list(&rt, json, &place),
+        RunsCommand::Show { run_id, json, place } => show(&rt, &run_id, json, &place),
         RunsCommand::Prune { keep_runs, keep_days, dry_run, json, place } => {
-            let (runs, configured) = place.open()?;
-            let mut retention = configured;
-            retention.keep_runs = keep_runs.unwrap_or(configured.keep_runs);
-            retention.keep_days = keep_days.unwrap_or(configured.keep_days);
-            let report = rt.block_on(runs.prune(retention, &PruneOptions::default().dry_run(dry_run)))?;
-            if json {
-                super::print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
-            } else {
-                let verb = if dry_run { "would remove" } else { "removed" };
-                let mut text = String::new();
-                for run in &report.removed {
-                    let why = match run.why {
-                        PruneReason::Age => format!("older than {} days", retention.keep_days),
-                        _ => format!("not among the {} newest", retention.keep_runs),
-                    };
-                    text.push_str(&format!(
-                        "{verb} {} ({}, {} old, {why})\n",
-                        run.run_id,
-                        run.state,
-                        age(run.age_secs)
-                    ));
-                }
-                super::print_stdout(&text)?;
-                let busy = if report.busy.is_empty() {
-                    String::new()
-                } else {
-                    format!("; held by another process: {}", report.busy.join(", "))
-                };
-                eprintln!(
-                    "codemode: {verb} {} run{}, kept {} (keep {} runs or {} days){busy}",
-                    report.removed.len(),
-                    if report.removed.len() == 1 { "" } else { "s" },
-                    report.kept,
-                    retention.keep_runs,
-                    retention.keep_days
-                );
-            }
-            for failure in &report.failures {
-                eprintln!("codemode: could not remove {}", one_line(failure));
-            }
-            Ok(if report.failures.is_empty() { 0 } else { 1 })
+            prune(&rt, &place, keep_runs, keep_days, dry_run, json)
         }
     }
+}
+
+/// `codemode runs list`: the runs of `place` as a table, or as JSON.
+fn list(rt: &tokio::runtime::Runtime, json: bool, place: &Place) -> anyhow::Result<u8> {
+    let (runs, _) = place.open()?;
+    let list = rt.block_on(runs.list())?;
+    if json {
+        super::print_stdout(&(serde_json::to_string_pretty(&list)? + "\n"))?;
+    } else if list.is_empty() {
+        eprintln!("codemode: no runs in {}", runs.receipts_folder().display());
+    } else {
+        super::print_stdout(&list_table(&list, now_unix()))?;
+    }
+    Ok(0)
+}
+
+/// `codemode runs show`: run `run_id` of `place` as text, or as JSON; a
+/// run that cannot be shown as resumable exits with
+/// [`super::EXIT_NOT_RESUMABLE`] (and, with `json`, an error object).
+fn show(rt: &tokio::runtime::Runtime, run_id: &str, json: bool, place: &Place) -> anyhow::Result<u8> {
+    let (runs, _) = place.open()?;
+    match rt.block_on(runs.show(run_id)) {
+        Ok(details) => {
+            let text =
+                if json { serde_json::to_string_pretty(&details)? + "\n" } else { show_text(&details) };
+            super::print_stdout(&text)?;
+            Ok(0)
+        }
+        Err(e @ StoreError::NotResumable { .. }) => {
+            let message = e.to_string();
+            if json {
+                let state = match &e {
+                    StoreError::NotResumable { state, .. } => serde_json::to_value(state)?,
+                    _ => serde_json::Value::Null,
+                };
+                let error = json!({"error": {
+                    "kind": "not_resumable", "run_id": run_id, "state": state, "message": message,
+                }});
+                super::print_stdout(&format!("{error}\n"))?;
+            }
+            eprintln!("codemode: {}", one_line(&message));
+            Ok(super::EXIT_NOT_RESUMABLE)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `codemode runs prune`: removes (or, `dry_run`, lists) the runs of
+/// `place` past the retention, `keep_runs` and `keep_days` overriding the
+/// configured ones; reports on stdout (JSON with `json`) and stderr. Exits 1
+/// when a run could not be removed.
+fn prune(
+    rt: &tokio::runtime::Runtime,
+    place: &Place,
+    keep_runs: Option<u64>,
+    keep_days: Option<u64>,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let (runs, configured) = place.open()?;
+    let mut retention = configured;
+    retention.keep_runs = keep_runs.unwrap_or(configured.keep_runs);
+    retention.keep_days = keep_days.unwrap_or(configured.keep_days);
+    let report = rt.block_on(runs.prune(retention, &PruneOptions::default().dry_run(dry_run)))?;
+    if json {
+        super::print_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+    } else {
+        let verb = if dry_run { "would remove" } else { "removed" };
+        let mut text = String::new();
+        for run in &report.removed {
+            let why = match run.why {
+                PruneReason::Age => format!("older than {} days", retention.keep_days),
+                _ => format!("not among the {} newest", retention.keep_runs),
+            };
+            text.push_str(&format!(
+                "{verb} {} ({}, {} old, {why})\n",
+                run.run_id,
+                run.state,
+                age(run.age_secs)
+            ));
+        }
+        super::print_stdout(&text)?;
+        let busy = if report.busy.is_empty() {
+            String::new()
+        } else {
+            format!("; held by another process: {}", report.busy.join(", "))
+        };
+        eprintln!(
+            "codemode: {verb} {} run{}, kept {} (keep {} runs or {} days){busy}",
+            report.removed.len(),
+            if report.removed.len() == 1 { "" } else { "s" },
+            report.kept,
+            retention.keep_runs,
+            retention.keep_days
+        );
+    }
+    for failure in &report.failures {
+        eprintln!("codemode: could not remove {}", one_line(failure));
+    }
+    Ok(if report.failures.is_empty() { 0 } else { 1 })
 }
 
 fn now_unix() -> u64 {

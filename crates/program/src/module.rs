@@ -18,7 +18,7 @@
 //! recorded in a [`Shifts`].
 
 use oxc_allocator::Allocator;
-use oxc_ast::ast::{ExportDefaultDeclarationKind, ImportDeclarationSpecifier, Statement};
+use oxc_ast::ast::{ExportDefaultDeclarationKind, ImportDeclaration, ImportDeclarationSpecifier, Statement};
 use oxc_parser::{ParseOptions, Parser};
 use oxc_span::{GetSpan, SourceType};
 
@@ -81,70 +81,8 @@ pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, Refusal> {
     let mut edits = Vec::new();
     let statements = &parsed.program.body;
     for statement in statements.iter() {
-        match statement {
-            Statement::ImportDeclaration(d) => {
-                let types_only = d.import_kind.is_type()
-                    || d.specifiers.as_ref().is_some_and(|s| {
-                        !s.is_empty()
-                            && s.iter().all(|s| {
-                                matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s) if s.import_kind.is_type())
-                            })
-                    });
-                if !types_only {
-                    return Err(Refusal::Module(error(
-                        format!(
-                            "`import` is not available: programs have no module loader, so `{}` cannot be \
-                             loaded. Call tools with `await tools.call(name, args)` (or `tools.<name>(args)`) \
-                             instead; `import type` is fine in TypeScript",
-                            d.source.value
-                        ),
-                        d.span.start,
-                    )));
-                }
-                edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
-            }
-            Statement::ExportDefaultDeclaration(d) => {
-                let value = d.declaration.span().start;
-                if matches!(d.declaration, ExportDefaultDeclarationKind::TSInterfaceDeclaration(_)) {
-                    edits.push(Edit::Blank { start: d.span.start, end: value, word: "" });
-                } else if body[d.span.start as usize..value as usize].contains('\n') {
-                    edits.push(Edit::Insert { at: d.span.start, text: "return (" });
-                    edits.push(Edit::Blank { start: d.span.start, end: value, word: "" });
-                    edits.push(Edit::Insert { at: d.declaration.span().end, text: ")" });
-                } else {
-                    edits.push(Edit::Blank { start: d.span.start, end: value, word: "return" });
-                }
-            }
-            Statement::ExportDeclaration(d) => {
-                edits.push(Edit::Blank {
-                    start: d.span.start,
-                    end: d.span.start + "export".len() as u32,
-                    word: "",
-                });
-            }
-            Statement::ExportNamedDeclaration(d) if d.export_kind.is_type() => {
-                edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
-            }
-            Statement::ExportFromDeclaration(d) if d.export_kind.is_type() => {
-                edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
-            }
-            Statement::ExportAllDeclaration(d) if d.export_kind.is_type() => {
-                edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
-            }
-            Statement::ExportNamedDeclaration(_)
-            | Statement::ExportFromDeclaration(_)
-            | Statement::ExportAllDeclaration(_)
-            | Statement::TSExportAssignment(_)
-            | Statement::TSNamespaceExportDeclaration(_) => {
-                return Err(Refusal::Module(error(
-                    "this `export` needs a module system, and programs have none: give the program's \
-                     value with `return <value>` or `export default <value>` (`export` before a \
-                     declaration is allowed and ignored)"
-                        .to_owned(),
-                    statement.span().start,
-                )));
-            }
-            _ => {}
+        if let Err((message, offset)) = statement_edits(body, statement, &mut edits) {
+            return Err(Refusal::Module(error(message, offset)));
         }
     }
     let changed_syntax = !edits.is_empty();
@@ -152,6 +90,86 @@ pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, Refusal> {
         edits.push(Edit::Insert { at: last.span.start, text: RETURN });
     }
     Ok(apply(body, edits, changed_syntax))
+}
+
+/// Adds to `edits` those `statement` of `body` needs (none unless it is an
+/// import or an export). `Err`: module syntax a program cannot have, what
+/// to say and at which byte offset.
+fn statement_edits(
+    body: &str,
+    statement: &Statement<'_>,
+    edits: &mut Vec<Edit>,
+) -> Result<(), (String, u32)> {
+    match statement {
+        Statement::ImportDeclaration(d) => {
+            if !types_only(d) {
+                return Err((
+                    format!(
+                        "`import` is not available: programs have no module loader, so `{}` cannot be \
+                         loaded. Call tools with `await tools.call(name, args)` (or `tools.<name>(args)`) \
+                         instead; `import type` is fine in TypeScript",
+                        d.source.value
+                    ),
+                    d.span.start,
+                ));
+            }
+            edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
+        }
+        Statement::ExportDefaultDeclaration(d) => {
+            let value = d.declaration.span().start;
+            if matches!(d.declaration, ExportDefaultDeclarationKind::TSInterfaceDeclaration(_)) {
+                edits.push(Edit::Blank { start: d.span.start, end: value, word: "" });
+            } else if body[d.span.start as usize..value as usize].contains('\n') {
+                edits.push(Edit::Insert { at: d.span.start, text: "return (" });
+                edits.push(Edit::Blank { start: d.span.start, end: value, word: "" });
+                edits.push(Edit::Insert { at: d.declaration.span().end, text: ")" });
+            } else {
+                edits.push(Edit::Blank { start: d.span.start, end: value, word: "return" });
+            }
+        }
+        Statement::ExportDeclaration(d) => {
+            edits.push(Edit::Blank {
+                start: d.span.start,
+                end: d.span.start + "export".len() as u32,
+                word: "",
+            });
+        }
+        Statement::ExportNamedDeclaration(d) if d.export_kind.is_type() => {
+            edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
+        }
+        Statement::ExportFromDeclaration(d) if d.export_kind.is_type() => {
+            edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
+        }
+        Statement::ExportAllDeclaration(d) if d.export_kind.is_type() => {
+            edits.push(Edit::Blank { start: d.span.start, end: d.span.end, word: "" });
+        }
+        Statement::ExportNamedDeclaration(_)
+        | Statement::ExportFromDeclaration(_)
+        | Statement::ExportAllDeclaration(_)
+        | Statement::TSExportAssignment(_)
+        | Statement::TSNamespaceExportDeclaration(_) => {
+            return Err((
+                "this `export` needs a module system, and programs have none: give the program's \
+                 value with `return <value>` or `export default <value>` (`export` before a \
+                 declaration is allowed and ignored)"
+                    .to_owned(),
+                statement.span().start,
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether import `d` imports types only (`import type`, or every
+/// specifier a `type` one), so it can be blanked out.
+fn types_only(d: &ImportDeclaration<'_>) -> bool {
+    d.import_kind.is_type() || d.specifiers.as_ref().is_some_and(|s| !s.is_empty() && s.iter().all(of_a_type))
+}
+
+/// Whether import specifier `s` imports a type (`import { type T }`).
+fn of_a_type(s: &ImportDeclarationSpecifier<'_>) -> bool {
+    matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s) if s.import_kind.is_type())
 }
 
 /// Applies `edits` (in statement order, so by offset) to `body`.

@@ -25,7 +25,7 @@ use crate::receipt::spill::{self, SpillTarget};
 use crate::receipt::{CallStatus, Caller, Decision, ErrorKind, Ledger, Receipt, RunError, RunStatus, millis};
 use crate::vm::clock::RunClock;
 use crate::vm::host_call::{InFlight, next_ended};
-use codemode_program::{Batch, ExecuteInput};
+use codemode_program::{Batch, BatchCall, ExecuteInput};
 
 /// How a batch runs: `BatchOptions::new().concurrency(4).fail_fast(true)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -322,107 +322,171 @@ struct Driver {
 /// Items started in a row before the driver yields its runtime thread.
 const YIELD_EVERY: usize = 256;
 
+/// Where a batch run is.
+struct Progress {
+    ledger: Ledger,
+    calls_in: InFlight,
+    /// The item index of each call in flight, by seq.
+    index_of: HashMap<u64, usize>,
+    /// Each item's value (the receipt's result), `null` until it ends.
+    values: Vec<Value>,
+    /// The index of the next item to start.
+    next: usize,
+    stop: Option<Stop>,
+}
+
 impl Driver {
     async fn run(mut self, batch: Batch, options: BatchOptions) -> Receipt {
         let calls = batch.calls();
         let n = calls.len();
+        if let Err(error) = self.within_budget(n) {
+            return early_receipt(&self.shared, &self.run_id, &self.clock, error);
+        }
+        let max = options.concurrency.unwrap_or(self.shared.limits.max_in_flight).max(1);
+        let mut progress = Progress {
+            ledger: Ledger::new(0, 0).observed(self.on_call_end.take()),
+            calls_in: InFlight::new(max, self.shared.tools.clone()),
+            index_of: HashMap::new(),
+            values: vec![Value::Null; n],
+            next: 0,
+            stop: None,
+        };
+        self.drive(calls, &options, &mut progress).await;
+
+        // The end: a stop from outside leaves running calls in flight.
+        let ended = self.stop_error();
+        if let Some((_, note)) = &ended {
+            self.abandon_in_flight(calls, &mut progress, note);
+        }
+        self.report_not_started(calls, &mut progress, ended.as_ref().map(|(e, _)| e));
+        let (status, error) = match (ended, progress.stop) {
+            (Some((e, _)), _) => {
+                let status =
+                    if e.kind == ErrorKind::Cancelled { RunStatus::Cancelled } else { RunStatus::TimedOut };
+                (status, Some(e))
+            }
+            (None, Some(Stop::Exhausted(reason))) => {
+                (RunStatus::Failed, Some(RunError::new(ErrorKind::Limit, reason)))
+            }
+            (None, _) => (RunStatus::Completed, None),
+        };
+        self.receipt(progress.ledger, status, Value::Array(progress.values), error).await
+    }
+
+    /// Whether a batch of `n` calls fits the call budget; the run's error
+    /// (kind `limit`) when it does not, before any call is made.
+    fn within_budget(&self, n: usize) -> Result<(), RunError> {
         let max_calls = self.shared.limits.max_calls;
         if n > max_calls {
-            let error = RunError::new(
+            return Err(RunError::new(
                 ErrorKind::Limit,
                 format!(
                     "the batch has {n} calls, over the call budget of {max_calls} per run; \
                      split it or raise the limit ({}); no call was made",
                     codemode_base::limit_settings::setting("max_calls")
                 ),
-            );
-            return early_receipt(&self.shared, &self.run_id, &self.clock, error);
+            ));
         }
-        let max = options.concurrency.unwrap_or(self.shared.limits.max_in_flight).max(1);
-        let mut ledger = Ledger::new(0, 0).observed(self.on_call_end.take());
-        let mut calls_in = InFlight::new(max, self.shared.tools.clone());
-        let mut index_of: HashMap<u64, usize> = HashMap::new();
-        let mut values: Vec<Value> = vec![Value::Null; n];
-        let mut next = 0;
-        let mut stop: Option<Stop> = None;
-        let mut in_a_row = 0;
+        Ok(())
+    }
+
+    /// Starts items while slots are free and reports calls as they end,
+    /// until none is in flight or the run must stop.
+    async fn drive(&self, calls: &[BatchCall], options: &BatchOptions, p: &mut Progress) {
         loop {
-            while stop.is_none() && next < n && calls_in.has_free_slot() && !self.clock.should_stop() {
-                let call = &calls[next];
-                let args = Value::Object(call.arguments.clone());
-                match self.dispatcher.begin_value(&mut ledger, &call.tool, args, Caller::Program, true) {
-                    Begun::Settled(c) => {
-                        if !self.report(next, &call.tool, &c, &mut values) && options.fail_fast {
-                            stop = Some(Stop::FailFast(next));
-                        }
-                    }
-                    Begun::Running { seq, future } => {
-                        index_of.insert(seq, next);
-                        calls_in.start(seq, future);
-                    }
-                    Begun::Exhausted { completion, reason } => {
-                        self.report(next, &call.tool, &completion, &mut values);
-                        stop = Some(Stop::Exhausted(reason));
-                    }
-                }
-                next += 1;
-                in_a_row += 1;
-                if in_a_row >= YIELD_EVERY {
-                    in_a_row = 0;
-                    tokio::task::yield_now().await;
-                }
-            }
-            in_a_row = 0;
-            if calls_in.is_empty() || self.clock.should_stop() {
+            self.start_items(calls, options, p).await;
+            if p.calls_in.is_empty() || self.clock.should_stop() {
                 break;
             }
-            let Some(joined) = next_ended(&mut calls_in.running, &self.clock).await else { continue };
-            let completion = calls_in.ended(joined, &ledger, &self.clock);
-            let Some(index) = index_of.remove(&completion.seq) else { continue };
-            ledger.finish(completion.seq, completion.end.clone());
-            if !self.report(index, &calls[index].tool, &completion, &mut values)
+            let Some(joined) = next_ended(&mut p.calls_in.running, &self.clock).await else { continue };
+            let completion = p.calls_in.ended(joined, &p.ledger, &self.clock);
+            let Some(index) = p.index_of.remove(&completion.seq) else { continue };
+            p.ledger.finish(completion.seq, completion.end.clone());
+            if !self.report(index, &calls[index].tool, &completion, &mut p.values)
                 && options.fail_fast
-                && stop.is_none()
+                && p.stop.is_none()
             {
-                stop = Some(Stop::FailFast(index));
+                p.stop = Some(Stop::FailFast(index));
             }
         }
+    }
 
-        // The end: a stop from outside leaves running calls in flight.
-        let ended = self.stop_error();
-        if let Some((_, note)) = &ended {
-            let awaiting = self.clock.awaiting_approval();
-            let queued: Vec<u64> = calls_in.queued.iter().map(|(seq, _)| *seq).collect();
-            calls_in.running.abort_all();
-            ledger.abandon_in_flight(note, &awaiting, &queued, &self.clock.decisions());
-            let mut left: Vec<(u64, usize)> = index_of.drain().collect();
-            left.sort_by_key(|&(_, index)| index);
-            for (seq, index) in left {
-                let tool = &calls[index].tool;
-                let decision = ledger.decision_of(seq);
-                let error = json!({"kind": "cancelled", "message": note, "tool": tool, "seq": seq});
-                self.send(
-                    BatchItem {
-                        index,
-                        tool: tool.clone(),
-                        seq: Some(seq),
-                        status: ItemStatus::InFlight,
-                        decision: Some(decision),
-                        result: Err(error),
-                    },
-                    &mut values,
-                );
+    /// Starts the next items, in order, while nothing stopped them and a
+    /// slot is free; yields the runtime thread every [`YIELD_EVERY`] items.
+    async fn start_items(&self, calls: &[BatchCall], options: &BatchOptions, p: &mut Progress) {
+        let mut in_a_row = 0;
+        while p.stop.is_none()
+            && p.next < calls.len()
+            && p.calls_in.has_free_slot()
+            && !self.clock.should_stop()
+        {
+            let next = p.next;
+            let call = &calls[next];
+            let args = Value::Object(call.arguments.clone());
+            match self.dispatcher.begin_value(&mut p.ledger, &call.tool, args, Caller::Program, true) {
+                Begun::Settled(c) => {
+                    if !self.report(next, &call.tool, &c, &mut p.values) && options.fail_fast {
+                        p.stop = Some(Stop::FailFast(next));
+                    }
+                }
+                Begun::Running { seq, future } => {
+                    p.index_of.insert(seq, next);
+                    p.calls_in.start(seq, future);
+                }
+                Begun::Exhausted { completion, reason } => {
+                    self.report(next, &call.tool, &completion, &mut p.values);
+                    p.stop = Some(Stop::Exhausted(reason));
+                }
+            }
+            p.next += 1;
+            in_a_row += 1;
+            if in_a_row >= YIELD_EVERY {
+                in_a_row = 0;
+                tokio::task::yield_now().await;
             }
         }
-        let not_started = match (&stop, &ended) {
-            (_, Some((e, _))) => format!("not started: {}", e.message),
+    }
+
+    /// The run was stopped from outside (`note` says how): aborts the
+    /// running calls, marks every call in flight in the ledger, and reports
+    /// their items `in_flight` with a `cancelled` error, in index order.
+    fn abandon_in_flight(&self, calls: &[BatchCall], p: &mut Progress, note: &str) {
+        let awaiting = self.clock.awaiting_approval();
+        let queued: Vec<u64> = p.calls_in.queued.iter().map(|(seq, _)| *seq).collect();
+        p.calls_in.running.abort_all();
+        p.ledger.abandon_in_flight(note, &awaiting, &queued, &self.clock.decisions());
+        let mut left: Vec<(u64, usize)> = p.index_of.drain().collect();
+        left.sort_by_key(|&(_, index)| index);
+        for (seq, index) in left {
+            let tool = &calls[index].tool;
+            let decision = p.ledger.decision_of(seq);
+            let error = json!({"kind": "cancelled", "message": note, "tool": tool, "seq": seq});
+            self.send(
+                BatchItem {
+                    index,
+                    tool: tool.clone(),
+                    seq: Some(seq),
+                    status: ItemStatus::InFlight,
+                    decision: Some(decision),
+                    result: Err(error),
+                },
+                &mut p.values,
+            );
+        }
+    }
+
+    /// Reports the items never started `not_started`, with why: the run's
+    /// `ended` error, fail-fast, or the call budget.
+    fn report_not_started(&self, calls: &[BatchCall], p: &mut Progress, ended: Option<&RunError>) {
+        let not_started = match (&p.stop, ended) {
+            (_, Some(e)) => format!("not started: {}", e.message),
             (Some(Stop::FailFast(i)), None) => {
                 format!("not started: the item at index {i} did not succeed and the batch is fail-fast")
             }
             (Some(Stop::Exhausted(reason)), None) => format!("not started: {reason}"),
             (None, None) => String::new(),
         };
-        for (index, call) in calls.iter().enumerate().skip(next) {
+        for (index, call) in calls.iter().enumerate().skip(p.next) {
             let error =
                 json!({"kind": "not_started", "message": not_started, "tool": call.tool, "seq": null});
             self.send(
@@ -434,21 +498,9 @@ impl Driver {
                     decision: None,
                     result: Err(error),
                 },
-                &mut values,
+                &mut p.values,
             );
         }
-        let (status, error) = match (ended, stop) {
-            (Some((e, _)), _) => {
-                let status =
-                    if e.kind == ErrorKind::Cancelled { RunStatus::Cancelled } else { RunStatus::TimedOut };
-                (status, Some(e))
-            }
-            (None, Some(Stop::Exhausted(reason))) => {
-                (RunStatus::Failed, Some(RunError::new(ErrorKind::Limit, reason)))
-            }
-            (None, _) => (RunStatus::Completed, None),
-        };
-        self.receipt(ledger, status, Value::Array(values), error).await
     }
 
     /// Reports the item of a finished call; returns whether it succeeded.

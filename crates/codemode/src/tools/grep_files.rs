@@ -157,17 +157,20 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
     let matcher = build_matcher(&args.pattern, args.case_insensitive.unwrap_or(false))?;
     let filter = args.glob.as_deref().map(|g| PathGlob::new(g, "`glob`")).transpose()?;
     let output = args.output.unwrap_or_default();
-    let context = if output == Output::Matches { args.context.unwrap_or(0).min(MAX_CONTEXT) } else { 0 };
-    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let offset = args.offset.unwrap_or(0);
+    let page = Page {
+        output,
+        context: if output == Output::Matches { args.context.unwrap_or(0).min(MAX_CONTEXT) } else { 0 },
+        limit: args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT),
+        offset: args.offset.unwrap_or(0),
+    };
 
     let exclude = PathGlobSet::new(DEFAULT_EXCLUDE, "default exclusions")?;
 
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(BinaryDetection::quit(0))
-        .before_context(context)
-        .after_context(context)
+        .before_context(page.context)
+        .after_context(page.context)
         .heap_limit(Some(HEAP_LIMIT))
         .build();
 
@@ -179,8 +182,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
     // which stops each file at its first match); only the entries in
     // [offset, offset + limit) are kept.
     let mut listed = workspace::Listed::new(&ws_root);
-    let mut hits: Vec<Hit> = Vec::new();
-    let (mut entries, mut total_matches, mut files) = (0usize, 0u64, 0usize);
+    let mut found = Found::default();
     let mut visited = 0usize;
     for entry in walker {
         if cancelled.load(Ordering::Relaxed) {
@@ -208,29 +210,79 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             continue;
         }
+        found.search_file(&mut searcher, &matcher, &file, &rel, page);
+    }
+    Ok(search_output(found, page, visited > MAX_VISITED))
+}
+
+/// The page a search asks for.
+#[derive(Clone, Copy)]
+struct Page {
+    /// What one entry is.
+    output: Output,
+    /// Lines of context before and after each match (0 unless `matches`).
+    context: usize,
+    /// Most entries kept.
+    limit: usize,
+    /// Entries skipped first.
+    offset: usize,
+}
+
+/// What a search found so far.
+#[derive(Default)]
+struct Found {
+    /// The entries kept, those in the page's window.
+    hits: Vec<Hit>,
+    /// Entries (matches, or files) in the files searched so far.
+    entries: usize,
+    /// Matching lines in the files searched so far.
+    total_matches: u64,
+    /// Files with a match so far.
+    files: usize,
+}
+
+impl Found {
+    /// Searches `file` (at `rel`) with `matcher`, counting its matches and
+    /// keeping its entries that fall in `page`'s window. Unreadable files
+    /// and files with a line over the heap limit are skipped, as are binary
+    /// files.
+    fn search_file(
+        &mut self,
+        searcher: &mut Searcher,
+        matcher: &RegexMatcher,
+        file: &std::fs::File,
+        rel: &str,
+        page: Page,
+    ) {
+        let output = page.output;
         // Matches of this file before the window and kept in it.
         let (skip, budget) = match output {
-            Output::Matches => window(entries, offset, limit, hits.len()),
+            Output::Matches => window(self.entries, page.offset, page.limit, self.hits.len()),
             // One entry per file: all of it or nothing.
-            _ => match window(entries, offset, limit, hits.len()) {
+            _ => match window(self.entries, page.offset, page.limit, self.hits.len()) {
                 (0, b) if b > 0 => (0, 1),
                 _ => (0, 0),
             },
         };
-        let mut sink = FileSink::new(context, skip, budget, output == Output::Files);
-        // Unreadable files and files with a line over the heap limit are
-        // skipped, as are binary files.
-        if searcher.search_file(&matcher, &file, &mut sink).is_err() || sink.binary || sink.count == 0 {
-            continue;
+        let mut sink = FileSink::new(page.context, skip, budget, output == Output::Files);
+        if searcher.search_file(matcher, file, &mut sink).is_err() || sink.binary || sink.count == 0 {
+            return;
         }
-        files += 1;
-        total_matches += sink.count;
-        entries += if output == Output::Matches { sink.count as usize } else { 1 };
+        self.files += 1;
+        self.total_matches += sink.count;
+        self.entries += if output == Output::Matches { sink.count as usize } else { 1 };
         let count = (output == Output::Count).then_some(sink.count);
-        hits.extend(sink.into_hits(&rel, count));
+        self.hits.extend(sink.into_hits(rel, count));
     }
+}
 
-    let walk_cut = visited > MAX_VISITED;
+/// The result of a search: the kept entries, as many as fit in
+/// [`MAX_PAGE_BYTES`] of JSON (at least one), and the metadata (totals,
+/// paging, and what cut the page: `walk_cut` when the walk stopped at
+/// [`MAX_VISITED`]).
+fn search_output(found: Found, page: Page, walk_cut: bool) -> ToolOutput {
+    let Found { hits, entries, total_matches, files } = found;
+    let Page { output, context, offset, .. } = page;
     let (kept, mut page_bytes) = (hits.len(), 2usize);
     let content: Vec<Value> = hits
         .into_iter()
@@ -255,7 +307,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
     let bytes_cut = content.len() < kept;
     let next = offset + content.len();
     let next_offset = (next < entries).then_some(next);
-    Ok(ToolOutput::with_metadata(
+    ToolOutput::with_metadata(
         Value::Array(content),
         json!({
             "output": match output { Output::Matches => "matches", Output::Files => "files", Output::Count => "count" },
@@ -272,7 +324,7 @@ fn search(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<ToolO
             // Says why when the walk, not the limit, cut the search.
             "walk_stopped_at": walk_cut.then_some(MAX_VISITED),
         }),
-    ))
+    )
 }
 
 /// For a file whose entries start at index `first` (entries before it in

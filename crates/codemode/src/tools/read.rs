@@ -82,45 +82,59 @@ impl Tool for Read {
     }
 }
 
+/// Reads the window `args` ask for, of the text file at `args.path`.
 fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
+    let (mut reader, total_bytes, shown) = open_text(cx, &args.path)?;
+    if args.format.unwrap_or_default() == Format::Text {
+        return text_window(reader.into_inner(), total_bytes, &shown, args);
+    }
+    let mut bytes = Vec::with_capacity(total_bytes as usize);
+    reader.read_to_end(&mut bytes).map_err(|e| ToolError::new(e.to_string()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(lines_window(&text, total_bytes, &shown, args))
+}
+
+/// Opens the file at `path` (as the program gave it) for reading: a
+/// regular file of the workspace, not hidden, at most [`MAX_FILE_BYTES`]
+/// long, with no NUL byte in its first [`SNIFF_BYTES`]. Its reader (the
+/// first bytes buffered), its size in bytes, and its path as shown
+/// (workspace-relative).
+fn open_text(cx: &ToolContext, path: &str) -> Result<(BufReader<std::fs::File>, u64, String), ToolError> {
     let root = workspace::Root::open(&cx.workspace)?;
     // Opened beneath the root and read from this fd only: a symlink swapped
     // in after the lookup changes nothing (see `workspace`).
-    let opened = workspace::open_existing(&root, &args.path, workspace::READ)?;
-    workspace::refuse_hidden(cx, &opened.real, &args.path, true)?;
-    let path = opened.real;
+    let opened = workspace::open_existing(&root, path, workspace::READ)?;
+    workspace::refuse_hidden(cx, &opened.real, path, true)?;
+    let real = opened.real;
     let file = std::fs::File::from(opened.fd);
-    let meta = file.metadata().map_err(|e| ToolError::new(format!("cannot read `{}`: {e}", args.path)))?;
+    let meta = file.metadata().map_err(|e| ToolError::new(format!("cannot read `{path}`: {e}")))?;
     if meta.is_dir() {
-        return Err(ToolError::new(format!("`{}` is a folder; file_search lists files", args.path)));
+        return Err(ToolError::new(format!("`{path}` is a folder; file_search lists files")));
     }
     if !meta.is_file() {
         // A FIFO or device would block the read (or never end).
-        return Err(ToolError::new(format!(
-            "`{}` is not a regular file (a pipe, socket or device)",
-            args.path
-        )));
+        return Err(ToolError::new(format!("`{path}` is not a regular file (a pipe, socket or device)")));
     }
     if meta.len() > MAX_FILE_BYTES {
         return Err(ToolError::new(format!(
-            "`{}` is {} bytes, over the read bound of {MAX_FILE_BYTES} bytes; grep_files finds lines in it",
-            args.path,
+            "`{path}` is {} bytes, over the read bound of {MAX_FILE_BYTES} bytes; grep_files finds lines in it",
             meta.len()
         )));
     }
     let mut reader = BufReader::new(file);
     let head = reader.fill_buf().map_err(|e| ToolError::new(e.to_string()))?;
     if head[..head.len().min(SNIFF_BYTES)].contains(&0) {
-        return Err(ToolError::new(format!("`{}` is a binary file; read only shows text", args.path)));
+        return Err(ToolError::new(format!("`{path}` is a binary file; read only shows text")));
     }
-    let shown = workspace::relative(&cx.workspace, &path);
-    if args.format.unwrap_or_default() == Format::Text {
-        return text_window(reader.into_inner(), meta.len(), &shown, args);
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    reader.read_to_end(&mut bytes).map_err(|e| ToolError::new(e.to_string()))?;
-    let text = String::from_utf8_lossy(&bytes);
+    Ok((reader, meta.len(), workspace::relative(&cx.workspace, &real)))
+}
 
+/// The default window of `text` (the file's, `total_bytes` long, shown as
+/// `shown`): numbered lines from line `offset` (1-based), at most `limit`
+/// and about [`MAX_WINDOW_BYTES`], each cut at [`MAX_LINE_CHARS`], then a
+/// notice saying where to continue (or that `offset` is past the end) and
+/// how many lines were cut.
+fn lines_window(text: &str, total_bytes: u64, shown: &str, args: &Args) -> ToolOutput {
     let offset = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let total = text.lines().count();
@@ -155,7 +169,7 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             "[{cut_lines} line(s) cut at {MAX_LINE_CHARS} characters; format \"text\" reads whole lines]\n"
         ));
     }
-    Ok(ToolOutput::with_metadata(
+    ToolOutput::with_metadata(
         out,
         json!({
             "path": shown,
@@ -163,11 +177,11 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             "start_line": offset,
             "end_line": if past_end { None } else { Some(last) },
             "total_lines": total,
-            "total_bytes": meta.len(),
+            "total_bytes": total_bytes,
             "next_offset": next_offset,
             "eof": next_offset.is_none(),
         }),
-    ))
+    )
 }
 
 /// The `format: "text"` window of `file` (`total` bytes long, already

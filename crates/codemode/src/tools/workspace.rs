@@ -360,48 +360,15 @@ pub(crate) fn open_for_write(
 ) -> Result<WriteTarget, ToolError> {
     let rel = beneath_rel(root.path(), path)?;
     let ws = root.path();
-    let folder = || ToolError::new(format!("`{path}` is a folder, not a file"));
-    let not_regular = || ToolError::new(format!("`{path}` is not a regular file"));
     if path.ends_with('/') {
         return Err(ToolError::new(format!("`{path}` ends with `/`: give a file path")));
     }
-    // The existing file's name, symlinks resolved, is read back from the
-    // opened file; a writer in another process may rename a new inode
-    // over the name in between, and the old inode's path then reads
-    // `<name> (deleted)`. Such a lookup is made again.
-    let mut tries = 0;
-    loop {
-        match root.open_beneath(&rel, LOOK) {
-            Ok(found) => {
-                let st = fstat(found.fd.as_fd()).map_err(|e| open_error(ws, path, e))?;
-                match kind(&st) {
-                    SFlag::S_IFDIR => return Err(folder()),
-                    SFlag::S_IFREG => {}
-                    _ => return Err(not_regular()),
-                }
-                let real_rel = found.real.strip_prefix(ws).map_err(|_| outside(ws, path))?;
-                let (Some(parent), Some(name)) = (real_rel.parent(), real_rel.file_name()) else {
-                    return Err(folder());
-                };
-                let dir = root.open_beneath(parent, FOLDER).map_err(|e| open_error(ws, path, e))?;
-                let named = fstatat(dir.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
-                    .is_ok_and(|now| now.st_dev == st.st_dev && now.st_ino == st.st_ino);
-                if !named && tries < RELOOKUPS {
-                    tries += 1;
-                    continue;
-                }
-                // The path of the folder fd the write goes through, not of
-                // the lookup before it: a swap in between shows here.
-                let real = dir.real.join(name);
-                refuse_protected(confinement, tool, &real, path)?;
-                return Ok(WriteTarget { real, dir: dir.fd, name: name.to_owned() });
-            }
-            Err(Errno::ENOENT | Errno::ENOTDIR) => break,
-            Err(e) => return Err(open_error(ws, path, e)),
-        }
+    if let Some(existing) = existing_for_write(root, &rel, path, confinement, tool)? {
+        return Ok(existing);
     }
+    // A missing file: its folders are walked (and made) one fd at a time.
     let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
-        return Err(folder());
+        return Err(folder_error(path));
     };
     let mut dir = root.open_beneath(Path::new(""), FOLDER).map_err(|e| open_error(ws, path, e))?;
     let mut walked = PathBuf::new();
@@ -431,11 +398,11 @@ pub(crate) fn open_for_write(
     match fstatat(dir.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => match kind(&st) {
             SFlag::S_IFREG => {}
-            SFlag::S_IFDIR => return Err(folder()),
+            SFlag::S_IFDIR => return Err(folder_error(path)),
             SFlag::S_IFLNK => {
                 return Err(ToolError::new(format!("cannot open `{path}`: {}", io(Errno::ENOENT))));
             }
-            _ => return Err(not_regular()),
+            _ => return Err(not_regular_error(path)),
         },
         Err(Errno::ENOENT) => {}
         Err(e) => return Err(open_error(ws, path, e)),
@@ -443,6 +410,65 @@ pub(crate) fn open_for_write(
     let real = dir.real.join(name);
     refuse_protected(confinement, tool, &real, path)?;
     Ok(WriteTarget { dir: dir.fd, name: name.to_owned(), real })
+}
+
+/// The [`WriteTarget`] of `rel` (`path` as the program gave it) when it
+/// exists: a regular file, resolved through its symlinks, in a folder
+/// opened beneath the root, not protected. `None` when nothing is there.
+///
+/// The existing file's name, symlinks resolved, is read back from the
+/// opened file; a writer in another process may rename a new inode over
+/// the name in between, and the old inode's path then reads `<name>
+/// (deleted)`. Such a lookup is made again (at most [`RELOOKUPS`] times).
+fn existing_for_write(
+    root: &Root,
+    rel: &Path,
+    path: &str,
+    confinement: &Confinement,
+    tool: &str,
+) -> Result<Option<WriteTarget>, ToolError> {
+    let ws = root.path();
+    let mut tries = 0;
+    loop {
+        match root.open_beneath(rel, LOOK) {
+            Ok(found) => {
+                let st = fstat(found.fd.as_fd()).map_err(|e| open_error(ws, path, e))?;
+                match kind(&st) {
+                    SFlag::S_IFDIR => return Err(folder_error(path)),
+                    SFlag::S_IFREG => {}
+                    _ => return Err(not_regular_error(path)),
+                }
+                let real_rel = found.real.strip_prefix(ws).map_err(|_| outside(ws, path))?;
+                let (Some(parent), Some(name)) = (real_rel.parent(), real_rel.file_name()) else {
+                    return Err(folder_error(path));
+                };
+                let dir = root.open_beneath(parent, FOLDER).map_err(|e| open_error(ws, path, e))?;
+                let named = fstatat(dir.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .is_ok_and(|now| now.st_dev == st.st_dev && now.st_ino == st.st_ino);
+                if !named && tries < RELOOKUPS {
+                    tries += 1;
+                    continue;
+                }
+                // The path of the folder fd the write goes through, not of
+                // the lookup before it: a swap in between shows here.
+                let real = dir.real.join(name);
+                refuse_protected(confinement, tool, &real, path)?;
+                return Ok(Some(WriteTarget { real, dir: dir.fd, name: name.to_owned() }));
+            }
+            Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
+            Err(e) => return Err(open_error(ws, path, e)),
+        }
+    }
+}
+
+/// `path` names a folder where a file was asked for.
+fn folder_error(path: &str) -> ToolError {
+    ToolError::new(format!("`{path}` is a folder, not a file"))
+}
+
+/// `path` names something other than a regular file or a folder.
+fn not_regular_error(path: &str) -> ToolError {
+    ToolError::new(format!("`{path}` is not a regular file"))
 }
 
 /// Creates the folder `name` in `parent` (a folder made meanwhile is fine)

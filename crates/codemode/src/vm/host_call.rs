@@ -298,18 +298,12 @@ fn nondeterministic<'js>(ctx: &Ctx<'js>, state: &HostState, what: &str) -> rquic
     }
 }
 
+/// `host(0, tool, argsJson)`: one `tools.call` of the program. Answers a
+/// settled call's value, or the seq of a call left running (or held, or
+/// answered in its turn); throws uncatchably when the run is stopping.
 fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> rquickjs::Result<Value<'js>> {
-    if state.out_of_memory.get().is_some() {
-        // A built-in may be half made: nothing the program does now may
-        // reach a tool.
-        return Err(uncatchable(ctx, "the run ran out of memory and is stopping"));
-    }
-    if state.exhausted.borrow().is_some() {
-        // The run is over its budget: the program ends here.
-        return Err(uncatchable(ctx, "the run is over its call budget and is stopping"));
-    }
-    if state.diverged.borrow().is_some() {
-        return error_value(ctx, &stopping_refusal(tool));
+    if let Some(answer) = refused_while_stopping(ctx, state, tool) {
+        return answer;
     }
     let slot_free = state.calls.borrow().has_free_slot();
     let seq = state.ledger.borrow().calls_made() as u64 + 1;
@@ -319,77 +313,14 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         let answer = r.call(seq, tool, Caller::Program, args_json);
         (answer, r.caught_up())
     });
-    let (begun, journaled, hold) = match replayed {
-        None | Some((ReplayCall::Live, true)) => (
-            state.dispatcher.begin(
-                &mut state.ledger.borrow_mut(),
-                tool,
-                args_json,
-                Caller::Program,
-                slot_free,
-            ),
-            false,
-            false,
-        ),
-        // Live calls made before the replay caught up start once it has
-        // (not polled here: slot_free false).
-        Some((ReplayCall::Live, false)) => {
-            let begun = state.dispatcher.begin(
-                &mut state.ledger.borrow_mut(),
-                tool,
-                args_json,
-                Caller::Program,
-                false,
-            );
-            (begun, false, true)
-        }
-        // A pending call with no decision: the gate decides again.
-        Some((ReplayCall::Undecided, caught_up)) => {
-            let begun = state.dispatcher.begin(
-                &mut state.ledger.borrow_mut(),
-                tool,
-                args_json,
-                Caller::Program,
-                caught_up && slot_free,
-            );
-            (begun, true, !caught_up)
-        }
-        Some((ReplayCall::Diverged(message), _)) => {
-            *state.diverged.borrow_mut() = Some(message);
-            state.clock.halt();
-            return error_value(ctx, &stopping_refusal(tool));
-        }
-        Some((ReplayCall::Inline(c), _)) => {
-            let mut ledger = state.ledger.borrow_mut();
-            ledger.open(tool, Caller::Program, c.end.decision, None);
-            ledger.finish(seq, c.end.clone());
-            drop(ledger);
+    let (begun, journaled, hold) = match start_call(state, seq, tool, args_json, slot_free, replayed) {
+        Start::Begun { begun, journaled, hold } => (begun, journaled, hold),
+        Start::Diverged => return error_value(ctx, &stopping_refusal(tool)),
+        Start::Inline(c) => {
             drop(journal);
             return settled_value(ctx, c);
         }
-        Some((ReplayCall::InTurn { decision }, _)) => {
-            state.ledger.borrow_mut().open(tool, Caller::Program, decision, None);
-            return Ok(Value::new_number(ctx.clone(), seq as f64));
-        }
-        Some((ReplayCall::Allowed { pending, note }, caught_up)) => {
-            let begun = state.dispatcher.begin_allowed(
-                &mut state.ledger.borrow_mut(),
-                &pending,
-                Caller::Program,
-                note,
-            );
-            (begun, true, !caught_up)
-        }
-        Some((ReplayCall::Denied { reason, note }, caught_up)) => {
-            let begun = state.dispatcher.begin_denied(
-                &mut state.ledger.borrow_mut(),
-                tool,
-                Caller::Program,
-                reason,
-                note,
-            );
-            (begun, true, !caught_up)
-        }
+        Start::InTurn => return Ok(Value::new_number(ctx.clone(), seq as f64)),
     };
     // Past the journal: something was gated, or a new call line is
     // written. A pending call held until the replay catches up is not yet.
@@ -422,6 +353,101 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
     }
     drop(journal);
     settled_value(ctx, settled)
+}
+
+/// The answer to a call made while the run is stopping, if it is: an
+/// uncatchable error when it ran out of memory or over its call budget, a
+/// refusal when a replay diverged.
+fn refused_while_stopping<'js>(
+    ctx: &Ctx<'js>,
+    state: &HostState,
+    tool: &str,
+) -> Option<rquickjs::Result<Value<'js>>> {
+    if state.out_of_memory.get().is_some() {
+        // A built-in may be half made: nothing the program does now may
+        // reach a tool.
+        return Some(Err(uncatchable(ctx, "the run ran out of memory and is stopping")));
+    }
+    if state.exhausted.borrow().is_some() {
+        // The run is over its budget: the program ends here.
+        return Some(Err(uncatchable(ctx, "the run is over its call budget and is stopping")));
+    }
+    if state.diverged.borrow().is_some() {
+        return Some(error_value(ctx, &stopping_refusal(tool)));
+    }
+    None
+}
+
+/// How a program's call starts.
+enum Start {
+    /// The dispatcher began it. `journaled`: the journal already holds its
+    /// call line; `hold`: it waits until the replay catches up.
+    Begun { begun: Begun, journaled: bool, hold: bool },
+    /// The replay found another call here: the run stops (the call is
+    /// refused).
+    Diverged,
+    /// Answered from the journal at once (opened and finished in the ledger).
+    Inline(Completion),
+    /// Answered from the journal in its turn (opened in the ledger).
+    InTurn,
+}
+
+/// Starts call `seq` of `tool` as `replayed` (what a replay's journal says
+/// of it, and whether the replay has caught up) or, with no replay, live.
+fn start_call(
+    state: &HostState,
+    seq: u64,
+    tool: &str,
+    args_json: &str,
+    slot_free: bool,
+    replayed: Option<(ReplayCall, bool)>,
+) -> Start {
+    let begin = |slot_free: bool| {
+        state.dispatcher.begin(&mut state.ledger.borrow_mut(), tool, args_json, Caller::Program, slot_free)
+    };
+    let (begun, journaled, hold) = match replayed {
+        None | Some((ReplayCall::Live, true)) => (begin(slot_free), false, false),
+        // Live calls made before the replay caught up start once it has
+        // (not polled here: slot_free false).
+        Some((ReplayCall::Live, false)) => (begin(false), false, true),
+        // A pending call with no decision: the gate decides again.
+        Some((ReplayCall::Undecided, caught_up)) => (begin(caught_up && slot_free), true, !caught_up),
+        Some((ReplayCall::Diverged(message), _)) => {
+            *state.diverged.borrow_mut() = Some(message);
+            state.clock.halt();
+            return Start::Diverged;
+        }
+        Some((ReplayCall::Inline(c), _)) => {
+            let mut ledger = state.ledger.borrow_mut();
+            ledger.open(tool, Caller::Program, c.end.decision, None);
+            ledger.finish(seq, c.end.clone());
+            return Start::Inline(c);
+        }
+        Some((ReplayCall::InTurn { decision }, _)) => {
+            state.ledger.borrow_mut().open(tool, Caller::Program, decision, None);
+            return Start::InTurn;
+        }
+        Some((ReplayCall::Allowed { pending, note }, caught_up)) => {
+            let begun = state.dispatcher.begin_allowed(
+                &mut state.ledger.borrow_mut(),
+                &pending,
+                Caller::Program,
+                note,
+            );
+            (begun, true, !caught_up)
+        }
+        Some((ReplayCall::Denied { reason, note }, caught_up)) => {
+            let begun = state.dispatcher.begin_denied(
+                &mut state.ledger.borrow_mut(),
+                tool,
+                Caller::Program,
+                reason,
+                note,
+            );
+            (begun, true, !caught_up)
+        }
+    };
+    Start::Begun { begun, journaled, hold }
 }
 
 /// Why the run is stopping from outside the program, when it is: its

@@ -7,6 +7,7 @@
 //! [`CallFuture`] for the caller to run on the tool runtime. Results are
 //! bounded (and spilled) before they leave.
 
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -16,9 +17,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Shared;
-use crate::catalog::ToolContext;
-use crate::gate::later::{self, Final, LaterCall};
-use crate::gate::{self, CallRequest, Early, Posture};
+use super::connect_first::{GateRun, Refusals};
+use crate::catalog::{Catalog, Entry, ToolContext};
+use crate::gate::later;
+use crate::gate::{self, CallRequest, Early, Posture, Preparation};
 use crate::receipt::spill::SpillArea;
 use crate::receipt::{CallStatus, Caller, Decision, Ledger, Truncation, ledger::CallEnd};
 use crate::tools::Abandon;
@@ -29,6 +31,7 @@ pub(crate) use crate::vm::calls::{Begun, CallFuture};
 
 mod finish;
 mod gate_steps;
+mod later_steps;
 
 use finish::Finished;
 pub(crate) use finish::Finisher;
@@ -36,6 +39,7 @@ pub(crate) use gate_steps::{
     approval_subject, call_context, decide_early, later_context, not_pausable, timeout_of,
 };
 use gate_steps::{error_payload, not_in_cached_list, refuse};
+use later_steps::LaterSteps;
 
 impl Completion {
     /// The completion of a call whose task panicked, which the gate let
@@ -302,44 +306,22 @@ impl Dispatcher {
         // at once; a known one passes the synchronous steps first, so bad arguments
         // start nothing.
         if entry.is_none()
-            && let Some(mcp) = &shared.mcp
+            && let Some(unlisted) = self.unlisted(&catalog, tool)
         {
-            if let Some(why) = mcp.why_hidden(tool) {
-                return Begun::Settled(refuse(ledger, tool, caller, why));
-            }
-            if let Some(server) = mcp.server_of_unlisted(tool) {
-                let server = server.to_owned();
-                // A server not running whose cached list lacks the tool is
-                // not started for it; a running one lists again (once).
-                if !mcp.is_running(&server) && mcp.is_listed(&server) {
-                    let reason = not_in_cached_list(&catalog, tool, &server);
-                    return Begun::Settled(refuse(ledger, tool, caller, reason));
-                }
-                return self.begin_connecting(ledger, tool, args, caller, server);
-            }
-            if let Some(server) = mcp.disabled_server_of(tool) {
-                let reason = format!(
-                    "MCP server `{server}` is disabled in the MCP configuration (`disabled: true`); enable it to call `{tool}`"
-                );
-                return Begun::Settled(refuse(ledger, tool, caller, reason));
-            }
+            return match unlisted {
+                Unlisted::Refuse(reason) => Begun::Settled(refuse(ledger, tool, caller, reason)),
+                Unlisted::Connect(server) => self.begin_connecting(ledger, tool, args, caller, server),
+            };
         }
         let primary = entry.and_then(|e| gate::primary::of(&e.spec, &args, &shared.workspace));
         let calls_made = ledger.calls_made();
         let request = CallRequest { tool, args: &args, caller, calls_made, primary: primary.as_ref() };
-        let prep = match decide_early(shared, &catalog, entry, &request, self.start, &self.run_id) {
-            Early::Continue(prep) => prep,
-            Early::Refuse(reason) => return Begun::Settled(refuse(ledger, tool, caller, reason)),
-            Early::Exhausted(reason) => {
-                let completion = refuse(ledger, tool, caller, reason.clone());
-                return Begun::Exhausted { completion, reason };
-            }
+        let prep = match self.synchronous_steps(ledger, &catalog, entry, &request) {
+            ControlFlow::Continue(prep) => prep,
+            ControlFlow::Break(refused) => return refused,
         };
         let entry = entry.expect("the gate checked the tool exists");
-        if let (Some(mcp), crate::catalog::ToolSource::Mcp { server }) = (&shared.mcp, &entry.spec.source)
-            && !mcp.is_allowed(server)
-        {
-            let server = server.clone();
+        if let Some(server) = self.server_not_started(entry) {
             return self.begin_connecting(ledger, tool, args, caller, server);
         }
         // A call that hooks or an approval decide is `pending` until they
@@ -357,89 +339,124 @@ impl Dispatcher {
         let cx = self.tool_context(&finish, caller);
         // `tool_search` with MCP servers not listed yet: discovery first
         // (discover.rs), once the search's own gate has passed.
-        let discovering = (tool == crate::catalog::tool_search::TOOL_SEARCH
-            && shared.mcp.as_ref().is_some_and(|mcp| !mcp.unlisted_servers().is_empty()))
-        .then(|| (self.gate_run(caller, calls_made, seq), self.connect_refusals.clone()));
-
+        let discovering = self.discovering(tool, caller, calls_made, seq);
         // Hooks and approvals wait: that part of the gate, and then the
         // tool, run on the tool runtime.
         if later {
-            let subject = approval_subject(shared, tool, primary.as_ref());
-            let clock = self.clock.clone();
-            let run_id = self.run_id.clone();
-            let pausable = self.pausable;
-            let changes = self.changes.clone();
-            let future = Box::pin(async move {
-                let shared = finish.shared.clone();
-                let catalog = shared.catalog.load();
-                let Some(entry) = catalog.get(&finish.tool) else {
-                    let reason = "the tool left the catalog (its MCP server's tool list changed)".to_owned();
-                    return finish.refused(Decision::Refused, "refused", reason);
-                };
-                let call = LaterCall {
-                    tool: &finish.tool,
-                    args,
-                    caller,
-                    run_id: &run_id,
-                    seq,
-                    workspace: &shared.workspace,
-                    prep,
-                    annotations: &entry.spec.annotations,
-                    subject,
-                    changes: &changes,
-                };
-                let approver = finish.approver.clone();
-                match later::decide_rest(call, later_context(&shared, approver.as_ref(), &catalog, &clock))
-                    .await
-                {
-                    Final::Run { args, decision, notes } => {
-                        clock.decided(seq, decision);
-                        let finish = Finisher {
-                            decision,
-                            notes: (!notes.is_empty()).then(|| notes.join("; ")),
-                            ..finish
-                        };
-                        if let Some((gate, refusals)) = discovering {
-                            return super::discover::search(finish, gate, refusals, args, timeout).await;
-                        }
-                        let abandon = Abandon::for_tool(&entry.spec);
-                        let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
-                        finish.run(future, timeout, abandon).await
-                    }
-                    Final::Refuse(reason) => finish.refused(Decision::Refused, "refused", reason),
-                    Final::Deny(reason) => finish.refused(Decision::Denied, "denied", reason),
-                    Final::Pause { args, reason, subject, notes } if pausable => {
-                        let tool = finish.tool.to_string();
-                        finish.paused(crate::journal::record::PendingRecord {
-                            seq,
-                            tool,
-                            args,
-                            reason,
-                            subject,
-                            notes,
-                        })
-                    }
-                    Final::Pause { reason, .. } => {
-                        finish.refused(Decision::Refused, "refused", not_pausable(&reason))
-                    }
-                }
-            });
-            return Begun::Running { seq, future };
+            let steps = LaterSteps {
+                finish,
+                args,
+                caller,
+                prep,
+                subject: approval_subject(shared, tool, primary.as_ref()),
+                clock: self.clock.clone(),
+                run_id: self.run_id.clone(),
+                pausable: self.pausable,
+                changes: self.changes.clone(),
+                discovering,
+                timeout,
+                cx,
+            };
+            return Begun::Running { seq, future: Box::pin(steps.run()) };
         }
-
         if let Some((gate, refusals)) = discovering {
             let future = Box::pin(super::discover::search(finish, gate, refusals, args, timeout));
             return Begun::Running { seq, future };
         }
-
         if !slot_free {
             let abandon = Abandon::for_tool(&entry.spec);
             let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
             return Begun::Running { seq, future: finish.run(future, timeout, abandon) };
         }
+        self.first_poll(ledger, entry, finish, args, cx, timeout)
+    }
 
-        // First poll here, inside the tool runtime's context, so a tool that
-        // creates timers or I/O registers them with that runtime.
+    /// The gate's synchronous steps for `request`: go on with what they
+    /// learnt, or stop with the call opened and settled as refused
+    /// (`Exhausted` when the refusal ends the run).
+    fn synchronous_steps(
+        &self,
+        ledger: &mut Ledger,
+        catalog: &Catalog,
+        entry: Option<&Entry>,
+        request: &CallRequest<'_>,
+    ) -> ControlFlow<Begun, Preparation> {
+        let (tool, caller) = (request.tool, request.caller);
+        match decide_early(&self.shared, catalog, entry, request, self.start, &self.run_id) {
+            Early::Continue(prep) => ControlFlow::Continue(prep),
+            Early::Refuse(reason) => ControlFlow::Break(Begun::Settled(refuse(ledger, tool, caller, reason))),
+            Early::Exhausted(reason) => {
+                let completion = refuse(ledger, tool, caller, reason.clone());
+                ControlFlow::Break(Begun::Exhausted { completion, reason })
+            }
+        }
+    }
+
+    /// The MCP server of `entry`'s tool, when the gate has not let it start
+    /// yet (its start is gated first: connect_first.rs).
+    fn server_not_started(&self, entry: &Entry) -> Option<String> {
+        match (&self.shared.mcp, &entry.spec.source) {
+            (Some(mcp), crate::catalog::ToolSource::Mcp { server }) if !mcp.is_allowed(server) => {
+                Some(server.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// For a `tool_search` call `seq` while MCP servers are not listed yet:
+    /// the gate and connect refusals its discovery runs with (discover.rs).
+    fn discovering(
+        &self,
+        tool: &str,
+        caller: Caller,
+        calls_made: usize,
+        seq: u64,
+    ) -> Option<(GateRun, Refusals)> {
+        (tool == crate::catalog::tool_search::TOOL_SEARCH
+            && self.shared.mcp.as_ref().is_some_and(|mcp| !mcp.unlisted_servers().is_empty()))
+        .then(|| (self.gate_run(caller, calls_made, seq), self.connect_refusals.clone()))
+    }
+
+    /// What to do with a call of `tool`, which the catalog does not list,
+    /// before the gate's steps: `None` when it is no MCP server's (the gate
+    /// then refuses it as unknown).
+    fn unlisted(&self, catalog: &Catalog, tool: &str) -> Option<Unlisted> {
+        let mcp = self.shared.mcp.as_ref()?;
+        if let Some(why) = mcp.why_hidden(tool) {
+            return Some(Unlisted::Refuse(why));
+        }
+        if let Some(server) = mcp.server_of_unlisted(tool) {
+            let server = server.to_owned();
+            // A server not running whose cached list lacks the tool is
+            // not started for it; a running one lists again (once).
+            if !mcp.is_running(&server) && mcp.is_listed(&server) {
+                return Some(Unlisted::Refuse(not_in_cached_list(catalog, tool, &server)));
+            }
+            return Some(Unlisted::Connect(server));
+        }
+        if let Some(server) = mcp.disabled_server_of(tool) {
+            let reason = format!(
+                "MCP server `{server}` is disabled in the MCP configuration (`disabled: true`); enable it to call `{tool}`"
+            );
+            return Some(Unlisted::Refuse(reason));
+        }
+        None
+    }
+
+    /// Starts call `finish.seq` of `entry`'s tool and polls it once here,
+    /// inside the tool runtime's context, so a tool that creates timers or
+    /// I/O registers them with that runtime. Settled at once when the tool
+    /// answered (or panicked) on that poll; `Running` otherwise.
+    fn first_poll(
+        &self,
+        ledger: &mut Ledger,
+        entry: &Entry,
+        finish: Finisher,
+        args: Value,
+        cx: ToolContext,
+        timeout: Duration,
+    ) -> Begun {
+        let seq = finish.seq;
         let _enter = self.shared.tools.enter();
         let abandon = Abandon::for_tool(&entry.spec);
         let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -467,6 +484,15 @@ impl Dispatcher {
             Poll::Pending => Begun::Running { seq, future: finish.run(future, timeout, abandon) },
         }
     }
+}
+
+/// What happens to a call of a tool the catalog does not list.
+enum Unlisted {
+    /// Refused with this reason (a hidden tool, a disabled server's, or
+    /// one its server's cached list lacks).
+    Refuse(String),
+    /// Its MCP server's start is gated first (connect_first.rs).
+    Connect(String),
 }
 
 /// The VM's view of the dispatcher: every `tools.call` of a program goes

@@ -238,7 +238,7 @@ mod child {
 /// Running the approver program as a child in a process group of its own.
 #[cfg(unix)]
 mod child {
-    use std::process::Stdio;
+    use std::process::{ExitStatus, Stdio};
 
     use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
     use tokio::time::Instant;
@@ -273,9 +273,30 @@ mod child {
         body: Vec<u8>,
         parse: impl FnOnce(&[u8]) -> Result<T, String>,
     ) -> Result<T, ApproverError> {
-        let program = approver.program.as_str();
-
         let started = Instant::now();
+        let mut group = start(approver)?;
+        let mut out = Vec::new();
+        let mut err = Tail::new(CommandApprover::MAX_STDERR_BYTES);
+        let (end, status) = talk(&mut group, &body, &mut out, &mut err, started + approver.timeout).await;
+        let status = match status {
+            Some(status) => {
+                group.kill();
+                status
+            }
+            // Still running (timed out, too much output): SIGTERM, the
+            // grace period, then SIGKILL.
+            None => group.terminate().await,
+        };
+        group.reap().await;
+        check_end(approver, end, status).map_err(|message| with_stderr(&err, message))?;
+        parse(&out).map_err(|message| with_stderr(&err, message))
+    }
+
+    /// Starts `approver`'s program in a session of its own (no controlling
+    /// terminal: process_group.rs), dying with this process, its three
+    /// pipes piped.
+    fn start(approver: &CommandApprover) -> Result<ProcessGroup, ApproverError> {
+        let program = approver.program.as_str();
         let mut command = tokio::process::Command::new(program);
         command
             .args(&approver.args)
@@ -283,7 +304,6 @@ mod child {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        // A session of its own: no controlling terminal (process_group.rs).
         let child = codemode_base::process_group::dying_with_parent(
             codemode_base::process_group::in_new_session(&mut command),
         )
@@ -296,86 +316,83 @@ mod child {
                 _ => format!("cannot start approver command `{program}`: {e}"),
             })
         })?;
-        let mut group = ProcessGroup::new(child, "approver", REAP_WAIT).ok_or_else(|| {
-            ApproverError("the approver command exited before it could be tracked".to_owned())
-        })?;
+        ProcessGroup::new(child, "approver", REAP_WAIT)
+            .ok_or_else(|| ApproverError("the approver command exited before it could be tracked".to_owned()))
+    }
+
+    /// Writes `body` to the program's stdin, reads its stdout into `out`
+    /// (up to [`CommandApprover::MAX_STDOUT_BYTES`]) and the end of its
+    /// stderr into `err`, until it exited and its pipes reached their end
+    /// (or [`DRAIN_GRACE`] passed), `deadline` passed, or it wrote too
+    /// much. How the wait ended, and the exit status if it exited.
+    async fn talk(
+        group: &mut ProcessGroup,
+        body: &[u8],
+        out: &mut Vec<u8>,
+        err: &mut Tail,
+        mut deadline: Instant,
+    ) -> (End, Option<std::io::Result<ExitStatus>>) {
         let stdin = group.child().stdin.take();
         let stdout = group.child().stdout.take();
         let stderr = group.child().stderr.take();
-
-        let mut out = Vec::new();
-        let mut err = Tail::new(CommandApprover::MAX_STDERR_BYTES);
-        let mut deadline = started + approver.timeout;
         let mut status = None;
-        let end = {
-            let writing = write_request(stdin, &body);
-            let reading_out = read_capped(stdout, &mut out, CommandApprover::MAX_STDOUT_BYTES);
-            let reading_err = read_tail(stderr, &mut err);
-            tokio::pin!(writing, reading_out, reading_err);
-            let (mut written, mut out_done, mut err_done) = (false, false, false);
-            loop {
-                if status.is_some() && out_done && err_done {
-                    break End::Exited;
+        let writing = write_request(stdin, body);
+        let reading_out = read_capped(stdout, out, CommandApprover::MAX_STDOUT_BYTES);
+        let reading_err = read_tail(stderr, err);
+        tokio::pin!(writing, reading_out, reading_err);
+        let (mut written, mut out_done, mut err_done) = (false, false, false);
+        let end = loop {
+            if status.is_some() && out_done && err_done {
+                break End::Exited;
+            }
+            tokio::select! {
+                s = group.child().wait(), if status.is_none() => {
+                    status = Some(s);
+                    // Whatever it left running dies with it, so its pipes close.
+                    group.kill();
+                    deadline = deadline.min(Instant::now() + DRAIN_GRACE);
                 }
-                tokio::select! {
-                    s = group.child().wait(), if status.is_none() => {
-                        status = Some(s);
-                        // Whatever it left running dies with it, so its pipes close.
-                        group.kill();
-                        deadline = deadline.min(Instant::now() + DRAIN_GRACE);
+                over = &mut reading_out, if !out_done => {
+                    out_done = true;
+                    if over {
+                        break End::TooMuchOutput;
                     }
-                    over = &mut reading_out, if !out_done => {
-                        out_done = true;
-                        if over {
-                            break End::TooMuchOutput;
-                        }
-                    }
-                    () = &mut reading_err, if !err_done => err_done = true,
-                    () = &mut writing, if !written => written = true,
-                    () = tokio::time::sleep_until(deadline) => {
-                        break if status.is_some() { End::Exited } else { End::TimedOut };
-                    }
+                }
+                () = &mut reading_err, if !err_done => err_done = true,
+                () = &mut writing, if !written => written = true,
+                () = tokio::time::sleep_until(deadline) => {
+                    break if status.is_some() { End::Exited } else { End::TimedOut };
                 }
             }
         };
-        let status = match status {
-            Some(status) => {
-                group.kill();
-                status
-            }
-            // Still running (timed out, too much output): SIGTERM, the
-            // grace period, then SIGKILL.
-            None => group.terminate().await,
-        };
-        group.reap().await;
+        (end, status)
+    }
 
-        let with_stderr = |message: String| {
-            let (text, cut) = err.text();
-            let text = text.trim_end();
-            if text.is_empty() {
-                ApproverError(message)
-            } else {
-                let which = if cut { "last bytes of its stderr" } else { "its stderr" };
-                ApproverError(format!("{message}\n--- {which} ---\n{text}"))
-            }
-        };
+    /// Why the program's answer cannot be used, if it cannot: it timed
+    /// out, wrote too much, could not be waited for, or did not exit
+    /// successfully (`status`).
+    fn check_end(
+        approver: &CommandApprover,
+        end: End,
+        status: std::io::Result<ExitStatus>,
+    ) -> Result<(), String> {
+        let program = approver.program.as_str();
         match end {
             End::TimedOut => {
-                return Err(with_stderr(format!(
+                return Err(format!(
                     "approver command `{program}` timed out after {} ms; its process group was killed",
                     approver.timeout.as_millis()
-                )));
+                ));
             }
             End::TooMuchOutput => {
-                return Err(with_stderr(format!(
+                return Err(format!(
                     "approver command `{program}` wrote more than {} KiB on stdout; it was killed",
                     CommandApprover::MAX_STDOUT_BYTES >> 10
-                )));
+                ));
             }
             End::Exited => {}
         }
-        let status = status
-            .map_err(|e| with_stderr(format!("waiting for approver command `{program}` failed: {e}")))?;
+        let status = status.map_err(|e| format!("waiting for approver command `{program}` failed: {e}"))?;
         if !status.success() {
             use std::os::unix::process::ExitStatusExt as _;
             let how = match (status.code(), status.signal()) {
@@ -383,9 +400,22 @@ mod child {
                 (None, Some(signal)) => format!("killed by {}", signal_name(signal)),
                 (None, None) => status.to_string(),
             };
-            return Err(with_stderr(format!("approver command `{program}` crashed ({how})")));
+            return Err(format!("approver command `{program}` crashed ({how})"));
         }
-        parse(&out).map_err(with_stderr)
+        Ok(())
+    }
+
+    /// `message`, followed by the program's stderr (its last bytes) when it
+    /// wrote any.
+    fn with_stderr(err: &Tail, message: String) -> ApproverError {
+        let (text, cut) = err.text();
+        let text = text.trim_end();
+        if text.is_empty() {
+            ApproverError(message)
+        } else {
+            let which = if cut { "last bytes of its stderr" } else { "its stderr" };
+            ApproverError(format!("{message}\n--- {which} ---\n{text}"))
+        }
     }
 
     /// Writes the request and closes stdin. A program that exits without

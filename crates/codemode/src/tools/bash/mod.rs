@@ -113,6 +113,17 @@ use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolS
 use crate::sandbox::{Confinement, SandboxProfile};
 use codemode_sandbox::launcher::{Header, LaunchSpec};
 
+mod pipes;
+#[cfg(unix)]
+mod start;
+
+#[cfg_attr(not(unix), allow(unused_imports))]
+use pipes::Tail;
+#[cfg(unix)]
+use pipes::wait_reading;
+#[cfg(unix)]
+use start::start_command;
+
 /// `timeout` when the call does not give one, in milliseconds.
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// The largest `timeout` accepted, in milliseconds.
@@ -255,64 +266,6 @@ fn filter_env(
     env
 }
 
-/// The last bytes of a stream, with the count of all bytes seen. Holds at
-/// most twice its limit plus one read.
-#[cfg_attr(not(unix), allow(dead_code))]
-struct Tail {
-    /// The newest bytes; trimmed to `limit` whenever it grows past twice that.
-    buf: Vec<u8>,
-    /// Bytes kept in the end.
-    limit: usize,
-    /// Every byte written to the stream.
-    total: u64,
-}
-
-#[cfg_attr(not(unix), allow(dead_code))]
-impl Tail {
-    /// An empty tail keeping the last `limit` bytes.
-    fn new(limit: usize) -> Self {
-        Tail { buf: Vec::new(), limit, total: 0 }
-    }
-
-    /// Adds the next bytes of the stream.
-    fn push(&mut self, chunk: &[u8]) {
-        self.total += chunk.len() as u64;
-        if chunk.len() >= self.limit {
-            self.buf.clear();
-            self.buf.extend_from_slice(&chunk[chunk.len() - self.limit..]);
-            return;
-        }
-        self.buf.extend_from_slice(chunk);
-        if self.buf.len() > 2 * self.limit {
-            let excess = self.buf.len() - self.limit;
-            self.buf.drain(..excess);
-        }
-    }
-
-    /// The last at most `limit` bytes as text, starting at a character
-    /// boundary, and whether anything before them was left out.
-    fn text(&self, limit: usize) -> (String, bool) {
-        let mut bytes = &self.buf[self.buf.len().saturating_sub(limit)..];
-        let mut cut = self.total > bytes.len() as u64;
-        if cut {
-            // The first bytes may be the end of a character cut in two.
-            let partial = bytes.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count();
-            bytes = &bytes[partial..];
-        }
-        let mut text = String::from_utf8_lossy(bytes).into_owned();
-        if text.len() > limit {
-            // Replacement characters (3 bytes for each invalid byte) grew it.
-            let mut from = text.len() - limit;
-            while !text.is_char_boundary(from) {
-                from += 1;
-            }
-            text.drain(..from);
-            cut = true;
-        }
-        (text, cut)
-    }
-}
-
 /// Runs `command` under `confinement` (its workspace, sandbox profile and
 /// kill grace) and `timeout`; see the module docs.
 #[cfg(unix)]
@@ -331,127 +284,85 @@ async fn run(
     let workspace = confinement.workspace.as_path();
     let mut env = filter_env(std::env::vars_os(), workspace);
     // The call's private temporary folder, removed when dropped.
-    let (child, tmp) = if confinement.sandbox.profile == SandboxProfile::Off {
-        let child = match spawn("bash", command, workspace, &env) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && workspace.is_dir() => {
-                spawn("/bin/sh", command, workspace, &env)
-            }
-            other => other,
-        }
-        .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
-        (child, None)
-    } else {
-        let launcher = match &confinement.launcher {
-            Some(launcher) => launcher.clone(),
-            None => crate::sandbox::find_launcher().map_err(ToolError::new)?,
-        };
-        let tmp = tempfile::Builder::new()
-            .prefix("codemode-bash-")
-            // The command's private folder: other local users cannot list it.
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
-        env.retain(|(k, _)| k != "TMPDIR");
-        env.push(("TMPDIR".into(), tmp.path().as_os_str().to_owned()));
-        // A hidden folder that does not exist yet could not be covered, and
-        // the command could put a file where receipts go: make it first.
-        for hidden in confinement.hidden.iter().filter(|h| h.starts_with(workspace)) {
-            std::fs::create_dir_all(hidden).map_err(|e| {
-                ToolError::new(format!("cannot create {} before sandboxing: {e}", hidden.display()))
-            })?;
-        }
-        let spec = LaunchSpec {
-            command: command.to_owned(),
-            workspace: workspace.to_path_buf(),
-            profile: confinement.sandbox.profile.as_str().to_owned(),
-            network: confinement.sandbox.network,
-            protected: confinement.protected_for("bash"),
-            hidden: confinement.hidden.clone(),
-            spill: Some(confinement.spill_root.join(run_id)),
-            tmpdir: tmp.path().to_path_buf(),
-            parent: std::process::id() as i32,
-        };
-        let spec = serde_json::to_string(&spec).expect("the spec serialises");
-        let child = spawn_launcher(&launcher, &spec, workspace, &env).map_err(|e| {
-            ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
-        })?;
-        (child, Some(tmp))
-    };
+    let (child, tmp) = start_command(command, confinement, run_id, &mut env)?;
     let sandboxed = tmp.is_some();
     let mut group = ProcessGroup::new(child, "bash", REAP_WAIT)
         .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?
         .with_kill_grace(confinement.kill_grace);
-    let stdout = group.child().stdout.take();
-    let stderr = group.child().stderr.take();
     let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
     let mut header = sandboxed.then(Vec::new);
-
-    let (status, timed_out) = {
-        let reading = read_both(stdout, stderr, &mut header, &mut out, &mut err);
-        tokio::pin!(reading);
-        let mut read_all = false;
-        let exited = loop {
-            tokio::select! {
-                status = group.child().wait() => break Some(status),
-                () = &mut reading, if !read_all => read_all = true,
-                () = tokio::time::sleep_until(deadline) => break None,
-            }
-        };
-        let timed_out = exited.is_none();
-        let status = match exited {
-            Some(status) => {
-                // The shell has exited: end what it left in its group.
-                group.kill();
-                status
-            }
-            // Time is up: SIGTERM, the kill grace, SIGKILL.
-            None => group.terminate().await,
-        };
-        if !read_all {
-            // Everything in the group is dead, so the pipes close as soon as
-            // they are drained, unless a process left the group.
-            let _ = tokio::time::timeout(DRAIN_GRACE, &mut reading).await;
-        }
-        (status, timed_out)
-    };
+    let (status, timed_out) = wait_reading(&mut group, deadline, &mut header, &mut out, &mut err).await;
     group.reap().await;
     drop(tmp);
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let status = status.map_err(|e| ToolError::new(format!("waiting for the shell failed: {e}")))?;
+    let applied = sandbox_applied(header.as_deref(), timed_out, status, &err)?;
+    if timed_out {
+        return Err(timed_out_error(timeout, confinement.kill_grace, &out, &err));
+    }
+    Ok(command_output(status, applied, sandboxed, &out, &err, elapsed_ms))
+}
 
-    let applied = match header.as_deref().map(parse_header) {
-        None => None,
-        Some(Some(Header::Sandbox(applied))) => Some(applied),
+/// The confinement the launcher's `header` line says it applied (`None`
+/// without a sandbox, or when time ran out before the line came); an
+/// error when the command did not run (the launcher's error, or the
+/// launcher ended with `status` before starting it: `err`'s last bytes).
+#[cfg(unix)]
+fn sandbox_applied(
+    header: Option<&[u8]>,
+    timed_out: bool,
+    status: std::process::ExitStatus,
+    err: &Tail,
+) -> Result<Option<codemode_sandbox::launcher::Applied>, ToolError> {
+    match header.map(parse_header) {
+        None => Ok(None),
+        Some(Some(Header::Sandbox(applied))) => Ok(Some(applied)),
         Some(Some(Header::Error(message))) => {
-            return Err(ToolError::new(format!("the command did not run: {message}")));
+            Err(ToolError::new(format!("the command did not run: {message}")))
         }
-        Some(None) if timed_out => None,
+        Some(None) if timed_out => Ok(None),
         Some(None) => {
             let (text, _) = err.text(ERROR_TAIL_BYTES);
-            return Err(ToolError::new(format!(
+            Err(ToolError::new(format!(
                 "the sandbox launcher ended ({status}) before starting the command{}",
                 if text.is_empty() { String::new() } else { format!(": {text}") }
-            )));
+            )))
         }
-    };
-
-    if timed_out {
-        let mut message = format!(
-            "the command timed out after {} ms and its process group was ended (SIGTERM, then SIGKILL \
-             after {} ms); give a larger `timeout` (at most {MAX_TIMEOUT_MS} ms) or do less in one call",
-            timeout.as_millis(),
-            confinement.kill_grace.as_millis()
-        );
-        for (name, tail) in [("stdout", &out), ("stderr", &err)] {
-            let (text, cut) = tail.text(ERROR_TAIL_BYTES);
-            if !text.is_empty() {
-                let which = if cut { "last bytes of " } else { "" };
-                message.push_str(&format!("\n--- {which}{name} ---\n{text}"));
-            }
-        }
-        return Err(ToolError::new(message));
     }
+}
 
+/// The error of a command that ran out of `timeout`, with the last bytes
+/// of its output.
+#[cfg(unix)]
+fn timed_out_error(timeout: Duration, kill_grace: Duration, out: &Tail, err: &Tail) -> ToolError {
+    let mut message = format!(
+        "the command timed out after {} ms and its process group was ended (SIGTERM, then SIGKILL \
+         after {} ms); give a larger `timeout` (at most {MAX_TIMEOUT_MS} ms) or do less in one call",
+        timeout.as_millis(),
+        kill_grace.as_millis()
+    );
+    for (name, tail) in [("stdout", out), ("stderr", err)] {
+        let (text, cut) = tail.text(ERROR_TAIL_BYTES);
+        if !text.is_empty() {
+            let which = if cut { "last bytes of " } else { "" };
+            message.push_str(&format!("\n--- {which}{name} ---\n{text}"));
+        }
+    }
+    ToolError::new(message)
+}
+
+/// The result of a command that ran to its end: its exit code (and
+/// signal), the last bytes of its output, and metadata (byte counts,
+/// whether cut, `elapsed_ms`, the sandbox `applied`).
+#[cfg(unix)]
+fn command_output(
+    status: std::process::ExitStatus,
+    applied: Option<codemode_sandbox::launcher::Applied>,
+    sandboxed: bool,
+    out: &Tail,
+    err: &Tail,
+    elapsed_ms: u64,
+) -> ToolOutput {
     use std::os::unix::process::ExitStatusExt as _;
     let (stdout, stdout_truncated) = out.text(TAIL_BYTES);
     let (stderr, stderr_truncated) = err.text(TAIL_BYTES);
@@ -466,7 +377,7 @@ async fn run(
     if let Some(note) = refusal_note(sandboxed, &stderr) {
         sandbox["note"] = json!(note);
     }
-    Ok(ToolOutput::with_metadata(
+    ToolOutput::with_metadata(
         content,
         json!({
             "stdout_bytes": out.total,
@@ -476,7 +387,7 @@ async fn run(
             "elapsed_ms": elapsed_ms,
             "sandbox": sandbox,
         }),
-    ))
+    )
 }
 
 /// What to tell the program when a sandboxed command's stderr shows the
@@ -515,104 +426,6 @@ async fn run(_: &str, _: &Confinement, _: &str, _: Duration) -> Result<ToolOutpu
 #[cfg(unix)]
 fn parse_header(line: &[u8]) -> Option<Header> {
     serde_json::from_slice(line).ok()
-}
-
-/// Starts `shell -c command` in a new session, with `env` only.
-#[cfg(unix)]
-fn spawn(
-    shell: &str,
-    command: &str,
-    workspace: &Path,
-    env: &[(OsString, OsString)],
-) -> std::io::Result<tokio::process::Child> {
-    let mut cmd = tokio::process::Command::new(shell);
-    cmd.arg("-c").arg(command);
-    start(cmd, workspace, env)
-}
-
-/// Starts the sandbox launcher for `spec` in a new session, with `env` only.
-#[cfg(unix)]
-fn spawn_launcher(
-    launcher: &Path,
-    spec: &str,
-    workspace: &Path,
-    env: &[(OsString, OsString)],
-) -> std::io::Result<tokio::process::Child> {
-    let mut cmd = tokio::process::Command::new(launcher);
-    cmd.arg(crate::sandbox::launcher::SUBCOMMAND).arg(spec);
-    start(cmd, workspace, env)
-}
-
-/// Starts `cmd` in `workspace` in a new session: `env` only, stdin
-/// `/dev/null`, stdout and stderr piped, killed on drop.
-#[cfg(unix)]
-fn start(
-    mut cmd: tokio::process::Command,
-    workspace: &Path,
-    env: &[(OsString, OsString)],
-) -> std::io::Result<tokio::process::Child> {
-    use std::process::Stdio;
-    cmd.current_dir(workspace)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    codemode_base::process_group::in_new_session(&mut cmd).spawn()
-}
-
-/// Reads both pipes to their end into their tails.
-#[cfg(unix)]
-async fn read_both(
-    stdout: Option<tokio::process::ChildStdout>,
-    stderr: Option<tokio::process::ChildStderr>,
-    header: &mut Option<Vec<u8>>,
-    out: &mut Tail,
-    err: &mut Tail,
-) {
-    tokio::join!(pump(stdout, header.as_mut(), out), pump(stderr, None, err));
-}
-
-/// Reads one pipe to its end (or its first error) into `tail`; when
-/// `header` is given, the first line (up to [`HEADER_LIMIT`] bytes, without
-/// its newline) goes there instead.
-#[cfg(unix)]
-async fn pump(
-    reader: Option<impl tokio::io::AsyncRead + Unpin>,
-    mut header: Option<&mut Vec<u8>>,
-    tail: &mut Tail,
-) {
-    use tokio::io::AsyncReadExt as _;
-    let Some(mut reader) = reader else { return };
-    let mut buf = vec![0u8; READ_CHUNK];
-    loop {
-        let n = match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        let mut chunk = &buf[..n];
-        if let Some(line) = header.as_deref_mut() {
-            match chunk.iter().position(|b| *b == b'\n') {
-                Some(end) => {
-                    line.extend_from_slice(&chunk[..end]);
-                    chunk = &chunk[end + 1..];
-                    header = None;
-                }
-                None if line.len() + chunk.len() <= HEADER_LIMIT => {
-                    line.extend_from_slice(chunk);
-                    continue;
-                }
-                None => {
-                    // Not a header: keep it all as output.
-                    tail.push(line);
-                    line.clear();
-                    header = None;
-                }
-            }
-        }
-        tail.push(chunk);
-    }
 }
 
 /// The name of signal `signal` (`"SIGKILL"`), or its number as text.
@@ -699,6 +512,7 @@ mod tests {
     #[cfg(unix)]
     #[tokio::test]
     async fn the_launchers_header_line_is_split_off_the_output() {
+        use super::pipes::pump;
         use tokio::io::AsyncReadExt as _;
         // The header arrives in two reads, the output after it in the second.
         let reader = (&b"{\"sandbox\": {\"profile\""[..]).chain(&b": \"read-only\"}}\nout\nput"[..]);

@@ -1,0 +1,120 @@
+//! Starting a command: the shell, or the sandbox launcher with its spec,
+//! each in a new session with the filtered environment only.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::{Confinement, LaunchSpec, SandboxProfile, ToolError};
+
+/// Starts `command` as `confinement` says, with `env`: the shell itself
+/// when the sandbox is off (`/bin/sh` when there is no `bash`), else the
+/// sandbox launcher. The temporary folder is the sandboxed command's.
+pub(super) fn start_command(
+    command: &str,
+    confinement: &Confinement,
+    run_id: &str,
+    env: &mut Vec<(OsString, OsString)>,
+) -> Result<(tokio::process::Child, Option<tempfile::TempDir>), ToolError> {
+    let workspace = confinement.workspace.as_path();
+    if confinement.sandbox.profile == SandboxProfile::Off {
+        let child = match spawn("bash", command, workspace, env) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && workspace.is_dir() => {
+                spawn("/bin/sh", command, workspace, env)
+            }
+            other => other,
+        }
+        .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
+        return Ok((child, None));
+    }
+    let (child, tmp) = start_sandboxed(command, confinement, run_id, env)?;
+    Ok((child, Some(tmp)))
+}
+
+/// Starts the sandbox launcher for `command`: finds the launcher, makes
+/// the command's private temporary folder (its `TMPDIR` in `env`) and the
+/// hidden folders inside the workspace, then hands the launcher its spec.
+fn start_sandboxed(
+    command: &str,
+    confinement: &Confinement,
+    run_id: &str,
+    env: &mut Vec<(OsString, OsString)>,
+) -> Result<(tokio::process::Child, tempfile::TempDir), ToolError> {
+    let workspace = confinement.workspace.as_path();
+    let launcher = match &confinement.launcher {
+        Some(launcher) => launcher.clone(),
+        None => crate::sandbox::find_launcher().map_err(ToolError::new)?,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("codemode-bash-")
+        // The command's private folder: other local users cannot list it.
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
+    env.retain(|(k, _)| k != "TMPDIR");
+    env.push(("TMPDIR".into(), tmp.path().as_os_str().to_owned()));
+    // A hidden folder that does not exist yet could not be covered, and
+    // the command could put a file where receipts go: make it first.
+    for hidden in confinement.hidden.iter().filter(|h| h.starts_with(workspace)) {
+        std::fs::create_dir_all(hidden).map_err(|e| {
+            ToolError::new(format!("cannot create {} before sandboxing: {e}", hidden.display()))
+        })?;
+    }
+    let spec = LaunchSpec {
+        command: command.to_owned(),
+        workspace: workspace.to_path_buf(),
+        profile: confinement.sandbox.profile.as_str().to_owned(),
+        network: confinement.sandbox.network,
+        protected: confinement.protected_for("bash"),
+        hidden: confinement.hidden.clone(),
+        spill: Some(confinement.spill_root.join(run_id)),
+        tmpdir: tmp.path().to_path_buf(),
+        parent: std::process::id() as i32,
+    };
+    let spec = serde_json::to_string(&spec).expect("the spec serialises");
+    let child = spawn_launcher(&launcher, &spec, workspace, env).map_err(|e| {
+        ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
+    })?;
+    Ok((child, tmp))
+}
+
+/// Starts `shell -c command` in a new session, with `env` only.
+fn spawn(
+    shell: &str,
+    command: &str,
+    workspace: &Path,
+    env: &[(OsString, OsString)],
+) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = tokio::process::Command::new(shell);
+    cmd.arg("-c").arg(command);
+    start(cmd, workspace, env)
+}
+
+/// Starts the sandbox launcher for `spec` in a new session, with `env` only.
+fn spawn_launcher(
+    launcher: &Path,
+    spec: &str,
+    workspace: &Path,
+    env: &[(OsString, OsString)],
+) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = tokio::process::Command::new(launcher);
+    cmd.arg(crate::sandbox::launcher::SUBCOMMAND).arg(spec);
+    start(cmd, workspace, env)
+}
+
+/// Starts `cmd` in `workspace` in a new session: `env` only, stdin
+/// `/dev/null`, stdout and stderr piped, killed on drop.
+fn start(
+    mut cmd: tokio::process::Command,
+    workspace: &Path,
+    env: &[(OsString, OsString)],
+) -> std::io::Result<tokio::process::Child> {
+    use std::process::Stdio;
+    cmd.current_dir(workspace)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    codemode_base::process_group::in_new_session(&mut cmd).spawn()
+}
