@@ -1,5 +1,5 @@
 //! The `before_call_hooks` step. Each hook whose `match` regex matches the tool
-//! name runs in order (`hooks.rs` runs one). A block refuses the call; an
+//! name runs in order (`hooks/` runs one). A block refuses the call; an
 //! `allow` or `ask` answer is kept for `ask_and_posture`; rewritten arguments are
 //! checked again (the input schema, and escalation fields inside programs)
 //! and replace the call's arguments for the hooks after and for the tool.
