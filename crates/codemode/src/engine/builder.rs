@@ -115,6 +115,10 @@ impl EngineBuilder {
     /// [`EngineBuilder::config`]'s file and keeps the rest. Default:
     /// [`Policy::default`] (work mode, posture ask: writers need an
     /// approval).
+    ///
+    /// For a policy read from a file, pass the whole file to
+    /// [`EngineBuilder::config`] instead: only then are its `[sandbox]`
+    /// applied and the file and its hooks' files protected from tool calls.
     pub fn policy(mut self, policy: Policy) -> Self {
         self.config.policy = policy;
         self

@@ -460,12 +460,12 @@ fn decision_name(decision: Decision) -> &'static str {
     }
 }
 
-/// `{"t":"settle"}`.
 /// The `resumed` line: a resume took the run on at `at` (RFC 3339, UTC).
 pub(crate) fn resumed_line(at: &str) -> String {
     format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}")
 }
 
+/// `{"t":"settle"}`.
 pub(crate) fn settle_line(seq: u64) -> String {
     format!("{{\"t\":\"settle\",\"seq\":{seq}}}")
 }
