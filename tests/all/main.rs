@@ -2,6 +2,7 @@
 //! module per area.
 
 mod approve;
+mod attacks;
 mod batch;
 mod batch_cli;
 mod bounds;
