@@ -10,7 +10,8 @@
 //! - text: [`display_text`] (untrusted text on one line), [`json_text`]
 //!   (JSON made by JavaScript), [`time_text`] (RFC 3339 dates);
 //! - files and processes: [`config_file`] (bounded, non-blocking reads of
-//!   configuration files), [`links`] (symbolic links on the way to a path),
+//!   configuration files), [`command_files`] (the workspace files a
+//!   command names), [`links`] (symbolic links on the way to a path),
 //!   [`process_group`] (children in a process group of their own, Unix).
 
 #![deny(missing_docs)]
@@ -20,6 +21,7 @@
 
 use std::time::Duration;
 
+pub mod command_files;
 pub mod config_file;
 pub mod display_text;
 pub mod json_text;
