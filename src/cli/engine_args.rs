@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use codemode::config::ConfigFile;
 use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention, Runs};
 use codemode::limit_settings::{self as limit, LimitSettings};
+use codemode::trust::{ReadFile, TrustState};
 use codemode::{Engine, Limits, policy::Mode, policy::Posture};
 
 /// Where the workspace, its policy and its MCP servers are: the options of
@@ -355,13 +356,26 @@ impl EngineArgs {
                 None => return Ok(None),
             },
         };
-        let mut config = codemode::mcp::McpConfig::load_in(&path, Some(workspace))
-            .with_context(|| format!("MCP configuration {}", path.display()))?;
-        if self.catalog.mcp_config.is_none() {
+        let config = if self.catalog.mcp_config.is_none() {
             // Found in the workspace, not named by the user: its servers
             // start without an approval only once `codemode trust` has
-            // recorded the file as it is now (docs/SECURITY.md).
-            config.trusted = workspace_file_trusted(&path)?;
+            // recorded the file as it is now, and the commands' files as
+            // they are now (docs/SECURITY.md). Read once: the trust is
+            // decided by the bytes parsed.
+            let file =
+                ReadFile::read(&path).with_context(|| format!("MCP configuration {}", path.display()))?;
+            let mut config = codemode::mcp::McpConfig::load_text_in(&path, file.text()?, Some(workspace))
+                .with_context(|| format!("MCP configuration {}", path.display()))?;
+            config.trusted = workspace_file_trust(&file, workspace)? == TrustState::Trusted;
+            if !config.trusted {
+                refuse_undetermined_servers(&mut config, &path, workspace);
+            }
+            config
+        } else {
+            codemode::mcp::McpConfig::load_in(&path, Some(workspace))
+                .with_context(|| format!("MCP configuration {}", path.display()))?
+        };
+        if self.catalog.mcp_config.is_none() {
             let names: Vec<&str> = config.enabled().map(|s| s.name.as_str()).collect();
             let trust = if config.trusted {
                 "trusted".to_owned()
@@ -397,17 +411,57 @@ impl EngineArgs {
     }
 }
 
-/// Whether the workspace file `path` is trusted (`codemode trust`). A trust
-/// record that cannot be read is an error, never "trusted"; no config
-/// folder at all means untrusted.
-pub(crate) fn workspace_file_trusted(path: &std::path::Path) -> anyhow::Result<bool> {
-    use codemode::trust::{TrustError, TrustState, TrustStore};
+/// How the workspace file read as `file` stands (`codemode trust`); when
+/// it is not trusted for a reason beyond "never trusted" (a link, a pinned
+/// file changed), one line on stderr says so and names `codemode trust`.
+/// A trust record that cannot be read is an error, never "trusted"; no
+/// config folder at all means untrusted.
+pub(crate) fn workspace_file_trust(file: &ReadFile, workspace: &Path) -> anyhow::Result<TrustState> {
+    use codemode::trust::{TrustError, TrustStore};
     let store = match TrustStore::user() {
         Ok(store) => store,
-        Err(TrustError::NoConfigDir) => return Ok(false),
+        Err(TrustError::NoConfigDir) => return Ok(TrustState::Untrusted),
         Err(e) => return Err(e.into()),
     };
-    Ok(store.state(path).context("workspace trust")? == TrustState::Trusted)
+    let state = store.state_of(file).context("workspace trust")?;
+    let shown = file.path().display();
+    if file.is_link() {
+        eprintln!(
+            "codemode: {shown} is a symbolic link: it applies as an untrusted file (its restrictions, not its \
+             grants); only a workspace's own file can be trusted: copy it in place of the link"
+        );
+    } else if let TrustState::PinChanged { file: pinned } = &state {
+        eprintln!(
+            "codemode: {shown} is not trusted: {}, which its commands run, changed since it was trusted; \
+             read it, then `codemode trust {}`",
+            pinned.display(),
+            workspace.display()
+        );
+    }
+    Ok(state)
+}
+
+/// Drops the servers of an untrusted workspace MCP configuration whose
+/// files cannot all be known (`sh -c "$X"`): no approval can say what
+/// such a command would run; one line on stderr per server.
+fn refuse_undetermined_servers(config: &mut codemode::mcp::McpConfig, path: &Path, workspace: &Path) {
+    let names: Vec<String> = config.enabled().map(|s| s.name.clone()).collect();
+    for name in names {
+        let Some(server) = config.servers.get_mut(&name) else { continue };
+        let one = codemode::mcp::McpConfig {
+            servers: [(name.clone(), server.clone())].into(),
+            ..Default::default()
+        };
+        if let Some(why) = one.command_pins(workspace).undetermined.first() {
+            server.disabled = true;
+            eprintln!(
+                "codemode: {}: {} is not started: the file is not trusted and codemode cannot tell what it runs \
+                 ({why})",
+                path.display(),
+                super::run::printable(&format!("server `{name}`")),
+            );
+        }
+    }
 }
 
 /// What the CLI says about a workspace's own `codemode.toml`.
@@ -494,7 +548,9 @@ pub(crate) fn journal_choice(
 /// its restrictions; the CLI says so in one line on stderr (with
 /// [`Notice::JournalOnly`], only when its journal url is ignored).
 fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<ConfigFile> {
-    let config = ConfigFile::load(path)?;
+    // Read once: the trust is decided by the bytes parsed.
+    let file = ReadFile::read(path).with_context(|| format!("the policy file {}", path.display()))?;
+    let config = ConfigFile::load_text(path, file.text()?)?;
     let summary = |p: &codemode::Policy| {
         format!(
             "mode {}, posture {}, {} rules, {} hooks",
@@ -504,7 +560,8 @@ fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<Co
             p.hooks.len()
         )
     };
-    if workspace_file_trusted(path)? {
+    let workspace = path.parent().unwrap_or(Path::new("."));
+    if workspace_file_trust(&file, workspace)? == TrustState::Trusted {
         if notice == Notice::Full {
             eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&config.policy));
         }

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use codemode::trust::{TrustState, TrustStore, WORKSPACE_FILES};
+use std::path::Path;
+
+use codemode::trust::{CommandPins, ReadFile, TrustState, TrustStore, WORKSPACE_FILES};
 
 /// Arguments of `codemode trust` (the help text is on `Command::Trust`).
 #[derive(Debug, clap::Args)]
@@ -63,53 +65,59 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
         bail!("{} has no {} to trust", dir.display(), WORKSPACE_FILES.join(" or "));
     }
     for file in files {
-        // Say what the file grants before recording it (it is read again
-        // here, so a file that does not parse is not trusted).
-        let grants = grants_of(&file)?;
-        let (path, entry) = store.trust(&file)?;
+        // Read once: what is said, what is parsed and the digest recorded
+        // all come from these bytes (a file that does not parse is not
+        // trusted).
+        let file = ReadFile::read(&file)?;
+        let (grants, pins) = grants_of(&file, &dir)?;
+        let (path, entry) = store.trust(&file, &pins.files)?;
         println!("trusted  {}  sha256 {}", path.display(), entry.sha256);
         for line in grants {
             println!("         {line}");
+        }
+        for (pinned, digest) in &entry.pinned {
+            let shown = Path::new(pinned)
+                .strip_prefix(&dir)
+                .map_or_else(|_| pinned.clone(), |p| p.display().to_string());
+            let digest =
+                if digest.len() == 64 { format!("sha256 {}", &digest[..12]) } else { digest.clone() };
+            println!("         pins {shown} ({digest}): a change to it revokes this trust");
+        }
+        for line in &pins.undetermined {
+            println!(
+                "         note: {line}; codemode cannot tell which files it runs, so cannot pin or protect \
+                 them (name the script as an argument, without `$`, to pin it)"
+            );
         }
     }
     eprintln!("codemode: recorded in {}; any change to a file revokes its trust", store.dir().display());
     Ok(0)
 }
 
-/// What `file` (a `codemode.toml` or an MCP config file) grants once trusted,
-/// one line each: the posture, the allow rules, each hook's command, the
-/// sandbox settings that widen it; or each MCP server's launch line.
+/// What the file read as `file` (a `codemode.toml` or an MCP config file)
+/// grants once trusted, one line each: the posture, the allow rules, each
+/// hook's command, the sandbox settings that widen it; or each MCP
+/// server's launch line. And the workspace files its commands name, to pin
+/// with it (`dir`, the workspace).
 ///
 /// # Errors
 /// The file does not parse (the error names the line).
-fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    if file.file_name().is_some_and(|n| n != "codemode.toml") {
-        let workspace = file.parent().map(|d| {
-            if d.ends_with(".cursor") || d.ends_with(".vscode") { d.parent().unwrap_or(d) } else { d }
-        });
-        let config = codemode::mcp::McpConfig::load_in(file, workspace)
-            .with_context(|| format!("{}", file.display()))?;
+fn grants_of(file: &ReadFile, dir: &Path) -> anyhow::Result<(Vec<String>, CommandPins)> {
+    let text = file.text()?;
+    let path = file.path();
+    if path.file_name().is_some_and(|n| n != "codemode.toml") {
+        let config = codemode::mcp::McpConfig::load_text_in(path, text, Some(dir))
+            .with_context(|| format!("{}", path.display()))?;
         let mut lines = Vec::new();
         for rule in config.auto_approve_rules() {
             lines.push(format!("allow {rule} (autoApprove)"));
         }
         for server in config.enabled() {
             lines.push(format!("server {} starts without approval: {}", server.name, server.launch_line()));
-            if let codemode::mcp::Transport::Stdio { command, args, cwd, .. } = &server.transport {
-                let dir = cwd.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
-                let names_a_file = std::iter::once(command).chain(args).any(|a| dir.join(a).is_file());
-                if !names_a_file {
-                    lines.push(format!(
-                        "  note: server {} names no file as an argument, so codemode cannot protect what it \
-                         runs from programs (docs/SECURITY.md)",
-                        server.name
-                    ));
-                }
-            }
         }
-        return Ok(lines);
+        return Ok((lines, config.command_pins(dir)));
     }
-    let config = codemode::config::ConfigFile::load(file)?;
+    let config = codemode::config::ConfigFile::load_text(path, text)?;
     // Every part decided: a new one does not compile until it is listed
     // here or named with why not. Not listed, though trust grants them
     // (`ConfigFile::without_grants` drops them while untrusted): tool
@@ -139,7 +147,7 @@ fn grants_of(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
     for path in &sandbox.writable {
         lines.push(format!("bash may write {path}"));
     }
-    Ok(lines)
+    Ok((lines, config.command_pins(dir)))
 }
 
 /// `--revoke DIR`: removes DIR's entries and says which (or, with `note`

@@ -64,7 +64,8 @@ pub enum TrustError {
     },
 }
 
-/// One trusted file: its SHA-256 when it was trusted.
+/// One trusted file: its SHA-256 when it was trusted, and the digests of
+/// the workspace files its commands name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct TrustEntry {
@@ -72,19 +73,175 @@ pub struct TrustEntry {
     pub sha256: String,
     /// When it was trusted (RFC 3339, UTC).
     pub trusted_at: String,
+    /// The workspace files its hooks and servers name (absolute path ->
+    /// [`pin_digest`] when it was trusted): a change to any of them
+    /// revokes the trust as a change to the file does. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pinned: BTreeMap<String, String>,
 }
 
 /// How a file stands against the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TrustState {
-    /// Recorded with the file's current SHA-256: it applies whole.
+    /// Recorded with the file's current SHA-256 and every pinned file as it
+    /// was: it applies whole.
     Trusted,
-    /// Never trusted (or trust revoked).
+    /// Never trusted (or trust revoked), or a symbolic link.
     Untrusted,
     /// Trusted once, but the file changed since: untrusted until trusted
     /// again.
     Changed,
+    /// The file is as trusted, but a workspace file one of its commands
+    /// names (a hook's script, a server's program, an interpreter) changed
+    /// since: untrusted until trusted again.
+    PinChanged {
+        /// The pinned file that changed (or appeared, or went).
+        file: PathBuf,
+    },
+}
+
+/// The workspace files a configuration's commands (hooks, MCP stdio
+/// servers) name, to pin with its trust ([`TrustStore::trust`]) and to
+/// protect while a run lasts ([`command_files`](codemode_base::command_files)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommandPins {
+    /// Absolute paths beneath the workspace, existing or not, without
+    /// repeats.
+    pub files: Vec<PathBuf>,
+    /// The commands whose files cannot all be known, one line each: what
+    /// the command is (`hook `sh -c ...``, `server `x``) and why.
+    pub undetermined: Vec<String>,
+}
+
+impl CommandPins {
+    /// Adds what `found` holds for the command described `what`.
+    pub fn add(&mut self, what: &str, found: codemode_base::command_files::CommandFiles) {
+        for file in found.files {
+            if !self.files.contains(&file) {
+                self.files.push(file);
+            }
+        }
+        if let Some(why) = found.undetermined {
+            self.undetermined.push(format!("{what}: {why}"));
+        }
+    }
+}
+
+/// A file whose trust is decided, read once ([`ReadFile::read`]): its
+/// digest, its parse and its trust all come from these bytes, so a file
+/// swapped between two reads cannot be parsed as one and trusted as the
+/// other.
+#[derive(Debug, Clone)]
+pub struct ReadFile {
+    /// The canonical folder and the file's own name.
+    path: PathBuf,
+    bytes: Vec<u8>,
+    sha256: String,
+    link: bool,
+}
+
+impl ReadFile {
+    /// Reads `file` once, bounded ([`MAX_CONFIG_BYTES`](codemode_base::config_file::MAX_CONFIG_BYTES)).
+    /// A symbolic link is read through (its target's restrictions still
+    /// apply) but marked: it is never trusted, as a link would let a
+    /// workspace borrow the trust of the file it points to.
+    ///
+    /// # Errors
+    /// [`TrustError::Io`]: the file or its folder cannot be read, or it is
+    /// not a regular file of at most 1 MiB.
+    pub fn read(file: &Path) -> Result<ReadFile, TrustError> {
+        let io =
+            |path: &Path, e: std::io::Error| TrustError::Io { path: path.to_owned(), message: e.to_string() };
+        let name = file
+            .file_name()
+            .ok_or_else(|| TrustError::Io { path: file.to_owned(), message: "not a file name".to_owned() })?;
+        let folder = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let path = canonical(folder)?.join(name);
+        let (bytes, link) = match codemode_base::config_file::read_own_bytes(&path) {
+            Ok(bytes) => (bytes, false),
+            Err(e) if codemode_base::config_file::is_link_refused(&e) => {
+                (codemode_base::config_file::read_config_bytes(&path).map_err(|e| io(&path, e))?, true)
+            }
+            Err(e) => return Err(io(&path, e)),
+        };
+        let sha256 = hex(&Sha256::digest(&bytes));
+        Ok(ReadFile { path, bytes, sha256, link })
+    }
+
+    /// The file: its canonical folder and its own name.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The bytes read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The bytes read, as text.
+    ///
+    /// # Errors
+    /// [`TrustError::Io`] when they are not UTF-8.
+    pub fn text(&self) -> Result<&str, TrustError> {
+        std::str::from_utf8(&self.bytes).map_err(|_| TrustError::Io {
+            path: self.path.clone(),
+            message: "the file is not UTF-8 text".into(),
+        })
+    }
+
+    /// The SHA-256 of the bytes read (lower-case hex).
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Whether the file is a symbolic link (never trusted).
+    pub fn is_link(&self) -> bool {
+        self.link
+    }
+}
+
+/// What a pinned file is now, as [`TrustEntry::pinned`] records it: the
+/// SHA-256 of a regular file (read without following a link as its last
+/// component, any size), `link:<target>` for a symbolic link, `missing`,
+/// or `not a file` (a folder, a FIFO, a device: never read).
+pub fn pin_digest(path: &Path) -> String {
+    use std::io::Read as _;
+    match path.symlink_metadata() {
+        Err(_) => return "missing".to_owned(),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            let target = std::fs::read_link(path).unwrap_or_default();
+            return format!("link:{}", target.display());
+        }
+        Ok(meta) if !meta.is_file() => return "not a file".to_owned(),
+        Ok(_) => {}
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    }
+    let Ok(mut file) = options.open(path) else { return "unreadable".to_owned() };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return "not a file".to_owned();
+    }
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(_) => return "unreadable".to_owned(),
+        }
+    }
+    hex(&hasher.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The on-disk shape: canonical path (as text) -> entry.
@@ -125,38 +282,61 @@ impl TrustStore {
         &self.dir
     }
 
-    /// How `file` stands: compares its current SHA-256 with the record. A
-    /// symbolic link is always untrusted.
+    /// How `file` stands: reads it once ([`ReadFile::read`]) and compares
+    /// it with the record ([`TrustStore::state_of`]).
     ///
     /// # Errors
     /// The file or the record cannot be read.
     pub fn state(&self, file: &Path) -> Result<TrustState, TrustError> {
-        let (key, digest) = match fingerprint(file) {
-            Err(TrustError::Symlink { .. }) => return Ok(TrustState::Untrusted),
-            other => other?,
-        };
-        Ok(match self.read()?.files.get(&key) {
-            Some(entry) if entry.sha256 == digest => TrustState::Trusted,
-            Some(_) => TrustState::Changed,
-            None => TrustState::Untrusted,
-        })
+        self.state_of(&ReadFile::read(file)?)
     }
 
-    /// Records `file` (canonical path and current SHA-256) as trusted and
-    /// returns the entry.
+    /// How the file read as `file` stands: its SHA-256 against the record,
+    /// then each file pinned with it against its digest now. A symbolic
+    /// link is always untrusted.
     ///
     /// # Errors
-    /// The file cannot be read, or the record cannot be read or written.
-    pub fn trust(&self, file: &Path) -> Result<(PathBuf, TrustEntry), TrustError> {
-        let (key, sha256) = fingerprint(file)?;
+    /// The record cannot be read.
+    pub fn state_of(&self, file: &ReadFile) -> Result<TrustState, TrustError> {
+        if file.link {
+            return Ok(TrustState::Untrusted);
+        }
+        let record = self.read()?;
+        let Some(entry) = record.files.get(&file.path.display().to_string()) else {
+            return Ok(TrustState::Untrusted);
+        };
+        if entry.sha256 != file.sha256 {
+            return Ok(TrustState::Changed);
+        }
+        for (pinned, digest) in &entry.pinned {
+            if pin_digest(Path::new(pinned)) != *digest {
+                return Ok(TrustState::PinChanged { file: PathBuf::from(pinned) });
+            }
+        }
+        Ok(TrustState::Trusted)
+    }
+
+    /// Records the file read as `file` (its canonical path and the SHA-256
+    /// of the bytes read) as trusted, with the [`pin_digest`] of each of
+    /// `pinned` (the workspace files its commands name), and returns the
+    /// entry.
+    ///
+    /// # Errors
+    /// [`TrustError::Symlink`] for a link; the record cannot be read or
+    /// written.
+    pub fn trust(&self, file: &ReadFile, pinned: &[PathBuf]) -> Result<(PathBuf, TrustEntry), TrustError> {
+        if file.link {
+            return Err(TrustError::Symlink { path: file.path.clone() });
+        }
         let mut record = self.read()?;
         let entry = TrustEntry {
-            sha256,
+            sha256: file.sha256.clone(),
             trusted_at: codemode_base::time_text::rfc3339_utc(std::time::SystemTime::now()),
+            pinned: pinned.iter().map(|p| (p.display().to_string(), pin_digest(p))).collect(),
         };
-        record.files.insert(key.clone(), entry.clone());
+        record.files.insert(file.path.display().to_string(), entry.clone());
         self.write(&record)?;
-        Ok((PathBuf::from(key), entry))
+        Ok((file.path.clone(), entry))
     }
 
     /// Removes every entry for a file in `dir` (canonical) or for `dir`
@@ -208,7 +388,9 @@ impl TrustStore {
 
     fn read(&self) -> Result<Record, TrustError> {
         let path = self.path();
-        match codemode_base::config_file::read_config_bytes(&path) {
+        // Read as itself: a record that is a link is refused (a program
+        // could point it at a record of its own making).
+        match codemode_base::config_file::read_own_bytes(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| TrustError::Corrupt { path, message: e.to_string() }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -234,24 +416,6 @@ impl TrustStore {
     }
 }
 
-/// The path (as text: the canonical folder and the file's own name) and
-/// SHA-256 (lower-case hex) of `file`, which must not be a symbolic link:
-/// a link would let a workspace borrow the trust of the file it points to.
-fn fingerprint(file: &Path) -> Result<(String, String), TrustError> {
-    let io = |message: String| TrustError::Io { path: file.to_owned(), message };
-    let meta = std::fs::symlink_metadata(file).map_err(|e| io(e.to_string()))?;
-    if meta.file_type().is_symlink() {
-        return Err(TrustError::Symlink { path: file.to_owned() });
-    }
-    let name = file.file_name().ok_or_else(|| io("not a file name".into()))?;
-    let folder = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let path = canonical(folder)?.join(name);
-    let bytes = codemode_base::config_file::read_config_bytes(&path)
-        .map_err(|e| TrustError::Io { path: path.clone(), message: e.to_string() })?;
-    let digest = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
-    Ok((path.display().to_string(), digest))
-}
-
 fn canonical(path: &Path) -> Result<PathBuf, TrustError> {
     std::fs::canonicalize(path).map_err(|e| TrustError::Io { path: path.to_owned(), message: e.to_string() })
 }
@@ -268,13 +432,13 @@ mod tests {
         let file = ws.path().join("codemode.toml");
         std::fs::write(&file, "posture = \"full-access\"\n").unwrap();
         assert_eq!(store.state(&file).unwrap(), TrustState::Untrusted);
-        let (path, entry) = store.trust(&file).unwrap();
+        let (path, entry) = store.trust(&ReadFile::read(&file).unwrap(), &[]).unwrap();
         assert_eq!(path, std::fs::canonicalize(&file).unwrap());
         assert_eq!(entry.sha256.len(), 64);
         assert_eq!(store.state(&file).unwrap(), TrustState::Trusted);
         std::fs::write(&file, "posture = \"full-access\"\n# changed\n").unwrap();
         assert_eq!(store.state(&file).unwrap(), TrustState::Changed);
-        store.trust(&file).unwrap();
+        store.trust(&ReadFile::read(&file).unwrap(), &[]).unwrap();
         assert_eq!(store.state(&file).unwrap(), TrustState::Trusted);
         assert_eq!(store.list().unwrap().len(), 1);
         assert_eq!(store.revoke(ws.path()).unwrap(), vec![std::fs::canonicalize(&file).unwrap()]);
@@ -289,7 +453,7 @@ mod tests {
         let ws = std::fs::canonicalize(parent.path()).unwrap().join("gone");
         std::fs::create_dir(&ws).unwrap();
         std::fs::write(ws.join("codemode.toml"), "posture = \"full-access\"\n").unwrap();
-        store.trust(&ws.join("codemode.toml")).unwrap();
+        store.trust(&ReadFile::read(&ws.join("codemode.toml")).unwrap(), &[]).unwrap();
         std::fs::remove_dir_all(&ws).unwrap();
         assert_eq!(store.revoke(&ws).unwrap(), vec![ws.join("codemode.toml")]);
         assert!(store.list().unwrap().is_empty());
@@ -306,13 +470,68 @@ mod tests {
         let trusted = tempfile::tempdir().unwrap();
         let target = trusted.path().join("codemode.toml");
         std::fs::write(&target, "posture = \"full-access\"\n").unwrap();
-        store.trust(&target).unwrap();
+        store.trust(&ReadFile::read(&target).unwrap(), &[]).unwrap();
         let other = tempfile::tempdir().unwrap();
         let link = other.path().join("codemode.toml");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         assert_eq!(store.state(&link).unwrap(), TrustState::Untrusted);
-        assert!(matches!(store.trust(&link), Err(TrustError::Symlink { .. })));
+        assert!(matches!(store.trust(&ReadFile::read(&link).unwrap(), &[]), Err(TrustError::Symlink { .. })));
         assert_eq!(store.state(&target).unwrap(), TrustState::Trusted);
+    }
+
+    #[test]
+    fn the_digest_and_the_trust_come_from_the_bytes_read() {
+        let config = tempfile::tempdir().unwrap();
+        let store = TrustStore::in_dir(config.path());
+        let ws = tempfile::tempdir().unwrap();
+        let file = ws.path().join("codemode.toml");
+        std::fs::write(&file, "posture = \"ask\"\n").unwrap();
+        let trusted = ReadFile::read(&file).unwrap();
+        store.trust(&trusted, &[]).unwrap();
+        // Read once, then swapped for other bytes: what was read stays
+        // what is judged, and the other bytes are judged as themselves.
+        let read = ReadFile::read(&file).unwrap();
+        std::fs::write(&file, "posture = \"full-access\"\n").unwrap();
+        assert_eq!(read.text().unwrap(), "posture = \"ask\"\n");
+        assert_eq!(store.state_of(&read).unwrap(), TrustState::Trusted);
+        let swapped = ReadFile::read(&file).unwrap();
+        assert_eq!(swapped.text().unwrap(), "posture = \"full-access\"\n");
+        assert_eq!(store.state_of(&swapped).unwrap(), TrustState::Changed);
+    }
+
+    #[test]
+    fn a_pinned_file_that_changes_or_appears_revokes_the_trust() {
+        let config = tempfile::tempdir().unwrap();
+        let store = TrustStore::in_dir(config.path());
+        let ws = tempfile::tempdir().unwrap();
+        let file = ws.path().join("codemode.toml");
+        std::fs::write(&file, "[[hooks.before_call]]\ncommand = [\"python3\", \"hooks/guard.py\"]\n")
+            .unwrap();
+        let script = ws.path().join("hooks/guard.py");
+        let missing = ws.path().join("hooks/later.py");
+        std::fs::create_dir(ws.path().join("hooks")).unwrap();
+        std::fs::write(&script, "print()\n").unwrap();
+        let (_, entry) =
+            store.trust(&ReadFile::read(&file).unwrap(), &[script.clone(), missing.clone()]).unwrap();
+        assert_eq!(entry.pinned[&missing.display().to_string()], "missing");
+        assert_eq!(store.state(&file).unwrap(), TrustState::Trusted);
+        std::fs::write(&script, "print('allow')\n").unwrap();
+        assert_eq!(store.state(&file).unwrap(), TrustState::PinChanged { file: script.clone() });
+        std::fs::write(&script, "print()\n").unwrap();
+        assert_eq!(store.state(&file).unwrap(), TrustState::Trusted);
+        std::fs::write(&missing, "x").unwrap();
+        assert_eq!(store.state(&file).unwrap(), TrustState::PinChanged { file: missing });
+    }
+
+    #[test]
+    fn a_trust_record_that_is_a_link_is_refused() {
+        let config = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("forged.json"), "{\"version\":1,\"files\":{}}").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("forged.json"), config.path().join(RECORD_FILE))
+            .unwrap();
+        let err = TrustStore::in_dir(config.path()).list().unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
     }
 
     #[test]

@@ -106,20 +106,29 @@ impl ConfigFile {
         ConfigFile { policy, ..ConfigFile::default() }
     }
 
+    /// The workspace files this file's hooks name
+    /// ([`command_files`](codemode_base::command_files), from the
+    /// workspace, the hooks' working folder; existing or not) and the
+    /// hooks whose files cannot all be known: what `codemode trust` pins
+    /// with the file.
+    pub fn command_pins(&self, workspace: &Path) -> crate::trust::CommandPins {
+        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let mut pins = crate::trust::CommandPins::default();
+        for hook in &self.policy.hooks {
+            let found = codemode_base::command_files::command_files(&hook.command, &workspace, &workspace);
+            pins.add(&format!("hook `{}`", hook.command.join(" ")), found);
+        }
+        pins
+    }
+
     /// The files this file's hooks name: what [`ConfigFile::load`] found
-    /// (from the file's folder) and hook arguments that are files from the
-    /// workspace (the hooks' working folder), canonical.
+    /// (from the file's folder) and what [`ConfigFile::command_pins`]
+    /// finds from the workspace (missing files included, so that their
+    /// folder is protected before a program creates them).
     pub(crate) fn hook_files(&self, workspace: &Path) -> Vec<PathBuf> {
-        let from_workspace = self
-            .policy
-            .hooks
-            .iter()
-            .flat_map(|h| h.command.iter())
-            .filter_map(|arg| std::fs::canonicalize(workspace.join(arg)).ok())
-            .filter(|p| p.is_file());
         let loaded = self.protected_paths.iter().filter(|p| Some(*p) != self.source.as_ref()).cloned();
         let mut out: Vec<PathBuf> = Vec::new();
-        for file in loaded.chain(from_workspace) {
+        for file in loaded.chain(self.command_pins(workspace).files) {
             if !out.contains(&file) {
                 out.push(file);
             }

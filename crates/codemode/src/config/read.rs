@@ -108,7 +108,18 @@ impl ConfigFile {
             line: None,
             message: format!("cannot read the policy file: {e}"),
         })?;
-        let mut file = ConfigFile::from_toml(&text, Some(path))?;
+        ConfigFile::load_text(path, &text)
+    }
+
+    /// [`ConfigFile::load`] of `text`, the bytes already read from `path`
+    /// (once: a host that decides the file's trust by the same bytes, as
+    /// the CLI does with [`ReadFile`](crate::trust::ReadFile), parses them
+    /// here rather than reading the file again).
+    ///
+    /// # Errors
+    /// The errors of [`ConfigFile::from_toml`].
+    pub fn load_text(path: &Path, text: &str) -> Result<ConfigFile, PolicyError> {
+        let mut file = ConfigFile::from_toml(text, Some(path))?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         for hook in &mut file.policy.hooks {

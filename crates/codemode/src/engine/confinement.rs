@@ -129,16 +129,29 @@ fn allow_trusted_connections(config: &McpConfig, policy: &mut Policy) {
 /// Hook arguments that reach a file through a symbolic link inside the
 /// workspace (`sh hooks/guard.sh` with `hooks -> real-hooks`) are replaced
 /// by the file's real path, once, so that the file that is protected is the
-/// one that runs: a program could otherwise point the link elsewhere.
+/// one that runs: a program could otherwise point the link elsewhere. The
+/// program keeps its own name, with only its folder resolved: an
+/// interpreter reached through a link (`.venv/bin/python`) finds its
+/// environment by the path it was started by, and the link and its folder
+/// are protected instead.
 fn resolve_hook_files(workspace: &Path, policy: &mut Policy) {
-    for arg in policy.hooks.iter_mut().flat_map(|h| h.command.iter_mut()) {
-        let lexical = workspace.join(arg.as_str());
-        if let Ok(real) = std::fs::canonicalize(&lexical)
-            && real.is_file()
-            && real != lexical
-            && lexical.starts_with(workspace)
-        {
-            *arg = real.display().to_string();
+    for hook in &mut policy.hooks {
+        for (i, arg) in hook.command.iter_mut().enumerate() {
+            let lexical = workspace.join(arg.as_str());
+            if !lexical.starts_with(workspace) || !lexical.is_file() {
+                continue;
+            }
+            let real = if i == 0 {
+                let folder = lexical.parent().and_then(|d| std::fs::canonicalize(d).ok());
+                folder.zip(lexical.file_name()).map(|(d, name)| d.join(name))
+            } else {
+                std::fs::canonicalize(&lexical).ok()
+            };
+            if let Some(real) = real
+                && real != lexical
+            {
+                *arg = real.display().to_string();
+            }
         }
     }
 }
@@ -159,14 +172,14 @@ fn workspace_hooks(workspace: &Path, config: &ConfigFile) -> Vec<PathBuf> {
 /// config file (`.mcp.json`, else `.cursor/mcp.json`, else
 /// `.vscode/mcp.json`) run (a later run may load that one).
 fn mcp_server_files(workspace: &Path, loaded: Option<&McpConfig>) -> Vec<PathBuf> {
-    let mut files = loaded.map(crate::gate::protection::server_files).unwrap_or_default();
+    let mut files = loaded.map(|c| crate::gate::protection::server_files(c, workspace)).unwrap_or_default();
     let Some(own) = crate::mcp::workspace_config_file(workspace) else { return files };
     let own_is_loaded = loaded.and_then(|c| c.source.clone()) == std::fs::canonicalize(&own).ok();
     if own.is_file()
         && !own_is_loaded
         && let Ok(config) = McpConfig::load_in(&own, Some(workspace))
     {
-        files.extend(crate::gate::protection::server_files(&config));
+        files.extend(crate::gate::protection::server_files(&config, workspace));
     }
     files
 }

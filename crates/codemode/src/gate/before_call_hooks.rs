@@ -51,6 +51,18 @@ pub(crate) async fn run(
     let mut rules = None;
     for hook in hooks_for(&policy.hooks, tool) {
         let name = hook.command.first().map_or("?", String::as_str);
+        // A hook runs outside the sandbox: a file it names that a tool
+        // call created during this run must not run (docs/SECURITY.md,
+        // "Protected paths").
+        if let Some(file) = super::protection::hook_file_appeared(protections) {
+            return Hooked::Blocked(format!(
+                "hook `{}` was not run: `{}`, a file the hooks name, did not exist when the engine was built \
+                 and exists now (a tool call may have created it); the call is blocked. Check the file, \
+                 then start a new run",
+                hook.command.join(" "),
+                file.display()
+            ));
+        }
         let input = HookInput { tool, arguments: &args, caller, run_id, workspace };
         match run_hook(hook, &input).await {
             HookOutcome::Pass => {}

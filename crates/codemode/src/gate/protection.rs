@@ -65,31 +65,16 @@ pub(crate) struct NamedFiles {
     pub other: Vec<(PathBuf, String)>,
 }
 
-/// The files the stdio servers of `config` run: the command when it is a
-/// path, and the arguments that are files, from the server's `cwd` (else
-/// the current folder), and the `envFile` each reads, canonical.
-#[cfg(unix)]
-pub(crate) fn server_files(config: &crate::mcp::McpConfig) -> Vec<PathBuf> {
-    let here = std::env::current_dir().unwrap_or_default();
-    let mut out: Vec<PathBuf> = Vec::new();
-    for server in config.servers.values() {
-        let crate::mcp::Transport::Stdio { command, args, cwd, .. } = &server.transport else { continue };
-        // The environment file decides what the server runs as much as its
-        // script does (`NODE_OPTIONS`, `PYTHONPATH`).
-        if let Some(file) = server.env_file.as_ref().and_then(|f| std::fs::canonicalize(f).ok())
-            && !out.contains(&file)
-        {
-            out.push(file);
-        }
-        let dir = cwd.clone().unwrap_or_else(|| here.clone());
-        let command = command.contains('/').then_some(command);
-        for arg in command.into_iter().chain(args) {
-            if let Ok(file) = std::fs::canonicalize(dir.join(arg))
-                && file.is_file()
-                && !out.contains(&file)
-            {
-                out.push(file);
-            }
+/// The files the stdio servers of `config` run
+/// ([`McpConfig::command_pins`](crate::mcp::McpConfig::command_pins):
+/// their programs, scripts, interpreters and `envFile`s beneath the
+/// canonical `workspace`, existing or not), and their `envFile`s outside
+/// it.
+pub(crate) fn server_files(config: &crate::mcp::McpConfig, workspace: &Path) -> Vec<PathBuf> {
+    let mut out = config.command_pins(workspace).files;
+    for file in config.servers.values().filter_map(|s| s.env_file.as_ref()) {
+        if !out.contains(file) {
+            out.push(file.clone());
         }
     }
     out
@@ -127,15 +112,47 @@ pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protectio
         .chain(named.approver.iter().map(|p| (p, "approver command")))
         .chain(named.mcp_servers.iter().map(|p| (p, "MCP server command")));
     for (file, by) in files {
-        let file = canonical_or(file);
-        add(file.clone(), format!("a file the {by} names"));
-        if let Some(folder) = file.parent()
-            && !workspace.starts_with(folder)
-        {
-            add(folder.to_path_buf(), format!("the folder of a file the {by} names"));
+        // As named and as resolved: a link's folder and its target's.
+        for file in [file.clone(), canonical_or(file)] {
+            let missing = if file.symlink_metadata().is_err() { MISSING_AT_BUILD } else { "" };
+            add(file.clone(), format!("a file the {by} names{missing}"));
+            // A file that does not exist yet is protected by its path and
+            // its folder, so a program cannot create it for the command to
+            // run (the outermost missing folder, when its folder is missing
+            // too).
+            let mut folder = file.parent();
+            while let Some(f) = folder
+                && !f.exists()
+                && let Some(up) = f.parent()
+                && !up.exists()
+                && !workspace.starts_with(up)
+            {
+                folder = Some(up);
+            }
+            if let Some(folder) = folder
+                && !workspace.starts_with(folder)
+            {
+                add(folder.to_path_buf(), format!("the folder of a file the {by} names"));
+            }
         }
     }
     out
+}
+
+/// How [`protections`] marks a named file that did not exist when the
+/// engine was built.
+const MISSING_AT_BUILD: &str = " (missing when the engine was built)";
+
+/// The first file the configuration's hooks name that did not exist when
+/// the engine was built and exists now: a tool call of this run created it
+/// (through a path the protections could not cover, such as a folder that
+/// did not exist either), so the hooks must not run it.
+pub(crate) fn hook_file_appeared(protections: &[Protection]) -> Option<&Path> {
+    protections
+        .iter()
+        .filter(|p| p.what == format!("a file the hook names{MISSING_AT_BUILD}"))
+        .map(|p| p.path.as_path())
+        .find(|p| p.symlink_metadata().is_ok())
 }
 
 fn canonical_or(path: &Path) -> PathBuf {

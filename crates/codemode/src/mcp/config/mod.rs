@@ -359,12 +359,22 @@ impl McpConfig {
     pub fn load_in(path: &Path, workspace: Option<&Path>) -> Result<McpConfig, ConfigError> {
         let text = codemode_base::config_file::read_config(path)
             .map_err(|e| ConfigError::Read { path: path.to_owned(), message: e.to_string() })?;
+        McpConfig::load_text_in(path, &text, workspace)
+    }
+
+    /// [`McpConfig::load_in`] of `text`, the bytes already read from
+    /// `path` (once: a host that decides the file's trust by the same
+    /// bytes parses them here rather than reading the file again).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the server and field of the first problem.
+    pub fn load_text_in(path: &Path, text: &str, workspace: Option<&Path>) -> Result<McpConfig, ConfigError> {
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let base = std::fs::canonicalize(if base.as_os_str().is_empty() { Path::new(".") } else { &base })
             .unwrap_or(base);
         let workspace = workspace.map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_owned()));
         let mut config =
-            McpConfig::parse_in(&text, &base, workspace.as_deref(), &|name| std::env::var(name).ok())?;
+            McpConfig::parse_in(text, &base, workspace.as_deref(), &|name| std::env::var(name).ok())?;
         config.source = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
         Ok(config)
     }
@@ -464,6 +474,34 @@ impl McpConfig {
     /// The servers that are not disabled.
     pub fn enabled(&self) -> impl Iterator<Item = &ServerConfig> {
         self.servers.values().filter(|s| !s.disabled)
+    }
+
+    /// The workspace files the enabled stdio servers name
+    /// ([`command_files`](codemode_base::command_files) of `command` and
+    /// `args` from the server's `cwd`, else the current folder; and its
+    /// `envFile`), existing or not, and the servers whose files cannot all
+    /// be known: what `codemode trust` pins with the file and what the
+    /// engine protects.
+    pub fn command_pins(&self, workspace: &Path) -> crate::trust::CommandPins {
+        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let here = std::env::current_dir().unwrap_or_else(|_| workspace.clone());
+        let mut pins = crate::trust::CommandPins::default();
+        for server in self.enabled() {
+            let Transport::Stdio { command, args, cwd, .. } = &server.transport else { continue };
+            let argv: Vec<String> = std::iter::once(command).chain(args).cloned().collect();
+            let dir = cwd.clone().unwrap_or_else(|| here.clone());
+            let mut found = codemode_base::command_files::command_files(&argv, &dir, &workspace);
+            // The environment file decides what the server runs as much as
+            // its script does (`NODE_OPTIONS`, `PYTHONPATH`).
+            if let Some(file) = &server.env_file {
+                let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
+                if file.starts_with(&workspace) {
+                    found.files.push(file);
+                }
+            }
+            pins.add(&format!("server `{}`", server.name), found);
+        }
+        pins
     }
 }
 

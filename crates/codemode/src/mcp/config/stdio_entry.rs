@@ -130,7 +130,10 @@ fn linked_component(path: &Path, base: &Path) -> Option<PathBuf> {
 /// # Errors
 /// A message that names the file but quotes none of its values.
 fn read_env_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let text = codemode_base::config_file::read_config(path)
+    // Read once, as itself: a link swapped in after the check above is
+    // refused, not followed.
+    let text = codemode_base::config_file::read_own_bytes(path)
+        .and_then(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("the file is not UTF-8 text")))
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut out = Vec::new();
     for item in dotenvy::from_read_iter(text.as_bytes()) {
