@@ -262,12 +262,18 @@ fn secret_workspace() -> (tempfile::TempDir, PathBuf) {
     let ws = crate::common::workspace();
     let config = json!({"mcpServers": {
         "fixture": {"command": "python3", "args": [fixture(), "normal", "--token=${SECRET}"]},
-        "broken": {"command": "python3",
-                   "args": ["-c", "import sys; sys.stderr.write(' '.join(sys.argv)); sys.exit(3)", "${SECRET}"]},
+        // A script, not inline code: an untrusted file's server whose
+        // files cannot be known is not started at all.
+        "broken": {"command": "python3", "args": ["broken.py", "${SECRET}"]},
         // Nothing listens there: rmcp logs the failed request's URL.
         "refused": {"url": "http://127.0.0.1:1/mcp?key=${SECRET}"},
     }});
     std::fs::write(ws.path().join(".mcp.json"), config.to_string()).unwrap();
+    std::fs::write(
+        ws.path().join("broken.py"),
+        "import sys; sys.stderr.write(' '.join(sys.argv)); sys.exit(3)\n",
+    )
+    .unwrap();
     std::fs::write(
         ws.path().join("prog.js"),
         r#"try { await tools.mcp__refused__x({}); } catch (e) {}
@@ -327,7 +333,7 @@ fn the_terminal_prompt_shows_the_command_a_connection_runs() {
     assert!(shown.contains("approval needed for `mcp_connect__broken`"), "{shown}");
     let runs =
         shown.lines().find(|l| l.trim_start().starts_with("runs: ")).unwrap_or_else(|| panic!("{shown}"));
-    assert!(runs.contains("python3 -c") && runs.contains("${SECRET}"), "{runs}");
+    assert!(runs.contains("python3 broken.py") && runs.contains("${SECRET}"), "{runs}");
     // The start was allowed, failed, and its error quotes `${SECRET}`.
     assert!(shown.contains("exited with status 3"), "{shown}");
     assert!(!shown.contains(SECRET), "the secret leaked: {shown}");
