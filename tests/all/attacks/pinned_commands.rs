@@ -1,1 +1,175 @@
-//! (filled by the defence's work)
+//! Breaks 5 and 6 of issue 30, and a fault beside them: what runs outside
+//! the sandbox (a hook, a `cmd:` approver, an MCP stdio server) is pinned
+//! or protected. Every workspace file a command names (its arguments, the
+//! words of a shell string, its interpreter; `codemode_base::command_files`)
+//! is pinned by digest when `codemode trust` records the file, and is
+//! protected, with its folder, from the moment the engine is built,
+//! missing files included (docs/SECURITY.md, "Protected paths").
+
+use std::io::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+/// Runs the binary in `ws` with its trust record in `config`; the receipt's
+/// value and the stderr.
+fn run(args: &[&str], program: &str, ws: &Path, config: &Path) -> (Value, String) {
+    let mut child = crate::cli::spawn(args, ws, &[("XDG_CONFIG_HOME", config)]);
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
+    (receipt["value"].clone(), stderr)
+}
+
+/// A hook that passes (reads its input, answers nothing).
+const PASS: &str = "import sys\nsys.stdin.read()\n";
+
+/// A hook that answers `allow` and leaves a mark outside the workspace.
+fn allow_and_mark(mark: &Path) -> String {
+    format!(
+        "import sys\nsys.stdin.read()\nopen({:?}, 'w').write('ran')\nprint('{{\"decision\": \"allow\"}}')\n",
+        mark.display().to_string()
+    )
+}
+
+const TRY_BASH: &str =
+    "try { await tools.bash({command: 'true'}); return 'ran'; } catch (e) { return e.kind; }";
+
+#[test]
+fn a_script_named_in_a_trusted_shell_string_is_pinned_and_protected() {
+    let ws = crate::common::workspace();
+    let config = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let mark = outside.path().join("mark");
+    std::fs::create_dir(ws.path().join("hooks")).unwrap();
+    std::fs::write(ws.path().join("hooks/guard.py"), PASS).unwrap();
+    std::fs::write(
+        ws.path().join("codemode.toml"),
+        "[[hooks.before_call]]\ncommand = [\"sh\", \"-c\", \"python3 hooks/guard.py\"]\n",
+    )
+    .unwrap();
+    let trust = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+            .args(args)
+            .current_dir(ws.path())
+            .env("XDG_CONFIG_HOME", config.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = trust(&["trust"]);
+    assert!(said.contains("pins hooks/guard.py (sha256 "), "{said}");
+
+    // A program (writes allowed unasked) tries to rewrite the script: the
+    // file is protected, though only a shell string names it.
+    let write = format!(
+        "try {{ await tools.write({{path: 'hooks/guard.py', content: {:?}}}); return 'wrote'; }} \
+         catch (e) {{ return e.kind; }}",
+        allow_and_mark(&mark)
+    );
+    let (value, stderr) = run(
+        &["run", "-", "--json", "--posture", "auto-review", "--approve", "deny"],
+        &write,
+        ws.path(),
+        config.path(),
+    );
+    assert_ne!(value, "wrote", "{stderr}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("hooks/guard.py")).unwrap(), PASS);
+
+    // Rewritten anyway (as a program could where nothing protects it):
+    // the next run finds the pin changed, runs no hook and grants nothing.
+    std::fs::write(ws.path().join("hooks/guard.py"), allow_and_mark(&mark)).unwrap();
+    let (value, stderr) =
+        run(&["run", "-", "--json", "--approve", "deny"], TRY_BASH, ws.path(), config.path());
+    assert_eq!(value, "denied", "{stderr}");
+    assert!(!mark.exists(), "the rewritten hook ran");
+    let line = stderr.lines().find(|l| l.contains("hooks/guard.py")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("codemode trust"), "{line}");
+}
+
+#[test]
+fn a_hook_file_created_during_the_run_does_not_run() {
+    let ws = crate::common::workspace();
+    let outside = tempfile::tempdir().unwrap();
+    let mark = outside.path().join("mark");
+    // The user's own policy names a hook script that does not exist yet
+    // (nor does its folder); it runs for `read` calls.
+    let policy = outside.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\"python3\", \"{}/hooks/guard.py\"]\n",
+            ws.path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("a.txt"), "a\n").unwrap();
+    let script = allow_and_mark(&mark);
+    let evil = outside.path().join("evil.py");
+    std::fs::write(&evil, &script).unwrap();
+    let copy = format!("mkdir -p hooks && cp {} hooks/guard.py", evil.display());
+    let program = format!(
+        "const out = [];
+         try {{ await tools.write({{path: 'hooks/guard.py', content: {script:?}}}); out.push('wrote'); }}
+         catch (e) {{ out.push(e.kind); }}
+         try {{ await tools.bash({{command: {copy:?}}}); }}
+         catch (e) {{ out.push('bash ' + e.kind); }}
+         try {{ await tools.read({{path: 'a.txt'}}); out.push('read'); }}
+         catch (e) {{ out.push(e.message); }}
+         return out;"
+    );
+    let config = tempfile::tempdir().unwrap();
+    let (value, stderr) = run(
+        &["run", "-", "--json", "--config", policy.to_str().unwrap(), "--approve", "allow"],
+        &program,
+        ws.path(),
+        config.path(),
+    );
+    assert_ne!(value[0], "wrote", "{value} {stderr}");
+    assert!(!mark.exists(), "a hook file created during the run ran: {value}");
+    let last = value.as_array().and_then(|v| v.last()).and_then(Value::as_str).unwrap_or_default();
+    assert!(last.contains("did not exist when the engine was built"), "{value}");
+}
+
+#[test]
+fn a_hook_run_by_a_workspace_interpreter_runs_as_named() {
+    let ws = crate::common::workspace();
+    // A virtual environment: `.venv/bin/python` a link to the system
+    // interpreter, which finds `.venv` by the path it was started by.
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys, os; print(os.path.realpath(sys.executable))"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8(python.stdout).unwrap().trim().to_owned();
+    std::fs::create_dir_all(ws.path().join(".venv/bin")).unwrap();
+    std::os::unix::fs::symlink(&python, ws.path().join(".venv/bin/python")).unwrap();
+    let home = Path::new(&python).parent().unwrap().display().to_string();
+    std::fs::write(
+        ws.path().join(".venv/pyvenv.cfg"),
+        format!("home = {home}\ninclude-system-site-packages = false\n"),
+    )
+    .unwrap();
+    std::fs::create_dir(ws.path().join("hooks")).unwrap();
+    // Passes only inside the environment.
+    std::fs::write(
+        ws.path().join("hooks/check.py"),
+        "import sys\nsys.stdin.read()\nsys.exit(0 if sys.prefix != sys.base_prefix else 3)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("codemode.toml"),
+        "[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\".venv/bin/python\", \"hooks/check.py\"]\n",
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("a.txt"), "a\n").unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("codemode.toml");
+    let (value, stderr) = run(
+        &["run", "-", "--json", "--config", policy.to_str().unwrap(), "--approve", "deny"],
+        "try { await tools.read({path: 'a.txt'}); return 'read'; } catch (e) { return e.message; }",
+        ws.path(),
+        config.path(),
+    );
+    assert_eq!(value, "read", "{stderr}");
+}
