@@ -6,6 +6,7 @@
 //! It opens the journal store as `codemode runs` does (`--workspace`,
 //! `--config`, `--journal`) and builds no engine.
 
+use codemode::display_text::visible;
 use codemode::journal::{AwaitingCall, Decided, RecordedDecisions};
 use codemode::{receipt::ErrorKind, receipt::RunError};
 use serde_json::json;
@@ -131,8 +132,12 @@ fn refused(e: &RunError, json: bool) -> anyhow::Result<u8> {
     })
 }
 
-/// The pending calls, each on its lines: what it acts on is shown whole
-/// (on one line: a newline in a command cannot forge a line of its own).
+/// The pending calls, each on its lines: what it acts on and its
+/// arguments are shown whole, as the terminal prompt shows a command
+/// (`codemode::display_text::visible`: on one line, so a newline in a
+/// command cannot forge a line of its own; blank-looking characters
+/// escaped and long runs of spaces counted, so padding cannot push its
+/// tail out of sight).
 fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
     let mut out = format!("run {run_id} is paused; calls waiting for a decision:\n");
     let mut open = Vec::new();
@@ -140,11 +145,11 @@ fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
         let c = &p.call;
         out.push_str(&format!("  call {} {}\n", c.seq, one_line(&c.tool)));
         if let Some(subject) = &c.subject {
-            out.push_str(&format!("    on: {}\n", one_line(subject)));
+            out.push_str(&format!("    on: {}\n", visible(subject)));
         }
         out.push_str(&format!("    why: {}\n", one_line(&c.reason)));
         let args = serde_json::to_string(&c.arguments).unwrap_or_default();
-        out.push_str(&format!("    arguments: {}\n", one_line(&args)));
+        out.push_str(&format!("    arguments: {}\n", visible(&args)));
         match &p.recorded {
             Some(r) => {
                 let verb = if r.allow { "allowed" } else { "denied" };
@@ -178,7 +183,7 @@ fn recorded_text(
         // What was decided on, as the journal held it when recorded.
         let call = recorded.calls.iter().find(|c| c.seq == *seq);
         let what = call.map_or_else(String::new, |c| {
-            let on = c.subject.as_deref().map_or_else(String::new, |s| format!(" ({})", one_line(s)));
+            let on = c.subject.as_deref().map_or_else(String::new, |s| format!(" ({})", visible(s)));
             format!(" {}{on}", one_line(&c.tool))
         });
         match decided {
@@ -189,7 +194,7 @@ fn recorded_text(
         }
     }
     for c in &recorded.undecided {
-        let on = c.subject.as_deref().map_or_else(String::new, |s| format!(" ({})", one_line(s)));
+        let on = c.subject.as_deref().map_or_else(String::new, |s| format!(" ({})", visible(s)));
         out.push_str(&format!("still waiting: call {} {}{on}\n", c.seq, one_line(&c.tool)));
     }
     out.push_str(&format!(

@@ -197,6 +197,12 @@ impl EngineArgs {
             .resume_options()
     }
 
+    /// Whether `--journal` holds a credential that the options printed for
+    /// a person show masked (`***`, [`codemode::journal::without_credentials`]).
+    pub(crate) fn journal_masked(&self) -> bool {
+        self.journal.as_deref().is_some_and(|j| codemode::journal::without_credentials(j) != j)
+    }
+
     /// The approver spec given with `--approve`, if any.
     pub(crate) fn approver_spec(&self) -> Option<&str> {
         self.approve.as_deref()
@@ -237,14 +243,12 @@ impl EngineArgs {
         }
         if let Some(j) = &self.journal {
             // A folder as an absolute path (the hint may be run from
-            // elsewhere); a database URL without its password (stderr ends
-            // up in logs).
+            // elsewhere); a database's connection string with its
+            // credentials masked (stderr ends up in logs, and a server's
+            // paused result reaches the model).
             let shown = match codemode::journal::JournalSpec::parse(j) {
                 Ok(codemode::journal::JournalSpec::Folder(dir)) => path(&dir),
-                Ok(codemode::journal::JournalSpec::Postgres(url)) => {
-                    quote(&codemode::journal::without_password(&url))
-                }
-                _ => quote(j),
+                _ => quote(&codemode::journal::without_credentials(j)),
             };
             add("journal", shown);
         }

@@ -190,10 +190,10 @@ fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Resul
     };
     options.state_key = state_key(args.state_key_file.as_deref(), workspace)?;
     let placed = args.engine.approve_options();
-    // A database URL is shown without its password (the result reaches
-    // the model and logs): say so, or the pasted command fails to log in.
-    let hidden = if placed.contains(":***@") {
-        " [the journal URL's password is shown as ***: give your database URL]"
+    // A database's credentials are shown masked (the result reaches the
+    // model and logs): say so, or the pasted command fails to log in.
+    let hidden = if args.engine.journal_masked() {
+        " [the journal's password is shown as ***: give your database's connection string]"
     } else {
         ""
     };

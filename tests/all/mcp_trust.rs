@@ -4,31 +4,32 @@
 //! an untrusted one's need it; two tools whose names sanitise alike both
 //! get the hash suffix; `${VAR}` values never reach a message, a receipt or
 //! an approval request; the connection's approval shows what runs.
+//!
+//! The tests that run issue 11's attacks as they were found are in
+//! attacks/round_two.rs, with these fixtures.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use codemode::mcp::McpConfig;
-use codemode::{
-    Engine, Policy, Program, approval::CommandApprover, policy::HookSpec, policy::Rule, receipt::RunStatus,
-};
+use codemode::{Engine, Policy, Program, policy::HookSpec, policy::Rule, receipt::RunStatus};
 use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 
 /// The fixture server named `fixture` writing its pids to `pids`.
-fn fixture_server(pids: &Path) -> Value {
+pub(crate) fn fixture_server(pids: &Path) -> Value {
     json!({"fixture": {"command": "python3", "args": [fixture(), "normal"],
                        "env": {"MCP_FIXTURE_PIDS": pids.to_string_lossy()}}})
 }
 
 /// An engine with the default policy (posture ask) and the default (deny)
 /// approver unless `policy` and `approver` say otherwise.
-fn engine(config: McpConfig, cache: &Path, ws: &Path, policy: Policy) -> Engine {
+pub(crate) fn engine(config: McpConfig, cache: &Path, ws: &Path, policy: Policy) -> Engine {
     Engine::builder().workspace(ws).policy(policy).mcp(config, options(cache)).build().unwrap()
 }
 
-const ECHO: &str = r#"try { return (await tools.mcp__fixture__echo({text: "hi"})).content; }
+pub(crate) const ECHO: &str = r#"try { return (await tools.mcp__fixture__echo({text: "hi"})).content; }
                       catch (e) { return [e.kind, e.message]; }"#;
 
 #[test]
@@ -99,61 +100,10 @@ fn deny_rules_ask_rules_and_hooks_still_apply_to_a_trusted_file() {
     assert!(!pids_file.exists(), "a refused server started");
 }
 
-#[test]
-fn tools_whose_names_sanitise_alike_both_get_the_hash_and_keep_their_names() {
-    let ws = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let server = |name: &str, tool: &str| {
-        json!({"command": "python3", "args": [fixture(), "normal"],
-               "env": {"MCP_FIXTURE_TOOLS": tool, "MCP_FIXTURE_NAME": name}})
-    };
-    let servers = json!({"files_": server("files_", "read"), "files": server("files", "_read")});
-    let listed = |engine: &Engine| -> Vec<String> {
-        let mut names: Vec<String> = engine
-            .tool_specs()
-            .into_iter()
-            .map(|s| s.name)
-            .filter(|n| n.starts_with("mcp__files___read"))
-            .collect();
-        names.sort();
-        names
-    };
-    let first = engine(config(servers.clone()), cache.path(), ws.path(), Policy::full_access());
-    for server in ["files_", "files"] {
-        let r = first.call_blocking(&format!("mcp_connect__{server}"), &json!({}));
-        assert!(r.error.is_none(), "{:?}", r.error);
-    }
-    let names = listed(&first);
-    assert_eq!(names.len(), 2, "{names:?}");
-    assert!(!names.contains(&"mcp__files___read".to_owned()), "a plain name won: {names:?}");
-    // Each name reaches its own server's tool.
-    let mut answered = Vec::new();
-    for name in &names {
-        let r = first.execute_blocking(Program::new(format!("return (await tools['{name}']({{}})).content")));
-        assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
-        answered.push(r.value.as_str().unwrap().to_owned());
-    }
-    answered.sort();
-    assert_eq!(answered, ["files/_read", "files_/read"]);
-    drop(first);
-    // Listing again (another engine, the servers started the other way
-    // round) gives the same names.
-    let second = engine(config(servers.clone()), cache.path(), ws.path(), Policy::full_access());
-    for server in ["files", "files_"] {
-        assert!(second.call_blocking(&format!("mcp_connect__{server}"), &json!({})).error.is_none());
-    }
-    assert_eq!(listed(&second), names);
-    drop(second);
-    // So does the schema cache, in an engine that starts nothing.
-    let cached = engine(untrusted(servers), cache.path(), ws.path(), Policy::default());
-    assert_eq!(listed(&cached), names);
-    assert!(cached.mcp_servers().iter().all(|s| s.state == codemode::mcp::ServerState::NotStarted));
-}
-
-const SECRET: &str = "hunter2-Sekr1t-value";
+pub(crate) const SECRET: &str = "hunter2-Sekr1t-value";
 
 /// A config whose launches hold `${SECRET}`, expanded to [`SECRET`].
-fn secret_config(text: &Value, trusted: bool) -> McpConfig {
+pub(crate) fn secret_config(text: &Value, trusted: bool) -> McpConfig {
     let text = json!({"mcpServers": text}).to_string();
     let env = |name: &str| (name == "SECRET").then(|| SECRET.to_owned());
     McpConfig { trusted, ..McpConfig::parse(&text, Path::new("/"), &env).unwrap() }
@@ -163,7 +113,7 @@ fn secret_config(text: &Value, trusted: bool) -> McpConfig {
 /// command that does not exist, a program that prints its arguments on
 /// stderr and exits, one that never answers initialize, and a URL where
 /// nothing listens (port 1).
-fn failing_servers() -> Value {
+pub(crate) fn failing_servers() -> Value {
     json!({
         "missing": {"command": "/no/such/${SECRET}/server", "args": ["--key=${SECRET}"]},
         "printer": {"command": "python3",
@@ -174,86 +124,6 @@ fn failing_servers() -> Value {
         "web": {"url": "http://127.0.0.1:1/mcp?key=${SECRET}",
                 "headers": {"Authorization": "Bearer ${SECRET}", "X-Api-Key": "literal-api-key-9f8e"}},
     })
-}
-
-#[test]
-fn secrets_from_the_environment_stay_out_of_errors_and_receipts() {
-    let ws = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let engine =
-        engine(secret_config(&failing_servers(), true), cache.path(), ws.path(), Policy::full_access());
-    let r = engine.execute_blocking(Program::new(
-        r#"const out = {};
-           for (const s of ["missing", "printer", "silent", "web"]) {
-             try { await tools[`mcp_connect__${s}`]({}); out[s] = "started"; }
-             catch (e) { out[s] = e.message; }
-           }
-           return out;"#,
-    ));
-    assert_eq!(r.status, RunStatus::Completed, "{}", r.to_json_pretty());
-    // Each start failed, and says why with the launch as written.
-    let message = |s: &str| r.value[s].as_str().unwrap().to_owned();
-    assert!(message("missing").contains("/no/such/${SECRET}/server"), "{}", message("missing"));
-    assert!(message("printer").contains("--key=${SECRET}"), "{}", message("printer"));
-    assert!(message("silent").contains("did not complete the handshake"), "{}", message("silent"));
-    assert!(message("web").contains("web"), "{}", message("web"));
-    let receipt = r.to_json_pretty();
-    let saved = std::fs::read_to_string(engine.save_receipt(&r).unwrap()).unwrap();
-    let status: Vec<String> = engine.mcp_servers().iter().map(|s| format!("{:?}", s.state)).collect();
-    for text in
-        [&receipt, &saved, &status.join("\n"), &format!("{:?}", secret_config(&failing_servers(), true))]
-    {
-        assert!(!text.contains(SECRET), "the secret leaked: {text}");
-        assert!(!text.contains("literal-api-key-9f8e"), "a header value leaked: {text}");
-    }
-    assert!(status.iter().all(|s| s.contains("Failed")), "{status:?}");
-}
-
-#[test]
-fn a_cmd_approver_is_shown_the_command_line_with_secrets_as_written() {
-    let ws = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let pids_file = cache.path().join("pids");
-    let recorded = cache.path().join("request.json");
-    let servers = json!({
-        "fixture": {"command": "python3", "args": [fixture(), "normal", "--token=${SECRET}"],
-                    "env": {"MCP_FIXTURE_PIDS": pids_file.to_string_lossy(), "TOKEN": "${SECRET}"},
-                    "cwd": cache.path().to_string_lossy()},
-        "web": {"url": "http://127.0.0.1:1/mcp?key=${SECRET}"},
-    });
-    let approver = CommandApprover::new(
-        root().join("tests/fixtures/approvers/record.sh").to_string_lossy(),
-        [recorded.to_string_lossy().into_owned()],
-    );
-    let engine = Engine::builder()
-        .workspace(ws.path())
-        .approver(approver)
-        .mcp(secret_config(&servers, false), options(cache.path()))
-        .build()
-        .unwrap();
-    let r = engine.execute_blocking(Program::new(ECHO));
-    assert_eq!(r.value, json!({"text": "hi"}), "{}", r.to_json_pretty());
-    assert_eq!(r.calls[0].decision, codemode::receipt::Decision::Approved);
-    let request: Value = serde_json::from_str(&std::fs::read_to_string(&recorded).unwrap()).unwrap();
-    assert_eq!(request["tool"], "mcp_connect__fixture");
-    let cwd = std::fs::canonicalize(cache.path()).unwrap();
-    assert_eq!(
-        request["subject"],
-        format!(
-            "MCP_FIXTURE_PIDS={} TOKEN=${{SECRET}} python3 {} normal --token=${{SECRET}} (in {})",
-            pids_file.display(),
-            fixture(),
-            cwd.display()
-        )
-    );
-    // An HTTP server's approval shows its URL.
-    let _ = engine.call_blocking("mcp_connect__web", &json!({}));
-    let request: Value = serde_json::from_str(&std::fs::read_to_string(&recorded).unwrap()).unwrap();
-    assert_eq!(request["subject"], "http://127.0.0.1:1/mcp?key=${SECRET}");
-    assert!(!request.to_string().contains(SECRET));
-    let started = pids(&pids_file);
-    drop(engine);
-    assert_gone(&started);
 }
 
 /// A workspace with an (untrusted) `.mcp.json` whose fixture server's
@@ -379,29 +249,6 @@ fn the_cli_trusts_a_file_named_with_mcp_config_and_not_the_workspace_one() {
     assert_eq!(out.status.code(), Some(1), "a changed file is untrusted again");
     assert!(String::from_utf8_lossy(&out.stderr).contains("codemode trust"));
     assert!(!pids_file.exists());
-}
-
-#[test]
-fn a_program_cannot_rewrite_the_loaded_mcp_configuration() {
-    let ws = crate::common::workspace();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    let pids_file = root.join("pids");
-    let text = json!({"mcpServers": fixture_server(&pids_file)}).to_string();
-    let path = root.join(".mcp.json");
-    std::fs::write(&path, &text).unwrap();
-    let config = codemode::mcp::McpConfig::load(&path).unwrap();
-    let e = codemode::Engine::builder()
-        .workspace(&root)
-        .policy(codemode::Policy::full_access())
-        .mcp(config, codemode::mcp::PoolOptions::default())
-        .build()
-        .unwrap();
-    let evil =
-        json!({"mcpServers": {"fixture": {"command": "sh", "args": ["-c", "touch pwned"]}}}).to_string();
-    let r = e.call_blocking("write", &json!({"path": ".mcp.json", "content": evil}));
-    assert_eq!(r.call.status, codemode::receipt::CallStatus::Refused);
-    assert!(r.call.error.unwrap().contains("the MCP configuration"));
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! later calls cannot be changed by a call, and earlier runs' receipts
 //! cannot be read, whatever the posture; an allow rule naming one
 //! protection lifts only that one.
+//!
+//! The tests that run issue 11's attacks as they were found are in
+//! attacks/round_two.rs, with these fixtures.
 
 use std::path::Path;
 
@@ -11,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::{Blob, workspace};
 
-fn engine(root: &Path, policy: Policy) -> Engine {
+pub(crate) fn engine(root: &Path, policy: Policy) -> Engine {
     engine_with(root, ConfigFile::with_policy(policy))
 }
 
@@ -19,69 +22,16 @@ fn engine_with(root: &Path, config: ConfigFile) -> Engine {
     Engine::builder().workspace(root).config(config).tool(Blob).build().unwrap()
 }
 
-fn refused(e: &Engine, tool: &str, args: Value) -> String {
+pub(crate) fn refused(e: &Engine, tool: &str, args: Value) -> String {
     let r = e.call_blocking(tool, &args);
     assert_eq!(r.call.status, CallStatus::Refused, "{tool} {args} should be refused");
     r.call.error.unwrap_or_default()
 }
 
-fn executable(path: &Path, body: &str) {
+pub(crate) fn executable(path: &Path, body: &str) {
     std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-#[test]
-fn git_and_codemode_folders_cannot_be_changed_even_under_full_access() {
-    let ws = workspace();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    std::fs::create_dir(root.join(".git")).unwrap();
-    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
-    let e = engine(&root, Policy::full_access());
-    let fsmonitor = "[core]\n\tfsmonitor = touch /tmp/pwned\n";
-    let err = refused(&e, "write", json!({"path": ".git/config", "content": fsmonitor}));
-    assert!(err.contains("is protected") && err.contains(".git"), "{err}");
-    assert!(err.contains("write(.git/**)"), "the refusal names the rule that lifts it: {err}");
-    refused(&e, "edit", json!({"path": ".git/config", "edits": [{"old": "[core]", "new": fsmonitor}]}));
-    refused(&e, "write", json!({"path": "docs/../.git/hooks/pre-commit", "content": "x"}));
-    assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]\n");
-    // A symlink inside the workspace does not dodge it.
-    std::os::unix::fs::symlink(root.join(".git"), root.join("g")).unwrap();
-    refused(&e, "write", json!({"path": "g/config", "content": fsmonitor}));
-    // Receipts: not writable (a file at .codemode/runs would turn them off).
-    refused(&e, "write", json!({"path": ".codemode/runs", "content": "x"}));
-    assert!(!root.join(".codemode/runs").is_file());
-    // A nested repository's .git too.
-    let err = refused(&e, "write", json!({"path": "vendor/lib/.git/hooks/pre-commit", "content": "x"}));
-    assert!(err.contains("nested repository"), "{err}");
-    // Reading .git is fine.
-    assert!(e.call_blocking("read", &json!({"path": ".git/config"})).is_ok());
-}
-
-#[test]
-fn earlier_runs_receipts_cannot_be_read_but_a_runs_own_spill_files_can() {
-    let ws = workspace();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    let e = engine(&root, Policy::full_access());
-    let earlier = root.join(".codemode/runs/run-earlier");
-    std::fs::create_dir_all(&earlier).unwrap();
-    std::fs::write(earlier.join("receipt.json"), "{\"secret\": \"bash output of a full-access run\"}")
-        .unwrap();
-    let err = refused(&e, "read", json!({"path": ".codemode/runs/run-earlier/receipt.json"}));
-    assert!(err.contains("codemode's own folder") && err.contains("spill_path"), "{err}");
-    refused(&e, "grep_files", json!({"pattern": "secret", "path": ".codemode"}));
-    refused(&e, "file_search", json!({"query": "*.json", "path": ".codemode/runs"}));
-    // A run reads its own spill file (what `spill_path` is for).
-    let receipt = e.execute_blocking(Program::new(
-        "const big = await tools.blob({bytes: 200000});
-         const own = await tools.read({path: big.truncated.spill_path, limit: 1});
-         let other = 'read';
-         try { await tools.read({path: '.codemode/runs/run-earlier/receipt.json'}); }
-         catch (err) { other = err.kind; }
-         return {own: own.content.length > 0, other};",
-    ));
-    assert_eq!(receipt.status, RunStatus::Completed, "{:?}", receipt.error);
-    assert_eq!(receipt.value, json!({"own": true, "other": "refused"}));
 }
 
 #[test]
@@ -97,40 +47,6 @@ fn an_allow_rule_naming_a_protection_lifts_it_for_that_tool_only() {
     refused(&e, "edit", json!({"path": ".git/config", "edits": [{"old": "[core]", "new": "[x]"}]}));
     // Hidden .codemode stays hidden.
     refused(&e, "write", json!({"path": ".codemode/x", "content": "x"}));
-}
-
-#[test]
-fn files_a_hook_or_the_approver_names_and_their_folders_are_protected() {
-    let ws = workspace();
-    let root = std::fs::canonicalize(ws.path()).unwrap();
-    std::fs::create_dir(root.join("hooks")).unwrap();
-    executable(&root.join("hooks/guard.sh"), ". ./hooks/lib.sh; cat > /dev/null; exit 0");
-    std::fs::write(root.join("hooks/lib.sh"), "true\n").unwrap();
-    std::fs::create_dir(root.join("approve")).unwrap();
-    executable(&root.join("approve/yes.sh"), "echo '{\"decision\": \"allow\"}'");
-    let config = root.join("codemode.toml");
-    // The hook is passed as an argument of `sh`, from the workspace.
-    std::fs::write(
-        &config,
-        "posture = \"auto-review\"\n[[hooks.before_call]]\nmatch = \"^bash$\"\ncommand = [\"sh\", \"hooks/guard.sh\"]\n",
-    )
-    .unwrap();
-    let approver =
-        codemode::approval::approver_from_spec(&format!("cmd:{}", root.join("approve/yes.sh").display()))
-            .unwrap();
-    let e = Engine::builder()
-        .workspace(&root)
-        .config(ConfigFile::load(&config).unwrap())
-        .approver_arc(approver)
-        .build()
-        .unwrap();
-    for path in ["hooks/guard.sh", "hooks/lib.sh", "hooks/new.sh", "approve/yes.sh", "codemode.toml"] {
-        let err = refused(&e, "write", json!({"path": path, "content": "exit 0"}));
-        assert!(err.contains("is protected"), "{path}: {err}");
-    }
-    assert_eq!(std::fs::read_to_string(root.join("hooks/lib.sh")).unwrap(), "true\n");
-    // Other files are still writable under auto-review.
-    assert!(e.call_blocking("write", &json!({"path": "notes.txt", "content": "x"})).is_ok());
 }
 
 #[test]

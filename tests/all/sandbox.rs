@@ -4,6 +4,9 @@
 //! folders unreadable, no network by default, the engine's environment
 //! invisible, no capabilities, what was applied in the metadata, and
 //! SIGTERM before SIGKILL.
+//!
+//! The tests that run issue 11's attacks as they were found are in
+//! attacks/round_two.rs, with these fixtures.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,7 +29,7 @@ fn engine(ws: &tempfile::TempDir, profile: SandboxProfile, network: bool) -> Eng
 }
 
 /// The default sandbox (`workspace-write`, no network).
-fn default_engine(ws: &tempfile::TempDir) -> Engine {
+pub(crate) fn default_engine(ws: &tempfile::TempDir) -> Engine {
     engine(ws, SandboxProfile::WorkspaceWrite, false)
 }
 
@@ -39,12 +42,12 @@ fn sh(engine: &Engine, command: &str) -> (Value, Value) {
 }
 
 /// The stdout of `command`.
-fn stdout(engine: &Engine, command: &str) -> String {
+pub(crate) fn stdout(engine: &Engine, command: &str) -> String {
     sh(engine, command).0["stdout"].as_str().unwrap().to_owned()
 }
 
 /// A `sleep` argument no other process has (see tool_bash.rs).
-fn marker() -> String {
+pub(crate) fn marker() -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
     format!("2000.{}{:03}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
@@ -67,7 +70,7 @@ fn running_with(marker: &str) -> Vec<i32> {
 
 /// Polls until no live process has `marker` in its command line; panics
 /// after 5 s.
-fn assert_gone(marker: &str) {
+pub(crate) fn assert_gone(marker: &str) {
     let until = Instant::now() + Duration::from_secs(5);
     loop {
         let alive = running_with(marker);
@@ -92,18 +95,6 @@ fn the_metadata_says_what_confinement_was_applied() {
 
     let (_, meta) = sh(&engine(&ws, SandboxProfile::Off, false), "true");
     assert_eq!(meta["sandbox"], json!({"profile": "off"}));
-}
-
-#[test]
-fn setsid_and_job_control_children_end_with_the_call() {
-    let ws = workspace();
-    let engine = default_engine(&ws);
-    let (a, b) = (marker(), marker());
-    let out = stdout(&engine, &format!("setsid sleep {a} & set -m; sleep {b} & echo started"));
-    assert_eq!(out, "started\n");
-    // They left the shell's process group: only the PID namespace ends them.
-    assert_gone(&a);
-    assert_gone(&b);
 }
 
 #[test]
@@ -256,40 +247,6 @@ fn unix_sockets_outside_are_unreachable_with_the_network_off() {
 }
 
 #[test]
-fn the_engines_environment_and_proc_entry_are_invisible() {
-    use std::io::Write as _;
-    let ws = workspace();
-    let secret = format!("codemode-secret-{}", std::process::id());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .args(["run", "-", "--posture", "full-access", "--json"])
-        .current_dir(ws.path())
-        .env("SANDBOX_TEST_SECRET", &secret)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The program (read from stdin) names the engine's host pid.
-    let engine_pid = child.id();
-    let program = format!(
-        "const r = await tools.bash({{command: 'test -e /proc/{engine_pid} && echo engine-visible; \
-         ls /proc | grep -c \"^[0-9]\"; cat /proc/*/environ /proc/$PPID/environ 2>/dev/null \
-         | tr \"\\\\0\" \"\\\\n\" | grep -c SANDBOX_TEST_SECRET'}}); return r.content.stdout;"
-    );
-    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let receipt: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-    let value = receipt["value"].as_str().unwrap_or_else(|| panic!("{receipt}"));
-    assert!(!value.contains(&secret), "{value}");
-    let mut lines = value.lines();
-    // A handful of processes: the namespace's own (init, the shell, ls...).
-    let processes: usize = lines.next().unwrap().trim().parse().unwrap_or_else(|_| panic!("{value}"));
-    assert!(processes < 10, "{value}");
-    assert_eq!(lines.next(), Some("0"), "no environ holds the secret: {value}");
-}
-
-#[test]
 fn sigterm_comes_first_and_sigkill_after_the_grace() {
     let ws = workspace();
     let engine = default_engine(&ws);
@@ -318,7 +275,7 @@ fn sigterm_comes_first_and_sigkill_after_the_grace() {
 
 /// Runs `codemode ARGS` on a pseudo-terminal (its controlling terminal);
 /// returns what it printed.
-fn on_a_terminal(ws: &Path, args: &[&str]) -> String {
+pub(crate) fn on_a_terminal(ws: &Path, args: &[&str]) -> String {
     let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
     let out = Command::new("python3")
         .arg(driver)
@@ -329,31 +286,6 @@ fn on_a_terminal(ws: &Path, args: &[&str]) -> String {
         .output()
         .expect("python3 runs the pseudo-terminal driver");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-#[test]
-fn no_controlling_terminal_for_bash_or_an_approver() {
-    let ws = workspace();
-    let approver = ws.path().join("approve.sh");
-    std::fs::write(
-        &approver,
-        "#!/bin/sh\ncat > /dev/null\n(exec 3</dev/tty) 2>/dev/null && echo opened > approver-tty.txt \
-         || echo none > approver-tty.txt\necho '{\"decision\": \"allow\"}'\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&approver, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(
-        ws.path().join("prog.js"),
-        "const r = await tools.bash({command: '(exec 3</dev/tty) 2>/dev/null && echo BASH-OPENED-TTY \
-         || echo BASH-NO-TTY; tty'}); return r.content.stdout;",
-    )
-    .unwrap();
-    let spec = format!("cmd:{}", approver.display());
-    let shown = on_a_terminal(ws.path(), &["run", "prog.js", "--approve", &spec, "--json"]);
-    assert!(shown.contains("BASH-NO-TTY") && shown.contains("not a tty"), "{shown}");
-    assert!(!shown.contains("BASH-OPENED-TTY"), "{shown}");
-    assert_eq!(std::fs::read_to_string(ws.path().join("approver-tty.txt")).unwrap(), "none\n");
 }
 
 #[test]

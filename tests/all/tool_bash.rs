@@ -1,6 +1,9 @@
 //! The `bash` tool with real processes: output, exit codes, the workspace as
 //! working directory, the environment filter, the output tail bound,
 //! timeouts, background children and cancellation.
+//!
+//! The tests that run issue 11's attacks as they were found are in
+//! attacks/round_two.rs, with these fixtures.
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,11 +17,11 @@ use serde_json::{Value, json};
 use crate::common::{deadline, engine_with, workspace};
 
 /// A variable set on the test process that the command must not see.
-const SECRET: &str = "CODEMODE_TEST_BASH_SECRET_TOKEN";
+pub(crate) const SECRET: &str = "CODEMODE_TEST_BASH_SECRET_TOKEN";
 /// One with a locale-like name, which an `LC_` prefix rule would pass.
-const LC_SECRET: &str = "LC_CODEMODE_TEST_SECRET";
+pub(crate) const LC_SECRET: &str = "LC_CODEMODE_TEST_SECRET";
 
-fn engine(ws: &tempfile::TempDir) -> Engine {
+pub(crate) fn engine(ws: &tempfile::TempDir) -> Engine {
     static SET: Once = Once::new();
     SET.call_once(|| {
         // SAFETY: set once, before any engine of this module starts a
@@ -32,12 +35,12 @@ fn engine(ws: &tempfile::TempDir) -> Engine {
     engine_with(ws, Limits::default())
 }
 
-fn bash(engine: &Engine, args: Value) -> CallOutcome {
+pub(crate) fn bash(engine: &Engine, args: Value) -> CallOutcome {
     engine.call_blocking("bash", &args)
 }
 
 /// The envelope of a successful call.
-fn ok(outcome: &CallOutcome) -> &Value {
+pub(crate) fn ok(outcome: &CallOutcome) -> &Value {
     assert!(outcome.is_ok(), "{:?}", outcome.error);
     outcome.envelope.as_ref().unwrap()
 }
@@ -148,53 +151,6 @@ fn the_description_is_never_executed() {
     let out = bash(&engine, json!({"command": "echo ok", "description": "$(touch pwned) `touch pwned`"}));
     assert_eq!(ok(&out)["content"]["stdout"], json!("ok\n"));
     assert!(!ws.path().join("pwned").exists());
-}
-
-#[test]
-fn the_environment_is_filtered() {
-    let ws = workspace();
-    let engine = engine(&ws);
-    assert_eq!(std::env::var(SECRET).as_deref(), Ok("hunter2"));
-    assert_eq!(std::env::var(LC_SECRET).as_deref(), Ok("hunter3"));
-    let out = bash(
-        &engine,
-        json!({"command": format!("echo \"secret=${{{SECRET}:-unset}}\"; echo \"codemode=$CODEMODE\"; \
-                                   echo \"pwd=$PWD\"; test -n \"$PATH\" && echo path; \
-                                   env | cut -d= -f1 | sort")}),
-    );
-    let stdout = ok(&out)["content"]["stdout"].as_str().unwrap().to_owned();
-    let mut lines = stdout.lines();
-    assert_eq!(lines.next(), Some("secret=unset"));
-    assert_eq!(lines.next(), Some("codemode=1"));
-    assert_eq!(lines.next(), Some(format!("pwd={}", engine.workspace().display()).as_str()));
-    assert_eq!(lines.next(), Some("path"));
-    let allowed = [
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "PWD",
-        "CODEMODE",
-    ];
-    let locale = [
-        "LC_ALL",
-        "LC_ADDRESS",
-        "LC_COLLATE",
-        "LC_CTYPE",
-        "LC_IDENTIFICATION",
-        "LC_MEASUREMENT",
-        "LC_MESSAGES",
-        "LC_MONETARY",
-        "LC_NAME",
-        "LC_NUMERIC",
-        "LC_PAPER",
-        "LC_TELEPHONE",
-        "LC_TIME",
-    ];
-    // bash adds a few of its own (SHLVL, `_`, OLDPWD); nothing else.
-    let shell_own = ["SHLVL", "_", "OLDPWD"];
-    for name in lines {
-        assert!(
-            allowed.contains(&name) || shell_own.contains(&name) || locale.contains(&name),
-            "`{name}` passed the environment filter"
-        );
-    }
 }
 
 #[test]

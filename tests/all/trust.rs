@@ -1,6 +1,9 @@
 //! Workspace trust through the real binary (docs/SECURITY.md, "Workspace
 //! trust"): a workspace's own `codemode.toml` restricts but grants nothing
 //! until `codemode trust`, and any change revokes the trust.
+//!
+//! The tests that run issue 11's attacks as they were found are in
+//! attacks/round_two.rs, with these fixtures.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -11,7 +14,7 @@ use serde_json::Value;
 use crate::cli::spawn;
 
 /// Runs the binary in `ws` with its trust record in `config`.
-fn codemode(args: &[&str], stdin: &str, ws: &Path, config: &Path) -> Output {
+pub(crate) fn codemode(args: &[&str], stdin: &str, ws: &Path, config: &Path) -> Output {
     let mut child = spawn(args, ws, &[("XDG_CONFIG_HOME", config)]);
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     child.wait_with_output().unwrap()
@@ -19,7 +22,7 @@ fn codemode(args: &[&str], stdin: &str, ws: &Path, config: &Path) -> Output {
 
 /// Runs a program writing `out.txt` and returns what became of the call
 /// (`wrote`, or the ToolError kind) and the stderr.
-fn try_write(ws: &Path, config: &Path) -> (String, String) {
+pub(crate) fn try_write(ws: &Path, config: &Path) -> (String, String) {
     let _ = std::fs::remove_file(ws.join("out.txt"));
     let program = "try { await tools.write({path: 'out.txt', content: 'x'}); return 'wrote'; } \
                    catch (e) { return e.kind; }";
@@ -90,25 +93,6 @@ fn an_untrusted_workspace_policy_grants_nothing_until_trusted_and_a_change_revok
     let out = codemode(&["trust", "--revoke", ws.path().to_str().unwrap()], "", ws.path(), config.path());
     assert!(String::from_utf8_lossy(&out.stdout).contains("revoked"), "{out:?}");
     assert_eq!(try_write(ws.path(), config.path()).0, "denied");
-}
-
-#[test]
-fn a_policy_file_a_program_writes_does_not_decide_the_next_run() {
-    let ws = crate::common::workspace();
-    let config = tempfile::tempdir().unwrap();
-    // Under auto-review a program may write files without asking: it
-    // writes itself a policy with posture full-access.
-    let out = codemode(
-        &["run", "-", "--json", "--posture", "auto-review", "--approve", "deny"],
-        "await tools.write({path: 'codemode.toml', content: 'posture = \"full-access\"\\n'}); return 1;",
-        ws.path(),
-        config.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(ws.path().join("codemode.toml").exists());
-    // The next run does not obey it.
-    let (outcome, stderr) = try_write(ws.path(), config.path());
-    assert_eq!(outcome, "denied", "{stderr}");
 }
 
 #[test]

@@ -19,6 +19,71 @@ pub fn is_unsafe(c: char) -> bool {
             | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}')
 }
 
+/// Whether `c` is blank or invisible though it is neither the space nor
+/// [`is_unsafe`]: it could pass for a space, or hide a difference, in text
+/// a person decides on. Unicode whitespace other than the space (U+00A0,
+/// U+3000 and the other spaces), the default-ignorable characters that draw
+/// nothing (U+00AD, U+034F, U+115F, U+1160, U+17B4, U+17B5,
+/// U+180B..U+180F, U+200B..U+200F, U+2060..U+206F, U+3164,
+/// U+FE00..U+FE0F, U+FEFF, U+FFA0, U+1D173..U+1D17A, U+E0000..U+E0FFF) and
+/// U+2800 (BRAILLE PATTERN BLANK, drawn as a blank).
+pub fn is_blank_looking(c: char) -> bool {
+    (c.is_whitespace() && c != ' ')
+        || matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{206F}'
+            | '\u{2800}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+            | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
+}
+
+/// The longest run of spaces [`visible`] shows as spaces; a longer run
+/// shows as `[N spaces]`: 16.
+pub const MAX_SPACE_RUN: usize = 16;
+
+/// What `text` shows as in [`visible`], piece by piece: each piece is what
+/// one character, or one run of spaces, shows as, with how many characters
+/// of `text` it stands for (so a cut between pieces never halves an escape
+/// and can count what it leaves out).
+pub fn visible_pieces(text: &str) -> Vec<(String, usize)> {
+    let mut pieces: Vec<(String, usize)> = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ' ' {
+            let mut run = 1;
+            while chars.next_if_eq(&' ').is_some() {
+                run += 1;
+            }
+            if run > MAX_SPACE_RUN {
+                pieces.push((format!("[{run} spaces]"), run));
+            } else {
+                pieces.push((" ".repeat(run), run));
+            }
+            continue;
+        }
+        let shown = match c {
+            '\n' => "\\n".to_owned(),
+            '\t' => "\\t".to_owned(),
+            '\r' => "\\r".to_owned(),
+            c if is_unsafe(c) || is_blank_looking(c) => format!("\\u{:04x}", u32::from(c)),
+            c => c.to_string(),
+        };
+        pieces.push((shown, 1));
+    }
+    pieces
+}
+
+/// `text` as a person deciding on it must see it, on one line with every
+/// character visible: newlines, tabs and carriage returns as `\n`, `\t`,
+/// `\r`, every other [`is_unsafe`] or [`is_blank_looking`] character as
+/// `\uXXXX` (four hex digits or more), and a run of more than
+/// [`MAX_SPACE_RUN`] spaces as `[N spaces]`, so padding or blank-looking
+/// characters cannot push the rest of a command out of sight or pass for
+/// what they are not. The terminal prompt and server mode's questions both
+/// show a command so. Nothing is cut.
+pub fn visible(text: &str) -> String {
+    visible_pieces(text).into_iter().map(|p| p.0).collect()
+}
+
 /// `text` with `\n` and `\r` written as `\n`, `\r` and every other
 /// [`is_unsafe`] character as `\u{hex}` (lower case, as Rust and the CLI's
 /// stderr write them: `\u{1b}`); borrowed when there was none.
@@ -74,6 +139,18 @@ mod tests {
         assert_eq!(one_line("x\u{2028}why: ok\u{0085}y"), "x\\u{2028}why: ok\\u{85}y");
         assert_eq!(one_line("ab\u{202E}cd\u{200B}"), "ab\\u{202e}cd\\u{200b}");
         assert_eq!(one_line("\u{1b}]0;t\u{7}"), "\\u{1b}]0;t\\u{7}");
+    }
+
+    #[test]
+    fn blanks_and_invisible_characters_are_shown_and_long_runs_counted() {
+        let command = "a  b\n\tc\r d\u{a0}e\u{200b}f\u{3000}g\u{1b}[2J\u{202e}h\u{2800}i\u{3164}j\u{e0041}";
+        assert_eq!(
+            visible(command),
+            r"a  b\n\tc\r d\u00a0e\u200bf\u3000g\u001b[2J\u202eh\u2800i\u3164j\ue0041"
+        );
+        assert_eq!(visible(&" ".repeat(MAX_SPACE_RUN)), " ".repeat(MAX_SPACE_RUN));
+        assert_eq!(visible(&format!("ls{}; rm x", " ".repeat(3000))), "ls[3000 spaces]; rm x");
+        assert_eq!(visible("plain ünïcode"), "plain ünïcode");
     }
 
     #[test]

@@ -31,24 +31,26 @@ use tokio_postgres::{Client, Config};
 
 use codemode::journal::{
     JournalSpec, JournalStore, NotResumableState, RunJournal, RunState, RunSummary, StoreError, StoreFuture,
-    StoredRun, state_line, without_password,
+    StoredRun, state_line, without_credentials,
 };
 use holder::{Hold, Holder};
 
 /// The store `spec` names (`--journal`, `[journal] url`): a
-/// `postgres://`/`postgresql://` URL opens a [`PostgresStore`] (parsed
+/// `postgres://`/`postgresql://` URL or libpq's `key=value` form
+/// ([`JournalSpec::parse`]) opens a [`PostgresStore`] (parsed
 /// only, nothing connected yet); every other spec (`off`, a folder) is
 /// [`codemode::journal::open_store`]'s, with its rules.
 ///
 /// # Errors
-/// [`StoreError::Failed`] for a URL [`PostgresStore::new`] refuses (the
-/// message names the URL without its password), and every error of
+/// [`StoreError::Failed`] for a spec [`PostgresStore::new`] refuses (the
+/// message names it with its credentials masked,
+/// [`without_credentials`]), and every error of
 /// [`codemode::journal::open_store`].
 pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn JournalStore>>, StoreError> {
     match JournalSpec::parse(spec).map_err(StoreError::Failed)? {
         JournalSpec::Postgres(url) => {
             let store = PostgresStore::new(&url)
-                .map_err(|e| StoreError::Failed(format!("the journal {}: {e}", without_password(&url))))?;
+                .map_err(|e| StoreError::Failed(format!("the journal {}: {e}", without_credentials(&url))))?;
             Ok(Some(Arc::new(store)))
         }
         _ => codemode::journal::open_store(spec, workspace),

@@ -23,7 +23,7 @@ use tokio_postgres::tls::{self as pg_tls, MakeTlsConnect, NoTls, TlsConnect};
 use tokio_postgres::{Client, Config};
 
 use super::pg_message;
-use codemode::journal::StoreError;
+use codemode::journal::{StoreError, without_credentials};
 
 /// How the store's connections are made.
 #[derive(Clone)]
@@ -57,7 +57,7 @@ pub(super) fn parse(url: &str) -> Result<Parsed, StoreError> {
         } else {
             ""
         };
-        invalid(format_args!("{}{hint}", pg_message(&e)))
+        invalid(format_args!("{}{hint}", unechoed(&pg_message(&e), url)))
     })?;
     if config.get_channel_binding() == ChannelBinding::Require {
         return Err(invalid(
@@ -82,6 +82,25 @@ pub(super) fn parse(url: &str) -> Result<Parsed, StoreError> {
         Tls::None
     };
     Ok(Parsed { config, tls })
+}
+
+/// tokio-postgres' parse error `message` for `spec`, without what it
+/// echoes of `spec` unless the masked spec shows it too: "unknown option
+/// `NAME`" quotes what it took for a name, a piece of a password when the
+/// password holds an unescaped `&` (`?password=a&b&user=u` reads a
+/// parameter `b&user`).
+fn unechoed(message: &str, spec: &str) -> String {
+    const UNKNOWN: &str = "unknown option `";
+    let Some(start) = message.find(UNKNOWN) else { return message.to_owned() };
+    let name = message[start + UNKNOWN.len()..].strip_suffix('`').unwrap_or("");
+    if !name.is_empty() && without_credentials(spec).contains(&format!("{name}=")) {
+        return message.to_owned();
+    }
+    format!(
+        "{}an unknown parameter whose name is not shown, as it may hold a piece of the password (a password \
+         holding `&`, `=` or a blank? percent-encode it in a URL, quote it in the key=value form)",
+        &message[..start]
+    )
 }
 
 /// `url` without its `sslmode` and `sslrootcert` parameters, and their
@@ -293,5 +312,15 @@ mod tests {
         assert!(err.contains("cannot read sslrootcert /nonexistent/ca.pem"), "{err}");
         let err = parse("host=h sslmode=verify-full").err().unwrap().to_string();
         assert!(err.contains("need the postgres:// URL form"), "{err}");
+    }
+
+    #[test]
+    fn a_parse_error_echoes_only_what_the_masked_spec_shows() {
+        let err = parse("postgres://h/db?password=s3&cr3t&user=u").err().unwrap().to_string();
+        assert!(!err.contains("cr3t") && err.contains("percent-encode"), "{err}");
+        let err = parse("postgres://u:s3cret@h/db?bogus=1").err().unwrap().to_string();
+        assert!(err.contains("unknown option `bogus`") && !err.contains("s3cret"), "{err}");
+        let err = parse("host=h password='s3cret").err().unwrap().to_string();
+        assert!(err.contains("unterminated") && !err.contains("s3cret"), "{err}");
     }
 }

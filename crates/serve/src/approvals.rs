@@ -219,7 +219,11 @@ pub(crate) fn form(message: String, schema: Value) -> ElicitRequestParams {
 /// What the person reads: the tool, what it acts on and its arguments
 /// (quoted, on one line each: a command's newlines, a U+2028 or a bidi
 /// override cannot make a crafted `why it asks: harmless` line pass for
-/// codemode's text), why it asks, and which run and call.
+/// codemode's text), why it asks, and which run and call. Every part is
+/// shown as the terminal prompt shows a command
+/// ([`codemode::display_text::visible`]): blank-looking and invisible
+/// characters escaped, long runs of spaces counted, so padding cannot push
+/// a command's tail out of sight.
 pub(crate) fn approval_message(request: &ApprovalRequest) -> String {
     approval_text(
         &request.tool,
@@ -244,16 +248,15 @@ pub(crate) fn approval_text(
     run_id: &str,
     seq: u64,
 ) -> String {
-    let quote = |s: &str| {
-        codemode::display_text::one_line(&serde_json::to_string(s).expect("strings serialise")).into_owned()
-    };
+    use codemode::display_text::visible;
+    let quote = |s: &str| visible(&serde_json::to_string(s).expect("strings serialise"));
     let too_long = |what: &str, bytes: usize| {
         format!(
             "\n{what} is {bytes} bytes, too long to show here: decline, read it with `codemode runs show {run_id}`, \
              and allow it with `codemode approve` if it is what you want"
         )
     };
-    let mut text = format!("codemode: allow the tool call `{}`?", codemode::display_text::one_line(tool));
+    let mut text = format!("codemode: allow the tool call `{}`?", visible(tool));
     match subject {
         Some(subject) if subject.len() <= SHOWN_BYTES => {
             text.push_str(&format!("\nit acts on: {}", quote(subject)))
@@ -263,7 +266,7 @@ pub(crate) fn approval_text(
     }
     let args = serde_json::to_string(arguments).expect("JSON values serialise");
     if args.len() <= SHOWN_BYTES {
-        text.push_str(&format!("\narguments: {}", codemode::display_text::one_line(&args)));
+        text.push_str(&format!("\narguments: {}", visible(&args)));
     } else {
         text.push_str(&too_long("its arguments", args.len()));
     }

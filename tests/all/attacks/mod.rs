@@ -13,5 +13,6 @@ mod pinned_commands;
 mod questions;
 mod read_once;
 mod retention;
+mod round_two;
 mod run_state;
 mod secrets;

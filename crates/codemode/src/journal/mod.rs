@@ -26,6 +26,7 @@
 
 pub(crate) mod approvals;
 pub(crate) mod completion;
+mod credentials;
 pub(crate) mod digest;
 pub(crate) mod local;
 pub(crate) mod record;
@@ -37,6 +38,7 @@ mod syncer;
 pub(crate) mod writer;
 
 pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_decisions, record_decisions};
+pub use credentials::{MASKED, without_credentials};
 pub use local::{LocalStore, state_line};
 pub use replay::Decided;
 pub use runs::{
@@ -45,7 +47,6 @@ pub use runs::{
 };
 pub use settings::{
     DEFAULT_KEEP_DAYS, DEFAULT_KEEP_RUNS, JournalSettings, JournalSpec, Retention, open_store,
-    without_password,
 };
 
 use std::future::Future;

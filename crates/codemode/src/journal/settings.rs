@@ -5,6 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use super::credentials::{is_key_value, url_rest, without_credentials};
 use super::{JournalStore, LocalStore, StoreError};
 
 /// How many runs are kept by default: 200.
@@ -19,11 +20,13 @@ pub const DEFAULT_KEEP_DAYS: u64 = 7;
 /// with [`open_store`] and hands it to
 /// [`EngineBuilder::journal`](crate::EngineBuilder::journal), and applies
 /// [`Retention`] after runs with [`Runs::prune`](super::Runs::prune).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Its `Debug` shows `url` with its credentials masked.
+#[derive(Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct JournalSettings {
     /// Where journals go, as written: a folder (relative to the workspace),
-    /// a `postgres://` URL, or `off` ([`JournalSpec::parse`]). Default:
+    /// a PostgreSQL connection string (a `postgres://` URL or libpq's
+    /// `key=value` form), or `off` ([`JournalSpec::parse`]). Default:
     /// none, the local folder `<workspace>/.codemode/runs`.
     pub url: Option<String>,
     /// How long runs are kept. Default: [`Retention::default`].
@@ -52,14 +55,22 @@ pub struct Retention {
     pub keep_days: u64,
 }
 
+impl std::fmt::Debug for JournalSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = self.url.as_deref().map(without_credentials);
+        f.debug_struct("JournalSettings").field("url", &url).field("retention", &self.retention).finish()
+    }
+}
+
 impl Default for Retention {
     fn default() -> Retention {
         Retention { keep_runs: DEFAULT_KEEP_RUNS, keep_days: DEFAULT_KEEP_DAYS }
     }
 }
 
-/// Where journals go, parsed from `--journal` or `[journal] url`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where journals go, parsed from `--journal` or `[journal] url`. Its
+/// `Debug` masks a connection string's credentials.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JournalSpec {
     /// `off`: runs keep no journal.
@@ -67,12 +78,18 @@ pub enum JournalSpec {
     /// A folder of the local machine (relative to the workspace when not
     /// absolute).
     Folder(PathBuf),
-    /// A `postgres://` or `postgresql://` URL.
+    /// A PostgreSQL connection string: a `postgres://` or `postgresql://`
+    /// URL, or libpq's `key=value` form (`host=db user=me dbname=runs`).
+    /// Show it with [`JournalSpec::shown`] or [`without_credentials`]
+    /// only.
     Postgres(String),
 }
 
 impl JournalSpec {
-    /// Parses `off`, a `postgres://`/`postgresql://` URL, or a folder.
+    /// Parses `off`, a `postgres://`/`postgresql://` URL, libpq's
+    /// `key=value` form (a text starting with a lower-case keyword and `=`,
+    /// [`without_credentials`] says how it is read), or a folder (one whose
+    /// name starts like `key=` is written `./host=x`).
     ///
     /// # Errors
     /// An empty text, or a URL of another scheme (`mysql://x`), with what
@@ -85,8 +102,7 @@ impl JournalSpec {
         if spec == "off" {
             return Ok(JournalSpec::Off);
         }
-        let lower = spec.to_ascii_lowercase();
-        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        if url_rest(spec).is_some() || is_key_value(spec) {
             return Ok(JournalSpec::Postgres(spec.to_owned()));
         }
         if let Some((scheme, _)) = spec.split_once("://")
@@ -100,31 +116,26 @@ impl JournalSpec {
         Ok(JournalSpec::Folder(PathBuf::from(spec)))
     }
 
-    /// The spec for messages, with a URL's password left out.
+    /// The spec for messages, its credentials masked
+    /// ([`without_credentials`]).
     pub fn shown(&self) -> String {
         match self {
             JournalSpec::Off => "off".to_owned(),
             JournalSpec::Folder(dir) => dir.display().to_string(),
-            JournalSpec::Postgres(url) => without_password(url),
+            JournalSpec::Postgres(url) => without_credentials(url).into_owned(),
         }
     }
 }
 
-/// `url` with the password of its user info replaced by `***`, for
-/// messages (`postgres://me:***@db:5432/runs`).
-pub fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rfind('@') {
-        Some(at) => {
-            let (userinfo, host) = authority.split_at(at);
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{scheme}://{user}:***{host}{tail}"),
-                None => url.to_owned(),
+impl std::fmt::Debug for JournalSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JournalSpec::Off => f.write_str("Off"),
+            JournalSpec::Folder(dir) => f.debug_tuple("Folder").field(dir).finish(),
+            JournalSpec::Postgres(spec) => {
+                f.debug_tuple("Postgres").field(&without_credentials(spec)).finish()
             }
         }
-        None => url.to_owned(),
     }
 }
 
@@ -137,13 +148,13 @@ pub fn without_password(url: &str) -> String {
 ///
 /// `workspace` should be canonical (`Engine::workspace`).
 ///
-/// A `postgres://` URL is refused here: the PostgreSQL store is a crate of
+/// A PostgreSQL spec (a `postgres://` URL, the `key=value` form) is refused here: the PostgreSQL store is a crate of
 /// its own (`codemode-journal-postgres`), whose `open_store` takes every
 /// spec this one takes and URLs too.
 ///
 /// # Errors
 /// [`StoreError::Failed`] for a spec [`JournalSpec::parse`] refuses, a
-/// PostgreSQL URL, a folder in the workspace outside `.codemode`, or a
+/// PostgreSQL spec (named without its credentials), a folder in the workspace outside `.codemode`, or a
 /// store that cannot be opened.
 pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn JournalStore>>, StoreError> {
     match JournalSpec::parse(spec).map_err(StoreError::Failed)? {
@@ -151,7 +162,7 @@ pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn Journal
         JournalSpec::Postgres(url) => Err(StoreError::Failed(format!(
             "the journal {}: this store opens folders only; a PostgreSQL journal is opened by \
              `codemode_journal_postgres::open_store` (the codemode command line does)",
-            without_password(&url)
+            without_credentials(&url)
         ))),
         JournalSpec::Folder(dir) => {
             let dir = normalize(&workspace.join(dir));
@@ -199,8 +210,11 @@ mod tests {
     fn specs_parse_into_off_folders_and_postgres_urls() {
         assert_eq!(JournalSpec::parse("off"), Ok(JournalSpec::Off));
         assert_eq!(JournalSpec::parse(" runs "), Ok(JournalSpec::Folder("runs".into())));
+        assert_eq!(JournalSpec::parse("./host=x"), Ok(JournalSpec::Folder("./host=x".into())));
         assert_eq!(JournalSpec::parse("/var/lib/cm"), Ok(JournalSpec::Folder("/var/lib/cm".into())));
-        for url in ["postgres://u@h/db", "postgresql://h/db", "POSTGRES://h/db"] {
+        for url in
+            ["postgres://u@h/db", "postgresql://h/db", "POSTGRES://h/db", "host=h dbname=db", "user = me"]
+        {
             assert_eq!(JournalSpec::parse(url), Ok(JournalSpec::Postgres(url.to_owned())));
         }
         assert!(JournalSpec::parse("").unwrap_err().contains("empty"));
@@ -209,13 +223,19 @@ mod tests {
 
     #[test]
     fn passwords_stay_out_of_messages() {
-        assert_eq!(without_password("postgres://me:s3cret@db:5432/runs"), "postgres://me:***@db:5432/runs");
-        assert_eq!(without_password("postgres://me@db/runs"), "postgres://me@db/runs");
-        assert_eq!(without_password("postgres://db/runs?x=@"), "postgres://db/runs?x=@");
-        // No PostgreSQL store here: refused, the password left out.
-        let e = open_store("postgresql://me:s3cret@db/runs", Path::new("/ws")).err().unwrap();
-        let shown = e.to_string();
-        assert!(shown.contains("codemode_journal_postgres") && !shown.contains("s3cret"), "{shown}");
+        // No PostgreSQL store here: refused, the password left out, in
+        // every form.
+        for spec in [
+            "postgresql://me:s3cret@db/runs",
+            "postgres://db/runs?password=s3cret",
+            "host=db password=s3cret",
+        ] {
+            let e = open_store(spec, Path::new("/ws")).err().unwrap();
+            let shown = e.to_string();
+            assert!(shown.contains("codemode_journal_postgres") && !shown.contains("s3cret"), "{shown}");
+        }
+        let spec = JournalSpec::parse("host=db password='s3 cret'").unwrap();
+        assert_eq!(spec.shown(), "host=db password=***");
     }
 
     #[test]

@@ -164,8 +164,9 @@ impl Receipt {
 
     /// The calls a paused run waits on, and the command that decides them.
     ///
-    /// What a person decides on is shown whole or not at all: a subject
-    /// (a bash command, a path) longer than [`PENDING_SUBJECT_BYTES`] is
+    /// What a person decides on is shown whole or not at all, every
+    /// character visible ([`codemode_base::display_text::visible`]): a
+    /// subject (a bash command, a path) shown longer than [`PENDING_SUBJECT_BYTES`] is
     /// not cut (a cut could hide its tail) but named as too long to show,
     /// and the `decide:` line offers only the calls shown.
     fn render_pending(&self, s: &mut String, decide_command: Option<&str>) {
@@ -175,8 +176,10 @@ impl Receipt {
         let mut shown = Vec::new();
         for p in self.pending.iter().take(PENDING_SHOWN) {
             // On one line: a command's newlines cannot start a line of
-            // their own (a forged `decide:`).
-            let subject = p.subject.as_deref().map(|x| cut(x, usize::MAX));
+            // their own (a forged `decide:`); blank-looking characters
+            // escaped and long runs of spaces counted, as the terminal
+            // prompt shows a command.
+            let subject = p.subject.as_deref().map(codemode_base::display_text::visible);
             let on = match subject.as_deref() {
                 Some(x) if x.len() <= PENDING_SUBJECT_BYTES => format!(" ({x})"),
                 Some(x) => format!(

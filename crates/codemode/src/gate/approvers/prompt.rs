@@ -11,7 +11,7 @@ use crate::gate::approval::{
 };
 use crate::gate::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest};
 
-use super::text::{bounded, escape, hidden, invisible, one_line_json, printable};
+use super::text::{bounded, one_line_json, printable};
 use super::{allowed, terminal};
 
 /// Asks a person on the terminal.
@@ -55,9 +55,11 @@ use super::{allowed, terminal};
 /// them. A command is shown exactly as the tool gets it, whitespace
 /// included: newlines, tabs and carriage returns as `\n`, `\t`, `\r`, other
 /// blank or invisible characters (no-break and other Unicode spaces,
-/// zero-width characters) as `\uXXXX`, and a run of more than
-/// [`PromptApprover::MAX_SPACE_RUN`] spaces as `[N spaces]`, so padding
-/// cannot push the rest of a command out of sight.
+/// zero-width characters, fillers such as U+2800 and U+3164) as `\uXXXX`,
+/// and a run of more than [`PromptApprover::MAX_SPACE_RUN`] spaces as
+/// `[N spaces]`, so padding cannot push the rest of a command out of sight
+/// ([`codemode_base::display_text::visible`], which server mode's questions
+/// use too).
 ///
 /// The other arguments follow as one line of JSON of at most
 /// [`PromptApprover::MAX_ARGS_CHARS`] characters, without the argument the
@@ -93,7 +95,7 @@ impl PromptApprover {
 
     /// The longest run of spaces a subject shows as spaces; a longer run is
     /// shown as `[N spaces]`.
-    pub const MAX_SPACE_RUN: usize = 16;
+    pub const MAX_SPACE_RUN: usize = codemode_base::display_text::MAX_SPACE_RUN;
 
     /// The reason of a denial at the prompt.
     pub const DENIED_REASON: &'static str = "denied at the prompt";
@@ -393,30 +395,7 @@ pub(super) fn subject_argument<'a>(arguments: &'a Value, subject: &str) -> Optio
 pub(super) fn shown_subject(text: &str) -> String {
     // Each piece is what one character, or one long run of spaces, shows
     // as, with how many characters of `text` it stands for.
-    let mut pieces: Vec<(String, usize)> = Vec::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == ' ' {
-            let mut run = 1;
-            while chars.next_if_eq(&' ').is_some() {
-                run += 1;
-            }
-            if run > PromptApprover::MAX_SPACE_RUN {
-                pieces.push((format!("[{run} spaces]"), run));
-            } else {
-                pieces.push((" ".repeat(run), run));
-            }
-            continue;
-        }
-        let shown = match c {
-            '\n' => "\\n".to_owned(),
-            '\t' => "\\t".to_owned(),
-            '\r' => "\\r".to_owned(),
-            c if hidden(c) || invisible(c) => escape(c),
-            c => c.to_string(),
-        };
-        pieces.push((shown, 1));
-    }
+    let pieces = codemode_base::display_text::visible_pieces(text);
     let width = |p: &(String, usize)| p.0.chars().count();
     let total: usize = pieces.iter().map(width).sum();
     if total <= PromptApprover::MAX_SUBJECT_CHARS {

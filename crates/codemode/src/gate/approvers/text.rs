@@ -44,17 +44,6 @@ pub(super) fn hidden(c: char) -> bool {
     codemode_base::display_text::is_unsafe(c)
 }
 
-/// Blank or invisible characters other than the space: whitespace such as
-/// no-break and wide spaces, and zero-width characters. Escaped in the
-/// subject, where they could pass for a space or hide a difference.
-pub(super) fn invisible(c: char) -> bool {
-    (c.is_whitespace() && c != ' ')
-        || matches!(
-            c,
-            '\u{00AD}' | '\u{034F}' | '\u{180E}' | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}'
-        )
-}
-
 /// `c` as `\uXXXX`.
 pub(super) fn escape(c: char) -> String {
     format!("\\u{:04x}", u32::from(c))
