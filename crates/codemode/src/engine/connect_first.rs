@@ -12,6 +12,7 @@
 //! started in the resuming process takes the first half only: the start is
 //! gated and made, then the call runs as allowed.
 
+use crate::gate::protection;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -251,6 +252,19 @@ pub(super) async fn gate_start(
 ) -> StartGate {
     let mcp = finish.shared.mcp.clone().expect("only MCP tools take this path");
     let connect = naming::connect_name(server);
+    // A server runs outside the sandbox: a file a server command names that
+    // a tool call created during this run must not run, also on a restart
+    // of a server the gate allowed already.
+    if let Some(file) = protection::file_appeared(&finish.shared.protections, protection::NamedBy::McpServer)
+    {
+        let reason = format!(
+            "MCP server `{server}` may not start: `{}`, a file an MCP server command names, did not exist when \
+             the engine was built and exists now (a tool call may have created it); check the file, then start \
+             a new run",
+            file.display()
+        );
+        return StartGate::Stopped { decision: Decision::Refused, kind: "refused", reason };
+    }
     // Counted before waiting: a start that fails while this call waits
     // fails it too, at once (no start per waiting call).
     let seen = mcp.pool.starts_seen(server);

@@ -54,7 +54,7 @@ pub(crate) async fn run(
         // A hook runs outside the sandbox: a file it names that a tool
         // call created during this run must not run (docs/SECURITY.md,
         // "Protected paths").
-        if let Some(file) = super::protection::hook_file_appeared(protections) {
+        if let Some(file) = super::protection::file_appeared(protections, super::protection::NamedBy::Hook) {
             return Hooked::Blocked(format!(
                 "hook `{}` was not run: `{}`, a file the hooks name, did not exist when the engine was built \
                  and exists now (a tool call may have created it); the call is blocked. Check the file, \

@@ -264,6 +264,18 @@ impl LaterStep for ApprovalStep {
                     (Some(why), true) => format!("{why}, and {answer}"),
                     _ => answer,
                 };
+            // The approver command runs outside the sandbox: a file it
+            // names that a tool call created during this run must not run.
+            if let Some(file) =
+                super::protection::file_appeared(cx.protections, super::protection::NamedBy::Approver)
+            {
+                return Flow::Done(Final::Refuse(format!(
+                    "the approver was not asked: `{}`, a file the approver command names, did not exist when the \
+                     engine was built and exists now (a tool call may have created it); check the file, then \
+                     start a new run",
+                    file.display()
+                )));
+            }
             match approval_wait::ask(cx.approver, cx.clock, request).await {
                 Approved::Yes(why) => {
                     state.notes.extend(why.map(|w| format!("approved: {w}")));

@@ -143,14 +143,39 @@ pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protectio
 /// engine was built.
 const MISSING_AT_BUILD: &str = " (missing when the engine was built)";
 
-/// The first file the configuration's hooks name that did not exist when
-/// the engine was built and exists now: a tool call of this run created it
-/// (through a path the protections could not cover, such as a folder that
-/// did not exist either), so the hooks must not run it.
-pub(crate) fn hook_file_appeared(protections: &[Protection]) -> Option<&Path> {
+/// What names a file that [`file_appeared`] checks: the hooks, the
+/// approver command or an MCP stdio server's command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NamedBy {
+    /// A hook of the loaded configuration.
+    Hook,
+    /// The `cmd:` approver.
+    Approver,
+    /// An MCP stdio server (of any server: the protections do not say which).
+    McpServer,
+}
+
+impl NamedBy {
+    fn what(self) -> &'static str {
+        match self {
+            NamedBy::Hook => "hook",
+            NamedBy::Approver => "approver command",
+            NamedBy::McpServer => "MCP server command",
+        }
+    }
+}
+
+/// The first file that `by` names that did not exist when the engine was
+/// built and exists now: a tool call of this run created it (through a
+/// path the protections could not cover, such as a folder that did not
+/// exist either, which the bash sandbox cannot mount read-only), so it
+/// must not run outside the sandbox. A stat per such file; none when every
+/// named file existed.
+pub(crate) fn file_appeared(protections: &[Protection], by: NamedBy) -> Option<&Path> {
+    let what = format!("a file the {} names{MISSING_AT_BUILD}", by.what());
     protections
         .iter()
-        .filter(|p| p.what == format!("a file the hook names{MISSING_AT_BUILD}"))
+        .filter(|p| p.what == what)
         .map(|p| p.path.as_path())
         .find(|p| p.symlink_metadata().is_ok())
 }

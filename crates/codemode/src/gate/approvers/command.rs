@@ -148,24 +148,15 @@ impl Approver for CommandApprover {
     /// The program (as a path, or found on `PATH` when its name has no `/`)
     /// and every argument that names an existing file, canonical.
     fn named_files(&self) -> Vec<std::path::PathBuf> {
-        use std::path::{Path, PathBuf};
-        let program: Option<PathBuf> = if self.program.contains('/') {
-            Some(PathBuf::from(&self.program))
-        } else {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths).map(|dir| dir.join(&self.program)).find(|p| p.is_file())
-            })
-        };
-        let mut files: Vec<PathBuf> = Vec::new();
-        for file in program.iter().map(PathBuf::as_path).chain(self.args.iter().map(Path::new)) {
-            if let Ok(file) = std::fs::canonicalize(file)
-                && file.is_file()
-                && !files.contains(&file)
-            {
-                files.push(file);
-            }
-        }
-        files
+        // Every file the command names, by the same reading as hooks' and
+        // servers' (its program, `#!` interpreter, arguments, the words of
+        // a shell string), missing ones included so that their folder is
+        // protected and a file created during the run is not run. Any
+        // folder counts: the approver may be kept outside the workspace.
+        let argv: Vec<String> =
+            std::iter::once(self.program.clone()).chain(self.args.iter().cloned()).collect();
+        let here = std::env::current_dir().unwrap_or_default();
+        codemode_base::command_files::command_files(&argv, &here, std::path::Path::new("/")).files
     }
 }
 
