@@ -27,6 +27,7 @@ mod before_call_hooks;
 mod budget;
 mod direct_only;
 pub(crate) mod elicitation;
+pub(crate) mod git_metadata;
 pub(crate) mod hooks;
 mod input_schema;
 pub(crate) mod later;

@@ -221,7 +221,7 @@ impl Step for ProtectedPaths {
             return Verdict::Next;
         }
         for path in &paths {
-            let nested = nested_git(workspace, path);
+            let nested = super::git_metadata::git_folder_of(workspace, path);
             let Some(protection) =
                 guard.protections.iter().find(|p| path.starts_with(&p.path)).or(nested.as_ref())
             else {
@@ -243,21 +243,6 @@ impl Step for ProtectedPaths {
         }
         Verdict::Next
     }
-}
-
-/// The `.git` folder of a repository nested in the workspace that `path`
-/// lies in (`vendor/lib/.git/config`): its config and hooks run code as
-/// much as the workspace's own.
-fn nested_git(workspace: &Path, path: &Path) -> Option<Protection> {
-    let rel = path.strip_prefix(workspace).ok()?;
-    let mut folder = workspace.to_path_buf();
-    for part in rel.components() {
-        folder.push(part);
-        if part.as_os_str() == ".git" {
-            return Some(Protection { path: folder, what: "a nested repository's .git folder".to_owned() });
-        }
-    }
-    None
 }
 
 /// Whether an allow rule for `tool` names the protected path `name`
