@@ -24,6 +24,7 @@ mod approval_wait;
 pub(crate) mod approvers;
 mod ask_posture;
 mod before_call_hooks;
+pub(crate) mod binding;
 mod budget;
 mod direct_only;
 pub(crate) mod elicitation;
