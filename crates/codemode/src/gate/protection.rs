@@ -2,7 +2,9 @@
 //! paths"). What decides later calls cannot be changed by a call: writer
 //! tools may not change the loaded policy and MCP files, the files a hook,
 //! the approver command or an MCP stdio server names and the folders that
-//! hold them, `.git/` (a nested repository's too), `.codemode/`, the
+//! hold them, the repository's git metadata wherever it is (`.git/`, the
+//! git folder a `.git` file or link names, a nested repository's:
+//! [`super::git_metadata`]), `.codemode/`, the
 //! sandbox launcher, the trust record's folder and the schema cache; no
 //! tool may read a `.codemode/` (earlier runs' receipts and spill files)
 //! except the run's own spill folder. A posture never lifts a
