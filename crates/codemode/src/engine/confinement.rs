@@ -50,6 +50,12 @@ pub(super) fn confine(
         other: decisive_files(workspace, launcher.as_deref(), mcp.and_then(|(_, o)| o.cache_dir.as_deref())),
     };
     let mut protections = crate::gate::protection::protections(workspace, &named);
+    // The git folder the workspace uses, wherever its `.git` points.
+    for git in crate::gate::git_metadata::workspace_git_dirs(workspace) {
+        if !protections.iter().any(|p| p.path == git.path) {
+            protections.push(git);
+        }
+    }
     let mut hidden = vec![workspace.join(codemode_base::HIDDEN_NAME)];
     // The user's MCP login tokens: a command could read them and hand them
     // to the program (docs/SECURITY.md, "MCP OAuth tokens").

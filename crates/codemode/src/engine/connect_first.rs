@@ -40,6 +40,7 @@ enum Gated {
         reason: String,
         subject: Option<String>,
         notes: Vec<String>,
+        bound: Option<Box<crate::journal::record::BoundObject>>,
     },
     /// The approver paused the server's start, which cannot pause: the
     /// refusal to give, unless the call was allowed on resume.
@@ -100,7 +101,7 @@ impl Dispatcher {
                     return finish.refused(Decision::Refused, "refused", r);
                 }
                 Gated::Deny(r) => return finish.refused(Decision::Denied, "denied", r),
-                Gated::Pause { args, reason, subject, notes: call_notes } if pausable => {
+                Gated::Pause { args, reason, subject, notes: call_notes, bound } if pausable => {
                     let notes = notes.into_iter().chain(call_notes).collect();
                     let pending = PendingRecord {
                         seq: finish.seq,
@@ -109,6 +110,7 @@ impl Dispatcher {
                         reason,
                         subject,
                         notes,
+                        bound: bound.map(|b| *b),
                     };
                     return finish.paused(pending);
                 }
@@ -387,7 +389,9 @@ impl GateRun {
                 ))
             }
             // The call itself, once its server is up, pauses like any call.
-            Final::Pause { args, reason, subject, notes } => Gated::Pause { args, reason, subject, notes },
+            Final::Pause { args, reason, subject, notes, bound } => {
+                Gated::Pause { args, reason, subject, notes, bound }
+            }
         }
     }
 }

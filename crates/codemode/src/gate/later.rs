@@ -16,6 +16,7 @@ use super::hooks::hooks_for;
 use super::posture_epoch::PostureCell;
 use super::{ApprovalRequest, Approver, Policy, Preparation, RunChanges, RunGrantScope};
 use crate::catalog::{Annotations, Catalog};
+use crate::journal::record::BoundObject;
 use crate::receipt::{Caller, Decision};
 
 pub(crate) use super::approval_wait::ApprovalClock;
@@ -71,6 +72,9 @@ pub(crate) enum Final {
         subject: Option<String>,
         /// Notes so far (hook rewrites).
         notes: Vec<String>,
+        /// The object the call's path named when the approver was asked:
+        /// an allow on resume holds for it alone.
+        bound: Option<Box<BoundObject>>,
     },
 }
 
@@ -104,6 +108,10 @@ pub(crate) struct InProgress<'a> {
     pub reason: Option<String>,
     /// What an approval for the rest of the run would cover.
     pub run_grant: Option<RunGrantScope>,
+    /// The object the call's path named when the approver was asked
+    /// (`binding.rs`): the call runs after the approval only while its
+    /// path still names it.
+    pub bound: Option<BoundObject>,
 }
 
 /// What a later step says.
@@ -138,6 +146,7 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         notes: Vec::new(),
         reason: None,
         run_grant: None,
+        bound: None,
     };
     for step in LATER_STEPS {
         if let Flow::Done(end) = step.run(&mut state, &cx).await {
@@ -243,6 +252,17 @@ impl LaterStep for ApprovalStep {
         Box::pin(async move {
             let call = &mut state.call;
             let reason = state.reason.take().unwrap_or_default();
+            // What the path names now is what the person sees and what the
+            // approval binds to.
+            if let Some(primary) = cx
+                .catalog
+                .get(call.tool)
+                .and_then(|e| super::primary::of(&e.spec, &call.args, call.workspace))
+                .filter(|p| !p.command)
+            {
+                call.subject = Some(primary.subject().to_owned());
+                state.bound = super::binding::of_primary(&primary);
+            }
             let request = ApprovalRequest {
                 tool: call.tool.to_owned(),
                 arguments: call.args.clone(),
@@ -287,7 +307,8 @@ impl LaterStep for ApprovalStep {
                     let mut notes = std::mem::take(&mut state.notes);
                     notes.extend(why.map(|w| format!("paused: {w}")));
                     let args = std::mem::take(&mut call.args);
-                    Flow::Done(Final::Pause { args, reason, subject: call.subject.clone(), notes })
+                    let bound = state.bound.take().map(Box::new);
+                    Flow::Done(Final::Pause { args, reason, subject: call.subject.clone(), notes, bound })
                 }
             }
         })
@@ -295,7 +316,8 @@ impl LaterStep for ApprovalStep {
 }
 
 /// After the approval: a posture that narrowed while the call waited
-/// refuses it.
+/// refuses it, and so does a path that no longer names the object the
+/// approval was given for.
 struct AfterApproval;
 
 impl LaterStep for AfterApproval {
@@ -304,7 +326,13 @@ impl LaterStep for AfterApproval {
     }
 
     fn run<'s>(&'s self, state: &'s mut InProgress<'_>, cx: &'s LaterContext<'_>) -> StepFuture<'s> {
-        let flow = match after_approval::narrowed(state.posture_before, cx.posture.get().0) {
+        let call = &state.call;
+        let moved = || {
+            let bound = state.bound.as_ref()?;
+            let spec = &cx.catalog.get(call.tool)?.spec;
+            super::binding::check(bound, spec, &call.args, call.workspace).err()
+        };
+        let flow = match after_approval::narrowed(state.posture_before, cx.posture.get().0).or_else(moved) {
             Some(reason) => Flow::Done(Final::Refuse(reason)),
             None => Flow::Next,
         };

@@ -2,7 +2,9 @@
 //! paths"). What decides later calls cannot be changed by a call: writer
 //! tools may not change the loaded policy and MCP files, the files a hook,
 //! the approver command or an MCP stdio server names and the folders that
-//! hold them, `.git/` (a nested repository's too), `.codemode/`, the
+//! hold them, the repository's git metadata wherever it is (`.git/`, the
+//! git folder a `.git` file or link names, a nested repository's:
+//! [`super::git_metadata`]), `.codemode/`, the
 //! sandbox launcher, the trust record's folder and the schema cache; no
 //! tool may read a `.codemode/` (earlier runs' receipts and spill files)
 //! except the run's own spill folder. A posture never lifts a
@@ -263,7 +265,7 @@ impl Step for ProtectedPaths {
             return Verdict::Next;
         }
         for path in &paths {
-            let nested = nested_git(workspace, path);
+            let nested = super::git_metadata::git_folder_of(workspace, path);
             let Some(protection) =
                 guard.protections.iter().find(|p| path.starts_with(&p.path)).or(nested.as_ref())
             else {
@@ -285,21 +287,6 @@ impl Step for ProtectedPaths {
         }
         Verdict::Next
     }
-}
-
-/// The `.git` folder of a repository nested in the workspace that `path`
-/// lies in (`vendor/lib/.git/config`): its config and hooks run code as
-/// much as the workspace's own.
-fn nested_git(workspace: &Path, path: &Path) -> Option<Protection> {
-    let rel = path.strip_prefix(workspace).ok()?;
-    let mut folder = workspace.to_path_buf();
-    for part in rel.components() {
-        folder.push(part);
-        if part.as_os_str() == ".git" {
-            return Some(Protection { path: folder, what: "a nested repository's .git folder".to_owned() });
-        }
-    }
-    None
 }
 
 /// Whether an allow rule for `tool` names the protected path `name`

@@ -176,6 +176,28 @@ pub(crate) struct PendingRecord {
     /// Notes from the gate so far (hook rewrites).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The object the decision binds to, for a call that acts on a path:
+    /// an allow on resume runs the call only while its path still resolves
+    /// to it. Absent in older journals and for calls without a path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<BoundObject>,
+}
+
+/// What a call's path resolved to when a person was asked about it: an
+/// approval holds for this object alone (docs/SECURITY.md, "A decision
+/// binds to what the person saw").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct BoundObject {
+    /// The absolute path the call acts on, links followed through the
+    /// deepest existing folder (lossy UTF-8 for other bytes).
+    pub path: String,
+    /// The deepest folder on the way that existed, canonical: the one the
+    /// call's file is in, or the one its missing folders are made in.
+    pub folder: String,
+    /// That folder's device and inode numbers (Unix), so a folder renamed
+    /// into its place is told apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<(u64, u64)>,
 }
 
 impl PendingRecord {

@@ -31,7 +31,8 @@ pub struct Confinement {
     /// Files and folders writer tools (write, edit, bash) cannot change; a
     /// folder covers everything beneath it. The loaded policy and MCP files,
     /// every file a hook or approver command names and the folders that
-    /// hold them, `<workspace>/.git`, `<workspace>/.codemode`. What a rule
+    /// hold them, `<workspace>/.git` and the git folder it names (a `.git`
+    /// file's `gitdir:`, a link, its `commondir`), `<workspace>/.codemode`. What a rule
     /// lifts for one tool is in [`Confinement::lifted`].
     pub protected: Vec<PathBuf>,
     /// Folders tools cannot read either: `<workspace>/.codemode` (earlier

@@ -91,7 +91,7 @@ impl LaterSteps {
             }
             Final::Refuse(reason) => finish.refused(Decision::Refused, "refused", reason),
             Final::Deny(reason) => finish.refused(Decision::Denied, "denied", reason),
-            Final::Pause { args, reason, subject, notes } if pausable => {
+            Final::Pause { args, reason, subject, notes, bound } if pausable => {
                 let tool = finish.tool.to_string();
                 finish.paused(crate::journal::record::PendingRecord {
                     seq,
@@ -100,6 +100,7 @@ impl LaterSteps {
                     reason,
                     subject,
                     notes,
+                    bound: bound.map(|b| *b),
                 })
             }
             Final::Pause { reason, .. } => {

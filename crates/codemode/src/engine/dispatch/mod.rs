@@ -213,6 +213,14 @@ impl Dispatcher {
             let reason = format!("`{tool}` is no longer in the catalog (its MCP server's tool list changed)");
             return Begun::Settled(refuse(ledger, tool, caller, reason));
         };
+        // The allow holds for the object the person was asked about: a path
+        // that resolves elsewhere now is refused (gate/binding.rs).
+        if let Some(bound) = &pending.bound
+            && let Err(reason) =
+                gate::binding::check(bound, &entry.spec, &pending.args, &self.shared.workspace)
+        {
+            return Begun::Settled(refuse(ledger, tool, caller, reason));
+        }
         let calls_made = ledger.calls_made();
         if !entry.spec.is_read_only() {
             self.changes.record(tool, pending.subject.as_deref());
