@@ -25,7 +25,7 @@ fn fixture_server(pids: &Path) -> Value {
 /// An engine with the default policy (posture ask) and the default (deny)
 /// approver unless `policy` and `approver` say otherwise.
 fn engine(config: McpConfig, cache: &Path, ws: &Path, policy: Policy) -> Engine {
-    Engine::builder().workspace(ws).policy(policy).mcp(config, options(cache)).build().unwrap()
+    crate::common::engine_builder().workspace(ws).policy(policy).mcp(config, options(cache)).build().unwrap()
 }
 
 const ECHO: &str = r#"try { return (await tools.mcp__fixture__echo({text: "hi"})).content; }
@@ -225,7 +225,7 @@ fn a_cmd_approver_is_shown_the_command_line_with_secrets_as_written() {
         root().join("tests/fixtures/approvers/record.sh").to_string_lossy(),
         [recorded.to_string_lossy().into_owned()],
     );
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .approver(approver)
         .mcp(secret_config(&servers, false), options(cache.path()))
@@ -316,6 +316,7 @@ fn the_terminal_prompt_shows_the_command_a_connection_runs() {
     )
     .unwrap();
     let out = std::process::Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(&driver)
         .args(["y", env!("CARGO_BIN_EXE_codemode"), "run", "connect.js"])
         .env("SECRET", SECRET)
@@ -384,7 +385,7 @@ fn a_program_cannot_rewrite_the_loaded_mcp_configuration() {
     let path = root.join(".mcp.json");
     std::fs::write(&path, &text).unwrap();
     let config = codemode::mcp::McpConfig::load(&path).unwrap();
-    let e = codemode::Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(&root)
         .policy(codemode::Policy::full_access())
         .mcp(config, codemode::mcp::PoolOptions::default())
@@ -407,7 +408,7 @@ fn files_an_mcp_server_runs_are_protected() {
     let text = json!({"mcpServers": {"t": {"command": "python3", "args": ["srv/server.py"], "cwd": root}}});
     std::fs::write(root.join(".mcp.json"), text.to_string()).unwrap();
     let config = codemode::mcp::McpConfig::load(&root.join(".mcp.json")).unwrap();
-    let e = codemode::Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(&root)
         .policy(codemode::Policy::full_access())
         .mcp(config, codemode::mcp::PoolOptions::default())
@@ -433,7 +434,7 @@ fn the_env_file_of_a_server_is_protected() {
                                             "envFile": "${workspaceFolder}/.env.mcp"}}});
     std::fs::write(root.join(".mcp.json"), text.to_string()).unwrap();
     let config = codemode::mcp::McpConfig::load_in(&root.join(".mcp.json"), Some(&root)).unwrap();
-    let e = codemode::Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(&root)
         .policy(codemode::Policy::full_access())
         .mcp(config, codemode::mcp::PoolOptions::default())
