@@ -426,3 +426,33 @@ fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_is_refuse
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--journal") && stderr(&out).contains("not supported"), "{}", stderr(&out));
 }
+
+/// Runs an earlier version kept in `<workspace>/.codemode/runs` are moved to
+/// the state folder once, said in one line; a decision recorded there and
+/// not yet applied is dropped (a program may have written it).
+#[test]
+fn runs_kept_in_an_old_codemode_folder_are_moved_once_and_said() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let old = ws.join(".codemode/runs");
+    let id = "run-20260102T030405Z-0000old1";
+    journal(&old, id, RunState::Paused);
+    let approval = r#"{"t":"approval","seq":2,"decision":"allow","by":"person","at":"2026-01-02T03:04:06Z"}"#;
+    let mut file = std::fs::File::options().append(true).open(old.join(id).join("journal.jsonl")).unwrap();
+    writeln!(file, "{approval}").unwrap();
+    let out = codemode(&["runs", "list", "--json"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("moved 1 run(s)")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("1 decision(s)") && said[0].contains("codemode approve"), "{}", said[0]);
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ids(&listed), [id]);
+    assert_eq!(listed[0]["state"], "paused");
+    assert!(!old.exists(), "the old folder is gone");
+    let moved = std::fs::read_to_string(runs_dir(ws).join(id).join("journal.jsonl")).unwrap();
+    assert!(!moved.contains(r#""t":"approval""#), "{moved}");
+    // Once: the next command says nothing.
+    let out = codemode(&["runs", "list", "--json"], "", ws);
+    assert!(!stderr(&out).contains("moved"), "{}", stderr(&out));
+}

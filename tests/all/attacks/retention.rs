@@ -61,12 +61,12 @@ fn an_untrusted_file_cannot_shorten_retention() {
     let out = codemode(&["run", "prog.js", "--approve", "deny"], "", ws);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(receipt_kept(ws, &first), "an earlier receipt was erased");
+    assert!(receipt_kept(ws, &writer), "the receipt of the run that wrote the file was erased");
     assert!(
         err.contains("keep_runs below the default") && err.contains("keep_days below the default"),
         "{err}"
     );
-    assert!(receipt_kept(ws, &first), "an earlier receipt was erased");
-    assert!(receipt_kept(ws, &writer), "the receipt of the run that wrote the file was erased");
     let listed = codemode(&["runs", "list", "--json"], "", ws);
     let listed: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed.len(), 3, "{listed:#?}");
