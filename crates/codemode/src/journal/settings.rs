@@ -38,7 +38,8 @@ pub struct JournalSettings {
 /// more, so the folder stays bounded however many runs a day brings.
 /// Never removed: the run just made (it counts as the newest), a run
 /// another process holds (running or resuming it), and every run newer
-/// (by when it last changed) than the oldest paused run. Removed only by age,
+/// (by when it last changed) than the oldest paused run `keep_days` still
+/// keeps. Removed only by age,
 /// and not counted against `keep_runs`: paused runs (they wait for a
 /// person, who may answer tomorrow) and run folders with neither a journal
 /// nor a receipt (a run still going in another process may not have

@@ -16,8 +16,8 @@ impl Runs {
     /// Removes the runs `retention` does not keep (see [`Retention`] for
     /// the rules), or with `options.dry_run` only says which it would.
     /// Runs named in `options.keep` (the run just made), runs another
-    /// process holds and runs newer than the oldest paused run are never
-    /// removed. A run that cannot be removed is
+    /// process holds and runs newer than the oldest paused run (one
+    /// `keep_days` still keeps) are never removed. A run that cannot be removed is
     /// reported in [`PruneReport::failures`] and the others go on.
     ///
     /// # Errors
@@ -35,10 +35,16 @@ impl Runs {
         found.reverse();
         let mut report = PruneReport { dry_run: options.dry_run, ..PruneReport::default() };
         let kept_on_purpose = |run: &Found| options.keep.contains(&run.run_id);
-        // While a run waits for a person, every run after it is kept: the
-        // receipts of what ran since are what the person reviews it by.
-        let oldest_paused =
-            found.iter().filter(|r| r.journal == Some(RunState::Paused)).map(|r| r.updated_ms).min();
+        // While a run waits for a person (a paused run `keep_days` keeps),
+        // every run after it is kept: the receipts of what ran since are
+        // what the person reviews it by.
+        let oldest_paused = found
+            .iter()
+            .filter(|r| {
+                r.journal == Some(RunState::Paused) && now_unix.saturating_sub(r.updated_ms / 1000) <= max_age
+            })
+            .map(|r| r.updated_ms)
+            .min();
         // The runs kept so far that count against keep_runs; the runs kept
         // on purpose (the run just made) are the newest, whatever the
         // clock says.

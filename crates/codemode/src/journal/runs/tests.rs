@@ -92,10 +92,10 @@ async fn a_decision_closes_a_pending_call() {
 async fn prune_keeps_paused_runs_past_the_count_until_their_age() {
     let (_ws, runs) = two_runs().await;
     let keep_one = Retention { keep_runs: 0, keep_days: 7 };
+    // run-b came after the paused run-a: kept while run-a waits.
     let report = runs.prune(keep_one, &PruneOptions::default().dry_run(true)).await.unwrap();
-    let removed: Vec<_> = report.removed.iter().map(|r| (r.run_id.as_str(), r.why)).collect();
-    assert_eq!(removed, [("run-b", PruneReason::Count)]);
-    assert_eq!(runs.list().await.unwrap().len(), 2, "a dry run removes nothing");
+    assert!(report.removed.is_empty(), "{:?}", report.removed);
+    assert_eq!(runs.list().await.unwrap().len(), 2);
 
     let later = SystemTime::now() + Duration::from_secs(8 * 86_400);
     let report = runs.prune(keep_one, &PruneOptions::keeping("run-b").at(later)).await.unwrap();
