@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use codemode::config::ConfigFile;
-use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention, Runs};
+use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention};
 use codemode::limit_settings::{self as limit, LimitSettings};
 use codemode::trust::{ReadFile, TrustState};
 use codemode::{Engine, Limits, policy::Mode, policy::Posture};
@@ -137,9 +137,9 @@ pub(crate) struct EngineArgs {
     /// [limits] deadline, else 60].
     #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = parse_seconds)]
     deadline: Option<Duration>,
-    /// Where runs' journals go: a folder (in the workspace, only beneath
-    /// .codemode/), postgres://..., or off [default: the policy's
-    /// [journal] url, else <workspace>/.codemode/runs].
+    /// Where runs' journals go: a folder outside the workspace,
+    /// postgres://..., or off [default: the policy's [journal] url, else
+    /// the workspace's folder in $XDG_STATE_HOME/codemode].
     #[arg(long, value_name = "DIR|URL|off")]
     journal: Option<String>,
     /// The limits the command's flags set (see [`EngineArgs::with_limits`]).
@@ -496,7 +496,7 @@ pub(crate) fn load_config(
 
 /// Where an engine's runs keep their journals.
 pub(crate) enum JournalChoice {
-    /// The engine's default: `<workspace>/.codemode/runs`.
+    /// The engine's default: the workspace's folder in the state folder.
     Default,
     Off,
     Store(Arc<dyn JournalStore>),
@@ -537,15 +537,36 @@ pub(crate) fn journal_choice(
                 config.source.as_ref().map_or_else(|| "the policy".to_owned(), |p| p.display().to_string());
             (url.to_owned(), format!("[journal] url of {from}"))
         }
-        (None, None) => return Ok(JournalChoice::Default),
+        (None, None) => {
+            if let Ok(workspace) = std::fs::canonicalize(workspace) {
+                move_legacy_runs(&workspace);
+            }
+            return Ok(JournalChoice::Default);
+        }
     };
     // The workspace as the engine will see it; an unusable one is reported
     // when the engine is built.
     let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    move_legacy_runs(&workspace);
     Ok(match codemode_journal_postgres::open_store(&spec, &workspace).with_context(|| what)? {
         None => JournalChoice::Off,
         Some(store) => JournalChoice::Store(store),
     })
+}
+
+/// Moves the runs an earlier codemode kept in `<workspace>/.codemode/runs`
+/// to the workspace's folder in the state folder, once, saying so in one
+/// line on stderr (docs/JOURNAL.md, "Runs on disk"). Never an error: what
+/// goes wrong is a warning.
+fn move_legacy_runs(workspace: &Path) {
+    let Ok(to) = codemode::journal::run_state::runs_folder(workspace) else { return };
+    match codemode::journal::move_legacy_runs(workspace, &to) {
+        Ok(Some(moved)) => eprintln!("codemode: {moved}"),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("codemode: warning: runs in {}/.codemode/runs were not moved: {e}", workspace.display())
+        }
+    }
 }
 
 /// A workspace's own `codemode.toml`: applied whole when trusted, else only
@@ -573,10 +594,16 @@ fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<Co
     }
     let (config, dropped) = config.without_grants();
     if notice == Notice::JournalOnly {
-        if dropped.iter().any(|d| d == "journal url") {
+        let journal: Vec<&str> = dropped
+            .iter()
+            .filter(|d| d.contains("journal"))
+            .map(|d| if d == "journal url" { "[journal] url" } else { d.as_str() })
+            .collect();
+        if !journal.is_empty() {
             eprintln!(
-                "codemode: {} is not trusted: its [journal] url is ignored; read it, then `codemode trust {}`",
+                "codemode: {} is not trusted: {} ignored; read it, then `codemode trust {}`",
                 path.display(),
+                journal.iter().map(|d| format!("its {d} is")).collect::<Vec<_>>().join(", "),
                 path.parent().map_or_else(|| ".".into(), |d| d.display().to_string())
             );
         }
@@ -636,7 +663,7 @@ impl CliEngine {
 /// (the run just made; empty for none). Never an error: what goes wrong is
 /// a warning on stderr. Blocking: not for async code.
 pub(crate) fn prune_runs(engine: &Engine, retention: Retention, run_id: &str) {
-    let runs = Runs::for_workspace(engine.workspace(), engine.journal_store().cloned());
+    let runs = engine.runs();
     let pruned = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -45,8 +45,9 @@ pub(crate) const EXIT_NOT_RESUMABLE: u8 = 5;
 /// gate, and every run keeps a receipt naming each call.
 ///
 /// `codemode run prog.js` prints the program's value on stdout as JSON, a
-/// summary of the receipt on stderr, and saves the whole receipt under
-/// .codemode/runs/ (`run --json` prints it on stdout instead). Each
+/// summary of the receipt on stderr, and saves the whole receipt in the
+/// run's folder outside the workspace, under $XDG_STATE_HOME/codemode
+/// (`run --json` prints it on stdout instead). Each
 /// command's --help lists its options and its exit codes.
 ///
 /// Exit codes of `run`: 0 completed, 1 program failed, 2 bad invocation
@@ -68,7 +69,7 @@ enum Command {
     /// The value is printed as JSON (a string in quotes, so `"42"` and
     /// `42` differ; objects in the program's key order), with terminal
     /// control and bidirectional characters as \uXXXX escapes. The whole
-    /// receipt is saved under .codemode/runs/RUN_ID/receipt.json; with
+    /// receipt is saved in the run's folder (its path is printed); with
     /// --json it is printed on stdout instead of the value. Limits come
     /// from the flags, else codemode.toml's [limits], else the defaults
     /// (docs/LIMITS.md).
@@ -155,7 +156,8 @@ or config, 3 deadline passed, 130/143 cancelled by SIGINT/SIGTERM.")]
     #[command(after_help = READ_EXIT_CODES)]
     Trust(trust::TrustArgs),
     /// The runs kept on disk: `runs list`, `runs show RUN_ID`, `runs
-    /// prune` (journals, receipts and spill files in .codemode/runs).
+    /// prune` (journals, receipts and spill files, kept outside the
+    /// workspace in $XDG_STATE_HOME/codemode).
     ///
     /// After each `codemode run` and `batch`, runs are pruned to [journal]
     /// keep_runs (default 200) and keep_days (default 7) of codemode.toml:
@@ -201,7 +203,7 @@ pub(crate) fn main() -> ExitCode {
 
 /// Writes `text` to stdout; a closed pipe (`codemode run x | head`) is not
 /// an error.
-/// Saves `receipt` under `.codemode/runs/<run_id>/receipt.json` and
+/// Saves `receipt` as `receipt.json` in its run's folder and
 /// returns it with the path. When it cannot be saved, says so on stderr and
 /// adds a warning to the receipt returned (a receipt is never lost
 /// silently).

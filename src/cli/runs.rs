@@ -82,7 +82,7 @@ pub(crate) struct Place {
     config: Option<PathBuf>,
     /// Where the journals are: a folder, postgres://..., or off (then the
     /// default folder is read) [default: the policy's [journal] url, else
-    /// <workspace>/.codemode/runs].
+    /// the workspace's folder in $XDG_STATE_HOME/codemode].
     #[arg(long, value_name = "DIR|URL|off")]
     journal: Option<String>,
 }
@@ -101,7 +101,7 @@ impl Place {
             .with_context(|| format!("workspace `{}` is not a usable directory", given.display()))?;
         let config = engine_args::load_config(self.config.as_deref(), &workspace, Notice::JournalOnly)?;
         let store = engine_args::journal_choice(self.journal.as_deref(), &config, &workspace)?.store();
-        Ok((Runs::for_workspace(&workspace, store), config.journal.retention))
+        Ok((Runs::for_workspace(&workspace, store)?, config.journal.retention))
     }
 }
 

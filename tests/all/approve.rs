@@ -44,7 +44,7 @@ fn counter(ws: &Path) -> String {
 
 /// The journal lines of `run_id` in the workspace's default store.
 fn journal_lines(ws: &Path, run_id: &str) -> Vec<String> {
-    let path = ws.join(".codemode/runs").join(run_id).join("journal.jsonl");
+    let path = crate::common::runs_dir(ws).join(run_id).join("journal.jsonl");
     std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
 }
 
@@ -66,7 +66,7 @@ fn paused_run(ws: &Path, program: &str, extra: &[&str]) -> String {
 
 /// An engine over `ws` as a serve process has one: the pause approver.
 fn engine(ws: &Path) -> Engine {
-    Engine::builder().workspace(ws).approver(PauseApprover).build().expect("engine builds")
+    crate::common::engine_builder().workspace(ws).approver(PauseApprover).build().expect("engine builds")
 }
 
 #[test]
@@ -277,7 +277,7 @@ async fn a_person_decides_a_run_paused_into_postgresql() {
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
 
     let store = codemode_journal_postgres::PostgresStore::new(&url).unwrap();
-    let server = Engine::builder()
+    let server = crate::common::engine_builder()
         .workspace(third.path())
         .approver(PauseApprover)
         .journal(Arc::new(store))
@@ -317,8 +317,11 @@ fn a_program_cannot_record_a_decision_through_bash() {
     // bash neither sees nor changes, whatever the posture.
     let ws = crate::common::workspace();
     let run_id = paused_run(ws.path(), TWO_CALLS, &[]);
-    let engine =
-        Engine::builder().workspace(ws.path()).policy(codemode::Policy::full_access()).build().unwrap();
+    let engine = crate::common::engine_builder()
+        .workspace(ws.path())
+        .policy(codemode::Policy::full_access())
+        .build()
+        .unwrap();
     let command =
         format!("{} approve {run_id} --allow 1 --json; echo \"exit=$?\"", env!("CARGO_BIN_EXE_codemode"));
     let program = format!(

@@ -26,7 +26,7 @@ fn args(v: Value) -> Map<String, Value> {
 fn engine_with_sleep(ws: &tempfile::TempDir, limits: Limits) -> (Engine, Sleep) {
     let sleep = Sleep::new();
     let probe = Sleep { running: sleep.running.clone(), peak: sleep.peak.clone() };
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .policy(Policy::full_access())
         .limits(limits)
@@ -234,7 +234,8 @@ fn the_approver_sees_each_item_and_a_denied_item_does_not_stop_the_batch() {
     let ws = workspace();
     let approver = DenyOne::default();
     // The default policy: posture ask, so every write asks.
-    let engine = Engine::builder().workspace(ws.path()).approver(approver.clone()).build().unwrap();
+    let engine =
+        crate::common::engine_builder().workspace(ws.path()).approver(approver.clone()).build().unwrap();
     let batch = Batch::of_tool(
         "write",
         ["one.txt", "denied.txt", "three.txt"].map(|p| args(json!({"path": p, "content": p}))),
@@ -329,7 +330,7 @@ fn a_batch_of_1000_calls_to_a_real_mcp_server_completes() {
     // 1,000 envelopes are over the default 16 KiB value bound.
     let mut limits = Limits::default();
     limits.value_bytes = 1 << 20;
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .policy(Policy::full_access())
         .limits(limits)
@@ -362,7 +363,7 @@ fn a_call_made_while_its_server_starts_waits_for_the_listing() {
     let cache = tempfile::tempdir().unwrap();
     let servers =
         json!({"everything": {"command": "node", "args": [node_server("server-everything"), "stdio"]}});
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .policy(Policy::full_access())
         .tool(Sleep::new())

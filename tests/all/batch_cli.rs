@@ -142,6 +142,7 @@ fn the_prompt_approver_shares_the_terminal_with_input_on_stdin() {
     .unwrap();
     let line = format!("exec '{}' batch - --approve prompt < input.jsonl", env!("CARGO_BIN_EXE_codemode"));
     let out = std::process::Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args([driver, "y", "sh", "-c", &line])
         .current_dir(ws.path())
         .output()

@@ -16,7 +16,7 @@ const PER_CALL: usize = 12 << 10;
 
 /// The receipt saved by `codemode run` in `ws` (its only run).
 fn saved_receipt(ws: &std::path::Path) -> (Value, usize, std::path::PathBuf) {
-    let runs = ws.join(".codemode/runs");
+    let runs = crate::common::runs_dir(ws);
     let dir = std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
     let text = std::fs::read_to_string(dir.join("receipt.json")).unwrap();
     (serde_json::from_str(&text).unwrap(), text.len(), dir)
@@ -231,7 +231,7 @@ fn a_program_over_the_source_limit_is_refused_before_it_is_read_whole() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("the program read from stdin is over the source limit")
     );
-    assert!(!ws.path().join(".codemode/runs").exists(), "a refused program made a run folder");
+    assert!(!crate::common::runs_dir(ws.path()).exists(), "a refused program made a run folder");
     // At the limit it runs.
     std::fs::write(ws.path().join("edge.js"), format!("return 3;{}", " ".repeat(65_536 - 9))).unwrap();
     let out = codemode(&["run", "edge.js"], "", ws.path());

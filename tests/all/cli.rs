@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 /// stream piped.
 pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Path)]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(args)
         .current_dir(cwd)
         // No trust record unless a test gives its own: a workspace's own
@@ -257,6 +258,7 @@ fn on_a_terminal_the_cli_prompts_for_approval() {
     .unwrap();
     for (answer, written) in [("y", true), ("n", false)] {
         let out = Command::new("python3")
+            .env("XDG_STATE_HOME", crate::common::XDG_STATE)
             .args([driver, answer, env!("CARGO_BIN_EXE_codemode"), "run", "prog.js"])
             .current_dir(ws.path())
             .output()
@@ -292,6 +294,7 @@ fn a_program_on_stdin_is_approved_at_the_terminal_and_a_allows_for_the_run() {
     .unwrap();
     let line = format!("exec '{}' run --json - < prog.js", env!("CARGO_BIN_EXE_codemode"));
     let out = Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args([driver, "a,n", "sh", "-c", &line])
         .env("DRIVE_PROMPT_EACH", "1")
         .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
@@ -331,6 +334,7 @@ fn approve_prompt_without_a_terminal_is_a_clear_error() {
     use std::os::unix::process::CommandExt as _;
     let ws = crate::common::workspace();
     let mut command = Command::new(env!("CARGO_BIN_EXE_codemode"));
+    command.env("XDG_STATE_HOME", crate::common::XDG_STATE);
     command.args(["run", "-", "--approve", "prompt"]).current_dir(ws.path());
     command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // A session of its own: no controlling terminal, even when the tests
@@ -638,8 +642,7 @@ fn a_run_that_starts_mcp_servers_leaves_no_process_behind() {
 fn a_receipt_or_spill_file_that_cannot_be_written_is_said_not_lost() {
     let ws = crate::common::workspace();
     // A file where the runs folder should be: nothing can be saved there.
-    std::fs::create_dir(ws.path().join(".codemode")).unwrap();
-    std::fs::write(ws.path().join(".codemode/runs"), "in the way").unwrap();
+    crate::common::block_runs_dir(ws.path());
     let program = "const r = await tools.read({path: 'big.txt'}); return 'x'.repeat(40000);";
     std::fs::write(ws.path().join("big.txt"), "line\n".repeat(10)).unwrap();
     let out = codemode(&["run", "-"], program, ws.path());

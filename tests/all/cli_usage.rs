@@ -133,7 +133,7 @@ fn an_empty_program_is_refused_and_a_value_less_one_gets_a_hint() {
         assert!(err.contains("is empty") && err.contains("return"), "{err}");
         assert!(out.stdout.is_empty());
     }
-    assert!(!ws.path().join(".codemode/runs").exists(), "nothing ran");
+    assert!(!crate::common::runs_dir(ws.path()).exists(), "nothing ran");
 
     let out = codemode(&["run", "-"], "console.log('hi')", ws.path());
     assert_eq!(out.status.code(), Some(0));
@@ -153,6 +153,7 @@ fn run_without_a_file_at_a_terminal_says_it_reads_stdin() {
     let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cli/type_program.py");
     let ws = crate::common::workspace();
     let out = Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args([driver, "return 6 * 7;", env!("CARGO_BIN_EXE_codemode"), "run", "--approve", "deny"])
         .current_dir(ws.path())
         .output()

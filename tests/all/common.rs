@@ -103,10 +103,34 @@ impl Tool for Panic {
     }
 }
 
+/// The tests' own `XDG_STATE_HOME`: every codemode the tests spawn gets it
+/// (`.env("XDG_STATE_HOME", XDG_STATE)`), so no test writes run state into the user's real
+/// state folder.
+pub const XDG_STATE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/xdg-state");
+
+/// The tests' state folder, `$XDG_STATE/codemode`: where engines built
+/// in the tests ([`engine_builder`]) and spawned CLIs keep run state.
+pub fn state_home() -> std::path::PathBuf {
+    std::path::Path::new(XDG_STATE).join("codemode")
+}
+
+/// `Engine::builder()` with run state in the tests' state folder.
+pub fn engine_builder() -> EngineBuilder {
+    Engine::builder().state_dir(state_home())
+}
+
+/// The folder holding one folder per run of the workspace `ws` (as
+/// engines and the CLI in the tests keep them): journals, receipts, spill
+/// files.
+pub fn runs_dir(ws: &std::path::Path) -> std::path::PathBuf {
+    let ws = std::fs::canonicalize(ws).unwrap_or_else(|_| ws.to_path_buf());
+    codemode::journal::run_state::runs_folder_in(&state_home(), &ws)
+}
+
 /// A builder over a fresh temp workspace with every test tool registered,
 /// under full access (the gate's own tests set their policies).
 pub fn builder(ws: &tempfile::TempDir) -> EngineBuilder {
-    Engine::builder()
+    engine_builder()
         .workspace(ws.path())
         .policy(codemode::Policy::full_access())
         .tool(Echo)
@@ -141,4 +165,12 @@ pub fn deadline(ms: u64) -> Limits {
     let mut l = Limits::default();
     l.deadline = Duration::from_millis(ms);
     l
+}
+
+/// Puts a file where the runs of `ws` are kept, so that nothing can be
+/// saved there.
+pub fn block_runs_dir(ws: &std::path::Path) {
+    let runs = runs_dir(ws);
+    std::fs::create_dir_all(runs.parent().unwrap()).unwrap();
+    std::fs::write(&runs, "in the way").unwrap();
 }

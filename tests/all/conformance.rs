@@ -57,6 +57,7 @@ fn run(line: &str, scenario: &str) -> String {
     let log = work.path().join("codemode-stderr.log");
     let client = root().join("tests/conformance/client.sh");
     let output = Command::new(&node)
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(&entry)
         .args(["client", "--scenario", scenario, "--timeout", "60000", "--output-dir"])
         .arg(work.path().join("results"))

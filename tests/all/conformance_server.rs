@@ -32,6 +32,7 @@ fn scenario(line: &str, scenario: &str, untestable: &[&str]) {
     let served = Served::start(&["--http", "127.0.0.1:0"], ws.path(), &[]);
     let work = tempfile::tempdir().unwrap();
     let output = Command::new(&node)
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(&entry)
         .args(["server", "--url", &served.url, "--scenario", scenario, "--output-dir"])
         .arg(work.path().join("results"))

@@ -60,7 +60,12 @@ impl Tool for Ask {
 }
 
 fn engine(ws: &Path, approver: Arc<dyn Approver>) -> Engine {
-    Engine::builder().workspace(ws).approver_arc(approver).tool(Ask).build().expect("engine builds")
+    crate::common::engine_builder()
+        .workspace(ws)
+        .approver_arc(approver)
+        .tool(Ask)
+        .build()
+        .expect("engine builds")
 }
 
 /// Runs one `ask` with `args` in a program; the receipt, and the call's
@@ -235,7 +240,7 @@ fn a_command_approver_gets_json_of_kind_elicitation_and_its_answer_is_checked() 
 fn a_command_approver_keeps_its_approval_json_with_a_kind() {
     let dir = tempfile::tempdir().unwrap();
     let (approver, request) = command(dir.path(), r#"{"decision":"allow"}"#);
-    let receipt = Engine::builder()
+    let receipt = crate::common::engine_builder()
         .workspace(crate::common::workspace().path())
         .approver_arc(approver)
         .build()
@@ -273,7 +278,7 @@ fn the_wait_for_an_answer_counts_against_neither_the_calls_timeout_nor_the_deadl
     let ws = crate::common::workspace();
     let asked = Arc::new(AtomicUsize::new(0));
     let limits = crate::common::deadline(600);
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .limits(limits)
         .approver(Slow { wait: Duration::from_millis(1500), asked: asked.clone() })
@@ -319,7 +324,7 @@ fn a_resumed_run_does_not_ask_again_and_keeps_the_record() {
     let ws = crate::common::workspace();
     let asked = Arc::new(AtomicUsize::new(0));
     let make = || {
-        Engine::builder()
+        crate::common::engine_builder()
             .workspace(ws.path())
             .approver(Slow { wait: Duration::ZERO, asked: asked.clone() })
             .tool(Ask)
@@ -383,6 +388,7 @@ fn the_terminal_prompt_asks_field_by_field() {
     // status: by number; then send; the URL: declined.
     let answers = ["-3", "", "Ada", "3", "y", "n"];
     let output = std::process::Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(fixture("drive_answers.py"))
         .arg("> ")
         .args(answers)

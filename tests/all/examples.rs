@@ -1,12 +1,12 @@
 //! The example programs run against this repository and do what they say.
 
-use codemode::{Engine, Program, receipt::CallStatus, receipt::RunStatus};
+use codemode::{Program, receipt::CallStatus, receipt::RunStatus};
 
 fn run_example(name: &str) -> codemode::Receipt {
     let root = env!("CARGO_MANIFEST_DIR");
     let source = std::fs::read_to_string(format!("{root}/examples/{name}")).unwrap();
     let spill = tempfile::tempdir().unwrap();
-    let engine = Engine::builder().workspace(root).spill_dir(spill.path()).build().unwrap();
+    let engine = crate::common::engine_builder().workspace(root).spill_dir(spill.path()).build().unwrap();
     let r = engine.execute_blocking(Program::named(name, source));
     assert_eq!(r.status, RunStatus::Completed, "{name}: {:?}", r.error);
     r
@@ -80,7 +80,7 @@ fn mcp_notes_composes_the_filesystem_and_memory_servers() {
         cache_dir: Some(scratch.path().join("cache")),
         ..codemode::mcp::PoolOptions::default()
     };
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(root)
         .spill_dir(scratch.path().join("spill"))
         .policy(codemode::Policy::full_access())

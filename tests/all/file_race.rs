@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use codemode::{Engine, Policy, batch::Batch, batch::BatchCall, batch::BatchOptions, receipt::RunStatus};
+use codemode::{Policy, batch::Batch, batch::BatchCall, batch::BatchOptions, receipt::RunStatus};
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 use serde_json::{Map, Value, json};
 
@@ -114,7 +114,7 @@ pub(crate) fn swap_race(ws: &Path, guarded: &Path, link_target: &Path) -> Seen {
     let before = snapshot(guarded);
 
     let spill = tempfile::tempdir().unwrap();
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws)
         .spill_dir(spill.path())
         .policy(Policy::full_access())

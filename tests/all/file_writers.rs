@@ -133,7 +133,7 @@ fn an_edit_waiting_for_a_lock_ends_at_its_own_timeout_with_the_file_unchanged() 
     let mut policy = codemode::Policy::full_access();
     let settings = codemode::policy::ToolSettings { timeout_ms: Some(300), ..Default::default() };
     policy.tools.insert("edit".to_owned(), settings);
-    let engine = codemode::Engine::builder().workspace(ws.path()).policy(policy).build().unwrap();
+    let engine = crate::common::engine_builder().workspace(ws.path()).policy(policy).build().unwrap();
     let held = std::fs::File::open(&path).unwrap();
     held.lock().unwrap();
     let out = engine.call_blocking(

@@ -55,7 +55,13 @@ fn rules(allow: &[&str], ask: &[&str], deny: &[&str]) -> Rules {
 }
 
 fn engine(ws: &tempfile::TempDir, policy: Policy, approver: impl Approver) -> Engine {
-    Engine::builder().workspace(ws.path()).policy(policy).approver(approver).tool(Echo).build().unwrap()
+    crate::common::engine_builder()
+        .workspace(ws.path())
+        .policy(policy)
+        .approver(approver)
+        .tool(Echo)
+        .build()
+        .unwrap()
 }
 
 /// A shell script in `dir`, executable.
@@ -174,7 +180,12 @@ fn approval_wait_does_not_count_against_the_deadline() {
     let approver = Scripted { delay: Duration::from_millis(2500), ..Scripted::allow() };
     let mut limits = codemode::Limits::default();
     limits.deadline = Duration::from_millis(1500);
-    let e = Engine::builder().workspace(ws.path()).limits(limits).approver(approver).build().unwrap();
+    let e = crate::common::engine_builder()
+        .workspace(ws.path())
+        .limits(limits)
+        .approver(approver)
+        .build()
+        .unwrap();
     let r = e.execute_blocking(Program::new(
         "await tools.write({path: 'slow.txt', content: 'x'}); return 'done';",
     ));
@@ -396,7 +407,8 @@ fn allowed_callers_and_timeouts_from_the_policy_apply() {
 fn a_pattern_rule_on_a_tool_without_a_primary_argument_is_a_build_error() {
     let ws = workspace();
     let policy = Policy { rules: rules(&["echo(x*)"], &[], &[]), ..Policy::default() };
-    let err = Engine::builder().workspace(ws.path()).policy(policy).tool(Echo).build().unwrap_err();
+    let err =
+        crate::common::engine_builder().workspace(ws.path()).policy(policy).tool(Echo).build().unwrap_err();
     assert!(err.to_string().contains("echo(x*)"), "{err}");
 }
 
@@ -488,7 +500,7 @@ fn a_program_cannot_rewrite_its_policy_file_or_hooks() {
     )
     .unwrap();
     let config = codemode::config::ConfigFile::load(&config).unwrap();
-    let e = Engine::builder().workspace(&root).config(config).build().unwrap();
+    let e = crate::common::engine_builder().workspace(&root).config(config).build().unwrap();
     for (tool, args) in [
         ("write", json!({"path": "codemode.toml", "content": "posture = \"full-access\"\n"})),
         ("write", json!({"path": "hooks/check.sh", "content": "exit 0"})),
@@ -508,11 +520,11 @@ fn a_program_cannot_rewrite_its_policy_file_or_hooks() {
 fn a_rule_name_that_differs_only_in_case_is_a_build_error() {
     let ws = workspace();
     let policy = Policy { rules: rules(&[], &[], &["Write"]), ..Policy::default() };
-    let err = Engine::builder().workspace(ws.path()).policy(policy).build().unwrap_err();
+    let err = crate::common::engine_builder().workspace(ws.path()).policy(policy).build().unwrap_err();
     assert!(err.to_string().contains("did you mean `write`"), "{err}");
     let mut policy = Policy::default();
     policy.tools.insert("Bash".into(), codemode::policy::ToolSettings::default());
-    let err = Engine::builder().workspace(ws.path()).policy(policy).build().unwrap_err();
+    let err = crate::common::engine_builder().workspace(ws.path()).policy(policy).build().unwrap_err();
     assert!(err.to_string().contains("[tools.Bash]"), "{err}");
 }
 
@@ -529,7 +541,7 @@ fn mcp_style_tools_without_a_destructive_hint_are_asked_under_auto_review() {
     }
     let ws = workspace();
     let approver = Scripted::deny();
-    let e = Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(ws.path())
         .policy(Policy { posture: Posture::AutoReview, ..Policy::default() })
         .approver(approver.clone())
@@ -587,7 +599,7 @@ fn a_hook_past_its_timeout_gets_sigterm_first_so_it_can_clean_up() {
         &format!("trap 'echo cleaned > {}; exit 0' TERM\nsleep 30 &\nwait", marker.display()),
     );
     let policy = Policy { hooks: vec![hook("^echo$", &slow, 300)], ..Policy::full_access() };
-    let e = Engine::builder().workspace(&root).policy(policy).tool(Echo).build().unwrap();
+    let e = crate::common::engine_builder().workspace(&root).policy(policy).tool(Echo).build().unwrap();
     let r = e.call_blocking("echo", &json!({"x": 1}));
     assert_eq!(r.call.status, CallStatus::Refused);
     assert!(r.call.error.unwrap_or_default().contains("time"), "a hook timeout blocks the call");
@@ -678,7 +690,8 @@ fn a_denied_folder_is_kept_out_of_searches_of_the_whole_workspace() {
         r.value
     );
     // The same searches without the rules find the folder's files.
-    let open = Engine::builder().workspace(ws.path()).policy(Policy::full_access()).build().unwrap();
+    let open =
+        crate::common::engine_builder().workspace(ws.path()).policy(Policy::full_access()).build().unwrap();
     let r = open.execute_blocking(Program::new(
         "return (await tools.grep_files({pattern: 'needle'})).content.length;",
     ));

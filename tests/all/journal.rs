@@ -30,7 +30,7 @@ impl Tool for Count {
 /// calls add to `counter`; every engine over one workspace shares its
 /// journal folder, as two processes would.
 fn engine(ws: &std::path::Path, counter: &Arc<AtomicUsize>) -> Engine {
-    Engine::builder()
+    crate::common::engine_builder()
         .workspace(ws)
         .approver(PauseApprover)
         .tool(Count(counter.clone()))
@@ -191,7 +191,7 @@ fn a_replay_that_takes_another_path_is_a_divergence_and_runs_nothing_live() {
         "await tools.count({a: 1}); await tools.write({path: 'd.txt', content: 'd'}); return 1;",
     ));
     assert_eq!(paused.status, RunStatus::Paused);
-    let journal = ws.path().join(".codemode/runs").join(&paused.run_id).join("journal.jsonl");
+    let journal = crate::common::runs_dir(ws.path()).join(&paused.run_id).join("journal.jsonl");
     let text = std::fs::read_to_string(&journal).unwrap();
     assert!(text.contains(r#""args":{"a":1}"#));
     std::fs::write(&journal, text.replace(r#""args":{"a":1}"#, r#""args":{"a":2}"#)).unwrap();
@@ -217,7 +217,7 @@ fn a_changed_policy_or_catalog_is_refused_up_front_and_the_run_stays_paused() {
         .execute_blocking(Program::new("await tools.write({path: 'p.txt', content: 'p'}); return 1;"));
     assert_eq!(paused.status, RunStatus::Paused);
     // Without the `count` tool the catalog differs.
-    let fewer = Engine::builder().workspace(ws.path()).approver(PauseApprover).build().unwrap();
+    let fewer = crate::common::engine_builder().workspace(ws.path()).approver(PauseApprover).build().unwrap();
     let refused = fewer.resume_blocking(&paused.run_id, &[(1, Decided::Allow)]);
     let e = refused.error.expect("refused");
     assert_eq!(e.kind, ErrorKind::Divergence);
@@ -225,7 +225,7 @@ fn a_changed_policy_or_catalog_is_refused_up_front_and_the_run_stays_paused() {
     // A stricter policy.
     let mut policy = codemode::Policy::default();
     policy.rules.deny.push(codemode::policy::Rule::parse("bash").unwrap());
-    let stricter = Engine::builder()
+    let stricter = crate::common::engine_builder()
         .workspace(ws.path())
         .approver(PauseApprover)
         .policy(policy)
@@ -251,13 +251,18 @@ fn a_changed_policy_or_catalog_is_refused_up_front_and_the_run_stays_paused() {
 #[test]
 fn without_a_journal_a_pause_is_a_refusal() {
     let ws = crate::common::workspace();
-    let engine = Engine::builder().workspace(ws.path()).approver(PauseApprover).no_journal().build().unwrap();
+    let engine = crate::common::engine_builder()
+        .workspace(ws.path())
+        .approver(PauseApprover)
+        .no_journal()
+        .build()
+        .unwrap();
     let r = engine.execute_blocking(Program::new(
         "try { await tools.write({path: 'n.txt', content: 'n'}); } catch (e) { return e.kind + ': ' + e.message; }",
     ));
     assert_eq!(r.status, RunStatus::Completed);
     assert!(r.value.as_str().unwrap().contains("only a journaled program run can pause"), "{}", r.value);
-    assert!(!ws.path().join(".codemode/runs").join(&r.run_id).join("journal.jsonl").exists());
+    assert!(!crate::common::runs_dir(ws.path()).join(&r.run_id).join("journal.jsonl").exists());
 }
 
 // ---------------------------------------------------------------------------
@@ -432,7 +437,7 @@ fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
     )
     .unwrap();
     let mut child = spawn(&["run", "long.js", "--config", "policy.toml"], ws.path(), &[]);
-    let runs = ws.path().join(".codemode/runs");
+    let runs = crate::common::runs_dir(ws.path());
     let journal = (0..200)
         .find_map(|_| {
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -454,13 +459,14 @@ fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
 #[test]
 fn a_program_cannot_rewrite_its_own_journal() {
     // A forged `pending` line would make a resume run other arguments than
-    // the person allowed; the journal is under `.codemode/`, which no
-    // writer tool and no bash command can change, whatever the posture.
+    // the person allowed; the journal is in the state folder, outside the
+    // workspace, which no writer tool and no bash command reaches,
+    // whatever the posture.
     let ws = crate::common::workspace();
     let policy = codemode::Policy::full_access();
-    let engine = Engine::builder().workspace(ws.path()).policy(policy).build().unwrap();
+    let engine = crate::common::engine_builder().workspace(ws.path()).policy(policy).build().unwrap();
     let source = r#"
-        const id = ".codemode/runs/" + RUN + "/journal.jsonl";
+        const id = JOURNAL;
         const forged = '{"t":"pending","seq":9,"tool":"bash","args":{"command":"touch pwned"},"reason":"x"}';
         const tries = [
           () => tools.write({path: id, content: forged}),
@@ -478,11 +484,11 @@ fn a_program_cannot_rewrite_its_own_journal() {
     // receipt of a first run, then target that run's folder from a second
     // run's program (the same folder layout).
     let first = engine.execute_blocking(Program::new("return 1;"));
-    let journal = ws.path().join(".codemode/runs").join(&first.run_id).join("journal.jsonl");
+    let journal = crate::common::runs_dir(ws.path()).join(&first.run_id).join("journal.jsonl");
     // (Written after the receipt: the store's read waits for it.)
     stored_lines(&engine, &first.run_id);
     let before = std::fs::read_to_string(&journal).unwrap();
-    let r = engine.execute_blocking(Program::new(source.replace("RUN", &format!("{:?}", first.run_id))));
+    let r = engine.execute_blocking(Program::new(source.replace("JOURNAL", &format!("{:?}", journal))));
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     let outcomes = r.value.as_array().unwrap();
     assert_eq!(outcomes[0], "refused", "{outcomes:?}");
@@ -519,7 +525,7 @@ fn a_resume_cancelled_while_it_replays_leaves_the_run_paused() {
     assert_eq!(seqs_of(&stopped), [1]);
     assert!(stopped.warnings.iter().any(|w| w.contains("still paused")), "{:?}", stopped.warnings);
     assert!(!ws.path().join("w.txt").exists());
-    let journal = ws.path().join(".codemode/runs").join(&paused.run_id).join("journal.jsonl");
+    let journal = crate::common::runs_dir(ws.path()).join(&paused.run_id).join("journal.jsonl");
     assert!(
         !std::fs::read_to_string(journal).unwrap().contains(r#""t":"decision""#),
         "a stopped resume decided nothing"
@@ -532,7 +538,7 @@ fn a_resume_cancelled_while_it_replays_leaves_the_run_paused() {
 #[test]
 fn runs_that_end_before_their_first_call_still_journal_their_end() {
     let ws = crate::common::workspace();
-    let engine = Engine::builder().workspace(ws.path()).build().unwrap();
+    let engine = crate::common::engine_builder().workspace(ws.path()).build().unwrap();
     for (source, state) in
         [("return (", "failed"), ("throw new Error('x')", "failed"), ("return 1", "completed")]
     {
@@ -582,7 +588,7 @@ fn a_run_that_never_waits_is_journaled_after_its_receipt_and_read_at_once() {
     assert_eq!(lines.len(), 4, "{lines:?}");
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    let folder = ws.path().join(".codemode/runs").join(last);
+    let folder = crate::common::runs_dir(ws.path()).join(last);
     assert_eq!(mode(&folder.join("journal.jsonl")), 0o600);
     assert_eq!(mode(&folder), 0o700);
 }
@@ -592,8 +598,7 @@ fn a_journal_that_cannot_be_written_is_said_on_the_receipt_or_stderr() {
     // What refuses the run's folder before anything is made (a file where
     // the runs folder should be) is a warning on the receipt.
     let ws = crate::common::workspace();
-    std::fs::create_dir(ws.path().join(".codemode")).unwrap();
-    std::fs::write(ws.path().join(".codemode/runs"), "not a folder").unwrap();
+    crate::common::block_runs_dir(ws.path());
     let out = codemode(&["run", "-", "--json"], "return 1;", ws.path());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let receipt = stdout_json(&out);
@@ -611,7 +616,7 @@ fn a_journal_that_cannot_be_written_is_said_on_the_receipt_or_stderr() {
         }
     }
     let ws = crate::common::workspace();
-    let runs = ws.path().join(".codemode/runs");
+    let runs = crate::common::runs_dir(ws.path());
     std::fs::create_dir_all(&runs).unwrap();
     let made = std::process::Command::new("chattr").arg("+i").arg(&runs).status();
     assert!(made.is_ok_and(|s| s.success()), "chattr +i (e2fsprogs) works on the test folder's filesystem");
@@ -653,7 +658,7 @@ fn a_run_that_waits_on_a_call_has_its_journal_while_it_runs() {
     }
     let ws = crate::common::workspace();
     let engine =
-        crate::common::builder(&ws).tool(SeesJournal(ws.path().join(".codemode/runs"))).build().unwrap();
+        crate::common::builder(&ws).tool(SeesJournal(crate::common::runs_dir(ws.path()))).build().unwrap();
     let r = engine.execute_blocking(Program::new(
         "await tools.sleep({ms: 1}); const r = await tools.sees_journal({}); return r.content;",
     ));
@@ -681,15 +686,15 @@ fn the_clock_is_journaled_even_when_the_program_changed_object_prototype_before_
 fn journals_are_private_to_the_user() {
     use std::os::unix::fs::PermissionsExt;
     let ws = crate::common::workspace();
-    let engine = Engine::builder().workspace(ws.path()).build().unwrap();
+    let engine = crate::common::engine_builder().workspace(ws.path()).build().unwrap();
     let r = engine.execute_blocking(Program::new("return 1"));
     // Written after the receipt: waited for.
     engine.journal_store().unwrap().flush();
-    let folder = ws.path().join(".codemode/runs").join(&r.run_id);
+    let folder = crate::common::runs_dir(ws.path()).join(&r.run_id);
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&folder.join("journal.jsonl")), 0o600);
     assert_eq!(mode(&folder), 0o700);
-    assert_eq!(mode(&ws.path().join(".codemode/runs")), 0o700);
+    assert_eq!(mode(&crate::common::runs_dir(ws.path())), 0o700);
 }
 
 #[test]
@@ -699,18 +704,12 @@ fn a_journal_reached_through_a_link_or_from_another_workspace_is_not_resumed() {
     let paused = engine(real.path(), &counter)
         .execute_blocking(Program::new("await tools.write({path: 'l.txt', content: 'l'}); return 1;"));
     assert_eq!(paused.status, RunStatus::Paused);
-    // Another workspace whose .codemode is a link to the first one's.
+    // A copy of the journal in another workspace's folder.
     let other = crate::common::workspace();
-    std::os::unix::fs::symlink(real.path().join(".codemode"), other.path().join(".codemode")).unwrap();
-    let e =
-        engine(other.path(), &counter).resume_blocking(&paused.run_id, &[(1, Decided::Allow)]).error.unwrap();
-    assert!(e.message.contains("symbolic link"), "{}", e.message);
-    // A copy of the journal in another workspace.
-    std::fs::remove_file(other.path().join(".codemode")).unwrap();
-    let runs = other.path().join(".codemode/runs").join(&paused.run_id);
+    let runs = crate::common::runs_dir(other.path()).join(&paused.run_id);
     std::fs::create_dir_all(&runs).unwrap();
     std::fs::copy(
-        real.path().join(".codemode/runs").join(&paused.run_id).join("journal.jsonl"),
+        crate::common::runs_dir(real.path()).join(&paused.run_id).join("journal.jsonl"),
         runs.join("journal.jsonl"),
     )
     .unwrap();
@@ -757,7 +756,14 @@ impl Tool for Nap {
 #[test]
 fn a_resume_cancelled_after_the_allowed_call_was_made_again_but_before_it_ran_stays_paused() {
     let ws = crate::common::workspace();
-    let build = || Engine::builder().workspace(ws.path()).approver(PauseApprover).tool(Nap).build().unwrap();
+    let build = || {
+        crate::common::engine_builder()
+            .workspace(ws.path())
+            .approver(PauseApprover)
+            .tool(Nap)
+            .build()
+            .unwrap()
+    };
     // The write is made first and pauses; the nap finishes while the run
     // pauses (its result is journaled, never handed over); on replay the
     // write is held until the nap's result is handed back, and the long
@@ -923,6 +929,7 @@ fn a_resume_allows_the_start_an_allowed_call_of_an_untrusted_server_needs() {
 fn traced(args: &[&str], ws: &std::path::Path) -> (Vec<String>, Option<i32>) {
     let log = ws.join("strace.txt");
     let out = std::process::Command::new("strace")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(["-f", "-y", "-qq", "-s", "256", "-e", "trace=fdatasync,fsync,write", "-o"])
         .arg(&log)
         .arg(env!("CARGO_BIN_EXE_codemode"))
@@ -978,7 +985,7 @@ fn a_paused_run_is_synced_before_it_is_reported_and_an_ended_one_before_the_proc
     let (lines, code) = traced(&["run", "one.js", "--json"], ws.path());
     assert_eq!(code, Some(0), "{}", lines.join("\n"));
     assert!(journal_synced_at(&lines).is_some(), "no journal sync: {}", lines.join("\n"));
-    let runs = ws.path().join(".codemode/runs");
+    let runs = crate::common::runs_dir(ws.path());
     let ended = std::fs::read_dir(&runs)
         .unwrap()
         .flatten()

@@ -551,7 +551,7 @@ mod engines {
     fn replica(url: &str, counter: &Arc<AtomicUsize>) -> (Engine, tempfile::TempDir) {
         let ws = crate::common::workspace();
         let store = codemode_journal_postgres::PostgresStore::new(url).unwrap();
-        let engine = Engine::builder()
+        let engine = crate::common::engine_builder()
             .workspace(ws.path())
             .approver(PauseApprover)
             .journal(Arc::new(store))
@@ -631,7 +631,7 @@ async fn the_cli_pauses_into_postgres_and_another_process_resumes() {
     assert_eq!(run.status.code(), Some(4), "{}", String::from_utf8_lossy(&run.stderr));
     let paused: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     let run_id = paused["run_id"].as_str().unwrap();
-    assert!(!first.path().join(".codemode/runs").join(run_id).join("journal.jsonl").exists());
+    assert!(!crate::common::runs_dir(first.path()).join(run_id).join("journal.jsonl").exists());
     let resumed = crate::cli::codemode(
         &["resume", run_id, "--allow", "1", "--journal", &url, "--json"],
         "",

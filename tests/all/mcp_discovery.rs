@@ -15,7 +15,12 @@ use crate::mcp_support::*;
 
 fn engine(servers: Value, cache: &Path, ws: &Path, policy: Policy) -> Engine {
     let options = PoolOptions { cache_dir: Some(cache.to_owned()), ..options(cache) };
-    Engine::builder().workspace(ws).policy(policy).mcp(config(servers), options).build().unwrap()
+    crate::common::engine_builder()
+        .workspace(ws)
+        .policy(policy)
+        .mcp(config(servers), options)
+        .build()
+        .unwrap()
 }
 
 fn everything() -> Value {
@@ -243,7 +248,7 @@ fn an_untrusted_servers_start_by_a_search_is_approved_once_and_the_receipt_says_
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .policy(Policy::default())
         .approver(ConnectApprover(asked.clone()))

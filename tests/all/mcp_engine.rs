@@ -13,14 +13,24 @@ use crate::mcp_support::*;
 
 fn engine(servers: Value, cache: &Path, ws: &Path, policy: Policy) -> Engine {
     let options = PoolOptions { cache_dir: Some(cache.to_owned()), ..options(cache) };
-    Engine::builder().workspace(ws).policy(policy).mcp(config(servers), options).build().unwrap()
+    crate::common::engine_builder()
+        .workspace(ws)
+        .policy(policy)
+        .mcp(config(servers), options)
+        .build()
+        .unwrap()
 }
 
 /// [`engine`] over an untrusted configuration (starting a server needs an
 /// approval).
 fn untrusted_engine(servers: Value, cache: &Path, ws: &Path, policy: Policy) -> Engine {
     let options = PoolOptions { cache_dir: Some(cache.to_owned()), ..options(cache) };
-    Engine::builder().workspace(ws).policy(policy).mcp(untrusted(servers), options).build().unwrap()
+    crate::common::engine_builder()
+        .workspace(ws)
+        .policy(policy)
+        .mcp(untrusted(servers), options)
+        .build()
+        .unwrap()
 }
 
 fn memory_and_filesystem(ws: &Path, memory_file: &Path) -> Value {
@@ -274,7 +284,7 @@ fn the_run_deadline_cancels_a_hanging_call_and_tells_the_server() {
     let options = PoolOptions { cache_dir: Some(cache.path().to_owned()), ..options(cache.path()) };
     let mut limits = codemode::Limits::default();
     limits.deadline = std::time::Duration::from_millis(1500);
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .policy(Policy::full_access())
         .limits(limits)
@@ -400,7 +410,7 @@ fn calls_made_together_ask_once_to_start_their_server() {
         let ws = tempfile::tempdir().unwrap();
         let cache = tempfile::tempdir().unwrap();
         let connects = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let engine = Engine::builder()
+        let engine = crate::common::engine_builder()
             .workspace(ws.path())
             .policy(Policy::default())
             .approver(CountingApprover { allow, connects: connects.clone() })

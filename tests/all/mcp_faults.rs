@@ -30,7 +30,12 @@ fn engine_for(servers: Value, cache: &Path, ws: &Path) -> Engine {
 
 fn engine_with(servers: Value, cache: &Path, ws: &Path, policy: Policy) -> Engine {
     let options = PoolOptions { cache_dir: Some(cache.to_owned()), ..options(cache) };
-    Engine::builder().workspace(ws).policy(policy).mcp(config(servers), options).build().unwrap()
+    crate::common::engine_builder()
+        .workspace(ws)
+        .policy(policy)
+        .mcp(config(servers), options)
+        .build()
+        .unwrap()
 }
 
 fn lines(file: &Path) -> usize {

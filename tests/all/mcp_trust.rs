@@ -26,7 +26,7 @@ pub(crate) fn fixture_server(pids: &Path) -> Value {
 /// An engine with the default policy (posture ask) and the default (deny)
 /// approver unless `policy` and `approver` say otherwise.
 pub(crate) fn engine(config: McpConfig, cache: &Path, ws: &Path, policy: Policy) -> Engine {
-    Engine::builder().workspace(ws).policy(policy).mcp(config, options(cache)).build().unwrap()
+    crate::common::engine_builder().workspace(ws).policy(policy).mcp(config, options(cache)).build().unwrap()
 }
 
 pub(crate) const ECHO: &str = r#"try { return (await tools.mcp__fixture__echo({text: "hi"})).content; }
@@ -192,6 +192,7 @@ fn the_terminal_prompt_shows_the_command_a_connection_runs() {
     )
     .unwrap();
     let out = std::process::Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(&driver)
         .args(["y", env!("CARGO_BIN_EXE_codemode"), "run", "connect.js"])
         .env("SECRET", SECRET)
@@ -260,7 +261,7 @@ fn files_an_mcp_server_runs_are_protected() {
     let text = json!({"mcpServers": {"t": {"command": "python3", "args": ["srv/server.py"], "cwd": root}}});
     std::fs::write(root.join(".mcp.json"), text.to_string()).unwrap();
     let config = codemode::mcp::McpConfig::load(&root.join(".mcp.json")).unwrap();
-    let e = codemode::Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(&root)
         .policy(codemode::Policy::full_access())
         .mcp(config, codemode::mcp::PoolOptions::default())
@@ -286,7 +287,7 @@ fn the_env_file_of_a_server_is_protected() {
                                             "envFile": "${workspaceFolder}/.env.mcp"}}});
     std::fs::write(root.join(".mcp.json"), text.to_string()).unwrap();
     let config = codemode::mcp::McpConfig::load_in(&root.join(".mcp.json"), Some(&root)).unwrap();
-    let e = codemode::Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(&root)
         .policy(codemode::Policy::full_access())
         .mcp(config, codemode::mcp::PoolOptions::default())

@@ -239,7 +239,7 @@ fn read_and_file_search_refuse_every_escape() {
     std::fs::write(outer.path().join("secret.txt"), "s").unwrap();
     std::os::unix::fs::symlink(outer.path().join("secret.txt"), ws_path.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(outer.path(), ws_path.join("out")).unwrap();
-    let engine = codemode::Engine::builder().workspace(&ws_path).build().unwrap();
+    let engine = crate::common::engine_builder().workspace(&ws_path).build().unwrap();
     for (tool, args) in [
         ("read", json!({"path": "link.txt"})),
         ("read", json!({"path": "out/secret.txt"})),

@@ -717,7 +717,7 @@ fn the_in_flight_limit_queues_calls_and_never_exceeds_it() {
     let peak = sleep.peak.clone();
     let mut limits = Limits::default();
     limits.max_in_flight = 4;
-    let engine = codemode::Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .limits(limits)
         .policy(codemode::Policy::full_access())
@@ -784,7 +784,7 @@ fn a_failed_program_ends_at_once_and_cancels_what_it_left_running() {
 fn a_current_thread_tool_runtime_is_refused() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let ws = workspace();
-    let err = codemode::Engine::builder()
+    let err = crate::common::engine_builder()
         .workspace(ws.path())
         .tool_runtime(rt.handle().clone())
         .build()

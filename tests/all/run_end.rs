@@ -155,6 +155,7 @@ fn a_denial_typed_ahead_at_the_prompt_leaves_the_approved_writes_alone() {
     .unwrap();
     // Three answers typed at the first prompt: yes, yes, no.
     let out = Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args([driver, "y\ny\nn", env!("CARGO_BIN_EXE_codemode"), "run", "prog.js", "--json"])
         .current_dir(ws.path())
         .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))

@@ -18,6 +18,7 @@ fn drive(ws: &Path, answers: &str, args: &[&str]) -> Option<(String, Vec<String>
     }
     let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
     let out = Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args([driver, answers, env!("CARGO_BIN_EXE_codemode"), "run"])
         .args(args)
         .env("DRIVE_PROMPT_EACH", "1")

@@ -1,7 +1,7 @@
 //! Runs on disk through the real binary (docs/JOURNAL.md, "Runs on disk"):
-//! `codemode runs list|show|prune`, the retention after each run, the
-//! `.gitignore` in `.codemode/`, and where `--journal` and `[journal]`
-//! send journals.
+//! `codemode runs list|show|prune`, the retention after each run, runs
+//! kept outside the workspace (and moved there from an old `.codemode/`),
+//! and where `--journal` and `[journal]` send journals.
 //!
 //! Until runs write journals themselves, journals are made here through
 //! the public store (`LocalStore` + `RunJournal`), next to receipt folders
@@ -44,15 +44,22 @@ fn ids(listing: &[Value]) -> Vec<String> {
 
 /// A real run of `program` that saves its receipt; returns its run id.
 fn real_run(ws: &Path, program: &str) -> String {
+    real_run_with(ws, program, &[])
+}
+
+/// [`real_run`] with `extra` options.
+fn real_run_with(ws: &Path, program: &str, extra: &[&str]) -> String {
     std::fs::write(ws.join("prog.js"), program).unwrap();
-    let out = codemode(&["run", "prog.js", "--approve", "deny"], "", ws);
+    let mut args = vec!["run", "prog.js", "--approve", "deny"];
+    args.extend_from_slice(extra);
+    let out = codemode(&args, "", ws);
     let err = stderr(&out);
     let id = err
         .split("run run-")
         .nth(1)
         .map(|rest| format!("run-{}", &rest[..25]))
         .unwrap_or_else(|| panic!("{err}"));
-    assert!(ws.join(".codemode/runs").join(&id).join("receipt.json").is_file(), "{err}");
+    assert!(crate::common::runs_dir(ws).join(&id).join("receipt.json").is_file(), "{err}");
     id
 }
 
@@ -102,7 +109,7 @@ fn age_days(run_folder: &Path, days: u64) {
 }
 
 fn runs_dir(ws: &Path) -> PathBuf {
-    ws.join(".codemode/runs")
+    crate::common::runs_dir(ws)
 }
 
 #[test]
@@ -293,17 +300,27 @@ fn a_run_held_by_another_process_is_not_pruned() {
 fn each_run_prunes_to_the_configured_retention_keeping_paused_runs() {
     let ws = crate::common::workspace();
     let ws = ws.path();
-    // An untrusted workspace file: its retention applies (it can only
-    // remove this workspace's own runs).
-    std::fs::write(ws.join("codemode.toml"), "[journal]\nkeep_runs = 2\n").unwrap();
+    // The user's own file (--config): its retention applies. (A
+    // workspace's untrusted file cannot shorten it: tests/all/attacks/retention.rs.)
+    let config = tempfile::tempdir().unwrap();
+    let config = config.path().join("codemode.toml");
+    std::fs::write(&config, "[journal]\nkeep_runs = 2\n").unwrap();
+    let config = config.to_str().unwrap();
     journal(&runs_dir(ws), "run-20260102T030405Z-0000paus", RunState::Paused);
     age_days(&runs_dir(ws).join("run-20260102T030405Z-0000paus"), 1);
-    let made: Vec<String> = (0..4).map(|i| real_run(ws, &format!("return {i};"))).collect();
+    let made: Vec<String> =
+        (0..4).map(|i| real_run_with(ws, &format!("return {i};"), &["--config", config])).collect();
+    // Every run after the paused one stays while it waits (a person
+    // reviewing it sees what ran since).
     let left = ids(&list(ws, &[]));
-    assert_eq!(left.len(), 3, "{left:?}");
-    assert!(left.contains(&"run-20260102T030405Z-0000paus".to_owned()), "{left:?}");
-    assert!(left.contains(&made[3]) && left.contains(&made[2]), "the newest stay: {left:?}");
-    assert!(std::fs::read_dir(runs_dir(ws)).unwrap().count() == 3);
+    assert_eq!(left.len(), 5, "{left:?}");
+    // Once it is gone (by age), the count applies.
+    for _ in 0..2 {
+        let out = codemode(&["runs", "prune", "--keep-runs", "2", "--keep-days", "1"], "", ws);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let left = ids(&list(ws, &[]));
+    assert_eq!(left, made[2..].to_vec(), "the newest stay");
 }
 
 #[test]
@@ -321,7 +338,7 @@ fn runs_never_show_in_git_status() {
     let id = real_run(ws, "return (await tools.read({path: 'a.txt'})).content;");
     std::fs::remove_file(ws.join("prog.js")).unwrap();
     assert!(runs_dir(ws).join(&id).join("receipt.json").is_file());
-    assert_eq!(std::fs::read_to_string(ws.join(".codemode/.gitignore")).unwrap(), "*\n");
+    assert!(!ws.join(".codemode").exists(), "run state is not in the workspace");
     assert_eq!(git(&["status", "--porcelain", "--untracked-files=all", "--ignored=no"]), "");
 }
 
@@ -384,7 +401,7 @@ fn an_untrusted_journal_url_does_not_apply_and_a_named_one_does() {
 }
 
 #[test]
-fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_must_be_hidden() {
+fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_is_refused() {
     let ws = crate::common::workspace();
     let ws = ws.path();
     std::fs::write(ws.join("prog.js"), "return 'x'.repeat(40000);").unwrap();
@@ -395,14 +412,47 @@ fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_must_be_h
     assert!(folders[0].join("receipt.json").is_file());
     assert!(!folders[0].join("journal.jsonl").exists(), "--journal off writes no journal");
 
-    // Inside the workspace but outside .codemode/, tool calls could
-    // change journals: refused. Beneath .codemode/ is fine.
+    // Inside the workspace tool calls could read or change journals:
+    // refused, `.codemode/` too (tests/all/attacks/run_state.rs). Outside
+    // is the user's choice.
     let out = codemode(&["run", "prog.js", "--journal", "journals"], "", ws);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("not beneath .codemode/"), "{}", stderr(&out));
-    let out = codemode(&["run", "prog.js", "--journal", ".codemode/journals"], "", ws);
+    assert!(stderr(&out).contains("is inside the workspace"), "{}", stderr(&out));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let journals = elsewhere.path().join("journals");
+    let out = codemode(&["run", "prog.js", "--journal", journals.to_str().unwrap()], "", ws);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = codemode(&["run", "prog.js", "--journal", "mysql://db"], "", ws);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--journal") && stderr(&out).contains("not supported"), "{}", stderr(&out));
+}
+
+/// Runs an earlier version kept in `<workspace>/.codemode/runs` are moved to
+/// the state folder once, said in one line; a decision recorded there and
+/// not yet applied is dropped (a program may have written it).
+#[test]
+fn runs_kept_in_an_old_codemode_folder_are_moved_once_and_said() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let old = ws.join(".codemode/runs");
+    let id = "run-20260102T030405Z-0000old1";
+    journal(&old, id, RunState::Paused);
+    let approval = r#"{"t":"approval","seq":2,"decision":"allow","by":"person","at":"2026-01-02T03:04:06Z"}"#;
+    let mut file = std::fs::File::options().append(true).open(old.join(id).join("journal.jsonl")).unwrap();
+    writeln!(file, "{approval}").unwrap();
+    let out = codemode(&["runs", "list", "--json"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("moved 1 run(s)")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("1 decision(s)") && said[0].contains("codemode approve"), "{}", said[0]);
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ids(&listed), [id]);
+    assert_eq!(listed[0]["state"], "paused");
+    assert!(!old.exists(), "the old folder is gone");
+    let moved = std::fs::read_to_string(runs_dir(ws).join(id).join("journal.jsonl")).unwrap();
+    assert!(!moved.contains(r#""t":"approval""#), "{moved}");
+    // Once: the next command says nothing.
+    let out = codemode(&["runs", "list", "--json"], "", ws);
+    assert!(!stderr(&out).contains("moved"), "{}", stderr(&out));
 }

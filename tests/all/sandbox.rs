@@ -186,6 +186,7 @@ fn a_listed_protected_file_is_read_only_through_the_launcher() {
         "parent": std::process::id(),
     });
     let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(["__sandbox-exec", &spec.to_string()])
         .output()
         .unwrap();
@@ -278,6 +279,7 @@ fn sigterm_comes_first_and_sigkill_after_the_grace() {
 pub(crate) fn on_a_terminal(ws: &Path, args: &[&str]) -> String {
     let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
     let out = Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(driver)
         .arg("n")
         .arg(env!("CARGO_BIN_EXE_codemode"))
@@ -292,6 +294,7 @@ pub(crate) fn on_a_terminal(ws: &Path, args: &[&str]) -> String {
 fn without_a_launcher_the_call_fails_and_nothing_runs() {
     let ws = workspace();
     let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(["call", "bash", r#"{"command": "touch ran"}"#, "--posture", "full-access"])
         .current_dir(ws.path())
         .env(codemode::sandbox::LAUNCHER_ENV, "/nonexistent/codemode")
@@ -318,7 +321,7 @@ fn a_run_reads_its_own_spill_files_but_no_other_runs() {
     let earlier = earlier.value.as_str().unwrap_or_else(|| panic!("{:?}", earlier.error)).to_owned();
     let r = engine.execute_blocking(Program::new(format!(
         "{spill} const b = await tools.bash({{command: `wc -c < '${{p}}'; echo x >> '${{p}}' && echo written; \
-         cat '{earlier}' && echo read-earlier; ls .codemode/runs | wc -l`}}); return b.content.stdout;"
+         cat '{earlier}' && echo read-earlier; ls \"$(dirname '${{p}}')/..\" | wc -l`}}); return b.content.stdout;"
     )));
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value, json!("5000\n1\n"), "own spill file readable, read-only; the earlier run's hidden");
@@ -377,7 +380,7 @@ fn the_hosts_terminals_are_not_reachable_but_the_command_has_its_own() {
 #[test]
 fn inherited_descriptors_do_not_reach_the_command() {
     let ws = workspace();
-    let out = Command::new("bash")
+    let out = Command::new("bash").env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg("-c")
         .arg(format!(
             "exec 7</etc/hostname; echo '{{\"command\": \"ls /proc/self/fd\"}}' > /dev/null; \

@@ -86,6 +86,7 @@ impl Served {
                 "PATH": std::env::var("PATH").unwrap_or_default(),
                 "HOME": self.config.path(),
                 "XDG_CONFIG_HOME": self.config.path().join("no-trust-record"),
+                "XDG_STATE_HOME": crate::common::XDG_STATE,
             },
         })
     }
@@ -97,7 +98,7 @@ impl Served {
 
     /// The receipt saved for `run_id`.
     fn receipt(&self, run_id: &str) -> Value {
-        let path = self.path().join(".codemode/runs").join(run_id).join("receipt.json");
+        let path = crate::common::runs_dir(self.path()).join(run_id).join("receipt.json");
         serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
             .unwrap()
     }
@@ -132,6 +133,7 @@ impl Outcome {
 /// Runs client `sdk` (`v1` or `v2`) with `plan` to its end.
 fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
     let output = Command::new("node")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(dir.join(format!("{sdk}.mjs")))
         .arg(plan.to_string())
         .current_dir(dir)
@@ -482,7 +484,7 @@ fn cancelling_the_request_cancels_the_run() {
         assert_eq!(out.structured(1)["value"], 2, "{sdk}");
         // The cancelled run's receipt is on disk, and its sleep is gone
         // (polling: bounds, not timings).
-        let runs = served.path().join(".codemode/runs");
+        let runs = crate::common::runs_dir(served.path());
         let mut cancelled = None;
         for _ in 0..500 {
             cancelled = std::fs::read_dir(&runs).unwrap().flatten().find_map(|e| {
@@ -517,6 +519,7 @@ fn inspector(served: &Served, method_args: &[&str]) -> Value {
     // The CLI reads its own package.json relative to the working
     // directory, hence `build` as the working directory.
     let output = Command::new("node")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(build.join("index.js"))
         .arg(env!("CARGO_BIN_EXE_codemode"))
         .args(["mcp", "serve", "--workspace"])
@@ -703,6 +706,7 @@ fn the_clients_over_http() {
     let build = root().join("tests/node/node_modules/@modelcontextprotocol/inspector-cli/build");
     let inspect = |args: &[&str]| -> Value {
         let output = Command::new("node")
+            .env("XDG_STATE_HOME", crate::common::XDG_STATE)
             .arg(build.join("index.js"))
             .arg(&http.url)
             .args(["--transport", "http"])

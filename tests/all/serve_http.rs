@@ -81,6 +81,7 @@ impl Drop for Served {
 /// The binary with `args`, stderr piped.
 fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(["mcp", "serve"])
         .args(args)
         .current_dir(cwd)

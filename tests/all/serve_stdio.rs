@@ -391,7 +391,7 @@ fn a_cancelled_request_cancels_the_run_ends_its_calls_and_keeps_its_receipt() {
     }
     assert!(sleeping(), "the call's sleep is running");
     s.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "user"}}));
-    let runs = ws.path().join(".codemode/runs");
+    let runs = crate::common::runs_dir(ws.path());
     let mut receipt = None;
     for _ in 0..200 {
         receipt = std::fs::read_dir(&runs)
@@ -561,7 +561,7 @@ fn a_serve_process_prunes_old_runs_to_the_retention() {
         assert_eq!(out.status.code(), Some(0));
     }
     let runs = || {
-        std::fs::read_dir(ws.path().join(".codemode/runs"))
+        std::fs::read_dir(crate::common::runs_dir(ws.path()))
             .unwrap()
             .flatten()
             .filter(|e| e.path().is_dir())
@@ -591,7 +591,7 @@ fn closing_stdin_mid_run_cancels_the_run_and_saves_its_receipt() {
     wait_for_line(&ws.path().join("started.txt"));
     let status = s.close();
     assert!(status.success(), "{status:?}");
-    let receipts: Vec<String> = std::fs::read_dir(ws.path().join(".codemode/runs"))
+    let receipts: Vec<String> = std::fs::read_dir(crate::common::runs_dir(ws.path()))
         .unwrap()
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("receipt.json")).ok())
@@ -719,7 +719,7 @@ fn every_run_has_its_journal_on_disk_when_the_server_exits() {
         }
         assert!(s.close().success());
         for run_id in &runs {
-            let journal = ws.path().join(".codemode/runs").join(run_id).join("journal.jsonl");
+            let journal = crate::common::runs_dir(ws.path()).join(run_id).join("journal.jsonl");
             let text = std::fs::read_to_string(&journal)
                 .unwrap_or_else(|e| panic!("{} (by signal: {by_signal}): {e}", journal.display()));
             assert!(text.lines().last().is_some_and(|l| l.contains(r#""state":"completed""#)), "{text}");
@@ -731,8 +731,7 @@ fn every_run_has_its_journal_on_disk_when_the_server_exits() {
 fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
     let ws = crate::common::workspace();
     // Where the run folders go is a file: no receipt can be saved there.
-    std::fs::create_dir_all(ws.path().join(".codemode")).unwrap();
-    std::fs::write(ws.path().join(".codemode/runs"), "not a folder").unwrap();
+    crate::common::block_runs_dir(ws.path());
     let mut s = Served::start(ws.path(), &["--journal", "off", "--approve", "deny"]);
     s.initialize(json!({}));
     let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": "return 1"}}));
@@ -745,7 +744,7 @@ fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
     assert!(text.contains("the receipt could not be saved") && text.contains("is not a folder"), "{text}");
     s.ping(json!({}));
     assert!(s.close().success());
-    assert_eq!(std::fs::read_to_string(ws.path().join(".codemode/runs")).unwrap(), "not a folder");
+    assert_eq!(std::fs::read_to_string(crate::common::runs_dir(ws.path())).unwrap(), "in the way");
 }
 
 /// A client that closes the server's stdout (and keeps stdin open) stops
@@ -795,7 +794,7 @@ fn a_client_that_closes_stdout_stops_the_server_and_its_runs() {
     }
     assert!(!ws.path().join("late.txt").exists(), "the run went on");
     // Its receipt says it was cancelled.
-    let runs = ws.path().join(".codemode/runs");
+    let runs = crate::common::runs_dir(ws.path());
     let receipt = std::fs::read_dir(&runs)
         .unwrap()
         .map(|e| e.unwrap().path().join("receipt.json"))

@@ -47,7 +47,7 @@ impl Fixture {
     /// An engine with the native tools over the workspace; spill files go
     /// elsewhere so snapshots only see what the tools did.
     fn engine(&self) -> Engine {
-        Engine::builder()
+        crate::common::engine_builder()
             .workspace(self.ws())
             .spill_dir(self.spill.path())
             .policy(codemode::Policy::full_access())
@@ -743,7 +743,7 @@ fn engine_with_tool_timeout(f: &Fixture, timeout_ms: u64) -> Engine {
         let settings = codemode::policy::ToolSettings { timeout_ms: Some(timeout_ms), ..Default::default() };
         policy.tools.insert(tool.to_owned(), settings);
     }
-    Engine::builder()
+    crate::common::engine_builder()
         .workspace(f.ws())
         .spill_dir(f.spill.path())
         .policy(policy)
@@ -878,7 +878,7 @@ fn a_run_reads_its_own_spill_files_and_no_earlier_runs() {
     f.put(".codemode/runs/earlier/call-1.txt", "earlier output\n");
     let mut limits = codemode::Limits::default();
     limits.result_bytes = 1_000;
-    let e = Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(f.ws())
         .policy(codemode::Policy::full_access())
         .limits(limits)
@@ -897,7 +897,7 @@ fn a_run_reads_its_own_spill_files_and_no_earlier_runs() {
     );
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     let path = r.value[0].as_str().unwrap();
-    assert!(path.contains(".codemode/runs/"), "{path}");
+    assert!(path.starts_with(crate::common::runs_dir(&f.ws()).to_str().unwrap()), "{path}");
     assert_eq!(r.value[1], json!(true));
     assert!(r.value[2].as_str().unwrap().contains("codemode's own folder"), "{}", r.value[2]);
 }

@@ -53,7 +53,7 @@ fn fixture_tools() -> Vec<Listed> {
 
 fn engine() -> (Engine, tempfile::TempDir) {
     let ws = crate::common::workspace();
-    let mut b = Engine::builder().workspace(ws.path()).policy(codemode::Policy::full_access());
+    let mut b = crate::common::engine_builder().workspace(ws.path()).policy(codemode::Policy::full_access());
     for t in fixture_tools() {
         b = b.tool(t);
     }

@@ -6,9 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use codemode::{
-    Engine, ToolSpec, tool::Annotations, tool::DeclarationOptions, tool::Loading, tool::ToolSource,
-};
+use codemode::{ToolSpec, tool::Annotations, tool::DeclarationOptions, tool::Loading, tool::ToolSource};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -82,7 +80,7 @@ const REAL: [&str; 7] = [
 /// hard cases as MCP and as native tools.
 fn all_specs() -> (Vec<ToolSpec>, usize) {
     let ws = tempfile::tempdir().unwrap();
-    let engine = Engine::builder().workspace(ws.path()).build().unwrap();
+    let engine = crate::common::engine_builder().workspace(ws.path()).build().unwrap();
     let mut specs = engine.tool_specs();
     for file in REAL {
         specs.extend(mcp_specs(file));

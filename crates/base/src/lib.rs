@@ -12,7 +12,9 @@
 //! - files and processes: [`config_file`] (bounded, non-blocking reads of
 //!   configuration files), [`command_files`] (the workspace files a
 //!   command names), [`links`] (symbolic links on the way to a path),
-//!   [`process_group`] (children in a process group of their own, Unix).
+//!   [`process_group`] (children in a process group of their own, Unix);
+//! - [`run_state`]: where run state (journals, receipts, spill files) is
+//!   kept by default, outside every workspace.
 
 #![deny(missing_docs)]
 // Denied but for the few `#[allow(unsafe_code)]` blocks, each with a
@@ -30,10 +32,12 @@ pub mod limits;
 pub mod links;
 #[cfg(unix)]
 pub mod process_group;
+pub mod run_state;
 pub mod time_text;
 
-/// The name of codemode's own folder in a workspace (receipts, spill
-/// files), hidden from tools wherever it appears beneath the workspace.
+/// The name of the folder in a workspace where codemode kept run state
+/// before it moved to the state folder ([`run_state`]); still hidden from
+/// tools wherever it appears beneath the workspace, for old data.
 pub const HIDDEN_NAME: &str = ".codemode";
 
 /// The prefix of an MCP server's connection permission,

@@ -11,7 +11,11 @@
 //!
 //! let workspace = tempfile::tempdir()?;
 //! std::fs::write(workspace.path().join("notes.md"), "# Notes\nship it\n")?;
-//! let engine = Engine::builder().workspace(workspace.path()).build()?;
+//! # // Run state goes to the user's state folder; here, a private one.
+//! # let state = tempfile::tempdir()?;
+//! let engine = Engine::builder().workspace(workspace.path())
+//! #   .state_dir(state.path())
+//!     .build()?;
 //! let receipt = engine.execute_blocking(Program::new(r#"
 //!     const files = await tools.file_search({query: "*.md"});
 //!     const first = await tools.read({path: files.content[0], limit: 1});

@@ -653,7 +653,7 @@ mod tests {
     fn folders_and_off_are_the_engine_store_s() {
         assert!(open_store("off", Path::new("/ws")).unwrap().is_none());
         let e = open_store("journals", Path::new("/ws")).err().unwrap().to_string();
-        assert!(e.contains("not beneath .codemode/"), "{e}");
+        assert!(e.contains("is inside the workspace"), "{e}");
     }
 
     #[test]

@@ -273,8 +273,7 @@ impl CodeModeServer {
     /// The result naming both workspaces.
     async fn same_workspace(&self, run_id: &str) -> Result<(), CallToolResult> {
         let engine = &self.inner.engine;
-        let runs =
-            codemode::journal::Runs::for_workspace(engine.workspace(), engine.journal_store().cloned());
+        let runs = engine.runs();
         let Ok(details) = runs.show(run_id).await else { return Ok(()) };
         let here = engine.workspace().display().to_string();
         match details.workspace {

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use codemode::approval::CommandApprover;
 use codemode::policy::{Rule, Rules};
-use codemode::{Engine, Policy, Program, receipt::RunStatus};
+use codemode::{Policy, Program, receipt::RunStatus};
 use serde_json::Value;
 
 use crate::cli::codemode;
@@ -118,7 +118,7 @@ fn an_allow_in_the_same_run_does_not_follow_a_link_made_while_it_was_asked() {
     std::fs::set_permissions(&approver, std::fs::Permissions::from_mode(0o755)).unwrap();
     let allow = ["bash(mv docs old-docs)", "bash(ln -s ci/flows docs)"];
     let rules = Rules { allow: allow.iter().map(|r| Rule::parse(r).unwrap()).collect(), ..Rules::default() };
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(&root)
         .policy(Policy { rules, ..Policy::default() })
         .approver(CommandApprover::new(approver.display().to_string(), Vec::<String>::new()))

@@ -51,7 +51,7 @@ fn linked_git_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
 fn engine(root: &Path) -> Engine {
     let allow = ["edit", "write", "bash(git status)"].iter().map(|r| Rule::parse(r).unwrap()).collect();
     let policy = Policy { rules: Rules { allow, ..Rules::default() }, ..Policy::default() };
-    Engine::builder().workspace(root).config(ConfigFile::with_policy(policy)).build().unwrap()
+    crate::common::engine_builder().workspace(root).config(ConfigFile::with_policy(policy)).build().unwrap()
 }
 
 /// The attack as a program: plant an fsmonitor through the git folder's
@@ -85,7 +85,7 @@ fn assert_held(root: &Path, data: &Path, name: &str) {
     assert_eq!(std::fs::read_to_string(data.join("config")).unwrap(), config, "the config is unchanged");
     assert!(!root.join("pwned").exists(), "git status ran no planted fsmonitor");
     // bash itself, unasked (full access), in the sandbox: read-only there.
-    let e = Engine::builder().workspace(root).policy(Policy::full_access()).build().unwrap();
+    let e = crate::common::engine_builder().workspace(root).policy(Policy::full_access()).build().unwrap();
     let command = format!(
         "printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' >> {name}/config; \
          echo x > {name}/hooks/pre-commit; git status >/dev/null 2>&1; true"
@@ -118,7 +118,7 @@ fn a_nested_repositorys_git_folder_and_git_files_cannot_be_written() {
     let root = std::fs::canonicalize(ws.path()).unwrap();
     std::fs::create_dir(root.join("vendor")).unwrap();
     git(&root.join("vendor"), &["init", "-q", "--separate-git-dir=../vendor-git", "."]);
-    let e = Engine::builder().workspace(&root).policy(Policy::full_access()).build().unwrap();
+    let e = crate::common::engine_builder().workspace(&root).policy(Policy::full_access()).build().unwrap();
     for (path, content) in [
         ("vendor-git/config", FSMONITOR),
         ("vendor/.git", "gitdir: ../elsewhere\n"),

@@ -52,6 +52,7 @@ fn a_script_named_in_a_trusted_shell_string_is_pinned_and_protected() {
     let trust = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
             .args(args)
+            .env("XDG_STATE_HOME", crate::common::XDG_STATE)
             .current_dir(ws.path())
             .env("XDG_CONFIG_HOME", config.path())
             .output()

@@ -36,7 +36,7 @@
 fn files_a_hook_or_the_approver_names_and_their_folders_are_protected() {
     use crate::common::workspace;
     use crate::protection::{executable, refused};
-    use codemode::{Engine, config::ConfigFile};
+    use codemode::config::ConfigFile;
     use serde_json::json;
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
@@ -55,7 +55,7 @@ fn files_a_hook_or_the_approver_names_and_their_folders_are_protected() {
     let approver =
         codemode::approval::approver_from_spec(&format!("cmd:{}", root.join("approve/yes.sh").display()))
             .unwrap();
-    let e = Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(&root)
         .config(ConfigFile::load(&config).unwrap())
         .approver_arc(approver)
@@ -93,7 +93,7 @@ fn git_and_codemode_folders_cannot_be_changed_even_under_full_access() {
     refused(&e, "write", json!({"path": "g/config", "content": fsmonitor}));
     // Receipts: not writable (a file at .codemode/runs would turn them off).
     refused(&e, "write", json!({"path": ".codemode/runs", "content": "x"}));
-    assert!(!root.join(".codemode/runs").is_file());
+    assert!(!crate::common::runs_dir(&root).is_file());
     // A nested repository's .git too.
     let err = refused(&e, "write", json!({"path": "vendor/lib/.git/hooks/pre-commit", "content": "x"}));
     assert!(err.contains("nested repository"), "{err}");
@@ -132,7 +132,7 @@ fn a_program_cannot_rewrite_the_loaded_mcp_configuration() {
     let path = root.join(".mcp.json");
     std::fs::write(&path, &text).unwrap();
     let config = codemode::mcp::McpConfig::load(&path).unwrap();
-    let e = codemode::Engine::builder()
+    let e = crate::common::engine_builder()
         .workspace(&root)
         .policy(codemode::Policy::full_access())
         .mcp(config, codemode::mcp::PoolOptions::default())
@@ -155,6 +155,7 @@ fn the_engines_environment_and_proc_entry_are_invisible() {
     let ws = workspace();
     let secret = format!("codemode-secret-{}", std::process::id());
     let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(["run", "-", "--posture", "full-access", "--json"])
         .current_dir(ws.path())
         .env("SANDBOX_TEST_SECRET", &secret)
@@ -401,7 +402,7 @@ fn secrets_from_the_environment_stay_out_of_errors_and_receipts() {
 fn a_cmd_approver_is_shown_the_command_line_with_secrets_as_written() {
     use crate::mcp_support::{assert_gone, fixture, options, pids, root};
     use crate::mcp_trust::{ECHO, SECRET, secret_config};
-    use codemode::{Engine, Program, approval::CommandApprover};
+    use codemode::{Program, approval::CommandApprover};
     use serde_json::{Value, json};
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
@@ -417,7 +418,7 @@ fn a_cmd_approver_is_shown_the_command_line_with_secrets_as_written() {
         root().join("tests/fixtures/approvers/record.sh").to_string_lossy(),
         [recorded.to_string_lossy().into_owned()],
     );
-    let engine = Engine::builder()
+    let engine = crate::common::engine_builder()
         .workspace(ws.path())
         .approver(approver)
         .mcp(secret_config(&servers, false), options(cache.path()))

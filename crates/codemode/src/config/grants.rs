@@ -5,7 +5,7 @@
 
 use super::{ConfigFile, SandboxConfig};
 use crate::gate::{Policy, Posture, Rules, ToolSettings};
-use crate::journal::JournalSettings;
+use crate::journal::{JournalSettings, Retention};
 use crate::sandbox::{SandboxProfile, SandboxSettings};
 use codemode_base::limit_settings::LimitSettings;
 
@@ -16,8 +16,10 @@ impl ConfigFile {
     /// (allow rules, a posture wider than `ask`, hooks, tool timeouts,
     /// sandbox `off`, `network`, `writable`, `kill_grace_ms`, a `[journal]
     /// url` other than `off`, which could send journals (every call's
-    /// arguments and results) elsewhere; its retention numbers stay;
-    /// `[limits]` above the defaults, while lower ones stay).
+    /// arguments and results) elsewhere, `[journal] keep_runs` and
+    /// `keep_days` below the defaults, which would erase receipts sooner
+    /// (longer retention stays); `[limits]` above the defaults, while lower
+    /// ones stay).
     /// Returns the file and what was left out, each as a short phrase
     /// (`2 allow rules`, `posture full-access`), empty when the file grants
     /// nothing.
@@ -108,7 +110,10 @@ fn sandbox_without_grants(sandbox: SandboxConfig, dropped: &mut Vec<String>) -> 
 }
 
 /// `[journal]` without a url other than `off` (it could send every call's
-/// arguments and results elsewhere); the retention numbers stay.
+/// arguments and results elsewhere) and without retention shorter than the
+/// defaults (it would erase the receipts a person reviews a run by, the
+/// run's own included): such a number is dropped back to its default;
+/// a longer retention stays.
 fn journal_without_grants(journal: JournalSettings, dropped: &mut Vec<String>) -> JournalSettings {
     let JournalSettings { url, retention } = journal;
     let url = match url {
@@ -117,6 +122,20 @@ fn journal_without_grants(journal: JournalSettings, dropped: &mut Vec<String>) -
             None
         }
         off_or_none => off_or_none,
+    };
+    let Retention { keep_runs, keep_days } = retention;
+    let defaults = Retention::default();
+    let mut at_least = |name: &str, value: u64, default: u64| {
+        if value < default {
+            dropped.push(format!("[journal] {name} below the default"));
+            default
+        } else {
+            value
+        }
+    };
+    let retention = Retention {
+        keep_runs: at_least("keep_runs", keep_runs, defaults.keep_runs),
+        keep_days: at_least("keep_days", keep_days, defaults.keep_days),
     };
     JournalSettings { url, retention }
 }
@@ -226,6 +245,8 @@ tool_timeout = 120
                 "2 sandbox writable paths",
                 "kill_grace_ms",
                 "journal url",
+                "[journal] keep_runs below the default",
+                "[journal] keep_days below the default",
                 "[limits] max_calls above the default",
                 "[limits] max_in_flight above the default",
                 "[limits] tool_timeout above the default",
@@ -240,23 +261,25 @@ tool_timeout = 120
         }
         expected.sandbox = SandboxConfig::default();
         expected.journal.url = None;
+        expected.journal.retention = Retention::default();
         expected.limits.max_calls = None;
         expected.limits.max_in_flight = None;
         expected.limits.tool_timeout = None;
-        assert_eq!(
-            kept, expected,
-            "the restrictions stay: mode, ask and deny rules, callers, retention, lower limits"
-        );
+        assert_eq!(kept, expected, "the restrictions stay: mode, ask and deny rules, callers, lower limits");
         assert_eq!(kept.limits.memory_bytes, Some(32 << 20));
         assert_eq!(kept.limits.deadline, Some(Duration::from_secs(30)));
     }
 
     #[test]
-    fn an_untrusted_journal_url_is_a_grant_and_its_retention_is_not() {
+    fn an_untrusted_journal_url_and_shorter_retention_are_grants_and_longer_retention_is_not() {
         let p = ConfigFile::from_toml("[journal]\nurl = \"/tmp/x\"\nkeep_runs = 3\n", None).unwrap();
         let (kept, dropped) = p.without_grants();
-        assert_eq!((kept.journal.url, kept.journal.retention.keep_runs), (None, 3));
-        assert_eq!(dropped, ["journal url"]);
+        assert_eq!((kept.journal.url, kept.journal.retention), (None, Retention::default()));
+        assert_eq!(dropped, ["journal url", "[journal] keep_runs below the default"]);
+        let longer = ConfigFile::from_toml("[journal]\nkeep_runs = 500\nkeep_days = 30\n", None).unwrap();
+        let (kept, dropped) = longer.without_grants();
+        assert_eq!((kept.journal.retention.keep_runs, kept.journal.retention.keep_days), (500, 30));
+        assert!(dropped.is_empty(), "{dropped:?}");
         let off = ConfigFile::from_toml("[journal]\nurl = \"off\"\n", None).unwrap();
         let (kept, dropped) = off.without_grants();
         assert_eq!((kept.journal.url.as_deref(), dropped.len()), (Some("off"), 0), "off restricts");

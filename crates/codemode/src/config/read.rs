@@ -785,7 +785,7 @@ command = ["audit"]
         assert!(!p.hooks.is_empty());
         assert_ne!(p.hooks[0].timeout, DEFAULT_HOOK_TIMEOUT);
         assert_eq!(file.sandbox.writable, vec![".git".to_owned()]);
-        assert_eq!(file.journal.url.as_deref(), Some(".codemode/runs"));
+        assert_eq!(file.journal.url.as_deref(), Some("/var/lib/codemode/journals"));
         assert_eq!(file.journal.retention, crate::journal::Retention::default());
     }
 

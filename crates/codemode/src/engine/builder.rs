@@ -50,6 +50,11 @@ pub enum BuildError {
     /// no primary argument, settings for an unknown native tool).
     #[error("policy: {0}")]
     Policy(String),
+    /// Where run state would go is not usable: no state folder can be
+    /// found, a folder given is inside the workspace (a program could read
+    /// or change it), or it cannot be made.
+    #[error("run state: {0}")]
+    RunState(String),
     /// A thread or runtime could not start.
     #[error("could not start the engine's threads: {0}")]
     Threads(#[from] std::io::Error),
@@ -64,6 +69,7 @@ pub struct EngineBuilder {
     tools: Vec<Arc<dyn Tool>>,
     native_tools: bool,
     spill_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
     vm_threads: Option<usize>,
     tool_runtime: Option<Handle>,
     mcp: Option<(crate::mcp::McpConfig, crate::mcp::PoolOptions)>,
@@ -88,6 +94,7 @@ impl Default for EngineBuilder {
             tools: Vec::new(),
             native_tools: true,
             spill_dir: None,
+            state_dir: None,
             vm_threads: None,
             tool_runtime: None,
             mcp: None,
@@ -172,10 +179,27 @@ impl EngineBuilder {
         self
     }
 
-    /// Where spill files go, one folder per run. Default:
-    /// `<workspace>/.codemode/runs`.
+    /// Where runs keep their files (spill files, the saved receipt, and
+    /// the journal of the default store), one folder per run; it must be
+    /// outside the workspace, and no tool or sandboxed command can reach
+    /// it. Default: the workspace's folder in the state folder,
+    /// `<state_dir>/workspaces/<name>-<16 hex>/runs`
+    /// ([`codemode_base::run_state`]).
     pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// The state folder under which each workspace's runs are kept (when
+    /// [`EngineBuilder::spill_dir`] is not set), made when missing
+    /// (private to the user); it must be outside the workspace. The whole
+    /// folder (every workspace's runs) is hidden from tools and sandboxed
+    /// commands. Default: `$XDG_STATE_HOME/codemode`, else
+    /// `$HOME/.local/state/codemode` ([`codemode_base::run_state::state_home`]);
+    /// that default may lie inside the workspace (a workspace that holds
+    /// your home folder): it is hidden and protected there.
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
         self
     }
 
@@ -204,9 +228,12 @@ impl EngineBuilder {
     }
 
     /// Where runs keep their journals (docs/JOURNAL.md): every run of the
-    /// engine writes one, and [`Engine::resume`] reads it. Default: a
-    /// [`LocalStore`](crate::journal::LocalStore) at the spill folder
-    /// (`<workspace>/.codemode/runs/<run_id>/journal.jsonl`).
+    /// engine writes one, and [`Engine::resume`] reads it. A local store's
+    /// folder must be outside the workspace ([`JournalStore::folder`]).
+    /// Default: a [`LocalStore`](crate::journal::LocalStore) at the spill
+    /// folder (`<spill_dir>/<run_id>/journal.jsonl`).
+    ///
+    /// [`JournalStore::folder`]: crate::journal::JournalStore::folder
     pub fn journal(mut self, store: Arc<dyn crate::journal::JournalStore>) -> Self {
         self.journal = JournalChoice::Store(store);
         self
@@ -238,16 +265,22 @@ impl EngineBuilder {
             &mut self.config.policy,
             self.mcp.as_ref().map(|(config, _)| config),
         );
-        let spill_confine = self.spill_dir.is_none().then(|| workspace.clone());
-        let spill_root = self.spill_dir.take().unwrap_or_else(|| workspace.join(".codemode").join("runs"));
-        let journal = self.journal.into_store(&spill_root, &spill_confine);
+        let state = super::run_state::RunStateFolders::settle(
+            &workspace,
+            self.spill_dir.take(),
+            self.state_dir.take(),
+        )?;
+        let spill_root = state.spill_root.clone();
+        let spill_confine = None;
+        let journal = self.journal.into_store(&spill_root);
+        let state = state.with_journal(&workspace, journal.as_deref())?;
         let approver_files = self.approver.as_ref().map(|a| a.named_files()).unwrap_or_default();
         let (protections, confinement) = confinement::confine(
             &workspace,
             &self.config,
             self.mcp.as_ref().map(|(config, options)| (config, options)),
             approver_files,
-            &spill_root,
+            &state,
         );
         let mcp = self.mcp.map(|(config, mut options)| {
             // The root a server's `roots/list` gets outside a tool call.
@@ -294,17 +327,11 @@ impl EngineBuilder {
 
 impl JournalChoice {
     /// The store runs write their journals to; `None` when journaling is off.
-    /// The default store is the local folder store at `spill_root`, confined
-    /// to the workspace when `spill_confine` is set.
-    fn into_store(
-        self,
-        spill_root: &Path,
-        spill_confine: &Option<PathBuf>,
-    ) -> Option<Arc<dyn crate::journal::JournalStore>> {
+    /// The default store is the local folder store at `spill_root`, bound
+    /// to the workspace (a journal naming another is not resumed).
+    fn into_store(self, spill_root: &Path) -> Option<Arc<dyn crate::journal::JournalStore>> {
         match self {
-            JournalChoice::Default => {
-                Some(Arc::new(crate::journal::LocalStore::confined(spill_root, spill_confine.clone())))
-            }
+            JournalChoice::Default => Some(Arc::new(crate::journal::LocalStore::for_workspace(spill_root))),
             JournalChoice::Off => None,
             JournalChoice::Store(store) => Some(store),
         }

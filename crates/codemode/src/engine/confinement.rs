@@ -26,7 +26,7 @@ pub(super) fn settle_policy(workspace: &Path, policy: &mut Policy, mcp: Option<&
 
 /// The protections of an engine over the canonical `workspace` with
 /// `config` (its policy settled), its MCP configuration and options, the
-/// files its approver names, and spill files under `spill_root`; and the
+/// files its approver names, and its run state in `state`; and the
 /// [`Confinement`] its tool calls get. The sandbox launcher is looked up
 /// once, here.
 pub(super) fn confine(
@@ -34,7 +34,7 @@ pub(super) fn confine(
     config: &ConfigFile,
     mcp: Option<(&McpConfig, &PoolOptions)>,
     approver_files: Vec<PathBuf>,
-    spill_root: &Path,
+    state: &super::run_state::RunStateFolders,
 ) -> (Vec<Protection>, Arc<Confinement>) {
     let launcher = (config.sandbox.settings.profile != SandboxProfile::Off)
         .then(|| crate::sandbox::find_launcher().ok())
@@ -56,7 +56,18 @@ pub(super) fn confine(
             protections.push(git);
         }
     }
+    // Where earlier versions kept run state in the workspace (old data).
     let mut hidden = vec![workspace.join(codemode_base::HIDDEN_NAME)];
+    // Run state: outside the workspace, where no tool path leads, and
+    // hidden all the same: the sandbox covers it with an empty folder, and
+    // a state folder the workspace holds (a workspace that is the home
+    // folder) is protected too.
+    for folder in &state.hidden {
+        if folder.starts_with(workspace) {
+            protections.push(Protection { path: folder.clone(), what: "codemode's run state".to_owned() });
+        }
+        hidden.push(folder.clone());
+    }
     // The user's MCP login tokens: a command could read them and hand them
     // to the program (docs/SECURITY.md, "MCP OAuth tokens").
     // Also by its resolved path: a config folder reached through a link
@@ -71,8 +82,9 @@ pub(super) fn confine(
     }
     // A `.codemode` that is a link to a folder inside the workspace: its
     // target holds the receipts (spill writes refuse the link itself).
-    if let Ok(real) = std::fs::canonicalize(&hidden[0])
-        && real != hidden[0]
+    let legacy = workspace.join(codemode_base::HIDDEN_NAME);
+    if let Ok(real) = std::fs::canonicalize(&legacy)
+        && real != legacy
         && real.starts_with(workspace)
     {
         protections
@@ -88,7 +100,7 @@ pub(super) fn confine(
             &config.sandbox.writable,
             &config.policy.rules.allow,
         ),
-        spill_root: spill_root.to_path_buf(),
+        spill_root: state.spill_root.clone(),
         sandbox: config.sandbox.settings,
         kill_grace: config.sandbox.kill_grace,
         launcher,

@@ -15,6 +15,7 @@ mod mcp_link;
 mod resume;
 mod run_handle;
 mod run_id;
+mod run_state;
 pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
@@ -58,8 +59,11 @@ pub(crate) struct Shared {
     pub posture: PostureCell,
     pub approver: Arc<dyn Approver>,
     pub workspace: Arc<PathBuf>,
+    /// Where runs keep their files: `<spill_root>/<run_id>/`, outside the
+    /// workspace.
     pub spill_root: PathBuf,
-    /// The workspace, when spill files go to the default place inside it.
+    /// A folder run folders must resolve inside, with no link below it:
+    /// none now that run state is outside the workspace.
     pub spill_confine: Option<PathBuf>,
     /// What tool calls may not change or read; how bash is confined.
     pub confinement: Arc<crate::sandbox::Confinement>,
@@ -96,7 +100,11 @@ impl Drop for OwnedRuntime {
 /// use codemode::{Engine, Program};
 /// let workspace = tempfile::tempdir()?;
 /// std::fs::write(workspace.path().join("a.txt"), "hello\n")?;
-/// let engine = Engine::builder().workspace(workspace.path()).build()?;
+/// # // Run state goes to the user's state folder; here, a private one.
+/// # let state = tempfile::tempdir()?;
+/// let engine = Engine::builder().workspace(workspace.path())
+/// #   .state_dir(state.path())
+///     .build()?;
 /// let receipt = engine.execute_blocking(Program::new(
 ///     "const r = await tools.read({path: 'a.txt'}); return r.metadata.total_lines;",
 /// ));
@@ -292,13 +300,13 @@ impl Engine {
     }
 
     /// Saves `receipt` as JSON to `receipt.json` in its run's folder (where
-    /// its spill files go: `<workspace>/.codemode/runs/<run_id>/` by
-    /// default), atomically, and returns the path; the compact rendering
-    /// ([`Receipt::render`]) can then say where the full receipt is.
+    /// its spill files go: `<runs_folder>/<run_id>/`,
+    /// [`Engine::runs_folder`]), atomically, and returns the path; the
+    /// compact rendering ([`Receipt::render`]) can then say where the full
+    /// receipt is.
     ///
     /// # Errors
-    /// The folder cannot be made or written, or (for the default place) it
-    /// resolves outside the workspace.
+    /// The folder cannot be made or written.
     pub fn save_receipt(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
         crate::receipt::spill::write_file(
             &self.receipt_area(receipt),
@@ -332,8 +340,7 @@ impl Engine {
     /// (docs/SERVE.md, "Results").
     ///
     /// # Errors
-    /// The folder (for the default place) is reached through a symbolic
-    /// link or resolves outside the workspace, or cannot be examined.
+    /// The folder cannot be examined.
     pub fn receipt_path(&self, receipt: &Receipt) -> std::io::Result<PathBuf> {
         crate::receipt::spill::file_path(&self.receipt_area(receipt), "receipt", "json")
     }
@@ -346,6 +353,19 @@ impl Engine {
             self.shared.spill_confine.clone(),
             u64::MAX,
         )
+    }
+
+    /// The engine's runs on disk (`codemode runs`, retention): its journal
+    /// store and the folder of its runs' receipts and spill files.
+    pub fn runs(&self) -> crate::journal::Runs {
+        crate::journal::Runs::in_folder(self.shared.journal.clone(), &self.shared.spill_root)
+    }
+
+    /// Where the engine's runs keep their files, one folder per run: the
+    /// workspace's folder in the state folder unless
+    /// [`EngineBuilder::spill_dir`] named another.
+    pub fn runs_folder(&self) -> &Path {
+        &self.shared.spill_root
     }
 
     /// Changes the permission posture. Every run in progress refuses its

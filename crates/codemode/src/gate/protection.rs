@@ -245,8 +245,12 @@ impl Step for ProtectedPaths {
                 .map_or_else(|_| path.display().to_string(), |r| r.display().to_string())
         };
         for path in &paths {
-            // The run's own spill files are readable, never writable.
-            let own_read = path.starts_with(&own_spill) && !writer;
+            // The run's own spill files are readable, never writable (as
+            // written, or resolved: the spill folder may be reached
+            // through a link).
+            let own_read = !writer
+                && (path.starts_with(&own_spill)
+                    || std::fs::canonicalize(&own_spill).is_ok_and(|real| path.starts_with(real)));
             if let Some(folder) = guard.confinement.hidden_of(path)
                 && !own_read
                 && !lifted(&cx.policy.rules.allow, call.tool, &shown(folder), primary)

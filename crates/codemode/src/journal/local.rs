@@ -1,6 +1,7 @@
 //! [`LocalStore`]: journals in a folder, one sub-folder per run
 //! (`<root>/<run_id>/journal.jsonl`, next to the run's receipt and spill
-//! files). The default store: `<workspace>/.codemode/runs`.
+//! files). The default store: the workspace's folder in the state folder
+//! (`codemode_base::run_state`).
 //!
 //! A run's state is its journal's last `state` line. The process that runs
 //! or resumes a run holds an exclusive `flock` on its journal file for as
@@ -38,6 +39,9 @@ pub struct LocalStore {
     /// workspace, for the default root), so a `.codemode` link cannot send
     /// journals elsewhere.
     confine: Option<PathBuf>,
+    /// Whether the folder holds one workspace's runs (the default folder in
+    /// the state folder, [`LocalStore::for_workspace`]).
+    bound: bool,
     /// Syncs the journals of runs that ended; shared by the store's clones,
     /// the last of which waits for it when dropped.
     syncer: Arc<Syncer>,
@@ -53,14 +57,21 @@ impl LocalStore {
     /// store (its last clone; for an engine's default store, the engine)
     /// waits for those fsyncs (docs/JOURNAL.md, "Guarantees").
     pub fn new(root: impl Into<PathBuf>) -> LocalStore {
-        LocalStore { root: root.into(), confine: None, syncer: Arc::default(), io: io_permits() }
+        LocalStore {
+            root: root.into(),
+            confine: None,
+            bound: false,
+            syncer: Arc::default(),
+            io: io_permits(),
+        }
     }
 
-    /// [`LocalStore::new`], with every run folder required to resolve
-    /// inside `confine` and to be reached through no symbolic link below
-    /// it.
-    pub(crate) fn confined(root: impl Into<PathBuf>, confine: Option<PathBuf>) -> LocalStore {
-        LocalStore { root: root.into(), confine, syncer: Arc::default(), io: io_permits() }
+    /// [`LocalStore::new`] for the folder of one workspace's runs (an
+    /// engine's default store, in the state folder): a resume refuses a
+    /// journal whose header names another workspace
+    /// ([`JournalStore::workspace_bound`]).
+    pub fn for_workspace(root: impl Into<PathBuf>) -> LocalStore {
+        LocalStore { bound: true, ..LocalStore::new(root) }
     }
 
     /// The folder holding one folder per run.
@@ -240,7 +251,11 @@ impl JournalStore for LocalStore {
     }
 
     fn workspace_bound(&self) -> bool {
-        self.confine.is_some()
+        self.bound
+    }
+
+    fn folder(&self) -> Option<&Path> {
+        Some(&self.root)
     }
 
     fn opens_late(&self) -> bool {

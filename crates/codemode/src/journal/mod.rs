@@ -28,6 +28,7 @@ pub(crate) mod approvals;
 pub(crate) mod completion;
 mod credentials;
 pub(crate) mod digest;
+mod legacy;
 pub(crate) mod local;
 pub(crate) mod record;
 pub(crate) mod recorder;
@@ -38,7 +39,11 @@ mod syncer;
 pub(crate) mod writer;
 
 pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_decisions, record_decisions};
+/// Where run state lives by default: the user's state folder, a folder
+/// per workspace.
+pub use codemode_base::run_state;
 pub use credentials::{MASKED, without_credentials};
+pub use legacy::{MovedRuns, move_legacy_runs};
 pub use local::{LocalStore, state_line};
 pub use replay::Decided;
 pub use runs::{
@@ -260,7 +265,7 @@ pub(crate) async fn append_then_commit<J: RunJournal + ?Sized>(
 /// database) by many processes: [`JournalStore::claim`] is how a store
 /// makes sure one run is resumed once.
 pub trait JournalStore: Send + Sync + 'static {
-    /// What the store is, for messages: `local folder /ws/.codemode/runs`,
+    /// What the store is, for messages: `local folder /state/runs`,
     /// `PostgreSQL db@host`.
     fn describe(&self) -> String;
 
@@ -271,6 +276,14 @@ pub trait JournalStore: Send + Sync + 'static {
     /// paths may differ).
     fn workspace_bound(&self) -> bool {
         false
+    }
+
+    /// The folder of this machine holding the store's journals, when it
+    /// is one ([`LocalStore`]): an engine refuses one inside its workspace
+    /// and hides it from tools and sandboxed commands. Default: `None` (a
+    /// database).
+    fn folder(&self) -> Option<&std::path::Path> {
+        None
     }
 
     /// Starts the journal of a new run with its header line; the run is

@@ -24,10 +24,11 @@ pub const DEFAULT_KEEP_DAYS: u64 = 7;
 #[derive(Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct JournalSettings {
-    /// Where journals go, as written: a folder (relative to the workspace),
-    /// a PostgreSQL connection string (a `postgres://` URL or libpq's
-    /// `key=value` form), or `off` ([`JournalSpec::parse`]). Default:
-    /// none, the local folder `<workspace>/.codemode/runs`.
+    /// Where journals go, as written: a folder outside the workspace
+    /// (relative to the workspace), a PostgreSQL connection string (a
+    /// `postgres://` URL or libpq's `key=value` form), or `off`
+    /// ([`JournalSpec::parse`]). Default: none, the workspace's folder in
+    /// the state folder (`codemode_base::run_state`).
     pub url: Option<String>,
     /// How long runs are kept. Default: [`Retention::default`].
     pub retention: Retention,
@@ -38,13 +39,17 @@ pub struct JournalSettings {
 /// A run is removed when it is older than `keep_days` (since it last
 /// changed) **or** not among the `keep_runs` newest: whichever removes
 /// more, so the folder stays bounded however many runs a day brings.
-/// Never removed: the run just made (it counts as the newest) and a run
-/// another process holds (running or resuming it). Removed only by age,
+/// Never removed: the run just made (it counts as the newest), a run
+/// another process holds (running or resuming it), and every run newer
+/// (by when it last changed) than the oldest paused run `keep_days` still
+/// keeps. Removed only by age,
 /// and not counted against `keep_runs`: paused runs (they wait for a
 /// person, who may answer tomorrow) and run folders with neither a journal
 /// nor a receipt (a run still going in another process may not have
 /// written either yet). `0` is taken literally: `keep_runs = 0` keeps only
-/// those, `keep_days = 0` removes every run older than a second.
+/// those, `keep_days = 0` removes every run older than a second. A
+/// workspace's own `codemode.toml` that is not trusted cannot set either
+/// below its default (`ConfigFile::without_grants`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Retention {
@@ -141,10 +146,9 @@ impl std::fmt::Debug for JournalSpec {
 
 /// The store `spec` names (`--journal`, `[journal] url`): `None` for
 /// `off`, else the store. A relative folder is taken from `workspace`; a
-/// folder inside the workspace must be beneath a `.codemode` folder (tools
-/// cannot read or change those; elsewhere a program could rewrite a paused
-/// run's pending calls before a person approves them), and is then held to
-/// the workspace like the default folder (no symbolic link on the way).
+/// folder inside the workspace (as written, or through a symbolic link) is
+/// refused: a program could read its journals or append a decision to a
+/// paused run's journal, which a later resume would apply.
 ///
 /// `workspace` should be canonical (`Engine::workspace`).
 ///
@@ -154,8 +158,8 @@ impl std::fmt::Debug for JournalSpec {
 ///
 /// # Errors
 /// [`StoreError::Failed`] for a spec [`JournalSpec::parse`] refuses, a
-/// PostgreSQL spec (named without its credentials), a folder in the workspace outside `.codemode`, or a
-/// store that cannot be opened.
+/// PostgreSQL spec (named without its credentials), a folder inside the
+/// workspace (saying what to use instead), or a store that cannot be opened.
 pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn JournalStore>>, StoreError> {
     match JournalSpec::parse(spec).map_err(StoreError::Failed)? {
         JournalSpec::Off => Ok(None),
@@ -166,20 +170,15 @@ pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn Journal
         ))),
         JournalSpec::Folder(dir) => {
             let dir = normalize(&workspace.join(dir));
-            if dir.starts_with(workspace) {
-                let below = dir.strip_prefix(workspace).unwrap_or(&dir);
-                let hidden = below.components().any(|c| c.as_os_str() == codemode_base::HIDDEN_NAME);
-                if !hidden {
-                    return Err(StoreError::Failed(format!(
-                        "the journal folder {} is inside the workspace but not beneath .codemode/: tool \
-                         calls could change its journals; use a folder beneath .codemode/ or outside the \
-                         workspace",
-                        dir.display()
-                    )));
-                }
-                let store: Arc<dyn JournalStore> =
-                    Arc::new(LocalStore::confined(dir, Some(workspace.to_path_buf())));
-                return Ok(Some(store));
+            if codemode_base::run_state::inside(&dir, workspace) {
+                return Err(StoreError::Failed(format!(
+                    "the journal folder {} is inside the workspace {}: a program could read its journals \
+                     or forge a paused run's decisions there; use a folder outside the workspace, or \
+                     leave the journal unset for the default (the state folder, \
+                     $XDG_STATE_HOME/codemode, else ~/.local/state/codemode)",
+                    dir.display(),
+                    workspace.display()
+                )));
             }
             Ok(Some(Arc::new(LocalStore::new(dir))))
         }
@@ -239,18 +238,29 @@ mod tests {
     }
 
     #[test]
-    fn folders_inside_the_workspace_must_be_beneath_codemode() {
+    fn folders_inside_the_workspace_are_refused() {
         let ws = tempfile::tempdir().unwrap();
         let ws = std::fs::canonicalize(ws.path()).unwrap();
+        std::fs::create_dir(ws.join("sub")).unwrap();
         assert!(open_store("off", &ws).unwrap().is_none());
-        let inside = open_store(".codemode/journals", &ws).unwrap().unwrap();
-        assert!(inside.describe().ends_with(".codemode/journals"), "{}", inside.describe());
-        for bad in ["journals", "./src/../journals", ws.join("j").to_str().unwrap()] {
-            let e = open_store(bad, &ws).err().unwrap().to_string();
-            assert!(e.contains("not beneath .codemode/"), "{bad}: {e}");
-        }
         let outside = tempfile::tempdir().unwrap();
-        let store = open_store(outside.path().to_str().unwrap(), &ws).unwrap().unwrap();
+        std::os::unix::fs::symlink(ws.join("sub"), outside.path().join("link")).unwrap();
+        let through_link = outside.path().join("link/j");
+        for bad in [
+            "journals",
+            ".codemode/journals",
+            "sub/.codemode/j",
+            "./src/../journals",
+            ws.join("j").to_str().unwrap(),
+            through_link.to_str().unwrap(),
+        ] {
+            let e = open_store(bad, &ws).err().unwrap().to_string();
+            assert!(
+                e.contains("is inside the workspace") && e.contains("outside the workspace"),
+                "{bad}: {e}"
+            );
+        }
+        let store = open_store(outside.path().join("j").to_str().unwrap(), &ws).unwrap().unwrap();
         assert!(store.describe().contains(&outside.path().display().to_string()));
         assert!(
             open_store("../elsewhere", &ws).unwrap().is_some(),

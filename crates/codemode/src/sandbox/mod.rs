@@ -35,11 +35,15 @@ pub struct Confinement {
     /// file's `gitdir:`, a link, its `commondir`), `<workspace>/.codemode`. What a rule
     /// lifts for one tool is in [`Confinement::lifted`].
     pub protected: Vec<PathBuf>,
-    /// Folders tools cannot read either: `<workspace>/.codemode` (earlier
-    /// runs' receipts and spill files). A run may still read its own spill
+    /// Folders tools cannot read either: the engine's run state (the
+    /// state folder with every workspace's runs, or the host's spill
+    /// folder, and a local journal folder; all outside the workspace, and
+    /// covered in bash's sandbox) and `<workspace>/.codemode` (where
+    /// earlier versions kept run state). A run may still read its own spill
     /// files, under [`Confinement::spill_root`]`/<run_id>`.
     pub hidden: Vec<PathBuf>,
-    /// Where runs' spill files go: `<spill_root>/<run_id>/`.
+    /// Where runs' spill files go: `<spill_root>/<run_id>/` (outside the
+    /// workspace for an engine's calls).
     pub spill_root: PathBuf,
     /// The bash sandbox.
     pub sandbox: SandboxSettings,
@@ -63,9 +67,11 @@ pub struct Confinement {
 }
 
 impl Confinement {
-    /// The default confinement of `workspace` (canonical): `.git` and
-    /// `.codemode` protected, `.codemode` hidden, spill files under
-    /// `.codemode/runs`, the default sandbox and grace period.
+    /// The default confinement of `workspace` (canonical) for a tool
+    /// called outside an engine: `.git` and `.codemode` protected,
+    /// `.codemode` hidden, spill files under `.codemode/runs`, the default
+    /// sandbox and grace period. An engine's calls get its own, with run
+    /// state outside the workspace (`EngineBuilder::build`).
     pub fn for_workspace(workspace: &Path) -> Confinement {
         let codemode = workspace.join(".codemode");
         Confinement {

@@ -100,7 +100,13 @@ fn read_window(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
 /// first bytes buffered), its size in bytes, and its path as shown
 /// (workspace-relative).
 fn open_text(cx: &ToolContext, path: &str) -> Result<(BufReader<std::fs::File>, u64, String), ToolError> {
-    let root = workspace::Root::open(&cx.workspace)?;
+    // A file of the run's own spill folder, outside the workspace, is
+    // opened beneath that folder; every other path beneath the workspace.
+    let (root, path) = match workspace::own_spill_file(cx, path) {
+        Some((own, inside)) => (workspace::Root::open(&own)?, std::borrow::Cow::Owned(inside)),
+        None => (workspace::Root::open(&cx.workspace)?, std::borrow::Cow::Borrowed(path)),
+    };
+    let path = path.as_ref();
     // Opened beneath the root and read from this fd only: a symlink swapped
     // in after the lookup changes nothing (see `workspace`).
     let opened = workspace::open_existing(&root, path, workspace::READ)?;

@@ -565,14 +565,39 @@ fn refuse_protected(confinement: &Confinement, tool: &str, real: &Path, path: &s
     )))
 }
 
-/// `<spill_root>/<run_id>`, when the run id is one plain name.
+/// `<spill_root>/<run_id>`, when the run id is one plain name: resolved
+/// through links when it exists (files in it are compared by their
+/// resolved paths).
 fn own_spill_folder(cx: &ToolContext) -> Option<PathBuf> {
     let id = Path::new(&*cx.run_id);
     let mut parts = id.components();
     match (parts.next(), parts.next()) {
-        (Some(Component::Normal(_)), None) => Some(cx.confinement.spill_root.join(id)),
+        (Some(Component::Normal(_)), None) => {
+            let folder = cx.confinement.spill_root.join(id);
+            Some(std::fs::canonicalize(&folder).unwrap_or(folder))
+        }
         _ => None,
     }
+}
+
+/// When `path` is an absolute path into this run's own spill folder and
+/// that folder is outside the workspace (run state is): the folder, to
+/// open the file beneath (as `Root`), and the path as an absolute path
+/// under it. A receipt's `spill_path` names such files; no other path
+/// outside the workspace is readable.
+pub(crate) fn own_spill_file(cx: &ToolContext, path: &str) -> Option<(PathBuf, String)> {
+    let given = Path::new(path);
+    if !given.is_absolute() {
+        return None;
+    }
+    let normal = normalise(given)?;
+    let lexical = cx.confinement.spill_root.join(&*cx.run_id);
+    let own = own_spill_folder(cx)?;
+    if own.starts_with(cx.workspace.as_path()) {
+        return None;
+    }
+    let rel = normal.strip_prefix(&lexical).or_else(|_| normal.strip_prefix(&own)).ok()?;
+    Some((own.clone(), own.join(rel).to_string_lossy().into_owned()))
 }
 
 /// `path` (absolute) with `.` and `..` resolved as text (no symlinks);

@@ -23,7 +23,6 @@ impl Runs {
     /// read.
     pub async fn show(&self, run_id: &str) -> Result<RunDetails, StoreError> {
         crate::journal::local::check_run_id(run_id)?;
-        self.check_links()?;
         let folder = self.receipts.join(run_id);
         let folder_meta = folder.symlink_metadata().ok().filter(|m| m.is_dir());
         let receipt_path = folder.join(RECEIPT_FILE);

@@ -2,9 +2,10 @@
 //! after each run work on.
 //!
 //! A workspace's runs are the union of two places: the journals in the
-//! [`JournalStore`] and the run folders under the receipts folder
-//! (`<workspace>/.codemode/runs/<run_id>/`, with `receipt.json` and spill
-//! files). With the default store both are one folder; with `--journal
+//! [`JournalStore`] and the run folders under the receipts folder (the
+//! workspace's folder in the state folder,
+//! `<state>/workspaces/<name>-<16 hex>/runs/<run_id>/`, with
+//! `receipt.json` and spill files; `codemode_base::run_state`). With the default store both are one folder; with `--journal
 //! DIR` or a database they are two, and a run is listed once. Folders
 //! without a journal (runs from before journals, runs with the journal
 //! off, `codemode run --json`, which saves no receipt) are listed and
@@ -45,10 +46,6 @@ pub struct Runs {
     /// and removed only through the store's lock.
     local: LocalStore,
     receipts: PathBuf,
-    /// The workspace, when the receipts folder is the default one inside
-    /// it: no symbolic link may be on the way (a `.codemode` link would
-    /// make `prune` remove folders elsewhere).
-    confine: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Runs {
@@ -61,16 +58,31 @@ impl std::fmt::Debug for Runs {
 }
 
 impl Runs {
-    /// The runs of the canonical `workspace`, whose receipts are in
-    /// `<workspace>/.codemode/runs` (an engine without
-    /// [`spill_dir`](crate::EngineBuilder::spill_dir)), and whose journals
-    /// are in `store`; `None` (the journal off) reads the default local
-    /// folder, which holds any journal written before.
-    pub fn for_workspace(workspace: &Path, store: Option<Arc<dyn JournalStore>>) -> Runs {
-        let receipts = workspace.join(codemode_base::HIDDEN_NAME).join("runs");
-        let local = LocalStore::confined(receipts.clone(), Some(workspace.to_path_buf()));
+    /// The runs of the canonical `workspace` as an engine without
+    /// [`spill_dir`](crate::EngineBuilder::spill_dir) or
+    /// [`state_dir`](crate::EngineBuilder::state_dir) keeps them: receipts
+    /// in the workspace's folder in the user's state folder, journals in
+    /// `store`; `None` (the journal off) reads that folder, which holds any
+    /// journal written before.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] when no state folder can be found (neither
+    /// `XDG_STATE_HOME` nor `HOME` is set).
+    pub fn for_workspace(workspace: &Path, store: Option<Arc<dyn JournalStore>>) -> Result<Runs, StoreError> {
+        let receipts = codemode_base::run_state::runs_folder(workspace)
+            .map_err(|e| StoreError::Failed(e.to_string()))?;
+        Ok(Runs::in_folder(store, receipts))
+    }
+
+    /// The runs whose receipts are under `receipts` (one folder per run)
+    /// and whose journals are in `store`; `None` reads `receipts` as a
+    /// local store bound to one workspace. What
+    /// [`Engine::runs`](crate::Engine::runs) gives.
+    pub fn in_folder(store: Option<Arc<dyn JournalStore>>, receipts: impl Into<PathBuf>) -> Runs {
+        let receipts = receipts.into();
+        let local = LocalStore::for_workspace(receipts.clone());
         let store = store.unwrap_or_else(|| Arc::new(local.clone()));
-        Runs { store, local, receipts, confine: Some(workspace.to_path_buf()) }
+        Runs { store, local, receipts }
     }
 
     /// The runs of an engine whose spill files and receipts go to
@@ -78,7 +90,7 @@ impl Runs {
     /// whose journals are in `store`.
     pub fn new(store: Arc<dyn JournalStore>, receipts: impl Into<PathBuf>) -> Runs {
         let receipts = receipts.into();
-        Runs { store, local: LocalStore::new(receipts.clone()), receipts, confine: None }
+        Runs { store, local: LocalStore::new(receipts.clone()), receipts }
     }
 
     /// The journal store.
@@ -96,7 +108,7 @@ impl Runs {
     ///
     /// # Errors
     /// [`StoreError::Failed`] when the store or the receipts folder cannot
-    /// be read, or a symbolic link is on the way to the default folder.
+    /// be read.
     ///
     /// A run whose journal cannot be read (damaged: a line that is not
     /// UTF-8) is listed with the state `unreadable`; `show` says why.
@@ -160,20 +172,6 @@ impl Runs {
     /// default): then it is read once.
     fn same_folder(&self) -> bool {
         self.store.describe() == self.local.describe()
-    }
-
-    /// Refuses a symbolic link between the workspace and the default
-    /// receipts folder.
-    fn check_links(&self) -> Result<(), StoreError> {
-        let Some(workspace) = &self.confine else { return Ok(()) };
-        let link = codemode_base::links::link_below(&self.receipts, workspace);
-        match link {
-            Some(link) => Err(StoreError::Failed(format!(
-                "{} is a symbolic link; runs are not read or removed through links",
-                link.display()
-            ))),
-            None => Ok(()),
-        }
     }
 }
 

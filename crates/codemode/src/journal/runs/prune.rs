@@ -15,8 +15,9 @@ use crate::journal::{NotResumableState, Retention, RunState, StoreError};
 impl Runs {
     /// Removes the runs `retention` does not keep (see [`Retention`] for
     /// the rules), or with `options.dry_run` only says which it would.
-    /// Runs named in `options.keep` (the run just made) and runs another
-    /// process holds are never removed. A run that cannot be removed is
+    /// Runs named in `options.keep` (the run just made), runs another
+    /// process holds and runs newer than the oldest paused run (one
+    /// `keep_days` still keeps) are never removed. A run that cannot be removed is
     /// reported in [`PruneReport::failures`] and the others go on.
     ///
     /// # Errors
@@ -34,6 +35,16 @@ impl Runs {
         found.reverse();
         let mut report = PruneReport { dry_run: options.dry_run, ..PruneReport::default() };
         let kept_on_purpose = |run: &Found| options.keep.contains(&run.run_id);
+        // While a run waits for a person (a paused run `keep_days` keeps),
+        // every run after it is kept: the receipts of what ran since are
+        // what the person reviews it by.
+        let oldest_paused = found
+            .iter()
+            .filter(|r| {
+                r.journal == Some(RunState::Paused) && now_unix.saturating_sub(r.updated_ms / 1000) <= max_age
+            })
+            .map(|r| r.updated_ms)
+            .min();
         // The runs kept so far that count against keep_runs; the runs kept
         // on purpose (the run just made) are the newest, whatever the
         // clock says.
@@ -54,6 +65,11 @@ impl Runs {
             // neither counts, and only age removes them.
             let uncounted =
                 run.journal == Some(RunState::Paused) || (run.journal.is_none() && run.receipt.is_none());
+            if oldest_paused.is_some_and(|paused| run.updated_ms > paused) {
+                report.kept += 1;
+                counted += u64::from(!uncounted);
+                continue;
+            }
             let why = if age_secs > max_age {
                 PruneReason::Age
             } else if !uncounted && counted >= retention.keep_runs {

@@ -13,7 +13,6 @@ impl Runs {
     /// Every run, oldest first: the store's journals and the receipts
     /// folder's run folders, once each.
     pub(super) async fn scan(&self) -> Result<Vec<Found>, StoreError> {
-        self.check_links()?;
         let journals = self.store.list().await?;
         let left_here = if self.same_folder() { Vec::new() } else { self.local.list().await? };
         let receipts = self.receipts.clone();

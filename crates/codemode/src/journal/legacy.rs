@@ -1,0 +1,218 @@
+//! Runs an earlier codemode kept in the workspace (`<workspace>/.codemode/runs`),
+//! moved once to the workspace's folder in the state folder, where run
+//! state lives now (docs/JOURNAL.md, "Runs on disk").
+//!
+//! The old folder was reachable by programs (a nested workspace's
+//! `.codemode/` was not hidden from an outer workspace's bash), so what
+//! it holds may have been written by a program. The move therefore drops
+//! every decision recorded with `codemode approve` that no resume has
+//! applied yet (an open `approval` line): a person records it again on what
+//! `codemode approve` shows. Everything else moves as it is: what a
+//! journal says about finished calls only answers the program on a replay,
+//! and a pending call still needs a person's decision.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::StoreError;
+use super::local::JOURNAL_FILE;
+
+/// What [`move_legacy_runs`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MovedRuns {
+    /// The old folder, `<workspace>/.codemode/runs`.
+    pub from: PathBuf,
+    /// Where the runs went.
+    pub to: PathBuf,
+    /// How many run folders moved.
+    pub moved: usize,
+    /// Run folders left where they were (one of that id exists at the new
+    /// place, or it could not be copied), by name.
+    pub left: Vec<String>,
+    /// How many recorded, not yet applied decisions were dropped.
+    pub dropped_decisions: usize,
+}
+
+impl std::fmt::Display for MovedRuns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "moved {} run(s) from {} to {} (run state is kept outside the workspace now)",
+            self.moved,
+            self.from.display(),
+            self.to.display()
+        )?;
+        if self.dropped_decisions > 0 {
+            write!(
+                f,
+                "; {} decision(s) recorded there and not yet applied were dropped: record them again \
+                 with `codemode approve`",
+                self.dropped_decisions
+            )?;
+        }
+        if !self.left.is_empty() {
+            write!(f, "; left in place: {}", self.left.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Moves the run folders of `<workspace>/.codemode/runs` (a real folder,
+/// not reached through a link) into `to`, once: the old folder is claimed
+/// by renaming it first, so two processes never move one run twice, and
+/// removed when empty. `None` when there is nothing to move.
+///
+/// # Errors
+/// [`StoreError::Failed`] when `to` cannot be made.
+pub fn move_legacy_runs(workspace: &Path, to: &Path) -> Result<Option<MovedRuns>, StoreError> {
+    let hidden = workspace.join(codemode_base::HIDDEN_NAME);
+    let from = hidden.join("runs");
+    let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if !real_dir(&hidden) || !real_dir(&from) {
+        return Ok(None);
+    }
+    let claimed = hidden.join(format!("runs.moving-{}", std::process::id()));
+    if std::fs::rename(&from, &claimed).is_err() {
+        // Another process claimed it first, or it is not ours to move.
+        return Ok(None);
+    }
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(to)
+            .map_err(|e| StoreError::failed(format!("cannot make {}", to.display()), e))?;
+    }
+    let mut moved =
+        MovedRuns { from, to: to.to_path_buf(), moved: 0, left: Vec::new(), dropped_decisions: 0 };
+    let entries = std::fs::read_dir(&claimed).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
+    for entry in entries {
+        let name = entry.file_name();
+        let shown = name.to_string_lossy().into_owned();
+        let src = entry.path();
+        let dst = to.join(&name);
+        if !real_dir(&src) || dst.exists() {
+            moved.left.push(shown);
+            continue;
+        }
+        match copy_run(&src, &dst) {
+            Ok(dropped) => {
+                moved.moved += 1;
+                moved.dropped_decisions += dropped;
+                let _ = std::fs::remove_dir_all(&src);
+            }
+            Err(_) => {
+                let _ = std::fs::remove_dir_all(&dst);
+                moved.left.push(shown);
+            }
+        }
+    }
+    // Empty now: gone. Not empty: back where it was, for a person to see.
+    if std::fs::remove_dir(&claimed).is_err() {
+        let _ = std::fs::rename(&claimed, &moved.from);
+    }
+    Ok((moved.moved > 0 || !moved.left.is_empty()).then_some(moved))
+}
+
+/// Copies one run folder's regular files (links and folders inside are
+/// left behind), the journal without its open `approval` lines; returns
+/// how many were dropped.
+fn copy_run(src: &Path, dst: &Path) -> std::io::Result<usize> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new().mode(0o700).create(dst)?;
+    let mut dropped = 0;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        let target = dst.join(entry.file_name());
+        if entry.file_name() == JOURNAL_FILE {
+            let bytes = std::fs::read(entry.path())?;
+            let (kept, n) = without_open_approvals(&bytes);
+            dropped += n;
+            std::fs::write(&target, kept)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(dropped)
+}
+
+/// `journal` without the `approval` lines no later `decision`, `done` or
+/// `pending` line for the same call closes (decisions recorded and not yet
+/// applied), and how many there were.
+fn without_open_approvals(journal: &[u8]) -> (Vec<u8>, usize) {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        t: String,
+        seq: Option<u64>,
+    }
+    let lines: Vec<&[u8]> = journal.split_inclusive(|b| *b == b'\n').collect();
+    let mut open: Vec<(usize, u64)> = Vec::new();
+    let mut closed: HashSet<usize> = HashSet::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Ok(parsed) = serde_json::from_slice::<Line>(line.trim_ascii_end()) else { continue };
+        let Some(seq) = parsed.seq else { continue };
+        match parsed.t.as_str() {
+            "approval" => open.push((i, seq)),
+            "decision" | "done" | "pending" => {
+                closed.extend(open.iter().filter(|(_, s)| *s == seq).map(|(i, _)| *i));
+                open.retain(|(_, s)| *s != seq);
+            }
+            _ => {}
+        }
+    }
+    let drop: HashSet<usize> = open.iter().map(|(i, _)| *i).collect();
+    let kept =
+        lines.iter().enumerate().filter(|(i, _)| !drop.contains(i)).flat_map(|(_, l)| l.iter().copied());
+    (kept.collect(), drop.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_approvals_are_dropped_and_closed_ones_kept() {
+        let journal = concat!(
+            "{\"t\":\"header\"}\n",
+            "{\"t\":\"pending\",\"seq\":1}\n",
+            "{\"t\":\"approval\",\"seq\":1,\"decision\":\"allow\"}\n",
+            "{\"t\":\"decision\",\"seq\":1}\n",
+            "{\"t\":\"pending\",\"seq\":2}\n",
+            "{\"t\":\"approval\",\"seq\":2,\"decision\":\"allow\"}\n",
+        );
+        let (kept, dropped) = without_open_approvals(journal.as_bytes());
+        let kept = String::from_utf8(kept).unwrap();
+        assert_eq!(dropped, 1);
+        assert!(kept.contains("\"seq\":1,\"decision\":\"allow\""), "{kept}");
+        assert!(!kept.contains("\"seq\":2,\"decision\""), "{kept}");
+    }
+
+    #[test]
+    fn runs_move_once_and_a_link_is_not_followed() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let to = state.path().join("runs");
+        let run = ws.path().join(".codemode/runs/run-1");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("receipt.json"), "{}").unwrap();
+        std::fs::write(run.join(JOURNAL_FILE), "{\"t\":\"approval\",\"seq\":3}\n").unwrap();
+        let moved = move_legacy_runs(ws.path(), &to).unwrap().unwrap();
+        assert_eq!((moved.moved, moved.dropped_decisions), (1, 1), "{moved}");
+        assert!(moved.to_string().contains("record them again"), "{moved}");
+        assert!(to.join("run-1/receipt.json").is_file());
+        assert_eq!(std::fs::read_to_string(to.join("run-1").join(JOURNAL_FILE)).unwrap(), "");
+        assert!(!ws.path().join(".codemode/runs").exists());
+        assert_eq!(move_legacy_runs(ws.path(), &to).unwrap(), None, "once");
+        // A `.codemode` that is a link is not read through.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(state.path().join("elsewhere/runs/run-2")).unwrap();
+        std::os::unix::fs::symlink(state.path().join("elsewhere"), other.path().join(".codemode")).unwrap();
+        assert_eq!(move_legacy_runs(other.path(), &to).unwrap(), None);
+        assert!(state.path().join("elsewhere/runs/run-2").is_dir());
+    }
+}
