@@ -17,7 +17,7 @@
 //! glob, `eval`, a `cd` before the program, or an interpreter given inline
 //! code (`python3 -c`, `node -e`). [`CommandFiles::undetermined`] says why.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// Shells whose `-c` argument is a shell string, and whose first operand
 /// is otherwise a script.
@@ -241,17 +241,7 @@ fn is_assignment(word: &str) -> bool {
 /// `word` taken from `cwd`, with `.` and `..` resolved lexically (links
 /// kept: the path as the command will open it).
 fn lexical(cwd: &Path, word: &str) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in cwd.join(word).components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
+    crate::links::lexical(&cwd.join(word))
 }
 
 /// The interpreter and its arguments on `file`'s `#!` line, if it has one

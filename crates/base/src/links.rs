@@ -1,7 +1,7 @@
 //! Symbolic links on the way to a path: where codemode refuses to read or
 //! write through a link a program could point elsewhere.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 /// The first symbolic link on the way from `root` (not itself checked)
 /// down to `path` (checked), or `None` when there is none or `path` is not
@@ -10,6 +10,23 @@ pub fn link_below<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
     path.ancestors()
         .take_while(|a| a.starts_with(root) && *a != root)
         .find(|a| a.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
+}
+
+/// `path` with `.` and `..` worked out as text, without touching the file
+/// system (links kept: `/a/b/../c` is `/a/c`); a `..` at the root stays at
+/// the root.
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub fn runs_folder(workspace: &Path) -> Result<PathBuf, NoStateHome> {
 /// the part of it that exists: a folder there is refused for run state, as
 /// a program could read or change it.
 pub fn inside(dir: &Path, workspace: &Path) -> bool {
-    let lexical = normalize(dir);
+    let lexical = crate::links::lexical(dir);
     if lexical.starts_with(workspace) {
         return true;
     }
@@ -106,21 +106,6 @@ pub fn inside(dir: &Path, workspace: &Path) -> bool {
             _ => return false,
         }
     }
-}
-
-/// `path` with `.` and `..` worked out as text (`/a/b/../c` is `/a/c`).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

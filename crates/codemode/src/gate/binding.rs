@@ -18,16 +18,20 @@ use crate::catalog::ToolSpec;
 use crate::journal::record::BoundObject;
 
 /// The object a call acts on now, from its primary argument: for a tool
-/// whose primary argument is a path, its resolved path and the folder on
-/// the way; `None` for a command and when the path cannot be resolved.
-pub(crate) fn of_primary(primary: &Primary) -> Option<BoundObject> {
+/// whose primary argument is a path, its resolved path (relative to
+/// `workspace` when inside it, so that a run paused in one checkout and
+/// resumed in another on a shared store binds the same object) and the
+/// folder on the way; `None` for a command and when the path cannot be
+/// resolved.
+pub(crate) fn of_primary(primary: &Primary, workspace: &Path) -> Option<BoundObject> {
     if primary.command {
         return None;
     }
     let target = primary.target.as_deref()?;
     let folder = existing_folder(target)?;
+    let path = target.strip_prefix(workspace).unwrap_or(target);
     Some(BoundObject {
-        path: target.to_string_lossy().into_owned(),
+        path: path.to_string_lossy().into_owned(),
         folder: folder.to_string_lossy().into_owned(),
         id: id_of(&folder),
     })
@@ -55,7 +59,7 @@ pub(crate) fn check(
         return Err(format!("the call no longer names a path, but `{approved}` was approved; {why}"));
     };
     let written = now.written.clone();
-    let Some(current) = of_primary(&now) else {
+    let Some(current) = of_primary(&now, workspace) else {
         return Err(format!("`{written}` cannot be resolved now, but `{approved}` was approved; {why}"));
     };
     if current.path != bound.path {
@@ -65,7 +69,11 @@ pub(crate) fn check(
             shown(&current.path)
         ));
     }
-    if bound.id.is_some() && id_of(Path::new(&bound.folder)) != bound.id {
+    // The folder's identity says something only in the checkout it was
+    // taken in (a resume on another replica has its own folders; there
+    // the path, relative to the workspace, is what binds).
+    let same_checkout = Path::new(&bound.folder).starts_with(workspace);
+    if same_checkout && bound.id.is_some() && id_of(Path::new(&bound.folder)) != bound.id {
         return Err(format!(
             "the folder `{}` on the way to `{written}` is not the one it was when `{approved}` was approved \
              (it was renamed, replaced or removed); {why}",
@@ -99,7 +107,7 @@ mod tests {
     use serde_json::json;
 
     fn bind(spec: &ToolSpec, args: &Value, workspace: &Path) -> Option<BoundObject> {
-        of_primary(&primary::of(spec, args, workspace)?)
+        of_primary(&primary::of(spec, args, workspace)?, workspace)
     }
 
     fn write_spec() -> ToolSpec {
@@ -125,6 +133,10 @@ mod tests {
         std::fs::write(ws.join("docs/new/deploy.yml"), "x").unwrap();
         assert_eq!(check(&bound, &write_spec(), &args, &ws), Ok(()));
         assert!(bind(&write_spec(), &json!({}), &ws).is_none(), "no path, no binding");
+        // Another checkout of the same files (a resume on another replica)
+        // binds the same object.
+        let (_other, elsewhere) = setup();
+        assert_eq!(check(&bound, &write_spec(), &args, &elsewhere), Ok(()));
     }
 
     #[cfg(unix)]

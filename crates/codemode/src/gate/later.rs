@@ -261,7 +261,7 @@ impl LaterStep for ApprovalStep {
                 .filter(|p| !p.command)
             {
                 call.subject = Some(primary.subject().to_owned());
-                state.bound = super::binding::of_primary(&primary);
+                state.bound = super::binding::of_primary(&primary, call.workspace);
             }
             let request = ApprovalRequest {
                 tool: call.tool.to_owned(),

@@ -9,7 +9,7 @@
 //! nor stretch an allow rule. A command is matched with runs of whitespace
 //! collapsed to one space.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -66,28 +66,13 @@ pub(crate) fn of(spec: &ToolSpec, args: &Value, workspace: &Path) -> Option<Prim
         }
         PrimaryArgument::Path(name) => {
             let raw = args.get(name)?.as_str()?;
-            let lexical = lexical(&workspace.join(raw));
+            let lexical = codemode_base::links::lexical(&workspace.join(raw));
             let written = shown(workspace, &lexical);
             let target = resolve(&lexical);
             let resolved = target.as_deref().map(|r| shown(workspace, r)).filter(|r| *r != written);
             Some(Primary { written, resolved, command: false, target, chained: false })
         }
     }
-}
-
-/// `path` with `.` and `..` resolved as text.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// `path` with symlinks followed through its deepest existing ancestor.

@@ -188,8 +188,9 @@ pub(crate) struct PendingRecord {
 /// binds to what the person saw").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct BoundObject {
-    /// The absolute path the call acts on, links followed through the
-    /// deepest existing folder (lossy UTF-8 for other bytes).
+    /// The path the call acts on, links followed through the deepest
+    /// existing folder, relative to the workspace when inside it, else
+    /// absolute (lossy UTF-8 for other bytes).
     pub path: String,
     /// The deepest folder on the way that existed, canonical: the one the
     /// call's file is in, or the one its missing folders are made in.

@@ -2,7 +2,7 @@
 //! `codemode.toml`, `--journal`, and [`open_store`], which turns either
 //! into a store.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::credentials::{is_key_value, url_rest, without_credentials};
@@ -169,7 +169,7 @@ pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn Journal
             without_credentials(&url)
         ))),
         JournalSpec::Folder(dir) => {
-            let dir = normalize(&workspace.join(dir));
+            let dir = codemode_base::links::lexical(&workspace.join(dir));
             if codemode_base::run_state::inside(&dir, workspace) {
                 return Err(StoreError::Failed(format!(
                     "the journal folder {} is inside the workspace {}: a program could read its journals \
@@ -183,22 +183,6 @@ pub fn open_store(spec: &str, workspace: &Path) -> Result<Option<Arc<dyn Journal
             Ok(Some(Arc::new(LocalStore::new(dir))))
         }
     }
-}
-
-/// `path` with `.` and `..` components worked out without touching the
-/// file system (`/a/b/../c` is `/a/c`).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
