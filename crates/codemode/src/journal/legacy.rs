@@ -5,9 +5,11 @@
 //! The old folder was reachable by programs (a nested workspace's
 //! `.codemode/` was not hidden from an outer workspace's bash), so what
 //! it holds may have been written by a program. The move therefore drops
-//! every decision recorded with `codemode approve` that no resume has
-//! applied yet (an open `approval` line): a person records it again on what
-//! `codemode approve` shows. Everything else moves as it is: what a
+//! every decision recorded with `codemode approve` (every `approval`
+//! line, applied or not, found by the same reading the resume uses,
+//! [`super::record::kind`], so that no spelling a resume would take for an
+//! approval is kept): a person records it again on what `codemode approve`
+//! shows. Everything else moves as it is: what a
 //! journal says about finished calls only answers the program on a replay,
 //! and a pending call still needs a person's decision.
 
@@ -46,7 +48,7 @@ impl std::fmt::Display for MovedRuns {
         if self.dropped_decisions > 0 {
             write!(
                 f,
-                "; {} decision(s) recorded there and not yet applied were dropped: record them again \
+                "; {} decision(s) recorded there with codemode approve were dropped: record them again \
                  with `codemode approve`",
                 self.dropped_decisions
             )?;
@@ -117,8 +119,8 @@ pub fn move_legacy_runs(workspace: &Path, to: &Path) -> Result<Option<MovedRuns>
 }
 
 /// Copies one run folder's regular files (links and folders inside are
-/// left behind), the journal without its open `approval` lines; returns
-/// how many were dropped.
+/// left behind), the journal without its `approval` lines; returns how
+/// many were dropped.
 fn copy_run(src: &Path, dst: &Path) -> std::io::Result<usize> {
     use std::os::unix::fs::DirBuilderExt as _;
     std::fs::DirBuilder::new().mode(0o700).create(dst)?;
@@ -131,7 +133,7 @@ fn copy_run(src: &Path, dst: &Path) -> std::io::Result<usize> {
         let target = dst.join(entry.file_name());
         if entry.file_name() == JOURNAL_FILE {
             let bytes = std::fs::read(entry.path())?;
-            let (kept, n) = without_open_approvals(&bytes);
+            let (kept, n) = without_approvals(&bytes);
             dropped += n;
             std::fs::write(&target, kept)?;
         } else {
@@ -141,34 +143,31 @@ fn copy_run(src: &Path, dst: &Path) -> std::io::Result<usize> {
     Ok(dropped)
 }
 
-/// `journal` without the `approval` lines no later `decision`, `done` or
-/// `pending` line for the same call closes (decisions recorded and not yet
-/// applied), and how many there were.
-fn without_open_approvals(journal: &[u8]) -> (Vec<u8>, usize) {
-    #[derive(serde::Deserialize)]
-    struct Line {
-        t: String,
-        seq: Option<u64>,
-    }
-    let lines: Vec<&[u8]> = journal.split_inclusive(|b| *b == b'\n').collect();
-    let mut open: Vec<(usize, u64)> = Vec::new();
-    let mut closed: HashSet<usize> = HashSet::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Ok(parsed) = serde_json::from_slice::<Line>(line.trim_ascii_end()) else { continue };
-        let Some(seq) = parsed.seq else { continue };
-        match parsed.t.as_str() {
-            "approval" => open.push((i, seq)),
-            "decision" | "done" | "pending" => {
-                closed.extend(open.iter().filter(|(_, s)| *s == seq).map(|(i, _)| *i));
-                open.retain(|(_, s)| *s != seq);
-            }
-            _ => {}
+/// `journal` without its `approval` lines (decisions recorded with
+/// `codemode approve`), and how many there were. A line is an approval
+/// when the resume's reader would take it for one ([`super::record::kind`],
+/// which reads the kind from the line's first key) or when it parses as
+/// JSON with `"t": "approval"`; a line that is neither is kept as it is,
+/// and the resume's reader judges it.
+fn without_approvals(journal: &[u8]) -> (Vec<u8>, usize) {
+    let is_approval = |line: &[u8]| {
+        let line = line.trim_ascii_end();
+        let by_kind = std::str::from_utf8(line).ok().and_then(super::record::kind) == Some("approval");
+        let by_json = serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .is_some_and(|v| v.get("t").and_then(serde_json::Value::as_str) == Some("approval"));
+        by_kind || by_json
+    };
+    let mut dropped = 0;
+    let mut kept = Vec::with_capacity(journal.len());
+    for line in journal.split_inclusive(|b| *b == b'\n') {
+        if is_approval(line) {
+            dropped += 1;
+        } else {
+            kept.extend_from_slice(line);
         }
     }
-    let drop: HashSet<usize> = open.iter().map(|(i, _)| *i).collect();
-    let kept =
-        lines.iter().enumerate().filter(|(i, _)| !drop.contains(i)).flat_map(|(_, l)| l.iter().copied());
-    (kept.collect(), drop.len())
+    (kept, dropped)
 }
 
 #[cfg(test)]
@@ -176,20 +175,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn open_approvals_are_dropped_and_closed_ones_kept() {
+    fn every_approval_line_is_dropped_in_any_spelling_a_resume_reads() {
         let journal = concat!(
             "{\"t\":\"header\"}\n",
             "{\"t\":\"pending\",\"seq\":1}\n",
             "{\"t\":\"approval\",\"seq\":1,\"decision\":\"allow\"}\n",
             "{\"t\":\"decision\",\"seq\":1}\n",
             "{\"t\":\"pending\",\"seq\":2}\n",
-            "{\"t\":\"approval\",\"seq\":2,\"decision\":\"allow\"}\n",
+            // A duplicate key: not JSON serde accepts, but an approval to
+            // the resume's reader (it reads the first key).
+            "{\"t\":\"approval\",\"t\":\"x\",\"seq\":2,\"decision\":\"allow\"}\n",
+            // Another key first: JSON with `t` an approval.
+            "{\"seq\":2,\"t\":\"approval\",\"decision\":\"allow\"}\n",
         );
-        let (kept, dropped) = without_open_approvals(journal.as_bytes());
+        let (kept, dropped) = without_approvals(journal.as_bytes());
         let kept = String::from_utf8(kept).unwrap();
-        assert_eq!(dropped, 1);
-        assert!(kept.contains("\"seq\":1,\"decision\":\"allow\""), "{kept}");
-        assert!(!kept.contains("\"seq\":2,\"decision\""), "{kept}");
+        assert_eq!(dropped, 3, "{kept}");
+        assert!(!kept.contains("approval"), "{kept}");
+        assert!(kept.contains("{\"t\":\"decision\",\"seq\":1}"), "{kept}");
+        assert_eq!(kept.lines().count(), 4, "{kept}");
     }
 
     #[test]
