@@ -243,3 +243,40 @@ fn a_forged_approval_in_an_old_codemode_folder_does_not_survive_the_move() {
     let moved = std::fs::read_to_string(state.join("journal.jsonl")).unwrap();
     assert!(!moved.contains(r#""t":"approval""#), "{moved}");
 }
+
+/// The review found a run could read its own journal and receipt (the
+/// whole run folder was its "spill folder"): what a person recorded on a
+/// resume, the other leg's receipt. Spill files now have a folder of their
+/// own (`<run>/spill/`), and only that is readable and shown to bash.
+#[test]
+fn a_run_reads_its_spill_files_but_not_its_own_journal() {
+    let ws = crate::common::workspace();
+    let source = "const big = await tools.blob({bytes: 5000}); \
+         const spill = big.truncated.spill_path; \
+         const folder = spill.slice(0, spill.lastIndexOf('/')); \
+         const own = (await tools.read({path: spill, limit: 1})).content; \
+         let journal; try { await tools.read({path: folder + '/../journal.jsonl'}); journal = 'read'; } \
+         catch (e) { journal = e.kind; } \
+         const b = await tools.bash({command: `ls -A '${folder}/..'; cat '${folder}/../journal.jsonl'; echo end`}); \
+         return {folder, own, journal, bash: b.content.stdout};";
+    let mut limits = codemode::Limits::default();
+    limits.result_bytes = 1000;
+    let engine = crate::common::engine_builder()
+        .workspace(ws.path())
+        .policy(codemode::Policy::full_access())
+        .limits(limits)
+        .tool(crate::common::Blob)
+        .build()
+        .unwrap();
+    let r = engine.execute_blocking(Program::new(source));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let folder = r.value["folder"].as_str().unwrap_or_else(|| panic!("{}", r.value));
+    assert!(folder.ends_with(&format!("{}/spill", r.run_id)), "{folder}");
+    assert!(r.value["own"].as_str().is_some_and(|c| c.contains("0123456789")), "{}", r.value);
+    assert_eq!(r.value["journal"], "refused", "{}", r.value);
+    let stdout = r.value["bash"].as_str().unwrap();
+    assert!(!stdout.contains("\"t\":\"header\"") && !stdout.contains("journal.jsonl"), "{stdout}");
+    // The journal is there, for the host.
+    let journal = crate::common::runs_dir(ws.path()).join(&r.run_id).join("journal.jsonl");
+    assert!(journal.is_file(), "{}", journal.display());
+}

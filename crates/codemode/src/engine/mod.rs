@@ -299,9 +299,9 @@ impl Engine {
         Vm::new(setup, clock, run_id, None)
     }
 
-    /// Saves `receipt` as JSON to `receipt.json` in its run's folder (where
-    /// its spill files go: `<runs_folder>/<run_id>/`,
-    /// [`Engine::runs_folder`]), atomically, and returns the path; the
+    /// Saves `receipt` as JSON to `receipt.json` in its run's folder
+    /// (`<runs_folder>/<run_id>/`, [`Engine::runs_folder`]; its spill files
+    /// are in `spill/` there), atomically, and returns the path; the
     /// compact rendering ([`Receipt::render`]) can then say where the full
     /// receipt is.
     ///
@@ -347,11 +347,10 @@ impl Engine {
 
     /// Where `receipt`'s run keeps its files.
     fn receipt_area(&self, receipt: &Receipt) -> crate::receipt::spill::SpillArea {
-        crate::receipt::spill::SpillArea::new(
+        crate::receipt::spill::SpillArea::run_folder(
             &self.shared.spill_root,
             &receipt.run_id,
             self.shared.spill_confine.clone(),
-            u64::MAX,
         )
     }
 

@@ -239,7 +239,7 @@ impl Step for ProtectedPaths {
         let workspace = &guard.confinement.workspace;
         let lexical = workspace.join(&primary.written);
         let paths: Vec<&Path> = std::iter::once(lexical.as_path()).chain(primary.target.as_deref()).collect();
-        let own_spill = guard.confinement.spill_root.join(guard.run_id);
+        let own_spill = guard.confinement.own_spill_folder(guard.run_id);
         let shown = |path: &Path| {
             path.strip_prefix(workspace)
                 .map_or_else(|_| path.display().to_string(), |r| r.display().to_string())

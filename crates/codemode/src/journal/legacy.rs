@@ -13,7 +13,6 @@
 //! journal says about finished calls only answers the program on a replay,
 //! and a pending call still needs a person's decision.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::StoreError;

@@ -29,7 +29,8 @@ pub(crate) struct Bounded {
 /// Where one run's spill files go, and how many bytes it may write there.
 #[derive(Debug)]
 pub(crate) struct SpillArea {
-    /// The run's folder: `<spill root>/<run id>`.
+    /// The run's spill folder: `<spill root>/<run id>/spill`, beside (not
+    /// holding) its journal and receipt.
     dir: PathBuf,
     /// When set, the folder must resolve (symlinks followed) inside this
     /// path: the workspace, for the default spill root, so a `.codemode`
@@ -43,15 +44,20 @@ pub(crate) struct SpillArea {
 }
 
 impl SpillArea {
-    /// The area of run `run_id` under `root`, with a budget of `limit` bytes.
+    /// The spill area of run `run_id` under `root` (its `spill/` folder),
+    /// with a budget of `limit` bytes.
     pub(crate) fn new(root: &Path, run_id: &str, confine: Option<PathBuf>, limit: u64) -> Self {
-        SpillArea {
-            dir: root.join(run_id),
-            confine,
-            used: AtomicU64::new(0),
-            limit,
-            failures: Default::default(),
-        }
+        Self::in_dir(crate::sandbox::own_spill_folder(root, run_id), confine, limit)
+    }
+
+    /// The run's own folder `<root>/<run_id>` (its receipt goes there, out
+    /// of the program's reach), unbounded.
+    pub(crate) fn run_folder(root: &Path, run_id: &str, confine: Option<PathBuf>) -> Self {
+        Self::in_dir(root.join(run_id), confine, u64::MAX)
+    }
+
+    fn in_dir(dir: PathBuf, confine: Option<PathBuf>, limit: u64) -> Self {
+        SpillArea { dir, confine, used: AtomicU64::new(0), limit, failures: Default::default() }
     }
 }
 

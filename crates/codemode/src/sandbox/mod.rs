@@ -40,10 +40,11 @@ pub struct Confinement {
     /// folder, and a local journal folder; all outside the workspace, and
     /// covered in bash's sandbox) and `<workspace>/.codemode` (where
     /// earlier versions kept run state). A run may still read its own spill
-    /// files, under [`Confinement::spill_root`]`/<run_id>`.
+    /// files, in [`Confinement::own_spill_folder`].
     pub hidden: Vec<PathBuf>,
-    /// Where runs' spill files go: `<spill_root>/<run_id>/` (outside the
-    /// workspace for an engine's calls).
+    /// Where runs' folders go: `<spill_root>/<run_id>/`, spill files in its
+    /// `spill/` ([`Confinement::own_spill_folder`]; outside the workspace
+    /// for an engine's calls).
     pub spill_root: PathBuf,
     /// The bash sandbox.
     pub sandbox: SandboxSettings,
@@ -67,6 +68,14 @@ pub struct Confinement {
 }
 
 impl Confinement {
+    /// The one folder of run state a run may read: `<spill_root>/<run_id>/spill`,
+    /// where its spill files are. The run's journal and receipt sit beside
+    /// it, in `<spill_root>/<run_id>/`, out of the program's reach like
+    /// every other run's.
+    pub fn own_spill_folder(&self, run_id: &str) -> PathBuf {
+        own_spill_folder(&self.spill_root, run_id)
+    }
+
     /// The default confinement of `workspace` (canonical) for a tool
     /// called outside an engine: `.git` and `.codemode` protected,
     /// `.codemode` hidden, spill files under `.codemode/runs`, the default
@@ -135,3 +144,12 @@ impl Confinement {
             .last()
     }
 }
+
+/// The folder of run `run_id`'s spill files under the runs folder `root`:
+/// `<root>/<run_id>/spill` (see [`Confinement::own_spill_folder`]).
+pub(crate) fn own_spill_folder(root: &std::path::Path, run_id: &str) -> PathBuf {
+    root.join(run_id).join(SPILL_FOLDER)
+}
+
+/// The name of a run folder's subfolder of spill files.
+pub(crate) const SPILL_FOLDER: &str = "spill";

@@ -267,15 +267,17 @@ mod tests {
         let ws = std::fs::canonicalize(dir.path()).unwrap();
         let runs = ws.join(".codemode/runs");
         std::fs::create_dir_all(runs.join("earlier")).unwrap();
-        std::fs::create_dir_all(runs.join("mine")).unwrap();
+        std::fs::create_dir_all(runs.join("mine/spill")).unwrap();
         std::fs::write(runs.join("earlier/call-1.txt"), "earlier output").unwrap();
-        std::fs::write(runs.join("mine/call-1.txt"), "my output").unwrap();
+        std::fs::write(runs.join("mine/spill/call-1.txt"), "my output").unwrap();
+        // The run's own journal sits beside its spill files, not among them.
+        std::fs::write(runs.join("mine/journal.jsonl"), "{}").unwrap();
         std::fs::write(ws.join(".codemode/receipt.json"), "{}").unwrap();
         // A link inside the workspace does not get around it.
         std::os::unix::fs::symlink(".codemode/runs", ws.join("peek")).unwrap();
 
-        let abs = runs.join("mine/call-1.txt").to_string_lossy().into_owned();
-        for own in [".codemode/runs/mine/call-1.txt", "peek/mine/call-1.txt", abs.as_str()] {
+        let abs = runs.join("mine/spill/call-1.txt").to_string_lossy().into_owned();
+        for own in [".codemode/runs/mine/spill/call-1.txt", "peek/mine/spill/call-1.txt", abs.as_str()] {
             let out = read(&ws, "mine", own).unwrap_or_else(|e| panic!("{own}: {e}"));
             assert!(out.content.as_str().unwrap().contains("my output"), "{own}");
         }
@@ -284,6 +286,8 @@ mod tests {
             "peek/earlier/call-1.txt",
             ".codemode/receipt.json",
             ".codemode/runs/mine/../earlier/call-1.txt",
+            ".codemode/runs/mine/journal.jsonl",
+            ".codemode/runs/mine/spill/../journal.jsonl",
         ] {
             let e = read(&ws, "mine", hidden).unwrap_err();
             assert!(
@@ -293,7 +297,7 @@ mod tests {
             );
         }
         // Another run's view: `mine` is an earlier run's folder.
-        assert!(read(&ws, "other", ".codemode/runs/mine/call-1.txt").is_err());
+        assert!(read(&ws, "other", ".codemode/runs/mine/spill/call-1.txt").is_err());
         // A run id that is not one plain name grants nothing.
         assert!(read(&ws, "../runs/earlier", ".codemode/runs/earlier/call-1.txt").is_err());
     }

@@ -565,7 +565,7 @@ fn refuse_protected(confinement: &Confinement, tool: &str, real: &Path, path: &s
     )))
 }
 
-/// `<spill_root>/<run_id>`, when the run id is one plain name: resolved
+/// `<spill_root>/<run_id>/spill`, when the run id is one plain name: resolved
 /// through links when it exists (files in it are compared by their
 /// resolved paths).
 fn own_spill_folder(cx: &ToolContext) -> Option<PathBuf> {
@@ -573,7 +573,7 @@ fn own_spill_folder(cx: &ToolContext) -> Option<PathBuf> {
     let mut parts = id.components();
     match (parts.next(), parts.next()) {
         (Some(Component::Normal(_)), None) => {
-            let folder = cx.confinement.spill_root.join(id);
+            let folder = cx.confinement.own_spill_folder(&cx.run_id);
             Some(std::fs::canonicalize(&folder).unwrap_or(folder))
         }
         _ => None,
@@ -591,7 +591,7 @@ pub(crate) fn own_spill_file(cx: &ToolContext, path: &str) -> Option<(PathBuf, S
         return None;
     }
     let normal = normalise(given)?;
-    let lexical = cx.confinement.spill_root.join(&*cx.run_id);
+    let lexical = cx.confinement.own_spill_folder(&cx.run_id);
     let own = own_spill_folder(cx)?;
     if own.starts_with(cx.workspace.as_path()) {
         return None;

@@ -66,7 +66,7 @@ fn start_sandboxed(
         network: confinement.sandbox.network,
         protected: confinement.protected_for("bash"),
         hidden: confinement.hidden.clone(),
-        spill: Some(confinement.spill_root.join(run_id)),
+        spill: Some(confinement.own_spill_folder(run_id)),
         tmpdir: tmp.path().to_path_buf(),
         parent: std::process::id() as i32,
     };
