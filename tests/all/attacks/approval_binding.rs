@@ -141,3 +141,28 @@ fn an_allow_in_the_same_run_does_not_follow_a_link_made_while_it_was_asked() {
     );
     assert_eq!(std::fs::read_to_string(root.join(FLOW)).unwrap(), ORIGINAL);
 }
+
+/// The second review's break: `docs` a link to nowhere when the person is
+/// asked, so nothing was bound, and a later program points it at
+/// `ci/flows/`. A path that resolves to nothing is refused rather than
+/// asked: no pause, nothing for a resume to allow.
+#[test]
+fn a_link_to_nowhere_is_refused_rather_than_asked() {
+    let ws = workspace();
+    let _ = std::fs::remove_dir_all(ws.path().join("docs"));
+    std::os::unix::fs::symlink("ci/nowhere", ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("prog.js"), WRITE_DEPLOY).unwrap();
+    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws.path());
+    assert_eq!(run.status.code(), Some(0), "not paused: {}", stderr(&run));
+    let receipt = json_of(&run);
+    let value = receipt["value"].as_str().unwrap_or_default();
+    assert!(value.starts_with("refused") && value.contains("resolves to nothing"), "{receipt}");
+    assert_eq!(receipt["calls"][0]["decision"], "refused", "{receipt}");
+    // The link named later changes nothing: there is no pending call.
+    std::fs::remove_file(ws.path().join("docs")).unwrap();
+    std::os::unix::fs::symlink("ci/flows", ws.path().join("docs")).unwrap();
+    let run_id = receipt["run_id"].as_str().unwrap();
+    let resumed = codemode(&["resume", run_id, "--allow", "1", "--json"], "", ws.path());
+    assert_ne!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(std::fs::read_to_string(ws.path().join(FLOW)).unwrap(), ORIGINAL);
+}

@@ -37,6 +37,41 @@ pub(crate) fn of_primary(primary: &Primary, workspace: &Path) -> Option<BoundObj
     })
 }
 
+/// Why a call whose path resolves to nothing (a link to a missing target,
+/// a loop of links) is refused instead of asked: no object can be shown to
+/// the person nor bound, and the link could name anything by the time the
+/// call runs.
+pub(crate) fn unbindable(written: &str) -> String {
+    format!(
+        "`{written}` goes through a link that resolves to nothing (a missing target or a loop), so what the call \
+         would act on cannot be shown to a person or bound to the approval; the call is refused rather than \
+         asked. Make the link name an existing folder, or use the path it should name"
+    )
+}
+
+/// [`check`] for a pending call allowed on resume: a call on a path
+/// recorded without its object (a journal written before approvals were
+/// bound) is refused too, since nothing says what the person saw.
+pub(crate) fn check_pending(
+    bound: Option<&BoundObject>,
+    spec: &ToolSpec,
+    args: &Value,
+    workspace: &Path,
+) -> Result<(), String> {
+    match bound {
+        Some(bound) => check(bound, spec, args, workspace),
+        None => match primary::of(spec, args, workspace) {
+            Some(p) if !p.command => Err(format!(
+                "the pending call on `{}` was recorded without the object it was asked about (a journal of an \
+                 earlier version), so the approval cannot be bound to what the person saw; make the call again \
+                 in a new run",
+                p.written
+            )),
+            _ => Ok(()),
+        },
+    }
+}
+
 /// Whether a call of `spec` with `args` still acts on `bound`: `Err` with
 /// the reason to refuse it (what the path resolves to now and what was
 /// approved) when its path resolves elsewhere, or the folder on the way

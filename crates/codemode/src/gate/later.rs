@@ -262,6 +262,12 @@ impl LaterStep for ApprovalStep {
             {
                 call.subject = Some(primary.subject().to_owned());
                 state.bound = super::binding::of_primary(&primary, call.workspace);
+                // A path that resolves to nothing (a link to nowhere, a
+                // loop) names no object to show or to bind: asking would
+                // approve whatever the link names later.
+                if state.bound.is_none() {
+                    return Flow::Done(Final::Refuse(super::binding::unbindable(&primary.written)));
+                }
             }
             let request = ApprovalRequest {
                 tool: call.tool.to_owned(),
