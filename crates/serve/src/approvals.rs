@@ -235,8 +235,9 @@ pub(crate) fn approval_message(request: &ApprovalRequest) -> String {
     )
 }
 
-/// The longest subject, and the longest arguments, a question shows; a
-/// longer one is not cut (a cut could hide its tail) but named as too long.
+/// The longest subject, and the longest arguments, a question shows, as
+/// shown (runs of blanks counted); a longer one is not cut (a cut could
+/// hide its tail) but named as too long.
 const SHOWN_BYTES: usize = 8 << 10;
 
 /// [`approval_message`] from its parts (also used for pending calls).
@@ -257,16 +258,17 @@ pub(crate) fn approval_text(
         )
     };
     let mut text = format!("codemode: allow the tool call `{}`?", visible(tool));
-    match subject {
-        Some(subject) if subject.len() <= SHOWN_BYTES => {
-            text.push_str(&format!("\nit acts on: {}", quote(subject)))
-        }
-        Some(subject) => text.push_str(&too_long("what it acts on", subject.len())),
+    // Bounded as shown: padding and invisible characters collapse into a
+    // count, so only what a person would have to read counts.
+    match subject.map(|s| (s, quote(s))) {
+        Some((_, shown)) if shown.len() <= SHOWN_BYTES => text.push_str(&format!("\nit acts on: {shown}")),
+        Some((subject, _)) => text.push_str(&too_long("what it acts on", subject.len())),
         None => {}
     }
     let args = serde_json::to_string(arguments).expect("JSON values serialise");
-    if args.len() <= SHOWN_BYTES {
-        text.push_str(&format!("\narguments: {}", visible(&args)));
+    let shown = visible(&args);
+    if shown.len() <= SHOWN_BYTES {
+        text.push_str(&format!("\narguments: {shown}"));
     } else {
         text.push_str(&too_long("its arguments", args.len()));
     }
@@ -294,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_subject_too_long_to_show_is_named_not_cut() {
-        let long = format!("echo ok; {}; rm -rf ~", " ".repeat(SHOWN_BYTES));
+        let long = format!("echo ok; {}; rm -rf ~", "x ".repeat(SHOWN_BYTES));
         let text = approval_text("bash", Some(&long), &json!({"command": long}), "r", "run-1", 1);
         assert!(!text.contains("rm -rf"), "{text}");
         assert!(text.contains("its arguments is"), "{text}");

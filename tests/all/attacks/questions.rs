@@ -15,11 +15,14 @@ use serde_json::json;
 use crate::cli::codemode;
 use crate::serve_stdio::Served;
 
-/// A command whose dangerous tail hides behind padding and blanks.
+/// A command whose dangerous tail hides behind padding and blanks: a long
+/// run of spaces ended by blank-looking characters, then (the second
+/// review's) short runs of spaces between format characters no list named.
 fn padded_command() -> String {
     format!(
-        "echo safe{}\u{2800}\u{3164}\u{3000}\u{a0}\u{200b}\u{2066}; echo tail >> owned.txt",
-        " ".repeat(3000)
+        "echo safe{}\u{2800}\u{3164}\u{3000}\u{a0}\u{200b}\u{2066}; echo mid{}; echo tail >> owned.txt",
+        " ".repeat(3000),
+        format!("{}\u{FFFB}", " ".repeat(16)).repeat(300)
     )
 }
 
@@ -32,11 +35,11 @@ fn program(command: &str) -> String {
 /// blanks, no raw blank-looking or invisible character, the tail there.
 fn assert_in_sight(text: &str, what: &str) {
     assert!(!text.contains(&" ".repeat(17)), "{what} keeps a run of blanks: {text}");
-    for c in ['\u{2800}', '\u{3164}', '\u{3000}', '\u{a0}', '\u{200b}', '\u{2066}'] {
+    for c in ['\u{2800}', '\u{3164}', '\u{3000}', '\u{a0}', '\u{200b}', '\u{2066}', '\u{FFFB}'] {
         assert!(!text.contains(c), "{what} holds U+{:04X} raw: {text}", u32::from(c));
     }
-    assert!(text.contains("[3000 spaces]"), "{what} counts the run: {text}");
-    assert!(text.contains("\\u2800\\u3164\\u3000\\u00a0\\u200b\\u2066"), "{what} escapes the blanks: {text}");
+    assert!(text.contains("echo safe[3000 spaces and 6 invisible characters]; echo mid"), "{what}: {text}");
+    assert!(text.contains("echo mid[4800 spaces and 300 invisible characters]; echo tail"), "{what}: {text}");
     assert!(text.contains("echo tail >> owned.txt"), "{what} shows the tail: {text}");
 }
 
