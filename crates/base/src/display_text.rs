@@ -29,14 +29,15 @@ pub fn is_unsafe(c: char) -> bool {
 /// U+2800 (BRAILLE PATTERN BLANK, drawn as a blank).
 pub fn is_blank_looking(c: char) -> bool {
     use unicode_general_category::{GeneralCategory as G, get_general_category};
-    (c.is_whitespace() && c != ' ')
-        // Every format character (Cf: the bidirectional and zero-width
-        // controls, U+FFF9..FFFB, U+1BCA0.., U+13430..), every separator
-        // but the space, and what the list below adds.
-        || (c != ' ' && matches!(
-            get_general_category(c),
-            G::Format | G::SpaceSeparator | G::LineSeparator | G::ParagraphSeparator
-        ))
+    // Whitespace but the space, every format character (Cf: the
+    // bidirectional and zero-width controls, U+FFF9..FFFB, U+1BCA0..,
+    // U+13430..), every separator, and what the list below adds.
+    (c != ' '
+        && (c.is_whitespace()
+            || matches!(
+                get_general_category(c),
+                G::Format | G::SpaceSeparator | G::LineSeparator | G::ParagraphSeparator
+            )))
         || matches!(c,
             '\u{00AD}' | '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
             | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{206F}'
