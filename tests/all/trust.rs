@@ -128,7 +128,7 @@ fn trusting_an_mcp_file_shows_each_launch_line_and_what_cannot_be_protected() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("server inline starts without approval: node -e"), "{said}");
-    assert!(said.contains("note: server `inline`: `node` is given inline code"), "{said}");
+    assert!(said.contains("note: server `inline`: `node -e` is given inline code"), "{said}");
     assert!(!said.contains("note: server `named`"), "{said}");
     // The named script is pinned with the file.
     assert!(said.contains("pins s.js (sha256 "), "{said}");

@@ -478,7 +478,8 @@ impl McpConfig {
 
     /// The workspace files the enabled stdio servers name
     /// ([`command_files`](codemode_base::command_files) of `command` and
-    /// `args` from the server's `cwd`, else the current folder; and its
+    /// `args` from the server's `cwd`, else the current folder, with the
+    /// `PATH` its `env` sets, else codemode's own; and its
     /// `envFile`), existing or not, and the servers whose files cannot all
     /// be known: what `codemode trust` pins with the file and what the
     /// engine protects.
@@ -487,10 +488,17 @@ impl McpConfig {
         let here = std::env::current_dir().unwrap_or_else(|_| workspace.clone());
         let mut pins = crate::trust::CommandPins::default();
         for server in self.enabled() {
-            let Transport::Stdio { command, args, cwd, .. } = &server.transport else { continue };
+            let Transport::Stdio { command, args, cwd, env } = &server.transport else { continue };
             let argv: Vec<String> = std::iter::once(command).chain(args).cloned().collect();
             let dir = cwd.clone().unwrap_or_else(|| here.clone());
-            let mut found = codemode_base::command_files::command_files(&argv, &dir, &workspace);
+            // The program is looked up on the `PATH` the server gets.
+            let path = env.get("PATH").map(std::ffi::OsString::from).or_else(|| std::env::var_os("PATH"));
+            let mut found = codemode_base::command_files::command_files_with_path(
+                &argv,
+                &dir,
+                &workspace,
+                path.as_deref(),
+            );
             // The environment file decides what the server runs as much as
             // its script does (`NODE_OPTIONS`, `PYTHONPATH`).
             if let Some(file) = &server.env_file {
