@@ -366,8 +366,8 @@ impl EngineArgs {
             // recorded the file as it is now, and the commands' files as
             // they are now (docs/SECURITY.md). Read once: the trust is
             // decided by the bytes parsed.
-            let file =
-                ReadFile::read(&path).with_context(|| format!("MCP configuration {}", path.display()))?;
+            let file = ReadFile::read_in(workspace, &path)
+                .with_context(|| format!("MCP configuration {}", path.display()))?;
             let mut config = codemode::mcp::McpConfig::load_text_in(&path, file.text()?, Some(workspace))
                 .with_context(|| format!("MCP configuration {}", path.display()))?;
             config.trusted = workspace_file_trust(&file, workspace)? == TrustState::Trusted;
@@ -429,10 +429,15 @@ pub(crate) fn workspace_file_trust(file: &ReadFile, workspace: &Path) -> anyhow:
     };
     let state = store.state_of(file).context("workspace trust")?;
     let shown = file.path().display();
-    if file.is_link() {
+    if let Some(link) = file.link() {
+        let how = if link == file.path() {
+            "is a symbolic link".to_owned()
+        } else {
+            format!("is reached through the symbolic link {}", link.display())
+        };
         eprintln!(
-            "codemode: {shown} is a symbolic link: it applies as an untrusted file (its restrictions, not its \
-             grants); only a workspace's own file can be trusted: copy it in place of the link"
+            "codemode: {shown} {how}: it applies as an untrusted file (its restrictions, not its grants); \
+             only a workspace's own file can be trusted: copy it in place of the link"
         );
     } else if let TrustState::PinChanged { file: pinned } = &state {
         eprintln!(
@@ -574,7 +579,9 @@ fn move_legacy_runs(workspace: &Path) {
 /// [`Notice::JournalOnly`], only when its journal url is ignored).
 fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<ConfigFile> {
     // Read once: the trust is decided by the bytes parsed.
-    let file = ReadFile::read(path).with_context(|| format!("the policy file {}", path.display()))?;
+    let workspace = path.parent().unwrap_or(Path::new("."));
+    let file =
+        ReadFile::read_in(workspace, path).with_context(|| format!("the policy file {}", path.display()))?;
     let config = ConfigFile::load_text(path, file.text()?)?;
     let summary = |p: &codemode::Policy| {
         format!(
@@ -585,7 +592,6 @@ fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<Co
             p.hooks.len()
         )
     };
-    let workspace = path.parent().unwrap_or(Path::new("."));
     if workspace_file_trust(&file, workspace)? == TrustState::Trusted {
         if notice == Notice::Full {
             eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&config.policy));

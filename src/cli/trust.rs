@@ -68,7 +68,7 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
         // Read once: what is said, what is parsed and the digest recorded
         // all come from these bytes (a file that does not parse is not
         // trusted).
-        let file = ReadFile::read(&file)?;
+        let file = ReadFile::read_in(&dir, &file)?;
         let (grants, pins) = grants_of(&file, &dir)?;
         let (path, entry) = store.trust(&file, &pins.files)?;
         println!("trusted  {}  sha256 {}", path.display(), entry.sha256);

@@ -428,8 +428,9 @@ fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_is_refuse
 }
 
 /// Runs an earlier version kept in `<workspace>/.codemode/runs` are moved to
-/// the state folder once, said in one line; a decision recorded there and
-/// not yet applied is dropped (a program may have written it).
+/// the state folder once, said in one line, as history: a paused one comes
+/// in ended (interrupted), and a decision recorded there is dropped (a
+/// program may have written either).
 #[test]
 fn runs_kept_in_an_old_codemode_folder_are_moved_once_and_said() {
     let ws = crate::common::workspace();
@@ -446,9 +447,10 @@ fn runs_kept_in_an_old_codemode_folder_are_moved_once_and_said() {
     let said: Vec<&str> = err.lines().filter(|l| l.contains("moved 1 run(s)")).collect();
     assert_eq!(said.len(), 1, "{err}");
     assert!(said[0].contains("1 decision(s)") && said[0].contains("codemode approve"), "{}", said[0]);
+    assert!(said[0].contains("1 paused run(s) among them can no longer be resumed"), "{}", said[0]);
     let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(ids(&listed), [id]);
-    assert_eq!(listed[0]["state"], "paused");
+    assert_eq!(listed[0]["state"], "interrupted");
     assert!(!old.exists(), "the old folder is gone");
     let moved = std::fs::read_to_string(runs_dir(ws).join(id).join("journal.jsonl")).unwrap();
     assert!(!moved.contains(r#""t":"approval""#), "{moved}");

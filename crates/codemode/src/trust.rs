@@ -45,14 +45,18 @@ pub enum TrustError {
         /// What went wrong.
         message: String,
     },
-    /// The file is a symbolic link: only a workspace's own file can be
-    /// trusted (a link would borrow the trust of its target).
+    /// The file is a symbolic link, or is reached through one (a folder
+    /// on the way): only a workspace's own file can be trusted (a link
+    /// would borrow the trust of its target).
     #[error(
-        "{path} is a symbolic link; only a workspace's own file can be trusted (copy the file, or name it with --config / --mcp-config)"
+        "{path} {}; only a workspace's own file can be trusted (copy the file in place of the link, or name it with --config / --mcp-config)",
+        link_how(.path, .link)
     )]
     Symlink {
-        /// The link.
+        /// The file.
         path: PathBuf,
+        /// The link: the file itself, or a folder on the way.
+        link: PathBuf,
     },
     /// The record is not the JSON this module writes.
     #[error("{path}: not a trust record ({message}); fix or delete it, then trust again")]
@@ -62,6 +66,16 @@ pub enum TrustError {
         /// The JSON error.
         message: String,
     },
+}
+
+/// How a file stands to the link it was reached through, for
+/// [`TrustError::Symlink`].
+fn link_how(path: &Path, link: &Path) -> String {
+    if path == link {
+        "is a symbolic link".to_owned()
+    } else {
+        format!("is reached through the symbolic link {}", link.display())
+    }
 }
 
 /// One trusted file: its SHA-256 when it was trusted, and the digests of
@@ -129,48 +143,107 @@ impl CommandPins {
     }
 }
 
-/// A file whose trust is decided, read once ([`ReadFile::read`]): its
+/// A file whose trust is decided, read once ([`ReadFile::read_in`]): its
 /// digest, its parse and its trust all come from these bytes, so a file
 /// swapped between two reads cannot be parsed as one and trusted as the
 /// other.
 #[derive(Debug, Clone)]
 pub struct ReadFile {
-    /// The canonical folder and the file's own name.
+    /// The canonical workspace and the file's path beneath it as written
+    /// (no link on the way followed); for [`ReadFile::read`], the
+    /// canonical folder and the file's own name.
     path: PathBuf,
     bytes: Vec<u8>,
     sha256: String,
-    link: bool,
+    /// The symbolic link the file was reached through (the file itself or
+    /// a folder on the way): never trusted.
+    link: Option<PathBuf>,
 }
 
 impl ReadFile {
     /// Reads `file` once, bounded ([`MAX_CONFIG_BYTES`](codemode_base::config_file::MAX_CONFIG_BYTES)).
     /// A symbolic link is read through (its target's restrictions still
     /// apply) but marked: it is never trusted, as a link would let a
-    /// workspace borrow the trust of the file it points to.
+    /// workspace borrow the trust of the file it points to. Folders on the
+    /// way are followed (the path is their canonical form): a workspace's
+    /// file is read with [`ReadFile::read_in`].
     ///
     /// # Errors
     /// [`TrustError::Io`]: the file or its folder cannot be read, or it is
     /// not a regular file of at most 1 MiB.
     pub fn read(file: &Path) -> Result<ReadFile, TrustError> {
-        let io =
-            |path: &Path, e: std::io::Error| TrustError::Io { path: path.to_owned(), message: e.to_string() };
         let name = file
             .file_name()
             .ok_or_else(|| TrustError::Io { path: file.to_owned(), message: "not a file name".to_owned() })?;
         let folder = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let path = canonical(folder)?.join(name);
-        let (bytes, link) = match codemode_base::config_file::read_own_bytes(&path) {
-            Ok(bytes) => (bytes, false),
-            Err(e) if codemode_base::config_file::is_link_refused(&e) => {
-                (codemode_base::config_file::read_config_bytes(&path).map_err(|e| io(&path, e))?, true)
+        ReadFile::read_at(canonical(folder)?.join(name), None)
+    }
+
+    /// Reads the workspace file `file` (`workspace` joined with a path
+    /// such as `.cursor/mcp.json`) once, as [`ReadFile::read`] does, and
+    /// judged by where it is in the workspace: its path is the canonical
+    /// `workspace` joined with the rest as written, never the target of a
+    /// link on the way. A file reached through a symbolic link (itself, or
+    /// a folder between the workspace and it, such as a `.cursor` linked to
+    /// another project's) is read through but marked, never trusted: the
+    /// record of the file the link names is not this workspace's.
+    ///
+    /// # Errors
+    /// [`TrustError::Io`]: `file` is not beneath `workspace` (or climbs out
+    /// with `..`), the workspace or the file cannot be read, or it is not a
+    /// regular file of at most 1 MiB.
+    pub fn read_in(workspace: &Path, file: &Path) -> Result<ReadFile, TrustError> {
+        let outside = || TrustError::Io {
+            path: file.to_owned(),
+            message: format!("not a file beneath the workspace {}", workspace.display()),
+        };
+        let rest = file.strip_prefix(workspace).map_err(|_| outside())?;
+        let workspace = if workspace.as_os_str().is_empty() { Path::new(".") } else { workspace };
+        if rest.as_os_str().is_empty()
+            || rest.components().any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(outside());
+        }
+        let root = canonical(workspace)?;
+        let path = root.join(rest);
+        let link = codemode_base::links::link_below(&path, &root).map(Path::to_path_buf);
+        let mut read = ReadFile::read_at(path, link)?;
+        if read.link.is_none() {
+            // With no link on the way, the file is where its path says:
+            // its canonical path is itself, inside the workspace. A link
+            // put on the way since the check above is caught here.
+            match std::fs::canonicalize(&read.path) {
+                Ok(real) if real == read.path => {}
+                _ => read.link = Some(read.path.clone()),
             }
-            Err(e) => return Err(io(&path, e)),
+        }
+        Ok(read)
+    }
+
+    /// Reads the file at `path`: as itself, unless `link` (a link on the
+    /// way) says to read it through, marked.
+    fn read_at(path: PathBuf, link: Option<PathBuf>) -> Result<ReadFile, TrustError> {
+        let io =
+            |path: &Path, e: std::io::Error| TrustError::Io { path: path.to_owned(), message: e.to_string() };
+        let through =
+            |path: &Path| codemode_base::config_file::read_config_bytes(path).map_err(|e| io(path, e));
+        let (bytes, link) = match link {
+            Some(link) => (through(&path)?, Some(link)),
+            None => match codemode_base::config_file::read_own_bytes(&path) {
+                Ok(bytes) => (bytes, None),
+                Err(e) if codemode_base::config_file::is_link_refused(&e) => {
+                    (through(&path)?, Some(path.clone()))
+                }
+                Err(e) => return Err(io(&path, e)),
+            },
         };
         let sha256 = hex(&Sha256::digest(&bytes));
         Ok(ReadFile { path, bytes, sha256, link })
     }
 
-    /// The file: its canonical folder and its own name.
+    /// The file: the canonical workspace and its path beneath it
+    /// ([`ReadFile::read_in`]), or its canonical folder and its own name
+    /// ([`ReadFile::read`]).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -196,9 +269,16 @@ impl ReadFile {
         &self.sha256
     }
 
-    /// Whether the file is a symbolic link (never trusted).
+    /// Whether the file was reached through a symbolic link, itself or a
+    /// folder on the way (never trusted).
     pub fn is_link(&self) -> bool {
-        self.link
+        self.link.is_some()
+    }
+
+    /// The symbolic link the file was reached through: the file itself, or
+    /// a folder between the workspace and it; `None` when there is none.
+    pub fn link(&self) -> Option<&Path> {
+        self.link.as_deref()
     }
 }
 
@@ -298,7 +378,7 @@ impl TrustStore {
     /// # Errors
     /// The record cannot be read.
     pub fn state_of(&self, file: &ReadFile) -> Result<TrustState, TrustError> {
-        if file.link {
+        if file.link.is_some() {
             return Ok(TrustState::Untrusted);
         }
         let record = self.read()?;
@@ -325,8 +405,8 @@ impl TrustStore {
     /// [`TrustError::Symlink`] for a link; the record cannot be read or
     /// written.
     pub fn trust(&self, file: &ReadFile, pinned: &[PathBuf]) -> Result<(PathBuf, TrustEntry), TrustError> {
-        if file.link {
-            return Err(TrustError::Symlink { path: file.path.clone() });
+        if let Some(link) = &file.link {
+            return Err(TrustError::Symlink { path: file.path.clone(), link: link.clone() });
         }
         let mut record = self.read()?;
         let entry = TrustEntry {
@@ -477,6 +557,35 @@ mod tests {
         assert_eq!(store.state(&link).unwrap(), TrustState::Untrusted);
         assert!(matches!(store.trust(&ReadFile::read(&link).unwrap(), &[]), Err(TrustError::Symlink { .. })));
         assert_eq!(store.state(&target).unwrap(), TrustState::Trusted);
+    }
+
+    #[test]
+    fn a_folder_linked_to_a_trusted_projects_never_borrows_its_trust() {
+        let config = tempfile::tempdir().unwrap();
+        let store = TrustStore::in_dir(config.path());
+        let good = tempfile::tempdir().unwrap();
+        std::fs::create_dir(good.path().join(".cursor")).unwrap();
+        let target = good.path().join(".cursor/mcp.json");
+        std::fs::write(&target, "{}").unwrap();
+        store.trust(&ReadFile::read_in(good.path(), &target).unwrap(), &[]).unwrap();
+        let evil = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(good.path().join(".cursor"), evil.path().join(".cursor")).unwrap();
+        let read = ReadFile::read_in(evil.path(), &evil.path().join(".cursor/mcp.json")).unwrap();
+        let root = std::fs::canonicalize(evil.path()).unwrap();
+        // Judged where it is in this workspace, through a link: untrusted,
+        // and never trusted.
+        assert_eq!(read.path(), root.join(".cursor/mcp.json"));
+        assert_eq!(read.link(), Some(root.join(".cursor").as_path()));
+        assert_eq!(read.bytes(), b"{}");
+        assert_eq!(store.state_of(&read).unwrap(), TrustState::Untrusted);
+        let err = store.trust(&read, &[]).unwrap_err();
+        assert!(err.to_string().contains("reached through the symbolic link"), "{err}");
+        // The trusted project itself still is.
+        let own = ReadFile::read_in(good.path(), &target).unwrap();
+        assert_eq!(store.state_of(&own).unwrap(), TrustState::Trusted);
+        // A path that leaves the workspace is refused.
+        assert!(ReadFile::read_in(evil.path(), &evil.path().join("../x/codemode.toml")).is_err());
+        assert!(ReadFile::read_in(evil.path(), &target).is_err());
     }
 
     #[test]

@@ -121,3 +121,48 @@ fn sha256_hex(bytes: &[u8]) -> String {
     let out = child.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_owned()
 }
+
+/// Second review, break B: a workspace's `.cursor` linked to another
+/// project's `.cursor` borrowed that project's trust. The file was judged by
+/// its canonical path, which the link led into the trusted project, so its
+/// server started unasked, from this workspace, unsandboxed. Now a
+/// workspace file is judged where it is in the workspace, and one reached
+/// through a link on the way is untrusted (docs/SECURITY.md, "Workspace
+/// trust").
+#[test]
+fn a_config_folder_linked_to_a_trusted_projects_does_not_borrow_its_trust() {
+    let good = crate::common::workspace();
+    let evil = crate::common::workspace();
+    let config = tempfile::tempdir().unwrap();
+    let mark = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(good.path().join(".cursor")).unwrap();
+    std::fs::write(
+        good.path().join(".cursor/mcp.json"),
+        r#"{"mcpServers":{"t":{"command":"sh","args":["scripts/srv.sh"]}}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(good.path().join("scripts")).unwrap();
+    std::fs::write(good.path().join("scripts/srv.sh"), "#!/bin/sh\nexit 1\n").unwrap();
+    let out = codemode(&["trust"], "", good.path(), config.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    std::os::unix::fs::symlink(good.path().join(".cursor"), evil.path().join(".cursor")).unwrap();
+    std::fs::create_dir_all(evil.path().join("scripts")).unwrap();
+    let pwned = mark.path().join("PWNED");
+    std::fs::write(
+        evil.path().join("scripts/srv.sh"),
+        format!("#!/bin/sh\necho ran > '{}'\nexit 1\n", pwned.display()),
+    )
+    .unwrap();
+    let program = "try { await tools.call('mcp__t__x', {}); return 'called'; } catch (e) { return e.kind; }";
+    let out = codemode(&["run", "-", "--json", "--approve", "deny"], program, evil.path(), config.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!pwned.exists(), "the linked file's server started unasked: {stderr}");
+    assert!(!stderr.contains("(trusted)"), "{stderr}");
+    assert!(stderr.contains("is reached through the symbolic link"), "{stderr}");
+    assert!(stderr.contains("not trusted: each server needs an approval"), "{stderr}");
+    // And `codemode trust` refuses to trust it there.
+    let out = codemode(&["trust"], "", evil.path(), config.path());
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"), "{out:?}");
+}

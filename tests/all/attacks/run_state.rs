@@ -280,3 +280,63 @@ fn a_run_reads_its_spill_files_but_not_its_own_journal() {
     let journal = crate::common::runs_dir(ws.path()).join(&r.run_id).join("journal.jsonl");
     assert!(journal.is_file(), "{}", journal.display());
 }
+
+/// Second review, break C: a program of the outer workspace planted a
+/// whole paused run (a journal and receipt copied from another paused run,
+/// its id and paths changed) in `pkg/.codemode/runs`. The move brought it
+/// into the state folder as a paused run, `codemode approve` showed its
+/// forged call to a person as pending, and after `--allow` the resume ran
+/// it. Runs moved from the old folder now come in as history: one that had
+/// not ended is ended as interrupted, so nothing presents or resumes it.
+#[test]
+fn a_paused_run_planted_in_an_old_codemode_folder_comes_in_ended() {
+    let outer = crate::common::workspace();
+    let pkg = outer.path().join("pkg");
+    std::fs::create_dir(&pkg).unwrap();
+    // A real paused run elsewhere, whose files the program copies.
+    let other = crate::common::workspace();
+    let source_id = paused_write(other.path());
+    let source = crate::common::runs_dir(other.path()).join(&source_id);
+    let id = "run-20200101T000000Z-0badc0de";
+    let forge = |file: &str| {
+        let from = std::fs::canonicalize(other.path()).unwrap().display().to_string();
+        let to = std::fs::canonicalize(&pkg).unwrap().display().to_string();
+        let text = std::fs::read_to_string(source.join(file)).unwrap_or_else(|_| "{}".to_owned());
+        text.replace(&source_id, id).replace(&from, &to)
+    };
+    let (journal, receipt) = (forge("journal.jsonl"), forge("receipt.json"));
+    let dir = format!("pkg/.codemode/runs/{id}");
+    // Planted by bash (the file tools refuse a `.codemode` folder).
+    let bash = format!(
+        "mkdir -p {dir} && cat > {dir}/journal.jsonl <<'PLANTED'\n{journal}PLANTED\n\
+         cat > {dir}/receipt.json <<'PLANTED'\n{receipt}\nPLANTED\necho planted"
+    );
+    let program = format!(
+        "const b = await tools.bash({{command: {bash}}}); return b.content.stdout;",
+        bash = serde_json::to_string(&bash).unwrap()
+    );
+    let r = run_full_access(outer.path(), &program);
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert!(pkg.join(&dir["pkg/".len()..]).join("journal.jsonl").is_file(), "the run was planted");
+
+    // Moved, said, and listed as ended.
+    let out = codemode(&["runs", "list", "--json"], "", &pkg);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("moved 1 run(s)"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("can no longer be resumed"), "{}", stderr(&out));
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let run = listed.iter().find(|r| r["run_id"] == id).unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(run["state"], "interrupted", "{run}");
+    // `codemode approve` presents nothing to decide, and refuses a decision.
+    let out = codemode(&["approve", id], "", &pkg);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot be resumed"), "{}", stderr(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("pwned.txt"), "{out:?}");
+    let out = codemode(&["approve", id, "--allow", "1"], "", &pkg);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    // And the resume refuses it: the call never runs.
+    let out = codemode(&["resume", id], "", &pkg);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("old .codemode/runs folder"), "{}", stderr(&out));
+    assert!(!pkg.join("pwned.txt").exists(), "the planted call ran");
+}

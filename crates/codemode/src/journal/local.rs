@@ -174,7 +174,7 @@ pub fn state_line(state: RunState) -> String {
 
 /// The state the last `state` line of a journal names (`running` when
 /// there is none yet).
-fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
+pub(super) fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
     const TAIL: u64 = 8192;
     let len = file.metadata()?.len();
     let from = len.saturating_sub(TAIL);

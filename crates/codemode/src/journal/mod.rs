@@ -185,7 +185,7 @@ fn not_resumable_message(run_id: &str, state: NotResumableState) -> String {
             format!("run `{run_id}` is still running in another process; only a paused run can be resumed")
         }
         NotResumableState::State(RunState::Interrupted) => format!(
-            "run `{run_id}` was interrupted (its process ended without pausing or finishing it) and cannot be resumed; start it again"
+            "run `{run_id}` was interrupted (its process ended without pausing or finishing it, or it was moved from an old .codemode/runs folder, whose runs come in as history) and cannot be resumed; start it again"
         ),
         NotResumableState::State(state) => format!(
             "run `{run_id}` already ended ({state}); only a paused run can be resumed (its receipt: `codemode runs show {run_id}`)"

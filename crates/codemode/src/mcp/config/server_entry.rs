@@ -79,6 +79,11 @@ impl EntryReader<'_> {
         self.secrets.extend(found);
         Ok(expanded)
     }
+
+    /// The canonical workspace (`${workspaceFolder}`), when one is given.
+    pub(super) fn workspace(&self) -> Option<&Path> {
+        self.vars.workspace
+    }
 }
 
 /// A server's transport as read from its entry.

@@ -71,7 +71,7 @@ fn add_env_file(
 ) -> Result<PathBuf, ConfigError> {
     let path = PathBuf::from(reader.expand("envFile", written)?);
     let path = if path.is_relative() { reader.base.join(path) } else { path };
-    if let Some(link) = linked_component(&path, reader.base) {
+    if let Some(link) = linked_component(&path, reader.base, reader.workspace()) {
         return Err(reader.error(
             "envFile",
             format!(
@@ -116,8 +116,12 @@ fn working_folder(
 }
 
 /// The first symbolic link on the way to `path`: the file itself, or a
-/// folder between `base` (the config file's folder) and it.
-fn linked_component(path: &Path, base: &Path) -> Option<PathBuf> {
+/// folder between the `workspace` (for a file in it) or `base` (the config
+/// file's folder) and it.
+fn linked_component(path: &Path, base: &Path, workspace: Option<&Path>) -> Option<PathBuf> {
+    if let Some(workspace) = workspace.filter(|w| path.starts_with(w)) {
+        return codemode_base::links::link_below(path, workspace).map(Path::to_path_buf);
+    }
     if path.starts_with(base) {
         return codemode_base::links::link_below(path, base).map(Path::to_path_buf);
     }

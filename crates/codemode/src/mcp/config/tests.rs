@@ -337,6 +337,23 @@ fn an_env_file_reached_through_a_link_is_refused() {
 }
 
 #[test]
+fn an_env_file_in_the_workspace_reached_through_a_linked_folder_is_refused() {
+    // The config file in `.cursor/`, its envFile named from the workspace:
+    // a link anywhere between the workspace and the file is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(ws.join(".cursor")).unwrap();
+    std::fs::create_dir(ws.join("real")).unwrap();
+    std::fs::write(ws.join("real/.env"), "A=1\n").unwrap();
+    std::os::unix::fs::symlink("real", ws.join("linked")).unwrap();
+    let text = r#"{"mcpServers": {"s": {"command": "x", "envFile": "${workspaceFolder}/linked/.env"}}}"#;
+    let err = McpConfig::parse_in(text, &ws.join(".cursor"), Some(&ws), &env).unwrap_err().to_string();
+    assert!(err.contains("symbolic link") && err.contains("linked"), "{err}");
+    let text = r#"{"mcpServers": {"s": {"command": "x", "envFile": "${workspaceFolder}/real/.env"}}}"#;
+    assert!(McpConfig::parse_in(text, &ws.join(".cursor"), Some(&ws), &env).is_ok());
+}
+
+#[test]
 fn client_keys_map_to_codemode_settings_and_the_rest_is_warned_about() {
     let config = parse(
         r#"{"mcpServers": {
