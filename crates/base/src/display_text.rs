@@ -46,9 +46,10 @@ pub fn is_blank_looking(c: char) -> bool {
 }
 
 /// Whether `c` belongs in a run of blanks [`visible`] may collapse: the
-/// space and every character that draws nothing visible by itself.
+/// space and every [`is_blank_looking`] character (control characters are
+/// shown one by one, as escapes).
 fn is_blank_run(c: char) -> bool {
-    c == ' ' || (!matches!(c, '\n' | '\t' | '\r') && (is_unsafe(c) || is_blank_looking(c)))
+    c == ' ' || (!matches!(c, '\n' | '\t' | '\r') && is_blank_looking(c))
 }
 
 /// The longest run of spaces [`visible`] shows as spaces; a longer run
