@@ -105,7 +105,7 @@ throw new Error("m".repeat(3 << 20));
     assert!(message.len() <= TEXT_BYTES, "{} bytes", message.len());
     assert!(message.starts_with("Error: mmm"), "{message:.100}");
     let whole = spill_file_of(message);
-    assert_eq!(whole, dir.join("error.txt"));
+    assert_eq!(whole, dir.join("spill/error.txt"));
     assert_eq!(std::fs::read_to_string(whole).unwrap(), format!("Error: {}", "m".repeat(3 << 20)));
 }
 
