@@ -53,7 +53,12 @@ pub(super) fn confine(
     };
     let mut protections = crate::gate::protection::protections(workspace, &named);
     // The git folder the workspace uses, wherever its `.git` points.
-    for git in crate::gate::git_metadata::workspace_git_dirs(workspace) {
+    // And the files its configuration includes from the workspace (made
+    // when missing and bash may write the workspace: the sandbox mounts
+    // only what exists read-only).
+    let make_missing = config.sandbox.settings.profile == SandboxProfile::WorkspaceWrite;
+    let git = crate::gate::git_metadata::workspace_git_dirs(workspace).into_iter();
+    for git in git.chain(crate::gate::git_includes::workspace_includes(workspace, make_missing)) {
         if !protections.iter().any(|p| p.path == git.path) {
             protections.push(git);
         }
