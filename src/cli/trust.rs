@@ -83,6 +83,13 @@ pub(crate) fn trust(args: TrustArgs) -> anyhow::Result<u8> {
                 if digest.len() == 64 { format!("sha256 {}", &digest[..12]) } else { digest.clone() };
             println!("         pins {shown} ({digest}): a change to it revokes this trust");
         }
+        for (folder, what) in &pins.folders {
+            let shown = folder.strip_prefix(&dir).unwrap_or(folder).display();
+            println!(
+                "         note: {what} names the folder {shown}: every run protects it, but a folder cannot \
+                 be pinned by digest, so a change you make to it yourself does not revoke this trust"
+            );
+        }
         for line in &pins.undetermined {
             println!(
                 "         note: {line}; codemode cannot tell which files it runs, so cannot pin or protect \

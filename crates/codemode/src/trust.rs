@@ -127,9 +127,21 @@ pub struct CommandPins {
     /// The commands whose files cannot all be known, one line each: what
     /// the command is (`hook `sh -c ...``, `server `x``) and why.
     pub undetermined: Vec<String>,
+    /// Workspace folders a command loads code from (a server's `env`
+    /// `PYTHONPATH=lib`), with what names them (`server `x`'s env
+    /// PYTHONPATH`): protected while a run lasts, but not pinned (a folder
+    /// has no one digest), so `codemode trust` notes each.
+    pub folders: Vec<(PathBuf, String)>,
 }
 
 impl CommandPins {
+    /// Adds the folder `folder`, named by `what`, once.
+    pub fn add_folder(&mut self, folder: PathBuf, what: String) {
+        if !self.folders.iter().any(|(f, _)| *f == folder) {
+            self.folders.push((folder, what));
+        }
+    }
+
     /// Adds what `found` holds for the command described `what`.
     pub fn add(&mut self, what: &str, found: codemode_base::command_files::CommandFiles) {
         for file in found.files {

@@ -131,3 +131,37 @@ fn a_nested_repositorys_git_folder_and_git_files_cannot_be_written() {
     }
     assert!(!root.join(".git").exists() && !root.join("sub").exists());
 }
+
+/// Review break 5: `include.path = ../.gitconfig` in the repository's
+/// config makes a workspace file part of git's configuration. The file
+/// did not exist: it is made empty when the engine is built and protected
+/// (writer tools refused, read-only in the sandbox), so neither the
+/// allowed `git status` nor the person's own runs a planted fsmonitor.
+#[test]
+fn a_file_the_repository_config_includes_from_the_workspace_cannot_be_planted() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    git(&root, &["init", "-q", "."]);
+    git(&root, &["config", "include.path", "../.gitconfig"]);
+    let source = format!(
+        "const out = {{}};
+         try {{ await tools.write({{path: '.gitconfig', content: {fs}}}); out.write = 'done'; }}
+         catch (e) {{ out.write = e.kind + ': ' + e.message; }}
+         out.status = (await tools.bash({{command: 'git status'}})).content.exit_code;
+         return out;",
+        fs = serde_json::to_string(FSMONITOR).unwrap()
+    );
+    let receipt = engine(&root).execute_blocking(Program::new(source));
+    let out = receipt.value;
+    let got = out["write"].as_str().unwrap_or_default();
+    assert!(got.starts_with("refused:") && got.contains("is protected"), "{out}");
+    // bash itself, unasked (full access), in the sandbox.
+    let e = crate::common::engine_builder().workspace(&root).policy(Policy::full_access()).build().unwrap();
+    let command = "printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' > .gitconfig; true";
+    let r = e.call_blocking("bash", &json!({ "command": command }));
+    assert!(r.is_ok(), "{:?}", r.error);
+    assert!(!std::fs::read_to_string(root.join(".gitconfig")).unwrap_or_default().contains("fsmonitor"));
+    // The person's own git status, outside any sandbox.
+    git(&root, &["status"]);
+    assert!(!root.join("pwned").exists(), "a planted fsmonitor ran");
+}

@@ -16,3 +16,4 @@ mod retention;
 mod round_two;
 mod run_state;
 mod secrets;
+mod server_env;

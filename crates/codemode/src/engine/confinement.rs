@@ -40,18 +40,25 @@ pub(super) fn confine(
         .then(|| crate::sandbox::find_launcher().ok())
         .flatten()
         .and_then(|l| std::fs::canonicalize(l).ok());
+    let (mcp_servers, mcp_server_folders) = mcp_server_files(workspace, mcp.map(|(config, _)| config));
     let named = NamedFiles {
         config_file: config.source.clone(),
         hooks: config.hook_files(workspace),
         mcp_config: mcp.and_then(|(config, _)| config.source.clone()),
         approver: approver_files,
-        mcp_servers: mcp_server_files(workspace, mcp.map(|(config, _)| config)),
+        mcp_servers,
+        mcp_server_folders,
         workspace_hooks: workspace_hooks(workspace, config),
         other: decisive_files(workspace, launcher.as_deref(), mcp.and_then(|(_, o)| o.cache_dir.as_deref())),
     };
     let mut protections = crate::gate::protection::protections(workspace, &named);
     // The git folder the workspace uses, wherever its `.git` points.
-    for git in crate::gate::git_metadata::workspace_git_dirs(workspace) {
+    // And the files its configuration includes from the workspace (made
+    // when missing and bash may write the workspace: the sandbox mounts
+    // only what exists read-only).
+    let make_missing = config.sandbox.settings.profile == SandboxProfile::WorkspaceWrite;
+    let git = crate::gate::git_metadata::workspace_git_dirs(workspace).into_iter();
+    for git in git.chain(crate::gate::git_includes::workspace_includes(workspace, make_missing)) {
         if !protections.iter().any(|p| p.path == git.path) {
             protections.push(git);
         }
@@ -188,18 +195,22 @@ fn workspace_hooks(workspace: &Path, config: &ConfigFile) -> Vec<PathBuf> {
 
 /// Files the stdio servers of `loaded` and of the workspace's own MCP
 /// config file (`.mcp.json`, else `.cursor/mcp.json`, else
-/// `.vscode/mcp.json`) run (a later run may load that one).
-fn mcp_server_files(workspace: &Path, loaded: Option<&McpConfig>) -> Vec<PathBuf> {
-    let mut files = loaded.map(|c| crate::gate::protection::server_files(c, workspace)).unwrap_or_default();
-    let Some(own) = crate::mcp::workspace_config_file(workspace) else { return files };
+/// `.vscode/mcp.json`) run (a later run may load that one), and the
+/// workspace folders their `env` names.
+fn mcp_server_files(workspace: &Path, loaded: Option<&McpConfig>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    use crate::gate::protection::{server_env_folders, server_files};
+    let mut files = loaded.map(|c| server_files(c, workspace)).unwrap_or_default();
+    let mut folders = loaded.map(|c| server_env_folders(c, workspace)).unwrap_or_default();
+    let Some(own) = crate::mcp::workspace_config_file(workspace) else { return (files, folders) };
     let own_is_loaded = loaded.and_then(|c| c.source.clone()) == std::fs::canonicalize(&own).ok();
     if own.is_file()
         && !own_is_loaded
         && let Ok(config) = McpConfig::load_in(&own, Some(workspace))
     {
-        files.extend(crate::gate::protection::server_files(&config, workspace));
+        files.extend(server_files(&config, workspace));
+        folders.extend(server_env_folders(&config, workspace));
     }
-    files
+    (files, folders)
 }
 
 /// Files that decide later runs besides the configuration's own: the

@@ -42,6 +42,20 @@ const WORKSPACE_GIT_DIR: &str = "the repository's git folder (where the workspac
 /// never blocking (`codemode_base::config_file`); a file it cannot read
 /// names nothing.
 pub(crate) fn workspace_git_dirs(workspace: &Path) -> Vec<Protection> {
+    let mut out: Vec<Protection> = Vec::new();
+    for dir in repository_git_dirs(workspace) {
+        if dir.starts_with(workspace) && dir != workspace && !out.iter().any(|p| p.path == dir) {
+            out.push(Protection { path: dir, what: WORKSPACE_GIT_DIR.to_owned() });
+        }
+    }
+    out
+}
+
+/// Every git folder the workspace uses, canonical, inside it or not (see
+/// [`workspace_git_dirs`]): the nearest `.git`'s folder, `GIT_DIR` and
+/// `GIT_COMMON_DIR`, and their `commondir`s. Their `config` files are
+/// where [`super::git_includes`] looks for includes.
+pub(crate) fn repository_git_dirs(workspace: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(dot_git) =
         workspace.ancestors().map(|a| a.join(".git")).find(|p| p.symlink_metadata().is_ok())
@@ -56,13 +70,7 @@ pub(crate) fn workspace_git_dirs(workspace: &Path) -> Vec<Protection> {
     }
     let commons: Vec<PathBuf> = dirs.iter().filter_map(|d| common_dir(d)).collect();
     dirs.extend(commons);
-    let mut out: Vec<Protection> = Vec::new();
-    for dir in dirs {
-        if dir.starts_with(workspace) && dir != workspace && !out.iter().any(|p| p.path == dir) {
-            out.push(Protection { path: dir, what: WORKSPACE_GIT_DIR.to_owned() });
-        }
-    }
-    out
+    dirs
 }
 
 /// The git folder a `.git` entry stands for, canonical: a folder (or a

@@ -28,6 +28,7 @@ pub(crate) mod binding;
 mod budget;
 mod direct_only;
 pub(crate) mod elicitation;
+pub(crate) mod git_includes;
 pub(crate) mod git_metadata;
 pub(crate) mod hooks;
 mod input_schema;

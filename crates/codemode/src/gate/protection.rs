@@ -58,6 +58,10 @@ pub(crate) struct NamedFiles {
     /// Files MCP stdio servers run ([`server_files`]), of the loaded MCP
     /// configuration and of the workspace's own `.mcp.json`.
     pub mcp_servers: Vec<PathBuf>,
+    /// Workspace folders the `env` of MCP stdio servers names
+    /// ([`server_env_folders`]), of the loaded MCP configuration and of the
+    /// workspace's own `.mcp.json`: each is protected whole.
+    pub mcp_server_folders: Vec<PathBuf>,
     /// Files the hooks of the workspace's own `codemode.toml` name, when
     /// another policy is loaded: a later run may load it.
     pub workspace_hooks: Vec<PathBuf>,
@@ -82,10 +86,31 @@ pub(crate) fn server_files(config: &crate::mcp::McpConfig, workspace: &Path) -> 
     out
 }
 
+/// The workspace folders the `env` of the stdio servers of `config` names
+/// (`PYTHONPATH=lib`, a `PATH` entry, ...: [`CommandPins::folders`](crate::trust::CommandPins::folders)),
+/// as named and as resolved. The files such variables name are among
+/// [`server_files`].
+pub(crate) fn server_env_folders(config: &crate::mcp::McpConfig, workspace: &Path) -> Vec<PathBuf> {
+    config.command_pins(workspace).folders.into_iter().map(|(folder, _)| folder).collect()
+}
+
+/// Adds each folder of `folders` (beneath the workspace, never the
+/// workspace itself: [`server_env_folders`]) to `out`, once, as named and
+/// as resolved.
+fn add_env_folders(out: &mut Vec<Protection>, folders: &[PathBuf]) {
+    for folder in folders.iter().flat_map(|f| [f.clone(), canonical_or(f)]) {
+        if !out.iter().any(|p| p.path == folder) {
+            let what = "a folder an MCP server's env names (`PYTHONPATH`, `PATH`, ...)".to_owned();
+            out.push(Protection { path: folder, what });
+        }
+    }
+}
+
 /// Every protection of an engine with `named` files and the canonical
 /// `workspace`, in this order: `.git`, `.codemode`, the policy file, the
 /// MCP configuration, `named.other`, then files that hooks, the approver
-/// and MCP servers run and their folders. A folder that is the workspace itself or holds
+/// and MCP servers run and their folders, then the folders MCP servers'
+/// `env` names. A folder that is the workspace itself or holds
 /// it is not protected (that would protect everything): a hook kept at the
 /// workspace root protects only its own file.
 pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protection> {
@@ -138,6 +163,7 @@ pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protectio
             }
         }
     }
+    add_env_folders(&mut out, &named.mcp_server_folders);
     out
 }
 

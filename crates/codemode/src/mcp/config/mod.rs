@@ -59,6 +59,7 @@
 //!   `readOnlyHint: true`; every other tool of it is hidden and refused.
 //!   It never makes a tool read-only that did not say so.
 
+mod env_paths;
 mod http_entry;
 mod secrets;
 mod server_entry;
@@ -479,10 +480,12 @@ impl McpConfig {
     /// The workspace files the enabled stdio servers name
     /// ([`command_files`](codemode_base::command_files) of `command` and
     /// `args` from the server's `cwd`, else the current folder, with the
-    /// `PATH` its `env` sets, else codemode's own; and its
-    /// `envFile`), existing or not, and the servers whose files cannot all
-    /// be known: what `codemode trust` pins with the file and what the
-    /// engine protects.
+    /// `PATH` its `env` sets, else codemode's own; its `envFile`; and the
+    /// paths path-like variables of its `env` name: `PYTHONPATH`,
+    /// `NODE_OPTIONS`' `--require`, ...), existing or not, the workspace
+    /// folders its `env` names, and the servers whose files cannot all be
+    /// known: what `codemode trust` pins with the file (and notes, for
+    /// folders) and what the engine protects.
     pub fn command_pins(&self, workspace: &Path) -> crate::trust::CommandPins {
         let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
         let here = std::env::current_dir().unwrap_or_else(|_| workspace.clone());
@@ -507,7 +510,18 @@ impl McpConfig {
                     found.files.push(file);
                 }
             }
-            pins.add(&format!("server `{}`", server.name), found);
+            // What its environment names (`PYTHONPATH=lib`) runs as its
+            // script does: files are pinned, folders protected.
+            let named = env_paths::env_paths(env, &dir, &workspace);
+            found.files.extend(named.files.into_iter().map(|(file, _)| file));
+            if found.undetermined.is_none() {
+                found.undetermined = named.undetermined;
+            }
+            let what = format!("server `{}`", server.name);
+            for (folder, key) in named.folders {
+                pins.add_folder(folder, format!("{what}'s env {key}"));
+            }
+            pins.add(&what, found);
         }
         pins
     }
