@@ -65,7 +65,10 @@ impl Runs {
             // neither counts, and only age removes them.
             let uncounted =
                 run.journal == Some(RunState::Paused) || (run.journal.is_none() && run.receipt.is_none());
-            if oldest_paused.is_some_and(|paused| run.updated_ms > paused) {
+            // The same millisecond as the paused run counts as after it
+            // (the clock cannot tell them apart); the paused run itself is
+            // kept here too, as its age would keep it.
+            if oldest_paused.is_some_and(|paused| run.updated_ms >= paused) {
                 report.kept += 1;
                 counted += u64::from(!uncounted);
                 continue;
