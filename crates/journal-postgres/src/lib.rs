@@ -4,11 +4,11 @@
 //! codemode process that points at it, so a run paused on one machine can
 //! be resumed on another.
 //!
-//! Two tables ([`schema`]): `codemode_runs` (a row per run: its state) and
+//! Two tables (`schema`): `codemode_runs` (a row per run: its state) and
 //! `codemode_journal` (a row per journal line, numbered from 0). A run is
 //! held by the process running or resuming it through a session-level
 //! advisory lock on a hash of its id, taken on one connection per store
-//! ([`holder`]): the database frees it when that connection ends, however
+//! (`holder`): the database frees it when that connection ends, however
 //! the process ended, so a run left `running` whose lock nobody holds was
 //! interrupted. Claims are serialized by that lock and by the state column
 //! (a claim moves `paused` to `running` in one transaction). The store

@@ -1,14 +1,14 @@
 //! Durable runs: every run's journal, and where journals are kept.
 //!
 //! A run writes, as it goes, an append-only journal of JSON lines
-//! ([`record`]): a header (program, catalog, policy and limits digests),
+//! (`record`): a header (program, catalog, policy and limits digests),
 //! every value of the VM's clock and random seed the program read, and each
 //! call's request, decision and result. Lines are buffered while the run
-//! goes ([`writer`]) and made durable (fsync'd, or committed) before the run
+//! goes (`writer`) and made durable (fsync'd, or committed) before the run
 //! reports `paused`; a run that ends has its journal written when it
 //! reports its end, and durable soon after (the local store syncs it on its
 //! own threads, and its drop waits for that). [`Engine::resume`](crate::Engine::resume)
-//! replays a paused run from its journal in a fresh VM ([`replay`]):
+//! replays a paused run from its journal in a fresh VM (`replay`):
 //! journaled calls are answered from the journal, the decisions are
 //! applied, and the run goes on. The format and guarantees are in
 //! `docs/JOURNAL.md`.

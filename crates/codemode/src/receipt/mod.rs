@@ -3,7 +3,7 @@
 //! The JSON shape is documented in `docs/RECEIPTS.md` and versioned by
 //! [`RECEIPT_VERSION`]. A receipt never carries full payloads: results and
 //! return values over their bounds are cut to a UTF-8-safe prefix and the
-//! whole is written to a spill file first (see [`spill`]).
+//! whole is written to a spill file first (see `spill`).
 
 pub(crate) mod ledger;
 pub(crate) mod render;

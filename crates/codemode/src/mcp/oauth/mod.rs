@@ -1,9 +1,9 @@
 //! OAuth for streamable HTTP MCP servers (MCP specification 2025-11-25 and
 //! 2026-07-28, "Authorization"), on rmcp's `auth` module: rmcp does the
 //! discovery, registration, PKCE, token requests and refreshes; this module
-//! adds where logins are kept ([`store`]), the loopback redirect
-//! ([`redirect`]), the login command's flow ([`login`]) and the transport's
-//! authorized HTTP client ([`authorized_client`]).
+//! adds where logins are kept (`store`), the loopback redirect
+//! (`redirect`), the login command's flow ([`login`]) and the transport's
+//! authorized HTTP client (`authorized_client`).
 //!
 //! A login (`codemode mcp login SERVER`):
 //! 1. an unauthenticated `initialize` POST to the server's URL; a 401's

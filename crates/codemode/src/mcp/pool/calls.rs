@@ -31,7 +31,7 @@ impl McpPool {
     /// Calls `tool` (its name on the server) with `args` (a JSON object),
     /// starting the server if needed. `timeout` overrides the server's
     /// `timeout_ms` and the pool's default; `cx` is passed to the
-    /// [`ConnectCheck`].
+    /// `ConnectCheck`.
     ///
     /// # Errors
     /// Start failures as [`McpPool::connect`];

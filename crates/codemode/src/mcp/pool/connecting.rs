@@ -21,7 +21,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 impl McpPool {
     /// Starts `server` if it is not running (asking the
-    /// [`ConnectCheck`]), and returns its tools as catalog tools. The one
+    /// `ConnectCheck`), and returns its tools as catalog tools. The one
     /// entry point the engine calls once the gate allowed
     /// `mcp_connect__<server>`.
     ///
