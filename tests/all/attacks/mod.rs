@@ -17,3 +17,21 @@ mod round_two;
 mod run_state;
 mod secrets;
 mod server_env;
+
+/// Runs the binary with `args` in `ws`, the program on stdin and the trust
+/// record in `config`; the receipt's value and the stderr.
+fn run(
+    args: &[&str],
+    program: &str,
+    ws: &std::path::Path,
+    config: &std::path::Path,
+) -> (serde_json::Value, String) {
+    use std::io::Write as _;
+    let mut child = crate::cli::spawn(args, ws, &[("XDG_CONFIG_HOME", config)]);
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let receipt: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
+    (receipt["value"].clone(), stderr)
+}

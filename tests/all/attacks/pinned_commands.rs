@@ -11,16 +11,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-/// Runs the binary in `ws` with its trust record in `config`; the receipt's
-/// value and the stderr.
-fn run(args: &[&str], program: &str, ws: &Path, config: &Path) -> (Value, String) {
-    let mut child = crate::cli::spawn(args, ws, &[("XDG_CONFIG_HOME", config)]);
-    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
-    (receipt["value"].clone(), stderr)
-}
+use super::run;
 
 /// A hook that passes (reads its input, answers nothing).
 const PASS: &str = "import sys\nsys.stdin.read()\n";

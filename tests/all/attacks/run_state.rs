@@ -50,6 +50,21 @@ fn run_full_access(ws: &Path, source: &str) -> codemode::Receipt {
     engine.execute_blocking(Program::new(source))
 }
 
+/// Runs `source` under full access over `ws` with the test tool `blob`
+/// and results bound at 1,000 bytes, so a large one spills.
+fn run_with_blob(ws: &Path, source: impl Into<String>) -> codemode::Receipt {
+    let mut limits = codemode::Limits::default();
+    limits.result_bytes = 1000;
+    let engine = crate::common::engine_builder()
+        .workspace(ws)
+        .policy(codemode::Policy::full_access())
+        .limits(limits)
+        .tool(crate::common::Blob)
+        .build()
+        .unwrap();
+    engine.execute_blocking(Program::new(source.into()))
+}
+
 /// Break 1 as it was done: `pkg/` is a workspace inside the outer one; a
 /// program of the outer workspace reads the inner paused run's state and
 /// appends an approval to its journal, by every path it has (bash, the
@@ -190,16 +205,7 @@ fn bash_cannot_read_the_state_folder_and_a_run_reads_only_its_own_spill_files() 
         bash = serde_json::to_string(&bash).unwrap(),
         journal = serde_json::to_string(&earlier_journal.display().to_string()).unwrap(),
     );
-    let mut limits = codemode::Limits::default();
-    limits.result_bytes = 1000;
-    let engine = crate::common::engine_builder()
-        .workspace(ws.path())
-        .policy(codemode::Policy::full_access())
-        .limits(limits)
-        .tool(crate::common::Blob)
-        .build()
-        .unwrap();
-    let r = engine.execute_blocking(Program::new(source));
+    let r = run_with_blob(ws.path(), source);
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     let spill = r.value["spill"].as_str().unwrap_or_else(|| panic!("{}", r.value));
     assert!(spill.starts_with(crate::common::runs_dir(ws.path()).to_str().unwrap()), "{spill}");
@@ -259,16 +265,7 @@ fn a_run_reads_its_spill_files_but_not_its_own_journal() {
          catch (e) { journal = e.kind; } \
          const b = await tools.bash({command: `ls -A '${folder}/..'; cat '${folder}/../journal.jsonl'; echo end`}); \
          return {folder, own, journal, bash: b.content.stdout};";
-    let mut limits = codemode::Limits::default();
-    limits.result_bytes = 1000;
-    let engine = crate::common::engine_builder()
-        .workspace(ws.path())
-        .policy(codemode::Policy::full_access())
-        .limits(limits)
-        .tool(crate::common::Blob)
-        .build()
-        .unwrap();
-    let r = engine.execute_blocking(Program::new(source));
+    let r = run_with_blob(ws.path(), source);
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     let folder = r.value["folder"].as_str().unwrap_or_else(|| panic!("{}", r.value));
     assert!(folder.ends_with(&format!("{}/spill", r.run_id)), "{folder}");

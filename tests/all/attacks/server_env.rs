@@ -5,10 +5,9 @@
 //! and `codemode trust` notes the folders (docs/SECURITY.md, "Protected
 //! paths").
 
-use std::io::Write as _;
 use std::path::Path;
 
-use serde_json::Value;
+use super::run;
 
 /// A stdio MCP server with one tool, `echo`; it imports `json`, which
 /// `PYTHONPATH=lib` would let `lib/json.py` shadow.
@@ -25,17 +24,6 @@ for line in sys.stdin:
         r = {"content": [{"type": "text", "text": "hi"}]}
     print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
 "#;
-
-/// Runs the binary in `ws` with its trust record in `config`; the receipt's
-/// value and the stderr.
-fn run(args: &[&str], program: &str, ws: &Path, config: &Path) -> (Value, String) {
-    let mut child = crate::cli::spawn(args, ws, &[("XDG_CONFIG_HOME", config)]);
-    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
-    (receipt["value"].clone(), stderr)
-}
 
 /// A workspace whose `.mcp.json` runs `srv/server.py` with
 /// `PYTHONPATH=lib`, trusted in `config`; what `codemode trust` printed.
