@@ -71,7 +71,11 @@ pub(super) fn confine(
     // folder) is protected too.
     for folder in &state.hidden {
         if folder.starts_with(workspace) {
-            protections.push(Protection { path: folder.clone(), what: "codemode's run state".to_owned() });
+            protections.push(Protection {
+                path: folder.clone(),
+                what: "codemode's run state".to_owned(),
+                missing_for: None,
+            });
         }
         hidden.push(folder.clone());
     }
@@ -94,8 +98,11 @@ pub(super) fn confine(
         && real != legacy
         && real.starts_with(workspace)
     {
-        protections
-            .push(Protection { path: real.clone(), what: "the folder `.codemode` links to".to_owned() });
+        protections.push(Protection {
+            path: real.clone(),
+            what: "the folder `.codemode` links to".to_owned(),
+            missing_for: None,
+        });
         hidden.push(real);
     }
     let confinement = Confinement {

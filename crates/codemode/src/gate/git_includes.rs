@@ -75,7 +75,7 @@ fn protect(workspace: &Path, path: &Path, make_missing: bool, out: &mut Vec<Prot
     let inside = |p: &Path| p.starts_with(workspace) && !workspace.starts_with(p);
     let mut add = |path: PathBuf, what: &str| {
         if inside(&path) && !out.iter().any(|p| p.path == path) {
-            out.push(Protection { path, what: what.to_owned() });
+            out.push(Protection { path, what: what.to_owned(), missing_for: None });
         }
     };
     if path.symlink_metadata().is_err() && inside(path) && make_missing {

@@ -45,7 +45,7 @@ pub(crate) fn workspace_git_dirs(workspace: &Path) -> Vec<Protection> {
     let mut out: Vec<Protection> = Vec::new();
     for dir in repository_git_dirs(workspace) {
         if dir.starts_with(workspace) && dir != workspace && !out.iter().any(|p| p.path == dir) {
-            out.push(Protection { path: dir, what: WORKSPACE_GIT_DIR.to_owned() });
+            out.push(Protection { path: dir, what: WORKSPACE_GIT_DIR.to_owned(), missing_for: None });
         }
     }
     out
@@ -113,12 +113,17 @@ pub(crate) fn git_folder_of(workspace: &Path, path: &Path) -> Option<Protection>
     for part in rel.components() {
         folder.push(part);
         if part.as_os_str() == ".git" {
-            return Some(Protection { path: folder, what: "a nested repository's .git folder".to_owned() });
+            return Some(Protection {
+                path: folder,
+                what: "a nested repository's .git folder".to_owned(),
+                missing_for: None,
+            });
         }
         if looks_like_git_dir(&folder) {
             return Some(Protection {
                 path: folder,
                 what: "a repository's git folder (a `HEAD` file beside `objects/` and `refs/`)".to_owned(),
+                missing_for: None,
             });
         }
     }

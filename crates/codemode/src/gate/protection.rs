@@ -30,6 +30,10 @@ pub(crate) struct Protection {
     pub path: PathBuf,
     /// What it is (`the policy file`, `the repository's .git folder`, ...).
     pub what: String,
+    /// Set on a file a command run outside the sandbox names that did not
+    /// exist when the engine was built: [`file_appeared`] checks it before
+    /// that command runs.
+    pub missing_for: Option<NamedBy>,
 }
 
 /// What the protection step consults besides the policy.
@@ -101,7 +105,7 @@ fn add_env_folders(out: &mut Vec<Protection>, folders: &[PathBuf]) {
     for folder in folders.iter().flat_map(|f| [f.clone(), canonical_or(f)]) {
         if !out.iter().any(|p| p.path == folder) {
             let what = "a folder an MCP server's env names (`PYTHONPATH`, `PATH`, ...)".to_owned();
-            out.push(Protection { path: folder, what });
+            out.push(Protection { path: folder, what, missing_for: None });
         }
     }
 }
@@ -115,34 +119,35 @@ fn add_env_folders(out: &mut Vec<Protection>, folders: &[PathBuf]) {
 /// workspace root protects only its own file.
 pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protection> {
     let mut out = Vec::new();
-    let mut add = |path: PathBuf, what: String| {
+    let mut add_for = |path: PathBuf, what: String, missing_for: Option<NamedBy>| {
         if !out.iter().any(|p: &Protection| p.path == path) {
-            out.push(Protection { path, what });
+            out.push(Protection { path, what, missing_for });
         }
     };
-    add(workspace.join(".git"), "the repository's .git folder".into());
-    add(workspace.join(".codemode"), "codemode's own folder (receipts and spill files)".into());
+    add_for(workspace.join(".git"), "the repository's .git folder".into(), None);
+    add_for(workspace.join(".codemode"), "codemode's own folder (receipts and spill files)".into(), None);
     if let Some(source) = &named.config_file {
-        add(source.clone(), "the policy file".into());
+        add_for(source.clone(), "the policy file".into(), None);
     }
     if let Some(mcp) = &named.mcp_config {
-        add(canonical_or(mcp), "the MCP configuration".into());
+        add_for(canonical_or(mcp), "the MCP configuration".into(), None);
     }
     for (path, what) in &named.other {
-        add(canonical_or(path), what.clone());
+        add_for(canonical_or(path), what.clone(), None);
     }
     let files = named
         .hooks
         .iter()
-        .map(|p| (p, "hook"))
-        .chain(named.workspace_hooks.iter().map(|p| (p, "workspace codemode.toml's hook")))
-        .chain(named.approver.iter().map(|p| (p, "approver command")))
-        .chain(named.mcp_servers.iter().map(|p| (p, "MCP server command")));
-    for (file, by) in files {
+        .map(|p| (p, "hook", Some(NamedBy::Hook)))
+        .chain(named.workspace_hooks.iter().map(|p| (p, "workspace codemode.toml's hook", None)))
+        .chain(named.approver.iter().map(|p| (p, NamedBy::Approver.what(), Some(NamedBy::Approver))))
+        .chain(named.mcp_servers.iter().map(|p| (p, NamedBy::McpServer.what(), Some(NamedBy::McpServer))));
+    for (file, by, runs) in files {
         // As named and as resolved: a link's folder and its target's.
         for file in [file.clone(), canonical_or(file)] {
-            let missing = if file.symlink_metadata().is_err() { MISSING_AT_BUILD } else { "" };
-            add(file.clone(), format!("a file the {by} names{missing}"));
+            let missing = file.symlink_metadata().is_err();
+            let what = format!("a file the {by} names{}", if missing { MISSING_AT_BUILD } else { "" });
+            add_for(file.clone(), what, runs.filter(|_| missing));
             // A file that does not exist yet is protected by its path and
             // its folder, so a program cannot create it for the command to
             // run (the outermost missing folder, when its folder is missing
@@ -159,7 +164,7 @@ pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protectio
             if let Some(folder) = folder
                 && !workspace.starts_with(folder)
             {
-                add(folder.to_path_buf(), format!("the folder of a file the {by} names"));
+                add_for(folder.to_path_buf(), format!("the folder of a file the {by} names"), None);
             }
         }
     }
@@ -200,10 +205,9 @@ impl NamedBy {
 /// must not run outside the sandbox. A stat per such file; none when every
 /// named file existed.
 pub(crate) fn file_appeared(protections: &[Protection], by: NamedBy) -> Option<&Path> {
-    let what = format!("a file the {} names{MISSING_AT_BUILD}", by.what());
     protections
         .iter()
-        .filter(|p| p.what == what)
+        .filter(|p| p.missing_for == Some(by))
         .map(|p| p.path.as_path())
         .find(|p| p.symlink_metadata().is_ok())
 }
