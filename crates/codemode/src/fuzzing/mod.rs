@@ -3,6 +3,8 @@
 //! Not part of the supported API: these functions reach crate-private
 //! parsers so a fuzzer can drive them with arbitrary input. Each returns
 //! what the parser made (or its error message) and must never panic.
+//! Entry points for one area of input live in a file of their own here
+//! (`fuzzing/<area>.rs`), re-exported from this module.
 
 use serde_json::Value;
 
