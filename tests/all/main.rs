@@ -5,6 +5,7 @@ mod approve;
 mod attacks;
 mod batch;
 mod batch_cli;
+mod bounded_parse;
 mod bounds;
 mod cli;
 mod cli_usage;

@@ -106,3 +106,51 @@ fn names_are_sanitised() {
     assert_eq!(Program::named("my prog(1).js", "").name(), "my_prog_1_.js");
     assert_eq!(Program::named("", "").name(), "program.js");
 }
+
+/// Texts that make oxc's TypeScript parser backtrack, each repetition
+/// multiplying its work (docs/FUZZING.md): `a<({[` × 15 took 4.2 GB.
+const BACKTRACKING_UNITS: [&str; 4] = ["a<({[", "({[a<", "{[a<(", "a<{["];
+
+#[test]
+fn a_text_that_makes_the_parser_backtrack_is_a_limit_error_within_the_bound() {
+    for unit in BACKTRACKING_UNITS {
+        for name in ["program.js", "program.ts"] {
+            // 75 bytes (the fuzzer's find) and the whole source limit.
+            for repeat in [15, (64 << 10) / unit.len()] {
+                let source = unit.repeat(repeat);
+                let e = normalise_within(&Program::named(name, source.clone()), 8 << 20)
+                    .expect_err(&source[..20]);
+                assert_eq!(e.kind, ErrorKind::Limit, "{unit} x{repeat} {name}: {e:?}");
+                assert!(e.message.contains("8 MiB"), "{}", e.message);
+            }
+        }
+    }
+    // The thread goes on parsing as before.
+    assert_eq!(script("1"), format!("{WRAP_PREFIX}return 1{WRAP_SUFFIX}"));
+}
+
+#[test]
+fn the_bound_does_not_stop_a_large_ordinary_typescript_program() {
+    let function = "function f_N(x: { a: Array<number>; b?: string }): Promise<number[]> {\n  \
+                    const m = new Map<string, [number, string]>();\n  \
+                    return Promise.resolve(x.a.filter((v: number) => v < 3 && m.size > 0));\n}\n";
+    let mut source = String::new();
+    for n in 0.. {
+        let next = function.replace('N', &n.to_string());
+        if source.len() + next.len() > 64 << 10 {
+            break;
+        }
+        source.push_str(&next);
+    }
+    let normalised = normalise(&Program::named("big.ts", source)).expect("parses within the default bound");
+    assert!(normalised.script.contains("function f_0(x)"));
+}
+
+#[test]
+fn deeply_nested_text_is_held_to_the_bound_on_its_own_thread() {
+    // Past DEEP_NESTING the parse runs on a thread of its own, with its own
+    // arena of the same bound.
+    let source = format!("{}{}", "a<({[".repeat(100), "(".repeat(300));
+    let e = normalise_within(&Program::named("deep.ts", source), 4 << 20).expect_err("too much");
+    assert_eq!(e.kind, ErrorKind::Limit, "{e:?}");
+}

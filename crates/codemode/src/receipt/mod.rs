@@ -26,6 +26,7 @@ impl From<codemode_program::NormaliseError> for RunError {
         let kind = match e.kind {
             K::Syntax => ErrorKind::Syntax,
             K::Stack => ErrorKind::Stack,
+            K::Limit => ErrorKind::Limit,
             _ => ErrorKind::Internal,
         };
         let mut run_error = RunError::new(kind, e.message);

@@ -1,0 +1,93 @@
+//! A program is bounded before the VM runs it (docs/LIMITS.md, "Before the
+//! VM"): a text that makes the TypeScript parser backtrack ends as kind
+//! `limit` within the run's memory limit, through `codemode run` under an
+//! address-space cap and through `mcp serve`, which goes on answering.
+
+use serde_json::{Value, json};
+
+use crate::serve_stdio::Served;
+
+/// The fuzzer's find (docs/FUZZING.md): 75 bytes that took 4.2 GB to fail.
+fn backtracking(repeat: usize) -> String {
+    "a<({[".repeat(repeat)
+}
+
+/// Address space the whole `codemode run` process may reserve, KiB: the
+/// unbounded parse of the 75-byte text needed 4.2 GB; a run needs well
+/// under this, 1 GiB of it the stack reserved (not used) for parsing
+/// programs nested past 256 levels, as the 1,000-fold text is.
+const ADDRESS_SPACE_KIB: u64 = 2_500_000;
+
+/// `codemode run FILE --json` under the address-space cap; its exit code
+/// and receipt.
+fn run_capped(ws: &std::path::Path, file: &str, source: &str) -> (Option<i32>, Value) {
+    std::fs::write(ws.join(file), source).unwrap();
+    let script = format!("ulimit -v {ADDRESS_SPACE_KIB}; exec \"$0\" run {file} --deadline 20 --json");
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_codemode")])
+        .current_dir(ws)
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
+        .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
+        .output()
+        .unwrap();
+    let receipt = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("no receipt for {file}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), receipt)
+}
+
+#[test]
+fn a_75_byte_text_that_makes_the_parser_backtrack_ends_as_limit_within_the_memory_limit() {
+    let ws = crate::common::workspace();
+    // 75 bytes, a few KiB, and the whole 64 KiB source limit; as
+    // TypeScript and as JavaScript (tried as TypeScript when it does not
+    // parse as JavaScript).
+    for repeat in [15, 1_000, (64 << 10) / 5] {
+        for file in ["p.ts", "p.js"] {
+            let (code, receipt) = run_capped(ws.path(), file, &backtracking(repeat));
+            assert_eq!(code, Some(1), "x{repeat} {file}: {receipt}");
+            assert_eq!(receipt["status"], "failed", "{receipt}");
+            assert_eq!(receipt["error"]["kind"], "limit", "x{repeat} {file}: {receipt}");
+            let message = receipt["error"]["message"].as_str().unwrap();
+            assert!(message.contains("64 MiB") && message.contains("--memory"), "{message}");
+            assert!(receipt["elapsed_ms"].as_f64().unwrap() < 20_000.0, "{receipt}");
+        }
+    }
+    // The same process cap runs an ordinary program: the cap is not what
+    // made the runs above fail.
+    let (code, receipt) = run_capped(ws.path(), "one.ts", "const n: number = 1;\nexport default n + 1;");
+    assert_eq!((code, &receipt["value"]), (Some(0), &json!(2)), "{receipt}");
+}
+
+#[test]
+fn the_bound_follows_the_runs_memory_limit() {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("p.ts"), backtracking(15)).unwrap();
+    let out = crate::cli::codemode(&["run", "p.ts", "--json", "--memory", "16MiB"], "", ws.path());
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["error"]["kind"], "limit", "{receipt}");
+    let message = receipt["error"]["message"].as_str().unwrap();
+    assert!(message.contains("within 16 MiB"), "{message}");
+    // More memory than the largest bound gives the parse no more.
+    let out = crate::cli::codemode(&["run", "p.ts", "--json", "--memory", "1GiB"], "", ws.path());
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(receipt["error"]["message"].as_str().unwrap().contains("within 256 MiB"), "{receipt}");
+}
+
+#[test]
+fn mcp_serve_answers_the_backtracking_text_with_a_limit_error_and_the_next_request_normally() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &[]);
+    s.initialize(json!({}));
+    let id =
+        s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": backtracking(15)}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("limit") && text.contains("64 MiB"), "{text}");
+    let id =
+        s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": "return 40 + 2"}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("42"), "{r}");
+    assert!(s.close().success());
+}
