@@ -31,6 +31,6 @@ for t in "${targets[@]}"; do
     mkdir -p "$work/$t"
     echo "== $t: ${seconds} s"
     cargo +nightly fuzz run -s none "$t" "$work/$t" "corpus/$t" -- \
-        -max_total_time="$seconds" -timeout=30 -print_final_stats=1
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 done
 echo "== no crash in ${#targets[@]} target(s)"
