@@ -21,25 +21,21 @@
 //! Whatever runs was checked by the parser as one whole body, so a program
 //! cannot close the wrapper and run code outside it.
 //!
-//! Every parse is held to a bound of memory, and so of time (`arena.rs`):
-//! oxc's TypeScript parser backtracks, and a short text can make it try
-//! exponentially many readings.
+//! Before a TypeScript parse, `speculation.rs` bounds the work it may take:
+//! oxc's TypeScript parser backtracks at each `<` that may open type
+//! arguments, and nested ones multiply (docs/LIMITS.md, "Before the VM").
 
-// Denied but for the arena's two reviewed blocks (arena.rs).
-#![deny(unsafe_code)]
-
-mod arena;
 mod batch;
 mod fence;
 mod javascript;
 mod module;
 mod position;
+mod speculation;
 mod throw_site;
 mod typescript;
 
 use std::cell::RefCell;
 
-use arena::{BoundedArena, Stopped, run_bounded};
 pub use batch::{Batch, BatchCall, BatchError, ExecuteInput};
 use oxc_allocator::Allocator;
 pub use position::PositionMap;
@@ -54,8 +50,9 @@ pub enum NormaliseErrorKind {
     Syntax,
     /// The program is nested too deeply to parse: `stack`.
     Stack,
-    /// Parsing the program needed more memory than its bound
-    /// ([`normalise_within`]): `limit`.
+    /// Parsing the program as TypeScript would take more work than the
+    /// bound of `speculation.rs` allows (the parser's backtracking):
+    /// `limit`.
     Limit,
     /// The parser itself failed: `internal` (a bug).
     Internal,
@@ -203,78 +200,24 @@ impl SyntaxError {
 thread_local! {
     /// One arena per thread, reset for each program, so parsing a small
     /// program allocates nothing once the thread has parsed one.
-    static ARENA: RefCell<Option<BoundedArena>> = const { RefCell::new(None) };
+    static ARENA: RefCell<Allocator> = RefCell::new(Allocator::default());
 }
 
-/// Arena memory kept between programs at most; an arena that held more
-/// (after a large TypeScript program, or one that filled it) is given back
-/// rather than kept by the VM thread.
+/// Arena memory kept between programs at most; a larger arena (after a
+/// large TypeScript program) is dropped rather than kept by the VM thread.
 const ARENA_KEEP_BYTES: usize = 4 << 20;
 
-/// The bound [`normalise`] parses within, bytes: the VM's default memory
-/// limit (`Limits::memory_bytes`, 64 MiB).
-pub const DEFAULT_PARSE_BYTES: usize = 64 << 20;
-
-/// The largest bound [`normalise_within`] takes, bytes (256 MiB): a run
-/// given more memory does not give its parse more time. A program of the
-/// default source limit (64 KiB) needs under 2 MiB.
-pub const MAX_PARSE_BYTES: usize = 256 << 20;
-
-/// Runs `f` with this thread's arena of `bytes`, emptied first, stopping it
-/// when the arena is full.
-fn with_arena<R>(bytes: usize, f: impl FnOnce(&Allocator) -> R) -> Result<R, RunError> {
+/// Runs `f` with this thread's arena, emptied first.
+fn with_arena<R>(f: impl FnOnce(&Allocator) -> R) -> R {
     ARENA.with(|cell| {
-        let mut kept = cell.borrow_mut();
-        if kept.as_ref().is_some_and(|a| a.bytes() != bytes.max(1)) {
-            *kept = None;
-        }
-        let arena = match kept.as_mut() {
-            Some(arena) => arena,
-            None => kept.insert(BoundedArena::new(bytes).ok_or_else(|| no_arena(bytes))?),
-        };
+        let mut arena = cell.borrow_mut();
         arena.reset();
-        let out = run_bounded(|| f(arena.allocator()));
-        if out.is_err() || arena.used_bytes() > ARENA_KEEP_BYTES {
-            *kept = None;
+        let out = f(&arena);
+        if arena.capacity() > ARENA_KEEP_BYTES {
+            *arena = Allocator::default();
         }
-        out.map_err(|stopped| stopped_error(stopped, bytes))
+        out
     })
-}
-
-/// The error for a parse that could not reserve its arena.
-fn no_arena(bytes: usize) -> RunError {
-    RunError::new(
-        ErrorKind::Limit,
-        format!("no memory for the parser: {} could not be reserved", arena_size_text(bytes)),
-    )
-}
-
-/// The error for a parse [`run_bounded`] stopped.
-fn stopped_error(stopped: Stopped, bytes: usize) -> RunError {
-    match stopped {
-        Stopped::Exhausted => RunError::new(
-            ErrorKind::Limit,
-            format!(
-                "the program could not be parsed within {} (the run's memory limit, memory_bytes or \
-                 --memory, at most 256 MiB); nested brackets after a `<` that never close make the TypeScript \
-                 parser try one reading after another: close them sooner, or split the expression",
-                arena_size_text(bytes)
-            ),
-        ),
-        Stopped::Panicked(m) => RunError::new(
-            ErrorKind::Internal,
-            format!("the parser failed on this program ({m}); this is a bug"),
-        ),
-    }
-}
-
-/// `bytes` for a person: whole MiB when it is one, bytes otherwise.
-fn arena_size_text(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{bytes} bytes")
-    }
 }
 
 /// Normalises `program` into the script to evaluate.
@@ -282,24 +225,8 @@ fn arena_size_text(bytes: usize) -> String {
 /// Errors are kind `syntax`, with the user's line and column: a parse error
 /// (from the TypeScript parse when the program looks like TypeScript), an
 /// `import`, an `export` form that needs a module system, a fence naming
-/// another language. Parsing is bounded by [`DEFAULT_PARSE_BYTES`]; see
-/// [`normalise_within`].
+/// another language.
 pub fn normalise(program: &Program) -> Result<Normalised, RunError> {
-    normalise_within(program, DEFAULT_PARSE_BYTES)
-}
-
-/// [`normalise`], with every parse, transform and code generation of the
-/// program held to `parse_bytes` of memory, at most [`MAX_PARSE_BYTES`]
-/// (the engine passes the run's `Limits::memory_bytes`). Past it the program fails with kind `limit`,
-/// naming the bound, having used no more; the time taken is bounded with
-/// it (a parse that fills 64 MiB has run for tens of milliseconds).
-///
-/// Errors: those of [`normalise`]; kind `limit` for a program whose parse
-/// needs more than `parse_bytes` (in practice only texts that make the
-/// TypeScript parser backtrack, such as `a<({[` repeated); kind `internal`
-/// if a parser panics (a bug, caught: the thread and the process go on).
-pub fn normalise_within(program: &Program, parse_bytes: usize) -> Result<Normalised, RunError> {
-    let parse_bytes = parse_bytes.min(MAX_PARSE_BYTES);
     let (body, fenced) = fence::strip(program.source()).map_err(|m| {
         let mut e = RunError::new(ErrorKind::Syntax, m);
         e.line = Some(1);
@@ -307,7 +234,7 @@ pub fn normalise_within(program: &Program, parse_bytes: usize) -> Result<Normali
         e
     })?;
     let language = fenced.or_else(|| program.named_language());
-    let error = match normalise_text(&body, language, parse_bytes) {
+    let error = match normalise_text(&body, language) {
         Err(e) if e.kind == ErrorKind::Syntax => e,
         done => return done,
     };
@@ -315,7 +242,7 @@ pub fn normalise_within(program: &Program, parse_bytes: usize) -> Result<Normali
     // ``` It returns ..."), or leave a fence unclosed: when the whole text
     // does not parse, the first fenced block alone may.
     if let Some((code, fenced)) = fence::extract(program.source())
-        && let Ok(normalised) = normalise_text(&code, fenced.or(language), parse_bytes)
+        && let Ok(normalised) = normalise_text(&code, fenced.or(language))
     {
         return Ok(normalised);
     }
@@ -323,11 +250,11 @@ pub fn normalise_within(program: &Program, parse_bytes: usize) -> Result<Normali
 }
 
 /// Normalises a program's text (fences already handled).
-fn normalise_text(body: &str, language: Option<Language>, bytes: usize) -> Result<Normalised, RunError> {
+fn normalise_text(body: &str, language: Option<Language>) -> Result<Normalised, RunError> {
     if bracket_depth(body) > DEEP_NESTING {
-        return normalise_deep(body, language, bytes);
+        return normalise_deep(body, language);
     }
-    with_arena(bytes, |arena| normalise_body(arena, body, language))?.map_err(SyntaxError::into_run_error)
+    with_arena(|arena| normalise_body(arena, body, language))
 }
 
 /// Bracket depth past which the parser runs on a thread of its own with a
@@ -360,16 +287,14 @@ fn bracket_depth(text: &str) -> usize {
 /// [`normalise_body`] on a thread with a large stack, for deeply nested
 /// programs (QuickJS then reports nesting past its own stack limit as kind
 /// `stack`).
-fn normalise_deep(body: &str, language: Option<Language>, bytes: usize) -> Result<Normalised, RunError> {
+fn normalise_deep(body: &str, language: Option<Language>) -> Result<Normalised, RunError> {
     let joined = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("codemode-deep-parse".into())
             .stack_size(DEEP_STACK_BYTES)
             .spawn_scoped(scope, || {
-                let arena = BoundedArena::new(bytes).ok_or_else(|| no_arena(bytes))?;
-                run_bounded(|| normalise_body(arena.allocator(), body, language))
-                    .map_err(|stopped| stopped_error(stopped, bytes))?
-                    .map_err(SyntaxError::into_run_error)
+                let arena = Allocator::default();
+                normalise_body(&arena, body, language)
             })
             .map(|thread| thread.join())
     });
@@ -385,11 +310,7 @@ fn normalise_deep(body: &str, language: Option<Language>, bytes: usize) -> Resul
     }
 }
 
-fn normalise_body(
-    arena: &Allocator,
-    body: &str,
-    language: Option<Language>,
-) -> Result<Normalised, SyntaxError> {
+fn normalise_body(arena: &Allocator, body: &str, language: Option<Language>) -> Result<Normalised, RunError> {
     // The fast path: JavaScript, parsed inside its wrapper.
     let js_error = if language == Some(Language::TypeScript) {
         None
@@ -403,10 +324,11 @@ fn normalise_body(
         }
     };
     // A module: imports, exports, a trailing expression; maybe TypeScript.
+    speculation::check(body).map_err(|e| e.into_error(body, js_error.as_ref()))?;
     let module = match module::edit(arena, body) {
         Ok(m) => m,
-        Err(module::Refusal::Parse(ts_error)) => return Err(pick(js_error, ts_error)),
-        Err(module::Refusal::Module(e)) => return Err(e),
+        Err(module::Refusal::Parse(ts_error)) => return Err(pick(js_error, ts_error).into_run_error()),
+        Err(module::Refusal::Module(e)) => return Err(e.into_run_error()),
     };
     let mut positions = PositionMap { edits: module.shifts, user: body.to_owned(), ..PositionMap::default() };
     if module.changed_syntax
@@ -419,7 +341,7 @@ fn normalise_body(
     let (script, runtime, mapped) =
         typescript::transform(arena, &module.text).map_err(|(message, offset)| {
             let (line, column) = positions.edited_offset(&module.text, offset);
-            SyntaxError { message, line, column }
+            SyntaxError { message, line, column }.into_run_error()
         })?;
     positions.runtime = runtime;
     positions.mapped = Some(Box::new(mapped));

@@ -13,10 +13,12 @@ use serde_json::Value;
 /// `name` is the program's file name (its extension may say TypeScript).
 ///
 /// # Errors
-/// The syntax error's message.
+/// The error's kind (`Syntax`, `Limit`, ...) and message.
 pub fn normalise_program(name: &str, source: &str) -> Result<String, String> {
     let program = crate::Program::named(name, source);
-    codemode_program::normalise(&program).map(|n| n.script).map_err(|e| e.message)
+    codemode_program::normalise(&program)
+        .map(|n| n.script)
+        .map_err(|e| format!("{:?}: {}", e.kind, e.message))
 }
 
 /// Parses JSON text written by JavaScript's `JSON.stringify`, as the bridge

@@ -252,7 +252,7 @@ impl Vm {
     /// Compiles and starts the program; the error is a syntax error (or an
     /// interrupt during its synchronous start).
     fn start(&mut self, program: &Program) -> Result<(), RunError> {
-        let normalised = codemode_program::normalise_within(program, self.limits.memory_bytes)?;
+        let normalised = codemode_program::normalise(program)?;
         self.positions = normalised.positions;
         let wrapped = normalised.script;
         let name = program.name().to_owned();
