@@ -103,14 +103,12 @@ pub(crate) fn check(text: &str) -> Result<(), TooMuchBacktracking> {
             b'(' => levels.push(Level { closer: b')', angles: 0 }),
             b'[' => levels.push(Level { closer: b']', angles: 0 }),
             b'{' => levels.push(Level { closer: b'}', angles: 0 }),
-            b')' | b']' | b'}' => {
-                if levels.len() > 1 {
-                    let level = levels.pop().expect("more than the root");
-                    open -= level.angles;
-                    if level.closer == b'`' {
-                        // The end of a `${...}`: the template goes on.
-                        i = template_end(bytes, i, &mut levels);
-                    }
+            b')' | b']' | b'}' if levels.len() > 1 => {
+                let level = levels.pop().expect("more than the root");
+                open -= level.angles;
+                if level.closer == b'`' {
+                    // The end of a `${...}`: the template goes on.
+                    i = template_end(bytes, i, &mut levels);
                 }
             }
             b'<' if matches!(next, Some(b'<' | b'=')) => i += 1,
