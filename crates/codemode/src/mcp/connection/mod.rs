@@ -41,7 +41,7 @@
 //! (`http_transport.rs`), the tool listing's state (`listing.rs`), the
 //! rmcp client handler (`handler.rs`) and error text (`error_text.rs`).
 
-mod bounded_lines;
+pub(crate) mod bounded_lines;
 mod error_text;
 mod handler;
 mod handshake;
