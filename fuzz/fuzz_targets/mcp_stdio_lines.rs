@@ -13,7 +13,8 @@
 //! it no JSON text); no line handed on is over the size limit or parses
 //! past serde_json's recursion limit; a
 //! line serde_json reads as it came is handed on unchanged; the repair is
-//! idempotent and keeps a line's length.
+//! idempotent and keeps a line's length; each `list_changed` notification
+//! line handed on is counted once (the listing tap sees every line).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -50,6 +51,17 @@ fuzz_target!(|data: &[u8]| {
             );
         }
     }
+    // The count looks for the method's name as written (a name written
+    // with escapes, `notifications\/tools...`, is not counted: known).
+    const METHOD: &[u8] = b"notifications/tools/list_changed";
+    let whole_lines = read.bytes.split_inclusive(|&b| b == b'\n').filter(|l| l.ends_with(b"\n"));
+    let whole_lines = whole_lines.filter(|l| l.windows(METHOD.len()).any(|w| w == METHOD));
+    let notifications = whole_lines
+        .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
+        .filter(|m| m.get("method").and_then(|m| m.as_str()) == Some("notifications/tools/list_changed"))
+        .filter(|m| m.get("id").is_none())
+        .count();
+    assert_eq!(read.list_changed, notifications as u64, "each list_changed line counted once");
     for line in read.bytes.split(|&b| b == b'\n') {
         assert!(line.len() <= limit + 1, "a line over the limit was handed on");
         if let Err(e) = serde_json::from_slice::<serde_json::Value>(line) {

@@ -5,11 +5,12 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, ReadBuf};
 
+use crate::mcp::connection::ListingTap;
 use crate::mcp::connection::bounded_lines::BoundedLines;
 use crate::mcp::lone_surrogates::{Repaired, SurrogateRepair};
 
@@ -22,16 +23,22 @@ pub struct StdoutRead {
     /// `Some("size")` or `Some("depth")` when a line over that bound ended
     /// the stream.
     pub ended_by: Option<&'static str>,
+    /// The `notifications/tools/list_changed` lines counted as they passed.
+    pub list_changed: u64,
 }
 
 /// Reads `stdout` (a server's stdout, whole) as the stdio transport does:
 /// through the surrogate repair and the line bounds (`limit` bytes a line,
-/// [`MAX_JSON_DEPTH`](crate::mcp::MAX_JSON_DEPTH) levels), the server
-/// writing `piece` bytes at a time (at least 1).
+/// [`MAX_JSON_DEPTH`](crate::mcp::MAX_JSON_DEPTH) levels), its whole lines
+/// shown to the listing tap and its `list_changed` lines counted, the
+/// server writing `piece` bytes at a time (at least 1).
 pub fn mcp_stdout(stdout: &[u8], piece: usize, limit: usize) -> StdoutRead {
     let server = Pieces { rest: stdout, piece: piece.max(1) };
     let oversized = Arc::new(AtomicBool::new(false));
-    let mut lines = BoundedLines::new(Repaired::new(server), limit, oversized.clone(), Arc::default());
+    let count = Arc::new(AtomicU64::new(0));
+    let mut lines = BoundedLines::new(Repaired::new(server), limit, oversized.clone(), Arc::default())
+        .counting(count.clone())
+        .tapped(ListingTap::default());
     let too_deep = lines.too_deep_flag();
     let mut bytes = Vec::new();
     let read = runtime().block_on(lines.read_to_end(&mut bytes));
@@ -43,7 +50,7 @@ pub fn mcp_stdout(stdout: &[u8], piece: usize, limit: usize) -> StdoutRead {
     } else {
         None
     };
-    StdoutRead { bytes, ended_by }
+    StdoutRead { bytes, ended_by, list_changed: count.load(Ordering::Acquire) }
 }
 
 /// One line (no newline in it) through a fresh surrogate repair, whole:
@@ -93,16 +100,15 @@ mod tests {
         let stdout = b"log \"x\n{\"a\":\"\\ud800\"}\n".as_slice();
         for piece in [1, 2, 7, 64] {
             let read = super::mcp_stdout(stdout, piece, 1 << 20);
-            assert_eq!(
-                read,
-                super::StdoutRead { bytes: b"log \"x\n{\"a\":\"\\ufffd\"}\n".to_vec(), ended_by: None }
-            );
+            assert_eq!((read.bytes, read.ended_by), (b"log \"x\n{\"a\":\"\\ufffd\"}\n".to_vec(), None));
         }
         // The line over the limit: what went on of it before the bound was
         // seen ends in a NUL (never JSON).
         let read = super::mcp_stdout(b"{}\n[[[[[[[[[[]]]]]]]]]]\n", 3, 8);
-        assert_eq!(read, super::StdoutRead { bytes: b"{}\n[[[[[[\0".to_vec(), ended_by: Some("size") });
+        assert_eq!((read.bytes, read.ended_by), (b"{}\n[[[[[[\0".to_vec(), Some("size")));
         let read = super::mcp_stdout(b"{}\n[[[[[[[[[[]]]]]]]]]]\n", 64, 8);
-        assert_eq!(read, super::StdoutRead { bytes: b"{}\n".to_vec(), ended_by: Some("size") });
+        assert_eq!((read.bytes, read.ended_by), (b"{}\n".to_vec(), Some("size")));
+        let notification = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n";
+        assert_eq!(super::mcp_stdout(notification, 5, 1 << 20).list_changed, 1);
     }
 }

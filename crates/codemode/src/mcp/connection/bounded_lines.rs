@@ -57,13 +57,13 @@ impl<R> BoundedLines<R> {
         }
     }
 
-    pub(super) fn tapped(self, tap: ListingTap) -> Self {
+    pub(crate) fn tapped(self, tap: ListingTap) -> Self {
         BoundedLines { tap: Some((tap, Vec::new())), ..self }
     }
 
     /// Counts each `notifications/tools/list_changed` line in `count`
     /// (needs the tap).
-    pub(super) fn counting(self, count: Arc<AtomicU64>) -> Self {
+    pub(crate) fn counting(self, count: Arc<AtomicU64>) -> Self {
         BoundedLines { list_changed: Some(count), ..self }
     }
 
