@@ -184,6 +184,28 @@ fn an_answer_nested_too_deeply_fails_at_once_and_says_so() {
     engine.shutdown_mcp_blocking();
 }
 
+/// A line on the server's stdout that is not JSON and has an odd number of
+/// `"` (a log line) does not leave the lone-surrogate repair inside a
+/// string: the next answer, holding half a surrogate pair, is repaired and
+/// read, not dropped as unparsable (its call waited for its timeout).
+#[test]
+fn an_answer_after_a_log_line_with_an_odd_number_of_quotes_is_read_at_once() {
+    let (ws, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // A timeout long enough that only an answer read at once passes.
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_HALF": "1"}), json!({"timeout_ms": 60_000}));
+    let engine = engine_for(servers, cache.path(), ws.path());
+    let started = std::time::Instant::now();
+    let program = "const a = await tools.mcp__fixture__half({}); \
+                   const b = await tools.mcp__fixture__half({}); \
+                   const c = await tools.mcp__fixture__echo({text: 'x'}); \
+                   return [a.content, b.content, c.content];";
+    let receipt = engine.execute_blocking(Program::new(program));
+    assert_eq!(receipt.status, RunStatus::Completed, "{}", receipt.to_json_pretty());
+    assert_eq!(receipt.value, json!(["a\u{FFFD}", "a\u{FFFD}", {"text": "x"}]));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
+    engine.shutdown_mcp_blocking();
+}
+
 /// A tool listed without `inputSchema` is read as taking an object
 /// (MCP.md), and the server's other tools stay usable: rmcp's typed
 /// `tools/list` refused the whole answer ("Unexpected response type").

@@ -44,3 +44,13 @@ pub fn mcp_call_result(result: Value, output_schema: Option<&Value>) -> Result<V
         .map(|out| serde_json::json!({"content": out.content, "metadata": out.metadata}))
         .map_err(|e| e.to_string())
 }
+
+#[cfg(unix)]
+mod mcp_client;
+#[cfg(unix)]
+pub use mcp_client::*;
+
+#[cfg(all(unix, feature = "oauth"))]
+mod oauth;
+#[cfg(all(unix, feature = "oauth"))]
+pub use oauth::*;

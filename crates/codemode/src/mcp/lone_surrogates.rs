@@ -78,7 +78,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Repaired<R> {
 }
 
 /// Rewrites escapes of lone surrogates in a JSON text that arrives in
-/// pieces (one JSON-RPC message per line, many lines).
+/// pieces (one JSON-RPC message per line, many lines). Each line is read
+/// afresh: where one line ends inside a string (a line that is not JSON)
+/// does not carry over to the next.
 #[derive(Debug, Default)]
 pub(crate) struct SurrogateRepair {
     /// Whether the bytes decided so far end inside a JSON string.
@@ -98,6 +100,14 @@ impl SurrogateRepair {
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
+            if b == b'\n' {
+                // A message is one line and a JSON string holds no raw
+                // newline: whatever the line was (a server's log line with
+                // an odd number of quotes), the next one starts outside.
+                self.in_string = false;
+                i += 1;
+                continue;
+            }
             if !self.in_string {
                 self.in_string = b == b'"';
                 i += 1;
@@ -114,7 +124,8 @@ impl SurrogateRepair {
                         return if eof { bytes.len() } else { i };
                     };
                     if kind != b'u' {
-                        i += 2;
+                        // `\` and a newline: the line ends (not JSON).
+                        i += if kind == b'\n' { 1 } else { 2 };
                         continue;
                     }
                     let Some(unit) = code_unit(rest) else {
@@ -241,6 +252,25 @@ mod tests {
         assert!(serde_json::from_str::<serde_json::Value>(r#"{"a":"x\ud83d"}"#).is_err());
         let parsed: serde_json::Value = serde_json::from_str(&whole(r#"{"a":"x\ud83d"}"#)).unwrap();
         assert_eq!(parsed["a"], "x\u{FFFD}");
+    }
+
+    #[test]
+    fn a_line_that_is_not_json_does_not_carry_its_open_string_to_the_next() {
+        // A log line with an odd number of quotes, then an answer with a
+        // lone surrogate: the answer is repaired as if it came first.
+        let text = "starting \"server\n{\"a\":\"x\\ud800\"}\n";
+        let repaired = "starting \"server\n{\"a\":\"x\\ufffd\"}\n";
+        assert_eq!(whole(text), repaired);
+        for size in 1..=13 {
+            assert_eq!(in_pieces(text, size), repaired, "in pieces of {size}");
+        }
+        // A line cut inside an escape ends there too.
+        assert_eq!(whole("\"\\\n{\"b\":\"\\udc00\"}\n"), "\"\\\n{\"b\":\"\\ufffd\"}\n");
+        // The line ends inside a string, or not, the same either way.
+        for prefix in ["\"", "\"\"", "x", "\"\\\"", ""] {
+            let line = format!("{prefix}\n{{\"c\":\"\\ud83d\"}}\n");
+            assert!(whole(&line).ends_with("\n{\"c\":\"\\ufffd\"}\n"), "after {prefix:?}");
+        }
     }
 
     #[tokio::test]

@@ -20,12 +20,12 @@
 
 mod cache;
 mod config;
-mod connection;
+pub(crate) mod connection;
 pub(crate) mod content;
 mod dialect;
 mod era;
 mod error;
-mod lone_surrogates;
+pub(crate) mod lone_surrogates;
 pub mod naming;
 pub mod oauth;
 mod pool;

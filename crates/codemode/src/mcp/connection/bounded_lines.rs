@@ -1,6 +1,8 @@
 //! A stdio server's stdout read through a bound: a line (one JSON-RPC
 //! message) over the size limit or nested deeper than [`MAX_JSON_DEPTH`]
-//! ends the stream and says so; whole lines go to the [`ListingTap`] and
+//! ends the stream and says so (the part of it already handed on is
+//! followed by a NUL byte, so rmcp, which parses what it holds when the
+//! stream ends, never reads a cut line as a message); whole lines go to the [`ListingTap`] and
 //! `notifications/tools/list_changed` lines are counted as they are read.
 
 use std::pin::Pin;
@@ -15,7 +17,7 @@ use super::{ListingTap, MAX_JSON_DEPTH};
 /// A child's stdout that ends (EOF) when one line exceeds `limit` bytes
 /// or nests deeper than [`MAX_JSON_DEPTH`], and says so; it also signals
 /// when the stream ends for any reason.
-pub(super) struct BoundedLines<R> {
+pub(crate) struct BoundedLines<R> {
     inner: R,
     limit: usize,
     /// Bytes of the current line so far.
@@ -35,7 +37,7 @@ pub(super) struct BoundedLines<R> {
 }
 
 impl<R> BoundedLines<R> {
-    pub(super) fn new(
+    pub(crate) fn new(
         inner: R,
         limit: usize,
         oversized: Arc<AtomicBool>,
@@ -55,18 +57,18 @@ impl<R> BoundedLines<R> {
         }
     }
 
-    pub(super) fn tapped(self, tap: ListingTap) -> Self {
+    pub(crate) fn tapped(self, tap: ListingTap) -> Self {
         BoundedLines { tap: Some((tap, Vec::new())), ..self }
     }
 
     /// Counts each `notifications/tools/list_changed` line in `count`
     /// (needs the tap).
-    pub(super) fn counting(self, count: Arc<AtomicU64>) -> Self {
+    pub(crate) fn counting(self, count: Arc<AtomicU64>) -> Self {
         BoundedLines { list_changed: Some(count), ..self }
     }
 
     /// The flag set when a line nested too deeply ended the stream.
-    pub(super) fn too_deep_flag(&self) -> Arc<AtomicBool> {
+    pub(crate) fn too_deep_flag(&self) -> Arc<AtomicBool> {
         self.too_deep.clone()
     }
 
@@ -163,7 +165,17 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
                             this.ended = true;
                             this.closed.notify_one();
                             // Keep the whole lines before the oversized one.
-                            buf.set_filled(before + last_newline.map_or(0, |n| n + 1));
+                            let keep = last_newline.map_or(0, |n| n + 1);
+                            let handed_before = this.line - (i + 1 - keep);
+                            if handed_before > 0 {
+                                // Its start went on in earlier reads, and rmcp
+                                // parses what it holds at the end: a NUL makes
+                                // that no JSON text, so it is never read.
+                                buf.filled_mut()[before + keep] = 0;
+                                buf.set_filled(before + keep + 1);
+                            } else {
+                                buf.set_filled(before + keep);
+                            }
                             return Poll::Ready(Ok(()));
                         }
                     }
@@ -197,6 +209,28 @@ mod tests {
         reader.read_to_end(&mut out).await.unwrap();
         assert!(oversized.load(Ordering::Acquire));
         assert_eq!(out, b"short\n");
+    }
+
+    #[tokio::test]
+    async fn a_line_cut_over_a_bound_after_earlier_reads_is_never_json() {
+        // An answer padded past the limit, read a byte at a time: its start
+        // has gone on when the bound is seen; what rmcp holds at the end
+        // would otherwise parse as the answer.
+        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        let mut data = b"{}\n".to_vec();
+        data.extend_from_slice(answer);
+        data.extend_from_slice(&[b' '; 64]);
+        data.push(b'\n');
+        let oversized = Arc::new(AtomicBool::new(false));
+        let closed = Arc::new(tokio::sync::Notify::new());
+        let mut reader =
+            BoundedLines::new(tokio_test_reader(data), answer.len() + 8, oversized.clone(), closed);
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).await.unwrap();
+        assert!(oversized.load(Ordering::Acquire));
+        let last = out.split(|&b| b == b'\n').next_back().unwrap();
+        assert!(last.ends_with(b"\0"), "{:?}", String::from_utf8_lossy(&out));
+        assert!(serde_json::from_slice::<serde_json::Value>(last).is_err());
     }
 
     #[tokio::test]

@@ -23,7 +23,9 @@
 //!   line (`\ud83d`, which `JSON.stringify` writes for a JavaScript string
 //!   cut mid-character) becomes `\ufffd` before rmcp reads the line
 //!   ([`Repaired`](crate::mcp::lone_surrogates::Repaired)): serde_json refuses such a string, rmcp would drop the
-//!   message, and the call it answers would wait its whole timeout.
+//!   message, and the call it answers would wait its whole timeout. Each
+//!   line is repaired afresh (a non-JSON line that ends inside a string
+//!   does not carry over).
 //! - **`list_changed` in order.** `BoundedLines` counts each
 //!   `notifications/tools/list_changed` line as it is read, before any
 //!   later answer reaches rmcp ([`Listing::notified`]), so a call answered
@@ -39,7 +41,7 @@
 //! (`http_transport.rs`), the tool listing's state (`listing.rs`), the
 //! rmcp client handler (`handler.rs`) and error text (`error_text.rs`).
 
-mod bounded_lines;
+pub(crate) mod bounded_lines;
 mod error_text;
 mod handler;
 mod handshake;

@@ -37,7 +37,7 @@
 
 #[cfg(feature = "oauth")]
 mod redirect;
-mod store;
+pub(crate) mod store;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,7 +50,7 @@ use serde::Deserialize;
 use super::{McpError, ServerConfig};
 
 use store::TokenFileStore;
-pub use store::{token_path, user_token_dir};
+pub use store::{MAX_TOKEN_FILE_BYTES, token_path, user_token_dir};
 
 /// How long `codemode mcp login` waits for the browser's redirect by default.
 pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(300);

@@ -35,6 +35,11 @@ pub fn user_token_dir() -> Result<PathBuf, String> {
         })
 }
 
+/// The largest login file read back: 1 MiB. rmcp reads at most 1 MiB of
+/// each answer of an authorization server, so a login it saved is smaller;
+/// a larger file was not written by codemode.
+pub const MAX_TOKEN_FILE_BYTES: usize = 1 << 20;
+
 /// The login file of `url` in `dir`.
 pub fn token_path(dir: &Path, url: &str) -> PathBuf {
     let digest = Sha256::digest(url.as_bytes());
@@ -79,13 +84,37 @@ impl TokenFileStore {
 
     #[cfg(feature = "oauth")]
     fn read(&self) -> Result<Option<StoredCredentials>, String> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(text) => text,
+        use std::io::Read as _;
+        let file = match std::fs::File::open(&self.path) {
+            Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
         };
+        // One byte past the bound tells a file over it.
+        let mut bytes = Vec::new();
+        file.take(MAX_TOKEN_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        self.parse(&bytes)
+    }
+
+    /// The credentials in the login file's content `bytes`: `None` when
+    /// the file is another URL's login.
+    ///
+    /// # Errors
+    /// The content is over [`MAX_TOKEN_FILE_BYTES`] or is not a login file;
+    /// the message names the file and where it broke, never its content.
+    #[cfg(feature = "oauth")]
+    pub(crate) fn parse(&self, bytes: &[u8]) -> Result<Option<StoredCredentials>, String> {
+        if bytes.len() > MAX_TOKEN_FILE_BYTES {
+            return Err(format!(
+                "{} is larger than {} KiB, more than a codemode login holds; remove it with `codemode mcp logout`",
+                self.path.display(),
+                MAX_TOKEN_FILE_BYTES >> 10
+            ));
+        }
         // serde's message could quote the file: say only where it broke.
-        let file: TokenFile = serde_json::from_str(&text).map_err(|e| {
+        let file: TokenFile = serde_json::from_slice(bytes).map_err(|e| {
             format!(
                 "{} is not a codemode login (line {}, column {}); remove it with `codemode mcp logout`",
                 self.path.display(),
@@ -97,6 +126,13 @@ impl TokenFileStore {
         Ok((file.url == self.url).then_some(file.credentials))
     }
 
+    /// The login file's text for `credentials`, as [`Self::save`] writes it.
+    #[cfg(feature = "oauth")]
+    pub(crate) fn text(&self, credentials: StoredCredentials) -> String {
+        serde_json::to_string_pretty(&TokenFile { url: self.url.clone(), credentials })
+            .expect("credentials serialise")
+    }
+
     #[cfg(feature = "oauth")]
     fn write(&self, credentials: StoredCredentials) -> Result<(), String> {
         let dir = self.path.parent().expect("a login file has a folder");
@@ -104,8 +140,7 @@ impl TokenFileStore {
         make_private_dir(dir).map_err(|e| io(dir, e))?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, e))?;
         // NamedTempFile is created 0600 on Unix.
-        let text = serde_json::to_string_pretty(&TokenFile { url: self.url.clone(), credentials })
-            .expect("credentials serialise");
+        let text = self.text(credentials);
         tmp.write_all(text.as_bytes()).map_err(|e| io(tmp.path(), e))?;
         tmp.as_file().sync_all().map_err(|e| io(tmp.path(), e))?;
         tmp.persist(&self.path).map_err(|e| io(&self.path, e.error))?;
@@ -189,5 +224,24 @@ mod tests {
         assert!(other.load().await.unwrap().is_none());
         assert!(store.remove().unwrap());
         assert!(!store.remove().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_a_login_is_refused_without_quoting_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = TokenFileStore::new(tmp.path(), "http://127.0.0.1:1/mcp");
+        std::fs::write(store.path(), r#"{"url": "x", "credentials": "secret-token-text"}"#).unwrap();
+        let error = store.load().await.unwrap_err().to_string();
+        assert!(error.contains("is not a codemode login (line 1, column"), "{error}");
+        assert!(!error.contains("secret-token-text"), "{error}");
+        // Over the bound: refused before it is parsed.
+        let mut big = br#"{"url": "http://127.0.0.1:1/mcp", "credentials": {"client_id": ""#.to_vec();
+        big.resize(MAX_TOKEN_FILE_BYTES + 10, b'a');
+        std::fs::write(store.path(), &big).unwrap();
+        let error = store.load().await.unwrap_err().to_string();
+        assert!(
+            error.contains("is larger than 1024 KiB") && error.contains("codemode mcp logout"),
+            "{error}"
+        );
     }
 }
