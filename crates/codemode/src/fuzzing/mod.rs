@@ -42,3 +42,9 @@ pub fn mcp_call_result(result: Value, output_schema: Option<&Value>) -> Result<V
         .map(|out| serde_json::json!({"content": out.content, "metadata": out.metadata}))
         .map_err(|e| e.to_string())
 }
+
+mod search;
+pub use search::*;
+
+mod journal;
+pub use journal::*;
