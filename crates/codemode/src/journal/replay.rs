@@ -449,10 +449,9 @@ mod tests {
     }
 
     /// A journal file sits where anything with the user's rights can change
-    /// it: hostile lines end in an error naming the line, never a panic, and
-    /// reading many lines costs time linear in their number.
+    /// it: hostile lines end in an error naming the line, never a panic.
     #[test]
-    fn hostile_lines_are_errors_naming_the_line_and_reading_stays_linear() {
+    fn hostile_lines_are_errors_naming_the_line_or_are_read_harmlessly() {
         let err = |lines: Vec<String>| Journal::parse(&lines).unwrap_err();
         assert_eq!(err(vec![header(), "not json".into()]), "journal line 2: not a journal record");
         assert!(err(vec![header(), r#"{"t":"call","seq":-1}"#.into()]).starts_with("journal line 2: "));
@@ -462,9 +461,14 @@ mod tests {
             vec![header(), r#"{"t":"now","v":1.5,"n":0}"#.into(), r#"{"t":"now","v":2.5,"n":1}"#.into()];
         let mut replay = Replay::new(Journal::parse(&lines).unwrap(), HashMap::new(), HashSet::new());
         assert_eq!((replay.now(), replay.now()), (Some(2.5), None));
-        // 40,000 pending calls, each ended, then unsettled and settled: was
-        // quadratic in the pending and unsettled lists (seconds), now linear.
-        let n = 40_000u64;
+    }
+
+    /// Many pending calls, each ended unsettled, then settled in reverse:
+    /// each line is now read by seq (reading was quadratic in them; the
+    /// `journal_lines` fuzz target's timeout watches the time).
+    #[test]
+    fn many_pending_and_unsettled_lines_are_read_back_whole() {
+        let n = 10_000u64;
         let mut lines = vec![header()];
         for seq in 1..=n {
             lines.push(format!(r#"{{"t":"pending","seq":{seq},"tool":"w","args":{{}},"reason":"r"}}"#));
@@ -475,11 +479,9 @@ mod tests {
         for seq in (1..=n).rev() {
             lines.push(format!(r#"{{"t":"settle","seq":{seq}}}"#));
         }
-        let started = std::time::Instant::now();
         let journal = Journal::parse(&lines).unwrap();
         assert!(journal.pending.is_empty() && journal.unsettled.is_empty());
         assert_eq!(journal.settle_order.len(), n as usize);
-        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
 
     #[test]
