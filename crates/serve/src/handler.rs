@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ServeOptions;
 use super::approvals::{Route, approval_text, form};
+use super::arguments::{Request, read_request};
 use super::request_state::{ApprovalState, StateSigner};
 use super::saves::Place;
 use codemode::journal::Decided;
@@ -166,42 +167,40 @@ impl CodeModeServer {
             Some(p) => options.on_call_end(p.observer()),
             None => options,
         };
-        let resumes = params.request_state.is_some()
-            || params.input_responses.is_some()
-            || input.get(super::surface::RESUME).is_some();
-        if resumes {
+        let request = read_request(&input, params.request_state.as_deref(), params.input_responses.is_some());
+        if matches!(request, Request::Answered(_) | Request::Resume(_)) {
             // The run's earlier receipt file is written before its resumed
             // run's receipt can replace it.
             super::saves::wait_all(SAVE_WAIT).await;
         }
-        let started = if params.request_state.is_some() || params.input_responses.is_some() {
-            self.answered(params, args, cx, options).await?
-        } else if let Some(resume) = input.get(super::surface::RESUME) {
-            let run_id = resume_of(&input, resume).map_err(input_error)?;
-            self.same_workspace(run_id).await?;
-            if matches!(route, Route::Pause) {
-                self.nothing_decided(run_id).await?;
-            }
-            self.resume_recorded(run_id, options).await
-        } else {
-            match ExecuteInput::from_value(&input) {
-                Ok(ExecuteInput::Program(program)) => Started::Run(inner.engine.start_with(program, options)),
-                // A batch cannot pause: where approvals pause, it runs as
-                // the equivalent program, which can (unless that program
-                // would be over the source limit: then as a batch, whose
-                // calls needing an approval are refused).
-                Ok(ExecuteInput::Batch(batch))
-                    if route.pauses()
-                        && batch.as_program().source().len() <= inner.engine.limits().source_bytes =>
-                {
-                    Started::Run(inner.engine.start_with(batch.as_program(), options))
+        let started = match request {
+            Request::Refused(why) => return Err(input_error(why)),
+            Request::Answered(sealed) => self.answered(&sealed, params, args, cx, options).await?,
+            Request::Resume(run_id) => {
+                self.same_workspace(&run_id).await?;
+                if matches!(route, Route::Pause) {
+                    self.nothing_decided(&run_id).await?;
                 }
-                Ok(ExecuteInput::Batch(batch)) => {
-                    Started::Batch(inner.engine.start_batch_with(batch, BatchOptions::default(), options))
-                }
-                // The engine's own refusal: a failed receipt naming the field.
-                Err(_) => Started::Done(Box::new(inner.engine.execute_tools(&input).await)),
+                self.resume_recorded(&run_id, options).await
             }
+            Request::Input(Ok(ExecuteInput::Program(program))) => {
+                Started::Run(inner.engine.start_with(program, options))
+            }
+            // A batch cannot pause: where approvals pause, it runs as the
+            // equivalent program, which can (unless that program would be
+            // over the source limit: then as a batch, whose calls needing
+            // an approval are refused).
+            Request::Input(Ok(ExecuteInput::Batch(batch)))
+                if route.pauses()
+                    && batch.as_program().source().len() <= inner.engine.limits().source_bytes =>
+            {
+                Started::Run(inner.engine.start_with(batch.as_program(), options))
+            }
+            Request::Input(Ok(ExecuteInput::Batch(batch))) => {
+                Started::Batch(inner.engine.start_batch_with(batch, BatchOptions::default(), options))
+            }
+            // The engine's own refusal: a failed receipt naming the field.
+            Request::Input(Err(_)) => Started::Done(Box::new(inner.engine.execute_tools(&input).await)),
         };
         // A refusal before anything ran (a run that cannot be resumed) is
         // not the run's receipt: saving it would overwrite the receipt of
@@ -227,16 +226,12 @@ impl CodeModeServer {
     /// reads the person's answers, and resumes the run with them.
     async fn answered(
         &self,
+        sealed: &str,
         params: &CallToolRequestParams,
         args: &Value,
         cx: &RequestContext<RoleServer>,
         options: RunOptions,
     ) -> Result<Started, CallToolResult> {
-        let Some(sealed) = &params.request_state else {
-            return Err(input_error(
-                "inputResponses came without the requestState they answer; nothing was resumed",
-            ));
-        };
         let state = self.inner.signer.open(sealed, &bound(params, args)).map_err(input_error)?;
         self.same_workspace(&state.run_id).await?;
         let client = cx.client_info().map(|i| i.name).unwrap_or_else(|| "the MCP client".to_owned());
@@ -379,6 +374,11 @@ impl CodeModeServer {
             seqs: receipt.pending.iter().map(|p| p.seq).collect(),
         };
         let sealed = self.inner.signer.seal(&state, &bound(params, args));
+        // A state too long to be read back is not sent: the run stays
+        // paused for `codemode approve`, as the paused result says.
+        if sealed.len() > super::arguments::MAX_REQUEST_STATE_BYTES {
+            return None;
+        }
         Some(InputRequiredResult::new(Some(requests), Some(sealed)))
     }
 
@@ -450,27 +450,6 @@ impl Done {
             super::saves::write_later(engine.clone(), self.receipt, path).await;
         }
     }
-}
-
-/// The run id of `{"resume": RUN_ID}`, which takes no other field.
-fn resume_of<'a>(args: &'a Value, resume: &'a Value) -> Result<&'a str, String> {
-    let others: Vec<&String> = args
-        .as_object()
-        .into_iter()
-        .flat_map(|o| o.keys())
-        .filter(|k| *k != super::surface::RESUME)
-        .collect();
-    if !others.is_empty() {
-        return Err(format!(
-            "`resume` continues a paused run and takes no other field; remove {}. A run's calls are \
-             decided by a person (`codemode approve`), never in this call",
-            others.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    resume
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| "`resume` must be the run_id of a paused run (a string)".to_owned())
 }
 
 /// Makes `context`'s cancellation also fire when `stop` does; the link

@@ -12,6 +12,9 @@
 //! in http.rs.
 
 mod approvals;
+mod arguments;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -24,6 +27,7 @@ mod surface;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use arguments::{MAX_ARGUMENTS_BYTES, MAX_REQUEST_STATE_BYTES};
 pub use handler::CodeModeServer;
 #[cfg(feature = "http")]
 pub use http::{ENDPOINT, EngineFactory, HttpOptions, HttpServer, MAX_BODY_BYTES, TOKEN_MIN_BYTES};
@@ -136,8 +140,12 @@ impl CodeModeServer {
         use rmcp::ServiceExt as _;
         let engine = self.engine().clone();
         let server = self.clone();
+        let (reader, writer) = rmcp::transport::io::stdio_pipes();
+        // A line (one message) over the bound is dropped unread.
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new(reader, writer)
+            .with_max_line_length(MAX_ARGUMENTS_BYTES);
         let running = self
-            .serve(rmcp::transport::io::stdio_pipes())
+            .serve(transport)
             .await
             .map_err(|e| ServeError::Transport(format!("could not start serving on stdio: {e}")))?;
         let closed = running.cancellation_token();

@@ -20,8 +20,7 @@ use codemode::{ToolSpec, tool::ToolSource};
 /// array as compact JSON).
 pub const LIST_BUDGET: usize = 6 << 10;
 
-/// The name of the resume field of `execute_tools`' input.
-pub const RESUME: &str = "resume";
+pub use super::arguments::RESUME;
 
 /// The listed tools: the default surface, then (with `direct`) the native
 /// tools.

@@ -9,6 +9,7 @@
 
 mod approval_binding;
 mod git_dir;
+mod hostile_journal;
 mod pinned_commands;
 mod questions;
 mod read_once;

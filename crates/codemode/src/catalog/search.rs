@@ -232,10 +232,7 @@ impl SearchIndex {
         pattern: &str,
         eligible: impl Fn(usize) -> bool,
     ) -> Result<Vec<(usize, f64)>, SearchError> {
-        let re = regex::RegexBuilder::new(pattern)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .build()
-            .map_err(|e| SearchError::BadRegex(one_line(&e.to_string())))?;
+        let re = compile(pattern).map_err(|e| SearchError::BadRegex(one_line(&e.to_string())))?;
         let mut scored: Vec<(usize, f64)> = self
             .docs
             .iter()
@@ -257,6 +254,16 @@ impl SearchIndex {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         Ok(scored)
     }
+}
+
+/// `pattern` compiled for a search, within [`REGEX_SIZE_LIMIT`] (the
+/// `regex` crate matches in time linear in the text, so a compiled pattern
+/// is bounded in time and memory).
+///
+/// # Errors
+/// The pattern does not compile or is over the size limit.
+pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).size_limit(REGEX_SIZE_LIMIT).build()
 }
 
 /// The regex query that finds exactly the tool `name` (by its name, which

@@ -26,6 +26,11 @@ pub const TOOL_SEARCH: &str = "tool_search";
 const DEFAULT_LIMIT: usize = 5;
 /// Most results one search returns.
 const MAX_LIMIT: usize = 50;
+/// Most characters (Unicode scalar values, as JSON Schema's `maxLength`
+/// counts) of a query; a longer one is refused before it is read, so a
+/// search's time stays bounded whatever the query (a few words, or a short
+/// regular expression, is what a search needs).
+pub(crate) const MAX_QUERY_CHARS: usize = 1000;
 
 /// What no caller may call: a whole-tool deny rule, plan mode. Search never
 /// shows such a tool.
@@ -111,7 +116,7 @@ impl Discovery {
         unlisted: &[String],
     ) -> McpFocus {
         let Ok(args) = serde_json::from_value::<Args>(args.clone()) else { return McpFocus::Unrelated };
-        if unlisted.is_empty() {
+        if unlisted.is_empty() || check_query(&args.query).is_err() {
             return McpFocus::Unrelated;
         }
         let query = super::search::words(&args.query);
@@ -157,6 +162,7 @@ impl Discovery {
         if limit == 0 || limit > MAX_LIMIT {
             return Err(ToolError::new(format!("limit must be between 1 and {MAX_LIMIT}, got {limit}")));
         }
+        check_query(&args.query).map_err(ToolError::new)?;
         let index = catalog.search_index();
         let eligible = |i: usize| self.may_call(&catalog.at(i).spec, caller);
         let hits = match args.mode.as_deref().unwrap_or("bm25") {
@@ -202,6 +208,23 @@ impl Discovery {
     }
 }
 
+/// Refuses a query over [`MAX_QUERY_CHARS`] characters.
+///
+/// # Errors
+/// A sentence naming the query's length and the bound.
+fn check_query(query: &str) -> Result<(), String> {
+    // Counting stops past the bound: a huge query costs no more than a long one.
+    let chars = query.chars().take(MAX_QUERY_CHARS + 1).count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(format!(
+            "the query is over {MAX_QUERY_CHARS} characters ({} bytes); give a few words (bm25) or a short \
+             regular expression (regex)",
+            query.len()
+        ));
+    }
+    Ok(())
+}
+
 /// What a search is about among the configured MCP servers not listed yet
 /// ([`Discovery::mcp_focus`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,7 +248,7 @@ fn unavailable_matches(left_out: &[&Unavailable], args: &Args) -> Vec<Value> {
         return Vec::new();
     }
     let matches: Box<dyn Fn(&str) -> bool> = if args.mode.as_deref() == Some("regex") {
-        match regex::Regex::new(&args.query) {
+        match super::search::compile(&args.query) {
             Ok(re) => Box::new(move |text| re.is_match(text)),
             Err(_) => return Vec::new(),
         }
@@ -310,7 +333,7 @@ impl Tool for ToolSearch {
                     "query": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 1000,
+                        "maxLength": MAX_QUERY_CHARS,
                         "description": "Words describing the tool (bm25), or a regular expression (regex)."
                     },
                     "mode": {
@@ -466,5 +489,26 @@ mod tests {
         assert!(bad(Some("regex"), None).contains("not a valid regular expression"));
         assert!(bad(Some("fuzzy"), None).contains("\"bm25\" or \"regex\""));
         assert!(bad(None, Some(0)).contains("between 1 and 50"));
+    }
+
+    #[test]
+    fn a_query_over_the_bound_is_refused_and_one_at_it_is_searched() {
+        let c = catalog(vec![spec("read", "read a file", Loading::Eager)]);
+        let d = open();
+        let search = |query: String, mode: Option<&str>| {
+            let a = Args { query, mode: mode.map(Into::into), limit: None };
+            d.search(&c, &[], &a, Caller::Program)
+        };
+        let at = format!("read {}", "x".repeat(MAX_QUERY_CHARS - 5));
+        assert_eq!(search(at, None).unwrap()["tools"][0]["name"], "read");
+        // Characters, not bytes, as the schema's maxLength: 1000 `é` are 2000 bytes.
+        assert!(search("é".repeat(MAX_QUERY_CHARS), None).is_ok());
+        for mode in [None, Some("regex")] {
+            let message = search("a(".repeat(50_000), mode).unwrap_err().message;
+            assert!(message.contains("over 1000 characters (100000 bytes)"), "{message}");
+        }
+        let unlisted = ["srv".to_owned()];
+        let long = json!({"query": format!("mcp {}", "x ".repeat(MAX_QUERY_CHARS))});
+        assert_eq!(d.mcp_focus(&c, &long, Caller::Program, &unlisted), McpFocus::Unrelated);
     }
 }

@@ -54,3 +54,8 @@ pub use mcp_client::*;
 mod oauth;
 #[cfg(all(unix, feature = "oauth"))]
 pub use oauth::*;
+mod search;
+pub use search::*;
+
+mod journal;
+pub use journal::*;

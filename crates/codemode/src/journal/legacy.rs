@@ -152,7 +152,9 @@ fn copy_run(src: &Path, dst: &Path) -> std::io::Result<Copied> {
             continue;
         }
         let target = dst.join(entry.file_name());
-        if entry.file_name() == JOURNAL_FILE {
+        // A journal over the bound is copied as it is (no run reads it back).
+        let readable = entry.metadata()?.len() <= super::local::MAX_JOURNAL_BYTES;
+        if entry.file_name() == JOURNAL_FILE && readable {
             let bytes = std::fs::read(entry.path())?;
             let (kept, n) = without_approvals(&bytes);
             copied.dropped += n;
@@ -187,7 +189,7 @@ fn end_as_interrupted(path: &Path) -> std::io::Result<bool> {
 /// which reads the kind from the line's first key) or when it parses as
 /// JSON with `"t": "approval"`; a line that is neither is kept as it is,
 /// and the resume's reader judges it.
-fn without_approvals(journal: &[u8]) -> (Vec<u8>, usize) {
+pub(crate) fn without_approvals(journal: &[u8]) -> (Vec<u8>, usize) {
     let is_approval = |line: &[u8]| {
         let line = line.trim_ascii_end();
         let by_kind = std::str::from_utf8(line).ok().and_then(super::record::kind) == Some("approval");

@@ -187,10 +187,11 @@ pub(super) fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
         RunState::parse(v.get("state")?.as_str()?)
     });
     if found.is_none() && from > 0 {
-        // A tail without a state line: read the whole journal.
+        // A tail without a state line: read the whole journal (as much of
+        // it as is ever read).
         let mut all = Vec::new();
         file.seek(SeekFrom::Start(0))?;
-        file.read_to_end(&mut all)?;
+        file.take(MAX_JOURNAL_BYTES).read_to_end(&mut all)?;
         return Ok(String::from_utf8_lossy(&all)
             .lines()
             .rev()
@@ -204,24 +205,63 @@ pub(super) fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
     Ok(found.unwrap_or(RunState::Running))
 }
 
+/// Most bytes of a journal file read back. A run's journal grows by a
+/// line per call and keeps each result whole, so a run of many calls with
+/// large results can be large; a file over this was not written by
+/// codemode as it stands (or its run cannot be resumed by a process that
+/// must hold all of it in memory), and is refused before it is read.
+pub(crate) const MAX_JOURNAL_BYTES: u64 = 1 << 30;
+
+/// An error for a journal that is not as codemode writes them.
+fn damaged(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+}
+
 /// The journal's complete lines.
 ///
 /// # Errors
-/// The file cannot be read, or a complete line is not UTF-8 (the journal
-/// was damaged: codemode writes only UTF-8 lines).
+/// The file cannot be read, is over [`MAX_JOURNAL_BYTES`] or has more than
+/// [`MAX_LINES`](super::replay::MAX_LINES) lines, or a complete line is
+/// not UTF-8 (the journal was damaged: codemode writes only UTF-8 lines).
 fn read_lines(file: &mut File) -> Result<Vec<String>, std::io::Error> {
     let mut bytes = Vec::new();
     file.seek(SeekFrom::Start(0))?;
-    file.read_to_end(&mut bytes)?;
+    // One byte over the bound tells a file over it, whatever its metadata says.
+    file.take(MAX_JOURNAL_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_JOURNAL_BYTES {
+        return Err(damaged(format!(
+            "the journal is over {} MiB, the most a journal is read; it was not written by codemode as it is, \
+             or its run made more or larger calls than can be resumed: start the program again",
+            MAX_JOURNAL_BYTES >> 20
+        )));
+    }
+    lines_of(&bytes)
+}
+
+/// The complete, non-empty lines of a journal's `bytes` (at most
+/// [`MAX_JOURNAL_BYTES`]; the caller checks).
+///
+/// # Errors
+/// More than [`MAX_LINES`](super::replay::MAX_LINES) lines, or a complete
+/// line that is not UTF-8.
+pub(crate) fn lines_of(bytes: &[u8]) -> Result<Vec<String>, std::io::Error> {
     // A line cut by a crash mid-write has no newline: it was never
     // committed, so it is left out (it may end inside a character).
     let complete = match bytes.iter().rposition(|&b| b == b'\n') {
         Some(end) => &bytes[..=end],
         None => &[],
     };
+    let count = complete.iter().filter(|&&b| b == b'\n').count();
+    if count > super::replay::MAX_LINES {
+        return Err(damaged(format!(
+            "the journal has {count} lines, more than the {} a journal may have; it was not written by codemode \
+             as it is",
+            super::replay::MAX_LINES
+        )));
+    }
     let text = std::str::from_utf8(complete).map_err(|e| {
         let line = complete[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {line} is not UTF-8 text"))
+        damaged(format!("line {line} is not UTF-8 text"))
     })?;
     Ok(text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
 }

@@ -28,7 +28,7 @@ pub(crate) mod approvals;
 pub(crate) mod completion;
 mod credentials;
 pub(crate) mod digest;
-mod legacy;
+pub(crate) mod legacy;
 pub(crate) mod local;
 pub(crate) mod record;
 pub(crate) mod recorder;

@@ -10,7 +10,7 @@
 //! the journal too. A call that differs from the journal at its position
 //! is a divergence: the run stops with an error naming both.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use super::completion::Completion;
 use super::record::{
@@ -53,21 +53,37 @@ pub(crate) struct Journal {
     pub last_seq: u64,
 }
 
+/// Most lines a journal may have to be read back (about eight per call at
+/// the highest `max_calls`, 1,000,000). Over it the journal is refused
+/// before any line is read: it was not written by codemode as it stands.
+pub(crate) const MAX_LINES: usize = 8_000_000;
+
 impl Journal {
-    /// Reads `lines` (header first).
+    /// Reads `lines` (header first), in time linear in their number.
     ///
     /// # Errors
-    /// A line that is not a journal record of this version, with its number.
+    /// More than [`MAX_LINES`] lines, or a line that is not a journal
+    /// record of this version, with its number.
     pub(crate) fn parse(lines: &[String]) -> Result<Journal, String> {
-        let first = lines.first().ok_or("the journal is empty")?;
-        let mut j = Journal::new(read_header(first)?);
-        for (n, line) in lines.iter().enumerate().skip(1) {
-            j.read_line(n, line)?;
+        if lines.len() > MAX_LINES {
+            return Err(format!(
+                "the journal has {} lines, more than the {MAX_LINES} a journal may have; it was not written by \
+                 codemode as it is (a damaged or altered file)",
+                lines.len()
+            ));
         }
-        j.pending.sort_by_key(|p| p.seq);
-        j.approvals.retain(|a| j.pending.iter().any(|p| p.seq == a.seq));
-        j.approvals.sort_by_key(|a| a.seq);
-        Ok(j)
+        let first = lines.first().ok_or("the journal is empty")?;
+        let mut reading = Reading {
+            journal: Journal::new(read_header(first)?),
+            pending: BTreeMap::new(),
+            approvals: BTreeMap::new(),
+            unsettled: Vec::new(),
+            settled_at: HashMap::new(),
+        };
+        for (n, line) in lines.iter().enumerate().skip(1) {
+            reading.read_line(n, line)?;
+        }
+        Ok(reading.finish())
     }
 
     /// A journal of `header` with no records yet.
@@ -87,68 +103,97 @@ impl Journal {
             last_seq: 0,
         }
     }
+}
 
-    /// Reads the record on line `n` (0-based) into the journal. While
-    /// reading, `pending` holds the calls paused on with no result since
-    /// (unsorted), and `approvals` those recorded since their call's last
-    /// pause.
+/// A journal being read: what later lines undo is kept by seq, so each line
+/// costs the same however many came before.
+struct Reading {
+    /// Every field but those below (`pending`, `approvals`, `unsettled`
+    /// are filled by [`Reading::finish`]).
+    journal: Journal,
+    /// The calls paused on with no result since.
+    pending: BTreeMap<u64, PendingRecord>,
+    /// Decisions recorded since their call's last pause (the first stands).
+    approvals: BTreeMap<u64, ApprovalRecord>,
+    /// `unsettled` results with the line they are on.
+    unsettled: Vec<(u64, usize)>,
+    /// The line of each call's last `settle`, which takes back the
+    /// `unsettled` results before it.
+    settled_at: HashMap<u64, usize>,
+}
+
+impl Reading {
+    /// Reads the record on line `n` (0-based).
     ///
     /// # Errors
     /// The line is not a record of a known kind, or not of its kind's shape.
     fn read_line(&mut self, n: usize, line: &str) -> Result<(), String> {
+        let j = &mut self.journal;
         let kind = record::kind(line).ok_or_else(|| bad(n, &"not a journal record"))?;
         match kind {
             "call" => {
                 let c: CallRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                self.last_seq = self.last_seq.max(c.seq);
-                self.calls.insert(c.seq, c);
+                j.last_seq = j.last_seq.max(c.seq);
+                j.calls.insert(c.seq, c);
             }
             "done" => {
                 let d: DoneRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
                 match d.how {
-                    How::Settled => self.settle_order.push(d.seq),
-                    How::Unsettled => self.unsettled.push(d.seq),
+                    How::Settled => j.settle_order.push(d.seq),
+                    How::Unsettled => self.unsettled.push((d.seq, n)),
                     How::Inline => {}
                 }
-                self.pending.retain(|p| p.seq != d.seq);
-                self.approvals.retain(|a| a.seq != d.seq);
-                self.done.insert(d.seq, d);
+                self.pending.remove(&d.seq);
+                self.approvals.remove(&d.seq);
+                j.done.insert(d.seq, d);
             }
             "settle" => {
                 let s: SettleRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                self.unsettled.retain(|&q| q != s.seq);
-                self.settle_order.push(s.seq);
+                self.settled_at.insert(s.seq, n);
+                j.settle_order.push(s.seq);
             }
             "pending" => {
                 let p: PendingRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
                 // Paused on again: a decision recorded for an earlier
                 // pause of this call does not carry over to this one.
-                self.approvals.retain(|a| a.seq != p.seq);
-                self.pending.retain(|q| q.seq != p.seq);
-                self.pending.push(p);
+                self.approvals.remove(&p.seq);
+                self.pending.insert(p.seq, p);
             }
             "decision" => {
                 let d: DecisionRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                self.approvals.retain(|a| a.seq != d.seq);
-                self.decisions.push(d);
+                self.approvals.remove(&d.seq);
+                j.decisions.push(d);
             }
             "approval" => {
                 let a: ApprovalRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
                 // One decision per pause of a call: the first stands.
-                if !self.approvals.iter().any(|b| b.seq == a.seq) {
-                    self.approvals.push(a);
-                }
+                self.approvals.entry(a.seq).or_insert(a);
             }
             "now" => {
                 let r: NowRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
-                self.now.push((r.v, r.n));
+                j.now.push((r.v, r.n));
             }
-            "seed" => self.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
-            "paused" => self.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
+            "seed" => j.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
+            "paused" => j.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
             "state" | "resumed" => {}
             other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
         }
         Ok(())
+    }
+
+    /// The journal read: pending calls and their recorded decisions in seq
+    /// order, results never handed back in the order they finished.
+    fn finish(self) -> Journal {
+        let Reading { mut journal, pending, mut approvals, unsettled, settled_at } = self;
+        approvals.retain(|seq, _| pending.contains_key(seq));
+        journal.approvals = approvals.into_values().collect();
+        journal.pending = pending.into_values().collect();
+        journal.unsettled = unsettled
+            .into_iter()
+            .filter(|(seq, n)| settled_at.get(seq).is_none_or(|settled| settled < n))
+            .map(|(seq, _)| seq)
+            .collect();
+        journal
     }
 }
 
@@ -231,7 +276,8 @@ impl Replay {
     pub(crate) fn new(journal: Journal, decisions: HashMap<u64, Decided>, by_person: HashSet<u64>) -> Replay {
         let settle_order = journal.settle_order.iter().copied().collect();
         let unsettled = journal.unsettled.iter().copied().collect();
-        let now = journal.now.iter().copied().collect();
+        // A read counted 0 times is no read (codemode never writes one).
+        let now = journal.now.iter().copied().filter(|&(_, n)| n > 0).collect();
         Replay { journal, decisions, by_person, settle_order, unsettled, issued: HashSet::new(), now }
     }
 
@@ -283,7 +329,9 @@ impl Replay {
                 }
             };
         }
-        if let Some(p) = self.journal.pending.iter().find(|p| p.seq == seq) {
+        // `pending` is in seq order, one per seq.
+        let pending = self.journal.pending.binary_search_by_key(&seq, |p| p.seq).ok();
+        if let Some(p) = pending.map(|i| &self.journal.pending[i]) {
             let by_person = self.by_person.contains(&seq);
             return match self.decisions.get(&seq) {
                 Some(Decided::Allow) => ReplayCall::Allowed {
@@ -398,6 +446,63 @@ mod tests {
             r#"{{"t":"done","seq":{seq},"how":"{how}","ok":{},"end":{{"status":"{status}","decision":"{decision}","elapsed_ms":1.0,"bytes":0}},"payload":{{"kind":"x"}}}}"#,
             status == "ok"
         )
+    }
+
+    /// A journal file sits where anything with the user's rights can change
+    /// it: hostile lines end in an error naming the line, never a panic.
+    #[test]
+    fn hostile_lines_are_errors_naming_the_line_or_are_read_harmlessly() {
+        let err = |lines: Vec<String>| Journal::parse(&lines).unwrap_err();
+        assert_eq!(err(vec![header(), "not json".into()]), "journal line 2: not a journal record");
+        assert!(err(vec![header(), r#"{"t":"call","seq":-1}"#.into()]).starts_with("journal line 2: "));
+        assert!(err(vec![header(), r#"{"t":"what"}"#.into()]).contains("unknown record kind `what`"));
+        // A clock read counted 0 times was a panic (an overflow) on replay.
+        let lines =
+            vec![header(), r#"{"t":"now","v":1.5,"n":0}"#.into(), r#"{"t":"now","v":2.5,"n":1}"#.into()];
+        let mut replay = Replay::new(Journal::parse(&lines).unwrap(), HashMap::new(), HashSet::new());
+        assert_eq!((replay.now(), replay.now()), (Some(2.5), None));
+    }
+
+    /// Many pending calls, each ended unsettled, then settled in reverse:
+    /// each line is now read by seq (reading was quadratic in them; the
+    /// `journal_lines` fuzz target's timeout watches the time).
+    #[test]
+    fn many_pending_and_unsettled_lines_are_read_back_whole() {
+        let n = 10_000u64;
+        let mut lines = vec![header()];
+        for seq in 1..=n {
+            lines.push(format!(r#"{{"t":"pending","seq":{seq},"tool":"w","args":{{}},"reason":"r"}}"#));
+        }
+        for seq in 1..=n {
+            lines.push(done(seq, "unsettled", "ok", "approved"));
+        }
+        for seq in (1..=n).rev() {
+            lines.push(format!(r#"{{"t":"settle","seq":{seq}}}"#));
+        }
+        let journal = Journal::parse(&lines).unwrap();
+        assert!(journal.pending.is_empty() && journal.unsettled.is_empty());
+        assert_eq!(journal.settle_order.len(), n as usize);
+    }
+
+    #[test]
+    fn a_settle_takes_back_only_the_unsettled_results_before_it() {
+        let lines = vec![
+            header(),
+            done(1, "unsettled", "ok", "approved"),
+            r#"{"t":"settle","seq":1}"#.to_owned(),
+            done(1, "unsettled", "ok", "approved"),
+            done(2, "unsettled", "ok", "approved"),
+            r#"{"t":"pending","seq":5,"tool":"w","args":{},"reason":"r"}"#.to_owned(),
+            r#"{"t":"pending","seq":3,"tool":"w","args":{},"reason":"r"}"#.to_owned(),
+            r#"{"t":"approval","seq":5,"decision":"allow","by":"person","at":"x"}"#.to_owned(),
+            r#"{"t":"approval","seq":5,"decision":"deny","by":"person","at":"x"}"#.to_owned(),
+            r#"{"t":"approval","seq":9,"decision":"allow","by":"person","at":"x"}"#.to_owned(),
+        ];
+        let journal = Journal::parse(&lines).unwrap();
+        assert_eq!(journal.unsettled, [1, 2]);
+        assert_eq!(journal.pending.iter().map(|p| p.seq).collect::<Vec<_>>(), [3, 5]);
+        assert_eq!(journal.approvals.len(), 1);
+        assert_eq!(journal.approvals[0].seq, 5);
     }
 
     /// Three parallel writes paused; a resume denied 2 and allowed 3, and
