@@ -9,6 +9,7 @@
 
 mod approval_binding;
 mod git_dir;
+mod path_spelling;
 mod pinned_commands;
 mod questions;
 mod read_once;
