@@ -209,6 +209,11 @@ impl Walk<'_> {
     /// executable file names `<entry>/<name>`, existing or not. The file
     /// found, if any.
     fn on_path(&mut self, name: &str, cwd: &Path) -> Option<PathBuf> {
+        // `.` and `..` name the entry's folder or the one above, never a
+        // file `execvp` runs (and `<entry>/..` would name the workspace).
+        if matches!(name, "" | "." | "..") {
+            return None;
+        }
         let path = self.path.clone()?;
         for entry in std::env::split_paths(&path) {
             if !self.spend() {

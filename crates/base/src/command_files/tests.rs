@@ -229,3 +229,22 @@ fn a_long_command_is_read_to_a_bound_and_undetermined() {
     // A short command is read whole.
     assert_eq!(files(&["sh", "-c", &"true ".repeat(100)], &ws).undetermined, None);
 }
+
+/// Found by the fuzz target `command_line`: a program named `..` (in a
+/// shell string `..;.`) was looked up on `PATH` as `<entry>/..`, a file
+/// list entry with `..` that is a folder (with `PATH=.`, the workspace),
+/// which the protections would have taken as a file to protect.
+#[test]
+fn dot_and_dot_dot_are_never_looked_up_on_path() {
+    let (_dir, ws) = ws();
+    for path in ["bin:/usr/bin", ".", ""] {
+        let found = command_files_with_path(
+            &["sh".into(), "-c".into(), "..; .; ./; ../".into()],
+            &ws,
+            &ws,
+            Some(OsStr::new(path)),
+        );
+        let bad = found.files.iter().find(|f| f.is_dir() || f.components().any(|c| c.as_os_str() == ".."));
+        assert_eq!(bad, None, "PATH={path}: {:?}", found.files);
+    }
+}
