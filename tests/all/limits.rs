@@ -249,3 +249,28 @@ fn deeply_nested_programs_end_with_a_receipt_not_an_abort() {
     // And the engine goes on.
     assert_eq!(engine.execute_blocking(Program::new("return 2")).value, json!(2));
 }
+
+/// Issue 31: the files a command names were read with a file-system lookup
+/// per word and `PATH` entry and no bound, so a cloned workspace's
+/// `.mcp.json` naming a server with thousands of script words held `codemode
+/// run` for seconds to minutes before the program started. Now the reading
+/// stops at its bound, and the untrusted server is not started, saying why.
+#[test]
+fn a_workspace_server_naming_thousands_of_files_is_read_to_a_bound() {
+    let ws = workspace();
+    let words: Vec<String> = (0..20_000).map(|i| format!("s{i}.py")).collect();
+    let config = json!({"mcpServers": {"many": {"command": "python3", "args": words}}});
+    std::fs::write(ws.path().join(".mcp.json"), config.to_string()).unwrap();
+    let started = Instant::now();
+    let mut child = crate::cli::spawn(&["run", "-"], ws.path(), &[]);
+    {
+        use std::io::Write as _;
+        child.stdin.take().unwrap().write_all(b"return 1;").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    assert!(stderr.contains("server `many` is not started"), "{stderr}");
+    assert!(stderr.contains("more than 1000 files"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{stderr}");
+}

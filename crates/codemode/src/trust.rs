@@ -336,10 +336,14 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The record's format version ([`Record::version`]).
+const RECORD_VERSION: u32 = 1;
+
 /// The on-disk shape: canonical path (as text) -> entry.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Record {
-    /// Format version, 1.
+    /// Format version, [`RECORD_VERSION`]; a record of another version is
+    /// refused (read as corrupt), never rewritten.
     version: u32,
     files: BTreeMap<String, TrustEntry>,
 }
@@ -483,10 +487,22 @@ impl TrustStore {
         // Read as itself: a record that is a link is refused (a program
         // could point it at a record of its own making).
         match codemode_base::config_file::read_own_bytes(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| TrustError::Corrupt { path, message: e.to_string() }),
+            Ok(bytes) => {
+                let record: Record = serde_json::from_slice(&bytes)
+                    .map_err(|e| TrustError::Corrupt { path: path.clone(), message: e.to_string() })?;
+                // Another version may hold what this one cannot read, and
+                // a rewrite would lose it.
+                if record.version != RECORD_VERSION {
+                    let message = format!(
+                        "version {}, and this codemode reads version {RECORD_VERSION}",
+                        record.version
+                    );
+                    return Err(TrustError::Corrupt { path, message });
+                }
+                Ok(record)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(Record { version: 1, ..Record::default() })
+                Ok(Record { version: RECORD_VERSION, ..Record::default() })
             }
             Err(e) => Err(TrustError::Io { path, message: e.to_string() }),
         }
@@ -497,8 +513,9 @@ impl TrustStore {
             |path: &Path, e: std::io::Error| TrustError::Io { path: path.to_owned(), message: e.to_string() };
         std::fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, e))?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| io(&self.dir, e))?;
-        let text = serde_json::to_string_pretty(&Record { version: 1, files: record.files.clone() })
-            .expect("the record serialises");
+        let text =
+            serde_json::to_string_pretty(&Record { version: RECORD_VERSION, files: record.files.clone() })
+                .expect("the record serialises");
         tmp.write_all(text.as_bytes())
             .and_then(|()| tmp.as_file().sync_all())
             .map_err(|e| io(tmp.path(), e))?;
@@ -664,5 +681,14 @@ mod tests {
         std::fs::write(&file, "{}").unwrap();
         let err = TrustStore::in_dir(config.path()).state(&file).unwrap_err();
         assert!(matches!(err, TrustError::Corrupt { .. }), "{err}");
+        // Another version is refused, and never rewritten (its fields
+        // would be lost).
+        let newer = r#"{"version": 2, "files": {}, "groups": {"x": 1}}"#;
+        std::fs::write(config.path().join(RECORD_FILE), newer).unwrap();
+        let store = TrustStore::in_dir(config.path());
+        let err = store.list().unwrap_err();
+        assert!(err.to_string().contains("version 2, and this codemode reads version 1"), "{err}");
+        assert!(store.trust(&ReadFile::read(&file).unwrap(), &[]).is_err());
+        assert_eq!(std::fs::read_to_string(config.path().join(RECORD_FILE)).unwrap(), newer);
     }
 }

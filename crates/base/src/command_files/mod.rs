@@ -38,6 +38,7 @@
 //! (`xargs`); a shell option codemode cannot read; and an unknown program
 //! given `-c` with what looks like a shell string.
 
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -51,6 +52,15 @@ const SCRIPT_EXTENSIONS: &[&str] =
     &["py", "sh", "bash", "zsh", "js", "mjs", "cjs", "ts", "mts", "cts", "rb", "pl", "php", "lua", "jar"];
 /// How deep shell strings, wrappers and `#!` lines are followed.
 const MAX_DEPTH: usize = 6;
+/// The most files one command names: past it the command's files are
+/// undetermined (a real hook or server names a handful).
+pub const MAX_FILES: usize = 1000;
+/// The most words and `PATH` entries one command's reading looks at (each
+/// costs a file-system lookup): past it the reading stops and the
+/// command's files are undetermined, so a megabyte of words (a cloned
+/// workspace's `.mcp.json` or `codemode.toml`) costs milliseconds, not
+/// minutes.
+pub const MAX_LOOKUPS: usize = 4096;
 
 /// What [`command_files`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,7 +71,10 @@ pub struct CommandFiles {
     /// is in the workspace. Regular files or missing paths; never a folder.
     pub files: Vec<PathBuf>,
     /// Why the files the command runs cannot all be known from its words
-    /// (the first reason found), `None` when they can.
+    /// (the first reason found), `None` when they can. Also set when the
+    /// command names more than [`MAX_FILES`] files or has more than
+    /// [`MAX_LOOKUPS`] words and `PATH` entries to look at (then `files`
+    /// holds those found before the bound).
     pub undetermined: Option<String>,
 }
 
@@ -81,7 +94,13 @@ pub fn command_files_with_path(
     workspace: &Path,
     path: Option<&OsStr>,
 ) -> CommandFiles {
-    let mut walk = Walk { workspace, path: path.map(OsStr::to_owned), out: CommandFiles::default() };
+    let mut walk = Walk {
+        workspace,
+        path: path.map(OsStr::to_owned),
+        out: CommandFiles::default(),
+        lookups: 0,
+        seen: HashSet::new(),
+    };
     walk.argv(argv, cwd, 0);
     walk.out
 }
@@ -91,11 +110,35 @@ struct Walk<'a> {
     /// The `PATH` of the command being read (an assignment changes it).
     path: Option<OsString>,
     out: CommandFiles,
+    /// Words and `PATH` entries looked at so far ([`MAX_LOOKUPS`]).
+    lookups: usize,
+    /// The files in `out.files`, to keep them without repeats.
+    seen: HashSet<PathBuf>,
 }
 
 impl Walk<'_> {
     fn undetermined(&mut self, why: String) {
         self.out.undetermined.get_or_insert(why);
+    }
+
+    /// Whether the reading has looked at [`MAX_LOOKUPS`] words and `PATH`
+    /// entries: then nothing more is looked at.
+    fn exhausted(&self) -> bool {
+        self.lookups > MAX_LOOKUPS
+    }
+
+    /// Counts one lookup; `false` (and the files undetermined) past
+    /// [`MAX_LOOKUPS`].
+    fn spend(&mut self) -> bool {
+        self.lookups = self.lookups.saturating_add(1);
+        if self.exhausted() {
+            self.undetermined(format!(
+                "the command has more than {MAX_LOOKUPS} words and PATH entries to look at; codemode stops \
+                 reading it there (shorten the command, or move it into a script file)"
+            ));
+            return false;
+        }
+        true
     }
 
     /// `argv` with `PATH` set to `path` (an assignment `PATH=...` before
@@ -108,6 +151,9 @@ impl Walk<'_> {
     }
 
     fn argv(&mut self, argv: &[String], cwd: &Path, depth: usize) {
+        if self.exhausted() {
+            return;
+        }
         if depth > MAX_DEPTH {
             return self.undetermined("shell strings or wrappers nested too deep to follow".to_owned());
         }
@@ -163,8 +209,16 @@ impl Walk<'_> {
     /// executable file names `<entry>/<name>`, existing or not. The file
     /// found, if any.
     fn on_path(&mut self, name: &str, cwd: &Path) -> Option<PathBuf> {
+        // `.` and `..` name the entry's folder or the one above, never a
+        // file `execvp` runs (and `<entry>/..` would name the workspace).
+        if matches!(name, "" | "." | "..") {
+            return None;
+        }
         let path = self.path.clone()?;
         for entry in std::env::split_paths(&path) {
+            if !self.spend() {
+                return None;
+            }
             let candidate = crate::links::lexical(&cwd.join(entry)).join(name);
             self.named(candidate.clone());
             if is_executable(&candidate) {
@@ -177,6 +231,9 @@ impl Walk<'_> {
     /// One word: the file it names, if it names one (`forced`: it is run
     /// or read as a script, so it counts even when missing).
     fn word(&mut self, word: &str, cwd: &Path, forced: bool) {
+        if !self.spend() {
+            return;
+        }
         let word = match word.strip_prefix('-') {
             Some(option) => match option.split_once('=') {
                 Some((_, value)) => value,
@@ -221,9 +278,19 @@ impl Walk<'_> {
     }
 
     fn add(&mut self, path: PathBuf) {
-        if path.starts_with(self.workspace) && path != self.workspace && !self.out.files.contains(&path) {
-            self.out.files.push(path);
+        if !path.starts_with(self.workspace) || path == self.workspace || self.seen.contains(&path) {
+            return;
         }
+        if self.out.files.len() >= MAX_FILES {
+            // Nothing more is looked at.
+            self.lookups = MAX_LOOKUPS + 1;
+            return self.undetermined(format!(
+                "the command names more than {MAX_FILES} files; codemode stops reading it there \
+                 (shorten the command, or move it into a script file)"
+            ));
+        }
+        self.seen.insert(path.clone());
+        self.out.files.push(path);
     }
 }
 

@@ -99,6 +99,9 @@ impl Walk<'_> {
             return self.undetermined("its shell string has a glob or a brace expansion".to_owned());
         }
         for segment in text.split(['\n', ';', '&', '|', '(', ')']) {
+            if self.exhausted() {
+                return;
+            }
             let Some(words) = shlex::split(segment) else {
                 return self.undetermined("its shell string's quoting could not be read".to_owned());
             };

@@ -204,3 +204,47 @@ fn a_bare_name_names_its_candidates_on_path_in_the_workspace() {
     let found = with_path(&["python3", "hooks/guard.py"], &ws, "/usr/bin:/bin");
     assert_eq!(found.files, vec![ws.join("hooks/guard.py")]);
 }
+
+#[test]
+fn a_long_command_is_read_to_a_bound_and_undetermined() {
+    // Before the bounds: a 35 KB `PATH` of 6,000 workspace folders before
+    // five wrappers took 42 s (12,000 files), 6,000 script names 8 s, and
+    // 30,000 `x;` 4 s, each a file-system lookup per word and PATH entry.
+    let (_dir, ws) = ws();
+    let path = (0..6000).map(|i| format!("d{i}")).collect::<Vec<_>>().join(":");
+    let scripts = (0..6000).map(|i| format!("f{i}.py")).collect::<Vec<_>>().join(" ");
+    for (text, bound) in [
+        (format!("PATH={path} env env env env env x"), "more than 1000 files"),
+        (scripts, "more than 1000 files"),
+        ("x;".repeat(30_000), "more than 4096 words and PATH entries"),
+        ("true ".repeat(13_000), "more than 4096 words and PATH entries"),
+    ] {
+        let started = std::time::Instant::now();
+        let found = files(&["sh", "-c", &text], &ws);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(found.files.len() <= MAX_FILES);
+        let why = found.undetermined.unwrap_or_default();
+        assert!(why.contains(bound) && why.contains("script file"), "{why}");
+    }
+    // A short command is read whole.
+    assert_eq!(files(&["sh", "-c", &"true ".repeat(100)], &ws).undetermined, None);
+}
+
+/// Found by the fuzz target `command_line`: a program named `..` (in a
+/// shell string `..;.`) was looked up on `PATH` as `<entry>/..`, a file
+/// list entry with `..` that is a folder (with `PATH=.`, the workspace),
+/// which the protections would have taken as a file to protect.
+#[test]
+fn dot_and_dot_dot_are_never_looked_up_on_path() {
+    let (_dir, ws) = ws();
+    for path in ["bin:/usr/bin", ".", ""] {
+        let found = command_files_with_path(
+            &["sh".into(), "-c".into(), "..; .; ./; ../".into()],
+            &ws,
+            &ws,
+            Some(OsStr::new(path)),
+        );
+        let bad = found.files.iter().find(|f| f.is_dir() || f.components().any(|c| c.as_os_str() == ".."));
+        assert_eq!(bad, None, "PATH={path}: {:?}", found.files);
+    }
+}

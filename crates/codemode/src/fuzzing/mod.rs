@@ -8,6 +8,11 @@
 
 use serde_json::Value;
 
+mod config;
+mod gate;
+pub use config::*;
+pub use gate::*;
+
 /// Normalises a program's `source` as the engine does before running it
 /// (fences stripped, TypeScript lowered, `export default` unwrapped).
 /// `name` is the program's file name (its extension may say TypeScript).

@@ -39,7 +39,7 @@ pub(crate) mod posture_epoch;
 mod preparation;
 pub(crate) mod primary;
 pub(crate) mod protection;
-mod rules;
+pub(crate) mod rules;
 mod tool_exists;
 
 pub use approval::{

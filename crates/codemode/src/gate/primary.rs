@@ -91,11 +91,15 @@ fn resolve(path: &Path) -> Option<PathBuf> {
 }
 
 /// `path` relative to `workspace` with `/` separators when inside it, else
-/// absolute.
+/// absolute. A `\` becomes `/` only where it is a separator (Windows): on
+/// Unix it is a character of a name, and turning it into `/` would match
+/// rules against a path the tool does not open (`docs\x` at the root is
+/// not under `docs/`).
 fn shown(workspace: &Path, path: &Path) -> String {
     match path.strip_prefix(workspace) {
         Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
-        Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
+        Ok(rel) if std::path::MAIN_SEPARATOR == '\\' => rel.to_string_lossy().replace('\\', "/"),
+        Ok(rel) => rel.to_string_lossy().into_owned(),
         Err(_) => path.to_string_lossy().into_owned(),
     }
 }
@@ -141,6 +145,23 @@ mod tests {
             let via = p(outer.path().join("wslink/secrets/a").to_str().unwrap());
             assert_eq!(via.resolved.as_deref(), Some("secrets/a"));
         }
+    }
+
+    /// A backslash is a character of a file name on Unix, not a separator:
+    /// the gate once spelt `docs\..\x` (one file at the root) as
+    /// `docs/../x`, which `write(docs/**)` matched, and which the gate
+    /// reading its own spelling again took as `x`.
+    #[cfg(unix)]
+    #[test]
+    fn a_backslash_is_part_of_a_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        let p = |raw: &str| of(&path_spec(), &json!({"path": raw}), &ws).unwrap();
+        let written = p("docs\\..\\..\\x").written;
+        assert_eq!(written, "docs\\..\\..\\x");
+        assert_eq!(p(&written).written, written, "the spelling reads back as itself");
+        let rule = crate::rule::Rule::parse("write(docs/**)").unwrap();
+        assert!(!rule.matches("write", Some(&written)), "a file at the root is not under docs/");
     }
 
     #[test]

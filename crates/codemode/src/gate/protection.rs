@@ -337,7 +337,7 @@ fn lifted(allow: &[Rule], tool: &str, name: &str, primary: &Primary) -> bool {
 /// Whether the rule pattern `pattern` names the protected path `name`: its
 /// literal start (before any `* ? [ {`) starts with `name`, up to a `/` or
 /// the end.
-fn names(pattern: &str, name: &str) -> bool {
+pub(crate) fn names(pattern: &str, name: &str) -> bool {
     let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("");
     literal.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }

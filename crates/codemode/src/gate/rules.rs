@@ -13,7 +13,7 @@ use super::primary::Primary;
 use super::{CallRequest, GateContext, Preparation, Rule, Step, Verdict};
 
 /// Whether a deny or ask `rule` covers the call.
-fn covers_any(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
+pub(crate) fn covers_any(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
     match primary {
         None => rule.matches(tool, None),
         Some(p) => p.spellings().any(|s| rule.matches(tool, Some(s))),
@@ -21,7 +21,7 @@ fn covers_any(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
 }
 
 /// Whether an allow `rule` covers the call.
-fn covers_all(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
+pub(crate) fn covers_all(rule: &Rule, tool: &str, primary: Option<&Primary>) -> bool {
     match primary {
         None => rule.matches(tool, None),
         Some(p) if rule.pattern.is_some() && p.chained => false,

@@ -17,6 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::catalog::Tool;
 
+/// The workspace-relative path a file tool opens (for `fuzzing`, which
+/// compares the gate's spelling of a path with it).
+pub(crate) use workspace::beneath_rel;
+
 /// The native tools, in catalog order.
 pub(crate) fn native() -> Vec<Arc<dyn Tool>> {
     vec![
