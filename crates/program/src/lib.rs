@@ -315,6 +315,8 @@ fn normalise_body(arena: &Allocator, body: &str, language: Option<Language>) -> 
     let js_error = if language == Some(Language::TypeScript) {
         None
     } else {
+        speculation::check_as(body, speculation::Dialect::JavaScript)
+            .map_err(|e| e.into_error(body, None))?;
         match javascript::wrap(arena, body) {
             Ok((script, runtime)) => {
                 let positions = PositionMap { runtime, user: body.to_owned(), ..PositionMap::default() };

@@ -126,7 +126,7 @@ fn a_text_that_makes_the_parser_backtrack_is_a_limit_error_before_it_parses() {
                 let e = normalise(&Program::named(name, source.clone())).expect_err(&source[..20]);
                 assert_eq!(e.kind, ErrorKind::Limit, "{unit} {name}: {e:?}");
                 assert!(
-                    e.message.contains("`<` open at once") && e.message.contains("2000000"),
+                    e.message.contains(" open at once here") && e.message.contains("2000000"),
                     "{}",
                     e.message
                 );
