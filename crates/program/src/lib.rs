@@ -251,10 +251,16 @@ pub fn normalise(program: &Program) -> Result<Normalised, RunError> {
 
 /// Normalises a program's text (fences already handled).
 fn normalise_text(body: &str, language: Option<Language>) -> Result<Normalised, RunError> {
-    if bracket_depth(body) > DEEP_NESTING {
+    if needs_large_stack(body) {
         return normalise_deep(body, language);
     }
     with_arena(|arena| normalise_body(arena, body, language))
+}
+
+/// Whether parsing `text` may recurse deeper than a VM thread's stack
+/// allows, so that it must run [`on_large_stack`].
+pub(crate) fn needs_large_stack(text: &str) -> bool {
+    bracket_depth(text) > DEEP_NESTING || nesting_operators(text) > DEEP_NESTING
 }
 
 /// Bracket depth past which the parser runs on a thread of its own with a
@@ -284,23 +290,24 @@ fn bracket_depth(text: &str) -> usize {
     max
 }
 
+/// How many `=`, `?` and `:` `text` holds (strings and comments
+/// included): the parsers recurse once per level of assignments (`a=b=c`),
+/// arrow functions (`x=>y=>z`), conditionals (`a?b:c?d:e`) and labels
+/// (`a:b:c`) too, which need no brackets; 16,000 of them in a row (32 KB)
+/// overflowed an 8 MiB stack and aborted the process. A program with more
+/// of them than [`DEEP_NESTING`], nested or not, is parsed on the large
+/// stack.
+fn nesting_operators(text: &str) -> usize {
+    text.bytes().filter(|b| matches!(b, b'=' | b'?' | b':')).count()
+}
+
 /// [`normalise_body`] on a thread with a large stack, for deeply nested
 /// programs (QuickJS then reports nesting past its own stack limit as kind
 /// `stack`).
 fn normalise_deep(body: &str, language: Option<Language>) -> Result<Normalised, RunError> {
-    let joined = std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("codemode-deep-parse".into())
-            .stack_size(DEEP_STACK_BYTES)
-            .spawn_scoped(scope, || {
-                let arena = Allocator::default();
-                normalise_body(&arena, body, language)
-            })
-            .map(|thread| thread.join())
-    });
-    match joined {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => {
+    match on_large_stack(|| normalise_body(&Allocator::default(), body, language)) {
+        Ok(Some(result)) => result,
+        Ok(None) => {
             Err(RunError::new(ErrorKind::Internal, "the parser failed on this program; this is a bug"))
         }
         Err(e) => Err(RunError::new(
@@ -308,6 +315,19 @@ fn normalise_deep(body: &str, language: Option<Language>) -> Result<Normalised, 
             format!("the program is nested too deeply to parse (no thread for it: {e})"),
         )),
     }
+}
+
+/// Runs `f` on a thread of its own with a [`DEEP_STACK_BYTES`] stack and
+/// waits for it: `Ok(None)` when `f` panicked, an error when no thread
+/// could be made.
+pub(crate) fn on_large_stack<R: Send>(f: impl FnOnce() -> R + Send) -> std::io::Result<Option<R>> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("codemode-deep-parse".into())
+            .stack_size(DEEP_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .map(|thread| thread.join().ok())
+    })
 }
 
 fn normalise_body(arena: &Allocator, body: &str, language: Option<Language>) -> Result<Normalised, RunError> {

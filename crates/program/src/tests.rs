@@ -156,3 +156,24 @@ fn a_large_ordinary_typescript_program_is_within_the_bound() {
     let normalised = normalise(&Program::named("big.ts", source)).expect("within the bound");
     assert!(normalised.script.contains("function f_0(x)"));
 }
+
+#[test]
+fn nesting_without_brackets_is_parsed_on_the_large_stack() {
+    // Each of these overflowed an 8 MiB stack (and aborted the process)
+    // when parsed on the calling thread; this test's thread has 2 MiB.
+    for source in [
+        format!("{}1", "x=>".repeat(12_000)),
+        format!("{}1", "a=".repeat(16_000)),
+        format!("{}1", "a?b:".repeat(16_000)),
+        format!("{}b", "a:".repeat(20_000)),
+    ] {
+        for name in ["p.js", "p.ts"] {
+            let outcome = normalise(&Program::named(name, source.clone())).map(|_| ());
+            assert!(
+                outcome.as_ref().map_or_else(|e| e.kind != ErrorKind::Internal, |()| true),
+                "{name} {}: {outcome:?}",
+                &source[..8]
+            );
+        }
+    }
+}

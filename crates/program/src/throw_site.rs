@@ -7,7 +7,11 @@
 //! the statement's start. The user's text is parsed again (only when a run
 //! fails) as a TypeScript module that may `return` at its top level, which
 //! accepts every program but sloppy-mode oddities (`with`, octal literals);
-//! for those the position is left as QuickJS gave it.
+//! for those the position is left as QuickJS gave it. The parse is held to
+//! the same bounds as normalising: a text whose TypeScript parse would
+//! backtrack past the bound is not parsed (a JavaScript program may be one:
+//! `a<({[b]:1})` is a comparison), and a deeply nested one is parsed on a
+//! large stack.
 
 use oxc_allocator::Allocator;
 use oxc_ast::ast::ThrowStatement;
@@ -22,6 +26,19 @@ use super::position::{char_column, line_col};
 /// parse.
 pub(crate) fn throw_statement_start(user: &str, line: u32, column: u32) -> Option<(u32, u32)> {
     let offset = byte_offset(user, line, column)?;
+    super::speculation::check(user).ok()?;
+    let start = if super::needs_large_stack(user) {
+        super::on_large_stack(|| throw_containing(user, offset)).ok()??
+    } else {
+        throw_containing(user, offset)
+    }?;
+    let (line, col) = line_col(user, start);
+    Some((line, char_column(user, line, col)))
+}
+
+/// The start of the innermost `throw` statement whose argument holds
+/// `offset` in `user`, parsed as a TypeScript module.
+fn throw_containing(user: &str, offset: u32) -> Option<u32> {
     let arena = Allocator::default();
     let parsed = Parser::new(&arena, user, super::module::source_type())
         .with_options(super::module::parse_options())
@@ -31,9 +48,7 @@ pub(crate) fn throw_statement_start(user: &str, line: u32, column: u32) -> Optio
     }
     let mut finder = Finder { offset, found: None };
     finder.visit_program(&parsed.program);
-    let start = finder.found?;
-    let (line, col) = line_col(user, start);
-    Some((line, char_column(user, line, col)))
+    finder.found
 }
 
 /// The byte offset in `text` of (`line`, `column`), both 1-based, the
