@@ -14,7 +14,8 @@ pub use config::*;
 pub use gate::*;
 
 /// Normalises a program's `source` as the engine does before running it
-/// (fences stripped, TypeScript lowered, `export default` unwrapped).
+/// (fences stripped, TypeScript lowered, `export default` unwrapped), and
+/// looks up where an error on its first line would be reported.
 /// `name` is the program's file name (its extension may say TypeScript).
 ///
 /// # Errors
@@ -22,7 +23,12 @@ pub use gate::*;
 pub fn normalise_program(name: &str, source: &str) -> Result<String, String> {
     let program = crate::Program::named(name, source);
     codemode_program::normalise(&program)
-        .map(|n| n.script)
+        .map(|n| {
+            // Where an error thrown on the program's first line would be
+            // reported: the user's text is parsed again (throw_site.rs).
+            let _ = n.positions.thrown_at(1, 1);
+            n.script
+        })
         .map_err(|e| format!("{:?}: {}", e.kind, e.message))
 }
 
