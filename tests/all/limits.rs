@@ -283,3 +283,39 @@ fn a_workspace_server_naming_thousands_of_files_is_read_to_a_bound() {
     assert!(stderr.contains("more than 1000 files"), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{stderr}");
 }
+
+/// The bound above is per command: a configuration of many servers, each
+/// naming just under 1,000 files, or a server whose `env` names thousands
+/// of paths (`NODE_PATH=a0:a1:...`), was read in time quadratic in the
+/// total (every file kept without repeats by a scan of those before, in the
+/// pins, the protections and the `env` reading): 10 servers of 990 script
+/// words held `codemode run` 30 s, a `NODE_PATH` of 20,000 entries 244 s.
+/// Now each list is kept with a set and the `env` is read to the same
+/// bound as a command's words.
+#[test]
+fn many_workspace_servers_or_a_long_env_path_list_are_read_in_linear_time() {
+    let ws = workspace();
+    let mut servers = serde_json::Map::new();
+    for k in 0..20 {
+        let words: Vec<String> = (0..990).map(|i| format!("k{k}_{i}.py")).collect();
+        servers.insert(format!("s{k}"), json!({"command": "python3", "args": words}));
+    }
+    let list: Vec<String> = (0..20_000).map(|i| format!("a{i}")).collect();
+    servers.insert(
+        "envy".into(),
+        json!({"command": "node", "args": ["x.js"], "env": {"NODE_PATH": list.join(":")}}),
+    );
+    std::fs::write(ws.path().join(".mcp.json"), json!({"mcpServers": servers}).to_string()).unwrap();
+    let started = Instant::now();
+    let mut child = crate::cli::spawn(&["run", "-"], ws.path(), &[]);
+    {
+        use std::io::Write as _;
+        child.stdin.take().unwrap().write_all(b"return 1;").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert!(stderr.contains("server `envy` is not started"), "{stderr}");
+    assert!(stderr.contains("more than 4096 paths"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{stderr}");
+}

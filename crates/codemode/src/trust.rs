@@ -132,12 +132,17 @@ pub struct CommandPins {
     /// PYTHONPATH`): protected while a run lasts, but not pinned (a folder
     /// has no one digest), so `codemode trust` notes each.
     pub folders: Vec<(PathBuf, String)>,
+    /// The paths in `files` and in `folders`, so that adding one costs the
+    /// same however many came before (a configuration of many servers, each
+    /// naming up to [`MAX_FILES`](codemode_base::command_files::MAX_FILES)
+    /// files, was quadratic in their total).
+    seen: (std::collections::HashSet<PathBuf>, std::collections::HashSet<PathBuf>),
 }
 
 impl CommandPins {
     /// Adds the folder `folder`, named by `what`, once.
     pub fn add_folder(&mut self, folder: PathBuf, what: String) {
-        if !self.folders.iter().any(|(f, _)| *f == folder) {
+        if self.seen.1.insert(folder.clone()) {
             self.folders.push((folder, what));
         }
     }
@@ -145,7 +150,7 @@ impl CommandPins {
     /// Adds what `found` holds for the command described `what`.
     pub fn add(&mut self, what: &str, found: codemode_base::command_files::CommandFiles) {
         for file in found.files {
-            if !self.files.contains(&file) {
+            if self.seen.0.insert(file.clone()) {
                 self.files.push(file);
             }
         }

@@ -16,6 +16,7 @@
 //! step compares the call's path as written and as resolved through
 //! symlinks, so neither spelling can dodge it.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::policy::{Posture, Rule};
@@ -82,8 +83,9 @@ pub(crate) struct NamedFiles {
 /// it.
 pub(crate) fn server_files(config: &crate::mcp::McpConfig, workspace: &Path) -> Vec<PathBuf> {
     let mut out = config.command_pins(workspace).files;
+    let mut seen: HashSet<PathBuf> = out.iter().cloned().collect();
     for file in config.servers.values().filter_map(|s| s.env_file.as_ref()) {
-        if !out.contains(file) {
+        if seen.insert(file.clone()) {
             out.push(file.clone());
         }
     }
@@ -101,9 +103,9 @@ pub(crate) fn server_env_folders(config: &crate::mcp::McpConfig, workspace: &Pat
 /// Adds each folder of `folders` (beneath the workspace, never the
 /// workspace itself: [`server_env_folders`]) to `out`, once, as named and
 /// as resolved.
-fn add_env_folders(out: &mut Vec<Protection>, folders: &[PathBuf]) {
+fn add_env_folders(out: &mut Vec<Protection>, seen: &mut HashSet<PathBuf>, folders: &[PathBuf]) {
     for folder in folders.iter().flat_map(|f| [f.clone(), canonical_or(f)]) {
-        if !out.iter().any(|p| p.path == folder) {
+        if seen.insert(folder.clone()) {
             let what = "a folder an MCP server's env names (`PYTHONPATH`, `PATH`, ...)".to_owned();
             out.push(Protection { path: folder, what, missing_for: None });
         }
@@ -119,8 +121,11 @@ fn add_env_folders(out: &mut Vec<Protection>, folders: &[PathBuf]) {
 /// workspace root protects only its own file.
 pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protection> {
     let mut out = Vec::new();
+    // The paths in `out`: a lookup costs the same however many came before
+    // (many servers naming up to `MAX_FILES` files each were quadratic).
+    let mut seen = HashSet::new();
     let mut add_for = |path: PathBuf, what: String, missing_for: Option<NamedBy>| {
-        if !out.iter().any(|p: &Protection| p.path == path) {
+        if seen.insert(path.clone()) {
             out.push(Protection { path, what, missing_for });
         }
     };
@@ -168,7 +173,7 @@ pub(crate) fn protections(workspace: &Path, named: &NamedFiles) -> Vec<Protectio
             }
         }
     }
-    add_env_folders(&mut out, &named.mcp_server_folders);
+    add_env_folders(&mut out, &mut seen, &named.mcp_server_folders);
     out
 }
 

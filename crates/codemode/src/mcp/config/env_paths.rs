@@ -12,8 +12,10 @@
 //! folder (an empty entry is that folder). A value with `$`, a glob or a
 //! quote cannot be read this way: the server's files are undetermined.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+
+use codemode_base::command_files::MAX_LOOKUPS;
 
 /// Variables whose value is a `:`-separated list of paths (or one path)
 /// that a program loads code from (`LD_PRELOAD` is also split on blanks).
@@ -51,7 +53,7 @@ const OPTION_VARIABLES: &[(&str, &[&str])] = &[
 ];
 
 /// What [`env_paths`] found in one server's environment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct EnvPaths {
     /// Files (or missing paths) beneath the workspace, as named and as
     /// resolved, with the variable that names each.
@@ -62,6 +64,12 @@ pub(crate) struct EnvPaths {
     /// Why the paths cannot all be known (the first reason found). Never
     /// quotes a value: an `envFile`'s values are secrets.
     pub undetermined: Option<String>,
+    /// The paths in `files` and in `folders`, to keep each list without
+    /// repeats in time linear in its length.
+    seen: (HashSet<PathBuf>, HashSet<PathBuf>),
+    /// Paths looked at so far: past [`MAX_LOOKUPS`] the reading stops and
+    /// the paths are undetermined, as for a command's words.
+    lookups: usize,
 }
 
 /// The workspace paths the variables of `env` name for a server running
@@ -113,8 +121,25 @@ fn operands(value: &str, options: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// What was found, not how the reading kept count.
+impl PartialEq for EnvPaths {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.files, &self.folders, &self.undetermined)
+            == (&other.files, &other.folders, &other.undetermined)
+    }
+}
+
+impl Eq for EnvPaths {}
+
 impl EnvPaths {
     fn add(&mut self, key: &str, word: &str, cwd: &Path, workspace: &Path) {
+        self.lookups = self.lookups.saturating_add(1);
+        if self.lookups > MAX_LOOKUPS {
+            self.undetermined.get_or_insert(format!(
+                "its `env` names more than {MAX_LOOKUPS} paths; codemode stops reading it there"
+            ));
+            return;
+        }
         if word.contains(['$', '*', '?', '[', '`']) {
             self.undetermined
                 .get_or_insert(format!("its `env` {key} holds `$` or a glob, so its paths cannot be known"));
@@ -133,8 +158,12 @@ impl EnvPaths {
                 ));
                 return;
             }
-            let list = if path.is_dir() { &mut self.folders } else { &mut self.files };
-            if !list.iter().any(|(p, _)| *p == path) {
+            let (list, seen) = if path.is_dir() {
+                (&mut self.folders, &mut self.seen.1)
+            } else {
+                (&mut self.files, &mut self.seen.0)
+            };
+            if seen.insert(path.clone()) {
                 list.push((path, key.to_owned()));
             }
         }
@@ -184,6 +213,26 @@ mod tests {
             assert!(files.contains(&ws.join(f)), "{f} in {files:?}");
         }
         assert_eq!(files.len(), 4, "{files:?}");
+        assert_eq!(found.undetermined, None);
+    }
+
+    /// A cloned workspace's `.mcp.json` can give a server's `env` a path
+    /// list of a megabyte: its entries were each looked up and kept without
+    /// repeats by a scan of those before (10,000 entries held `codemode
+    /// run` 68 s, 20,000 244 s). Now the reading stops at the bound a
+    /// command's words have, and the server's files are undetermined.
+    #[test]
+    fn a_long_path_list_is_read_to_a_bound_and_undetermined() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        let list: Vec<String> = (0..3 * MAX_LOOKUPS).map(|i| format!("a{i}")).collect();
+        let found = env_paths(&env(&[("NODE_PATH", &list.join(":"))]), &ws, &ws);
+        assert_eq!(found.files.len(), MAX_LOOKUPS, "read to the bound, each entry once");
+        let why = found.undetermined.expect("past the bound the paths are undetermined");
+        assert!(why.contains(&format!("more than {MAX_LOOKUPS} paths")), "{why}");
+        // Under the bound, nothing changes.
+        let found = env_paths(&env(&[("NODE_PATH", "a:a:b")]), &ws, &ws);
+        assert_eq!(paths(&found.files), [ws.join("a"), ws.join("b")]);
         assert_eq!(found.undetermined, None);
     }
 
