@@ -136,115 +136,166 @@ pub(crate) fn check(text: &str) -> Result<(), TooMuchBacktracking> {
 /// open around a token adds [`PER_ARROW_TRY`] parses of it, times the `<`
 /// factor. A call's or a statement's parentheses are not tries.
 pub(crate) fn check_as(text: &str, dialect: Dialect) -> Result<(), TooMuchBacktracking> {
-    let ts = dialect == Dialect::TypeScript;
-    let bytes = text.as_bytes();
-    let mut levels = vec![Level::new(0, 0)];
-    let mut open: u32 = 0;
-    let mut trying: u32 = 0;
+    let mut scanner = Scanner {
+        text,
+        bytes: text.as_bytes(),
+        ts: dialect == Dialect::TypeScript,
+        levels: vec![Level::new(0, 0)],
+        open: 0,
+        trying: 0,
+        after_operand: false,
+        after_paren: false,
+    };
     let mut work: u64 = 0;
-    // The last token: whether it ends an operand or names a statement (then
-    // a `(` after it is a call, parameters or a condition, not a try), and
-    // whether it was a `)`.
-    let mut after_operand = false;
-    let mut after_paren = false;
     let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let next = bytes.get(i + 1).copied();
+    while i < text.len() {
         let start = i;
-        i += 1;
-        let (was_operand, was_paren) = (after_operand, after_paren);
-        after_operand = false;
-        after_paren = false;
+        let Some(next) = scanner.token(start) else {
+            i = scanner.skip_trivia(start);
+            continue;
+        };
+        i = next;
+        let cost = PER_OPEN_ANGLE.saturating_pow(scanner.open);
+        work = work.saturating_add(cost.saturating_mul(1 + PER_ARROW_TRY * u64::from(scanner.trying)));
+        if work > WORK_BOUND {
+            return Err(TooMuchBacktracking {
+                at: start,
+                open_angles: scanner.open,
+                arrow_tries: scanner.trying,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The scan's state: the bracket levels, the `<` and tries open in all of
+/// them, and what the last token was.
+struct Scanner<'t> {
+    text: &'t str,
+    bytes: &'t [u8],
+    ts: bool,
+    levels: Vec<Level>,
+    open: u32,
+    trying: u32,
+    /// The last token ends an operand or names a statement: a `(` after it
+    /// is a call, parameters or a condition, not a try.
+    after_operand: bool,
+    /// The last token was a `)`.
+    after_paren: bool,
+}
+
+impl Scanner<'_> {
+    /// The byte after the white space or comment at `i` (which is one).
+    fn skip_trivia(&self, i: usize) -> usize {
+        let bytes = self.bytes;
+        match (bytes[i], bytes.get(i + 1)) {
+            (b'/', Some(b'/')) => bytes[i..].iter().position(|&c| c == b'\n').map_or(bytes.len(), |p| i + p),
+            (b'/', Some(b'*')) => find(bytes, i + 2, b"*/").map_or(bytes.len(), |p| p + 2),
+            _ => i + 1,
+        }
+    }
+
+    /// Reads the token at `start` and returns the byte after it; `None`
+    /// for white space and comments, which cost nothing and leave the
+    /// state as it is.
+    fn token(&mut self, start: usize) -> Option<usize> {
+        let bytes = self.bytes;
+        let b = bytes[start];
+        let next = bytes.get(start + 1).copied();
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\r') || (b == b'/' && matches!(next, Some(b'/' | b'*'))) {
+            return None;
+        }
+        let was_operand = std::mem::take(&mut self.after_operand);
+        let was_paren = std::mem::take(&mut self.after_paren);
+        let mut i = start + 1;
         match b {
-            b' ' | b'\t' | b'\n' | b'\r' => continue,
-            b'/' if next == Some(b'/') => {
-                i = bytes[i..].iter().position(|&c| c == b'\n').map_or(bytes.len(), |p| i + p);
-                continue;
-            }
-            b'/' if next == Some(b'*') => {
-                i = find(bytes, i + 1, b"*/").map_or(bytes.len(), |p| p + 2);
-                continue;
-            }
             b'\'' | b'"' => {
                 i = string_end(bytes, i, b);
-                after_operand = true;
+                self.after_operand = true;
             }
             b'`' => {
-                i = template_end(bytes, i, &mut levels);
-                after_operand = true;
+                i = template_end(bytes, i, &mut self.levels);
+                self.after_operand = true;
             }
             b'(' => {
                 let tries = u32::from(!was_operand && may_start_parameters(bytes, i));
-                trying += tries;
-                levels.push(Level::new(b')', tries));
+                self.trying += tries;
+                self.levels.push(Level::new(b')', tries));
             }
-            b'[' => levels.push(Level::new(b']', 0)),
-            b'{' => levels.push(Level::new(b'}', 0)),
-            b')' | b']' | b'}' if levels.len() > 1 => {
-                let level = levels.pop().expect("more than the root");
-                open -= level.angles;
-                trying -= level.tries;
-                if level.closer == b'`' {
-                    // The end of a `${...}`: the template goes on.
-                    i = template_end(bytes, i, &mut levels);
-                }
-                after_operand = true;
-                after_paren = b == b')';
-            }
+            b'[' => self.levels.push(Level::new(b']', 0)),
+            b'{' => self.levels.push(Level::new(b'}', 0)),
+            b')' | b']' | b'}' if self.levels.len() > 1 => i = self.close_bracket(b, i),
             b'<' if matches!(next, Some(b'<' | b'=')) => i += 1,
-            b'<' if ts => {
-                levels.last_mut().expect("the root").angles += 1;
-                open += 1;
+            b'<' if self.ts => {
+                self.level().angles += 1;
+                self.open += 1;
             }
             b'=' if next == Some(b'>') => {
                 i += 1;
-                let level = levels.last_mut().expect("the root");
-                if std::mem::take(&mut level.armed) {
-                    level.tries += 1;
-                    trying += 1;
+                if std::mem::take(&mut self.level().armed) {
+                    self.level().tries += 1;
+                    self.trying += 1;
                 }
             }
             b'=' if next == Some(b'=') => i += 1,
-            b'=' => close_level(&mut levels, &mut open, &mut trying, false),
+            b'=' => close_level(&mut self.levels, &mut self.open, &mut self.trying, false),
             b'?' if matches!(next, Some(b'?')) => i += 1,
             b'?' if next == Some(b'.') && !bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => i += 1,
-            b'?' => levels.last_mut().expect("the root").questions += 1,
+            b'?' => self.level().questions += 1,
             b':' => {
-                let level = levels.last_mut().expect("the root");
+                let ts = self.ts;
+                let level = self.level();
                 if level.questions > 0 {
                     level.questions -= 1;
                     level.armed |= ts && was_paren;
                 }
             }
-            b',' => levels.last_mut().expect("the root").armed = false,
-            b'>' => {
-                let level = levels.last_mut().expect("the root");
-                if level.angles > 0 {
-                    level.angles -= 1;
-                    open -= 1;
-                }
+            b',' => self.level().armed = false,
+            b'>' if self.levels.last().is_some_and(|l| l.angles > 0) => {
+                self.level().angles -= 1;
+                self.open -= 1;
             }
-            b';' => close_level(&mut levels, &mut open, &mut trying, true),
-            c if is_word_byte(c) => {
-                while i < bytes.len() && is_word_byte(bytes[i]) {
-                    i += 1;
-                }
-                let word = &text[start..i];
-                if STATEMENT_KEYWORDS.contains(&word) {
-                    close_level(&mut levels, &mut open, &mut trying, false);
-                }
-                after_operand = !EXPRESSION_KEYWORDS.contains(&word);
-            }
+            b';' => close_level(&mut self.levels, &mut self.open, &mut self.trying, true),
+            c if is_word_byte(c) => i = self.word(start),
             _ => {}
         }
-        let cost = PER_OPEN_ANGLE.saturating_pow(open);
-        work = work.saturating_add(cost.saturating_mul(1 + PER_ARROW_TRY * u64::from(trying)));
-        if work > WORK_BOUND {
-            return Err(TooMuchBacktracking { at: start, open_angles: open, arrow_tries: trying });
-        }
+        Some(i)
     }
-    Ok(())
+
+    /// Closes the innermost level at its closing bracket `b` (the byte
+    /// before `i`); returns where the scan goes on.
+    fn close_bracket(&mut self, b: u8, mut i: usize) -> usize {
+        let level = self.levels.pop().expect("more than the root");
+        self.open -= level.angles;
+        self.trying -= level.tries;
+        if level.closer == b'`' {
+            // The end of a `${...}`: the template goes on.
+            i = template_end(self.bytes, i, &mut self.levels);
+        }
+        self.after_operand = true;
+        self.after_paren = b == b')';
+        i
+    }
+
+    /// Reads the word (a name, keyword or number) at `start`; returns the
+    /// byte after it.
+    fn word(&mut self, start: usize) -> usize {
+        let mut i = start + 1;
+        while i < self.bytes.len() && is_word_byte(self.bytes[i]) {
+            i += 1;
+        }
+        let word = &self.text[start..i];
+        if STATEMENT_KEYWORDS.contains(&word) {
+            close_level(&mut self.levels, &mut self.open, &mut self.trying, false);
+        }
+        self.after_operand = !EXPRESSION_KEYWORDS.contains(&word);
+        i
+    }
+
+    /// The innermost bracket level.
+    fn level(&mut self) -> &mut Level {
+        self.levels.last_mut().expect("the root level is never popped")
+    }
 }
 
 /// Keywords that begin a statement and cannot be part of a type: type
