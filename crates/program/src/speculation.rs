@@ -196,7 +196,7 @@ impl Scanner<'_> {
     fn skip_trivia(&self, i: usize) -> usize {
         let bytes = self.bytes;
         match (bytes[i], bytes.get(i + 1)) {
-            (b'/', Some(b'/')) => bytes[i..].iter().position(|&c| c == b'\n').map_or(bytes.len(), |p| i + p),
+            (b'/', Some(b'/')) => line_end(bytes, i),
             (b'/', Some(b'*')) => find(bytes, i + 2, b"*/").map_or(bytes.len(), |p| p + 2),
             _ => i + 1,
         }
@@ -379,9 +379,27 @@ fn string_end(bytes: &[u8], mut i: usize, quote: u8) -> usize {
     while i < bytes.len() {
         match bytes[i] {
             b'\\' => i += 2,
-            b'\n' => return i,
+            b'\n' | b'\r' => return i,
             c if c == quote => return i + 1,
             _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
+/// Where the line that `i` is on ends: at the first line terminator of
+/// JavaScript after it (`\n`, `\r`, U+2028, U+2029), or the end. A line
+/// comment ends there for the parsers: ending it only at `\n` hid the rest
+/// of a text with `\r` line ends from the estimate (found by fuzzing).
+fn line_end(bytes: &[u8], i: usize) -> usize {
+    let mut j = i;
+    while j < bytes.len() {
+        match bytes[j] {
+            b'\n' | b'\r' => return j,
+            0xE2 if bytes.get(j + 1) == Some(&0x80) && matches!(bytes.get(j + 2), Some(0xA8 | 0xA9)) => {
+                return j;
+            }
+            _ => j += 1,
         }
     }
     bytes.len()
@@ -425,6 +443,21 @@ mod tests {
                        // a comment with <<< and < < <\n\
                        /* and a block <a<b<c */ const f = <T,>(x: T): T => x;\n";
         assert_eq!(check(&program.repeat(300)), Ok(()));
+    }
+
+    #[test]
+    fn a_line_comment_ends_at_every_line_terminator() {
+        // The fuzzer's find: a `//` comment ended by `\r` alone hid the
+        // rest of the text from the estimate.
+        for end in ["\n", "\r", "\r\n", "\u{2028}", "\u{2029}"] {
+            let text = format!("// a comment{end}{}", "a<({[".repeat(15));
+            assert!(check(&text).is_err(), "{end:?}");
+        }
+        // A string may hold U+2028 and U+2029, not `\n` or `\r`.
+        for end in ["\n", "\r", "\r\n"] {
+            let string = format!("'an open string{end}{}", "a<({[".repeat(15));
+            assert!(check(&string).is_err(), "{end:?}");
+        }
     }
 
     #[test]
