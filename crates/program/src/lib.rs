@@ -21,9 +21,11 @@
 //! Whatever runs was checked by the parser as one whole body, so a program
 //! cannot close the wrapper and run code outside it.
 //!
-//! Before a TypeScript parse, `speculation.rs` bounds the work it may take:
-//! oxc's TypeScript parser backtracks at each `<` that may open type
-//! arguments, and nested ones multiply (docs/LIMITS.md, "Before the VM").
+//! Before each parse, `speculation.rs` bounds the work it may take: oxc's
+//! parsers backtrack at each `(` that may open arrow-function parameters
+//! and, TypeScript's, at each `<` that may open type arguments, and nested
+//! tries multiply (docs/LIMITS.md, "Before the VM"). Texts that nest
+//! deeply are parsed on a thread with a large stack (`on_large_stack`).
 
 mod batch;
 mod fence;
@@ -50,9 +52,8 @@ pub enum NormaliseErrorKind {
     Syntax,
     /// The program is nested too deeply to parse: `stack`.
     Stack,
-    /// Parsing the program as TypeScript would take more work than the
-    /// bound of `speculation.rs` allows (the parser's backtracking):
-    /// `limit`.
+    /// Parsing the program would take more work than the bound of
+    /// `speculation.rs` allows (the parsers' backtracking): `limit`.
     Limit,
     /// The parser itself failed: `internal` (a bug).
     Internal,
