@@ -59,6 +59,21 @@ fn a_75_byte_text_that_makes_the_parser_backtrack_ends_as_limit_under_an_address
 }
 
 #[test]
+fn a_regular_expression_holding_a_quote_does_not_hide_the_text_after_it() {
+    // Read as a division, `/"/` opened a string for the estimate, which
+    // then skipped the rest of the line; the parser reads a regular
+    // expression and then the backtracking text (2.2 GB and a minute
+    // before the scan told them apart). The TypeScript comparison read
+    // both ways, likewise.
+    let ws = crate::common::workspace();
+    for (file, head) in [("head.ts", "if (c) /\"/.test(s); "), ("compare.ts", "x = a < 1 + 2 > /\"/; ")] {
+        let (code, receipt) = run_capped(ws.path(), file, &format!("{head}{}", backtracking(15)));
+        assert_eq!(code, Some(1), "{file}: {receipt}");
+        assert_eq!(receipt["error"]["kind"], "limit", "{file}: {receipt}");
+    }
+}
+
+#[test]
 fn a_valid_javascript_program_that_throws_is_not_parsed_again_as_backtracking_typescript() {
     // A comparison with an object literal is JavaScript; as TypeScript the
     // same text backtracks. The error's position was found by parsing the

@@ -21,7 +21,7 @@
 //! Whatever runs was checked by the parser as one whole body, so a program
 //! cannot close the wrapper and run code outside it.
 //!
-//! Before each parse, `speculation.rs` bounds the work it may take: oxc's
+//! Before each parse, `speculation/` bounds the work it may take: oxc's
 //! parsers backtrack at each `(` that may open arrow-function parameters
 //! and, TypeScript's, at each `<` that may open type arguments, and nested
 //! tries multiply (docs/LIMITS.md, "Before the VM"). Texts that nest
@@ -53,7 +53,7 @@ pub enum NormaliseErrorKind {
     /// The program is nested too deeply to parse: `stack`.
     Stack,
     /// Parsing the program would take more work than the bound of
-    /// `speculation.rs` allows (the parsers' backtracking): `limit`.
+    /// `speculation/` allows (the parsers' backtracking): `limit`.
     Limit,
     /// The parser itself failed: `internal` (a bug).
     Internal,
