@@ -251,6 +251,35 @@ async fn a_paused_run_is_claimed_by_another_store_and_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_over_the_bound_is_refused_before_its_rows_are_read() {
+    // Rows written to the table by something other than codemode: 1,100
+    // lines of 1 MB (stored compressed, a few KB), 1.1 GB to read back.
+    let Some(db) = database("over_bound").await else { return };
+    let store = db.store();
+    paused_run(&store, "run-big", 2).await;
+    db.admin
+        .execute(
+            "INSERT INTO codemode_journal (run_id, n, line)
+             SELECT 'run-big', 1000 + i, repeat('x', 1000000) FROM generate_series(1, 1100) AS i",
+            &[],
+        )
+        .await
+        .unwrap();
+    for result in [store.load("run-big").await.map(|_| ()), store.claim("run-big").await.map(|_| ())] {
+        let message = error(result).to_string();
+        assert!(message.contains("1101 lines") || message.contains("lines and 1049 MiB"), "{message}");
+        assert!(message.contains("1024 MiB a journal is read with"), "{message}");
+    }
+    // Still paused and whole: nothing was taken.
+    db.admin
+        .execute("DELETE FROM codemode_journal WHERE run_id = 'run-big' AND n >= 1000", &[])
+        .await
+        .unwrap();
+    assert_eq!(store.load("run-big").await.unwrap().state, RunState::Paused);
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_claims_of_one_run_one_wins() {
     let Some(db) = database("double_claim").await else { return };
     let (a, b) = (db.store(), db.store());

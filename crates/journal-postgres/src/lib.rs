@@ -30,8 +30,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Config};
 
 use codemode::journal::{
-    JournalSpec, JournalStore, NotResumableState, RunJournal, RunState, RunSummary, StoreError, StoreFuture,
-    StoredRun, state_line, without_credentials,
+    JournalSpec, JournalStore, MAX_JOURNAL_BYTES, MAX_JOURNAL_LINES, NotResumableState, RunJournal, RunState,
+    RunSummary, StoreError, StoreFuture, StoredRun, state_line, without_credentials,
 };
 use holder::{Hold, Holder};
 
@@ -376,6 +376,7 @@ impl Inner {
             conn.done();
             return Err(not_resumable(run_id, state));
         }
+        self.check_size(&tx, run_id).await?;
         let rows = tx
             .query("SELECT n, line FROM codemode_journal WHERE run_id = $1 ORDER BY n", &[&run_id])
             .await
@@ -397,6 +398,32 @@ impl Inner {
         tx.commit().await.map_err(fail)?;
         conn.done();
         Ok((lines, next + 1))
+    }
+
+    /// Refuses a run whose rows are more than a journal may hold
+    /// ([`MAX_JOURNAL_LINES`] lines, [`MAX_JOURNAL_BYTES`] bytes) before they
+    /// are read: rows written to the table by something other than codemode
+    /// would otherwise be read whole into memory.
+    async fn check_size(&self, tx: &tokio_postgres::Transaction<'_>, run_id: &str) -> Result<(), StoreError> {
+        let row = tx
+            .query_one(
+                "SELECT count(*), coalesce(sum(octet_length(line)), 0)::bigint FROM codemode_journal WHERE run_id = $1",
+                &[&run_id],
+            )
+            .await
+            .map_err(|e| self.fail(format_args!("cannot read run `{run_id}`"), &e))?;
+        let (lines, bytes): (i64, i64) = (row.get(0), row.get(1));
+        if lines as u64 > MAX_JOURNAL_LINES as u64 || bytes as u64 > MAX_JOURNAL_BYTES {
+            return Err(StoreError::Failed(format!(
+                "PostgreSQL {}: run `{run_id}`'s journal has {lines} lines and {} MiB, over the {MAX_JOURNAL_LINES} \
+                 lines and {} MiB a journal is read with; it was not written by codemode as it is: delete the run's rows \
+                 (in codemode_runs and codemode_journal) and start the program again",
+                self.place,
+                bytes >> 20,
+                MAX_JOURNAL_BYTES >> 20
+            )));
+        }
+        Ok(())
     }
 
     fn state(&self, run_id: &str, name: &str) -> Result<RunState, StoreError> {
@@ -436,6 +463,7 @@ impl Inner {
         if state == RunState::Running && !row.get::<_, bool>(1) {
             state = RunState::Interrupted;
         }
+        self.check_size(&tx, run_id).await?;
         let lines = tx
             .query("SELECT line FROM codemode_journal WHERE run_id = $1 ORDER BY n", &[&run_id])
             .await

@@ -50,3 +50,68 @@ impl StateCodec {
         self.0.seal(&ApprovalState { run_id: run_id.to_owned(), seqs: seqs.to_vec() }, arguments)
     }
 }
+
+/// An `mcp serve --http` front served over in-memory streams: the HTTP
+/// parser, the path and bearer-token checks and rmcp's service (Host,
+/// Origin, sessions, protocol version, body), as a client on loopback meets
+/// them. Its engine has no tools, no journal and no MCP servers, so a
+/// request the fuzzer makes can run a program but reach nothing.
+#[cfg(feature = "http")]
+pub struct HttpFront {
+    runtime: tokio::runtime::Runtime,
+    server: super::http::HttpServer,
+}
+
+#[cfg(feature = "http")]
+impl HttpFront {
+    /// A front that requires `token` (at least 16 bytes) as `Authorization:
+    /// Bearer`, or none. Its engine's workspace is `workspace`.
+    ///
+    /// # Panics
+    /// When the engine or the server cannot be built (a fuzz target's
+    /// setup).
+    pub fn new(workspace: &std::path::Path, token: Option<&str>) -> HttpFront {
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+        let engine = codemode::Engine::builder()
+            .workspace(workspace)
+            .native_tools(false)
+            .no_journal()
+            .build()
+            .expect("an engine without tools");
+        let server = super::CodeModeServer::new(engine, super::ServeOptions::default()).expect("a server");
+        let mut options = super::http::HttpOptions::new(([127, 0, 0, 1], 0).into());
+        options.token = token.map(str::to_owned);
+        let server = runtime.block_on(server.bind_http(options)).expect("bound on loopback");
+        HttpFront { runtime, server }
+    }
+
+    /// What the front answers to the raw bytes `request` of one HTTP/1.1
+    /// connection (the client closes its side after them): the raw
+    /// response bytes, or what was written within 5 s.
+    pub fn answer(&self, request: &[u8]) -> Vec<u8> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        self.runtime.block_on(async {
+            let (mut client, server_side) = tokio::io::duplex(64 << 10);
+            let connection = self.server.connection(server_side);
+            let served = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            let mut response = Vec::new();
+            let exchange = async {
+                let (mut reading, mut writing) = tokio::io::split(&mut client);
+                let write = async {
+                    let _ = writing.write_all(request).await;
+                    let _ = writing.shutdown().await;
+                };
+                let read = async {
+                    let _ = reading.read_to_end(&mut response).await;
+                };
+                tokio::join!(write, read);
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), exchange).await;
+            served.abort();
+            response
+        })
+    }
+}

@@ -240,14 +240,7 @@ impl HttpServer {
                             continue;
                         }
                     };
-                    let front = self.front.clone();
-                    let service = hyper::service::service_fn(move |request| {
-                        let front = front.clone();
-                        async move { Ok::<_, Infallible>(front.handle(request).await) }
-                    });
-                    let connection =
-                        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                    let connection = graceful.watch(connection);
+                    let connection = graceful.watch(self.connection(stream));
                     tokio::spawn(async move {
                         let _ = connection.await;
                     });
@@ -278,6 +271,27 @@ impl HttpServer {
             engine.shutdown_mcp().await;
         }
         Ok(())
+    }
+}
+
+impl HttpServer {
+    /// One HTTP/1.1 connection over `io` served by the front (path, bearer
+    /// token, then rmcp's service): what the accept loop runs for each
+    /// connection, and the fuzz target `serve_http_request` over an
+    /// in-memory stream.
+    pub(crate) fn connection<I>(
+        &self,
+        io: I,
+    ) -> impl hyper_util::server::graceful::GracefulConnection + Send + 'static
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let front = self.front.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let front = front.clone();
+            async move { Ok::<_, Infallible>(front.handle(request).await) }
+        });
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service)
     }
 }
 

@@ -93,3 +93,10 @@ fn bash_primary(command: &str) -> Primary {
         chained: false,
     })
 }
+
+/// The values of `include.path` and `includeIf.<condition>.path` the gate
+/// finds in the git configuration text `text` (the files it protects when
+/// they lie in the workspace), in order.
+pub fn git_include_paths(text: &str) -> Vec<String> {
+    crate::gate::git_includes::include_paths(text)
+}

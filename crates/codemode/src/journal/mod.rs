@@ -46,6 +46,14 @@ pub use credentials::{MASKED, without_credentials};
 pub use legacy::{MovedRuns, move_legacy_runs};
 pub use local::{LocalStore, state_line};
 pub use replay::Decided;
+
+/// Most bytes of one run's journal a store reads back (a local file, or a
+/// run's rows in PostgreSQL): 1 GiB. A journal over it was not written by
+/// codemode as it stands and is refused before it is read.
+pub const MAX_JOURNAL_BYTES: u64 = local::MAX_JOURNAL_BYTES;
+
+/// Most lines of one run's journal a store reads back: 8,000,000.
+pub const MAX_JOURNAL_LINES: usize = replay::MAX_LINES;
 pub use runs::{
     CallInfo, DecisionInfo, PendingInfo, ProgramInfo, PruneOptions, PruneReason, PruneReport, PrunedRun,
     RunDetails, RunListing, Runs,
