@@ -1,0 +1,58 @@
+//! An answer for the rest of the run given through `codemode mcp serve`
+//! (elicitation, or `input_required`) reaches no further than the terminal
+//! prompt's `a`: the same tool, in the same run, and never a call an ask
+//! rule sends to a person. A program that got `write` granted tried to
+//! have an `edit`, a rule-asked write, a `bash` command and the next run's
+//! write pass unasked on the strength of it.
+
+use serde_json::json;
+
+use crate::serve_clients::{Served, client, clients, execute};
+
+/// Writes `n1.txt` (the person grants the rest of the run), then tries a
+/// write an ask rule covers, an edit of `b.txt` and a bash command;
+/// returns `ok` or the error's kind for each.
+const AFTER_A_GRANT: &str = "const o = [];\n\
+    const t = async (f) => { try { await f(); o.push('ok'); } catch (e) { o.push(e.kind); } };\n\
+    await t(() => tools.write({path: 'n1.txt', content: 'x'}));\n\
+    await t(() => tools.write({path: 'secrets/k.txt', content: 'x'}));\n\
+    await t(() => tools.edit({path: 'b.txt', edits: [{old: 'one', new: 'ONE'}]}));\n\
+    await t(() => tools.bash({command: 'echo ran >> count.txt'}));\n\
+    await t(() => tools.write({path: 'n2.txt', content: 'x'}));\n\
+    return o.join(',');";
+
+#[test]
+fn a_grant_through_the_client_covers_only_this_runs_calls_of_this_tool() {
+    let Some(dir) = clients() else { return };
+    for sdk in ["v1", "v2"] {
+        let served = Served::new();
+        let policy =
+            served.path().parent().unwrap().join(format!("grants-{sdk}-{}.toml", std::process::id()));
+        std::fs::write(&policy, "[rules]\nask = [\"write(secrets/**)\"]\n").unwrap();
+        let grant = json!({"action": "accept", "content": {"rest_of_run": true}});
+        let plan = json!({
+            "server": served.server(&["--config", policy.to_str().unwrap()]),
+            "elicitation": "accept",
+            // The grant on the first question; every later one declined.
+            "answers": [grant, {"action": "decline"}],
+            "steps": [
+                {"call": execute(AFTER_A_GRANT)},
+                {"call": execute("try { await tools.write({path: 'n3.txt', content: 'x'}); return 'ok' } catch (e) { return e.kind }")},
+            ],
+        });
+        let out = client(&dir, sdk, &plan);
+        let _ = std::fs::remove_file(&policy);
+        // The rule's write, the edit and the command were asked and
+        // declined; the later write in the same run passed unasked.
+        assert_eq!(out.structured(0)["value"], "ok,denied,denied,denied,ok", "{sdk}: {}", out.text(0));
+        assert!(!served.path().join("secrets/k.txt").exists(), "{sdk}");
+        assert_eq!(std::fs::read_to_string(served.path().join("b.txt")).unwrap(), "one\ntwo\nthree\nfour\n");
+        assert!(!served.path().join("count.txt").exists(), "{sdk}");
+        // The next run's write is asked again.
+        assert_eq!(out.structured(1)["value"], "denied", "{sdk}: {}", out.text(1));
+        assert_eq!(out.elicitations.len(), 5, "{sdk}: {:#?}", out.elicitations);
+        assert!(out.elicitations[1].contains("secrets/k.txt"), "{sdk}: {}", out.elicitations[1]);
+        // A call a rule asks about offers no grant.
+        assert!(!out.elicitations[1].contains("rest_of_run"), "{sdk}: {}", out.elicitations[1]);
+    }
+}
