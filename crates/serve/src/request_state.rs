@@ -3,11 +3,13 @@
 //!
 //! A 2026-07-28 client that declared elicitation gets, for a run that
 //! paused on approvals, an `input_required` result: one
-//! `elicitation/create` per pending call and a `requestState` naming the run
-//! and the pending calls. The client retries the same `tools/call` with the
-//! person's answers (`inputResponses`) and the state echoed back. The state
-//! is attacker-controlled input on the way back (the spec says so), and it
-//! decides which run resumes with which calls allowed, so it is sealed with
+//! `elicitation/create` listing the pending calls and a `requestState`
+//! naming the run, the pending calls, and the tools granted (and offered)
+//! for the rest of the run (input_required.rs). The client retries the
+//! same `tools/call` with the person's answer (`inputResponses`) and the
+//! state echoed back. The state is attacker-controlled input on the way
+//! back (the spec says so), and it decides which run resumes with which
+//! calls and grants allowed, so it is sealed with
 //! HMAC-SHA256 (rmcp's [`RequestStateCodec`]) under the server's key, bound
 //! to a digest of the call's arguments, and expires. A replica sharing the
 //! key and the journal store opens it as well as the one that sealed it.
