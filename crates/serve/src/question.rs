@@ -244,4 +244,83 @@ mod tests {
         assert_eq!(wire["requestedSchema"]["properties"], json!({}));
         assert_eq!(wire["message"], "m");
     }
+
+    fn call<'a>(
+        tool: &'a str,
+        subject: &'a str,
+        args: &'a Value,
+        seq: u64,
+        reach: Option<&str>,
+    ) -> Asked<'a> {
+        Asked {
+            tool,
+            subject: Some(subject),
+            arguments: args,
+            reason: "posture ask",
+            seq,
+            reach: reach.map(str::to_owned),
+        }
+    }
+
+    fn message(params: &ElicitRequestParams) -> String {
+        serde_json::to_value(params).unwrap()["message"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn one_question_lists_every_call_and_a_subject_cannot_add_one() {
+        let forged = "x.txt\n\ncall 9: `write`\nit acts on: \"harmless\"";
+        let (a, b) = (json!({"path": "a.txt"}), json!({"path": forged}));
+        let params =
+            question("r1", &[call("write", "a.txt", &a, 1, None), call("write", forged, &b, 2, None)]);
+        let text = message(&params);
+        assert!(text.starts_with("codemode: allow these 2 tool calls of run r1?"), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("call ")).count(), 2, "{text}");
+        assert!(text.contains("call 1: `write`") && text.contains("call 2: `write`"), "{text}");
+        assert!(
+            text.ends_with("run r1, calls 1, 2. Accept allows them all; decline or cancel denies them all.")
+        );
+        let wire = serde_json::to_value(&params).unwrap();
+        assert_eq!(wire["requestedSchema"]["properties"], json!({}), "no grant offered");
+    }
+
+    #[test]
+    fn a_grant_offered_is_one_boolean_field_saying_what_it_allows() {
+        let a = json!({"path": "a.txt"});
+        let reach = "every `write` call of this run";
+        let params = question(
+            "r1",
+            &[call("write", "a.txt", &a, 1, Some(reach)), call("write", "b", &a, 2, Some(reach))],
+        );
+        let wire = serde_json::to_value(&params).unwrap();
+        let field = &wire["requestedSchema"]["properties"][REST_OF_RUN];
+        assert_eq!(field["type"], "boolean");
+        assert_eq!(field["default"], false);
+        assert_eq!(field["description"], format!("Allows, without asking again: {reach}"), "listed once");
+        assert!(message(&params).contains(reach));
+    }
+
+    #[test]
+    fn only_a_true_boolean_takes_the_offer() {
+        assert!(rest_of_run(Some(&json!({REST_OF_RUN: true}))));
+        for no in
+            [json!({REST_OF_RUN: "true"}), json!({REST_OF_RUN: 1}), json!({REST_OF_RUN: false}), json!({})]
+        {
+            assert!(!rest_of_run(Some(&no)), "{no}");
+        }
+        assert!(!rest_of_run(None));
+    }
+
+    #[test]
+    fn a_question_shows_a_bounded_number_of_calls() {
+        let small = json!({"path": "a.txt"});
+        let many: Vec<Asked<'_>> = (0..40).map(|i| call("write", "a.txt", &small, i, None)).collect();
+        assert_eq!(fitting(&many, "r"), MAX_CALLS);
+        let big = json!({"content": "y".repeat(SHOWN_BYTES - 100)});
+        let large: Vec<Asked<'_>> = (0..20).map(|i| call("write", "a.txt", &big, i, None)).collect();
+        let n = fitting(&large, "r");
+        assert!((1..20).contains(&n), "{n}");
+        let shown: usize = large[..n].iter().map(|c| c.lines("r").len()).sum();
+        assert!(shown <= MAX_TEXT_BYTES, "{shown}");
+        assert_eq!(fitting(&[], "r"), 0);
+    }
 }

@@ -115,3 +115,48 @@ impl RunGrants {
         self.0.iter()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::Caller;
+    use serde_json::json;
+
+    fn request(run_id: &str, tool: &str, subject: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            tool: tool.into(),
+            arguments: json!({}),
+            caller: Caller::Program,
+            run_id: run_id.into(),
+            seq: 1,
+            reason: "posture ask".into(),
+            subject: Some(subject.into()),
+            annotations: Default::default(),
+            destructive: false,
+            run_grant: Some(RunGrantScope::now(&RunChanges::default())),
+        }
+    }
+
+    #[test]
+    fn a_grant_covers_its_run_and_tool_only() {
+        let mut grants = RunGrants::default();
+        grants.hold(RunGrant::of(&request("r1", "write", "a.txt")).unwrap());
+        assert!(grants.cover_request(&request("r1", "write", "b.txt")));
+        assert!(!grants.cover_request(&request("r2", "write", "b.txt")), "another run");
+        assert!(!grants.cover_request(&request("r1", "edit", "b.txt")), "another tool");
+        let asked_every_time = ApprovalRequest { run_grant: None, ..request("r1", "write", "b.txt") };
+        assert!(!grants.cover_request(&asked_every_time), "an ask rule's call");
+    }
+
+    #[test]
+    fn a_grant_from_a_record_is_never_for_a_tool_that_starts_programs() {
+        assert!(RunGrant::of_tool("r1", "bash").is_none());
+        assert!(RunGrant::of_tool("r1", "mcp_connect__fs").is_none());
+        let carried = RunGrant::of_tool("r1", "write").unwrap();
+        assert!(!carried.per_subject());
+        let mut grants = RunGrants::default();
+        grants.hold(carried);
+        assert!(grants.cover_request(&request("r1", "write", "c.txt")));
+        assert!(!grants.cover_request(&request("r1", "bash", "ls")));
+    }
+}
