@@ -68,9 +68,11 @@ impl ElicitingApprover {
             tokio::time::sleep(GATHER).await;
             let calls = {
                 let mut batch = self.batch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                // Calls an answer given meanwhile covers are not asked.
+                // Calls an answer given meanwhile covers are not asked, nor
+                // calls nobody waits for any more (their run was cancelled).
                 let (covered, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut batch.waiting)
                     .into_iter()
+                    .filter(|w| !w.answer.is_closed())
                     .partition(|w| w.grant.as_ref().is_some_and(|g| batch.grants.cover(g)));
                 for w in covered {
                     let _ = w.answer.send(Ok(Approval::allow().with_reason(self.for_run_reason())));
@@ -101,9 +103,13 @@ impl ElicitingApprover {
         }
     }
 
-    /// The call `w` as a question shows it.
+    /// The call `w` as a question shows it. A grant for one command names
+    /// the call whose command it is.
     fn asked<'a>(&self, w: &'a Waiting) -> Asked<'a> {
-        let reach = w.grant.as_ref().map(|g| g.reach(&codemode::display_text::visible(g.tool())));
+        let reach = w.grant.as_ref().map(|g| {
+            let reach = g.reach(&codemode::display_text::visible(g.tool()));
+            if g.per_subject() { format!("for call {}, {reach}", w.request.seq) } else { reach }
+        });
         Asked::of(&w.request, reach)
     }
 

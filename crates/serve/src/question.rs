@@ -101,8 +101,12 @@ pub(crate) fn question(run_id: &str, calls: &[Asked<'_>]) -> ElicitRequestParams
             seqs.join(", ")
         )),
     }
-    let mut reaches: Vec<&str> = calls.iter().filter_map(|c| c.reach.as_deref()).collect();
-    reaches.dedup();
+    let mut reaches: Vec<&str> = Vec::new();
+    for reach in calls.iter().filter_map(|c| c.reach.as_deref()) {
+        if !reaches.contains(&reach) {
+            reaches.push(reach);
+        }
+    }
     let schema = if reaches.is_empty() {
         json!({"type": "object", "properties": {}})
     } else {
@@ -287,15 +291,18 @@ mod tests {
     fn a_grant_offered_is_one_boolean_field_saying_what_it_allows() {
         let a = json!({"path": "a.txt"});
         let reach = "every `write` call of this run";
-        let params = question(
-            "r1",
-            &[call("write", "a.txt", &a, 1, Some(reach)), call("write", "b", &a, 2, Some(reach))],
-        );
+        let calls = [
+            call("write", "a.txt", &a, 1, Some(reach)),
+            call("bash", "ls", &a, 2, Some("for call 2, this exact command")),
+            call("write", "b", &a, 3, Some(reach)),
+        ];
+        let params = question("r1", &calls);
         let wire = serde_json::to_value(&params).unwrap();
         let field = &wire["requestedSchema"]["properties"][REST_OF_RUN];
         assert_eq!(field["type"], "boolean");
         assert_eq!(field["default"], false);
-        assert_eq!(field["description"], format!("Allows, without asking again: {reach}"), "listed once");
+        let also = format!("Allows, without asking again: {reach}; for call 2, this exact command");
+        assert_eq!(field["description"], also, "each listed once");
         assert!(message(&params).contains(reach));
     }
 

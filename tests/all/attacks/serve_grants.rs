@@ -56,3 +56,46 @@ fn a_grant_through_the_client_covers_only_this_runs_calls_of_this_tool() {
         assert!(!out.elicitations[1].contains("rest_of_run"), "{sdk}: {}", out.elicitations[1]);
     }
 }
+
+/// Runs `sh x.sh` twice, rewrites `x.sh` (no approval under auto-review)
+/// and runs it again; returns each run's output or the error's kind.
+const REWRITE_THE_SCRIPT: &str = "const run = async () => { try { return (await tools.bash({command: 'sh x.sh'})).content.stdout.trim(); }\n\
+      catch (e) { return e.kind; } };\n\
+    await tools.write({path: 'x.sh', content: 'echo harmless'});\n\
+    const o = [await run(), await run()];\n\
+    await tools.write({path: 'x.sh', content: 'echo EVIL'});\n\
+    o.push(await run());\n\
+    return o.join(',');";
+
+/// The terminal's command grant, given through the client: it holds for
+/// the exact command only until another call that may change files runs.
+/// On `input_required` it is not offered at all (a paused run's state
+/// does not carry the calls made since).
+#[test]
+fn a_command_grant_through_the_client_ends_when_the_script_is_rewritten() {
+    let Some(dir) = clients() else { return };
+    for sdk in ["v1", "v2"] {
+        let served = Served::new();
+        let grant = json!({"action": "accept", "content": {"rest_of_run": true}});
+        let plan = json!({
+            "server": served.server(&["--posture", "auto-review"]),
+            "elicitation": "accept",
+            "answers": [grant, {"action": "decline"}],
+            "steps": [{"call": execute(REWRITE_THE_SCRIPT)}],
+        });
+        let out = client(&dir, sdk, &plan);
+        let value = &out.structured(0)["value"];
+        if sdk == "v1" {
+            assert!(
+                out.elicitations[0].contains("for call 2, this exact command"),
+                "{}",
+                out.elicitations[0]
+            );
+            assert_eq!(value, "harmless,harmless,denied", "{sdk}: {}", out.text(0));
+            assert_eq!(out.elicitations.len(), 2, "{sdk}: {:#?}", out.elicitations);
+        } else {
+            assert!(!out.elicitations[0].contains("rest_of_run"), "{}", out.elicitations[0]);
+            assert_eq!(value, "harmless,denied,denied", "{sdk}: {}", out.text(0));
+        }
+    }
+}
