@@ -96,3 +96,23 @@ fn an_accept_without_the_rest_of_the_run_asks_again() {
         assert_eq!(out.elicitations.len(), 3, "{sdk}: {:?}", out.elicitations);
     }
 }
+
+/// The issue's rename across 29 files: v1 is asked once per batch of calls
+/// the run lets wait at once (`max_in_flight`, 16 by default), v2 once for
+/// all the calls the run paused on.
+#[test]
+fn twenty_nine_parallel_writes_ask_once_per_batch_in_flight() {
+    let Some(dir) = clients() else { return };
+    let code = "const names = Array.from({length: 29}, (_, i) => 'f' + i + '.txt');\n\
+        const r = await Promise.all(names.map((p) => tools.write({path: p, content: 'x'}).then(() => 'ok', (e) => e.kind)));\n\
+        return r.filter((x) => x === 'ok').length;";
+    // v1: 16, then the 13 that waited for a slot (a third question only
+    // when a loaded machine spreads their arrival past the gathering).
+    for (sdk, questions) in [("v1", 2..=3), ("v2", 1..=1)] {
+        let served = Served::new();
+        let plan = json!({"server": served.server(&[]), "elicitation": "accept", "steps": [{"call": execute(code)}]});
+        let out = client(&dir, sdk, &plan);
+        assert_eq!(out.structured(0)["value"], 29, "{sdk}: {}", out.text(0));
+        assert!(questions.contains(&out.elicitations.len()), "{sdk}: {:#?}", out.elicitations);
+    }
+}

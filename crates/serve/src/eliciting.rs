@@ -20,8 +20,9 @@ use super::question::{self, Asked, form};
 
 /// Asks the person behind a 2025-11-25 client with `elicitation/create`:
 /// the calls that wait for approval at the same time (those that arrive
-/// within [`GATHER`] of each other, and every one that arrives while a
-/// question is out) come as one question listing them
+/// within [`GATHER`] of each other, up to [`GATHER_AT_MOST`] from the
+/// first, and every one that arrives while a question is out) come as one
+/// question listing them
 /// ([`crate::question`]); an answer for the rest of the run is held here,
 /// in the terminal prompt's [`RunGrants`], for the run this approver
 /// serves.
@@ -34,10 +35,14 @@ struct ElicitingApprover {
     batch: Mutex<Batch>,
 }
 
-/// How long the first call waiting for approval waits for others before
-/// the question is asked: calls a program starts together reach the gate
-/// within a few milliseconds of each other.
+/// How long a question waits for more calls after the last one arrived:
+/// calls a program starts together reach the gate within a few
+/// milliseconds of each other, and calls that were waiting for a free
+/// slot (`max_in_flight`) follow one by one as others end.
 pub(crate) const GATHER: Duration = Duration::from_millis(150);
+
+/// The longest a question waits for more calls, from the first.
+pub(crate) const GATHER_AT_MOST: Duration = Duration::from_secs(1);
 
 /// The calls waiting for a question, and what answers for the rest of the
 /// run allowed.
@@ -65,7 +70,7 @@ impl ElicitingApprover {
     /// Asks the waiting calls, one question at a time, until none waits.
     async fn ask_waiting(self: Arc<Self>) {
         loop {
-            tokio::time::sleep(GATHER).await;
+            self.gather().await;
             let calls = {
                 let mut batch = self.batch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 // Calls an answer given meanwhile covers are not asked, nor
@@ -100,6 +105,22 @@ impl ElicitingApprover {
                 };
                 let _ = w.answer.send(Ok(answer));
             }
+        }
+    }
+
+    /// Waits until no call arrived for [`GATHER`], at most
+    /// [`GATHER_AT_MOST`].
+    async fn gather(&self) {
+        let waiting = || self.batch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).waiting.len();
+        let until = tokio::time::Instant::now() + GATHER_AT_MOST;
+        let mut seen = waiting();
+        loop {
+            tokio::time::sleep_until(until.min(tokio::time::Instant::now() + GATHER)).await;
+            let now = waiting();
+            if now == seen || tokio::time::Instant::now() >= until {
+                return;
+            }
+            seen = now;
         }
     }
 
