@@ -116,3 +116,25 @@ fn twenty_nine_parallel_writes_ask_once_per_batch_in_flight() {
         assert!(questions.contains(&out.elicitations.len()), "{sdk}: {:#?}", out.elicitations);
     }
 }
+
+/// A question lists at most 32 calls: on `input_required`, the calls left
+/// out stay pending and are asked when the resumed run pauses on them.
+#[test]
+fn more_calls_than_a_question_lists_are_asked_in_the_next() {
+    let Some(dir) = clients() else { return };
+    let code = "const names = Array.from({length: 40}, (_, i) => 'f' + i + '.txt');\n\
+        const r = await Promise.all(names.map((p) => tools.write({path: p, content: 'x'}).then(() => 'ok', (e) => e.kind)));\n\
+        return r.filter((x) => x === 'ok').length;";
+    let served = Served::new();
+    let plan =
+        json!({"server": served.server(&[]), "elicitation": "accept", "steps": [{"call": execute(code)}]});
+    let out = client(&dir, "v2", &plan);
+    assert_eq!(out.structured(0)["value"], 40, "{}", out.text(0));
+    assert_eq!(out.elicitations.len(), 2, "{:#?}", out.elicitations);
+    assert!(
+        out.elicitations[0].starts_with("codemode: allow these 32 tool calls"),
+        "{}",
+        out.elicitations[0]
+    );
+    assert!(out.elicitations[1].starts_with("codemode: allow these 8 tool calls"), "{}", out.elicitations[1]);
+}
