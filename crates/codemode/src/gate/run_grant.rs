@@ -12,7 +12,7 @@ use super::approval::{ApprovalRequest, RunChanges, RunGrantScope};
 /// time, and such an answer allows it alone), and for a tool that starts
 /// programs (`bash`, `mcp_connect__<server>`) only those with the same
 /// subject (the exact command or server start), and only while the run has
-/// let no other call that may change files run (see [`RunChanges`]).
+/// let no other call that may change files run (the run's `RunChanges`).
 #[derive(Debug, Clone)]
 pub struct RunGrant {
     run_id: String,

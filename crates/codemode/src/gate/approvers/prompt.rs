@@ -34,7 +34,8 @@ use super::{allowed, terminal};
 /// run the answer covers ([`PromptApprover::ALLOWED_FOR_RUN_REASON`]): every
 /// call of the same tool, or for a tool that starts programs (`bash`,
 /// `mcp_connect__<server>`) every call with the same subject (the exact
-/// command). Case and surrounding spaces do not matter. Anything else asks
+/// command), as [`RunGrant`] says (`codemode mcp serve` offers the same
+/// grant through its questions). Case and surrounding spaces do not matter. Anything else asks
 /// again, at most [`PromptApprover::MAX_TRIES`] lines in all, then denies.
 /// The end of the input is an [`ApproverError`] ("the terminal closed"):
 /// nobody is left to answer.
