@@ -42,6 +42,7 @@ mod run_end;
 mod run_grant;
 mod runs;
 mod sandbox;
+mod serve_approvals;
 mod serve_clients;
 mod serve_http;
 mod serve_stdio;

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::mcp_support::{node_server, root};
 
 /// The client scripts' folder, when the SDK packages are installed.
-fn clients() -> Option<PathBuf> {
+pub(crate) fn clients() -> Option<PathBuf> {
     let modules = root().join("tests/node/node_modules/@modelcontextprotocol");
     let ready = ["sdk", "client", "inspector-cli", "server-everything"]
         .iter()
@@ -46,13 +46,13 @@ fn clients() -> Option<PathBuf> {
 /// A served workspace: files to read, an MCP config (outside the
 /// workspace, so trusted) naming server-everything, and where the server's
 /// trust record is looked for (none).
-struct Served {
+pub(crate) struct Served {
     ws: tempfile::TempDir,
     config: tempfile::TempDir,
 }
 
 impl Served {
-    fn new() -> Served {
+    pub(crate) fn new() -> Served {
         let ws = crate::common::workspace();
         std::fs::write(ws.path().join("b.txt"), "one\ntwo\nthree\nfour\n").unwrap();
         let config = tempfile::tempdir().unwrap();
@@ -63,13 +63,13 @@ impl Served {
         Served { ws, config }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.ws.path()
     }
 
     /// The `server` of a plan: `codemode mcp serve` over this workspace,
     /// with `extra` options.
-    fn server(&self, extra: &[&str]) -> Value {
+    pub(crate) fn server(&self, extra: &[&str]) -> Value {
         let mut args = vec![
             "mcp".to_owned(),
             "serve".to_owned(),
@@ -97,7 +97,7 @@ impl Served {
     }
 
     /// The receipt saved for `run_id`.
-    fn receipt(&self, run_id: &str) -> Value {
+    pub(crate) fn receipt(&self, run_id: &str) -> Value {
         let path = crate::common::runs_dir(self.path()).join(run_id).join("receipt.json");
         serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
             .unwrap()
@@ -106,32 +106,32 @@ impl Served {
 
 /// What a client printed for a plan: the connection, then one value per
 /// step, then the elicitations it was sent.
-struct Outcome {
+pub(crate) struct Outcome {
     connected: Value,
-    steps: Vec<Value>,
-    elicitations: Vec<String>,
+    pub(crate) steps: Vec<Value>,
+    pub(crate) elicitations: Vec<String>,
 }
 
 impl Outcome {
     /// Step `i`'s tool result (panics with the step when it failed).
-    fn result(&self, i: usize) -> &Value {
+    pub(crate) fn result(&self, i: usize) -> &Value {
         let step = &self.steps[i];
         step.get("result").unwrap_or_else(|| panic!("step {i} has no result: {step}"))
     }
 
     /// Step `i`'s `structuredContent`.
-    fn structured(&self, i: usize) -> &Value {
+    pub(crate) fn structured(&self, i: usize) -> &Value {
         &self.result(i)["structuredContent"]
     }
 
     /// Step `i`'s text content.
-    fn text(&self, i: usize) -> &str {
+    pub(crate) fn text(&self, i: usize) -> &str {
         self.result(i)["content"][0]["text"].as_str().unwrap_or_default()
     }
 }
 
 /// Runs client `sdk` (`v1` or `v2`) with `plan` to its end.
-fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
+pub(crate) fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
     let output = Command::new("node")
         .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(dir.join(format!("{sdk}.mjs")))
@@ -157,7 +157,7 @@ fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
 }
 
 /// A `tools/call` of `execute_tools` with `code`.
-fn execute(code: &str) -> Value {
+pub(crate) fn execute(code: &str) -> Value {
     json!({"name": "execute_tools", "arguments": {"code": code}})
 }
 
@@ -335,7 +335,7 @@ fn a_model_sent_resume_without_a_persons_decision_does_not_run_the_call() {
 fn a_forged_foreign_or_replayed_request_state_runs_nothing() {
     let Some(dir) = clients() else { return };
     let served = Served::new();
-    let accept = json!({"approve-1": {"action": "accept", "content": {}}});
+    let accept = json!({"approve": {"action": "accept", "content": {}}});
     let other = "try { await tools.bash({command: 'echo other >> count.txt'}); return 'ran' } catch (e) { return e.kind }";
     // The v2 client in manual mode: it hands input_required back, and the
     // plan sends the retries.
@@ -357,7 +357,7 @@ fn a_forged_foreign_or_replayed_request_state_runs_nothing() {
     let first = out.result(0);
     assert_eq!(first["resultType"], "input_required", "{first}");
     let state = first["requestState"].as_str().unwrap().to_owned();
-    let asked = first["inputRequests"]["approve-1"]["params"]["message"].as_str().unwrap();
+    let asked = first["inputRequests"]["approve"]["params"]["message"].as_str().unwrap();
     assert!(asked.contains("echo ran >> count.txt"), "{asked}");
     for i in [1, 2] {
         assert_eq!(out.result(i)["isError"], true, "step {i}: {}", out.steps[i]);

@@ -426,7 +426,7 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
     // Replica A: the run pauses, and the answer asks the person.
     let asked = modern_call(&a.url, program.clone(), json!({}), true);
     assert_eq!(asked["resultType"], "input_required", "{asked}");
-    let question = &asked["inputRequests"]["approve-1"];
+    let question = &asked["inputRequests"]["approve"];
     assert_eq!(question["method"], "elicitation/create", "{asked}");
     assert!(question["params"]["message"].as_str().unwrap().contains("echo ran >> count.txt"), "{asked}");
     let state = asked["requestState"].as_str().unwrap().to_owned();
@@ -434,7 +434,7 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
 
     // Replica B: the person accepted; the run resumes from the journal.
     let accept =
-        json!({"inputResponses": {"approve-1": {"action": "accept", "content": {}}}, "requestState": state});
+        json!({"inputResponses": {"approve": {"action": "accept", "content": {}}}, "requestState": state});
     let done = modern_call(&b.url, program.clone(), accept.clone(), true);
     assert_eq!(done["structuredContent"]["status"], "completed", "{done}");
     assert_eq!(done["structuredContent"]["calls"]["bash"]["ok"], 1, "{done}");
@@ -443,7 +443,7 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
     // A declined approval: denied, not run.
     let asked = modern_call(&a.url, program.clone(), json!({}), true);
     let state = asked["requestState"].as_str().unwrap().to_owned();
-    let decline = json!({"inputResponses": {"approve-1": {"action": "decline"}}, "requestState": state});
+    let decline = json!({"inputResponses": {"approve": {"action": "decline"}}, "requestState": state});
     let declined = modern_call(&b.url, program.clone(), decline, true);
     assert_eq!(declined["structuredContent"]["calls"]["bash"]["refused"], 1, "{declined}");
     assert!(
@@ -459,13 +459,13 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
     let at = tampered.len() / 2;
     tampered[at] = if tampered[at] == 'A' { 'B' } else { 'A' };
     let tampered: String = tampered.into_iter().collect();
-    let forged = json!({"inputResponses": {"approve-1": {"action": "accept"}}, "requestState": tampered});
+    let forged = json!({"inputResponses": {"approve": {"action": "accept"}}, "requestState": tampered});
     let refused = modern_call(&b.url, program.clone(), forged, true);
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(refused["content"][0]["text"].as_str().unwrap().contains("requestState"), "{refused}");
     // The real state, for other arguments: refused too.
     let other = json!({"code": "return await tools.call('bash', {command: 'echo other >> count.txt'})"});
-    let moved = json!({"inputResponses": {"approve-1": {"action": "accept"}}, "requestState": state});
+    let moved = json!({"inputResponses": {"approve": {"action": "accept"}}, "requestState": state});
     let refused = modern_call(&b.url, other, moved, true);
     assert_eq!(refused["isError"], true, "{refused}");
     assert_eq!(count(), 1, "nothing ran on a refused state");

@@ -203,7 +203,7 @@ fn a_modern_client_gets_input_required_and_its_retry_resumes_the_run_once() {
     let r = s.response(id, |_, _| {});
     let result = &r["result"];
     assert_eq!(result["resultType"], "input_required", "{r}");
-    let question = &result["inputRequests"]["approve-1"];
+    let question = &result["inputRequests"]["approve"];
     assert_eq!(question["method"], "elicitation/create");
     assert!(question["params"]["message"].as_str().unwrap().contains("echo ran >> count.txt"));
     let state = result["requestState"].as_str().unwrap().to_owned();
@@ -218,7 +218,7 @@ fn a_modern_client_gets_input_required_and_its_retry_resumes_the_run_once() {
         let id = s.request(
             "tools/call",
             json!({"_meta": meta, "name": "execute_tools", "arguments": arguments,
-                   "requestState": sealed, "inputResponses": {"approve-1": {"action": "accept", "content": {}}}}),
+                   "requestState": sealed, "inputResponses": {"approve": {"action": "accept", "content": {}}}}),
         );
         let r = s.response(id, |_, _| {});
         assert_eq!(r["result"]["isError"], true, "{r}");
@@ -227,7 +227,7 @@ fn a_modern_client_gets_input_required_and_its_retry_resumes_the_run_once() {
     assert_eq!(count(ws.path()), 0, "a forged answer runs nothing");
 
     let retry = json!({"_meta": meta, "name": "execute_tools", "arguments": args,
-        "requestState": state, "inputResponses": {"approve-1": {"action": "accept", "content": {}}}});
+        "requestState": state, "inputResponses": {"approve": {"action": "accept", "content": {}}}});
     let id = s.request("tools/call", retry.clone());
     let r = s.response(id, |_, _| {});
     let sc = &r["result"]["structuredContent"];
@@ -265,7 +265,7 @@ fn a_modern_decline_denies_the_call() {
     let id = s.request(
         "tools/call",
         json!({"_meta": meta, "name": "execute_tools", "arguments": args,
-               "requestState": state, "inputResponses": {"approve-1": {"action": "decline"}}}),
+               "requestState": state, "inputResponses": {"approve": {"action": "decline"}}}),
     );
     let r = s.response(id, |_, _| {});
     let value = r["result"]["structuredContent"]["value"].as_str().unwrap().to_owned();

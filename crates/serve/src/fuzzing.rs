@@ -47,7 +47,15 @@ impl StateCodec {
 
     /// Seals run `run_id`'s pending `seqs` for a retry with `arguments`.
     pub fn seal(&self, run_id: &str, seqs: &[u64], arguments: &Value) -> String {
-        self.0.seal(&ApprovalState { run_id: run_id.to_owned(), seqs: seqs.to_vec() }, arguments)
+        self.0.seal(
+            &ApprovalState {
+                run_id: run_id.to_owned(),
+                seqs: seqs.to_vec(),
+                granted: vec![],
+                offered: vec![],
+            },
+            arguments,
+        )
     }
 }
 

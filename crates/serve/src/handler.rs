@@ -15,27 +15,21 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, Implementation,
-    InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::ServeOptions;
-use super::approvals::{Route, approval_text, form};
+use super::approvals::{PausingApprover, Route};
 use super::arguments::{Request, read_request};
-use super::request_state::{ApprovalState, StateSigner};
+use super::request_state::StateSigner;
 use super::saves::Place;
-use codemode::journal::Decided;
 use codemode::{Engine, batch::BatchOptions, run::ExecuteInput, run::RunOptions};
 use codemode::{Receipt, receipt::CallReceipt, receipt::RunStatus};
-
-/// The key of the input request asking about pending call `seq`.
-fn input_key(seq: u64) -> String {
-    format!("approve-{seq}")
-}
 
 /// How often, and how long apart, a resume retries a run another process
 /// holds for a moment (a person's `codemode approve` recording).
@@ -160,7 +154,7 @@ impl CodeModeServer {
         cx: &RequestContext<RoleServer>,
     ) -> Result<Done, CallToolResult> {
         let inner = &self.inner;
-        let route = Route::of(cx, &inner.options);
+        let mut route = Route::of(cx, &inner.options);
         let progress = Progress::start(cx);
         let options = RunOptions::with_approver(route.approver());
         let options = match &progress {
@@ -175,7 +169,11 @@ impl CodeModeServer {
         }
         let started = match request {
             Request::Refused(why) => return Err(input_error(why)),
-            Request::Answered(sealed) => self.answered(&sealed, params, args, cx, options).await?,
+            Request::Answered(sealed) => {
+                let (started, answered_route) = self.answered(&sealed, params, args, cx, options).await?;
+                route = answered_route;
+                started
+            }
             Request::Resume(run_id) => {
                 self.same_workspace(&run_id).await?;
                 if matches!(route, Route::Pause) {
@@ -223,39 +221,28 @@ impl CodeModeServer {
     }
 
     /// A retry of a call answered `input_required`: opens the signed state,
-    /// reads the person's answers, and resumes the run with them.
+    /// reads the person's answer, and resumes the run with it; the resumed
+    /// run's route holds the grants the state carries and the answer gave.
     async fn answered(
         &self,
         sealed: &str,
         params: &CallToolRequestParams,
         args: &Value,
         cx: &RequestContext<RoleServer>,
-        options: RunOptions,
-    ) -> Result<Started, CallToolResult> {
+        mut options: RunOptions,
+    ) -> Result<(Started, Route), CallToolResult> {
         let state = self.inner.signer.open(sealed, &bound(params, args)).map_err(input_error)?;
         self.same_workspace(&state.run_id).await?;
-        let client = cx.client_info().map(|i| i.name).unwrap_or_else(|| "the MCP client".to_owned());
-        let empty = Default::default();
-        let responses = params.input_responses.as_ref().unwrap_or(&empty);
-        let decisions: Vec<(u64, Decided)> = state
-            .seqs
-            .iter()
-            .map(|&seq| {
-                let action =
-                    responses.get(&input_key(seq)).and_then(|r| r.get("action")).and_then(Value::as_str);
-                let decided = match action {
-                    Some("accept") => Decided::Allow,
-                    Some("decline") => Decided::Deny(format!("declined by the person in {client}")),
-                    Some("cancel") => Decided::Deny(format!("the person dismissed the approval in {client}")),
-                    _ => Decided::Deny(format!("{client} sent no answer for this call's approval")),
-                };
-                (seq, decided)
-            })
-            .collect();
-        Ok(match self.inner.engine.start_resume_with(&state.run_id, &decisions, options).await {
+        let client = super::approvals::client_name(cx);
+        let (decisions, grants) =
+            super::input_required::answered(&state, params.input_responses.as_ref(), &client);
+        let approver = Arc::new(PausingApprover::new(client, grants));
+        options.approver = Some(approver.clone());
+        let started = match self.inner.engine.start_resume_with(&state.run_id, &decisions, options).await {
             Ok(run) => Started::Run(run),
             Err(receipt) => Started::Done(Box::new(receipt)),
-        })
+        };
+        Ok((started, Route::InputRequired(approver)))
     }
 
     /// Refuses a resume of run `run_id` made in another workspace: a shared
@@ -346,8 +333,8 @@ impl CodeModeServer {
         CallToolResponse::Complete(result)
     }
 
-    /// `input_required` for a paused run: one form elicitation per pending
-    /// call, and the signed state naming them.
+    /// `input_required` for a paused run: one form elicitation listing
+    /// the pending calls, and the signed state naming them.
     /// `None` unless the run paused on the `input_required` route.
     fn input_required(
         &self,
@@ -356,30 +343,11 @@ impl CodeModeServer {
         args: &Value,
     ) -> Option<InputRequiredResult> {
         let receipt = &done.receipt;
-        if receipt.status != RunStatus::Paused
-            || !matches!(done.route, Route::InputRequired)
-            || receipt.pending.is_empty()
-        {
+        let Route::InputRequired(approver) = &done.route else { return None };
+        if receipt.status != RunStatus::Paused || receipt.pending.is_empty() {
             return None;
         }
-        let mut requests = InputRequests::new();
-        for p in &receipt.pending {
-            let text =
-                approval_text(&p.tool, p.subject.as_deref(), &p.arguments, &p.reason, &receipt.run_id, p.seq);
-            let params = form(text, json!({"type": "object", "properties": {}}));
-            requests.insert(input_key(p.seq), InputRequest::Elicitation(ElicitRequest::new(params)));
-        }
-        let state = ApprovalState {
-            run_id: receipt.run_id.clone(),
-            seqs: receipt.pending.iter().map(|p| p.seq).collect(),
-        };
-        let sealed = self.inner.signer.seal(&state, &bound(params, args));
-        // A state too long to be read back is not sent: the run stays
-        // paused for `codemode approve`, as the paused result says.
-        if sealed.len() > super::arguments::MAX_REQUEST_STATE_BYTES {
-            return None;
-        }
-        Some(InputRequiredResult::new(Some(requests), Some(sealed)))
+        super::input_required::ask(receipt, approver, &self.inner.signer, &bound(params, args))
     }
 
     /// A direct call of native tool `name` (`--direct-tools`): a batch of

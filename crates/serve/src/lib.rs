@@ -13,11 +13,15 @@
 
 mod approvals;
 mod arguments;
+mod eliciting;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
+mod input_required;
+mod pausing;
+mod question;
 mod request_state;
 mod result;
 mod saves;

@@ -3,11 +3,13 @@
 //!
 //! A 2026-07-28 client that declared elicitation gets, for a run that
 //! paused on approvals, an `input_required` result: one
-//! `elicitation/create` per pending call and a `requestState` naming the run
-//! and the pending calls. The client retries the same `tools/call` with the
-//! person's answers (`inputResponses`) and the state echoed back. The state
-//! is attacker-controlled input on the way back (the spec says so), and it
-//! decides which run resumes with which calls allowed, so it is sealed with
+//! `elicitation/create` listing the pending calls and a `requestState`
+//! naming the run, the pending calls, and the tools granted (and offered)
+//! for the rest of the run (input_required.rs). The client retries the
+//! same `tools/call` with the person's answer (`inputResponses`) and the
+//! state echoed back. The state is attacker-controlled input on the way
+//! back (the spec says so), and it decides which run resumes with which
+//! calls and grants allowed, so it is sealed with
 //! HMAC-SHA256 (rmcp's [`RequestStateCodec`]) under the server's key, bound
 //! to a digest of the call's arguments, and expires. A replica sharing the
 //! key and the journal store opens it as well as the one that sealed it.
@@ -22,14 +24,23 @@ use sha2::{Digest, Sha256};
 /// Bytes of a generated key, and the fewest a given key may have.
 pub const STATE_KEY_BYTES: usize = 32;
 
-/// What a sealed state carries: the paused run and the seqs of the calls
-/// whose approvals were asked.
+/// What a sealed state carries: the paused run, the seqs of the calls
+/// whose approvals were asked, and the tools an answer for the rest of the
+/// run allowed, or would allow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ApprovalState {
     /// The paused run.
     pub run_id: String,
     /// The pending calls asked about, by seq.
     pub seqs: Vec<u64>,
+    /// The tools earlier answers for the rest of the run allowed: the
+    /// resumed run's calls of them are allowed unasked.
+    #[serde(default)]
+    pub granted: Vec<String>,
+    /// The tools the question offered for the rest of the run: an answer
+    /// that takes the offer adds them to `granted`.
+    #[serde(default)]
+    pub offered: Vec<String>,
 }
 
 /// Seals and opens [`ApprovalState`]s with the server's key.
@@ -116,7 +127,12 @@ mod tests {
 
     #[test]
     fn a_state_opens_for_the_same_arguments_only() {
-        let state = ApprovalState { run_id: "r1".into(), seqs: vec![1, 3] };
+        let state = ApprovalState {
+            run_id: "r1".into(),
+            seqs: vec![1, 3],
+            granted: vec!["write".into()],
+            offered: vec![],
+        };
         let args = json!({"code": "return 1"});
         let sealed = signer().seal(&state, &args);
         assert_eq!(signer().open(&sealed, &args).unwrap(), state);
@@ -126,7 +142,7 @@ mod tests {
 
     #[test]
     fn a_forged_or_foreign_state_is_refused() {
-        let state = ApprovalState { run_id: "r1".into(), seqs: vec![1] };
+        let state = ApprovalState { run_id: "r1".into(), seqs: vec![1], granted: vec![], offered: vec![] };
         let args = json!({"code": "x"});
         let sealed = signer().seal(&state, &args);
         let foreign = StateSigner::new(&[8u8; 32], Duration::from_secs(60)).unwrap();
@@ -143,7 +159,10 @@ mod tests {
     fn an_expired_state_is_refused() {
         let short = StateSigner::new(&[7u8; 32], Duration::from_millis(1)).unwrap();
         let args = json!({});
-        let sealed = short.seal(&ApprovalState { run_id: "r".into(), seqs: vec![] }, &args);
+        let sealed = short.seal(
+            &ApprovalState { run_id: "r".into(), seqs: vec![], granted: vec![], offered: vec![] },
+            &args,
+        );
         std::thread::sleep(Duration::from_millis(20));
         assert!(short.open(&sealed, &args).unwrap_err().contains("expired"));
     }

@@ -18,6 +18,7 @@ mod retention;
 mod round_two;
 mod run_state;
 mod secrets;
+mod serve_grants;
 mod server_env;
 
 /// Runs the binary with `args` in `ws`, the program on stdin and the trust

@@ -6,6 +6,9 @@
 //     "server": {"command": "...", "args": [...], "cwd": "...", "env": {...}} | {"url": "http://..."},
 //     "elicitation": "accept" | "decline" | "cancel" | null,   // null: not declared
 //     "elicitation_delay_ms": 0,        // the person takes this long to answer
+//     "answers": [{"action": "accept", "content": {...}}, ...],
+//                                       // the person's answers to the questions in turn
+//                                       // (the last one repeats); default: `elicitation`
 //     "steps": [
 //       {"list": true},
 //       {"call": {"name": "execute_tools", "arguments": {...}},
@@ -33,6 +36,15 @@ export function readPlan() {
     process.exit(2);
   }
   return JSON.parse(text);
+}
+
+/// The person's answer to question `i` (from 0) of `plan`: `answers[i]`
+/// (the last one once they run out), else `elicitation` (with empty content
+/// when it accepts).
+export function reply(plan, i) {
+  const answers = plan.answers;
+  if (answers?.length) return answers[Math.min(i, answers.length - 1)];
+  return { action: plan.elicitation, ...(plan.elicitation === 'accept' ? { content: {} } : {}) };
 }
 
 /// An AbortController that aborts once `file` exists (polled every 20 ms).

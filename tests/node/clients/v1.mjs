@@ -4,7 +4,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { readPlan, runPlan, watchWire } from './plan.mjs';
+import { readPlan, reply, runPlan, watchWire } from './plan.mjs';
 
 const plan = readPlan();
 const capabilities = plan.elicitation ? { elicitation: { form: {} } } : {};
@@ -12,9 +12,9 @@ const client = new Client({ name: 'codemode-test-v1', version: '1.0.0' }, { capa
 const elicitations = [];
 if (plan.elicitation) {
   client.setRequestHandler(ElicitRequestSchema, async (request) => {
-    elicitations.push(request.params.message);
+    const asked = elicitations.push(request.params.message) - 1;
     if (plan.elicitation_delay_ms) await new Promise((r) => setTimeout(r, plan.elicitation_delay_ms));
-    return { action: plan.elicitation, ...(plan.elicitation === 'accept' ? { content: {} } : {}) };
+    return reply(plan, asked);
   });
 }
 const transport = plan.server.url

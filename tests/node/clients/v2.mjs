@@ -5,7 +5,7 @@
 // SDK fulfils through the same `elicitation/create` handler and retries.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { readPlan, runPlan, watchWire } from './plan.mjs';
+import { readPlan, reply, runPlan, watchWire } from './plan.mjs';
 
 const plan = readPlan();
 const capabilities = plan.elicitation ? { elicitation: { form: {} } } : {};
@@ -16,9 +16,9 @@ const client = new Client(
 const elicitations = [];
 if (plan.elicitation) {
   client.setRequestHandler('elicitation/create', async (request) => {
-    elicitations.push(request.params.message);
+    const asked = elicitations.push(request.params.message) - 1;
     if (plan.elicitation_delay_ms) await new Promise((r) => setTimeout(r, plan.elicitation_delay_ms));
-    return { action: plan.elicitation, ...(plan.elicitation === 'accept' ? { content: {} } : {}) };
+    return reply(plan, asked);
   });
 }
 const transport = plan.server.url

@@ -40,6 +40,7 @@ mod preparation;
 pub(crate) mod primary;
 pub(crate) mod protection;
 pub(crate) mod rules;
+mod run_grant;
 mod tool_exists;
 
 pub use approval::{
@@ -51,6 +52,7 @@ pub use approvers::{
 };
 pub use elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest, NOT_ANSWERED_REASON};
 pub use policy::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
+pub use run_grant::{RunGrant, RunGrants};
 
 use serde_json::Value;
 

@@ -6,10 +6,9 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use crate::gate::approval::{
-    Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, RunGrantScope,
-};
+use crate::gate::approval::{Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError};
 use crate::gate::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest};
+use crate::gate::run_grant::{RunGrant, RunGrants};
 
 use super::text::{bounded, one_line_json, printable};
 use super::{allowed, terminal};
@@ -35,7 +34,8 @@ use super::{allowed, terminal};
 /// run the answer covers ([`PromptApprover::ALLOWED_FOR_RUN_REASON`]): every
 /// call of the same tool, or for a tool that starts programs (`bash`,
 /// `mcp_connect__<server>`) every call with the same subject (the exact
-/// command). Case and surrounding spaces do not matter. Anything else asks
+/// command), as [`RunGrant`] says (`codemode mcp serve` offers the same
+/// grant through its questions). Case and surrounding spaces do not matter. Anything else asks
 /// again, at most [`PromptApprover::MAX_TRIES`] lines in all, then denies.
 /// The end of the input is an [`ApproverError`] ("the terminal closed"):
 /// nobody is left to answer.
@@ -127,7 +127,7 @@ impl PromptApprover {
             Arc::new(tokio::sync::Mutex::new(PromptIo {
                 input: Input::Reader(BufReader::new(Box::new(terminal::Tty))),
                 output: Box::new(terminal::Tty),
-                allowed_for_run: Vec::new(),
+                allowed_for_run: RunGrants::default(),
             }))
         });
         PromptApprover { io: Arc::clone(io) }
@@ -138,7 +138,7 @@ impl PromptApprover {
     /// for the next prompt of this approver.
     pub fn with_io(input: Box<dyn Read + Send>, output: Box<dyn Write + Send>) -> PromptApprover {
         let input = Input::Reader(BufReader::new(input));
-        let io = PromptIo { input, output, allowed_for_run: Vec::new() };
+        let io = PromptIo { input, output, allowed_for_run: RunGrants::default() };
         PromptApprover { io: Arc::new(tokio::sync::Mutex::new(io)) }
     }
 }
@@ -154,12 +154,12 @@ impl Approver for PromptApprover {
         let io = Arc::clone(&self.io);
         Box::pin(async move {
             let text = describe(&request);
-            let grant = Grant::of(&request);
+            let grant = RunGrant::of(&request);
             let mut io = io.lock_owned().await;
             // Checked under the lock: calls waiting behind the prompt that
             // granted it are not asked.
             if let Some(grant) = &grant
-                && io.allowed_for_run.iter().any(|held| held.covers(grant))
+                && io.allowed_for_run.cover(grant)
             {
                 return Ok(allowed(PromptApprover::ALLOWED_FOR_RUN_REASON));
             }
@@ -168,7 +168,7 @@ impl Approver for PromptApprover {
                 if let Some(grant) = grant
                     && matches!(&answer, Ok(a) if a.reason.as_deref() == Some(PromptApprover::ALLOWED_FOR_RUN_REASON))
                 {
-                    io.allowed_for_run.push(grant);
+                    io.allowed_for_run.hold(grant);
                 }
                 answer
             })
@@ -196,62 +196,15 @@ pub(crate) struct PromptIo {
     pub(crate) input: Input,
     pub(crate) output: Box<dyn Write + Send>,
     /// The calls answered `a`: later calls they cover are allowed unasked.
-    allowed_for_run: Vec<Grant>,
+    allowed_for_run: RunGrants,
 }
 
-/// What an `a` answer allows: the calls of one run of one tool that only
-/// the posture sends to approval (a call an ask rule or a hook's `ask`
-/// sends is asked every time), and for a tool that starts programs only
-/// those with the same subject, and only while the run has let no other
-/// call that may change files run (see [`RunChanges`]).
-#[derive(Debug, Clone)]
-pub(super) struct Grant {
-    run_id: String,
-    tool: String,
-    subject: Option<String>,
-    scope: RunGrantScope,
-}
-
-impl Grant {
-    /// The grant an `a` on `request` makes; `None` when `a` allows the call
-    /// alone (an ask rule or a hook's `ask` sent it).
-    fn of(request: &ApprovalRequest) -> Option<Grant> {
-        let scope = request.run_grant.clone()?;
-        let per_subject = crate::gate::ask_posture::starts_programs(&request.tool);
-        Some(Grant {
-            run_id: request.run_id.clone(),
-            tool: request.tool.clone(),
-            subject: if per_subject { Some(request.subject.clone().unwrap_or_default()) } else { None },
-            scope,
-        })
-    }
-
-    /// Whether this grant, held, covers the call `asked` would grant.
-    fn covers(&self, asked: &Grant) -> bool {
-        self.run_id == asked.run_id
-            && self.tool == asked.tool
-            && self.subject == asked.subject
-            && (self.subject.is_none()
-                || self.scope.changes.only_since(self.scope.seen, &self.tool, self.subject.as_deref()))
-    }
-
-    /// The prompt's line saying what `a` allows.
-    fn line(grant: Option<&Grant>) -> String {
-        let Some(grant) = grant else {
-            return "  a: allows this call only (an ask rule or a hook asks about each such call)\n"
-                .to_owned();
-        };
-        let tool = bounded(&printable(&grant.tool), 120);
-        let until = "until another call that may change files runs";
-        match &grant.subject {
-            Some(_) if grant.tool == "bash" => {
-                format!("  a: allows this exact command for the rest of this run, {until}\n")
-            }
-            Some(_) => {
-                format!("  a: allows `{tool}` with this exact subject for the rest of this run, {until}\n")
-            }
-            None => format!("  a: allows every `{tool}` call of this run\n"),
-        }
+/// The prompt's line saying what `a` allows on a call that would make
+/// `grant` (`None`: `a` allows the call alone).
+fn grant_line(grant: Option<&RunGrant>) -> String {
+    match grant {
+        None => "  a: allows this call only (an ask rule or a hook asks about each such call)\n".to_owned(),
+        Some(grant) => format!("  a: allows {}\n", grant.reach(&bounded(&printable(grant.tool()), 120))),
     }
 }
 
@@ -273,9 +226,13 @@ impl Input {
 }
 
 /// Writes the prompt for `text` and reads answers; see [`PromptApprover`].
-pub(super) fn ask(io: &mut PromptIo, text: &str, grant: Option<&Grant>) -> Result<Approval, ApproverError> {
+pub(super) fn ask(
+    io: &mut PromptIo,
+    text: &str,
+    grant: Option<&RunGrant>,
+) -> Result<Approval, ApproverError> {
     let write_failed = |e: std::io::Error| ApproverError(format!("cannot write the prompt: {e}"));
-    write!(io.output, "{text}{}{}", Grant::line(grant), PromptApprover::QUESTION).map_err(write_failed)?;
+    write!(io.output, "{text}{}{}", grant_line(grant), PromptApprover::QUESTION).map_err(write_failed)?;
     io.output.flush().map_err(write_failed)?;
     for attempt in 1..=PromptApprover::MAX_TRIES {
         let mut line = Vec::new();
