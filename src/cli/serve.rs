@@ -53,6 +53,11 @@ pub(crate) struct ServeArgs {
     /// ones, as scheme://host[:port] (`:*` for any port); repeatable.
     #[arg(long, value_name = "URL", requires = "http")]
     allow_origin: Vec<String>,
+    /// The most 2025-11-25 client sessions open at once over --http; an
+    /// `initialize` past it gets 503 with Retry-After (sessions end when
+    /// their client closes them, or idle) [default: 1000].
+    #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions: Option<u32>,
     /// A host name (or name:port) accepted in the Host header besides
     /// localhost, 127.0.0.1 and ::1, e.g. the public name a reverse proxy
     /// passes on; repeatable.
@@ -155,6 +160,9 @@ fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
     options.token = token;
     options.allowed_hosts = args.allow_host.clone();
     options.allowed_origins = args.allow_origin.clone();
+    if let Some(max) = args.max_sessions {
+        options.max_sessions = max as usize;
+    }
     // Upstream MCP servers per 2025-11-25 session: each session's engine is
     // built like the shared one. Without an MCP configuration there is
     // nothing per session, and the shared engine serves every session.

@@ -58,6 +58,14 @@ pub const ENDPOINT: &str = "/mcp";
 /// larger body gets 413 before it is parsed.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// The most 2025-11-25 sessions kept at once by default. A session lives
+/// until its client closes it (`DELETE`) or it goes idle
+/// ([`HttpOptions`]' idle time), and clients that leave without closing
+/// are common: without a bound, a client on loopback opening sessions in a
+/// loop grew the server without end (found by the `serve_http_request`
+/// fuzz target).
+pub const MAX_SESSIONS: usize = 1000;
+
 /// The fewest bytes a bearer token may have.
 pub const TOKEN_MIN_BYTES: usize = 16;
 
@@ -95,6 +103,10 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The largest request body, in bytes. Default: [`MAX_BODY_BYTES`].
     pub max_body_bytes: usize,
+    /// The most 2025-11-25 sessions open at once; an `initialize` past it
+    /// gets 503 with `Retry-After`, naming the bound. 2026-07-28 requests
+    /// open no session and are not counted. Default: [`MAX_SESSIONS`].
+    pub max_sessions: usize,
     /// Gives each 2025-11-25 session its own engine (and so its own
     /// upstream MCP servers). Default: none, every session shares the
     /// server's engine.
@@ -110,6 +122,7 @@ impl HttpOptions {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: MAX_BODY_BYTES,
+            max_sessions: MAX_SESSIONS,
             session_engines: None,
         }
     }
@@ -123,6 +136,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_sessions", &self.max_sessions)
             .field("session_engines", &self.session_engines.is_some())
             .finish()
     }
@@ -189,15 +203,18 @@ impl CodeModeServer {
             .with_cancellation_token(close.clone());
         let mut sessions_config =
             rmcp::transport::streamable_http_server::session::local::SessionConfig::default();
-        sessions_config.keep_alive =
-            Some(session_idle(self.engine().limits().deadline, self.options().approval_timeout));
+        let sessions_config_idle =
+            session_idle(self.engine().limits().deadline, self.options().approval_timeout);
+        sessions_config.keep_alive = Some(sessions_config_idle);
         let mut manager = LocalSessionManager::default();
         manager.session_config = sessions_config;
-        let service = StreamableHttpService::new(move || Ok(gateway.fresh()), Arc::new(manager), config);
+        let manager = Arc::new(manager);
+        let service = StreamableHttpService::new(move || Ok(gateway.fresh()), manager.clone(), config);
+        let sessions_bound = SessionsBound { manager, max: options.max_sessions, idle: sessions_config_idle };
         Ok(HttpServer {
             listener,
             addr,
-            front: Arc::new(Front { service, token }),
+            front: Arc::new(Front { service, token, sessions: sessions_bound }),
             shared: self,
             sessions,
             inflight,
@@ -345,6 +362,48 @@ struct Front {
     service: StreamableHttpService<Gateway, LocalSessionManager>,
     /// SHA-256 of the bearer token, when one is required.
     token: Option<[u8; 32]>,
+    sessions: SessionsBound,
+}
+
+/// The bound on 2025-11-25 sessions open at once.
+struct SessionsBound {
+    manager: Arc<LocalSessionManager>,
+    max: usize,
+    /// How long an idle session lives, for the refusal's message.
+    idle: Duration,
+}
+
+impl SessionsBound {
+    /// 503 when `request` would open one more session than the bound: a
+    /// `POST` without `Mcp-Session-Id` of a client of 2025-11-25 or older
+    /// (its `initialize`; rmcp refuses any other such request). Checked
+    /// before rmcp reads the body, so initializes arriving at once may pass
+    /// the bound by their number.
+    async fn refusal(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+        let headers = request.headers();
+        let modern = headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        if request.method() != hyper::Method::POST || headers.contains_key("mcp-session-id") || modern {
+            return None;
+        }
+        let open = self.manager.sessions.read().await.len();
+        (open >= self.max).then(|| {
+            let mut response = plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "Service Unavailable: codemode mcp serve has {open} sessions open, the most it keeps \
+                     (--max-sessions {}); close sessions you no longer use (DELETE with their Mcp-Session-Id), \
+                     or retry once idle ones end (after {} s without a message)",
+                    self.max,
+                    self.idle.as_secs()
+                ),
+            );
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+            response
+        })
+    }
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -362,6 +421,9 @@ impl Front {
                 Some(given) if bool::from(Sha256::digest(given.as_bytes()).ct_eq(expected)) => {}
                 given => return unauthorized(given.is_some()),
             }
+        }
+        if let Some(refused) = self.sessions.refusal(&request).await {
+            return refused;
         }
         self.service.handle(request).await
     }
