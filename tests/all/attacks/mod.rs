@@ -19,6 +19,7 @@ mod round_two;
 mod run_state;
 mod secrets;
 mod serve_grants;
+mod serve_grants_review;
 mod server_env;
 
 /// Runs the binary with `args` in `ws`, the program on stdin and the trust
