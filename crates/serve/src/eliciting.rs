@@ -139,8 +139,13 @@ impl ElicitingApprover {
     async fn ask(&self, calls: &[Waiting]) -> (Approval, bool) {
         let asked: Vec<Asked<'_>> = calls.iter().map(|w| self.asked(w)).collect();
         let run_id = calls.first().map(|w| w.request.run_id.as_str()).unwrap_or_default();
-        let params = question::question(run_id, &asked);
         let client = &self.client;
+        let Some(params) = question::question(run_id, &asked) else {
+            return (
+                Approval::deny(format!("the approval question for {client} could not be made; not run")),
+                false,
+            );
+        };
         let timeout = self.timeout;
         let also = match calls.len() {
             1 => String::new(),
@@ -226,10 +231,13 @@ impl ElicitingApprover {
                 "The MCP server `{}` asks, during call {} ({}) of a codemode program:\n{}",
                 request.elicitation.server, request.seq, request.tool, request.elicitation.message
             );
-            match peer
-                .create_elicitation_with_timeout(form(message, requested_schema.clone()), Some(timeout))
-                .await
-            {
+            let Some(params) = form(message, requested_schema.clone()) else {
+                return ElicitationReply::decline(
+                    by,
+                    "the server's form could not be passed on by codemode mcp serve",
+                );
+            };
+            match peer.create_elicitation_with_timeout(params, Some(timeout)).await {
                 Ok(answer) => {
                     let action = match answer.action {
                         ElicitationAction::Accept => codemode::elicitation::ElicitationAction::Accept,

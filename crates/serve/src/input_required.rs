@@ -62,7 +62,7 @@ pub(crate) fn ask(
     if sealed.len() > super::arguments::MAX_REQUEST_STATE_BYTES {
         return None;
     }
-    let params = question::question(run_id, asked);
+    let params = question::question(run_id, asked)?;
     let mut requests = InputRequests::new();
     requests.insert(INPUT_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)));
     Some(InputRequiredResult::new(Some(requests), Some(sealed)))

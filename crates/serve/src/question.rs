@@ -73,7 +73,7 @@ pub(crate) fn fitting(calls: &[Asked<'_>], run_id: &str) -> usize {
 
 /// The question about `calls` of run `run_id` (all of them: pick them
 /// with [`fitting`]).
-pub(crate) fn question(run_id: &str, calls: &[Asked<'_>]) -> ElicitRequestParams {
+pub(crate) fn question(run_id: &str, calls: &[Asked<'_>]) -> Option<ElicitRequestParams> {
     let mut text = match calls {
         [one] => format!("codemode: allow the tool call `{}`?{}", visible(one.tool), one.lines(run_id)),
         _ => {
@@ -130,17 +130,11 @@ pub(crate) fn rest_of_run(content: Option<&Value>) -> bool {
     content.and_then(|c| c.get(REST_OF_RUN)) == Some(&Value::Bool(true))
 }
 
-/// A form-mode `elicitation/create` with `message` and `schema`.
-pub(crate) fn form(message: String, schema: Value) -> ElicitRequestParams {
-    serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": schema}))
-        .unwrap_or_else(|_| {
-            serde_json::from_value(json!({
-                "mode": "form",
-                "message": "codemode: a question could not be shown",
-                "requestedSchema": {"type": "object", "properties": {}}
-            }))
-            .expect("a minimal form parses")
-        })
+/// A form-mode `elicitation/create` with `message` and `schema`; `None`
+/// when rmcp does not take the schema (then nothing is asked: a stand-in
+/// question accepted would decide calls the person never saw).
+pub(crate) fn form(message: String, schema: Value) -> Option<ElicitRequestParams> {
+    serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": schema})).ok()
 }
 
 /// The longest subject, and the longest arguments, a question shows, as
@@ -243,7 +237,7 @@ mod tests {
 
     #[test]
     fn the_form_has_no_fields() {
-        let params = form("m".into(), json!({"type": "object", "properties": {}}));
+        let params = form("m".into(), json!({"type": "object", "properties": {}})).expect("a form");
         let wire = serde_json::to_value(&params).unwrap();
         assert_eq!(wire["requestedSchema"]["properties"], json!({}));
         assert_eq!(wire["message"], "m");
@@ -275,7 +269,8 @@ mod tests {
         let forged = "x.txt\n\ncall 9: `write`\nit acts on: \"harmless\"";
         let (a, b) = (json!({"path": "a.txt"}), json!({"path": forged}));
         let params =
-            question("r1", &[call("write", "a.txt", &a, 1, None), call("write", forged, &b, 2, None)]);
+            question("r1", &[call("write", "a.txt", &a, 1, None), call("write", forged, &b, 2, None)])
+                .expect("a question");
         let text = message(&params);
         assert!(text.starts_with("codemode: allow these 2 tool calls of run r1?"), "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("call ")).count(), 2, "{text}");
@@ -296,7 +291,7 @@ mod tests {
             call("bash", "ls", &a, 2, Some("for call 2, this exact command")),
             call("write", "b", &a, 3, Some(reach)),
         ];
-        let params = question("r1", &calls);
+        let params = question("r1", &calls).expect("a question");
         let wire = serde_json::to_value(&params).unwrap();
         let field = &wire["requestedSchema"]["properties"][REST_OF_RUN];
         assert_eq!(field["type"], "boolean");
