@@ -45,6 +45,7 @@ mod sandbox;
 mod serve_clients;
 mod serve_http;
 mod serve_stdio;
+mod serve_surface;
 mod terminal_text;
 mod tool_bash;
 mod tool_files;

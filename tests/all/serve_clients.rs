@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::mcp_support::{node_server, root};
 
 /// The client scripts' folder, when the SDK packages are installed.
-fn clients() -> Option<PathBuf> {
+pub(crate) fn clients() -> Option<PathBuf> {
     let modules = root().join("tests/node/node_modules/@modelcontextprotocol");
     let ready = ["sdk", "client", "inspector-cli", "server-everything"]
         .iter()
@@ -106,9 +106,9 @@ impl Served {
 
 /// What a client printed for a plan: the connection, then one value per
 /// step, then the elicitations it was sent.
-struct Outcome {
+pub(crate) struct Outcome {
     connected: Value,
-    steps: Vec<Value>,
+    pub(crate) steps: Vec<Value>,
     elicitations: Vec<String>,
 }
 
@@ -120,7 +120,7 @@ impl Outcome {
     }
 
     /// Step `i`'s `structuredContent`.
-    fn structured(&self, i: usize) -> &Value {
+    pub(crate) fn structured(&self, i: usize) -> &Value {
         &self.result(i)["structuredContent"]
     }
 
@@ -131,7 +131,7 @@ impl Outcome {
 }
 
 /// Runs client `sdk` (`v1` or `v2`) with `plan` to its end.
-fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
+pub(crate) fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
     let output = Command::new("node")
         .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(dir.join(format!("{sdk}.mjs")))
