@@ -46,6 +46,7 @@ mod serve_approvals;
 mod serve_clients;
 mod serve_http;
 mod serve_stdio;
+mod serve_surface;
 mod terminal_text;
 mod tool_bash;
 mod tool_files;

@@ -78,7 +78,7 @@ pub use codemode_base::{display_text, limit_settings};
 /// engine's entry points take and give besides [`Program`] and
 /// [`Receipt`].
 pub mod run {
-    pub use crate::engine::{CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Run, RunOptions};
+    pub use crate::engine::{CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Run, RunOptions, ToolsShown};
     pub use crate::vm::PRELUDE_NAME;
     pub use codemode_program::ExecuteInput;
 }
@@ -95,9 +95,9 @@ pub mod batch {
 /// docs/CATALOG.md).
 pub mod tool {
     pub use crate::catalog::{
-        Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH, Tool,
-        ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec, declarations,
-        declarations_with,
+        Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH,
+        TOOL_SEARCH_ACTIVATION, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
+        compact_type, declarations, declarations_with, signature_line,
     };
 }
 

@@ -620,7 +620,9 @@ impl ServerHandler for CodeModeServer {
         }
         if name == codemode::tool::TOOL_SEARCH {
             let args = Value::Object(request.arguments.unwrap_or_default());
-            let outcome = self.inner.engine.call(&name, &args).await;
+            // As a program searches: what it finds is what a program may
+            // call, and nothing is activated (this server's list is fixed).
+            let outcome = self.inner.engine.call_as(&name, &args, codemode::receipt::Caller::Program).await;
             return Ok(CallToolResponse::Complete(match (outcome.envelope, outcome.error) {
                 (Some(envelope), _) => {
                     let content = envelope.get("content").cloned().unwrap_or(Value::Null);

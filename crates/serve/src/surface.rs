@@ -2,11 +2,14 @@
 //!
 //! The default surface is two tools: `execute_tools` (a program, a batch,
 //! or the resume of a paused run) and `tool_search`. Its `tools/list`
-//! result stays within [`LIST_BUDGET`] bytes of JSON: the TypeScript
-//! declarations of the listed tools stay in `execute_tools`' description
-//! only while they fit. MCP servers' tools are deferred: programs find them
-//! with `tools.search` and call them by name. With `--direct-tools`, the
-//! native tools are listed too, each called through the same gate.
+//! result stays within [`LIST_BUDGET`] bytes of JSON: `execute_tools`'
+//! description gives the native tools as TypeScript declarations while
+//! they fit, else as one signature line each (arguments, content type,
+//! metadata keys), else by name; then it names fewer MCP servers. MCP
+//! servers' tools are deferred: programs find them with `tools.search` and
+//! call them by name. `tool_search` searches as a program does: it
+//! activates nothing, so this list never changes. With `--direct-tools`,
+//! the native tools are listed too, each called through the same gate.
 
 use std::collections::BTreeSet;
 
@@ -14,6 +17,7 @@ use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 
 use codemode::Engine;
+use codemode::run::ToolsShown;
 use codemode::{ToolSpec, tool::ToolSource};
 
 /// Most bytes of the default surface's `tools/list` result (its `tools`
@@ -26,21 +30,31 @@ pub use super::arguments::RESUME;
 /// tools.
 pub(crate) fn tools(engine: &Engine, direct: &BTreeSet<String>) -> Vec<Tool> {
     let search = engine.tool_specs().into_iter().find(|s| s.name == codemode::tool::TOOL_SEARCH);
-    let surface = |declarations: bool, servers_named: Option<usize>| {
-        let mut tools = vec![execute_tools(engine, declarations, servers_named)];
-        tools.extend(search.as_ref().map(|s| mcp_tool(s, None)));
+    let surface = |shown: ToolsShown, servers_named: Option<usize>| {
+        let mut tools = vec![execute_tools(engine, shown, servers_named)];
+        tools.extend(search.as_ref().map(tool_search));
         tools
     };
-    // Smaller until it fits: without declarations, then naming fewer MCP
-    // servers (the others counted).
-    let mut listed = surface(true, None);
-    if list_bytes(&listed) > LIST_BUDGET {
-        listed = surface(false, None);
-    }
-    let mut named = engine.mcp_servers().len();
-    while list_bytes(&listed) > LIST_BUDGET && named > 0 {
-        named /= 2;
-        listed = surface(false, Some(named));
+    // Smaller until it fits: declarations, then signature lines, then
+    // names; with each of the last two, naming fewer MCP servers (the
+    // others counted).
+    let mut listed = surface(ToolsShown::Declarations, None);
+    'fit: for shown in [ToolsShown::Signatures, ToolsShown::Names] {
+        if list_bytes(&listed) <= LIST_BUDGET {
+            break;
+        }
+        let mut named = None;
+        loop {
+            listed = surface(shown, named);
+            let left = named.unwrap_or_else(|| engine.mcp_servers().len());
+            if list_bytes(&listed) <= LIST_BUDGET {
+                break 'fit;
+            }
+            if left == 0 {
+                break;
+            }
+            named = Some(left / 2);
+        }
     }
     for spec in engine.tool_specs() {
         if direct.contains(&spec.name) {
@@ -48,6 +62,14 @@ pub(crate) fn tools(engine: &Engine, direct: &BTreeSet<String>) -> Vec<Tool> {
         }
     }
     listed
+}
+
+/// `tool_search` as this server lists it: its description without the
+/// sentence on activation (a search here activates nothing).
+fn tool_search(spec: &ToolSpec) -> Tool {
+    let mut spec = spec.clone();
+    spec.description = spec.description.replace(codemode::tool::TOOL_SEARCH_ACTIVATION, "");
+    mcp_tool(&spec, None)
 }
 
 /// The names of the native tools (those `--direct-tools` lists).
@@ -62,26 +84,48 @@ pub(crate) fn list_bytes(tools: &[Tool]) -> usize {
 
 /// `execute_tools`, with the resume field, the output schema and
 /// annotations.
-fn execute_tools(engine: &Engine, declarations: bool, servers_named: Option<usize>) -> Tool {
-    let spec = engine.execute_tools_spec_with(declarations, servers_named);
+fn execute_tools(engine: &Engine, shown: ToolsShown, servers_named: Option<usize>) -> Tool {
+    let spec = engine.execute_tools_spec_with(shown, servers_named);
     let mut schema = spec.input_schema.clone();
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         props.insert(
             RESUME.to_owned(),
             json!({
                 "type": "string",
-                "description": "Instead of code: the run_id of a paused run, to continue it with the decisions a person made (`codemode approve`); alone."
+                "description": "Instead of code: a paused run's run_id, to continue it with what the user decided; alone."
             }),
         );
     }
     let description = format!(
-        "{}\n\nA call that needs approval is put to the user; when it cannot be, the run pauses and the result says how the user decides; then call again with {{\"resume\": run_id}}. The result: text (the receipt) and structuredContent {{status, run_id, value, error, calls, pending}}.",
+        "{}\n\nA call that needs approval is put to the user; when it cannot be, the run pauses and the result says how the user decides; then call again with {{\"resume\": run_id}}.",
         spec.description
     );
     let mut spec = spec;
     spec.description = description;
     spec.input_schema = schema;
-    mcp_tool(&spec, Some(super::result::output_schema()))
+    mcp_tool(&spec, Some(without_descriptions(super::result::output_schema())))
+}
+
+/// `schema` without its `description`s: the output schema is what a host
+/// checks `structuredContent` against, and the receipt text a model reads
+/// says the same; its descriptions would take from the list's budget what
+/// the native tools' signatures need. (docs/SERVE.md, "Results", describes
+/// each field.)
+fn without_descriptions(mut schema: Value) -> Value {
+    fn strip(schema: &mut Value) {
+        let Some(map) = schema.as_object_mut() else { return };
+        map.remove("description");
+        if let Some(Value::Object(properties)) = map.get_mut("properties") {
+            properties.values_mut().for_each(strip);
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(sub) = map.get_mut(key) {
+                strip(sub);
+            }
+        }
+    }
+    strip(&mut schema);
+    schema
 }
 
 /// `spec` as an MCP tool, with `output_schema` when given. The result

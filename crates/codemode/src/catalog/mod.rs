@@ -23,10 +23,10 @@ pub use elicitation::{
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub(crate) use tool::parse_args;
 pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-pub use typescript::{DeclarationOptions, declarations, declarations_with};
+pub use typescript::{DeclarationOptions, compact_type, declarations, declarations_with, signature_line};
 
 pub(crate) use schema::validator as schema_validator;
-pub use tool_search::TOOL_SEARCH;
+pub use tool_search::{TOOL_SEARCH, TOOL_SEARCH_ACTIVATION};
 
 use std::collections::HashMap;
 use std::sync::Arc;

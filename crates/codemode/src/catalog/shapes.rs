@@ -167,12 +167,13 @@ pub(crate) fn tool_search() -> (Value, Value) {
             "name": {"type": "string"},
             "description": {"type": "string"},
             "input_schema": {"type": "object"},
+            "output_schema": {"type": "object", "description": "The shape of the result's content, when the tool declares one"},
             "annotations": {"type": "object", "properties": {
                 "readOnlyHint": {"type": "boolean"}, "destructiveHint": {"type": "boolean"},
                 "idempotentHint": {"type": "boolean"}, "openWorldHint": {"type": "boolean"}}},
             "source": {"type": "string", "description": "native, mcp:<server> or synthetic"}
         }),
-        &[],
+        &["output_schema"],
     );
     let unavailable = object(
         json!({"name": {"type": "string"}, "description": {"type": "string"}, "why": {"type": "string"}}),

@@ -32,6 +32,26 @@ const MAX_LIMIT: usize = 50;
 /// regular expression, is what a search needs).
 pub(crate) const MAX_QUERY_CHARS: usize = 1000;
 
+/// The description's first part: what a search finds and returns.
+const SEARCH_TEXT: &str = "Find tools by what they do, among every tool you may call, deferred ones too (MCP \
+servers' tools): a few words (mode \"bm25\", default: BM25 over names, descriptions and parameters), or a regular \
+expression (mode \"regex\", Rust syntax, case-sensitive unless it starts with (?i)) tried on names, then \
+descriptions, then parameters. Returns {tools: [{name, description, input_schema, output_schema?, annotations, \
+source}]}; output_schema is the shape of a result's content. Call a tool found by its exact name from a program.";
+
+/// The description's sentence on what a direct search activates: a host
+/// whose direct searches activate nothing (one that searches as a program
+/// does, with [`crate::Engine::call_as`]) shows the description without it.
+pub const TOOL_SEARCH_ACTIVATION: &str = ACTIVATION_TEXT;
+
+const ACTIVATION_TEXT: &str = " Called directly (not from a program), it also adds the deferred matches to your tool \
+list (at most 8 tools / 16 KiB of schemas) and reports `activated`, `evicted_tool_references` and \
+`unavailable_tool_references`; each reference has the exact query that activates that tool again.";
+
+const SERVERS_TEXT: &str = " It first starts configured MCP servers never listed (gated as \
+`mcp_connect__<server>`, at most 3) when the query names one, says \"mcp\", or matches nothing listed; \
+`unlisted_servers` names those still not listed and why.";
+
 /// What no caller may call: a whole-tool deny rule, plan mode. Search never
 /// shows such a tool.
 pub(crate) type Barred = Box<dyn Fn(&ToolSpec) -> bool + Send + Sync>;
@@ -268,15 +288,20 @@ fn unavailable_matches(left_out: &[&Unavailable], args: &Args) -> Vec<Value> {
         .collect()
 }
 
-/// What a search shows of one tool.
+/// What a search shows of one tool: `output_schema` (the JSON Schema of
+/// the result's `content`) only when the tool declares one.
 fn describe(spec: &ToolSpec) -> Value {
-    json!({
+    let mut found = json!({
         "name": spec.name,
         "description": spec.description,
         "input_schema": spec.input_schema,
         "annotations": annotations_json(&spec.annotations),
         "source": spec.source.label(),
-    })
+    });
+    if let Some(schema) = &spec.output_schema {
+        found["output_schema"] = schema.clone();
+    }
+    found
 }
 
 fn annotations_json(a: &Annotations) -> Value {
@@ -316,31 +341,19 @@ impl Tool for ToolSearch {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             TOOL_SEARCH,
-            "Find tools by what they do. Ranks every tool you may call, including deferred ones that are not \
-             listed (MCP servers' tools): BM25 over names, descriptions and parameters (mode \"bm25\", default; \
-             give a few words like \"list directory\"), or a regular expression (mode \"regex\", Rust syntax, \
-             case-sensitive unless it starts with (?i)) tried on names, then descriptions, then parameters. \
-             Returns {tools: [{name, description, input_schema, annotations, source}]}. Every tool found can be \
-             called by its exact name from a program. Called directly (not from a program), it also adds the \
-             deferred matches to your tool list (at most 8 tools / 16 KiB of schemas) and reports \
-             `activated`, `evicted_tool_references` and `unavailable_tool_references`; each reference has the \
-             exact query that activates that tool again. A configured MCP server never listed is started first \
-             (gated as `mcp_connect__<server>`, at most 3 per search) when the query names it, says \"mcp\", or \
-             matches nothing listed; `unlisted_servers` names the servers still not listed and why.",
+            format!("{SEARCH_TEXT}{ACTIVATION_TEXT}{SERVERS_TEXT}"),
             json!({
                 "type": "object",
                 "properties": {
                     "query": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": MAX_QUERY_CHARS,
-                        "description": "Words describing the tool (bm25), or a regular expression (regex)."
+                        "maxLength": MAX_QUERY_CHARS
                     },
                     "mode": {
                         "type": "string",
                         "enum": ["bm25", "regex"],
-                        "default": "bm25",
-                        "description": "How to match: ranked words (bm25) or a regular expression (regex)."
+                        "default": "bm25"
                     },
                     "limit": {
                         "type": "integer",

@@ -34,13 +34,20 @@ impl CallOutcome {
     }
 }
 
-/// Runs one direct call of `tool` with `args` to its end.
-pub(crate) async fn call(shared: Arc<Shared>, run_id: Arc<str>, tool: &str, args: &Value) -> CallOutcome {
+/// Runs one call of `tool` with `args` by `caller` (outside any program) to
+/// its end.
+pub(crate) async fn call(
+    shared: Arc<Shared>,
+    run_id: Arc<str>,
+    tool: &str,
+    args: &Value,
+    caller: Caller,
+) -> CallOutcome {
     let mut ledger = Ledger::new(0, 0);
     let clock = Arc::new(crate::vm::clock::RunClock::new(shared.limits.deadline));
     let dispatcher = Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
     let args_json = serde_json::to_string(args).expect("JSON values serialise");
-    let completion = match dispatcher.begin(&mut ledger, tool, &args_json, Caller::Direct, true) {
+    let completion = match dispatcher.begin(&mut ledger, tool, &args_json, caller, true) {
         Begun::Settled(c) => c,
         Begun::Exhausted { completion, .. } => completion,
         Begun::Running { seq, future } => {

@@ -15,6 +15,45 @@ use codemode_base::limits::Limits;
 /// The name of the code-mode tool a host shows the model.
 pub const EXECUTE_TOOLS: &str = "execute_tools";
 
+/// How `execute_tools`' description gives the listed tools
+/// ([`Engine::execute_tools_spec_with`]), largest first.
+///
+/// [`Engine::execute_tools_spec_with`]: crate::Engine::execute_tools_spec_with
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolsShown {
+    /// Their TypeScript declarations (what `codemode types` prints).
+    Declarations,
+    /// One line per tool, `tool_search` left out (the tool a host lists
+    /// beside `execute_tools`): arguments, content type and metadata keys
+    /// (`crate::tool::signature_line`).
+    Signatures,
+    /// Their names only.
+    Names,
+}
+
+/// The text giving `tools` in form `shown`, ending the description.
+pub(crate) fn tools_text(tools: &[ToolSpec], shown: ToolsShown) -> String {
+    match shown {
+        ToolsShown::Declarations => crate::catalog::declarations(tools),
+        ToolsShown::Signatures => {
+            let lines: Vec<String> = tools
+                .iter()
+                .filter(|s| s.name != crate::catalog::TOOL_SEARCH)
+                .map(crate::catalog::signature_line)
+                .collect();
+            format!("Tools, as NAME(ARGS): CONTENT; metadata {{KEYS}}:\n{}", lines.join("\n"))
+        }
+        ToolsShown::Names => {
+            let names: Vec<&str> = tools.iter().map(|s| s.name.as_str()).collect();
+            format!(
+                "Tools: {}. Their input schemas and descriptions come with `tools.search(name)` (or `tool_search`).",
+                names.join(", ")
+            )
+        }
+    }
+}
+
 /// The `execute_tools` spec for `limits`, naming the MCP `servers` (name
 /// and tool count when known) and counting `more` not named, with
 /// `declarations` (TypeScript for the listed tools) at the end of its
@@ -28,8 +67,8 @@ pub(crate) fn execute_tools_spec(
     let description = format!(
         "Run one JavaScript or TypeScript program that calls tools, instead of one tool call per turn. \
 The program is an async function body: `await` at top level, `return` the result (JSON). Its only way \
-out is `await tools.<name>(args)` (= `tools.call(name, args)`); `tools.search(query)` finds tools not \
-declared below, callable by exact name. Use `Promise.all` for independent calls (at most {in_flight} \
+out is `await tools.<name>(args)` (= `tools.call(name, args)`); `tools.search(query)` finds other tools \
+and their schemas; call them by exact name. Use `Promise.all` for independent calls (at most {in_flight} \
 run at once). A call resolves to `{{content, metadata, truncated}}` (content cut to {result_kib} KiB, \
 the rest saved to `truncated.spill_path`) or rejects with a ToolError whose `kind` is \"denied\", \
 \"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. Every call passes the \
@@ -57,7 +96,7 @@ the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declaration
                     "description": "The program: JavaScript or TypeScript, optionally in a markdown fence."
                 },
                 "batch": {
-                    "description": "Instead of code: tool calls run without a program, at most the in-flight limit at once.",
+                    "description": "Instead of code: tool calls without a program.",
                     "anyOf": [
                         {"$ref": "#/$defs/call"},
                         {"type": "array", "items": {"$ref": "#/$defs/call"}, "minItems": 1},
@@ -98,15 +137,16 @@ fn mcp_line(servers: &[(String, Option<usize>)], more: usize) -> String {
         .iter()
         .map(|(name, tools)| match tools {
             Some(n) => format!("{name} ({n} tools)"),
-            None => format!("{name} (tools not listed yet: call {})", crate::mcp::naming::connect_name(name)),
+            None => format!("{name} (not started: {})", crate::mcp::naming::connect_name(name)),
         })
         .collect();
     if more > 0 {
         named.push(format!("and {more} more, whose tools tools.search finds"));
     }
     format!(
-        "MCP servers, their tools named mcp__<server>__<tool> and found with tools.search: {}.\n\n",
-        named.join(", ")
+        "MCP servers (their tools: mcp__<server>__<tool>): {}. {}\n\n",
+        named.join(", "),
+        crate::mcp::CONTENT_RULE,
     )
 }
 
@@ -139,12 +179,26 @@ mod tests {
     }
 
     #[test]
+    fn signature_lines_give_every_native_tool_with_its_argument_names() {
+        let specs: Vec<ToolSpec> = crate::tools::native().iter().map(|t| t.spec()).collect();
+        let text = tools_text(&specs, ToolsShown::Signatures);
+        eprintln!("{} bytes:\n{text}", text.len());
+        for spec in &specs {
+            let line = text.lines().find(|l| l.starts_with(&format!("{}(", spec.name)));
+            let line = line.unwrap_or_else(|| panic!("no line for {}: {text}", spec.name));
+            for arg in spec.input_schema["properties"].as_object().unwrap().keys() {
+                assert!(
+                    line.contains(&format!("{arg}:")) || line.contains(&format!("{arg}?:")),
+                    "{arg}: {line}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn mcp_servers_are_named_with_their_tool_counts() {
         let servers = [("files".to_owned(), Some(14)), ("memory".to_owned(), None)];
         let d = execute_tools_spec(&Limits::default(), &servers, 0, "").description;
-        assert!(
-            d.contains("files (14 tools), memory (tools not listed yet: call mcp_connect__memory)"),
-            "{d}"
-        );
+        assert!(d.contains("files (14 tools), memory (not started: mcp_connect__memory)"), "{d}");
     }
 }

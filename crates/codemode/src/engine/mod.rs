@@ -23,7 +23,7 @@ pub use builder::{BuildError, EngineBuilder};
 pub use run_handle::{Canceller, ClockPause, Run, RunOptions};
 
 pub use direct::CallOutcome;
-pub use execute_tools::EXECUTE_TOOLS;
+pub use execute_tools::{EXECUTE_TOOLS, ToolsShown};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ use crate::catalog::{Loading, ToolSpec};
 use crate::gate::posture_epoch::PostureCell;
 use crate::gate::{Approver, Policy, Posture};
 use crate::receipt::ledger::ReceiptParts;
-use crate::receipt::{ErrorKind, Ledger, Receipt, RunError, RunStatus};
+use crate::receipt::{Caller, ErrorKind, Ledger, Receipt, RunError, RunStatus};
 use crate::vm::clock::RunClock;
 use crate::vm::pool::VmPool;
 use crate::vm::{Limits, Vm};
@@ -269,8 +269,17 @@ impl Engine {
     /// the same gate, bounds and spillover as a program's call, and returns
     /// its receipt with the envelope or the error.
     pub async fn call(&self, tool: &str, args: &serde_json::Value) -> CallOutcome {
+        self.call_as(tool, args, Caller::Direct).await
+    }
+
+    /// [`Engine::call`] made as `caller`: [`Caller::Program`] for a host
+    /// whose model reaches tools only through programs (`codemode mcp
+    /// serve`): the gate's caller checks are a program's, and `tool_search`
+    /// finds what a program may call and activates nothing (the host's
+    /// tool list does not change).
+    pub async fn call_as(&self, tool: &str, args: &serde_json::Value, caller: Caller) -> CallOutcome {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
-        direct::call(self.shared.clone(), run_id, tool, args).await
+        direct::call(self.shared.clone(), run_id, tool, args, caller).await
     }
 
     /// [`Engine::call`], blocking this thread (not for async code).
@@ -281,7 +290,7 @@ impl Engine {
         let args = args.clone();
         let (tx, rx) = oneshot::channel();
         self.shared.tools.spawn(async move {
-            let _ = tx.send(direct::call(shared, run_id, &tool, &args).await);
+            let _ = tx.send(direct::call(shared, run_id, &tool, &args, Caller::Direct).await);
         });
         rx.blocking_recv().expect("the tool runtime is running while the engine lives")
     }
@@ -424,24 +433,16 @@ impl Engine {
     /// TypeScript declarations of [`Engine::listed_tools`]). Not in the catalog: programs cannot start
     /// programs.
     pub fn execute_tools_spec(&self) -> ToolSpec {
-        self.execute_tools_spec_with(true, None)
+        self.execute_tools_spec_with(ToolsShown::Declarations, None)
     }
 
     /// [`Engine::execute_tools_spec`] made smaller for a host with a small
-    /// budget for tool descriptions: without `declarations`, a line naming
-    /// the listed tools and how to get their schemas (`tools.search`)
-    /// replaces the TypeScript declarations; with `servers_named`, at most
-    /// that many MCP servers are named, the others counted.
-    pub fn execute_tools_spec_with(&self, declarations: bool, servers_named: Option<usize>) -> ToolSpec {
-        let declarations = if declarations {
-            crate::catalog::declarations(&self.listed_tools())
-        } else {
-            let names: Vec<String> = self.listed_tools().into_iter().map(|s| s.name).collect();
-            format!(
-                "Tools: {}. Their input schemas and descriptions come with `tools.search(name)` (or `tool_search`).",
-                names.join(", ")
-            )
-        };
+    /// budget for tool descriptions: the listed tools `shown` as
+    /// declarations, signature lines or names ([`ToolsShown`]); with
+    /// `servers_named`, at most that many MCP servers are named, the others
+    /// counted.
+    pub fn execute_tools_spec_with(&self, shown: ToolsShown, servers_named: Option<usize>) -> ToolSpec {
+        let declarations = execute_tools::tools_text(&self.listed_tools(), shown);
         let mut servers: Vec<(String, Option<usize>)> = self
             .mcp_servers()
             .into_iter()

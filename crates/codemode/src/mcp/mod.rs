@@ -41,7 +41,7 @@ pub use config::{
     workspace_config_file,
 };
 pub use connection::{INHERITED_ENV, MAX_JSON_DEPTH, STDERR_TAIL};
-pub use content::MAX_BINARY_CHARS;
+pub use content::{CONTENT_RULE, MAX_BINARY_CHARS};
 pub use era::Era;
 pub use error::McpError;
 pub use pool::{

@@ -10,6 +10,7 @@
 //! tools, when they need any). Schema -> type rendering is in `schema/`;
 //! docs/TYPESCRIPT.md lists the mapping.
 
+mod compact;
 mod schema;
 mod text;
 
@@ -18,6 +19,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{ToolSource, ToolSpec};
+pub use compact::{compact_type, signature_line};
 use schema::{Root, Scope, render_document};
 use text::{comment_safe, jsdoc, pascal_name, property_key, sanitize, string_literal};
 
@@ -355,6 +357,8 @@ interface ToolDescription {
   name: string;
   description: string;
   input_schema: Record<string, unknown>;
+  /** The JSON Schema of the result's `content`, when the tool declares one. */
+  output_schema?: Record<string, unknown>;
   annotations: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
   /** "native", "mcp:<server>" or "synthetic". */
   source: string;
