@@ -42,6 +42,9 @@ pub(crate) mod protection;
 pub(crate) mod rules;
 mod tool_exists;
 
+pub(crate) use input_schema::schema_mismatch;
+pub(crate) use tool_exists::unknown_tool;
+
 pub use approval::{
     Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, RunChanges, RunGrantScope,
 };
