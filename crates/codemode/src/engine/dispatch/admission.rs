@@ -42,6 +42,8 @@ impl Dispatcher {
             let reason = match catalog.get(&used.tool) {
                 Some(entry) => arguments_refusal(entry, &used.tool, &used.arguments),
                 None if self.unlisted(&catalog, &used.tool).is_some() => None,
+                // Counted, not shown: no suggestion is looked for.
+                None if reasons.len() >= MAX_REASONS => Some(String::new()),
                 None => Some(gate::unknown_tool(&catalog, &used.tool)),
             };
             if let Some(reason) = reason {
