@@ -120,3 +120,24 @@ fn without_json_the_reasons_go_to_stderr() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("admission") && err.contains("did you mean `read`"), "{err}");
 }
+
+#[test]
+fn mcp_tools_pass_while_their_server_can_give_them() {
+    let ws = crate::cli::mcp_workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |source: &str| {
+        let args = ["run", "-", "--json", "--posture", "full-access"];
+        let mut child = crate::cli::spawn(&args, ws.path(), &[("XDG_CACHE_HOME", cache.path())]);
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), source.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // A tool of a server not started yet exists for the check.
+    let receipt = run("return (await tools.mcp__fixture__echo({text: 'hi'})).content");
+    assert_eq!(receipt["status"], "completed", "{receipt}");
+    // A name no configured server can give is unknown before any call.
+    let receipt =
+        run("await tools.read({path: 'a.txt'});\nreturn await tools.mcp__nosuch__echo({text: 'hi'});");
+    assert_eq!(receipt["error"]["kind"], "admission", "{receipt}");
+    assert_eq!(receipt["calls"].as_array().map(Vec::len), Some(0), "{receipt}");
+}

@@ -42,6 +42,7 @@ pub(crate) mod protection;
 pub(crate) mod rules;
 mod tool_exists;
 
+pub(crate) use direct_only::is_direct_only;
 pub(crate) use input_schema::schema_mismatch;
 pub(crate) use tool_exists::unknown_tool;
 

@@ -14,7 +14,8 @@
 //!   written out hold ([`Entry::partial_schema_errors`]).
 //!
 //! Calls the program handles where it makes them (`ToolUse::handled`)
-//! are left to the gate: a refusal there is the program's to catch. The
+//! and direct-only names (the gate's first step says why) are left to
+//! the gate: a refusal there is the program's to catch. The
 //! policy's `admission = false` (`--no-admission`) turns the check off.
 
 use codemode_program::{Arguments, ToolUse};
@@ -38,7 +39,8 @@ impl Dispatcher {
         }
         let catalog = self.shared.catalog.load();
         let mut reasons: Vec<(u32, u32, String)> = Vec::new();
-        for used in uses.iter().filter(|u| !u.handled) {
+        // A direct-only name gets the gate's own refusal, which says so.
+        for used in uses.iter().filter(|u| !u.handled && !gate::is_direct_only(&u.tool)) {
             let reason = match catalog.get(&used.tool) {
                 Some(entry) => arguments_refusal(entry, &used.tool, &used.arguments),
                 None if self.unlisted(&catalog, &used.tool).is_some() => None,
@@ -92,7 +94,7 @@ fn message(reasons: &[(u32, u32, String)]) -> String {
 #[cfg(test)]
 fn reasons_of(catalog: &crate::catalog::Catalog, uses: &[ToolUse]) -> Vec<String> {
     uses.iter()
-        .filter(|u| !u.handled)
+        .filter(|u| !u.handled && !gate::is_direct_only(&u.tool))
         .filter_map(|u| match catalog.get(&u.tool) {
             Some(entry) => arguments_refusal(entry, &u.tool, &u.arguments),
             None => Some(gate::unknown_tool(catalog, &u.tool)),
@@ -142,6 +144,7 @@ mod tests {
             "const n = 'raed'; tools[n]({})",
             "try { await tools.raed({}) } catch (e) { }",
             "await tools.read({path: 5}).catch(() => null)",
+            "await tools.execute_tools({code: 1})",
         ] {
             assert!(reasons(source).is_empty(), "{source}: {:?}", reasons(source));
         }
