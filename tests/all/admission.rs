@@ -118,7 +118,11 @@ fn without_json_the_reasons_go_to_stderr() {
     let out = codemode(&["run", "-"], "return await tools.raed({path: 'a.txt'});", ws.path());
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("admission") && err.contains("did you mean `read`"), "{err}");
+    assert!(err.contains("error (admission) at line 1, column 20: the program was not run"), "{err}");
+    assert!(
+        err.contains("\n  line 1, column 20: unknown tool `raed`: did you mean `read`?\n"),
+        "one line per call: {err}"
+    );
 }
 
 #[test]
