@@ -145,6 +145,10 @@ pub(crate) struct EngineArgs {
     /// The limits the command's flags set (see [`EngineArgs::with_limits`]).
     #[arg(skip)]
     limits: LimitSettings,
+    /// `--no-admission` of `run` and `mcp serve` (see
+    /// [`EngineArgs::without_admission`]).
+    #[arg(skip)]
+    no_admission: bool,
 }
 
 impl EngineArgs {
@@ -152,6 +156,13 @@ impl EngineArgs {
     /// `[limits]`).
     pub(crate) fn with_limits(mut self, flags: LimitSettings) -> Self {
         self.limits = flags;
+        self
+    }
+
+    /// These options with the policy's admission check turned off when
+    /// `off` (`--no-admission`).
+    pub(crate) fn without_admission(mut self, off: bool) -> Self {
+        self.no_admission = off;
         self
     }
 
@@ -314,6 +325,9 @@ impl EngineArgs {
             Some("plan") => config.policy.mode = Mode::Plan,
             Some("work") => config.policy.mode = Mode::Work,
             _ => {}
+        }
+        if self.no_admission {
+            config.policy.admission = false;
         }
         match self.posture.as_deref() {
             Some("ask") => config.policy.posture = Posture::Ask,

@@ -1,6 +1,7 @@
 //! `codemode run [FILE|-] [--json] [--workspace DIR] [--config FILE]
 //! [--mode plan|work] [--posture P] [--approve A] [--deadline SECS]
-//! [--max-calls N] [--max-in-flight N] [--tool-timeout SECS] [--memory SIZE]`
+//! [--max-calls N] [--max-in-flight N] [--tool-timeout SECS] [--memory SIZE]
+//! [--no-admission]`
 
 use std::io::IsTerminal as _;
 
@@ -20,6 +21,13 @@ pub(crate) struct RunArgs {
     /// Print the full receipt as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Skip the admission check, which refuses a program before its first
+    /// call when a tool it names literally does not exist or its literal
+    /// arguments do not fit the tool's schema (the gate still refuses
+    /// each such call when it is made) [default: the policy's admission,
+    /// else on].
+    #[arg(long)]
+    no_admission: bool,
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
@@ -50,7 +58,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     }
     let path = (args.file != "-").then(|| std::path::PathBuf::from(&args.file));
     let returns = source.contains("return") || source.contains("export default");
-    args.engine = args.engine.with_limits(args.limits.settings());
+    args.engine = args.engine.with_limits(args.limits.settings()).without_admission(args.no_admission);
     let engine = args.engine.build()?;
     if args.engine.approver_spec().map(str::trim) == Some("pause") && engine.journal_store().is_none() {
         anyhow::bail!(

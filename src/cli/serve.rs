@@ -63,6 +63,13 @@ pub(crate) struct ServeArgs {
     /// passes on; repeatable.
     #[arg(long, value_name = "NAME", requires = "http")]
     allow_host: Vec<String>,
+    /// Skip the admission check, which refuses a program before its first
+    /// call when a tool it names literally does not exist or its literal
+    /// arguments do not fit the tool's schema (the gate still refuses
+    /// each such call when it is made) [default: the policy's admission,
+    /// else on].
+    #[arg(long)]
+    no_admission: bool,
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
@@ -72,7 +79,7 @@ pub(crate) struct ServeArgs {
 /// Runs `codemode mcp serve` until SIGTERM or Ctrl-C, or (on stdio) until
 /// the client closes stdin. Exit 0; 2 for a bad invocation or config.
 pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
-    args.engine = args.engine.with_limits(args.limits.settings());
+    args.engine = args.engine.with_limits(args.limits.settings()).without_admission(args.no_admission);
     let http = http_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
     if let Some(path) = &args.token_file {

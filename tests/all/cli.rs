@@ -532,7 +532,7 @@ fn types_prints_declarations_that_compile() {
 
 /// A workspace with a `.mcp.json` naming the test fixture server, whose
 /// pids go to `<ws>/pids`.
-fn mcp_workspace() -> tempfile::TempDir {
+pub fn mcp_workspace() -> tempfile::TempDir {
     let ws = crate::common::workspace();
     let config = serde_json::json!({"mcpServers": {"fixture": {
         "command": "python3",

@@ -1,6 +1,7 @@
 //! Integration tests, one binary (fewer test binaries link faster); one
 //! module per area.
 
+mod admission;
 mod approve;
 mod attacks;
 mod batch;

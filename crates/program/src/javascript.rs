@@ -24,21 +24,32 @@ pub(super) const RETURN: &str = "return ";
 ///
 /// Errors: the parse error in the user's coordinates, or `None` when the
 /// text parses but leaves the wrapper.
-pub(super) fn wrap(arena: &Allocator, body: &str) -> Result<(String, Shifts), Option<SyntaxError>> {
+pub(super) fn wrap(arena: &Allocator, body: &str) -> Result<Wrapped, Option<SyntaxError>> {
     wrap_with(arena, body, true)
+}
+
+/// A wrapped program: the script, its insertions, and the tools the
+/// program calls by name (found by [`wrap`] only).
+pub(super) struct Wrapped {
+    pub script: String,
+    pub shifts: Shifts,
+    pub uses: Vec<super::ToolUse>,
 }
 
 /// As [`wrap`], without looking for a trailing expression (the module path
 /// already inserted its `return`).
-pub(super) fn wrap_as_is(arena: &Allocator, body: &str) -> Result<(String, Shifts), Option<SyntaxError>> {
+pub(super) fn wrap_as_is(arena: &Allocator, body: &str) -> Result<Wrapped, Option<SyntaxError>> {
     wrap_with(arena, body, false)
 }
 
-fn wrap_with(arena: &Allocator, body: &str, trailing: bool) -> Result<(String, Shifts), Option<SyntaxError>> {
+/// [`wrap`] (`full`: a trailing expression gets `return `, and the tools
+/// called by name are found) or [`wrap_as_is`].
+fn wrap_with(arena: &Allocator, body: &str, full: bool) -> Result<Wrapped, Option<SyntaxError>> {
     let mut script = String::with_capacity(WRAP_PREFIX.len() + body.len() + WRAP_SUFFIX.len() + RETURN.len());
     script.push_str(WRAP_PREFIX);
     script.push_str(body);
     script.push_str(WRAP_SUFFIX);
+    let mut uses = Vec::new();
     let insert_at = {
         let options = ParseOptions { preserve_parens: true, ..ParseOptions::default() };
         let parsed = Parser::new(arena, &script, SourceType::script()).with_options(options).parse();
@@ -60,8 +71,13 @@ fn wrap_with(arena: &Allocator, body: &str, trailing: bool) -> Result<(String, S
         if function.statements.iter().any(Statement::is_module_declaration) {
             return Err(None);
         }
+        if full {
+            let mut finder = super::tool_uses::Finder::new(WRAP_PREFIX.len() as u32);
+            oxc_ast_visit::Visit::visit_function_body(&mut finder, function);
+            uses = finder.finish(body);
+        }
         match function.statements.last() {
-            Some(Statement::ExpressionStatement(last)) if trailing => Some(last.span.start),
+            Some(Statement::ExpressionStatement(last)) if full => Some(last.span.start),
             _ => None,
         }
     };
@@ -72,7 +88,7 @@ fn wrap_with(arena: &Allocator, body: &str, trailing: bool) -> Result<(String, S
         script.insert_str(at as usize, RETURN);
         shifts.push(Insert { line, at: col, len: RETURN.len() as u32 });
     }
-    Ok((script, shifts))
+    Ok(Wrapped { script, shifts, uses })
 }
 
 /// The body of the wrapper's arrow function, if the script is exactly one

@@ -34,6 +34,7 @@ mod module;
 mod position;
 mod speculation;
 mod throw_site;
+mod tool_uses;
 mod typescript;
 
 use std::cell::RefCell;
@@ -41,6 +42,7 @@ use std::cell::RefCell;
 pub use batch::{Batch, BatchCall, BatchError, ExecuteInput};
 use oxc_allocator::Allocator;
 pub use position::PositionMap;
+pub use tool_uses::{ArgumentObject, Arguments, ToolUse};
 
 /// What kind of failure a [`NormaliseError`] is; the receipt's
 /// `error.kind` of the same name (docs/RECEIPTS.md).
@@ -178,6 +180,11 @@ pub struct Normalised {
     pub script: String,
     /// Positions in `script` back to the user's lines and columns.
     pub positions: PositionMap,
+    /// The tool calls the program names literally, in source order, from
+    /// the parse that checked it (`tool_uses.rs`): what an admission
+    /// check compares with the catalog before the first call. Empty when
+    /// the program may not mean the engine's `tools` by that name.
+    pub tool_uses: Vec<ToolUse>,
 }
 
 /// A syntax error found by a parser, in the user's coordinates (line
@@ -339,9 +346,9 @@ fn normalise_body(arena: &Allocator, body: &str, language: Option<Language>) -> 
         speculation::check_as(body, speculation::Dialect::JavaScript)
             .map_err(|e| e.into_error(body, None))?;
         match javascript::wrap(arena, body) {
-            Ok((script, runtime)) => {
+            Ok(javascript::Wrapped { script, shifts: runtime, uses }) => {
                 let positions = PositionMap { runtime, user: body.to_owned(), ..PositionMap::default() };
-                return Ok(Normalised { script, positions });
+                return Ok(Normalised { script, positions, tool_uses: uses });
             }
             Err(e) => e,
         }
@@ -356,10 +363,10 @@ fn normalise_body(arena: &Allocator, body: &str, language: Option<Language>) -> 
     let mut positions = PositionMap { edits: module.shifts, user: body.to_owned(), ..PositionMap::default() };
     if module.changed_syntax
         && language != Some(Language::TypeScript)
-        && let Ok((script, runtime)) = javascript::wrap_as_is(arena, &module.text)
+        && let Ok(wrapped) = javascript::wrap_as_is(arena, &module.text)
     {
-        positions.runtime = runtime;
-        return Ok(Normalised { script, positions });
+        positions.runtime = wrapped.shifts;
+        return Ok(Normalised { script: wrapped.script, positions, tool_uses: module.uses });
     }
     let (script, runtime, mapped) =
         typescript::transform(arena, &module.text).map_err(|(message, offset)| {
@@ -368,7 +375,7 @@ fn normalise_body(arena: &Allocator, body: &str, language: Option<Language>) -> 
         })?;
     positions.runtime = runtime;
     positions.mapped = Some(Box::new(mapped));
-    Ok(Normalised { script, positions })
+    Ok(Normalised { script, positions, tool_uses: module.uses })
 }
 
 /// The more helpful of the two parse errors: the one further into the

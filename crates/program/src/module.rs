@@ -33,6 +33,8 @@ pub(super) struct Edited {
     pub shifts: Shifts,
     /// An import or export was edited (the text may now be plain JavaScript).
     pub changed_syntax: bool,
+    /// The tools the program calls by name, from this parse.
+    pub uses: Vec<super::ToolUse>,
 }
 
 /// Why the module path refused a program.
@@ -89,7 +91,11 @@ pub(super) fn edit(arena: &Allocator, body: &str) -> Result<Edited, Refusal> {
     if let Some(Statement::ExpressionStatement(last)) = statements.last() {
         edits.push(Edit::Insert { at: last.span.start, text: RETURN });
     }
-    Ok(apply(body, edits, changed_syntax))
+    let mut finder = super::tool_uses::Finder::new(0);
+    oxc_ast_visit::Visit::visit_program(&mut finder, &parsed.program);
+    let mut edited = apply(body, edits, changed_syntax);
+    edited.uses = finder.finish(body);
+    Ok(edited)
 }
 
 /// Adds to `edits` those `statement` of `body` needs (none unless it is an
@@ -207,5 +213,5 @@ fn apply(body: &str, mut edits: Vec<Edit>, changed_syntax: bool) -> Edited {
         }
     }
     text.push_str(&body[done..]);
-    Edited { text, shifts, changed_syntax }
+    Edited { text, shifts, changed_syntax, uses: Vec::new() }
 }

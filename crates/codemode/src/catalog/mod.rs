@@ -94,6 +94,58 @@ impl Entry {
             })
             .collect()
     }
+
+    /// The schema errors of arguments known in part (a program's literal
+    /// arguments, before it runs), as [`Entry::schema_errors`] writes
+    /// them. `args` holds every key the call surely has, each whose value
+    /// is not known as `null`, and `known(key)` says which values are
+    /// known. Kept are only errors the unknown parts cannot mend: about a
+    /// known value, a key the schema does not allow, and a required key
+    /// missing when `open` is false (`open`: the call may have keys not
+    /// in `args`). An error a whole-object keyword reports (`anyOf`,
+    /// `if`, `dependentRequired`, ...) may depend on unknown values: left
+    /// out.
+    pub(crate) fn partial_schema_errors(
+        &self,
+        args: &Value,
+        known: &dyn Fn(&str) -> bool,
+        open: bool,
+    ) -> Vec<String> {
+        use jsonschema::error::ValidationErrorKind as Kind;
+        if self.validator.is_valid(args) {
+            return Vec::new();
+        }
+        self.validator
+            .iter_errors(args)
+            .filter(|e| {
+                let at = e.instance_path();
+                match first_key(at.as_str()) {
+                    Some(key) => known(&key),
+                    None => match e.kind() {
+                        Kind::Required { .. } => !open,
+                        Kind::AdditionalProperties { .. } => true,
+                        _ => false,
+                    },
+                }
+            })
+            .take(8)
+            .map(|e| {
+                let at = e.instance_path();
+                if at.as_str().is_empty() {
+                    display_cut(&e)
+                } else {
+                    display_cut(format_args!("at {at}: {e}"))
+                }
+            })
+            .collect()
+    }
+}
+
+/// The first key of a JSON pointer (`/a~1b/0` gives `a/b`), `None` for
+/// the whole value.
+fn first_key(pointer: &str) -> Option<String> {
+    let first = pointer.strip_prefix('/')?.split('/').next()?;
+    Some(first.replace("~1", "/").replace("~0", "~"))
 }
 
 /// The tools of an engine, in catalog order.

@@ -30,6 +30,7 @@ pub(crate) fn policy_json(config: &ConfigFile, posture: Posture) -> Value {
         rules,
         tools,
         hooks,
+        admission: _, // checked before a run's first call only; a resume does not check again
     } = policy;
     let Rules { allow, ask, deny } = rules;
     let texts = |list: &[Rule]| list.iter().map(|r| r.to_string()).collect::<Vec<_>>();
@@ -88,6 +89,7 @@ mod tests {
     const EVERY_KEY: &str = r#"
 mode = "plan"
 posture = "auto-review"
+admission = false
 
 [rules]
 allow = ["read", "bash(git status*)"]

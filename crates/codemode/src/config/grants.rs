@@ -55,6 +55,7 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
         rules,     // allow rules dropped below; ask and deny kept
         mut tools, // timeouts dropped below; allowed_callers only narrow
         hooks,     // hooks run programs: dropped below
+        admission, // brings refusals forward, grants nothing: kept
     } = policy;
     let Rules { allow, ask, deny } = rules;
     if !allow.is_empty() {
@@ -79,6 +80,7 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
         rules: Rules { allow: Vec::new(), ask, deny },
         tools,
         hooks: Vec::new(),
+        admission,
     }
 }
 

@@ -155,6 +155,7 @@ impl ConfigFile {
 struct RawPolicy {
     mode: Option<Spanned<String>>,
     posture: Option<Spanned<String>>,
+    admission: Option<bool>,
     rules: Option<RawRules>,
     #[serde(default)]
     tools: BTreeMap<Spanned<String>, RawTool>,
@@ -311,7 +312,7 @@ impl Reader<'_> {
         };
         // Where the file is and what its hooks name: filled in by `load`.
         Ok(ConfigFile {
-            policy: Policy { mode, posture, rules, tools, hooks },
+            policy: Policy { mode, posture, rules, tools, hooks, admission: raw.admission.unwrap_or(true) },
             sandbox,
             journal,
             limits,
@@ -591,6 +592,14 @@ timeout_ms = 5000
 [[hooks.before_call]]
 command = ["audit"]
 "#;
+
+    #[test]
+    fn admission_is_on_unless_the_file_turns_it_off() {
+        assert!(policy("").admission);
+        assert!(policy("admission = true").admission);
+        assert!(!policy("admission = false").admission);
+        assert_err("admission = \"off\"", 1, &["admission"]);
+    }
 
     #[test]
     fn a_full_file_reads_into_the_policy() {

@@ -16,16 +16,19 @@ impl Step for InputSchema {
             return Verdict::Next;
         };
         let errors = entry.schema_errors(call.args);
-        if errors.is_empty() {
-            Verdict::Next
-        } else {
-            Verdict::Refuse(format!(
-                "arguments do not match the input schema of `{}`: {}",
-                crate::receipt::spill::cut_text(call.tool),
-                errors.join("; ")
-            ))
-        }
+        if errors.is_empty() { Verdict::Next } else { Verdict::Refuse(schema_mismatch(call.tool, &errors)) }
     }
+}
+
+/// Why arguments of `tool` that do not fit its input schema are refused,
+/// from the schema errors (the gate's refusal and the admission check's
+/// reason).
+pub(crate) fn schema_mismatch(tool: &str, errors: &[String]) -> String {
+    format!(
+        "arguments do not match the input schema of `{}`: {}",
+        crate::receipt::spill::cut_text(tool),
+        errors.join("; ")
+    )
 }
 
 #[cfg(test)]

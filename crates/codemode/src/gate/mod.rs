@@ -43,6 +43,10 @@ pub(crate) mod rules;
 mod run_grant;
 mod tool_exists;
 
+pub(crate) use direct_only::is_direct_only;
+pub(crate) use input_schema::schema_mismatch;
+pub(crate) use tool_exists::unknown_tool;
+
 pub use approval::{
     Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, RunChanges, RunGrantScope,
 };

@@ -104,7 +104,7 @@ pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 /// approval), no rules, no hooks. With the default `deny` approver, writers
 /// are therefore refused until a rule, the posture or an approver allows
 /// them.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     /// Plan or work. Default: work.
     pub mode: Mode,
@@ -116,6 +116,26 @@ pub struct Policy {
     pub tools: BTreeMap<String, ToolSettings>,
     /// Before-call hooks, run in order. Default: none.
     pub hooks: Vec<HookSpec>,
+    /// Whether a program is checked before its first call (`admission`):
+    /// the tools it names literally exist and its literal arguments fit
+    /// their input schemas; a program that fails the check runs no call
+    /// (error kind `admission`, docs/RECEIPTS.md). It only brings forward
+    /// refusals the gate would make; the gate still decides every call.
+    /// Default: true.
+    pub admission: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            mode: Mode::default(),
+            posture: Posture::default(),
+            rules: Rules::default(),
+            tools: BTreeMap::new(),
+            hooks: Vec::new(),
+            admission: true,
+        }
+    }
 }
 
 impl Policy {

@@ -13,25 +13,7 @@ impl Step for ToolExists {
 
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut super::Preparation) -> Verdict {
         let Some(entry) = cx.entry(call.tool) else {
-            let near = cx.catalog.suggest(call.tool);
-            let hint = if near.is_empty() {
-                let names: Vec<&str> = cx.catalog.specs().map(|s| s.name.as_str()).collect();
-                if names.len() <= 24 {
-                    format!(
-                        "the tools are {}",
-                        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-                    )
-                } else {
-                    format!("there are {} tools; check the name", names.len())
-                }
-            } else {
-                format!(
-                    "did you mean {}?",
-                    near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-                )
-            };
-            let name = crate::receipt::spill::cut_text(call.tool);
-            return Verdict::Refuse(format!("unknown tool `{name}`: {hint}"));
+            return Verdict::Refuse(unknown_tool(cx.catalog, call.tool));
         };
         let allowed = cx
             .policy
@@ -48,6 +30,25 @@ impl Step for ToolExists {
         }
         Verdict::Next
     }
+}
+
+/// Why a call of `tool`, which `catalog` does not have, is refused: the
+/// name, then the nearest names, or every name when none is near and
+/// there are few (the gate's refusal and the admission check's reason).
+pub(crate) fn unknown_tool(catalog: &crate::catalog::Catalog, tool: &str) -> String {
+    let near = catalog.suggest(tool);
+    let hint = if near.is_empty() {
+        let names: Vec<&str> = catalog.specs().map(|s| s.name.as_str()).collect();
+        if names.len() <= 24 {
+            format!("the tools are {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+        } else {
+            format!("there are {} tools; check the name", names.len())
+        }
+    } else {
+        format!("did you mean {}?", near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+    };
+    let name = crate::receipt::spill::cut_text(tool);
+    format!("unknown tool `{name}`: {hint}")
 }
 
 #[cfg(test)]

@@ -99,6 +99,11 @@ impl RunStatus {
 pub enum ErrorKind {
     /// The program did not parse; no call ran.
     Syntax,
+    /// The admission check refused the program before its first call: a
+    /// tool it names literally is not in the catalog, or literal
+    /// arguments do not fit the tool's input schema; the message lists
+    /// each with its line and column. No call ran.
+    Admission,
     /// The program threw (or rejected) and did not catch it.
     Exception,
     /// The run deadline passed.

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::{CallStatus, Decision, Receipt, spill::utf8_prefix};
+use super::{CallStatus, Decision, ErrorKind, Receipt, spill::utf8_prefix};
 
 /// Options of [`Receipt::render`].
 #[derive(Debug, Clone)]
@@ -57,6 +57,9 @@ const PENDING_SUBJECT_BYTES: usize = 2000;
 
 /// How many of the receipt's warnings the rendering shows.
 const WARNINGS_SHOWN: usize = 5;
+/// Lines of an admission error shown under its first (the message has
+/// at most ten refused calls and a count of the rest).
+const ADMISSION_LINES: usize = 11;
 
 impl Receipt {
     /// The compact, bounded text a model sees for this run (DESIGN.md §4).
@@ -80,7 +83,17 @@ impl Receipt {
                 _ => String::new(),
             };
             let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned));
-            let _ = writeln!(s, "error ({}){at}: {}", kind.unwrap_or_default(), cut(&e.message, 500));
+            // The admission check's message (the engine's own words) has
+            // a line per refused call: shown so, each line bounded. Any
+            // other message is one line, as a program may write it.
+            let (first, more) = match e.kind {
+                ErrorKind::Admission => e.message.split_once('\n').unwrap_or((&e.message, "")),
+                _ => (e.message.as_str(), ""),
+            };
+            let _ = writeln!(s, "error ({}){at}: {}", kind.unwrap_or_default(), cut(first, 500));
+            for line in more.lines().take(ADMISSION_LINES) {
+                let _ = writeln!(s, "  {}", cut(line.trim_start(), 500));
+            }
         }
         self.render_cut(&mut s);
         for warning in self.warnings.iter().take(WARNINGS_SHOWN) {
@@ -454,6 +467,21 @@ mod tests {
         assert!(large.contains("full receipt: .codemode/runs/run-x/receipt.json"), "{large}");
         assert!(large.contains("more log lines"), "{large}");
         assert!(large.contains("[... "), "the value is cut");
+    }
+
+    #[test]
+    fn an_admission_error_shows_a_line_per_call_and_other_errors_one_line() {
+        let mut r = receipt(0);
+        let message = "not run:\n  line 1, column 7: unknown tool `raed`\n  line 2, column 7: x";
+        r.error = Some(crate::receipt::RunError::new(ErrorKind::Admission, message));
+        let text = r.render(&RenderOptions::default());
+        assert!(
+            text.contains("error (admission): not run:\n  line 1, column 7: unknown tool `raed`\n"),
+            "{text}"
+        );
+        r.error = Some(crate::receipt::RunError::new(ErrorKind::Exception, "x\ncalls: forged"));
+        let text = r.render(&RenderOptions::default());
+        assert!(text.contains("error (exception): x\\ncalls: forged"), "{text}");
     }
 
     #[test]

@@ -73,4 +73,9 @@ pub(crate) trait CallHost {
     /// The run's warnings for its receipt (spill files that could not be
     /// written, an unconfined bash).
     fn run_warnings(&self) -> Vec<String>;
+
+    /// The admission check, before the program's first call: `None` when
+    /// the program may run, else the run's error (kind `admission`) for
+    /// the calls it names literally that the gate would refuse.
+    fn admit(&self, uses: &[codemode_program::ToolUse]) -> Option<crate::receipt::RunError>;
 }

@@ -29,6 +29,7 @@ use crate::vm::clock::RunClock;
 pub(crate) use crate::journal::completion::Completion;
 pub(crate) use crate::vm::calls::{Begun, CallFuture};
 
+mod admission;
 mod finish;
 mod gate_steps;
 mod later_steps;
@@ -550,5 +551,9 @@ impl crate::vm::calls::CallHost for Dispatcher {
 
     fn run_warnings(&self) -> Vec<String> {
         super::run_warnings(&self.shared, self.spill_area().failures())
+    }
+
+    fn admit(&self, uses: &[codemode_program::ToolUse]) -> Option<crate::receipt::RunError> {
+        Dispatcher::admit(self, uses)
     }
 }

@@ -253,6 +253,11 @@ impl Vm {
     /// interrupt during its synchronous start).
     fn start(&mut self, program: &Program) -> Result<(), RunError> {
         let normalised = codemode_program::normalise(program)?;
+        // A resume replays a run that was admitted when it started.
+        let resuming = self.state.journal.borrow().as_ref().is_some_and(|j| j.replay.is_some());
+        if !resuming && let Some(refused) = self.state.dispatcher.admit(&normalised.tool_uses) {
+            return Err(refused);
+        }
         self.positions = normalised.positions;
         let wrapped = normalised.script;
         let name = program.name().to_owned();
