@@ -203,7 +203,9 @@ fn finish(engine: &CliEngine, outcome: Outcome, json: bool, all_lines_good: bool
     engine.apply_retention(&receipt.run_id);
     let options =
         RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
-    eprint!("codemode: {}", printable(&receipt.render(&options)));
+    if !super::quiet() {
+        eprint!("codemode: {}", printable(&receipt.render(&options)));
+    }
     match &output {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             // The reader went away (`| head`): the batch was cancelled,
@@ -381,7 +383,7 @@ impl Progress {
             None if self.last.elapsed() >= Duration::from_secs(1) => {
                 self.last = Instant::now();
                 self.printed = self.done;
-                eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+                super::note!("batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
             }
             None => {}
         }
@@ -392,7 +394,7 @@ impl Progress {
             bar.finish_and_clear();
         }
         if self.printed != self.done || self.done == 0 {
-            eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+            super::note!("batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
         }
     }
 }
