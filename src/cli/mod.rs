@@ -145,7 +145,8 @@ enum Command {
     /// `codemode resume RUN_ID` alone goes on.
     #[command(after_help = "Exit codes: 0 completed, 1 the program failed, 2 bad invocation or config, \
 3 timed out, 4 paused again, 5 the id cannot be resumed (unknown, already ended, being resumed \
-elsewhere, interrupted: final, do not retry), 130/143 cancelled by SIGINT/SIGTERM.")]
+elsewhere, interrupted: final, do not retry), 6 completed but the value was cut (--max-value), \
+130/143 cancelled by SIGINT/SIGTERM.")]
     Resume(resume::ResumeArgs),
     /// Record a person's decisions for a paused run's pending calls
     /// (--allow SEQ, --deny SEQ) without running anything; the next resume
