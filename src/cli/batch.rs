@@ -77,7 +77,8 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     let options =
         BatchOptions::new().concurrency(args.concurrency.map(|n| n as usize)).fail_fast(args.fail_fast);
 
-    let mut progress = Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts());
+    let mut progress =
+        Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts() && !super::quiet());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = rt.block_on(run_batch(&engine, batch, options, args.ordered, &numbers, &mut progress));
     finish(&engine, outcome, args.json, bad.is_empty())
