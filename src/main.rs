@@ -15,18 +15,20 @@ fn main() -> std::process::ExitCode {
     // namespace still can.
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_dumpable(false);
+    let cli = cli::parse();
     // What the library logs as a warning (a journal written or synced
     // after its run's receipt that failed, an MCP tool left out of the
     // catalog, a schema cache that could not be written) goes to stderr:
-    // nothing else would say it.
+    // nothing else would say it. `-v` adds its debug log, `-q` keeps only
+    // errors.
     tracing_subscriber::fmt()
         .with_writer(|| RedactedStderr(Vec::new()))
-        .with_max_level(tracing::Level::WARN)
+        .with_max_level(cli.log_level())
         .without_time()
         .with_target(false)
         .with_ansi(false)
         .init();
-    cli::main()
+    cli::main(cli)
 }
 
 /// One log line for stderr, written when dropped with every MCP secret

@@ -77,7 +77,8 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     let options =
         BatchOptions::new().concurrency(args.concurrency.map(|n| n as usize)).fail_fast(args.fail_fast);
 
-    let mut progress = Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts());
+    let mut progress =
+        Progress::new(total, std::io::stderr().is_terminal() && !args.engine.prompts() && !super::quiet());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = rt.block_on(run_batch(&engine, batch, options, args.ordered, &numbers, &mut progress));
     finish(&engine, outcome, args.json, bad.is_empty())
@@ -203,7 +204,9 @@ fn finish(engine: &CliEngine, outcome: Outcome, json: bool, all_lines_good: bool
     engine.apply_retention(&receipt.run_id);
     let options =
         RenderOptions { include_value: false, receipt_path: saved.as_deref(), ..Default::default() };
-    eprint!("codemode: {}", printable(&receipt.render(&options)));
+    if !super::quiet() {
+        eprint!("codemode: {}", printable(&receipt.render(&options)));
+    }
     match &output {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             // The reader went away (`| head`): the batch was cancelled,
@@ -381,7 +384,7 @@ impl Progress {
             None if self.last.elapsed() >= Duration::from_secs(1) => {
                 self.last = Instant::now();
                 self.printed = self.done;
-                eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+                super::note!("batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
             }
             None => {}
         }
@@ -392,7 +395,7 @@ impl Progress {
             bar.finish_and_clear();
         }
         if self.printed != self.done || self.done == 0 {
-            eprintln!("codemode: batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+            super::note!("batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
         }
     }
 }

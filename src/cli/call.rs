@@ -1,6 +1,6 @@
-//! `codemode call TOOL [ARGS_JSON]`: one direct call through the same gate
-//! as a program's calls (caller `direct`); prints the envelope, or the
-//! error, as JSON on stdout.
+//! `codemode call TOOL [ARGS_JSON|-]`: one direct call through the same
+//! gate as a program's calls (caller `direct`); prints the envelope, or
+//! the error, as JSON on stdout. `-` reads the arguments from stdin.
 
 use anyhow::Context;
 use serde_json::Value;
@@ -12,7 +12,8 @@ use super::engine_args::EngineArgs;
 pub(crate) struct CallArgs {
     /// The tool's exact name.
     tool: String,
-    /// The arguments as one JSON object [default: {}].
+    /// The arguments as one JSON object, or - to read it from stdin
+    /// (at most 64 MiB) [default: {}].
     #[arg(value_name = "ARGS_JSON")]
     args: Option<String>,
     /// Print the call's receipt too: {"call", "envelope" | "error"}.
@@ -25,8 +26,14 @@ pub(crate) struct CallArgs {
 /// Runs `codemode call`. Exit 0 when the tool ran and returned, 1 when it
 /// was refused, denied or failed, 2 for a bad invocation.
 pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
-    let arguments: Value = match &args.args {
+    let arguments: Value = match args.args.as_deref() {
         None => Value::Object(Default::default()),
+        Some("-") => {
+            let text = read_stdin_arguments()?;
+            serde_json::from_str(&text).context(
+                r#"the arguments read from stdin are not JSON: give one object, e.g. {"path": "README.md"}"#,
+            )?
+        }
         Some(text) => serde_json::from_str(text)
             .context(r#"ARGS_JSON is not JSON: give one object, e.g. '{"path": "README.md"}'"#)?,
     };
@@ -57,4 +64,28 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(if outcome.is_ok() { 0 } else { 1 })
+}
+
+/// Most bytes of arguments `codemode call TOOL -` reads from stdin.
+const MAX_STDIN_ARGUMENTS: usize = 64 << 20;
+
+/// The arguments text of `codemode call TOOL -`, read from stdin whole.
+///
+/// # Errors
+/// stdin cannot be read, holds more than [`MAX_STDIN_ARGUMENTS`] bytes,
+/// or is not UTF-8.
+fn read_stdin_arguments() -> anyhow::Result<String> {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        super::note!("reading the arguments from stdin; end them with Ctrl-D");
+    }
+    let bytes = super::read_at_most(std::io::stdin().lock(), MAX_STDIN_ARGUMENTS)
+        .context("cannot read the arguments from stdin")?;
+    if bytes.len() > MAX_STDIN_ARGUMENTS {
+        anyhow::bail!(
+            "the arguments read from stdin are over {} MiB: pass large data in a file the tool reads",
+            MAX_STDIN_ARGUMENTS >> 20
+        );
+    }
+    String::from_utf8(bytes).context("the arguments read from stdin are not UTF-8 text")
 }

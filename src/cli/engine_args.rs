@@ -77,6 +77,11 @@ pub(crate) struct LimitArgs {
     /// 64MiB, 512KiB, 1GiB [default: [limits] memory, else 64MiB].
     #[arg(long, value_name = "SIZE", value_parser = limit::parse_memory)]
     memory: Option<usize>,
+    /// Bytes of the program's value (compact JSON) kept and printed,
+    /// 1KiB-1GiB, e.g. 1MiB; a larger value is cut and `run` exits 6
+    /// [default: [limits] max_value, else 16KiB].
+    #[arg(long, value_name = "SIZE", value_parser = limit::parse_value_size)]
+    max_value: Option<usize>,
 }
 
 impl CallLimitArgs {
@@ -95,6 +100,7 @@ impl LimitArgs {
     pub(crate) fn settings(&self) -> LimitSettings {
         let mut s = self.calls.settings();
         s.memory_bytes = self.memory;
+        s.value_bytes = self.max_value;
         s
     }
 }
@@ -214,6 +220,12 @@ impl EngineArgs {
         self.journal.as_deref().is_some_and(|j| codemode::journal::without_credentials(j) != j)
     }
 
+    /// Whether `--workspace` was given (else the workspace is the current
+    /// folder).
+    pub(crate) fn workspace_given(&self) -> bool {
+        self.catalog.workspace.is_some()
+    }
+
     /// The approver spec given with `--approve`, if any.
     pub(crate) fn approver_spec(&self) -> Option<&str> {
         self.approve.as_deref()
@@ -278,6 +290,9 @@ impl EngineArgs {
         }
         if let Some(n) = self.limits.memory_bytes {
             add("memory", n.to_string());
+        }
+        if let Some(n) = self.limits.value_bytes {
+            add("max-value", n.to_string());
         }
         out
     }
@@ -374,7 +389,7 @@ impl EngineArgs {
                 None => return Ok(None),
             },
         };
-        let config = if self.catalog.mcp_config.is_none() {
+        let mut config = if self.catalog.mcp_config.is_none() {
             // Found in the workspace, not named by the user: its servers
             // start without an approval only once `codemode trust` has
             // recorded the file as it is now, and the commands' files as
@@ -393,6 +408,9 @@ impl EngineArgs {
             codemode::mcp::McpConfig::load_in(&path, Some(workspace))
                 .with_context(|| format!("MCP configuration {}", path.display()))?
         };
+        // An entry that is this codemode serving this workspace would be
+        // its own upstream server: left out, and named in the warnings.
+        super::own_server::skip_own_servers(&mut config, workspace);
         if self.catalog.mcp_config.is_none() {
             let names: Vec<&str> = config.enabled().map(|s| s.name.as_str()).collect();
             let trust = if config.trusted {
@@ -403,8 +421,8 @@ impl EngineArgs {
                     "not trusted: each server needs an approval to start; `codemode trust {dir}` to trust it"
                 )
             };
-            eprintln!(
-                "codemode: MCP servers from {} ({trust}): {}",
+            super::note!(
+                "MCP servers from {} ({trust}): {}",
                 path.display(),
                 super::run::printable(&names.join(", "))
             );
@@ -608,7 +626,7 @@ fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<Co
     };
     if workspace_file_trust(&file, workspace)? == TrustState::Trusted {
         if notice == Notice::Full {
-            eprintln!("codemode: policy from {} (trusted): {}", path.display(), summary(&config.policy));
+            super::note!("policy from {} (trusted): {}", path.display(), summary(&config.policy));
         }
         return Ok(config);
     }
@@ -628,8 +646,8 @@ fn workspace_config(path: &std::path::Path, notice: Notice) -> anyhow::Result<Co
             );
         }
     } else if dropped.is_empty() {
-        eprintln!(
-            "codemode: policy from {} (untrusted, grants nothing): {}",
+        super::note!(
+            "policy from {} (untrusted, grants nothing): {}",
             path.display(),
             summary(&config.policy)
         );

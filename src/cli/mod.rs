@@ -3,13 +3,15 @@
 //!
 //! Exit codes (DESIGN.md §9): 0 completed, 1 program failed, 2 bad
 //! invocation or config, 3 timed out, 4 paused, 5 a run id that cannot be
-//! resumed, 130 cancelled.
+//! resumed, 6 completed but its value was cut, 130 cancelled.
 
 mod approve;
 mod batch;
 mod call;
 mod engine_args;
+mod generate;
 mod mcp;
+mod own_server;
 mod resume;
 mod run;
 mod runs;
@@ -20,6 +22,7 @@ mod trust;
 mod types;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 
@@ -29,8 +32,9 @@ pub(crate) const EXIT_USAGE: u8 = 2;
 /// The exit codes of a command that runs a program (`run`), shown at the
 /// end of its help.
 const RUN_EXIT_CODES: &str = "Exit codes: 0 completed, 1 the program failed, 2 bad invocation or config \
-(nothing ran), 3 timed out, 4 paused (decide with `codemode resume`), 130 cancelled by SIGINT (143 by \
-SIGTERM); a run that started keeps its receipt in every case.";
+(nothing ran), 3 timed out, 4 paused (decide with `codemode resume`), 6 completed but the value was over \
+--max-value and stdout has only its first bytes, as a JSON string (stderr names the file with the whole), \
+130 cancelled by SIGINT (143 by SIGTERM); a run that started keeps its receipt in every case.";
 
 /// The exit codes of the commands that only read (`tools`, `types`, `mcp
 /// list`, `runs list`, `trust`).
@@ -39,6 +43,32 @@ pub(crate) const READ_EXIT_CODES: &str = "Exit codes: 0 done, 2 bad invocation o
 /// Exit code for a run id that cannot be resumed (unknown, ended, held by
 /// another process, interrupted): final, retrying gives the same answer.
 pub(crate) const EXIT_NOT_RESUMABLE: u8 = 5;
+
+/// Exit code for a run that completed with a value over its bound
+/// (`--max-value`, `[limits] max_value`): stdout has a prefix of it, not
+/// the value.
+pub(crate) const EXIT_VALUE_CUT: u8 = 6;
+
+/// `-q` was given: no summaries, progress, notices or hints on stderr.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Whether `-q` was given: the CLI writes only errors and warnings (and
+/// the line saying a value was cut) on stderr.
+pub(crate) fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Writes `codemode: TEXT` on stderr unless `-q` was given: for what the
+/// CLI tells a person in passing (what file it applied, where it serves,
+/// how far a batch is), never for an error or a warning.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if !$crate::cli::quiet() {
+            eprintln!("codemode: {}", format_args!($($arg)*));
+        }
+    };
+}
+pub(crate) use note;
 
 /// codemode runs a JavaScript or TypeScript program whose only way out
 /// is `await tools.call(name, args)`: every call passes a permission
@@ -51,14 +81,40 @@ pub(crate) const EXIT_NOT_RESUMABLE: u8 = 5;
 /// command's --help lists its options and its exit codes.
 ///
 /// Exit codes of `run`: 0 completed, 1 program failed, 2 bad invocation
-/// or config, 3 timed out, 4 paused (decide with `codemode resume`), 130
+/// or config, 3 timed out, 4 paused (decide with `codemode resume`), 6
+/// completed but the value printed was cut (raise --max-value), 130
 /// cancelled by SIGINT (143 by SIGTERM); `resume` adds 5, a run id that
 /// cannot be resumed.
 #[derive(Debug, Parser)]
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {
+    /// Quiet: no summary, progress, notices or hints on stderr; errors,
+    /// warnings and a cut value are still said.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Verbose: also the library's debug log on stderr (-vv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+impl Cli {
+    /// The level of the library's log on stderr: warnings (`-q` too),
+    /// debug with `-v`, trace with `-vv`.
+    pub(crate) fn log_level(&self) -> tracing::Level {
+        match self.verbose {
+            0 => tracing::Level::WARN,
+            1 => tracing::Level::DEBUG,
+            _ => tracing::Level::TRACE,
+        }
+    }
+}
+
+/// Parses the command line (exits with clap's message and code 2 on a bad
+/// one).
+pub(crate) fn parse() -> Cli {
+    Cli::parse()
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,7 +145,8 @@ enum Command {
     /// `codemode resume RUN_ID` alone goes on.
     #[command(after_help = "Exit codes: 0 completed, 1 the program failed, 2 bad invocation or config, \
 3 timed out, 4 paused again, 5 the id cannot be resumed (unknown, already ended, being resumed \
-elsewhere, interrupted: final, do not retry), 130/143 cancelled by SIGINT/SIGTERM.")]
+elsewhere, interrupted: final, do not retry), 6 completed but the value was cut (--max-value), \
+130/143 cancelled by SIGINT/SIGTERM.")]
     Resume(resume::ResumeArgs),
     /// Record a person's decisions for a paused run's pending calls
     /// (--allow SEQ, --deny SEQ) without running anything; the next resume
@@ -167,12 +224,30 @@ or config, 3 deadline passed, 130/143 cancelled by SIGINT/SIGTERM.")]
     /// when older than keep_days (docs/JOURNAL.md).
     #[command(after_help = "Exit codes: those of each command (`codemode runs COMMAND --help`).")]
     Runs(runs::RunsArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or
+    /// powershell.
+    ///
+    /// Load it in the shell's startup file, e.g. for bash
+    /// `source <(codemode completions bash)`, for zsh
+    /// `codemode completions zsh > ~/.zfunc/_codemode` (with ~/.zfunc in
+    /// $fpath), for fish `codemode completions fish >
+    /// ~/.config/fish/completions/codemode.fish`.
+    #[command(after_help = READ_EXIT_CODES)]
+    Completions(generate::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command into a
+    /// folder with --dir.
+    ///
+    /// `codemode man | man -l -` shows it; `codemode man --dir
+    /// ~/.local/share/man/man1` installs codemode.1 and a page per command
+    /// (codemode-run.1, ...) where `man codemode` finds them.
+    #[command(after_help = READ_EXIT_CODES)]
+    Man(generate::ManArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
 /// exit code.
-pub(crate) fn main() -> ExitCode {
-    let cli = Cli::parse();
+pub(crate) fn main(cli: Cli) -> ExitCode {
+    QUIET.store(cli.quiet, Ordering::Relaxed);
     // The CLI is a short-lived process that owns its children: as their
     // subreaper it collects what `bash` commands leave behind at once,
     // instead of leaving zombies for PID 1 (which may reap late or never).
@@ -190,6 +265,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Types(args) => types::types(args),
         Command::Trust(args) => trust::trust(args),
         Command::Runs(args) => runs::runs(args),
+        Command::Completions(args) => generate::completions(&args),
+        Command::Man(args) => generate::man(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -97,7 +97,7 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
     });
 
     let kind = receipt.error.as_ref().map(|e| e.kind);
-    let status = receipt.status;
+    let code = super::run::exit_code(&receipt);
     // A refusal before anything ran leaves the run's saved receipt alone.
     let refused_up_front = matches!(kind, Some(ErrorKind::NotResumable | ErrorKind::Invocation))
         || (kind == Some(ErrorKind::Divergence) && receipt.calls.is_empty());
@@ -115,6 +115,6 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         (Some(signal), _) => 128 + signal,
         (None, Some(ErrorKind::NotResumable)) => super::EXIT_NOT_RESUMABLE,
         (None, Some(ErrorKind::Invocation)) => super::EXIT_USAGE,
-        _ => status.exit_code(),
+        _ => code,
     })
 }

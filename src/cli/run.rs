@@ -88,7 +88,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         }
     });
 
-    let status = receipt.status;
+    let code = exit_code(&receipt);
     let run_id = receipt.run_id.clone();
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
@@ -97,8 +97,8 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         let (receipt, saved) = super::save_receipt(&engine, receipt);
         show(&receipt, saved.as_deref(), &args.engine)?;
         if receipt.status == RunStatus::Completed && receipt.value.is_null() && !returns {
-            eprintln!(
-                "codemode: hint: the program has no `return`: its value is its last expression's, here null; \
+            super::note!(
+                "hint: the program has no `return`: its value is its last expression's, here null; \
                  `return VALUE` to print a result"
             );
         }
@@ -107,25 +107,45 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     engine.apply_retention(&run_id);
     Ok(match signal {
         Some(signal) => 128 + signal,
-        None => status.exit_code(),
+        None => code,
     })
+}
+
+/// The exit code of a run that ended (`run`, `resume`): its status's
+/// (DESIGN.md §9), but [`super::EXIT_VALUE_CUT`] for a completed run whose
+/// value was over `--max-value` and was cut, so a script never takes the
+/// printed prefix for the value.
+pub(crate) fn exit_code(receipt: &codemode::Receipt) -> u8 {
+    if receipt.status == RunStatus::Completed && receipt.value_truncated.is_some() {
+        super::EXIT_VALUE_CUT
+    } else {
+        receipt.status.exit_code()
+    }
 }
 
 /// Shows a run's outcome as `run` and `resume` do without `--json`: the
 /// compact rendering on stderr (pointing at the saved receipt, with how to
-/// resume a paused run), the value on stdout.
+/// resume a paused run), the value on stdout. With `-q`, stderr gets only
+/// the error of a run that did not complete, in one line, and the line
+/// saying a value was cut.
 pub(crate) fn show(
     receipt: &codemode::Receipt,
     saved: Option<&str>,
     engine: &EngineArgs,
 ) -> anyhow::Result<()> {
-    let options = RenderOptions { include_value: false, receipt_path: saved, ..Default::default() };
-    eprint!("codemode: {}", printable(&receipt.render(&options)));
-    if let Some(frames) = receipt.error.as_ref().and_then(|e| e.stack.as_deref()) {
-        eprint!("{}", first_frames(frames));
-    }
-    if receipt.status == RunStatus::Paused {
-        resume_hint(receipt, engine);
+    if super::quiet() {
+        if let Some(error) = &receipt.error {
+            eprintln!("codemode: {}: {}", receipt.status.as_str(), printable(&error.message));
+        }
+    } else {
+        let options = RenderOptions { include_value: false, receipt_path: saved, ..Default::default() };
+        eprint!("codemode: {}", printable(&receipt.render(&options)));
+        if let Some(frames) = receipt.error.as_ref().and_then(|e| e.stack.as_deref()) {
+            eprint!("{}", first_frames(frames));
+        }
+        if receipt.status == RunStatus::Paused {
+            resume_hint(receipt, engine);
+        }
     }
     if let Some(cut) = &receipt.value_truncated {
         // A cut value: stdout stays one JSON text (the kept prefix as a
@@ -180,7 +200,8 @@ fn cut_value_line(cut: &codemode::receipt::Truncation) -> String {
         None => "the whole value could not be written to a file (see the receipt's warnings)".to_owned(),
     };
     format!(
-        "the value is {} bytes, over its bound: stdout has its first {} bytes, as a JSON string; {whole}",
+        "the value was cut (exit 6): it is {} bytes, over its bound (--max-value SIZE / [limits] max_value \
+         raises it): stdout has its first {} bytes, as a JSON string; {whole}",
         cut.original_bytes, cut.kept_bytes
     )
 }
@@ -253,8 +274,8 @@ fn read_program(file: &str) -> anyhow::Result<(String, String)> {
     let (name, bytes) = if file == "-" {
         if std::io::stdin().is_terminal() {
             // Else a bare `codemode run` waits without a word.
-            eprintln!(
-                "codemode: reading the program from stdin; end it with Ctrl-D (or give a FILE: codemode run prog.js)"
+            super::note!(
+                "reading the program from stdin; end it with Ctrl-D (or give a FILE: codemode run prog.js)"
             );
         }
         let bytes = super::read_at_most(std::io::stdin().lock(), limit)

@@ -62,7 +62,7 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
         eprintln!("codemode: unavailable: {}: {}", str_of(&tool["name"]), str_of(&tool["why"]));
     }
     for server in result["started_servers"].as_array().into_iter().flatten() {
-        eprintln!("codemode: started MCP server `{}` to search its tools", str_of(server));
+        super::note!("started MCP server `{}` to search its tools", str_of(server));
     }
     for server in result["unlisted_servers"].as_array().into_iter().flatten() {
         let (name, state, why) = (str_of(&server["name"]), str_of(&server["state"]), str_of(&server["why"]));

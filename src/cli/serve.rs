@@ -79,6 +79,9 @@ pub(crate) struct ServeArgs {
 /// Runs `codemode mcp serve` until SIGTERM or Ctrl-C, or (on stdio) until
 /// the client closes stdin. Exit 0; 2 for a bad invocation or config.
 pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
+    if !args.engine.workspace_given() {
+        super::own_server::refuse_implicit_workspace()?;
+    }
     args.engine = args.engine.with_limits(args.limits.settings()).without_admission(args.no_admission);
     let http = http_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
@@ -114,15 +117,15 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
     // store, past the end of serving: `engine`'s drop, a CliEngine's,
     // waits for the journals still being written after their answers.)
     let Some(http) = http else {
-        eprintln!("codemode: serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
+        super::note!("serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
         rt.block_on(server.serve_stdio(stop_signal()))?;
         return Ok(0);
     };
     rt.block_on(async {
         let bound = server.bind_http(http).await?;
-        eprintln!("codemode: serving MCP on {} (workspace {})", bound.url(), engine.workspace().display());
+        super::note!("serving MCP on {} (workspace {})", bound.url(), engine.workspace().display());
         bound.run(stop_signal()).await?;
-        eprintln!("codemode: stopped serving MCP");
+        super::note!("stopped serving MCP");
         anyhow::Ok(())
     })?;
     Ok(0)

@@ -180,7 +180,8 @@ fn a_cut_value_keeps_stdout_valid_json_and_says_where_the_whole_is() {
     let ws = crate::common::workspace();
     std::fs::write(ws.path().join("prog.js"), r#"return {a: "y".repeat(20000), n: 1};"#).unwrap();
     let out = codemode(&["run", "prog.js"], "", ws.path());
-    assert_eq!(out.status.code(), Some(0));
+    // Completed, but what stdout has is not the value: exit 6.
+    assert_eq!(out.status.code(), Some(6));
     let stdout: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON text");
     let prefix = stdout.as_str().expect("the kept prefix, as a JSON string");
     assert_eq!(prefix.len(), 16 << 10);
@@ -189,7 +190,7 @@ fn a_cut_value_keeps_stdout_valid_json_and_says_where_the_whole_is() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stderr.lines().find(|l| l.contains("over its bound")).unwrap_or_else(|| panic!("{stderr}"));
     let whole = format!(r#"{{"a":"{}","n":1}}"#, "y".repeat(20000));
-    assert!(line.contains(&format!("the value is {} bytes", whole.len())), "{line}");
+    assert!(line.contains(&format!("the value was cut (exit 6): it is {} bytes", whole.len())), "{line}");
     let path = line.split("the whole value is in ").nth(1).unwrap_or_else(|| panic!("{line}"));
     assert_eq!(std::fs::read_to_string(path).unwrap(), whole);
 

@@ -197,6 +197,8 @@ fn each_commands_help_lists_what_applies_and_ends_with_its_exit_codes() {
         &["runs", "list"],
         &["runs", "show"],
         &["runs", "prune"],
+        &["completions"],
+        &["man"],
     ];
     for command in commands {
         let shown = help(command);
@@ -218,13 +220,18 @@ fn each_commands_help_lists_what_applies_and_ends_with_its_exit_codes() {
     // program runs.
     for command in [&["run"][..], &["resume"], &["mcp", "serve"]] {
         let shown = help(command);
-        for option in ["--max-calls", "--memory", "--max-in-flight", "--tool-timeout", "--deadline"] {
+        for option in
+            ["--max-calls", "--memory", "--max-in-flight", "--tool-timeout", "--deadline", "--max-value"]
+        {
             assert!(shown.contains(option), "{command:?} lacks {option}:\n{shown}");
         }
     }
     let batch = help(&["batch"]);
     assert!(
-        batch.contains("--max-calls") && batch.contains("--ordered") && !batch.contains("--memory"),
+        batch.contains("--max-calls")
+            && batch.contains("--ordered")
+            && !batch.contains("--memory")
+            && !batch.contains("--max-value"),
         "{batch}"
     );
     let run = help(&["run"]);
@@ -232,6 +239,11 @@ fn each_commands_help_lists_what_applies_and_ends_with_its_exit_codes() {
     let top = help(&[]);
     assert!(!top.contains("and prints its receipt"), "{top}");
     assert!(top.contains("prints the program's value on stdout as JSON"), "{top}");
+    // -q and -v apply to every command.
+    for command in [&["run"][..], &["call"], &["batch"], &["mcp", "serve"], &["tools"]] {
+        let shown = help(command);
+        assert!(shown.contains("-q, --quiet") && shown.contains("-v, --verbose"), "{command:?}:\n{shown}");
+    }
 }
 
 #[test]

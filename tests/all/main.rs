@@ -9,6 +9,7 @@ mod batch_cli;
 mod bounded_parse;
 mod bounds;
 mod cli;
+mod cli_newcomer;
 mod cli_usage;
 mod common;
 mod conformance;

@@ -406,7 +406,8 @@ fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_is_refuse
     let ws = ws.path();
     std::fs::write(ws.join("prog.js"), "return 'x'.repeat(40000);").unwrap();
     let out = codemode(&["run", "prog.js", "--journal", "off"], "", ws);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Completed with its value cut (exit 6).
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     let folders: Vec<PathBuf> = std::fs::read_dir(runs_dir(ws)).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(folders.len(), 1);
     assert!(folders[0].join("receipt.json").is_file());
@@ -421,7 +422,7 @@ fn journal_off_writes_no_journal_and_a_journal_folder_in_the_workspace_is_refuse
     let elsewhere = tempfile::tempdir().unwrap();
     let journals = elsewhere.path().join("journals");
     let out = codemode(&["run", "prog.js", "--journal", journals.to_str().unwrap()], "", ws);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     let out = codemode(&["run", "prog.js", "--journal", "mysql://db"], "", ws);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--journal") && stderr(&out).contains("not supported"), "{}", stderr(&out));

@@ -1,6 +1,6 @@
 //! The limits a user sets: the `[limits]` table of `codemode.toml` and the
-//! CLI's `--max-calls`, `--memory`, `--max-in-flight`, `--deadline` and
-//! `--tool-timeout` (docs/LIMITS.md). Each setting is checked against its
+//! CLI's `--max-calls`, `--memory`, `--max-in-flight`, `--deadline`,
+//! `--tool-timeout` and `--max-value` (docs/LIMITS.md). Each setting is checked against its
 //! accepted range here, so the file and the flags refuse the same values
 //! with the same words, and the engine's own messages about a limit name
 //! the setting a user changes ([`setting`]).
@@ -15,6 +15,9 @@ pub const MAX_CALLS_RANGE: (usize, usize) = (1, 1_000_000);
 pub const MAX_IN_FLIGHT_RANGE: (usize, usize) = (1, 1024);
 /// Accepted `memory`: 1 MiB to 16 GiB, in bytes.
 pub const MEMORY_RANGE: (usize, usize) = (1 << 20, 16 << 30);
+/// Accepted `max_value`: 1 KiB to 1 GiB of the return value's compact
+/// JSON, in bytes.
+pub const VALUE_RANGE: (usize, usize) = (1 << 10, 1 << 30);
 /// Longest `deadline` and `tool_timeout`: one day, in seconds.
 pub const MAX_SECONDS: f64 = 86_400.0;
 
@@ -33,6 +36,9 @@ pub struct LimitSettings {
     pub deadline: Option<Duration>,
     /// One call's timeout ([`Limits::tool_timeout`]).
     pub tool_timeout: Option<Duration>,
+    /// The return value kept, in bytes of compact JSON
+    /// ([`Limits::value_bytes`]).
+    pub value_bytes: Option<usize>,
 }
 
 impl LimitSettings {
@@ -53,6 +59,9 @@ impl LimitSettings {
         if let Some(d) = self.tool_timeout {
             limits.tool_timeout = d;
         }
+        if let Some(n) = self.value_bytes {
+            limits.value_bytes = n;
+        }
     }
 
     /// These settings with `over`'s given ones in their place (flags over
@@ -65,6 +74,7 @@ impl LimitSettings {
             max_in_flight: over.max_in_flight.or(self.max_in_flight),
             deadline: over.deadline.or(self.deadline),
             tool_timeout: over.tool_timeout.or(self.tool_timeout),
+            value_bytes: over.value_bytes.or(self.value_bytes),
         }
     }
 
@@ -75,7 +85,8 @@ impl LimitSettings {
     /// Every field is decided by name (a raise is a grant): a new one does
     /// not compile until it is named here.
     pub fn without_raises(self, defaults: &Limits) -> (LimitSettings, Vec<&'static str>) {
-        let LimitSettings { max_calls, memory_bytes, max_in_flight, deadline, tool_timeout } = self;
+        let LimitSettings { max_calls, memory_bytes, max_in_flight, deadline, tool_timeout, value_bytes } =
+            self;
         let mut dropped = Vec::new();
         let mut keep = |raised: bool, key: &'static str| {
             if raised {
@@ -89,6 +100,7 @@ impl LimitSettings {
             max_in_flight: max_in_flight.filter(|&n| keep(n > defaults.max_in_flight, "max_in_flight")),
             deadline: deadline.filter(|&d| keep(d > defaults.deadline, "deadline")),
             tool_timeout: tool_timeout.filter(|&d| keep(d > defaults.tool_timeout, "tool_timeout")),
+            value_bytes: value_bytes.filter(|&n| keep(n > defaults.value_bytes, "max_value")),
         };
         (kept, dropped)
     }
@@ -104,6 +116,7 @@ pub fn setting(field: &str) -> String {
         "max_in_flight" => ("--max-in-flight", "max_in_flight"),
         "deadline" => ("--deadline", "deadline"),
         "tool_timeout" => ("--tool-timeout", "tool_timeout"),
+        "value_bytes" => ("--max-value", "max_value"),
         other => return format!("Limits::{other}, set by the host embedding codemode"),
     };
     format!("{flag} / [limits] {key} in codemode.toml; Limits::{field} in the library")
@@ -154,8 +167,23 @@ pub fn check_seconds(secs: f64) -> Result<Duration, String> {
 /// Not a whole number with a known unit, or outside the range: what is
 /// accepted.
 pub fn parse_memory(text: &str) -> Result<usize, String> {
-    let usage =
-        || format!("`{text}`: give a size from 1MiB to 16GiB, as bytes or with a unit: 64MiB, 512KiB, 1GiB");
+    parse_size(text, MEMORY_RANGE, "1MiB to 16GiB", "64MiB, 512KiB, 1GiB")
+}
+
+/// Parses the bound of the return value (`max_value`) as [`parse_memory`]
+/// parses sizes, checked against [`VALUE_RANGE`].
+///
+/// # Errors
+/// Not a whole number with a known unit, or outside the range: what is
+/// accepted.
+pub fn parse_value_size(text: &str) -> Result<usize, String> {
+    parse_size(text, VALUE_RANGE, "1KiB to 1GiB", "16KiB, 1MiB, 65536")
+}
+
+/// A size in bytes with an optional binary unit, within `range`; `shown`
+/// is the range and `examples` a few accepted sizes, for the message.
+fn parse_size(text: &str, range: (usize, usize), shown: &str, examples: &str) -> Result<usize, String> {
+    let usage = || format!("`{text}`: give a size from {shown}, as bytes or with a unit: {examples}");
     let trimmed = text.trim();
     let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
     let (digits, unit) = trimmed.split_at(split);
@@ -169,7 +197,7 @@ pub fn parse_memory(text: &str) -> Result<usize, String> {
     };
     let bytes = number.checked_mul(1 << shift).ok_or_else(usage)?;
     match usize::try_from(bytes) {
-        Ok(n) if (MEMORY_RANGE.0..=MEMORY_RANGE.1).contains(&n) => Ok(n),
+        Ok(n) if (range.0..=range.1).contains(&n) => Ok(n),
         _ => Err(usage()),
     }
 }
@@ -187,6 +215,16 @@ mod tests {
         for bad in ["", "64XB", "-1MiB", "1.5GiB", "512KiB", "17GiB", "99999999999999999999"] {
             let e = parse_memory(bad).unwrap_err();
             assert!(e.starts_with(&format!("`{bad}`")) && e.contains("1MiB to 16GiB"), "{e}");
+        }
+    }
+
+    #[test]
+    fn value_sizes_take_the_same_units_within_their_range() {
+        assert_eq!(parse_value_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_value_size("1024"), Ok(1024));
+        for bad in ["512", "2GiB", "1.5MiB", "x"] {
+            let e = parse_value_size(bad).unwrap_err();
+            assert!(e.starts_with(&format!("`{bad}`")) && e.contains("1KiB to 1GiB"), "{e}");
         }
     }
 

@@ -77,7 +77,7 @@ impl ConfigFile {
     /// only.
     ///
     /// Every key is optional (an empty text is [`ConfigFile::default`]); an
-    /// unknown key is an error. See `examples/codemode.toml` for every key.
+    /// unknown key is an error. See `examples/codemode.sample.toml` for every key.
     ///
     /// # Errors
     /// A [`PolicyError`] naming the line and the key, rule or value that is
@@ -166,7 +166,7 @@ struct RawPolicy {
 }
 
 /// `[limits]` (docs/LIMITS.md): counts as integers (a negative one is
-/// refused with the range, not as a type error), `memory` as bytes or a
+/// refused with the range, not as a type error), `memory` and `max_value` as bytes or a
 /// size with a unit, durations as seconds.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a limits table")]
@@ -176,6 +176,7 @@ struct RawLimits {
     max_in_flight: Option<Spanned<i64>>,
     deadline: Option<Spanned<f64>>,
     tool_timeout: Option<Spanned<f64>>,
+    max_value: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -339,26 +340,32 @@ impl Reader<'_> {
                 .map(|v| l::check_seconds(*v.get_ref()).map_err(|e| wrong(v.span(), key, e)))
                 .transpose()
         };
-        let memory = match &raw.memory {
-            None => None,
-            Some(v) => Some(
-                match v.get_ref() {
-                    toml::Value::String(text) => l::parse_memory(text),
-                    toml::Value::Integer(n) => l::parse_memory(&n.to_string()),
-                    _ => {
-                        Err("give a size as a string with a unit, e.g. \"64MiB\", or a whole number of bytes"
-                            .to_owned())
+        // A size: a string with a unit, or a whole number of bytes.
+        let size =
+            |value: &Option<Spanned<toml::Value>>, key: &str, parse: fn(&str) -> Result<usize, String>| {
+                value
+                    .as_ref()
+                    .map(|v| {
+                        match v.get_ref() {
+                        toml::Value::String(text) => parse(text),
+                        toml::Value::Integer(n) => parse(&n.to_string()),
+                        _ => Err(
+                            "give a size as a string with a unit, e.g. \"64MiB\", or a whole number of bytes"
+                                .to_owned(),
+                        ),
                     }
-                }
-                .map_err(|e| wrong(v.span(), "memory", e))?,
-            ),
-        };
+                    .map_err(|e| wrong(v.span(), key, e))
+                    })
+                    .transpose()
+            };
+        let memory = size(&raw.memory, "memory", l::parse_memory)?;
         let mut settings = codemode_base::limit_settings::LimitSettings::default();
         settings.max_calls = count(&raw.max_calls, "max_calls", l::MAX_CALLS_RANGE)?;
         settings.memory_bytes = memory;
         settings.max_in_flight = count(&raw.max_in_flight, "max_in_flight", l::MAX_IN_FLIGHT_RANGE)?;
         settings.deadline = seconds(&raw.deadline, "deadline")?;
         settings.tool_timeout = seconds(&raw.tool_timeout, "tool_timeout")?;
+        settings.value_bytes = size(&raw.max_value, "max_value", l::parse_value_size)?;
         Ok(settings)
     }
 
@@ -779,10 +786,11 @@ command = ["audit"]
 
     #[test]
     fn the_example_config_parses_and_sets_every_key() {
-        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("examples/codemode.toml");
+        let path =
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("examples/codemode.sample.toml");
         let file = ConfigFile::load(&path).unwrap();
         let p = &file.policy;
-        let text = policy(include_str!("../../../../examples/codemode.toml"));
+        let text = policy(include_str!("../../../../examples/codemode.sample.toml"));
         assert_eq!(
             (&p.rules, &p.tools, p.mode, p.posture),
             (&text.rules, &text.tools, text.mode, text.posture)
