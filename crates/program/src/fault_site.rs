@@ -156,24 +156,34 @@ struct Reader<'s, 'a> {
 }
 
 impl<'a> Reader<'_, 'a> {
-    /// The call whose callee holds `offset` (from the callee's start to its
-    /// arguments): the innermost, unless it is itself the callee of
-    /// another such call (`f(x)(y)`: QuickJS puts both at one place).
+    /// The innermost call holding `offset`, unless another call of the
+    /// same function holds it too: QuickJS places a call where it recorded
+    /// a position last, in its callee or its arguments, so in
+    /// `f(a.b())` or `a.b(1)(2)` the position alone does not tell the
+    /// calls apart.
     fn not_a_function(&self, offset: u32) -> Option<Site> {
-        let mut calls: Vec<(&'a Expression<'a>, Span, u32)> = Vec::new();
+        let mut calls: Vec<(&'a Expression<'a>, Span)> = Vec::new();
+        let mut functions: Vec<Span> = Vec::new();
         for node in self.semantic.nodes().iter() {
-            let (callee, span, arguments) = match node.kind() {
-                AstKind::CallExpression(c) => (&c.callee, c.span, &c.arguments),
-                AstKind::NewExpression(c) => (&c.callee, c.span, &c.arguments),
-                _ => continue,
-            };
-            let end = arguments.first().map_or(span.end, |a| a.span().start);
-            if callee.span().start <= offset && offset < end {
-                calls.push((callee, span, end - callee.span().start));
+            match node.kind() {
+                AstKind::CallExpression(c) => calls.push((&c.callee, c.span)),
+                AstKind::NewExpression(c) => calls.push((&c.callee, c.span)),
+                AstKind::TaggedTemplateExpression(t) => calls.push((&t.tag, t.span)),
+                AstKind::Function(f) => functions.push(f.span),
+                AstKind::ArrowFunctionExpression(f) => functions.push(f.span),
+                _ => {}
             }
         }
-        let (callee, call, _) = *calls.iter().min_by_key(|(_, _, width)| *width)?;
-        if calls.iter().any(|(other, _, _)| other.get_inner_expression().span() == call) {
+        calls.retain(|(_, span)| span.start <= offset && offset < span.end);
+        let (callee, call) = *calls.iter().min_by_key(|(_, span)| span.size())?;
+        // A function between an outer call and this one: the outer call
+        // is not running in the frame that failed.
+        let apart = |outer: Span| {
+            functions.iter().any(|f| {
+                outer.start <= f.start && f.end <= outer.end && f.start <= call.start && call.end <= f.end
+            })
+        };
+        if calls.iter().any(|&(_, other)| other != call && !apart(other)) {
             return None;
         }
         let inner = callee.get_inner_expression();
@@ -234,6 +244,15 @@ impl<'a> Reader<'_, 'a> {
             })
             .filter(|c| c.span.start <= offset && offset < c.span.end)
             .min_by_key(|c| c.span.size())?;
+        // `JSON.parse(JSON.parse(x))`: the position does not tell them apart.
+        let nested = self.semantic.nodes().iter().any(|node| {
+            matches!(node.kind(), AstKind::CallExpression(c) if c.span != call.span
+                && c.callee.is_specific_member_access("JSON", "parse")
+                && c.span.start <= call.span.start && call.span.end <= c.span.end)
+        });
+        if nested {
+            return None;
+        }
         let argument = call.arguments.first()?.as_expression()?.get_inner_expression();
         Some(Site {
             expression: self.text_of(argument.span()),
@@ -471,8 +490,16 @@ mod tests {
 
     #[test]
     fn doubt_gives_no_site_or_no_origin() {
-        // A chained call: QuickJS puts both calls at one place.
+        // A chained call, a call in another's arguments: QuickJS may put
+        // both calls at one place.
         assert_eq!(site("const a = {b() { return 1 }}; a.b(1)(2);", Fault::NotAFunction, ".b"), None);
+        assert_eq!(site("const a = {}; f(a.b(1));", Fault::NotAFunction, ".b"), None);
+        // ... but not a call in a function passed to another.
+        let s = site("[1].forEach(x => x.go());", Fault::NotAFunction, ".go").unwrap();
+        assert_eq!(s.expression, "x.go");
+        // Where QuickJS puts a call with a function argument.
+        let s = site("const r = {}; r.map(f => f);", Fault::NotAFunction, "f =>").unwrap();
+        assert_eq!(s.expression, "r.map");
         // Assigned again; a `tools` of the program's own; a computed name.
         for src in [
             "let r = await tools.read({path: \"a\"}); r = 1; r.map(x => x);",
