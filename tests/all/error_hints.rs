@@ -96,19 +96,22 @@ fn json_parse_of_reads_numbered_lines_says_to_read_with_format_text() {
 
 #[test]
 fn a_call_not_awaited_says_the_program_returned_before_it() {
-    // The value: undefined, so null; the receipt and stderr say why.
-    let (receipt, stderr) = run("return tools.read({path: \"a.txt\"}).content;");
+    // The value: undefined, so null; the receipt and stderr say why. (A
+    // call that ends at once, as a small `read` may, ended before the
+    // program returned: bash never does.)
+    let program = "return tools.bash({command: \"sleep 0.2\"}).content;";
+    let (receipt, stderr) = run(program);
     assert_eq!(receipt["status"], "completed");
     assert_eq!(receipt["value"], Value::Null);
     let warnings = receipt["warnings"].to_string();
-    assert!(warnings.contains("the program returned before read (call 1) ended"), "{warnings}");
-    assert!(warnings.contains("`(await tools.read(...)).content`"), "{warnings}");
+    assert!(warnings.contains("the program returned before bash (call 1) ended"), "{warnings}");
+    assert!(warnings.contains("`(await tools.bash(...)).content`"), "{warnings}");
     assert!(stderr.is_empty(), "{stderr}");
     // Without --json, the summary on stderr says it.
     let ws = workspace();
-    let out = codemode(&["run", "-"], "return tools.read({path: \"a.txt\"}).content;", ws.path());
+    let out = codemode(&["run", "-", "--approve", "allow"], program, ws.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("warning: the program returned before read (call 1) ended"), "{stderr}");
+    assert!(stderr.contains("warning: the program returned before bash (call 1) ended"), "{stderr}");
     // Used at once: the promise's `content` is undefined.
     let (message, _, _) = error(&run("return tools.read({path: \"a.txt\"}).content.trim();").0);
     assert_eq!(
