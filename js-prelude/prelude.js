@@ -331,6 +331,14 @@
     if (typeof name === "string") r.name = name;
     if (typeof message === "string") r.message = message;
     if (typeof stack === "string") r.stack = stack;
+    // A ToolError the prelude made: its tool says where the program called
+    // it when no frame of the program was on the stack (a call that ended
+    // later).
+    if (protoOf(e) === ToolError.prototype) {
+      let tool;
+      try { tool = e.tool; } catch (_) {}
+      if (typeof tool === "string") r.tool = tool;
+    }
     if (r.name === undefined && r.message === undefined) {
       let shown;
       try { shown = stringify(e); } catch (_) {}

@@ -16,6 +16,7 @@ mod conformance;
 mod conformance_server;
 mod direct_calls;
 mod elicitation;
+mod error_hints;
 mod examples;
 mod file_race;
 mod file_writers;

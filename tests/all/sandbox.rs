@@ -35,7 +35,7 @@ pub(crate) fn default_engine(ws: &tempfile::TempDir) -> Engine {
 
 /// Runs `command`; returns `{exit_code, stdout, stderr}` and the metadata.
 fn sh(engine: &Engine, command: &str) -> (Value, Value) {
-    let out: CallOutcome = engine.call_blocking("bash", &json!({"command": command, "timeout": 60000}));
+    let out: CallOutcome = engine.call_blocking("bash", &json!({"command": command, "timeout": 60}));
     assert!(out.is_ok(), "{command}: {:?}", out.error);
     let envelope = out.envelope.unwrap();
     (envelope["content"].clone(), envelope["metadata"].clone())
@@ -256,21 +256,21 @@ fn sigterm_comes_first_and_sigkill_after_the_grace() {
     let out = engine.call_blocking(
         "bash",
         &json!({"command": format!("trap 'echo cleaned > cleaned.txt; exit 3' TERM; sleep {m} & wait"),
-                "timeout": 3000}),
+                "timeout": 3}),
     );
     let message = out.error.expect("timed out")["message"].as_str().unwrap().to_owned();
-    assert!(message.contains("timed out after 3000 ms"), "{message}");
+    assert!(message.contains("timed out after 3 s"), "{message}");
     assert_eq!(std::fs::read_to_string(ws.path().join("cleaned.txt")).unwrap(), "cleaned\n");
     assert_gone(&m);
 
     // One that ignores SIGTERM is killed after the grace period.
     let m = marker();
     let r = engine.execute_blocking(Program::new(format!(
-        "try {{ await tools.bash({{command: \"trap '' TERM; sleep {m}\", timeout: 500}}); return 'ran'; }} \
+        "try {{ await tools.bash({{command: \"trap '' TERM; sleep {m}\", timeout: 0.5}}); return 'ran'; }} \
          catch (e) {{ return e.message; }}"
     )));
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
-    assert!(r.value.as_str().unwrap().contains("timed out after 500 ms"), "{}", r.value);
+    assert!(r.value.as_str().unwrap().contains("timed out after 0.5 s"), "{}", r.value);
     assert_gone(&m);
 }
 

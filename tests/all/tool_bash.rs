@@ -129,7 +129,7 @@ fn a_non_zero_exit_is_a_result_with_stderr() {
 fn stdin_is_empty() {
     let ws = workspace();
     let engine = engine(&ws);
-    let out = bash(&engine, json!({"command": "cat; echo done", "timeout": 10000}));
+    let out = bash(&engine, json!({"command": "cat; echo done", "timeout": 10}));
     assert_eq!(ok(&out)["content"]["stdout"], json!("done\n"));
 }
 
@@ -159,7 +159,7 @@ fn fifty_megabytes_of_output_come_back_as_a_bounded_tail() {
     let engine = engine(&ws);
     let out = bash(
         &engine,
-        json!({"command": "head -c 50000000 /dev/zero | tr '\\0' x; echo end >&2", "timeout": 120000}),
+        json!({"command": "head -c 50000000 /dev/zero | tr '\\0' x; echo end >&2", "timeout": 120}),
     );
     let env = ok(&out);
     let stdout = env["content"]["stdout"].as_str().unwrap();
@@ -179,13 +179,13 @@ fn a_timeout_kills_the_command_and_fails_the_call() {
     let ws = workspace();
     let engine = engine(&ws);
     let started = Instant::now();
-    let out = bash(&engine, json!({"command": "echo started; sleep 30", "timeout": 300}));
+    let out = bash(&engine, json!({"command": "echo started; sleep 30", "timeout": 0.3}));
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     assert_eq!(out.call.status, CallStatus::Failed);
     let error = out.error.unwrap();
-    assert_eq!(error["kind"], json!("failed"));
+    assert_eq!(error["kind"], json!("timeout"));
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("timed out after 300 ms"), "{message}");
+    assert!(message.contains("timed out after 0.3 s"), "{message}");
     assert!(message.contains("started"), "the output tail is in the message: {message}");
 }
 
@@ -194,10 +194,10 @@ fn a_timeout_leaves_no_background_child_behind() {
     let ws = workspace();
     let engine = engine(&ws);
     let m = marker();
-    let out = bash(&engine, json!({"command": format!("sleep {m} & echo $!; sleep {m}"), "timeout": 500}));
+    let out = bash(&engine, json!({"command": format!("sleep {m} & echo $!; sleep {m}"), "timeout": 0.5}));
     let error = out.error.expect("the call times out");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("timed out after 500 ms"), "{message}");
+    assert!(message.contains("timed out after 0.5 s"), "{message}");
     // The pid is the PID namespace's, not the host's: the marker finds the
     // process from the host.
     let _started: i32 = message
@@ -213,7 +213,7 @@ fn a_background_child_holding_stdout_does_not_hang_the_call_and_is_killed() {
     let engine = engine(&ws);
     let m = marker();
     let started = Instant::now();
-    let out = bash(&engine, json!({"command": format!("sleep {m} & echo $!"), "timeout": 60000}));
+    let out = bash(&engine, json!({"command": format!("sleep {m} & echo $!"), "timeout": 60}));
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     let env = ok(&out);
     assert_eq!(env["content"]["exit_code"], json!(0));
@@ -264,8 +264,11 @@ fn out_of_range_timeouts_and_unknown_fields_are_refused() {
     let ws = workspace();
     let engine = engine(&ws);
     for args in [
-        json!({"command": "echo hi", "timeout": 600001}),
+        json!({"command": "echo hi", "timeout": 601}),
         json!({"command": "echo hi", "timeout": 0}),
+        json!({"command": "echo hi", "timeout_ms": 600001}),
+        json!({"command": "echo hi", "timeout_ms": 0}),
+        json!({"command": "echo hi", "timeout": "5"}),
         json!({"command": "echo hi", "cwd": "/"}),
         json!({"command": ""}),
         json!({}),
@@ -274,4 +277,35 @@ fn out_of_range_timeouts_and_unknown_fields_are_refused() {
         assert_eq!(out.call.decision, Decision::Refused, "{args}");
         assert_eq!(out.error.unwrap()["kind"], json!("refused"), "{args}");
     }
+}
+
+#[test]
+fn the_timeout_is_in_seconds_and_its_end_is_kind_timeout_through_the_binary() {
+    // issue 32, item 10: `timeout` is in seconds, as `--deadline` and every
+    // other time a user sets, and a command cut by it is a `timeout`.
+    let ws = workspace();
+    let program = r#"
+        const kinds = [];
+        for (const args of [{command: "sleep 30", timeout: 0.3}, {command: "sleep 30", timeout_ms: 300}]) {
+            try { await tools.bash(args); } catch (e) { kinds.push(e.kind, e.message.split(" and ")[0]); }
+        }
+        try { await tools.bash({command: "echo hi", timeout: 30000}); } catch (e) { kinds.push(e.kind, e.message); }
+        return kinds;
+    "#;
+    let started = Instant::now();
+    let out = crate::cli::codemode(&["run", "-", "--json", "--approve", "allow"], program, ws.path());
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["status"], "completed", "{receipt}");
+    let v = &receipt["value"];
+    assert_eq!(v[0], "timeout", "{v}");
+    assert_eq!(v[1], "bash (call 1): the command timed out after 0.3 s", "{v}");
+    assert_eq!(v[2], "timeout", "{v}");
+    assert_eq!(v[3], "bash (call 2): the command timed out after 0.3 s", "{v}");
+    // Milliseconds in `timeout` (the old unit) are refused, naming the unit.
+    assert_eq!(v[4], "refused", "{v}");
+    let refusal = v[5].as_str().unwrap();
+    assert!(refusal.contains("/timeout: 30000 is greater than the maximum of 600"), "{refusal}");
+    let calls = receipt["calls"].as_array().unwrap();
+    assert!(calls[0]["error"].as_str().unwrap().starts_with("timeout: "), "{receipt}");
 }

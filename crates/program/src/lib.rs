@@ -28,6 +28,7 @@
 //! deeply are parsed on a thread with a large stack (`on_large_stack`).
 
 mod batch;
+mod fault_site;
 mod fence;
 mod javascript;
 mod module;
@@ -40,6 +41,7 @@ mod typescript;
 use std::cell::RefCell;
 
 pub use batch::{Batch, BatchCall, BatchError, ExecuteInput};
+pub use fault_site::{Fault, Origin, Site, ToolCall};
 use oxc_allocator::Allocator;
 pub use position::PositionMap;
 pub use tool_uses::{ArgumentObject, Arguments, ToolUse};

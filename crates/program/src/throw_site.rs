@@ -53,7 +53,7 @@ fn throw_containing(user: &str, offset: u32) -> Option<u32> {
 
 /// The byte offset in `text` of (`line`, `column`), both 1-based, the
 /// column in characters; `None` past the end of the line or the text.
-fn byte_offset(text: &str, line: u32, column: u32) -> Option<u32> {
+pub(crate) fn byte_offset(text: &str, line: u32, column: u32) -> Option<u32> {
     let start: usize = text.split_inclusive('\n').take(line.checked_sub(1)? as usize).map(str::len).sum();
     let rest = text.get(start..)?;
     let line_text = rest.split('\n').next()?;

@@ -40,7 +40,7 @@ fn int_or_null() -> Value {
     json!({"type": [INT, "null"]})
 }
 
-/// `read`: the text (numbered lines, or raw in format `text`); metadata
+/// `read`: the text (numbered lines, or as it is in format `text`); metadata
 /// where to continue.
 pub(crate) fn read() -> (Value, Value) {
     let metadata = object(

@@ -102,19 +102,36 @@ impl ToolOutput {
     }
 }
 
-/// A tool's failure; the program sees a `ToolError` of kind `failed` whose
-/// message is `message`.
+/// A tool's failure; the program sees a `ToolError` whose message is
+/// `message`, of kind `timeout` when the tool ran out of its own time
+/// ([`ToolError::timeout`]), else of kind `failed`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct ToolError {
     /// What went wrong and, where possible, what to do instead.
     pub message: String,
+    /// The tool stopped because a time limit of its own passed (bash's
+    /// `timeout`): the call's kind is `timeout`, as for the engine's
+    /// per-tool timeout.
+    pub timed_out: bool,
 }
 
 impl ToolError {
-    /// A failure with `message`.
+    /// A failure with `message` (kind `failed`).
     pub fn new(message: impl Into<String>) -> Self {
-        ToolError { message: message.into() }
+        ToolError { message: message.into(), timed_out: false }
+    }
+
+    /// A failure because the tool's own time limit passed, with `message`
+    /// (kind `timeout`).
+    pub fn timeout(message: impl Into<String>) -> Self {
+        ToolError { message: message.into(), timed_out: true }
+    }
+
+    /// The `ToolError.kind` the program sees: `timeout` or `failed`.
+    pub(crate) fn kind(&self) -> &'static str {
+        if self.timed_out { "timeout" } else { "failed" }
     }
 }
 

@@ -1,7 +1,9 @@
 //! `read {path, offset?, limit?, format?}`: a bounded window of a text
 //! file, either numbered lines with an explicit continuation notice (the
-//! default) or the raw text from a byte offset (`format: "text"`), for
-//! programs that parse what they read.
+//! default) or the file's text as it is from a byte offset (`format:
+//! "text"`), for programs that parse what they read. (The docs call it
+//! `text` everywhere: a program that passes `format: "raw"` is refused with
+//! the schema's two values.)
 
 use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
 
@@ -23,7 +25,7 @@ const MAX_WINDOW_BYTES: usize = 64 << 10;
 const MAX_LINE_CHARS: usize = 2_000;
 /// Bytes examined for a NUL byte to tell binary files apart.
 const SNIFF_BYTES: usize = 8 << 10;
-/// Bytes of raw text in one `format: "text"` window (the default and the
+/// Bytes of text in one `format: "text"` window (the default and the
 /// most `limit` may ask for).
 const MAX_TEXT_BYTES: usize = 64 << 10;
 
@@ -55,7 +57,7 @@ impl Tool for Read {
             "read",
             "Read a text file of the workspace: up to `limit` lines (default 2000, at most 64 KiB of text) \
              from line `offset` (1-based, default 1), each prefixed by its number and a tab; says where to continue. \
-             format \"text\": the raw text (for JSON.parse) from byte `offset` (default 0), at most 64 KiB; \
+             format \"text\": the text as it is (for JSON.parse) from byte `offset` (default 0), at most 64 KiB; \
              continue with metadata.next_offset until it is null. Binary files and files over 16 MiB are refused.",
             json!({
                 "type": "object",
@@ -63,7 +65,7 @@ impl Tool for Read {
                     "path": {"type": "string", "description": "File path relative to the workspace root"},
                     "offset": {"type": "integer", "minimum": 0, "maximum": 1000000000, "description": "First line (1-based), or first byte (0-based) in text format"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 65536, "description": "Most lines, or bytes in text format"},
-                    "format": {"enum": ["lines", "text"], "description": "\"lines\" (default): numbered lines; \"text\": raw text"}
+                    "format": {"enum": ["lines", "text"], "description": "\"lines\" (default): numbered lines; \"text\": the text as it is, for JSON.parse"}
                 },
                 "required": ["path"],
                 "additionalProperties": false
@@ -191,7 +193,7 @@ fn lines_window(text: &str, total_bytes: u64, shown: &str, args: &Args) -> ToolO
 }
 
 /// The `format: "text"` window of `file` (`total` bytes long, already
-/// checked to be text): the raw text from byte `offset` (0-based), at most
+/// checked to be text): the text as it is from byte `offset` (0-based), at most
 /// `limit` bytes ([`MAX_TEXT_BYTES`] by default and at most), ending on a
 /// UTF-8 character boundary so consecutive windows concatenate to the file.
 /// Invalid UTF-8 inside the window is shown as U+FFFD. Metadata `{path,

@@ -66,6 +66,9 @@ pub(crate) struct HostState {
     /// catch QuickJS's `null` when not even an error object could be
     /// made), and it makes no more calls.
     pub out_of_memory: std::cell::Cell<Option<&'static str>>,
+    /// The last results the program got, for the hints of a run that
+    /// fails on a result's shape.
+    pub recent: RefCell<super::recent::Recent>,
 }
 
 /// Calls that did not answer at once: running on the tool runtime, or
@@ -318,7 +321,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         Start::Diverged => return error_value(ctx, &stopping_refusal(tool)),
         Start::Inline(c) => {
             drop(journal);
-            return settled_value(ctx, c);
+            return settled_value(ctx, state, c);
         }
         Start::InTurn => return Ok(Value::new_number(ctx.clone(), seq as f64)),
     };
@@ -352,7 +355,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         j.log.call_ended(How::Inline, &settled);
     }
     drop(journal);
-    settled_value(ctx, settled)
+    settled_value(ctx, state, settled)
 }
 
 /// The answer to a call made while the run is stopping, if it is: an
@@ -507,8 +510,25 @@ fn stopping_refusal(tool: &str) -> String {
 
 /// What `tools.call` returns for a call that ended at once: its answer
 /// ([`answer_value`]).
-fn settled_value<'js>(ctx: &Ctx<'js>, settled: Completion) -> rquickjs::Result<Value<'js>> {
-    answer_value(ctx, settled.ok, &settled.payload, settled.text.as_deref())
+fn settled_value<'js>(
+    ctx: &Ctx<'js>,
+    state: &HostState,
+    settled: Completion,
+) -> rquickjs::Result<Value<'js>> {
+    let value = answer_value(ctx, settled.ok, &settled.payload, settled.text.as_deref())?;
+    keep_result(state, settled);
+    Ok(value)
+}
+
+/// Keeps the result of a call that succeeded, once the program has it
+/// ([`super::recent`]): its text is moved, not copied.
+pub(crate) fn keep_result(state: &HostState, settled: Completion) {
+    let Completion { seq, ok, payload, text, .. } = settled;
+    let ledger = state.ledger.borrow();
+    if !ok || seq == 0 || seq > ledger.calls_made() as u64 {
+        return;
+    }
+    state.recent.borrow_mut().keep(seq, ledger.tool_of(seq), payload, text.is_some());
 }
 
 /// The start and end of the envelope of a call that returned JSON content

@@ -17,6 +17,9 @@ pub(crate) struct Circumstances<'a> {
     pub memory_limit: usize,
     /// Where the script's positions come from in the user's program.
     pub positions: &'a PositionMap,
+    /// The last results the program got, for what a hint says a value
+    /// held.
+    pub recent: Option<&'a super::recent::Recent>,
 }
 
 /// Classifies `exception` and finds its position in the user's program
@@ -33,8 +36,15 @@ pub(crate) fn run_error(exception: Value<'_>, file: &str, when: Circumstances<'_
             message: obj.get::<_, Option<rquickjs::Coerced<String>>>("message").ok().flatten().map(|c| c.0),
             stack: obj.get::<_, Option<String>>("stack").ok().flatten(),
             null: false,
+            tool: None,
         },
-        None => Thrown { name: None, message: describe(&exception), stack: None, null: exception.is_null() },
+        None => Thrown {
+            name: None,
+            message: describe(&exception),
+            stack: None,
+            null: exception.is_null(),
+            tool: None,
+        },
     };
     from_parts(thrown, file, when)
 }
@@ -47,11 +57,13 @@ pub(crate) struct Thrown {
     pub stack: Option<String>,
     /// The thrown value was `null`.
     pub null: bool,
+    /// The tool of a `ToolError` the prelude made.
+    pub tool: Option<String>,
 }
 
 /// Classifies a thrown value and finds its position in the user's program.
 pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) -> RunError {
-    let Thrown { name, message, stack, null } = thrown;
+    let Thrown { name, message, stack, null, tool } = thrown;
     let message = message.unwrap_or_default();
     let kind = match (name.as_deref(), message.as_str()) {
         _ if when.stopping.is_some() => when.stopping.map(|e| e.kind).unwrap_or(ErrorKind::Internal),
@@ -75,12 +87,27 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
         _ if !message.is_empty() => message.clone(),
         _ => "the program threw a value that is not an error".to_owned(),
     };
-    let text = with_hint(text, kind);
+    let told = match (&name, &stack) {
+        (Some(n), Some(s)) if kind == ErrorKind::Exception => {
+            super::hints::hint(n, &message, s, file, when.positions, when.recent)
+        }
+        _ => None,
+    };
+    let text = told.unwrap_or_else(|| with_hint(text, kind));
     let position = stack.as_deref().and_then(|s| position_in(s, file));
     let (line, column) = match position {
         Some((l, c)) => {
             let (l, c) = when.positions.thrown_at(l, c);
             (Some(l), Some(c))
+        }
+        // A ToolError of a call that ended later was made with no frame
+        // of the program on the stack: it is where the program calls the
+        // tool, when that is one place.
+        None if kind == ErrorKind::Exception && name.as_deref() == Some("ToolError") => {
+            match tool.as_deref().and_then(|t| when.positions.only_call_site(t)) {
+                Some((l, c)) => (Some(l), Some(c)),
+                None => (None, None),
+            }
         }
         None => (None, None),
     };
@@ -166,7 +193,7 @@ fn describe(value: &Value<'_>) -> Option<String> {
 }
 
 /// The first `file:line:column` of `stack` that is in `file`.
-fn position_in(stack: &str, file: &str) -> Option<(u32, u32)> {
+pub(super) fn position_in(stack: &str, file: &str) -> Option<(u32, u32)> {
     let needle = format!("{file}:");
     stack.lines().find_map(|frame| {
         let at = frame.find(&needle)?;
@@ -293,6 +320,7 @@ mod tests {
             stopping: None,
             memory_limit: 1 << 20,
             positions: &positions,
+            recent: None,
         };
         let kind_of = |name: Option<&str>, message: Option<&str>, null: bool| {
             let thrown = super::Thrown {
@@ -300,6 +328,7 @@ mod tests {
                 message: message.map(str::to_owned),
                 stack: None,
                 null,
+                tool: None,
             };
             let e = super::from_parts(thrown, "p.js", when);
             (e.kind, e.message)

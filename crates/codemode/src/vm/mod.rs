@@ -6,6 +6,7 @@
 mod args_json;
 pub(crate) mod calls;
 pub(crate) mod clock;
+mod hints;
 pub(crate) mod host_call;
 mod instance;
 pub(crate) mod journaling;
@@ -13,6 +14,7 @@ mod js_error;
 mod late_builtins;
 pub(crate) mod pool;
 mod prelude;
+mod recent;
 
 pub use codemode_base::limits::Limits;
 pub use instance::Vm;

@@ -40,8 +40,9 @@ pub(crate) struct Over {
     text: String,
     ext: &'static str,
     metadata: Option<Value>,
-    /// The text is the tool's error: the call fails with it, cut.
-    failed: bool,
+    /// The text is the tool's error, and this the call's kind (`failed`,
+    /// `timeout`): the call fails with it, cut.
+    failed: Option<&'static str>,
 }
 
 /// What finishing a result needs next.
@@ -115,14 +116,15 @@ impl Finisher {
             Ok(out) => out,
             // Error text over its bound is spilled whole, off this thread.
             Err(e) if e.message.len() > spill::TEXT_BYTES => {
+                let kind = e.kind();
                 return Finished::NeedsSpill(Over {
                     text: e.message,
                     ext: "txt",
                     metadata: None,
-                    failed: true,
+                    failed: Some(kind),
                 });
             }
-            Err(e) => return Finished::Done(self.failed("failed", e.message)),
+            Err(e) => return Finished::Done(self.failed(e.kind(), e.message)),
         };
         out.metadata = crate::engine::elicitor::with_elicitations(out.metadata, &self.questions.records());
         match spill::measure(out.content, self.shared.limits.result_bytes) {
@@ -130,7 +132,7 @@ impl Finisher {
                 Finished::Done(self.succeeded(value, json, bytes, out.metadata, None, None))
             }
             Measured::Over { text, ext } => {
-                Finished::NeedsSpill(Over { text, ext, metadata: out.metadata, failed: false })
+                Finished::NeedsSpill(Over { text, ext, metadata: out.metadata, failed: None })
             }
         }
     }
@@ -140,10 +142,10 @@ impl Finisher {
         Box::pin(async move {
             let me = self.clone();
             tokio::task::spawn_blocking(move || {
-                if over.failed {
+                if let Some(kind) = over.failed {
                     let stem = format!("call-{}-error", me.seq);
                     let target = SpillTarget { area: &me.spill, stem: &stem };
-                    return me.failed("failed", spill::cut_spilled(over.text, target));
+                    return me.failed(kind, spill::cut_spilled(over.text, target));
                 }
                 let stem = format!("call-{}", me.seq);
                 let target = SpillTarget { area: &me.spill, stem: &stem };

@@ -1,4 +1,4 @@
-//! `bash {command, timeout?, description?}`: one foreground shell command in
+//! `bash {command, timeout?, timeout_ms?, description?}`: one foreground shell command in
 //! the workspace, returning its exit code and a bounded tail of its output.
 //!
 //! # How a command runs
@@ -26,13 +26,15 @@
 //!   group is killed with SIGKILL (under the sandbox the namespace is gone
 //!   already), and reading stops, so nothing outlives the call and a
 //!   background child holding the pipe cannot hang it.
-//! - `timeout` is in milliseconds: default 120,000, at most 600,000 (the
-//!   schema says so and the code checks it again). At the timeout the whole
-//!   group gets SIGTERM, then SIGKILL after the kill grace
+//! - `timeout` is in seconds, as every other time a user sets (`--deadline`,
+//!   `--tool-timeout`, an MCP server's `timeout`): default 120, at most 600,
+//!   fractions allowed; `timeout_ms` gives it in milliseconds instead (not
+//!   both; the schema says so and the code checks it again). At the timeout
+//!   the whole group gets SIGTERM, then SIGKILL after the kill grace
 //!   (`Confinement::kill_grace`), the shell is reaped, and the call fails
-//!   with a `ToolError` saying it timed out and carrying the last 4 KiB of
-//!   each stream (the error goes into the receipt, so it is kept smaller
-//!   than the result's tails).
+//!   with a `ToolError` of kind `timeout` saying it timed out and carrying
+//!   the last 4 KiB of each stream (the error goes into the receipt, so it
+//!   is kept smaller than the result's tails).
 //! - Cancellation (the call's future dropped: run deadline, host cancel, the
 //!   engine's per-tool backstop) ends the group from a drop guard (SIGTERM,
 //!   the grace, SIGKILL) and reaps it on the tool runtime; the direct child
@@ -124,9 +126,9 @@ use pipes::wait_reading;
 #[cfg(unix)]
 use start::start_command;
 
-/// `timeout` when the call does not give one, in milliseconds.
+/// The timeout when the call gives none, in milliseconds.
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
-/// The largest `timeout` accepted, in milliseconds.
+/// The largest timeout accepted, in milliseconds (600 s).
 const MAX_TIMEOUT_MS: u64 = 600_000;
 /// The engine's per-tool timeout for `bash`: a backstop above the largest
 /// `timeout`, so the command's own timeout is what fires.
@@ -188,8 +190,10 @@ pub(crate) struct Bash;
 struct Args {
     /// The command line given to `bash -c`.
     command: String,
-    /// Milliseconds before the command is killed.
-    timeout: Option<u64>,
+    /// Seconds before the command is killed.
+    timeout: Option<f64>,
+    /// The same in milliseconds (not with `timeout`).
+    timeout_ms: Option<u64>,
 }
 
 impl Tool for Bash {
@@ -199,17 +203,23 @@ impl Tool for Bash {
             "Run one foreground shell command (`bash -c`) in the workspace root, stdin empty, with a \
              filtered environment. Returns {exit_code, stdout, stderr} with the last 16 KiB of each \
              stream; a non-zero exit is a result, not an error. Background processes are killed when \
-             the command exits. At `timeout` (default 120000 ms, max 600000) the whole process group \
-             is killed and the call fails.",
+             the command exits. At `timeout` seconds (default 120, max 600; or `timeout_ms`) the whole \
+             process group is killed and the call fails with a ToolError of kind \"timeout\".",
             json!({
                 "type": "object",
                 "properties": {
                     "command": {"type": "string", "minLength": 1, "description": "Shell command to run"},
                     "timeout": {
+                        "type": "number",
+                        "exclusiveMinimum": 0,
+                        "maximum": MAX_TIMEOUT_MS / 1000,
+                        "description": "Seconds before it is killed (default 120, at most 600)"
+                    },
+                    "timeout_ms": {
                         "type": "integer",
                         "minimum": 1,
                         "maximum": MAX_TIMEOUT_MS,
-                        "description": "Milliseconds before it is killed (default 120000)"
+                        "description": "The timeout in milliseconds instead (not with `timeout`)"
                     },
                     "description": {"type": "string", "description": "What it does, in a few words (display only)"}
                 },
@@ -226,7 +236,7 @@ impl Tool for Bash {
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
             let args: Args = super::parse_args(args)?;
-            let timeout = timeout_of(args.timeout)?;
+            let timeout = timeout_of(args.timeout, args.timeout_ms)?;
             // The engine polls a tool's future once on the VM thread; starting
             // a process there would block it, so yield first and start on the
             // tool runtime.
@@ -236,16 +246,29 @@ impl Tool for Bash {
     }
 }
 
-/// The call's timeout: `timeout` milliseconds, or the default.
+/// The call's timeout: `timeout` seconds or `timeout_ms` milliseconds, or
+/// the default (120 s).
 ///
 /// # Errors
-/// `timeout` is zero or over [`MAX_TIMEOUT_MS`].
-fn timeout_of(ms: Option<u64>) -> Result<Duration, ToolError> {
-    match ms.unwrap_or(DEFAULT_TIMEOUT_MS) {
-        ms @ 1..=MAX_TIMEOUT_MS => Ok(Duration::from_millis(ms)),
-        ms => Err(ToolError::new(format!(
-            "`timeout` is {ms} ms; give 1 to {MAX_TIMEOUT_MS} ms (default {DEFAULT_TIMEOUT_MS})"
+/// Both are given, or the one given is not above zero or is over 600 s
+/// ([`MAX_TIMEOUT_MS`]).
+fn timeout_of(secs: Option<f64>, ms: Option<u64>) -> Result<Duration, ToolError> {
+    let max_secs = MAX_TIMEOUT_MS / 1000;
+    match (secs, ms) {
+        (Some(_), Some(_)) => {
+            Err(ToolError::new("give either `timeout` (seconds) or `timeout_ms` (milliseconds), not both"))
+        }
+        (Some(s), None) if s > 0.0 && s <= max_secs as f64 => Ok(Duration::from_secs_f64(s)),
+        (Some(s), None) => Err(ToolError::new(format!(
+            "`timeout` is {s} seconds; give above 0 to {max_secs} seconds (default {}), or \
+             `timeout_ms` for milliseconds",
+            DEFAULT_TIMEOUT_MS / 1000
         ))),
+        (None, Some(ms @ 1..=MAX_TIMEOUT_MS)) => Ok(Duration::from_millis(ms)),
+        (None, Some(ms)) => Err(ToolError::new(format!(
+            "`timeout_ms` is {ms}; give 1 to {MAX_TIMEOUT_MS} milliseconds, or `timeout` in seconds"
+        ))),
+        (None, None) => Ok(Duration::from_millis(DEFAULT_TIMEOUT_MS)),
     }
 }
 
@@ -336,10 +359,11 @@ fn sandbox_applied(
 #[cfg(unix)]
 fn timed_out_error(timeout: Duration, kill_grace: Duration, out: &Tail, err: &Tail) -> ToolError {
     let mut message = format!(
-        "the command timed out after {} ms and its process group was ended (SIGTERM, then SIGKILL \
-         after {} ms); give a larger `timeout` (at most {MAX_TIMEOUT_MS} ms) or do less in one call",
-        timeout.as_millis(),
-        kill_grace.as_millis()
+        "the command timed out after {} s and its process group was ended (SIGTERM, then SIGKILL \
+         after {} ms); give a larger `timeout` (in seconds, at most {}) or do less in one call",
+        timeout.as_secs_f64(),
+        kill_grace.as_millis(),
+        MAX_TIMEOUT_MS / 1000
     );
     for (name, tail) in [("stdout", out), ("stderr", err)] {
         let (text, cut) = tail.text(ERROR_TAIL_BYTES);
@@ -348,7 +372,7 @@ fn timed_out_error(timeout: Duration, kill_grace: Duration, out: &Tail, err: &Ta
             message.push_str(&format!("\n--- {which}{name} ---\n{text}"));
         }
     }
-    ToolError::new(message)
+    ToolError::timeout(message)
 }
 
 /// The result of a command that ran to its end: its exit code (and
@@ -440,11 +464,20 @@ mod tests {
 
     #[test]
     fn timeout_defaults_and_bounds() {
-        assert_eq!(timeout_of(None).unwrap(), Duration::from_millis(DEFAULT_TIMEOUT_MS));
-        assert_eq!(timeout_of(Some(1)).unwrap(), Duration::from_millis(1));
-        assert_eq!(timeout_of(Some(MAX_TIMEOUT_MS)).unwrap(), Duration::from_millis(MAX_TIMEOUT_MS));
-        assert!(timeout_of(Some(0)).unwrap_err().message.contains("600000"));
-        assert!(timeout_of(Some(MAX_TIMEOUT_MS + 1)).is_err());
+        assert_eq!(timeout_of(None, None).unwrap(), Duration::from_secs(120));
+        assert_eq!(timeout_of(Some(1.0), None).unwrap(), Duration::from_secs(1));
+        assert_eq!(timeout_of(Some(0.25), None).unwrap(), Duration::from_millis(250));
+        assert_eq!(timeout_of(Some(600.0), None).unwrap(), Duration::from_secs(600));
+        assert_eq!(timeout_of(None, Some(1)).unwrap(), Duration::from_millis(1));
+        assert_eq!(timeout_of(None, Some(MAX_TIMEOUT_MS)).unwrap(), Duration::from_secs(600));
+        // A program still giving milliseconds in `timeout` is told the unit.
+        let e = timeout_of(Some(30000.0), None).unwrap_err().message;
+        assert!(e.contains("seconds") && e.contains("timeout_ms"), "{e}");
+        assert!(timeout_of(Some(0.0), None).is_err());
+        assert!(timeout_of(Some(f64::NAN), None).is_err());
+        assert!(timeout_of(None, Some(0)).unwrap_err().message.contains("600000"));
+        assert!(timeout_of(None, Some(MAX_TIMEOUT_MS + 1)).is_err());
+        assert!(timeout_of(Some(1.0), Some(1000)).unwrap_err().message.contains("not both"));
     }
 
     #[test]
@@ -452,8 +485,9 @@ mod tests {
         let spec = Bash.spec();
         assert!(!spec.is_read_only());
         let schema = &spec.input_schema;
-        assert_eq!(schema["properties"]["timeout"]["minimum"], json!(1));
-        assert_eq!(schema["properties"]["timeout"]["maximum"], json!(600_000));
+        assert_eq!(schema["properties"]["timeout"]["exclusiveMinimum"], json!(0));
+        assert_eq!(schema["properties"]["timeout"]["maximum"], json!(600));
+        assert_eq!(schema["properties"]["timeout_ms"]["maximum"], json!(600_000));
         assert_eq!(schema["additionalProperties"], json!(false));
         assert_eq!(schema["required"], json!(["command"]));
         assert!(spec.timeout_ms.unwrap() > MAX_TIMEOUT_MS);

@@ -80,6 +80,9 @@ const DRAIN_DEADLINE: &str =
 /// The note of such a call cut by a cancel.
 const DRAIN_CANCELLED: &str = "cancelled with the run, while it was let finish after the program failed";
 
+/// The note of a call that ended after the program returned.
+const NOT_AWAITED: &str = "finished after the program returned: it was not awaited";
+
 /// What the engine gives a VM for one run.
 pub(crate) struct VmSetup {
     /// The run's limits (memory, stack, calls in flight, logs, deadline).
@@ -148,6 +151,7 @@ impl Vm {
             late_builtins: Default::default(),
             date_shim: RefCell::new(None),
             out_of_memory: std::cell::Cell::new(None),
+            recent: Default::default(),
         });
         let tracked = state.clone();
         rt.set_host_promise_rejection_tracker(Some(Box::new(move |ctx, promise, reason, handled| {
@@ -360,7 +364,6 @@ impl Vm {
                 continue;
             }
             if self.main_state() != MainState::Running {
-                const NOT_AWAITED: &str = "finished after the program returned: it was not awaited";
                 self.state.ledger.borrow_mut().annotate(completion.seq, NOT_AWAITED);
                 // Journaled with the note, so a resumed receipt keeps it.
                 completion.end.note = Some(match completion.end.note.take() {
@@ -497,8 +500,8 @@ impl Vm {
 
     /// Hands a finished call's result to the program.
     fn settle(&self, completion: Completion) -> Result<(), RunError> {
-        let Completion { seq, ok, payload, text, .. } = completion;
         let Some(settle) = &self.settle else { return Ok(()) };
+        let (seq, ok) = (completion.seq, completion.ok);
         let clock = self.state.clock.clone();
         self.ctx.with(|ctx| {
             let f = settle
@@ -506,9 +509,15 @@ impl Vm {
                 .restore(&ctx)
                 .map_err(|e| RunError::new(ErrorKind::Internal, e.to_string()))?;
             let result = (|| {
-                let answer = super::host_call::answer_value(&ctx, ok, &payload, text.as_deref())?;
+                let answer = super::host_call::answer_value(
+                    &ctx,
+                    ok,
+                    &completion.payload,
+                    completion.text.as_deref(),
+                )?;
                 f.call::<_, ()>((seq as f64, answer))
             })();
+            super::host_call::keep_result(&self.state, completion);
             match result {
                 Ok(()) => Ok(()),
                 Err(_) if clock.should_stop() => Ok(()),

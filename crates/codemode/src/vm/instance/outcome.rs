@@ -243,12 +243,15 @@ impl Vm {
             message: text("message"),
             stack: text("stack"),
             null: text("thrown").as_deref() == Some("null"),
+            tool: text("tool"),
         };
+        let recent = self.state.recent.borrow();
         let when = Circumstances {
             compiling: false,
             stopping: stopping.as_ref(),
             memory_limit: self.limits.memory_bytes,
             positions: &self.positions,
+            recent: Some(&recent),
         };
         Err(js_error::from_parts(thrown, name, when))
     }
@@ -302,11 +305,13 @@ impl Vm {
     /// being stopped.
     pub(super) fn classify(&self, exception: Value<'_>, file: &str, compiling: bool) -> RunError {
         let stopping = self.stop_error();
+        let recent = self.state.recent.borrow();
         let when = Circumstances {
             compiling,
             stopping: stopping.as_ref(),
             memory_limit: self.limits.memory_bytes,
             positions: &self.positions,
+            recent: Some(&recent),
         };
         js_error::run_error(exception, file, when)
     }
@@ -343,7 +348,7 @@ impl Vm {
             elapsed_ms += before.elapsed_ms + gap;
             approval_wait_ms += before.approval_wait_ms + gap;
         }
-        ledger.into_receipt(ReceiptParts {
+        let mut receipt = ledger.into_receipt(ReceiptParts {
             run_id: self.run_id.to_string(),
             status,
             value: bounded.value,
@@ -353,6 +358,30 @@ impl Vm {
             elapsed_ms,
             approval_wait_ms,
             warnings: self.state.dispatcher.run_warnings(),
-        })
+        });
+        receipt.warnings.extend(not_awaited_warning(&receipt.calls));
+        receipt
     }
+}
+
+/// The warning of a run whose program returned while calls it made were
+/// still running: it never awaited them, so it did not use their results
+/// (`return tools.read({path}).content` is `undefined`).
+fn not_awaited_warning(calls: &[crate::receipt::CallReceipt]) -> Option<String> {
+    let late: Vec<String> = calls
+        .iter()
+        .filter(|c| c.note.as_deref().is_some_and(|n| n.contains(super::NOT_AWAITED)))
+        .map(|c| format!("{} (call {})", c.tool, c.seq))
+        .collect();
+    let first = calls.iter().find(|c| c.note.as_deref().is_some_and(|n| n.contains(super::NOT_AWAITED)))?;
+    let shown = match late.len() {
+        1..=3 => late.join(", "),
+        n => format!("{} and {} more", late[..3].join(", "), n - 3),
+    };
+    Some(format!(
+        "the program returned before {shown} ended: a call gives a promise, and the program did not \
+         await it, so it never used the result (`tools.{}(...).content` is undefined); write \
+         `(await tools.{}(...)).content`",
+        first.tool, first.tool
+    ))
 }
