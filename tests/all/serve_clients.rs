@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::mcp_support::{node_server, root};
 
 /// The client scripts' folder, when the SDK packages are installed.
-fn clients() -> Option<PathBuf> {
+pub(crate) fn clients() -> Option<PathBuf> {
     let modules = root().join("tests/node/node_modules/@modelcontextprotocol");
     let ready = ["sdk", "client", "inspector-cli", "server-everything"]
         .iter()
@@ -46,13 +46,13 @@ fn clients() -> Option<PathBuf> {
 /// A served workspace: files to read, an MCP config (outside the
 /// workspace, so trusted) naming server-everything, and where the server's
 /// trust record is looked for (none).
-struct Served {
+pub(crate) struct Served {
     ws: tempfile::TempDir,
     config: tempfile::TempDir,
 }
 
 impl Served {
-    fn new() -> Served {
+    pub(crate) fn new() -> Served {
         let ws = crate::common::workspace();
         std::fs::write(ws.path().join("b.txt"), "one\ntwo\nthree\nfour\n").unwrap();
         let config = tempfile::tempdir().unwrap();
@@ -63,13 +63,13 @@ impl Served {
         Served { ws, config }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.ws.path()
     }
 
     /// The `server` of a plan: `codemode mcp serve` over this workspace,
     /// with `extra` options.
-    fn server(&self, extra: &[&str]) -> Value {
+    pub(crate) fn server(&self, extra: &[&str]) -> Value {
         let mut args = vec![
             "mcp".to_owned(),
             "serve".to_owned(),
@@ -106,15 +106,15 @@ impl Served {
 
 /// What a client printed for a plan: the connection, then one value per
 /// step, then the elicitations it was sent.
-struct Outcome {
+pub(crate) struct Outcome {
     connected: Value,
-    steps: Vec<Value>,
+    pub(crate) steps: Vec<Value>,
     elicitations: Vec<String>,
 }
 
 impl Outcome {
     /// Step `i`'s tool result (panics with the step when it failed).
-    fn result(&self, i: usize) -> &Value {
+    pub(crate) fn result(&self, i: usize) -> &Value {
         let step = &self.steps[i];
         step.get("result").unwrap_or_else(|| panic!("step {i} has no result: {step}"))
     }
@@ -125,13 +125,13 @@ impl Outcome {
     }
 
     /// Step `i`'s text content.
-    fn text(&self, i: usize) -> &str {
+    pub(crate) fn text(&self, i: usize) -> &str {
         self.result(i)["content"][0]["text"].as_str().unwrap_or_default()
     }
 }
 
 /// Runs client `sdk` (`v1` or `v2`) with `plan` to its end.
-fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
+pub(crate) fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
     let output = Command::new("node")
         .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .arg(dir.join(format!("{sdk}.mjs")))

@@ -13,6 +13,7 @@
 
 mod approvals;
 mod arguments;
+mod direct;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handler;
