@@ -173,7 +173,8 @@ fn cut_value_line(cut: &codemode::receipt::Truncation) -> String {
     };
     format!(
         "the value is {} bytes, over its bound: stdout has its first {} bytes, as a JSON string; {whole}",
-        cut.original_bytes, cut.kept_bytes
+        cut.original_bytes.unwrap_or_default(),
+        cut.kept_bytes
     )
 }
 

@@ -40,7 +40,7 @@ pub(crate) fn item(receipt: &Receipt) -> Result<Value, String> {
                     "the tool's result ({} bytes) is over the run's value bound and its spill file \
                      could not be written (see the receipt's warnings); call it from execute_tools \
                      and return a smaller part",
-                    cut.original_bytes
+                    cut.original_bytes.unwrap_or_default()
                 )
             })?;
             read_spilled(path)?

@@ -304,12 +304,18 @@ fn annotation_tags(spec: &ToolSpec) -> Vec<String> {
 const PREAMBLE: &str = r#"// Tools a codemode program can call: `await tools.<name>(args)`, which is
 // `await tools.call("<name>", args)`. Generated from the tools' JSON Schemas.
 
-/** Set when a result was over the per-call bound and was cut. */
+/**
+ * Set whenever the result is not whole: over the per-call bound (the whole
+ * is in spill_path), or cut by its tool (a window or page ending before the
+ * end, an output tail: tool_cut says what was kept and how to get the rest).
+ */
 interface Truncation {
-  original_bytes: number;
+  /** Bytes of the whole; null when the tool does not know it (a page). */
+  original_bytes: number | null;
   kept_bytes: number;
-  /** The file holding the whole result; null if it could not be written. */
+  /** The file holding the whole result; null if it could not be written or the tool cut. */
   spill_path: string | null;
+  tool_cut?: string;
 }
 
 /**
