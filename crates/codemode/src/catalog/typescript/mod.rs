@@ -318,17 +318,25 @@ interface Truncation {
   tool_cut?: string;
 }
 
+/** A tool's cut of its own output: the content keeps its type. */
+interface ToolCut extends Truncation {
+  spill_path: null;
+  tool_cut: string;
+}
+
 /**
  * What a tool call resolves to. `content` is the tool's result (`T`) and
- * `metadata` facts about it (`M`: sizes, where to continue); when the
- * content was over the per-call bound, `truncated` is set and `content` is
- * a string prefix of the result's text. When the tool asked the user a
+ * `metadata` facts about it (`M`: sizes, where to continue); `truncated` is
+ * null exactly when the result is whole. A tool's own cut (a window, a page,
+ * an output tail) keeps the content's type; when the content was over the
+ * per-call bound, `content` is a string prefix of the result's text. When the tool asked the user a
  * question, `metadata.elicitations` lists them with each answer's `action`
  * ("accept", "decline" or "cancel"): a declined one means the result was
  * made without the answer.
  */
 type ToolResult<T = unknown, M = Record<string, unknown> | null> =
   | { content: T; metadata: M; truncated: null }
+  | { content: T; metadata: M; truncated: ToolCut }
   | { content: string; metadata: M; truncated: Truncation };
 
 /** How a call that did not succeed rejects. */
