@@ -202,7 +202,8 @@ fn cut_value_line(cut: &codemode::receipt::Truncation) -> String {
     format!(
         "the value was cut (exit 6): it is {} bytes, over its bound (--max-value SIZE / [limits] max_value \
          raises it): stdout has its first {} bytes, as a JSON string; {whole}",
-        cut.original_bytes, cut.kept_bytes
+        cut.original_bytes.unwrap_or_default(),
+        cut.kept_bytes
     )
 }
 

@@ -225,7 +225,9 @@ fn read_windows_default_to_2000_lines_and_64_kib() {
     let end = r.value[1]["end_line"].as_u64().unwrap();
     assert!(end > 100 && end < 300, "{end}");
     assert_eq!(r.value[1]["next_offset"], json!(end + 1));
-    assert_eq!(r.value[2], json!(null), "the window stays under the result bound");
+    // The window stays under the result bound: cut by the tool, not spilled.
+    assert_eq!(r.value[2]["spill_path"], json!(null), "{}", r.value[2]);
+    assert!(r.value[2]["tool_cut"].as_str().unwrap().contains(&format!("continue with offset {}", end + 1)));
     assert_eq!(r.value[3], json!(format!("[lines 1-{end} of 3000; continue with offset {}]", end + 1)));
     assert_eq!(r.value[4], json!("refused"), "limit is at most 65536");
 }

@@ -170,8 +170,12 @@ fn fifty_megabytes_of_output_come_back_as_a_bounded_tail() {
     assert_eq!(env["metadata"]["stdout_bytes"], json!(50_000_000));
     assert_eq!(env["metadata"]["stdout_truncated"], json!(true));
     assert_eq!(env["metadata"]["stderr_truncated"], json!(false));
-    // The tails fit the per-call bound: nothing was spilled.
-    assert_eq!(env["truncated"], json!(null));
+    // The tails fit the per-call bound: nothing was spilled, and the cut
+    // (one 50 MB line: its end, mid-line) is said where programs look.
+    assert_eq!(env["truncated"]["spill_path"], json!(null));
+    assert_eq!(env["truncated"]["original_bytes"], json!(50_000_004));
+    let how = env["truncated"]["tool_cut"].as_str().unwrap();
+    assert!(how.starts_with("stdout: its last 16384 of 50000000 bytes, from mid-line"), "{how}");
 }
 
 #[test]

@@ -377,13 +377,15 @@ impl CodeModeServer {
             return self.answer(done, params, args);
         }
         let receipt = &done.receipt;
-        let item = receipt.value.as_array().and_then(|items| items.first()).cloned().unwrap_or(Value::Null);
-        CallToolResponse::Complete(match item.get("error") {
-            None if receipt.status == RunStatus::Completed => {
-                let content = item.get("content").unwrap_or(&Value::Null);
-                CallToolResult::success(vec![ContentBlock::text(content_text(content))])
-            }
-            _ => {
+        let item = match super::direct::item(receipt) {
+            Ok(item) => item,
+            Err(why) => return CallToolResponse::Complete(input_error(why)),
+        };
+        let answer =
+            (receipt.status == RunStatus::Completed).then(|| super::direct::success(&item)).flatten();
+        CallToolResponse::Complete(match answer {
+            Some(answer) => answer,
+            None => {
                 let decide = &self.inner.options.decide_command;
                 let mut r = super::result::tool_result(receipt, done.saved.as_deref(), decide);
                 r.is_error = Some(true);
@@ -441,7 +443,7 @@ pub(crate) fn link_cancellation(
 
 /// A tool's result content as the text of an MCP text block: a string as
 /// it is, anything else as compact JSON.
-fn content_text(content: &Value) -> String {
+pub(crate) fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         other => other.to_string(),

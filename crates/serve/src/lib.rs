@@ -13,6 +13,7 @@
 
 mod approvals;
 mod arguments;
+mod direct;
 mod eliciting;
 #[doc(hidden)]
 pub mod fuzzing;

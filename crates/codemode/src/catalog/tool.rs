@@ -88,17 +88,30 @@ pub struct ToolOutput {
     pub content: Value,
     /// Extra facts about the result (sizes, continuation offsets), or `None`.
     pub metadata: Option<Value>,
+    /// Set when the tool cut its own output (a window or page ending
+    /// before the end, an output tail): becomes the envelope's `truncated`
+    /// ([`Truncation::by_tool`]). A tool that cuts must say so here, the
+    /// one field programs check. Default: `None`.
+    ///
+    /// [`Truncation::by_tool`]: crate::receipt::Truncation::by_tool
+    pub truncated: Option<crate::receipt::Truncation>,
 }
 
 impl ToolOutput {
     /// A result with no metadata.
     pub fn new(content: impl Into<Value>) -> Self {
-        ToolOutput { content: content.into(), metadata: None }
+        ToolOutput { content: content.into(), metadata: None, truncated: None }
     }
 
     /// A result with metadata.
     pub fn with_metadata(content: impl Into<Value>, metadata: Value) -> Self {
-        ToolOutput { content: content.into(), metadata: Some(metadata) }
+        ToolOutput { content: content.into(), metadata: Some(metadata), truncated: None }
+    }
+
+    /// This result, cut by its tool as `cut` says (`None`: whole).
+    pub fn cut(mut self, cut: Option<crate::receipt::Truncation>) -> Self {
+        self.truncated = cut;
+        self
     }
 }
 

@@ -568,9 +568,10 @@ mod tests {
             elapsed: Duration::from_micros(62_000_005),
             bytes: u64::MAX,
             truncated: Some(Truncation {
-                original_bytes: 300_000,
+                original_bytes: Some(300_000),
                 kept_bytes: 102_400,
                 spill_path: Some("/ws/.codemode/runs/r/call-1.json".into()),
+                tool_cut: Some("stdout: its last 10 bytes".into()),
             }),
             error: Some("failed: \"quoted\"\nand\u{2028}more".into()),
             note: Some("approved: yes".into()),

@@ -262,7 +262,7 @@ pub(crate) struct Replay {
 pub(crate) enum NextSettle {
     /// Hand this journaled result to the program now. `new` is set when
     /// it was never handed over before (a `settle` line is written).
-    Now { completion: Completion, new: bool },
+    Now { completion: Box<Completion>, new: bool },
     /// Nothing journaled is left to hand back: live results may go.
     Caught,
     /// The journal's next result is for a call the program has not made:
@@ -372,7 +372,7 @@ impl Replay {
             self.settle_order.pop_front();
         }
         let completion = self.journal.done.get(&seq).expect("a settled seq has its result").completion();
-        NextSettle::Now { completion, new }
+        NextSettle::Now { completion: Box::new(completion), new }
     }
 
     /// The journaled results of calls the program made again but did not

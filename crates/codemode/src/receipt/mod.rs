@@ -203,17 +203,37 @@ pub enum Caller {
     Direct,
 }
 
-/// A result or value cut to its bound; the whole is in `spill_path`.
+/// A result or value that is not whole: cut to its bound (the whole is in
+/// `spill_path`), or cut by its tool (a window or page that ends before the
+/// end, an output tail; `tool_cut` says what was kept and how to get the
+/// rest). Every cut of a call's output sets the envelope's `truncated`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Truncation {
-    /// Size of the whole result in bytes (UTF-8 text, or compact JSON).
-    pub original_bytes: u64,
-    /// Size of the kept prefix in bytes.
+    /// Size of the whole in bytes (UTF-8 text, or compact JSON); `None`
+    /// (`null`) when a tool's cut does not know it (a page of search
+    /// entries: the entries after it are counted, not measured).
+    pub original_bytes: Option<u64>,
+    /// Size of what was kept, in bytes.
     pub kept_bytes: u64,
     /// Absolute path of the file holding every byte, or `null` when writing
-    /// it failed (the call's `note` says why).
+    /// it failed (the call's `note` says why) or when the tool cut its own
+    /// output (`tool_cut`).
     pub spill_path: Option<String>,
+    /// Set when the tool cut its own output: what was kept and how to get
+    /// the rest, e.g. `"stdout: its last 16363 of 108894 bytes, from a line
+    /// start; ..."`. Absent for a cut at the result bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_cut: Option<String>,
+}
+
+impl Truncation {
+    /// A tool's cut of its own output: `kept_bytes` of `original_bytes`
+    /// (`None` when unknown), `how` saying what was kept and how to get the
+    /// rest.
+    pub fn by_tool(original_bytes: Option<u64>, kept_bytes: u64, how: impl Into<String>) -> Self {
+        Truncation { original_bytes, kept_bytes, spill_path: None, tool_cut: Some(how.into()) }
+    }
 }
 
 /// One tool call of a run. Created when the call starts.

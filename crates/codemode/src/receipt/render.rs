@@ -106,7 +106,8 @@ impl Receipt {
             let json = serde_json::to_string(&self.value).unwrap_or_default();
             let _ = write!(s, "value: {}", cut(&json, VALUE_BYTES));
             if let Some(t) = &self.value_truncated {
-                let _ = write!(s, " [cut at {} of {} bytes", t.kept_bytes, t.original_bytes);
+                let whole = t.original_bytes.map_or_else(|| "?".to_owned(), |n| n.to_string());
+                let _ = write!(s, " [cut at {} of {whole} bytes", t.kept_bytes);
                 if let Some(p) = &t.spill_path {
                     let _ = write!(s, "; whole value in {p}");
                 }
@@ -251,6 +252,7 @@ impl Receipt {
                 .then(|| decision_name(c.decision))
                 .into_iter()
                 .chain(c.elicitation_declined.then_some(DECLINED_MARK))
+                .chain(c.truncated.is_some().then_some(CUT_MARK))
                 .collect();
             let key = match marks.is_empty() {
                 true => state_name(c).to_owned(),
@@ -325,8 +327,37 @@ impl Receipt {
         if listed.len() > LISTED_CALLS {
             let _ = writeln!(s, "({} more calls not ok in the receipt)", listed.len() - LISTED_CALLS);
         }
+        self.render_cut_results(s);
+    }
+
+    /// The calls whose result was cut, one line each (the first
+    /// [`CUT_LISTED`]): what was kept and how to get the rest.
+    fn render_cut_results(&self, s: &mut String) {
+        let cut_calls: Vec<_> = self.calls.iter().filter(|c| c.truncated.is_some()).collect();
+        for c in cut_calls.iter().take(CUT_LISTED) {
+            let t = c.truncated.as_ref().expect("filtered");
+            let how = match (&t.tool_cut, &t.spill_path) {
+                (Some(how), _) => how.clone(),
+                (None, Some(path)) => {
+                    format!("over the result bound, kept {} bytes; whole in {path}", t.kept_bytes)
+                }
+                (None, None) => format!("over the result bound, kept {} bytes", t.kept_bytes),
+            };
+            let line = format!("call {} {}: result cut: {how}", c.seq, cut(&c.tool, 80));
+            let _ = writeln!(s, "{}", cut(&line, CUT_LINE_BYTES));
+        }
+        if cut_calls.len() > CUT_LISTED {
+            let _ = writeln!(s, "({} more cut results in the receipt)", cut_calls.len() - CUT_LISTED);
+        }
     }
 }
+
+/// How a call whose result was cut is marked in the counts.
+const CUT_MARK: &str = "cut";
+
+/// Cut results listed one by one, and bytes of each line.
+const CUT_LISTED: usize = 10;
+const CUT_LINE_BYTES: usize = 400;
 
 /// How a call whose question was declined or cancelled is marked.
 const DECLINED_MARK: &str = "declined elicitation";

@@ -132,7 +132,8 @@ pub(crate) fn spill(text: String, ext: &str, limit: usize, target: SpillTarget<'
     };
     let bytes = text.len() as u64;
     let kept = utf8_prefix(&text, limit).len();
-    let truncated = Truncation { original_bytes: bytes, kept_bytes: kept as u64, spill_path };
+    let truncated =
+        Truncation { original_bytes: Some(bytes), kept_bytes: kept as u64, spill_path, tool_cut: None };
     let mut text = text;
     text.truncate(kept);
     Bounded { value: Value::String(text), bytes, truncated: Some(truncated), spill_error }
@@ -461,7 +462,7 @@ mod tests {
         let b = bound(Value::String(s.clone()), 5, target(&area(dir.path())));
         assert_eq!(b.value, Value::String("éé".into()));
         let t = b.truncated.unwrap();
-        assert_eq!((t.original_bytes, t.kept_bytes), (20, 4));
+        assert_eq!((t.original_bytes, t.kept_bytes), (Some(20), 4));
         let spilled = std::fs::read_to_string(t.spill_path.unwrap()).unwrap();
         assert_eq!(spilled, s);
     }

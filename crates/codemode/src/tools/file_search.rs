@@ -133,6 +133,24 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         .take(limit)
         .collect();
     let walk_cut = visited > MAX_VISITED;
+    let cut = (total > files.len() || walk_cut).then(|| {
+        let mut how = format!(
+            "{} of {total} matching files{}",
+            files.len(),
+            if total > files.len() {
+                ", the best ranked first: a larger `limit` (at most 1000) or a narrower query lists more"
+            } else {
+                ""
+            }
+        );
+        if walk_cut {
+            how.push_str(&format!(
+                "; the walk stopped after {MAX_VISITED} entries: search a narrower `path` for the rest"
+            ));
+        }
+        let kept = serde_json::to_string(&files).map_or(0, |j| j.len());
+        crate::receipt::Truncation::by_tool(None, kept as u64, how)
+    });
     Ok(ToolOutput::with_metadata(
         json!(files),
         json!({
@@ -141,7 +159,8 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
             "truncated": total > files.len() || walk_cut,
             "walk_stopped_at": if walk_cut { Some(MAX_VISITED) } else { None },
         }),
-    ))
+    )
+    .cut(cut))
 }
 
 /// 0 file name equals the query, 1 name starts with it, 2 name contains it,

@@ -307,6 +307,10 @@ fn search_output(found: Found, page: Page, walk_cut: bool) -> ToolOutput {
     let bytes_cut = content.len() < kept;
     let next = offset + content.len();
     let next_offset = (next < entries).then_some(next);
+    let cut = (next_offset.is_some() || walk_cut).then(|| {
+        let kept = serde_json::to_string(&content).map_or(0, |j| j.len());
+        page_cut(offset, next, entries, next_offset, bytes_cut, walk_cut, kept)
+    });
     ToolOutput::with_metadata(
         Value::Array(content),
         json!({
@@ -325,6 +329,45 @@ fn search_output(found: Found, page: Page, walk_cut: bool) -> ToolOutput {
             "walk_stopped_at": walk_cut.then_some(MAX_VISITED),
         }),
     )
+    .cut(cut)
+}
+
+/// The envelope's `truncated` of a page of entries `offset..next` of
+/// `entries` that is not all of them (more follow, or the walk stopped);
+/// `page_bytes` is the page's JSON size.
+#[allow(clippy::too_many_arguments)] // the page's facts, each named
+fn page_cut(
+    offset: usize,
+    next: usize,
+    entries: usize,
+    next_offset: Option<usize>,
+    bytes_cut: bool,
+    walk_cut: bool,
+    page_bytes: usize,
+) -> crate::receipt::Truncation {
+    let mut how = match next_offset {
+        Some(n) if bytes_cut => format!(
+            "entries {offset}-{} of {entries}: the page ends at {} KiB of JSON; continue with offset {n} \
+             (metadata.next_offset) until it is null",
+            next - 1,
+            MAX_PAGE_BYTES >> 10
+        ),
+        Some(n) => format!(
+            "entries {offset}-{} of {entries}: the page ends at `limit`; continue with offset {n} \
+             (metadata.next_offset) until it is null",
+            next.saturating_sub(1)
+        ),
+        None => String::new(),
+    };
+    if walk_cut {
+        if !how.is_empty() {
+            how.push_str("; ");
+        }
+        how.push_str(&format!(
+            "the walk stopped after {MAX_VISITED} entries: search a narrower `path` or `glob` for the rest"
+        ));
+    }
+    crate::receipt::Truncation::by_tool(None, page_bytes as u64, how)
 }
 
 /// For a file whose entries start at index `first` (entries before it in

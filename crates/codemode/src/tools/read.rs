@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::workspace;
 use crate::catalog::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+use crate::receipt::Truncation;
 
 /// Files larger than this are refused, in bytes.
 const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -149,11 +150,17 @@ fn lines_window(text: &str, total_bytes: u64, shown: &str, args: &Args) -> ToolO
     let mut out = String::new();
     let mut last = offset.saturating_sub(1);
     let mut cut_lines = 0usize;
+    // The file's bytes the window shows: from its first line's start to
+    // the end of its last line.
+    let (mut first_byte, mut end_byte) = (None, 0usize);
     for (i, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
         if out.len() >= MAX_WINDOW_BYTES {
             break;
         }
         last = i + 1;
+        let at = line.as_ptr() as usize - text.as_ptr() as usize;
+        first_byte.get_or_insert(at);
+        end_byte = at + line.len();
         out.push_str(&format!("{:>6}\t", i + 1));
         match line.char_indices().nth(MAX_LINE_CHARS) {
             Some((cut, _)) => {
@@ -177,6 +184,17 @@ fn lines_window(text: &str, total_bytes: u64, shown: &str, args: &Args) -> ToolO
             "[{cut_lines} line(s) cut at {MAX_LINE_CHARS} characters; format \"text\" reads whole lines]\n"
         ));
     }
+    let cut = next_offset.map(|next| {
+        let from = first_byte.unwrap_or(0);
+        let newline = text[end_byte..].find('\n').map_or(0, |i| i + 1);
+        let how = format!(
+            "lines {offset}-{last} of {total}: the window ends at {} lines or {} KiB of text; continue \
+             with offset {next} (metadata.next_offset) until it is null",
+            limit,
+            MAX_WINDOW_BYTES >> 10
+        );
+        Truncation::by_tool(Some(total_bytes - from as u64), (end_byte + newline - from) as u64, how)
+    });
     ToolOutput::with_metadata(
         out,
         json!({
@@ -190,6 +208,7 @@ fn lines_window(text: &str, total_bytes: u64, shown: &str, args: &Args) -> ToolO
             "eof": next_offset.is_none(),
         }),
     )
+    .cut(cut)
 }
 
 /// The `format: "text"` window of `file` (`total` bytes long, already
@@ -240,6 +259,14 @@ fn text_window(
     }
     let next = offset + end as u64;
     let next_offset = (next < total).then_some(next);
+    let cut = next_offset.map(|next| {
+        let how = format!(
+            "bytes {offset}-{next} of {total}: the window ends at {limit} bytes (at most {} KiB); continue \
+             with offset {next} (metadata.next_offset) until it is null",
+            MAX_TEXT_BYTES >> 10
+        );
+        Truncation::by_tool(Some(total - offset), end as u64, how)
+    });
     Ok(ToolOutput::with_metadata(
         String::from_utf8_lossy(&bytes[..end]).into_owned(),
         json!({
@@ -250,7 +277,8 @@ fn text_window(
             "total_bytes": total,
             "eof": next_offset.is_none(),
         }),
-    ))
+    )
+    .cut(cut))
 }
 
 #[cfg(test)]

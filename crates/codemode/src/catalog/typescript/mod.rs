@@ -306,25 +306,39 @@ fn annotation_tags(spec: &ToolSpec) -> Vec<String> {
 const PREAMBLE: &str = r#"// Tools a codemode program can call: `await tools.<name>(args)`, which is
 // `await tools.call("<name>", args)`. Generated from the tools' JSON Schemas.
 
-/** Set when a result was over the per-call bound and was cut. */
+/**
+ * Set whenever the result is not whole: over the per-call bound (the whole
+ * is in spill_path), or cut by its tool (a window or page ending before the
+ * end, an output tail: tool_cut says what was kept and how to get the rest).
+ */
 interface Truncation {
-  original_bytes: number;
+  /** Bytes of the whole; null when the tool does not know it (a page). */
+  original_bytes: number | null;
   kept_bytes: number;
-  /** The file holding the whole result; null if it could not be written. */
+  /** The file holding the whole result; null if it could not be written or the tool cut. */
   spill_path: string | null;
+  tool_cut?: string;
+}
+
+/** A tool's cut of its own output: the content keeps its type. */
+interface ToolCut extends Truncation {
+  spill_path: null;
+  tool_cut: string;
 }
 
 /**
  * What a tool call resolves to. `content` is the tool's result (`T`) and
- * `metadata` facts about it (`M`: sizes, where to continue); when the
- * content was over the per-call bound, `truncated` is set and `content` is
- * a string prefix of the result's text. When the tool asked the user a
+ * `metadata` facts about it (`M`: sizes, where to continue); `truncated` is
+ * null exactly when the result is whole. A tool's own cut (a window, a page,
+ * an output tail) keeps the content's type; when the content was over the
+ * per-call bound, `content` is a string prefix of the result's text. When the tool asked the user a
  * question, `metadata.elicitations` lists them with each answer's `action`
  * ("accept", "decline" or "cancel"): a declined one means the result was
  * made without the answer.
  */
 type ToolResult<T = unknown, M = Record<string, unknown> | null> =
   | { content: T; metadata: M; truncated: null }
+  | { content: T; metadata: M; truncated: ToolCut }
   | { content: string; metadata: M; truncated: Truncation };
 
 /** How a call that did not succeed rejects. */

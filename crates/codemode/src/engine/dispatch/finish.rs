@@ -40,6 +40,8 @@ pub(crate) struct Over {
     text: String,
     ext: &'static str,
     metadata: Option<Value>,
+    /// The tool's own cut, if any (kept in the truncation's `tool_cut`).
+    tool_cut: Option<Truncation>,
     /// The text is the tool's error, and this the call's kind (`failed`,
     /// `timeout`): the call fails with it, cut.
     failed: Option<&'static str>,
@@ -121,6 +123,7 @@ impl Finisher {
                     text: e.message,
                     ext: "txt",
                     metadata: None,
+                    tool_cut: None,
                     failed: Some(kind),
                 });
             }
@@ -129,11 +132,15 @@ impl Finisher {
         out.metadata = crate::engine::elicitor::with_elicitations(out.metadata, &self.questions.records());
         match spill::measure(out.content, self.shared.limits.result_bytes) {
             Measured::Fits { value, bytes, json } => {
-                Finished::Done(self.succeeded(value, json, bytes, out.metadata, None, None))
+                Finished::Done(self.succeeded(value, json, bytes, out.metadata, out.truncated, None))
             }
-            Measured::Over { text, ext } => {
-                Finished::NeedsSpill(Over { text, ext, metadata: out.metadata, failed: None })
-            }
+            Measured::Over { text, ext } => Finished::NeedsSpill(Over {
+                text,
+                ext,
+                metadata: out.metadata,
+                tool_cut: out.truncated,
+                failed: None,
+            }),
         }
     }
 
@@ -150,7 +157,12 @@ impl Finisher {
                 let stem = format!("call-{}", me.seq);
                 let target = SpillTarget { area: &me.spill, stem: &stem };
                 let b = spill::spill(over.text, over.ext, me.shared.limits.result_bytes, target);
-                me.succeeded(b.value, None, b.bytes, over.metadata, b.truncated, b.spill_error)
+                // Cut twice (by the tool, then at the bound): both are said.
+                let truncated = b.truncated.map(|mut t| {
+                    t.tool_cut = over.tool_cut.and_then(|c| c.tool_cut);
+                    t
+                });
+                me.succeeded(b.value, None, b.bytes, over.metadata, truncated, b.spill_error)
             })
             .await
             .unwrap_or_else(|_| self.failed("failed", "writing the spill file panicked".into()))

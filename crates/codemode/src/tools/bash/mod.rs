@@ -388,8 +388,12 @@ fn command_output(
     elapsed_ms: u64,
 ) -> ToolOutput {
     use std::os::unix::process::ExitStatusExt as _;
-    let (stdout, stdout_truncated) = out.text(TAIL_BYTES);
-    let (stderr, stderr_truncated) = err.text(TAIL_BYTES);
+    let (stdout, stdout_truncated, stdout_lines) = out.lines(TAIL_BYTES);
+    let (stderr, stderr_truncated, stderr_lines) = err.lines(TAIL_BYTES);
+    let cut = output_cut([
+        ("stdout", out.total, stdout.len(), stdout_truncated, stdout_lines),
+        ("stderr", err.total, stderr.len(), stderr_truncated, stderr_lines),
+    ]);
     let mut content = json!({"exit_code": status.code(), "stdout": stdout, "stderr": stderr});
     if let Some(signal) = status.signal() {
         content["signal"] = json!(signal_name(signal));
@@ -412,6 +416,32 @@ fn command_output(
             "sandbox": sandbox,
         }),
     )
+    .cut(cut)
+}
+
+/// The envelope's `truncated` when a stream kept only its tail: per stream
+/// `(name, bytes written, bytes kept, cut, kept from a line start)`.
+fn output_cut(streams: [(&str, u64, usize, bool, bool); 2]) -> Option<crate::receipt::Truncation> {
+    let cut: Vec<String> = streams
+        .iter()
+        .filter(|s| s.3)
+        .map(|(name, total, kept, _, at_line)| {
+            let from = if *at_line { "whole lines" } else { "from mid-line (its last line alone is longer)" };
+            format!("{name}: its last {kept} of {total} bytes, {from}")
+        })
+        .collect();
+    if cut.is_empty() {
+        return None;
+    }
+    let total: u64 = streams.iter().map(|s| s.1).sum();
+    let kept: usize = streams.iter().map(|s| s.2).sum();
+    let how = format!(
+        "{}; each stream keeps its last {} KiB: to get all of it, write it to a file in the workspace \
+         (`cmd > out.txt`) and read that",
+        cut.join("; "),
+        TAIL_BYTES >> 10
+    );
+    Some(crate::receipt::Truncation::by_tool(Some(total), kept as u64, how))
 }
 
 /// What to tell the program when a sandboxed command's stderr shows the
@@ -541,6 +571,26 @@ mod tests {
         t.push(&[b'z'; 100]);
         assert_eq!(t.text(10), ("z".repeat(10), true));
         assert_eq!(t.text(4), ("zzzz".to_owned(), true));
+    }
+
+    #[test]
+    fn a_cut_tail_starts_at_a_line_start() {
+        let mut t = Tail::new(10);
+        for line in ["one\n", "two\n", "three\n", "four\n"] {
+            t.push(line.as_bytes());
+        }
+        // The last 10 bytes are "hree\nfour\n": the line cut in two goes.
+        assert_eq!(t.lines(10), ("four\n".to_owned(), true, true));
+        // Cut right after a newline: nothing more is left out.
+        assert_eq!(t.lines(11), ("three\nfour\n".to_owned(), true, true));
+        // One line longer than the tail: its end, mid-line.
+        let mut long = Tail::new(4);
+        long.push(b"abcdefgh\n");
+        assert_eq!(long.lines(4), ("fgh\n".to_owned(), true, false));
+        let cut = output_cut([("stdout", 21, 5, true, true), ("stderr", 0, 0, false, true)]).unwrap();
+        assert_eq!((cut.original_bytes, cut.kept_bytes), (Some(21), 5));
+        assert!(cut.tool_cut.unwrap().starts_with("stdout: its last 5 of 21 bytes, whole lines;"));
+        assert!(output_cut([("stdout", 3, 3, false, true), ("stderr", 0, 0, false, true)]).is_none());
     }
 
     #[cfg(unix)]

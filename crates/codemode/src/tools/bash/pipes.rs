@@ -38,15 +38,29 @@ impl Tail {
         }
     }
 
-    /// The last at most `limit` bytes as text, starting at a character
-    /// boundary, and whether anything before them was left out.
+    /// The last at most `limit` bytes as text, and whether anything before
+    /// them was left out; see [`Tail::lines`].
     pub(super) fn text(&self, limit: usize) -> (String, bool) {
+        let (text, cut, _) = self.lines(limit);
+        (text, cut)
+    }
+
+    /// The last at most `limit` bytes as text, whether anything before
+    /// them was left out, and whether a cut text starts at a line start.
+    /// A cut text starts after the first newline in it (a line cut in two
+    /// is left out whole), unless its only newline ends it or it has none
+    /// (one line longer than `limit`): then at a character boundary.
+    pub(super) fn lines(&self, limit: usize) -> (String, bool, bool) {
         let mut bytes = &self.buf[self.buf.len().saturating_sub(limit)..];
         let mut cut = self.total > bytes.len() as u64;
+        // The byte before the kept ones, when the buffer still holds it.
+        let before = self.buf.len().checked_sub(bytes.len() + 1).map(|i| self.buf[i]);
+        let mut at_line = !cut || before == Some(b'\n');
         if cut {
             // The first bytes may be the end of a character cut in two.
             let partial = bytes.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count();
             bytes = &bytes[partial..];
+            at_line &= partial == 0;
         }
         let mut text = String::from_utf8_lossy(bytes).into_owned();
         if text.len() > limit {
@@ -57,8 +71,13 @@ impl Tail {
             }
             text.drain(..from);
             cut = true;
+            at_line = false;
         }
-        (text, cut)
+        if !at_line && let Some(newline) = text.find('\n').filter(|i| i + 1 < text.len()) {
+            text.drain(..=newline);
+            at_line = true;
+        }
+        (text, cut, at_line)
     }
 }
 

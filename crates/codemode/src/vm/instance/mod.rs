@@ -452,7 +452,7 @@ impl Vm {
                     j.log.result_settled(completion.seq);
                 }
                 self.state.ledger.borrow_mut().finish(completion.seq, completion.end.clone());
-                self.settle(completion).map_err(Ending::Broken)?;
+                self.settle(*completion).map_err(Ending::Broken)?;
                 Ok(true)
             }
             NextSettle::Caught => {
