@@ -18,7 +18,6 @@ use oxc_ast::ast::{
     Argument, BindingPattern, CallExpression, Expression, IdentifierReference, ObjectPropertyKind,
     PropertyKey, VariableDeclarator,
 };
-use oxc_parser::Parser;
 use oxc_semantic::{Semantic, SemanticBuilder};
 use oxc_span::{GetSpan, Span};
 
@@ -125,13 +124,7 @@ fn with_semantic<R: Send>(user: &str, f: impl Fn(&str, &Semantic<'_>) -> Option<
     super::speculation::check(user).ok()?;
     let run = || {
         let arena = Allocator::default();
-        let parsed = Parser::new(&arena, user, super::module::source_type())
-            .with_options(super::module::parse_options())
-            .parse();
-        if parsed.panicked || parsed.diagnostics.errors().next().is_some() {
-            return None;
-        }
-        let program = arena.alloc(parsed.program);
+        let program = arena.alloc(super::module::parse_clean(&arena, user)?);
         let semantic = SemanticBuilder::new().with_build_nodes(true).build(program).semantic;
         f(user, &semantic)
     };

@@ -67,6 +67,14 @@ pub(super) fn parse_options() -> ParseOptions {
     ParseOptions { allow_return_outside_function: true, ..ParseOptions::default() }
 }
 
+/// The program of the user's text `user` parsed as a TypeScript module in
+/// `arena`, as a failed run's position is looked up (throw_site.rs,
+/// fault_site.rs); `None` when it does not parse without errors.
+pub(super) fn parse_clean<'a>(arena: &'a Allocator, user: &'a str) -> Option<oxc_ast::ast::Program<'a>> {
+    let parsed = Parser::new(arena, user, source_type()).with_options(parse_options()).parse();
+    (!parsed.panicked && parsed.diagnostics.errors().next().is_none()).then_some(parsed.program)
+}
+
 /// Parses `body` as a TypeScript module and edits its module syntax.
 ///
 /// Errors: a parse error, or module syntax a program cannot have, in the

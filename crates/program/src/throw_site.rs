@@ -16,7 +16,6 @@
 use oxc_allocator::Allocator;
 use oxc_ast::ast::ThrowStatement;
 use oxc_ast_visit::Visit;
-use oxc_parser::Parser;
 
 use super::position::{char_column, line_col};
 
@@ -40,14 +39,9 @@ pub(crate) fn throw_statement_start(user: &str, line: u32, column: u32) -> Optio
 /// `offset` in `user`, parsed as a TypeScript module.
 fn throw_containing(user: &str, offset: u32) -> Option<u32> {
     let arena = Allocator::default();
-    let parsed = Parser::new(&arena, user, super::module::source_type())
-        .with_options(super::module::parse_options())
-        .parse();
-    if parsed.panicked || parsed.diagnostics.errors().next().is_some() {
-        return None;
-    }
+    let program = super::module::parse_clean(&arena, user)?;
     let mut finder = Finder { offset, found: None };
-    finder.visit_program(&parsed.program);
+    finder.visit_program(&program);
     finder.found
 }
 

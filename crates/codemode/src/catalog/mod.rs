@@ -84,14 +84,7 @@ impl Entry {
             .take(8)
             // Cut while written: an error quotes the value it rejects,
             // which may be the whole (huge) argument.
-            .map(|e| {
-                let at = e.instance_path();
-                if at.as_str().is_empty() {
-                    display_cut(&e)
-                } else {
-                    display_cut(format_args!("at {at}: {e}"))
-                }
-            })
+            .map(|e| schema_error_text(&e))
             .collect()
     }
 
@@ -129,14 +122,7 @@ impl Entry {
                 }
             })
             .take(8)
-            .map(|e| {
-                let at = e.instance_path();
-                if at.as_str().is_empty() {
-                    display_cut(&e)
-                } else {
-                    display_cut(format_args!("at {at}: {e}"))
-                }
-            })
+            .map(|e| schema_error_text(&e))
             .collect()
     }
 }
@@ -253,6 +239,14 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 128
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A JSON Schema validation error as a call's refusal quotes it: where in
+/// the arguments (`at /path: `, none at the top) and why, cut while
+/// written (an error quotes the value it rejects, which may be huge).
+fn schema_error_text(e: &jsonschema::ValidationError<'_>) -> String {
+    let at = e.instance_path();
+    if at.as_str().is_empty() { display_cut(e) } else { display_cut(format_args!("at {at}: {e}")) }
 }
 
 #[cfg(test)]

@@ -239,11 +239,9 @@ impl Receipt {
         }
     }
 
-    fn render_calls(&self, s: &mut String) {
-        if self.calls.is_empty() {
-            return;
-        }
-        // Counts per tool, in order of first call, by status and decision.
+    /// The calls counted per tool, in order of first call, by status and
+    /// decision (`"ok (approved, cut)"` and the like).
+    fn tool_counts(&self) -> Vec<(&str, Vec<(String, usize)>)> {
         let mut tools: Vec<(&str, Vec<(String, usize)>)> = Vec::new();
         for c in &self.calls {
             // A call whose question was declined is counted apart from the
@@ -270,6 +268,14 @@ impl Receipt {
                 None => entry.push((key, 1)),
             }
         }
+        tools
+    }
+
+    fn render_calls(&self, s: &mut String) {
+        if self.calls.is_empty() {
+            return;
+        }
+        let tools = self.tool_counts();
         let _ = write!(s, "calls:");
         for (i, (tool, counts)) in tools.iter().take(SUMMARY_TOOLS).enumerate() {
             let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();

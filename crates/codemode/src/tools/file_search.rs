@@ -133,24 +133,7 @@ fn search(cx: &ToolContext, args: &Args) -> Result<ToolOutput, ToolError> {
         .take(limit)
         .collect();
     let walk_cut = visited > MAX_VISITED;
-    let cut = (total > files.len() || walk_cut).then(|| {
-        let mut how = format!(
-            "{} of {total} matching files{}",
-            files.len(),
-            if total > files.len() {
-                ", the best ranked first: a larger `limit` (at most 1000) or a narrower query lists more"
-            } else {
-                ""
-            }
-        );
-        if walk_cut {
-            how.push_str(&format!(
-                "; the walk stopped after {MAX_VISITED} entries: search a narrower `path` for the rest"
-            ));
-        }
-        let kept = serde_json::to_string(&files).map_or(0, |j| j.len());
-        crate::receipt::Truncation::by_tool(None, kept as u64, how)
-    });
+    let cut = search_cut(&files, total, walk_cut);
     Ok(ToolOutput::with_metadata(
         json!(files),
         json!({
@@ -185,4 +168,28 @@ fn rank(m: &Matcher, rel: &str) -> Option<u8> {
             }
         }
     }
+}
+
+/// What a search that returned `files` of `total` matches (and, when
+/// `walk_cut`, stopped its walk early) says in `truncated`; none when it
+/// returned them all.
+fn search_cut(files: &[String], total: usize, walk_cut: bool) -> Option<crate::receipt::Truncation> {
+    (total > files.len() || walk_cut).then(|| {
+        let mut how = format!(
+            "{} of {total} matching files{}",
+            files.len(),
+            if total > files.len() {
+                ", the best ranked first: a larger `limit` (at most 1000) or a narrower query lists more"
+            } else {
+                ""
+            }
+        );
+        if walk_cut {
+            how.push_str(&format!(
+                "; the walk stopped after {MAX_VISITED} entries: search a narrower `path` for the rest"
+            ));
+        }
+        let kept = serde_json::to_string(files).map_or(0, |j| j.len());
+        crate::receipt::Truncation::by_tool(None, kept as u64, how)
+    })
 }
