@@ -40,7 +40,12 @@ pub(crate) fn tools_text(tools: &[ToolSpec], shown: ToolsShown) -> String {
             let lines: Vec<String> = tools
                 .iter()
                 .filter(|s| s.name != crate::catalog::TOOL_SEARCH)
-                .map(crate::catalog::signature_line)
+                .map(|spec| match crate::tools::signature_note(&spec.name) {
+                    Some(note) if spec.source == crate::catalog::ToolSource::Native => {
+                        format!("{} // {note}", crate::catalog::signature_line(spec))
+                    }
+                    _ => crate::catalog::signature_line(spec),
+                })
                 .collect();
             format!("Tools, as NAME(ARGS): CONTENT; metadata {{KEYS}}:\n{}", lines.join("\n"))
         }
@@ -65,16 +70,14 @@ pub(crate) fn execute_tools_spec(
     declarations: &str,
 ) -> ToolSpec {
     let description = format!(
-        "Run one JavaScript or TypeScript program that calls tools, instead of one tool call per turn. \
-The program is an async function body: `await` at top level, `return` the result (JSON). Its only way \
-out is `await tools.<name>(args)` (= `tools.call(name, args)`); `tools.search(query)` finds other tools \
-and their schemas; call them by exact name. Use `Promise.all` for independent calls (at most {in_flight} \
-run at once). A call resolves to `{{content, metadata, truncated}}` (content cut to {result_kib} KiB, \
-the rest saved to `truncated.spill_path`) or rejects with a ToolError whose `kind` is \"denied\", \
-\"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. Every call passes the \
-permission gate. `console.log` goes to the receipt. No imports, fetch, timers, files or processes \
-except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. You get a receipt: the value \
-({value_kib} KiB kept), logs, and each call's decision and status. To call tools without a program, \
+        "Run one JavaScript or TypeScript program that calls tools. The program is an async function body: `return` its result (JSON). Its only way \
+out is `await tools.<name>(args)` (= `tools.call(name, args)`); `tools.search(query)` finds other tools; \
+call them by exact name. Use `Promise.all` for independent calls (at most {in_flight} \
+run at once). A call resolves to `{{content, metadata, truncated}}` (content cut by the tool or at {result_kib} \
+KiB has `truncated` saying how to get the rest) or rejects with a ToolError whose `kind` is \"denied\", \
+\"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. `console.log` goes to the receipt. No imports, fetch, timers, files or processes \
+except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. The receipt keeps the value \
+({value_kib} KiB), logs and each call's decision. To call tools without a program, \
 give `batch` instead of `code`: `{{tool, arguments}}`, a list of them, or `{{tool, arguments: [..]}}`; \
 the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declarations}",
         mcp = mcp_line(servers, more),
@@ -160,9 +163,9 @@ mod tests {
         let d = &spec.description;
         for needle in [
             "at most 16 run at once",
-            "cut to 100 KiB",
+            "at 100 KiB has `truncated`",
             "Limits: 60 s, 1000 calls, 64 MiB",
-            "16 KiB kept",
+            "the value (16 KiB)",
             "\"denied\"",
             "\"refused\"",
             "\"failed\"",
@@ -186,7 +189,9 @@ mod tests {
         for spec in &specs {
             let line = text.lines().find(|l| l.starts_with(&format!("{}(", spec.name)));
             let line = line.unwrap_or_else(|| panic!("no line for {}: {text}", spec.name));
-            for arg in spec.input_schema["properties"].as_object().unwrap().keys() {
+            // Every argument but a deprecated alternative (bash's `timeout_ms`).
+            let properties = spec.input_schema["properties"].as_object().unwrap();
+            for arg in properties.iter().filter(|(_, s)| s["deprecated"] != true).map(|(k, _)| k) {
                 assert!(
                     line.contains(&format!("{arg}:")) || line.contains(&format!("{arg}?:")),
                     "{arg}: {line}"

@@ -39,7 +39,8 @@ use crate::catalog::ToolOutput;
 /// for a model (`execute_tools`' description): [`to_output`]'s rule. Change
 /// it with the rule.
 pub const CONTENT_RULE: &str = "An MCP tool's `content` is its structuredContent when it gives one (an object, \
-its output_schema in tools.search), else its text, parsed as JSON when it is JSON (several blocks: an array).";
+its output_schema in tools.search), else its one text block: a value when it is a JSON object or array, else a \
+string (several blocks: an array).";
 
 /// Longest base64 payload kept in an image, audio or blob block (characters).
 pub const MAX_BINARY_CHARS: usize = 1 << 20;

@@ -22,6 +22,12 @@ use crate::catalog::Tool;
 pub(crate) use workspace::beneath_rel;
 
 /// The native tools, in catalog order.
+/// What a native tool's one-line signature adds after `//`, when its
+/// schemas cannot say it (its default reading, its window).
+pub(crate) fn signature_note(name: &str) -> Option<&'static str> {
+    (name == "read").then_some(read::SIGNATURE_NOTE)
+}
+
 pub(crate) fn native() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(read::Read),

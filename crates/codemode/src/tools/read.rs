@@ -30,6 +30,12 @@ const SNIFF_BYTES: usize = 8 << 10;
 /// most `limit` may ask for).
 const MAX_TEXT_BYTES: usize = 64 << 10;
 
+/// What `read`'s one-line signature in a model's tool list adds
+/// (engine/execute_tools.rs): the two facts a first program gets wrong
+/// without them (measured playing the model, issue 32).
+pub(crate) const SIGNATURE_NOTE: &str =
+    "'lines' numbers lines; JSON.parse needs 'text'. 64 KiB a call: go on at next_offset";
+
 pub(crate) struct Read;
 
 #[derive(Deserialize)]

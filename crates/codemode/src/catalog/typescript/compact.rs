@@ -132,8 +132,11 @@ impl<'v> Render<'v> {
             return "{...}".into();
         }
         let required = required(s);
+        // A deprecated property (JSON Schema 2019-09 `deprecated`, an
+        // alternative kept for old callers) is not offered in a line.
         let members: Vec<String> = properties
             .iter()
+            .filter(|(_, v)| v.get("deprecated") != Some(&Value::Bool(true)))
             .map(|(k, v)| {
                 let optional = if required.contains(&k.as_str()) { "" } else { "?" };
                 format!("{}{optional}: {}", property_key(k), self.ty(v, depth + 1))

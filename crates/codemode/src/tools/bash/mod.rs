@@ -219,6 +219,7 @@ impl Tool for Bash {
                         "type": "integer",
                         "minimum": 1,
                         "maximum": MAX_TIMEOUT_MS,
+                        "deprecated": true,
                         "description": "The timeout in milliseconds instead (not with `timeout`)"
                     },
                     "description": {"type": "string", "description": "What it does, in a few words (display only)"}
