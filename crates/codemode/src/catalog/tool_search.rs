@@ -36,7 +36,7 @@ pub(crate) const MAX_QUERY_CHARS: usize = 1000;
 const SEARCH_TEXT: &str = "Find tools by what they do, among every tool you may call, deferred ones too (MCP \
 servers' tools): a few words (mode \"bm25\", default: BM25 over names, descriptions and parameters), or a regular \
 expression (mode \"regex\", Rust syntax, case-sensitive unless it starts with (?i)) tried on names, then \
-descriptions, then parameters. Returns {tools: [{name, description, input_schema, output_schema?, annotations, \
+descriptions, then parameters. Its content is {tools: [{name, description, input_schema, output_schema?, annotations, \
 source}]}; output_schema is the shape of a result's content. Call a tool found by its exact name from a program.";
 
 /// The description's sentence on what a direct search activates: a host
