@@ -678,3 +678,25 @@ async fn the_cli_pauses_into_postgres_and_another_process_resumes() {
     );
     db.drop_schema().await;
 }
+
+impl Db {
+    /// Run `run_id`'s journal lines, in order, each ending in a newline.
+    pub(crate) async fn journal_text(&self, run_id: &str) -> String {
+        let rows = self
+            .admin
+            .query("SELECT line FROM codemode_journal WHERE run_id = $1 ORDER BY n", &[&run_id])
+            .await
+            .unwrap();
+        rows.into_iter().map(|r| r.get::<_, String>(0) + "\n").collect()
+    }
+
+    /// The ids of the runs in the test's schema, oldest first.
+    pub(crate) async fn run_ids(&self) -> Vec<String> {
+        let rows = self
+            .admin
+            .query("SELECT run_id FROM codemode_runs ORDER BY run_id", &[])
+            .await
+            .unwrap_or_default();
+        rows.into_iter().map(|r| r.get(0)).collect()
+    }
+}

@@ -41,6 +41,7 @@ mod programs;
 mod programs_typescript;
 mod protection;
 mod receipts;
+mod recovery;
 mod result_cuts;
 mod run_end;
 mod run_grant;

@@ -365,9 +365,9 @@ impl Inner {
         let refused = match row {
             None => Some(NotResumableState::Unknown),
             Some(row) => match self.state(run_id, row.get(0))? {
-                RunState::Paused => None,
-                // Running, and its lock was free: its holder is gone.
-                RunState::Running => Some(NotResumableState::State(RunState::Interrupted)),
+                // Running, and its lock was free: its holder is gone, and
+                // the run is recovered (docs/JOURNAL.md, "Recovery").
+                RunState::Paused | RunState::Running => None,
                 other => Some(NotResumableState::State(other)),
             },
         };
@@ -591,7 +591,9 @@ struct PgJournal {
 }
 
 impl PgJournal {
-    async fn append_lines(&mut self, lines: Vec<String>) -> Result<(), StoreError> {
+    /// Appends `lines`; with `durable`, the commit waits for the disk
+    /// (and takes every earlier append with it).
+    async fn append_lines(&mut self, lines: Vec<String>, durable: bool) -> Result<(), StoreError> {
         if lines.is_empty() {
             return Ok(());
         }
@@ -603,7 +605,7 @@ impl PgJournal {
         // log takes every earlier append with it). One statement (typed: no
         // round trip to prepare it): the lines, numbered on from `next`,
         // and the run's `updated_at`.
-        conn.batch_execute(RELAXED).await.map_err(fail)?;
+        conn.batch_execute(if durable { "BEGIN" } else { RELAXED }).await.map_err(fail)?;
         conn.execute_typed(
             "WITH lines AS (
                  INSERT INTO codemode_journal (run_id, n, line)
@@ -658,7 +660,12 @@ impl PgJournal {
 impl RunJournal for PgJournal {
     fn append(&mut self, text: String) -> StoreFuture<'_, ()> {
         let lines = text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
-        Box::pin(self.append_lines(lines))
+        Box::pin(self.append_lines(lines, false))
+    }
+
+    fn append_durable(&mut self, text: String) -> StoreFuture<'_, ()> {
+        let lines = text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
+        Box::pin(self.append_lines(lines, true))
     }
 
     fn commit(&mut self, state: RunState) -> StoreFuture<'_, ()> {

@@ -67,12 +67,18 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
     if !hooks.is_empty() {
         dropped.push(plural(hooks.len(), "hook"));
     }
-    let mut timeouts = 0;
-    for ToolSettings { timeout_ms, allowed_callers: _ } in tools.values_mut() {
+    let (mut timeouts, mut repeats) = (0, 0);
+    for ToolSettings { timeout_ms, allowed_callers: _, idempotent } in tools.values_mut() {
         timeouts += usize::from(timeout_ms.take().is_some());
+        // It lets a recovery repeat a call whose outcome is unknown
+        // without a person: a grant.
+        repeats += usize::from(std::mem::take(idempotent));
     }
     if timeouts > 0 {
         dropped.push(plural(timeouts, "tool timeout"));
+    }
+    if repeats > 0 {
+        dropped.push(plural(repeats, "tool marked idempotent"));
     }
     Policy {
         mode,

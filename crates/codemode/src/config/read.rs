@@ -216,6 +216,7 @@ struct RawRules {
 struct RawTool {
     timeout_ms: Option<Spanned<u64>>,
     allowed_callers: Option<Spanned<Vec<Caller>>>,
+    idempotent: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -483,7 +484,7 @@ impl Reader<'_> {
             }
             None => None,
         };
-        Ok(ToolSettings { timeout_ms, allowed_callers })
+        Ok(ToolSettings { timeout_ms, allowed_callers, idempotent: raw.idempotent.unwrap_or(false) })
     }
 
     fn hook(&self, raw: RawHook) -> Result<HookSpec, PolicyError> {
@@ -621,11 +622,19 @@ command = ["audit"]
         assert_eq!(tools, ["bash", "read"]);
         assert_eq!(
             p.tools["bash"],
-            ToolSettings { timeout_ms: Some(60_000), allowed_callers: Some(vec![Caller::Direct]) }
+            ToolSettings {
+                timeout_ms: Some(60_000),
+                allowed_callers: Some(vec![Caller::Direct]),
+                idempotent: false,
+            }
         );
         assert_eq!(
             p.tools["read"],
-            ToolSettings { timeout_ms: None, allowed_callers: Some(vec![Caller::Program, Caller::Direct]) }
+            ToolSettings {
+                timeout_ms: None,
+                allowed_callers: Some(vec![Caller::Program, Caller::Direct]),
+                idempotent: false,
+            }
         );
         assert_eq!(p.hooks.len(), 2);
         assert_eq!(p.hooks[0].matcher.as_str(), "^(bash|write)$");

@@ -72,6 +72,9 @@ impl Dispatcher {
         server: String,
     ) -> Begun {
         let calls_made = ledger.calls_made();
+        // Its tool may change something (its annotations are not known
+        // yet): its start is durable (recovery.rs).
+        self.note_durable_unknown();
         // `pending` until the server's start and the call are decided (a
         // run that stops first does not call it `auto`).
         let seq = ledger.open(tool, caller, Decision::Pending, None);
@@ -111,6 +114,7 @@ impl Dispatcher {
                         subject,
                         notes,
                         bound: bound.map(|b| *b),
+                        kind: None,
                     };
                     return finish.paused(pending);
                 }

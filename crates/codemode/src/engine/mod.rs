@@ -233,7 +233,8 @@ impl Engine {
         let (id, c) = (run_id.clone(), clock.clone());
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
-                let setup = vm_setup(&shared, &id, &c, journaling.is_some(), options);
+                let durable = journaling.as_ref().and_then(|j| j.durable.clone());
+                let setup = vm_setup(&shared, &id, &c, durable, options);
                 let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
                 let receipt = match vm {
                     Ok(mut vm) => vm.run(program).await,
@@ -304,7 +305,7 @@ impl Engine {
     pub fn vm(&self) -> Result<Vm, RunError> {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
-        let setup = vm_setup(&self.shared, &run_id, &clock, false, RunOptions::default());
+        let setup = vm_setup(&self.shared, &run_id, &clock, None, RunOptions::default());
         Vm::new(setup, clock, run_id, None)
     }
 
@@ -519,11 +520,17 @@ fn vm_setup(
     shared: &Arc<Shared>,
     run_id: &Arc<str>,
     clock: &Arc<RunClock>,
-    journaled: bool,
+    durable: Option<crate::journal::durable::DurableLog>,
     options: RunOptions,
 ) -> crate::vm::VmSetup {
     let dispatcher = dispatch::Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
-    let dispatcher = if journaled { dispatcher.pausable() } else { dispatcher };
+    let dispatcher = if durable.is_some() {
+        let mut dispatcher = dispatcher.pausable();
+        dispatcher.durable = durable;
+        dispatcher
+    } else {
+        dispatcher
+    };
     crate::vm::VmSetup {
         limits: shared.limits.clone(),
         tools: shared.tools.clone(),

@@ -83,7 +83,11 @@ pub(crate) fn new_run(shared: &Shared, program: &Program, run_id: &Arc<str>) -> 
     let header = header(shared, program, run_id, shared.posture.get().0);
     let header = serde_json::to_string(&header).expect("a header serialises");
     let opening = Opening::Create { store: store.clone(), run_id: run_id.clone(), header };
-    Some(Journaling::new(Box::new(RunLog::start(opening, &shared.tools))))
+    let log = RunLog::start(opening, &shared.tools);
+    let durable = log.durable();
+    let mut journaling = Journaling::new(Box::new(log));
+    journaling.durable = Some(durable);
+    Some(journaling)
 }
 
 /// What a resume needs to run: the program, its journaling and its clock.
@@ -237,7 +241,10 @@ fn resumed_journaling(mut log: RunLog, journal: Journal, merged: Merged) -> Jour
     }
     let replay =
         Replay::new(journal, decisions.iter().cloned().collect::<HashMap<_, _>>(), by_person.clone());
-    Journaling::resumed(Box::new(log), replay)
+    let durable = log.durable();
+    let mut journaling = Journaling::resumed(Box::new(log), replay);
+    journaling.durable = Some(durable);
+    journaling
 }
 
 /// Refuses a resume whose program, catalog or policy changed since the run

@@ -72,6 +72,12 @@ pub struct ToolSettings {
     pub timeout_ms: Option<u64>,
     /// Who may call the tool, over the tool's own list.
     pub allowed_callers: Option<Vec<Caller>>,
+    /// `idempotent = true`: calling the tool twice with the same arguments
+    /// has no further effect, so a recovered run repeats a call of it
+    /// whose outcome the crash left unknown instead of asking a person
+    /// (docs/JOURNAL.md, "Recovery"). A grant: an untrusted workspace
+    /// file loses it.
+    pub idempotent: bool,
 }
 
 /// A before-call hook: an external command asked about every call whose

@@ -22,6 +22,10 @@ pub(crate) struct Completion {
     /// Set when the approver paused the call: it did not run, and the run
     /// pauses on it (`end.decision` is `pending`).
     pub pause: Option<Box<super::record::PendingRecord>>,
+    /// Its `done` line is already in the journal, durable (a call that may
+    /// change something: durable.rs); handing it to the program writes a
+    /// `settle` line instead.
+    pub journaled: bool,
 }
 
 impl Completion {

@@ -391,13 +391,10 @@ impl JournalStore for LocalStore {
             };
             let state = last_state(&mut locked).map_err(|e| StoreError::failed(path.display(), e))?;
             match state {
-                RunState::Paused => {}
-                RunState::Running => {
-                    return Err(StoreError::NotResumable {
-                        run_id,
-                        state: NotResumableState::State(RunState::Interrupted),
-                    });
-                }
+                // `running` and its lock was free (this process has it
+                // now): its process ended without pausing or finishing it.
+                // It is recovered (docs/JOURNAL.md, "Recovery").
+                RunState::Paused | RunState::Running => {}
                 other => {
                     return Err(StoreError::NotResumable { run_id, state: NotResumableState::State(other) });
                 }
@@ -563,6 +560,28 @@ impl RunJournal for LocalJournal {
             if let Some(dir) = new_dir {
                 // The run folder's own entry, so the journal is found after
                 // a crash of the machine.
+                if let Some(parent) = dir.parent() {
+                    File::open(parent).and_then(|d| d.sync_all()).map_err(fail)?;
+                }
+                File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn append_durable(&mut self, text: String) -> StoreFuture<'_, ()> {
+        let file = self.file.clone();
+        let path = self.path.clone();
+        // The run folder's entry too, the first time, so the journal is
+        // found after a crash of the machine.
+        let new_dir = self.new_dir.take();
+        blocking(&self.io, move || {
+            let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+            let file = file.as_mut().ok_or_else(|| ended(&path))?;
+            let fail = |e: std::io::Error| StoreError::failed(format!("cannot write {}", path.display()), e);
+            file.write_all(text.as_bytes()).map_err(fail)?;
+            file.sync_data().map_err(fail)?;
+            if let Some(dir) = new_dir {
                 if let Some(parent) = dir.parent() {
                     File::open(parent).and_then(|d| d.sync_all()).map_err(fail)?;
                 }

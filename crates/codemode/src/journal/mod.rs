@@ -28,6 +28,7 @@ pub(crate) mod approvals;
 pub(crate) mod completion;
 mod credentials;
 pub(crate) mod digest;
+pub(crate) mod durable;
 pub(crate) mod legacy;
 pub(crate) mod local;
 pub(crate) mod record;
@@ -89,7 +90,9 @@ pub enum RunState {
     Cancelled,
     /// The process running or resuming it ended without pausing or
     /// finishing it (killed, crashed); calls it had in flight may have
-    /// partly run. It cannot be resumed.
+    /// partly run. `codemode resume` recovers it (docs/JOURNAL.md,
+    /// "Recovery"), except a run moved from an old `.codemode/runs`
+    /// folder, whose journal says `interrupted` for good.
     Interrupted,
 }
 
@@ -148,8 +151,8 @@ impl std::fmt::Display for RunState {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The run cannot be resumed: no journal has its id, it ended, another
-    /// process is resuming it now, or it was interrupted. Final: asking
+    /// The run cannot be resumed: no journal has its id, it ended, or
+    /// another process holds it now. Final: asking
     /// again gives the same answer (except `Busy`, which ends when the
     /// other resume does).
     #[error("{}", not_resumable_message(run_id, *state))]
@@ -193,7 +196,7 @@ fn not_resumable_message(run_id: &str, state: NotResumableState) -> String {
             format!("run `{run_id}` is still running in another process; only a paused run can be resumed")
         }
         NotResumableState::State(RunState::Interrupted) => format!(
-            "run `{run_id}` was interrupted (its process ended without pausing or finishing it, or it was moved from an old .codemode/runs folder, whose runs come in as history) and cannot be resumed; start it again"
+            "run `{run_id}` was moved from an old .codemode/runs folder, whose runs come in as history, and cannot be resumed; start it again"
         ),
         NotResumableState::State(state) => format!(
             "run `{run_id}` already ended ({state}); only a paused run can be resumed (its receipt: `codemode runs show {run_id}`)"
@@ -253,6 +256,19 @@ pub trait RunJournal: Send {
     /// tail), then [`RunJournal::commit`].
     fn end(&mut self, tail: String, state: RunState) -> StoreFuture<'_, ()> {
         Box::pin(append_then_commit(self, tail, state))
+    }
+
+    /// Appends `lines` (as [`RunJournal::append`]) and makes them and every
+    /// line appended before them durable (fsync'd, or committed waiting for
+    /// the disk), leaving the run `running` and held: how a call that may
+    /// change something records its start and its end (docs/JOURNAL.md,
+    /// "Recovery"). Default: [`RunJournal::append`], then
+    /// [`RunJournal::commit`] with `running` (a `state` line more).
+    fn append_durable(&mut self, lines: String) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            self.append(lines).await?;
+            self.commit(RunState::Running).await
+        })
     }
 }
 
@@ -343,15 +359,17 @@ pub trait JournalStore: Send + Sync + 'static {
         })
     }
 
-    /// Takes a paused run for resuming: atomically checks it is `paused`
-    /// and not held by anyone, marks it `running`, and returns its lines
-    /// and the journal to append to. Of two processes claiming one run at
-    /// once, one gets it and the other [`StoreError::NotResumable`] with
-    /// [`NotResumableState::Busy`].
+    /// Takes a paused or interrupted run for resuming: atomically checks
+    /// it is `paused`, or `running` with no process holding it (its process
+    /// ended: a recovery, docs/JOURNAL.md), takes it, marks it `running`,
+    /// and returns its lines and the journal to append to. Of two
+    /// processes claiming one run at once, one gets it and the other
+    /// [`StoreError::NotResumable`] with [`NotResumableState::Busy`].
     ///
     /// # Errors
-    /// [`StoreError::NotResumable`] for an unknown, held, interrupted or
-    /// ended run; [`StoreError::Failed`] when the store fails.
+    /// [`StoreError::NotResumable`] for an unknown, held or ended run (or
+    /// one moved in from an old `.codemode/runs` folder, which says
+    /// `interrupted`); [`StoreError::Failed`] when the store fails.
     fn claim<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, (Vec<String>, Box<dyn RunJournal>)>;
 
     /// A run's state and lines, without holding it. A `running` run no

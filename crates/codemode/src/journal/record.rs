@@ -157,6 +157,7 @@ impl DoneRecord {
             payload: self.payload.get().to_owned(),
             text: self.text.clone(),
             pause: None,
+            journaled: false,
         }
     }
 }
@@ -181,6 +182,11 @@ pub(crate) struct PendingRecord {
     /// to it. Absent in older journals and for calls without a path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<BoundObject>,
+    /// Why it waits: absent for an approval (the approver paused it),
+    /// [`UNKNOWN_OUTCOME`] for a call in flight when the run's process
+    /// ended (a recovery).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// What a call's path resolved to when a person was asked about it: an
@@ -210,6 +216,7 @@ impl PendingRecord {
             arguments: self.args.clone(),
             reason: self.reason.clone(),
             subject: self.subject.clone(),
+            kind: self.kind.clone(),
         }
     }
 }
@@ -488,6 +495,23 @@ pub(crate) fn resumed_line(at: &str) -> String {
     format!("{{\"t\":\"resumed\",\"at\":\"{at}\"}}")
 }
 
+/// `{"t":"start"}`: call `seq`, which may change something, starts now
+/// (made durable before it does).
+pub(crate) fn start_line(seq: u64) -> String {
+    format!("{{\"t\":\"start\",\"seq\":{seq}}}")
+}
+
+/// `{"t":"start"}`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct StartRecord {
+    pub seq: u64,
+}
+
+/// The `kind` of a `pending` line for a call whose outcome is unknown: it
+/// was started (its `start` line is in the journal) when the run's process
+/// ended, and no `done` line followed.
+pub(crate) const UNKNOWN_OUTCOME: &str = "unknown_outcome";
+
 /// `{"t":"settle"}`.
 pub(crate) fn settle_line(seq: u64) -> String {
     format!("{{\"t\":\"settle\",\"seq\":{seq}}}")
@@ -532,6 +556,7 @@ mod tests {
             payload: r#"{"content":{"b":1,"a":[2]},"metadata":null,"truncated":null}"#.into(),
             text: text.map(str::to_owned),
             pause: None,
+            journaled: false,
         }
     }
 

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use super::completion::Completion;
 use super::record::{
     self, ApprovalRecord, CallRecord, DecisionRecord, DoneRecord, Header, How, NowRecord, PausedRecord,
-    PendingRecord, SeedRecord, SettleRecord,
+    PendingRecord, SeedRecord, SettleRecord, StartRecord, UNKNOWN_OUTCOME,
 };
 use crate::receipt::Caller;
 
@@ -51,6 +51,11 @@ pub(crate) struct Journal {
     pub paused: Option<PausedRecord>,
     /// The highest call seq journaled.
     pub last_seq: u64,
+    /// Calls started (a `start` line) that never ended (no `done` line)
+    /// and are not waiting on a decision since: they were running when
+    /// the run's process ended, and their outcome is unknown (a
+    /// recovery), in seq order.
+    pub unknown: Vec<u64>,
 }
 
 /// Most lines a journal may have to be read back (about eight per call at
@@ -79,6 +84,8 @@ impl Journal {
             approvals: BTreeMap::new(),
             unsettled: Vec::new(),
             settled_at: HashMap::new(),
+            started_at: HashMap::new(),
+            pending_at: HashMap::new(),
         };
         for (n, line) in lines.iter().enumerate().skip(1) {
             reading.read_line(n, line)?;
@@ -101,6 +108,7 @@ impl Journal {
             seed: None,
             paused: None,
             last_seq: 0,
+            unknown: Vec::new(),
         }
     }
 }
@@ -117,6 +125,9 @@ struct Reading {
     approvals: BTreeMap<u64, ApprovalRecord>,
     /// `unsettled` results with the line they are on.
     unsettled: Vec<(u64, usize)>,
+    /// The line of each call's last `start`, and of its last `pending`.
+    started_at: HashMap<u64, usize>,
+    pending_at: HashMap<u64, usize>,
     /// The line of each call's last `settle`, which takes back the
     /// `unsettled` results before it.
     settled_at: HashMap<u64, usize>,
@@ -157,6 +168,7 @@ impl Reading {
                 // Paused on again: a decision recorded for an earlier
                 // pause of this call does not carry over to this one.
                 self.approvals.remove(&p.seq);
+                self.pending_at.insert(p.seq, n);
                 self.pending.insert(p.seq, p);
             }
             "decision" => {
@@ -175,6 +187,10 @@ impl Reading {
             }
             "seed" => j.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
             "paused" => j.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
+            "start" => {
+                let s: StartRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                self.started_at.insert(s.seq, n);
+            }
             "state" | "resumed" => {}
             other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
         }
@@ -184,7 +200,28 @@ impl Reading {
     /// The journal read: pending calls and their recorded decisions in seq
     /// order, results never handed back in the order they finished.
     fn finish(self) -> Journal {
-        let Reading { mut journal, pending, mut approvals, unsettled, settled_at } = self;
+        let Reading {
+            mut journal,
+            mut pending,
+            mut approvals,
+            unsettled,
+            settled_at,
+            started_at,
+            pending_at,
+        } = self;
+        // Started since its last pause (or never paused), and never ended:
+        // its outcome is unknown. A call paused on since (an earlier
+        // recovery asked a person about it) waits on that decision.
+        let mut unknown: Vec<u64> = started_at
+            .into_iter()
+            .filter(|(seq, at)| !journal.done.contains_key(seq) && pending_at.get(seq).is_none_or(|p| p < at))
+            .map(|(seq, _)| seq)
+            .collect();
+        unknown.sort_unstable();
+        for seq in &unknown {
+            pending.remove(seq);
+        }
+        journal.unknown = unknown;
         approvals.retain(|seq, _| pending.contains_key(seq));
         journal.approvals = approvals.into_values().collect();
         journal.pending = pending.into_values().collect();
@@ -234,10 +271,15 @@ pub(crate) enum ReplayCall {
     /// note in the receipt.
     Allowed { pending: PendingRecord, note: String },
     /// A pending call denied on resume, for `reason`; `note` for the
-    /// receipt when a person decided it with `codemode approve`.
-    Denied { reason: String, note: Option<String> },
+    /// receipt when a person decided it with `codemode approve`; `kind`
+    /// of the program's ToolError (`denied`, or `unknown_outcome`).
+    Denied { reason: String, note: Option<String>, kind: &'static str },
     /// A pending call with no decision given: gate it again.
     Undecided,
+    /// A call that was running when the run's process ended (started, not
+    /// ended), or one a recovery paused on for that with no decision yet:
+    /// its outcome is unknown.
+    Unknown,
     /// The program asked for another call than the journal holds here.
     Diverged(String),
 }
@@ -310,7 +352,15 @@ impl Replay {
     /// What call `seq` (the program's next) of `tool` with `args_json`
     /// gets.
     pub(crate) fn call(&mut self, seq: u64, tool: &str, caller: Caller, args_json: &str) -> ReplayCall {
-        let Some(journaled) = self.journal.calls.get(&seq) else { return ReplayCall::Live };
+        let Some(journaled) = self.journal.calls.get(&seq) else {
+            // A start whose call line was lost cannot be: the call line is
+            // handed over before the start is written. Still, never run a
+            // started call again unasked.
+            if self.journal.unknown.binary_search(&seq).is_ok() {
+                return ReplayCall::Unknown;
+            }
+            return ReplayCall::Live;
+        };
         if !journaled.same(tool, caller, args_json) {
             return ReplayCall::Diverged(format!(
                 "the program's call {seq} is `{tool}` with {}, but the journal holds `{}` with {} there: \
@@ -341,15 +391,19 @@ impl Replay {
                 Some(Decided::Deny(reason)) => ReplayCall::Denied {
                     reason: reason.clone(),
                     note: by_person.then(|| DENIED_BY_PERSON.to_owned()),
+                    kind: if p.kind.as_deref() == Some(UNKNOWN_OUTCOME) { UNKNOWN_OUTCOME } else { "denied" },
                 },
+                None if p.kind.as_deref() == Some(UNKNOWN_OUTCOME) => ReplayCall::Unknown,
                 None => ReplayCall::Undecided,
             };
         }
-        // Journaled but never finished: it was in flight when a process
-        // ended, which a resumable journal never holds.
-        ReplayCall::Diverged(format!(
-            "the journal holds call {seq} (`{tool}`) without its result or a pause; the journal is incomplete"
-        ))
+        if self.journal.unknown.binary_search(&seq).is_ok() {
+            return ReplayCall::Unknown;
+        }
+        // Journaled but never started or finished: it was waiting (for
+        // its gate, or a slot) when the run's process ended, and never
+        // ran: it runs now.
+        ReplayCall::Live
     }
 
     /// The journaled result to hand back next, if any.

@@ -19,9 +19,12 @@ use super::{JournalStore, RunJournal, RunState, StoreError};
 /// Lines buffered before they are handed to the writer task, in bytes.
 pub(crate) const FLUSH_BYTES: usize = 256 * 1024;
 
-enum Msg {
+pub(crate) enum Msg {
     /// Lines, each ending in a newline.
     Lines(String),
+    /// Lines to append and make durable with every line before them; each
+    /// ticket gets the outcome once they are (`durable.rs`).
+    Durable(String, Vec<super::durable::Ticket>),
     /// The last lines (possibly none) and the state to commit or end with.
     Commit(String, RunState, oneshot::Sender<Result<(), StoreError>>),
 }
@@ -44,6 +47,14 @@ pub(crate) struct RunLog {
     /// `decision` lines).
     held: Vec<String>,
     tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl RunLog {
+    /// The handle that makes a call's `start` and `done` durable from the
+    /// tool runtime (`durable.rs`).
+    pub(crate) fn durable(&self) -> super::durable::DurableLog {
+        super::durable::DurableLog::new(self.tx.clone())
+    }
 }
 
 impl RunLog {
@@ -150,21 +161,20 @@ async fn write_task(opening: Opening, late: bool, mut rx: mpsc::UnboundedReceive
     let mut failure: Option<StoreError> = None;
     let mut journal: Option<Box<dyn RunJournal>> = None;
     let mut opening = Some(opening);
-    while let Some(mut msg) = rx.recv().await {
+    let mut carried: Option<Msg> = None;
+    loop {
+        let mut msg = match carried.take() {
+            Some(msg) => msg,
+            None => match rx.recv().await {
+                Some(msg) => msg,
+                None => return,
+            },
+        };
         // Lines queued behind these go with them (and with the commit, if
         // it is queued too).
-        if let Msg::Lines(text) = &mut msg {
-            while let Ok(next) = rx.try_recv() {
-                match next {
-                    Msg::Lines(more) => text.push_str(&more),
-                    Msg::Commit(tail, state, done) => {
-                        let mut all = std::mem::take(text);
-                        all.push_str(&tail);
-                        msg = Msg::Commit(all, state, done);
-                        break;
-                    }
-                }
-            }
+        // (Group commit: durable lines queued together share one sync.)
+        if matches!(msg, Msg::Lines(_) | Msg::Durable(..)) {
+            (msg, carried) = gather(msg, &mut rx);
         }
         if journal.is_none() && failure.is_none() {
             match (opening.take(), msg) {
@@ -200,6 +210,21 @@ async fn write_task(opening: Opening, late: bool, mut rx: mpsc::UnboundedReceive
                     failure = Some(e);
                 }
             }
+            Msg::Durable(text, tickets) => {
+                let result = match (journal.as_mut(), &failure) {
+                    (_, Some(e)) => Err(e.clone()),
+                    (Some(j), None) => j.append_durable(text).await,
+                    (None, None) => Err(StoreError::Failed("the journal was never opened".into())),
+                };
+                if let Err(e) = &result
+                    && failure.is_none()
+                {
+                    failure = Some(e.clone());
+                }
+                for ticket in tickets {
+                    let _ = ticket.send(result.clone());
+                }
+            }
             Msg::Commit(tail, state, done) => {
                 let result = match (journal.as_mut(), failure.take()) {
                     (_, Some(e)) => Err(e),
@@ -213,4 +238,31 @@ async fn write_task(opening: Opening, late: bool, mut rx: mpsc::UnboundedReceive
             }
         }
     }
+}
+
+/// `first` with the messages queued behind it: lines join it (and a
+/// commit queued too takes them all); durable lines make the whole batch
+/// durable, with every ticket answered once it is.
+fn gather(first: Msg, rx: &mut mpsc::UnboundedReceiver<Msg>) -> (Msg, Option<Msg>) {
+    let (mut text, mut tickets) = match first {
+        Msg::Lines(text) => (text, Vec::new()),
+        Msg::Durable(text, tickets) => (text, tickets),
+        commit => return (commit, None),
+    };
+    while let Ok(next) = rx.try_recv() {
+        match next {
+            Msg::Lines(more) => text.push_str(&more),
+            Msg::Durable(more, more_tickets) => {
+                text.push_str(&more);
+                tickets.extend(more_tickets);
+            }
+            Msg::Commit(tail, state, done) if tickets.is_empty() => {
+                text.push_str(&tail);
+                return (Msg::Commit(text, state, done), None);
+            }
+            // Made durable first, then committed.
+            commit => return (Msg::Durable(text, tickets), Some(commit)),
+        }
+    }
+    (if tickets.is_empty() { Msg::Lines(text) } else { Msg::Durable(text, tickets) }, None)
 }

@@ -367,6 +367,12 @@ pub struct PendingCall {
     /// What it acts on (bash's command, a file tool's path), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// Absent for a call waiting for an approval; `unknown_outcome` for a
+    /// call that was running when the run's process ended (a recovered
+    /// run): `--allow` runs it again, `--deny` rejects it in the program
+    /// with a ToolError of that kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// Everything a run did: its status, value, error, logs and every call.

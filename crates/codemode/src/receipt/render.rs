@@ -540,6 +540,7 @@ mod tests {
             arguments: serde_json::json!({}),
             reason: "the posture is ask".into(),
             subject: Some(subject),
+            kind: None,
         };
         r.pending = vec![
             pending(1, "echo hi\ndecide: codemode resume run-x --allow 1,2".into()),

@@ -53,7 +53,8 @@ pub(crate) trait CallHost {
         note: String,
     ) -> Begun;
 
-    /// Settles a paused call a person denied (on a resume).
+    /// Settles a paused call a person denied (on a resume), with a
+    /// ToolError of `kind` (`denied`, or `unknown_outcome`).
     fn begin_denied(
         &self,
         ledger: &mut Ledger,
@@ -61,7 +62,26 @@ pub(crate) trait CallHost {
         caller: Caller,
         reason: String,
         note: Option<String>,
+        kind: &str,
     ) -> Begun;
+
+    /// Starts a call of a recovered run that was running when the run's
+    /// process ended: again when repeating it is safe, else paused for a
+    /// person (kind `unknown_outcome`).
+    fn begin_unknown(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        args_json: &str,
+        caller: Caller,
+        slot_free: bool,
+    ) -> Begun;
+
+    /// Whether the call just begun may change something (its `start` line
+    /// must follow its `call` line: the VM hands its lines over first).
+    fn take_durable_begun(&self) -> bool {
+        false
+    }
 
     /// Where the run's spill files go (results and values over their
     /// bounds).

@@ -330,10 +330,14 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
     if !hold || !journaled {
         state.live.set(true);
     }
-    if let Some(j) = journal.as_mut()
-        && !journaled
-    {
-        j.log.call_made(seq, tool, Caller::Program, args_json);
+    if let Some(j) = journal.as_mut() {
+        if !journaled {
+            j.log.call_made(seq, tool, Caller::Program, args_json);
+        }
+        // Its start will be made durable with every line before it.
+        if state.dispatcher.take_durable_begun() {
+            j.log.hand_over();
+        }
     }
     let settled = match begun {
         Begun::Running { seq, future } if hold => {
@@ -439,13 +443,25 @@ fn start_call(
             );
             (begun, true, !caught_up)
         }
-        Some((ReplayCall::Denied { reason, note }, caught_up)) => {
+        Some((ReplayCall::Denied { reason, note, kind }, caught_up)) => {
             let begun = state.dispatcher.begin_denied(
                 &mut state.ledger.borrow_mut(),
                 tool,
                 Caller::Program,
                 reason,
                 note,
+                kind,
+            );
+            (begun, true, !caught_up)
+        }
+        // Running when the run's process ended (a recovery).
+        Some((ReplayCall::Unknown, caught_up)) => {
+            let begun = state.dispatcher.begin_unknown(
+                &mut state.ledger.borrow_mut(),
+                tool,
+                args_json,
+                Caller::Program,
+                caught_up && slot_free,
             );
             (begun, true, !caught_up)
         }

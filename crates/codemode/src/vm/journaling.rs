@@ -23,12 +23,24 @@ pub(crate) struct Journaling {
     pub deadline_left: Option<std::time::Duration>,
     /// What the receipt must say about how the run was resumed.
     pub warnings: Vec<String>,
+    /// The run's journal as the tool runtime reaches it: the dispatcher
+    /// makes the starts and ends of calls that may change something
+    /// durable through it.
+    pub durable: Option<crate::journal::durable::DurableLog>,
 }
 
 impl Journaling {
     /// Journaling of a new run.
     pub(crate) fn new(log: Box<dyn RunRecorder>) -> Journaling {
-        Journaling { log, replay: None, seed: None, before: None, deadline_left: None, warnings: Vec::new() }
+        Journaling {
+            log,
+            replay: None,
+            seed: None,
+            before: None,
+            deadline_left: None,
+            warnings: Vec::new(),
+            durable: None,
+        }
     }
 
     /// Journaling of a resumed run.
@@ -41,6 +53,7 @@ impl Journaling {
             before,
             deadline_left: None,
             warnings: Vec::new(),
+            durable: None,
         }
     }
 

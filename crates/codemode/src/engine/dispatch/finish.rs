@@ -32,6 +32,9 @@ pub(crate) struct Finisher {
     pub(crate) notes: Option<String>,
     /// The questions the tool asks during the call (elicitor.rs).
     pub(crate) questions: Arc<crate::engine::elicitor::CallQuestions>,
+    /// The run's journal, when it keeps one: a tool that may change
+    /// something starts once its start is durable ([`Finisher::run`]).
+    pub(crate) durable: Option<crate::journal::durable::DurableLog>,
 }
 
 /// A result over the per-call bound, or a tool's error text over
@@ -63,7 +66,40 @@ impl Finisher {
     /// at the timeout and waited for (at most [`ABANDON_GRACE`]), so a
     /// change it committed as the timeout passed is reported as done, not
     /// as timed out.
+    ///
+    /// A tool that may change something (`abandon` is set) in a journaled
+    /// run (`durable` is set) starts only once its `start` line is
+    /// durable, and its completion comes back once its `done` line is
+    /// (durable.rs).
     pub(crate) fn run(
+        self,
+        future: crate::catalog::ToolFuture,
+        timeout: Duration,
+        abandon: Option<Abandon>,
+    ) -> CallFuture {
+        let Some(log) = abandon.as_ref().and(self.durable.clone()) else {
+            return self.run_tool(future, timeout, abandon);
+        };
+        Box::pin(async move {
+            if let Err(e) = log.start(self.seq).await {
+                return self.failed(
+                    "failed",
+                    format!("the call was not started: the journal could not record its start ({e})"),
+                );
+            }
+            log.test_hold(&self.tool).await;
+            let mut completion = self.run_tool(future, timeout, abandon).await;
+            match log.done(&completion).await {
+                Ok(()) => completion.journaled = true,
+                // The run's end reports the store's error.
+                Err(e) => tracing::warn!("call {}: its end could not be journaled: {e}", completion.seq),
+            }
+            completion
+        })
+    }
+
+    /// [`Finisher::run`] without the journal's part.
+    fn run_tool(
         self,
         mut future: crate::catalog::ToolFuture,
         timeout: Duration,
@@ -235,6 +271,7 @@ impl Finisher {
             payload,
             text,
             pause: None,
+            journaled: false,
         }
     }
 
@@ -257,6 +294,7 @@ impl Finisher {
             payload: error_payload("paused", "the run paused on this call", &self.tool, self.seq),
             text: None,
             pause: Some(Box::new(pending)),
+            journaled: false,
         }
     }
 
@@ -279,6 +317,7 @@ impl Finisher {
             payload: error_payload(kind, &reason, &self.tool, self.seq),
             text: None,
             pause: None,
+            journaled: false,
         }
     }
 
@@ -303,6 +342,7 @@ impl Finisher {
             payload: error_payload(kind, &message, &self.tool, self.seq),
             text: None,
             pause: None,
+            journaled: false,
         }
     }
 }

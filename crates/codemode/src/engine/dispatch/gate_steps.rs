@@ -160,6 +160,7 @@ pub(crate) fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: St
         payload,
         text: None,
         pause: None,
+        journaled: false,
     }
 }
 

@@ -101,6 +101,7 @@ impl LaterSteps {
                     subject,
                     notes,
                     bound: bound.map(|b| *b),
+                    kind: None,
                 })
             }
             Final::Pause { reason, .. } => {

@@ -33,6 +33,7 @@ mod admission;
 mod finish;
 mod gate_steps;
 mod later_steps;
+mod recovery;
 
 use finish::Finished;
 pub(crate) use finish::Finisher;
@@ -63,6 +64,7 @@ impl Completion {
             payload: error_payload("failed", message, tool, seq),
             text: None,
             pause: None,
+            journaled: false,
         }
     }
 }
@@ -116,6 +118,12 @@ pub(crate) struct Dispatcher {
     /// The run's calls that may have changed files (how long a prompt's
     /// `a` for bash or a server's start holds).
     pub(crate) changes: crate::gate::RunChanges,
+    /// The run's journal, when it keeps one: calls that may change
+    /// something start once their start is durable (recovery.rs).
+    pub(crate) durable: Option<crate::journal::durable::DurableLog>,
+    /// Set when a call that may change something was begun and not yet
+    /// told to the VM ([`Dispatcher::take_durable_begun`]).
+    pub(crate) durable_begun: std::sync::atomic::AtomicBool,
 }
 
 impl Dispatcher {
@@ -142,6 +150,8 @@ impl Dispatcher {
             connect_refusals: Arc::default(),
             pausable: false,
             changes: crate::gate::RunChanges::default(),
+            durable: None,
+            durable_begun: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -189,6 +199,7 @@ impl Dispatcher {
             decision,
             notes,
             questions: Arc::default(),
+            durable: self.durable.clone(),
         }
     }
 
@@ -225,6 +236,7 @@ impl Dispatcher {
             return Begun::Settled(refuse(ledger, tool, caller, reason));
         }
         let calls_made = ledger.calls_made();
+        self.note_durable(&entry.spec);
         if !entry.spec.is_read_only() {
             self.changes.record(tool, pending.subject.as_deref());
         }
@@ -254,7 +266,8 @@ impl Dispatcher {
     }
 
     /// A call that paused the run and was denied on resume: decision
-    /// `denied`, handed to the program when the replay has caught up (so
+    /// `denied`, the program's ToolError of `kind` (`denied`, or
+    /// `unknown_outcome` for a call a recovery left to a person), handed to the program when the replay has caught up (so
     /// the program meets it where it would have).
     pub(crate) fn begin_denied(
         &self,
@@ -263,10 +276,11 @@ impl Dispatcher {
         caller: Caller,
         reason: String,
         note: Option<String>,
+        kind: &str,
     ) -> Begun {
         let seq = ledger.open(tool, caller, Decision::Denied, Some(reason.clone()));
         let finish = self.finisher(tool, seq, Decision::Denied, note);
-        let completion = finish.refused(Decision::Denied, "denied", reason);
+        let completion = finish.refused(Decision::Denied, kind, reason);
         Begun::Running { seq, future: Box::pin(std::future::ready(completion)) }
     }
 
@@ -332,6 +346,7 @@ impl Dispatcher {
             ControlFlow::Break(refused) => return refused,
         };
         let entry = entry.expect("the gate checked the tool exists");
+        let durable = self.note_durable(&entry.spec);
         if let Some(server) = self.server_not_started(entry) {
             return self.begin_connecting(ledger, tool, args, caller, server);
         }
@@ -374,7 +389,9 @@ impl Dispatcher {
             let future = Box::pin(super::discover::search(finish, gate, refusals, args, timeout));
             return Begun::Running { seq, future };
         }
-        if !slot_free {
+        // A call that may change something starts once its start is
+        // durable: not polled here.
+        if !slot_free || durable {
             let abandon = Abandon::for_tool(&entry.spec);
             let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
             return Begun::Running { seq, future: finish.run(future, timeout, abandon) };
@@ -537,8 +554,24 @@ impl crate::vm::calls::CallHost for Dispatcher {
         caller: Caller,
         reason: String,
         note: Option<String>,
+        kind: &str,
     ) -> Begun {
-        Dispatcher::begin_denied(self, ledger, tool, caller, reason, note)
+        Dispatcher::begin_denied(self, ledger, tool, caller, reason, note, kind)
+    }
+
+    fn begin_unknown(
+        &self,
+        ledger: &mut Ledger,
+        tool: &str,
+        args_json: &str,
+        caller: Caller,
+        slot_free: bool,
+    ) -> Begun {
+        Dispatcher::begin_unknown(self, ledger, tool, args_json, caller, slot_free)
+    }
+
+    fn take_durable_begun(&self) -> bool {
+        Dispatcher::take_durable_begun(self)
     }
 
     fn spill_area(&self) -> &SpillArea {

@@ -147,6 +147,7 @@ impl RunDetails {
                 arguments: p.arguments,
                 reason: None,
                 subject: None,
+                kind: None,
             })
             .collect();
     }
@@ -241,6 +242,10 @@ pub struct PendingInfo {
     pub reason: Option<String>,
     /// What it acts on (a path, a command), when known.
     pub subject: Option<String>,
+    /// Absent for an approval; `unknown_outcome` for a call that was
+    /// running when the run's process ended (a recovered run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// A decision given on a resume.

@@ -128,6 +128,7 @@ impl JournalRead {
                     arguments: p.args,
                     reason: Some(p.reason),
                     subject: p.subject,
+                    kind: p.kind,
                 },
             );
         }

@@ -372,7 +372,13 @@ impl Vm {
                 });
             }
             if let Some(j) = self.state.journal.borrow_mut().as_mut() {
-                j.log.call_ended(How::Settled, &completion);
+                if completion.journaled {
+                    // Its `done` is durable already: where the program
+                    // got it is what is left to say.
+                    j.log.result_settled(completion.seq);
+                } else {
+                    j.log.call_ended(How::Settled, &completion);
+                }
             }
             if let Err(e) = self.settle(completion) {
                 return Ending::Broken(e);
@@ -423,6 +429,10 @@ impl Vm {
 
     /// Journals `completion` as a call the program never got the result of.
     fn journal_unsettled(&self, completion: &Completion) {
+        if completion.journaled {
+            // Its `done` line (`unsettled`) is in the journal already.
+            return;
+        }
         if let Some(j) = self.state.journal.borrow_mut().as_mut() {
             j.log.call_ended(How::Unsettled, completion);
         }

@@ -1,0 +1,360 @@
+//! Recovery of runs whose process was killed (docs/JOURNAL.md,
+//! "Recovery"): real `codemode` processes, SIGKILLed during a bash call,
+//! during a write and between calls, on the local store and on
+//! PostgreSQL; the recovered runs finish with no finished call repeated
+//! (the tools' effects are counted in files), and a call in flight at the
+//! kill waits for a person (`unknown_outcome`), who allows or denies it.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::cli::{codemode, spawn};
+
+/// Where the runs' journals are: the local state folder, or PostgreSQL.
+struct Store {
+    /// `--journal URL` for PostgreSQL, nothing for the local store.
+    flag: Vec<String>,
+    /// A run's journal text.
+    lines: Box<dyn Fn(&Path, &str) -> String>,
+    /// The runs' ids.
+    runs: Box<dyn Fn(&Path) -> Vec<String>>,
+}
+
+impl Store {
+    fn local() -> Store {
+        Store {
+            flag: Vec::new(),
+            lines: Box::new(|ws, id| {
+                let path = crate::common::runs_dir(ws).join(id).join("journal.jsonl");
+                std::fs::read_to_string(path).unwrap_or_default()
+            }),
+            runs: Box::new(|ws| {
+                let Ok(entries) = std::fs::read_dir(crate::common::runs_dir(ws)) else { return Vec::new() };
+                let mut ids: Vec<String> = entries
+                    .flatten()
+                    .filter(|e| e.path().join("journal.jsonl").exists())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                ids.sort();
+                ids
+            }),
+        }
+    }
+
+    fn postgres(db: &std::sync::Arc<crate::journal_postgres::Db>) -> Store {
+        let block = |f: std::pin::Pin<Box<dyn std::future::Future<Output = Value> + '_>>| {
+            tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+        };
+        let (a, b) = (db.clone(), db.clone());
+        Store {
+            flag: vec!["--journal".into(), db.url.clone()],
+            lines: Box::new(move |_, id| {
+                let id = id.to_owned();
+                block(Box::pin(async { Value::String(a.journal_text(&id).await) }))
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            }),
+            runs: Box::new(move |_| {
+                let ids = block(Box::pin(async { Value::from(b.run_ids().await) }));
+                ids.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+            }),
+        }
+    }
+
+    /// `codemode ARGS` (with this store's flag) in `ws`, to its end.
+    fn run(&self, ws: &Path, args: &[&str]) -> std::process::Output {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(self.flag.iter().map(String::as_str));
+        codemode(&all, "", ws)
+    }
+
+    /// Starts `codemode run prog.js --approve allow` in `ws` with `env`,
+    /// waits until its journal holds `seen` (and `ready` says yes), and
+    /// SIGKILLs it. Returns the run's id.
+    fn run_and_kill(&self, ws: &Path, env: &[(&str, &Path)], seen: &str, ready: &dyn Fn() -> bool) -> String {
+        let mut args = vec!["run", "prog.js", "--approve", "allow"];
+        args.extend(self.flag.iter().map(String::as_str));
+        let mut child = spawn(&args, ws, env);
+        let start = Instant::now();
+        let run_id = loop {
+            assert!(start.elapsed() < Duration::from_secs(60), "the run got to `{seen}`");
+            std::thread::sleep(Duration::from_millis(50));
+            if let Some(id) = (self.runs)(ws).into_iter().next()
+                && (self.lines)(ws, &id).contains(seen)
+                && ready()
+            {
+                break id;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let out = child.wait_with_output().unwrap();
+                panic!("the run ended first ({status}): {}", String::from_utf8_lossy(&out.stderr));
+            }
+        };
+        child.kill().unwrap(); // SIGKILL
+        let _ = child.wait();
+        run_id
+    }
+}
+
+fn json(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+fn read(ws: &Path, file: &str) -> String {
+    std::fs::read_to_string(ws.join(file)).unwrap_or_default()
+}
+
+/// A workspace whose `add.sh X` appends X to count.txt (so each run of a
+/// command is counted) and whose `hold.sh` waits while `hold` exists.
+fn workspace(program: &str) -> tempfile::TempDir {
+    let ws = crate::common::workspace();
+    std::fs::write(ws.path().join("add.sh"), "echo $1 >> count.txt\n").unwrap();
+    std::fs::write(ws.path().join("hold.sh"), "while [ -f hold ]; do sleep 0.05; done\n").unwrap();
+    std::fs::write(ws.path().join("hold"), "").unwrap();
+    std::fs::write(ws.path().join("prog.js"), program).unwrap();
+    ws
+}
+
+/// The calls' seqs of a receipt, in order.
+fn seqs(receipt: &Value) -> Vec<u64> {
+    receipt["calls"].as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect()
+}
+
+const DURING_BASH: &str = r#"
+await tools.bash({command: 'sh add.sh a'});
+await tools.write({path: 'w.txt', content: 'written'});
+let got = 'ran';
+try { await tools.bash({command: 'sh add.sh b && sh hold.sh'}); } catch (e) { got = e.kind; }
+await tools.bash({command: 'sh add.sh d'});
+return got;
+"#;
+
+/// Killed while a bash command runs: calls 1 and 2 are answered from the
+/// journal, call 3 waits for a person; `allow` runs it again, `deny`
+/// rejects it in the program (caught: kind `unknown_outcome`).
+fn killed_during_bash(store: &Store, allow: bool) {
+    let ws = workspace(DURING_BASH);
+    let ws = ws.path();
+    let run_id =
+        store.run_and_kill(ws, &[], r#"{"t":"start","seq":3}"#, &|| read(ws, "count.txt") == "a\nb\n");
+    std::fs::remove_file(ws.join("hold")).unwrap();
+
+    let recovered = store.run(ws, &["resume", &run_id, "--json"]);
+    assert_eq!(recovered.status.code(), Some(4), "{}", String::from_utf8_lossy(&recovered.stdout));
+    let paused = json(&recovered);
+    assert_eq!(paused["status"], "paused");
+    let pending = &paused["pending"][0];
+    assert_eq!((pending["seq"].as_u64(), pending["kind"].as_str()), (Some(3), Some("unknown_outcome")));
+    assert_eq!(pending["tool"], "bash");
+    assert_eq!(read(ws, "count.txt"), "a\nb\n", "nothing finished ran again");
+    // A person sees why it waits.
+    let listed = store.run(ws, &["approve", &run_id, "--json"]);
+    assert_eq!(json(&listed)["pending"][0]["kind"], "unknown_outcome");
+    let shown = store.run(ws, &["runs", "show", &run_id, "--json"]);
+    assert_eq!(json(&shown)["pending"][0]["kind"], "unknown_outcome");
+
+    let decision = if allow { "--allow" } else { "--deny" };
+    let done = store.run(ws, &["resume", &run_id, decision, "3", "--approve", "allow", "--json"]);
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stdout));
+    let receipt = json(&done);
+    assert_eq!(seqs(&receipt), [1, 2, 3, 4], "one receipt, one seq numbering");
+    if allow {
+        assert_eq!(receipt["value"], "ran");
+        assert_eq!(read(ws, "count.txt"), "a\nb\nb\nd\n", "call 3 ran again, as allowed; nothing else");
+    } else {
+        assert_eq!(receipt["value"], "unknown_outcome");
+        assert_eq!(receipt["calls"][2]["decision"], "denied");
+        assert_eq!(read(ws, "count.txt"), "a\nb\nd\n", "call 3 did not run again");
+    }
+    assert_eq!(read(ws, "w.txt"), "written");
+}
+
+const DURING_WRITE: &str = r#"
+await tools.bash({command: 'sh add.sh a'});
+await tools.write({path: 'w.txt', content: 'written'});
+await tools.bash({command: 'sh add.sh c'});
+return 'done';
+"#;
+
+/// Killed between a write's durable start and its end (the test hook
+/// holds the write there): the write waits for a person.
+fn killed_during_a_write(store: &Store) {
+    let ws = workspace(DURING_WRITE);
+    let ws = ws.path();
+    let hold = [("CODEMODE_TEST_HOLD_STARTED", Path::new("write:60000"))];
+    let run_id = store.run_and_kill(ws, &hold, r#"{"t":"start","seq":2}"#, &|| true);
+    assert!(!ws.join("w.txt").exists());
+    let recovered = store.run(ws, &["resume", &run_id, "--json"]);
+    assert_eq!(recovered.status.code(), Some(4), "{}", String::from_utf8_lossy(&recovered.stdout));
+    let pending = &json(&recovered)["pending"][0];
+    assert_eq!((pending["seq"].as_u64(), pending["tool"].as_str()), (Some(2), Some("write")));
+    assert_eq!(pending["kind"], "unknown_outcome");
+    let done = store.run(ws, &["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"]);
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stdout));
+    assert_eq!(seqs(&json(&done)), [1, 2, 3]);
+    assert_eq!(read(ws, "w.txt"), "written");
+    assert_eq!(read(ws, "count.txt"), "a\nc\n", "call 1 ran once");
+}
+
+const BETWEEN_CALLS: &str = r#"
+await tools.bash({command: 'sh add.sh a'});
+await tools.write({path: 'w.txt', content: 'written'});
+const end = Date.now() + 3000;
+while (Date.now() < end) {}
+await tools.bash({command: 'sh add.sh c'});
+return 'done';
+"#;
+
+/// Killed while the program computes between calls: nothing is in
+/// flight, so the recovery runs to its end with no person asked.
+fn killed_between_calls(store: &Store) {
+    let ws = workspace(BETWEEN_CALLS);
+    let ws = ws.path();
+    let run_id = store.run_and_kill(ws, &[], r#"{"t":"done","seq":2"#, &|| true);
+    let done = store.run(ws, &["resume", &run_id, "--approve", "allow", "--json"]);
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stdout));
+    let receipt = json(&done);
+    assert_eq!(receipt["value"], "done");
+    assert_eq!(seqs(&receipt), [1, 2, 3]);
+    assert_eq!(read(ws, "count.txt"), "a\nc\n", "call 1 ran once");
+    // Recovered once: the run has ended.
+    let again = store.run(ws, &["resume", &run_id, "--json"]);
+    assert_eq!(again.status.code(), Some(5));
+}
+
+#[test]
+fn local_killed_during_bash_then_denied() {
+    killed_during_bash(&Store::local(), false);
+}
+
+#[test]
+fn local_killed_during_bash_then_allowed() {
+    killed_during_bash(&Store::local(), true);
+}
+
+#[test]
+fn local_killed_during_a_write() {
+    killed_during_a_write(&Store::local());
+}
+
+#[test]
+fn local_killed_between_calls() {
+    killed_between_calls(&Store::local());
+}
+
+/// Two recoveries of one interrupted run at once: one runs it, the other
+/// is refused as held by another process; the run's calls run once.
+#[test]
+fn two_recoveries_at_once_run_it_once() {
+    let ws = workspace(BETWEEN_CALLS);
+    let ws = ws.path();
+    let store = Store::local();
+    let run_id = store.run_and_kill(ws, &[], r#"{"t":"done","seq":2"#, &|| true);
+    let args = ["resume", run_id.as_str(), "--approve", "allow", "--json"];
+    let (a, b) = (spawn(&args, ws, &[]), spawn(&args, ws, &[]));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let mut codes = [a.status.code(), b.status.code()];
+    codes.sort();
+    assert_eq!(
+        codes,
+        [Some(0), Some(5)],
+        "{}\n{}",
+        String::from_utf8_lossy(&a.stderr),
+        String::from_utf8_lossy(&b.stderr)
+    );
+    assert_eq!(read(ws, "count.txt"), "a\nc\n");
+}
+
+async fn postgres(test: &str) -> Option<std::sync::Arc<crate::journal_postgres::Db>> {
+    crate::journal_postgres::database(test).await.map(std::sync::Arc::new)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_during_bash_then_denied_and_allowed() {
+    let Some(db) = postgres("rec_bash").await else { return };
+    killed_during_bash(&Store::postgres(&db), false);
+    let Some(db2) = postgres("rec_bash2").await else { return };
+    killed_during_bash(&Store::postgres(&db2), true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_during_a_write_and_between_calls() {
+    let Some(db) = postgres("rec_write").await else { return };
+    killed_during_a_write(&Store::postgres(&db));
+    let Some(db2) = postgres("rec_between").await else { return };
+    killed_between_calls(&Store::postgres(&db2));
+}
+
+/// Five runs in flight on PostgreSQL, their processes killed together (a
+/// replica lost): each is recovered from another process, two recoveries
+/// racing for each; every run finishes once, no finished call repeated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_runs_killed_together_are_all_recovered_elsewhere() {
+    let Some(db) = postgres("rec_five").await else { return };
+    let store = Store::postgres(&db);
+    let ws = workspace(
+        r#"
+        await tools.bash({command: 'sh add.sh a'});
+        await tools.bash({command: 'sh hold.sh'});
+        await tools.bash({command: 'sh add.sh c'});
+        return 'done';
+        "#,
+    );
+    let ws = ws.path();
+    let mut args = vec!["run", "prog.js", "--approve", "allow"];
+    args.extend(store.flag.iter().map(String::as_str));
+    let mut children: Vec<_> = (0..5).map(|_| spawn(&args, ws, &[])).collect();
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(60), "five runs got to their second call");
+        std::thread::sleep(Duration::from_millis(50));
+        let ids = (store.runs)(ws);
+        if ids.len() == 5 && ids.iter().all(|id| (store.lines)(ws, id).contains(r#"{"t":"start","seq":2}"#)) {
+            break;
+        }
+    }
+    for child in &mut children {
+        child.kill().unwrap();
+        let _ = child.wait();
+    }
+    assert_eq!(read(ws, "count.txt"), "a\n".repeat(5));
+    std::fs::remove_file(ws.join("hold")).unwrap();
+    let ids = (store.runs)(ws);
+    let mut recoveries = Vec::new();
+    for id in &ids {
+        let mut args = vec!["resume", id.as_str(), "--approve", "allow", "--json"];
+        args.extend(store.flag.iter().map(String::as_str));
+        recoveries.push((spawn(&args, ws, &[]), spawn(&args, ws, &[])));
+    }
+    for (a, b) in recoveries {
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let mut codes = [a.status.code(), b.status.code()];
+        codes.sort();
+        // One recovers (paused on the call in flight); the other is refused
+        // while it holds the run, or, once it paused, finds it paused on
+        // the same call (and pauses again, running nothing).
+        assert!(
+            codes == [Some(4), Some(5)] || codes == [Some(4), Some(4)],
+            "{codes:?}: {}\n{}",
+            String::from_utf8_lossy(&a.stderr),
+            String::from_utf8_lossy(&b.stderr)
+        );
+        let winner = if a.status.code() == Some(4) { &a } else { &b };
+        let paused = json(winner);
+        assert_eq!(paused["pending"][0]["seq"], 2);
+        assert_eq!(paused["pending"][0]["kind"], "unknown_outcome");
+    }
+    for id in &ids {
+        let done = store.run(ws, &["resume", id, "--allow", "2", "--approve", "allow", "--json"]);
+        assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stdout));
+        assert_eq!(seqs(&json(&done)), [1, 2, 3]);
+    }
+    let count = read(ws, "count.txt");
+    assert_eq!(count.matches('a').count(), 5, "no finished call ran again: {count}");
+    assert_eq!(count.matches('c').count(), 5, "each run finished once: {count}");
+}
