@@ -57,6 +57,7 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let recorded = rt.block_on(engine.pending_decisions(&args.run_id));
         if let Ok(pending) = recorded
+            && !pending.is_empty()
             && pending.iter().all(|p| p.recorded.is_none())
         {
             bail!(

@@ -428,7 +428,7 @@ fn a_process_killed_right_after_pausing_loses_nothing() {
 }
 
 #[test]
-fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
+fn a_run_killed_mid_call_is_interrupted_and_its_call_in_flight_waits_for_a_person() {
     let ws = crate::common::workspace();
     std::fs::write(ws.path().join("policy.toml"), "[rules]\nallow = [\"bash(sleep*)\"]\n").unwrap();
     std::fs::write(
@@ -444,16 +444,27 @@ fn a_run_killed_mid_call_is_interrupted_and_cannot_be_resumed() {
             let entry = std::fs::read_dir(&runs).ok()?.flatten().next()?;
             let j = entry.path().join("journal.jsonl");
             // The read's result is in the journal while the bash call runs.
-            std::fs::read_to_string(&j).ok()?.contains(r#""t":"call","seq":2"#).then_some(j)
+            std::fs::read_to_string(&j).ok()?.contains(r#"{"t":"start","seq":2}"#).then_some(j)
         })
         .expect("the run's journal shows its calls while it runs");
     child.kill().unwrap();
     let _ = child.wait();
     let run_id = journal.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
-    let out = codemode(&["resume", &run_id, "--allow", "1", "--json"], "", ws.path());
-    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = codemode(&["runs", "list", "--json"], "", ws.path());
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("interrupted"));
+    // Recovered (docs/JOURNAL.md, "Recovery"): the read is answered from
+    // the journal, the bash call in flight waits for a person.
+    // Without the run's policy: refused, and the run stays interrupted.
+    let out = codemode(&["resume", &run_id, "--json"], "", ws.path());
     let message = stdout_json(&out)["error"]["message"].as_str().unwrap().to_owned();
-    assert!(message.contains("was interrupted"), "{message}");
+    assert!(message.contains("the run stays interrupted"), "{message}");
+    let listed = codemode(&["runs", "list", "--json"], "", ws.path());
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("interrupted"));
+    let out = codemode(&["resume", &run_id, "--config", "policy.toml", "--json"], "", ws.path());
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
+    let paused = stdout_json(&out);
+    assert_eq!(paused["pending"][0]["seq"], 2);
+    assert_eq!(paused["pending"][0]["kind"], "unknown_outcome");
 }
 
 #[test]

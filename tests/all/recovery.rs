@@ -12,18 +12,25 @@ use serde_json::Value;
 
 use crate::cli::{codemode, spawn};
 
+/// A run's journal text, by workspace and run id.
+type Lines = Box<dyn Fn(&Path, &str) -> String>;
+
+/// The runs' ids, by workspace.
+type RunIds = Box<dyn Fn(&Path) -> Vec<String>>;
+
 /// Where the runs' journals are: the local state folder, or PostgreSQL.
-struct Store {
-    /// `--journal URL` for PostgreSQL, nothing for the local store.
-    flag: Vec<String>,
+pub(crate) struct Store {
+    /// Options every command gets: `--journal URL` for PostgreSQL,
+    /// nothing for the local store (or a `--config`).
+    pub(crate) flag: Vec<String>,
     /// A run's journal text.
-    lines: Box<dyn Fn(&Path, &str) -> String>,
+    pub(crate) lines: Lines,
     /// The runs' ids.
-    runs: Box<dyn Fn(&Path) -> Vec<String>>,
+    pub(crate) runs: RunIds,
 }
 
 impl Store {
-    fn local() -> Store {
+    pub(crate) fn local() -> Store {
         Store {
             flag: Vec::new(),
             lines: Box::new(|ws, id| {
@@ -65,7 +72,7 @@ impl Store {
     }
 
     /// `codemode ARGS` (with this store's flag) in `ws`, to its end.
-    fn run(&self, ws: &Path, args: &[&str]) -> std::process::Output {
+    pub(crate) fn run(&self, ws: &Path, args: &[&str]) -> std::process::Output {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(self.flag.iter().map(String::as_str));
         codemode(&all, "", ws)
@@ -74,7 +81,13 @@ impl Store {
     /// Starts `codemode run prog.js --approve allow` in `ws` with `env`,
     /// waits until its journal holds `seen` (and `ready` says yes), and
     /// SIGKILLs it. Returns the run's id.
-    fn run_and_kill(&self, ws: &Path, env: &[(&str, &Path)], seen: &str, ready: &dyn Fn() -> bool) -> String {
+    pub(crate) fn run_and_kill(
+        &self,
+        ws: &Path,
+        env: &[(&str, &Path)],
+        seen: &str,
+        ready: &dyn Fn() -> bool,
+    ) -> String {
         let mut args = vec!["run", "prog.js", "--approve", "allow"];
         args.extend(self.flag.iter().map(String::as_str));
         let mut child = spawn(&args, ws, env);
@@ -99,19 +112,19 @@ impl Store {
     }
 }
 
-fn json(out: &std::process::Output) -> Value {
+pub(crate) fn json(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
     })
 }
 
-fn read(ws: &Path, file: &str) -> String {
+pub(crate) fn read(ws: &Path, file: &str) -> String {
     std::fs::read_to_string(ws.join(file)).unwrap_or_default()
 }
 
 /// A workspace whose `add.sh X` appends X to count.txt (so each run of a
 /// command is counted) and whose `hold.sh` waits while `hold` exists.
-fn workspace(program: &str) -> tempfile::TempDir {
+pub(crate) fn workspace(program: &str) -> tempfile::TempDir {
     let ws = crate::common::workspace();
     std::fs::write(ws.path().join("add.sh"), "echo $1 >> count.txt\n").unwrap();
     std::fs::write(ws.path().join("hold.sh"), "while [ -f hold ]; do sleep 0.05; done\n").unwrap();
@@ -125,7 +138,7 @@ fn seqs(receipt: &Value) -> Vec<u64> {
     receipt["calls"].as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect()
 }
 
-const DURING_BASH: &str = r#"
+pub(crate) const DURING_BASH: &str = r#"
 await tools.bash({command: 'sh add.sh a'});
 await tools.write({path: 'w.txt', content: 'written'});
 let got = 'ran';

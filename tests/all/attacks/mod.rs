@@ -14,6 +14,7 @@ mod path_spelling;
 mod pinned_commands;
 mod questions;
 mod read_once;
+mod recovery;
 mod retention;
 mod round_two;
 mod run_state;

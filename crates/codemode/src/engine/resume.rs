@@ -119,11 +119,19 @@ pub(crate) async fn prepare(
     let shared = &engine.shared;
     let refused = |kind: ErrorKind, message: String| refusal(shared, run_id, kind, message);
     let (lines, mut claimed) = claim(shared, run_id).await.map_err(|(kind, m)| refused(kind, m))?;
-    // From here a refusal gives the run back, still paused.
+    // From here a refusal gives the run back, still paused; an
+    // interrupted one is let go as it was (its journal dropped uncommitted
+    // leaves it `running` with nobody holding it: interrupted).
+    let interrupted = was_interrupted(&lines);
     let mut warnings = Vec::new();
     let checked = checked_journal(shared, run_id, &lines, decisions, &mut warnings);
     let (journal, merged) = match checked {
         Ok(j) => j,
+        Err((kind, message)) if interrupted => {
+            drop(claimed);
+            let message = message.replace(STILL_PAUSED, STILL_INTERRUPTED);
+            return Err(refused(kind, message));
+        }
         Err((kind, message)) => {
             let back = on_tools(shared, async move { claimed.commit(RunState::Paused).await }).await;
             let mut receipt = refused(kind, message);
@@ -151,6 +159,25 @@ pub(crate) async fn prepare(
         shared.limits.deadline.saturating_sub(std::time::Duration::from_secs_f64(active_before / 1000.0)),
     );
     Ok(Resumed { program, journaling, clock: Arc::new(RunClock::new(shared.limits.deadline)) })
+}
+
+/// How a refusal of a paused run's resume ends its message.
+const STILL_PAUSED: &str = "the run is still paused";
+
+/// The same for an interrupted run's recovery.
+const STILL_INTERRUPTED: &str =
+    "the run stays interrupted (recover it with `codemode resume` once that is restored)";
+
+/// Whether a claimed run's journal ends `running` (or has no state line
+/// yet): its process ended
+/// without pausing or finishing it, and this resume recovers it.
+fn was_interrupted(lines: &[String]) -> bool {
+    lines
+        .iter()
+        .rev()
+        .find(|l| record::kind(l) == Some("state"))
+        // A new run's journal has no `state` line until it pauses or ends.
+        .is_none_or(|l| l.contains(&format!("\"state\":\"{}\"", RunState::Running.as_str())))
 }
 
 /// The receipt of a resume refused with `kind` and `message`, before
@@ -214,12 +241,12 @@ fn checked_journal(
         )
     })?;
     check_unchanged(shared, &journal, warnings).map_err(|m| {
-        (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}; the run is still paused"))
+        (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}; {STILL_PAUSED}"))
     })?;
     check_decisions(&journal, decisions)
-        .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
+        .map_err(|m| (ErrorKind::Invocation, format!("{m}; {STILL_PAUSED}")))?;
     let merged = with_recorded(&journal, decisions)
-        .map_err(|m| (ErrorKind::Invocation, format!("{m}; the run is still paused")))?;
+        .map_err(|m| (ErrorKind::Invocation, format!("{m}; {STILL_PAUSED}")))?;
     Ok((journal, merged))
 }
 
