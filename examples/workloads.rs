@@ -4,7 +4,10 @@
 //! journal on and off), `W6` (`W6_concurrent_1000`: 1,000 programs at once)
 //! and `W7` (`W7_serve_roundtrip`: `codemode mcp serve` over stdio, which
 //! needs `cargo build --release --bin codemode` first; with no workload
-//! named it is skipped when that binary is missing). And `floor`, run
+//! named it is skipped when that binary is missing), and `W8` (`W8_writes`:
+//! sequential `write` calls, each with its durable start and end, the
+//! journal on and off; `W8_writes_parallel`: the same in batches of 100 at
+//! once, which share their syncs). And `floor`, run
 //! only when named: W1, W2, W3 and W5 of bare rquickjs next to codemode's
 //! in one sitting (`workloads_floor/mod.rs`), since on this machine only
 //! the ratio is stable.
@@ -68,7 +71,14 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 8] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W6", "W7"];
+const WORKLOADS: [&str; 9] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W6", "W7", "W8"];
+
+/// W8: `write` calls per run.
+const W8_CALLS: i64 = 1_000;
+/// W8: one by one, each awaited (each its own start and end syncs).
+const W8_SEQUENTIAL: &str = "for (let i = 0; i < 1000; i++) { await tools.write({path: `f${i % 10}.txt`, content: `x${i}`}); } return 1000;";
+/// W8: 100 at once, ten times (the starts of a batch share a sync).
+const W8_PARALLEL: &str = "for (let b = 0; b < 10; b++) { await Promise.all(Array.from({length: 100}, (_, i) => tools.write({path: `f${i}.txt`, content: `x${b}`}))); } return 1000;";
 
 /// `echo`: returns its arguments object as content.
 struct Echo;
@@ -356,6 +366,44 @@ fn run_w2(rt: &tokio::runtime::Runtime) {
     emit(&engine, "W2_seq_calls", json!((10_000.0 / t.as_secs_f64()).round() as u64), "calls/s");
 }
 
+/// W8: `write` calls (native, not read-only: each has a durable start
+/// and end in the journal) through `Engine::execute_blocking`, the
+/// journal on (the local folder store) and off, alternating; emits the
+/// journaled rates, sequential and 100 at once, and prints both on
+/// stderr.
+fn run_w8() {
+    let mut limits = Limits::default();
+    limits.max_calls = 10_000;
+    let (on, _dir_on) = engine(limits.clone());
+    let (off, _dir_off) = engine_with(limits, |b| b.no_journal());
+    for (name, source) in [("W8_writes", W8_SEQUENTIAL), ("W8_writes_parallel", W8_PARALLEL)] {
+        let time = |engine: &Engine| {
+            let t0 = Instant::now();
+            let receipt = engine.execute_blocking(Program::new(source));
+            let took = t0.elapsed();
+            check(name, &receipt, W8_CALLS);
+            took
+        };
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for rep in 0..=REPS {
+            let (a, b) = (time(&on), time(&off));
+            if rep > 0 {
+                with.push(a);
+                without.push(b);
+            }
+        }
+        with.sort();
+        without.sort();
+        let rate = |d: Duration| (W8_CALLS as f64 / d.as_secs_f64()).round() as u64;
+        let (r_on, r_off) = (rate(with[with.len() / 2]), rate(without[without.len() / 2]));
+        emit(&on, name, json!(r_on), "calls/s");
+        eprintln!(
+            "{name} via execute_blocking: journal on {r_on} calls/s, off {r_off} calls/s ({:+.1}%)",
+            (r_on as f64 / r_off as f64 - 1.0) * 100.0
+        );
+    }
+}
+
 /// W2 through `Engine::execute_blocking`, the journal on (the local
 /// folder store, as `codemode run` has it) and off, alternating in one
 /// sitting; emits the journaled rate and prints both on stderr. The same
@@ -489,7 +537,7 @@ fn main() -> ExitCode {
         Some(w) if WORKLOADS.contains(&w) || w == "floor" => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W6|W7|floor]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W6|W7|W8|floor]"
             );
             return ExitCode::from(2);
         }
@@ -511,6 +559,7 @@ fn main() -> ExitCode {
                 "workloads: W7 skipped: no codemode binary next to this example (`cargo build --release --bin codemode`)"
             ),
             "W7" => run_w7(),
+            "W8" => run_w8(),
             "floor" => workloads_floor::run(),
             _ => unreachable!("checked above"),
         }
