@@ -3,7 +3,8 @@
 //! runs, resumes or removes. The database frees a session's locks when the
 //! session ends, so a process that dies (killed, crashed, cut off) lets its
 //! runs go without anyone cleaning up, and other processes see them as
-//! interrupted.
+//! interrupted and may recover them (a takeover, docs/JOURNAL.md
+//! "Recovery").
 //!
 //! Advisory locks are re-entrant within a session, so the holder also keeps
 //! the set of run ids this store holds: a second claim of a run from this
@@ -13,7 +14,9 @@
 //! server, a network cut), the locks go with it; the holder connects again
 //! at once and takes them again. Until then other processes read those
 //! runs as interrupted (and could remove them: a later commit then fails
-//! rather than write to a run that is gone).
+//! rather than write to a run that is gone; or recover them: a later
+//! append then fails on the line numbers the recovery wrote, but calls
+//! started meanwhile ran in both, which docs/JOURNAL.md says).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};

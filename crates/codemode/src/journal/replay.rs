@@ -595,4 +595,48 @@ mod tests {
             ReplayCall::Diverged(m) if m.contains("call 1")
         ));
     }
+
+    /// A recovery's journal: a call started and not ended has an unknown
+    /// outcome; one paused on for that waits for its decision (denied
+    /// with kind `unknown_outcome`); one allowed on an earlier resume and
+    /// started since is unknown again; one never started runs live.
+    #[test]
+    fn started_calls_without_an_end_have_an_unknown_outcome() {
+        let call = |seq: u64| record::call_line(seq, "write", Caller::Program, "{}");
+        let start = |seq: u64| record::start_line(seq);
+        let pending = |seq: u64, kind: &str| {
+            format!(r#"{{"t":"pending","seq":{seq},"tool":"write","args":{{}},"reason":"r"{kind}}}"#)
+        };
+        let lines = vec![
+            header(),
+            call(1),
+            start(1),
+            done(1, "unsettled", "ok", "auto"),
+            call(2),
+            start(2),
+            call(3),
+            start(3),
+            pending(3, r#","kind":"unknown_outcome""#),
+            call(4),
+            pending(4, ""),
+            start(4),
+            call(5),
+        ];
+        let journal = Journal::parse(&lines).unwrap();
+        assert_eq!(journal.unknown, [2, 4]);
+        assert_eq!(journal.pending.iter().map(|p| p.seq).collect::<Vec<_>>(), [3]);
+        let mut replay = Replay::new(journal, HashMap::new(), HashSet::new());
+        assert!(matches!(replay.call(1, "write", Caller::Program, "{}"), ReplayCall::InTurn { .. }));
+        assert!(matches!(replay.call(2, "write", Caller::Program, "{}"), ReplayCall::Unknown));
+        assert!(matches!(replay.call(3, "write", Caller::Program, "{}"), ReplayCall::Unknown));
+        assert!(matches!(replay.call(4, "write", Caller::Program, "{}"), ReplayCall::Unknown));
+        assert!(matches!(replay.call(5, "write", Caller::Program, "{}"), ReplayCall::Live));
+        let journal = Journal::parse(&lines).unwrap();
+        let decided = HashMap::from([(3, Decided::Deny("no".into()))]);
+        let mut replay = Replay::new(journal, decided, HashSet::new());
+        assert!(matches!(
+            replay.call(3, "write", Caller::Program, "{}"),
+            ReplayCall::Denied { kind: "unknown_outcome", .. }
+        ));
+    }
 }
