@@ -210,21 +210,7 @@ async fn write_task(opening: Opening, late: bool, mut rx: mpsc::UnboundedReceive
                     failure = Some(e);
                 }
             }
-            Msg::Durable(text, tickets) => {
-                let result = match (journal.as_mut(), &failure) {
-                    (_, Some(e)) => Err(e.clone()),
-                    (Some(j), None) => j.append_durable(text).await,
-                    (None, None) => Err(StoreError::Failed("the journal was never opened".into())),
-                };
-                if let Err(e) = &result
-                    && failure.is_none()
-                {
-                    failure = Some(e.clone());
-                }
-                for ticket in tickets {
-                    let _ = ticket.send(result.clone());
-                }
-            }
+            Msg::Durable(text, tickets) => durable(journal.as_deref_mut(), &mut failure, text, tickets).await,
             Msg::Commit(tail, state, done) => {
                 let result = match (journal.as_mut(), failure.take()) {
                     (_, Some(e)) => Err(e),
@@ -237,6 +223,29 @@ async fn write_task(opening: Opening, late: bool, mut rx: mpsc::UnboundedReceive
                 return;
             }
         }
+    }
+}
+
+/// Appends `text` and makes it durable (unless the run's journal has
+/// failed already), then answers every ticket; a failure is the run's.
+async fn durable(
+    journal: Option<&mut (dyn RunJournal + 'static)>,
+    failure: &mut Option<StoreError>,
+    text: String,
+    tickets: Vec<super::durable::Ticket>,
+) {
+    let result = match (journal, &*failure) {
+        (_, Some(e)) => Err(e.clone()),
+        (Some(j), None) => j.append_durable(text).await,
+        (None, None) => Err(StoreError::Failed("the journal was never opened".into())),
+    };
+    if let Err(e) = &result
+        && failure.is_none()
+    {
+        *failure = Some(e.clone());
+    }
+    for ticket in tickets {
+        let _ = ticket.send(result.clone());
     }
 }
 

@@ -391,12 +391,7 @@ impl Dispatcher {
         }
         // A call that may change something starts once its start is
         // durable: not polled here.
-        if !slot_free || durable {
-            let abandon = Abandon::for_tool(&entry.spec);
-            let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
-            return Begun::Running { seq, future: finish.run(future, timeout, abandon) };
-        }
-        self.first_poll(ledger, entry, finish, args, cx, timeout)
+        self.first_poll(ledger, entry, finish, (args, cx), timeout, slot_free && !durable)
     }
 
     /// The gate's synchronous steps for `request`: go on with what they
@@ -475,16 +470,23 @@ impl Dispatcher {
     /// inside the tool runtime's context, so a tool that creates timers or
     /// I/O registers them with that runtime. Settled at once when the tool
     /// answered (or panicked) on that poll; `Running` otherwise.
+    /// With `poll_now` false (no slot free, or the call waits for its
+    /// durable start) it is not polled here: it comes back `Running`.
     fn first_poll(
         &self,
         ledger: &mut Ledger,
         entry: &Entry,
         finish: Finisher,
-        args: Value,
-        cx: ToolContext,
+        (args, cx): (Value, ToolContext),
         timeout: Duration,
+        poll_now: bool,
     ) -> Begun {
         let seq = finish.seq;
+        if !poll_now {
+            let abandon = Abandon::for_tool(&entry.spec);
+            let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
+            return Begun::Running { seq, future: finish.run(future, timeout, abandon) };
+        }
         let _enter = self.shared.tools.enter();
         let abandon = Abandon::for_tool(&entry.spec);
         let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
