@@ -78,7 +78,10 @@ pub use codemode_base::{display_text, limit_settings};
 /// engine's entry points take and give besides [`Program`] and
 /// [`Receipt`].
 pub mod run {
-    pub use crate::engine::{CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Run, RunOptions, ToolsShown};
+    pub use crate::engine::{
+        CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, NotUndone, RollbackOptions, RollbackReport, Run,
+        RunOptions, ToolsShown,
+    };
     pub use crate::vm::PRELUDE_NAME;
     pub use codemode_program::ExecuteInput;
 }

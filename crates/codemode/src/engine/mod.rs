@@ -13,6 +13,7 @@ pub(crate) mod elicitor;
 mod execute_tools;
 mod mcp_link;
 mod resume;
+mod rollback;
 mod run_handle;
 mod run_id;
 mod run_state;
@@ -20,6 +21,7 @@ pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 pub use builder::{BuildError, EngineBuilder};
+pub use rollback::{NotUndone, RollbackOptions, RollbackReport};
 pub use run_handle::{Canceller, ClockPause, Run, RunOptions};
 
 pub use direct::CallOutcome;
@@ -233,7 +235,8 @@ impl Engine {
         let (id, c) = (run_id.clone(), clock.clone());
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
-                let setup = vm_setup(&shared, &id, &c, journaling.is_some(), options);
+                let undo = journaling.as_ref().and_then(|j| j.log.undo_log()).map(Arc::new);
+                let setup = vm_setup(&shared, &id, &c, (journaling.is_some(), undo), options);
                 let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
                 let receipt = match vm {
                     Ok(mut vm) => vm.run(program).await,
@@ -304,7 +307,7 @@ impl Engine {
     pub fn vm(&self) -> Result<Vm, RunError> {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
-        let setup = vm_setup(&self.shared, &run_id, &clock, false, RunOptions::default());
+        let setup = vm_setup(&self.shared, &run_id, &clock, (false, None), RunOptions::default());
         Vm::new(setup, clock, run_id, None)
     }
 
@@ -513,17 +516,19 @@ pub(super) fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, err
 }
 
 /// What a VM gets for run `run_id`: the limits, the tool runtime, and a
-/// dispatcher of its own (pausable when the run keeps a journal; asking
+/// dispatcher of its own (pausable when the run keeps a journal; keeping
+/// its file tools' pre-images in `undo` when given; asking
 /// `options.approver` when given).
 fn vm_setup(
     shared: &Arc<Shared>,
     run_id: &Arc<str>,
     clock: &Arc<RunClock>,
-    journaled: bool,
+    (journaled, undo): (bool, Option<Arc<crate::journal::UndoLog>>),
     options: RunOptions,
 ) -> crate::vm::VmSetup {
     let dispatcher = dispatch::Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
     let dispatcher = if journaled { dispatcher.pausable() } else { dispatcher };
+    let dispatcher = dispatcher.keeping_preimages(undo);
     crate::vm::VmSetup {
         limits: shared.limits.clone(),
         tools: shared.tools.clone(),

@@ -175,7 +175,8 @@ impl Reading {
             }
             "seed" => j.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
             "paused" => j.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
-            "state" | "resumed" => {}
+            // Undo's records (journal/undo.rs): a replay needs none of them.
+            "state" | "resumed" | "preimage" | "postimage" | "reverted" => {}
             other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
         }
         Ok(())

@@ -116,6 +116,11 @@ pub(crate) struct Dispatcher {
     /// The run's calls that may have changed files (how long a prompt's
     /// `a` for bash or a server's start holds).
     pub(crate) changes: crate::gate::RunChanges,
+    /// Where the run's `write` and `edit` calls keep pre-images (a
+    /// journaled program run): `None` keeps none (journal/undo.rs).
+    pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
+    /// A rollback's plan: its `write` calls restore files by it.
+    pub(crate) restore: Option<Arc<crate::tools::restore::RestorePlan>>,
 }
 
 impl Dispatcher {
@@ -142,12 +147,26 @@ impl Dispatcher {
             connect_refusals: Arc::default(),
             pausable: false,
             changes: crate::gate::RunChanges::default(),
+            undo: None,
+            restore: None,
         }
     }
 
     /// This dispatcher's calls may pause the run (a journaled program run).
     pub(crate) fn pausable(self) -> Self {
         Dispatcher { pausable: true, ..self }
+    }
+
+    /// This dispatcher's `write` and `edit` calls keep pre-images in
+    /// `undo`, when given (journal/undo.rs).
+    pub(crate) fn keeping_preimages(self, undo: Option<Arc<crate::journal::UndoLog>>) -> Self {
+        Dispatcher { undo, ..self }
+    }
+
+    /// This dispatcher's `write` calls restore files by `plan` (a
+    /// rollback's batch).
+    pub(crate) fn restoring(self, plan: Option<Arc<crate::tools::restore::RestorePlan>>) -> Self {
+        Dispatcher { restore: plan, ..self }
     }
 
     /// This dispatcher asks `approver` instead of the engine's, when given.
@@ -189,6 +208,8 @@ impl Dispatcher {
             decision,
             notes,
             questions: Arc::default(),
+            undo: self.undo.clone(),
+            restore: self.restore.clone(),
         }
     }
 
