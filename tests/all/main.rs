@@ -42,6 +42,7 @@ mod programs_typescript;
 mod protection;
 mod receipts;
 mod result_cuts;
+mod rollback;
 mod run_end;
 mod run_grant;
 mod runs;
