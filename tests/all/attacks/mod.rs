@@ -15,6 +15,7 @@ mod pinned_commands;
 mod questions;
 mod read_once;
 mod retention;
+mod rollback;
 mod round_two;
 mod run_state;
 mod secrets;
