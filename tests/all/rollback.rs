@@ -170,3 +170,54 @@ fn journaling_off_keeps_no_pre_images_and_says_so() {
     let out = codemode(&["rollback", "run-20260101T000000Z-00000000"], "", ws.path());
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_served_model_asks_for_a_rollback_and_a_person_approves_each_restore() {
+    use serde_json::json;
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let before = snapshot(ws);
+    let mut s = crate::serve_stdio::Served::start(ws, &[]);
+    s.initialize(json!({"elicitation": {}}));
+    // The person accepts what the model's program writes, and (later) the
+    // rollback of one file but not the other.
+    let mut asked: Vec<String> = Vec::new();
+    let answer = |s: &mut crate::serve_stdio::Served, m: serde_json::Value, asked: &mut Vec<String>| {
+        if m["method"] == "elicitation/create" {
+            let message = m["params"]["message"].as_str().unwrap().to_owned();
+            let action = if message.contains("made.txt") && message.contains("rollback") {
+                "decline"
+            } else {
+                "accept"
+            };
+            asked.push(message);
+            let mut result = json!({"action": action});
+            if action == "accept" {
+                result["content"] = json!({});
+            }
+            s.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": result}));
+        }
+    };
+    let code = r#"await tools.write({path: "a.txt", content: "A\n"}); await tools.write({path: "made.txt", content: "m\n"}); return 1;"#;
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let r = s.response(id, |s, m| answer(s, m, &mut asked));
+    let run_id = r["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(r["result"]["structuredContent"]["status"], "completed", "{r}");
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"rollback": run_id}}));
+    let r = s.response(id, |s, m| answer(s, m, &mut asked));
+    let value = &r["result"]["structuredContent"]["value"];
+    assert_eq!(value["restored"], json!(["a.txt"]), "{r}");
+    assert_eq!(value["failed"][0][0], "made.txt", "declined by the person: {r}");
+    assert!(asked.iter().filter(|m| m.contains("rollback")).count() >= 1, "the person was asked: {asked:?}");
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), before["a.txt"].0);
+    assert!(ws.join("made.txt").exists(), "a declined restore changes nothing");
+    // The model cannot force, nor add fields.
+    let id = s.request(
+        "tools/call",
+        json!({"name": "execute_tools", "arguments": {"rollback": run_id, "force": true}}),
+    );
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(s.close().success());
+}
