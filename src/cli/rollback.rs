@@ -95,6 +95,9 @@ fn shown(report: &RollbackReport, saved: Option<&str>) -> String {
             p(path)
         ));
     }
+    for c in &report.compensated {
+        out.push_str(&format!("compensated: call {} {} by {}\n", c.seq, p(&c.tool), p(&c.by)));
+    }
     for (path, why) in &report.failed {
         out.push_str(&format!("not restored: {}: {}\n", p(path), p(why)));
     }

@@ -392,6 +392,7 @@ fn allowed_callers_and_timeouts_from_the_policy_apply() {
         codemode::policy::ToolSettings {
             timeout_ms: Some(100),
             allowed_callers: Some(vec![codemode::receipt::Caller::Program]),
+            compensate: None,
         },
     );
     let e = engine(&ws, policy, Scripted::deny());

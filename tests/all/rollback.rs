@@ -221,3 +221,69 @@ fn a_served_model_asks_for_a_rollback_and_a_person_approves_each_restore() {
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(s.close().success());
 }
+
+/// A policy names the call that undoes an MCP tool's call; the rollback
+/// makes it against the real server (server-memory), in seq order with the
+/// file restores, and the entity the run made is gone.
+#[test]
+fn a_policy_named_compensation_undoes_an_mcp_call_against_a_real_server() {
+    use serde_json::json;
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let outside = tempfile::tempdir().unwrap();
+    let memory = outside.path().join("memory.jsonl");
+    let mcp = outside.path().join("mcp.json");
+    std::fs::write(
+        &mcp,
+        json!({"mcpServers": {"memory": {"command": "node",
+            "args": [crate::mcp_support::node_server("server-memory")],
+            "env": {"MEMORY_FILE_PATH": memory}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let config = outside.path().join("codemode.toml");
+    std::fs::write(
+        &config,
+        r#"[tools."mcp__memory__create_entities"]
+compensate = { tool = "mcp__memory__delete_entities", args = { entityNames = ["{args.entities.0.name}"] } }
+"#,
+    )
+    .unwrap();
+    let (mcp, config) = (mcp.to_str().unwrap(), config.to_str().unwrap());
+    let common = ["--posture", "full-access", "--mcp-config", mcp, "--config", config];
+    std::fs::write(ws.join("prog.js"), r#"
+        await tools.write({path: "c.txt", content: "c\n"});
+        await tools.call("mcp__memory__create_entities", {entities: [{name: "undo-me", entityType: "note", observations: ["x"]}]});
+        await tools.write({path: "b.txt", content: "b\n"});
+        await tools.call("mcp__memory__add_observations", {observations: [{entityName: "undo-me", contents: ["y"]}]});
+        return 1;"#).unwrap();
+    let mut args = vec!["run", "prog.js"];
+    args.extend_from_slice(&common);
+    let out = codemode(&args, "", ws);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let id = format!("run-{}", &err.split("run run-").nth(1).unwrap()[..25]);
+    assert!(std::fs::read_to_string(&memory).unwrap().contains("undo-me"));
+
+    let (out, report) = rollback(ws, &id, &common);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(report["compensated"][0]["seq"], 2, "{report}");
+    assert_eq!(report["compensated"][0]["by"], "mcp__memory__delete_entities");
+    assert_eq!(names(&report, "removed"), ["b.txt", "c.txt"], "{report}");
+    // add_observations has none named: said, not undone.
+    let not_undone = report["not_undone"].as_array().unwrap();
+    assert!(
+        not_undone.iter().any(|c| c["seq"] == 4 && c["reason"].as_str().unwrap().contains("compensate")),
+        "{report}"
+    );
+    assert!(!std::fs::read_to_string(&memory).unwrap().contains("undo-me"), "the entity is gone");
+    assert!(!ws.join("c.txt").exists() && !ws.join("b.txt").exists());
+    // Newest first, the compensation between the two restores.
+    let receipt: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report["receipt"].as_str().unwrap()).unwrap()).unwrap();
+    let tools: Vec<&str> =
+        receipt["calls"].as_array().unwrap().iter().map(|c| c["tool"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["write", "mcp__memory__delete_entities", "write"], "{receipt}");
+    let (_, report) = rollback(ws, &id, &common);
+    assert_eq!(report["nothing_left"], true, "{report}");
+}

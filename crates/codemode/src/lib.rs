@@ -79,8 +79,8 @@ pub use codemode_base::{display_text, limit_settings};
 /// [`Receipt`].
 pub mod run {
     pub use crate::engine::{
-        CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, NotUndone, RollbackOptions, RollbackReport, Run,
-        RunOptions, ToolsShown,
+        CallOutcome, Canceller, ClockPause, Compensated, EXECUTE_TOOLS, NotUndone, RollbackOptions,
+        RollbackReport, Run, RunOptions, ToolsShown,
     };
     pub use crate::vm::PRELUDE_NAME;
     pub use codemode_program::ExecuteInput;
@@ -127,6 +127,7 @@ pub mod approval {
 /// (docs/POLICY.md); the rest of `codemode.toml` is in [`config`].
 pub mod policy {
     pub use crate::config::PolicyError;
+    pub use crate::gate::compensation::Compensation;
     pub use crate::gate::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
     pub use codemode_base::limit_settings::LimitSettings;
 }

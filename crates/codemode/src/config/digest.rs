@@ -36,14 +36,16 @@ pub(crate) fn policy_json(config: &ConfigFile, posture: Posture) -> Value {
     let texts = |list: &[Rule]| list.iter().map(|r| r.to_string()).collect::<Vec<_>>();
     let tools: serde_json::Map<String, Value> = tools
         .iter()
-        .map(|(name, ToolSettings { timeout_ms, allowed_callers })| {
-            (
-                name.clone(),
-                json!({
-                    "timeout_ms": timeout_ms,
-                    "allowed_callers": allowed_callers,
-                }),
-            )
+        .map(|(name, ToolSettings { timeout_ms, allowed_callers, compensate })| {
+            let mut settings = json!({
+                "timeout_ms": timeout_ms,
+                "allowed_callers": allowed_callers,
+            });
+            // Only when set: policies without one keep their digests.
+            if let Some(c) = compensate {
+                settings["compensate"] = json!({"tool": c.tool, "args": c.args});
+            }
+            (name.clone(), settings)
         })
         .collect();
     let hooks: Vec<Value> = hooks

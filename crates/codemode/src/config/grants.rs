@@ -68,8 +68,14 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
         dropped.push(plural(hooks.len(), "hook"));
     }
     let mut timeouts = 0;
-    for ToolSettings { timeout_ms, allowed_callers: _ } in tools.values_mut() {
+    let mut compensations = 0;
+    for ToolSettings { timeout_ms, allowed_callers: _, compensate } in tools.values_mut() {
         timeouts += usize::from(timeout_ms.take().is_some());
+        // A rollback would make this call: a grant an untrusted file loses.
+        compensations += usize::from(compensate.take().is_some());
+    }
+    if compensations > 0 {
+        dropped.push(plural(compensations, "compensating call"));
     }
     if timeouts > 0 {
         dropped.push(plural(timeouts, "tool timeout"));

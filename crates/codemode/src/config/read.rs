@@ -216,6 +216,15 @@ struct RawRules {
 struct RawTool {
     timeout_ms: Option<Spanned<u64>>,
     allowed_callers: Option<Spanned<Vec<Caller>>>,
+    compensate: Option<Spanned<RawCompensate>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table `{ tool = \"NAME\", args = { ... } }`")]
+struct RawCompensate {
+    tool: String,
+    #[serde(default)]
+    args: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -483,7 +492,19 @@ impl Reader<'_> {
             }
             None => None,
         };
-        Ok(ToolSettings { timeout_ms, allowed_callers })
+        let compensate = match raw.compensate {
+            Some(c) => {
+                let at = c.span().start;
+                let RawCompensate { tool: by, args } = c.into_inner();
+                let comp = crate::gate::compensation::Compensation { tool: by, args };
+                if let Err(e) = comp.check() {
+                    return Err(self.error(Some(at), format!("[tools.{tool}] compensate: {e}")));
+                }
+                Some(comp)
+            }
+            None => None,
+        };
+        Ok(ToolSettings { timeout_ms, allowed_callers, compensate })
     }
 
     fn hook(&self, raw: RawHook) -> Result<HookSpec, PolicyError> {
@@ -621,11 +642,19 @@ command = ["audit"]
         assert_eq!(tools, ["bash", "read"]);
         assert_eq!(
             p.tools["bash"],
-            ToolSettings { timeout_ms: Some(60_000), allowed_callers: Some(vec![Caller::Direct]) }
+            ToolSettings {
+                timeout_ms: Some(60_000),
+                allowed_callers: Some(vec![Caller::Direct]),
+                compensate: None
+            }
         );
         assert_eq!(
             p.tools["read"],
-            ToolSettings { timeout_ms: None, allowed_callers: Some(vec![Caller::Program, Caller::Direct]) }
+            ToolSettings {
+                timeout_ms: None,
+                allowed_callers: Some(vec![Caller::Program, Caller::Direct]),
+                compensate: None
+            }
         );
         assert_eq!(p.hooks.len(), 2);
         assert_eq!(p.hooks[0].matcher.as_str(), "^(bash|write)$");

@@ -21,7 +21,7 @@ pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 pub use builder::{BuildError, EngineBuilder};
-pub use rollback::{NotUndone, RollbackOptions, RollbackReport};
+pub use rollback::{Compensated, NotUndone, RollbackOptions, RollbackReport};
 pub use run_handle::{Canceller, ClockPause, Run, RunOptions};
 
 pub use direct::CallOutcome;

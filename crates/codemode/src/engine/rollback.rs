@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{BatchOptions, Engine, RunOptions};
+use crate::gate::compensation::Compensation;
 use crate::journal::undo::{FileUndo, RevertedRecord, UndoPlan};
 use crate::journal::{RunState, StoreError, record};
 use crate::receipt::{CallStatus, ErrorKind, Receipt, RunError};
@@ -61,6 +62,18 @@ pub struct NotUndone {
     pub reason: String,
 }
 
+/// A call of the run a rollback undid by the call the policy names for
+/// it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compensated {
+    /// The call's seq in the run.
+    pub seq: u64,
+    /// Its tool.
+    pub tool: String,
+    /// The compensating tool called.
+    pub by: String,
+}
+
 /// What a rollback did.
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
@@ -77,8 +90,11 @@ pub struct RollbackReport {
     pub as_before: Vec<String>,
     /// Files changed since the run, left alone (`--force` restores them).
     pub changed_since: Vec<String>,
-    /// Files the rollback could not restore (the gate refused the call, or
-    /// it failed), with why.
+    /// Calls undone by their compensating call (policy `compensate`).
+    pub compensated: Vec<Compensated>,
+    /// Files the rollback could not restore, and compensating calls that
+    /// did not succeed (`call SEQ TOOL`), with why (the gate refused the
+    /// call, a person declined it, or it failed).
     pub failed: Vec<(String, String)>,
     /// Calls of the run not undone, with why.
     pub not_undone: Vec<NotUndone>,
@@ -134,17 +150,22 @@ impl Engine {
             ));
         }
         let plan = UndoPlan::of(&stored.lines).map_err(|e| RunError::new(ErrorKind::Internal, e))?;
-        let mut report = self.report_of(run_id, &plan);
-        let files: Vec<&FileUndo> = plan
+        let (mut report, comps) = self.report_of(run_id, &plan);
+        let mut steps: Vec<Step<'_>> = plan
             .files
             .iter()
             .filter(|f| !f.seqs.iter().all(|s| plan.reverted.contains(s)) && f.not_undoable.is_none())
+            .map(Step::File)
+            .chain(comps.into_iter().map(Step::Compensate))
             .collect();
-        if files.is_empty() {
+        if steps.is_empty() {
             report.nothing_left = true;
             return Ok(report);
         }
-        let (restore, batch) = restore_batch(&files, options.force)?;
+        // Newest first: files by their last change, compensations by their
+        // call, in one order.
+        steps.sort_by_key(|s| std::cmp::Reverse(s.seq()));
+        let (restore, batch) = restore_batch(&steps, options.force)?;
         let restore = Arc::new(restore);
         let receipt = self
             .start_batch_restoring(
@@ -155,97 +176,71 @@ impl Engine {
             )
             .wait()
             .await;
-        self.sort_outcomes(&mut report, &files, &restore, &receipt);
-        self.mark(run_id, &mut report, &files, &receipt).await;
+        let undone = sort_outcomes(&mut report, &steps, &restore, &receipt);
+        self.mark(run_id, &mut report, undone, &receipt).await;
         report.rollback_run_id = Some(receipt.run_id.clone());
         report.receipt = Some(receipt);
         Ok(report)
     }
 
-    /// The report before anything runs: the calls not undone.
-    fn report_of(&self, run_id: &str, plan: &UndoPlan) -> RollbackReport {
+    /// The report before anything runs (the calls not undone), and the
+    /// compensating calls to make.
+    fn report_of(&self, run_id: &str, plan: &UndoPlan) -> (RollbackReport, Vec<Comp>) {
         let catalog = self.shared.catalog.load();
+        let tools = &self.shared.config.policy.tools;
         let mut not_undone = Vec::new();
+        let mut comps = Vec::new();
         let kept: HashMap<u64, &FileUndo> =
             plan.files.iter().flat_map(|f| f.seqs.iter().map(move |s| (*s, f))).collect();
         for (seq, call) in &plan.calls {
             if plan.reverted.contains(seq) {
                 continue;
             }
-            let reason = match call.tool.as_str() {
-                "write" | "edit" => match kept.get(seq) {
+            let compensate = tools.get(&call.tool).and_then(|t| t.compensate.as_ref());
+            let reason = match (call.tool.as_str(), compensate) {
+                ("write" | "edit", _) => match kept.get(seq) {
                     Some(f) if f.first.seq == *seq => f.not_undoable.clone(),
                     _ => None,
                 },
-                "bash" => Some("bash's changes are not undone".to_owned()),
-                tool => match catalog.get(tool) {
+                (_, Some(c)) => match compensation_of(call, c) {
+                    Ok(args) => {
+                        comps.push(Comp { seq: *seq, tool: call.tool.clone(), by: c.tool.clone(), args });
+                        None
+                    }
+                    Err(why) => Some(format!("its compensating call `{}` cannot be made: {why}", c.tool)),
+                },
+                ("bash", None) => Some("bash's changes are not undone".to_owned()),
+                (tool, None) => match catalog.get(tool) {
                     Some(entry) if entry.spec.is_read_only() => None,
-                    _ => Some("not undone: a rollback restores files only".to_owned()),
+                    _ => Some(format!(
+                        "not undone: the policy names no compensating call for it ([tools.\"{tool}\"] compensate)"
+                    )),
                 },
             };
             if let Some(reason) = reason {
                 not_undone.push(NotUndone { seq: *seq, tool: call.tool.clone(), reason });
             }
         }
-        RollbackReport {
+        let report = RollbackReport {
             run_id: run_id.to_owned(),
             rollback_run_id: None,
             restored: Vec::new(),
             removed: Vec::new(),
             as_before: Vec::new(),
             changed_since: Vec::new(),
+            compensated: Vec::new(),
             failed: Vec::new(),
             not_undone,
             reverted: Vec::new(),
             nothing_left: false,
             warnings: Vec::new(),
             receipt: None,
-        }
+        };
+        (report, comps)
     }
 
-    /// Sorts each file by what happened to it.
-    fn sort_outcomes(
-        &self,
-        report: &mut RollbackReport,
-        files: &[&FileUndo],
-        plan: &RestorePlan,
-        receipt: &Receipt,
-    ) {
-        let outcomes = plan.outcomes.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for (i, file) in files.iter().enumerate() {
-            let path = file.path.clone();
-            match outcomes.get(&path) {
-                Some(Restored::Written) => report.restored.push(path),
-                Some(Restored::Removed) => report.removed.push(path),
-                Some(Restored::AsBefore) => report.as_before.push(path),
-                Some(Restored::ChangedSince) => report.changed_since.push(path),
-                None => {
-                    let why = receipt
-                        .calls
-                        .get(i)
-                        .filter(|c| c.status != CallStatus::Ok)
-                        .and_then(|c| c.error.clone())
-                        .unwrap_or_else(|| "the call did not run".to_owned());
-                    report.failed.push((path, why));
-                }
-            }
-        }
-    }
-
-    /// Marks the files' calls undone in the run's journal.
-    async fn mark(&self, run_id: &str, report: &mut RollbackReport, files: &[&FileUndo], receipt: &Receipt) {
-        let done: Vec<&str> = report
-            .restored
-            .iter()
-            .chain(&report.removed)
-            .chain(&report.as_before)
-            .map(String::as_str)
-            .collect();
-        let mut seqs: Vec<u64> = files
-            .iter()
-            .filter(|f| done.contains(&f.path.as_str()))
-            .flat_map(|f| f.seqs.iter().copied())
-            .collect();
+    /// Marks the calls undone (`seqs`) in the run's journal.
+    async fn mark(&self, run_id: &str, report: &mut RollbackReport, mut seqs: Vec<u64>, receipt: &Receipt) {
         seqs.sort_unstable();
         if seqs.is_empty() {
             return;
@@ -266,11 +261,98 @@ impl Engine {
     }
 }
 
-/// The plan and the batch of `write` calls restoring `files` (in order).
-fn restore_batch(files: &[&FileUndo], force: bool) -> Result<(RestorePlan, Batch), RunError> {
+/// A compensating call to make.
+pub(crate) struct Comp {
+    seq: u64,
+    tool: String,
+    by: String,
+    args: Value,
+}
+
+/// One call of a rollback.
+enum Step<'a> {
+    /// Restore a file.
+    File(&'a FileUndo),
+    /// Make a compensating call.
+    Compensate(Comp),
+}
+
+impl Step<'_> {
+    /// The seq of the run's call it undoes (a file's last).
+    fn seq(&self) -> u64 {
+        match self {
+            Step::File(f) => f.seqs.iter().copied().max().unwrap_or_default(),
+            Step::Compensate(c) => c.seq,
+        }
+    }
+}
+
+/// The arguments of the compensating call `c` for `call`.
+fn compensation_of(call: &crate::journal::undo::RunCall, c: &Compensation) -> Result<Value, String> {
+    let args = call.args.as_ref().ok_or("its arguments were journaled as a digest (over 4 KiB)")?;
+    let result = call.result.as_ref().ok_or("it did not succeed")?;
+    c.arguments(args, result)
+}
+
+/// Sorts each step by what happened to it; the run's calls undone.
+fn sort_outcomes(
+    report: &mut RollbackReport,
+    steps: &[Step<'_>],
+    plan: &RestorePlan,
+    receipt: &Receipt,
+) -> Vec<u64> {
+    let outcomes = plan.outcomes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut undone = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        let call = receipt.calls.get(i);
+        let why = || {
+            call.filter(|c| c.status != CallStatus::Ok)
+                .and_then(|c| c.error.clone())
+                .unwrap_or_else(|| "the call did not run".to_owned())
+        };
+        match step {
+            Step::File(file) => {
+                let path = file.path.clone();
+                let list = match outcomes.get(&path) {
+                    Some(Restored::Written) => &mut report.restored,
+                    Some(Restored::Removed) => &mut report.removed,
+                    Some(Restored::AsBefore) => &mut report.as_before,
+                    Some(Restored::ChangedSince) => {
+                        report.changed_since.push(path);
+                        continue;
+                    }
+                    None => {
+                        report.failed.push((path, why()));
+                        continue;
+                    }
+                };
+                list.push(path);
+                undone.extend(file.seqs.iter().copied());
+            }
+            Step::Compensate(c) if call.is_some_and(|r| r.status == CallStatus::Ok) => {
+                report.compensated.push(Compensated { seq: c.seq, tool: c.tool.clone(), by: c.by.clone() });
+                undone.push(c.seq);
+            }
+            Step::Compensate(c) => report.failed.push((format!("call {} {}", c.seq, c.tool), why())),
+        }
+    }
+    undone
+}
+
+/// The plan and the batch of calls making `steps` (in order): a `write`
+/// per file, the compensating calls.
+fn restore_batch(steps: &[Step<'_>], force: bool) -> Result<(RestorePlan, Batch), RunError> {
     let mut plan = RestorePlan { force, ..RestorePlan::default() };
     let mut calls = Vec::new();
-    for file in files {
+    for step in steps {
+        let file = match step {
+            Step::File(file) => file,
+            Step::Compensate(c) => {
+                let args = c.args.as_object().cloned().unwrap_or_default();
+                calls.push(BatchCall::new(c.by.clone(), args));
+                continue;
+            }
+        };
         let bytes = file.first.decoded().map_err(|e| RunError::new(ErrorKind::Internal, e))?;
         // What the person approving the call sees as its content.
         let content = match (&bytes, file.first.existed) {

@@ -72,6 +72,9 @@ pub struct ToolSettings {
     pub timeout_ms: Option<u64>,
     /// Who may call the tool, over the tool's own list.
     pub allowed_callers: Option<Vec<Caller>>,
+    /// The call that undoes a call of this tool in a rollback
+    /// (`compensate = { tool, args }`); `None`: a rollback does not undo it.
+    pub compensate: Option<super::compensation::Compensation>,
 }
 
 /// A before-call hook: an external command asked about every call whose

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use super::record::{self, CallRecord};
+use super::record::{self, CallRecord, DoneRecord};
 use super::writer::SideLog;
 
 /// Most bytes of one file's pre-image a run keeps: 8 MiB. A larger file
@@ -238,6 +238,10 @@ pub(crate) struct UndoPlan {
 #[derive(Debug, Clone)]
 pub(crate) struct RunCall {
     pub tool: String,
+    /// Its arguments, when journaled whole (not as a digest).
+    pub args: Option<serde_json::Value>,
+    /// Its result's content, when it succeeded.
+    pub result: Option<serde_json::Value>,
 }
 
 impl UndoPlan {
@@ -263,7 +267,23 @@ impl UndoPlan {
                 }
                 Some("call") => {
                     if let Ok(c) = serde_json::from_str::<CallRecord>(line) {
-                        plan.calls.insert(c.seq, RunCall { tool: c.tool });
+                        let args = serde_json::from_str(c.args.get())
+                            .ok()
+                            .filter(|v: &serde_json::Value| !v.is_null());
+                        plan.calls.insert(c.seq, RunCall { tool: c.tool, args, result: None });
+                    }
+                }
+                Some("done") => {
+                    if let Ok(d) = serde_json::from_str::<DoneRecord>(line)
+                        && d.ok
+                        && let Some(call) = plan.calls.get_mut(&d.seq)
+                    {
+                        call.result = match d.text {
+                            Some(text) => Some(serde_json::Value::String(text)),
+                            None => serde_json::from_str::<serde_json::Value>(d.payload.get())
+                                .ok()
+                                .and_then(|p| p.get("content").cloned()),
+                        };
                     }
                 }
                 _ => {}
