@@ -13,6 +13,7 @@ mod generate;
 mod mcp;
 mod own_server;
 mod resume;
+mod rollback;
 mod run;
 mod runs;
 mod search;
@@ -242,6 +243,17 @@ or config, 3 deadline passed, 130/143 cancelled by SIGINT/SIGTERM.")]
     /// (codemode-run.1, ...) where `man codemode` finds them.
     #[command(after_help = READ_EXIT_CODES)]
     Man(generate::ManArgs),
+    /// Undo a run: put back, newest change first, every file its `write`
+    /// and `edit` calls changed or made (made files removed), from the
+    /// pre-images in its journal. Each file is a `write` call through the
+    /// gate (rules, posture and approver apply) in a run of its own; a file
+    /// changed since the run is left alone and named unless --force. bash
+    /// and MCP calls are not undone (named). The run's journal is marked
+    /// with the calls undone (`codemode runs show`).
+    #[command(after_help = "Exit codes: 0 restored (or nothing left to undo), 1 a file was left alone \
+(changed since the run) or not restored, 2 bad invocation or config (journaling off), 5 unknown \
+run or still running.")]
+    Rollback(rollback::RollbackArgs),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -267,6 +279,7 @@ pub(crate) fn main(cli: Cli) -> ExitCode {
         Command::Runs(args) => runs::runs(args),
         Command::Completions(args) => generate::completions(&args),
         Command::Man(args) => generate::man(&args),
+        Command::Rollback(args) => rollback::rollback(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

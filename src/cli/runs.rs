@@ -290,7 +290,9 @@ fn show_text(d: &RunDetails) -> String {
         };
         let why =
             call.error.as_deref().or(call.note.as_deref()).map_or_else(String::new, |w| format!("  {w}"));
-        let line = format!("{}  {decision}/{status}{why}", call.tool);
+        let reverted =
+            call.reverted_by.as_deref().map_or_else(String::new, |by| format!("  reverted by {by}"));
+        let line = format!("{}  {decision}/{status}{why}{reverted}", call.tool);
         out.push_str(&format!("    {:>3}  {}\n", call.seq, one_line(&line)));
     }
     if !d.pending.is_empty() {

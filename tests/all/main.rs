@@ -43,6 +43,7 @@ mod protection;
 mod receipts;
 mod recovery;
 mod result_cuts;
+mod rollback;
 mod run_end;
 mod run_grant;
 mod runs;

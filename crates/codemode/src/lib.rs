@@ -78,7 +78,10 @@ pub use codemode_base::{display_text, limit_settings};
 /// engine's entry points take and give besides [`Program`] and
 /// [`Receipt`].
 pub mod run {
-    pub use crate::engine::{CallOutcome, Canceller, ClockPause, EXECUTE_TOOLS, Run, RunOptions, ToolsShown};
+    pub use crate::engine::{
+        CallOutcome, Canceller, ClockPause, Compensated, EXECUTE_TOOLS, NotUndone, RollbackOptions,
+        RollbackReport, Run, RunOptions, ToolsShown,
+    };
     pub use crate::vm::PRELUDE_NAME;
     pub use codemode_program::ExecuteInput;
 }
@@ -124,6 +127,7 @@ pub mod approval {
 /// (docs/POLICY.md); the rest of `codemode.toml` is in [`config`].
 pub mod policy {
     pub use crate::config::PolicyError;
+    pub use crate::gate::compensation::Compensation;
     pub use crate::gate::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
     pub use codemode_base::limit_settings::LimitSettings;
 }

@@ -41,6 +41,8 @@ pub(crate) enum Request {
     Input(Result<ExecuteInput, BatchError>),
     /// Refused before anything ran: the sentence for the client.
     Refused(String),
+    /// `{"rollback": RUN_ID}`: undo a run's file changes (rollback.rs).
+    Rollback(String),
 }
 
 /// Reads what a request with `args` (the tool's arguments), the
@@ -65,6 +67,9 @@ pub(crate) fn read_request(args: &Value, state: Option<&str>, answered: bool) ->
             )),
             Some(sealed) => Request::Answered(sealed.to_owned()),
         };
+    }
+    if let Some(rollback) = args.get(super::rollback::ROLLBACK) {
+        return super::rollback::rollback_of(args, rollback).map_or_else(Request::Refused, Request::Rollback);
     }
     match args.get(RESUME) {
         Some(resume) => match resume_of(args, resume) {

@@ -11,7 +11,8 @@ use super::request_state::{ApprovalState, StateSigner};
 
 /// What `execute_tools` makes of a request with `args`, `request_state`
 /// and (when `answered`) `inputResponses`, without running anything:
-/// `program <bytes>`, `batch <calls>`, `resume <run_id>`, `answered
+/// `program <bytes>`, `batch <calls>`, `resume <run_id>`, `rollback
+/// <run_id>`, `answered
 /// <state bytes>`, `malformed: <error>` or `refused: <sentence>`.
 pub fn execute_request(args: &Value, request_state: Option<&str>, answered: bool) -> String {
     match read_request(args, request_state, answered) {
@@ -21,6 +22,7 @@ pub fn execute_request(args: &Value, request_state: Option<&str>, answered: bool
         Request::Input(Ok(codemode::run::ExecuteInput::Batch(b))) => format!("batch {}", b.len()),
         Request::Input(Err(e)) => format!("malformed: {e}"),
         Request::Resume(run_id) => format!("resume {run_id}"),
+        Request::Rollback(run_id) => format!("rollback {run_id}"),
         Request::Answered(sealed) => format!("answered {}", sealed.len()),
         Request::Refused(why) => format!("refused: {why}"),
     }

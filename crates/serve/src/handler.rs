@@ -181,6 +181,16 @@ impl CodeModeServer {
                 }
                 self.resume_recorded(&run_id, options).await
             }
+            Request::Rollback(run_id) => {
+                self.same_workspace(&run_id).await?;
+                match super::rollback::roll_back(&inner.engine, &run_id, options).await {
+                    super::rollback::Rolled::Ran(receipt) => Started::Ran(receipt),
+                    super::rollback::Rolled::Said(text, true) => return Err(input_error(text)),
+                    super::rollback::Rolled::Said(text, false) => {
+                        return Err(CallToolResult::success(vec![ContentBlock::text(text)]));
+                    }
+                }
+            }
             Request::Input(Ok(ExecuteInput::Program(program))) => {
                 Started::Run(inner.engine.start_with(program, options))
             }
@@ -461,6 +471,8 @@ enum Started {
     Batch(codemode::batch::BatchRun),
     /// Refused before it ran: its receipt.
     Done(Box<Receipt>),
+    /// Ran to its end already (a rollback): its receipt.
+    Ran(Box<Receipt>),
 }
 
 impl Started {
@@ -474,7 +486,7 @@ impl Started {
         ) = match self {
             Started::Run(run) => (run.canceller(), Box::pin(run.wait())),
             Started::Batch(run) => (run.canceller(), Box::pin(run.wait())),
-            Started::Done(receipt) => return *receipt,
+            Started::Done(receipt) | Started::Ran(receipt) => return *receipt,
         };
         let mut wait = wait;
         tokio::select! {

@@ -25,6 +25,7 @@ mod pausing;
 mod question;
 mod request_state;
 mod result;
+mod rollback;
 mod saves;
 mod stdout_watch;
 mod surface;

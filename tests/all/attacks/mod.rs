@@ -16,6 +16,7 @@ mod questions;
 mod read_once;
 mod recovery;
 mod retention;
+mod rollback;
 mod round_two;
 mod run_state;
 mod secrets;

@@ -49,6 +49,12 @@ pub struct ToolContext {
     /// Who answers questions the tool asks the user during this call (MCP
     /// elicitation); `None` declines them all.
     pub elicitor: Option<Arc<dyn super::Elicitor>>,
+    /// Where a journaled run's `write` and `edit` keep what they replace,
+    /// for `codemode rollback` (`None`: not kept).
+    pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
+    /// Set for a rollback's calls only: `write` restores the file by this
+    /// plan instead of writing its `content` (tools/restore.rs).
+    pub(crate) restore: Option<Arc<crate::tools::restore::RestorePlan>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -76,6 +82,8 @@ impl ToolContext {
             caller,
             confinement,
             elicitor: None,
+            undo: None,
+            restore: None,
         }
     }
 }

@@ -36,7 +36,7 @@ pub(crate) fn policy_json(config: &ConfigFile, posture: Posture) -> Value {
     let texts = |list: &[Rule]| list.iter().map(|r| r.to_string()).collect::<Vec<_>>();
     let tools: serde_json::Map<String, Value> = tools
         .iter()
-        .map(|(name, ToolSettings { timeout_ms, allowed_callers, idempotent })| {
+        .map(|(name, ToolSettings { timeout_ms, allowed_callers, idempotent, compensate })| {
             let mut settings = json!({
                 "timeout_ms": timeout_ms,
                 "allowed_callers": allowed_callers,
@@ -45,6 +45,9 @@ pub(crate) fn policy_json(config: &ConfigFile, posture: Posture) -> Value {
             // they were (paused runs stay resumable).
             if *idempotent {
                 settings["idempotent"] = json!(true);
+            }
+            if let Some(c) = compensate {
+                settings["compensate"] = json!({"tool": c.tool, "args": c.args});
             }
             (name.clone(), settings)
         })

@@ -67,12 +67,17 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
     if !hooks.is_empty() {
         dropped.push(plural(hooks.len(), "hook"));
     }
-    let (mut timeouts, mut repeats) = (0, 0);
-    for ToolSettings { timeout_ms, allowed_callers: _, idempotent } in tools.values_mut() {
+    let (mut timeouts, mut repeats, mut compensations) = (0, 0, 0);
+    for ToolSettings { timeout_ms, allowed_callers: _, idempotent, compensate } in tools.values_mut() {
         timeouts += usize::from(timeout_ms.take().is_some());
         // It lets a recovery repeat a call whose outcome is unknown
         // without a person: a grant.
         repeats += usize::from(std::mem::take(idempotent));
+        // A rollback would make this call: a grant an untrusted file loses.
+        compensations += usize::from(compensate.take().is_some());
+    }
+    if compensations > 0 {
+        dropped.push(plural(compensations, "compensating call"));
     }
     if timeouts > 0 {
         dropped.push(plural(timeouts, "tool timeout"));

@@ -217,6 +217,15 @@ struct RawTool {
     timeout_ms: Option<Spanned<u64>>,
     allowed_callers: Option<Spanned<Vec<Caller>>>,
     idempotent: Option<bool>,
+    compensate: Option<Spanned<RawCompensate>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table `{ tool = \"NAME\", args = { ... } }`")]
+struct RawCompensate {
+    tool: String,
+    #[serde(default)]
+    args: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -484,7 +493,20 @@ impl Reader<'_> {
             }
             None => None,
         };
-        Ok(ToolSettings { timeout_ms, allowed_callers, idempotent: raw.idempotent.unwrap_or(false) })
+        let compensate = match raw.compensate {
+            Some(c) => {
+                let at = c.span().start;
+                let RawCompensate { tool: by, args } = c.into_inner();
+                let comp = crate::gate::compensation::Compensation { tool: by, args };
+                if let Err(e) = comp.check() {
+                    return Err(self.error(Some(at), format!("[tools.{tool}] compensate: {e}")));
+                }
+                Some(comp)
+            }
+            None => None,
+        };
+        let idempotent = raw.idempotent.unwrap_or(false);
+        Ok(ToolSettings { timeout_ms, allowed_callers, idempotent, compensate })
     }
 
     fn hook(&self, raw: RawHook) -> Result<HookSpec, PolicyError> {
@@ -626,6 +648,7 @@ command = ["audit"]
                 timeout_ms: Some(60_000),
                 allowed_callers: Some(vec![Caller::Direct]),
                 idempotent: false,
+                compensate: None,
             }
         );
         assert_eq!(
@@ -634,6 +657,7 @@ command = ["audit"]
                 timeout_ms: None,
                 allowed_callers: Some(vec![Caller::Program, Caller::Direct]),
                 idempotent: false,
+                compensate: None,
             }
         );
         assert_eq!(p.hooks.len(), 2);

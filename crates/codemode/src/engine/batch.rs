@@ -241,13 +241,26 @@ impl Engine {
     /// [`Engine::start_batch`] with `run` options for this batch only (its
     /// own approver).
     pub fn start_batch_with(&self, batch: Batch, options: BatchOptions, run: super::RunOptions) -> BatchRun {
+        self.start_batch_restoring(batch, options, run, None)
+    }
+
+    /// [`Engine::start_batch_with`] whose `write` calls restore files by
+    /// `plan` when given (a rollback: rollback.rs).
+    pub(crate) fn start_batch_restoring(
+        &self,
+        batch: Batch,
+        options: BatchOptions,
+        run: super::RunOptions,
+        plan: Option<Arc<crate::tools::restore::RestorePlan>>,
+    ) -> BatchRun {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
         let (items_tx, items) = mpsc::unbounded_channel();
         let (tx, receipt) = oneshot::channel();
         let driver = Driver {
             dispatcher: Dispatcher::new(self.shared.clone(), run_id.clone(), clock.clone())
-                .with_approver(run.approver),
+                .with_approver(run.approver)
+                .restoring(plan),
             on_call_end: run.on_call_end,
             shared: self.shared.clone(),
             run_id: run_id.clone(),

@@ -13,6 +13,7 @@ pub(crate) mod elicitor;
 mod execute_tools;
 mod mcp_link;
 mod resume;
+mod rollback;
 mod run_handle;
 mod run_id;
 mod run_state;
@@ -20,6 +21,7 @@ pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 pub use builder::{BuildError, EngineBuilder};
+pub use rollback::{Compensated, NotUndone, RollbackOptions, RollbackReport};
 pub use run_handle::{Canceller, ClockPause, Run, RunOptions};
 
 pub use direct::CallOutcome;
@@ -234,7 +236,8 @@ impl Engine {
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
                 let durable = journaling.as_ref().and_then(|j| j.durable.clone());
-                let setup = vm_setup(&shared, &id, &c, durable, options);
+                let undo = journaling.as_ref().and_then(|j| j.log.undo_log()).map(Arc::new);
+                let setup = vm_setup(&shared, &id, &c, (durable, undo), options);
                 let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
                 let receipt = match vm {
                     Ok(mut vm) => vm.run(program).await,
@@ -305,7 +308,7 @@ impl Engine {
     pub fn vm(&self) -> Result<Vm, RunError> {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
-        let setup = vm_setup(&self.shared, &run_id, &clock, None, RunOptions::default());
+        let setup = vm_setup(&self.shared, &run_id, &clock, (None, None), RunOptions::default());
         Vm::new(setup, clock, run_id, None)
     }
 
@@ -514,13 +517,14 @@ pub(super) fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, err
 }
 
 /// What a VM gets for run `run_id`: the limits, the tool runtime, and a
-/// dispatcher of its own (pausable when the run keeps a journal; asking
+/// dispatcher of its own (pausable when the run keeps a journal; keeping
+/// its file tools' pre-images in `undo` when given; asking
 /// `options.approver` when given).
 fn vm_setup(
     shared: &Arc<Shared>,
     run_id: &Arc<str>,
     clock: &Arc<RunClock>,
-    durable: Option<crate::journal::durable::DurableLog>,
+    (durable, undo): (Option<crate::journal::durable::DurableLog>, Option<Arc<crate::journal::UndoLog>>),
     options: RunOptions,
 ) -> crate::vm::VmSetup {
     let dispatcher = dispatch::Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
@@ -531,6 +535,7 @@ fn vm_setup(
     } else {
         dispatcher
     };
+    let dispatcher = dispatcher.keeping_preimages(undo);
     crate::vm::VmSetup {
         limits: shared.limits.clone(),
         tools: shared.tools.clone(),

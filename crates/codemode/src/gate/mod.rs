@@ -26,6 +26,7 @@ mod ask_posture;
 mod before_call_hooks;
 pub(crate) mod binding;
 mod budget;
+pub(crate) mod compensation;
 mod direct_only;
 pub(crate) mod elicitation;
 pub(crate) mod git_includes;

@@ -78,6 +78,9 @@ pub struct ToolSettings {
     /// (docs/JOURNAL.md, "Recovery"). A grant: an untrusted workspace
     /// file loses it.
     pub idempotent: bool,
+    /// The call that undoes a call of this tool in a rollback
+    /// (`compensate = { tool, args }`); `None`: a rollback does not undo it.
+    pub compensate: Option<super::compensation::Compensation>,
 }
 
 /// A before-call hook: an external command asked about every call whose

@@ -511,6 +511,25 @@ impl JournalStore for LocalStore {
             }
         })
     }
+
+    fn annotate<'a>(&'a self, run_id: &'a str, line: String) -> StoreFuture<'a, ()> {
+        let path = self.journal_path(run_id);
+        let run_id = run_id.to_owned();
+        let syncer = self.syncer.clone();
+        blocking(&self.io, move || {
+            syncer.wait_written();
+            let path = path?;
+            if !path.exists() {
+                return Err(StoreError::NotResumable { run_id, state: NotResumableState::Unknown });
+            }
+            let Some(mut locked) = open_locked_patiently(&path)? else {
+                return Err(StoreError::NotResumable { run_id, state: NotResumableState::Busy });
+            };
+            let fail = |e: std::io::Error| StoreError::failed(format!("cannot write {}", path.display()), e);
+            locked.write_all(format!("{line}\n").as_bytes()).map_err(fail)?;
+            locked.sync_data().map_err(fail)
+        })
+    }
 }
 
 /// A local run journal: its file, locked (`None` once the run has ended).

@@ -37,6 +37,7 @@ pub(crate) mod replay;
 mod runs;
 mod settings;
 mod syncer;
+pub(crate) mod undo;
 pub(crate) mod writer;
 
 pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_decisions, record_decisions};
@@ -47,6 +48,7 @@ pub use credentials::{MASKED, without_credentials};
 pub use legacy::{MovedRuns, move_legacy_runs};
 pub use local::{LocalStore, state_line};
 pub use replay::Decided;
+pub use undo::{FILE_PREIMAGE_BYTES, RUN_PREIMAGE_BYTES, UndoLog};
 
 /// Most bytes of one run's journal a store reads back (a local file, or a
 /// run's rows in PostgreSQL): 1 GiB. A journal over it was not written by
@@ -394,4 +396,22 @@ pub trait JournalStore: Send + Sync + 'static {
     /// [`StoreError::NotResumable`] with `Busy` for a held run, `Unknown`
     /// for an unknown id; [`StoreError::Failed`] when the store fails.
     fn remove<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()>;
+
+    /// Appends `line` (one JSON record, no newline) to the journal of run
+    /// `run_id`, which must not be held by a process: how a rollback marks
+    /// the calls of a run it undid (`{"t":"reverted"}`, docs/JOURNAL.md).
+    /// Durable when it returns. Default: refused, saying the store cannot.
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] with `Unknown` for an unknown id or
+    /// `Busy` for a held run; [`StoreError::Failed`] when the store fails.
+    fn annotate<'a>(&'a self, run_id: &'a str, line: String) -> StoreFuture<'a, ()> {
+        let _ = (run_id, line);
+        Box::pin(async move {
+            Err(StoreError::Failed(format!(
+                "the journal store {} cannot mark a run's calls",
+                self.describe()
+            )))
+        })
+    }
 }

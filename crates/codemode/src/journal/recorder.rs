@@ -51,6 +51,11 @@ pub(crate) trait RunRecorder: Send {
         self: Box<Self>,
         state: RunState,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+    /// Where the run's `write` and `edit` calls keep pre-images (`undo`):
+    /// `None` when this recorder keeps none.
+    fn undo_log(&self) -> Option<super::undo::UndoLog> {
+        None
+    }
 }
 
 impl RunRecorder for RunLog {
@@ -95,5 +100,9 @@ impl RunRecorder for RunLog {
         state: RunState,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>> {
         Box::pin(RunLog::finish(*self, state))
+    }
+
+    fn undo_log(&self) -> Option<super::undo::UndoLog> {
+        Some(super::undo::UndoLog::new(self.side()))
     }
 }

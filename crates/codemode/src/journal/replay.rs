@@ -191,7 +191,8 @@ impl Reading {
                 let s: StartRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
                 self.started_at.insert(s.seq, n);
             }
-            "state" | "resumed" => {}
+            // Undo's records (journal/undo.rs): a replay needs none of them.
+            "state" | "resumed" | "preimage" | "postimage" | "reverted" => {}
             other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
         }
         Ok(())

@@ -37,6 +37,22 @@ pub(crate) enum Opening {
     Claimed(Box<dyn RunJournal>),
 }
 
+/// A way into a run's journal writer from off the VM thread: lines pushed
+/// here go to the journal after whatever the writer already has (not after
+/// the VM thread's buffer: they are for records keyed by seq, such as
+/// pre-images, `undo`).
+#[derive(Clone)]
+pub(crate) struct SideLog(mpsc::UnboundedSender<Msg>);
+
+impl SideLog {
+    /// Appends one line (a JSON record, no newline). Lost when the run's
+    /// journal has already ended.
+    pub(crate) fn push(&self, mut line: String) {
+        line.push('\n');
+        let _ = self.0.send(Msg::Lines(line));
+    }
+}
+
 /// One run's journal, on the VM thread: lines go into one buffer of text
 /// (no allocation per line), handed to the writer task when it is full.
 pub(crate) struct RunLog {
@@ -71,6 +87,11 @@ impl RunLog {
         }
         tools.spawn(write_task(opening, late, rx));
         RunLog { buffer: String::new(), now_run: None, held: Vec::new(), tx }
+    }
+
+    /// A way into this run's journal writer from other threads.
+    pub(crate) fn side(&self) -> SideLog {
+        SideLog(self.tx.clone())
     }
 
     /// Appends one line (a JSON record, no newline).

@@ -8,7 +8,9 @@ mod file_lock;
 mod file_search;
 mod grep_files;
 mod path_glob;
+pub(crate) mod preimage;
 mod read;
+pub(crate) mod restore;
 mod workspace;
 mod write;
 

@@ -61,6 +61,14 @@ impl Tool for Write {
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
         Box::pin(async move {
             let args: Args = super::parse_args(args)?;
+            // A rollback's call: the file goes back to its bytes before
+            // the run (restore.rs); `content` is not written.
+            if let Some(plan) = cx.restore.clone() {
+                return super::blocking_cancellable(move |cancelled: &AtomicBool| {
+                    super::restore::restore(&plan, &cx, &args.path, cancelled)
+                })
+                .await;
+            }
             super::blocking_cancellable(move |cancelled: &AtomicBool| write_file(&cx, &args, cancelled)).await
         })
     }
@@ -84,8 +92,10 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         .filter(|st| workspace::kind(st) == nix::sys::stat::SFlag::S_IFREG)
         .map(|st| st.st_mode & 0o7777);
     let created = lock.existing.is_none();
+    super::preimage::keep_before(cx, &target, !created, None);
     write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
         .map_err(|e| write_error(&args.path, &e))?;
+    super::preimage::keep_after(cx, &target, args.content.as_bytes());
     drop(lock);
     Ok(ToolOutput::new(json!({
         "path": workspace::relative(&cx.workspace, &target.real),

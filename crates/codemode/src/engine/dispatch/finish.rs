@@ -35,6 +35,10 @@ pub(crate) struct Finisher {
     /// The run's journal, when it keeps one: a tool that may change
     /// something starts once its start is durable ([`Finisher::run`]).
     pub(crate) durable: Option<crate::journal::durable::DurableLog>,
+    /// Where the run's file tools keep pre-images, when it keeps them.
+    pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
+    /// A rollback's plan, for its `write` calls (tools/restore.rs).
+    pub(crate) restore: Option<Arc<crate::tools::restore::RestorePlan>>,
 }
 
 /// A result over the per-call bound, or a tool's error text over
@@ -252,6 +256,11 @@ impl Finisher {
             }
         };
         let note = match (self.notes.clone(), note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
+        // A change whose pre-image was not kept (journal/undo.rs).
+        let note = match (note, self.undo.as_ref().and_then(|u| u.note(self.seq))) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),
         };

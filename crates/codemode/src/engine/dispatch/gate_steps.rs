@@ -69,6 +69,8 @@ pub(crate) fn call_context(
         caller,
         confinement: shared.confinement.clone(),
         elicitor: Some(Arc::new(elicitor)),
+        undo: finish.undo.clone(),
+        restore: finish.restore.clone(),
     }
 }
 

@@ -124,6 +124,11 @@ pub(crate) struct Dispatcher {
     /// Set when a call that may change something was begun and not yet
     /// told to the VM ([`Dispatcher::take_durable_begun`]).
     pub(crate) durable_begun: std::sync::atomic::AtomicBool,
+    /// Where the run's `write` and `edit` calls keep pre-images (a
+    /// journaled program run): `None` keeps none (journal/undo.rs).
+    pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
+    /// A rollback's plan: its `write` calls restore files by it.
+    pub(crate) restore: Option<Arc<crate::tools::restore::RestorePlan>>,
 }
 
 impl Dispatcher {
@@ -152,12 +157,26 @@ impl Dispatcher {
             changes: crate::gate::RunChanges::default(),
             durable: None,
             durable_begun: std::sync::atomic::AtomicBool::new(false),
+            undo: None,
+            restore: None,
         }
     }
 
     /// This dispatcher's calls may pause the run (a journaled program run).
     pub(crate) fn pausable(self) -> Self {
         Dispatcher { pausable: true, ..self }
+    }
+
+    /// This dispatcher's `write` and `edit` calls keep pre-images in
+    /// `undo`, when given (journal/undo.rs).
+    pub(crate) fn keeping_preimages(self, undo: Option<Arc<crate::journal::UndoLog>>) -> Self {
+        Dispatcher { undo, ..self }
+    }
+
+    /// This dispatcher's `write` calls restore files by `plan` (a
+    /// rollback's batch).
+    pub(crate) fn restoring(self, plan: Option<Arc<crate::tools::restore::RestorePlan>>) -> Self {
+        Dispatcher { restore: plan, ..self }
     }
 
     /// This dispatcher asks `approver` instead of the engine's, when given.
@@ -200,6 +219,8 @@ impl Dispatcher {
             notes,
             questions: Arc::default(),
             durable: self.durable.clone(),
+            undo: self.undo.clone(),
+            restore: self.restore.clone(),
         }
     }
 

@@ -126,6 +126,14 @@ impl RunDetails {
             self.policy_sha256 = Some(h.policy_sha256);
         }
         self.calls = read.calls.into_values().collect();
+        // Calls a rollback undid (journal/undo.rs).
+        for line in stored.lines.iter().filter(|l| super::super::record::kind(l) == Some("reverted")) {
+            if let Ok(r) = serde_json::from_str::<super::super::undo::RevertedRecord>(line) {
+                for call in self.calls.iter_mut().filter(|c| r.seqs.contains(&c.seq)) {
+                    call.reverted_by = Some(r.by.clone());
+                }
+            }
+        }
         self.recorded =
             read.approvals.values().filter(|a| open.iter().any(|p| p.seq == a.seq)).cloned().collect();
         self.pending = open;
@@ -226,6 +234,9 @@ pub struct CallInfo {
     /// Anything else the receipt would say.
     #[serde(default)]
     pub note: Option<String>,
+    /// The rollback run that undid it (`codemode rollback`), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_by: Option<String>,
 }
 
 /// A call waiting for a decision.

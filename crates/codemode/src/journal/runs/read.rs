@@ -97,6 +97,7 @@ impl JournalRead {
                     status: None,
                     error: None,
                     note: None,
+                    reverted_by: None,
                 },
             );
         }

@@ -1,0 +1,289 @@
+//! Undo through the real binary (docs/JOURNAL.md, "Undo (rollback)"): a
+//! run that wrote and edited 30 files is rolled back to the bytes before
+//! it; a file changed since is left alone and named, and `--force`
+//! restores it; a second rollback has nothing left to undo; the rollback's
+//! calls go through the gate.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::Output;
+
+use crate::cli::codemode;
+
+/// Every file of `ws` (but the program), with its bytes and mode.
+pub(crate) fn snapshot(ws: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
+    let mut files = BTreeMap::new();
+    for entry in walk(ws) {
+        let rel = entry.strip_prefix(ws).unwrap().to_string_lossy().into_owned();
+        if rel == "prog.js" || rel.starts_with(".git") {
+            continue;
+        }
+        let mode = std::fs::metadata(&entry).unwrap().permissions().mode() & 0o7777;
+        files.insert(rel, (std::fs::read(&entry).unwrap(), mode));
+    }
+    files
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+/// `codemode run prog.js` of `program` under full access; its run id.
+pub(crate) fn run_program(ws: &Path, program: &str) -> String {
+    std::fs::write(ws.join("prog.js"), program).unwrap();
+    let out = codemode(&["run", "prog.js", "--posture", "full-access"], "", ws);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let rest = err.split("run run-").nth(1).unwrap_or_else(|| panic!("no run id: {err}"));
+    format!("run-{}", &rest[..25])
+}
+
+pub(crate) fn rollback(ws: &Path, id: &str, extra: &[&str]) -> (Output, serde_json::Value) {
+    let mut args = vec!["rollback", id, "--json"];
+    args.extend_from_slice(extra);
+    let out = codemode(&args, "", ws);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    (out, report)
+}
+
+fn names(report: &serde_json::Value, field: &str) -> Vec<String> {
+    report[field].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn a_run_that_wrote_and_edited_30_files_is_rolled_back_to_the_bytes_before_it() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    // 20 files there before the run: text, one not text, one with its own mode.
+    for i in 0..20 {
+        std::fs::write(ws.join(format!("f{i:02}.txt")), format!("file {i}\nline two\nend {i}\n")).unwrap();
+    }
+    std::fs::write(ws.join("f05.txt"), b"\xff\xfe not text \x00\x01").unwrap();
+    std::fs::set_permissions(ws.join("f07.txt"), std::fs::Permissions::from_mode(0o751)).unwrap();
+    let before = snapshot(ws);
+    // Writes over f00-f09, edits f10-f19 (f10-f14 twice), makes n20-n29
+    // (some in new folders, some made then edited), and a bash call.
+    let program = r#"
+        for (let i = 0; i < 10; i++) await tools.write({path: `f0${i}.txt`, content: `new ${i}\n`});
+        for (let i = 10; i < 20; i++) await tools.edit({path: `f${i}.txt`, edits: [{old: "line two", new: `edited ${i}`}]});
+        for (let i = 10; i < 15; i++) await tools.edit({path: `f${i}.txt`, edits: [{old: `end ${i}`, new: "twice"}]});
+        for (let i = 20; i < 30; i++) {
+            const path = i % 3 === 0 ? `made/deep/n${i}.txt` : `n${i}.txt`;
+            await tools.write({path, content: `made ${i}\n`});
+            if (i % 2 === 0) await tools.edit({path, edits: [{old: "made", new: "made and edited"}]});
+        }
+        await tools.write({path: "f00.txt", content: "rewritten\n"});
+        await tools.bash({command: "true"});
+        return "done";
+    "#;
+    let id = run_program(ws, program);
+    assert_ne!(snapshot(ws), before);
+    // A person changes one file after the run.
+    std::fs::write(ws.join("f03.txt"), "mine since\n").unwrap();
+
+    let allow = ["--posture", "full-access"];
+    let (out, report) = rollback(ws, &id, &allow);
+    assert_eq!(out.status.code(), Some(1), "a file left alone: exit 1: {report}");
+    assert_eq!(names(&report, "changed_since"), ["f03.txt"]);
+    assert_eq!(names(&report, "restored").len(), 19, "{report}");
+    assert_eq!(names(&report, "removed").len(), 10, "{report}");
+    let not_undone = report["not_undone"].as_array().unwrap();
+    assert!(not_undone.iter().any(|c| c["tool"] == "bash"), "bash is named: {report}");
+    // Newest change first: f00 was changed last, then the made files.
+    assert_eq!(names(&report, "restored")[0], "f00.txt");
+    let mut now = snapshot(ws);
+    assert_eq!(now.remove("f03.txt").unwrap().0, b"mine since\n", "left alone");
+    let mut expected = before.clone();
+    expected.remove("f03.txt");
+    assert_eq!(now, expected, "every other byte and mode as before; made files gone");
+    // The text output names it too.
+    let text = codemode(&["rollback", &id, "--posture", "full-access"], "", ws);
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert!(shown.contains("left alone: f03.txt changed since the run"), "{shown}");
+
+    let (out, report) = rollback(ws, &id, &["--force", "--posture", "full-access"]);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(names(&report, "restored"), ["f03.txt"]);
+    assert_eq!(snapshot(ws), before, "byte for byte, with --force");
+
+    let (out, report) = rollback(ws, &id, &allow);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(report["nothing_left"], true, "{report}");
+    let text = codemode(&["rollback", &id], "", ws);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("nothing left to undo"));
+    // The run shows which calls were reverted, and by which rollback.
+    let show = codemode(&["runs", "show", &id], "", ws);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(shown.contains("reverted by run-"), "{shown}");
+}
+
+#[test]
+fn a_rollback_goes_through_the_gate_like_any_write() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::create_dir(ws.join("keep")).unwrap();
+    std::fs::write(ws.join("keep/a.txt"), "a\n").unwrap();
+    std::fs::write(ws.join("b.txt"), "b\n").unwrap();
+    let before = snapshot(ws);
+    let id = run_program(
+        ws,
+        r#"await tools.write({path: "keep/a.txt", content: "A\n"}); await tools.write({path: "b.txt", content: "B\n"});"#,
+    );
+    let config =
+        ws.parent().unwrap().join(format!("{}-deny.toml", ws.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&config, "[rules]\ndeny = [\"write(keep/**)\"]\n").unwrap();
+    let (out, report) =
+        rollback(ws, &id, &["--config", config.to_str().unwrap(), "--posture", "full-access"]);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(names(&report, "restored"), ["b.txt"]);
+    let failed = report["failed"].as_array().unwrap();
+    assert_eq!(failed[0][0], "keep/a.txt");
+    assert!(failed[0][1].as_str().unwrap().contains("deny rule"), "{report}");
+    assert_eq!(std::fs::read(ws.join("keep/a.txt")).unwrap(), b"A\n", "a denied path is not written");
+    // Under the ask posture with a denying approver, nothing is written.
+    let (_, report) = rollback(ws, &id, &["--approve", "deny"]);
+    assert!(report["failed"].as_array().unwrap().iter().any(|f| f[0] == "keep/a.txt"), "{report}");
+    // Allowed, it goes through; its own receipt names each file's call.
+    let (out, report) = rollback(ws, &id, &["--posture", "full-access"]);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(snapshot(ws), before);
+    let receipt: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report["receipt"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(receipt["calls"][0]["tool"], "write");
+    let _ = std::fs::remove_file(config);
+}
+
+#[test]
+fn journaling_off_keeps_no_pre_images_and_says_so() {
+    let ws = crate::common::workspace();
+    let out = codemode(&["rollback", "run-20260101T000000Z-00000000", "--journal", "off"], "", ws.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("journaling is off"));
+    let out = codemode(&["rollback", "run-20260101T000000Z-00000000"], "", ws.path());
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_served_model_asks_for_a_rollback_and_a_person_approves_each_restore() {
+    use serde_json::json;
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let before = snapshot(ws);
+    let mut s = crate::serve_stdio::Served::start(ws, &[]);
+    s.initialize(json!({"elicitation": {}}));
+    // The person accepts what the model's program writes, and (later) the
+    // rollback of one file but not the other.
+    let mut asked: Vec<String> = Vec::new();
+    let answer = |s: &mut crate::serve_stdio::Served, m: serde_json::Value, asked: &mut Vec<String>| {
+        if m["method"] == "elicitation/create" {
+            let message = m["params"]["message"].as_str().unwrap().to_owned();
+            let action = if message.contains("made.txt") && message.contains("rollback") {
+                "decline"
+            } else {
+                "accept"
+            };
+            asked.push(message);
+            let mut result = json!({"action": action});
+            if action == "accept" {
+                result["content"] = json!({});
+            }
+            s.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": result}));
+        }
+    };
+    let code = r#"await tools.write({path: "a.txt", content: "A\n"}); await tools.write({path: "made.txt", content: "m\n"}); return 1;"#;
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let r = s.response(id, |s, m| answer(s, m, &mut asked));
+    let run_id = r["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(r["result"]["structuredContent"]["status"], "completed", "{r}");
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"rollback": run_id}}));
+    let r = s.response(id, |s, m| answer(s, m, &mut asked));
+    let value = &r["result"]["structuredContent"]["value"];
+    assert_eq!(value["restored"], json!(["a.txt"]), "{r}");
+    assert_eq!(value["failed"][0][0], "made.txt", "declined by the person: {r}");
+    assert!(asked.iter().filter(|m| m.contains("rollback")).count() >= 1, "the person was asked: {asked:?}");
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), before["a.txt"].0);
+    assert!(ws.join("made.txt").exists(), "a declined restore changes nothing");
+    // The model cannot force, nor add fields.
+    let id = s.request(
+        "tools/call",
+        json!({"name": "execute_tools", "arguments": {"rollback": run_id, "force": true}}),
+    );
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(s.close().success());
+}
+
+/// A policy names the call that undoes an MCP tool's call; the rollback
+/// makes it against the real server (server-memory), in seq order with the
+/// file restores, and the entity the run made is gone.
+#[test]
+fn a_policy_named_compensation_undoes_an_mcp_call_against_a_real_server() {
+    use serde_json::json;
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let outside = tempfile::tempdir().unwrap();
+    let memory = outside.path().join("memory.jsonl");
+    let mcp = outside.path().join("mcp.json");
+    std::fs::write(
+        &mcp,
+        json!({"mcpServers": {"memory": {"command": "node",
+            "args": [crate::mcp_support::node_server("server-memory")],
+            "env": {"MEMORY_FILE_PATH": memory}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let config = outside.path().join("codemode.toml");
+    std::fs::write(
+        &config,
+        r#"[tools."mcp__memory__create_entities"]
+compensate = { tool = "mcp__memory__delete_entities", args = { entityNames = ["{args.entities.0.name}"] } }
+"#,
+    )
+    .unwrap();
+    let (mcp, config) = (mcp.to_str().unwrap(), config.to_str().unwrap());
+    let common = ["--posture", "full-access", "--mcp-config", mcp, "--config", config];
+    std::fs::write(ws.join("prog.js"), r#"
+        await tools.write({path: "c.txt", content: "c\n"});
+        await tools.call("mcp__memory__create_entities", {entities: [{name: "undo-me", entityType: "note", observations: ["x"]}]});
+        await tools.write({path: "b.txt", content: "b\n"});
+        await tools.call("mcp__memory__add_observations", {observations: [{entityName: "undo-me", contents: ["y"]}]});
+        return 1;"#).unwrap();
+    let mut args = vec!["run", "prog.js"];
+    args.extend_from_slice(&common);
+    let out = codemode(&args, "", ws);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let id = format!("run-{}", &err.split("run run-").nth(1).unwrap()[..25]);
+    assert!(std::fs::read_to_string(&memory).unwrap().contains("undo-me"));
+
+    let (out, report) = rollback(ws, &id, &common);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(report["compensated"][0]["seq"], 2, "{report}");
+    assert_eq!(report["compensated"][0]["by"], "mcp__memory__delete_entities");
+    assert_eq!(names(&report, "removed"), ["b.txt", "c.txt"], "{report}");
+    // add_observations has none named: said, not undone.
+    let not_undone = report["not_undone"].as_array().unwrap();
+    assert!(
+        not_undone.iter().any(|c| c["seq"] == 4 && c["reason"].as_str().unwrap().contains("compensate")),
+        "{report}"
+    );
+    assert!(!std::fs::read_to_string(&memory).unwrap().contains("undo-me"), "the entity is gone");
+    assert!(!ws.join("c.txt").exists() && !ws.join("b.txt").exists());
+    // Newest first, the compensation between the two restores.
+    let receipt: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report["receipt"].as_str().unwrap()).unwrap()).unwrap();
+    let tools: Vec<&str> =
+        receipt["calls"].as_array().unwrap().iter().map(|c| c["tool"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["write", "mcp__memory__delete_entities", "write"], "{receipt}");
+    let (_, report) = rollback(ws, &id, &common);
+    assert_eq!(report["nothing_left"], true, "{report}");
+}
