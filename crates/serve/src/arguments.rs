@@ -41,6 +41,11 @@ pub(crate) enum Request {
     Input(Result<ExecuteInput, BatchError>),
     /// Refused before anything ran: the sentence for the client.
     Refused(String),
+    /// `{"wait": RUN_ID}`: the result of a run answered `running`
+    /// (long_runs.rs).
+    Wait(String),
+    /// `{"cancel": RUN_ID}`: cancel a run answered `running`.
+    Cancel(String),
 }
 
 /// Reads what a request with `args` (the tool's arguments), the
@@ -65,6 +70,9 @@ pub(crate) fn read_request(args: &Value, state: Option<&str>, answered: bool) ->
             )),
             Some(sealed) => Request::Answered(sealed.to_owned()),
         };
+    }
+    if let Some(request) = super::long_runs::read(args) {
+        return request;
     }
     match args.get(RESUME) {
         Some(resume) => match resume_of(args, resume) {

@@ -4,6 +4,7 @@
 mod approve;
 mod batch;
 mod builder;
+mod cancel_watch;
 mod confinement;
 mod connect_first;
 mod direct;
@@ -74,6 +75,9 @@ pub(crate) struct Shared {
     /// The policy and limits as journals record them.
     pub journal_facts: resume::JournalFacts,
     pub tools: Handle,
+    /// The journaled runs going now, watched for cancels from other
+    /// processes.
+    pub cancel_watch: Arc<cancel_watch::CancelWatch>,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
 }
@@ -233,6 +237,11 @@ impl Engine {
         let (id, c) = (run_id.clone(), clock.clone());
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
+                // A cancel another process asks for reaches a journaled run.
+                let _watched = match (&shared.journal, journaling.is_some()) {
+                    (Some(store), true) => Some(shared.cancel_watch.watch(store, &shared.tools, &id, &c)),
+                    _ => None,
+                };
                 let setup = vm_setup(&shared, &id, &c, journaling.is_some(), options);
                 let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
                 let receipt = match vm {
