@@ -15,6 +15,7 @@ mod own_server;
 mod resume;
 mod run;
 mod runs;
+mod runs_wait;
 mod search;
 mod serve;
 mod tools;
