@@ -24,7 +24,7 @@ use serde_json::json;
 fn victim(ws: &Path) -> (std::process::Child, std::path::PathBuf) {
     std::fs::write(ws.join("victim.js"), "await tools.bash({command: 'sleep 3'}); return 'finished'")
         .unwrap();
-    let child = crate::cli::spawn(&["run", "--posture", "full-access", "victim.js"], ws, &[]);
+    let mut child = crate::cli::spawn(&["run", "--posture", "full-access", "victim.js"], ws, &[]);
     let runs = crate::common::runs_dir(ws);
     for _ in 0..500 {
         let found = std::fs::read_dir(&runs)
@@ -38,6 +38,8 @@ fn victim(ws: &Path) -> (std::process::Child, std::path::PathBuf) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the victim's journal never appeared in {}", runs.display());
 }
 
