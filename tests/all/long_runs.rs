@@ -248,4 +248,5 @@ fn runs_cancel_from_another_process_stops_a_run_on_postgresql() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let Some(db) = rt.block_on(crate::journal_postgres::database("long_runs_cancel")) else { return };
     cancel_from_another_process(Some(&db.url));
+    rt.block_on(db.drop_schema());
 }
