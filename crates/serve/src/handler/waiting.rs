@@ -110,14 +110,10 @@ impl CodeModeServer {
             let engine = &server.inner.engine;
             let place = place_receipt(engine, &mut receipt);
             let saved = place.path();
-            let done = Done { receipt, route, saved, place: Some(place) };
-            let answer = Done {
-                receipt: done.receipt.clone(),
-                route: done.route.clone(),
-                saved: done.saved.clone(),
-                place: None,
-            };
-            done.save(engine).await;
+            // The file is written here (the answers that name it come later);
+            // the run's end is kept, without its place, to answer `wait`s.
+            let answer = Done { receipt: receipt.clone(), route, saved, place: None };
+            Done { receipt, route: Route::Pause, saved: None, place: Some(place) }.save(engine).await;
             server.inner.background.ended(&run_id);
             let _ = ended.send(Some(Arc::new(answer)));
             drop(running);
