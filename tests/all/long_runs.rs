@@ -250,3 +250,25 @@ fn runs_cancel_from_another_process_stops_a_run_on_postgresql() {
     cancel_from_another_process(Some(&db.url));
     rt.block_on(db.drop_schema());
 }
+
+/// `codemode runs cancel` of a paused run ends it `cancelled` at once: its
+/// pending call never runs, and a later resume is refused (exit 5).
+#[test]
+fn runs_cancel_ends_a_paused_run_and_a_resume_is_refused() {
+    let ws = crate::common::workspace();
+    let dir = ws.path();
+    std::fs::write(dir.join("prog.js"), "await tools.write({path: 'late.txt', content: 'x'}); return 1")
+        .unwrap();
+    let paused = crate::cli::codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", dir);
+    assert_eq!(paused.status.code(), Some(4), "{}", String::from_utf8_lossy(&paused.stderr));
+    let receipt: Value = serde_json::from_slice(&paused.stdout).unwrap();
+    let run_id = receipt["run_id"].as_str().unwrap();
+    let cancel = crate::cli::codemode(&["runs", "cancel", run_id], "", dir);
+    assert_eq!(cancel.status.code(), Some(0), "{}", String::from_utf8_lossy(&cancel.stderr));
+    let shown = crate::cli::codemode(&["runs", "show", run_id, "--json"], "", dir);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["state"], "cancelled", "{shown}");
+    let resume = crate::cli::codemode(&["resume", run_id, "--allow", "1"], "", dir);
+    assert_eq!(resume.status.code(), Some(5), "{}", String::from_utf8_lossy(&resume.stderr));
+    assert!(!dir.join("late.txt").exists(), "the pending write ran");
+}
