@@ -18,6 +18,8 @@ pub(crate) struct McpArgs {
     command: McpCommand,
 }
 
+// Parsed once per process: the size of its largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 enum McpCommand {
     /// List the configured MCP servers with their state and tool counts

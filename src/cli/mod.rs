@@ -16,6 +16,7 @@ mod resume;
 mod rollback;
 mod run;
 mod runs;
+mod runs_wait;
 mod search;
 mod serve;
 mod tools;

@@ -1,4 +1,4 @@
-//! `codemode runs list|show RUN_ID|prune`: the runs on disk (journals,
+//! `codemode runs list|show RUN_ID|prune|wait RUN_ID|cancel RUN_ID`: the runs on disk (journals,
 //! receipts and spill files), through `codemode::journal::Runs`.
 
 use std::path::PathBuf;
@@ -68,6 +68,39 @@ enum RunsCommand {
         #[command(flatten)]
         place: Place,
     },
+    /// Wait until a run going on in another process (`codemode run`,
+    /// `codemode mcp serve`) ends or pauses, then show its outcome as
+    /// `codemode run` does (its receipt, when the process wrote it on this
+    /// machine; else its state).
+    #[command(after_help = super::runs_wait::WAIT_EXIT_CODES)]
+    Wait {
+        /// The run's id, as `codemode runs list` shows it.
+        run_id: String,
+        /// Seconds to wait at most.
+        #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+        timeout: f64,
+        /// Print the receipt (else {run_id, state}) as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        place: Place,
+    },
+    /// Cancel a run going on in another process: it notices within a
+    /// second, stops (its calls cancelled, bash's processes ended) and
+    /// saves its receipt, shown here. A paused run is ended `cancelled`.
+    #[command(after_help = super::runs_wait::CANCEL_EXIT_CODES)]
+    Cancel {
+        /// The run's id, as `codemode runs list` shows it.
+        run_id: String,
+        /// Seconds to wait at most for the run to end once asked.
+        #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+        timeout: f64,
+        /// Print the receipt (else {run_id, state}) as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        place: Place,
+    },
 }
 
 /// Where the runs are (also what `codemode approve` takes).
@@ -113,6 +146,12 @@ pub(crate) fn runs(args: RunsArgs) -> anyhow::Result<u8> {
         RunsCommand::Show { run_id, json, place } => show(&rt, &run_id, json, &place),
         RunsCommand::Prune { keep_runs, keep_days, dry_run, json, place } => {
             prune(&rt, &place, keep_runs, keep_days, dry_run, json)
+        }
+        RunsCommand::Wait { run_id, timeout, json, place } => {
+            super::runs_wait::wait(&rt, &run_id, timeout, json, &place)
+        }
+        RunsCommand::Cancel { run_id, timeout, json, place } => {
+            super::runs_wait::cancel(&rt, &run_id, timeout, json, &place)
         }
     }
 }

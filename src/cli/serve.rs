@@ -70,6 +70,13 @@ pub(crate) struct ServeArgs {
     /// else on].
     #[arg(long)]
     no_admission: bool,
+    /// Seconds an execute_tools call waits for its run before it answers
+    /// `running` (the run goes on; the model waits with {"wait": RUN_ID}
+    /// or stops it with {"cancel": RUN_ID}); 0 or `off` waits for the end.
+    /// Keep it below the client's request timeout [default: 45, below the
+    /// 60 s of the MCP TypeScript SDK's clients].
+    #[arg(long, value_name = "SECS|off")]
+    yield_after: Option<String>,
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
@@ -207,6 +214,9 @@ fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Resul
         ),
     };
     options.state_key = state_key(args.state_key_file.as_deref(), workspace)?;
+    if let Some(given) = &args.yield_after {
+        options.yield_after = yield_after(given)?;
+    }
     let placed = args.engine.approve_options();
     // A database's credentials are shown masked (the result reaches the
     // model and logs): say so, or the pasted command fails to log in.
@@ -219,6 +229,25 @@ fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Resul
         "codemode approve {{run_id}} --allow {{seqs}}{placed} (or --deny {{seqs}}){hidden}, then call execute_tools with {{\"resume\": \"{{run_id}}\"}}"
     );
     Ok(options)
+}
+
+/// `--yield-after`'s value: seconds (fractions allowed, at most a day), 0
+/// or `off` for none.
+fn yield_after(given: &str) -> anyhow::Result<Option<Duration>> {
+    let given = given.trim();
+    if given.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    match given.parse::<f64>() {
+        Ok(0.0) => Ok(None),
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 => {
+            Ok(Some(Duration::from_secs_f64(secs)))
+        }
+        _ => bail!(
+            "--yield-after {given}: give seconds above 0 and at most 86400 (fractions allowed), or 0 or off to \
+             wait for every run's end"
+        ),
+    }
 }
 
 /// `path` resolved, unless it lies inside `workspace` (canonical), where a

@@ -25,6 +25,7 @@ mod journal;
 mod journal_postgres;
 mod layering;
 mod limits;
+mod long_runs;
 mod mcp_dialects;
 mod mcp_discovery;
 mod mcp_engine;

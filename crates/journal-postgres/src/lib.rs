@@ -16,6 +16,7 @@
 //! time. The guarantees and their limits are in `docs/JOURNAL.md`
 //! ("PostgreSQL store").
 
+mod cancels;
 mod holder;
 mod schema;
 mod tls;
@@ -577,6 +578,13 @@ impl JournalStore for PostgresStore {
 
     fn remove<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(self.inner.remove(run_id))
+    }
+    fn request_cancel<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(self.inner.request_cancel(run_id))
+    }
+
+    fn cancel_requests<'a>(&'a self, run_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(self.inner.cancel_requests(run_ids))
     }
 }
 

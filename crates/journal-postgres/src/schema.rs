@@ -10,13 +10,14 @@
 use tokio_postgres::Client;
 
 /// The schema version this code reads and writes.
-pub(crate) const VERSION: i32 = 1;
+pub(crate) const VERSION: i32 = 2;
 
 /// Each version's SQL, in order; a version's SQL never changes once
 /// released (a change is a new version).
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE codemode_runs (
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE codemode_runs (
          run_id text PRIMARY KEY,
          state text NOT NULL CHECK (state IN
              ('running', 'paused', 'completed', 'failed', 'timed_out', 'cancelled', 'interrupted')),
@@ -31,7 +32,16 @@ const MIGRATIONS: &[(i32, &str)] = &[(
          line text NOT NULL,
          PRIMARY KEY (run_id, n)
      );",
-)];
+    ),
+    // Cancel requests from other processes (`codemode runs cancel`).
+    (
+        2,
+        "CREATE TABLE codemode_cancels (
+         run_id text PRIMARY KEY REFERENCES codemode_runs (run_id) ON DELETE CASCADE,
+         requested_at timestamptz NOT NULL DEFAULT now()
+     );",
+    ),
+];
 
 /// The version table, made with the first migration.
 const VERSION_TABLE: &str = "CREATE TABLE codemode_schema (

@@ -43,6 +43,11 @@ pub(crate) enum Request {
     Refused(String),
     /// `{"rollback": RUN_ID}`: undo a run's file changes (rollback.rs).
     Rollback(String),
+    /// `{"wait": RUN_ID}`: the result of a run answered `running`
+    /// (long_runs.rs).
+    Wait(String),
+    /// `{"cancel": RUN_ID}`: cancel a run answered `running`.
+    Cancel(String),
 }
 
 /// Reads what a request with `args` (the tool's arguments), the
@@ -70,6 +75,9 @@ pub(crate) fn read_request(args: &Value, state: Option<&str>, answered: bool) ->
     }
     if let Some(rollback) = args.get(super::rollback::ROLLBACK) {
         return super::rollback::rollback_of(args, rollback).map_or_else(Request::Refused, Request::Rollback);
+    }
+    if let Some(request) = super::long_runs::read(args) {
+        return request;
     }
     match args.get(RESUME) {
         Some(resume) => match resume_of(args, resume) {

@@ -12,7 +12,7 @@ use super::request_state::{ApprovalState, StateSigner};
 /// What `execute_tools` makes of a request with `args`, `request_state`
 /// and (when `answered`) `inputResponses`, without running anything:
 /// `program <bytes>`, `batch <calls>`, `resume <run_id>`, `rollback
-/// <run_id>`, `answered
+/// <run_id>`, `wait <run_id>`, `cancel <run_id>`, `answered
 /// <state bytes>`, `malformed: <error>` or `refused: <sentence>`.
 pub fn execute_request(args: &Value, request_state: Option<&str>, answered: bool) -> String {
     match read_request(args, request_state, answered) {
@@ -25,6 +25,8 @@ pub fn execute_request(args: &Value, request_state: Option<&str>, answered: bool
         Request::Rollback(run_id) => format!("rollback {run_id}"),
         Request::Answered(sealed) => format!("answered {}", sealed.len()),
         Request::Refused(why) => format!("refused: {why}"),
+        Request::Wait(run_id) => format!("wait {run_id}"),
+        Request::Cancel(run_id) => format!("cancel {run_id}"),
     }
 }
 

@@ -28,8 +28,10 @@ use super::approvals::{PausingApprover, Route};
 use super::arguments::{Request, read_request};
 use super::request_state::StateSigner;
 use super::saves::Place;
+
+mod waiting;
 use codemode::{Engine, batch::BatchOptions, run::ExecuteInput, run::RunOptions};
-use codemode::{Receipt, receipt::CallReceipt, receipt::RunStatus};
+use codemode::{Receipt, receipt::RunStatus};
 
 /// How often, and how long apart, a resume retries a run another process
 /// holds for a moment (a person's `codemode approve` recording).
@@ -70,6 +72,8 @@ struct Inner {
     /// Held shared by each tool call; a stopping server takes it whole to
     /// know the calls have answered (their receipts saved).
     inflight: Arc<tokio::sync::RwLock<()>>,
+    /// The runs answered `running` (long_runs.rs).
+    background: super::long_runs::Background<Done>,
 }
 
 impl std::fmt::Debug for CodeModeServer {
@@ -93,7 +97,9 @@ impl CodeModeServer {
         let direct =
             if options.direct_tools { super::surface::native_names(&engine) } else { BTreeSet::new() };
         let (stop, inflight) = (CancellationToken::new(), Arc::default());
-        Ok(CodeModeServer { inner: Arc::new(Inner { engine, options, signer, direct, stop, inflight }) })
+        let background = super::long_runs::Background::default();
+        let inner = Inner { engine, options, signer, direct, stop, inflight, background };
+        Ok(CodeModeServer { inner: Arc::new(inner) })
     }
 
     /// Cancels every tool call in flight (their runs stop, their requests
@@ -128,7 +134,11 @@ impl CodeModeServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(params.arguments.clone().unwrap_or_default());
-        let done = match self.run_request(&params, &args, args.clone(), &cx).await {
+        if let Some(answer) = self.wait_or_cancel(&params, &args, &cx).await {
+            return Ok(answer);
+        }
+        let yield_after = self.inner.options.yield_after;
+        let done = match self.run_request(&params, &args, args.clone(), &cx, yield_after).await {
             Ok(done) => done,
             Err(refusal) => return Ok(refusal.into()),
         };
@@ -141,25 +151,30 @@ impl CodeModeServer {
     /// `{resume}`) for the request `cx` to its end, or, when the request is
     /// the retry of an `input_required` answer, resumes the run it names
     /// with the person's answers. `args` are the request's own arguments
-    /// (what a `requestState` is bound to).
+    /// (what a `requestState` is bound to). With `yield_after`, a run not
+    /// ended by then goes on in the server and the request is answered
+    /// `running` (waiting.rs).
     ///
     /// # Errors
     /// The result refusing the request before anything ran (a bad resume,
-    /// a `requestState` that does not verify).
+    /// a `requestState` that does not verify), or saying the run goes on.
     async fn run_request(
         &self,
         params: &CallToolRequestParams,
         args: &Value,
         input: Value,
         cx: &RequestContext<RoleServer>,
+        yield_after: Option<Duration>,
     ) -> Result<Done, CallToolResult> {
         let inner = &self.inner;
         let mut route = Route::of(cx, &inner.options);
         let progress = Progress::start(cx);
         let options = RunOptions::with_approver(route.approver());
-        let options = match &progress {
-            Some(p) => options.on_call_end(p.observer()),
-            None => options,
+        let relay = super::long_runs::Relay::default();
+        relay.set(progress.as_ref().map(|p| p.sender.clone()));
+        let options = match progress.is_some() || yield_after.is_some() {
+            true => options.on_call_end(waiting::observer(&relay)),
+            false => options,
         };
         let request = read_request(&input, params.request_state.as_deref(), params.input_responses.is_some());
         if matches!(request, Request::Answered(_) | Request::Resume(_)) {
@@ -169,6 +184,9 @@ impl CodeModeServer {
         }
         let started = match request {
             Request::Refused(why) => return Err(input_error(why)),
+            Request::Wait(_) | Request::Cancel(_) => {
+                return Err(input_error("`wait` and `cancel` are answered by execute_tools alone"));
+            }
             Request::Answered(sealed) => {
                 let (started, answered_route) = self.answered(&sealed, params, args, cx, options).await?;
                 route = answered_route;
@@ -214,18 +232,17 @@ impl CodeModeServer {
         // not the run's receipt: saving it would overwrite the receipt of
         // the run it names.
         let ran = !matches!(started, Started::Done(_));
-        let mut receipt = started.wait(&cx.ct).await;
+        let waited = self.wait_or_yield(started, &cx.ct, yield_after, &relay, &route).await;
         if let Some(p) = progress {
             p.stop().await;
         }
+        let mut receipt = match waited {
+            waiting::Waited::Ended(receipt) => *receipt,
+            waiting::Waited::Yielded(running) => return Err(running),
+        };
         // The run's folder is checked now and the answer names the file;
         // the file itself is written after the answer ([`Done::save`]).
-        let place = ran.then(|| Place::of(&inner.engine, &receipt));
-        if let Some(Place::Failed(why)) = &place {
-            let warning = format!("the receipt could not be saved: {why}");
-            eprintln!("codemode: warning: run {}: {warning}", receipt.run_id);
-            receipt.warnings.push(warning);
-        }
+        let place = ran.then(|| place_receipt(&inner.engine, &mut receipt));
         let saved = place.as_ref().and_then(Place::path);
         Ok(Done { receipt, route, saved, place })
     }
@@ -372,7 +389,7 @@ impl CodeModeServer {
     ) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(params.arguments.clone().unwrap_or_default());
         let input = json!({"batch": {"tool": params.name, "arguments": args}});
-        let done = match self.run_request(&params, &args, input, &cx).await {
+        let done = match self.run_request(&params, &args, input, &cx, None).await {
             Ok(done) => done,
             Err(refusal) => return Ok(refusal.into()),
         };
@@ -409,6 +426,18 @@ impl CodeModeServer {
 /// What a `requestState` is bound to: the tool called and its arguments.
 fn bound(params: &CallToolRequestParams, args: &Value) -> Value {
     json!({"tool": params.name, "arguments": args})
+}
+
+/// Where `receipt`'s file goes on `engine`, its folder checked; when it
+/// cannot be used, the receipt's warnings and stderr say so.
+fn place_receipt(engine: &Engine, receipt: &mut Receipt) -> Place {
+    let place = Place::of(engine, receipt);
+    if let Place::Failed(why) = &place {
+        let warning = format!("the receipt could not be saved: {why}");
+        eprintln!("codemode: warning: run {}: {warning}", receipt.run_id);
+        receipt.warnings.push(warning);
+    }
+    place
 }
 
 /// A request's run, ended.
@@ -475,20 +504,27 @@ enum Started {
     Ran(Box<Receipt>),
 }
 
+/// The end of a run, to wait for.
+type RunEnd = std::pin::Pin<Box<dyn Future<Output = Receipt> + Send>>;
+
 impl Started {
+    /// The run's id, a canceller and its end; the receipt of a refusal.
+    fn parts(self) -> Result<(String, codemode::run::Canceller, RunEnd), Box<Receipt>> {
+        match self {
+            Started::Run(run) => Ok((run.run_id().to_owned(), run.canceller(), Box::pin(run.wait()))),
+            Started::Batch(run) => Ok((run.run_id().to_owned(), run.canceller(), Box::pin(run.wait()))),
+            Started::Done(receipt) | Started::Ran(receipt) => Err(receipt),
+        }
+    }
+
     /// The receipt, cancelling the run if `cancelled` fires first (the
     /// client cancelled the request): the run stops, its in-flight calls
     /// are cancelled, and its receipt is still saved.
     async fn wait(self, cancelled: &CancellationToken) -> Receipt {
-        let (canceller, wait): (
-            codemode::run::Canceller,
-            std::pin::Pin<Box<dyn Future<Output = Receipt> + Send>>,
-        ) = match self {
-            Started::Run(run) => (run.canceller(), Box::pin(run.wait())),
-            Started::Batch(run) => (run.canceller(), Box::pin(run.wait())),
-            Started::Done(receipt) | Started::Ran(receipt) => return *receipt,
+        let (_, canceller, mut wait) = match self.parts() {
+            Ok(parts) => parts,
+            Err(receipt) => return *receipt,
         };
-        let mut wait = wait;
         tokio::select! {
             receipt = &mut wait => receipt,
             () = cancelled.cancelled() => { canceller.cancel(); wait.await }
@@ -501,6 +537,7 @@ impl Started {
 /// in between are counted in the next; those not yet sent when the run ends
 /// go in one last notification before the result), none after the result.
 struct Progress {
+    /// Takes one line per notification.
     sender: tokio::sync::mpsc::UnboundedSender<String>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -561,16 +598,6 @@ impl Progress {
             }
         });
         Some(Progress { sender, stop, task })
-    }
-
-    /// The run's observer: queues a line per finished call.
-    fn observer(&self) -> codemode::receipt::CallEndObserver {
-        let sender = self.sender.clone();
-        Arc::new(move |call: &CallReceipt| {
-            let status = serde_json::to_value(call.status).ok();
-            let status = status.as_ref().and_then(Value::as_str).unwrap_or("ended");
-            let _ = sender.send(format!("call {} {} {status}", call.seq, call.tool));
-        })
     }
 
     /// Stops sending: the result goes next.

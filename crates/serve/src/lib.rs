@@ -21,6 +21,7 @@ mod handler;
 #[cfg(feature = "http")]
 mod http;
 mod input_required;
+mod long_runs;
 mod pausing;
 mod question;
 mod request_state;
@@ -73,7 +74,19 @@ pub struct ServeOptions {
     /// CLI adds the options naming the workspace, policy file and journal
     /// store after `--allow {seqs}`.
     pub decide_command: String,
+    /// How long an `execute_tools` request waits for its run before it
+    /// answers `{status: "running", run_id}` and lets the run go on in the
+    /// server (bounded by its own deadline), for the model to
+    /// `{"wait": RUN_ID}` or `{"cancel": RUN_ID}`; a `wait` answers within
+    /// the same bound. `None`: a request waits for its run's end. Default:
+    /// [`DEFAULT_YIELD_AFTER`].
+    pub yield_after: Option<Duration>,
 }
+
+/// The default of [`ServeOptions::yield_after`]: 45 s, below the 60 s a
+/// tool call gets from the official TypeScript SDK's client (its default
+/// request timeout) and the hosts built on it.
+pub const DEFAULT_YIELD_AFTER: Duration = Duration::from_secs(45);
 
 impl Default for ServeOptions {
     fn default() -> Self {
@@ -85,6 +98,7 @@ impl Default for ServeOptions {
             state_key: None,
             state_ttl: Duration::from_secs(3600),
             decide_command: DEFAULT_DECIDE_COMMAND.to_owned(),
+            yield_after: Some(DEFAULT_YIELD_AFTER),
         }
     }
 }
@@ -99,6 +113,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("state_key", &self.state_key.as_ref().map(|_| "<set>"))
             .field("state_ttl", &self.state_ttl)
             .field("decide_command", &self.decide_command)
+            .field("yield_after", &self.yield_after)
             .finish()
     }
 }

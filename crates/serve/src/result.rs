@@ -92,7 +92,7 @@ pub(crate) fn output_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "status": {"enum": ["completed", "failed", "timed_out", "cancelled", "paused"]},
+            "status": {"enum": ["completed", "failed", "timed_out", "cancelled", "paused", "running"]},
             "run_id": {"type": "string"},
             "value": {"description": "The program's return value (a string prefix of its JSON when value_truncated)."},
             "value_truncated": {

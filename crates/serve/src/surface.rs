@@ -92,12 +92,16 @@ fn execute_tools(engine: &Engine, shown: ToolsShown, servers_named: Option<usize
             RESUME.to_owned(),
             json!({
                 "type": "string",
-                "description": "Instead of code: a paused run's run_id, to continue it with what the user decided; alone."
+                "description": "Instead of code: a paused run's run_id, to go on with the user's decisions."
             }),
         );
+        // A run answered `running`: its answer says what these do.
+        for field in [super::long_runs::WAIT, super::long_runs::CANCEL] {
+            props.insert(field.to_owned(), json!({"type": "string"}));
+        }
     }
     let description = format!(
-        "{}\n\nA call that needs approval is put to the user; when it cannot be, the run pauses and the result says how the user decides; then call again with {{\"resume\": run_id}}.",
+        "{}\n\nA call needing approval goes to the user; if it cannot, the run pauses and the result says how the user decides; then call with {{\"resume\": run_id}}.",
         spec.description
     );
     let mut spec = spec;

@@ -10,6 +10,7 @@
 mod approval_binding;
 mod git_dir;
 mod hostile_journal;
+mod long_runs;
 mod path_spelling;
 mod pinned_commands;
 mod questions;

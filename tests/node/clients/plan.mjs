@@ -21,7 +21,12 @@
 //        "allow_input_required": true,     // v2: hand `input_required` back instead of fulfilling it
 //        "state_from": 1,                  // put step 1's requestState into params.requestState
 //        "state": "...",                   // or this requestState
-//        "responses": {...}}               // params.inputResponses
+//        "responses": {...},               // params.inputResponses
+//        "timeout_ms": 60000,              // the SDK's request timeout (default 120000)
+//        "cancel_of": 1}                   // arguments {"cancel": step 1's run_id}
+//       {"wait_for": 1,                    // while step 1's run is `running`, call
+//        "timeout_ms": 60000,              // execute_tools {"wait": RUN_ID} again (at most
+//        "most": 20, "progress": true}     // `most` times); reports each wait in `waits`
 //     ]
 //   }
 // Output: one line `{"step": i, ...}` per step, then `{"done": true,
@@ -109,20 +114,41 @@ export async function runPlan(plan, session, elicitations, wire = []) {
         const progress = [];
         const options = {};
         const params = { ...step.call };
+        if (step.cancel_of !== undefined) params.arguments = { cancel: results[step.cancel_of]?.structuredContent?.run_id };
         if (step.state_from !== undefined) params.requestState = results[step.state_from]?.requestState;
         if (step.state !== undefined) params.requestState = step.state;
         if (step.responses !== undefined) params.inputResponses = step.responses;
         if (step.allow_input_required) options.allowInputRequired = true;
         if (step.progress) options.onprogress = (p) => progress.push(p);
         if (step.abort_when_file) options.signal = abortWhenFile(step.abort_when_file).signal;
+        if (step.timeout_ms) options.timeout = step.timeout_ms;
         const seen = wire.length;
         const result = await session.call(params, options, step.raw === true);
         results[i] = result;
         out({ step: i, result, progress, ...progressOnWire(wire.slice(seen)) });
+      } else if (step.wait_for !== undefined) {
+        results[i] = await waitFor(session, step, results[step.wait_for], i);
       }
     } catch (e) {
       out({ step: i, error: String(e?.message ?? e), code: e?.code ?? null });
     }
   }
   out({ done: true, elicitations });
+}
+
+/// Waits for the run of `result` (a `running` answer) as a model would:
+/// execute_tools {"wait": RUN_ID} until the answer is not `running`.
+async function waitFor(session, step, result, i) {
+  const runId = result?.structuredContent?.run_id;
+  const waits = [];
+  while (result?.structuredContent?.status === 'running' && waits.length < (step.most ?? 20)) {
+    const progress = [];
+    const options = { timeout: step.timeout_ms ?? 120000 };
+    if (step.progress) options.onprogress = (p) => progress.push(p);
+    const started = Date.now();
+    result = await session.call({ name: 'execute_tools', arguments: { wait: runId } }, options, false);
+    waits.push({ ms: Date.now() - started, status: result?.structuredContent?.status ?? null, progress });
+  }
+  out({ step: i, result, waits });
+  return result;
 }

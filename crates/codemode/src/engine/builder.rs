@@ -319,6 +319,7 @@ impl EngineBuilder {
                 journal_facts,
                 tools: tools_handle,
                 vms,
+                cancel_watch: Arc::default(),
                 _own_runtime: own,
             }),
         })

@@ -4,6 +4,7 @@
 mod approve;
 mod batch;
 mod builder;
+mod cancel_watch;
 mod confinement;
 mod connect_first;
 mod direct;
@@ -76,6 +77,9 @@ pub(crate) struct Shared {
     /// The policy and limits as journals record them.
     pub journal_facts: resume::JournalFacts,
     pub tools: Handle,
+    /// The journaled runs going now, watched for cancels from other
+    /// processes.
+    pub cancel_watch: Arc<cancel_watch::CancelWatch>,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
 }
@@ -237,6 +241,11 @@ impl Engine {
             Box::pin(async move {
                 let durable = journaling.as_ref().and_then(|j| j.durable.clone());
                 let undo = journaling.as_ref().and_then(|j| j.log.undo_log()).map(Arc::new);
+                // A cancel another process asks for reaches a journaled run.
+                let _watched = match (&shared.journal, journaling.is_some()) {
+                    (Some(store), true) => Some(shared.cancel_watch.watch(store, &shared.tools, &id, &c)),
+                    _ => None,
+                };
                 let setup = vm_setup(&shared, &id, &c, (durable, undo), options);
                 let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
                 let receipt = match vm {

@@ -530,6 +530,19 @@ impl JournalStore for LocalStore {
             locked.sync_data().map_err(fail)
         })
     }
+    fn request_cancel<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
+        let path = self.journal_path(run_id);
+        let syncer = self.syncer.clone();
+        blocking(&self.io, move || {
+            syncer.wait_written();
+            super::cancel_marker::request(&path?)
+        })
+    }
+
+    fn cancel_requests<'a>(&'a self, run_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {
+        let (root, ids) = (self.root.clone(), run_ids.to_vec());
+        blocking(&self.io, move || Ok(super::cancel_marker::requested(&root, ids)))
+    }
 }
 
 /// A local run journal: its file, locked (`None` once the run has ended).

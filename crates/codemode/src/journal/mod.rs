@@ -25,6 +25,7 @@
 //! folders), by the [`Retention`] of `[journal]`.
 
 pub(crate) mod approvals;
+mod cancel_marker;
 pub(crate) mod completion;
 mod credentials;
 pub(crate) mod digest;
@@ -413,5 +414,33 @@ pub trait JournalStore: Send + Sync + 'static {
                 self.describe()
             )))
         })
+    }
+    /// Asks the process running run `run_id` to cancel it: kept beside the
+    /// run's journal (the local store: a `cancel` file in the run's folder,
+    /// out of reach of programs; PostgreSQL: a row), where that process
+    /// finds it with [`JournalStore::cancel_requests`] within a second. It
+    /// stays until the run is removed: a paused run resumed later is
+    /// cancelled at once. Default: refused, the store cannot carry one.
+    ///
+    /// # Errors
+    /// [`StoreError::NotResumable`] with `Unknown` for an unknown id;
+    /// [`StoreError::Failed`] when the store fails or cannot carry cancels.
+    fn request_cancel<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
+        let _ = run_id;
+        Box::pin(async move {
+            Err(StoreError::Failed(format!("{} cannot carry a request to cancel a run", self.describe())))
+        })
+    }
+
+    /// Of `run_ids` (runs this process runs now), those a cancel was
+    /// requested for ([`JournalStore::request_cancel`]). One read for all of
+    /// them: an engine asks every 300 ms while it runs journaled runs.
+    /// Default: none.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] when the store cannot be read.
+    fn cancel_requests<'a>(&'a self, run_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {
+        let _ = run_ids;
+        Box::pin(async { Ok(Vec::new()) })
     }
 }
