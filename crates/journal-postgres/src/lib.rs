@@ -16,6 +16,7 @@
 //! time. The guarantees and their limits are in `docs/JOURNAL.md`
 //! ("PostgreSQL store").
 
+mod annotate;
 mod holder;
 mod schema;
 mod tls;
@@ -577,6 +578,10 @@ impl JournalStore for PostgresStore {
 
     fn remove<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(self.inner.remove(run_id))
+    }
+
+    fn annotate<'a>(&'a self, run_id: &'a str, line: String) -> StoreFuture<'a, ()> {
+        Box::pin(self.inner.annotate(run_id, line))
     }
 }
 
