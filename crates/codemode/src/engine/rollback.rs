@@ -15,10 +15,10 @@ use serde_json::{Map, Value};
 
 use super::{BatchOptions, Engine, RunOptions};
 use crate::gate::compensation::Compensation;
+use crate::journal::undo::{FileRestore, RestorePlan, Restored};
 use crate::journal::undo::{FileUndo, RevertedRecord, UndoPlan};
 use crate::journal::{RunState, StoreError, record};
 use crate::receipt::{CallStatus, ErrorKind, Receipt, RunError};
-use crate::tools::restore::{FileRestore, RestorePlan, Restored};
 use codemode_program::{Batch, BatchCall};
 
 /// How a rollback runs.
