@@ -287,3 +287,77 @@ compensate = { tool = "mcp__memory__delete_entities", args = { entityNames = ["{
     let (_, report) = rollback(ws, &id, &common);
     assert_eq!(report["nothing_left"], true, "{report}");
 }
+
+/// The same through the PostgreSQL store: pre-images in its rows, the
+/// rollback marks the run there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_journaled_in_postgresql_is_rolled_back_and_marked() {
+    let Some(db) = crate::journal_postgres::database("rollback").await else { return };
+    let ws = crate::common::workspace();
+    let ws = ws.path().to_owned();
+    let url = db.url.clone();
+    let before = snapshot(&ws);
+    let (report, again, shown) = tokio::task::spawn_blocking(move || {
+        std::fs::write(
+            ws.join("prog.js"),
+            r#"await tools.edit({path: "a.txt", edits: [{old: "beta", new: "BETA"}]});
+            await tools.write({path: "new.txt", content: "n"});"#,
+        )
+        .unwrap();
+        let out = codemode(&["run", "prog.js", "--posture", "full-access", "--journal", &url], "", &ws);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let id = format!("run-{}", &err.split("run run-").nth(1).unwrap()[..25]);
+        let (_, report) = rollback(&ws, &id, &["--posture", "full-access", "--journal", &url]);
+        let (_, again) = rollback(&ws, &id, &["--journal", &url]);
+        let shown = codemode(&["runs", "show", &id, "--journal", &url], "", &ws);
+        assert_eq!(snapshot(&ws), before);
+        (report, again, String::from_utf8_lossy(&shown.stdout).into_owned())
+    })
+    .await
+    .unwrap();
+    assert_eq!(names(&report, "restored"), ["a.txt"], "{report}");
+    assert_eq!(names(&report, "removed"), ["new.txt"], "{report}");
+    assert_eq!(report["reverted"], serde_json::json!([1, 2]), "{report}");
+    assert_eq!(again["nothing_left"], true, "{again}");
+    assert!(shown.contains("reverted by run-"), "{shown}");
+    db.drop_schema().await;
+}
+
+/// Pre-images are bounded (8 MiB a file, 16 MiB a run): past a bound the
+/// call still runs, its receipt entry says it is not undoable, and the
+/// rollback names it and leaves the file.
+#[test]
+fn a_call_past_the_pre_image_bounds_is_marked_not_undoable() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("huge.txt"), vec![b'h'; 9 << 20]).unwrap();
+    for name in ["b1.txt", "b2.txt", "b3.txt"] {
+        std::fs::write(ws.join(name), vec![b'b'; 6 << 20]).unwrap();
+    }
+    std::fs::write(
+        ws.join("prog.js"),
+        r#"for (const path of ["huge.txt", "b1.txt", "b2.txt", "b3.txt"]) await tools.write({path, content: "small"});"#,
+    )
+    .unwrap();
+    let out = codemode(&["run", "prog.js", "--posture", "full-access", "--json"], "", ws);
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notes: Vec<String> = receipt["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["note"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(notes[0].contains("not undoable") && notes[0].contains("8 MiB"), "{notes:?}");
+    assert!(notes[1].is_empty() && notes[2].is_empty(), "{notes:?}");
+    assert!(notes[3].contains("not undoable") && notes[3].contains("16 MiB"), "{notes:?}");
+    let id = receipt["run_id"].as_str().unwrap();
+    let (out, report) = rollback(ws, id, &["--posture", "full-access"]);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(names(&report, "restored"), ["b2.txt", "b1.txt"], "{report}");
+    let not_undone: Vec<u64> =
+        report["not_undone"].as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect();
+    assert_eq!(not_undone, [1, 4], "{report}");
+    assert_eq!(std::fs::read(ws.join("huge.txt")).unwrap(), b"small");
+    assert_eq!(std::fs::read(ws.join("b1.txt")).unwrap().len(), 6 << 20);
+}

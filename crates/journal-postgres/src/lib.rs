@@ -16,6 +16,7 @@
 //! time. The guarantees and their limits are in `docs/JOURNAL.md`
 //! ("PostgreSQL store").
 
+mod annotate;
 mod cancels;
 mod holder;
 mod schema;
@@ -585,6 +586,10 @@ impl JournalStore for PostgresStore {
 
     fn cancel_requests<'a>(&'a self, run_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {
         Box::pin(self.inner.cancel_requests(run_ids))
+    }
+
+    fn annotate<'a>(&'a self, run_id: &'a str, line: String) -> StoreFuture<'a, ()> {
+        Box::pin(self.inner.annotate(run_id, line))
     }
 }
 

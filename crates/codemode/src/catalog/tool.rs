@@ -54,7 +54,7 @@ pub struct ToolContext {
     pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
     /// Set for a rollback's calls only: `write` restores the file by this
     /// plan instead of writing its `content` (tools/restore.rs).
-    pub(crate) restore: Option<Arc<crate::tools::restore::RestorePlan>>,
+    pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
 }
 
 impl std::fmt::Debug for ToolContext {

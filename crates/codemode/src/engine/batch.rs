@@ -251,7 +251,7 @@ impl Engine {
         batch: Batch,
         options: BatchOptions,
         run: super::RunOptions,
-        plan: Option<Arc<crate::tools::restore::RestorePlan>>,
+        plan: Option<Arc<crate::journal::undo::RestorePlan>>,
     ) -> BatchRun {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));

@@ -15,10 +15,10 @@ use serde_json::{Map, Value};
 
 use super::{BatchOptions, Engine, RunOptions};
 use crate::gate::compensation::Compensation;
+use crate::journal::undo::{FileRestore, RestorePlan, Restored};
 use crate::journal::undo::{FileUndo, RevertedRecord, UndoPlan};
 use crate::journal::{RunState, StoreError, record};
 use crate::receipt::{CallStatus, ErrorKind, Receipt, RunError};
-use crate::tools::restore::{FileRestore, RestorePlan, Restored};
 use codemode_program::{Batch, BatchCall};
 
 /// How a rollback runs.
@@ -116,8 +116,11 @@ impl Engine {
     /// its `write` and `edit` calls changed or made (made files removed),
     /// each through the gate as a `write` of its path; leaves alone (and
     /// names) a file whose bytes are not what the run left, unless
-    /// `options.force`; marks the calls undone in the run's journal.
-    /// bash and MCP calls are not undone (named in `not_undone`).
+    /// `options.force`; makes the compensating call the policy names for
+    /// a tool (`[tools."NAME"] compensate`) for each of its calls that
+    /// succeeded, in the same newest-first order; marks the calls undone
+    /// in the run's journal. Other calls that may have changed something
+    /// (bash, MCP tools without a compensation) are named in `not_undone`.
     ///
     /// # Errors
     /// `invocation` when journaling is off; `not_resumable` for an unknown

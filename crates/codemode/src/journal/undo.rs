@@ -313,6 +313,40 @@ impl UndoPlan {
     }
 }
 
+/// What one file is restored to.
+#[derive(Debug, Clone)]
+pub(crate) struct FileRestore {
+    /// Its bytes before the run (`None`: the run made it; it is removed).
+    pub bytes: Option<Vec<u8>>,
+    /// Their permission bits.
+    pub mode: Option<u32>,
+    /// SHA-256 (hex) of what the run left in it (`None`: not known).
+    pub left: Option<String>,
+}
+
+/// What happened to one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Restored {
+    /// Its bytes were put back.
+    Written,
+    /// The run made it; it was removed.
+    Removed,
+    /// It already held its bytes from before the run.
+    AsBefore,
+    /// It changed since the run, and was left alone.
+    ChangedSince,
+}
+
+/// The files of one rollback, by workspace-relative path.
+#[derive(Debug, Default)]
+pub(crate) struct RestorePlan {
+    pub files: HashMap<String, FileRestore>,
+    /// Restore files changed since the run too (`--force`).
+    pub force: bool,
+    /// What happened to each file, as it happens.
+    pub outcomes: Mutex<HashMap<String, Restored>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

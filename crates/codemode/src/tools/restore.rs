@@ -8,10 +8,8 @@
 //! lock; a file whose bytes are not what the run left is left alone
 //! unless the plan forces it.
 
-use std::collections::HashMap;
 use std::io::Read as _;
 use std::os::fd::AsFd as _;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 
 use nix::errno::Errno;
@@ -23,40 +21,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::workspace::{self, WriteTarget};
 use crate::catalog::{ToolContext, ToolError, ToolOutput};
-
-/// What one file is restored to.
-#[derive(Debug, Clone)]
-pub(crate) struct FileRestore {
-    /// Its bytes before the run (`None`: the run made it; it is removed).
-    pub bytes: Option<Vec<u8>>,
-    /// Their permission bits.
-    pub mode: Option<u32>,
-    /// SHA-256 (hex) of what the run left in it (`None`: not known).
-    pub left: Option<String>,
-}
-
-/// What happened to one file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Restored {
-    /// Its bytes were put back.
-    Written,
-    /// The run made it; it was removed.
-    Removed,
-    /// It already held its bytes from before the run.
-    AsBefore,
-    /// It changed since the run, and was left alone.
-    ChangedSince,
-}
-
-/// The files of one rollback, by workspace-relative path.
-#[derive(Debug, Default)]
-pub(crate) struct RestorePlan {
-    pub files: HashMap<String, FileRestore>,
-    /// Restore files changed since the run too (`--force`).
-    pub force: bool,
-    /// What happened to each file, as it happens.
-    pub outcomes: Mutex<HashMap<String, Restored>>,
-}
+use crate::journal::undo::{RestorePlan, Restored};
 
 /// Restores the file `path` names (as a `write` call's path) by `plan`;
 /// on a blocking thread.

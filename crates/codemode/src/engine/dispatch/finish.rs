@@ -38,7 +38,7 @@ pub(crate) struct Finisher {
     /// Where the run's file tools keep pre-images, when it keeps them.
     pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
     /// A rollback's plan, for its `write` calls (tools/restore.rs).
-    pub(crate) restore: Option<Arc<crate::tools::restore::RestorePlan>>,
+    pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
 }
 
 /// A result over the per-call bound, or a tool's error text over

@@ -128,7 +128,7 @@ pub(crate) struct Dispatcher {
     /// journaled program run): `None` keeps none (journal/undo.rs).
     pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
     /// A rollback's plan: its `write` calls restore files by it.
-    pub(crate) restore: Option<Arc<crate::tools::restore::RestorePlan>>,
+    pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
 }
 
 impl Dispatcher {
@@ -175,7 +175,7 @@ impl Dispatcher {
 
     /// This dispatcher's `write` calls restore files by `plan` (a
     /// rollback's batch).
-    pub(crate) fn restoring(self, plan: Option<Arc<crate::tools::restore::RestorePlan>>) -> Self {
+    pub(crate) fn restoring(self, plan: Option<Arc<crate::journal::undo::RestorePlan>>) -> Self {
         Dispatcher { restore: plan, ..self }
     }
 
