@@ -92,16 +92,17 @@ fn execute_tools(engine: &Engine, shown: ToolsShown, servers_named: Option<usize
             RESUME.to_owned(),
             json!({
                 "type": "string",
-                "description": "Instead of code: a paused run's run_id, to go on with the user's decisions."
+                "description": "A paused run's run_id, to go on with the user's decisions."
             }),
         );
-        // A run answered `running`: its answer says what these do.
-        for field in [super::long_runs::WAIT, super::long_runs::CANCEL] {
+        // A run answered `running`: its answer says what `wait` and
+        // `cancel` do; `rollback` undoes a run's file changes (SERVE.md).
+        for field in [super::long_runs::WAIT, super::long_runs::CANCEL, super::rollback::ROLLBACK] {
             props.insert(field.to_owned(), json!({"type": "string"}));
         }
     }
     let description = format!(
-        "{}\n\nA call needing approval goes to the user; if it cannot, the run pauses and the result says how the user decides; then call with {{\"resume\": run_id}}.",
+        "{}\n\nA call needing approval goes to the user; if it cannot, the run pauses and the result says how the user decides, then call {{\"resume\": run_id}}.",
         spec.description
     );
     let mut spec = spec;

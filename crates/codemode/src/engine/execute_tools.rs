@@ -77,7 +77,7 @@ run at once). A call resolves to `{{content, metadata, truncated}}` (content cut
 KiB has `truncated` saying how to get the rest) or rejects with a ToolError whose `kind` is \"denied\", \
 \"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. `console.log` goes to the receipt. No imports, fetch, timers, files or processes \
 except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. The receipt keeps the value \
-({value_kib} KiB), logs and each call's decision. To call tools without a program, \
+({value_kib} KiB), logs and decisions. To call tools without a program, \
 give `batch` instead of `code`: `{{tool, arguments}}`, a list of them, or `{{tool, arguments: [..]}}`; \
 the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declarations}",
         mcp = mcp_line(servers, more),

@@ -126,9 +126,15 @@ impl UndoLog {
     }
 
     /// Records what `path` (relative; `abs` absolute) held before call
-    /// `seq` replaces it. Call it under the file's writer lock, before the
-    /// rename.
-    pub(crate) fn before(&self, seq: u64, path: &str, abs: &Path, pre: Before<'_>) {
+    /// `seq` replaces it, and waits until the record is durable (so a
+    /// crash after the rename never loses what the file held). Call it
+    /// under the file's writer lock, before the rename, on a blocking
+    /// thread.
+    ///
+    /// # Errors
+    /// The journal could not make the record durable: the caller does not
+    /// replace the file (a change it could not undo).
+    pub(crate) fn before(&self, seq: u64, path: &str, abs: &Path, pre: Before<'_>) -> Result<(), String> {
         let (existed, mode) = match pre {
             Before::Absent => (false, None),
             Before::Bytes(_, mode) | Before::TooLarge(_, mode) => (true, Some(mode)),
@@ -156,7 +162,9 @@ impl UndoLog {
                 }
             }
         }
-        self.side.push(record::tagged_line("preimage", &record));
+        self.side
+            .push_durable_blocking(record::tagged_line("preimage", &record))
+            .map_err(|e| format!("cannot keep what the file held for undo: {e}"))
     }
 
     /// Takes `n` bytes of the run's budget, or says why not.

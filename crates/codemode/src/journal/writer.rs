@@ -51,6 +51,21 @@ impl SideLog {
         line.push('\n');
         let _ = self.0.send(Msg::Lines(line));
     }
+
+    /// Appends one line and waits, blocking this thread (a tool's blocking
+    /// thread, never the runtime's), until it and every line before it are
+    /// durable: one sync, shared with whatever else is queued (group
+    /// commit). A pre-image is kept so before its file is replaced.
+    ///
+    /// # Errors
+    /// The store's error, or the writer having stopped (the run ended).
+    pub(crate) fn push_durable_blocking(&self, mut line: String) -> Result<(), super::StoreError> {
+        line.push('\n');
+        let (ticket, answer) = tokio::sync::oneshot::channel();
+        let stopped = || super::StoreError::Failed("the journal writer stopped".into());
+        self.0.send(Msg::Durable(line, vec![ticket])).map_err(|_| stopped())?;
+        answer.blocking_recv().unwrap_or_else(|_| Err(stopped()))
+    }
 }
 
 /// One run's journal, on the VM thread: lines go into one buffer of text

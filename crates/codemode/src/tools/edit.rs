@@ -123,7 +123,7 @@ fn edit_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<To
     let updated = apply(&text, &args.edits, &ranges);
     let mode =
         file.metadata().ok().map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777);
-    super::preimage::keep_before(cx, &target, true, Some((text.as_bytes(), mode.unwrap_or(0o644))));
+    super::preimage::keep_before(cx, &target, true, Some((text.as_bytes(), mode.unwrap_or(0o644))))?;
     write::write_atomic(&target.dir, &target.name, updated.as_bytes(), mode, cancelled)
         .map_err(|e| write::write_error(&args.path, &e))?;
     super::preimage::keep_after(cx, &target, updated.as_bytes());

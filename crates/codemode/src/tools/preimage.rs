@@ -10,39 +10,42 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 
 use super::workspace::{self, WriteTarget};
-use crate::catalog::ToolContext;
+use crate::catalog::{ToolContext, ToolError};
 use crate::journal::FILE_PREIMAGE_BYTES;
 use crate::journal::undo::Before;
 
 /// Keeps what `target` holds now (`existing`: whether a file is there) as
-/// the pre-image of call `cx.seq`, reading it when it exists. `known` is
-/// the file's content and mode when the tool has read it already (`edit`).
+/// the pre-image of call `cx.seq`, reading it when it exists, and waits
+/// until it is durable in the run's journal. `known` is the file's content
+/// and mode when the tool has read it already (`edit`).
+///
+/// # Errors
+/// The journal could not keep it: the tool leaves the file as it is.
 pub(crate) fn keep_before(
     cx: &ToolContext,
     target: &WriteTarget,
     existing: bool,
     known: Option<(&[u8], u32)>,
-) {
-    let Some(undo) = &cx.undo else { return };
+) -> Result<(), ToolError> {
+    let Some(undo) = &cx.undo else { return Ok(()) };
     let rel = workspace::relative(&cx.workspace, &target.real);
-    if !existing {
-        undo.before(cx.seq, &rel, &target.real, Before::Absent);
-        return;
-    }
-    if let Some((bytes, mode)) = known {
-        undo.before(cx.seq, &rel, &target.real, Before::Bytes(bytes, mode));
-        return;
-    }
-    match read_capped(target) {
-        Ok((bytes, mode)) if bytes.len() as u64 <= FILE_PREIMAGE_BYTES => {
-            undo.before(cx.seq, &rel, &target.real, Before::Bytes(&bytes, mode));
+    let kept = if !existing {
+        undo.before(cx.seq, &rel, &target.real, Before::Absent)
+    } else if let Some((bytes, mode)) = known {
+        undo.before(cx.seq, &rel, &target.real, Before::Bytes(bytes, mode))
+    } else {
+        match read_capped(target) {
+            Ok((bytes, mode)) if bytes.len() as u64 <= FILE_PREIMAGE_BYTES => {
+                undo.before(cx.seq, &rel, &target.real, Before::Bytes(&bytes, mode))
+            }
+            Ok((bytes, mode)) => {
+                undo.before(cx.seq, &rel, &target.real, Before::TooLarge(bytes.len() as u64, mode))
+            }
+            // Unreadable (the write will likely fail too): no bytes to keep.
+            Err(_) => undo.before(cx.seq, &rel, &target.real, Before::TooLarge(u64::MAX, 0)),
         }
-        Ok((bytes, mode)) => {
-            undo.before(cx.seq, &rel, &target.real, Before::TooLarge(bytes.len() as u64, mode))
-        }
-        // Unreadable (the write will likely fail too): no bytes to keep.
-        Err(_) => undo.before(cx.seq, &rel, &target.real, Before::TooLarge(u64::MAX, 0)),
-    }
+    };
+    kept.map_err(|why| ToolError::new(format!("`{rel}` was not changed: {why}")))
 }
 
 /// Keeps the digest of what call `cx.seq` wrote to `target`.

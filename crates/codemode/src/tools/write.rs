@@ -92,7 +92,7 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         .filter(|st| workspace::kind(st) == nix::sys::stat::SFlag::S_IFREG)
         .map(|st| st.st_mode & 0o7777);
     let created = lock.existing.is_none();
-    super::preimage::keep_before(cx, &target, !created, None);
+    super::preimage::keep_before(cx, &target, !created, None)?;
     write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
         .map_err(|e| write_error(&args.path, &e))?;
     super::preimage::keep_after(cx, &target, args.content.as_bytes());
