@@ -75,3 +75,42 @@ fn a_cancel_requested_before_a_crash_ends_the_recovery_before_anything_runs_agai
     let list = String::from_utf8_lossy(&list.stdout);
     assert!(list.lines().any(|l| l.starts_with(&id) && l.contains("cancelled")), "{list}");
 }
+
+/// A rollback of a run made in another workspace (a journal folder
+/// shared by both, as PostgreSQL is) used to write that workspace's
+/// pre-images into this one's files and mark the run undone, so that the
+/// rollback where the run was made found "nothing left to undo". The
+/// defence: `Engine::rollback` refuses a run whose journal header names
+/// another workspace.
+#[test]
+fn a_run_of_another_workspace_is_not_rolled_back_here() {
+    let (a, b) = (crate::common::workspace(), crate::common::workspace());
+    let (a, b) = (a.path(), b.path());
+    let journals = tempfile::tempdir().unwrap();
+    let journal = journals.path().to_str().unwrap();
+    std::fs::write(a.join("conf.txt"), "workspace a's own\n").unwrap();
+    std::fs::write(
+        a.join("prog.js"),
+        r#"await tools.write({path: "conf.txt", content: "same\n"}); return 1"#,
+    )
+    .unwrap();
+    let out = codemode(&["run", "prog.js", "--posture", "full-access", "--journal", journal], "", a);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let rest = err.split("run run-").nth(1).unwrap_or_else(|| panic!("no run id: {err}"));
+    let id = format!("run-{}", &rest[..25]);
+    // b's file holds what the run left in a's.
+    std::fs::write(b.join("conf.txt"), "same\n").unwrap();
+    let here = codemode(&["rollback", &id, "--posture", "full-access", "--journal", journal], "", b);
+    let said = String::from_utf8_lossy(&here.stderr);
+    assert_eq!(
+        std::fs::read_to_string(b.join("conf.txt")).unwrap(),
+        "same\n",
+        "a's bytes not written in b: {said}"
+    );
+    assert_eq!(here.status.code(), Some(5), "{said}");
+    assert!(said.contains("was made in workspace"), "{said}");
+    let there = codemode(&["rollback", &id, "--posture", "full-access", "--journal", journal], "", a);
+    assert_eq!(there.status.code(), Some(0), "{}", String::from_utf8_lossy(&there.stderr));
+    assert_eq!(std::fs::read_to_string(a.join("conf.txt")).unwrap(), "workspace a's own\n");
+}
