@@ -17,6 +17,7 @@ mod questions;
 mod read_once;
 mod recovery;
 mod retention;
+mod review_33;
 mod rollback;
 mod round_two;
 mod run_state;

@@ -119,6 +119,26 @@ pub(crate) async fn prepare(
     let shared = &engine.shared;
     let refused = |kind: ErrorKind, message: String| refusal(shared, run_id, kind, message);
     let (lines, mut claimed) = claim(shared, run_id).await.map_err(|(kind, m)| refused(kind, m))?;
+    // A cancel requested while the run last ran (its process died or
+    // paused before it looked) ends it here, before anything is replayed
+    // or run again: not 300 ms into the resume, with a call it allowed
+    // again half run.
+    if cancel_requested(shared, run_id).await {
+        let ended =
+            on_tools(shared, async move { claimed.end(String::new(), RunState::Cancelled).await }).await;
+        let mut receipt = refused(
+            ErrorKind::Cancelled,
+            format!(
+                "a cancel was requested for run {run_id} (`codemode runs cancel`) while it last ran: it is ended \
+                 `cancelled` now, and nothing ran again"
+            ),
+        );
+        receipt.status = crate::receipt::RunStatus::Cancelled;
+        if let Err(e) = ended {
+            receipt.warnings.push(format!("the run could not be ended `cancelled`: {e}"));
+        }
+        return Err(receipt);
+    }
     // From here a refusal gives the run back, still paused; an
     // interrupted one is let go as it was (its journal dropped uncommitted
     // leaves it `running` with nobody holding it: interrupted).
@@ -184,6 +204,18 @@ fn was_interrupted(lines: &[String]) -> bool {
 /// anything ran.
 fn refusal(shared: &Shared, run_id: &str, kind: ErrorKind, message: String) -> Receipt {
     super::early_receipt(shared, run_id, &RunClock::new(shared.limits.deadline), RunError::new(kind, message))
+}
+
+/// Whether the engine's journal store holds a cancel request for run
+/// `run_id` (`codemode runs cancel`, docs/JOURNAL.md "Waiting and
+/// cancelling"); a store that cannot be read says no (the run's own watch
+/// asks again once it runs).
+async fn cancel_requested(shared: &Shared, run_id: &str) -> bool {
+    let Some(store) = shared.journal.clone() else { return false };
+    let ids = vec![run_id.to_owned()];
+    on_tools(shared, async move { store.cancel_requests(&ids).await })
+        .await
+        .is_ok_and(|found| !found.is_empty())
 }
 
 /// Claims run `run_id` in the engine's journal store: its journal's lines

@@ -152,6 +152,7 @@ impl Engine {
                 format!("run `{run_id}` is still running in another process; roll it back once it has ended"),
             ));
         }
+        self.same_workspace(run_id, &stored.lines)?;
         let plan = UndoPlan::of(&stored.lines).map_err(|e| RunError::new(ErrorKind::Internal, e))?;
         let (mut report, comps) = self.report_of(run_id, &plan);
         let mut steps: Vec<Step<'_>> = plan
@@ -184,6 +185,29 @@ impl Engine {
         report.rollback_run_id = Some(receipt.run_id.clone());
         report.receipt = Some(receipt);
         Ok(report)
+    }
+
+    /// Refuses a run made in another workspace (a shared journal folder,
+    /// PostgreSQL): its pre-images are of that workspace's files, and
+    /// restoring them here would write one workspace's bytes into another
+    /// and mark the run undone while its own files stay changed.
+    fn same_workspace(&self, run_id: &str, lines: &[String]) -> Result<(), RunError> {
+        let header =
+            lines.first().and_then(|l| serde_json::from_str::<record::Header>(l).ok()).ok_or_else(|| {
+                RunError::new(ErrorKind::Internal, format!("run `{run_id}`'s journal has no header"))
+            })?;
+        let here = self.shared.workspace.display().to_string();
+        if header.workspace != here {
+            return Err(RunError::new(
+                ErrorKind::NotResumable,
+                format!(
+                    "run `{run_id}` was made in workspace {}, not {here}: its files are there; roll it back \
+                     there (--workspace {})",
+                    header.workspace, header.workspace
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The report before anything runs (the calls not undone), and the
