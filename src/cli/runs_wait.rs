@@ -66,7 +66,9 @@ pub(crate) fn cancel(
             Err(e) => return not_there(&e),
         };
         match state {
-            RunState::Paused => end_paused(store.as_ref(), run_id).await,
+            state @ (RunState::Paused | RunState::Interrupted) => {
+                end_paused(store.as_ref(), run_id, state).await
+            }
             RunState::Running => {
                 store.request_cancel(run_id).await?;
                 super::note!("asked the process running run {run_id} to cancel it");
@@ -89,13 +91,18 @@ fn bound(secs: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Ends paused run `run_id` `cancelled`: nothing runs, and a later resume
-/// is refused.
-async fn end_paused(store: &dyn JournalStore, run_id: &str) -> anyhow::Result<u8> {
+/// Ends run `run_id`, paused or interrupted (its process died), as
+/// `cancelled`: nothing runs, and a later resume or recovery is refused.
+async fn end_paused(store: &dyn JournalStore, run_id: &str, state: RunState) -> anyhow::Result<u8> {
     match store.claim(run_id).await {
         Ok((_, mut journal)) => {
             journal.end(String::new(), RunState::Cancelled).await?;
-            eprintln!("codemode: run {run_id} was paused; it is cancelled now (its pending calls never ran)");
+            let what = if state == RunState::Paused {
+                "was paused; it is cancelled now (its pending calls never ran)"
+            } else {
+                "was interrupted (its process died); it is cancelled now and will not be recovered"
+            };
+            eprintln!("codemode: run {run_id} {what}");
             Ok(0)
         }
         Err(e) => not_there(&e),

@@ -636,7 +636,14 @@ mod engines {
         assert_eq!(winner.status, RunStatus::Completed, "{:?}", winner.error);
         let e = loser.error.expect("the other resume is refused");
         assert_eq!(e.kind, ErrorKind::NotResumable, "{}", e.message);
-        assert!(e.message.contains("held by another process"), "{}", e.message);
+        // Usually the loser finds the run held; on a loaded machine the
+        // winner may have ended before the loser claimed, and the loser
+        // then finds it ended: either way it ran once.
+        assert!(
+            e.message.contains("held by another process") || e.message.contains("completed"),
+            "{}",
+            e.message
+        );
         assert_eq!(counter.load(Ordering::SeqCst), 1, "the write ran once");
         db.drop_schema().await;
     }

@@ -361,3 +361,36 @@ fn a_call_past_the_pre_image_bounds_is_marked_not_undoable() {
     assert_eq!(std::fs::read(ws.join("huge.txt")).unwrap(), b"small");
     assert_eq!(std::fs::read(ws.join("b1.txt")).unwrap().len(), 6 << 20);
 }
+
+/// A run that can still go on (paused here) is not rolled back under
+/// itself: a resume would replay against the restored files. Once ended
+/// with `codemode runs cancel`, it is.
+#[test]
+fn a_paused_run_is_ended_before_it_is_rolled_back() {
+    let ws = crate::common::workspace();
+    let config = tempfile::tempdir().unwrap();
+    let policy = config.path().join("policy.toml");
+    std::fs::write(&policy, "posture = \"full-access\"\n[rules]\nask = [\"bash\"]\n").unwrap();
+    let policy = policy.to_str().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "old").unwrap();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "await tools.write({path: 'a.txt', content: 'new'}); await tools.bash({command: 'true'}); return 1;",
+    )
+    .unwrap();
+    let run =
+        codemode(&["run", "prog.js", "--config", policy, "--approve", "pause", "--json"], "", ws.path());
+    assert_eq!(run.status.code(), Some(4), "{}", String::from_utf8_lossy(&run.stderr));
+    let paused: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let id = paused["run_id"].as_str().unwrap();
+    let refused = codemode(&["rollback", id, "--config", policy], "", ws.path());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(5), "{err}");
+    assert!(err.contains("is paused and can still go on") && err.contains("runs cancel"), "{err}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "new");
+    let cancel = codemode(&["runs", "cancel", id], "", ws.path());
+    assert_eq!(cancel.status.code(), Some(0), "{}", String::from_utf8_lossy(&cancel.stderr));
+    let (out, report) = rollback(ws.path(), id, &["--config", policy]);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "old");
+}

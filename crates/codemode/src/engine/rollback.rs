@@ -152,6 +152,18 @@ impl Engine {
                 format!("run `{run_id}` is still running in another process; roll it back once it has ended"),
             ));
         }
+        // A run that can still go on would replay against the restored
+        // files (a resume, or a recovery on another replica at the same
+        // time): it ends first.
+        if matches!(stored.state, RunState::Paused | RunState::Interrupted) {
+            return Err(RunError::new(
+                ErrorKind::NotResumable,
+                format!(
+                    "run `{run_id}` is {} and can still go on; end it first (`codemode runs cancel {run_id}`, or resume it to its end), then roll it back",
+                    stored.state
+                ),
+            ));
+        }
         self.same_workspace(run_id, &stored.lines)?;
         let plan = UndoPlan::of(&stored.lines).map_err(|e| RunError::new(ErrorKind::Internal, e))?;
         let (mut report, comps) = self.report_of(run_id, &plan);

@@ -196,13 +196,15 @@ fn not_resumable_message(run_id: &str, state: NotResumableState) -> String {
             format!("run `{run_id}` is paused but its journal could not be claimed")
         }
         NotResumableState::State(RunState::Running) => {
-            format!("run `{run_id}` is still running in another process; only a paused run can be resumed")
+            format!(
+                "run `{run_id}` is still running in another process; only a paused run, or one whose process died, can be resumed"
+            )
         }
         NotResumableState::State(RunState::Interrupted) => format!(
             "run `{run_id}` was moved from an old .codemode/runs folder, whose runs come in as history, and cannot be resumed; start it again"
         ),
         NotResumableState::State(state) => format!(
-            "run `{run_id}` already ended ({state}); only a paused run can be resumed (its receipt: `codemode runs show {run_id}`)"
+            "run `{run_id}` already ended ({state}); only a paused run, or one whose process died, can be resumed (its receipt: `codemode runs show {run_id}`)"
         ),
     }
 }
