@@ -557,6 +557,31 @@ struct LocalJournal {
 }
 
 /// The error of a write to a journal whose run has ended.
+/// Appends `text` to the journal file in `file` and syncs it, and the
+/// run folder `new_dir`'s entry (with its parent's) when given, so the
+/// journal is found after a crash of the machine. `what` names the
+/// operation in the error (`cannot commit ...`).
+fn write_synced(
+    file: &Mutex<Option<Locked>>,
+    path: &Path,
+    text: &str,
+    new_dir: Option<PathBuf>,
+    what: &str,
+) -> Result<(), StoreError> {
+    let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+    let file = file.as_mut().ok_or_else(|| ended(path))?;
+    let fail = |e: std::io::Error| StoreError::failed(format!("cannot {what} {}", path.display()), e);
+    file.write_all(text.as_bytes()).map_err(fail)?;
+    file.sync_data().map_err(fail)?;
+    if let Some(dir) = new_dir {
+        if let Some(parent) = dir.parent() {
+            File::open(parent).and_then(|d| d.sync_all()).map_err(fail)?;
+        }
+        File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
+    }
+    Ok(())
+}
+
 fn ended(path: &Path) -> StoreError {
     StoreError::Failed(format!("{}: the run's journal was already ended", path.display()))
 }
@@ -583,22 +608,8 @@ impl RunJournal for LocalJournal {
         // ended and lost its folder to a crash reads as unknown, which
         // nothing can resume either, so the two extra syncs are spared.
         let new_dir = if state == RunState::Paused { self.new_dir.take() } else { None };
-        blocking(&self.io, move || {
-            let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
-            let file = file.as_mut().ok_or_else(|| ended(&path))?;
-            let fail = |e: std::io::Error| StoreError::failed(format!("cannot commit {}", path.display()), e);
-            file.write_all(format!("{}\n", state_line(state)).as_bytes()).map_err(fail)?;
-            file.sync_data().map_err(fail)?;
-            if let Some(dir) = new_dir {
-                // The run folder's own entry, so the journal is found after
-                // a crash of the machine.
-                if let Some(parent) = dir.parent() {
-                    File::open(parent).and_then(|d| d.sync_all()).map_err(fail)?;
-                }
-                File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
-            }
-            Ok(())
-        })
+        let text = format!("{}\n", state_line(state));
+        blocking(&self.io, move || write_synced(&file, &path, &text, new_dir, "commit"))
     }
 
     fn append_durable(&mut self, text: String) -> StoreFuture<'_, ()> {
@@ -607,20 +618,7 @@ impl RunJournal for LocalJournal {
         // The run folder's entry too, the first time, so the journal is
         // found after a crash of the machine.
         let new_dir = self.new_dir.take();
-        blocking(&self.io, move || {
-            let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
-            let file = file.as_mut().ok_or_else(|| ended(&path))?;
-            let fail = |e: std::io::Error| StoreError::failed(format!("cannot write {}", path.display()), e);
-            file.write_all(text.as_bytes()).map_err(fail)?;
-            file.sync_data().map_err(fail)?;
-            if let Some(dir) = new_dir {
-                if let Some(parent) = dir.parent() {
-                    File::open(parent).and_then(|d| d.sync_all()).map_err(fail)?;
-                }
-                File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
-            }
-            Ok(())
-        })
+        blocking(&self.io, move || write_synced(&file, &path, &text, new_dir, "write"))
     }
 
     fn end(&mut self, mut tail: String, state: RunState) -> StoreFuture<'_, ()> {
