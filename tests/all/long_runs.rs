@@ -16,7 +16,7 @@ use crate::serve_clients::{Served, client, clients, execute};
 /// Pids of live (not zombie) processes whose command line contains
 /// `marker` (a program's bash runs in a PID namespace: its `$$` is not the
 /// host's pid).
-fn processes_with(marker: &str) -> Vec<i32> {
+pub(crate) fn processes_with(marker: &str) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };

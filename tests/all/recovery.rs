@@ -371,3 +371,157 @@ async fn five_runs_killed_together_are_all_recovered_elsewhere() {
     assert_eq!(count.matches('a').count(), 5, "no finished call ran again: {count}");
     assert_eq!(count.matches('c').count(), 5, "each run finished once: {count}");
 }
+
+/// The structured result of `execute_tools` with `arguments`, from `s`.
+fn execute(s: &mut crate::serve_stdio::Served, arguments: Value) -> Value {
+    let id = s.request("tools/call", serde_json::json!({"name": "execute_tools", "arguments": arguments}));
+    let r = s.response(id, |_, _| {});
+    r["result"]["structuredContent"].clone()
+}
+
+/// A replica lost: one `mcp serve` process on PostgreSQL has answered five
+/// runs `running` (--yield-after) and is SIGKILLed with all five in a bash
+/// call. Another replica recovers each (`execute_tools {"resume"}`): the
+/// call in flight waits for a person, who allows it with `codemode
+/// approve`; each run then ends with one receipt, every call once and one
+/// seq numbering, and no finished call ran again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_with_five_runs_in_flight_has_them_recovered_by_another() {
+    use crate::serve_stdio::Served;
+    use serde_json::json;
+    let Some(db) = postgres("rec_replica").await else { return };
+    let store = Store::postgres(&db);
+    let program = "await tools.bash({command: 'sh add.sh a'}); await tools.bash({command: 'sh hold.sh'}); \
+                   await tools.bash({command: 'sh add.sh c'}); return 'done';";
+    let ws = workspace(program);
+    let ws = ws.path();
+    let common = ["--posture", "full-access", "--journal", db.url.as_str()];
+    let mut a = Served::start(ws, &[&common[..], &["--yield-after", "1"]].concat());
+    a.initialize(json!({}));
+    let requests: Vec<u64> = (0..5)
+        .map(|_| a.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": program}})))
+        .collect();
+    let mut ids = Vec::new();
+    while ids.len() < requests.len() {
+        // The answers come in any order.
+        let r = a.next();
+        if !r["id"].as_u64().is_some_and(|id| requests.contains(&id)) {
+            continue;
+        }
+        let answer = &r["result"]["structuredContent"];
+        assert_eq!(answer["status"], "running", "{r}");
+        ids.push(answer["run_id"].as_str().unwrap().to_owned());
+    }
+    let start = Instant::now();
+    while !ids.iter().all(|id| (store.lines)(ws, id).contains(r#"{"t":"start","seq":2}"#)) {
+        assert!(start.elapsed() < Duration::from_secs(60), "five runs got to their second call");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    a.kill();
+    assert_eq!(read(ws, "count.txt"), "a\n".repeat(5));
+    std::fs::remove_file(ws.join("hold")).unwrap();
+
+    let mut b = Served::start(ws, &common);
+    b.initialize(json!({}));
+    for id in &ids {
+        let paused = execute(&mut b, json!({"resume": id}));
+        assert_eq!(paused["status"], "paused", "{paused}");
+        assert_eq!(paused["pending"][0]["seq"], 2, "{paused}");
+        assert_eq!(paused["pending"][0]["kind"], "unknown_outcome", "{paused}");
+        let approved = store.run(ws, &["approve", id, "--allow", "2"]);
+        assert_eq!(approved.status.code(), Some(0), "{}", String::from_utf8_lossy(&approved.stderr));
+        let done = execute(&mut b, json!({"resume": id}));
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["value"], "done");
+        let shown = json(&store.run(ws, &["runs", "show", id, "--json"]));
+        let seqs: Vec<u64> =
+            shown["calls"].as_array().unwrap().iter().map(|c| c["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, [1, 2, 3], "{shown}");
+    }
+    b.close();
+    let count = read(ws, "count.txt");
+    assert_eq!(count.matches('a').count(), 5, "no finished call ran again: {count}");
+    assert_eq!(count.matches('c').count(), 5, "each run finished once: {count}");
+}
+
+/// A real MCP server's annotations decide what a recovery does with its
+/// tool's call in flight at the kill. server-filesystem is stopped
+/// (SIGSTOP) while the program holds, so the call that follows never gets
+/// its answer, and the run's process is SIGKILLed with it in flight.
+/// `write_file` declares `idempotentHint: true`: the recovered run repeats
+/// it by itself, no person asked. `edit_file` declares `idempotentHint:
+/// false`: the recovered run pauses on it as `unknown_outcome`.
+#[test]
+fn an_mcp_tools_idempotent_hint_decides_whether_its_interrupted_call_repeats() {
+    for (tool, repeats) in [("write_file", true), ("edit_file", false)] {
+        let ws = workspace("");
+        let ws = ws.path().canonicalize().unwrap();
+        std::fs::write(ws.join("note.txt"), "draft\n").unwrap();
+        let args = match tool {
+            "write_file" => format!("{{path: {:?}, content: 'written'}}", ws.join("out.txt")),
+            _ => format!(
+                "{{path: {:?}, edits: [{{oldText: 'draft', newText: 'final'}}]}}",
+                ws.join("note.txt")
+            ),
+        };
+        std::fs::write(
+            ws.join("prog.js"),
+            format!(
+                "await tools.call('mcp__fs__list_allowed_directories', {{}});
+                 await tools.bash({{command: 'sh add.sh a'}});
+                 await tools.bash({{command: 'sh hold.sh'}});
+                 await tools.call('mcp__fs__{tool}', {args});
+                 await tools.bash({{command: 'sh add.sh c'}});
+                 return 'done';"
+            ),
+        )
+        .unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let mcp = outside.path().join("mcp.json");
+        let server = crate::mcp_support::node_server("server-filesystem");
+        let config = serde_json::json!({"mcpServers": {"fs": {"command": "node", "args": [server, ws]}}});
+        std::fs::write(&mcp, config.to_string()).unwrap();
+        let mut store = Store::local();
+        store.flag = vec!["--mcp-config".into(), mcp.to_string_lossy().into_owned()];
+
+        // Held in seq 3: stop the server, let the program go on to seq 4.
+        let marker = format!("index.js {}", ws.display());
+        let stopped = std::cell::Cell::new(None);
+        let ready = || {
+            if stopped.get().is_none() {
+                let pids = crate::long_runs::processes_with(&marker);
+                assert_eq!(pids.len(), 1, "one server-filesystem: {pids:?}");
+                signal("STOP", pids[0]);
+                stopped.set(Some(pids[0]));
+                std::fs::remove_file(ws.join("hold")).unwrap();
+            }
+            let id = (store.runs)(&ws).remove(0);
+            (store.lines)(&ws, &id).contains(r#"{"t":"start","seq":4}"#)
+        };
+        let id = store.run_and_kill(&ws, &[], r#"{"t":"start","seq":3}"#, &ready);
+        signal("KILL", stopped.get().unwrap());
+
+        let out = store.run(&ws, &["resume", &id, "--approve", "allow", "--json"]);
+        let receipt = json(&out);
+        if repeats {
+            assert_eq!(out.status.code(), Some(0), "{receipt}");
+            assert_eq!(seqs(&receipt), [1, 2, 3, 4, 5]);
+            assert_eq!(receipt["calls"][3]["status"], "ok", "{receipt}");
+            assert_eq!(read(&ws, "out.txt"), "written");
+            assert_eq!(read(&ws, "count.txt"), "a\nc\n", "no finished call ran again");
+        } else {
+            assert_eq!(out.status.code(), Some(4), "{receipt}");
+            assert_eq!(receipt["pending"][0]["seq"], 4, "{receipt}");
+            assert_eq!(receipt["pending"][0]["kind"], "unknown_outcome", "{receipt}");
+            assert_eq!(read(&ws, "note.txt"), "draft\n", "not edited again without a person");
+            assert_eq!(read(&ws, "count.txt"), "a\n");
+        }
+    }
+}
+
+/// Sends SIG`name` to `pid`.
+fn signal(name: &str, pid: i32) {
+    let status =
+        std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}

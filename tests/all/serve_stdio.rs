@@ -95,6 +95,12 @@ impl Served {
         assert_eq!(r["result"], json!({}), "{r}");
     }
 
+    /// SIGKILLs the process (a replica lost) and reaps it.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        let _ = self.child.wait();
+    }
+
     /// Closes stdin and waits for the process.
     pub fn close(mut self) -> std::process::ExitStatus {
         drop(self.stdin);

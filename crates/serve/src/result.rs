@@ -58,6 +58,9 @@ pub(crate) fn structured(receipt: &Receipt, receipt_path: Option<&str>) -> Value
         .take(PENDING_LISTED)
         .map(|p| {
             let mut v = json!({"seq": p.seq, "tool": p.tool, "reason": p.reason});
+            if let Some(kind) = &p.kind {
+                v["kind"] = json!(kind);
+            }
             if let Some(subject) = &p.subject {
                 if subject.len() <= SUBJECT_BYTES {
                     v["subject"] = json!(subject);
@@ -121,6 +124,7 @@ pub(crate) fn output_schema() -> Value {
                         "seq": {"type": "integer"},
                         "tool": {"type": "string"},
                         "reason": {"type": "string"},
+                        "kind": {"type": "string"},
                         "subject": {"type": "string"},
                         "subject_bytes": {"type": "integer"}
                     },

@@ -210,6 +210,34 @@ impl Catalog {
         &self.digest
     }
 
+    /// The MCP servers whose tools are in the catalog (listed, or known
+    /// from the schema cache), each once, in catalog order.
+    pub(crate) fn mcp_servers(&self) -> Vec<String> {
+        let mut servers: Vec<String> = Vec::new();
+        for spec in self.specs() {
+            if let ToolSource::Mcp { server } = &spec.source
+                && !servers.contains(server)
+            {
+                servers.push(server.clone());
+            }
+        }
+        servers
+    }
+
+    /// The digest of the catalog without the tools of MCP servers not in
+    /// `servers`: what [`Catalog::digest`] was when only those servers
+    /// were listed, if nothing else changed. A resume compares it with the
+    /// digest its journal recorded, so a server first listed after that
+    /// point (by the run's own call, or by the schema cache another run
+    /// filled) does not count as a change.
+    pub(crate) fn digest_with_servers(&self, servers: &[String]) -> String {
+        let kept = self.specs().filter(|spec| match &spec.source {
+            ToolSource::Mcp { server } => servers.contains(server),
+            _ => true,
+        });
+        digest::catalog_digest(kept)
+    }
+
     /// Up to three registered names closest to `name`, best first.
     pub(crate) fn suggest(&self, name: &str) -> Vec<&str> {
         suggest::nearest(name, self.entries.iter().map(|e| e.spec.name.as_str()), 3)
@@ -302,5 +330,36 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert!(errs[0].starts_with("at /path:"), "{errs:?}");
         assert!(e.schema_errors(&json!({}))[0].contains("path"));
+    }
+
+    /// A tool of MCP server `server`.
+    struct OfServer(&'static str, &'static str);
+    impl Tool for OfServer {
+        fn spec(&self) -> ToolSpec {
+            let mut spec = ToolSpec::new(self.0, "server tool", json!({"type": "object"}));
+            spec.source = ToolSource::Mcp { server: self.1.to_owned() };
+            spec
+        }
+        fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+            Box::pin(async { Ok(ToolOutput::new(Value::Null)) })
+        }
+    }
+
+    #[test]
+    fn a_digest_without_servers_listed_since_is_the_digest_before_them() {
+        let fs: Arc<dyn Tool> = Arc::new(OfServer("mcp__fs__read", "fs"));
+        let fs2: Arc<dyn Tool> = Arc::new(OfServer("mcp__fs__write", "fs"));
+        let git: Arc<dyn Tool> = Arc::new(OfServer("mcp__git__log", "git"));
+        let before = Catalog::with_optional(vec![tool("read")], vec![fs.clone(), fs2.clone()]).unwrap().0;
+        let after = Catalog::with_optional(vec![tool("read")], vec![fs, fs2, git]).unwrap().0;
+        assert_eq!(before.mcp_servers(), ["fs"]);
+        assert_eq!(after.mcp_servers(), ["fs", "git"]);
+        assert_ne!(after.digest(), before.digest());
+        assert_eq!(after.digest_with_servers(&before.mcp_servers()), before.digest());
+        assert_eq!(after.digest_with_servers(&after.mcp_servers()), after.digest());
+        // A server's tool changed: not hidden.
+        let changed: Arc<dyn Tool> = Arc::new(OfServer("mcp__fs__read2", "fs"));
+        let other = Catalog::with_optional(vec![tool("read")], vec![changed]).unwrap().0;
+        assert_ne!(other.digest_with_servers(&["fs".to_owned()]), before.digest());
     }
 }

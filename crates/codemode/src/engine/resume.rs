@@ -71,6 +71,7 @@ fn header(shared: &Shared, program: &Program, run_id: &str, posture: crate::gate
             path: program.path().map(|p| p.display().to_string()),
         },
         catalog_sha256: shared.catalog.load().digest().to_owned(),
+        catalog_servers: Some(shared.catalog.load().mcp_servers()),
         policy_sha256,
         policy,
         limits: shared.journal_facts.limits.clone(),
@@ -338,10 +339,15 @@ fn check_unchanged(shared: &Shared, journal: &Journal, warnings: &mut Vec<String
         ));
     }
     // The catalog as it was when the run paused (an MCP server first
-    // listed during the run added its tools), else as it started.
-    let paused_with =
-        journal.paused.as_ref().and_then(|p| p.catalog_sha256.as_deref()).unwrap_or(&h.catalog_sha256);
-    let catalog = shared.catalog.load().digest().to_owned();
+    // listed during the run added its tools), else as it started (a run
+    // recovered after a crash), against this catalog without the MCP
+    // servers listed since: their tools are new to the run, not changed.
+    let (paused_with, servers) = match journal.paused.as_ref().and_then(|p| p.catalog_sha256.as_deref()) {
+        Some(sha) => (sha, journal.paused.as_ref().and_then(|p| p.catalog_servers.as_deref())),
+        None => (h.catalog_sha256.as_str(), h.catalog_servers.as_deref()),
+    };
+    let loaded = shared.catalog.load();
+    let catalog = servers.map_or_else(|| loaded.digest().to_owned(), |s| loaded.digest_with_servers(s));
     if catalog != paused_with {
         changed.push(format!(
             "the catalog changed since the run paused (sha256 {} -> {}): a tool was added, removed or changed its schema \

@@ -34,6 +34,12 @@ pub(crate) struct Header {
     pub workspace: String,
     pub program: ProgramRecord,
     pub catalog_sha256: String,
+    /// The MCP servers whose tools the catalog held when the run started
+    /// (a resume leaves out of its own digest the servers listed since).
+    /// Absent in journals written before it was kept: the whole catalog
+    /// is compared then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_servers: Option<Vec<String>>,
     pub policy_sha256: String,
     /// The canonical policy the digest is over (to say what changed).
     pub policy: serde_json::Value,
@@ -301,6 +307,10 @@ pub(crate) struct PausedRecord {
     /// header's digest is compared then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog_sha256: Option<String>,
+    /// The MCP servers whose tools the catalog held when the run paused
+    /// (as the header's `catalog_servers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_servers: Option<Vec<String>>,
 }
 
 /// The kind of a journal line: the text of its `t`.
@@ -692,7 +702,13 @@ mod tests {
 
     #[test]
     fn tagged_lines_start_with_their_kind() {
-        let p = PausedRecord { at_unix_ms: 5, elapsed_ms: 1.5, approval_wait_ms: 0.0, catalog_sha256: None };
+        let p = PausedRecord {
+            at_unix_ms: 5,
+            elapsed_ms: 1.5,
+            approval_wait_ms: 0.0,
+            catalog_sha256: None,
+            catalog_servers: None,
+        };
         let line = tagged_line("paused", &p);
         assert_eq!(kind(&line), Some("paused"));
         let back: PausedRecord = serde_json::from_str(&line).unwrap();

@@ -489,6 +489,7 @@ mod tests {
                 path: None,
             },
             catalog_sha256: "c".into(),
+            catalog_servers: None,
             policy_sha256: "p".into(),
             policy: serde_json::json!({}),
             limits: serde_json::json!({}),

@@ -90,6 +90,10 @@ pub(crate) trait CallHost {
     /// The catalog's digest now, for the receipt (lower-case hex SHA-256).
     fn catalog_sha256(&self) -> String;
 
+    /// The MCP servers whose tools are in the catalog now (journaled with
+    /// a pause: `PausedRecord::catalog_servers`).
+    fn catalog_servers(&self) -> Vec<String>;
+
     /// The run's warnings for its receipt (spill files that could not be
     /// written, an unconfined bash).
     fn run_warnings(&self) -> Vec<String>;

@@ -605,6 +605,10 @@ impl crate::vm::calls::CallHost for Dispatcher {
         self.shared.catalog.load().digest().to_owned()
     }
 
+    fn catalog_servers(&self) -> Vec<String> {
+        self.shared.catalog.load().mcp_servers()
+    }
+
     fn run_warnings(&self) -> Vec<String> {
         super::run_warnings(&self.shared, self.spill_area().failures())
     }

@@ -127,6 +127,7 @@ impl Vm {
                 elapsed_ms: 0.0,
                 approval_wait_ms: 0.0,
                 catalog_sha256: None,
+                catalog_servers: None,
             }));
         } else if receipt.status == RunStatus::Paused {
             let paused = PausedRecord {
@@ -134,6 +135,7 @@ impl Vm {
                 elapsed_ms: receipt.elapsed_ms,
                 approval_wait_ms: receipt.approval_wait_ms,
                 catalog_sha256: Some(receipt.catalog_sha256.clone()),
+                catalog_servers: Some(self.state.dispatcher.catalog_servers()),
             };
             journal.log.paused(&paused);
         }
