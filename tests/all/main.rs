@@ -49,6 +49,7 @@ mod run_end;
 mod run_grant;
 mod runs;
 mod sandbox;
+mod sandbox_writable;
 mod serve_approvals;
 mod serve_clients;
 mod serve_http;

@@ -55,7 +55,7 @@ fn sandbox_off_needs_full_access_and_every_receipt_says_so() {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).unwrap();
     let off = SandboxConfig {
-        settings: SandboxSettings { profile: SandboxProfile::Off, network: false },
+        settings: SandboxSettings { profile: SandboxProfile::Off, network: false, host_ipc: false },
         ..SandboxConfig::default()
     };
     let asked = ConfigFile { sandbox: off.clone(), ..ConfigFile::default() };

@@ -8,8 +8,8 @@
 //! (and `AF_VSOCK`, which a network namespace does not isolate: it reaches
 //! the virtual machine's host) with `EACCES` (`socketpair`, which only links two ends in the same
 //! process tree, still works) and `io_uring_setup` with `EPERM` (io_uring
-//! can open and connect sockets without those system calls). Applied only
-//! when the network is off (`[sandbox] network = false`).
+//! can open and connect sockets without those system calls). Applied
+//! unless `[sandbox] host_ipc = true`, whether or not the network is on.
 //!
 //! Built with `seccompiler` (rust-vmm), for the architecture the binary was
 //! built for.

@@ -70,6 +70,17 @@ pub struct LaunchSpec {
     pub profile: String,
     /// Whether the network stays reachable (no network namespace).
     pub network: bool,
+    /// Whether the command may open Unix sockets (the host's daemons,
+    /// agents and terminal multiplexers); apart from `network`.
+    #[serde(default)]
+    pub host_ipc: bool,
+    /// Folders outside the workspace made writable (`[sandbox] writable`
+    /// of a trusted policy, the git folders of a worktree, the command
+    /// cache), canonical and existing: bound writable before the
+    /// protected paths and hidden folders are mounted over, so those stay
+    /// as they are even beneath one of these.
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
     /// Paths made read-only.
     pub protected: Vec<PathBuf>,
     /// Folders covered with an empty read-only tmpfs.
@@ -248,7 +259,7 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
     let private_ptys =
         applied.namespaces.iter().any(|n| n == "mount") && mounts(spec, profile, &mut applied.missing);
     applied.landlock = landlock(spec, profile, private_ptys, &mut applied.missing);
-    if !spec.network
+    if !spec.host_ipc
         && let Err(e) = super::ipc_filter::block_unix_sockets()
     {
         applied.missing.push(format!(
@@ -323,7 +334,8 @@ fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>)
     match read_only_everywhere() {
         Ok(()) => {
             let writable = (profile == SandboxProfile::WorkspaceWrite).then_some(spec.workspace.as_path());
-            for path in writable.into_iter().chain([spec.tmpdir.as_path()]) {
+            let named = spec.writable.iter().map(PathBuf::as_path);
+            for path in writable.into_iter().chain([spec.tmpdir.as_path()]).chain(named) {
                 if let Err(e) = bind_writable(path) {
                     missing.push(format!("writable mount of {} ({e}): writes there fail", path.display()));
                 }
@@ -521,6 +533,7 @@ fn landlock(
     if profile == SandboxProfile::WorkspaceWrite {
         writable.push(&spec.workspace);
     }
+    writable.extend(spec.writable.iter().map(PathBuf::as_path));
     let status = (|| {
         let mut ruleset =
             Ruleset::default().handle_access(AccessFs::from_all(abi))?.scope(Scope::from_all(abi))?;

@@ -68,4 +68,10 @@ pub struct SandboxSettings {
     /// Whether bash commands may use the network. Default: false (a new,
     /// empty network namespace: even 127.0.0.1 is unreachable).
     pub network: bool,
+    /// Whether bash commands may open Unix sockets, and so reach the
+    /// host's daemons (`/run/docker.sock`), agents (ssh-agent) and
+    /// terminal multiplexers (tmux): `[sandbox] host_ipc`. Default: false
+    /// (a seccomp filter refuses `socket(AF_UNIX)`), whatever `network`
+    /// says.
+    pub host_ipc: bool,
 }

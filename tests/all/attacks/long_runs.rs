@@ -82,7 +82,7 @@ fn without_the_sandbox_bash_makes_the_cancel_file_and_the_run_is_cancelled() {
     let marker = folder.join("cancel");
     let config = ConfigFile {
         sandbox: SandboxConfig {
-            settings: SandboxSettings { profile: SandboxProfile::Off, network: false },
+            settings: SandboxSettings { profile: SandboxProfile::Off, network: false, host_ipc: false },
             ..SandboxConfig::default()
         },
         ..ConfigFile::with_policy(codemode::Policy::full_access())

@@ -21,6 +21,7 @@ mod review_33;
 mod rollback;
 mod round_two;
 mod run_state;
+mod sandbox_writable;
 mod secrets;
 mod serve_grants;
 mod serve_grants_review;

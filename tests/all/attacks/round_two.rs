@@ -226,9 +226,22 @@ fn the_environment_is_filtered() {
     ];
     // bash adds a few of its own (SHLVL, `_`, OLDPWD); nothing else.
     let shell_own = ["SHLVL", "_", "OLDPWD"];
+    // Set by codemode, not passed on: the workspace's command cache.
+    let caches = [
+        "XDG_CACHE_HOME",
+        "npm_config_cache",
+        "PIP_CACHE_DIR",
+        "UV_CACHE_DIR",
+        "YARN_CACHE_FOLDER",
+        "GOCACHE",
+        "DENO_DIR",
+    ];
     for name in lines {
         assert!(
-            allowed.contains(&name) || shell_own.contains(&name) || locale.contains(&name),
+            allowed.contains(&name)
+                || shell_own.contains(&name)
+                || locale.contains(&name)
+                || caches.contains(&name),
             "`{name}` passed the environment filter"
         );
     }

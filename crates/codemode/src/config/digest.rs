@@ -77,13 +77,18 @@ pub(crate) fn policy_json(config: &ConfigFile, posture: Posture) -> Value {
 /// `[sandbox]` as the journal records it.
 fn sandbox_json(sandbox: &SandboxConfig) -> Value {
     let SandboxConfig { settings, writable, kill_grace } = sandbox;
-    let SandboxSettings { profile, network } = settings;
-    json!({
+    let SandboxSettings { profile, network, host_ipc } = settings;
+    let mut out = json!({
         "profile": format!("{:?}", profile),
         "network": network,
         "writable": writable,
         "kill_grace_ms": kill_grace.as_millis() as u64,
-    })
+    });
+    // Only when granted: the digest of every earlier file stays as it was.
+    if *host_ipc {
+        out["host_ipc"] = json!(true);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ impl ConfigFile {
     /// "Workspace trust"): its restrictions stay (deny and ask rules, plan
     /// mode, `allowed_callers`, sandbox `read-only`) and its grants go
     /// (allow rules, a posture wider than `ask`, hooks, tool timeouts,
-    /// sandbox `off`, `network`, `writable`, `kill_grace_ms`, a `[journal]
+    /// sandbox `off`, `network`, `host_ipc`, `writable`, `kill_grace_ms`, a `[journal]
     /// url` other than `off`, which could send journals (every call's
     /// arguments and results) elsewhere, `[journal] keep_runs` and
     /// `keep_days` below the defaults, which would erase receipts sooner
@@ -95,16 +95,19 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
     }
 }
 
-/// `[sandbox]` without `off`, network, writable paths and another grace
-/// period; `read-only` stays.
+/// `[sandbox]` without `off`, network, host IPC, writable paths and
+/// another grace period; `read-only` stays.
 fn sandbox_without_grants(sandbox: SandboxConfig, dropped: &mut Vec<String>) -> SandboxConfig {
     let SandboxConfig { settings, writable, kill_grace } = sandbox;
-    let SandboxSettings { profile, network } = settings;
+    let SandboxSettings { profile, network, host_ipc } = settings;
     if profile == SandboxProfile::Off {
         dropped.push("sandbox off".to_owned());
     }
     if network {
         dropped.push("sandbox network".to_owned());
+    }
+    if host_ipc {
+        dropped.push("sandbox host_ipc".to_owned());
     }
     if !writable.is_empty() {
         dropped.push(plural(writable.len(), "sandbox writable path"));
@@ -116,7 +119,7 @@ fn sandbox_without_grants(sandbox: SandboxConfig, dropped: &mut Vec<String>) -> 
     }
     let profile = if profile == SandboxProfile::Off { SandboxProfile::WorkspaceWrite } else { profile };
     SandboxConfig {
-        settings: SandboxSettings { profile, network: false },
+        settings: SandboxSettings { profile, network: false, host_ipc: false },
         writable: Vec::new(),
         kill_grace: codemode_base::DEFAULT_KILL_GRACE,
     }

@@ -80,9 +80,14 @@ pub struct SandboxConfig {
     /// The profile and whether commands may use the network. Default:
     /// `workspace-write`, no network.
     pub settings: SandboxSettings,
-    /// Protected paths the bash sandbox may write anyway (`writable`,
-    /// relative to the workspace or absolute): the explicit way to lift a
-    /// protection for bash. Default: none.
+    /// What the bash sandbox may write besides the workspace and its
+    /// `$TMPDIR` (`writable`, as written: relative to the workspace,
+    /// absolute, or `~/...`): a protected path in the workspace (the
+    /// explicit way to lift a protection for bash; `.git` of a worktree
+    /// also lifts its git folders), or a folder outside the workspace
+    /// made writable. Checked when the engine is built (`sandbox_writable`
+    /// in the engine): an entry that cannot apply is an error naming it.
+    /// Default: none.
     pub writable: Vec<String>,
     /// Grace period between SIGTERM and SIGKILL when a bash command's
     /// processes are ended (`kill_grace_ms`). Default: 2 s

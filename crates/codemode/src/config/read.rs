@@ -192,6 +192,7 @@ struct RawJournal {
 struct RawSandbox {
     profile: Option<Spanned<String>>,
     network: Option<bool>,
+    host_ipc: Option<bool>,
     #[serde(default)]
     writable: Vec<Spanned<String>>,
     kill_grace_ms: Option<Spanned<u64>>,
@@ -410,6 +411,7 @@ impl Reader<'_> {
             })?;
         }
         sandbox.settings.network = raw.network.unwrap_or(false);
+        sandbox.settings.host_ipc = raw.host_ipc.unwrap_or(false);
         for path in raw.writable {
             if path.get_ref().trim().is_empty() {
                 return Err(self.error_at(&path, "`sandbox.writable` holds an empty path".to_owned()));

@@ -55,6 +55,10 @@ pub enum BuildError {
     /// or change it), or it cannot be made.
     #[error("run state: {0}")]
     RunState(String),
+    /// A `[sandbox] writable` entry cannot apply: the message names it and
+    /// says what to write instead.
+    #[error("sandbox: {0}")]
+    Sandbox(String),
     /// A thread or runtime could not start.
     #[error("could not start the engine's threads: {0}")]
     Threads(#[from] std::io::Error),
@@ -281,7 +285,8 @@ impl EngineBuilder {
             self.mcp.as_ref().map(|(config, options)| (config, options)),
             approver_files,
             &state,
-        );
+        )
+        .map_err(BuildError::Sandbox)?;
         let mcp = self.mcp.map(|(config, mut options)| {
             // The root a server's `roots/list` gets outside a tool call.
             options.workspace.get_or_insert_with(|| workspace.clone());

@@ -29,13 +29,17 @@ pub(super) fn settle_policy(workspace: &Path, policy: &mut Policy, mcp: Option<&
 /// files its approver names, and its run state in `state`; and the
 /// [`Confinement`] its tool calls get. The sandbox launcher is looked up
 /// once, here.
+///
+/// # Errors
+/// A `[sandbox] writable` entry that cannot apply, named
+/// ([`super::sandbox_writable::settle`]).
 pub(super) fn confine(
     workspace: &Path,
     config: &ConfigFile,
     mcp: Option<(&McpConfig, &PoolOptions)>,
     approver_files: Vec<PathBuf>,
     state: &super::run_state::RunStateFolders,
-) -> (Vec<Protection>, Arc<Confinement>) {
+) -> Result<(Vec<Protection>, Arc<Confinement>), String> {
     let launcher = (config.sandbox.settings.profile != SandboxProfile::Off)
         .then(|| crate::sandbox::find_launcher().ok())
         .flatten()
@@ -105,15 +109,28 @@ pub(super) fn confine(
         });
         hidden.push(real);
     }
+    let writable = super::sandbox_writable::settle(
+        workspace,
+        &config.sandbox.writable,
+        &protections,
+        &hidden,
+        config.sandbox.settings.profile == SandboxProfile::WorkspaceWrite,
+    )?;
+    let command_cache = match config.sandbox.settings.profile {
+        SandboxProfile::Off => None,
+        _ => super::sandbox_writable::command_cache(workspace),
+    };
     let confinement = Confinement {
-        hidden,
         protected: protections.iter().map(|p| p.path.clone()).collect(),
         lifted: crate::gate::protection::lifted_protections(
             workspace,
             &protections,
-            &config.sandbox.writable,
+            &writable.lifted,
             &config.policy.rules.allow,
         ),
+        writable: writable.folders.into_iter().chain(command_cache.clone()).collect(),
+        command_cache,
+        hidden,
         spill_root: state.spill_root.clone(),
         sandbox: config.sandbox.settings,
         kill_grace: config.sandbox.kill_grace,
@@ -128,7 +145,7 @@ pub(super) fn confine(
             .collect(),
         ..Confinement::for_workspace(workspace)
     };
-    (protections, Arc::new(confinement))
+    Ok((protections, Arc::new(confinement)))
 }
 
 /// The native tools that walk the workspace and show what they find.

@@ -18,6 +18,7 @@ mod rollback;
 mod run_handle;
 mod run_id;
 mod run_state;
+mod sandbox_writable;
 pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};

@@ -222,21 +222,20 @@ fn canonical_or(path: &Path) -> PathBuf {
 }
 
 /// The protections lifted for one tool, as `(tool, path)`: for `bash`, the
-/// ones `sandbox_writable` (`[sandbox] writable`) names (relative to the
-/// workspace, or absolute); for other tools, the ones an `allow` rule names
+/// ones `sandbox_writable` (`[sandbox] writable` as the engine settled it:
+/// protected paths) holds; for other tools, the ones an `allow` rule names
 /// ([`lifted`]'s test, without a call to cover). The gate still decides
 /// each call; tools use this list as a second line.
 pub(crate) fn lifted_protections(
     workspace: &Path,
     protections: &[Protection],
-    sandbox_writable: &[String],
+    sandbox_writable: &[PathBuf],
     allow: &[Rule],
 ) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
-    for w in sandbox_writable {
-        let path = canonical_or(&workspace.join(w));
-        if protections.iter().any(|p| p.path == path) {
-            out.push(("bash".to_owned(), path));
+    for path in sandbox_writable {
+        if protections.iter().any(|p| &p.path == path) {
+            out.push(("bash".to_owned(), path.clone()));
         }
     }
     for p in protections {

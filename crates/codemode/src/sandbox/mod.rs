@@ -55,6 +55,16 @@ pub struct Confinement {
     /// `[sandbox] writable`. The gate decides per call; tools use this as
     /// their second line ([`Confinement::protection_for`]).
     pub lifted: Vec<(String, PathBuf)>,
+    /// Folders outside the workspace (or inside it under `read-only`) the
+    /// sandbox binds writable: `[sandbox] writable` as the engine settled
+    /// it, a worktree's git folders when it names `.git`, and
+    /// [`Confinement::command_cache`].
+    pub writable: Vec<PathBuf>,
+    /// The folder commands keep caches in between runs of this workspace
+    /// (`XDG_CACHE_HOME`, `npm_config_cache`, `PIP_CACHE_DIR`, ... point
+    /// into it in a sandboxed command's environment); `None` without a
+    /// sandbox or a cache folder.
+    pub command_cache: Option<PathBuf>,
     /// The sandbox launcher, resolved (symlinks followed) once when the
     /// engine was built, so that swapping a link to it later changes
     /// nothing; `None` looks it up at each call (see `locate.rs`).
@@ -91,6 +101,8 @@ impl Confinement {
             sandbox: SandboxSettings::default(),
             kill_grace: DEFAULT_KILL_GRACE,
             lifted: Vec::new(),
+            writable: Vec::new(),
+            command_cache: None,
             launcher: None,
             search_denied: Vec::new(),
         }

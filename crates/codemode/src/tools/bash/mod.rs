@@ -456,14 +456,19 @@ fn refusal_note(sandboxed: bool, stderr: &str) -> Option<&'static str> {
         None
     } else if READ_ONLY.iter().any(|m| stderr.contains(m)) {
         Some(
-            "the sandbox keeps protected paths read-only (.git, .codemode, the policy and MCP files, \
-             files hooks, approvers and MCP servers run); a trusted policy's `[sandbox] writable` lifts \
-             one (docs/SECURITY.md)",
+            "the sandbox keeps everything outside the workspace and $TMPDIR read-only, and in it the \
+             protected paths (.git, the policy and MCP files, files hooks, approvers and MCP servers \
+             run); caches go to $XDG_CACHE_HOME, which is writable. To let bash write a folder outside \
+             the workspace (`/tmp`, `~/.cargo/registry`) or a protected path (`.git`, which in a git \
+             worktree also covers the repository's git folder), the user adds it to `[sandbox] writable` \
+             in a trusted codemode.toml or a --config file (docs/SECURITY.md, \"The bash sandbox\")",
         )
     } else if DENIED.iter().any(|m| stderr.contains(m)) {
         Some(
-            "the sandbox allows writes only inside the workspace and $TMPDIR, no network and no Unix \
-             sockets unless `[sandbox] network = true` (docs/SECURITY.md); the refusal may be the \
+            "the sandbox allows writes only inside the workspace, $TMPDIR, $XDG_CACHE_HOME and the \
+             folders `[sandbox] writable` names; no network unless `[sandbox] network = true`, and no \
+             Unix sockets (the host's daemons and agents) unless `[sandbox] host_ipc = true`, each set \
+             in a trusted codemode.toml or a --config file (docs/SECURITY.md); the refusal may be the \
              sandbox's",
         )
     } else {

@@ -59,11 +59,16 @@ fn start_sandboxed(
             ToolError::new(format!("cannot create {} before sandboxing: {e}", hidden.display()))
         })?;
     }
+    if let Some(cache) = &confinement.command_cache {
+        point_caches_at(cache, env);
+    }
     let spec = LaunchSpec {
         command: command.to_owned(),
         workspace: workspace.to_path_buf(),
         profile: confinement.sandbox.profile.as_str().to_owned(),
         network: confinement.sandbox.network,
+        host_ipc: confinement.sandbox.host_ipc,
+        writable: confinement.writable.clone(),
         protected: confinement.protected_for("bash"),
         hidden: confinement.hidden.clone(),
         spill: Some(confinement.own_spill_folder(run_id)),
@@ -75,6 +80,30 @@ fn start_sandboxed(
         ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
     })?;
     Ok((child, tmp))
+}
+
+/// The cache variables a sandboxed command gets, each a folder beneath
+/// the workspace's command cache (the user's own cache folders are
+/// read-only in the sandbox): `(variable, subfolder)`, `""` for the cache
+/// itself.
+const CACHE_VARIABLES: [(&str, &str); 7] = [
+    ("XDG_CACHE_HOME", ""),
+    ("npm_config_cache", "npm"),
+    ("PIP_CACHE_DIR", "pip"),
+    ("UV_CACHE_DIR", "uv"),
+    ("YARN_CACHE_FOLDER", "yarn"),
+    ("GOCACHE", "go-build"),
+    ("DENO_DIR", "deno"),
+];
+
+/// Points [`CACHE_VARIABLES`] at `cache` in `env`, replacing what the
+/// environment had.
+fn point_caches_at(cache: &Path, env: &mut Vec<(OsString, OsString)>) {
+    env.retain(|(k, _)| !CACHE_VARIABLES.iter().any(|(name, _)| k == name));
+    for (name, sub) in CACHE_VARIABLES {
+        let folder = if sub.is_empty() { cache.to_path_buf() } else { cache.join(sub) };
+        env.push((name.into(), folder.into_os_string()));
+    }
 }
 
 /// Starts `shell -c command` in a new session, with `env` only.
