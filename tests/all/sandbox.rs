@@ -224,21 +224,32 @@ fn the_network_is_off_by_default_and_on_when_allowed() {
     assert_eq!(stdout(&engine(&ws, SandboxProfile::WorkspaceWrite, true), &command), "connected\n");
 }
 
-/// A Unix socket with a path outside the workspace (a terminal
-/// multiplexer's, a daemon's) cannot be reached with the network off:
-/// through it a command could type into a person's terminal.
-#[test]
-fn unix_sockets_outside_are_unreachable_with_the_network_off() {
-    let ws = workspace();
+/// A daemon's Unix socket outside the workspace, listening (kept while the
+/// returned folder and listener live), and a command that prints
+/// `connected` or `refused` as its connect goes.
+pub(crate) fn daemon_socket() -> ((tempfile::TempDir, std::os::unix::net::UnixListener), String) {
     let outside = tempfile::tempdir().unwrap();
     let path = outside.path().join("daemon.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     listener.set_nonblocking(true).unwrap();
     let command = format!(
         "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}')\" 2>/dev/null \
-         && echo connected || echo refused; python3 -c \"import socket; a, b = socket.socketpair(); \
-         a.send(b'x'); print(b.recv(1).decode())\"",
+         && echo connected || echo refused",
         path.display()
+    );
+    ((outside, listener), command)
+}
+
+/// A Unix socket with a path outside the workspace (a terminal
+/// multiplexer's, a daemon's) cannot be reached with the network off:
+/// through it a command could type into a person's terminal.
+#[test]
+fn unix_sockets_outside_are_unreachable_with_the_network_off() {
+    let ws = workspace();
+    let (_daemon, connect) = daemon_socket();
+    let command = format!(
+        "{connect}; python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); \
+         print(b.recv(1).decode())\""
     );
     let (content, metadata) = sh(&default_engine(&ws), &command);
     assert_eq!(content["stdout"], "refused\nx\n", "socketpair still works: {content}");

@@ -169,15 +169,7 @@ fn commands_get_a_cache_folder_kept_between_runs() {
 #[test]
 fn the_network_does_not_open_the_hosts_unix_sockets() {
     let ws = workspace();
-    let outside = tempfile::tempdir().unwrap();
-    let path = outside.path().join("daemon.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let command = format!(
-        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}')\" 2>/dev/null \
-         && echo connected || echo refused",
-        path.display()
-    );
+    let (_daemon, command) = crate::sandbox::daemon_socket();
     let settings = |network, host_ipc| SandboxSettings { network, host_ipc, ..SandboxSettings::default() };
     for (network, host_ipc, says) in
         [(true, false, "refused\n"), (false, true, "connected\n"), (true, true, "connected\n")]
