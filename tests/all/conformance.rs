@@ -42,6 +42,20 @@ fn scenario(line: &str, scenario: &str) {
 /// Runs `scenario` and panics unless every check passed and the client
 /// program completed; returns codemode's stderr (the receipt summary).
 fn run(line: &str, scenario: &str) -> String {
+    run_expecting(line, scenario, true)
+}
+
+/// Runs a scenario whose server misbehaves on purpose (a wrong issuer, a
+/// resource that is not the server's): every check passes when codemode
+/// refuses the login, and the client program never runs.
+fn refused_login(line: &str, scenario: &str) {
+    let stderr = run_expecting(line, scenario, false);
+    assert!(stderr.contains("login to `test` failed"), "conformance {line} {scenario}:\n{stderr}");
+}
+
+/// [`run`], with `completes` saying whether the client program must have
+/// completed (else it must not have).
+fn run_expecting(line: &str, scenario: &str, completes: bool) -> String {
     let Some((node, entry)) = suite(line) else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -82,7 +96,7 @@ fn run(line: &str, scenario: &str) -> String {
     // The client program itself must have completed.
     let completed = stderr.lines().any(|l| l.starts_with("codemode: completed"));
     assert!(
-        output.status.success() && failed.is_empty() && !checks.is_empty() && completed,
+        output.status.success() && failed.is_empty() && !checks.is_empty() && completed == completes,
         "conformance {line} {scenario}: exit {:?}, {} checks, program completed: {completed}, failed:\n{}\n--- suite output (tail) ---\n{}\n--- codemode stderr ---\n{stderr}",
         output.status.code(),
         checks.len(),
@@ -194,3 +208,80 @@ fn auth_metadata_default() {
 fn auth_basic_cimd() {
     scenario("conformance-0.2", "auth/basic-cimd");
 }
+
+/// One test per scenario of suite `$line`: `name => "scenario"`, each
+/// passing as [`scenario`] requires.
+macro_rules! scenarios {
+    ($line:literal: $($name:ident => $scenario:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                scenario($line, $scenario);
+            }
+        )*
+    };
+}
+
+// Every other client scenario of a dated revision (docs/MCP.md,
+// "Conformance" names the ones declined, and why).
+scenarios!("conformance-0.2":
+    auth_metadata_var1 => "auth/metadata-var1",
+    auth_metadata_var2 => "auth/metadata-var2",
+    auth_metadata_var3 => "auth/metadata-var3",
+    auth_scope_from_www_authenticate => "auth/scope-from-www-authenticate",
+    auth_scope_from_scopes_supported => "auth/scope-from-scopes-supported",
+    auth_scope_omitted_when_undefined => "auth/scope-omitted-when-undefined",
+    auth_token_endpoint_auth_basic => "auth/token-endpoint-auth-basic",
+    auth_token_endpoint_auth_post => "auth/token-endpoint-auth-post",
+    auth_token_endpoint_auth_none => "auth/token-endpoint-auth-none",
+    auth_2025_03_26_metadata_backcompat => "auth/2025-03-26-oauth-metadata-backcompat",
+    auth_2025_03_26_endpoint_fallback => "auth/2025-03-26-oauth-endpoint-fallback",
+    auth_offline_access_scope => "auth/offline-access-scope",
+    auth_offline_access_not_supported => "auth/offline-access-not-supported",
+    auth_iss_supported => "auth/iss-supported",
+    auth_iss_not_advertised => "auth/iss-not-advertised",
+);
+
+/// The scenarios whose authorization server answers with the wrong issuer
+/// or for another resource: the login is refused (RFC 8414 §3.3, RFC 9207,
+/// RFC 8707), which is what their checks want.
+#[test]
+fn auth_refused_logins() {
+    for scenario in [
+        "auth/resource-mismatch",
+        "auth/iss-supported-missing",
+        "auth/iss-wrong-issuer",
+        "auth/iss-unexpected",
+        "auth/iss-normalized",
+        "auth/metadata-issuer-mismatch",
+    ] {
+        refused_login("conformance-0.2", scenario);
+    }
+}
+
+#[test]
+fn json_schema_2020_12_preservation() {
+    // The schema tool_search shows is the server's, `$schema`, `$defs`,
+    // `$anchor`, `allOf`/`anyOf`, `if`/`then`/`else` and
+    // `additionalProperties` kept (the client program echoes it back).
+    // The focal tool's call, with a sample that does not satisfy its
+    // `if`/`then`, is refused by codemode's own validation, as it should.
+    let stderr = run("conformance-0.2", "json-schema-2020-12-preservation");
+    let calls = stderr.lines().find(|l| l.starts_with("calls: ")).unwrap_or_default();
+    assert!(calls.contains("mcp__test__json_schema_echo: 1 ok"), "{stderr}");
+}
+
+scenarios!("conformance-0.1":
+    legacy_auth_metadata_default => "auth/metadata-default",
+    legacy_auth_metadata_var1 => "auth/metadata-var1",
+    legacy_auth_metadata_var2 => "auth/metadata-var2",
+    legacy_auth_metadata_var3 => "auth/metadata-var3",
+    legacy_auth_basic_cimd => "auth/basic-cimd",
+    legacy_auth_scope_from_www_authenticate => "auth/scope-from-www-authenticate",
+    legacy_auth_scope_from_scopes_supported => "auth/scope-from-scopes-supported",
+    legacy_auth_scope_omitted_when_undefined => "auth/scope-omitted-when-undefined",
+    legacy_auth_token_endpoint_auth_basic => "auth/token-endpoint-auth-basic",
+    legacy_auth_token_endpoint_auth_post => "auth/token-endpoint-auth-post",
+    legacy_auth_token_endpoint_auth_none => "auth/token-endpoint-auth-none",
+    legacy_auth_2025_03_26_endpoint_fallback => "auth/2025-03-26-oauth-endpoint-fallback",
+);

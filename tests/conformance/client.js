@@ -24,13 +24,27 @@ function sample(schema) {
       return "test";
   }
 }
+async function inputSchema(name) {
+  const found = await tools.search(`^${name}$`, { mode: "regex", limit: 1 });
+  return found.content.tools[0]?.input_schema ?? { type: "object" };
+}
+// An argument whose description asks for another tool's input schema "as
+// the client observed it" gets that schema as tool_search shows it.
+async function argumentsFor(schema) {
+  const args = sample(schema);
+  for (const [key, property] of Object.entries(schema.properties ?? {})) {
+    // The description names the server's own tool name (no `mcp__` prefix).
+    const other = listed.find((t) => property?.description?.includes(`for ${t.name.split("__").pop()},`));
+    if (property?.type === "object" && other) args[key] = await inputSchema(other.name);
+  }
+  return args;
+}
 const results = [];
 for (const tool of listed) {
   const name = tool.name;
-  const found = await tools.search(`^${name}$`, { mode: "regex", limit: 1 });
-  const schema = found.content.tools[0]?.input_schema ?? { type: "object" };
+  const schema = await inputSchema(name);
   try {
-    const result = await tools.call(name, sample(schema));
+    const result = await tools.call(name, await argumentsFor(schema));
     results.push({ tool: tool.name, ok: true, content: result.content });
   } catch (e) {
     results.push({ tool: tool.name, ok: false, error: String(e.message ?? e) });
