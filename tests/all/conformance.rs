@@ -234,6 +234,7 @@ scenarios!("conformance-0.2":
     auth_token_endpoint_auth_basic => "auth/token-endpoint-auth-basic",
     auth_token_endpoint_auth_post => "auth/token-endpoint-auth-post",
     auth_token_endpoint_auth_none => "auth/token-endpoint-auth-none",
+    auth_pre_registration => "auth/pre-registration",
     auth_2025_03_26_metadata_backcompat => "auth/2025-03-26-oauth-metadata-backcompat",
     auth_2025_03_26_endpoint_fallback => "auth/2025-03-26-oauth-endpoint-fallback",
     auth_offline_access_scope => "auth/offline-access-scope",
@@ -283,5 +284,6 @@ scenarios!("conformance-0.1":
     legacy_auth_token_endpoint_auth_basic => "auth/token-endpoint-auth-basic",
     legacy_auth_token_endpoint_auth_post => "auth/token-endpoint-auth-post",
     legacy_auth_token_endpoint_auth_none => "auth/token-endpoint-auth-none",
+    legacy_auth_pre_registration => "auth/pre-registration",
     legacy_auth_2025_03_26_endpoint_fallback => "auth/2025-03-26-oauth-endpoint-fallback",
 );

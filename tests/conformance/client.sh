@@ -19,6 +19,17 @@ trap 'rm -rf "$work"' EXIT
 bin=${CODEMODE_BIN:-$here/../../target/debug/codemode}
 if [ -n "${CODEMODE_CONFORMANCE_LOG:-}" ]; then exec 2> >(tee -a "$CODEMODE_CONFORMANCE_LOG" >&2); fi
 case "${MCP_CONFORMANCE_SCENARIO:-}" in
+auth/pre-registration)
+  # The suite hands the pre-registered client in MCP_CONFORMANCE_CONTEXT;
+  # the secret goes in through the environment, as a user would give it.
+  client_id=$(node -e 'process.stdout.write(JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT).client_id)')
+  CONFORMANCE_CLIENT_SECRET=$(node -e 'process.stdout.write(JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT).client_secret)')
+  export CONFORMANCE_CLIENT_SECRET
+  oauth=',"oauth":{"clientId":"'"$client_id"'","clientSecret":"${CONFORMANCE_CLIENT_SECRET}"}'
+  export XDG_CONFIG_HOME="$work/config"
+  printf '#!/bin/sh\nexec curl -sSL -o /dev/null "$1"\n' >"$work/browser"
+  chmod +x "$work/browser"
+  ;;
 auth/*)
   oauth=',"oauth":{"clientMetadataUrl":"https://conformance-test.local/client-metadata.json"}'
   export XDG_CONFIG_HOME="$work/config"

@@ -96,6 +96,27 @@ pub(super) struct ReadTransport {
     pub(super) env_file: Option<PathBuf>,
 }
 
+/// `oauth` with its `clientSecret` expanded; the secret is kept with the
+/// entry's secrets either way (a literal one shown as `[redacted]`, as a
+/// literal header value is).
+///
+/// # Errors
+/// [`ConfigError::Field`] for `oauth.clientSecret` with a variable that
+/// cannot be expanded.
+fn oauth_settings(
+    reader: &mut EntryReader<'_>,
+    mut oauth: crate::mcp::oauth::OAuthSettings,
+) -> Result<crate::mcp::oauth::OAuthSettings, ConfigError> {
+    if let Some(written) = oauth.client_secret.take() {
+        let expanded = reader.expand("oauth.clientSecret", &written)?;
+        if expanded == written {
+            reader.secrets.push((expanded.clone(), "[redacted]".to_owned()));
+        }
+        oauth.client_secret = Some(expanded);
+    }
+    Ok(oauth)
+}
+
 /// Reads the entry `raw` of server `name`: checks the name, the transport
 /// and its fields (expanding variables, `base` resolving relative paths),
 /// then the timeouts, `oauth` and `roots`.
@@ -122,11 +143,12 @@ pub(super) fn parse_server(
     } else {
         stdio_entry::stdio_transport(&mut reader, &raw)?
     };
-    let secrets = settle_secrets(reader.secrets);
-    let timeout = call_timeout(name, &raw)?;
     if raw.oauth.is_some() && !http {
         return Err(field_error(name, "oauth", "OAuth applies to HTTP servers only (give a `url`)"));
     }
+    let oauth = raw.oauth.clone().map(|o| oauth_settings(&mut reader, o)).transpose()?;
+    let secrets = settle_secrets(reader.secrets);
+    let timeout = call_timeout(name, &raw)?;
     let roots = raw.roots.unwrap_or_else(|| match &transport {
         Transport::Stdio { .. } => true,
         Transport::Http { url, .. } => is_loopback_url(url),
@@ -141,7 +163,7 @@ pub(super) fn parse_server(
         max_in_flight: raw.max_in_flight,
         disabled_tools: raw.disabled_tools.into_iter().collect(),
         auto_approve: raw.auto_approve.into_iter().collect(),
-        oauth: raw.oauth,
+        oauth,
         env_file,
         roots,
         shown,

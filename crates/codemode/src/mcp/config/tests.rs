@@ -409,3 +409,19 @@ fn client_keys_map_to_codemode_settings_and_the_rest_is_warned_about() {
         }
     }
 }
+
+#[test]
+fn an_oauth_client_secret_is_expanded_and_kept_out_of_what_is_shown() {
+    for (written, shown) in [("${TOKEN}", "${TOKEN}"), ("literal-secret-9", REDACTED)] {
+        let text = format!(
+            r#"{{"mcpServers": {{"w": {{"url": "https://h/mcp", "oauth": {{"clientId": "c", "clientSecret": "{written}"}}}}}}}}"#
+        );
+        let config = parse(&text).unwrap();
+        let w = &config.servers["w"];
+        let secret = w.oauth.as_ref().unwrap().client_secret.clone().unwrap();
+        assert_eq!(secret, if written == "${TOKEN}" { "s3cret" } else { written });
+        assert_eq!(w.redact(&format!("token request with {secret}")), format!("token request with {shown}"));
+        let debug = format!("{config:?}");
+        assert!(!debug.contains(&secret), "{debug}");
+    }
+}

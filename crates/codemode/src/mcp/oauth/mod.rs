@@ -61,7 +61,7 @@ const CLIENT_NAME: &str = "codemode";
 
 /// OAuth settings of one HTTP server: the `"oauth"` object of its config
 /// entry (the shape Claude Code's `.mcp.json` uses), all optional:
-/// `{"clientId": "...", "clientMetadataUrl": "https://...", "scopes": ["a", "b"], "callbackPort": 8765}`.
+/// `{"clientId": "...", "clientSecret": "${SECRET}", "clientMetadataUrl": "https://...", "scopes": ["a", "b"], "callbackPort": 8765}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
@@ -69,6 +69,13 @@ pub struct OAuthSettings {
     /// A client id registered with the authorization server out of band
     /// (MCP authorization, "Preregistration"); skips registration.
     pub client_id: Option<String>,
+    /// The secret of that pre-registered client (a confidential client),
+    /// expanded like the entry's other fields (`${VAR}` from the
+    /// environment) and kept out of everything codemode shows. The token
+    /// endpoint gets it as the authorization server's metadata prefers:
+    /// HTTP Basic (`client_secret_basic`) or in the form
+    /// (`client_secret_post`); without it the client is public (`none`).
+    pub client_secret: Option<String>,
     /// The HTTPS URL of a client ID metadata document describing codemode
     /// as the user deployed it (MCP authorization, "Client ID Metadata
     /// Documents"); used when the authorization server supports them.
@@ -125,6 +132,9 @@ pub async fn login(
     let mut request = AuthorizationRequest::new(&redirect_uri).with_client_name(CLIENT_NAME);
     if let Some(id) = &settings.client_id {
         request = request.with_preregistered_client(id);
+        if let Some(secret) = &settings.client_secret {
+            request = request.with_client_secret(secret);
+        }
     }
     if let Some(url) = &settings.client_metadata_url {
         request = request.with_client_metadata_url(url);
@@ -169,7 +179,8 @@ pub(crate) async fn authorized_client(
     server: &ServerConfig,
 ) -> Result<Option<AuthClient<reqwest::Client>>, McpError> {
     let timeout = server.startup_timeout;
-    match tokio::time::timeout(timeout, login_client(url)).await {
+    let settings = server.oauth.clone().unwrap_or_default();
+    match tokio::time::timeout(timeout, login_client(url, &settings)).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(message)) => Err(McpError::Initialize {
             server: server.name.clone(),
@@ -185,14 +196,18 @@ pub(crate) async fn authorized_client(
 #[cfg(feature = "oauth")]
 /// The HTTP client for the MCP server at `url` when the user has a login
 /// for it (in [`user_token_dir`]): rmcp's `AuthClient`, which adds the
-/// bearer token and refreshes it. `Ok(None)` without a login (or without a
+/// bearer token and refreshes it (as the pre-registered confidential
+/// client `settings` names, when it gives a secret). `Ok(None)` without a login (or without a
 /// config folder, or when the authorization server changed since the login:
 /// its tokens are dropped), so the server is reached without a token.
 ///
 /// # Errors
 /// A message when the login exists but the authorization server's metadata
 /// cannot be read or the login file is unreadable.
-async fn login_client(url: &str) -> Result<Option<AuthClient<reqwest::Client>>, String> {
+async fn login_client(
+    url: &str,
+    settings: &OAuthSettings,
+) -> Result<Option<AuthClient<reqwest::Client>>, String> {
     let Ok(dir) = user_token_dir() else { return Ok(None) };
     let store = TokenFileStore::new(&dir, url);
     if !store.exists() {
@@ -202,6 +217,11 @@ async fn login_client(url: &str) -> Result<Option<AuthClient<reqwest::Client>>, 
     manager.set_credential_store(store);
     if !manager.initialize_from_store().await.map_err(|e| step("load the login", &e))? {
         return Ok(None);
+    }
+    if let (Some(id), Some(secret)) = (&settings.client_id, &settings.client_secret) {
+        let mut client = rmcp::transport::auth::OAuthClientConfig::new(id, url);
+        client.client_secret = Some(secret.clone());
+        manager.configure_client(client).map_err(|e| step("set up the pre-registered client", &e))?;
     }
     // Redirects are not followed: a POST must not turn into a GET, and the
     // token must not travel to another origin.
