@@ -22,12 +22,19 @@ struct OAuthServer {
 
 impl OAuthServer {
     fn start(dir: &Path) -> OAuthServer {
+        OAuthServer::start_with_refresh_delay(dir, 0)
+    }
+
+    /// [`OAuthServer::start`] with a token endpoint that takes `ms`
+    /// milliseconds to answer a refresh.
+    fn start_with_refresh_delay(dir: &Path, ms: u64) -> OAuthServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = dir.join("tokens.log");
         let child = std::process::Command::new(root().join("tests/python/.venv/bin/python"))
             .arg(root().join("tests/fixtures/mcp/oauth_server.py"))
             .arg(port.to_string())
             .arg(&log)
+            .env("OAUTH_FIXTURE_REFRESH_DELAY_MS", ms.to_string())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -254,4 +261,36 @@ fn login_refuses_a_stdio_server_and_an_unknown_name() {
     let out = setup.codemode(&["mcp", "login", "nope", "--mcp-config", config.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no MCP server named `nope`"));
+}
+
+/// Two processes refreshing one login at once, against a token endpoint
+/// that rotates refresh tokens and answers slowly: they take turns (the
+/// login file's lock, held by rmcp from its reload to the save), the
+/// second refreshes with the token the first saved, and both runs succeed;
+/// the login is kept. Without the lock the second sends the old refresh
+/// token, which the server has already dropped, and its run needs a new
+/// login.
+#[test]
+fn two_processes_refreshing_one_login_do_not_lose_it() {
+    let setup = Setup::new();
+    let server = OAuthServer::start_with_refresh_delay(setup.path(), 1500);
+    let url = server.url();
+    let config = setup.write_config("mcp.json", &url);
+    assert_eq!(setup.login(&config).status.code(), Some(0));
+    let file = setup.token_file(&url);
+    edit_credentials(&file, |c| c["token_received_at"] = json!(1));
+    let (browser, home) = (setup.path().join("browser"), setup.config_home());
+    let args = ["run", "p.js", "--json", "--journal", "off", "--posture", "full-access", "--mcp-config"];
+    let args: Vec<&str> = args.into_iter().chain([config.to_str().unwrap()]).collect();
+    let env = [("XDG_CONFIG_HOME", home.as_path()), ("BROWSER", browser.as_path())];
+    let runs: Vec<_> = (0..2).map(|_| crate::cli::spawn(&args, setup.path(), &env)).collect();
+    for child in runs {
+        let out = child.wait_with_output().unwrap();
+        let printed =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{printed}");
+    }
+    let refreshes = server.issued().iter().filter(|(grant, _)| grant == "refresh_token").count();
+    assert_eq!(refreshes, 2, "one after the other: {:?}", server.issued());
+    assert_eq!(access_token(&file), server.issued().last().unwrap().1, "the last refresh is kept");
 }

@@ -14,7 +14,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 #[cfg(feature = "oauth")]
-use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
+use rmcp::transport::auth::{AuthError, CredentialRefreshGuard, CredentialStore, StoredCredentials};
 #[cfg(feature = "oauth")]
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -40,11 +40,32 @@ pub fn user_token_dir() -> Result<PathBuf, String> {
 /// a larger file was not written by codemode.
 pub const MAX_TOKEN_FILE_BYTES: usize = 1 << 20;
 
-/// The login file of `url` in `dir`.
+/// The login file of `url` in `dir`, named by the digest of
+/// [`login_key`]`(url)`.
 pub fn token_path(dir: &Path, url: &str) -> PathBuf {
-    let digest = Sha256::digest(url.as_bytes());
+    let digest = Sha256::digest(login_key(url).as_bytes());
     let key: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
     dir.join(format!("{key}.json"))
+}
+
+/// What a login belongs to: `url` normalised as RFC 3986 §6.2.2 allows
+/// without knowing the server (scheme and host in lower case, the
+/// scheme's default port dropped, an empty path as `/`, no fragment), so
+/// `HTTPS://Example.com:443/mcp` and `https://example.com/mcp` share one
+/// login. A trailing slash (`/mcp/`) and another host name for the same
+/// machine (`localhost`, `127.0.0.1`) stay other servers: the token's
+/// audience is the resource URL the server names (RFC 8707, RFC 9728
+/// §3.3 compares it exactly), and a login for one is refused by a server
+/// that knows itself by the other. A URL that does not parse is its own
+/// key.
+pub fn login_key(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            parsed.set_fragment(None);
+            parsed.to_string()
+        }
+        Err(_) => url.to_owned(),
+    }
 }
 
 #[cfg(feature = "oauth")]
@@ -68,7 +89,7 @@ pub(crate) struct TokenFileStore {
 impl TokenFileStore {
     /// The store of `url` in `dir` (nothing is read or made yet).
     pub(crate) fn new(dir: &Path, url: &str) -> TokenFileStore {
-        TokenFileStore { path: token_path(dir, url), url: url.to_owned() }
+        TokenFileStore { path: token_path(dir, url), url: login_key(url) }
     }
 
     /// The file's path.
@@ -189,6 +210,35 @@ impl CredentialStore for TokenFileStore {
 
     async fn clear(&self) -> Result<(), AuthError> {
         self.remove().map(|_| ()).map_err(AuthError::CredentialStoreError)
+    }
+
+    /// An exclusive `flock` on `<login file>.lock`, held by rmcp from its
+    /// reload of the login through the token request to the save: two
+    /// processes refreshing one login take turns, and the second refreshes
+    /// with the refresh token the first saved (a server that rotates
+    /// refresh tokens would refuse the old one, and the login would be
+    /// lost). Waits on a blocking thread.
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let lock = self.path.with_extension("json.lock");
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let held =
+            tokio::task::spawn_blocking(move || -> Result<nix::fcntl::Flock<std::fs::File>, String> {
+                let dir = lock.parent().expect("a login file has a folder");
+                make_private_dir(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .mode(0o600)
+                    .open(&lock)
+                    .map_err(|e| format!("cannot open {}: {e}", lock.display()))?;
+                nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+                    .map_err(|(_, e)| format!("cannot lock {}: {e}", lock.display()))
+            })
+            .await
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?
+            .map_err(AuthError::CredentialStoreError)?;
+        Ok(Some(CredentialRefreshGuard::new(held)))
     }
 }
 
