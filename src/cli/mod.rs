@@ -7,6 +7,10 @@
 
 mod approve;
 mod batch;
+mod batch_program;
+mod batch_progress;
+mod batch_record;
+mod batch_status;
 mod call;
 mod engine_args;
 mod generate;
@@ -181,7 +185,7 @@ ended, held by another process, interrupted).")]
     /// or {..., error}); stderr the progress and the receipt summary.
     #[command(after_help = "Exit codes: 0 every item ok, 1 an item or a line not ok, 2 bad invocation \
 or config, 3 deadline passed, 130/143 cancelled by SIGINT/SIGTERM.")]
-    Batch(batch::BatchArgs),
+    Batch(Box<batch::BatchArgs>),
     /// List the tools a model is shown (execute_tools, then the eager
     /// tools), or every tool with --all.
     #[command(after_help = READ_EXIT_CODES)]
@@ -271,7 +275,7 @@ pub(crate) fn main(cli: Cli) -> ExitCode {
         Command::Resume(args) => resume::resume(args),
         Command::Approve(args) => approve::approve(args),
         Command::Call(args) => call::call(args),
-        Command::Batch(args) => batch::batch(args),
+        Command::Batch(args) => batch::batch(*args),
         Command::Tools(args) => tools::tools(args),
         Command::Search(args) => search::search(args),
         Command::Mcp(args) => mcp::mcp(args),
