@@ -84,7 +84,7 @@ pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
     let (record, entries) = Record::open(&folder, &header)?;
     let program = Program::named(name, source).with_path(program_file);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async move {
+    rt.block_on(async {
         let states = batch_record::states(&entries);
         let plan = plan(&engine, &values, &states).await?;
         let before = Counts::of(states.values().filter_map(|s| match s {

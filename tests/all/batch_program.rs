@@ -1,0 +1,225 @@
+//! `codemode batch --program` through the real binary (docs/BATCH.md, "A
+//! program over many inputs"): a program run once per input line against
+//! server-everything, `--ordered`, a failing line named, `batch status`,
+//! and a batch SIGKILLed halfway and started again with its id, which
+//! does only the lines left (effects counted in a file), recovers the
+//! lines whose runs were interrupted, and resumes them once a person
+//! decided their calls.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::cli::{codemode, spawn};
+
+/// The JSON lines of stdout.
+fn lines(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// `{"n": 1}` ... `{"n": count}`, one per line.
+fn inputs(ws: &Path, count: usize) {
+    let text: String = (1..=count).map(|n| format!("{{\"n\": {n}}}\n")).collect();
+    std::fs::write(ws.join("in.jsonl"), text).unwrap();
+}
+
+/// The numbers count.txt holds, sorted.
+fn counted(ws: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(ws.join("count.txt")).unwrap_or_default();
+    let mut n: Vec<u64> = text.lines().map(|l| l.trim().parse().unwrap()).collect();
+    n.sort_unstable();
+    n
+}
+
+fn status(ws: &Path, id: &str) -> Value {
+    let out = codemode(&["batch", "status", id, "--json"], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_program_batch_over_server_everything_prints_every_line_in_order() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let server = crate::mcp_support::node_server("server-everything");
+    let mcp =
+        serde_json::json!({"mcpServers": {"everything": {"command": "node", "args": [server, "stdio"]}}});
+    std::fs::write(ws.join("mcp.json"), mcp.to_string()).unwrap();
+    std::fs::write(ws.join("policy.toml"), "[rules]\nallow = [\"mcp_connect__everything\"]\n").unwrap();
+    std::fs::write(
+        ws.join("echo.js"),
+        "if (input.n === 7) throw new Error('no seven');\n\
+         const r = await tools.call('mcp__everything__echo', {message: 'm' + input.n});\n\
+         return {n: input.n, said: r.content};\n",
+    )
+    .unwrap();
+    inputs(ws, 300);
+    let args = [
+        "batch",
+        "--program",
+        "echo.js",
+        "in.jsonl",
+        "--mcp-config",
+        "mcp.json",
+        "--config",
+        "policy.toml",
+        "--ordered",
+        "--parallel",
+        "12",
+        "--batch-id",
+        "echo-300",
+    ];
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(1), "a line failed: {}", text(&out));
+    let printed = lines(&out);
+    let numbers: Vec<u64> = printed.iter().map(|l| l["line"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, (1..=300).collect::<Vec<_>>(), "--ordered: input order");
+    for l in &printed {
+        let n = l["line"].as_u64().unwrap();
+        assert!(l["run_id"].as_str().unwrap().starts_with("run-"), "{l}");
+        if n == 7 {
+            assert_eq!(l["status"], "failed", "{l}");
+            assert!(l["error"]["message"].as_str().unwrap().contains("no seven"), "{l}");
+        } else {
+            assert_eq!(l["status"], "completed", "{l}");
+            assert_eq!(l["value"]["said"], format!("Echo: m{n}"), "{l}");
+        }
+    }
+    let runs: std::collections::HashSet<&str> =
+        printed.iter().map(|l| l["run_id"].as_str().unwrap()).collect();
+    assert_eq!(runs.len(), 300, "a run per line");
+    let s = status(ws, "echo-300");
+    assert_eq!(
+        (s["lines"].as_u64(), s["completed"].as_u64(), s["failed"].as_u64()),
+        (Some(300), Some(299), Some(1))
+    );
+    assert_eq!(
+        (s["running"].as_u64(), s["not_started"].as_u64(), s["held"].as_bool()),
+        (Some(0), Some(0), Some(false))
+    );
+    let shown = codemode(&["batch", "status", "echo-300"], "", ws);
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("300/300 lines done (299 completed, 1 failed)"),
+        "{}",
+        text(&shown)
+    );
+    // Started again, a finished batch runs nothing.
+    let again = codemode(&args, "", ws);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(lines(&again).is_empty(), "{}", text(&again));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("300 done before, 0 to run"), "{}", text(&again));
+}
+
+/// Each line adds its number to count.txt; lines over 20 then wait while
+/// the file `hold` exists.
+const COUNTING: &str = "await tools.bash({command: 'echo ' + input.n + ' >> count.txt'});\n\
+    if (input.n > 20) await tools.bash({command: 'while [ -f hold ]; do sleep 0.05; done'});\n\
+    return input.n;\n";
+
+#[test]
+fn a_killed_program_batch_started_again_does_only_the_lines_left() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("count.js"), COUNTING).unwrap();
+    std::fs::write(ws.join("hold"), "").unwrap();
+    inputs(ws, 60);
+    let args = [
+        "batch",
+        "--program",
+        "count.js",
+        "in.jsonl",
+        "--approve",
+        "allow",
+        "--parallel",
+        "4",
+        "--batch-id",
+        "b60",
+    ];
+    let mut child = spawn(&args, ws, &[]);
+    // Lines 1-20 end; lines 21-24 each counted and waiting on `hold`.
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(90), "the batch got halfway: {:?}", counted(ws));
+        std::thread::sleep(Duration::from_millis(50));
+        let ready = counted(ws).len() == 24
+            && Path::new(&crate::common::runs_dir(ws)).join(".batches/b60.jsonl").exists()
+            && status(ws, "b60")["completed"] == 20;
+        if ready {
+            break;
+        }
+        if let Ok(Some(s)) = child.try_wait() {
+            panic!("the batch ended first ({s}): {}", text(&child.wait_with_output().unwrap()));
+        }
+    }
+    let held = status(ws, "b60");
+    assert_eq!((held["held"].as_bool(), held["running"].as_u64()), (Some(true), Some(4)), "{held}");
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    assert_eq!(status(ws, "b60")["held"], false);
+    std::fs::remove_file(ws.join("hold")).unwrap();
+
+    // Started again: lines 25-60 run; 21-24 are recovered, and each waits
+    // for a person on the call that was running at the kill.
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(4), "lines paused: {}", text(&out));
+    assert_eq!(counted(ws), (1..=60).collect::<Vec<_>>(), "each line counted once: {}", text(&out));
+    let printed = lines(&out);
+    assert_eq!(printed.len(), 40, "{}", text(&out));
+    let paused: Vec<&Value> = printed.iter().filter(|l| l["status"] == "paused").collect();
+    let mut paused_lines: Vec<u64> = paused.iter().map(|l| l["line"].as_u64().unwrap()).collect();
+    paused_lines.sort_unstable();
+    assert_eq!(paused_lines, [21, 22, 23, 24], "{}", text(&out));
+    for l in &paused {
+        assert_eq!(l["recovered"], true, "{l}");
+        assert_eq!(l["pending"][0]["seq"], 2, "{l}");
+    }
+    assert!(printed.iter().filter(|l| l["status"] == "completed").all(|l| l["line"].as_u64() > Some(24)));
+
+    // A person allows the waiting calls; the batch started again resumes
+    // those lines, and nothing else runs.
+    for l in &paused {
+        let run_id = l["run_id"].as_str().unwrap();
+        let approved = codemode(&["approve", run_id, "--allow", "2"], "", ws);
+        assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    }
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let printed = lines(&out);
+    let mut done: Vec<u64> = printed.iter().map(|l| l["line"].as_u64().unwrap()).collect();
+    done.sort_unstable();
+    assert_eq!(done, [21, 22, 23, 24], "{}", text(&out));
+    assert!(printed.iter().all(|l| l["status"] == "completed" && l["value"] == l["line"]), "{}", text(&out));
+    assert_eq!(counted(ws), (1..=60).collect::<Vec<_>>(), "still each line once");
+    let s = status(ws, "b60");
+    assert_eq!(
+        (s["completed"].as_u64(), s["paused"].as_u64(), s["running"].as_u64()),
+        (Some(60), Some(0), Some(0))
+    );
+}
+
+#[test]
+fn a_program_batch_refuses_a_changed_program_under_the_same_id() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("p.js"), "return input;").unwrap();
+    inputs(ws, 3);
+    let args = ["batch", "--program", "p.js", "in.jsonl", "--batch-id", "same"];
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(lines(&out).len(), 3);
+    std::fs::write(ws.join("p.js"), "return 1;").unwrap();
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the program"), "{}", text(&out));
+    let out = codemode(&["batch", "status", "nope"], "", ws);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no batch nope"), "{}", text(&out));
+}
