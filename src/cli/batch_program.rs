@@ -6,8 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use codemode::approval::BatchApprover;
 use codemode::journal::RunState;
 use codemode::receipt::RunStatus;
 use codemode::run::{Canceller, Run, RunOptions};
@@ -98,7 +100,9 @@ pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
             before.done,
             plan.len()
         );
-        let mut driver = Driver::new(&engine, record, program, args.ordered, args.parallel as usize, &plan);
+        let approver: Arc<dyn codemode::Approver> =
+            Arc::new(BatchApprover::new(args.engine.approver()?, batch_id.clone()));
+        let mut driver = Driver::new(&engine, record, program, approver, &args, &plan);
         let progress = Progress::new(&batch_id, total, (before.done, before.failed), &args.engine);
         let outcome = driver.drive(plan, progress).await;
         let all = Counts::of(before.statuses.iter().map(String::as_str).chain(driver.statuses.iter().map(String::as_str)));
@@ -278,6 +282,8 @@ struct Driver<'a> {
     engine: &'a CliEngine,
     record: Record,
     program: Program,
+    /// Every line's runs ask it (`BatchApprover`).
+    approver: Arc<dyn codemode::Approver>,
     ordered: bool,
     parallel: usize,
     /// The lines to print in order (`--ordered`), front first.
@@ -294,16 +300,17 @@ impl<'a> Driver<'a> {
         engine: &'a CliEngine,
         record: Record,
         program: Program,
-        ordered: bool,
-        parallel: usize,
+        approver: Arc<dyn codemode::Approver>,
+        args: &BatchArgs,
         plan: &[Work],
     ) -> Self {
         Driver {
             engine,
             record,
             program,
-            ordered,
-            parallel: parallel.max(1),
+            approver,
+            ordered: args.ordered,
+            parallel: (args.parallel as usize).max(1),
             expected: plan.iter().map(Work::line).collect(),
             held: BTreeMap::new(),
             running: JoinSet::new(),
@@ -372,10 +379,15 @@ impl<'a> Driver<'a> {
                 // Durable before the run starts: a restart finds this run.
                 self.record.append(&Entry::Start { line, run_id: run_id.clone() })?;
                 let program = self.program.clone().with_input(input);
-                let run = self.engine.start_with(program, RunOptions::default().run_id(run_id));
+                let options = RunOptions::with_approver(self.approver.clone()).run_id(run_id);
+                let run = self.engine.start_with(program, options);
                 self.spawn(line, run, false);
             }
-            Work::Resume { line, run_id } => match self.engine.start_resume(&run_id, &[]).await {
+            Work::Resume { line, run_id } => match self
+                .engine
+                .start_resume_with(&run_id, &[], RunOptions::with_approver(self.approver.clone()))
+                .await
+            {
                 Ok(run) => self.spawn(line, run, true),
                 Err(refused) => {
                     // Refused before anything ran: the line waits as it was.

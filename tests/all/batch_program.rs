@@ -223,3 +223,84 @@ fn a_program_batch_refuses_a_changed_program_under_the_same_id() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no batch nope"), "{}", text(&out));
 }
+
+/// Each line writes its own file, then the same file with the same text.
+const WRITES: &str = "await tools.write({path: 'out' + input.n + '.txt', content: 'x'});\n\
+    await tools.write({path: 'same.txt', content: 'same'});\n\
+    return input.n;\n";
+
+#[test]
+fn a_question_identical_in_many_lines_is_asked_once() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("w.js"), WRITES).unwrap();
+    let asked = ws.join("asked.jsonl");
+    let script = ws.join("approver.sh");
+    std::fs::write(
+        &script,
+        format!("cat >> {0}; echo >> {0}; echo '{{\"decision\": \"allow\"}}'\n", asked.display()),
+    )
+    .unwrap();
+    inputs(ws, 12);
+    let approve = format!("cmd:sh {}", script.display());
+    let args = [
+        "batch",
+        "--program",
+        "w.js",
+        "in.jsonl",
+        "--posture",
+        "ask",
+        "--approve",
+        &approve,
+        "--batch-id",
+        "asks",
+    ];
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(lines(&out).len(), 12);
+    let questions: Vec<Value> = std::fs::read_to_string(&asked)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let same = questions.iter().filter(|q| q["arguments"]["path"] == "same.txt").count();
+    assert_eq!((questions.len(), same), (13, 1), "each distinct question once: {questions:?}");
+    assert!(questions.iter().all(|q| q["batch"] == "asks"), "{questions:?}");
+    assert_eq!(std::fs::read_to_string(ws.join("same.txt")).unwrap(), "same");
+}
+
+/// The prompt's `a` reaches every run of the batch: asked once for 5
+/// lines' writes.
+#[test]
+#[cfg(unix)]
+fn a_at_the_prompt_allows_the_rest_of_the_batch() {
+    if std::process::Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3 to drive a pseudo-terminal");
+        return;
+    }
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(
+        ws.join("w.js"),
+        "await tools.write({path: 'o' + input.n + '.txt', content: 'x'}); return 1;",
+    )
+    .unwrap();
+    inputs(ws, 5);
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approvers/drive_prompt.py");
+    let out = std::process::Command::new("python3")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
+        .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
+        .args([driver, "a", env!("CARGO_BIN_EXE_codemode"), "batch", "--program", "w.js", "in.jsonl"])
+        .args(["--posture", "ask", "--parallel", "2"])
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(shown.matches("approve?").count(), 1, "{shown}");
+    assert!(shown.contains("a: allows every `write` call of this batch (all its runs)"), "{shown}");
+    for n in 1..=5 {
+        assert!(ws.join(format!("o{n}.txt")).exists(), "{shown}");
+    }
+}
