@@ -26,9 +26,12 @@ use super::super::run_grant::RunGrant;
 pub struct BatchApprover {
     inner: Arc<dyn Approver>,
     batch_id: String,
-    /// Each distinct question's answer, and the run and call first asked.
-    answered: Mutex<HashMap<String, Arc<OnceCell<(Approval, String, u64)>>>>,
+    /// Each distinct question's answer, once given.
+    answered: Mutex<HashMap<String, Arc<OnceCell<First>>>>,
 }
+
+/// The answer to a question, and the run and call it was first asked for.
+type First = (Approval, String, u64);
 
 impl BatchApprover {
     /// The approver of the runs of batch `batch_id`, asking `inner`.
@@ -64,7 +67,6 @@ impl Approver for BatchApprover {
         let inner = self.inner.clone();
         Box::pin(async move {
             let (run_id, seq) = (request.run_id.clone(), request.seq);
-            let mut answer = None;
             let first = cell
                 .get_or_try_init(|| async {
                     match inner.decide(request).await {
@@ -78,18 +80,15 @@ impl Approver for BatchApprover {
                 Err(not_kept) => return not_kept,
             };
             if first_run == run_id && first_seq == seq {
-                answer = Some(Ok(approval.clone()));
+                return Ok(approval);
             }
-            answer.unwrap_or_else(|| {
-                let why = approval.reason.as_deref().unwrap_or(match approval.decision {
-                    Answer::Allow => "allowed",
-                    _ => "denied",
-                });
-                let reason = format!(
-                    "{why} (the same question, asked once for this batch at run {first_run} call {first_seq})"
-                );
-                Ok::<Approval, ApproverError>(Approval { reason: Some(reason), ..approval })
-            })
+            let why = approval.reason.clone().unwrap_or_else(|| {
+                if approval.decision == Answer::Allow { "allowed" } else { "denied" }.to_owned()
+            });
+            let reason = format!(
+                "{why} (the same question, asked once for this batch at run {first_run} call {first_seq})"
+            );
+            Ok::<Approval, ApproverError>(Approval { reason: Some(reason), ..approval })
         })
     }
 
