@@ -304,3 +304,60 @@ fn a_at_the_prompt_allows_the_rest_of_the_batch() {
         assert!(ws.join(format!("o{n}.txt")).exists(), "{shown}");
     }
 }
+
+/// `--approve pause`: each line needing a decision pauses (exit 4) and the
+/// others go on; a person decides with `codemode approve`, and the batch
+/// started again resumes exactly those lines.
+#[test]
+fn paused_lines_are_decided_with_approve_and_resumed_by_a_restart() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(
+        ws.join("p.js"),
+        "if (input.n % 2) return 'read only';\n\
+         await tools.write({path: 'f' + input.n + '.txt', content: 'x'});\n\
+         return 'wrote';\n",
+    )
+    .unwrap();
+    inputs(ws, 6);
+    let args = [
+        "batch",
+        "--program",
+        "p.js",
+        "in.jsonl",
+        "--posture",
+        "ask",
+        "--approve",
+        "pause",
+        "--batch-id",
+        "pz",
+    ];
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("batch pz: 3/6 lines done (0 failed), 3 paused"), "{stderr}");
+    let printed = lines(&out);
+    let paused: Vec<&Value> = printed.iter().filter(|l| l["status"] == "paused").collect();
+    assert_eq!(paused.len(), 3, "{}", text(&out));
+    assert!(
+        paused.iter().all(|l| l["line"].as_u64().unwrap() % 2 == 0 && l["pending"][0]["tool"] == "write")
+    );
+    assert_eq!(status(ws, "pz")["paused"], 3);
+    // Decided: line 2 allowed, line 4 denied; line 6 left undecided.
+    for (l, decision) in paused.iter().zip(["--allow", "--deny"]) {
+        let run_id = l["run_id"].as_str().unwrap();
+        let seq = l["pending"][0]["seq"].to_string();
+        let approved = codemode(&["approve", run_id, decision, &seq], "", ws);
+        assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    }
+    let out = codemode(&[&args[..], &["-q"]].concat(), "", ws);
+    let again = lines(&out);
+    let by =
+        |n: u64| again.iter().find(|l| l["line"] == n).unwrap_or_else(|| panic!("line {n}: {}", text(&out)));
+    assert_eq!((by(2)["status"].as_str(), by(2)["value"].as_str()), (Some("completed"), Some("wrote")));
+    assert_eq!(by(4)["status"], "failed", "denied, uncaught: {}", by(4));
+    assert_eq!(by(6)["status"], "paused", "still undecided");
+    assert_eq!(again.len(), 3, "only the paused lines: {}", text(&out));
+    assert!(ws.join("f2.txt").exists() && !ws.join("f4.txt").exists() && !ws.join("f6.txt").exists());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("lines done"), "-q: no progress");
+}
