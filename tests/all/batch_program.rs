@@ -361,3 +361,29 @@ fn paused_lines_are_decided_with_approve_and_resumed_by_a_restart() {
     assert!(ws.join("f2.txt").exists() && !ws.join("f4.txt").exists() && !ws.join("f6.txt").exists());
     assert!(!String::from_utf8_lossy(&out.stderr).contains("lines done"), "-q: no progress");
 }
+
+#[test]
+fn run_input_is_the_programs_global_input() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let out = codemode(&["run", "-", "--input", r#"{"a": [1, 2]}"#], "return input.a[1] + 40;", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
+    let out = codemode(&["run", "-"], "return typeof input;", ws);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"undefined\"", "{}", text(&out));
+    let out = codemode(&["run", "-", "--input", "{oops"], "return 1;", ws);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not JSON"), "{}", text(&out));
+    // An input over 1 MiB (a batch line): refused before the program starts.
+    let big = serde_json::to_string(&"x".repeat((1 << 20) + 1)).unwrap();
+    std::fs::write(ws.join("big.jsonl"), format!("{big}\n\"small\"\n")).unwrap();
+    std::fs::write(ws.join("len.js"), "return input.length;").unwrap();
+    let out = codemode(&["batch", "--program", "len.js", "big.jsonl", "--ordered"], "", ws);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let printed = lines(&out);
+    assert_eq!(
+        (printed[0]["status"].as_str(), printed[0]["error"]["kind"].as_str()),
+        (Some("failed"), Some("limit"))
+    );
+    assert_eq!(printed[1]["value"], 5);
+}
