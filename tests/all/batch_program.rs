@@ -40,7 +40,12 @@ fn counted(ws: &Path) -> Vec<u64> {
 }
 
 fn status(ws: &Path, id: &str) -> Value {
-    let out = codemode(&["batch", "status", id, "--json"], "", ws);
+    status_in(ws, id, &[])
+}
+
+/// `batch status ID --json` with the options `store`.
+fn status_in(ws: &Path, id: &str, store: &[&str]) -> Value {
+    let out = codemode(&[&["batch", "status", id, "--json"], store].concat(), "", ws);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -118,38 +123,48 @@ fn a_program_batch_over_server_everything_prints_every_line_in_order() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("300 done before, 0 to run"), "{}", text(&again));
 }
 
-/// Each line adds its number to count.txt; lines over 20 then wait while
-/// the file `hold` exists.
+/// Each line adds its number to count.txt; lines over 20 then say so in
+/// holding.txt and wait while the file `hold` exists.
 const COUNTING: &str = "await tools.bash({command: 'echo ' + input.n + ' >> count.txt'});\n\
-    if (input.n > 20) await tools.bash({command: 'while [ -f hold ]; do sleep 0.05; done'});\n\
+    if (input.n > 20) await tools.bash({command: 'echo ' + input.n + ' >> holding.txt; \
+      while [ -f hold ]; do sleep 0.05; done'});\n\
     return input.n;\n";
 
 #[test]
 fn a_killed_program_batch_started_again_does_only_the_lines_left() {
+    killed_and_started_again(&[]);
+}
+
+/// The same with the runs' journals in PostgreSQL (the batch's record
+/// stays a local file).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_program_batch_with_runs_in_postgres_started_again_does_only_the_lines_left() {
+    let Some(db) = crate::journal_postgres::database("batch_kill").await else { return };
+    tokio::task::block_in_place(|| killed_and_started_again(&["--journal", &db.url]));
+    db.drop_schema().await;
+}
+
+/// Kills a 60-line batch with lines 21-24 running, starts it again, lets
+/// a person allow the calls the kill interrupted, starts it again; `store`
+/// (a `--journal`) goes with every command.
+fn killed_and_started_again(store: &[&str]) {
     let ws = crate::common::workspace();
     let ws = ws.path();
+    let status = |ws: &Path, id: &str| status_in(ws, id, store);
     std::fs::write(ws.join("count.js"), COUNTING).unwrap();
     std::fs::write(ws.join("hold"), "").unwrap();
     inputs(ws, 60);
-    let args = [
-        "batch",
-        "--program",
-        "count.js",
-        "in.jsonl",
-        "--approve",
-        "allow",
-        "--parallel",
-        "4",
-        "--batch-id",
-        "b60",
-    ];
+    let batch = ["batch", "--program", "count.js", "in.jsonl", "--approve", "allow", "--parallel", "4"];
+    let args = [&batch[..], &["--batch-id", "b60"], store].concat();
     let mut child = spawn(&args, ws, &[]);
-    // Lines 1-20 end; lines 21-24 each counted and waiting on `hold`.
+    // Lines 1-20 end; lines 21-24 each counted and inside their wait.
     let start = Instant::now();
     loop {
         assert!(start.elapsed() < Duration::from_secs(90), "the batch got halfway: {:?}", counted(ws));
         std::thread::sleep(Duration::from_millis(50));
+        let holding = std::fs::read_to_string(ws.join("holding.txt")).unwrap_or_default();
         let ready = counted(ws).len() == 24
+            && holding.lines().count() == 4
             && Path::new(&crate::common::runs_dir(ws)).join(".batches/b60.jsonl").exists()
             && status(ws, "b60")["completed"] == 20;
         if ready {
@@ -187,7 +202,7 @@ fn a_killed_program_batch_started_again_does_only_the_lines_left() {
     // those lines, and nothing else runs.
     for l in &paused {
         let run_id = l["run_id"].as_str().unwrap();
-        let approved = codemode(&["approve", run_id, "--allow", "2"], "", ws);
+        let approved = codemode(&[&["approve", run_id, "--allow", "2"], store].concat(), "", ws);
         assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
     }
     let out = codemode(&args, "", ws);
@@ -337,7 +352,8 @@ fn paused_lines_are_decided_with_approve_and_resumed_by_a_restart() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("batch pz: 3/6 lines done (0 failed), 3 paused"), "{stderr}");
     let printed = lines(&out);
-    let paused: Vec<&Value> = printed.iter().filter(|l| l["status"] == "paused").collect();
+    let mut paused: Vec<&Value> = printed.iter().filter(|l| l["status"] == "paused").collect();
+    paused.sort_by_key(|l| l["line"].as_u64());
     assert_eq!(paused.len(), 3, "{}", text(&out));
     assert!(
         paused.iter().all(|l| l["line"].as_u64().unwrap() % 2 == 0 && l["pending"][0]["tool"] == "write")
