@@ -263,7 +263,7 @@ fn exit_code(outcome: Outcome, all: &Counts, lines_good: bool) -> u8 {
     match outcome.output {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return 141,
         Err(e) => {
-            eprintln!("codemode: cannot write to stdout ({e}); the batch stopped starting lines");
+            eprintln!("codemode: {e}; the batch stopped starting lines (the lines running finished)");
             return 1;
         }
         Ok(()) => {}
@@ -334,9 +334,8 @@ impl<'a> Driver<'a> {
             while signal.is_none() && output.is_ok() && self.running.len() < self.parallel {
                 let Some(work) = plan.pop_front() else { break };
                 if let Err(e) = self.start(work).await {
-                    eprintln!("codemode: {e:#}; the batch stops starting lines");
                     plan.clear();
-                    output = Err(std::io::Error::other("the batch record failed"));
+                    output = Err(std::io::Error::other(format!("{e:#}")));
                 }
             }
             if self.running.is_empty() {
@@ -544,5 +543,7 @@ fn print_line(value: &Value) -> std::io::Result<()> {
     let mut text = serde_json::to_string(value).map_err(std::io::Error::other)?;
     text.push('\n');
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write to stdout: {e}")))
 }
