@@ -403,3 +403,31 @@ fn run_input_is_the_programs_global_input() {
     );
     assert_eq!(printed[1]["value"], 5);
 }
+
+#[test]
+fn the_readme_example_runs_a_program_over_the_messages() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ws = tempfile::tempdir().unwrap();
+    let ws_arg = ws.path().to_string_lossy().into_owned();
+    let args = [
+        "batch",
+        "--program",
+        "examples/batch/shout.js",
+        "examples/batch/messages.jsonl",
+        "--mcp-config",
+        "examples/batch/mcp.json",
+        "--config",
+        "examples/batch/codemode.toml",
+        "--ordered",
+        "--workspace",
+        &ws_arg,
+    ];
+    let out = codemode(&args, "", root);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let printed = lines(&out);
+    assert_eq!(
+        printed[0]["value"],
+        serde_json::json!({"message": "one", "echoed": "Echo: one", "loud": "ONE"})
+    );
+    assert!(printed.iter().all(|l| l["status"] == "completed"), "{}", text(&out));
+}
