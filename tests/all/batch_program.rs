@@ -431,3 +431,31 @@ fn the_readme_example_runs_a_program_over_the_messages() {
     );
     assert!(printed.iter().all(|l| l["status"] == "completed"), "{}", text(&out));
 }
+
+/// Without a terminal, a count line every few seconds while lines end.
+#[test]
+fn without_a_terminal_progress_is_a_count_line_every_few_seconds() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("slow.js"), "await tools.bash({command: 'sleep 2.2'}); return input.n;").unwrap();
+    inputs(ws, 4);
+    let args = [
+        "batch",
+        "--program",
+        "slow.js",
+        "in.jsonl",
+        "--approve",
+        "allow",
+        "--parallel",
+        "1",
+        "--batch-id",
+        "slow",
+    ];
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let counts: Vec<&str> = stderr.lines().filter(|l| l.contains("lines done")).collect();
+    assert!(counts.len() >= 2, "a line on the way and one at the end: {stderr}");
+    assert!(counts[0].contains("lines/s") && counts[0].contains("ETA"), "{stderr}");
+    assert!(counts.last().unwrap().contains("batch slow: 4/4 lines done (0 failed), 0 paused"), "{stderr}");
+}
