@@ -459,3 +459,46 @@ fn without_a_terminal_progress_is_a_count_line_every_few_seconds() {
     assert!(counts[0].contains("lines/s") && counts[0].contains("ETA"), "{stderr}");
     assert!(counts.last().unwrap().contains("batch slow: 4/4 lines done (0 failed), 0 paused"), "{stderr}");
 }
+
+/// The record cut where a kill can cut it: a line whose run ended before
+/// its `end` line takes its output from the run's receipt and does not run
+/// again; a line whose run never made a journal runs anew.
+#[test]
+fn a_line_ended_but_unrecorded_is_taken_from_its_receipt_not_run_again() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(
+        ws.join("c.js"),
+        "await tools.bash({command: 'echo ' + input.n + ' >> count.txt'}); return input.n;",
+    )
+    .unwrap();
+    inputs(ws, 4);
+    let args = ["batch", "--program", "c.js", "in.jsonl", "--approve", "allow", "--batch-id", "cut"];
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let path = crate::common::runs_dir(ws).join(".batches/cut.jsonl");
+    let record = std::fs::read_to_string(&path).unwrap();
+    let entries: Vec<Value> = record.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let start_of = |n: u64| entries.iter().find(|e| e["t"] == "start" && e["line"] == n).unwrap().to_string();
+    let end_of = |n: u64| entries.iter().find(|e| e["t"] == "end" && e["line"] == n).unwrap().to_string();
+    // Line 1 done; line 2 started and ended, its end not recorded; line 3
+    // started under a run that never made a journal; line 4 never started.
+    let never = r#"{"t":"start","line":3,"run_id":"run-20260101T000000Z-00000000"}"#;
+    let cut =
+        [entries[0].to_string(), start_of(1), end_of(1), start_of(2), never.to_owned()].join("\n") + "\n";
+    std::fs::write(&path, cut).unwrap();
+
+    let out = codemode(&args, "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let printed = lines(&out);
+    let mut got: Vec<u64> = printed.iter().map(|l| l["line"].as_u64().unwrap()).collect();
+    got.sort_unstable();
+    assert_eq!(got, [2, 3, 4], "{}", text(&out));
+    let two = printed.iter().find(|l| l["line"] == 2).unwrap();
+    assert_eq!(
+        (two["status"].as_str(), two["value"].as_u64(), two["recovered"].as_bool()),
+        (Some("completed"), Some(2), Some(true))
+    );
+    assert_eq!(counted(ws), [1, 2, 3, 3, 4, 4], "line 2 not run again; 3 and 4 ran");
+    assert_eq!(status(ws, "cut")["completed"], 4);
+}
