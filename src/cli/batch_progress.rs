@@ -23,7 +23,10 @@ pub(crate) struct Progress {
     started: Instant,
     /// `done + paused` when the last count line was printed.
     printed: Option<usize>,
+    /// No count line on the way (`-q`, or stderr is a terminal).
     quiet: bool,
+    /// The count line at the end (not with `-q`).
+    last_line: bool,
 }
 
 impl Progress {
@@ -33,7 +36,8 @@ impl Progress {
     pub(crate) fn new(batch_id: &str, total: usize, before: (usize, usize), engine: &EngineArgs) -> Self {
         let (before, before_failed) = before;
         let quiet = super::quiet();
-        let terminal = std::io::stderr().is_terminal() && !engine.prompts() && !quiet;
+        let on_terminal = std::io::stderr().is_terminal();
+        let terminal = on_terminal && !engine.prompts() && !quiet;
         let bar = terminal.then(|| {
             let bar = ProgressBar::new(total as u64);
             let style = ProgressStyle::with_template(
@@ -57,7 +61,10 @@ impl Progress {
             paused: 0,
             started: Instant::now(),
             printed: None,
-            quiet,
+            // On a terminal with prompts (no bar), count lines would cut
+            // into a question: only the last one is printed.
+            quiet: quiet || on_terminal,
+            last_line: !quiet,
         }
     }
 
@@ -90,7 +97,7 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-        if !self.quiet {
+        if self.last_line {
             self.print();
         }
     }
