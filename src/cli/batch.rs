@@ -23,9 +23,24 @@ use super::run::{interrupted, printable};
 /// Arguments of `codemode batch` (the help text is on `Command::Batch`).
 #[derive(Debug, clap::Args)]
 pub(crate) struct BatchArgs {
+    #[command(subcommand)]
+    command: Option<Box<BatchCommand>>,
     /// JSON Lines input: a file, or - to read stdin.
     #[arg(default_value = "-")]
-    file: String,
+    pub(crate) file: String,
+    /// Run this program (.js or .ts) once per input line, the line's JSON
+    /// value its global `input`; each run its own VM, journal and receipt.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["tool", "concurrency", "fail_fast", "json"])]
+    program: Option<std::path::PathBuf>,
+    /// With --program: lines run at once.
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "program",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) parallel: u32,
+    /// With --program: the batch's id. A new id starts a batch of that
+    /// name; the id of a batch that stopped (killed, interrupted) goes on
+    /// with the lines not done [default: a new batch-... id].
+    #[arg(long, value_name = "ID", requires = "program")]
+    pub(crate) batch_id: Option<String>,
     /// Call this tool for every line; each line is then its arguments.
     #[arg(long, value_name = "NAME")]
     tool: Option<String>,
@@ -37,17 +52,27 @@ pub(crate) struct BatchArgs {
     /// reported not_started.
     #[arg(long)]
     fail_fast: bool,
-    /// Print the items in input order (an item waits for those before it)
-    /// instead of as they finish.
+    /// Print the items (lines) in input order (one waits for those before
+    /// it) instead of as they finish.
     #[arg(long)]
-    ordered: bool,
+    pub(crate) ordered: bool,
     /// Print the whole receipt as JSON, as the last line on stdout.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    engine: EngineArgs,
+    pub(crate) engine: EngineArgs,
     #[command(flatten)]
-    limits: CallLimitArgs,
+    pub(crate) limits: CallLimitArgs,
+}
+
+/// `codemode batch status`.
+#[derive(Debug, clap::Subcommand)]
+enum BatchCommand {
+    /// Where a program batch is, from its record (works from another
+    /// terminal while it runs): lines done, failed, paused, running, not
+    /// started, and whether a process runs it now.
+    #[command(after_help = "Exit codes: 0 shown, 2 unknown batch or bad invocation.")]
+    Status(super::batch_status::StatusArgs),
 }
 
 /// One usable input line.
@@ -58,6 +83,13 @@ struct Line {
 
 /// Runs `codemode batch`.
 pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
+    if let Some(command) = args.command {
+        let BatchCommand::Status(status) = *command;
+        return super::batch_status::status(status);
+    }
+    if let Some(program) = args.program.clone() {
+        return super::batch_program::run(args, &program);
+    }
     let input = read_input(&args.file)?;
     let (lines, bad) = parse_lines(&input, args.tool.as_deref());
     print_invalid(&bad)?;
@@ -86,7 +118,7 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
 
 /// Reports each bad input line (line number, what is wrong): on stderr,
 /// and as an `invalid` item on stdout.
-fn print_invalid(bad: &[(usize, String)]) -> anyhow::Result<()> {
+pub(crate) fn print_invalid(bad: &[(usize, String)]) -> anyhow::Result<()> {
     for (number, message) in bad {
         eprintln!("codemode: line {number}: {}; skipped", printable(message));
         #[derive(serde::Serialize)]
@@ -286,7 +318,7 @@ pub(crate) const MAX_BATCH_BYTES: usize = 64 << 20;
 /// Reads the whole input (a file, or stdin for `-`) as bytes, up to
 /// [`MAX_BATCH_BYTES`]: `/dev/zero` or an endless pipe is refused once
 /// past it, not read into memory.
-fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
     let input = if file == "-" {
         super::read_at_most(std::io::stdin().lock(), MAX_BATCH_BYTES)
             .context("cannot read the batch from stdin")?

@@ -350,12 +350,7 @@ impl EngineArgs {
             Some("full-access") => config.policy.posture = Posture::FullAccess,
             _ => {}
         }
-        let approver = match &self.approve {
-            Some(spec) => codemode::approval::approver_from_spec(spec)
-                .map_err(anyhow::Error::msg)
-                .context("--approve")?,
-            None => codemode::approval::default_approver(),
-        };
+        let approver = self.approver()?;
         let mut builder =
             Engine::builder().workspace(&workspace).limits(limits).config(config).approver_arc(approver);
         match journal {
@@ -367,6 +362,17 @@ impl EngineArgs {
             builder = builder.mcp(config, codemode::mcp::PoolOptions::default());
         }
         Ok(CliEngine { engine: builder.build()?, retention, detached: false })
+    }
+
+    /// The approver `--approve` names, else the default one (the
+    /// terminal's prompt when there is one, else deny).
+    pub(crate) fn approver(&self) -> anyhow::Result<Arc<dyn codemode::Approver>> {
+        Ok(match &self.approve {
+            Some(spec) => codemode::approval::approver_from_spec(spec)
+                .map_err(anyhow::Error::msg)
+                .context("--approve")?,
+            None => codemode::approval::default_approver(),
+        })
     }
 
     /// The MCP configuration these options name (see

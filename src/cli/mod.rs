@@ -7,6 +7,10 @@
 
 mod approve;
 mod batch;
+mod batch_program;
+mod batch_progress;
+mod batch_record;
+mod batch_status;
 mod call;
 mod engine_args;
 mod generate;
@@ -171,7 +175,8 @@ ended, held by another process, interrupted).")]
 2 bad invocation or config, 130/143 cancelled by SIGINT/SIGTERM.")]
     Call(call::CallArgs),
     /// Call tools over JSON Lines input, one call per line, through the
-    /// same gate, bounds and receipt as a program (docs/BATCH.md).
+    /// same gate, bounds and receipt as a program; or, with --program, run
+    /// a program once per input line (docs/BATCH.md).
     ///
     /// Each line is {"tool": NAME, "arguments": {...}}, or with --tool
     /// the arguments object; blank lines are skipped, a bad line is
@@ -179,9 +184,26 @@ ended, held by another process, interrupted).")]
     /// per item as it finishes, or in input order with --ordered ({line,
     /// index, tool, seq, status, decision, content, metadata, truncated}
     /// or {..., error}); stderr the progress and the receipt summary.
-    #[command(after_help = "Exit codes: 0 every item ok, 1 an item or a line not ok, 2 bad invocation \
-or config, 3 deadline passed, 130/143 cancelled by SIGINT/SIGTERM.")]
-    Batch(batch::BatchArgs),
+    ///
+    /// With --program FILE each line is any JSON value, the program's
+    /// global `input`; each line is a journaled run of its own (its own
+    /// receipt), --parallel N at once, all under one batch id, and stdout
+    /// gets {line, run_id, status, value} or {..., error} per line. The
+    /// batch keeps a record of its lines: killed, it goes on with
+    /// `--batch-id ID` (the same program and input), doing only the lines
+    /// not done and recovering the runs it interrupted. An approval is
+    /// asked once per distinct question (a rule's ask and commands each
+    /// time); --approve pause leaves lines paused for `codemode approve`,
+    /// resumed when the batch is started again. `codemode batch status ID`
+    /// shows where a batch is, from any terminal.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        after_help = "Exit codes: 0 every item (line) ok, \
+1 an item or a line not ok, 2 bad invocation or config, 3 deadline passed (calls), 4 a line paused and \
+none failed (--program), 130/143 stopped by SIGINT/SIGTERM (--program: a first signal starts no new \
+line and lets the running ones finish, a second cancels them), 141 stdout closed."
+    )]
+    Batch(Box<batch::BatchArgs>),
     /// List the tools a model is shown (execute_tools, then the eager
     /// tools), or every tool with --all.
     #[command(after_help = READ_EXIT_CODES)]
@@ -271,7 +293,7 @@ pub(crate) fn main(cli: Cli) -> ExitCode {
         Command::Resume(args) => resume::resume(args),
         Command::Approve(args) => approve::approve(args),
         Command::Call(args) => call::call(args),
-        Command::Batch(args) => batch::batch(args),
+        Command::Batch(args) => batch::batch(*args),
         Command::Tools(args) => tools::tools(args),
         Command::Search(args) => search::search(args),
         Command::Mcp(args) => mcp::mcp(args),

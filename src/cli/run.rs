@@ -28,6 +28,10 @@ pub(crate) struct RunArgs {
     /// else on].
     #[arg(long)]
     no_admission: bool,
+    /// Give the program this JSON value as its global `input` (e.g.
+    /// --input '{"path": "a.txt"}'); without it `input` is undefined.
+    #[arg(long, value_name = "JSON", value_parser = parse_input)]
+    input: Option<serde_json::Value>,
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
@@ -69,10 +73,13 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (receipt, signal) = rt.block_on(async {
-        let program = match &path {
+        let mut program = match &path {
             Some(path) => Program::named(name, source).with_path(path),
             None => Program::named(name, source),
         };
+        if let Some(input) = args.input.clone() {
+            program = program.with_input(input);
+        }
         let run = engine.start(program);
         let canceller = run.canceller();
         let wait = run.wait();
@@ -108,6 +115,13 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     Ok(match signal {
         Some(signal) => 128 + signal,
         None => code,
+    })
+}
+
+/// Parses `--input`: one JSON value.
+fn parse_input(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| {
+        format!("is not JSON ({e}); quote a string as JSON too: --input '\"text\"', or give an object")
     })
 }
 
@@ -270,7 +284,7 @@ pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 ///
 /// # Errors
 /// The file cannot be read, is over the source limit, or is not UTF-8.
-fn read_program(file: &str) -> anyhow::Result<(String, String)> {
+pub(crate) fn read_program(file: &str) -> anyhow::Result<(String, String)> {
     let limit = codemode::Limits::default().source_bytes;
     let (name, bytes) = if file == "-" {
         if std::io::stdin().is_terminal() {

@@ -6,6 +6,7 @@ mod approve;
 mod attacks;
 mod batch;
 mod batch_cli;
+mod batch_program;
 mod bounded_parse;
 mod bounds;
 mod cli;

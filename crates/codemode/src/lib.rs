@@ -118,8 +118,8 @@ pub mod elicitation {
 pub mod approval {
     pub use crate::gate::{
         AllowApprover, Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError,
-        CommandApprover, DenyApprover, NOT_ANSWERED_REASON, PauseApprover, PromptApprover, RunGrant,
-        RunGrants, approver_from_spec, default_approver,
+        BatchApprover, CommandApprover, DenyApprover, NOT_ANSWERED_REASON, PauseApprover, PromptApprover,
+        RunGrant, RunGrants, approver_from_spec, default_approver,
     };
 }
 

@@ -113,7 +113,13 @@ pub struct Program {
     source: String,
     name: String,
     path: Option<std::path::PathBuf>,
+    input: Option<serde_json::Value>,
 }
+
+/// The largest input a program takes ([`Program::with_input`]), as compact
+/// JSON text: 1 MiB. A larger one is refused when the run starts (error
+/// kind `limit`); keep large data in files the program reads.
+pub const MAX_INPUT_BYTES: usize = 1 << 20;
 
 impl Program {
     /// A program named `program.js`.
@@ -132,7 +138,7 @@ impl Program {
             .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
             .collect();
         let name = if name.is_empty() { "program.js".to_owned() } else { name };
-        Program { source: source.into(), name, path: None }
+        Program { source: source.into(), name, path: None, input: None }
     }
 
     /// Notes the file the program was read from. Its journal records the
@@ -148,6 +154,22 @@ impl Program {
     /// named one.
     pub fn path(&self) -> Option<&std::path::Path> {
         self.path.as_deref()
+    }
+
+    /// Gives the program an input: the global `input` holds this value
+    /// (parsed afresh from its JSON in the run's VM) when the program
+    /// starts. The run's journal records it, so a resume hands the program
+    /// the same value. Without one, `input` is not defined (`typeof input`
+    /// is `"undefined"`). At most [`MAX_INPUT_BYTES`] of compact JSON.
+    /// Default: none.
+    pub fn with_input(mut self, input: serde_json::Value) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// The input [`Program::with_input`] gave, if any.
+    pub fn input(&self) -> Option<&serde_json::Value> {
+        self.input.as_ref()
     }
 
     /// The source as given.

@@ -8,6 +8,7 @@
 //! (issue 11) side by side.
 
 mod approval_binding;
+mod batch_approvals;
 mod git_dir;
 mod hostile_journal;
 mod long_runs;

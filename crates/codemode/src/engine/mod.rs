@@ -152,10 +152,36 @@ impl Engine {
     /// [`Engine::start`] with `options` for this run only (its own
     /// approver: a server mode asks the person behind each request).
     pub fn start_with(&self, program: Program, options: RunOptions) -> Run {
-        let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
+        let run_id: Arc<str> = match &options.run_id {
+            None => Arc::from(run_id::new_run_id()),
+            Some(id) if run_id::is_run_id(id) => Arc::from(id.as_str()),
+            Some(id) => {
+                let shown = crate::receipt::spill::cut_text(id).into_owned();
+                let id = run_id::new_run_id();
+                let e = RunError::new(
+                    ErrorKind::Invocation,
+                    format!("`{shown}` is not a run id; make one with Engine::new_run_id"),
+                );
+                return self.refused_run(id, clock, e);
+            }
+        };
         let journaling = resume::new_run(&self.shared, &program, &run_id);
         self.launch(run_id, program, clock, journaling, options)
+    }
+
+    /// A new run id (`run-YYYYMMDDThhmmssZ-xxxxxxxx`), unique within and
+    /// across processes: for [`RunOptions::run_id`], when a host must
+    /// record a run's id before the run starts.
+    pub fn new_run_id() -> String {
+        run_id::new_run_id()
+    }
+
+    /// A run that failed before it started, with `error`.
+    fn refused_run(&self, run_id: String, clock: Arc<RunClock>, error: RunError) -> Run {
+        let (tx, receipt) = tokio::sync::oneshot::channel();
+        let _ = tx.send(early_receipt(&self.shared, &run_id, &clock, error));
+        Run { run_id: Arc::from(run_id), clock, receipt, shared: self.shared.clone() }
     }
 
     /// Resumes paused run `run_id` with `decisions` (by the seq of each

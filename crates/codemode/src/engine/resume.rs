@@ -69,6 +69,7 @@ fn header(shared: &Shared, program: &Program, run_id: &str, posture: crate::gate
             sha256: digest::sha256_hex(program.source().as_bytes()),
             source: program.source().to_owned(),
             path: program.path().map(|p| p.display().to_string()),
+            input: program.input().cloned(),
         },
         catalog_sha256: shared.catalog.load().digest().to_owned(),
         catalog_servers: Some(shared.catalog.load().mcp_servers()),
@@ -170,6 +171,9 @@ pub(crate) async fn prepare(
     let mut program = Program::named(h.program.name.clone(), h.program.source.clone());
     if let Some(path) = &h.program.path {
         program = program.with_path(path);
+    }
+    if let Some(input) = &h.program.input {
+        program = program.with_input(input.clone());
     }
     // The deadline counts the run's active time across its pauses.
     let active_before =

@@ -24,17 +24,30 @@ pub struct RunOptions {
     /// block). A server mode sends progress notifications from it.
     /// Default: `None`.
     pub on_call_end: Option<crate::receipt::CallEndObserver>,
+    /// The run's id, made beforehand with [`crate::Engine::new_run_id`], so
+    /// a host can record it (a batch's record of its lines) before the
+    /// run's first call. A run whose id is not of that form fails at once
+    /// (kind `invocation`); the journal store refuses a second journal of
+    /// an id it holds, so never give one id to two runs. Default: `None`,
+    /// a new id.
+    pub run_id: Option<String>,
 }
 
 impl RunOptions {
     /// Options whose run asks `approver`.
     pub fn with_approver(approver: Arc<dyn Approver>) -> Self {
-        RunOptions { approver: Some(approver), on_call_end: None }
+        RunOptions { approver: Some(approver), on_call_end: None, run_id: None }
     }
 
     /// These options, with `observer` told of each call as it ends.
     pub fn on_call_end(self, observer: crate::receipt::CallEndObserver) -> Self {
         RunOptions { on_call_end: Some(observer), ..self }
+    }
+
+    /// These options, for a run whose id is `run_id` (made with
+    /// [`crate::Engine::new_run_id`]).
+    pub fn run_id(self, run_id: impl Into<String>) -> Self {
+        RunOptions { run_id: Some(run_id.into()), ..self }
     }
 }
 
@@ -43,6 +56,7 @@ impl std::fmt::Debug for RunOptions {
         f.debug_struct("RunOptions")
             .field("approver", &self.approver.is_some())
             .field("on_call_end", &self.on_call_end.is_some())
+            .field("run_id", &self.run_id)
             .finish()
     }
 }

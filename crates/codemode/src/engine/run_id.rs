@@ -34,6 +34,20 @@ pub(crate) fn new_run_id() -> String {
     )
 }
 
+/// Whether `id` has the form [`new_run_id`] makes: `run-`, 8 digits, `T`,
+/// 6 digits, `Z-`, 8 lower-case hex digits.
+pub(crate) fn is_run_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    b.len() == 29
+        && id.starts_with("run-")
+        && digits(4..12)
+        && b[12] == b'T'
+        && digits(13..19)
+        && &id[19..21] == "Z-"
+        && b[21..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +65,9 @@ mod tests {
         let b = new_run_id();
         assert_ne!(a, b);
         assert!(a.starts_with("run-") && a.len() == "run-20261129T184235Z-ab12cd34".len(), "{a}");
+        assert!(is_run_id(&a) && is_run_id("run-20261129T184235Z-ab12cd34"));
+        for bad in ["run-x", "run-20261129T184235Z-AB12CD34", "run-20261129T184235Z-ab12cd3/", "../etc"] {
+            assert!(!is_run_id(bad), "{bad}");
+        }
     }
 }

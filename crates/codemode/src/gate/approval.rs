@@ -48,6 +48,13 @@ pub struct ApprovalRequest {
     /// gets.
     #[serde(skip)]
     pub run_grant: Option<RunGrantScope>,
+    /// The batch the run is a line of (`codemode batch --program`), as
+    /// [`BatchApprover`](super::BatchApprover) marks it: an answer for the
+    /// rest of the run (the prompt's `a`) then reaches every run of the
+    /// batch, for a tool that starts no programs ([`RunGrant`](super::RunGrant)).
+    /// Default: `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 /// The calls of one run that may have changed files (every call the gate

@@ -98,6 +98,7 @@ mod tests {
             annotations: Default::default(),
             destructive: false,
             run_grant: None,
+            batch: None,
         }
     }
 

@@ -280,6 +280,7 @@ impl LaterStep for ApprovalStep {
                 annotations: call.annotations.clone(),
                 destructive: call.prep.destructive,
                 run_grant: state.run_grant.take(),
+                batch: None,
             };
             // A denial or a failed approver says first which allow rule the
             // user may have meant, and why it did not cover the call: the

@@ -52,8 +52,8 @@ pub use approval::{
     Answer, Approval, ApprovalFuture, ApprovalRequest, Approver, ApproverError, RunChanges, RunGrantScope,
 };
 pub use approvers::{
-    AllowApprover, CommandApprover, DenyApprover, PauseApprover, PromptApprover, approver_from_spec,
-    default_approver,
+    AllowApprover, BatchApprover, CommandApprover, DenyApprover, PauseApprover, PromptApprover,
+    approver_from_spec, default_approver,
 };
 pub use elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest, NOT_ANSWERED_REASON};
 pub use policy::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};

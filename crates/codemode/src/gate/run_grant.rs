@@ -16,6 +16,9 @@ use super::approval::{ApprovalRequest, RunChanges, RunGrantScope};
 #[derive(Debug, Clone)]
 pub struct RunGrant {
     run_id: String,
+    /// The batch whose every run the grant reaches (a request marked with
+    /// its batch, for a tool that starts no programs); `None`: this run.
+    batch: Option<String>,
     tool: String,
     subject: Option<String>,
     scope: RunGrantScope,
@@ -30,6 +33,9 @@ impl RunGrant {
         let per_subject = super::ask_posture::starts_programs(&request.tool);
         Some(RunGrant {
             run_id: request.run_id.clone(),
+            // A grant on a subject depends on the calls its run made since
+            // (`RunChanges`): it stays with its run.
+            batch: if per_subject { None } else { request.batch.clone() },
             tool: request.tool.clone(),
             subject: if per_subject { Some(request.subject.clone().unwrap_or_default()) } else { None },
             scope,
@@ -44,6 +50,7 @@ impl RunGrant {
     pub fn of_tool(run_id: &str, tool: &str) -> Option<RunGrant> {
         (!super::ask_posture::starts_programs(tool)).then(|| RunGrant {
             run_id: run_id.to_owned(),
+            batch: None,
             tool: tool.to_owned(),
             subject: None,
             scope: RunGrantScope { changes: RunChanges::default(), seen: 0 },
@@ -69,7 +76,11 @@ impl RunGrant {
 
     /// Whether this grant, held, covers the call `asked` would grant.
     pub fn covers(&self, asked: &RunGrant) -> bool {
-        self.run_id == asked.run_id
+        let scope = match &self.batch {
+            Some(batch) => asked.batch.as_ref() == Some(batch),
+            None => self.run_id == asked.run_id,
+        };
+        scope
             && self.tool == asked.tool
             && self.subject == asked.subject
             && (self.subject.is_none()
@@ -83,6 +94,7 @@ impl RunGrant {
         match &self.subject {
             Some(_) if self.tool == "bash" => format!("this exact command for the rest of this run, {until}"),
             Some(_) => format!("`{tool}` with this exact subject for the rest of this run, {until}"),
+            None if self.batch.is_some() => format!("every `{tool}` call of this batch (all its runs)"),
             None => format!("every `{tool}` call of this run"),
         }
     }
@@ -134,7 +146,25 @@ mod tests {
             annotations: Default::default(),
             destructive: false,
             run_grant: Some(RunGrantScope::now(&RunChanges::default())),
+            batch: None,
         }
+    }
+
+    #[test]
+    fn a_grant_in_a_batch_covers_its_runs_but_not_a_command_of_another_run() {
+        let in_batch = |run: &str, tool: &str, batch: &str| ApprovalRequest {
+            batch: Some(batch.into()),
+            ..request(run, tool, "s")
+        };
+        let mut grants = RunGrants::default();
+        grants.hold(RunGrant::of(&in_batch("r1", "write", "b1")).unwrap());
+        assert!(grants.cover_request(&in_batch("r2", "write", "b1")), "another run of the batch");
+        assert!(!grants.cover_request(&in_batch("r2", "write", "b2")), "another batch");
+        assert!(!grants.cover_request(&request("r2", "write", "s")), "a run of no batch");
+        let grant = RunGrant::of(&in_batch("r1", "write", "b1")).unwrap();
+        assert_eq!(grant.reach("write"), "every `write` call of this batch (all its runs)");
+        grants.hold(RunGrant::of(&in_batch("r1", "bash", "b1")).unwrap());
+        assert!(!grants.cover_request(&in_batch("r2", "bash", "b1")), "a command's grant stays in its run");
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub(crate) struct ProgramRecord {
     /// when that file has changed since).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The program's input (`Program::with_input`, a batch line), when it
+    /// had one: a resume hands the program this value again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<serde_json::Value>,
 }
 
 /// How a call's result reached the program.

@@ -487,6 +487,7 @@ mod tests {
                 sha256: "0".into(),
                 source: String::new(),
                 path: None,
+                input: None,
             },
             catalog_sha256: "c".into(),
             catalog_servers: None,

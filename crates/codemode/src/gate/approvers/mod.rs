@@ -29,10 +29,12 @@ use std::sync::Arc;
 use super::approval::{Answer, Approval, ApprovalFuture, ApprovalRequest, Approver};
 use super::elicitation::{ElicitationReply, ElicitationReplyFuture, ElicitationRequest};
 
+mod batch;
 mod command;
 mod prompt;
 mod text;
 
+pub use batch::BatchApprover;
 pub use command::CommandApprover;
 pub use prompt::PromptApprover;
 pub(crate) use prompt::PromptIo;

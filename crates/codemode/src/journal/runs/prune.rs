@@ -60,11 +60,13 @@ impl Runs {
                 report.busy.push(run.run_id);
                 continue;
             }
-            // Paused runs wait for a person; folders with neither journal
-            // nor receipt may be runs still going in another process:
-            // neither counts, and only age removes them.
-            let uncounted =
-                run.journal == Some(RunState::Paused) || (run.journal.is_none() && run.receipt.is_none());
+            // Paused runs wait for a person, interrupted ones for their
+            // recovery (a restarted batch recovers its lines' runs);
+            // folders with neither journal nor receipt may be runs still
+            // going in another process: none counts, and only age removes
+            // them.
+            let uncounted = matches!(run.journal, Some(RunState::Paused | RunState::Interrupted))
+                || (run.journal.is_none() && run.receipt.is_none());
             // The same millisecond as the paused run counts as after it
             // (the clock cannot tell them apart); the paused run itself is
             // kept here too, as its age would keep it.

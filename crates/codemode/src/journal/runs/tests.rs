@@ -198,3 +198,26 @@ async fn two_prunes_at_once_report_no_failures() {
     assert_eq!(removed.len(), 300);
     assert_eq!(runs.list().await.unwrap().len(), 0);
 }
+
+/// An interrupted run waits for its recovery (a restarted batch recovers
+/// its lines' runs): not counted against `keep_runs`, removed by age only.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_run_is_not_pruned_by_count() {
+    let ws = tempfile::tempdir().unwrap();
+    let runs = Runs::in_folder(None, std::fs::canonicalize(ws.path()).unwrap().join("runs"));
+    let mut j = runs.store().create("run-b", header("run-b", "q.js")).await.unwrap();
+    j.commit(RunState::Completed).await.unwrap();
+    drop(j);
+    drop(runs.store().create("run-c", header("run-c", "r.js")).await.unwrap());
+    let report =
+        runs.prune(Retention { keep_runs: 0, keep_days: 30 }, &PruneOptions::default()).await.unwrap();
+    assert_eq!(report.removed.len(), 1, "{report:?}");
+    let left: Vec<_> = runs.list().await.unwrap().into_iter().map(|l| (l.run_id, l.state)).collect();
+    assert_eq!(left, [("run-c".to_owned(), "interrupted".to_owned())]);
+    let later = SystemTime::now() + Duration::from_secs(31 * 86_400);
+    let report = runs
+        .prune(Retention { keep_runs: 0, keep_days: 30 }, &PruneOptions::default().at(later))
+        .await
+        .unwrap();
+    assert_eq!(report.removed.len(), 1, "by age: {report:?}");
+}

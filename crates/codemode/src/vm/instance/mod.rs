@@ -266,7 +266,18 @@ impl Vm {
         let wrapped = normalised.script;
         let name = program.name().to_owned();
         let finish = self.finish.clone().expect("the prelude is loaded");
+        let input = input_json(program)?;
         let main = self.ctx.with(|ctx| {
+            if let Some(text) = input {
+                // The program's `input` (a batch line): parsed in this VM,
+                // so it shares nothing with another run.
+                let value = ctx.json_parse(text).map_err(|e| {
+                    RunError::new(ErrorKind::Internal, format!("the program's input could not be made: {e}"))
+                })?;
+                ctx.globals()
+                    .set("input", value)
+                    .map_err(|e| RunError::new(ErrorKind::Internal, format!("cannot set `input`: {e}")))?;
+            }
             let program = match ctx.eval_with_options::<Value, _>(wrapped, eval_options(&name, false)) {
                 Ok(v) => v.into_promise().ok_or_else(|| {
                     RunError::new(
@@ -637,6 +648,25 @@ fn describe_exception(ctx: &Ctx<'_>, e: rquickjs::Error) -> String {
         }
     }
     e.to_string()
+}
+
+/// The compact JSON text of `program`'s input, when it has one; an error
+/// of kind `limit` when it is over [`codemode_program::MAX_INPUT_BYTES`].
+fn input_json(program: &Program) -> Result<Option<String>, RunError> {
+    let Some(input) = program.input() else { return Ok(None) };
+    let text = serde_json::to_string(input).expect("JSON values serialise");
+    if text.len() > codemode_program::MAX_INPUT_BYTES {
+        return Err(RunError::new(
+            ErrorKind::Limit,
+            format!(
+                "the program's input is {} bytes of JSON, over the most a program takes ({} bytes); keep \
+                 large data in files the program reads, and give their paths as input",
+                text.len(),
+                codemode_program::MAX_INPUT_BYTES
+            ),
+        ));
+    }
+    Ok(Some(text))
 }
 
 fn eval_options(filename: &str, strict: bool) -> EvalOptions {

@@ -31,6 +31,7 @@ fn request() -> ApprovalRequest {
         annotations: Annotations { destructive: Some(true), ..Annotations::default() },
         destructive: true,
         run_grant: Some(RunGrantScope::now(&crate::gate::RunChanges::default())),
+        batch: None,
     }
 }
 

@@ -1,0 +1,549 @@
+//! `codemode batch --program prog.js inputs.jsonl`: the program runs once
+//! per input line, the line's JSON value its global `input`; each run its
+//! own VM, journal and receipt, all under one batch id whose record
+//! (`batch_record.rs`) makes the batch restartable (docs/BATCH.md,
+//! "A program over many inputs").
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use codemode::approval::BatchApprover;
+use codemode::journal::RunState;
+use codemode::receipt::RunStatus;
+use codemode::run::{Canceller, Run, RunOptions};
+use codemode::{Program, Receipt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::task::JoinSet;
+
+use super::batch::BatchArgs;
+use super::batch_progress::Progress;
+use super::batch_record::{self, Entry, Header, LineState, Record, Source};
+use super::engine_args::CliEngine;
+
+/// What a line needs this time.
+enum Work {
+    /// Never started (or its run never made a journal): a new run.
+    New { line: usize, input: Value },
+    /// Its run was interrupted (or paused, and every pending call is now
+    /// decided): `Engine::start_resume` goes on with it.
+    Resume { line: usize, run_id: String },
+    /// Its run ended before the record said so: the output comes from it.
+    Ended { line: usize, run_id: String, state: RunState },
+    /// Still paused, or held by another process: reported again.
+    Waiting { line: usize, run_id: String, output: Value },
+}
+
+impl Work {
+    fn line(&self) -> usize {
+        match self {
+            Work::New { line, .. }
+            | Work::Resume { line, .. }
+            | Work::Ended { line, .. }
+            | Work::Waiting { line, .. } => *line,
+        }
+    }
+}
+
+/// How one line ended this time.
+struct Done {
+    line: usize,
+    run_id: String,
+    status: String,
+    output: Value,
+}
+
+/// Runs a program batch; the exit code as docs/BATCH.md says.
+pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
+    let (name, source) = super::run::read_program(&program_file.display().to_string())?;
+    let input = super::batch::read_input(&args.file)?;
+    let (values, bad) = parse_values(&input);
+    super::batch::print_invalid(&bad)?;
+    if values.is_empty() {
+        bail!("the batch input has no line: give JSON Lines, one input value per line");
+    }
+    let engine = build_engine(&args)?;
+    let Some(store) = engine.journal_store() else {
+        bail!("a program batch keeps its runs' journals (its restart depends on them): leave the journal on");
+    };
+    let folder = store.folder().map_or_else(|| engine.runs_folder().to_path_buf(), Path::to_path_buf);
+    let batch_id = args.batch_id.clone().unwrap_or_else(batch_record::new_batch_id);
+    batch_record::check_batch_id(&batch_id)?;
+    let header = Header {
+        batch_id: batch_id.clone(),
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        program: Source { path: absolute(program_file), sha256: sha256_hex(source.as_bytes()) },
+        input: Source {
+            path: if args.file == "-" { "-".into() } else { absolute(Path::new(&args.file)) },
+            sha256: sha256_hex(&input),
+        },
+        lines: values.len(),
+    };
+    let (record, entries) = Record::open(&folder, &header)?;
+    let program = Program::named(name, source).with_path(program_file);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let states = batch_record::states(&entries);
+        let plan = plan(&engine, &values, &states).await?;
+        let before = Counts::of(states.values().filter_map(|s| match s {
+            LineState::Ended { status, .. } if batch_record::is_final(status) => Some(status.as_str()),
+            _ => None,
+        }));
+        let total = values.len();
+        super::note!(
+            "batch {batch_id}: {total} lines, {} done before, {} to run; status: codemode batch status {batch_id}; \
+             restart: the same command with --batch-id {batch_id}",
+            before.done,
+            plan.len()
+        );
+        let approver: Arc<dyn codemode::Approver> =
+            Arc::new(BatchApprover::new(args.engine.approver()?, batch_id.clone()));
+        let mut driver = Driver::new(&engine, record, program, approver, &args, &plan);
+        let progress = Progress::new(&batch_id, total, (before.done, before.failed), &args.engine);
+        let outcome = driver.drive(plan, progress).await;
+        let all = Counts::of(before.statuses.iter().map(String::as_str).chain(driver.statuses.iter().map(String::as_str)));
+        Ok(exit_code(outcome, &all, bad.is_empty()))
+    })
+}
+
+/// The engine of a program batch: `--approve pause` is allowed (each line
+/// is a journaled run that can pause).
+fn build_engine(args: &BatchArgs) -> anyhow::Result<CliEngine> {
+    args.engine.clone().with_limits(args.limits.settings()).build()
+}
+
+/// A bad input line: its number and what is wrong.
+type BadLine = (usize, String);
+
+/// The usable lines of `input` (line number, value) and the bad ones.
+fn parse_values(input: &[u8]) -> (Vec<(usize, Value)>, Vec<BadLine>) {
+    let mut values = Vec::new();
+    let mut bad = Vec::new();
+    for (i, raw) in input.split(|&b| b == b'\n').enumerate() {
+        let number = i + 1;
+        let Ok(text) = std::str::from_utf8(raw) else {
+            bad.push((number, "is not UTF-8 text".to_owned()));
+            continue;
+        };
+        let text = if number == 1 { text.trim_start_matches('\u{feff}') } else { text }.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) => values.push((number, v)),
+            Err(e) => bad.push((number, format!("is not JSON: {e}"))),
+        }
+    }
+    (values, bad)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path).unwrap_or_else(|_| PathBuf::from(path)).display().to_string()
+}
+
+/// What each line not yet done needs, in input order: lines the record
+/// has not seen run anew; a line whose run started is looked up in the
+/// journal store (the recovery rules of runs decide what happens to it).
+async fn plan(
+    engine: &CliEngine,
+    values: &[(usize, Value)],
+    states: &BTreeMap<usize, LineState>,
+) -> anyhow::Result<Vec<Work>> {
+    let mut known: Option<HashMap<String, RunState>> = None;
+    let mut plan = Vec::new();
+    for (line, input) in values {
+        let (run_id, output) = match states.get(line) {
+            None => {
+                plan.push(Work::New { line: *line, input: input.clone() });
+                continue;
+            }
+            Some(LineState::Ended { status, .. }) if batch_record::is_final(status) => continue,
+            Some(LineState::Ended { run_id, output, .. }) => (run_id.clone(), Some(output.clone())),
+            Some(LineState::Started { run_id }) => (run_id.clone(), None),
+        };
+        if known.is_none() {
+            let store = engine.journal_store().expect("checked");
+            let listed = store.list().await.context("cannot list the journal store's runs")?;
+            known = Some(listed.into_iter().map(|r| (r.run_id, r.state)).collect());
+        }
+        let state = known.as_ref().and_then(|k| k.get(&run_id)).copied();
+        plan.push(classify(engine, *line, input, run_id, state, output).await);
+    }
+    Ok(plan)
+}
+
+/// What a started line needs, by its run's `state` in the store.
+async fn classify(
+    engine: &CliEngine,
+    line: usize,
+    input: &Value,
+    run_id: String,
+    state: Option<RunState>,
+    output: Option<Value>,
+) -> Work {
+    let waiting = |run_id: String, status: &str, message: String| {
+        let output = output.clone().unwrap_or_else(|| {
+            json!({"line": line, "run_id": run_id, "status": status, "error": {"kind": status, "message": message}})
+        });
+        Work::Waiting { line, run_id, output }
+    };
+    match state {
+        // No journal: the run made none before the batch stopped, so no
+        // call that may change something started (its start is durable
+        // first). It runs anew.
+        None => Work::New { line, input: input.clone() },
+        Some(RunState::Interrupted) => Work::Resume { line, run_id },
+        Some(RunState::Paused) => {
+            let decided = engine
+                .pending_decisions(&run_id)
+                .await
+                .is_ok_and(|p| !p.is_empty() && p.iter().all(|c| c.recorded.is_some()));
+            if decided {
+                Work::Resume { line, run_id }
+            } else {
+                let m = format!("paused: decide with `codemode approve {run_id}`, then restart the batch");
+                waiting(run_id, "paused", m)
+            }
+        }
+        Some(RunState::Running) => {
+            let m = format!("run {run_id} is held by another process (a `codemode resume`?); restart later");
+            waiting(run_id, "running", m)
+        }
+        Some(state) => Work::Ended { line, run_id, state },
+    }
+}
+
+/// Counts of line statuses.
+#[derive(Default)]
+struct Counts {
+    done: usize,
+    failed: usize,
+    paused: usize,
+    statuses: Vec<String>,
+}
+
+impl Counts {
+    fn of<'a>(statuses: impl Iterator<Item = &'a str>) -> Counts {
+        let mut c = Counts::default();
+        for s in statuses {
+            c.statuses.push(s.to_owned());
+            match s {
+                "paused" => c.paused += 1,
+                "completed" => c.done += 1,
+                _ => {
+                    c.done += 1;
+                    c.failed += 1;
+                }
+            }
+        }
+        c
+    }
+}
+
+/// How the drive ended.
+struct Outcome {
+    signal: Option<u8>,
+    output: std::io::Result<()>,
+}
+
+/// The exit code: a signal's, 141 for a closed stdout, 1 when a line
+/// failed or was bad (or stdout failed), 4 when a line is paused, else 0.
+fn exit_code(outcome: Outcome, all: &Counts, lines_good: bool) -> u8 {
+    if let Some(signal) = outcome.signal {
+        return 128 + signal;
+    }
+    match outcome.output {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return 141,
+        Err(e) => {
+            eprintln!("codemode: {e}; the batch stopped starting lines (the lines running finished)");
+            return 1;
+        }
+        Ok(()) => {}
+    }
+    if all.failed > 0 || !lines_good {
+        1
+    } else if all.paused > 0 {
+        4
+    } else {
+        0
+    }
+}
+
+/// The running batch.
+struct Driver<'a> {
+    engine: &'a CliEngine,
+    record: Record,
+    program: Program,
+    /// Every line's runs ask it (`BatchApprover`).
+    approver: Arc<dyn codemode::Approver>,
+    ordered: bool,
+    parallel: usize,
+    /// The lines to print in order (`--ordered`), front first.
+    expected: VecDeque<usize>,
+    held: BTreeMap<usize, Value>,
+    running: JoinSet<Done>,
+    cancellers: HashMap<usize, Canceller>,
+    /// The status of each line that ended this time.
+    statuses: Vec<String>,
+}
+
+impl<'a> Driver<'a> {
+    fn new(
+        engine: &'a CliEngine,
+        record: Record,
+        program: Program,
+        approver: Arc<dyn codemode::Approver>,
+        args: &BatchArgs,
+        plan: &[Work],
+    ) -> Self {
+        Driver {
+            engine,
+            record,
+            program,
+            approver,
+            ordered: args.ordered,
+            parallel: (args.parallel as usize).max(1),
+            expected: plan.iter().map(Work::line).collect(),
+            held: BTreeMap::new(),
+            running: JoinSet::new(),
+            cancellers: HashMap::new(),
+            statuses: Vec::new(),
+        }
+    }
+
+    /// Starts lines while fewer than `parallel` run, takes each as it
+    /// ends (recorded, then printed), until all are done. The first
+    /// SIGINT/SIGTERM starts no further line (those running finish), the
+    /// second cancels those running.
+    async fn drive(&mut self, plan: Vec<Work>, mut progress: Progress) -> Outcome {
+        let mut plan: VecDeque<Work> = plan.into();
+        let mut signal = None;
+        let mut output = Ok(());
+        let mut signals = Signals::new();
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        tick.tick().await;
+        loop {
+            while signal.is_none() && output.is_ok() && self.running.len() < self.parallel {
+                let Some(work) = plan.pop_front() else { break };
+                if let Err(e) = self.start(work).await {
+                    plan.clear();
+                    output = Err(std::io::Error::other(format!("{e:#}")));
+                }
+            }
+            if self.running.is_empty() {
+                break;
+            }
+            tokio::select! {
+                joined = self.running.join_next() => {
+                    let Some(Ok(done)) = joined else { continue };
+                    self.cancellers.remove(&done.line);
+                    match self.finish(done, output.is_ok()) {
+                        Ok(status) => progress.line(&status),
+                        Err(e) => output = Err(e),
+                    }
+                }
+                s = signals.next() => {
+                    if signal.is_some() {
+                        self.cancellers.values().for_each(Canceller::cancel);
+                    } else {
+                        signal = Some(s);
+                        eprintln!("codemode: stopping: no new line starts; the {} running finish (again to cancel them)", self.running.len());
+                    }
+                }
+                _ = tick.tick() => progress.tick(),
+            }
+        }
+        progress.finish();
+        for (_, value) in std::mem::take(&mut self.held) {
+            if output.is_ok() {
+                output = print_line(&value);
+            }
+        }
+        Outcome { signal, output }
+    }
+
+    /// Starts one line's work (a run, a resume), or settles it at once.
+    async fn start(&mut self, work: Work) -> anyhow::Result<()> {
+        match work {
+            Work::New { line, input } => {
+                let run_id = codemode::Engine::new_run_id();
+                // Durable before the run starts: a restart finds this run.
+                self.record.append(&Entry::Start { line, run_id: run_id.clone() })?;
+                let program = self.program.clone().with_input(input);
+                let options = RunOptions::with_approver(self.approver.clone()).run_id(run_id);
+                let run = self.engine.start_with(program, options);
+                self.spawn(line, run, false);
+            }
+            Work::Resume { line, run_id } => match self
+                .engine
+                .start_resume_with(&run_id, &[], RunOptions::with_approver(self.approver.clone()))
+                .await
+            {
+                Ok(run) => self.spawn(line, run, true),
+                Err(refused) => {
+                    // Refused before anything ran: the line waits as it was.
+                    let mut output = output_of(line, &refused, true);
+                    output["status"] = json!("not_resumed");
+                    self.running.spawn(async move { Done { line, run_id, status: WAITING.into(), output } });
+                }
+            },
+            Work::Ended { line, run_id, state } => {
+                let output = ended_output(self.engine, line, &run_id, state);
+                let status = output["status"].as_str().unwrap_or("failed").to_owned();
+                self.running.spawn(async move { Done { line, run_id, status, output } });
+            }
+            Work::Waiting { line, run_id, output } => {
+                self.running.spawn(async move { Done { line, run_id, status: WAITING.into(), output } });
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self, line: usize, run: Run, recovered: bool) {
+        self.cancellers.insert(line, run.canceller());
+        let engine: codemode::Engine = (**self.engine).clone();
+        self.running.spawn(async move {
+            let receipt = run.wait().await;
+            let output = output_of(line, &receipt, recovered);
+            let run_id = receipt.run_id.clone();
+            let status = receipt.status.as_str().to_owned();
+            let _ = engine.save_receipt(&receipt);
+            Done { line, run_id, status, output }
+        });
+    }
+
+    /// Records a line that ended (durable first), then prints it when
+    /// `print` (in input order with `--ordered`); returns its status. A
+    /// line still waiting (paused, held elsewhere, its resume refused) is
+    /// printed again, its record left as it was.
+    fn finish(&mut self, done: Done, print: bool) -> std::io::Result<String> {
+        let Done { line, run_id, status, output } = done;
+        let status = match status.as_str() {
+            WAITING => output["status"].as_str().unwrap_or("paused").to_owned(),
+            _ => {
+                let entry = Entry::End { line, run_id, status: status.clone(), output: output.clone() };
+                self.record.append(&entry).map_err(std::io::Error::other)?;
+                status
+            }
+        };
+        self.statuses.push(status.clone());
+        if !print {
+            return Ok(status);
+        }
+        if !self.ordered {
+            print_line(&output)?;
+            return Ok(status);
+        }
+        self.held.insert(line, output);
+        while let Some(front) = self.expected.front() {
+            let Some(value) = self.held.remove(front) else { break };
+            self.expected.pop_front();
+            print_line(&value)?;
+        }
+        Ok(status)
+    }
+}
+
+/// The status of a line's work that leaves its record as it was.
+const WAITING: &str = "waiting";
+
+/// SIGINT and SIGTERM, each as many times as they come.
+struct Signals {
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Signals { int: signal(SignalKind::interrupt()).ok(), term: signal(SignalKind::terminate()).ok() }
+    }
+
+    /// The next signal's number.
+    async fn next(&mut self) -> u8 {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            () = recv(&mut self.int) => 2,
+            () = recv(&mut self.term) => 15,
+        }
+    }
+}
+
+/// The JSON line of a line whose run ended (or paused) with `receipt`:
+/// `{line, run_id, status, value}` or `{..., error: {kind, message}}`,
+/// with `pending` calls of a paused run and `recovered` when the run was
+/// recovered or resumed.
+fn output_of(line: usize, receipt: &Receipt, recovered: bool) -> Value {
+    let mut out = json!({"line": line, "run_id": receipt.run_id, "status": receipt.status.as_str()});
+    if receipt.status == RunStatus::Completed {
+        out["value"] = receipt.value.clone();
+        if receipt.value_truncated.is_some() {
+            out["value_truncated"] = json!(true);
+        }
+    }
+    if let Some(e) = &receipt.error {
+        out["error"] = json!({"kind": e.kind, "message": e.message});
+    }
+    if !receipt.pending.is_empty() {
+        let pending: Vec<Value> = receipt
+            .pending
+            .iter()
+            .map(|p| json!({"seq": p.seq, "tool": p.tool, "reason": p.reason}))
+            .collect();
+        out["pending"] = Value::Array(pending);
+    }
+    out["calls"] = json!(receipt.calls.len());
+    if recovered {
+        out["recovered"] = json!(true);
+    }
+    out
+}
+
+/// The output of a line whose run ended before the record said so (the
+/// batch was killed in between): from its saved receipt, else from the
+/// store's state.
+fn ended_output(engine: &CliEngine, line: usize, run_id: &str, state: RunState) -> Value {
+    let saved = engine.runs_folder().join(run_id).join("receipt.json");
+    if let Ok(text) = std::fs::read_to_string(saved)
+        && let Ok(receipt) = serde_json::from_str::<Receipt>(&text)
+    {
+        return output_of(line, &receipt, true);
+    }
+    let status = match state {
+        RunState::Completed => "completed",
+        RunState::TimedOut => "timed_out",
+        RunState::Cancelled => "cancelled",
+        _ => "failed",
+    };
+    let message = format!(
+        "the run ended {state} before the batch recorded it, and its receipt was not saved; what it did: \
+         `codemode runs show {run_id}`"
+    );
+    json!({"line": line, "run_id": run_id, "status": status, "error": {"kind": "unrecorded", "message": message}, "recovered": true})
+}
+
+/// Prints one JSON line on stdout; a closed pipe is an error here.
+fn print_line(value: &Value) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut text = serde_json::to_string(value).map_err(std::io::Error::other)?;
+    text.push('\n');
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write to stdout: {e}")))
+}
