@@ -98,7 +98,7 @@ pub mod batch {
 /// docs/CATALOG.md).
 pub mod tool {
     pub use crate::catalog::{
-        Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH,
+        Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, RetryHint, TOOL_SEARCH,
         TOOL_SEARCH_ACTIVATION, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
         compact_type, declarations, declarations_with, signature_line,
     };

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use codemode_base::pacing::{Rate, RetryPolicy, parse_rate, parse_retry};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -40,6 +41,10 @@ pub(super) struct RawServer {
     #[serde(default)]
     pub(super) disabled: bool,
     pub(super) max_in_flight: Option<usize>,
+    /// Calls per second (`codemode_base::pacing::parse_rate`).
+    pub(super) rate: Option<Value>,
+    /// The retry table (`codemode_base::pacing::parse_retry`).
+    pub(super) retry: Option<Value>,
     #[serde(rename = "envFile")]
     pub(super) env_file: Option<String>,
     #[serde(rename = "disabledTools", default)]
@@ -124,6 +129,7 @@ pub(super) fn parse_server(
     };
     let secrets = settle_secrets(reader.secrets);
     let timeout = call_timeout(name, &raw)?;
+    let (rate, retry) = pacing(name, &raw)?;
     if raw.oauth.is_some() && !http {
         return Err(field_error(name, "oauth", "OAuth applies to HTTP servers only (give a `url`)"));
     }
@@ -139,6 +145,8 @@ pub(super) fn parse_server(
         read_only: raw.read_only,
         disabled: raw.disabled,
         max_in_flight: raw.max_in_flight,
+        rate,
+        retry,
         disabled_tools: raw.disabled_tools.into_iter().collect(),
         auto_approve: raw.auto_approve.into_iter().collect(),
         oauth: raw.oauth,
@@ -237,6 +245,20 @@ fn call_timeout(name: &str, raw: &RawServer) -> Result<Option<Duration>, ConfigE
     }
 }
 
+/// The entry's `rate` (calls per second) and `retry` table
+/// (docs/LIMITS.md, "Limits per server and per tool").
+///
+/// # Errors
+/// [`ConfigError::Field`] `rate` or `retry`, saying what to give.
+fn pacing(name: &str, raw: &RawServer) -> Result<(Option<Rate>, Option<RetryPolicy>), ConfigError> {
+    let rate = raw.rate.as_ref().map(parse_rate).transpose().map_err(|m| field_error(name, "rate", m))?;
+    let retry = match &raw.retry {
+        Some(v) => parse_retry(v).map_err(|m| field_error(name, "retry", m))?,
+        None => None,
+    };
+    Ok((rate, retry))
+}
+
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`,
 /// `::1`): only such an HTTP server is offered roots by default, so a
 /// remote server does not learn the local workspace path.
@@ -263,6 +285,8 @@ pub(super) fn disabled_server(name: &str) -> ServerConfig {
         read_only: false,
         disabled: true,
         max_in_flight: None,
+        rate: None,
+        retry: None,
         disabled_tools: BTreeSet::new(),
         auto_approve: BTreeSet::new(),
         oauth: None,

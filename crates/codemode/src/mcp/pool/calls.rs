@@ -171,9 +171,17 @@ impl McpPool {
             return McpError::Stopped { server, cause: lost.cause, stderr: String::new() };
         }
         match error {
-            ServiceError::McpError(data) => {
-                McpError::Protocol { server, method: method.into(), message: data.message.to_string() }
-            }
+            ServiceError::McpError(data) => match crate::mcp::error::marked_retryable(data.data.as_ref()) {
+                Some(after) => McpError::TryAgain {
+                    server,
+                    method: method.into(),
+                    message: data.message.to_string(),
+                    after,
+                },
+                None => {
+                    McpError::Protocol { server, method: method.into(), message: data.message.to_string() }
+                }
+            },
             ServiceError::TransportClosed | ServiceError::TransportSend(_)
                 if connection.is_down().is_some()
                     || matches!(slot.config.transport, Transport::Stdio { .. }) =>
