@@ -130,6 +130,9 @@ pub mod policy {
     pub use crate::gate::compensation::Compensation;
     pub use crate::gate::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
     pub use codemode_base::limit_settings::LimitSettings;
+    /// Limits per tool and per MCP server: `max_in_flight`, `rate`,
+    /// `retry` (docs/LIMITS.md).
+    pub use codemode_base::pacing::{self, CallLimits, Rate, RetryPolicy};
 }
 
 pub mod error;

@@ -1,0 +1,164 @@
+//! Limits per MCP server and per tool (docs/LIMITS.md) against the real
+//! fixture server process (tests/fixtures/mcp/misbehaving.py): a cap of
+//! calls in flight seen at the server with each call's timeout starting
+//! when it starts (`queued_ms` apart), starts spaced by a rate, and retries
+//! of failures the server marks retryable or of transport failures of
+//! tools safe to repeat. Wall-clock time is not asserted (that belongs to
+//! benchmarks); what the server saw and the receipts are.
+
+use std::path::Path;
+
+use codemode::mcp::PoolOptions;
+use codemode::policy::{CallLimits, pacing};
+use codemode::receipt::{CallStatus, Receipt, RunStatus};
+use codemode::{Engine, Policy, Program};
+use serde_json::{Value, json};
+
+use crate::mcp_support::*;
+
+/// An engine over the fixture server `fx` (entry `extra` merged in),
+/// recording the calls' starts in `dir/starts`, with room for `in_flight`
+/// calls of a run at once.
+fn fixture_engine(dir: &Path, extra: Value, policy: Policy, in_flight: usize) -> Engine {
+    let mut server = json!({
+        "command": "python3",
+        "args": [fixture(), "normal"],
+        "env": {
+            "MCP_FIXTURE_PEAK": dir.join("peak").to_string_lossy(),
+            "MCP_FIXTURE_STARTS": dir.join("starts").to_string_lossy(),
+            "MCP_FIXTURE_VANISHED": dir.join("vanished").to_string_lossy(),
+            "MCP_FIXTURE_PACING": "1",
+        },
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        server[k] = v.clone();
+    }
+    let mut limits = codemode::Limits::default();
+    limits.max_in_flight = in_flight;
+    let options = PoolOptions { cache_dir: Some(dir.join("cache")), ..options(&dir.join("cache")) };
+    crate::common::engine_builder()
+        .workspace(dir)
+        .policy(policy)
+        .limits(limits)
+        .mcp(config(json!({"fx": server})), options)
+        .build()
+        .unwrap()
+}
+
+/// The calls' starts the server saw: (unix time, tool), in order.
+fn starts(dir: &Path) -> Vec<(f64, String)> {
+    let text = std::fs::read_to_string(dir.join("starts")).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let (t, tool) = l.split_once(' ').unwrap();
+            (t.parse().unwrap(), tool.to_owned())
+        })
+        .collect()
+}
+
+fn run(engine: &Engine, program: &str) -> Receipt {
+    let receipt = engine.execute_blocking(Program::new(program));
+    assert_eq!(receipt.status, RunStatus::Completed, "{}", receipt.to_json_pretty());
+    receipt
+}
+
+#[test]
+fn forty_calls_of_two_seconds_under_a_cap_of_eight_and_a_five_second_timeout_all_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let engine =
+        fixture_engine(&dir, json!({"max_in_flight": 8, "timeout_ms": 5000}), Policy::full_access(), 64);
+    let receipt = run(
+        &engine,
+        "const ms = Array.from({length: 40}, () => 2000);
+         return (await Promise.all(ms.map(ms => tools.mcp__fx__slow({ms})))).length",
+    );
+    assert_eq!(receipt.value, json!(40));
+    assert_eq!(receipt.calls.len(), 40);
+    // No call timed out: each call's timeout started when it did.
+    for call in &receipt.calls {
+        assert_eq!(call.status, CallStatus::Ok, "{call:?}");
+        assert!(call.queued_ms.is_some(), "a call under a limit records its wait: {call:?}");
+    }
+    let peak: usize = std::fs::read_to_string(dir.join("peak")).unwrap().trim().parse().unwrap();
+    assert!((2..=8).contains(&peak), "the server ran {peak} calls at once under a cap of 8");
+    // Eight start at once; the other 32 wait at least one 2 s call.
+    let mut waits: Vec<f64> = receipt.calls.iter().map(|c| c.queued_ms.unwrap()).collect();
+    waits.sort_by(f64::total_cmp);
+    assert!(waits[8..].iter().all(|w| *w >= 1500.0), "waits: {waits:?}");
+    assert!(waits[39] >= 7000.0, "the last calls wait four rounds: {waits:?}");
+    assert!(receipt.calls.iter().all(|c| c.elapsed_ms >= c.queued_ms.unwrap()), "elapsed includes the wait");
+    engine.shutdown_mcp_blocking();
+}
+
+#[test]
+fn a_tools_rate_spaces_its_starts_at_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let mut policy = Policy::full_access();
+    let limits = CallLimits::new(None, Some(pacing::parse_rate(&json!(4)).unwrap()), None);
+    policy
+        .tools
+        .insert("mcp__fx__echo".into(), codemode::policy::ToolSettings { limits, ..Default::default() });
+    let engine = fixture_engine(&dir, json!({}), policy, 64);
+    let receipt = run(
+        &engine,
+        "await Promise.all(Array.from({length: 12}, (_, i) => tools.mcp__fx__echo({text: String(i)})));
+         return 1",
+    );
+    assert!(receipt.calls.iter().all(|c| c.status == CallStatus::Ok && c.queued_ms.is_some()));
+    let times: Vec<f64> = starts(&dir).into_iter().filter(|(_, t)| t == "echo").map(|(t, _)| t).collect();
+    assert_eq!(times.len(), 12);
+    // At most rate + 1 starts in any one-second window.
+    for (i, start) in times.iter().enumerate() {
+        let within = times[i..].iter().take_while(|t| **t < start + 1.0).count();
+        assert!(within <= 5, "{within} starts within 1 s of {start} at a rate of 4: {times:?}");
+    }
+    engine.shutdown_mcp_blocking();
+}
+
+#[test]
+fn a_failure_the_server_marks_retryable_is_made_again_as_one_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let retry = json!({"attempts": 3, "base_delay_ms": 20, "max_delay_ms": 100});
+    let engine = fixture_engine(&dir, json!({"retry": retry}), Policy::full_access(), 16);
+    let receipt = run(&engine, "return (await tools.mcp__fx__flaky({})).content");
+    assert_eq!(receipt.calls.len(), 1, "{}", receipt.to_json_pretty());
+    let call = &receipt.calls[0];
+    assert_eq!((call.status, call.attempts), (CallStatus::Ok, 3), "{call:?}");
+    let seen = starts(&dir).into_iter().filter(|(_, t)| t == "flaky").count();
+    assert_eq!(seen, 3, "the server saw each attempt");
+    let json = serde_json::to_value(&receipt).unwrap();
+    assert_eq!(json["calls"][0]["attempts"], json!(3));
+    engine.shutdown_mcp_blocking();
+
+    // Without a retry policy the same failure is the call's end.
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let engine = fixture_engine(&dir, json!({}), Policy::full_access(), 16);
+    let receipt = run(&engine, "try { await tools.mcp__fx__flaky({}); } catch (e) { return e.message }");
+    assert!(receipt.value.as_str().unwrap().contains("marks retryable"), "{}", receipt.value);
+    assert_eq!(receipt.calls[0].attempts, 1);
+    engine.shutdown_mcp_blocking();
+}
+
+#[test]
+fn a_transport_failure_is_made_again_only_for_a_tool_safe_to_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let retry = json!({"attempts": 3, "base_delay_ms": 20, "max_delay_ms": 100});
+    let engine = fixture_engine(&dir, json!({"retry": retry}), Policy::full_access(), 16);
+    // `vanish` may change something: the lost connection ends the call.
+    let receipt = run(&engine, "try { await tools.mcp__fx__vanish({}); } catch (e) { return e.kind }");
+    assert_eq!(receipt.value, json!("failed"));
+    let call = &receipt.calls[0];
+    assert_eq!((call.status, call.attempts), (CallStatus::Failed, 1), "{call:?}");
+    assert_eq!(starts(&dir).iter().filter(|(_, t)| t == "vanish").count(), 1, "not sent again");
+    // `vanish_ro` is read-only: the second attempt reaches the restarted server.
+    let receipt = run(&engine, "return (await tools.mcp__fx__vanish_ro({})).content");
+    let call = &receipt.calls[0];
+    assert_eq!((call.status, call.attempts), (CallStatus::Ok, 2), "{}", receipt.to_json_pretty());
+    assert_eq!(starts(&dir).iter().filter(|(_, t)| t == "vanish_ro").count(), 2);
+    engine.shutdown_mcp_blocking();
+}
