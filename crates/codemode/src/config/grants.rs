@@ -226,6 +226,9 @@ allowed_callers = ["direct"]
 
 [tools.read]
 timeout_ms = 1000
+max_in_flight = 2
+rate = 1
+retry = { attempts = 3 }
 
 [[hooks.before_call]]
 command = ["audit"]
@@ -260,6 +263,7 @@ tool_timeout = 120
                 "posture full-access",
                 "1 hook",
                 "2 tool timeouts",
+                "1 tool retry policy",
                 "sandbox off",
                 "sandbox network",
                 "2 sandbox writable paths",
@@ -278,7 +282,11 @@ tool_timeout = 120
         expected.policy.hooks.clear();
         for tool in expected.policy.tools.values_mut() {
             tool.timeout_ms = None;
+            // A retry makes more calls; a cap and a rate only slow them.
+            tool.limits.retry = None;
         }
+        assert!(expected.policy.tools["read"].limits.max_in_flight.is_some());
+        assert!(expected.policy.tools["read"].limits.rate.is_some());
         expected.sandbox = SandboxConfig::default();
         expected.journal.url = None;
         expected.journal.retention = Retention::default();
