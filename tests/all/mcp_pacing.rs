@@ -20,6 +20,13 @@ use crate::mcp_support::*;
 /// recording the calls' starts in `dir/starts`, with room for `in_flight`
 /// calls of a run at once.
 fn fixture_engine(dir: &Path, extra: Value, policy: Policy, in_flight: usize) -> Engine {
+    let mut limits = codemode::Limits::default();
+    limits.max_in_flight = in_flight;
+    engine_with_limits(dir, extra, policy, limits)
+}
+
+/// [`fixture_engine`] with the run's `limits`.
+fn engine_with_limits(dir: &Path, extra: Value, policy: Policy, limits: codemode::Limits) -> Engine {
     let mut server = json!({
         "command": "python3",
         "args": [fixture(), "normal"],
@@ -33,8 +40,6 @@ fn fixture_engine(dir: &Path, extra: Value, policy: Policy, in_flight: usize) ->
     for (k, v) in extra.as_object().unwrap() {
         server[k] = v.clone();
     }
-    let mut limits = codemode::Limits::default();
-    limits.max_in_flight = in_flight;
     let options = PoolOptions { cache_dir: Some(dir.join("cache")), ..options(&dir.join("cache")) };
     crate::common::engine_builder()
         .workspace(dir)
@@ -160,5 +165,23 @@ fn a_transport_failure_is_made_again_only_for_a_tool_safe_to_repeat() {
     let call = &receipt.calls[0];
     assert_eq!((call.status, call.attempts), (CallStatus::Ok, 2), "{}", receipt.to_json_pretty());
     assert_eq!(starts(&dir).iter().filter(|(_, t)| t == "vanish_ro").count(), 2);
+    engine.shutdown_mcp_blocking();
+}
+
+#[test]
+fn calls_still_waiting_for_a_slot_when_the_run_ends_never_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let mut limits = codemode::Limits::default();
+    limits.deadline = std::time::Duration::from_millis(1500);
+    let engine = engine_with_limits(&dir, json!({"max_in_flight": 1}), Policy::full_access(), limits);
+    let receipt = engine.execute_blocking(Program::new(
+        "await Promise.all([1, 2, 3].map(() => tools.mcp__fx__slow({ms: 3000}))); return 1",
+    ));
+    assert_eq!(receipt.status, RunStatus::TimedOut, "{}", receipt.to_json_pretty());
+    let started: Vec<bool> = receipt.calls.iter().map(|c| c.never_started).collect();
+    assert_eq!(started.iter().filter(|n| **n).count(), 2, "{}", receipt.to_json_pretty());
+    assert!(receipt.calls.iter().all(|c| c.status == CallStatus::InFlight));
+    assert_eq!(starts(&dir).len(), 1, "the server saw one call");
     engine.shutdown_mcp_blocking();
 }

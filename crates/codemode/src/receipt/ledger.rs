@@ -283,16 +283,28 @@ impl Ledger {
                 let gate_decided = decided.iter().rev().find(|(s, _)| *s == call.seq).map(|(_, d)| *d);
                 // A call decided while the run stopped (after `awaiting`
                 // was read) takes its decision: it may have started.
+                let queued_note = || {
+                    format!(
+                        "queued behind an in-flight limit or a rate (the run's, its tool's or its server's); \
+                         it never started; {note}"
+                    )
+                };
                 let note = if let Some(decision) = gate_decided {
                     call.decision = decision;
-                    note.to_owned()
+                    // Decided, but still waiting for its tool's or server's slots.
+                    if queued.contains(&call.seq) {
+                        call.never_started = true;
+                        queued_note()
+                    } else {
+                        note.to_owned()
+                    }
                 } else if awaiting.contains(&call.seq) {
                     call.decision = Decision::Pending;
                     call.never_started = true;
                     format!("waiting for its approval; it never ran; {note}")
                 } else if queued.contains(&call.seq) {
                     call.never_started = true;
-                    format!("queued behind the in-flight limit; it never started; {note}")
+                    queued_note()
                 } else if call.decision == Decision::Pending {
                     call.never_started = true;
                     format!("nobody had decided it yet; it never ran; {note}")

@@ -44,6 +44,9 @@ pub(crate) struct Finisher {
     pub(crate) queued: Option<Duration>,
     /// How many times the tool was called (retries, paced.rs).
     pub(crate) attempts: u32,
+    /// The run's clock: a call waiting for its slots is noted there
+    /// (paced.rs).
+    pub(crate) clock: Arc<crate::vm::clock::RunClock>,
 }
 
 /// How one attempt of a call ended.

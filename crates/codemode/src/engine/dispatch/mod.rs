@@ -226,6 +226,7 @@ impl Dispatcher {
             restore: self.restore.clone(),
             queued: None,
             attempts: 1,
+            clock: self.clock.clone(),
         }
     }
 

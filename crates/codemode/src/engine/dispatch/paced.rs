@@ -17,6 +17,7 @@ use super::{CallFuture, Completion, Finisher};
 use crate::catalog::{Entry, RetryHint, Tool, ToolContext, ToolFuture, ToolSource, ToolSpec};
 use crate::engine::pacing::Pace;
 use crate::tools::Abandon;
+use crate::vm::clock::RunClock;
 
 /// What makes the call's tool future again, for each attempt.
 struct Remake {
@@ -29,6 +30,27 @@ struct Remake {
 impl Remake {
     fn make(&self) -> ToolFuture {
         Abandon::scope(&self.abandon, self.tool.call(self.args.clone(), self.cx.clone()))
+    }
+}
+
+/// Notes on the run's clock that a call waits for the slots of its first
+/// attempt, until dropped: a run that stops meanwhile records the call as
+/// never started.
+struct SlotWait<'a> {
+    clock: &'a RunClock,
+    seq: u64,
+}
+
+impl<'a> SlotWait<'a> {
+    fn new(clock: &'a RunClock, seq: u64) -> Self {
+        clock.waiting_for_slots(seq, true);
+        SlotWait { clock, seq }
+    }
+}
+
+impl Drop for SlotWait<'_> {
+    fn drop(&mut self) {
+        self.clock.waiting_for_slots(self.seq, false);
     }
 }
 
@@ -76,7 +98,9 @@ impl Finisher {
         repeat_safe: bool,
     ) -> Completion {
         let waited = Instant::now();
+        let first = SlotWait::new(&self.clock, self.seq);
         let mut slots = pace.acquire().await;
+        drop(first);
         let mut queued = waited.elapsed();
         let log = call.abandon.as_ref().and(self.durable.clone());
         if let Some(log) = &log
