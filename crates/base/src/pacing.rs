@@ -24,7 +24,9 @@ pub const MAX_ATTEMPTS: u32 = 10;
 pub const MAX_DELAY: Duration = Duration::from_secs(600);
 
 /// How calls of one tool, or of one MCP server's tools, are paced. Each
-/// field is optional; an empty one paces nothing.
+/// field is optional; an empty one paces nothing. Kept by one process; a
+/// later `scope` field (`"global"`: counts in the PostgreSQL store) is why
+/// it is `non_exhaustive`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CallLimits {
