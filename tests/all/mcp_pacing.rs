@@ -148,7 +148,11 @@ fn a_failure_the_server_marks_retryable_is_made_again_as_one_call() {
     let dir = dir.path().canonicalize().unwrap();
     let engine = fixture_engine(&dir, json!({}), Policy::full_access(), 16);
     let receipt = run(&engine, "try { await tools.mcp__fx__flaky({}); } catch (e) { return e.message }");
-    assert!(receipt.value.as_str().unwrap().contains("marks retryable"), "{}", receipt.value);
+    assert!(
+        receipt.value.as_str().unwrap().contains("turned `tools/call` away for now"),
+        "{}",
+        receipt.value
+    );
     assert_eq!(receipt.calls[0].attempts, 1);
     engine.shutdown_mcp_blocking();
 }
@@ -189,5 +193,70 @@ fn calls_still_waiting_for_a_slot_when_the_run_ends_never_started() {
     assert_eq!(started.iter().filter(|n| **n).count(), 2, "{}", receipt.to_json_pretty());
     assert!(receipt.calls.iter().all(|c| c.status == CallStatus::InFlight));
     assert_eq!(starts(&dir).len(), 1, "the server saw one call: {}", receipt.to_json_pretty());
+    engine.shutdown_mcp_blocking();
+}
+
+/// The Python SDK's HTTP fixture on a free port, answering the first two
+/// `tools/call` requests with HTTP 429 and `Retry-After: 1` (noted in
+/// `called`); killed on drop.
+struct BusyServer(std::process::Child, u16);
+
+impl BusyServer {
+    fn start(called: &Path) -> BusyServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new(root().join("tests/python/.venv/bin/python"))
+            .arg(root().join("tests/fixtures/mcp/http_server.py"))
+            .arg(port.to_string())
+            .env("MCP_FIXTURE_BUSY", "2")
+            .env("MCP_FIXTURE_CALLED", called)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = BusyServer(child, port);
+        for _ in 0..1500 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("the server did not listen on port {port}");
+    }
+}
+
+impl Drop for BusyServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn http_429_with_retry_after_is_made_again_after_the_wait_it_asks_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let called = dir.join("called");
+    let server = BusyServer::start(&called);
+    let url = format!("http://127.0.0.1:{}/mcp", server.1);
+    let retry = json!({"attempts": 3, "base_delay_ms": 10, "max_delay_ms": 20});
+    let servers = json!({"web": {"type": "http", "url": url, "retry": retry}});
+    let options = PoolOptions { cache_dir: Some(dir.join("cache")), ..options(&dir.join("cache")) };
+    let engine = crate::common::engine_builder()
+        .workspace(&dir)
+        .policy(Policy::full_access())
+        .mcp(config(servers), options)
+        .build()
+        .unwrap();
+    let receipt = run(&engine, "return (await tools.mcp__web__echo({message: 'hi'})).content");
+    assert_eq!(receipt.value["result"], json!("Echo: hi"), "{}", receipt.to_json_pretty());
+    let call = &receipt.calls[0];
+    assert_eq!((call.status, call.attempts), (CallStatus::Ok, 3), "{call:?}");
+    // Each retry waited the second `Retry-After` asked for, not 10 ms.
+    assert!(call.elapsed_ms >= 2000.0, "{call:?}");
+    let text = std::fs::read_to_string(&called).unwrap();
+    assert_eq!(text.lines().filter(|l| *l == "busy").count(), 2, "{text}");
+    // The connection stayed up: the server was not started again.
+    let state = engine.mcp_servers().into_iter().find(|s| s.name == "web").unwrap().state;
+    assert_eq!(state, codemode::mcp::ServerState::Running);
     engine.shutdown_mcp_blocking();
 }

@@ -141,11 +141,12 @@ pub enum McpError {
         /// The error.
         message: String,
     },
-    /// The server answered a request with a JSON-RPC error that marks it
-    /// retryable (`error.data.retryable: true`, with an optional
-    /// `error.data.retryAfterMs`): the request did not run and may be sent
+    /// The server turned a request away for now: a JSON-RPC error that
+    /// marks it retryable (`error.data.retryable: true`, with an optional
+    /// `error.data.retryAfterMs`), or over HTTP a 429 or 503 answer (its
+    /// `Retry-After` seconds read). The request did not run and may be sent
     /// again (docs/LIMITS.md, "Retries").
-    #[error("MCP server `{server}` answered `{method}` with an error it marks retryable: {message}")]
+    #[error("MCP server `{server}` turned `{method}` away for now (it may be sent again): {message}")]
     TryAgain {
         /// The server.
         server: String,
