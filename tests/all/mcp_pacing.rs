@@ -260,3 +260,22 @@ fn http_429_with_retry_after_is_made_again_after_the_wait_it_asks_for() {
     assert_eq!(state, codemode::mcp::ServerState::Running);
     engine.shutdown_mcp_blocking();
 }
+
+#[test]
+fn a_batch_goes_through_the_same_limits() {
+    use codemode::batch::{Batch, BatchCall, BatchOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let engine =
+        fixture_engine(&dir, json!({"max_in_flight": 2, "timeout_ms": 1500}), Policy::full_access(), 16);
+    let ms: serde_json::Map<String, Value> = json!({"ms": 1000}).as_object().unwrap().clone();
+    let batch = Batch::new((0..6).map(|_| BatchCall::new("mcp__fx__slow", ms.clone())).collect());
+    let receipt = engine.execute_batch_blocking(batch, BatchOptions::new().concurrency(Some(6)));
+    assert_eq!(receipt.calls.len(), 6);
+    assert!(receipt.calls.iter().all(|c| c.status == CallStatus::Ok), "{}", receipt.to_json_pretty());
+    let peak: usize = std::fs::read_to_string(dir.join("peak")).unwrap().trim().parse().unwrap();
+    assert!((1..=2).contains(&peak), "the server ran {peak} calls at once under a cap of 2");
+    let waited = receipt.calls.iter().filter(|c| c.queued_ms.unwrap() >= 100.0).count();
+    assert!(waited >= 2, "calls past the cap waited: {}", receipt.to_json_pretty());
+    engine.shutdown_mcp_blocking();
+}
