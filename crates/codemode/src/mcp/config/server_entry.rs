@@ -228,6 +228,10 @@ fn call_timeout(name: &str, raw: &RawServer) -> Result<Option<Duration>, ConfigE
     if raw.max_in_flight == Some(0) {
         return Err(field_error(name, "max_in_flight", "must be at least 1 (calls at once)"));
     }
+    if let Some(n) = raw.max_in_flight.filter(|n| *n > 1024) {
+        // The same bound as `[tools.NAME] max_in_flight` (codemode_base::pacing).
+        return Err(field_error(name, "max_in_flight", format!("{n} is above 1024 (calls at once)")));
+    }
     match (raw.timeout, raw.timeout_ms) {
         (Some(_), Some(_)) => {
             Err(field_error(name, "timeout", "give either `timeout` (seconds) or `timeout_ms`, not both"))

@@ -119,6 +119,12 @@ fn errors_name_the_server_and_the_field() {
         (r#"{"mcpServers": {"b": {"command": "x", "timeout_ms": 0}}}"#, "b", "timeout_ms", "at least 1"),
         (r#"{"mcpServers": {"r": {"command": "x", "rate": 0}}}"#, "r", "rate", "above 0"),
         (
+            r#"{"mcpServers": {"m": {"command": "x", "max_in_flight": 5000}}}"#,
+            "m",
+            "max_in_flight",
+            "above 1024",
+        ),
+        (
             r#"{"mcpServers": {"r": {"command": "x", "retry": {"attempts": 1}}}}"#,
             "r",
             "retry",
