@@ -38,7 +38,10 @@ pub struct Limits {
     /// left `in_flight`. Default: 60 s.
     pub deadline: Duration,
     /// Time one tool call may take, unless its `ToolSpec::timeout_ms` says
-    /// otherwise; the call then fails with a `timeout` ToolError. Default: 30 s.
+    /// otherwise; the call then fails with a `timeout` ToolError. Counted
+    /// from when the call starts running: a wait for a slot (this run's
+    /// `max_in_flight`, a tool's or MCP server's limits) does not count.
+    /// With retries, each attempt has its own. Default: 30 s.
     pub tool_timeout: Duration,
     /// Size of one call's result content kept for the program, in bytes
     /// (string length, or compact JSON); the rest is spilled. Default: 100 KiB.

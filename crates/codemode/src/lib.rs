@@ -98,7 +98,7 @@ pub mod batch {
 /// docs/CATALOG.md).
 pub mod tool {
     pub use crate::catalog::{
-        Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, TOOL_SEARCH,
+        Annotations, CatalogError, DeclarationOptions, Loading, PrimaryArgument, RetryHint, TOOL_SEARCH,
         TOOL_SEARCH_ACTIVATION, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
         compact_type, declarations, declarations_with, signature_line,
     };
@@ -130,6 +130,9 @@ pub mod policy {
     pub use crate::gate::compensation::Compensation;
     pub use crate::gate::{DEFAULT_HOOK_TIMEOUT, HookSpec, Mode, Policy, Posture, Rule, Rules, ToolSettings};
     pub use codemode_base::limit_settings::LimitSettings;
+    /// Limits per tool and per MCP server: `max_in_flight`, `rate`,
+    /// `retry` (docs/LIMITS.md).
+    pub use codemode_base::pacing::{self, CallLimits, Rate, RetryPolicy};
 }
 
 pub mod error;

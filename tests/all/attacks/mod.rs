@@ -18,6 +18,7 @@ mod questions;
 mod read_once;
 mod recovery;
 mod retention;
+mod retries;
 mod review_33;
 mod rollback;
 mod round_two;

@@ -22,7 +22,7 @@ pub use elicitation::{
 };
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub(crate) use tool::parse_args;
-pub use tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+pub use tool::{RetryHint, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 pub use typescript::{DeclarationOptions, compact_type, declarations, declarations_with, signature_line};
 
 pub(crate) use schema::validator as schema_validator;

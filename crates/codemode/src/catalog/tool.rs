@@ -136,18 +136,48 @@ pub struct ToolError {
     /// `timeout`): the call's kind is `timeout`, as for the engine's
     /// per-tool timeout.
     pub timed_out: bool,
+    /// Whether the call may be made again, by a tool's or server's limits
+    /// with a `retry` policy (docs/LIMITS.md). Default: [`RetryHint::No`].
+    pub retry: RetryHint,
+}
+
+/// Whether a failed call may be made again under a `retry` policy
+/// (docs/LIMITS.md, "Retries").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetryHint {
+    /// Not again: the failure is the tool's answer.
+    #[default]
+    No,
+    /// The way to the tool failed (an MCP server's connection was lost or
+    /// could not be made): the call may or may not have run, so it is
+    /// made again only for a tool that is safe to repeat (read-only,
+    /// `idempotentHint`, or `[tools.NAME] idempotent = true`).
+    Transport,
+    /// The tool's server answered that the call did not run and may be
+    /// made again, after `after` when it said how long to wait.
+    Server {
+        /// The wait the server asked for.
+        after: Option<std::time::Duration>,
+    },
 }
 
 impl ToolError {
     /// A failure with `message` (kind `failed`).
     pub fn new(message: impl Into<String>) -> Self {
-        ToolError { message: message.into(), timed_out: false }
+        ToolError { message: message.into(), timed_out: false, retry: RetryHint::No }
     }
 
     /// A failure because the tool's own time limit passed, with `message`
     /// (kind `timeout`).
     pub fn timeout(message: impl Into<String>) -> Self {
-        ToolError { message: message.into(), timed_out: true }
+        ToolError { message: message.into(), timed_out: true, retry: RetryHint::No }
+    }
+
+    /// This error with `retry` saying whether the call may be made again.
+    pub fn retry(mut self, retry: RetryHint) -> Self {
+        self.retry = retry;
+        self
     }
 
     /// The `ToolError.kind` the program sees: `timeout` or `failed`.

@@ -36,7 +36,8 @@ pub(crate) fn policy_json(config: &ConfigFile, posture: Posture) -> Value {
     let texts = |list: &[Rule]| list.iter().map(|r| r.to_string()).collect::<Vec<_>>();
     let tools: serde_json::Map<String, Value> = tools
         .iter()
-        .map(|(name, ToolSettings { timeout_ms, allowed_callers, idempotent, compensate })| {
+        .map(|(name, ToolSettings { timeout_ms, allowed_callers, idempotent, compensate, limits: _ })| {
+            // `limits` pace calls; they change nothing a resumed run may do.
             let mut settings = json!({
                 "timeout_ms": timeout_ms,
                 "allowed_callers": allowed_callers,

@@ -67,9 +67,13 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
     if !hooks.is_empty() {
         dropped.push(plural(hooks.len(), "hook"));
     }
-    let (mut timeouts, mut repeats, mut compensations) = (0, 0, 0);
-    for ToolSettings { timeout_ms, allowed_callers: _, idempotent, compensate } in tools.values_mut() {
+    let (mut timeouts, mut repeats, mut compensations, mut retries) = (0, 0, 0, 0);
+    for ToolSettings { timeout_ms, allowed_callers: _, idempotent, compensate, limits } in tools.values_mut()
+    {
         timeouts += usize::from(timeout_ms.take().is_some());
+        // `max_in_flight` and `rate` only slow calls down: kept. A retry
+        // makes more calls: a grant.
+        retries += usize::from(limits.retry.take().is_some());
         // It lets a recovery repeat a call whose outcome is unknown
         // without a person: a grant.
         repeats += usize::from(std::mem::take(idempotent));
@@ -84,6 +88,9 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
     }
     if repeats > 0 {
         dropped.push(plural(repeats, "tool marked idempotent"));
+    }
+    if retries > 0 {
+        dropped.push(plural(retries, "tool retry policy"));
     }
     Policy {
         mode,
@@ -222,6 +229,9 @@ allowed_callers = ["direct"]
 
 [tools.read]
 timeout_ms = 1000
+max_in_flight = 2
+rate = 1
+retry = { attempts = 3 }
 
 [[hooks.before_call]]
 command = ["audit"]
@@ -256,6 +266,7 @@ tool_timeout = 120
                 "posture full-access",
                 "1 hook",
                 "2 tool timeouts",
+                "1 tool retry policy",
                 "sandbox off",
                 "sandbox network",
                 "2 sandbox writable paths",
@@ -274,7 +285,11 @@ tool_timeout = 120
         expected.policy.hooks.clear();
         for tool in expected.policy.tools.values_mut() {
             tool.timeout_ms = None;
+            // A retry makes more calls; a cap and a rate only slow them.
+            tool.limits.retry = None;
         }
+        assert!(expected.policy.tools["read"].limits.max_in_flight.is_some());
+        assert!(expected.policy.tools["read"].limits.rate.is_some());
         expected.sandbox = SandboxConfig::default();
         expected.journal.url = None;
         expected.journal.retention = Retention::default();

@@ -18,6 +18,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use codemode_base::pacing::{self, CallLimits};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -219,6 +220,9 @@ struct RawTool {
     allowed_callers: Option<Spanned<Vec<Caller>>>,
     idempotent: Option<bool>,
     compensate: Option<Spanned<RawCompensate>>,
+    max_in_flight: Option<Spanned<serde_json::Value>>,
+    rate: Option<Spanned<serde_json::Value>>,
+    retry: Option<Spanned<serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -508,7 +512,27 @@ impl Reader<'_> {
             None => None,
         };
         let idempotent = raw.idempotent.unwrap_or(false);
-        Ok(ToolSettings { timeout_ms, allowed_callers, idempotent, compensate })
+        let limits = CallLimits::new(
+            self.limit(tool, "max_in_flight", raw.max_in_flight, pacing::parse_max_in_flight)?,
+            self.limit(tool, "rate", raw.rate, pacing::parse_rate)?,
+            self.limit(tool, "retry", raw.retry, pacing::parse_retry)?.flatten(),
+        );
+        Ok(ToolSettings { timeout_ms, allowed_callers, idempotent, compensate, limits })
+    }
+
+    /// `[tools.NAME]`'s `key` (`max_in_flight`, `rate`, `retry`) read by
+    /// `parse` (codemode_base::pacing, whose checks the MCP configuration
+    /// shares).
+    fn limit<T>(
+        &self,
+        tool: &str,
+        key: &str,
+        value: Option<Spanned<serde_json::Value>>,
+        parse: impl Fn(&serde_json::Value) -> Result<T, String>,
+    ) -> Result<Option<T>, PolicyError> {
+        value
+            .map(|v| parse(v.get_ref()).map_err(|m| self.error_at(&v, format!("[tools.{tool}] {key}: {m}"))))
+            .transpose()
     }
 
     fn hook(&self, raw: RawHook) -> Result<HookSpec, PolicyError> {
@@ -626,6 +650,25 @@ command = ["audit"]
 "#;
 
     #[test]
+    fn a_tool_table_takes_call_limits_and_bad_ones_name_the_key_and_line() {
+        let p = policy(
+            "[tools.search]\nmax_in_flight = 4\nrate = 0.5\nretry = { attempts = 5, jitter = false }\n",
+        );
+        let limits = &p.tools["search"].limits;
+        assert_eq!(limits.max_in_flight, Some(4));
+        assert_eq!(limits.rate.unwrap().interval(), Duration::from_secs(2));
+        assert_eq!(limits.retry.unwrap().attempts, 5);
+        assert!(!limits.retry.unwrap().jitter);
+        assert_err("[tools.search]\nmax_in_flight = 0\n", 2, &["[tools.search] max_in_flight", "1 to 1024"]);
+        assert_err("[tools.search]\nrate = -1\n", 2, &["[tools.search] rate", "above 0"]);
+        assert_err(
+            "\n[tools.search]\nretry = { tries = 2 }\n",
+            3,
+            &["[tools.search] retry", "unknown key `tries`"],
+        );
+    }
+
+    #[test]
     fn admission_is_on_unless_the_file_turns_it_off() {
         assert!(policy("").admission);
         assert!(policy("admission = true").admission);
@@ -651,6 +694,7 @@ command = ["audit"]
                 allowed_callers: Some(vec![Caller::Direct]),
                 idempotent: false,
                 compensate: None,
+                limits: CallLimits::default(),
             }
         );
         assert_eq!(
@@ -660,6 +704,7 @@ command = ["audit"]
                 allowed_callers: Some(vec![Caller::Program, Caller::Direct]),
                 idempotent: false,
                 compensate: None,
+                limits: CallLimits::default(),
             }
         );
         assert_eq!(p.hooks.len(), 2);

@@ -465,7 +465,9 @@ impl Driver {
     /// their items `in_flight` with a `cancelled` error, in index order.
     fn abandon_in_flight(&self, calls: &[BatchCall], p: &mut Progress, note: &str) {
         let awaiting = self.clock.awaiting_approval();
-        let queued: Vec<u64> = p.calls_in.queued.iter().map(|(seq, _)| *seq).collect();
+        let mut queued: Vec<u64> = p.calls_in.queued.iter().map(|(seq, _)| *seq).collect();
+        // Calls waiting for their tool's or server's slots have not started either.
+        queued.extend(self.clock.slot_waits());
         p.calls_in.running.abort_all();
         p.ledger.abandon_in_flight(note, &awaiting, &queued, &self.clock.decisions());
         let mut left: Vec<(u64, usize)> = p.index_of.drain().collect();

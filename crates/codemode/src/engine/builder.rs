@@ -287,6 +287,10 @@ impl EngineBuilder {
             &state,
         )
         .map_err(BuildError::Sandbox)?;
+        let pacing = super::pacing::Pacing::new(
+            self.config.policy.tools.iter().map(|(name, t)| (name.as_str(), &t.limits)),
+            self.mcp.iter().flat_map(|(c, _)| c.servers.values().map(|s| (s.name.as_str(), s.call_limits()))),
+        );
         let mcp = self.mcp.map(|(config, mut options)| {
             // The root a server's `roots/list` gets outside a tool call.
             options.workspace.get_or_insert_with(|| workspace.clone());
@@ -325,6 +329,7 @@ impl EngineBuilder {
                 tools: tools_handle,
                 vms,
                 cancel_watch: Arc::default(),
+                pacing,
                 _own_runtime: own,
             }),
         })

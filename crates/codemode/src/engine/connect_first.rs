@@ -184,9 +184,7 @@ async fn run_call(
     let finish = Finisher { notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
     let cx = super::dispatch::call_context(&finish, &gate.run_id, &gate.clock, gate.caller);
     let timeout = timeout_of(&finish.shared, &entry.spec);
-    let abandon = crate::tools::Abandon::for_tool(&entry.spec);
-    let future = crate::tools::Abandon::scope(&abandon, entry.tool.call(args, cx));
-    finish.run(future, timeout, abandon).await
+    finish.run_entry(entry, args, cx, timeout).await
 }
 
 /// The refusals of server starts in one run, by server.

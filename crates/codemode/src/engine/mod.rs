@@ -13,6 +13,7 @@ pub(crate) mod dispatch;
 pub(crate) mod elicitor;
 mod execute_tools;
 mod mcp_link;
+pub(crate) mod pacing;
 mod resume;
 mod rollback;
 mod run_handle;
@@ -81,6 +82,8 @@ pub(crate) struct Shared {
     /// The journaled runs going now, watched for cancels from other
     /// processes.
     pub cancel_watch: Arc<cancel_watch::CancelWatch>,
+    /// The limits per tool and per MCP server, shared by every run.
+    pub pacing: pacing::Pacing,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
 }

@@ -81,6 +81,11 @@ pub struct ToolSettings {
     /// The call that undoes a call of this tool in a rollback
     /// (`compensate = { tool, args }`); `None`: a rollback does not undo it.
     pub compensate: Option<super::compensation::Compensation>,
+    /// `max_in_flight`, `rate` and `retry`: how calls of the tool are paced
+    /// (docs/LIMITS.md, "Limits per server and per tool"). An untrusted
+    /// workspace file keeps the first two (they only slow calls down) and
+    /// loses `retry` (it makes more calls).
+    pub limits: codemode_base::pacing::CallLimits,
 }
 
 /// A before-call hook: an external command asked about every call whose

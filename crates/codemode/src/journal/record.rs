@@ -476,6 +476,14 @@ pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
         out.push_str(",\"elicitations\":");
         out.push_str(&serde_json::to_string(&end.elicitations).expect("records serialise"));
     }
+    if let Some(queued) = end.queued {
+        out.push_str(",\"queued_ms\":");
+        out.push_str(&serde_json::to_string(&crate::receipt::millis(queued)).expect("a number serialises"));
+    }
+    if end.attempts > 1 {
+        out.push_str(",\"attempts\":");
+        push_u64(out, u64::from(end.attempts));
+    }
     out.push_str("},\"payload\":");
     out.push_str(&completion.payload);
     if let Some(text) = &completion.text {
@@ -565,6 +573,8 @@ mod tests {
                 error: None,
                 note: Some("approved: yes".into()),
                 elicitations: Vec::new(),
+                queued: None,
+                attempts: 1,
             },
             ok: true,
             payload: r#"{"content":{"b":1,"a":[2]},"metadata":null,"truncated":null}"#.into(),
@@ -626,9 +636,18 @@ mod tests {
                 reason: Some("defaults".into()),
                 wait_ms: 1.5,
             }],
+            queued: Some(std::time::Duration::from_micros(2_500)),
+            attempts: 3,
         };
-        let bare =
-            CallEnd { truncated: None, error: None, note: None, elicitations: Vec::new(), ..full.clone() };
+        let bare = CallEnd {
+            truncated: None,
+            error: None,
+            note: None,
+            elicitations: Vec::new(),
+            queued: None,
+            attempts: 1,
+            ..full.clone()
+        };
         for (status, decision) in statuses.iter().flat_map(|s| decisions.iter().map(move |d| (*s, *d))) {
             for base in [&full, &bare] {
                 let end = CallEnd { status, decision, ..base.clone() };

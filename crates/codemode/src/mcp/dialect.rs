@@ -39,6 +39,8 @@ const KNOWN: &[&str] = &[
     "read_only",
     "disabled",
     "max_in_flight",
+    "rate",
+    "retry",
     "envFile",
     "disabledTools",
     "autoApprove",

@@ -141,6 +141,22 @@ pub enum McpError {
         /// The error.
         message: String,
     },
+    /// The server turned a request away for now: a JSON-RPC error that
+    /// marks it retryable (`error.data.retryable: true`, with an optional
+    /// `error.data.retryAfterMs`), or over HTTP a 429 or 503 answer (its
+    /// `Retry-After` seconds read). The request did not run and may be sent
+    /// again (docs/LIMITS.md, "Retries").
+    #[error("MCP server `{server}` turned `{method}` away for now (it may be sent again): {message}")]
+    TryAgain {
+        /// The server.
+        server: String,
+        /// The request, e.g. `tools/call`.
+        method: String,
+        /// The error.
+        message: String,
+        /// How long the server asked to wait (`retryAfterMs`).
+        after: Option<Duration>,
+    },
     /// A multi round-trip call (MCP 2026-07-28 `input_required`) codemode
     /// could not complete: the server asked for something codemode does not
     /// offer (sampling), answered malformed rounds, or kept asking past the
@@ -261,6 +277,9 @@ impl McpError {
             E::Protocol { server, method, message } => {
                 E::Protocol { server: r(server), method: r(method), message: r(message) }
             }
+            E::TryAgain { server, method, message, after } => {
+                E::TryAgain { server: r(server), method: r(method), message: r(message), after }
+            }
             E::ToolFailed { server, tool, message } => {
                 E::ToolFailed { server: r(server), tool: r(tool), message: r(message) }
             }
@@ -277,6 +296,34 @@ impl McpError {
             E::LoginRequired { server } => E::LoginRequired { server: r(server) },
         }
     }
+}
+
+impl McpError {
+    /// Whether the call that failed with this error may be made again
+    /// (docs/LIMITS.md, "Retries"): [`RetryHint::Server`] for an error the
+    /// server marked retryable; [`RetryHint::Transport`] when the server
+    /// could not be started or its connection ended (the call may or may
+    /// not have run); [`RetryHint::No`] for the rest, a timeout included.
+    pub fn retry_hint(&self) -> crate::catalog::RetryHint {
+        use crate::catalog::RetryHint;
+        match self {
+            McpError::TryAgain { after, .. } => RetryHint::Server { after: *after },
+            McpError::Spawn { .. }
+            | McpError::StartupTimeout { .. }
+            | McpError::Initialize { .. }
+            | McpError::Stopped { .. } => RetryHint::Transport,
+            _ => RetryHint::No,
+        }
+    }
+}
+
+/// A JSON-RPC error's `data` marks it retryable: `{"retryable": true}`,
+/// with the wait it asks for when it has `retryAfterMs` (a whole number of
+/// milliseconds).
+pub(crate) fn marked_retryable(data: Option<&serde_json::Value>) -> Option<Option<Duration>> {
+    let data = data?;
+    (data.get("retryable")? == &serde_json::Value::Bool(true))
+        .then(|| data.get("retryAfterMs").and_then(serde_json::Value::as_u64).map(Duration::from_millis))
 }
 
 /// `"; stderr: ..."` for a non-empty tail.

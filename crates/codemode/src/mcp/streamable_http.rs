@@ -329,6 +329,30 @@ pub(crate) fn lost(error: &ServiceError, url: &str) -> Option<Lost> {
     }
 }
 
+/// A request the server at `url` turned away for now, unread: HTTP 429
+/// (Too Many Requests) or 503 (Service Unavailable), with the wait its
+/// `Retry-After` asks for when it gives a number of seconds (an HTTP date
+/// is not read). The request did not run and the connection stays up, so
+/// the caller may send it again (docs/LIMITS.md, "Retries"). `None` for
+/// any other failure.
+pub(crate) fn busy(error: &ServiceError, url: &str) -> Option<(String, Option<Duration>)> {
+    let ServiceError::TransportSend(e) = error else {
+        return None;
+    };
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
+    while let Some(e) = next {
+        if let Some(StreamableHttpError::HttpStatus(status)) =
+            e.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            let after = status.retry_after.as_deref().and_then(|v| v.trim().parse::<u64>().ok());
+            return matches!(status.status, 429 | 503)
+                .then(|| (format!("HTTP {} from {url}", status.status), after.map(Duration::from_secs)));
+        }
+        next = e.source();
+    }
+    None
+}
+
 /// What happened to a handshake with `url` that failed on the wire, or
 /// `None` when the server answered it (or the failure is not the wire's).
 pub(crate) fn handshake_failure(error: &rmcp::service::ClientInitializeError, url: &str) -> Option<String> {

@@ -92,7 +92,7 @@ impl Tool for McpTool {
                 Ok(pool) => pool.call_untimed(&server, &tool, args, Some(&cx)).await,
                 Err(e) => Err(e),
             };
-            result.map_err(|e| ToolError::new(e.to_string()))
+            result.map_err(|e| ToolError::new(e.to_string()).retry(e.retry_hint()))
         })
     }
 }

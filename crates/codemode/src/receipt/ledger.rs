@@ -36,6 +36,25 @@ pub(crate) struct CallEnd {
     /// run's receipt still has them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elicitations: Vec<super::ElicitationRecord>,
+    /// The time the call waited for a slot of a tool's or server's limits
+    /// (docs/LIMITS.md); `None` for a call under no such limit. In JSON
+    /// `queued_ms`, absent when `None`.
+    #[serde(rename = "queued_ms", default, skip_serializing_if = "Option::is_none", with = "queued_ms")]
+    pub queued: Option<std::time::Duration>,
+    /// How many times the tool was called (retries, docs/LIMITS.md);
+    /// absent from the JSON when 1 or fewer.
+    #[serde(default = "one", skip_serializing_if = "at_most_one")]
+    pub attempts: u32,
+}
+
+/// The `attempts` of a call end without one: 1.
+pub(crate) fn one() -> u32 {
+    1
+}
+
+/// Whether `attempts` is left out of the JSON.
+pub(crate) fn at_most_one(attempts: &u32) -> bool {
+    *attempts <= 1
 }
 
 /// A duration as milliseconds with microsecond precision (a JSON number).
@@ -52,6 +71,25 @@ mod elapsed_ms {
         let ms = f64::deserialize(d)?;
         // Microseconds, rounded: the text has three decimals.
         Ok(Duration::from_micros((ms.max(0.0) * 1000.0).round() as u64))
+    }
+}
+
+/// An optional duration as milliseconds with microsecond precision.
+mod queued_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::elapsed_ms::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let ms = Option::<f64>::deserialize(d)?;
+        Ok(ms.map(|ms| Duration::from_micros((ms.max(0.0) * 1000.0).round() as u64)))
     }
 }
 
@@ -139,6 +177,8 @@ impl Ledger {
             elicitations: Vec::new(),
             elicitation_declined: false,
             never_started: false,
+            queued_ms: None,
+            attempts: 1,
         });
         self.started.push(Instant::now());
         seq
@@ -160,6 +200,8 @@ impl Ledger {
         }
         call.elicitation_declined = end.elicitations.iter().any(super::ElicitationRecord::declined);
         call.elicitations = end.elicitations;
+        call.queued_ms = end.queued.map(millis);
+        call.attempts = end.attempts;
         if let Some(observer) = &self.on_call_end.0 {
             observer(call);
         }
@@ -241,16 +283,28 @@ impl Ledger {
                 let gate_decided = decided.iter().rev().find(|(s, _)| *s == call.seq).map(|(_, d)| *d);
                 // A call decided while the run stopped (after `awaiting`
                 // was read) takes its decision: it may have started.
+                let queued_note = || {
+                    format!(
+                        "queued behind an in-flight limit or a rate (the run's, its tool's or its server's); \
+                         it never started; {note}"
+                    )
+                };
                 let note = if let Some(decision) = gate_decided {
                     call.decision = decision;
-                    note.to_owned()
+                    // Decided, but still waiting for its tool's or server's slots.
+                    if queued.contains(&call.seq) {
+                        call.never_started = true;
+                        queued_note()
+                    } else {
+                        note.to_owned()
+                    }
                 } else if awaiting.contains(&call.seq) {
                     call.decision = Decision::Pending;
                     call.never_started = true;
                     format!("waiting for its approval; it never ran; {note}")
                 } else if queued.contains(&call.seq) {
                     call.never_started = true;
-                    format!("queued behind the in-flight limit; it never started; {note}")
+                    queued_note()
                 } else if call.decision == Decision::Pending {
                     call.never_started = true;
                     format!("nobody had decided it yet; it never ran; {note}")

@@ -280,6 +280,19 @@ pub struct CallReceipt {
     /// false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub never_started: bool,
+    /// For a call under a tool's or MCP server's limits (`max_in_flight`,
+    /// `rate`; docs/LIMITS.md): the time it waited for a slot before it
+    /// started, in milliseconds with microsecond precision. Part of
+    /// `elapsed_ms`, and not counted against the call's timeout, which
+    /// starts when the call does. Absent from the JSON for a call under no
+    /// such limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_ms: Option<f64>,
+    /// How many times the tool was called: more than 1 when a `retry`
+    /// policy made it again (docs/LIMITS.md, "Retries"). Absent from the
+    /// JSON when 1 (or for a call that never ran).
+    #[serde(default = "ledger::one", skip_serializing_if = "ledger::at_most_one")]
+    pub attempts: u32,
 }
 
 impl CallReceipt {

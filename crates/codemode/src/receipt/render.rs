@@ -468,6 +468,8 @@ mod tests {
             elicitations: vec![],
             elicitation_declined: false,
             never_started: false,
+            queued_ms: None,
+            attempts: 1,
         };
         Receipt {
             receipt_version: 1,

@@ -36,6 +36,10 @@ pub(crate) struct RunClock {
     /// call's decision only when the call ends, so a run that stops
     /// meanwhile reads it here.
     decided: Mutex<Vec<(u64, crate::receipt::Decision)>>,
+    /// The calls waiting for the slots of their tool's or server's limits
+    /// before their first attempt, by seq: a run that stops meanwhile
+    /// records them as never started.
+    waiting_for_slots: Mutex<Vec<u64>>,
 }
 
 /// What stops the clock, and the time it spent stopped.
@@ -81,6 +85,7 @@ impl RunClock {
             pauses: Mutex::new(Pauses::default()),
             changed: Notify::new(),
             decided: Mutex::new(Vec::new()),
+            waiting_for_slots: Mutex::new(Vec::new()),
         }
     }
 
@@ -217,6 +222,21 @@ impl RunClock {
     /// The decisions of [`RunClock::decided`], by seq.
     pub(crate) fn decisions(&self) -> Vec<(u64, crate::receipt::Decision)> {
         self.decided.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Call `seq` waits (`true`) or no longer waits for the slots of its
+    /// limits before its first attempt.
+    pub(crate) fn waiting_for_slots(&self, seq: u64, waiting: bool) {
+        let mut list = self.waiting_for_slots.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|&s| s != seq);
+        if waiting {
+            list.push(seq);
+        }
+    }
+
+    /// The calls of [`RunClock::waiting_for_slots`] waiting now, by seq.
+    pub(crate) fn slot_waits(&self) -> Vec<u64> {
+        self.waiting_for_slots.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The decision [`RunClock::decided`] recorded last for call `seq`.

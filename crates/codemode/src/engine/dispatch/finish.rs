@@ -39,6 +39,39 @@ pub(crate) struct Finisher {
     pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
     /// A rollback's plan, for its `write` calls (tools/restore.rs).
     pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
+    /// The time the call waited for the slots of its limits (paced.rs);
+    /// `None` for a call under none.
+    pub(crate) queued: Option<Duration>,
+    /// How many times the tool was called (retries, paced.rs).
+    pub(crate) attempts: u32,
+    /// The run's clock: a call waiting for its slots is noted there
+    /// (paced.rs).
+    pub(crate) clock: Arc<crate::vm::clock::RunClock>,
+}
+
+/// How one attempt of a call ended.
+// Made and taken apart at once, never stored: boxing the result would
+// only add an allocation to every call.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Attempt {
+    /// The tool answered; with a note when it finished as its timeout
+    /// passed (it was committing its change).
+    Ended(Result<ToolOutput, ToolError>, Option<&'static str>),
+    /// Its timeout passed.
+    TimedOut,
+}
+
+/// `completion` once its `done` line is durable (marked journaled); a
+/// store's failure is logged, and the run's end reports it.
+pub(super) async fn journal_done(
+    log: &crate::journal::durable::DurableLog,
+    mut completion: Completion,
+) -> Completion {
+    match log.done(&completion).await {
+        Ok(()) => completion.journaled = true,
+        Err(e) => tracing::warn!("call {}: its end could not be journaled: {e}", completion.seq),
+    }
+    completion
 }
 
 /// A result over the per-call bound, or a tool's error text over
@@ -85,21 +118,31 @@ impl Finisher {
             return self.run_tool(future, timeout, abandon);
         };
         Box::pin(async move {
-            if let Err(e) = log.start(self.seq).await {
-                return self.failed(
-                    "failed",
-                    format!("the call was not started: the journal could not record its start ({e})"),
-                );
+            if let Err(stopped) = self.journal_start(&log).await {
+                return *stopped;
             }
-            log.test_hold(&self.tool).await;
-            let mut completion = self.run_tool(future, timeout, abandon).await;
-            match log.done(&completion).await {
-                Ok(()) => completion.journaled = true,
-                // The run's end reports the store's error.
-                Err(e) => tracing::warn!("call {}: its end could not be journaled: {e}", completion.seq),
-            }
-            completion
+            let completion = self.run_tool(future, timeout, abandon).await;
+            journal_done(&log, completion).await
         })
+    }
+
+    /// Makes the call's `start` line durable (then the test hold, if any).
+    ///
+    /// # Errors
+    /// The completion of a call not started because the journal could not
+    /// record its start.
+    pub(super) async fn journal_start(
+        &self,
+        log: &crate::journal::durable::DurableLog,
+    ) -> Result<(), Box<Completion>> {
+        if let Err(e) = log.start(self.seq).await {
+            return Err(Box::new(self.failed(
+                "failed",
+                format!("the call was not started: the journal could not record its start ({e})"),
+            )));
+        }
+        log.test_hold(&self.tool).await;
+        Ok(())
     }
 
     /// [`Finisher::run`] without the journal's part.
@@ -110,33 +153,54 @@ impl Finisher {
         abandon: Option<Abandon>,
     ) -> CallFuture {
         Box::pin(async move {
-            // The time the tool waits on answers to its questions does not count.
-            let (result, finisher) = match self.questions.timeout(timeout, &mut future).await {
-                Ok(result) => (result, self),
-                Err(_) if let Some(abandon) = abandon.as_ref().filter(|a| a.watched()) => {
-                    abandon.signal();
-                    match tokio::time::timeout(ABANDON_GRACE, &mut future).await {
-                        // It was committing as the timeout passed: done.
-                        Ok(Ok(out)) => {
-                            let late =
-                                "finished as its timeout passed (it was already committing its change)";
-                            let notes = Some(match &self.notes {
-                                Some(n) => format!("{n}; {late}"),
-                                None => late.to_owned(),
-                            });
-                            (Ok(out), Finisher { notes, ..self })
-                        }
-                        // It gave up at its commit point, or never came back.
-                        _ => return self.timed_out(timeout),
-                    }
-                }
-                Err(_) => return self.timed_out(timeout),
-            };
-            match finisher.finish(result) {
-                Finished::Done(c) => c,
-                Finished::NeedsSpill(over) => finisher.spill_later(over).await,
-            }
+            let attempt = self.attempt(&mut future, timeout, abandon.as_ref()).await;
+            self.complete(attempt, timeout).await
         })
+    }
+
+    /// Runs `future` under `timeout` (counted from now). The time the tool
+    /// waits on answers to its questions does not count.
+    pub(super) async fn attempt(
+        &self,
+        future: &mut crate::catalog::ToolFuture,
+        timeout: Duration,
+        abandon: Option<&Abandon>,
+    ) -> Attempt {
+        match self.questions.timeout(timeout, &mut *future).await {
+            Ok(result) => Attempt::Ended(result, None),
+            Err(_) if let Some(abandon) = abandon.filter(|a| a.watched()) => {
+                abandon.signal();
+                match tokio::time::timeout(ABANDON_GRACE, future).await {
+                    // It was committing as the timeout passed: done.
+                    Ok(Ok(out)) => Attempt::Ended(
+                        Ok(out),
+                        Some("finished as its timeout passed (it was already committing its change)"),
+                    ),
+                    // It gave up at its commit point, or never came back.
+                    _ => Attempt::TimedOut,
+                }
+            }
+            Err(_) => Attempt::TimedOut,
+        }
+    }
+
+    /// The completion of the call's last attempt.
+    pub(super) async fn complete(self, attempt: Attempt, timeout: Duration) -> Completion {
+        let (result, finisher) = match attempt {
+            Attempt::TimedOut => return self.timed_out(timeout),
+            Attempt::Ended(result, None) => (result, self),
+            Attempt::Ended(result, Some(late)) => {
+                let notes = Some(match &self.notes {
+                    Some(n) => format!("{n}; {late}"),
+                    None => late.to_owned(),
+                });
+                (result, Finisher { notes, ..self })
+            }
+        };
+        match finisher.finish(result) {
+            Finished::Done(c) => c,
+            Finished::NeedsSpill(over) => finisher.spill_later(over).await,
+        }
     }
 
     /// The completion of a call cut by its per-call timeout.
@@ -275,6 +339,8 @@ impl Finisher {
                 error: None,
                 note,
                 elicitations: self.questions.records(),
+                queued: self.queued,
+                attempts: self.attempts,
             },
             ok: true,
             payload,
@@ -298,6 +364,8 @@ impl Finisher {
                 error: None,
                 note: Some("waiting for a decision: the run paused on it (codemode resume)".to_owned()),
                 elicitations: Vec::new(),
+                queued: self.queued,
+                attempts: self.attempts,
             },
             ok: false,
             payload: error_payload("paused", "the run paused on this call", &self.tool, self.seq),
@@ -321,6 +389,8 @@ impl Finisher {
                 error: Some(reason.clone()),
                 note: self.notes.clone(),
                 elicitations: self.questions.records(),
+                queued: self.queued,
+                attempts: self.attempts,
             },
             ok: false,
             payload: error_payload(kind, &reason, &self.tool, self.seq),
@@ -346,6 +416,8 @@ impl Finisher {
                 error: Some(if kind == "failed" { message.clone() } else { format!("{kind}: {message}") }),
                 note: self.notes.clone(),
                 elicitations: self.questions.records(),
+                queued: self.queued,
+                attempts: self.attempts,
             },
             ok: false,
             payload: error_payload(kind, &message, &self.tool, self.seq),

@@ -157,6 +157,8 @@ pub(crate) fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: St
             error: Some(reason),
             note: None,
             elicitations: Vec::new(),
+            queued: None,
+            attempts: 1,
         },
         ok: false,
         payload,

@@ -12,7 +12,6 @@ use crate::catalog::ToolContext;
 use crate::gate::later::{self, Final, LaterCall};
 use crate::gate::{Preparation, RunChanges};
 use crate::receipt::{Caller, Decision};
-use crate::tools::Abandon;
 use crate::vm::clock::RunClock;
 
 /// A call that passed the gate's synchronous steps, opened `pending`,
@@ -85,9 +84,7 @@ impl LaterSteps {
                 if let Some((gate, refusals)) = discovering {
                     return super::super::discover::search(finish, gate, refusals, args, timeout).await;
                 }
-                let abandon = Abandon::for_tool(&entry.spec);
-                let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
-                finish.run(future, timeout, abandon).await
+                finish.run_entry(entry, args, cx, timeout).await
             }
             Final::Refuse(reason) => finish.refused(Decision::Refused, "refused", reason),
             Final::Deny(reason) => finish.refused(Decision::Denied, "denied", reason),

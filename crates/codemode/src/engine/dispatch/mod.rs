@@ -33,6 +33,7 @@ mod admission;
 mod finish;
 mod gate_steps;
 mod later_steps;
+mod paced;
 mod recovery;
 
 use finish::Finished;
@@ -59,6 +60,8 @@ impl Completion {
                 error: Some(message.to_owned()),
                 note: None,
                 elicitations: Vec::new(),
+                queued: None,
+                attempts: 1,
             },
             ok: false,
             payload: error_payload("failed", message, tool, seq),
@@ -221,6 +224,9 @@ impl Dispatcher {
             durable: self.durable.clone(),
             undo: self.undo.clone(),
             restore: self.restore.clone(),
+            queued: None,
+            attempts: 1,
+            clock: self.clock.clone(),
         }
     }
 
@@ -278,12 +284,9 @@ impl Dispatcher {
                 server.clone(),
             );
         }
-        let abandon = Abandon::for_tool(&entry.spec);
-        let future = Abandon::scope(
-            &abandon,
-            entry.tool.call(pending.args.clone(), self.tool_context(&finish, caller)),
-        );
-        Begun::Running { seq, future: finish.run(future, timeout_of(&self.shared, &entry.spec), abandon) }
+        let cx = self.tool_context(&finish, caller);
+        let timeout = timeout_of(&self.shared, &entry.spec);
+        Begun::Running { seq, future: finish.run_entry(entry, pending.args.clone(), cx, timeout) }
     }
 
     /// A call that paused the run and was denied on resume: decision
@@ -492,7 +495,8 @@ impl Dispatcher {
     /// I/O registers them with that runtime. Settled at once when the tool
     /// answered (or panicked) on that poll; `Running` otherwise.
     /// With `poll_now` false (no slot free, or the call waits for its
-    /// durable start) it is not polled here: it comes back `Running`.
+    /// durable start), or for a call under limits (paced.rs), it is not
+    /// polled here: it comes back `Running`.
     fn first_poll(
         &self,
         ledger: &mut Ledger,
@@ -503,10 +507,9 @@ impl Dispatcher {
         poll_now: bool,
     ) -> Begun {
         let seq = finish.seq;
-        if !poll_now {
-            let abandon = Abandon::for_tool(&entry.spec);
-            let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
-            return Begun::Running { seq, future: finish.run(future, timeout, abandon) };
+        // A call under limits waits for its slots first: not polled here.
+        if !poll_now || finish.paced(entry) {
+            return Begun::Running { seq, future: finish.run_entry(entry, args, cx, timeout) };
         }
         let _enter = self.shared.tools.enter();
         let abandon = Abandon::for_tool(&entry.spec);

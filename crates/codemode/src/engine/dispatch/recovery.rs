@@ -41,10 +41,7 @@ impl Dispatcher {
     /// or the policy says `[tools.NAME] idempotent = true`.
     fn repeat_safe(&self, tool: &str) -> bool {
         let catalog = self.shared.catalog.load();
-        let by_tool = catalog
-            .get(tool)
-            .is_some_and(|e| e.spec.is_read_only() || e.spec.annotations.idempotent == Some(true));
-        by_tool || self.shared.config.policy.tools.get(tool).is_some_and(|t| t.idempotent)
+        safe_to_repeat(&self.shared, tool, catalog.get(tool).map(|e| &e.spec))
     }
 
     /// Call `seq` of a recovered run, which was running when the run's
@@ -96,4 +93,14 @@ impl Dispatcher {
         };
         Begun::Running { seq, future: Box::pin(std::future::ready(finish.paused(pending))) }
     }
+}
+
+/// Whether a call of `tool` (its catalog `spec`, when known) may be made
+/// again without a person: the tool is read-only, declares
+/// `idempotentHint`, or the policy says `[tools.NAME] idempotent = true`.
+/// The rule a recovery follows for a call of unknown outcome, and a retry
+/// for a transport failure (paced.rs).
+pub(super) fn safe_to_repeat(shared: &crate::engine::Shared, tool: &str, spec: Option<&ToolSpec>) -> bool {
+    let by_tool = spec.is_some_and(|s| s.is_read_only() || s.annotations.idempotent == Some(true));
+    by_tool || shared.config.policy.tools.get(tool).is_some_and(|t| t.idempotent)
 }

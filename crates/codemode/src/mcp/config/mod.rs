@@ -10,7 +10,8 @@
 //!             "envFile": ".env", "disabledTools": ["delete_file"],
 //!             "autoApprove": ["read_file"],
 //!             "timeout_ms": 60000, "startup_timeout_ms": 30000,
-//!             "read_only": true},
+//!             "read_only": true, "max_in_flight": 8, "rate": 5,
+//!             "retry": {"attempts": 3, "base_delay_ms": 500}},
 //!   "web":   {"type": "http", "url": "https://example.com/mcp",
 //!             "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}},
 //!   "old":   {"command": "old-server", "disabled": true}
@@ -58,6 +59,9 @@
 //! - `read_only: true` exposes and allows only the server's tools annotated
 //!   `readOnlyHint: true`; every other tool of it is hidden and refused.
 //!   It never makes a tool read-only that did not say so.
+//! - `max_in_flight`, `rate` (calls per second) and `retry` (`{attempts,
+//!   base_delay_ms, max_delay_ms, jitter}`) limit calls of the server's
+//!   tools; the engine applies them (docs/LIMITS.md).
 
 mod env_paths;
 mod http_entry;
@@ -167,9 +171,18 @@ pub struct ServerConfig {
     /// The server is configured but never started nor listed.
     pub disabled: bool,
     /// Most calls of its tools running at once, across every run of the
-    /// engine; further calls wait (their timeout runs while they wait).
+    /// engine; further calls wait. The engine's calls wait before their
+    /// timeout starts, the wait recorded as `queued_ms`; a call of
+    /// [`McpPool::call`](super::McpPool::call) waits within its timeout.
     /// `None`: no limit but the runs' own in-flight limits.
     pub max_in_flight: Option<usize>,
+    /// Calls of its tools started per second, across every run of the
+    /// engine (`"rate"`, docs/LIMITS.md); applied by the engine, not by
+    /// the pool. `None`: no bound.
+    pub rate: Option<codemode_base::pacing::Rate>,
+    /// Failed calls of its tools made again (`"retry"`, docs/LIMITS.md);
+    /// applied by the engine, not by the pool. `None`: each call once.
+    pub retry: Option<codemode_base::pacing::RetryPolicy>,
     /// The server's own tool names hidden by `disabledTools`: not listed,
     /// not callable.
     pub disabled_tools: BTreeSet<String>,
@@ -212,6 +225,8 @@ impl std::fmt::Debug for ServerConfig {
             .field("read_only", &self.read_only)
             .field("disabled", &self.disabled)
             .field("max_in_flight", &self.max_in_flight)
+            .field("rate", &self.rate)
+            .field("retry", &self.retry)
             .field("disabled_tools", &self.disabled_tools)
             .field("auto_approve", &self.auto_approve)
             .finish_non_exhaustive()
@@ -219,6 +234,12 @@ impl std::fmt::Debug for ServerConfig {
 }
 
 impl ServerConfig {
+    /// Its limits on calls (`max_in_flight`, `rate`, `retry`), as the
+    /// engine applies them.
+    pub fn call_limits(&self) -> codemode_base::pacing::CallLimits {
+        codemode_base::pacing::CallLimits::new(self.max_in_flight, self.rate, self.retry)
+    }
+
     /// What starting the server runs, as one line for an approval or a
     /// message, with secrets shown as `${VAR}` (from [`ServerConfig::shown`]):
     /// `[KEY=value ...] command arg ... [(in CWD)]` for a stdio server (an

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use codemode_base::pacing::{Rate, RetryPolicy, parse_rate, parse_retry};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -40,6 +41,10 @@ pub(super) struct RawServer {
     #[serde(default)]
     pub(super) disabled: bool,
     pub(super) max_in_flight: Option<usize>,
+    /// Calls per second (`codemode_base::pacing::parse_rate`).
+    pub(super) rate: Option<Value>,
+    /// The retry table (`codemode_base::pacing::parse_retry`).
+    pub(super) retry: Option<Value>,
     #[serde(rename = "envFile")]
     pub(super) env_file: Option<String>,
     #[serde(rename = "disabledTools", default)]
@@ -149,6 +154,7 @@ pub(super) fn parse_server(
     let oauth = raw.oauth.clone().map(|o| oauth_settings(&mut reader, o)).transpose()?;
     let secrets = settle_secrets(reader.secrets);
     let timeout = call_timeout(name, &raw)?;
+    let (rate, retry) = pacing(name, &raw)?;
     let roots = raw.roots.unwrap_or_else(|| match &transport {
         Transport::Stdio { .. } => true,
         Transport::Http { url, .. } => is_loopback_url(url),
@@ -161,6 +167,8 @@ pub(super) fn parse_server(
         read_only: raw.read_only,
         disabled: raw.disabled,
         max_in_flight: raw.max_in_flight,
+        rate,
+        retry,
         disabled_tools: raw.disabled_tools.into_iter().collect(),
         auto_approve: raw.auto_approve.into_iter().collect(),
         oauth,
@@ -242,6 +250,10 @@ fn call_timeout(name: &str, raw: &RawServer) -> Result<Option<Duration>, ConfigE
     if raw.max_in_flight == Some(0) {
         return Err(field_error(name, "max_in_flight", "must be at least 1 (calls at once)"));
     }
+    if let Some(n) = raw.max_in_flight.filter(|n| *n > 1024) {
+        // The same bound as `[tools.NAME] max_in_flight` (codemode_base::pacing).
+        return Err(field_error(name, "max_in_flight", format!("{n} is above 1024 (calls at once)")));
+    }
     match (raw.timeout, raw.timeout_ms) {
         (Some(_), Some(_)) => {
             Err(field_error(name, "timeout", "give either `timeout` (seconds) or `timeout_ms`, not both"))
@@ -257,6 +269,20 @@ fn call_timeout(name: &str, raw: &RawServer) -> Result<Option<Duration>, ConfigE
         (Some(secs), None) => Ok(Some(Duration::from_secs(secs))),
         (None, ms) => Ok(ms.map(Duration::from_millis)),
     }
+}
+
+/// The entry's `rate` (calls per second) and `retry` table
+/// (docs/LIMITS.md, "Limits per server and per tool").
+///
+/// # Errors
+/// [`ConfigError::Field`] `rate` or `retry`, saying what to give.
+fn pacing(name: &str, raw: &RawServer) -> Result<(Option<Rate>, Option<RetryPolicy>), ConfigError> {
+    let rate = raw.rate.as_ref().map(parse_rate).transpose().map_err(|m| field_error(name, "rate", m))?;
+    let retry = match &raw.retry {
+        Some(v) => parse_retry(v).map_err(|m| field_error(name, "retry", m))?,
+        None => None,
+    };
+    Ok((rate, retry))
 }
 
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`,
@@ -285,6 +311,8 @@ pub(super) fn disabled_server(name: &str) -> ServerConfig {
         read_only: false,
         disabled: true,
         max_in_flight: None,
+        rate: None,
+        retry: None,
         disabled_tools: BTreeSet::new(),
         auto_approve: BTreeSet::new(),
         oauth: None,

@@ -117,6 +117,20 @@ fn errors_name_the_server_and_the_field() {
         (r#"{"mcpServers": {"a": {"command": "x", "env": {"K": "${NOPE"}}}}"#, "a", "env.K", "unterminated"),
         (r#"{"mcpServers": {"b": {"command": "x", "timeout_ms": "5"}}}"#, "b", "timeout_ms", "invalid type"),
         (r#"{"mcpServers": {"b": {"command": "x", "timeout_ms": 0}}}"#, "b", "timeout_ms", "at least 1"),
+        (r#"{"mcpServers": {"r": {"command": "x", "rate": 0}}}"#, "r", "rate", "above 0"),
+        (
+            r#"{"mcpServers": {"m": {"command": "x", "max_in_flight": 5000}}}"#,
+            "m",
+            "max_in_flight",
+            "above 1024",
+        ),
+        (
+            r#"{"mcpServers": {"r": {"command": "x", "retry": {"attempts": 1}}}}"#,
+            "r",
+            "retry",
+            "from 2 to 10",
+        ),
+        (r#"{"mcpServers": {"r": {"command": "x", "retry": {"tries": 3}}}}"#, "r", "retry", "unknown key"),
         (r#"{"mcpServers": {"c": {"args": []}}}"#, "c", "command", "needs a `command`"),
         (r#"{"mcpServers": {"c": {"type": "sse", "url": "http://h"}}}"#, "c", "type", "not supported"),
         (r#"{"mcpServers": {"c": {"type": "http"}}}"#, "c", "url", "needs a `url`"),
@@ -424,4 +438,19 @@ fn an_oauth_client_secret_is_expanded_and_kept_out_of_what_is_shown() {
         let debug = format!("{config:?}");
         assert!(!debug.contains(&secret), "{debug}");
     }
+}
+
+#[test]
+fn a_server_entry_takes_its_call_limits() {
+    let config = parse(
+        r#"{"mcpServers": {"s": {"command": "x", "max_in_flight": 8, "rate": 2.5,
+            "retry": {"attempts": 4, "base_delay_ms": 100, "jitter": false}}}}"#,
+    )
+    .unwrap();
+    let limits = config.servers["s"].call_limits();
+    assert_eq!(limits.max_in_flight, Some(8));
+    assert_eq!(limits.rate.unwrap().per_second(), 2.5);
+    let retry = limits.retry.unwrap();
+    assert_eq!((retry.attempts, retry.base_delay, retry.jitter), (4, Duration::from_millis(100), false));
+    assert!(config.ignored.is_empty(), "{:?}", config.ignored);
 }

@@ -160,6 +160,10 @@ impl McpPool {
         error: ServiceError,
     ) -> McpError {
         let server = slot.config.name.clone();
+        // HTTP 429 or 503: turned away unread; the connection stays up.
+        if let Some((message, after)) = http_busy(&slot.config, &error) {
+            return McpError::TryAgain { server, method: method.into(), message, after };
+        }
         // Over HTTP, a request that failed without an answer says what
         // happened on the wire; a lost connection is marked down, so the
         // next use starts a new one (with the back-off).
@@ -171,9 +175,17 @@ impl McpPool {
             return McpError::Stopped { server, cause: lost.cause, stderr: String::new() };
         }
         match error {
-            ServiceError::McpError(data) => {
-                McpError::Protocol { server, method: method.into(), message: data.message.to_string() }
-            }
+            ServiceError::McpError(data) => match crate::mcp::error::marked_retryable(data.data.as_ref()) {
+                Some(after) => McpError::TryAgain {
+                    server,
+                    method: method.into(),
+                    message: data.message.to_string(),
+                    after,
+                },
+                None => {
+                    McpError::Protocol { server, method: method.into(), message: data.message.to_string() }
+                }
+            },
             ServiceError::TransportClosed | ServiceError::TransportSend(_)
                 if connection.is_down().is_some()
                     || matches!(slot.config.transport, Transport::Stdio { .. }) =>
@@ -255,6 +267,22 @@ pub(super) fn http_lost(config: &ServerConfig, error: &ServiceError) -> Option<s
         Transport::Http { url, .. } => streamable_http::lost(error, url),
         Transport::Stdio { .. } => None,
     }
+}
+
+/// An HTTP request the server turned away for now (429, 503; see
+/// [`streamable_http::busy`]); `None` for stdio and everything else.
+#[cfg(feature = "http")]
+fn http_busy(config: &ServerConfig, error: &ServiceError) -> Option<(String, Option<Duration>)> {
+    match &config.shown {
+        Transport::Http { url, .. } => streamable_http::busy(error, url),
+        Transport::Stdio { .. } => None,
+    }
+}
+
+/// Without the `http` feature no server is reached over HTTP.
+#[cfg(not(feature = "http"))]
+fn http_busy(_config: &ServerConfig, _error: &ServiceError) -> Option<(String, Option<Duration>)> {
+    None
 }
 
 /// Without the `http` feature no server is reached over HTTP.

@@ -424,7 +424,9 @@ impl Vm {
             // The run ends now and cancels them all.
             return false;
         }
-        let queued = calls.cancel_where(|seq| !kept.contains(&seq));
+        let slot_waits = clock.slot_waits();
+        let mut queued = calls.cancel_where(|seq| !kept.contains(&seq));
+        queued.extend(slot_waits);
         drop(calls);
         drop(ledger);
         self.state.ledger.borrow_mut().abandon_in_flight_where(
@@ -553,7 +555,9 @@ impl Vm {
         let mut calls = self.state.calls.borrow_mut();
         // Read before the abort: aborted calls leave the approval wait.
         let awaiting = self.state.clock.awaiting_approval();
-        let queued: Vec<u64> = calls.queued.iter().map(|(seq, _)| *seq).collect();
+        let mut queued: Vec<u64> = calls.queued.iter().map(|(seq, _)| *seq).collect();
+        // Calls waiting for their tool's or server's slots have not started either.
+        queued.extend(self.state.clock.slot_waits());
         calls.running.abort_all();
         calls.queued.clear();
         // Read after the abort: no decision comes after it.

@@ -1,0 +1,247 @@
+//! Limits per tool and per MCP server (docs/LIMITS.md, "Limits per server
+//! and per tool"): the engine's slots (`max_in_flight`), start spacing
+//! (`rate`) and retry policies, shared by every run of the engine.
+//!
+//! A call of a tool under limits first takes its slots: the tool's
+//! (`[tools.NAME]` in the policy), then its MCP server's (the server's
+//! entry in the MCP configuration), then waits for its turn by each
+//! `rate`, in that order; always the same order, so two calls never hold
+//! what the other waits for. Only then does it start, and its timeout
+//! with it; the wait is the call's `queued_ms`. A retry gives its slots
+//! back while it waits between attempts.
+//!
+//! The rate is a spacing of starts (GCRA with a burst of one): each start
+//! is at least `1 / rate` after the one before, so any one-second window
+//! holds at most `rate + 1` starts. A call dropped while it waits for its
+//! turn (the run's deadline) leaves its turn unused. Hand-written rather
+//! than `governor`: it is a dozen lines on tokio's clock, which the
+//! engine's tool runtime drives.
+//!
+//! Everything here is per engine (per process). A later `scope =
+//! "global"` would keep the counts in the journal's PostgreSQL store and
+//! take its slots there instead, behind the same [`Pace::acquire`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use codemode_base::pacing::{CallLimits, RetryPolicy};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// The limits of every tool and server that has some, by name.
+#[derive(Default)]
+pub(crate) struct Pacing {
+    /// By catalog tool name (`[tools.NAME]`).
+    tools: HashMap<String, Arc<Limiter>>,
+    /// By MCP server name.
+    servers: HashMap<String, Arc<Limiter>>,
+}
+
+impl Pacing {
+    /// The limiters of `tools` (catalog name, its `[tools.NAME]` limits)
+    /// and `servers` (server name, its entry's limits); empty limits are
+    /// left out.
+    pub(crate) fn new<'a>(
+        tools: impl IntoIterator<Item = (&'a str, &'a CallLimits)>,
+        servers: impl IntoIterator<Item = (&'a str, CallLimits)>,
+    ) -> Pacing {
+        let keep = |(name, limits): (&str, &CallLimits)| {
+            (!limits.is_empty()).then(|| (name.to_owned(), Arc::new(Limiter::new(limits))))
+        };
+        Pacing {
+            tools: tools.into_iter().filter_map(keep).collect(),
+            servers: servers.into_iter().filter_map(|(name, limits)| keep((name, &limits))).collect(),
+        }
+    }
+
+    /// The limits a call of `tool` (of MCP `server`, when it is one's)
+    /// goes through, or `None` when neither has any.
+    pub(crate) fn of(&self, tool: &str, server: Option<&str>) -> Option<Pace> {
+        let tool = self.tools.get(tool).cloned();
+        let server = server.and_then(|s| self.servers.get(s)).cloned();
+        if tool.is_none() && server.is_none() {
+            return None;
+        }
+        // The tool's own retry policy wins over its server's.
+        let retry = tool.as_ref().and_then(|t| t.retry).or_else(|| server.as_ref().and_then(|s| s.retry));
+        Some(Pace { tool, server, retry })
+    }
+}
+
+/// One tool's or server's limits.
+struct Limiter {
+    /// Slots for calls at once (`max_in_flight`).
+    slots: Option<Arc<Semaphore>>,
+    /// Starts spaced by `rate`.
+    spacing: Option<Spacing>,
+    retry: Option<RetryPolicy>,
+}
+
+impl Limiter {
+    fn new(limits: &CallLimits) -> Limiter {
+        Limiter {
+            slots: limits.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
+            spacing: limits.rate.map(|r| Spacing { interval: r.interval(), next: Mutex::new(None) }),
+            retry: limits.retry,
+        }
+    }
+
+    /// Waits for a slot, when there are slots.
+    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        // Never closed: a closed semaphore gives no slot, and no wait.
+        self.slots.as_ref()?.clone().acquire_owned().await.ok()
+    }
+
+    /// Waits for this limiter's turn to start a call, when it has a rate.
+    async fn turn(&self) {
+        if let Some(spacing) = &self.spacing {
+            spacing.wait().await;
+        }
+    }
+}
+
+/// Starts spaced `interval` apart: the next free start time.
+struct Spacing {
+    interval: Duration,
+    next: Mutex<Option<Instant>>,
+}
+
+impl Spacing {
+    /// Takes the next start time (now, or the next free one) and waits
+    /// for it.
+    async fn wait(&self) {
+        let at = {
+            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            let at = next.map_or(now, |n| n.max(now));
+            *next = Some(at + self.interval);
+            at
+        };
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// The limits one call goes through: its tool's, its server's, and the
+/// retry policy that applies (the tool's, else the server's).
+#[derive(Clone)]
+pub(crate) struct Pace {
+    tool: Option<Arc<Limiter>>,
+    server: Option<Arc<Limiter>>,
+    pub(crate) retry: Option<RetryPolicy>,
+}
+
+/// The slots a running call holds; dropped when the attempt ends.
+pub(crate) struct Slots {
+    _held: [Option<OwnedSemaphorePermit>; 2],
+}
+
+impl Pace {
+    /// Waits until the call may start (slots first, then turns; see the
+    /// module docs) and returns the slots it holds while it runs.
+    pub(crate) async fn acquire(&self) -> Slots {
+        let tool = match &self.tool {
+            Some(t) => t.slot().await,
+            None => None,
+        };
+        let server = match &self.server {
+            Some(s) => s.slot().await,
+            None => None,
+        };
+        for limiter in [&self.tool, &self.server].into_iter().flatten() {
+            limiter.turn().await;
+        }
+        Slots { _held: [tool, server] }
+    }
+
+    /// The wait before attempt `attempt + 1` of a call whose attempt
+    /// `attempt` failed with `retry`, or `None` when it is not made again:
+    /// no retry policy, no attempts left, a failure that is not
+    /// retryable, or a transport failure of a tool not `repeat_safe`.
+    pub(crate) fn retry_wait(
+        &self,
+        attempt: u32,
+        retry: crate::catalog::RetryHint,
+        repeat_safe: bool,
+    ) -> Option<Duration> {
+        use crate::catalog::RetryHint;
+        let policy = self.retry?;
+        let after = match retry {
+            _ if attempt >= policy.attempts => return None,
+            RetryHint::Server { after } => after,
+            RetryHint::Transport if repeat_safe => None,
+            _ => return None,
+        };
+        Some(policy.delay(attempt, after, fastrand::f64()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::RetryHint;
+    use codemode_base::pacing::{parse_rate, parse_retry};
+    use serde_json::json;
+
+    fn limits(max: Option<usize>, rate: Option<f64>, retry: Option<serde_json::Value>) -> CallLimits {
+        CallLimits::new(
+            max,
+            rate.map(|r| parse_rate(&json!(r)).unwrap()),
+            retry.and_then(|r| parse_retry(&r).unwrap()),
+        )
+    }
+
+    #[tokio::test]
+    async fn starts_are_spaced_by_the_rate_and_slots_bound_calls_at_once() {
+        let tool = limits(Some(2), Some(20.0), None);
+        let pacing = Pacing::new([("t", &tool)], []);
+        let pace = pacing.of("t", None).unwrap();
+        let t0 = Instant::now();
+        let a = pace.acquire().await;
+        let b = pace.acquire().await;
+        assert!(t0.elapsed() >= Duration::from_millis(50), "the second start waits 1/rate");
+        let third = tokio::spawn({
+            let pace = pace.clone();
+            async move {
+                let _slots = pace.acquire().await;
+                Instant::now()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!third.is_finished(), "two slots are held");
+        let freed = Instant::now();
+        drop(a);
+        let started = third.await.unwrap();
+        assert!(started >= freed, "it starts once a slot frees");
+        drop(b);
+    }
+
+    #[test]
+    fn no_limits_no_pace_and_the_tools_retry_wins_over_its_servers() {
+        let none = CallLimits::default();
+        let server = limits(None, None, Some(json!({"attempts": 2})));
+        let tool = limits(None, None, Some(json!({"attempts": 5})));
+        let pacing = Pacing::new([("quiet", &none), ("t", &tool)], [("s", server)]);
+        assert!(pacing.of("quiet", None).is_none());
+        assert!(pacing.of("other", Some("nope")).is_none());
+        assert_eq!(pacing.of("other", Some("s")).unwrap().retry.unwrap().attempts, 2);
+        assert_eq!(pacing.of("t", Some("s")).unwrap().retry.unwrap().attempts, 5);
+    }
+
+    #[test]
+    fn what_is_retried() {
+        let tool = limits(None, None, Some(json!({"attempts": 3, "base_delay_ms": 10, "jitter": false})));
+        let pacing = Pacing::new([("t", &tool)], []);
+        let pace = pacing.of("t", None).unwrap();
+        let server = RetryHint::Server { after: Some(Duration::from_millis(70)) };
+        assert_eq!(pace.retry_wait(1, server, false), Some(Duration::from_millis(70)));
+        assert_eq!(
+            pace.retry_wait(2, RetryHint::Server { after: None }, false),
+            Some(Duration::from_millis(20))
+        );
+        assert_eq!(pace.retry_wait(3, server, true), None, "no attempts left");
+        assert_eq!(pace.retry_wait(1, RetryHint::Transport, true), Some(Duration::from_millis(10)));
+        assert_eq!(pace.retry_wait(1, RetryHint::Transport, false), None, "not safe to repeat");
+        assert_eq!(pace.retry_wait(1, RetryHint::No, true), None);
+    }
+}
