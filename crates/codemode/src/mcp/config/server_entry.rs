@@ -106,12 +106,18 @@ pub(super) struct ReadTransport {
 /// literal header value is).
 ///
 /// # Errors
-/// [`ConfigError::Field`] for `oauth.clientSecret` with a variable that
-/// cannot be expanded.
+/// [`ConfigError::Field`] for `oauth.clientSecret` without a `clientId`,
+/// or with a variable that cannot be expanded.
 fn oauth_settings(
     reader: &mut EntryReader<'_>,
     mut oauth: crate::mcp::oauth::OAuthSettings,
 ) -> Result<crate::mcp::oauth::OAuthSettings, ConfigError> {
+    if oauth.client_secret.is_some() && oauth.client_id.is_none() {
+        return Err(reader.error(
+            "oauth.clientSecret",
+            "a client secret belongs to a pre-registered client: give its `clientId` too",
+        ));
+    }
     if let Some(written) = oauth.client_secret.take() {
         let expanded = reader.expand("oauth.clientSecret", &written)?;
         if expanded == written {
