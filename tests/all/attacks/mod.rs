@@ -18,6 +18,7 @@ mod read_once;
 mod recovery;
 mod retention;
 mod review_33;
+mod review_35;
 mod rollback;
 mod round_two;
 mod run_state;

@@ -1,0 +1,161 @@
+//! Review of issue 35 (`[sandbox] writable` outside the workspace, a
+//! worktree's git folders, the command cache, host IPC). Each test is a
+//! way a program widened what bash may write beyond what the user named.
+
+use std::path::Path;
+use std::process::Command;
+
+use codemode::config::{ConfigFile, SandboxConfig};
+use codemode::{Engine, Policy};
+use serde_json::{Value, json};
+
+/// An engine over `ws` (full access) with `writable`.
+fn engine(ws: &Path, writable: &[&str]) -> Engine {
+    let config = ConfigFile {
+        sandbox: SandboxConfig {
+            writable: writable.iter().map(|w| (*w).to_owned()).collect(),
+            ..SandboxConfig::default()
+        },
+        ..ConfigFile::with_policy(Policy::full_access())
+    };
+    crate::common::engine_builder()
+        .workspace(ws)
+        .policy(Policy::full_access())
+        .config(config)
+        .build()
+        .expect("engine builds")
+}
+
+/// Runs `command` in the sandbox: `{exit_code, stdout, stderr}`.
+fn sh(engine: &Engine, command: &str) -> Value {
+    let out = engine.call_blocking("bash", &json!({"command": command, "timeout": 60}));
+    assert!(out.is_ok(), "{command}: {:?}", out.error);
+    out.envelope.unwrap()["content"].clone()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A repository `root/main` with a linked worktree `root/wt`; the
+/// worktree's canonical path.
+fn worktree(root: &Path) -> std::path::PathBuf {
+    let main = root.join("main");
+    std::fs::create_dir(&main).unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    git(&main, &["worktree", "add", "-q", "../wt"]);
+    root.join("wt").canonicalize().unwrap()
+}
+
+/// `writable = [".git"]` lifts the worktree's `.git` file for bash, and
+/// the folders that file names were granted at the next build whatever
+/// they are: a program rewrote it to `gitdir: <any folder>` (here a
+/// stand-in for `~/.ssh` or `~/.config/git`) and the next engine over the
+/// same workspace and the same policy let bash write there.
+#[test]
+fn a_rewritten_git_file_does_not_grant_another_folder_at_the_next_build() {
+    let root = tempfile::tempdir().unwrap();
+    let wt = worktree(root.path());
+    let victim = tempfile::tempdir().unwrap();
+    let victim = victim.path().canonicalize().unwrap();
+    let first = engine(&wt, &[".git"]);
+    let out = sh(&first, &format!("printf 'gitdir: {}\\n' > .git", victim.display()));
+    assert_eq!(out["exit_code"], 0, "the .git file is writable for bash: {out}");
+    drop(first);
+    // The next session: the same user policy. An engine that refuses to
+    // build is a defence too.
+    let config = ConfigFile {
+        sandbox: SandboxConfig { writable: vec![".git".into()], ..SandboxConfig::default() },
+        ..ConfigFile::with_policy(Policy::full_access())
+    };
+    let built =
+        crate::common::engine_builder().workspace(&wt).policy(Policy::full_access()).config(config).build();
+    if let Ok(second) = built {
+        sh(&second, &format!("echo pwned > {}/authorized_keys", victim.display()));
+    }
+    assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
+}
+
+/// The same through the worktree git folder's `commondir` file, which
+/// lies in a folder `writable = [".git"]` makes writable.
+#[test]
+fn a_rewritten_commondir_does_not_grant_another_folder_at_the_next_build() {
+    let root = tempfile::tempdir().unwrap();
+    let wt = worktree(root.path());
+    let victim = tempfile::tempdir().unwrap();
+    let victim = victim.path().canonicalize().unwrap();
+    let commondir = root.path().canonicalize().unwrap().join("main/.git/worktrees/wt/commondir");
+    let first = engine(&wt, &[".git"]);
+    let out = sh(&first, &format!("printf '{}\\n' > {}", victim.display(), commondir.display()));
+    assert_eq!(out["exit_code"], 0, "commondir is writable for bash: {out}");
+    drop(first);
+    let config = ConfigFile {
+        sandbox: SandboxConfig { writable: vec![".git".into()], ..SandboxConfig::default() },
+        ..ConfigFile::with_policy(Policy::full_access())
+    };
+    let built =
+        crate::common::engine_builder().workspace(&wt).policy(Policy::full_access()).config(config).build();
+    if let Ok(second) = built {
+        sh(&second, &format!("echo pwned > {}/authorized_keys", victim.display()));
+    }
+    assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
+}
+
+/// The launcher binds each writable folder by path, following links, at
+/// every call. `writable = [".git"]` in a worktree binds the repository's
+/// `.git` and, inside it, `.git/worktrees/wt`: one command moved
+/// `worktrees` aside (only `wt` is a mount point) and put a link to
+/// another folder in its place; the next command of the same engine could
+/// write that folder.
+#[test]
+fn a_link_swapped_in_for_a_writable_folder_is_not_followed_at_the_next_call() {
+    let root = tempfile::tempdir().unwrap();
+    let wt = worktree(root.path());
+    let victim = tempfile::tempdir().unwrap();
+    let victim = victim.path().canonicalize().unwrap();
+    let git = root.path().canonicalize().unwrap().join("main/.git");
+    let engine = engine(&wt, &[".git"]);
+    let swap = format!(
+        "cd {} && mv worktrees worktrees.old && mkdir worktrees && ln -s {} worktrees/wt",
+        git.display(),
+        victim.display()
+    );
+    let out = sh(&engine, &swap);
+    assert_eq!(out["exit_code"], 0, "{out}");
+    sh(&engine, &format!("echo pwned > {}/authorized_keys", victim.display()));
+    assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
+}
+
+/// Under `workspace-write` a writable folder may hold the workspace (the
+/// docs' `/tmp`). The workspace itself is a mount point and cannot be
+/// moved, but a folder between it and the writable folder could: one
+/// command replaced `<writable>/a` with a folder whose `ws` is a link,
+/// and the next command's workspace (bound writable, Landlock's rule,
+/// the shell's working folder) was the link's target.
+#[test]
+fn a_folder_between_a_writable_folder_and_the_workspace_cannot_be_swapped() {
+    let outer = tempfile::tempdir().unwrap();
+    let outer_path = outer.path().canonicalize().unwrap();
+    let ws = outer_path.join("a/ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let victim = tempfile::tempdir().unwrap();
+    let victim = victim.path().canonicalize().unwrap();
+    let engine = engine(&ws, &[outer_path.to_str().unwrap()]);
+    let swap =
+        format!("cd {} && mv a a.old && mkdir a && ln -s {} a/ws", outer_path.display(), victim.display());
+    let out = sh(&engine, &swap);
+    // Refused (the folder is pinned) or done: either way the next call
+    // must not write the link's target.
+    let _ = out;
+    let out =
+        engine.call_blocking("bash", &json!({"command": "echo pwned > authorized_keys", "timeout": 60}));
+    let _ = out;
+    assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
+}
