@@ -437,22 +437,39 @@ fn bind_writable(path: &Path) -> nix::Result<()> {
     mount(none, path, none, flags, none)
 }
 
-/// The folders strictly between the workspace and each protected path
-/// beneath it that exist, outermost first.
+/// The folders strictly between a folder the command may write (the
+/// workspace, a `writable` folder) and each path the launcher mounts
+/// beneath it (a protected path, a hidden folder, the workspace, another
+/// writable folder, the private `TMPDIR`) that exist, outermost first.
+/// Pinned as mount points, they cannot be renamed: otherwise a command
+/// could move one aside and put a link in its place, and the next call's
+/// mounts, which follow links, would bind the link's target (a writable
+/// `/tmp` holding `/tmp/a/ws`: `mv a a.old; mkdir a; ln -s ~ a/ws`).
 #[cfg(target_os = "linux")]
 fn pinned_folders(spec: &LaunchSpec) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    for path in spec.protected.iter().chain(&spec.hidden) {
-        let Ok(rel) = path.strip_prefix(&spec.workspace) else { continue };
-        let mut folder = spec.workspace.clone();
-        let parts: Vec<_> = rel.components().collect();
-        for part in parts.iter().take(parts.len().saturating_sub(1)) {
-            folder.push(part);
-            if folder.is_dir() && !out.contains(&folder) {
-                out.push(folder.clone());
+    let bases: Vec<&Path> =
+        std::iter::once(spec.workspace.as_path()).chain(spec.writable.iter().map(PathBuf::as_path)).collect();
+    let mounted = spec
+        .protected
+        .iter()
+        .chain(&spec.hidden)
+        .chain(&spec.writable)
+        .chain([&spec.workspace, &spec.tmpdir]);
+    for path in mounted {
+        for base in bases.iter().filter(|b| path.starts_with(b) && path != *b) {
+            let Ok(rel) = path.strip_prefix(base) else { continue };
+            let mut folder = base.to_path_buf();
+            let parts: Vec<_> = rel.components().collect();
+            for part in parts.iter().take(parts.len().saturating_sub(1)) {
+                folder.push(part);
+                if folder.is_dir() && !out.contains(&folder) {
+                    out.push(folder.clone());
+                }
             }
         }
     }
+    out.sort_by_key(|f| f.components().count());
     out
 }
 

@@ -127,8 +127,9 @@ fn a_link_swapped_in_for_a_writable_folder_is_not_followed_at_the_next_call() {
         git.display(),
         victim.display()
     );
-    let out = sh(&engine, &swap);
-    assert_eq!(out["exit_code"], 0, "{out}");
+    // Refused (`worktrees` is pinned as a mount point) or done: either way
+    // the next call must not write the link's target.
+    let _ = sh(&engine, &swap);
     sh(&engine, &format!("echo pwned > {}/authorized_keys", victim.display()));
     assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
 }
@@ -150,12 +151,9 @@ fn a_folder_between_a_writable_folder_and_the_workspace_cannot_be_swapped() {
     let engine = engine(&ws, &[outer_path.to_str().unwrap()]);
     let swap =
         format!("cd {} && mv a a.old && mkdir a && ln -s {} a/ws", outer_path.display(), victim.display());
-    let out = sh(&engine, &swap);
     // Refused (the folder is pinned) or done: either way the next call
     // must not write the link's target.
-    let _ = out;
-    let out =
-        engine.call_blocking("bash", &json!({"command": "echo pwned > authorized_keys", "timeout": 60}));
-    let _ = out;
+    let _ = sh(&engine, &swap);
+    let _ = engine.call_blocking("bash", &json!({"command": "echo pwned > authorized_keys", "timeout": 60}));
     assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
 }

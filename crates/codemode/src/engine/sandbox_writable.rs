@@ -51,8 +51,13 @@ pub(super) fn settle(
             out.lifted.push(p.path.clone());
             if lexical == workspace.join(".git") {
                 // Named by a file the workspace holds (and bash may
-                // rewrite): checked as any folder outside.
-                for dir in worktree_git_dirs(workspace) {
+                // rewrite): each folder it names is checked as any folder
+                // outside, and only a worktree's own are made writable.
+                let named = crate::gate::git_metadata::repository_git_dirs(workspace);
+                for dir in named.iter().filter(|d| !d.starts_with(workspace)) {
+                    outside_allowed(entry, dir, workspace, protections, hidden, write_workspace)?;
+                }
+                for dir in worktree_git_dirs(entry, workspace)? {
                     outside_allowed(entry, &dir, workspace, protections, hidden, write_workspace)?;
                     out.folders.push(dir);
                 }
@@ -149,18 +154,69 @@ fn outside_allowed(
 }
 
 /// The git folders outside the workspace that its `.git` file names (a
-/// worktree's `.git/worktrees/NAME` and the repository's common folder):
-/// `writable = [".git"]` makes them writable too, so `git commit` works
-/// in a worktree.
-fn worktree_git_dirs(workspace: &Path) -> Vec<PathBuf> {
-    let dot_git = workspace.join(".git");
-    if dot_git.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-        return Vec::new();
+/// linked worktree's `<common>/worktrees/NAME` and the repository's
+/// common folder `<common>`): `writable = [".git"]` makes them writable
+/// too, so `git commit` works in a worktree. A `.git` folder in an
+/// ancestor of the workspace (a workspace inside a repository's work
+/// tree) is that folder.
+///
+/// Bash may rewrite the `.git` file (the entry lifts it) and the
+/// worktree folder's `commondir` (it is made writable), so neither is
+/// taken at its word: the worktree folder must lie in a `worktrees`
+/// folder and name this `.git` back in its `gitdir` file, and the common
+/// folder must be the one holding that `worktrees` folder, as `git
+/// worktree add` leaves them. A program can forge that only inside a
+/// folder it may already write (attack test: `review_35.rs`).
+///
+/// # Errors
+/// A `.git` that is a link, or a `.git` file naming something else.
+fn worktree_git_dirs(entry: &str, workspace: &Path) -> Result<Vec<PathBuf>, String> {
+    let Some(dot_git) = workspace.ancestors().map(|a| a.join(".git")).find(|p| p.symlink_metadata().is_ok())
+    else {
+        return Ok(Vec::new());
+    };
+    let meta = dot_git.symlink_metadata().map_err(|e| e.to_string())?;
+    if meta.is_dir() {
+        let outside = !dot_git.starts_with(workspace);
+        return Ok(std::fs::canonicalize(&dot_git).ok().filter(|_| outside).into_iter().collect());
     }
-    crate::gate::git_metadata::repository_git_dirs(workspace)
-        .into_iter()
-        .filter(|d| !d.starts_with(workspace) && d.is_dir())
-        .collect()
+    let refuse = |why: &str| {
+        format!(
+            "`sandbox.writable` entry `{entry}`: {} {why}, so the git folders it names are not made writable; \
+             name the folders in `writable` instead, or remove the entry",
+            dot_git.display()
+        )
+    };
+    if !meta.is_file() {
+        return Err(refuse("is a link, not the `.git` file of a git worktree"));
+    }
+    let first_line = |file: &Path| -> Option<String> {
+        let text = codemode_base::config_file::read_config(file).ok()?;
+        Some(text.lines().next()?.trim().to_owned())
+    };
+    let named = first_line(&dot_git)
+        .and_then(|l| l.strip_prefix("gitdir:").map(|n| n.trim().to_owned()))
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| refuse("has no `gitdir:` line"))?;
+    let base = dot_git.parent().unwrap_or(workspace);
+    let gitdir =
+        std::fs::canonicalize(base.join(named)).map_err(|_| refuse("names a folder that does not exist"))?;
+    let common = gitdir
+        .parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "worktrees"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .ok_or_else(|| refuse("names a folder that is not in a repository's `worktrees` folder"))?;
+    let back = first_line(&gitdir.join("gitdir")).and_then(|b| std::fs::canonicalize(gitdir.join(b)).ok());
+    if back.as_deref() != std::fs::canonicalize(&dot_git).ok().as_deref() {
+        return Err(refuse("names a worktree folder whose `gitdir` file does not name this `.git` back"));
+    }
+    let named_common =
+        first_line(&gitdir.join("commondir")).and_then(|c| std::fs::canonicalize(gitdir.join(c)).ok());
+    if named_common.as_deref() != Some(common.as_path()) {
+        return Err(refuse("names a worktree folder whose `commondir` is not the repository holding it"));
+    }
+    Ok([gitdir, common].into_iter().filter(|d| !d.starts_with(workspace) && d.is_dir()).collect())
 }
 
 /// The folder where commands keep caches between runs in `workspace`:
