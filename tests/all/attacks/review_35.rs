@@ -157,3 +157,47 @@ fn a_folder_between_a_writable_folder_and_the_workspace_cannot_be_swapped() {
     let _ = engine.call_blocking("bash", &json!({"command": "echo pwned > authorized_keys", "timeout": 60}));
     assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
 }
+
+/// A decisive folder that does not exist yet is known by its path as
+/// written (`$XDG_CONFIG_HOME/codemode`, the trust record's folder),
+/// and a writable folder by its resolved path. With the config folder a
+/// link (dotfiles: `~/.config -> ~/dotfiles/config`) and `writable`
+/// naming the link's target, the check saw no overlap, and a command
+/// wrote a trust record for the workspace's own `codemode.toml`: the
+/// next run would apply the program's file whole.
+#[test]
+fn a_writable_folder_reached_by_another_path_does_not_hold_a_missing_trust_record() {
+    let ws = crate::common::workspace();
+    let home = tempfile::tempdir().unwrap();
+    let real = home.path().canonicalize().unwrap().join("dotfiles-config");
+    std::fs::create_dir(&real).unwrap();
+    let config_home = home.path().join("config");
+    std::os::unix::fs::symlink(&real, &config_home).unwrap();
+    let policy = home.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("posture = \"full-access\"\n[sandbox]\nwritable = [{:?}]\n", real.display().to_string()),
+    )
+    .unwrap();
+    let record = real.join("codemode/trusted.json");
+    let program = format!(
+        "try {{ return await tools.bash({{command: {:?}}}); }} catch (e) {{ return e.message; }}",
+        format!("mkdir -p {0}/codemode && echo '{{}}' > {0}/codemode/trusted.json", real.display())
+    );
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--config", policy.to_str().unwrap()],
+        ws.path(),
+        &[("XDG_CONFIG_HOME", &config_home)],
+    );
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !record.exists(),
+        "bash wrote the trust record: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sandbox.writable") && stderr.contains("holds"), "refused, naming why: {stderr}");
+}
