@@ -136,11 +136,19 @@ fn outside_allowed(
     }
     let schema_cache = crate::mcp::default_cache_dir()
         .map(|d| (std::fs::canonicalize(&d).unwrap_or(d), "the MCP schema cache".to_owned()));
-    let decisive = hidden
+    // Protections first: they say what each is (the login tokens' folder
+    // is hidden too, and is not run state).
+    let decisive = protections
         .iter()
-        .map(|h| (h.clone(), "codemode's run state".to_owned()))
-        .chain(protections.iter().map(|p| (p.path.clone(), p.what.clone())))
+        .map(|p| (p.path.clone(), p.what.clone()))
+        .chain(hidden.iter().map(|h| (h.clone(), "codemode's run state".to_owned())))
         .chain(schema_cache)
+        // As written and as resolved: one that does not exist yet (the
+        // trust record's folder before anything was trusted) is known by
+        // the path written, and a link on its way (`~/.config` a link to
+        // a dotfiles folder) would hide it from a writable folder named
+        // by its real path.
+        .flat_map(|(path, what)| [(resolved(&path), what.clone()), (path, what)])
         .filter(|(path, _)| !path.starts_with(workspace));
     for (path, what) in decisive {
         if path.starts_with(real) {
@@ -151,6 +159,18 @@ fn outside_allowed(
         }
     }
     Ok(())
+}
+
+/// `path` with links resolved as far as it exists: the canonical form
+/// of its deepest existing folder, joined with the rest as written.
+fn resolved(path: &Path) -> PathBuf {
+    for base in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(base) {
+            let rest = path.strip_prefix(base).unwrap_or(Path::new(""));
+            return if rest.as_os_str().is_empty() { real } else { real.join(rest) };
+        }
+    }
+    path.to_path_buf()
 }
 
 /// The git folders outside the workspace that its `.git` file names (a
