@@ -201,3 +201,34 @@ fn a_writable_folder_reached_by_another_path_does_not_hold_a_missing_trust_recor
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("sandbox.writable") && stderr.contains("holds"), "refused, naming why: {stderr}");
 }
+
+/// Under `read-only` a folder of the workspace may be named writable, and
+/// such an entry skipped the checks a folder outside gets. "Of the
+/// workspace" was judged on the path as written, so a checkout's link
+/// (`build -> /`) or `..` turned the user's `writable = ["build"]` into
+/// any folder at all, the root included: bash wrote outside everything
+/// the user named.
+#[test]
+fn a_workspace_entry_that_resolves_outside_is_checked_as_outside() {
+    use codemode::sandbox::{SandboxProfile, SandboxSettings};
+    let ws = crate::common::workspace();
+    std::os::unix::fs::symlink("/", ws.path().join("build")).unwrap();
+    let victim = tempfile::tempdir().unwrap();
+    let victim = victim.path().canonicalize().unwrap();
+    let settings = SandboxSettings { profile: SandboxProfile::ReadOnly, ..SandboxSettings::default() };
+    for entry in ["build", "../../../../../../../../.."] {
+        let config = ConfigFile {
+            sandbox: SandboxConfig { settings, writable: vec![entry.into()], ..SandboxConfig::default() },
+            ..ConfigFile::with_policy(Policy::full_access())
+        };
+        let built = crate::common::engine_builder()
+            .workspace(ws.path())
+            .policy(Policy::full_access())
+            .config(config)
+            .build();
+        if let Ok(engine) = built {
+            sh(&engine, &format!("echo pwned > {}/x", victim.display()));
+        }
+        assert!(!victim.join("x").exists(), "`{entry}`: bash wrote a folder the user never named");
+    }
+}
