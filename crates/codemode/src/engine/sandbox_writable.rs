@@ -45,9 +45,13 @@ pub(super) fn settle(
     for entry in entries {
         let lexical = expand(workspace, entry)?;
         let real = std::fs::canonicalize(&lexical).ok();
-        let path = real.clone().unwrap_or_else(|| lexical.clone());
-        let inside = lexical.starts_with(workspace) || path.starts_with(workspace);
-        if inside && let Some(p) = protections.iter().find(|p| p.path == path || p.path == lexical) {
+        let path = real.clone().unwrap_or_else(|| resolved(&lexical));
+        // Where the entry leads, not how it is written: a link in the
+        // workspace (a checkout's `build -> /`) or `..` leads outside, and
+        // is checked as a folder outside (attack test: `review_35.rs`).
+        let inside = path.starts_with(workspace);
+        let named_inside = inside || lexical.starts_with(workspace);
+        if named_inside && let Some(p) = protections.iter().find(|p| p.path == path || p.path == lexical) {
             out.lifted.push(p.path.clone());
             if lexical == workspace.join(".git") {
                 // Named by a file the workspace holds (and bash may
@@ -189,7 +193,8 @@ fn resolved(path: &Path) -> PathBuf {
 /// folder it may already write (attack test: `review_35.rs`).
 ///
 /// # Errors
-/// A `.git` that is a link, or a `.git` file naming something else.
+/// A `.git` that is a link leading outside the workspace, or a `.git`
+/// file naming something else.
 fn worktree_git_dirs(entry: &str, workspace: &Path) -> Result<Vec<PathBuf>, String> {
     let Some(dot_git) = workspace.ancestors().map(|a| a.join(".git")).find(|p| p.symlink_metadata().is_ok())
     else {
@@ -208,6 +213,11 @@ fn worktree_git_dirs(entry: &str, workspace: &Path) -> Result<Vec<PathBuf>, Stri
         )
     };
     if !meta.is_file() {
+        // A link to a git folder of the workspace (`.git -> gitdata`)
+        // needs nothing outside it.
+        if std::fs::canonicalize(&dot_git).is_ok_and(|real| real.starts_with(workspace)) {
+            return Ok(Vec::new());
+        }
         return Err(refuse("is a link, not the `.git` file of a git worktree"));
     }
     let first_line = |file: &Path| -> Option<String> {
