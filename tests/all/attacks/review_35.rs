@@ -232,3 +232,29 @@ fn a_workspace_entry_that_resolves_outside_is_checked_as_outside() {
         assert!(!victim.join("x").exists(), "`{entry}`: bash wrote a folder the user never named");
     }
 }
+
+/// `host_ipc = true` grants the host's Unix sockets, not the network: it
+/// also lifted the refusal of `AF_VSOCK` (which a network namespace does
+/// not isolate: it reaches a virtual machine's host) and of io_uring, so
+/// with the network off a command could still open a vsock.
+#[test]
+fn host_ipc_without_the_network_keeps_vsock_closed() {
+    use codemode::sandbox::SandboxSettings;
+    let ws = crate::common::workspace();
+    let settings = SandboxSettings { host_ipc: true, ..SandboxSettings::default() };
+    let config = ConfigFile {
+        sandbox: SandboxConfig { settings, ..SandboxConfig::default() },
+        ..ConfigFile::with_policy(Policy::full_access())
+    };
+    let engine = crate::common::engine_builder()
+        .workspace(ws.path())
+        .policy(Policy::full_access())
+        .config(config)
+        .build()
+        .unwrap();
+    let probe = "python3 -c 'import socket\ntry:\n socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print(\"vsock\")\nexcept OSError as e: print(e.errno)\ntry:\n socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); print(\"unix\")\nexcept OSError as e: print(e.errno)'";
+    let out = sh(&engine, probe);
+    let stdout = out["stdout"].as_str().unwrap_or_default();
+    assert!(stdout.ends_with("unix\n"), "host_ipc opens Unix sockets: {out}");
+    assert!(!stdout.starts_with("vsock"), "a vsock opened with the network off: {out}");
+}
