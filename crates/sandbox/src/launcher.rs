@@ -259,9 +259,7 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
     let private_ptys =
         applied.namespaces.iter().any(|n| n == "mount") && mounts(spec, profile, &mut applied.missing);
     applied.landlock = landlock(spec, profile, private_ptys, &mut applied.missing);
-    if !spec.host_ipc
-        && let Err(e) = super::ipc_filter::block_unix_sockets()
-    {
+    if let Err(e) = super::ipc_filter::block_sockets(!spec.host_ipc, !spec.host_ipc || !spec.network) {
         applied.missing.push(format!(
             "the Unix socket filter ({e}): the command can connect to sockets with a path outside the sandbox"
         ));
