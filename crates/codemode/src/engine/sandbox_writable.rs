@@ -243,7 +243,9 @@ fn worktree_git_dirs(entry: &str, workspace: &Path) -> Result<Vec<PathBuf>, Stri
     }
     let named_common =
         first_line(&gitdir.join("commondir")).and_then(|c| std::fs::canonicalize(gitdir.join(c)).ok());
-    if named_common.as_deref() != Some(common.as_path()) {
+    let is_repository =
+        common.join("HEAD").is_file() && common.join("objects").is_dir() && common.join("refs").is_dir();
+    if named_common.as_deref() != Some(common.as_path()) || !is_repository {
         return Err(refuse("names a worktree folder whose `commondir` is not the repository holding it"));
     }
     Ok([gitdir, common].into_iter().filter(|d| !d.starts_with(workspace) && d.is_dir()).collect())
