@@ -258,3 +258,27 @@ fn host_ipc_without_the_network_keeps_vsock_closed() {
     assert!(stdout.ends_with("unix\n"), "host_ipc opens Unix sockets: {out}");
     assert!(!stdout.starts_with("vsock"), "a vsock opened with the network off: {out}");
 }
+
+/// Pins hold within one sandbox's mounts only: a command of another
+/// session whose writable folder holds this workspace's parent could
+/// move that parent aside and leave the workspace a link to another
+/// folder, which this session's next call bound writable as its
+/// workspace. The launcher refuses a workspace reached through a link.
+#[test]
+fn another_sessions_command_cannot_swap_this_workspace_for_a_link() {
+    let outer = tempfile::tempdir().unwrap();
+    let outer_path = outer.path().canonicalize().unwrap();
+    let ws = outer_path.join("b/ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let other = crate::common::workspace();
+    let victim = tempfile::tempdir().unwrap();
+    let victim = victim.path().canonicalize().unwrap();
+    let this = engine(&ws, &[]);
+    let theirs = engine(other.path(), &[outer_path.to_str().unwrap()]);
+    let swap =
+        format!("cd {} && mv b b.old && mkdir b && ln -s {} b/ws", outer_path.display(), victim.display());
+    let out = sh(&theirs, &swap);
+    assert_eq!(out["exit_code"], 0, "the other session's grant covers {}: {out}", outer_path.display());
+    let _ = this.call_blocking("bash", &json!({"command": "echo pwned > authorized_keys", "timeout": 60}));
+    assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
+}
