@@ -256,6 +256,34 @@ fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
 #[cfg(target_os = "linux")]
 fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status_w: OwnedFd) -> ExitCode {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    // The engine settled these paths without links on their way; one
+    // reached through a link now was swapped since (by a command of
+    // another session whose writable folder holds it): the mounts would
+    // follow the link.
+    if !unchanged(&spec.workspace) {
+        return fail(&format!(
+            "the workspace {} is reached through a link now: it was moved or replaced since the engine started",
+            spec.workspace.display()
+        ));
+    }
+    let checked;
+    let spec = if spec.writable.iter().all(|p| unchanged(p)) {
+        spec
+    } else {
+        let mut kept = spec.clone();
+        kept.writable.retain(|p| {
+            let same = unchanged(p);
+            if !same {
+                applied.missing.push(format!(
+                    "writable folder {} (reached through a link now, or gone): writes there fail",
+                    p.display()
+                ));
+            }
+            same
+        });
+        checked = kept;
+        &checked
+    };
     let private_ptys =
         applied.namespaces.iter().any(|n| n == "mount") && mounts(spec, profile, &mut applied.missing);
     applied.landlock = landlock(spec, profile, private_ptys, &mut applied.missing);
@@ -311,6 +339,13 @@ fn no_root_capabilities() {
             0,
         );
     }
+}
+
+/// Whether `path` (absolute, canonical when the engine settled it) is
+/// still reached without a link on its way.
+#[cfg(target_os = "linux")]
+fn unchanged(path: &Path) -> bool {
+    std::fs::canonicalize(path).is_ok_and(|real| real == path)
 }
 
 /// Makes the mount tree private, mounts `/proc`, the read-only binds and the
