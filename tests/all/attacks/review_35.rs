@@ -282,3 +282,43 @@ fn another_sessions_command_cannot_swap_this_workspace_for_a_link() {
     let _ = this.call_blocking("bash", &json!({"command": "echo pwned > authorized_keys", "timeout": 60}));
     assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
 }
+
+/// The command cache is `$XDG_CACHE_HOME/codemode/commands/<digest>`,
+/// made when missing and bound writable by its resolved path. A link
+/// planted at that place (by a command of another session whose
+/// writable folder holds `$XDG_CACHE_HOME`) made the folder it leads to
+/// writable for this workspace's commands.
+#[test]
+fn a_link_planted_as_the_command_cache_is_not_bound() {
+    let ws = crate::common::workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let cache_home = tempfile::tempdir().unwrap();
+    let victim = tempfile::tempdir().unwrap();
+    let victim = victim.path().canonicalize().unwrap();
+    let digest = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s' '{}' | sha256sum | cut -c1-16", ws_path.display()))
+        .output()
+        .unwrap();
+    let digest = String::from_utf8(digest.stdout).unwrap().trim().to_owned();
+    let commands = cache_home.path().join("codemode/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::os::unix::fs::symlink(&victim, commands.join(&digest)).unwrap();
+    let policy = cache_home.path().join("policy.toml");
+    std::fs::write(&policy, "posture = \"full-access\"\n").unwrap();
+    let program = "try { return await tools.bash({command: 'echo pwned > \"$XDG_CACHE_HOME/authorized_keys\"'}); } \
+                   catch (e) { return e.message; }";
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--config", policy.to_str().unwrap()],
+        &ws_path,
+        &[("XDG_CACHE_HOME", cache_home.path())],
+    );
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !victim.join("authorized_keys").exists(),
+        "bash wrote through a planted cache link: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
