@@ -118,7 +118,20 @@ pub(super) fn confine(
     )?;
     let command_cache = match config.sandbox.settings.profile {
         SandboxProfile::Off => None,
-        _ => super::sandbox_writable::command_cache(workspace),
+        // Checked as a folder `writable` names (an `XDG_CACHE_HOME` set
+        // to a folder that holds run state or the trust record).
+        _ => super::sandbox_writable::command_cache(workspace).filter(|cache| {
+            let write_workspace = config.sandbox.settings.profile == SandboxProfile::WorkspaceWrite;
+            let checked = super::sandbox_writable::outside_allowed(
+                "(the command cache)",
+                cache,
+                workspace,
+                &protections,
+                &hidden,
+                write_workspace,
+            );
+            checked.map_err(|e| tracing::warn!("no cache folder for commands: {e}")).is_ok()
+        }),
     };
     let confinement = Confinement {
         protected: protections.iter().map(|p| p.path.clone()).collect(),

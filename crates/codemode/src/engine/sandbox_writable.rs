@@ -112,8 +112,12 @@ fn expand(workspace: &Path, entry: &str) -> Result<PathBuf, String> {
 /// the workspace under the `read-only` profile. (Under `workspace-write`
 /// a folder holding the workspace is allowed: `/tmp` with a workspace in
 /// it. The workspace's protected paths and hidden folders are mounted
-/// over after the writable folders, so they stay as they are.)
-fn outside_allowed(
+/// over after the writable folders, so they stay as they are.) Also
+/// checks the command cache folder.
+///
+/// # Errors
+/// Why `real` (as `entry` names it) is refused, and what to name instead.
+pub(super) fn outside_allowed(
     entry: &str,
     real: &Path,
     workspace: &Path,
@@ -272,5 +276,15 @@ pub(super) fn command_cache(workspace: &Path) -> Option<PathBuf> {
     if made.is_err() || folder.starts_with(workspace) {
         return None;
     }
-    std::fs::canonicalize(&folder).ok()
+    // Made by codemode, so no link on the way below `base`: a link there
+    // was planted (by a command whose writable folder holds `base`), and
+    // binding its target would make another folder writable (attack test:
+    // `review_35.rs`).
+    let real = std::fs::canonicalize(&folder).ok()?;
+    let expected = std::fs::canonicalize(&base).ok()?.join("codemode").join("commands").join(&digest[..16]);
+    if real != expected {
+        tracing::warn!("no cache folder for commands: {} leads to {}", folder.display(), real.display());
+        return None;
+    }
+    Some(real)
 }
