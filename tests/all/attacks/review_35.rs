@@ -322,3 +322,98 @@ fn a_link_planted_as_the_command_cache_is_not_bound() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// "What decides calls" covered the files hooks, approvers and servers
+/// run only beneath the workspace: a hook kept outside it (the user's
+/// `~/bin/guard.sh`, named by a `--config` policy) lay in a folder
+/// `writable` could name, and a command rewrote the script that runs
+/// unconfined before each later call.
+#[test]
+fn a_hook_script_outside_the_workspace_is_not_made_writable() {
+    let ws = crate::common::workspace();
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().canonicalize().unwrap().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let guard = bin.join("guard.sh");
+    std::fs::write(&guard, "#!/bin/sh\nexit 0\n").unwrap();
+    let policy = home.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "posture = \"full-access\"\n[sandbox]\nwritable = [{:?}]\n\n[[hooks.before_call]]\nmatch = \"^read$\"\ncommand = [\"sh\", {:?}]\n",
+            bin.display().to_string(),
+            guard.display().to_string()
+        ),
+    )
+    .unwrap();
+    let program = format!(
+        "try {{ return await tools.bash({{command: {:?}}}); }} catch (e) {{ return e.message; }}",
+        format!("echo 'echo planted' >> {}", guard.display())
+    );
+    let mut child =
+        crate::cli::spawn(&["run", "-", "--json", "--config", policy.to_str().unwrap()], ws.path(), &[]);
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&guard).unwrap(),
+        "#!/bin/sh\nexit 0\n",
+        "bash rewrote the hook: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sandbox.writable") && stderr.contains("holds"), "{stderr}");
+}
+
+/// The same for an MCP stdio server whose script lies outside the
+/// workspace (`node ~/mcp/server.js` in the user's own MCP file): the
+/// folder holding it was not what decides calls, so `writable` could
+/// name it and a command rewrote the code the server runs unconfined at
+/// its next start.
+#[test]
+fn an_mcp_servers_script_outside_the_workspace_is_not_made_writable() {
+    let ws = crate::common::workspace();
+    let home = tempfile::tempdir().unwrap();
+    let mcp = home.path().canonicalize().unwrap().join("mcp");
+    std::fs::create_dir(&mcp).unwrap();
+    let server = mcp.join("server.js");
+    std::fs::write(&server, "// the server\n").unwrap();
+    let mcp_file = home.path().join("mcp.json");
+    std::fs::write(
+        &mcp_file,
+        serde_json::to_string(&json!({"mcpServers": {"notes": {"command": "node", "args": [server]}}}))
+            .unwrap(),
+    )
+    .unwrap();
+    let policy = home.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("posture = \"full-access\"\n[sandbox]\nwritable = [{:?}]\n", mcp.display().to_string()),
+    )
+    .unwrap();
+    let program = format!(
+        "try {{ return await tools.bash({{command: {:?}}}); }} catch (e) {{ return e.message; }}",
+        format!("echo 'planted()' >> {}", server.display())
+    );
+    let args = [
+        "run",
+        "-",
+        "--json",
+        "--config",
+        policy.to_str().unwrap(),
+        "--mcp-config",
+        mcp_file.to_str().unwrap(),
+    ];
+    let mut child = crate::cli::spawn(&args, ws.path(), &[]);
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&server).unwrap(),
+        "// the server\n",
+        "bash rewrote the server's script: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
