@@ -416,4 +416,6 @@ fn an_mcp_servers_script_outside_the_workspace_is_not_made_writable() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sandbox.writable") && stderr.contains("a file an MCP server runs"), "{stderr}");
 }

@@ -109,10 +109,14 @@ pub(super) fn confine(
         });
         hidden.push(real);
     }
+    // What decides calls also outside the workspace: the files hooks and
+    // MCP servers run there (protected paths cover the workspace's).
+    let decisive: Vec<Protection> =
+        protections.iter().cloned().chain(commands_outside(workspace, config, mcp.map(|(c, _)| c))).collect();
     let writable = super::sandbox_writable::settle(
         workspace,
         &config.sandbox.writable,
-        &protections,
+        &decisive,
         &hidden,
         config.sandbox.settings.profile == SandboxProfile::WorkspaceWrite,
     )?;
@@ -126,7 +130,7 @@ pub(super) fn confine(
                 "(the command cache)",
                 cache,
                 workspace,
-                &protections,
+                &decisive,
                 &hidden,
                 write_workspace,
             );
@@ -228,6 +232,37 @@ fn workspace_hooks(workspace: &Path, config: &ConfigFile) -> Vec<PathBuf> {
         return Vec::new();
     }
     ConfigFile::load(&own).map(|own| own.hook_files(workspace)).unwrap_or_default()
+}
+
+/// What the hooks of `config` and the stdio servers of `loaded` and of
+/// the workspace's own MCP file run outside the workspace (files, and
+/// folders a server's `env` names), read as [`command_files`] reads the
+/// workspace's with `/` for the workspace: so that no `[sandbox]
+/// writable` folder holds or lies in one (a server's `~/mcp/server.js`,
+/// a `PATH` entry where a planted `node` would run instead; attack test:
+/// `review_35.rs`). The root itself is left out.
+///
+/// [`command_files`]: codemode_base::command_files::command_files
+fn commands_outside(workspace: &Path, config: &ConfigFile, loaded: Option<&McpConfig>) -> Vec<Protection> {
+    let everywhere = Path::new("/");
+    let mut paths: Vec<(PathBuf, &str)> = Vec::new();
+    for hook in &config.policy.hooks {
+        let found = codemode_base::command_files::command_files(&hook.command, workspace, everywhere);
+        paths.extend(found.files.into_iter().map(|f| (f, "a file a hook runs")));
+    }
+    let own = crate::mcp::workspace_config_file(workspace)
+        .filter(|f| f.is_file())
+        .and_then(|f| McpConfig::load_in(&f, Some(workspace)).ok());
+    for mcp in loaded.into_iter().chain(own.as_ref()) {
+        let pins = mcp.command_pins(everywhere);
+        paths.extend(pins.files.into_iter().map(|f| (f, "a file an MCP server runs")));
+        paths.extend(pins.folders.into_iter().map(|(f, _)| (f, "a folder an MCP server's env names")));
+    }
+    paths
+        .into_iter()
+        .filter(|(path, _)| !path.starts_with(workspace) && path.parent().is_some())
+        .map(|(path, what)| Protection { path, what: what.to_owned(), missing_for: None })
+        .collect()
 }
 
 /// Files the stdio servers of `loaded` and of the workspace's own MCP
