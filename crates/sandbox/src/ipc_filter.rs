@@ -8,8 +8,10 @@
 //! (and `AF_VSOCK`, which a network namespace does not isolate: it reaches
 //! the virtual machine's host) with `EACCES` (`socketpair`, which only links two ends in the same
 //! process tree, still works) and `io_uring_setup` with `EPERM` (io_uring
-//! can open and connect sockets without those system calls). Applied
-//! unless `[sandbox] host_ipc = true`, whether or not the network is on.
+//! can open and connect sockets without those system calls). `AF_UNIX`
+//! is refused unless `[sandbox] host_ipc = true`, whether or not the
+//! network is on; `AF_VSOCK` unless both `host_ipc` and `network` are
+//! granted (a vsock is host IPC and leaves the machine alike).
 //!
 //! Built with `seccompiler` (rust-vmm), for the architecture the binary was
 //! built for.
@@ -21,26 +23,29 @@ use seccompiler::{
     TargetArch,
 };
 
-/// Installs the filter on the calling thread (and what it execs). Needs
+/// Installs the filter on the calling thread (and what it execs): it
+/// refuses `AF_UNIX` sockets when `unix`, `AF_VSOCK` sockets when
+/// `vsock`, and `io_uring_setup` either way (io_uring opens sockets
+/// without `socket`). Nothing when neither is asked. Needs
 /// `no_new_privs`, which it sets.
 ///
 /// # Errors
 /// What failed, as text: the architecture is not supported, the filter
 /// does not compile, or the kernel refused it.
-pub(crate) fn block_unix_sockets() -> Result<(), String> {
+pub(crate) fn block_sockets(unix: bool, vsock: bool) -> Result<(), String> {
+    if !unix && !vsock {
+        return Ok(());
+    }
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("{e:?}"))?;
-    let unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
-        .map_err(|e| e.to_string())?;
-    let vsock = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_VSOCK as u64)
-        .map_err(|e| e.to_string())?;
+    let families = [(unix, libc::AF_UNIX), (vsock, libc::AF_VSOCK)];
+    let mut refused = Vec::new();
+    for (_, family) in families.into_iter().filter(|(on, _)| *on) {
+        let condition = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
+            .map_err(|e| e.to_string())?;
+        refused.push(SeccompRule::new(vec![condition]).map_err(|e| e.to_string())?);
+    }
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(
-        libc::SYS_socket,
-        vec![
-            SeccompRule::new(vec![unix]).map_err(|e| e.to_string())?,
-            SeccompRule::new(vec![vsock]).map_err(|e| e.to_string())?,
-        ],
-    );
+    rules.insert(libc::SYS_socket, refused);
     let refuse_sockets =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EACCES as u32), arch)
             .map_err(|e| e.to_string())?;

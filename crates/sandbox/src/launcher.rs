@@ -256,12 +256,38 @@ fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
 #[cfg(target_os = "linux")]
 fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status_w: OwnedFd) -> ExitCode {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    // The engine settled these paths without links on their way; one
+    // reached through a link now was swapped since (by a command of
+    // another session whose writable folder holds it): the mounts would
+    // follow the link.
+    if !unchanged(&spec.workspace) {
+        return fail(&format!(
+            "the workspace {} is reached through a link now: it was moved or replaced since the engine started",
+            spec.workspace.display()
+        ));
+    }
+    let checked;
+    let spec = if spec.writable.iter().all(|p| unchanged(p)) {
+        spec
+    } else {
+        let mut kept = spec.clone();
+        kept.writable.retain(|p| {
+            let same = unchanged(p);
+            if !same {
+                applied.missing.push(format!(
+                    "writable folder {} (reached through a link now, or gone): writes there fail",
+                    p.display()
+                ));
+            }
+            same
+        });
+        checked = kept;
+        &checked
+    };
     let private_ptys =
         applied.namespaces.iter().any(|n| n == "mount") && mounts(spec, profile, &mut applied.missing);
     applied.landlock = landlock(spec, profile, private_ptys, &mut applied.missing);
-    if !spec.host_ipc
-        && let Err(e) = super::ipc_filter::block_unix_sockets()
-    {
+    if let Err(e) = super::ipc_filter::block_sockets(!spec.host_ipc, !spec.host_ipc || !spec.network) {
         applied.missing.push(format!(
             "the Unix socket filter ({e}): the command can connect to sockets with a path outside the sandbox"
         ));
@@ -313,6 +339,13 @@ fn no_root_capabilities() {
             0,
         );
     }
+}
+
+/// Whether `path` (absolute, canonical when the engine settled it) is
+/// still reached without a link on its way.
+#[cfg(target_os = "linux")]
+fn unchanged(path: &Path) -> bool {
+    std::fs::canonicalize(path).is_ok_and(|real| real == path)
 }
 
 /// Makes the mount tree private, mounts `/proc`, the read-only binds and the
@@ -437,22 +470,39 @@ fn bind_writable(path: &Path) -> nix::Result<()> {
     mount(none, path, none, flags, none)
 }
 
-/// The folders strictly between the workspace and each protected path
-/// beneath it that exist, outermost first.
+/// The folders strictly between a folder the command may write (the
+/// workspace, a `writable` folder) and each path the launcher mounts
+/// beneath it (a protected path, a hidden folder, the workspace, another
+/// writable folder, the private `TMPDIR`) that exist, outermost first.
+/// Pinned as mount points, they cannot be renamed: otherwise a command
+/// could move one aside and put a link in its place, and the next call's
+/// mounts, which follow links, would bind the link's target (a writable
+/// `/tmp` holding `/tmp/a/ws`: `mv a a.old; mkdir a; ln -s ~ a/ws`).
 #[cfg(target_os = "linux")]
 fn pinned_folders(spec: &LaunchSpec) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    for path in spec.protected.iter().chain(&spec.hidden) {
-        let Ok(rel) = path.strip_prefix(&spec.workspace) else { continue };
-        let mut folder = spec.workspace.clone();
-        let parts: Vec<_> = rel.components().collect();
-        for part in parts.iter().take(parts.len().saturating_sub(1)) {
-            folder.push(part);
-            if folder.is_dir() && !out.contains(&folder) {
-                out.push(folder.clone());
+    let bases: Vec<&Path> =
+        std::iter::once(spec.workspace.as_path()).chain(spec.writable.iter().map(PathBuf::as_path)).collect();
+    let mounted = spec
+        .protected
+        .iter()
+        .chain(&spec.hidden)
+        .chain(&spec.writable)
+        .chain([&spec.workspace, &spec.tmpdir]);
+    for path in mounted {
+        for base in bases.iter().filter(|b| path.starts_with(b) && path != *b) {
+            let Ok(rel) = path.strip_prefix(base) else { continue };
+            let mut folder = base.to_path_buf();
+            let parts: Vec<_> = rel.components().collect();
+            for part in parts.iter().take(parts.len().saturating_sub(1)) {
+                folder.push(part);
+                if folder.is_dir() && !out.contains(&folder) {
+                    out.push(folder.clone());
+                }
             }
         }
     }
+    out.sort_by_key(|f| f.components().count());
     out
 }
 

@@ -20,6 +20,7 @@ mod recovery;
 mod retention;
 mod retries;
 mod review_33;
+mod review_35;
 mod rollback;
 mod round_two;
 mod run_state;

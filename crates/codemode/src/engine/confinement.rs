@@ -109,16 +109,33 @@ pub(super) fn confine(
         });
         hidden.push(real);
     }
+    // What decides calls also outside the workspace: the files hooks and
+    // MCP servers run there (protected paths cover the workspace's).
+    let decisive: Vec<Protection> =
+        protections.iter().cloned().chain(commands_outside(workspace, config, mcp.map(|(c, _)| c))).collect();
     let writable = super::sandbox_writable::settle(
         workspace,
         &config.sandbox.writable,
-        &protections,
+        &decisive,
         &hidden,
         config.sandbox.settings.profile == SandboxProfile::WorkspaceWrite,
     )?;
     let command_cache = match config.sandbox.settings.profile {
         SandboxProfile::Off => None,
-        _ => super::sandbox_writable::command_cache(workspace),
+        // Checked as a folder `writable` names (an `XDG_CACHE_HOME` set
+        // to a folder that holds run state or the trust record).
+        _ => super::sandbox_writable::command_cache(workspace).filter(|cache| {
+            let write_workspace = config.sandbox.settings.profile == SandboxProfile::WorkspaceWrite;
+            let checked = super::sandbox_writable::outside_allowed(
+                "(the command cache)",
+                cache,
+                workspace,
+                &decisive,
+                &hidden,
+                write_workspace,
+            );
+            checked.map_err(|e| tracing::warn!("no cache folder for commands: {e}")).is_ok()
+        }),
     };
     let confinement = Confinement {
         protected: protections.iter().map(|p| p.path.clone()).collect(),
@@ -215,6 +232,37 @@ fn workspace_hooks(workspace: &Path, config: &ConfigFile) -> Vec<PathBuf> {
         return Vec::new();
     }
     ConfigFile::load(&own).map(|own| own.hook_files(workspace)).unwrap_or_default()
+}
+
+/// What the hooks of `config` and the stdio servers of `loaded` and of
+/// the workspace's own MCP file run outside the workspace (files, and
+/// folders a server's `env` names), read as [`command_files`] reads the
+/// workspace's with `/` for the workspace: so that no `[sandbox]
+/// writable` folder holds or lies in one (a server's `~/mcp/server.js`,
+/// a `PATH` entry where a planted `node` would run instead; attack test:
+/// `review_35.rs`). The root itself is left out.
+///
+/// [`command_files`]: codemode_base::command_files::command_files
+fn commands_outside(workspace: &Path, config: &ConfigFile, loaded: Option<&McpConfig>) -> Vec<Protection> {
+    let everywhere = Path::new("/");
+    let mut paths: Vec<(PathBuf, &str)> = Vec::new();
+    for hook in &config.policy.hooks {
+        let found = codemode_base::command_files::command_files(&hook.command, workspace, everywhere);
+        paths.extend(found.files.into_iter().map(|f| (f, "a file a hook runs")));
+    }
+    let own = crate::mcp::workspace_config_file(workspace)
+        .filter(|f| f.is_file())
+        .and_then(|f| McpConfig::load_in(&f, Some(workspace)).ok());
+    for mcp in loaded.into_iter().chain(own.as_ref()) {
+        let pins = mcp.command_pins(everywhere);
+        paths.extend(pins.files.into_iter().map(|f| (f, "a file an MCP server runs")));
+        paths.extend(pins.folders.into_iter().map(|(f, _)| (f, "a folder an MCP server's env names")));
+    }
+    paths
+        .into_iter()
+        .filter(|(path, _)| !path.starts_with(workspace) && path.parent().is_some())
+        .map(|(path, what)| Protection { path, what: what.to_owned(), missing_for: None })
+        .collect()
 }
 
 /// Files the stdio servers of `loaded` and of the workspace's own MCP

@@ -45,14 +45,23 @@ pub(super) fn settle(
     for entry in entries {
         let lexical = expand(workspace, entry)?;
         let real = std::fs::canonicalize(&lexical).ok();
-        let path = real.clone().unwrap_or_else(|| lexical.clone());
-        let inside = lexical.starts_with(workspace) || path.starts_with(workspace);
-        if inside && let Some(p) = protections.iter().find(|p| p.path == path || p.path == lexical) {
+        let path = real.clone().unwrap_or_else(|| resolved(&lexical));
+        // Where the entry leads, not how it is written: a link in the
+        // workspace (a checkout's `build -> /`) or `..` leads outside, and
+        // is checked as a folder outside (attack test: `review_35.rs`).
+        let inside = path.starts_with(workspace);
+        let named_inside = inside || lexical.starts_with(workspace);
+        if named_inside && let Some(p) = protections.iter().find(|p| p.path == path || p.path == lexical) {
             out.lifted.push(p.path.clone());
             if lexical == workspace.join(".git") {
                 // Named by a file the workspace holds (and bash may
-                // rewrite): checked as any folder outside.
-                for dir in worktree_git_dirs(workspace) {
+                // rewrite): each folder it names is checked as any folder
+                // outside, and only a worktree's own are made writable.
+                let named = crate::gate::git_metadata::repository_git_dirs(workspace);
+                for dir in named.iter().filter(|d| !d.starts_with(workspace)) {
+                    outside_allowed(entry, dir, workspace, protections, hidden, write_workspace)?;
+                }
+                for dir in worktree_git_dirs(entry, workspace)? {
                     outside_allowed(entry, &dir, workspace, protections, hidden, write_workspace)?;
                     out.folders.push(dir);
                 }
@@ -103,8 +112,12 @@ fn expand(workspace: &Path, entry: &str) -> Result<PathBuf, String> {
 /// the workspace under the `read-only` profile. (Under `workspace-write`
 /// a folder holding the workspace is allowed: `/tmp` with a workspace in
 /// it. The workspace's protected paths and hidden folders are mounted
-/// over after the writable folders, so they stay as they are.)
-fn outside_allowed(
+/// over after the writable folders, so they stay as they are.) Also
+/// checks the command cache folder.
+///
+/// # Errors
+/// Why `real` (as `entry` names it) is refused, and what to name instead.
+pub(super) fn outside_allowed(
     entry: &str,
     real: &Path,
     workspace: &Path,
@@ -131,11 +144,19 @@ fn outside_allowed(
     }
     let schema_cache = crate::mcp::default_cache_dir()
         .map(|d| (std::fs::canonicalize(&d).unwrap_or(d), "the MCP schema cache".to_owned()));
-    let decisive = hidden
+    // Protections first: they say what each is (the login tokens' folder
+    // is hidden too, and is not run state).
+    let decisive = protections
         .iter()
-        .map(|h| (h.clone(), "codemode's run state".to_owned()))
-        .chain(protections.iter().map(|p| (p.path.clone(), p.what.clone())))
+        .map(|p| (p.path.clone(), p.what.clone()))
+        .chain(hidden.iter().map(|h| (h.clone(), "codemode's run state".to_owned())))
         .chain(schema_cache)
+        // As written and as resolved: one that does not exist yet (the
+        // trust record's folder before anything was trusted) is known by
+        // the path written, and a link on its way (`~/.config` a link to
+        // a dotfiles folder) would hide it from a writable folder named
+        // by its real path.
+        .flat_map(|(path, what)| [(resolved(&path), what.clone()), (path, what)])
         .filter(|(path, _)| !path.starts_with(workspace));
     for (path, what) in decisive {
         if path.starts_with(real) {
@@ -148,19 +169,90 @@ fn outside_allowed(
     Ok(())
 }
 
-/// The git folders outside the workspace that its `.git` file names (a
-/// worktree's `.git/worktrees/NAME` and the repository's common folder):
-/// `writable = [".git"]` makes them writable too, so `git commit` works
-/// in a worktree.
-fn worktree_git_dirs(workspace: &Path) -> Vec<PathBuf> {
-    let dot_git = workspace.join(".git");
-    if dot_git.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-        return Vec::new();
+/// `path` with links resolved as far as it exists: the canonical form
+/// of its deepest existing folder, joined with the rest as written.
+fn resolved(path: &Path) -> PathBuf {
+    for base in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(base) {
+            let rest = path.strip_prefix(base).unwrap_or(Path::new(""));
+            return if rest.as_os_str().is_empty() { real } else { real.join(rest) };
+        }
     }
-    crate::gate::git_metadata::repository_git_dirs(workspace)
-        .into_iter()
-        .filter(|d| !d.starts_with(workspace) && d.is_dir())
-        .collect()
+    path.to_path_buf()
+}
+
+/// The git folders outside the workspace that its `.git` file names (a
+/// linked worktree's `<common>/worktrees/NAME` and the repository's
+/// common folder `<common>`): `writable = [".git"]` makes them writable
+/// too, so `git commit` works in a worktree. A `.git` folder in an
+/// ancestor of the workspace (a workspace inside a repository's work
+/// tree) is that folder.
+///
+/// Bash may rewrite the `.git` file (the entry lifts it) and the
+/// worktree folder's `commondir` (it is made writable), so neither is
+/// taken at its word: the worktree folder must lie in a `worktrees`
+/// folder and name this `.git` back in its `gitdir` file, and the common
+/// folder must be the one holding that `worktrees` folder, as `git
+/// worktree add` leaves them. A program can forge that only inside a
+/// folder it may already write (attack test: `review_35.rs`).
+///
+/// # Errors
+/// A `.git` that is a link leading outside the workspace, or a `.git`
+/// file naming something else.
+fn worktree_git_dirs(entry: &str, workspace: &Path) -> Result<Vec<PathBuf>, String> {
+    let Some(dot_git) = workspace.ancestors().map(|a| a.join(".git")).find(|p| p.symlink_metadata().is_ok())
+    else {
+        return Ok(Vec::new());
+    };
+    let meta = dot_git.symlink_metadata().map_err(|e| e.to_string())?;
+    if meta.is_dir() {
+        let outside = !dot_git.starts_with(workspace);
+        return Ok(std::fs::canonicalize(&dot_git).ok().filter(|_| outside).into_iter().collect());
+    }
+    let refuse = |why: &str| {
+        format!(
+            "`sandbox.writable` entry `{entry}`: {} {why}, so the git folders it names are not made writable; \
+             name the folders in `writable` instead, or remove the entry",
+            dot_git.display()
+        )
+    };
+    if !meta.is_file() {
+        // A link to a git folder of the workspace (`.git -> gitdata`)
+        // needs nothing outside it.
+        if std::fs::canonicalize(&dot_git).is_ok_and(|real| real.starts_with(workspace)) {
+            return Ok(Vec::new());
+        }
+        return Err(refuse("is a link, not the `.git` file of a git worktree"));
+    }
+    let first_line = |file: &Path| -> Option<String> {
+        let text = codemode_base::config_file::read_config(file).ok()?;
+        Some(text.lines().next()?.trim().to_owned())
+    };
+    let named = first_line(&dot_git)
+        .and_then(|l| l.strip_prefix("gitdir:").map(|n| n.trim().to_owned()))
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| refuse("has no `gitdir:` line"))?;
+    let base = dot_git.parent().unwrap_or(workspace);
+    let gitdir =
+        std::fs::canonicalize(base.join(named)).map_err(|_| refuse("names a folder that does not exist"))?;
+    let common = gitdir
+        .parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "worktrees"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .ok_or_else(|| refuse("names a folder that is not in a repository's `worktrees` folder"))?;
+    let back = first_line(&gitdir.join("gitdir")).and_then(|b| std::fs::canonicalize(gitdir.join(b)).ok());
+    if back.as_deref() != std::fs::canonicalize(&dot_git).ok().as_deref() {
+        return Err(refuse("names a worktree folder whose `gitdir` file does not name this `.git` back"));
+    }
+    let named_common =
+        first_line(&gitdir.join("commondir")).and_then(|c| std::fs::canonicalize(gitdir.join(c)).ok());
+    let is_repository =
+        common.join("HEAD").is_file() && common.join("objects").is_dir() && common.join("refs").is_dir();
+    if named_common.as_deref() != Some(common.as_path()) || !is_repository {
+        return Err(refuse("names a worktree folder whose `commondir` is not the repository holding it"));
+    }
+    Ok([gitdir, common].into_iter().filter(|d| !d.starts_with(workspace) && d.is_dir()).collect())
 }
 
 /// The folder where commands keep caches between runs in `workspace`:
@@ -184,5 +276,15 @@ pub(super) fn command_cache(workspace: &Path) -> Option<PathBuf> {
     if made.is_err() || folder.starts_with(workspace) {
         return None;
     }
-    std::fs::canonicalize(&folder).ok()
+    // Made by codemode, so no link on the way below `base`: a link there
+    // was planted (by a command whose writable folder holds `base`), and
+    // binding its target would make another folder writable (attack test:
+    // `review_35.rs`).
+    let real = std::fs::canonicalize(&folder).ok()?;
+    let expected = std::fs::canonicalize(&base).ok()?.join("codemode").join("commands").join(&digest[..16]);
+    if real != expected {
+        tracing::warn!("no cache folder for commands: {} leads to {}", folder.display(), real.display());
+        return None;
+    }
+    Some(real)
 }
