@@ -58,6 +58,8 @@ pub(crate) fn structured(receipt: &Receipt, receipt_path: Option<&str>) -> Value
         .take(PENDING_LISTED)
         .map(|p| {
             let mut v = json!({"seq": p.seq, "tool": p.tool, "reason": p.reason});
+            // Not in the output schema (whose items allow more properties):
+            // the served list stays within its byte budget.
             if let Some(kind) = &p.kind {
                 v["kind"] = json!(kind);
             }
@@ -124,7 +126,6 @@ pub(crate) fn output_schema() -> Value {
                         "seq": {"type": "integer"},
                         "tool": {"type": "string"},
                         "reason": {"type": "string"},
-                        "kind": {"type": "string"},
                         "subject": {"type": "string"},
                         "subject_bytes": {"type": "integer"}
                     },

@@ -334,7 +334,8 @@ mod tests {
     fn oauth_settings_are_checked() {
         let unknown = parse(serde_json::json!({"url": "https://h/mcp", "oauth": {"tokenEndpoint": "x"}}));
         assert!(unknown.unwrap_err().contains("oauth"));
-        let lone = parse(serde_json::json!({"url": "https://h/mcp", "oauth": {"clientSecret": "x"}})).unwrap_err();
+        let lone =
+            parse(serde_json::json!({"url": "https://h/mcp", "oauth": {"clientSecret": "x"}})).unwrap_err();
         assert!(lone.contains("oauth.clientSecret") && lone.contains("clientId"), "{lone}");
         let stdio = parse(serde_json::json!({"command": "srv", "oauth": {}})).unwrap_err();
         assert!(stdio.contains("HTTP servers only"), "{stdio}");
