@@ -19,8 +19,12 @@
 //!
 //! - A server with `command` is a stdio server; one with `url` (Windsurf:
 //!   `serverUrl`; or `type: "http"` / `"streamable-http"` /
-//!   `"streamableHttp"`) is a streamable HTTP server. `type: "sse"` (the
-//!   legacy HTTP+SSE transport) is refused.
+//!   `"streamableHttp"`) is a streamable HTTP server. An entry with
+//!   `type: "sse"` (the legacy HTTP+SSE transport, not supported), another
+//!   `type` codemode does not know, or neither `command` nor `url` (a
+//!   shape written for another client, such as `url` nested under
+//!   `transport`) is skipped with a warning naming the key
+//!   ([`McpConfig::skipped`]), so it does not stop the other servers.
 //! - Variables are expanded in `command`, `args`, `env` values, `cwd`,
 //!   `envFile`, `url` and `headers` values: `${VAR}`, `${VAR:-default}` and
 //!   `${env:VAR}` from the environment, `${userHome}` (`$HOME`),
@@ -299,8 +303,10 @@ pub struct McpConfig {
     /// the servers that hold it (see [`McpConfig::warnings`]).
     pub ignored: BTreeMap<String, Vec<String>>,
     /// Servers left out, with why: Zed context servers that come from a Zed
-    /// extension (`"source": "extension"`), which codemode cannot run. Each
-    /// is one line of [`McpConfig::warnings`].
+    /// extension (`"source": "extension"`), which codemode cannot run, and
+    /// entries that name no transport codemode can use (`type: "sse"`, an
+    /// unknown `type`, neither `command` nor `url`, as when they are nested
+    /// under `transport`). Each is one line of [`McpConfig::warnings`].
     pub skipped: Vec<(String, String)>,
 }
 
@@ -416,6 +422,10 @@ impl McpConfig {
                 continue;
             }
             let (entry, unknown) = super::dialect::normalise(name, raw)?;
+            if let Some(why) = super::dialect::unusable(&entry) {
+                config.skipped.push((name.clone(), why));
+                continue;
+            }
             for key in unknown {
                 config.ignored.entry(key).or_default().push(name.clone());
             }

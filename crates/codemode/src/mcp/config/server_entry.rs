@@ -184,20 +184,17 @@ fn valid_server_name(name: &str) -> bool {
 /// Whether the entry is a streamable HTTP server: as its `type` says,
 /// else when it has a `url` and no `command`.
 ///
+/// (An entry whose `type` codemode does not know, `sse` included, was
+/// skipped before: `dialect::unusable`.)
+///
 /// # Errors
-/// [`ConfigError::Field`] `type` for the legacy `sse` transport or an
-/// unknown one.
+/// [`ConfigError::Field`] `type` for an unknown transport.
 fn is_http(name: &str, raw: &RawServer) -> Result<bool, ConfigError> {
     let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
     match kind.as_deref() {
         None => Ok(raw.url.is_some() && raw.command.is_none()),
         Some("stdio") => Ok(false),
         Some("http" | "streamable-http" | "streamablehttp" | "streamable_http") => Ok(true),
-        Some("sse") => Err(field_error(
-            name,
-            "type",
-            "the legacy HTTP+SSE transport is not supported; use a streamable HTTP url (`\"type\": \"http\"`)",
-        )),
         Some(other) => {
             Err(field_error(name, "type", format!("unknown transport `{other}`; use \"stdio\" or \"http\"")))
         }
