@@ -253,7 +253,8 @@ pub(crate) enum ApprovalDecision {
 pub(crate) struct ApprovalRecord {
     pub seq: u64,
     pub decision: ApprovalDecision,
-    /// Why, for a denial (shown to the program and in the receipt).
+    /// Why, as the person said: for a denial shown to the program and in
+    /// the receipt's error; for an allow in the receipt's note of the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Who decided: `person`.
