@@ -35,6 +35,7 @@ mod mcp_fixture;
 mod mcp_http_faults;
 mod mcp_oauth;
 mod mcp_servers;
+mod mcp_shutdown;
 mod mcp_support;
 mod mcp_trust;
 mod native_tools;

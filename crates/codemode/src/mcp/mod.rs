@@ -40,7 +40,7 @@ pub use config::{
     ServerConfig, Transport, WORKSPACE_CONFIG_FILES, input_variable, redact_known_secrets,
     workspace_config_file,
 };
-pub use connection::{INHERITED_ENV, MAX_JSON_DEPTH, STDERR_TAIL};
+pub use connection::{INHERITED_ENV, MAX_JSON_DEPTH, STDERR_TAIL, STDIN_CLOSE_GRACE};
 pub use content::{CONTENT_RULE, MAX_BINARY_CHARS};
 pub use era::Era;
 pub use error::McpError;
