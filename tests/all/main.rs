@@ -34,6 +34,7 @@ mod mcp_faults;
 mod mcp_fixture;
 mod mcp_http_faults;
 mod mcp_oauth;
+mod mcp_progress;
 mod mcp_servers;
 mod mcp_shutdown;
 mod mcp_support;

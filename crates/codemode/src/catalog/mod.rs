@@ -18,7 +18,8 @@ mod toolbox;
 mod typescript;
 
 pub use elicitation::{
-    Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode, Elicitor,
+    CallProgress, Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode,
+    Elicitor,
 };
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub(crate) use tool::parse_args;

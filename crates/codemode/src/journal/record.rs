@@ -463,6 +463,10 @@ pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
         out.push_str(",\"elicitations\":");
         out.push_str(&serde_json::to_string(&end.elicitations).expect("records serialise"));
     }
+    if let Some(p) = &end.progress {
+        out.push_str(",\"progress\":");
+        out.push_str(&serde_json::to_string(p).expect("a progress record serialises"));
+    }
     out.push_str("},\"payload\":");
     out.push_str(&completion.payload);
     if let Some(text) = &completion.text {
@@ -552,6 +556,7 @@ mod tests {
                 error: None,
                 note: Some("approved: yes".into()),
                 elicitations: Vec::new(),
+                progress: None,
             },
             ok: true,
             payload: r#"{"content":{"b":1,"a":[2]},"metadata":null,"truncated":null}"#.into(),
@@ -613,9 +618,16 @@ mod tests {
                 reason: Some("defaults".into()),
                 wait_ms: 1.5,
             }],
+            progress: Some(crate::receipt::CallProgress::new(3.0, Some(8.0), Some("step \"3\"".into()))),
         };
-        let bare =
-            CallEnd { truncated: None, error: None, note: None, elicitations: Vec::new(), ..full.clone() };
+        let bare = CallEnd {
+            truncated: None,
+            error: None,
+            note: None,
+            elicitations: Vec::new(),
+            progress: None,
+            ..full.clone()
+        };
         for (status, decision) in statuses.iter().flat_map(|s| decisions.iter().map(move |d| (*s, *d))) {
             for base in [&full, &bare] {
                 let end = CallEnd { status, decision, ..base.clone() };

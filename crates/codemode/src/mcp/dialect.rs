@@ -35,6 +35,7 @@ const KNOWN: &[&str] = &[
     "url",
     "headers",
     "timeout_ms",
+    "max_total_timeout_ms",
     "startup_timeout_ms",
     "read_only",
     "disabled",

@@ -36,6 +36,9 @@ pub(crate) struct CallEnd {
     /// run's receipt still has them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elicitations: Vec<super::ElicitationRecord>,
+    /// The last progress the tool reported, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<super::CallProgress>,
 }
 
 /// A duration as milliseconds with microsecond precision (a JSON number).
@@ -139,6 +142,7 @@ impl Ledger {
             elicitations: Vec::new(),
             elicitation_declined: false,
             never_started: false,
+            progress: None,
         });
         self.started.push(Instant::now());
         seq
@@ -160,6 +164,7 @@ impl Ledger {
         }
         call.elicitation_declined = end.elicitations.iter().any(super::ElicitationRecord::declined);
         call.elicitations = end.elicitations;
+        call.progress = end.progress;
         if let Some(observer) = &self.on_call_end.0 {
             observer(call);
         }

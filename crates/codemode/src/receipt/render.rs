@@ -468,6 +468,7 @@ mod tests {
             elicitations: vec![],
             elicitation_declined: false,
             never_started: false,
+            progress: None,
         };
         Receipt {
             receipt_version: 1,

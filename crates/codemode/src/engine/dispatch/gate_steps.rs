@@ -157,6 +157,7 @@ pub(crate) fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: St
             error: Some(reason),
             note: None,
             elicitations: Vec::new(),
+            progress: None,
         },
         ok: false,
         payload,

@@ -59,6 +59,7 @@ impl Completion {
                 error: Some(message.to_owned()),
                 note: None,
                 elicitations: Vec::new(),
+                progress: None,
             },
             ok: false,
             payload: error_payload("failed", message, tool, seq),

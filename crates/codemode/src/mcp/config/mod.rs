@@ -9,7 +9,8 @@
 //!             "env": {"TOKEN": "${TOKEN:-none}"}, "cwd": "tools",
 //!             "envFile": ".env", "disabledTools": ["delete_file"],
 //!             "autoApprove": ["read_file"],
-//!             "timeout_ms": 60000, "startup_timeout_ms": 30000,
+//!             "timeout_ms": 60000, "max_total_timeout_ms": 600000,
+//!             "startup_timeout_ms": 30000,
 //!             "read_only": true},
 //!   "web":   {"type": "http", "url": "https://example.com/mcp",
 //!             "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}},
@@ -95,6 +96,11 @@ pub const MIN_REDACTED_LEN: usize = 4;
 /// Default wait for a server's `initialize` answer: 30 s.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default longest a tool call of a server may last while its progress
+/// reports keep resetting its timeout (`max_total_timeout_ms`): 10 min.
+/// A call that reports no progress is cut at its timeout as before.
+pub const DEFAULT_MAX_TOTAL_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A configuration error, naming the server and the field where it has one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -163,7 +169,13 @@ pub struct ServerConfig {
     /// How to reach it.
     pub transport: Transport,
     /// Per-call timeout for its tools; `None` uses the pool's default.
+    /// Each progress report of a call (`notifications/progress`) starts it
+    /// again, up to [`ServerConfig::max_total_timeout`].
     pub timeout: Option<Duration>,
+    /// The longest a call of its tools may last, from when it is sent,
+    /// however often its progress reports reset its timeout
+    /// (`max_total_timeout_ms`). Default: [`DEFAULT_MAX_TOTAL_TIMEOUT`].
+    pub max_total_timeout: Duration,
     /// Wait for its `initialize` answer. Default: [`DEFAULT_STARTUP_TIMEOUT`].
     pub startup_timeout: Duration,
     /// Only tools annotated `readOnlyHint: true` are exposed and callable.
@@ -212,6 +224,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("name", &self.name)
             .field("transport", &self.shown)
             .field("timeout", &self.timeout)
+            .field("max_total_timeout", &self.max_total_timeout)
             .field("startup_timeout", &self.startup_timeout)
             .field("read_only", &self.read_only)
             .field("disabled", &self.disabled)

@@ -193,7 +193,7 @@ impl Connection {
         workspace: Option<std::path::PathBuf>,
     ) -> Result<Started, McpError> {
         let deadline = tokio::time::Instant::now() + server.startup_timeout;
-        let requests = ServerRequests::new(&server.name, server.roots, workspace);
+        let requests = ServerRequests::new(&server.name, server.roots, workspace, server.max_total_timeout);
         let first = Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests).await;
         match first {
             Ok(started) => Ok(started),
