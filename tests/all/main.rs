@@ -26,6 +26,7 @@ mod journal_postgres;
 mod layering;
 mod limits;
 mod long_runs;
+mod mcp_arguments;
 mod mcp_dialects;
 mod mcp_discovery;
 mod mcp_engine;
