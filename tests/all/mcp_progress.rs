@@ -88,3 +88,50 @@ fn progress_does_not_keep_a_call_past_the_servers_maximum_total() {
     assert!(c["progress"]["count"].as_u64().unwrap() >= 4, "{c:#}");
     assert_eq!(c["progress"]["total"], 12.0, "{c:#}");
 }
+
+/// server-everything over streamable HTTP on a free port, killed when
+/// dropped.
+struct HttpEverything(std::process::Child, u16);
+
+impl HttpEverything {
+    fn start() -> HttpEverything {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("node")
+            .args([node_server("server-everything"), "streamableHttp".into()])
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = HttpEverything(child, port);
+        for _ in 0..1500 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("server-everything did not listen on port {port}");
+    }
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn progress_over_streamable_http_keeps_the_call_and_the_receipt_keeps_the_last() {
+    let ws = crate::common::workspace();
+    let server = HttpEverything::start();
+    let url = format!("http://127.0.0.1:{}/mcp", server.1);
+    let servers = json!({"web": {"type": "http", "url": url, "timeout_ms": 2000}});
+    let tool = "mcp__web__trigger-long-running-operation";
+    let r = run(ws.path(), servers, &call(tool, json!({"duration": 3, "steps": 6})));
+    assert_eq!(r["status"], "completed", "{r:#}");
+    let c = &r["calls"][0];
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert_eq!(c["progress"]["progress"], 6.0, "{c:#}");
+    assert_eq!(c["progress"]["count"], 6, "{c:#}");
+}

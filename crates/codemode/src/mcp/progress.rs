@@ -4,8 +4,13 @@
 //! here ([`call_once`]) rather than through rmcp's `call_tool_once`, which
 //! does not say which token its request carries, so the token can be
 //! routed to the call's [`Elicitor`]: each report resets the call's
-//! timeout in the engine and the last one goes into the receipt. A report
-//! with a token no call in flight holds is dropped.
+//! timeout in the engine and the last one goes into the receipt. Reports
+//! are read from the raw stream (a stdio server's lines, an HTTP answer's
+//! SSE events: `connection::ListingTap`) before rmcp sees the answer that
+//! follows them, so a call's last report is never lost to the handler task
+//! rmcp runs notifications on. A report with a token no call in flight
+//! holds is dropped; so is one sent on an HTTP server's standalone GET
+//! stream.
 //!
 //! A request that has reported progress is cut once the server's maximum
 //! total (`max_total_timeout_ms`) has passed since it was sent, whatever
@@ -13,7 +18,6 @@
 //! engine's, which may be longer than the maximum total).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,12 +28,14 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::catalog::{CallProgress, Elicitor};
 
 /// A request in flight: whether it reported progress, and who hears it.
 struct Route {
-    progressed: Arc<AtomicBool>,
+    /// Becomes `true` with the first report.
+    progressed: watch::Sender<bool>,
     elicitor: Option<Arc<dyn Elicitor>>,
 }
 
@@ -52,7 +58,7 @@ impl ProgressRoutes {
     pub(crate) fn deliver(&self, report: ProgressNotificationParam) {
         let routes = self.routes.lock().expect("progress lock");
         let Some(route) = routes.get(&report.progress_token) else { return };
-        route.progressed.store(true, Ordering::Release);
+        route.progressed.send_replace(true);
         let elicitor = route.elicitor.clone();
         drop(routes);
         if let Some(elicitor) = elicitor {
@@ -104,15 +110,16 @@ pub(crate) async fn call_once(
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
     let token = handle.progress_token.clone();
-    let progressed = Arc::new(AtomicBool::new(false));
-    let route = Route { progressed: progressed.clone(), elicitor };
+    let (progressed, mut reported) = watch::channel(false);
+    let route = Route { progressed, elicitor };
     routes.routes.lock().expect("progress lock").insert(token.clone(), route);
     let mut in_flight = InFlight { routes, token, peer, id: Some(handle.id.clone()) };
     let max_total = routes.max_total;
-    // The cap holds only once the request reported progress.
+    // The cap holds once the request has reported progress (at once, for
+    // a first report after the maximum total passed).
     let capped = async {
         tokio::time::sleep(max_total).await;
-        if !progressed.load(Ordering::Acquire) {
+        if reported.wait_for(|reported| *reported).await.is_err() {
             std::future::pending::<()>().await;
         }
     };

@@ -13,8 +13,9 @@ use crate::mcp::requests::{self, ServerRequests};
 /// The rmcp client handler: identifies codemode, declares its
 /// capabilities ([`requests::capabilities`]), answers the server's
 /// `elicitation/create` and `roots/list` requests through the connection's
-/// [`ServerRequests`], forwards `notifications/tools/list_changed`, and
-/// hands `notifications/progress` to the call it is about.
+/// [`ServerRequests`], and forwards `notifications/tools/list_changed`.
+/// (`notifications/progress` reach their calls from the raw stream, in
+/// order: `ListingTap`.)
 /// Sampling is left to rmcp's default (`-32601 Method not found`).
 pub(crate) struct Handler {
     pub(super) list_changed: mpsc::UnboundedSender<()>,
@@ -32,14 +33,6 @@ impl ClientHandler for Handler {
             count.fetch_add(1, Ordering::AcqRel);
         }
         let _ = self.list_changed.send(());
-    }
-
-    async fn on_progress(
-        &self,
-        params: model::ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.requests.progress.deliver(params);
     }
 
     async fn create_elicitation(

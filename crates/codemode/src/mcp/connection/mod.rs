@@ -227,7 +227,7 @@ impl Connection {
             down_tx,
             stderr: Arc::default(),
             listing: Listing::default(),
-            listing_tap: ListingTap::default(),
+            listing_tap: ListingTap::default().routing(requests.progress.clone()),
             monitor: None,
         };
         let (list_tx, list_changed) = mpsc::unbounded_channel();
