@@ -15,6 +15,7 @@ use super::runs::{Place, one_line};
 
 /// Arguments of `codemode approve`.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("decisions").args(["allow", "deny"]).multiple(true)))]
 pub(crate) struct ApproveArgs {
     /// The paused run's id, as its receipt and `codemode runs list` show it.
     run_id: String,
@@ -26,9 +27,10 @@ pub(crate) struct ApproveArgs {
     /// of kind `denied` it can catch (repeat, or comma-separate).
     #[arg(long, value_name = "SEQ", value_delimiter = ',', value_parser = seq)]
     deny: Vec<u64>,
-    /// Why the calls were denied, shown to the program and in the receipt
-    /// (with --deny only).
-    #[arg(long, value_name = "TEXT", requires = "deny")]
+    /// Why the calls were decided (with --allow or --deny): in the
+    /// resumed run's receipt (a denied call's error, shown to the program;
+    /// an allowed call's note).
+    #[arg(long, value_name = "TEXT", requires = "decisions")]
     reason: Option<String>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -70,7 +72,7 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
     let decisions: Vec<(u64, Decided)> = args
         .allow
         .iter()
-        .map(|&seq| (seq, Decided::Allow))
+        .map(|&seq| (seq, reason.clone().map_or(Decided::Allow, Decided::AllowBecause)))
         .chain(args.deny.iter().map(|&seq| {
             (
                 seq,
@@ -164,7 +166,7 @@ fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
     }
     if !open.is_empty() {
         out.push_str(&format!(
-            "decide: codemode approve {run_id} --allow SEQ (or --deny SEQ [--reason TEXT]); undecided: {}\n",
+            "decide: codemode approve {run_id} --allow SEQ (or --deny SEQ) [--reason TEXT]; undecided: {}\n",
             open.join(",")
         ));
     }
@@ -188,6 +190,9 @@ fn recorded_text(
         });
         match decided {
             Decided::Allow => out.push_str(&format!("recorded: call {seq}{what} allowed\n")),
+            Decided::AllowBecause(reason) => {
+                out.push_str(&format!("recorded: call {seq}{what} allowed: {}\n", one_line(reason)));
+            }
             Decided::Deny(reason) => {
                 out.push_str(&format!("recorded: call {seq}{what} denied: {}\n", one_line(reason)));
             }

@@ -11,6 +11,7 @@ use super::engine_args::{EngineArgs, LimitArgs};
 
 /// Arguments of `codemode resume`.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("decisions").args(["allow", "deny"]).multiple(true)))]
 pub(crate) struct ResumeArgs {
     /// The paused run's id, as its receipt and `codemode runs list` show it.
     run_id: String,
@@ -21,9 +22,10 @@ pub(crate) struct ResumeArgs {
     /// of kind `denied` it can catch (repeat, or comma-separate).
     #[arg(long, value_name = "SEQ", value_delimiter = ',')]
     deny: Vec<u64>,
-    /// Why the calls were denied, shown to the program and in the receipt
-    /// (with --deny only).
-    #[arg(long, value_name = "TEXT", requires = "deny")]
+    /// Why the calls were decided (with --allow or --deny): a denied
+    /// call's error (shown to the program), an allowed call's note, in the
+    /// receipt.
+    #[arg(long, value_name = "TEXT", requires = "decisions")]
     reason: Option<String>,
     /// Print the full receipt as JSON on stdout.
     #[arg(long)]
@@ -68,11 +70,12 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let reason = args.reason.clone().unwrap_or_else(|| "denied on resume".to_owned());
+    let given = args.reason.clone();
+    let reason = given.clone().unwrap_or_else(|| "denied on resume".to_owned());
     let decisions: Vec<(u64, Decided)> = args
         .allow
         .iter()
-        .map(|&seq| (seq, Decided::Allow))
+        .map(|&seq| (seq, given.clone().map_or(Decided::Allow, Decided::AllowBecause)))
         .chain(args.deny.iter().map(|&seq| (seq, Decided::Deny(reason.clone()))))
         .collect();
 

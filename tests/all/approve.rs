@@ -153,6 +153,51 @@ fn a_person_decides_in_another_process_and_the_resumes_apply_exactly_that() {
     assert_eq!(approvals(ws.path(), &run_id), 2, "nothing recorded on the ended run");
 }
 
+/// Issue 35, item 8: a person can say why they allowed a call; the reason
+/// is recorded and kept in the resumed run's receipt (the call's note),
+/// as a denial's reason is (its error). `--reason` alone is still refused.
+#[test]
+fn a_reason_given_with_allow_is_in_the_resumed_runs_receipt() {
+    let ws = crate::common::workspace();
+    let run_id = paused_run(ws.path(), TWO_CALLS, &[]);
+    let alone = codemode(&["approve", &run_id, "--reason", "why not"], "", ws.path());
+    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
+    let reason = "the counter file is scratch";
+    let allowed = codemode(&["approve", &run_id, "--allow", "1", "--reason", reason], "", ws.path());
+    assert_eq!(allowed.status.code(), Some(0), "{}", stderr(&allowed));
+    let said = String::from_utf8_lossy(&allowed.stdout);
+    assert!(
+        said.contains(&format!("recorded: call 1 bash (echo one >> counter.txt) allowed: {reason}")),
+        "{said}"
+    );
+    let listed = stdout_json(&codemode(&["approve", &run_id, "--json"], "", ws.path()));
+    assert_eq!(listed["pending"][0]["recorded"]["reason"], reason, "{listed:#}");
+    // The resume applies it and pauses on call 2, which the next resume
+    // allows on its command line, with its own reason.
+    let paused = stdout_json(&codemode(&["resume", &run_id, "--json"], "", ws.path()));
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+    assert_eq!(paused["calls"][0]["decision"], "approved");
+    assert_eq!(
+        paused["calls"][0]["note"],
+        format!("approved by a person with `codemode approve`: {reason}"),
+        "{paused:#}"
+    );
+    let args = ["resume", &run_id, "--allow", "2", "--reason", "also fine", "--json"];
+    let done = codemode(&args, "", ws.path());
+    assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+    let receipt = stdout_json(&done);
+    assert_eq!(receipt["status"], "completed", "{receipt:#}");
+    assert_eq!(counter(ws.path()), "one\ntwo\n");
+    assert_eq!(receipt["calls"][1]["note"], "approved on resume: also fine", "{receipt:#}");
+    let decisions: Vec<Value> = journal_lines(ws.path(), &run_id)
+        .iter()
+        .filter(|l| l.starts_with(r#"{"t":"decision""#))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reasons: Vec<&Value> = decisions.iter().map(|d| &d["reason"]).collect();
+    assert_eq!(reasons, [&Value::from(reason), &Value::from("also fine")], "{decisions:?}");
+}
+
 #[test]
 fn decisions_for_calls_that_are_not_pending_are_refused_and_the_run_is_untouched() {
     let ws = crate::common::workspace();

@@ -183,6 +183,11 @@ fn http_standard_headers() {
 }
 
 #[test]
+fn http_custom_headers() {
+    scenario("conformance-0.2", "http-custom-headers");
+}
+
+#[test]
 fn http_invalid_tool_headers() {
     scenario("conformance-0.2", "http-invalid-tool-headers");
 }

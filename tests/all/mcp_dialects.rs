@@ -375,3 +375,64 @@ fn task_only_tools_of_an_http_server_are_hidden_too() {
     let hidden = task_tool_hidden(&file, ws.path());
     assert!(hidden.iter().any(|h| h["name"] == "mcp__everything__simulate-research-query"), "{hidden:?}");
 }
+
+/// Issue 35, item 5: a `.mcp.json` entry with `url` and `headers` nested
+/// under `transport` (a shape codemode does not read) is skipped with a
+/// warning naming the key and the server; a program calling no MCP tool
+/// runs, and the other servers work.
+#[test]
+fn an_entry_with_its_transport_nested_is_skipped_with_a_warning() {
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join(".mcp.json"),
+        json!({"mcpServers": {
+            "remote": {"transport": {"type": "http", "url": "https://example.invalid/mcp",
+                                     "headers": {"Authorization": "Bearer x"}}},
+            "everything": {"command": "node", "args": [everything()]}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (r, stderr) = run("return 1 + 1;", &[], ws.path(), &[]);
+    assert_eq!(r["status"], "completed", "{stderr}\n{r:#}");
+    assert!(
+        stderr.contains("server `remote` is skipped") && stderr.contains("its `transport` is a shape"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("needs a `command`"), "{stderr}");
+    let program = call("mcp__everything__echo", json!({"message": "still here"}));
+    let (r, stderr) = run(&program, &["--approve", "allow"], ws.path(), &[]);
+    assert_eq!(r["value"], "Echo: still here", "{stderr}\n{r:#}");
+    // `codemode mcp list` says it too, and lists the others.
+    let out = codemode(&["mcp", "list"], "", ws.path(), &[]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("server `remote` is skipped"), "{stderr}");
+    assert!(stdout.contains("everything") && !stdout.contains("remote"), "{stdout}");
+}
+
+/// Issue 35, item 5: VS Code's `"type": "sse"` (the legacy HTTP+SSE
+/// transport) is named as unsupported in a warning, and the run goes on.
+#[test]
+fn a_vscode_sse_server_is_named_unsupported_and_skipped() {
+    let ws = crate::common::workspace();
+    std::fs::create_dir(ws.path().join(".vscode")).unwrap();
+    let text = r#"{
+  // as VS Code writes it
+  "servers": {
+    "old": {"type": "sse", "url": "http://127.0.0.1:9/sse", "headers": {"X-Key": "k"}},
+  },
+}"#;
+    std::fs::write(ws.path().join(".vscode/mcp.json"), text).unwrap();
+    let out = codemode(&["run", "-", "--json"], "return 'ran';", ws.path(), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(receipt["value"], "ran");
+    assert!(
+        stderr.contains("server `old` is skipped: `type` is \"sse\"")
+            && stderr.contains("legacy HTTP+SSE transport")
+            && stderr.contains("does not support"),
+        "{stderr}"
+    );
+}

@@ -3,6 +3,8 @@
 # It configures one MCP server `test` at URL and runs client.js with
 # codemode; the program's receipt goes to stderr, its value to stdout.
 # CODEMODE_BIN names the binary (default: the debug build of this tree).
+# The suite's MCP_CONFORMANCE_CONTEXT (JSON), when set, is put before
+# client.js as `const CONTEXT = ...;` (the arguments of the scenario's calls).
 #
 # Authorization scenarios (MCP_CONFORMANCE_SCENARIO `auth/...`): first
 # `codemode mcp login test`, with BROWSER set to a script that fetches the
@@ -42,5 +44,10 @@ printf '{"mcpServers":{"test":{"type":"http","url":"%s"%s}}}\n' "$url" "$oauth" 
 if [ -n "$oauth" ]; then
   BROWSER="$work/browser" "$bin" mcp login test --mcp-config "$work/mcp.json" --workspace "$work" --timeout 20
 fi
-"$bin" run "$here/client.js" --workspace "$work" --mcp-config "$work/mcp.json" \
+program="$here/client.js"
+if [ -n "${MCP_CONFORMANCE_CONTEXT:-}" ]; then
+  program="$work/client.js"
+  { printf 'const CONTEXT = %s;\n' "$MCP_CONFORMANCE_CONTEXT"; cat "$here/client.js"; } >"$program"
+fi
+"$bin" run "$program" --workspace "$work" --mcp-config "$work/mcp.json" \
   --posture full-access --journal off --approve "${CODEMODE_CONFORMANCE_APPROVE:-allow}"

@@ -87,8 +87,7 @@ pub(crate) fn answered(
         Some("cancel") => Decided::Deny(format!("the person dismissed the approval in {client}")),
         _ => Decided::Deny(format!("{client} sent no answer for this call's approval")),
     };
-    let rest_of_run =
-        matches!(decided, Decided::Allow) && question::rest_of_run(response.and_then(|r| r.get("content")));
+    let rest_of_run = decided.allows() && question::rest_of_run(response.and_then(|r| r.get("content")));
     let mut grants = RunGrants::default();
     let offered = state.offered.iter().filter(|_| rest_of_run);
     for tool in state.granted.iter().chain(offered) {

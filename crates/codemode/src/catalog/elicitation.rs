@@ -92,12 +92,21 @@ impl ElicitationAnswer {
 /// The future an [`Elicitor`] returns.
 pub type ElicitationFuture = Pin<Box<dyn Future<Output = ElicitationAnswer> + Send + 'static>>;
 
-/// Answers the questions a tool asks during one call. The engine gives each
-/// call one ([`ToolContext::elicitor`](super::ToolContext::elicitor)) that
-/// asks the run's approver and records the exchange in the receipt under
-/// the call.
+/// Answers the questions a tool asks during one call, and hears the
+/// progress it reports. The engine gives each call one
+/// ([`ToolContext::elicitor`](super::ToolContext::elicitor)) that asks the
+/// run's approver and records the exchange in the receipt under the call.
 pub trait Elicitor: Send + Sync + 'static {
     /// Asks the user `question`; resolves with the answer (decline or cancel
     /// when nobody can answer).
     fn elicit(&self, question: Elicitation) -> ElicitationFuture;
+
+    /// The tool reports `progress` (an MCP server's
+    /// `notifications/progress`): the engine's elicitor resets the call's
+    /// timeout and keeps the last report for the receipt. Default: ignored.
+    fn progress(&self, progress: CallProgress) {
+        let _ = progress;
+    }
 }
+
+pub use crate::receipt::CallProgress;

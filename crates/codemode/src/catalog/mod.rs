@@ -18,7 +18,8 @@ mod toolbox;
 mod typescript;
 
 pub use elicitation::{
-    Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode, Elicitor,
+    CallProgress, Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode,
+    Elicitor,
 };
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
 pub(crate) use tool::parse_args;
@@ -75,7 +76,13 @@ impl Entry {
     /// The schema errors of `args`, one line each (at most 8), each cut
     /// to [`TEXT_BYTES`](crate::receipt::spill::TEXT_BYTES) as it is
     /// formatted; empty when valid.
+    ///
+    /// For an MCP server's tool, a `null` for a top-level property the
+    /// schema does not require counts as leaving it out
+    /// ([`Entry::checked_args`]).
     pub(crate) fn schema_errors(&self, args: &Value) -> Vec<String> {
+        let checked = self.checked_args(args);
+        let args = checked.as_ref().unwrap_or(args);
         if self.validator.is_valid(args) {
             return Vec::new();
         }
@@ -105,6 +112,8 @@ impl Entry {
         open: bool,
     ) -> Vec<String> {
         use jsonschema::error::ValidationErrorKind as Kind;
+        let checked = self.checked_args(args);
+        let args = checked.as_ref().unwrap_or(args);
         if self.validator.is_valid(args) {
             return Vec::new();
         }
@@ -124,6 +133,31 @@ impl Entry {
             .take(8)
             .map(|e| schema_error_text(&e))
             .collect()
+    }
+}
+
+impl Entry {
+    /// What the schema check sees of an MCP tool's `args` when they hold a
+    /// top-level `null` for a property the schema does not list as
+    /// `required`: `args` without it (the call still sends the `null`; the
+    /// server decides what it means, and its `Mcp-Param-*` header is
+    /// omitted as for an absent argument). Programs write
+    /// `{region, verbose: flag ?? null}` for "not given", and schemas
+    /// rarely allow `null` for optional properties. `None`: check `args`
+    /// as they are (not an MCP tool, nothing to leave out).
+    fn checked_args(&self, args: &Value) -> Option<Value> {
+        if !matches!(self.spec.source, ToolSource::Mcp { .. }) {
+            return None;
+        }
+        let object = args.as_object()?;
+        let required = self.spec.input_schema.get("required").and_then(Value::as_array);
+        let is_required = |key: &str| required.is_some_and(|r| r.iter().any(|k| k.as_str() == Some(key)));
+        let optional_null = |(key, value): (&String, &Value)| value.is_null() && !is_required(key);
+        if !object.iter().any(optional_null) {
+            return None;
+        }
+        let kept = object.iter().filter(|entry| !optional_null(*entry));
+        Some(Value::Object(kept.map(|(k, v)| (k.clone(), v.clone())).collect()))
     }
 }
 

@@ -7,6 +7,13 @@
 //! form must match its schema) and recorded in the receipt under the call
 //! ([`ElicitationRecord`]), and in the call's result as
 //! `metadata.elicitations`.
+//!
+//! It also hears the progress the tool reports (an MCP server's
+//! `notifications/progress`): each report resets the call's timeout (the
+//! timeout counts from the last report, as the TypeScript SDK's
+//! `resetTimeoutOnProgress` does; the MCP client caps the call's whole
+//! length with the server's `max_total_timeout_ms`), and the last one goes
+//! into the receipt ([`CallProgress`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -15,7 +22,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::catalog::{
-    Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode, Elicitor,
+    CallProgress, Elicitation, ElicitationAction, ElicitationAnswer, ElicitationFuture, ElicitationMode,
+    Elicitor,
 };
 use crate::gate::elicitation::form;
 use crate::gate::{Approver, ElicitationReply, ElicitationRequest};
@@ -32,6 +40,8 @@ const CODEMODE: &str = "codemode";
 pub(crate) struct CallQuestions {
     records: Mutex<Vec<ElicitationRecord>>,
     asking: Mutex<Asking>,
+    /// The last progress reported, and when.
+    progress: Mutex<Option<(Instant, CallProgress)>>,
     /// Made when first needed (most calls never wait with questions).
     changed: std::sync::OnceLock<tokio::sync::watch::Sender<()>>,
 }
@@ -51,6 +61,7 @@ impl Default for CallQuestions {
         CallQuestions {
             records: Mutex::default(),
             asking: Mutex::default(),
+            progress: Mutex::default(),
             changed: std::sync::OnceLock::new(),
         }
     }
@@ -60,6 +71,22 @@ impl CallQuestions {
     /// The records so far.
     pub(crate) fn records(&self) -> Vec<ElicitationRecord> {
         self.records.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The last progress reported, with how many reports there were.
+    pub(crate) fn progress(&self) -> Option<CallProgress> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(_, p)| p.clone())
+    }
+
+    /// A progress report: the call's timeout counts from now.
+    fn progressed(&self, report: CallProgress) {
+        let mut last = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let count = last.as_ref().map_or(0, |(_, p)| p.count) + 1;
+        *last = Some((Instant::now(), CallProgress { count, ..report }));
+        drop(last);
+        if let Some(changed) = self.changed.get() {
+            changed.send_replace(());
+        }
     }
 
     fn push(&self, record: ElicitationRecord) {
@@ -93,10 +120,14 @@ impl CallQuestions {
     }
 
     /// When a call started at `start` with `timeout` times out, given the
-    /// time it waited on answers; `None` while it waits.
+    /// time it waited on answers and its last progress report (the timeout
+    /// counts from it); `None` while it waits.
     fn deadline(&self, start: Instant, timeout: Duration) -> Option<Instant> {
         let a = self.asking.lock().unwrap_or_else(|p| p.into_inner());
-        (a.depth == 0).then(|| start + timeout + a.total)
+        let waited = (a.depth == 0).then(|| start + timeout + a.total)?;
+        drop(a);
+        let progressed = self.progress.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(at, _)| *at);
+        Some(progressed.map_or(waited, |at| waited.max(at + timeout)))
     }
 
     /// Runs `future` under `timeout`, not counting the time it waits on
@@ -191,6 +222,10 @@ impl Elicitor for CallElicitor {
             questions.push(record(&request.elicitation, &reply, started.elapsed()));
             reply.answer
         })
+    }
+
+    fn progress(&self, progress: CallProgress) {
+        self.questions.progressed(progress);
     }
 }
 

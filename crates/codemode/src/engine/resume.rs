@@ -295,10 +295,7 @@ fn resumed_journaling(mut log: RunLog, journal: Journal, merged: Merged) -> Jour
     let at = super::rfc3339_utc(std::time::SystemTime::now());
     log.push(record::resumed_line(&at));
     for (seq, decided) in &decisions {
-        let (allow, reason) = match decided {
-            Decided::Allow => (true, None),
-            Decided::Deny(r) => (false, Some(r.clone())),
-        };
+        let (allow, reason) = (decided.allows(), decided.reason().map(str::to_owned));
         let by = by_person.contains(seq).then(|| record::BY_PERSON.to_owned());
         let d = DecisionRecord { seq: *seq, allow, reason, at: at.clone(), by };
         log.hold_until_caught_up(record::tagged_line("decision", &d));
@@ -408,12 +405,12 @@ fn with_recorded(journal: &Journal, decisions: &[(u64, Decided)]) -> Result<Merg
     for approval in &journal.approvals {
         let recorded = RecordedDecision::decided(approval);
         match decisions.iter().find(|(seq, _)| *seq == approval.seq) {
-            Some((_, given)) if matches!(given, Decided::Allow) != matches!(recorded, Decided::Allow) => {
+            Some((_, given)) if given.allows() != recorded.allows() => {
                 return Err(format!(
                     "call {} was already {} by a person with `codemode approve` (at {}); leave it out of the \
                      resume's decisions, or decide it the same way",
                     approval.seq,
-                    if matches!(recorded, Decided::Allow) { "allowed" } else { "denied" },
+                    if recorded.allows() { "allowed" } else { "denied" },
                     approval.at
                 ));
             }

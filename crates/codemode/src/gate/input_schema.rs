@@ -67,5 +67,44 @@ mod tests {
         assert_eq!(check(json!({"n": 1})), Verdict::Next);
         assert!(matches!(check(json!({"n": "one"})), Verdict::Refuse(r) if r.contains("/n")));
         assert!(matches!(check(json!({"n": 1, "extra": true})), Verdict::Refuse(r) if r.contains("extra")));
+        // A native tool's optional property gets no leeway for a null.
+        assert!(matches!(check(json!({"n": null})), Verdict::Refuse(_)));
+    }
+
+    /// A tool of an MCP server with a required `region` and an optional
+    /// boolean `verbose`.
+    struct Remote;
+    impl Tool for Remote {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new(
+                "mcp__s__t",
+                "t",
+                json!({
+                    "type": "object",
+                    "properties": {"region": {"type": "string"}, "verbose": {"type": "boolean"}},
+                    "required": ["region"]
+                }),
+            )
+            .source(crate::catalog::ToolSource::Mcp { server: "s".into() })
+        }
+        fn call(&self, _: Value, _: ToolContext) -> ToolFuture {
+            Box::pin(async { Ok(ToolOutput::new(Value::Null)) })
+        }
+    }
+
+    #[test]
+    fn a_null_for_an_optional_property_of_an_mcp_tool_counts_as_left_out() {
+        let catalog = Catalog::new(vec![Arc::new(Remote)]).unwrap();
+        let policy = crate::gate::Policy::default();
+        let cx = GateContext::for_test(&catalog, &policy);
+        let check = |args: Value| {
+            InputSchema.check(&CallRequest::for_test("mcp__s__t", &args), &cx, &mut Default::default())
+        };
+        assert_eq!(check(json!({"region": "eu", "verbose": null})), Verdict::Next);
+        // A required property is not optional; a wrong type is still wrong.
+        assert!(matches!(check(json!({"region": null})), Verdict::Refuse(r) if r.contains("region")));
+        assert!(
+            matches!(check(json!({"region": "eu", "verbose": 1})), Verdict::Refuse(r) if r.contains("/verbose"))
+        );
     }
 }

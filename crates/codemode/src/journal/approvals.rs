@@ -50,7 +50,8 @@ pub struct AwaitingCall {
 pub struct RecordedDecision {
     /// `true`: allow; `false`: deny.
     pub allow: bool,
-    /// Why, for a denial.
+    /// Why, as the person said (`--reason`); for a denial without one,
+    /// `None` here and a reason saying who denied it in the receipt.
     pub reason: Option<String>,
     /// When it was recorded (RFC 3339 UTC).
     pub at: String,
@@ -68,7 +69,7 @@ impl RecordedDecision {
     /// The decision a resume applies.
     pub(crate) fn decided(a: &ApprovalRecord) -> Decided {
         match a.decision {
-            ApprovalDecision::Allow => Decided::Allow,
+            ApprovalDecision::Allow => a.reason.clone().map_or(Decided::Allow, Decided::AllowBecause),
             ApprovalDecision::Deny => Decided::Deny(a.reason.clone().unwrap_or_else(|| denied_reason(None))),
         }
     }
@@ -160,6 +161,7 @@ pub async fn record_decisions(
     for (seq, decided) in decisions {
         let (decision, reason) = match decided {
             Decided::Allow => (ApprovalDecision::Allow, None),
+            Decided::AllowBecause(reason) => (ApprovalDecision::Allow, Some(reason.clone())),
             Decided::Deny(reason) => (ApprovalDecision::Deny, Some(reason.clone())),
         };
         let a =

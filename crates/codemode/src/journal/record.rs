@@ -263,7 +263,8 @@ pub(crate) enum ApprovalDecision {
 pub(crate) struct ApprovalRecord {
     pub seq: u64,
     pub decision: ApprovalDecision,
-    /// Why, for a denial (shown to the program and in the receipt).
+    /// Why, as the person said: for a denial shown to the program and in
+    /// the receipt's error; for an allow in the receipt's note of the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Who decided: `person`.
@@ -484,6 +485,10 @@ pub(crate) fn write_done(out: &mut String, how: How, completion: &Completion) {
         out.push_str(",\"attempts\":");
         push_u64(out, u64::from(end.attempts));
     }
+    if let Some(p) = &end.progress {
+        out.push_str(",\"progress\":");
+        out.push_str(&serde_json::to_string(p).expect("a progress record serialises"));
+    }
     out.push_str("},\"payload\":");
     out.push_str(&completion.payload);
     if let Some(text) = &completion.text {
@@ -575,6 +580,7 @@ mod tests {
                 elicitations: Vec::new(),
                 queued: None,
                 attempts: 1,
+                progress: None,
             },
             ok: true,
             payload: r#"{"content":{"b":1,"a":[2]},"metadata":null,"truncated":null}"#.into(),
@@ -638,6 +644,7 @@ mod tests {
             }],
             queued: Some(std::time::Duration::from_micros(2_500)),
             attempts: 3,
+            progress: Some(crate::receipt::CallProgress::new(3.0, Some(8.0), Some("step \"3\"".into()))),
         };
         let bare = CallEnd {
             truncated: None,
@@ -646,6 +653,7 @@ mod tests {
             elicitations: Vec::new(),
             queued: None,
             attempts: 1,
+            progress: None,
             ..full.clone()
         };
         for (status, decision) in statuses.iter().flat_map(|s| decisions.iter().map(move |d| (*s, *d))) {

@@ -24,8 +24,28 @@ use crate::receipt::Caller;
 pub enum Decided {
     /// Run it (decision `approved`).
     Allow,
+    /// Run it (decision `approved`), with the person's reason: kept in the
+    /// journal's `approval`/`decision` record and in the note of the call
+    /// in the resumed run's receipt.
+    AllowBecause(String),
     /// Do not run it (decision `denied`, with this reason).
     Deny(String),
+}
+
+impl Decided {
+    /// Whether the call runs ([`Decided::Allow`] or
+    /// [`Decided::AllowBecause`]).
+    pub fn allows(&self) -> bool {
+        !matches!(self, Decided::Deny(_))
+    }
+
+    /// The reason given with the decision, if any.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Decided::Allow => None,
+            Decided::AllowBecause(reason) | Decided::Deny(reason) => Some(reason),
+        }
+    }
 }
 
 /// A journal read back.
@@ -385,10 +405,14 @@ impl Replay {
         if let Some(p) = pending.map(|i| &self.journal.pending[i]) {
             let by_person = self.by_person.contains(&seq);
             return match self.decisions.get(&seq) {
-                Some(Decided::Allow) => ReplayCall::Allowed {
-                    pending: p.clone(),
-                    note: if by_person { APPROVED_BY_PERSON } else { "approved on resume" }.to_owned(),
-                },
+                Some(decided @ (Decided::Allow | Decided::AllowBecause(_))) => {
+                    let note = if by_person { APPROVED_BY_PERSON } else { "approved on resume" };
+                    let note = match decided.reason() {
+                        Some(reason) => format!("{note}: {reason}"),
+                        None => note.to_owned(),
+                    };
+                    ReplayCall::Allowed { pending: p.clone(), note }
+                }
                 Some(Decided::Deny(reason)) => ReplayCall::Denied {
                     reason: reason.clone(),
                     note: by_person.then(|| DENIED_BY_PERSON.to_owned()),

@@ -35,6 +35,7 @@ const KNOWN: &[&str] = &[
     "url",
     "headers",
     "timeout_ms",
+    "max_total_timeout_ms",
     "startup_timeout_ms",
     "read_only",
     "disabled",
@@ -189,6 +190,58 @@ pub(crate) fn normalise(name: &str, entry: &Value) -> Result<(Value, Vec<String>
     zed_command_object(name, &mut entry)?;
     let unknown = entry.keys().filter(|k| !KNOWN.contains(&k.as_str())).cloned().collect();
     Ok((Value::Object(entry), unknown))
+}
+
+/// The `type` values codemode reads (compared in lower case).
+const KNOWN_TYPES: &[&str] = &["stdio", "http", "streamable-http", "streamablehttp", "streamable_http"];
+
+/// Why the entry `entry` (after [`normalise`]) names no transport codemode
+/// can use, naming the key at fault; `None` when it does. Such an entry is
+/// skipped with a warning, not an error, so one server written for another
+/// client does not stop the file (and every run of the workspace):
+///
+/// - `type: "sse"`: the legacy HTTP+SSE transport (MCP 2024-11-05), which
+///   codemode does not support;
+/// - a `type` string codemode does not know;
+/// - neither `command` (stdio) nor `url` (HTTP) where codemode reads them,
+///   as in an entry with `url` and `headers` nested under `transport`
+///   (named: the keys it holds that codemode does not read).
+pub(crate) fn unusable(entry: &Value) -> Option<String> {
+    let entry = entry.as_object()?;
+    let kind = entry.get("type").and_then(Value::as_str).map(str::to_ascii_lowercase);
+    match kind.as_deref() {
+        Some("sse") => {
+            return Some(
+                "`type` is \"sse\", the legacy HTTP+SSE transport (MCP 2024-11-05), which codemode does \
+                 not support; if the server also speaks streamable HTTP, give that endpoint as `url` with \
+                 `\"type\": \"http\"`"
+                    .into(),
+            );
+        }
+        Some(other) if !KNOWN_TYPES.contains(&other) => {
+            return Some(format!(
+                "`type` is {:?}, a transport codemode does not know (it reads \"stdio\" and \"http\")",
+                other
+            ));
+        }
+        _ => {}
+    }
+    if entry.contains_key("command") || entry.contains_key("url") {
+        return None;
+    }
+    let odd: Vec<String> =
+        entry.keys().filter(|k| !KNOWN.contains(&k.as_str())).map(|k| format!("`{k}`")).collect();
+    let base = "it has neither `command` (a stdio server) nor `url` (an HTTP server) at the top of its entry";
+    Some(match odd.as_slice() {
+        [] => format!("{base}; give one to use it"),
+        [one] => {
+            format!("{base}; its {one} is a shape codemode does not read: write `command` or `url` beside it")
+        }
+        more => format!(
+            "{base}; its {} are a shape codemode does not read: write `command` or `url` at the top",
+            more.join(", ")
+        ),
+    })
 }
 
 /// [`ConfigError::Field`] of server `name`'s `field`.

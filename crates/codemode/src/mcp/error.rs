@@ -114,6 +114,22 @@ pub enum McpError {
         /// The timeout.
         timeout: Duration,
     },
+    /// The call reported progress (which kept resetting its timeout) but
+    /// had not finished when its server's maximum total passed
+    /// (`max_total_timeout_ms`); a `notifications/cancelled` was sent.
+    #[error(
+        "tool `{tool}` of MCP server `{server}` reported progress but did not finish within its maximum \
+         total of {} ms (the server's max_total_timeout_ms); the call was cancelled",
+        .max_total.as_millis()
+    )]
+    TotalTimeout {
+        /// The server.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// The server's maximum total.
+        max_total: Duration,
+    },
     /// Listing the server's tools took longer than the list timeout.
     #[error("MCP server `{server}` did not list its tools within {} ms", .timeout.as_millis())]
     ListTimeout {
@@ -271,6 +287,9 @@ impl McpError {
             E::TooDeep { server, limit } => E::TooDeep { server: r(server), limit },
             E::CallTimeout { server, tool, timeout } => {
                 E::CallTimeout { server: r(server), tool: r(tool), timeout }
+            }
+            E::TotalTimeout { server, tool, max_total } => {
+                E::TotalTimeout { server: r(server), tool: r(tool), max_total }
             }
             E::ListTimeout { server, timeout } => E::ListTimeout { server: r(server), timeout },
             E::TooManyPages { server, pages } => E::TooManyPages { server: r(server), pages },

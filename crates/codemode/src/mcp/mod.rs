@@ -29,6 +29,7 @@ pub(crate) mod lone_surrogates;
 pub mod naming;
 pub mod oauth;
 mod pool;
+mod progress;
 mod requests;
 #[cfg(feature = "http")]
 mod streamable_http;
@@ -36,11 +37,11 @@ mod tool;
 
 pub use cache::default_cache_dir;
 pub use config::{
-    ConfigError, DEFAULT_STARTUP_TIMEOUT, MAX_SERVER_NAME_LEN, MIN_REDACTED_LEN, McpConfig, REDACTED,
-    ServerConfig, Transport, WORKSPACE_CONFIG_FILES, input_variable, redact_known_secrets,
-    workspace_config_file,
+    ConfigError, DEFAULT_MAX_TOTAL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, MAX_SERVER_NAME_LEN, MIN_REDACTED_LEN,
+    McpConfig, REDACTED, ServerConfig, Transport, WORKSPACE_CONFIG_FILES, input_variable,
+    redact_known_secrets, workspace_config_file,
 };
-pub use connection::{INHERITED_ENV, MAX_JSON_DEPTH, STDERR_TAIL};
+pub use connection::{INHERITED_ENV, MAX_JSON_DEPTH, STDERR_TAIL, STDIN_CLOSE_GRACE};
 pub use content::{CONTENT_RULE, MAX_BINARY_CHARS};
 pub use era::Era;
 pub use error::McpError;

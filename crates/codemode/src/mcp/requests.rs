@@ -68,6 +68,8 @@ pub(crate) struct ServerRequests {
     workspace: Option<PathBuf>,
     calls: Mutex<BTreeMap<u64, Call>>,
     next: AtomicU64,
+    /// The calls that hear progress, by their request's progress token.
+    pub(crate) progress: Arc<super::progress::ProgressRoutes>,
 }
 
 /// A tool call's registration; dropping it ends the call (see
@@ -94,6 +96,7 @@ impl CallGuard {
         Asker {
             server: self.requests.server.clone(),
             elicitor: call.elicitor.clone(),
+            progress: self.requests.progress.clone(),
             ended: call.ended.clone(),
             workspace: call
                 .workspace
@@ -111,6 +114,9 @@ impl CallGuard {
 pub(crate) struct Asker {
     server: String,
     elicitor: Option<Arc<dyn Elicitor>>,
+    /// The connection's progress routes (a request of this call is routed
+    /// to its elicitor: `progress::call_once`).
+    progress: Arc<super::progress::ProgressRoutes>,
     ended: watch::Receiver<bool>,
     workspace: Option<PathBuf>,
 }
@@ -118,14 +124,22 @@ pub(crate) struct Asker {
 impl ServerRequests {
     /// The state of a connection to `server`; `workspace` is the root when
     /// no call is in flight; without `roots` (the server's config said
-    /// `"roots": false`) every `roots/list` is answered with no root.
-    pub(crate) fn new(server: &str, roots: bool, workspace: Option<PathBuf>) -> Arc<ServerRequests> {
+    /// `"roots": false`) every `roots/list` is answered with no root;
+    /// `max_total` caps a call that reports progress (its
+    /// `max_total_timeout_ms`).
+    pub(crate) fn new(
+        server: &str,
+        roots: bool,
+        workspace: Option<PathBuf>,
+        max_total: std::time::Duration,
+    ) -> Arc<ServerRequests> {
         Arc::new(ServerRequests {
             server: server.to_owned(),
             roots,
             workspace,
             calls: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(0),
+            progress: Arc::new(super::progress::ProgressRoutes::new(max_total)),
         })
     }
 
@@ -151,6 +165,7 @@ impl ServerRequests {
         Asker {
             server: self.server.clone(),
             elicitor: first.and_then(|c| c.elicitor.clone()),
+            progress: self.progress.clone(),
             ended: first.map_or_else(|| watch::channel(false).1, |c| c.ended.clone()),
             workspace: first
                 .and_then(|c| c.workspace.as_ref().map(|w| (**w).clone()))
@@ -161,6 +176,19 @@ impl ServerRequests {
 }
 
 impl Asker {
+    /// One `tools/call` of this call ([`call_once`](super::progress::call_once)):
+    /// its progress reports go to the call's elicitor.
+    ///
+    /// # Errors
+    /// rmcp's `ServiceError`, as `call_once` says.
+    pub(crate) async fn call_once(
+        &self,
+        peer: &rmcp::service::Peer<rmcp::service::RoleClient>,
+        params: rmcp::model::CallToolRequestParams,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::service::ServiceError> {
+        super::progress::call_once(peer, params, &self.progress, self.elicitor.clone()).await
+    }
+
     /// The `roots/list` answer: the workspace as the one root.
     pub(crate) fn roots(&self) -> ListRootsResult {
         ListRootsResult::new(self.workspace.as_deref().map(root).into_iter().collect())
@@ -239,6 +267,7 @@ pub(crate) fn wire_answer(answer: ElicitationAnswer) -> ElicitResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_root_is_a_file_uri_of_the_workspace() {
@@ -291,7 +320,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_legacy_question_goes_to_the_call_that_started_first() {
-        let requests = ServerRequests::new("s", true, None);
+        let requests = ServerRequests::new("s", true, None, Duration::from_secs(1));
         let context = |name: &'static str, ws: &str| {
             let mut cx = ToolContext::new(PathBuf::from(ws), "run", 1, crate::receipt::Caller::Program);
             cx.elicitor = Some(Arc::new(Named(name)));
@@ -324,10 +353,10 @@ mod tests {
 
     #[tokio::test]
     async fn without_an_elicitor_declined_and_a_question_outliving_its_call_cancelled() {
-        let requests = ServerRequests::new("s", true, Some(PathBuf::from("/pool")));
+        let requests = ServerRequests::new("s", true, Some(PathBuf::from("/pool")), Duration::from_secs(1));
         assert_eq!(requests.asker().roots().roots[0].uri, "file:///pool");
         // `"roots": false`: no root, with or without a call in flight.
-        let withheld = ServerRequests::new("s", false, Some(PathBuf::from("/pool")));
+        let withheld = ServerRequests::new("s", false, Some(PathBuf::from("/pool")), Duration::from_secs(1));
         assert!(withheld.asker().roots().roots.is_empty());
         let cx = ToolContext::new(PathBuf::from("/w"), "run", 1, crate::receipt::Caller::Program);
         let guard = withheld.begin(Some(&cx));

@@ -92,7 +92,10 @@ impl Tool for McpTool {
                 Ok(pool) => pool.call_untimed(&server, &tool, args, Some(&cx)).await,
                 Err(e) => Err(e),
             };
-            result.map_err(|e| ToolError::new(e.to_string()).retry(e.retry_hint()))
+            result.map_err(|e| match e {
+                McpError::TotalTimeout { .. } => ToolError::timeout(e.to_string()),
+                e => ToolError::new(e.to_string()).retry(e.retry_hint()),
+            })
         })
     }
 }

@@ -45,6 +45,9 @@ pub(crate) struct CallEnd {
     /// absent from the JSON when 1 or fewer.
     #[serde(default = "one", skip_serializing_if = "at_most_one")]
     pub attempts: u32,
+    /// The last progress the tool reported, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<super::CallProgress>,
 }
 
 /// The `attempts` of a call end without one: 1.
@@ -179,6 +182,7 @@ impl Ledger {
             never_started: false,
             queued_ms: None,
             attempts: 1,
+            progress: None,
         });
         self.started.push(Instant::now());
         seq
@@ -202,6 +206,7 @@ impl Ledger {
         call.elicitations = end.elicitations;
         call.queued_ms = end.queued.map(millis);
         call.attempts = end.attempts;
+        call.progress = end.progress;
         if let Some(observer) = &self.on_call_end.0 {
             observer(call);
         }

@@ -293,6 +293,44 @@ pub struct CallReceipt {
     /// JSON when 1 (or for a call that never ran).
     #[serde(default = "ledger::one", skip_serializing_if = "ledger::at_most_one")]
     pub attempts: u32,
+    /// The last progress the tool reported during the call (an MCP
+    /// server's `notifications/progress`), and how many it reported.
+    /// Absent from the JSON when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<CallProgress>,
+}
+
+/// Progress a tool reported during a call: an MCP server's
+/// `notifications/progress` (MCP "Progress"), as the server sent it. Each
+/// one resets the call's timeout, up to its maximum total (docs/MCP.md,
+/// "Progress"); the receipt keeps the last one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CallProgress {
+    /// How far the work is (the server's `progress`; increases with each
+    /// notification, in whatever unit the server counts).
+    pub progress: f64,
+    /// Out of how much, when the server said (`total`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// The server's `message`, when it sent one (cut to 1000 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How many progress notifications the call received in all.
+    #[serde(default)]
+    pub count: u64,
+}
+
+impl CallProgress {
+    /// The longest message kept, in characters.
+    pub const MAX_MESSAGE_CHARS: usize = 1000;
+
+    /// One progress report (`count` 1): `progress` of `total`, with
+    /// `message` cut to [`CallProgress::MAX_MESSAGE_CHARS`].
+    pub fn new(progress: f64, total: Option<f64>, message: Option<String>) -> CallProgress {
+        let message = message.map(|m| m.chars().take(Self::MAX_MESSAGE_CHARS).collect());
+        CallProgress { progress, total, message, count: 1 }
+    }
 }
 
 impl CallReceipt {

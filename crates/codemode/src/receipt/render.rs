@@ -470,6 +470,7 @@ mod tests {
             never_started: false,
             queued_ms: None,
             attempts: 1,
+            progress: None,
         };
         Receipt {
             receipt_version: 1,

@@ -159,6 +159,7 @@ pub(crate) fn refuse(ledger: &mut Ledger, tool: &str, caller: Caller, reason: St
             elicitations: Vec::new(),
             queued: None,
             attempts: 1,
+            progress: None,
         },
         ok: false,
         payload,

@@ -62,6 +62,7 @@ impl Completion {
                 elicitations: Vec::new(),
                 queued: None,
                 attempts: 1,
+                progress: None,
             },
             ok: false,
             payload: error_payload("failed", message, tool, seq),

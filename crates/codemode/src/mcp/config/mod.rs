@@ -9,7 +9,8 @@
 //!             "env": {"TOKEN": "${TOKEN:-none}"}, "cwd": "tools",
 //!             "envFile": ".env", "disabledTools": ["delete_file"],
 //!             "autoApprove": ["read_file"],
-//!             "timeout_ms": 60000, "startup_timeout_ms": 30000,
+//!             "timeout_ms": 60000, "max_total_timeout_ms": 600000,
+//!             "startup_timeout_ms": 30000,
 //!             "read_only": true, "max_in_flight": 8, "rate": 5,
 //!             "retry": {"attempts": 3, "base_delay_ms": 500}},
 //!   "web":   {"type": "http", "url": "https://example.com/mcp",
@@ -20,8 +21,12 @@
 //!
 //! - A server with `command` is a stdio server; one with `url` (Windsurf:
 //!   `serverUrl`; or `type: "http"` / `"streamable-http"` /
-//!   `"streamableHttp"`) is a streamable HTTP server. `type: "sse"` (the
-//!   legacy HTTP+SSE transport) is refused.
+//!   `"streamableHttp"`) is a streamable HTTP server. An entry with
+//!   `type: "sse"` (the legacy HTTP+SSE transport, not supported), another
+//!   `type` codemode does not know, or neither `command` nor `url` (a
+//!   shape written for another client, such as `url` nested under
+//!   `transport`) is skipped with a warning naming the key
+//!   ([`McpConfig::skipped`]), so it does not stop the other servers.
 //! - Variables are expanded in `command`, `args`, `env` values, `cwd`,
 //!   `envFile`, `url` and `headers` values: `${VAR}`, `${VAR:-default}` and
 //!   `${env:VAR}` from the environment, `${userHome}` (`$HOME`),
@@ -95,6 +100,11 @@ pub const MIN_REDACTED_LEN: usize = 4;
 /// Default wait for a server's `initialize` answer: 30 s.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default longest a tool call of a server may last while its progress
+/// reports keep resetting its timeout (`max_total_timeout_ms`): 10 min.
+/// A call that reports no progress is cut at its timeout as before.
+pub const DEFAULT_MAX_TOTAL_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A configuration error, naming the server and the field where it has one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -163,7 +173,13 @@ pub struct ServerConfig {
     /// How to reach it.
     pub transport: Transport,
     /// Per-call timeout for its tools; `None` uses the pool's default.
+    /// Each progress report of a call (`notifications/progress`) starts it
+    /// again, up to [`ServerConfig::max_total_timeout`].
     pub timeout: Option<Duration>,
+    /// The longest a call of its tools may last, from when it is sent,
+    /// however often its progress reports reset its timeout
+    /// (`max_total_timeout_ms`). Default: [`DEFAULT_MAX_TOTAL_TIMEOUT`].
+    pub max_total_timeout: Duration,
     /// Wait for its `initialize` answer. Default: [`DEFAULT_STARTUP_TIMEOUT`].
     pub startup_timeout: Duration,
     /// Only tools annotated `readOnlyHint: true` are exposed and callable.
@@ -221,6 +237,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("name", &self.name)
             .field("transport", &self.shown)
             .field("timeout", &self.timeout)
+            .field("max_total_timeout", &self.max_total_timeout)
             .field("startup_timeout", &self.startup_timeout)
             .field("read_only", &self.read_only)
             .field("disabled", &self.disabled)
@@ -320,8 +337,10 @@ pub struct McpConfig {
     /// the servers that hold it (see [`McpConfig::warnings`]).
     pub ignored: BTreeMap<String, Vec<String>>,
     /// Servers left out, with why: Zed context servers that come from a Zed
-    /// extension (`"source": "extension"`), which codemode cannot run. Each
-    /// is one line of [`McpConfig::warnings`].
+    /// extension (`"source": "extension"`), which codemode cannot run, and
+    /// entries that name no transport codemode can use (`type: "sse"`, an
+    /// unknown `type`, neither `command` nor `url`, as when they are nested
+    /// under `transport`). Each is one line of [`McpConfig::warnings`].
     pub skipped: Vec<(String, String)>,
 }
 
@@ -437,6 +456,10 @@ impl McpConfig {
                 continue;
             }
             let (entry, unknown) = super::dialect::normalise(name, raw)?;
+            if let Some(why) = super::dialect::unusable(&entry) {
+                config.skipped.push((name.clone(), why));
+                continue;
+            }
             for key in unknown {
                 config.ignored.entry(key).or_default().push(name.clone());
             }

@@ -15,8 +15,8 @@ use serde_json::Value;
 use super::secrets::settle_secrets;
 use super::variables::{Vars, expand_vars};
 use super::{
-    ConfigError, DEFAULT_STARTUP_TIMEOUT, MAX_SERVER_NAME_LEN, ServerConfig, Transport, field_error,
-    http_entry, stdio_entry,
+    ConfigError, DEFAULT_MAX_TOTAL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, MAX_SERVER_NAME_LEN, ServerConfig,
+    Transport, field_error, http_entry, stdio_entry,
 };
 
 /// The raw shape of one server entry, after `dialect::normalise` (other
@@ -35,6 +35,7 @@ pub(super) struct RawServer {
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
     pub(super) timeout_ms: Option<u64>,
+    pub(super) max_total_timeout_ms: Option<u64>,
     pub(super) startup_timeout_ms: Option<u64>,
     #[serde(default)]
     pub(super) read_only: bool,
@@ -169,6 +170,7 @@ pub(super) fn parse_server(
         name: name.to_owned(),
         transport,
         timeout,
+        max_total_timeout: raw.max_total_timeout_ms.map_or(DEFAULT_MAX_TOTAL_TIMEOUT, Duration::from_millis),
         startup_timeout: raw.startup_timeout_ms.map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
         read_only: raw.read_only,
         disabled: raw.disabled,
@@ -220,20 +222,17 @@ fn valid_server_name(name: &str) -> bool {
 /// Whether the entry is a streamable HTTP server: as its `type` says,
 /// else when it has a `url` and no `command`.
 ///
+/// (An entry whose `type` codemode does not know, `sse` included, was
+/// skipped before: `dialect::unusable`.)
+///
 /// # Errors
-/// [`ConfigError::Field`] `type` for the legacy `sse` transport or an
-/// unknown one.
+/// [`ConfigError::Field`] `type` for an unknown transport.
 fn is_http(name: &str, raw: &RawServer) -> Result<bool, ConfigError> {
     let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
     match kind.as_deref() {
         None => Ok(raw.url.is_some() && raw.command.is_none()),
         Some("stdio") => Ok(false),
         Some("http" | "streamable-http" | "streamablehttp" | "streamable_http") => Ok(true),
-        Some("sse") => Err(field_error(
-            name,
-            "type",
-            "the legacy HTTP+SSE transport is not supported; use a streamable HTTP url (`\"type\": \"http\"`)",
-        )),
         Some(other) => {
             Err(field_error(name, "type", format!("unknown transport `{other}`; use \"stdio\" or \"http\"")))
         }
@@ -248,7 +247,12 @@ fn is_http(name: &str, raw: &RawServer) -> Result<bool, ConfigError> {
 /// [`ConfigError::Field`] for a 0, both timeouts given, or a `timeout` out
 /// of range.
 fn call_timeout(name: &str, raw: &RawServer) -> Result<Option<Duration>, ConfigError> {
-    for (field, value) in [("timeout_ms", raw.timeout_ms), ("startup_timeout_ms", raw.startup_timeout_ms)] {
+    let timeouts = [
+        ("timeout_ms", raw.timeout_ms),
+        ("startup_timeout_ms", raw.startup_timeout_ms),
+        ("max_total_timeout_ms", raw.max_total_timeout_ms),
+    ];
+    for (field, value) in timeouts {
         if value == Some(0) {
             return Err(field_error(name, field, "must be at least 1 (milliseconds)"));
         }
@@ -313,6 +317,7 @@ pub(super) fn disabled_server(name: &str) -> ServerConfig {
         shown: transport.clone(),
         transport,
         timeout: None,
+        max_total_timeout: DEFAULT_MAX_TOTAL_TIMEOUT,
         startup_timeout: DEFAULT_STARTUP_TIMEOUT,
         read_only: false,
         disabled: true,

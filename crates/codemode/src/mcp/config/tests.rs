@@ -99,6 +99,32 @@ fn other_clients_server_names_load_and_a_zed_extension_server_is_skipped() {
 }
 
 #[test]
+fn entries_without_a_known_transport_are_skipped_naming_the_key() {
+    let text = r#"{"mcpServers": {
+        "nested": {"transport": {"type": "http", "url": "https://h/mcp", "headers": {"A": "b"}}},
+        "legacy": {"type": "sse", "url": "https://h/sse"},
+        "ws": {"type": "websocket", "url": "wss://h"},
+        "bare": {"args": ["x"]},
+        "ok": {"command": "node"}
+    }}"#;
+    let config = parse(text).unwrap();
+    assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["ok"]);
+    let warnings = config.warnings().join("\n");
+    for needle in [
+        "server `nested` is skipped",
+        "its `transport` is a shape codemode does not read",
+        "server `legacy` is skipped: `type` is \"sse\"",
+        "does not support",
+        "server `ws` is skipped: `type` is \"websocket\"",
+        "server `bare` is skipped: it has neither `command`",
+    ] {
+        assert!(warnings.contains(needle), "{needle}: {warnings}");
+    }
+    // Skipped, its keys are not also warned about as ignored.
+    assert!(config.ignored.is_empty(), "{:?}", config.ignored);
+}
+
+#[test]
 fn errors_name_the_server_and_the_field() {
     let cases = [
         (
@@ -131,9 +157,7 @@ fn errors_name_the_server_and_the_field() {
             "from 2 to 10",
         ),
         (r#"{"mcpServers": {"r": {"command": "x", "retry": {"tries": 3}}}}"#, "r", "retry", "unknown key"),
-        (r#"{"mcpServers": {"c": {"args": []}}}"#, "c", "command", "needs a `command`"),
-        (r#"{"mcpServers": {"c": {"type": "sse", "url": "http://h"}}}"#, "c", "type", "not supported"),
-        (r#"{"mcpServers": {"c": {"type": "http"}}}"#, "c", "url", "needs a `url`"),
+        (r#"{"mcpServers": {"c": {"type": "http", "command": "x"}}}"#, "c", "url", "needs a `url`"),
         (r#"{"mcpServers": {"c": {"url": "ftp://h"}}}"#, "c", "url", "not an http"),
         (
             r#"{"mcpServers": {"d": {"url": "http://h", "headers": {"a b": "v"}}}}"#,

@@ -14,6 +14,8 @@ use crate::mcp::requests::{self, ServerRequests};
 /// capabilities ([`requests::capabilities`]), answers the server's
 /// `elicitation/create` and `roots/list` requests through the connection's
 /// [`ServerRequests`], and forwards `notifications/tools/list_changed`.
+/// (`notifications/progress` reach their calls from the raw stream, in
+/// order: `ListingTap`.)
 /// Sampling is left to rmcp's default (`-32601 Method not found`).
 pub(crate) struct Handler {
     pub(super) list_changed: mpsc::UnboundedSender<()>,

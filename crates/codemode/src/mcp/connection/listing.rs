@@ -5,6 +5,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::mcp::progress::ProgressRoutes;
+
 /// A connection's tool listing against the server's
 /// `notifications/tools/list_changed`: how many arrived, which of them the
 /// last listing covers, and the lock that keeps one listing in flight
@@ -48,8 +50,18 @@ impl Listing {
 /// It also keeps the last `tools/list` page a stdio server sent, as sent
 /// ([`ListingTap::take_tools_page`]): rmcp's typed page refuses a whole
 /// answer for one tool without `inputSchema`.
+///
+/// And it hands each `notifications/progress` to the call it is about
+/// ([`ProgressRoutes`]), in the order of the stream: rmcp hands
+/// notifications to the handler on a task of their own, which may run
+/// after the call's answer that followed the report was delivered, and the
+/// call's last report would be lost.
 #[derive(Clone, Default)]
-pub(crate) struct ListingTap(Arc<Mutex<std::collections::HashSet<String>>>, Arc<Mutex<Option<ToolsPage>>>);
+pub(crate) struct ListingTap(
+    Arc<Mutex<std::collections::HashSet<String>>>,
+    Arc<Mutex<Option<ToolsPage>>>,
+    Option<Arc<ProgressRoutes>>,
+);
 
 /// One `tools/list` page as sent: its tools and its next cursor.
 pub(crate) type ToolsPage = (Vec<serde_json::Value>, Option<String>);
@@ -65,11 +77,36 @@ impl ListingTap {
         self.1.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
+    /// The same tap, handing progress reports to `routes`.
+    pub(crate) fn routing(self, routes: Arc<ProgressRoutes>) -> ListingTap {
+        ListingTap(self.0, self.1, Some(routes))
+    }
+
+    /// Hands a `notifications/progress` line to its call (only lines that
+    /// mention the method are parsed).
+    fn progress(&self, line: &[u8]) {
+        let Some(routes) = &self.2 else { return };
+        if memchr::memmem::find(line, b"notifications/progress").is_none() {
+            return;
+        }
+        let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else { return };
+        if message.get("method").and_then(serde_json::Value::as_str) != Some("notifications/progress")
+            || message.get("id").is_some()
+        {
+            return;
+        }
+        let params = message.get("params").cloned().unwrap_or_default();
+        if let Ok(report) = serde_json::from_value::<rmcp::model::ProgressNotificationParam>(params) {
+            routes.deliver(report);
+        }
+    }
+
     /// Notes the task-only tools of one JSON-RPC message line (only lines
-    /// that mention `"taskSupport"` are parsed), and keeps a `tools/list`
-    /// page that has a tool without `inputSchema` (only lines that mention
-    /// `"tools"` are parsed).
+    /// that mention `"taskSupport"` are parsed), keeps a `tools/list` page
+    /// that has a tool without `inputSchema` (only lines that mention
+    /// `"tools"` are parsed), and hands a progress report to its call.
     pub(crate) fn scan(&self, line: &[u8]) {
+        self.progress(line);
         let task_support = memchr::memmem::find(line, b"\"taskSupport\"").is_some();
         if !task_support && memchr::memmem::find(line, b"\"tools\"").is_none() {
             return;

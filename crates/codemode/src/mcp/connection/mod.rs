@@ -5,8 +5,11 @@
 //!   ([`ProcessGroup`](codemode_base::process_group::ProcessGroup), no controlling terminal) with piped stdin, stdout and stderr. A monitor task
 //!   owns the group: when the direct child exits, when its stdout closes or
 //!   carries a message over the size limit, or when the connection is
-//!   stopped, it kills the whole group (wrappers' grandchildren included),
-//!   reaps it, and publishes why the connection is down. stderr is drained
+//!   stopped, it ends the whole group (wrappers' grandchildren included),
+//!   reaps it, and publishes why the connection is down. A server still
+//!   running is ended in the MCP specification's order: its stdin closed
+//!   (the monitor holds it through `stdin_pipe.rs`, whoever writes), then
+//!   [`STDIN_CLOSE_GRACE`] to exit, then SIGTERM, then SIGKILL. stderr is drained
 //!   continuously; its last [`STDERR_TAIL`] bytes go into errors.
 //! - **Size limit.** stdout is read through [`BoundedLines`](bounded_lines::BoundedLines): a line (one
 //!   JSON-RPC message) longer than the limit ends the stream, so the pending
@@ -47,6 +50,7 @@ mod handler;
 mod handshake;
 mod http_transport;
 mod listing;
+mod stdin_pipe;
 mod stdio_transport;
 
 use std::pin::Pin;
@@ -77,6 +81,11 @@ pub const MAX_JSON_DEPTH: usize = 127;
 /// How long the monitor waits for a process whose stdout closed to exit by
 /// itself (so its exit status can be reported) before killing it.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
+
+/// How long a stdio server has to exit by itself once its stdin is closed
+/// at the end of its session, before SIGTERM (and SIGKILL 2 s after that):
+/// the MCP specification's stdio shutdown, in its order.
+pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// How long reaping a stopped server's process group may take.
 const REAP_WAIT: Duration = Duration::from_secs(2);
@@ -184,7 +193,7 @@ impl Connection {
         workspace: Option<std::path::PathBuf>,
     ) -> Result<Started, McpError> {
         let deadline = tokio::time::Instant::now() + server.startup_timeout;
-        let requests = ServerRequests::new(&server.name, server.roots, workspace);
+        let requests = ServerRequests::new(&server.name, server.roots, workspace, server.max_total_timeout);
         let first = Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests).await;
         match first {
             Ok(started) => Ok(started),
@@ -218,7 +227,7 @@ impl Connection {
             down_tx,
             stderr: Arc::default(),
             listing: Listing::default(),
-            listing_tap: ListingTap::default(),
+            listing_tap: ListingTap::default().routing(requests.progress.clone()),
             monitor: None,
         };
         let (list_tx, list_changed) = mpsc::unbounded_channel();

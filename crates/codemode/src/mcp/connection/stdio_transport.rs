@@ -16,7 +16,10 @@ use tokio::sync::watch;
 
 use super::bounded_lines::BoundedLines;
 use super::handler::Handler;
-use super::{Down, EXIT_GRACE, INHERITED_ENV, REAP_WAIT, STDERR_TAIL, Serving, Starting, set_once};
+use super::stdin_pipe::{StdinCloser, stdin_pipe};
+use super::{
+    Down, EXIT_GRACE, INHERITED_ENV, REAP_WAIT, STDERR_TAIL, STDIN_CLOSE_GRACE, Serving, Starting, set_once,
+};
 use crate::mcp::McpError;
 use crate::mcp::config::{ServerConfig, Transport};
 use crate::mcp::era::Probing;
@@ -106,7 +109,7 @@ pub(super) fn serve(
         message,
     };
     let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;
-    let stdin = child.stdin.take().expect("piped stdin");
+    let (stdin, closer) = stdin_pipe(child.stdin.take().expect("piped stdin"));
     let stdout = child.stdout.take().expect("piped stdout");
     let child_stderr = child.stderr.take().expect("piped stderr");
     let group = ProcessGroup::new(child, "mcp server", REAP_WAIT)
@@ -118,7 +121,8 @@ pub(super) fn serve(
         .counting(starting.listing.notified.clone())
         .tapped(starting.listing_tap.clone());
     let flags = [oversized, stdout.too_deep_flag()];
-    starting.monitor = Some(tokio::spawn(watch_process(group, starting.down_tx.clone(), closed, flags)));
+    starting.monitor =
+        Some(tokio::spawn(watch_process(group, closer, starting.down_tx.clone(), closed, flags)));
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
     Ok(Box::pin(handler.serve_with_lifecycle(Probing::new(transport), lifecycle)))
 }
@@ -137,8 +141,15 @@ async fn drain(mut stderr: tokio::process::ChildStderr, tail: Arc<Tail>) {
 
 /// Owns the process group: ends it when the child exits, stdout closes or
 /// the connection is stopped, and publishes the cause.
+///
+/// A process still running is ended in the order of the MCP
+/// specification's stdio shutdown (lifecycle, "Shutdown"): its stdin is
+/// closed first, then it has [`STDIN_CLOSE_GRACE`] to exit by itself
+/// ([`EXIT_GRACE`] when it closed its stdout: it is ending already), then
+/// SIGTERM, then SIGKILL after the kill grace.
 async fn watch_process(
     mut group: ProcessGroup,
+    stdin: StdinCloser,
     down_tx: Arc<watch::Sender<Option<Down>>>,
     closed: Arc<tokio::sync::Notify>,
     [oversized, too_deep]: [Arc<AtomicBool>; 2],
@@ -146,18 +157,18 @@ async fn watch_process(
     let mut down = down_tx.subscribe();
     let status = tokio::select! {
         status = group.child().wait() => status.ok(),
-        () = closed.notified() => {
-            // stdout ended: give the process a moment to exit by itself.
-            tokio::time::timeout(EXIT_GRACE, group.child().wait()).await.ok().and_then(Result::ok)
+        // stdout ended: it is ending; a moment to exit by itself.
+        () = closed.notified() => exit_on_eof(&mut group, &stdin, EXIT_GRACE).await,
+        () = async { let _ = down.wait_for(Option::is_some).await; } => {
+            exit_on_eof(&mut group, &stdin, STDIN_CLOSE_GRACE).await
         }
-        () = async { let _ = down.wait_for(Option::is_some).await; } => None,
     };
     if status.is_some() {
         // It exited: whatever it left in its group dies with it.
         group.kill();
     } else {
-        // Shut down while running: SIGTERM, so it can end its own children,
-        // then SIGKILL after the grace period.
+        // Still running with its stdin closed: SIGTERM, so it can end its
+        // own children, then SIGKILL after the kill grace.
         let _ = group.terminate().await;
     }
     let _ = group.child().wait().await;
@@ -173,6 +184,17 @@ async fn watch_process(
         }
     };
     down_tx.send_if_modified(|d| set_once(d, cause));
+}
+
+/// Closes the server's stdin and waits up to `grace` for it to exit: its
+/// status, or `None` when it is still running.
+async fn exit_on_eof(
+    group: &mut ProcessGroup,
+    stdin: &StdinCloser,
+    grace: Duration,
+) -> Option<std::process::ExitStatus> {
+    stdin.close();
+    tokio::time::timeout(grace, group.child().wait()).await.ok().and_then(Result::ok)
 }
 
 /// `exited with status 3` / `was killed by signal 9`.

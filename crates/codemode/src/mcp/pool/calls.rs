@@ -96,6 +96,10 @@ impl McpPool {
         };
         match result {
             Err(timeout) => Err(McpError::CallTimeout { server: server.into(), tool: tool.into(), timeout }),
+            // The request reported progress past the server's maximum total.
+            Ok(Err(Round::Service(ServiceError::Timeout { timeout }))) => {
+                Err(McpError::TotalTimeout { server: server.into(), tool: tool.into(), max_total: timeout })
+            }
             Ok(Err(Round::Service(error))) => {
                 Err(self.service_error(slot, &connection, "tools/call", error).await)
             }
@@ -321,7 +325,7 @@ async fn call_rounds(
 ) -> Result<rmcp::model::CallToolResult, Round> {
     use rmcp::model::{CallToolResponse, InputRequest};
     for _ in 0..MAX_INPUT_ROUNDS {
-        let input = match peer.call_tool_once(params.clone()).await.map_err(Round::Service)? {
+        let input = match asker.call_once(peer, params.clone()).await.map_err(Round::Service)? {
             CallToolResponse::Complete(result) => return Ok(result),
             CallToolResponse::InputRequired(input) => input,
             CallToolResponse::Task(_) => {

@@ -337,16 +337,25 @@ impl McpPool {
 
     /// Ends every connection and reaps every server process; later calls
     /// fail with [`McpError::ShutDown`].
+    ///
+    /// The servers end at once, each in the MCP specification's order (a
+    /// stdio server's stdin closed, up to [`STDIN_CLOSE_GRACE`] for it to
+    /// exit, SIGTERM, SIGKILL 2 s later): the whole shutdown takes as long
+    /// as the slowest server, not the sum.
+    ///
+    /// [`STDIN_CLOSE_GRACE`]: crate::mcp::STDIN_CLOSE_GRACE
     pub async fn shutdown(&self) {
         self.inner.shut.store(true, std::sync::atomic::Ordering::Release);
+        let mut stopping = tokio::task::JoinSet::new();
         for slot in self.inner.slots.values() {
             let mut state = slot.state.lock().await;
             if let State::Up(connection) = std::mem::replace(&mut *state, State::Idle) {
-                connection.stop().await;
+                stopping.spawn(async move { connection.stop().await });
             }
             *slot.status.lock().expect("status lock") =
                 if slot.config.disabled { ServerState::Disabled } else { ServerState::NotStarted };
         }
+        while stopping.join_next().await.is_some() {}
     }
 
     pub(crate) fn downgrade(&self) -> Weak<Inner> {
