@@ -14,7 +14,7 @@ use crate::common::workspace;
 
 /// An engine over `ws` (full access) with `writable` and the sandbox
 /// `settings`; the build's error as text.
-fn engine_with(ws: &Path, writable: &[&str], settings: SandboxSettings) -> Result<Engine, String> {
+pub(crate) fn engine_with(ws: &Path, writable: &[&str], settings: SandboxSettings) -> Result<Engine, String> {
     let config = ConfigFile {
         sandbox: SandboxConfig {
             settings,
@@ -31,19 +31,19 @@ fn engine_with(ws: &Path, writable: &[&str], settings: SandboxSettings) -> Resul
         .map_err(|e| e.to_string())
 }
 
-fn engine(ws: &Path, writable: &[&str]) -> Engine {
+pub(crate) fn engine(ws: &Path, writable: &[&str]) -> Engine {
     engine_with(ws, writable, SandboxSettings::default()).expect("engine builds")
 }
 
 /// Runs `command`: `{exit_code, stdout, stderr}` and the metadata.
-fn sh(engine: &Engine, command: &str) -> (Value, Value) {
+pub(crate) fn sh(engine: &Engine, command: &str) -> (Value, Value) {
     let out = engine.call_blocking("bash", &json!({"command": command, "timeout": 60}));
     assert!(out.is_ok(), "{command}: {:?}", out.error);
     let envelope = out.envelope.unwrap();
     (envelope["content"].clone(), envelope["metadata"].clone())
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
         .args(args)
@@ -54,18 +54,24 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A repository `root/main` with a linked worktree `root/wt`; the
+/// worktree's canonical path.
+pub(crate) fn worktree(root: &Path) -> std::path::PathBuf {
+    let main = root.join("main");
+    std::fs::create_dir(&main).unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    git(&main, &["worktree", "add", "-q", "../wt"]);
+    root.join("wt").canonicalize().unwrap()
+}
+
 /// In a git worktree, `git commit` needs the repository's git folder,
 /// outside the workspace: refused by default, with a note naming the fix
 /// that works; with `writable = [".git"]` it commits.
 #[test]
 fn a_worktree_commits_once_git_is_writable() {
     let root = tempfile::tempdir().unwrap();
-    let main = root.path().join("main");
-    std::fs::create_dir(&main).unwrap();
-    git(&main, &["init", "-q"]);
-    git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
-    git(&main, &["worktree", "add", "-q", "../wt"]);
-    let wt = root.path().join("wt").canonicalize().unwrap();
+    let wt = worktree(root.path());
     let commit = "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m from-the-sandbox";
 
     let (content, metadata) = sh(&engine(&wt, &[]), commit);

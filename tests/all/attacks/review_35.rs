@@ -9,49 +9,21 @@ use codemode::config::{ConfigFile, SandboxConfig};
 use codemode::{Engine, Policy};
 use serde_json::{Value, json};
 
-/// An engine over `ws` (full access) with `writable`.
-fn engine(ws: &Path, writable: &[&str]) -> Engine {
-    let config = ConfigFile {
-        sandbox: SandboxConfig {
-            writable: writable.iter().map(|w| (*w).to_owned()).collect(),
-            ..SandboxConfig::default()
-        },
-        ..ConfigFile::with_policy(Policy::full_access())
-    };
-    crate::common::engine_builder()
-        .workspace(ws)
-        .policy(Policy::full_access())
-        .config(config)
-        .build()
-        .expect("engine builds")
-}
+use crate::sandbox_writable::{engine, worktree};
 
 /// Runs `command` in the sandbox: `{exit_code, stdout, stderr}`.
 fn sh(engine: &Engine, command: &str) -> Value {
-    let out = engine.call_blocking("bash", &json!({"command": command, "timeout": 60}));
-    assert!(out.is_ok(), "{command}: {:?}", out.error);
-    out.envelope.unwrap()["content"].clone()
+    crate::sandbox_writable::sh(engine, command).0
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A repository `root/main` with a linked worktree `root/wt`; the
-/// worktree's canonical path.
-fn worktree(root: &Path) -> std::path::PathBuf {
-    let main = root.join("main");
-    std::fs::create_dir(&main).unwrap();
-    git(&main, &["init", "-q"]);
-    git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
-    git(&main, &["worktree", "add", "-q", "../wt"]);
-    root.join("wt").canonicalize().unwrap()
+/// Whether the next engine over `wt` with the same `writable = [".git"]`
+/// (an engine that refuses to build is a defence too) lets bash write in
+/// `victim`.
+fn next_build_writes(wt: &Path, victim: &Path) -> bool {
+    if let Ok(second) = crate::sandbox_writable::engine_with(wt, &[".git"], Default::default()) {
+        sh(&second, &format!("echo pwned > {}/authorized_keys", victim.display()));
+    }
+    victim.join("authorized_keys").exists()
 }
 
 /// `writable = [".git"]` lifts the worktree's `.git` file for bash, and
@@ -69,18 +41,8 @@ fn a_rewritten_git_file_does_not_grant_another_folder_at_the_next_build() {
     let out = sh(&first, &format!("printf 'gitdir: {}\\n' > .git", victim.display()));
     assert_eq!(out["exit_code"], 0, "the .git file is writable for bash: {out}");
     drop(first);
-    // The next session: the same user policy. An engine that refuses to
-    // build is a defence too.
-    let config = ConfigFile {
-        sandbox: SandboxConfig { writable: vec![".git".into()], ..SandboxConfig::default() },
-        ..ConfigFile::with_policy(Policy::full_access())
-    };
-    let built =
-        crate::common::engine_builder().workspace(&wt).policy(Policy::full_access()).config(config).build();
-    if let Ok(second) = built {
-        sh(&second, &format!("echo pwned > {}/authorized_keys", victim.display()));
-    }
-    assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
+    // The next session: the same user policy.
+    assert!(!next_build_writes(&wt, &victim), "bash wrote a folder the user never named");
 }
 
 /// The same through the worktree git folder's `commondir` file, which
@@ -96,16 +58,7 @@ fn a_rewritten_commondir_does_not_grant_another_folder_at_the_next_build() {
     let out = sh(&first, &format!("printf '{}\\n' > {}", victim.display(), commondir.display()));
     assert_eq!(out["exit_code"], 0, "commondir is writable for bash: {out}");
     drop(first);
-    let config = ConfigFile {
-        sandbox: SandboxConfig { writable: vec![".git".into()], ..SandboxConfig::default() },
-        ..ConfigFile::with_policy(Policy::full_access())
-    };
-    let built =
-        crate::common::engine_builder().workspace(&wt).policy(Policy::full_access()).config(config).build();
-    if let Ok(second) = built {
-        sh(&second, &format!("echo pwned > {}/authorized_keys", victim.display()));
-    }
-    assert!(!victim.join("authorized_keys").exists(), "bash wrote a folder the user never named");
+    assert!(!next_build_writes(&wt, &victim), "bash wrote a folder the user never named");
 }
 
 /// The launcher binds each writable folder by path, following links, at
