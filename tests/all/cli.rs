@@ -15,6 +15,8 @@ pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Pat
         // No trust record unless a test gives its own: a workspace's own
         // files are untrusted (docs/SECURITY.md).
         .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
+        // The sandbox launcher this build made (see common::engine_builder).
+        .env(codemode::sandbox::LAUNCHER_ENV, env!("CARGO_BIN_EXE_codemode"))
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

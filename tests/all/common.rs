@@ -114,8 +114,13 @@ pub fn state_home() -> std::path::PathBuf {
     std::path::Path::new(XDG_STATE).join("codemode")
 }
 
-/// `Engine::builder()` with run state in the tests' state folder.
+/// `Engine::builder()` with run state in the tests' state folder, and bash
+/// sandboxed by the `codemode` binary this build made (not a
+/// `codemode-sandbox` an earlier `cargo build` left beside it, which the
+/// launcher lookup prefers).
 pub fn engine_builder() -> EngineBuilder {
+    static LAUNCHER: std::sync::Once = std::sync::Once::new();
+    LAUNCHER.call_once(|| codemode::sandbox::set_launcher(env!("CARGO_BIN_EXE_codemode")));
     Engine::builder().state_dir(state_home())
 }
 
