@@ -65,14 +65,34 @@ pub(crate) struct BatchArgs {
     pub(crate) limits: CallLimitArgs,
 }
 
-/// `codemode batch status`.
+/// `codemode batch status`, and the commands of shared batches.
 #[derive(Debug, clap::Subcommand)]
 enum BatchCommand {
     /// Where a program batch is, from its record (works from another
-    /// terminal while it runs): lines done, failed, paused, running, not
-    /// started, and whether a process runs it now.
+    /// terminal while it runs), or from the PostgreSQL store for a batch
+    /// submitted there: lines done, failed, paused, running, not started,
+    /// and whether a process runs it now.
     #[command(after_help = "Exit codes: 0 shown, 2 unknown batch or bad invocation.")]
     Status(super::batch_status::StatusArgs),
+    /// Stores a batch in the PostgreSQL journal store (--journal
+    /// postgres://...) for workers to run, and prints its id: a program
+    /// and its input lines (--program), or one call per line.
+    #[command(
+        after_help = "Exit codes: 0 submitted, 2 bad input, a batch of that id exists, or no shared store."
+    )]
+    Submit(super::batch_workers::SubmitArgs),
+    /// Runs lines of a submitted batch, with any number of other workers on
+    /// any machines sharing the store, until every line ended or paused;
+    /// takes over the lines of workers that died (recovering their runs).
+    /// Prints each line it ran as `batch --program` does.
+    #[command(after_help = "Exit codes: 0 every line this worker ran completed, 1 one failed, \
+                            4 one paused (none failed), 2 bad invocation, 128+N on signal N.")]
+    Work(super::batch_workers::WorkArgs),
+    /// Prints the output of the submitted batch's lines that ended, in line
+    /// order, as JSON Lines (--wait: every line, as it ends).
+    #[command(after_help = "Exit codes: 0 every printed line completed, 1 one failed, 4 one paused, \
+                            2 unknown batch or bad invocation.")]
+    Results(super::batch_workers::ResultsArgs),
 }
 
 /// One usable input line.
@@ -84,8 +104,12 @@ struct Line {
 /// Runs `codemode batch`.
 pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     if let Some(command) = args.command {
-        let BatchCommand::Status(status) = *command;
-        return super::batch_status::status(status);
+        return match *command {
+            BatchCommand::Status(status) => super::batch_status::status(status),
+            BatchCommand::Submit(submit) => super::batch_workers::submit(submit),
+            BatchCommand::Work(work) => super::batch_workers::work(work),
+            BatchCommand::Results(results) => super::batch_workers::results(results),
+        };
     }
     if let Some(program) = args.program.clone() {
         return super::batch_program::run(args, &program);
@@ -114,6 +138,27 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = rt.block_on(run_batch(&engine, batch, options, args.ordered, &numbers, &mut progress));
     finish(&engine, outcome, args.json, bad.is_empty())
+}
+
+/// Reports each bad input line (line number, what is wrong) on stderr.
+pub(crate) fn print_invalid_on_stderr(bad: &[(usize, String)]) {
+    for (number, message) in bad {
+        eprintln!("codemode: line {number}: {}", printable(message));
+    }
+}
+
+/// The usable lines of a calls batch's input as `{tool, arguments}`
+/// values (line number, value), and the bad lines.
+pub(crate) fn call_values(
+    input: &[u8],
+    tool: Option<&str>,
+) -> (Vec<(usize, Value)>, Vec<super::batch_program::BadLine>) {
+    let (lines, bad) = parse_lines(input, tool);
+    let values = lines
+        .into_iter()
+        .map(|l| (l.number, json!({"tool": l.call.tool, "arguments": l.call.arguments})))
+        .collect();
+    (values, bad)
 }
 
 /// Reports each bad input line (line number, what is wrong): on stderr,

@@ -22,11 +22,14 @@ use super::batch::BatchArgs;
 use super::batch_progress::Progress;
 use super::batch_record::{self, Entry, Header, LineState, Record, Source};
 use super::engine_args::CliEngine;
+use codemode::journal::batch_queue::BatchWorker;
 
 /// What a line needs this time.
-enum Work {
-    /// Never started (or its run never made a journal): a new run.
-    New { line: usize, input: Value },
+pub(crate) enum Work {
+    /// Never started (or its run never made a journal): a new run, under
+    /// `run_id` when the line's run id is fixed (a shared batch's line),
+    /// else a new one.
+    New { line: usize, input: Value, run_id: Option<String> },
     /// Its run was interrupted (or paused, and every pending call is now
     /// decided): `Engine::start_resume` goes on with it.
     Resume { line: usize, run_id: String },
@@ -102,9 +105,10 @@ pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
         );
         let approver: Arc<dyn codemode::Approver> =
             Arc::new(BatchApprover::new(args.engine.approver()?, batch_id.clone()));
-        let mut driver = Driver::new(&engine, record, program, approver, &args, &plan);
+        let mut driver =
+            Driver::new(&engine, LineLog::File(record), program, approver, (args.ordered, args.parallel), &plan);
         let progress = Progress::new(&batch_id, total, (before.done, before.failed), &args.engine);
-        let outcome = driver.drive(plan, progress).await;
+        let outcome = driver.drive(&mut VecDeque::from(plan), progress).await;
         let all = Counts::of(before.statuses.iter().map(String::as_str).chain(driver.statuses.iter().map(String::as_str)));
         Ok(exit_code(outcome, &all, bad.is_empty()))
     })
@@ -117,10 +121,10 @@ fn build_engine(args: &BatchArgs) -> anyhow::Result<CliEngine> {
 }
 
 /// A bad input line: its number and what is wrong.
-type BadLine = (usize, String);
+pub(crate) type BadLine = (usize, String);
 
 /// The usable lines of `input` (line number, value) and the bad ones.
-fn parse_values(input: &[u8]) -> (Vec<(usize, Value)>, Vec<BadLine>) {
+pub(crate) fn parse_values(input: &[u8]) -> (Vec<(usize, Value)>, Vec<BadLine>) {
     let mut values = Vec::new();
     let mut bad = Vec::new();
     for (i, raw) in input.split(|&b| b == b'\n').enumerate() {
@@ -141,11 +145,11 @@ fn parse_values(input: &[u8]) -> (Vec<(usize, Value)>, Vec<BadLine>) {
     (values, bad)
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn absolute(path: &Path) -> String {
+pub(crate) fn absolute(path: &Path) -> String {
     std::path::absolute(path).unwrap_or_else(|_| PathBuf::from(path)).display().to_string()
 }
 
@@ -162,7 +166,7 @@ async fn plan(
     for (line, input) in values {
         let (run_id, output) = match states.get(line) {
             None => {
-                plan.push(Work::New { line: *line, input: input.clone() });
+                plan.push(Work::New { line: *line, input: input.clone(), run_id: None });
                 continue;
             }
             Some(LineState::Ended { status, .. }) if batch_record::is_final(status) => continue,
@@ -175,19 +179,21 @@ async fn plan(
             known = Some(listed.into_iter().map(|r| (r.run_id, r.state)).collect());
         }
         let state = known.as_ref().and_then(|k| k.get(&run_id)).copied();
-        plan.push(classify(engine, *line, input, run_id, state, output).await);
+        plan.push(classify(engine, *line, input, run_id, state, output, false).await);
     }
     Ok(plan)
 }
 
-/// What a started line needs, by its run's `state` in the store.
-async fn classify(
+/// What a started line needs, by its run's `state` in the store; a run
+/// that never made a journal runs anew, under the same id when `keep_id`.
+pub(crate) async fn classify(
     engine: &CliEngine,
     line: usize,
     input: &Value,
     run_id: String,
     state: Option<RunState>,
     output: Option<Value>,
+    keep_id: bool,
 ) -> Work {
     let waiting = |run_id: String, status: &str, message: String| {
         let output = output.clone().unwrap_or_else(|| {
@@ -199,7 +205,7 @@ async fn classify(
         // No journal: the run made none before the batch stopped, so no
         // call that may change something started (its start is durable
         // first). It runs anew.
-        None => Work::New { line, input: input.clone() },
+        None => Work::New { line, input: input.clone(), run_id: keep_id.then_some(run_id) },
         Some(RunState::Interrupted) => Work::Resume { line, run_id },
         Some(RunState::Paused) => {
             let decided = engine
@@ -223,7 +229,7 @@ async fn classify(
 
 /// Counts of line statuses.
 #[derive(Default)]
-struct Counts {
+pub(crate) struct Counts {
     done: usize,
     failed: usize,
     paused: usize,
@@ -231,7 +237,7 @@ struct Counts {
 }
 
 impl Counts {
-    fn of<'a>(statuses: impl Iterator<Item = &'a str>) -> Counts {
+    pub(crate) fn of<'a>(statuses: impl Iterator<Item = &'a str>) -> Counts {
         let mut c = Counts::default();
         for s in statuses {
             c.statuses.push(s.to_owned());
@@ -249,14 +255,14 @@ impl Counts {
 }
 
 /// How the drive ended.
-struct Outcome {
-    signal: Option<u8>,
-    output: std::io::Result<()>,
+pub(crate) struct Outcome {
+    pub(crate) signal: Option<u8>,
+    pub(crate) output: std::io::Result<()>,
 }
 
 /// The exit code: a signal's, 141 for a closed stdout, 1 when a line
 /// failed or was bad (or stdout failed), 4 when a line is paused, else 0.
-fn exit_code(outcome: Outcome, all: &Counts, lines_good: bool) -> u8 {
+pub(crate) fn exit_code(outcome: Outcome, all: &Counts, lines_good: bool) -> u8 {
     if let Some(signal) = outcome.signal {
         return 128 + signal;
     }
@@ -277,10 +283,85 @@ fn exit_code(outcome: Outcome, all: &Counts, lines_good: bool) -> u8 {
     }
 }
 
+/// Where a batch records its lines: the local record file, or the shared
+/// batch in the journal store (a worker's claims, `batch_workers.rs`).
+pub(crate) enum LineLog {
+    File(Record),
+    Shared(Arc<dyn BatchWorker>),
+}
+
+impl LineLog {
+    /// Records that `line` starts run `run_id`, durably, before it starts
+    /// (a shared line's run id was made durable by its claim).
+    fn started(&mut self, line: usize, run_id: &str) -> anyhow::Result<()> {
+        match self {
+            LineLog::File(record) => record.append(&Entry::Start { line, run_id: run_id.to_owned() }),
+            LineLog::Shared(_) => Ok(()),
+        }
+    }
+
+    /// Records how `line` ended, durably.
+    async fn ended(
+        &mut self,
+        line: usize,
+        run_id: String,
+        status: String,
+        output: &Value,
+    ) -> anyhow::Result<()> {
+        match self {
+            LineLog::File(record) => {
+                record.append(&Entry::End { line, run_id, status, output: output.clone() })
+            }
+            LineLog::Shared(worker) => {
+                Ok(worker.end(line as u64, &run_id, &status, output.to_string()).await?)
+            }
+        }
+    }
+
+    /// A line left waiting (paused, held by another process, its resume
+    /// refused): the record file keeps it as it was; a shared batch gets
+    /// it back as `paused`, so the worker's claim does not keep it.
+    async fn waiting(
+        &mut self,
+        line: usize,
+        run_id: String,
+        status: &str,
+        output: &Value,
+    ) -> anyhow::Result<()> {
+        match self {
+            LineLog::File(_) => Ok(()),
+            LineLog::Shared(_) => self.ended(line, run_id, status.to_owned(), output).await,
+        }
+    }
+}
+
+/// What a batch's driver asks for its next line.
+pub(crate) enum Next {
+    Work(Work),
+    /// Nothing to start now; ask again in a second (lines held by other
+    /// workers may come free).
+    Later,
+    /// Nothing left to start.
+    Done,
+}
+
+/// Where a batch's lines come from: its plan (one process), or claims
+/// from a shared batch (`batch_workers.rs`).
+pub(crate) trait WorkSource {
+    /// The next line's work, with room for `room` more lines now.
+    async fn next(&mut self, room: usize) -> anyhow::Result<Next>;
+}
+
+impl WorkSource for VecDeque<Work> {
+    async fn next(&mut self, _room: usize) -> anyhow::Result<Next> {
+        Ok(self.pop_front().map_or(Next::Done, Next::Work))
+    }
+}
+
 /// The running batch.
-struct Driver<'a> {
+pub(crate) struct Driver<'a> {
     engine: &'a CliEngine,
-    record: Record,
+    record: LineLog,
     program: Program,
     /// Every line's runs ask it (`BatchApprover`).
     approver: Arc<dyn codemode::Approver>,
@@ -292,16 +373,18 @@ struct Driver<'a> {
     running: JoinSet<Done>,
     cancellers: HashMap<usize, Canceller>,
     /// The status of each line that ended this time.
-    statuses: Vec<String>,
+    pub(crate) statuses: Vec<String>,
 }
 
 impl<'a> Driver<'a> {
-    fn new(
+    /// A driver running `parallel` lines at once; with `ordered`, printing
+    /// them in the order of `plan`.
+    pub(crate) fn new(
         engine: &'a CliEngine,
-        record: Record,
+        record: LineLog,
         program: Program,
         approver: Arc<dyn codemode::Approver>,
-        args: &BatchArgs,
+        (ordered, parallel): (bool, u32),
         plan: &[Work],
     ) -> Self {
         Driver {
@@ -309,9 +392,9 @@ impl<'a> Driver<'a> {
             record,
             program,
             approver,
-            ordered: args.ordered,
-            parallel: (args.parallel as usize).max(1),
-            expected: plan.iter().map(Work::line).collect(),
+            ordered,
+            parallel: (parallel as usize).max(1),
+            expected: if ordered { plan.iter().map(Work::line).collect() } else { VecDeque::new() },
             held: BTreeMap::new(),
             running: JoinSet::new(),
             cancellers: HashMap::new(),
@@ -323,33 +406,43 @@ impl<'a> Driver<'a> {
     /// ends (recorded, then printed), until all are done. The first
     /// SIGINT/SIGTERM starts no further line (those running finish), the
     /// second cancels those running.
-    async fn drive(&mut self, plan: Vec<Work>, mut progress: Progress) -> Outcome {
-        let mut plan: VecDeque<Work> = plan.into();
+    pub(crate) async fn drive(&mut self, source: &mut impl WorkSource, mut progress: Progress) -> Outcome {
         let mut signal = None;
         let mut output = Ok(());
         let mut signals = Signals::new();
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
         tick.tick().await;
+        let mut poll = tokio::time::interval(std::time::Duration::from_secs(1));
         loop {
+            let mut later = false;
             while signal.is_none() && output.is_ok() && self.running.len() < self.parallel {
-                let Some(work) = plan.pop_front() else { break };
-                if let Err(e) = self.start(work).await {
-                    plan.clear();
+                let started = match source.next(self.parallel - self.running.len()).await {
+                    Ok(Next::Work(work)) => self.start(work).await,
+                    Ok(Next::Later) => {
+                        later = true;
+                        break;
+                    }
+                    Ok(Next::Done) => break,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = started {
                     output = Err(std::io::Error::other(format!("{e:#}")));
                 }
             }
-            if self.running.is_empty() {
+            let waiting = later && signal.is_none() && output.is_ok();
+            if self.running.is_empty() && !waiting {
                 break;
             }
             tokio::select! {
-                joined = self.running.join_next() => {
+                joined = self.running.join_next(), if !self.running.is_empty() => {
                     let Some(Ok(done)) = joined else { continue };
                     self.cancellers.remove(&done.line);
-                    match self.finish(done, output.is_ok()) {
+                    match self.finish(done, output.is_ok()).await {
                         Ok(status) => progress.line(&status),
                         Err(e) => output = Err(e),
                     }
                 }
+                _ = poll.tick(), if waiting => {}
                 s = signals.next() => {
                     if signal.is_some() {
                         self.cancellers.values().for_each(Canceller::cancel);
@@ -373,10 +466,10 @@ impl<'a> Driver<'a> {
     /// Starts one line's work (a run, a resume), or settles it at once.
     async fn start(&mut self, work: Work) -> anyhow::Result<()> {
         match work {
-            Work::New { line, input } => {
-                let run_id = codemode::Engine::new_run_id();
+            Work::New { line, input, run_id } => {
+                let run_id = run_id.unwrap_or_else(codemode::Engine::new_run_id);
                 // Durable before the run starts: a restart finds this run.
-                self.record.append(&Entry::Start { line, run_id: run_id.clone() })?;
+                self.record.started(line, &run_id)?;
                 let program = self.program.clone().with_input(input);
                 let options = RunOptions::with_approver(self.approver.clone()).run_id(run_id);
                 let run = self.engine.start_with(program, options);
@@ -424,13 +517,22 @@ impl<'a> Driver<'a> {
     /// `print` (in input order with `--ordered`); returns its status. A
     /// line still waiting (paused, held elsewhere, its resume refused) is
     /// printed again, its record left as it was.
-    fn finish(&mut self, done: Done, print: bool) -> std::io::Result<String> {
+    async fn finish(&mut self, done: Done, print: bool) -> std::io::Result<String> {
         let Done { line, run_id, status, output } = done;
         let status = match status.as_str() {
-            WAITING => output["status"].as_str().unwrap_or("paused").to_owned(),
+            WAITING => {
+                let status = output["status"].as_str().unwrap_or("paused").to_owned();
+                self.record
+                    .waiting(line, run_id, &status, &output)
+                    .await
+                    .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+                status
+            }
             _ => {
-                let entry = Entry::End { line, run_id, status: status.clone(), output: output.clone() };
-                self.record.append(&entry).map_err(std::io::Error::other)?;
+                self.record
+                    .ended(line, run_id, status.clone(), &output)
+                    .await
+                    .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
                 status
             }
         };

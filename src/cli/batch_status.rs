@@ -31,6 +31,12 @@ pub(crate) fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let engine = args.engine.build()?;
     let store_folder = engine.journal_store().and_then(|s| s.folder().map(Path::to_path_buf));
     let folder = store_folder.unwrap_or_else(|| engine.runs_folder().to_path_buf());
+    // A batch submitted to the shared store has no local record.
+    if !batch_record::path(&folder, &args.batch_id).exists()
+        && let Some(code) = super::batch_workers::status(&engine, &args.batch_id, args.json, args.lines)?
+    {
+        return Ok(code);
+    }
     let (entries, held) = batch_record::read(&folder, &args.batch_id)?;
     let summary = summary(&entries, held);
     if args.lines {

@@ -11,6 +11,7 @@ mod batch_program;
 mod batch_progress;
 mod batch_record;
 mod batch_status;
+mod batch_workers;
 mod call;
 mod engine_args;
 mod generate;

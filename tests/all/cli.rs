@@ -5,10 +5,11 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-/// Starts the binary with `args` in `cwd`, with `env` added, every stdio
-/// stream piped.
-pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Path)]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_codemode"))
+/// The binary with `args` in `cwd`, in the tests' state folder and with
+/// no trust record, not started.
+pub fn command(args: &[&str], cwd: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_codemode"));
+    command
         .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(args)
         .current_dir(cwd)
@@ -16,7 +17,14 @@ pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Pat
         // files are untrusted (docs/SECURITY.md).
         .env("XDG_CONFIG_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/no-trust-record"))
         // The sandbox launcher this build made (see common::engine_builder).
-        .env(codemode::sandbox::LAUNCHER_ENV, env!("CARGO_BIN_EXE_codemode"))
+        .env(codemode::sandbox::LAUNCHER_ENV, env!("CARGO_BIN_EXE_codemode"));
+    command
+}
+
+/// Starts the binary with `args` in `cwd`, with `env` added, every stdio
+/// stream piped.
+pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Path)]) -> std::process::Child {
+    command(args, cwd)
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

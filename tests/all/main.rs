@@ -7,6 +7,7 @@ mod attacks;
 mod batch;
 mod batch_cli;
 mod batch_program;
+mod batch_workers;
 mod bounded_parse;
 mod bounds;
 mod cli;

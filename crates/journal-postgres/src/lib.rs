@@ -17,6 +17,7 @@
 //! ("PostgreSQL store").
 
 mod annotate;
+mod batches;
 mod cancels;
 mod holder;
 mod schema;
@@ -559,6 +560,10 @@ fn split_key(key: i64) -> (u32, u32) {
 impl JournalStore for PostgresStore {
     fn describe(&self) -> String {
         format!("PostgreSQL {}", self.inner.place)
+    }
+
+    fn batch_queue(&self) -> Option<&dyn codemode::journal::batch_queue::BatchQueue> {
+        Some(self)
     }
 
     fn create<'a>(&'a self, run_id: &'a str, header: String) -> StoreFuture<'a, Box<dyn RunJournal>> {

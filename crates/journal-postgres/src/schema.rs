@@ -10,7 +10,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this code reads and writes.
-pub(crate) const VERSION: i32 = 2;
+pub(crate) const VERSION: i32 = 3;
 
 /// Each version's SQL, in order; a version's SQL never changes once
 /// released (a change is a new version).
@@ -40,6 +40,36 @@ const MIGRATIONS: &[(i32, &str)] = &[
          run_id text PRIMARY KEY REFERENCES codemode_runs (run_id) ON DELETE CASCADE,
          requested_at timestamptz NOT NULL DEFAULT now()
      );",
+    ),
+    // Batches shared by many workers (`batches`, docs/BATCH.md "Many
+    // workers"): a row per batch, a row per input line. A line `claimed`
+    // is its worker's while that worker's advisory lock (`worker_key`) is
+    // held; the partial index keeps the claim's scan to the lines left.
+    (
+        3,
+        "CREATE TABLE codemode_batches (
+         batch_id text PRIMARY KEY,
+         program_name text NOT NULL,
+         program_source text NOT NULL,
+         about text NOT NULL,
+         lines bigint NOT NULL,
+         created_at timestamptz NOT NULL DEFAULT now()
+     );
+     CREATE TABLE codemode_batch_lines (
+         batch_id text NOT NULL REFERENCES codemode_batches (batch_id) ON DELETE CASCADE,
+         line bigint NOT NULL,
+         input text NOT NULL,
+         state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'claimed', 'paused', 'ended')),
+         worker_key bigint,
+         claims integer NOT NULL DEFAULT 0,
+         run_id text,
+         status text,
+         output text,
+         updated_at timestamptz NOT NULL DEFAULT now(),
+         PRIMARY KEY (batch_id, line)
+     );
+     CREATE INDEX codemode_batch_lines_open ON codemode_batch_lines (batch_id, line)
+         WHERE state IN ('pending', 'claimed');",
     ),
 ];
 

@@ -170,8 +170,8 @@ fn client_config(rootcert: Option<&str>) -> Result<rustls::ClientConfig, StoreEr
 }
 
 /// Connects with `config` (its `application_name` defaulting to `app`) and
-/// drives the connection on a task of the current runtime; `on_end` runs
-/// when the connection ends.
+/// drives the connection on the store's I/O thread ([`io_runtime`]);
+/// `on_end` runs when the connection ends.
 pub(super) async fn connect(
     config: &Config,
     tls: &Tls,
@@ -182,20 +182,52 @@ pub(super) async fn connect(
     if config.get_application_name().is_none() {
         config.application_name(app);
     }
-    match tls {
-        Tls::None => {
-            let (client, connection) = config.connect(NoTls).await?;
-            drive(connection, on_end);
-            Ok(client)
+    let tls = tls.clone();
+    let connected = io_runtime().spawn(async move {
+        match tls {
+            Tls::None => {
+                let (client, connection) = config.connect(NoTls).await?;
+                drive(connection, on_end);
+                Ok(client)
+            }
+            Tls::Rustls(tls) => {
+                let (client, connection) = config.connect(MakeRustls(tls)).await?;
+                drive(connection, on_end);
+                Ok(client)
+            }
         }
-        Tls::Rustls(tls) => {
-            let (client, connection) = config.connect(MakeRustls(tls.clone())).await?;
-            drive(connection, on_end);
-            Ok(client)
-        }
+    });
+    match connected.await {
+        Ok(result) => result,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
 
+/// The runtime every connection of every store lives on: one thread of
+/// its own, started on first use. A connection is made and driven there,
+/// not on the runtime of whoever first needed it, because connections are
+/// pooled and shared: one made on a VM thread's runtime would stall while
+/// that thread runs JavaScript, and die with that runtime (an engine's VM
+/// threads end with the engine), under the runs of every other thread
+/// borrowing it (`connection closed` in the middle of a transaction).
+fn io_runtime() -> &'static tokio::runtime::Handle {
+    static IO: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+    IO.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the PostgreSQL I/O runtime builds");
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new()
+            .name("codemode-postgres-io".into())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))
+            .expect("the PostgreSQL I/O thread starts");
+        handle
+    })
+}
+
+/// Drives `connection` on a task of the current runtime (the I/O
+/// runtime's), then runs `on_end`.
 fn drive<F>(connection: F, on_end: impl FnOnce() + Send + 'static)
 where
     F: Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,

@@ -25,6 +25,7 @@
 //! folders), by the [`Retention`] of `[journal]`.
 
 pub(crate) mod approvals;
+pub mod batch_queue;
 mod cancel_marker;
 pub(crate) mod completion;
 mod credentials;
@@ -444,5 +445,13 @@ pub trait JournalStore: Send + Sync + 'static {
     fn cancel_requests<'a>(&'a self, run_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {
         let _ = run_ids;
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// The store's batches for many workers ([`batch_queue`]), when it
+    /// can share them between processes on many machines. Default: `None`
+    /// (the local store: a batch runs in one process there, its record a
+    /// file, docs/BATCH.md).
+    fn batch_queue(&self) -> Option<&dyn batch_queue::BatchQueue> {
+        None
     }
 }
