@@ -4,8 +4,11 @@
 //! codemode process that points at it, so a run paused on one machine can
 //! be resumed on another.
 //!
-//! Two tables (`schema`): `codemode_runs` (a row per run: its state) and
-//! `codemode_journal` (a row per journal line, numbered from 0). A run is
+//! Tables (`schema`): `codemode_runs` (a row per run: its state),
+//! `codemode_journal` (a row per journal line, numbered from 0),
+//! `codemode_cancels` (cancels asked from other processes), and the batches
+//! many workers share (`batches`: `codemode_batches`,
+//! `codemode_batch_lines`). A run is
 //! held by the process running or resuming it through a session-level
 //! advisory lock on a hash of its id, taken on one connection per store
 //! (`holder`): the database frees it when that connection ends, however
