@@ -434,3 +434,32 @@ fn calls_made_together_ask_once_to_start_their_server() {
         assert_eq!(approved, usize::from(allow), "{}", r.to_json_pretty());
     }
 }
+
+/// An engine built before its server's tool list was cached, which
+/// another process then cached (a batch worker starting beside others):
+/// a call of the server's tool starts it and runs, rather than being
+/// refused as not in the cached list its own catalog never read.
+#[test]
+fn a_tool_another_process_cached_after_this_engine_was_built_is_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers =
+        serde_json::json!({"fx": {"command": "python3", "args": [crate::mcp_support::fixture(), "normal"]}});
+    let engine = || {
+        crate::common::engine_builder()
+            .workspace(dir.path())
+            .policy(codemode::Policy::full_access())
+            .mcp(
+                crate::mcp_support::config(servers.clone()),
+                crate::mcp_support::options(&dir.path().join("cache")),
+            )
+            .build()
+            .unwrap()
+    };
+    let (late, first) = (engine(), engine());
+    let program = "return (await tools.call('mcp__fx__slow', {ms: 1})).content";
+    for engine in [&first, &late] {
+        let receipt = engine.execute_blocking(codemode::Program::new(program));
+        assert_eq!(receipt.status, codemode::receipt::RunStatus::Completed, "{}", receipt.to_json_pretty());
+        engine.shutdown_mcp_blocking();
+    }
+}

@@ -5,9 +5,10 @@
 //! JSON values ([`parse_rate`], [`parse_retry`]), so both files accept the
 //! same shapes and say the same things about a bad value.
 //!
-//! Every limit here is kept by one process (one engine): a later
-//! `scope = "global"` would keep the counts in the journal's PostgreSQL
-//! store; the settings are shaped so that it can be added beside them.
+//! A limit is kept by one process (one engine) unless its `scope` is
+//! `"global"` ([`parse_scope`]): then the counts are kept in the journal's
+//! PostgreSQL store and hold across every process sharing it (batch
+//! workers, replicas).
 
 use std::time::Duration;
 
@@ -24,9 +25,8 @@ pub const MAX_ATTEMPTS: u32 = 10;
 pub const MAX_DELAY: Duration = Duration::from_secs(600);
 
 /// How calls of one tool, or of one MCP server's tools, are paced. Each
-/// field is optional; an empty one paces nothing. Kept by one process; a
-/// later `scope` field (`"global"`: counts in the PostgreSQL store) is why
-/// it is `non_exhaustive`.
+/// field is optional; an empty one paces nothing. Kept by one process, or
+/// with `global` by every process sharing the PostgreSQL journal store.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CallLimits {
@@ -41,6 +41,10 @@ pub struct CallLimits {
     /// Failures called again, and how long to wait between attempts.
     /// `None`: a call is made once.
     pub retry: Option<RetryPolicy>,
+    /// `scope = "global"`: `max_in_flight` and `rate` hold across every
+    /// process sharing the journal store (which must then be able to keep
+    /// them: PostgreSQL); `retry` stays per call. `false`: per process.
+    pub global: bool,
 }
 
 impl CallLimits {
@@ -51,7 +55,13 @@ impl CallLimits {
 
     /// Limits with `max_in_flight`, `rate` and `retry`.
     pub fn new(max_in_flight: Option<usize>, rate: Option<Rate>, retry: Option<RetryPolicy>) -> Self {
-        CallLimits { max_in_flight, rate, retry }
+        CallLimits { max_in_flight, rate, retry, global: false }
+    }
+
+    /// These limits with `scope = "global"` when `global`.
+    pub fn with_global(mut self, global: bool) -> Self {
+        self.global = global;
+        self
     }
 }
 
@@ -133,6 +143,21 @@ pub fn parse_rate(value: &Value) -> Result<Rate, String> {
             "{r} is out of range: give calls per second above 0 and at most {MAX_RATE} (0.5 is one call every 2 s)"
         )),
         None => Err(format!("{value} is not a number: give calls per second, e.g. 5 or 0.5")),
+    }
+}
+
+/// Reads a `scope`: `"process"` (false) or `"global"` (true).
+///
+/// # Errors
+/// A sentence saying what was wrong and what to give instead.
+pub fn parse_scope(value: &Value) -> Result<bool, String> {
+    match value.as_str() {
+        Some("global") => Ok(true),
+        Some("process") => Ok(false),
+        _ => Err(format!(
+            "{value} is not a scope: give \"process\" (each process keeps its own counts, the default) or \
+             \"global\" (kept in the PostgreSQL journal store, across every process sharing it)"
+        )),
     }
 }
 

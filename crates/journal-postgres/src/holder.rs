@@ -95,6 +95,45 @@ impl Holder {
         Ok(got?.then(|| Hold { holder: self.clone(), run_id: run_id.to_owned(), key, released: false }))
     }
 
+    /// Takes the first of `keys` no session holds (each key a slot of a
+    /// shared limit) as hold `name#key`: `None` when every one is held.
+    /// Keys this session holds already are left out (advisory locks are
+    /// re-entrant within a session, so asking again would succeed).
+    pub(super) async fn hold_any(
+        self: &Arc<Self>,
+        name: &str,
+        keys: &[i64],
+    ) -> Result<Option<Hold>, StoreError> {
+        let mut slot = self.conn.lock().await;
+        let client = self.ready(&mut slot).await?;
+        let free: Vec<i64> = {
+            let held = self.held();
+            keys.iter().copied().filter(|k| !held.locked.contains_key(k)).collect()
+        };
+        if free.is_empty() {
+            return Ok(None);
+        }
+        // A filter over a function scan, pulled one row at a time by the
+        // LIMIT: the locks are tried in order until one is granted.
+        let got: Option<i64> = client
+            .query_typed(
+                "SELECT k FROM unnest($1::bigint[]) AS k WHERE pg_try_advisory_lock(k) LIMIT 1",
+                &[(&free, Type::INT8_ARRAY)],
+            )
+            .await
+            .map_err(|e| self.fail("cannot take a slot of a shared limit", &e))?
+            .first()
+            .map(|r| r.get(0));
+        let Some(key) = got else { return Ok(None) };
+        let run_id = format!("{name}#{key}");
+        {
+            let mut held = self.held();
+            *held.locked.entry(key).or_default() += 1;
+            held.runs.insert(run_id.clone());
+        }
+        Ok(Some(Hold { holder: self.clone(), run_id, key, released: false }))
+    }
+
     async fn try_lock(&self, key: i64) -> Result<bool, StoreError> {
         let mut slot = self.conn.lock().await;
         let client = self.ready(&mut slot).await?;

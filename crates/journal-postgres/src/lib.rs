@@ -23,6 +23,7 @@ mod annotate;
 mod batches;
 mod cancels;
 mod holder;
+mod limits;
 mod schema;
 mod tls;
 
@@ -566,6 +567,10 @@ impl JournalStore for PostgresStore {
     }
 
     fn batch_queue(&self) -> Option<&dyn codemode::journal::batch_queue::BatchQueue> {
+        Some(self)
+    }
+
+    fn shared_limits(&self) -> Option<&dyn codemode::journal::shared_limits::SharedLimits> {
         Some(self)
     }
 

@@ -42,7 +42,8 @@ const MIGRATIONS: &[(i32, &str)] = &[
      );",
     ),
     // Batches shared by many workers (`batches`, docs/BATCH.md "Many
-    // workers"): a row per batch, a row per input line. A line `claimed`
+    // workers"): a row per batch, a row per input line; and the next free
+    // start of each global `rate` (`limits`). A line `claimed`
     // is its worker's while that worker's advisory lock (`worker_key`) is
     // held; the partial index keeps the claim's scan to the lines left.
     (
@@ -69,7 +70,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
          PRIMARY KEY (batch_id, line)
      );
      CREATE INDEX codemode_batch_lines_open ON codemode_batch_lines (batch_id, line)
-         WHERE state IN ('pending', 'claimed');",
+         WHERE state IN ('pending', 'claimed');
+     CREATE TABLE codemode_rates (
+         key text PRIMARY KEY,
+         next_at timestamptz NOT NULL
+     );",
     ),
 ];
 

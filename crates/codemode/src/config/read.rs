@@ -223,6 +223,7 @@ struct RawTool {
     max_in_flight: Option<Spanned<serde_json::Value>>,
     rate: Option<Spanned<serde_json::Value>>,
     retry: Option<Spanned<serde_json::Value>>,
+    scope: Option<Spanned<serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -516,7 +517,8 @@ impl Reader<'_> {
             self.limit(tool, "max_in_flight", raw.max_in_flight, pacing::parse_max_in_flight)?,
             self.limit(tool, "rate", raw.rate, pacing::parse_rate)?,
             self.limit(tool, "retry", raw.retry, pacing::parse_retry)?.flatten(),
-        );
+        )
+        .with_global(self.limit(tool, "scope", raw.scope, pacing::parse_scope)?.unwrap_or(false));
         Ok(ToolSettings { timeout_ms, allowed_callers, idempotent, compensate, limits })
     }
 

@@ -290,7 +290,9 @@ impl EngineBuilder {
         let pacing = super::pacing::Pacing::new(
             self.config.policy.tools.iter().map(|(name, t)| (name.as_str(), &t.limits)),
             self.mcp.iter().flat_map(|(c, _)| c.servers.values().map(|s| (s.name.as_str(), s.call_limits()))),
-        );
+            journal.as_ref(),
+        )
+        .map_err(BuildError::Policy)?;
         let mcp = self.mcp.map(|(config, mut options)| {
             // The root a server's `roots/list` gets outside a tool call.
             options.workspace.get_or_insert_with(|| workspace.clone());

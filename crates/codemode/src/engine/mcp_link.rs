@@ -239,6 +239,15 @@ impl McpLink {
         matches!(self.pool.cached_tools(server), Ok(Some(_)))
     }
 
+    /// Whether `server`'s listing (live, else from the schema cache) has
+    /// the tool the catalog names `tool`: a run whose catalog was taken
+    /// before the listing came (the server was starting for another run)
+    /// does not have it yet.
+    pub(crate) fn lists_tool(&self, server: &str, tool: &str) -> bool {
+        use crate::catalog::Tool as _;
+        matches!(self.pool.cached_tools(server), Ok(Some(tools)) if tools.iter().any(|t| t.spec().name == tool))
+    }
+
     /// The error of `server`'s last start, when it failed (or its
     /// connection ended) and it has not run since.
     pub(crate) fn last_failure(&self, server: &str) -> Option<String> {

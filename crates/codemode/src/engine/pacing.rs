@@ -17,9 +17,12 @@
 //! than `governor`: it is a dozen lines on tokio's clock, which the
 //! engine's tool runtime drives.
 //!
-//! Everything here is per engine (per process). A later `scope =
-//! "global"` would keep the counts in the journal's PostgreSQL store and
-//! take its slots there instead, behind the same [`Pace::acquire`].
+//! Limits are per engine (per process), unless their `scope` is
+//! `"global"`: then a call also takes a slot of the limit kept in the
+//! journal store ([`SharedLimits`], PostgreSQL), polling for a free one,
+//! and reserves its turn there, so `max_in_flight` and `rate` hold across
+//! every process sharing the store (batch workers, replicas). An engine
+//! whose store cannot keep them refuses a global limit when it is built.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +31,13 @@ use std::time::Duration;
 use codemode_base::pacing::{CallLimits, RetryPolicy};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+
+use crate::journal::JournalStore;
+use crate::journal::shared_limits::{SharedLimits, SharedSlot};
+
+/// The first and the longest wait between two tries for a slot of a
+/// global limit held elsewhere.
+const SHARED_POLL: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(20));
 
 /// The limits of every tool and server that has some, by name.
 #[derive(Default)]
@@ -41,18 +51,51 @@ pub(crate) struct Pacing {
 impl Pacing {
     /// The limiters of `tools` (catalog name, its `[tools.NAME]` limits)
     /// and `servers` (server name, its entry's limits); empty limits are
-    /// left out.
+    /// left out. Global limits are kept in `store`.
+    ///
+    /// # Errors
+    /// A global limit when `store` cannot keep shared limits (none, or
+    /// the local store): the message names the tool or server.
     pub(crate) fn new<'a>(
         tools: impl IntoIterator<Item = (&'a str, &'a CallLimits)>,
         servers: impl IntoIterator<Item = (&'a str, CallLimits)>,
-    ) -> Pacing {
-        let keep = |(name, limits): (&str, &CallLimits)| {
-            (!limits.is_empty()).then(|| (name.to_owned(), Arc::new(Limiter::new(limits))))
+        store: Option<&Arc<dyn JournalStore>>,
+    ) -> Result<Pacing, String> {
+        let shared = store.filter(|s| s.shared_limits().is_some());
+        let keep = |kind: &str,
+                    name: &str,
+                    limits: &CallLimits|
+         -> Result<Option<(String, Arc<Limiter>)>, String> {
+            if limits.is_empty() {
+                return Ok(None);
+            }
+            let global = match (limits.global, shared) {
+                (false, _) => None,
+                (true, Some(store)) => Some(Global { store: store.clone(), key: format!("{kind}:{name}") }),
+                (true, None) => {
+                    let place = if kind == "tool" {
+                        format!("[tools.{name}]")
+                    } else {
+                        format!("MCP server `{name}`")
+                    };
+                    return Err(format!(
+                        "{place} has `scope = \"global\"`: its limits are kept in the PostgreSQL journal store, \
+                         shared by every process using it, and this engine's journal is {}; give --journal \
+                         postgres://... (or [journal] url), or remove `scope` to keep the limits per process",
+                        store.map_or_else(|| "off".to_owned(), |s| s.describe())
+                    ));
+                }
+            };
+            Ok(Some((name.to_owned(), Arc::new(Limiter::new(limits, global)))))
         };
-        Pacing {
-            tools: tools.into_iter().filter_map(keep).collect(),
-            servers: servers.into_iter().filter_map(|(name, limits)| keep((name, &limits))).collect(),
+        let mut pacing = Pacing::default();
+        for (name, limits) in tools {
+            pacing.tools.extend(keep("tool", name, limits)?);
         }
+        for (name, limits) in servers {
+            pacing.servers.extend(keep("server", name, &limits)?);
+        }
+        Ok(pacing)
     }
 
     /// The limits a call of `tool` (of MCP `server`, when it is one's)
@@ -71,33 +114,76 @@ impl Pacing {
 
 /// One tool's or server's limits.
 struct Limiter {
-    /// Slots for calls at once (`max_in_flight`).
-    slots: Option<Arc<Semaphore>>,
+    /// Slots for calls at once (`max_in_flight`), and how many.
+    slots: Option<(Arc<Semaphore>, usize)>,
     /// Starts spaced by `rate`.
     spacing: Option<Spacing>,
     retry: Option<RetryPolicy>,
+    /// Where a global limit is kept, and its name there.
+    global: Option<Global>,
 }
 
+/// A global limit: kept in `store` under `key` (`tool:NAME`,
+/// `server:NAME`).
+struct Global {
+    store: Arc<dyn JournalStore>,
+    key: String,
+}
+
+impl Global {
+    fn shared(&self) -> &dyn SharedLimits {
+        self.store.shared_limits().expect("checked by Pacing::new")
+    }
+}
+
+/// What a call holds of one limiter while it runs.
+type Held = (Option<OwnedSemaphorePermit>, Option<Box<dyn SharedSlot>>);
+
 impl Limiter {
-    fn new(limits: &CallLimits) -> Limiter {
+    fn new(limits: &CallLimits, global: Option<Global>) -> Limiter {
         Limiter {
-            slots: limits.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
+            slots: limits.max_in_flight.map(|n| (Arc::new(Semaphore::new(n)), n)),
             spacing: limits.rate.map(|r| Spacing { interval: r.interval(), next: Mutex::new(None) }),
             retry: limits.retry,
+            global,
         }
     }
 
-    /// Waits for a slot, when there are slots.
-    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+    /// Waits for a slot, when there are slots: this process's, then (for
+    /// a global limit) one of the store's.
+    async fn slot(&self) -> Result<Held, String> {
+        let Some((semaphore, max)) = &self.slots else { return Ok((None, None)) };
         // Never closed: a closed semaphore gives no slot, and no wait.
-        self.slots.as_ref()?.clone().acquire_owned().await.ok()
+        let local = semaphore.clone().acquire_owned().await.ok();
+        let Some(global) = &self.global else { return Ok((local, None)) };
+        let mut pause = SHARED_POLL.0;
+        loop {
+            match global.shared().try_slot(&global.key, *max).await {
+                Ok(Some(slot)) => return Ok((local, Some(slot))),
+                Ok(None) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(SHARED_POLL.1);
+                }
+                Err(e) => return Err(format!("the global limit of `{}`: {e}", global.key)),
+            }
+        }
     }
 
-    /// Waits for this limiter's turn to start a call, when it has a rate.
-    async fn turn(&self) {
-        if let Some(spacing) = &self.spacing {
+    /// Waits for this limiter's turn to start a call, when it has a rate:
+    /// this process's spacing, or the store's for a global limit.
+    async fn turn(&self) -> Result<(), String> {
+        let Some(spacing) = &self.spacing else { return Ok(()) };
+        let Some(global) = &self.global else {
             spacing.wait().await;
-        }
+            return Ok(());
+        };
+        let wait = global
+            .shared()
+            .next_start(&global.key, spacing.interval)
+            .await
+            .map_err(|e| format!("the global rate of `{}`: {e}", global.key))?;
+        tokio::time::sleep(wait).await;
+        Ok(())
     }
 }
 
@@ -133,25 +219,29 @@ pub(crate) struct Pace {
 
 /// The slots a running call holds; dropped when the attempt ends.
 pub(crate) struct Slots {
-    _held: [Option<OwnedSemaphorePermit>; 2],
+    _held: [Held; 2],
 }
 
 impl Pace {
     /// Waits until the call may start (slots first, then turns; see the
     /// module docs) and returns the slots it holds while it runs.
-    pub(crate) async fn acquire(&self) -> Slots {
+    ///
+    /// # Errors
+    /// The journal store failed while keeping a global limit: the call is
+    /// not made.
+    pub(crate) async fn acquire(&self) -> Result<Slots, String> {
         let tool = match &self.tool {
-            Some(t) => t.slot().await,
-            None => None,
+            Some(t) => t.slot().await?,
+            None => (None, None),
         };
         let server = match &self.server {
-            Some(s) => s.slot().await,
-            None => None,
+            Some(s) => s.slot().await?,
+            None => (None, None),
         };
         for limiter in [&self.tool, &self.server].into_iter().flatten() {
-            limiter.turn().await;
+            limiter.turn().await?;
         }
-        Slots { _held: [tool, server] }
+        Ok(Slots { _held: [tool, server] })
     }
 
     /// The wait before attempt `attempt + 1` of a call whose attempt
@@ -194,16 +284,16 @@ mod tests {
     #[tokio::test]
     async fn starts_are_spaced_by_the_rate_and_slots_bound_calls_at_once() {
         let tool = limits(Some(2), Some(20.0), None);
-        let pacing = Pacing::new([("t", &tool)], []);
+        let pacing = Pacing::new([("t", &tool)], [], None).unwrap();
         let pace = pacing.of("t", None).unwrap();
         let t0 = Instant::now();
-        let a = pace.acquire().await;
-        let b = pace.acquire().await;
+        let a = pace.acquire().await.unwrap();
+        let b = pace.acquire().await.unwrap();
         assert!(t0.elapsed() >= Duration::from_millis(50), "the second start waits 1/rate");
         let third = tokio::spawn({
             let pace = pace.clone();
             async move {
-                let _slots = pace.acquire().await;
+                let _slots = pace.acquire().await.unwrap();
                 Instant::now()
             }
         });
@@ -221,7 +311,7 @@ mod tests {
         let none = CallLimits::default();
         let server = limits(None, None, Some(json!({"attempts": 2})));
         let tool = limits(None, None, Some(json!({"attempts": 5})));
-        let pacing = Pacing::new([("quiet", &none), ("t", &tool)], [("s", server)]);
+        let pacing = Pacing::new([("quiet", &none), ("t", &tool)], [("s", server)], None).unwrap();
         assert!(pacing.of("quiet", None).is_none());
         assert!(pacing.of("other", Some("nope")).is_none());
         assert_eq!(pacing.of("other", Some("s")).unwrap().retry.unwrap().attempts, 2);
@@ -229,9 +319,27 @@ mod tests {
     }
 
     #[test]
+    fn a_global_limit_needs_a_store_that_keeps_shared_limits() {
+        let global = limits(Some(2), None, None).with_global(true);
+        let e = Pacing::new([], [("fx", global.clone())], None).err().unwrap();
+        assert!(
+            e.contains("MCP server `fx` has `scope = \"global\"`") && e.contains("journal is off"),
+            "{e}"
+        );
+        let folder = tempfile::tempdir().unwrap();
+        let local: Arc<dyn JournalStore> = Arc::new(crate::journal::LocalStore::new(folder.path()));
+        let e = Pacing::new([("t", &global)], [], Some(&local)).err().unwrap();
+        assert!(e.contains("[tools.t]") && e.contains("local folder"), "{e}");
+        assert!(Pacing::new([("t", &limits(Some(2), None, None))], [], Some(&local)).is_ok());
+        assert_eq!(codemode_base::pacing::parse_scope(&json!("global")), Ok(true));
+        let e = codemode_base::pacing::parse_scope(&json!("cluster")).unwrap_err();
+        assert!(e.contains("\"process\"") && e.contains("\"global\""), "{e}");
+    }
+
+    #[test]
     fn what_is_retried() {
         let tool = limits(None, None, Some(json!({"attempts": 3, "base_delay_ms": 10, "jitter": false})));
-        let pacing = Pacing::new([("t", &tool)], []);
+        let pacing = Pacing::new([("t", &tool)], [], None).unwrap();
         let pace = pacing.of("t", None).unwrap();
         let server = RetryHint::Server { after: Some(Duration::from_millis(70)) };
         assert_eq!(pace.retry_wait(1, server, false), Some(Duration::from_millis(70)));

@@ -38,6 +38,7 @@ pub(crate) mod recorder;
 pub(crate) mod replay;
 mod runs;
 mod settings;
+pub mod shared_limits;
 mod syncer;
 pub(crate) mod undo;
 pub(crate) mod writer;
@@ -452,6 +453,13 @@ pub trait JournalStore: Send + Sync + 'static {
     /// (the local store: a batch runs in one process there, its record a
     /// file, docs/BATCH.md).
     fn batch_queue(&self) -> Option<&dyn batch_queue::BatchQueue> {
+        None
+    }
+
+    /// The store's keeping of limits shared by every process using it
+    /// ([`shared_limits`]: `scope = "global"`), when it can. Default:
+    /// `None` (the local store: an engine refuses a global limit then).
+    fn shared_limits(&self) -> Option<&dyn shared_limits::SharedLimits> {
         None
     }
 }

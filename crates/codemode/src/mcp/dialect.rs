@@ -42,6 +42,7 @@ const KNOWN: &[&str] = &[
     "max_in_flight",
     "rate",
     "retry",
+    "scope",
     "envFile",
     "disabledTools",
     "autoApprove",

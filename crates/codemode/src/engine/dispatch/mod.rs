@@ -476,8 +476,11 @@ impl Dispatcher {
         if let Some(server) = mcp.server_of_unlisted(tool) {
             let server = server.to_owned();
             // A server not running whose cached list lacks the tool is
-            // not started for it; a running one lists again (once).
-            if !mcp.is_running(&server) && mcp.is_listed(&server) {
+            // not started for it; a running one lists again (once). The
+            // list is the server's, not this run's catalog: a run that
+            // began while another run was starting the server has a
+            // catalog without its tools, which are listed by now.
+            if !mcp.is_running(&server) && mcp.is_listed(&server) && !mcp.lists_tool(&server, tool) {
                 return Some(Unlisted::Refuse(not_in_cached_list(catalog, tool, &server)));
             }
             return Some(Unlisted::Connect(server));

@@ -99,8 +99,24 @@ impl Finisher {
     ) -> Completion {
         let waited = Instant::now();
         let first = SlotWait::new(&self.clock, self.seq);
-        let mut slots = pace.acquire().await;
+        let acquired = pace.acquire().await;
+        if self.clock.should_stop() {
+            // The run ended while this call waited (the slot it got was
+            // freed by the run's end cancelling a call): it never starts.
+            // The run's end drops this future, and records it as never
+            // started while `first` says it waits.
+            drop(acquired);
+            return std::future::pending::<Completion>().await;
+        }
         drop(first);
+        let mut slots = match acquired {
+            Ok(slots) => slots,
+            Err(e) => {
+                let failed =
+                    Attempt::Ended(Err(crate::catalog::ToolError::new(format!("not started: {e}"))), None);
+                return self.complete(failed, timeout).await;
+            }
+        };
         let mut queued = waited.elapsed();
         let log = call.abandon.as_ref().and(self.durable.clone());
         if let Some(log) = &log
@@ -123,8 +139,15 @@ impl Finisher {
             };
             tokio::time::sleep(wait).await;
             let waited = Instant::now();
-            slots = pace.acquire().await;
+            let acquired = pace.acquire().await;
             queued += waited.elapsed();
+            slots = match acquired {
+                Ok(slots) => slots,
+                Err(e) => {
+                    let error = crate::catalog::ToolError::new(format!("not made again: {e}"));
+                    break Attempt::Ended(Err(error), None);
+                }
+            };
             attempts += 1;
         };
         self.queued = Some(queued);

@@ -199,6 +199,10 @@ pub struct ServerConfig {
     /// Failed calls of its tools made again (`"retry"`, docs/LIMITS.md);
     /// applied by the engine, not by the pool. `None`: each call once.
     pub retry: Option<codemode_base::pacing::RetryPolicy>,
+    /// `"scope": "global"`: `max_in_flight` and `rate` are kept in the
+    /// journal's PostgreSQL store and hold across every process sharing it
+    /// (docs/LIMITS.md). `false`: per process.
+    pub global_limits: bool,
     /// The server's own tool names hidden by `disabledTools`: not listed,
     /// not callable.
     pub disabled_tools: BTreeSet<String>,
@@ -244,6 +248,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("max_in_flight", &self.max_in_flight)
             .field("rate", &self.rate)
             .field("retry", &self.retry)
+            .field("global_limits", &self.global_limits)
             .field("disabled_tools", &self.disabled_tools)
             .field("auto_approve", &self.auto_approve)
             .finish_non_exhaustive()
@@ -255,6 +260,7 @@ impl ServerConfig {
     /// engine applies them.
     pub fn call_limits(&self) -> codemode_base::pacing::CallLimits {
         codemode_base::pacing::CallLimits::new(self.max_in_flight, self.rate, self.retry)
+            .with_global(self.global_limits)
     }
 
     /// What starting the server runs, as one line for an approval or a

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use codemode_base::pacing::{Rate, RetryPolicy, parse_rate, parse_retry};
+use codemode_base::pacing::{Rate, RetryPolicy, parse_rate, parse_retry, parse_scope};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -46,6 +46,8 @@ pub(super) struct RawServer {
     pub(super) rate: Option<Value>,
     /// The retry table (`codemode_base::pacing::parse_retry`).
     pub(super) retry: Option<Value>,
+    /// `"process"` or `"global"` (`codemode_base::pacing::parse_scope`).
+    pub(super) scope: Option<Value>,
     #[serde(rename = "envFile")]
     pub(super) env_file: Option<String>,
     #[serde(rename = "disabledTools", default)]
@@ -161,7 +163,7 @@ pub(super) fn parse_server(
     let oauth = raw.oauth.clone().map(|o| oauth_settings(&mut reader, o)).transpose()?;
     let secrets = settle_secrets(reader.secrets);
     let timeout = call_timeout(name, &raw)?;
-    let (rate, retry) = pacing(name, &raw)?;
+    let (rate, retry, global_limits) = pacing(name, &raw)?;
     let roots = raw.roots.unwrap_or_else(|| match &transport {
         Transport::Stdio { .. } => true,
         Transport::Http { url, .. } => is_loopback_url(url),
@@ -177,6 +179,7 @@ pub(super) fn parse_server(
         max_in_flight: raw.max_in_flight,
         rate,
         retry,
+        global_limits,
         disabled_tools: raw.disabled_tools.into_iter().collect(),
         auto_approve: raw.auto_approve.into_iter().collect(),
         oauth,
@@ -281,18 +284,23 @@ fn call_timeout(name: &str, raw: &RawServer) -> Result<Option<Duration>, ConfigE
     }
 }
 
-/// The entry's `rate` (calls per second) and `retry` table
-/// (docs/LIMITS.md, "Limits per server and per tool").
+/// The entry's `rate` (calls per second), `retry` table and whether its
+/// `scope` is `"global"` (docs/LIMITS.md, "Limits per server and per
+/// tool").
 ///
 /// # Errors
-/// [`ConfigError::Field`] `rate` or `retry`, saying what to give.
-fn pacing(name: &str, raw: &RawServer) -> Result<(Option<Rate>, Option<RetryPolicy>), ConfigError> {
+/// [`ConfigError::Field`] `rate`, `retry` or `scope`, saying what to give.
+fn pacing(name: &str, raw: &RawServer) -> Result<(Option<Rate>, Option<RetryPolicy>, bool), ConfigError> {
     let rate = raw.rate.as_ref().map(parse_rate).transpose().map_err(|m| field_error(name, "rate", m))?;
     let retry = match &raw.retry {
         Some(v) => parse_retry(v).map_err(|m| field_error(name, "retry", m))?,
         None => None,
     };
-    Ok((rate, retry))
+    let global = match &raw.scope {
+        Some(v) => parse_scope(v).map_err(|m| field_error(name, "scope", m))?,
+        None => false,
+    };
+    Ok((rate, retry, global))
 }
 
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`,
@@ -324,6 +332,7 @@ pub(super) fn disabled_server(name: &str) -> ServerConfig {
         max_in_flight: None,
         rate: None,
         retry: None,
+        global_limits: false,
         disabled_tools: BTreeSet::new(),
         auto_approve: BTreeSet::new(),
         oauth: None,
