@@ -67,13 +67,17 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
     if !hooks.is_empty() {
         dropped.push(plural(hooks.len(), "hook"));
     }
-    let (mut timeouts, mut repeats, mut compensations, mut retries) = (0, 0, 0, 0);
+    let (mut timeouts, mut repeats, mut compensations, mut retries, mut scopes) = (0, 0, 0, 0, 0);
     for ToolSettings { timeout_ms, allowed_callers: _, idempotent, compensate, limits } in tools.values_mut()
     {
         timeouts += usize::from(timeout_ms.take().is_some());
         // `max_in_flight` and `rate` only slow calls down: kept. A retry
         // makes more calls: a grant.
         retries += usize::from(limits.retry.take().is_some());
+        // Where the counts are kept is the user's store to choose, and a
+        // global limit the journal cannot keep refuses every run: the
+        // limits stay, per process.
+        scopes += usize::from(std::mem::take(&mut limits.global));
         // It lets a recovery repeat a call whose outcome is unknown
         // without a person: a grant.
         repeats += usize::from(std::mem::take(idempotent));
@@ -91,6 +95,9 @@ fn policy_without_grants(policy: Policy, dropped: &mut Vec<String>) -> Policy {
     }
     if retries > 0 {
         dropped.push(plural(retries, "tool retry policy"));
+    }
+    if scopes > 0 {
+        dropped.push(plural(scopes, "global limit scope"));
     }
     Policy {
         mode,
@@ -232,6 +239,7 @@ timeout_ms = 1000
 max_in_flight = 2
 rate = 1
 retry = { attempts = 3 }
+scope = "global"
 
 [[hooks.before_call]]
 command = ["audit"]
@@ -267,6 +275,7 @@ tool_timeout = 120
                 "1 hook",
                 "2 tool timeouts",
                 "1 tool retry policy",
+                "1 global limit scope",
                 "sandbox off",
                 "sandbox network",
                 "2 sandbox writable paths",
@@ -287,6 +296,7 @@ tool_timeout = 120
             tool.timeout_ms = None;
             // A retry makes more calls; a cap and a rate only slow them.
             tool.limits.retry = None;
+            tool.limits.global = false;
         }
         assert!(expected.policy.tools["read"].limits.max_in_flight.is_some());
         assert!(expected.policy.tools["read"].limits.rate.is_some());

@@ -289,7 +289,14 @@ impl EngineBuilder {
         .map_err(BuildError::Sandbox)?;
         let pacing = super::pacing::Pacing::new(
             self.config.policy.tools.iter().map(|(name, t)| (name.as_str(), &t.limits)),
-            self.mcp.iter().flat_map(|(c, _)| c.servers.values().map(|s| (s.name.as_str(), s.call_limits()))),
+            // An untrusted file's `scope = "global"` is dropped: its limits
+            // stay per process rather than refuse every run of an engine
+            // whose journal cannot keep them (docs/LIMITS.md).
+            self.mcp.iter().flat_map(|(c, _)| {
+                c.servers
+                    .values()
+                    .map(|s| (s.name.as_str(), s.call_limits().with_global(s.global_limits && c.trusted)))
+            }),
             journal.as_ref(),
         )
         .map_err(BuildError::Policy)?;

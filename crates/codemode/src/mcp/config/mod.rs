@@ -66,7 +66,9 @@
 //!   It never makes a tool read-only that did not say so.
 //! - `max_in_flight`, `rate` (calls per second) and `retry` (`{attempts,
 //!   base_delay_ms, max_delay_ms, jitter}`) limit calls of the server's
-//!   tools; the engine applies them (docs/LIMITS.md).
+//!   tools; the engine applies them (docs/LIMITS.md), per process or, with
+//!   `"scope": "global"`, across every process sharing the PostgreSQL
+//!   journal store.
 
 mod env_paths;
 mod http_entry;
