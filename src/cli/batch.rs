@@ -93,6 +93,14 @@ enum BatchCommand {
     #[command(after_help = "Exit codes: 0 every printed line completed, 1 one failed, 4 one paused, \
                             2 unknown batch or bad invocation.")]
     Results(super::batch_workers::ResultsArgs),
+    /// Puts the lines of a submitted batch that ended other than completed
+    /// (failed, timed out, cancelled) back to run, each as a new run (the
+    /// calls their first runs made are made again), for the next `batch
+    /// work`.
+    #[command(
+        after_help = "Exit codes: 0 done (the lines put back are named on stderr), 2 unknown batch or bad invocation."
+    )]
+    Retry(super::batch_workers::RetryArgs),
 }
 
 /// One usable input line.
@@ -109,6 +117,7 @@ pub(crate) fn batch(args: BatchArgs) -> anyhow::Result<u8> {
             BatchCommand::Submit(submit) => super::batch_workers::submit(submit),
             BatchCommand::Work(work) => super::batch_workers::work(work),
             BatchCommand::Results(results) => super::batch_workers::results(results),
+            BatchCommand::Retry(retry) => super::batch_workers::retry(retry),
         };
     }
     if let Some(program) = args.program.clone() {

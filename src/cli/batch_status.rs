@@ -37,6 +37,16 @@ pub(crate) fn status(args: StatusArgs) -> anyhow::Result<u8> {
     {
         return Ok(code);
     }
+    if !batch_record::path(&folder, &args.batch_id).exists()
+        && let Some(store) = engine.journal_store().filter(|s| s.batch_queue().is_some())
+    {
+        anyhow::bail!(
+            "no batch {} in {} nor a batch record in {} (check the id, and give the --journal it was submitted to)",
+            args.batch_id,
+            store.describe(),
+            folder.display()
+        );
+    }
     let (entries, held) = batch_record::read(&folder, &args.batch_id)?;
     let summary = summary(&entries, held);
     if args.lines {

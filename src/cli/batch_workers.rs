@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use codemode::Program;
 use codemode::approval::BatchApprover;
 use codemode::journal::batch_queue::{BatchInfo, BatchQueue, BatchWorker, ClaimedLine, NewBatch};
-use codemode::journal::{JournalStore, NotResumableState, StoreError};
+use codemode::journal::{JournalStore, NotResumableState, RunState, StoreError};
 use serde_json::{Value, json};
 
 use super::batch_program::{self, Counts, Driver, LineLog, Next, Work, WorkSource};
@@ -61,6 +61,15 @@ pub(crate) struct WorkArgs {
     engine: EngineArgs,
     #[command(flatten)]
     limits: CallLimitArgs,
+}
+
+/// Arguments of `codemode batch retry`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RetryArgs {
+    /// The batch's id.
+    batch_id: String,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 /// Arguments of `codemode batch results`.
@@ -117,12 +126,27 @@ pub(crate) fn submit(args: SubmitArgs) -> anyhow::Result<u8> {
     } else {
         super::batch::call_values(&input, args.tool.as_deref())
     };
+    // A line too big to be a program's input would fail when run: refused
+    // now, with the rest, rather than leave a hole in the batch.
+    let mut bad = bad;
+    for (number, value) in &values {
+        let size = value.to_string().len();
+        if size > codemode::run::MAX_INPUT_BYTES {
+            bad.push((
+                *number,
+                format!(
+                    "is {size} bytes of JSON, over the most a program takes as its input ({} bytes); keep large \
+                     data in files the program reads, and give their paths",
+                    codemode::run::MAX_INPUT_BYTES
+                ),
+            ));
+        }
+    }
+    bad.sort_by_key(|(n, _)| *n);
     super::batch::print_invalid_on_stderr(&bad);
     if !bad.is_empty() {
-        bail!(
-            "{} input line(s) are not usable (above): nothing was submitted; fix them and submit again",
-            bad.len()
-        );
+        let lines = if bad.len() == 1 { "1 input line is" } else { "input lines are" };
+        bail!("{lines} not usable (above): nothing was submitted; fix them and submit again");
     }
     if values.is_empty() {
         bail!("the batch input has no line: give JSON Lines, one input per line");
@@ -147,8 +171,9 @@ pub(crate) fn submit(args: SubmitArgs) -> anyhow::Result<u8> {
         .block_on(queue(&store).submit(batch))
         .with_context(|| format!("cannot submit batch {batch_id}"))?;
     super::note!(
-        "batch {batch_id}: {count} lines submitted to {}; run workers with `codemode batch work {batch_id}` \
+        "batch {batch_id}: {count} line{} submitted to {}; run workers with `codemode batch work {batch_id}` \
          (the same --journal), follow with `codemode batch status {batch_id}`",
+        if count == 1 { "" } else { "s" },
         store.describe()
     );
     super::print_stdout(&format!("{batch_id}\n"))?;
@@ -177,19 +202,29 @@ pub(crate) fn work(args: WorkArgs) -> anyhow::Result<u8> {
         let approver: Arc<dyn codemode::Approver> =
             Arc::new(BatchApprover::new(args.engine.approver()?, batch_id.clone()));
         let mut source = Claims::new(&engine, store.clone(), worker.clone(), &batch_id);
-        source.take_paused().await?;
+        source.take_paused(args.parallel as usize).await?;
         let mut driver =
             Driver::new(&engine, LineLog::Shared(worker), program, approver, (false, args.parallel), &[]);
         let total = info.lines as usize;
         let before = ((info.completed + info.failed) as usize, info.failed as usize);
         let progress = Progress::new(&batch_id, total, before, &args.engine);
         let outcome = driver.drive(&mut source, progress).await;
-        let ran = Counts::of(driver.statuses.iter().map(String::as_str));
+        let ran = Counts::of(driver.statuses.iter().map(|s| waiting_as_paused(s)));
         if let Ok(after) = queue(&store).batch(&batch_id).await {
             super::note!("{}", render(&after));
         }
         Ok(batch_program::exit_code(outcome, &ran, true))
     })
+}
+
+/// A line's status for the exit code: a shared line whose run is held by
+/// another process (`running`) or could not be resumed (`not_resumed`) is
+/// left `paused` in the store, not ended, and counts as paused.
+fn waiting_as_paused(status: &str) -> &str {
+    match status {
+        "running" | "not_resumed" => "paused",
+        other => other,
+    }
 }
 
 /// Where a worker's lines come from: its claims.
@@ -200,6 +235,8 @@ struct Claims<'a> {
     batch_id: &'a str,
     /// Lines claimed and not yet started.
     claimed: VecDeque<Work>,
+    /// When paused lines were last looked at.
+    paused_seen: Option<std::time::Instant>,
 }
 
 impl<'a> Claims<'a> {
@@ -209,36 +246,46 @@ impl<'a> Claims<'a> {
         worker: Arc<dyn BatchWorker>,
         batch_id: &'a str,
     ) -> Self {
-        Claims { engine, store, worker, batch_id, claimed: VecDeque::new() }
+        Claims { engine, store, worker, batch_id, claimed: VecDeque::new(), paused_seen: None }
     }
 
-    /// Claims the paused lines that can go on: each whose pending calls a
-    /// person decided (`codemode approve`), and each left waiting for
-    /// another reason (its run held elsewhere, its resume refused), to be
-    /// tried again.
-    async fn take_paused(&mut self) -> anyhow::Result<()> {
+    /// Claims up to `room` paused lines that can go on: each whose run is
+    /// paused with every pending call decided by a person (`codemode
+    /// approve`), and each whose run is no longer paused (resumed by hand
+    /// with `codemode resume`, or left waiting because it was held
+    /// elsewhere or its resume was refused): its state decides, as for a
+    /// line claimed again. A run held by a process now is left.
+    async fn take_paused(&mut self, room: usize) -> anyhow::Result<()> {
+        self.paused_seen = Some(std::time::Instant::now());
         let mut after = 0;
-        loop {
+        let mut taken = 0;
+        while taken < room {
             let page = queue(&self.store).lines(self.batch_id, after, 1000, Some("paused")).await?;
             let Some(last) = page.last() else { return Ok(()) };
             after = last.line;
             for line in page {
+                if taken == room {
+                    break;
+                }
                 let Some(run_id) = line.run_id else { continue };
-                let ready = match line.status.as_deref() {
-                    Some("paused") => self
+                let ready = match self.store.load(&run_id).await.map(|r| r.state) {
+                    Ok(RunState::Paused) => self
                         .engine
                         .pending_decisions(&run_id)
                         .await
                         .is_ok_and(|p| !p.is_empty() && p.iter().all(|c| c.recorded.is_some())),
+                    Ok(RunState::Running) => false,
                     _ => true,
                 };
                 if ready && self.worker.claim_paused(line.line).await? {
                     let claimed = ClaimedLine { line: line.line, input: line.input, run_id, claims: 2 };
                     let work = self.work_of(claimed).await?;
                     self.claimed.push_back(work);
+                    taken += 1;
                 }
             }
         }
+        Ok(())
     }
 
     /// What a claimed line needs: a new run under its run id when claimed
@@ -272,11 +319,43 @@ impl WorkSource for Claims<'_> {
         if let Some(work) = self.claimed.pop_front() {
             return Ok(Next::Work(work));
         }
-        // Nothing to claim now: done when no line is left anywhere, else
-        // (lines running in other workers, which may die) ask again.
-        let info = queue(&self.store).batch(self.batch_id).await?;
-        Ok(if info.finished() { Next::Done } else { Next::Later })
+        // Nothing to claim now: paused lines that can go on (a person
+        // decided meanwhile), looked at every few seconds; then done when
+        // no line is left anywhere, else (lines running in other workers,
+        // which may die) ask again.
+        if self.paused_seen.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
+            self.take_paused(room as usize).await?;
+            if let Some(work) = self.claimed.pop_front() {
+                return Ok(Next::Work(work));
+            }
+        }
+        let open = queue(&self.store).unfinished(self.batch_id).await?;
+        Ok(if open { Next::Later } else { Next::Done })
     }
+}
+
+/// Runs `codemode batch retry`: the lines that ended other than
+/// `completed` go back to `pending` (named on stderr), for the next
+/// `codemode batch work`.
+pub(crate) fn retry(args: RetryArgs) -> anyhow::Result<u8> {
+    batch_record::check_batch_id(&args.batch_id)?;
+    let engine = args.engine.build()?;
+    let store = shared_store(&engine)?;
+    let lines = runtime()?.block_on(queue(&store).retry_failed(&args.batch_id))?;
+    let id = &args.batch_id;
+    match lines.len() {
+        0 => super::note!("batch {id}: no line ended other than completed; nothing to retry"),
+        n => {
+            let shown: Vec<String> = lines.iter().take(20).map(u64::to_string).collect();
+            let more = if n > 20 { format!(" and {} more", n - 20) } else { String::new() };
+            super::note!(
+                "batch {id}: {n} line{} back to run ({}{more}), each as a new run; run `codemode batch work {id}`",
+                if n == 1 { "" } else { "s" },
+                shown.join(", ")
+            );
+        }
+    }
+    Ok(0)
 }
 
 /// Runs `codemode batch results`: the output of each line that ended or
@@ -298,7 +377,7 @@ pub(crate) fn results(args: ResultsArgs) -> anyhow::Result<u8> {
                 left.pending + left.running + left.orphaned
             );
         }
-        let counts = Counts::of(statuses.iter().map(String::as_str));
+        let counts = Counts::of(statuses.iter().map(|s| waiting_as_paused(s)));
         let outcome = batch_program::Outcome { signal: None, output: Ok(()) };
         Ok(batch_program::exit_code(outcome, &counts, true))
     })

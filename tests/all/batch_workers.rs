@@ -366,3 +366,113 @@ async fn a_global_rate_holds_across_processes() {
     });
     db.drop_schema().await;
 }
+
+/// A global cap of one shared by two processes, each with 20 calls
+/// waiting: the slot goes back and forth between them instead of staying
+/// with the process that had it first (each process's server logs its own
+/// calls' spans).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_global_slot_is_shared_fairly_between_processes() {
+    let Some(db) = crate::journal_postgres::database("global_fair").await else { return };
+    tokio::task::block_in_place(|| {
+        let ws = crate::common::workspace();
+        let ws = ws.path();
+        for p in ["a", "b"] {
+            let fx = json!({
+                "command": "python3",
+                "args": [crate::mcp_support::fixture(), "normal"],
+                "max_in_flight": 1,
+                "scope": "global",
+                "env": {"MCP_FIXTURE_SPANS": ws.join(format!("spans_{p}")).to_string_lossy()},
+            });
+            std::fs::write(ws.join(format!("mcp_{p}.json")), json!({"mcpServers": {"fx": fx}}).to_string())
+                .unwrap();
+        }
+        let program = "await Promise.all(Array.from({length: 20}, () => tools.call('mcp__fx__slow', {ms: 30}))); return 1";
+        std::fs::write(ws.join("p.js"), program).unwrap();
+        let run = |p: &str| {
+            let config = format!("mcp_{p}.json");
+            let args =
+                ["run", "p.js", "--mcp-config", config.as_str(), "--approve", "allow", "--journal", &db.url];
+            crate::cli::spawn(&args, ws, &[])
+        };
+        let runs = [run("a"), run("b")];
+        for r in runs {
+            let out = r.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        }
+        let starts = |p: &str| -> Vec<f64> {
+            let text = std::fs::read_to_string(ws.join(format!("spans_{p}"))).unwrap();
+            text.lines().map(|l| l.split_once(' ').unwrap().0.parse().unwrap()).collect()
+        };
+        let (a, b) = (starts("a"), starts("b"));
+        assert_eq!((a.len(), b.len()), (20, 20));
+        // The first 20 calls, by start, were not all one process's.
+        let mut all: Vec<(f64, char)> =
+            a.iter().map(|t| (*t, 'a')).chain(b.iter().map(|t| (*t, 'b'))).collect();
+        all.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let first: String = all.iter().take(20).map(|(_, p)| *p).collect();
+        assert!(first.contains('a') && first.contains('b'), "the slot stayed with one process: {first}");
+    });
+    db.drop_schema().await;
+}
+
+/// Lines that failed (a worker without the tool the program needs, here a
+/// file the program reads) are put back by `batch retry` and run anew by
+/// the next worker; a line too big to be a program's input is refused at
+/// submit, with nothing submitted; a line whose paused run was resumed by
+/// hand is recorded by the next worker from its run.
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_lines_are_retried_and_a_line_resumed_by_hand_is_recorded() {
+    let Some(db) = crate::journal_postgres::database("batch_retry").await else { return };
+    tokio::task::block_in_place(|| {
+        let ws = crate::common::workspace();
+        let ws = ws.path();
+        let store = ["--journal", db.url.as_str()];
+        let with = |args: &[&str]| codemode(&[args, &store[..]].concat(), "", ws);
+        std::fs::write(
+            ws.join("p.js"),
+            "if (input.n === 2) await tools.read({path: 'needed.txt'});\n\
+             if (input.n === 3) await tools.write({path: 'out.txt', content: 'x'});\n\
+             return input.n;\n",
+        )
+        .unwrap();
+        std::fs::write(ws.join("in.jsonl"), "{\"n\": 1}\n{\"n\": 2}\n{\"n\": 3}\n").unwrap();
+        let big = format!("{{\"n\": 1, \"pad\": \"{}\"}}\n", "x".repeat(1 << 20));
+        std::fs::write(ws.join("big.jsonl"), format!("{{\"n\": 1}}\n{big}")).unwrap();
+        let refused = with(&["batch", "submit", "--program", "p.js", "big.jsonl", "--batch-id", "big"]);
+        assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+        assert!(text(&refused).contains("line 2: is 1048"), "{}", text(&refused));
+        assert!(with(&["batch", "status", "big"]).status.code() == Some(2), "nothing was submitted");
+
+        let submitted = with(&["batch", "submit", "--program", "p.js", "in.jsonl", "--batch-id", "r3"]);
+        assert_eq!(submitted.status.code(), Some(0), "{}", text(&submitted));
+        // Line 2 fails (no needed.txt); line 3's write pauses for a person.
+        let first = with(&["batch", "work", "r3", "--approve", "pause"]);
+        assert_eq!(first.status.code(), Some(1), "{}", text(&first));
+        let printed = json_lines(&first.stdout);
+        let paused = printed.iter().find(|l| l["line"] == 3).unwrap();
+        assert_eq!(paused["status"], "paused", "{paused}");
+        // A person allows the write and resumes the run by hand.
+        let run_id = paused["run_id"].as_str().unwrap();
+        let seq = paused["pending"][0]["seq"].to_string();
+        assert_eq!(with(&["approve", run_id, "--allow", &seq]).status.code(), Some(0));
+        let resumed = with(&["resume", run_id, "--approve", "allow"]);
+        assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+
+        std::fs::write(ws.join("needed.txt"), "here").unwrap();
+        let retried = with(&["batch", "retry", "r3"]);
+        assert_eq!(retried.status.code(), Some(0), "{}", text(&retried));
+        assert!(text(&retried).contains("1 line back to run (2)"), "{}", text(&retried));
+        let second = with(&["batch", "work", "r3", "--approve", "allow"]);
+        assert_eq!(second.status.code(), Some(0), "{}", text(&second));
+        let mut done: Vec<u64> =
+            json_lines(&second.stdout).iter().map(|l| l["line"].as_u64().unwrap()).collect();
+        done.sort_unstable();
+        assert_eq!(done, [2, 3], "the retried line, and the line resumed by hand: {}", text(&second));
+        let results = json_lines(&with(&["batch", "results", "r3"]).stdout);
+        assert!(results.iter().all(|l| l["status"] == "completed" && l["value"] == l["line"]), "{results:?}");
+        assert_eq!(std::fs::read_to_string(ws.join("out.txt")).unwrap(), "x", "the write made once");
+    });
+    db.drop_schema().await;
+}

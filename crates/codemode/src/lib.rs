@@ -83,7 +83,7 @@ pub mod run {
         RollbackReport, Run, RunOptions, ToolsShown,
     };
     pub use crate::vm::PRELUDE_NAME;
-    pub use codemode_program::ExecuteInput;
+    pub use codemode_program::{ExecuteInput, MAX_INPUT_BYTES};
 }
 
 /// Batches: many single calls through the gate, with bounds and one

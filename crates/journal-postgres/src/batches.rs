@@ -8,7 +8,11 @@
 //! SKIP LOCKED`, writing its lock's key into them. A line is its worker's
 //! while the database shows that lock held (`pg_locks`): when the worker's
 //! session ends (killed, crashed, cut off) the lock goes, and the next
-//! claim of any worker takes its lines as it takes pending ones. Claims,
+//! claim of any worker takes its lines as it takes pending ones. The locks
+//! are read once per claim, so a line is taken from a gone worker only if
+//! it was claimed before the claim began (`updated_at`, set at the
+//! update): a worker that joined and claimed it meanwhile, after the read,
+//! keeps it. Claims,
 //! ends and the line's run id are committed durably before the work they
 //! stand for goes on.
 
@@ -124,6 +128,41 @@ impl Inner {
         })
     }
 
+    async fn retry_failed(&self, batch_id: &str) -> Result<Vec<u64>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "UPDATE codemode_batch_lines
+                 SET state = 'pending', run_id = NULL, status = NULL, output = NULL, worker_key = NULL,
+                     claims = 0, updated_at = clock_timestamp()
+                 WHERE batch_id = $1 AND state = 'ended' AND status <> 'completed'
+                 RETURNING line",
+                &[&batch_id],
+            )
+            .await
+            .map_err(|e| {
+                self.fail(format_args!("cannot put the failed lines of batch `{batch_id}` back"), &e)
+            })?;
+        conn.done();
+        let mut lines: Vec<u64> = rows.into_iter().map(|r| r.get::<_, i64>(0) as u64).collect();
+        lines.sort_unstable();
+        Ok(lines)
+    }
+
+    async fn unfinished(&self, batch_id: &str) -> Result<bool, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT 1 FROM codemode_batch_lines
+                 WHERE batch_id = $1 AND state IN ('pending', 'claimed') LIMIT 1",
+                &[&batch_id],
+            )
+            .await
+            .map_err(|e| self.fail(format_args!("cannot read batch `{batch_id}`"), &e))?;
+        conn.done();
+        Ok(row.is_some())
+    }
+
     async fn lines(
         &self,
         batch_id: &str,
@@ -175,6 +214,17 @@ impl BatchQueue for PostgresStore {
         Box::pin(self.inner.lines(batch_id, after, limit, state))
     }
 
+    fn retry_failed<'a>(&'a self, batch_id: &'a str) -> StoreFuture<'a, Vec<u64>> {
+        Box::pin(async move {
+            self.inner.batch(batch_id).await?;
+            self.inner.retry_failed(batch_id).await
+        })
+    }
+
+    fn unfinished<'a>(&'a self, batch_id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(self.inner.unfinished(batch_id))
+    }
+
     fn join<'a>(&'a self, batch_id: &'a str) -> StoreFuture<'a, Box<dyn BatchWorker>> {
         Box::pin(async move {
             // Known first, so a mistyped id is an error, not an idle worker.
@@ -214,10 +264,11 @@ impl PgWorker {
                      picked AS (
                          SELECT line FROM codemode_batch_lines
                          WHERE batch_id = $1 AND (state = 'pending'
-                             OR (state = 'claimed' AND worker_key NOT IN (SELECT key FROM live)))
+                             OR (state = 'claimed' AND worker_key NOT IN (SELECT key FROM live)
+                                 AND updated_at < statement_timestamp()))
                          ORDER BY line LIMIT $3 FOR UPDATE SKIP LOCKED)
                      UPDATE codemode_batch_lines l
-                     SET state = 'claimed', worker_key = $2, claims = l.claims + 1, updated_at = now(),
+                     SET state = 'claimed', worker_key = $2, claims = l.claims + 1, updated_at = clock_timestamp(),
                          run_id = coalesce(l.run_id, 'run-'
                              || to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD\"T\"HH24MISS\"Z\"')
                              || '-' || substr(md5(random()::text || l.line::text), 1, 8))
@@ -248,7 +299,7 @@ impl PgWorker {
         let n = conn
             .execute(
                 "UPDATE codemode_batch_lines SET state = 'claimed', worker_key = $3, claims = claims + 1,
-                     updated_at = now()
+                     updated_at = clock_timestamp()
                  WHERE batch_id = $1 AND line = $2 AND state = 'paused'",
                 &[&id, &(line as i64), &self.key],
             )

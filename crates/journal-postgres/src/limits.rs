@@ -37,6 +37,9 @@ impl SharedLimits for PostgresStore {
     fn next_start<'a>(&'a self, key: &'a str, interval: Duration) -> StoreFuture<'a, Duration> {
         Box::pin(async move {
             let inner = &self.inner;
+            // The row is of this name and this spacing: a changed `rate`
+            // starts afresh rather than behind turns reserved at the old one.
+            let key = &format!("{key}/{}us", interval.as_micros());
             let conn = inner.conn().await?;
             let fail = |e| inner.fail(format_args!("cannot take a turn of the shared rate `{key}`"), &e);
             // Not durable: a turn lost with the server is a turn not taken.

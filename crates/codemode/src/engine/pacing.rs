@@ -71,7 +71,11 @@ impl Pacing {
             }
             let global = match (limits.global, shared) {
                 (false, _) => None,
-                (true, Some(store)) => Some(Global { store: store.clone(), key: format!("{kind}:{name}") }),
+                (true, Some(store)) => Some(Global {
+                    store: store.clone(),
+                    key: format!("{kind}:{name}"),
+                    released: Arc::default(),
+                }),
                 (true, None) => {
                     let place = if kind == "tool" {
                         format!("[tools.{name}]")
@@ -128,6 +132,20 @@ struct Limiter {
 struct Global {
     store: Arc<dyn JournalStore>,
     key: String,
+    /// When this process last let a slot of it go.
+    released: Arc<Mutex<Option<Instant>>>,
+}
+
+/// A slot of a global limit a call holds; notes when it is let go.
+struct GlobalSlot {
+    _slot: Box<dyn SharedSlot>,
+    released: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Drop for GlobalSlot {
+    fn drop(&mut self) {
+        *self.released.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
 }
 
 impl Global {
@@ -136,8 +154,10 @@ impl Global {
     }
 }
 
-/// What a call holds of one limiter while it runs.
-type Held = (Option<OwnedSemaphorePermit>, Option<Box<dyn SharedSlot>>);
+/// What a call holds of one limiter while it runs: the global slot first,
+/// so it is let go (and noted) before this process's own slot frees the
+/// next local waiter.
+type Held = (Option<GlobalSlot>, Option<OwnedSemaphorePermit>);
 
 impl Limiter {
     fn new(limits: &CallLimits, global: Option<Global>) -> Limiter {
@@ -155,11 +175,22 @@ impl Limiter {
         let Some((semaphore, max)) = &self.slots else { return Ok((None, None)) };
         // Never closed: a closed semaphore gives no slot, and no wait.
         let local = semaphore.clone().acquire_owned().await.ok();
-        let Some(global) = &self.global else { return Ok((local, None)) };
+        let Some(global) = &self.global else { return Ok((None, local)) };
+        // Fair to other processes: a slot this process let go is not taken
+        // again by it before the others, asking at most every
+        // `SHARED_POLL.1`, had their turn to ask (else one busy process
+        // keeps a cap of one to itself).
+        let polite = *global.released.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = polite.map(|t| t + SHARED_POLL.1).filter(|at| *at > Instant::now()) {
+            tokio::time::sleep_until(at + SHARED_POLL.0.mul_f64(fastrand::f64())).await;
+        }
         let mut pause = SHARED_POLL.0;
         loop {
             match global.shared().try_slot(&global.key, *max).await {
-                Ok(Some(slot)) => return Ok((local, Some(slot))),
+                Ok(Some(slot)) => {
+                    let slot = GlobalSlot { _slot: slot, released: global.released.clone() };
+                    return Ok((Some(slot), local));
+                }
                 Ok(None) => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(SHARED_POLL.1);

@@ -135,6 +135,24 @@ pub trait BatchQueue: Send + Sync {
         state: Option<&'a str>,
     ) -> StoreFuture<'a, Vec<LineResult>>;
 
+    /// Whether a line of the batch is still to run or running (`pending` or
+    /// `claimed`): a cheap check, on the index of open lines.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`](super::StoreError::Failed) when the store
+    /// fails.
+    fn unfinished<'a>(&'a self, batch_id: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Puts every line that ended other than `completed` (`failed`,
+    /// `timed_out`, `cancelled`) back to `pending`, each to get a new run
+    /// when claimed (the ended run stays, with its receipt): the numbers
+    /// of those lines.
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`](super::StoreError::Failed) when the store
+    /// fails.
+    fn retry_failed<'a>(&'a self, batch_id: &'a str) -> StoreFuture<'a, Vec<u64>>;
+
     /// Joins batch `batch_id` as a worker: from now until the worker is
     /// dropped (or its process ends) the lines it claims are its own.
     ///
