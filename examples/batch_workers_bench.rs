@@ -14,8 +14,9 @@
 //! `{"workload": "W12_batch_workers", "workers", "lines", "submit_s",
 //! "work_s", "value": lines/s, "unit", "commits_per_line",
 //! "bytes_per_line"}`; `commits_per_line` counts the database's committed
-//! transactions (`pg_stat_database.xact_commit`) while the workers ran,
-//! `bytes_per_line` the growth of the tables (runs, journals, lines).
+//! transactions (`pg_stat_database.xact_commit`, autocommit reads
+//! included) while the workers ran, `bytes_per_line` the growth of the
+//! tables (runs, journals, lines) while they ran.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
