@@ -85,8 +85,8 @@ enum BatchCommand {
     /// any machines sharing the store, until every line ended or paused;
     /// takes over the lines of workers that died (recovering their runs).
     /// Prints each line it ran as `batch --program` does.
-    #[command(after_help = "Exit codes: 0 every line this worker ran completed, 1 one failed, \
-                            4 one paused (none failed), 2 bad invocation, 128+N on signal N.")]
+    #[command(after_help = "Exit codes: 0 every line this worker ran completed and no line of the batch is \
+                            paused, 1 one failed, 4 one paused (none failed), 2 bad invocation, 128+N on signal N.")]
     Work(super::batch_workers::WorkArgs),
     /// Prints the output of the submitted batch's lines that ended, in line
     /// order, as JSON Lines (--wait: every line, as it ends).

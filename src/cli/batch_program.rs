@@ -620,18 +620,22 @@ fn output_of(line: usize, receipt: &Receipt, recovered: bool) -> Value {
 /// batch was killed in between): from its saved receipt, else from the
 /// store's state.
 fn ended_output(engine: &CliEngine, line: usize, run_id: &str, state: RunState) -> Value {
-    let saved = engine.runs_folder().join(run_id).join("receipt.json");
-    if let Ok(text) = std::fs::read_to_string(saved)
-        && let Ok(receipt) = serde_json::from_str::<Receipt>(&text)
-    {
-        return output_of(line, &receipt, true);
-    }
     let status = match state {
         RunState::Completed => "completed",
         RunState::TimedOut => "timed_out",
         RunState::Cancelled => "cancelled",
         _ => "failed",
     };
+    // The receipt of this machine's runs folder, when it is of the run's
+    // end: one saved when the run paused here, before it was resumed
+    // elsewhere, is not.
+    let saved = engine.runs_folder().join(run_id).join("receipt.json");
+    if let Ok(text) = std::fs::read_to_string(saved)
+        && let Ok(receipt) = serde_json::from_str::<Receipt>(&text)
+        && receipt.status.as_str() == status
+    {
+        return output_of(line, &receipt, true);
+    }
     let message = format!(
         "the run ended {state} before the batch recorded it, and its receipt was not saved; what it did: \
          `codemode runs show {run_id}`"

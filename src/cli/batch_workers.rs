@@ -210,10 +210,18 @@ pub(crate) fn work(args: WorkArgs) -> anyhow::Result<u8> {
         let progress = Progress::new(&batch_id, total, before, &args.engine);
         let outcome = driver.drive(&mut source, progress).await;
         let ran = Counts::of(driver.statuses.iter().map(|s| waiting_as_paused(s)));
-        if let Ok(after) = queue(&store).batch(&batch_id).await {
-            super::note!("{}", render(&after));
+        let code = batch_program::exit_code(outcome, &ran, true);
+        let after = queue(&store).batch(&batch_id).await;
+        if let Ok(after) = &after {
+            super::note!("{}", render(after));
         }
-        Ok(batch_program::exit_code(outcome, &ran, true))
+        // A line of the batch still paused (one this worker did not run:
+        // held by a `codemode resume` now, or undecided) is not done:
+        // not a clean 0 for whoever waits on the worker.
+        Ok(match after {
+            Ok(after) if code == 0 && after.paused > 0 => 4,
+            _ => code,
+        })
     })
 }
 

@@ -453,11 +453,16 @@ async fn failed_lines_are_retried_and_a_line_resumed_by_hand_is_recorded() {
         let printed = json_lines(&first.stdout);
         let paused = printed.iter().find(|l| l["line"] == 3).unwrap();
         assert_eq!(paused["status"], "paused", "{paused}");
-        // A person allows the write and resumes the run by hand.
+        // A person allows the write and resumes the run by hand, on
+        // another machine (another state folder: the worker's runs folder
+        // keeps the receipt saved when the run paused).
         let run_id = paused["run_id"].as_str().unwrap();
         let seq = paused["pending"][0]["seq"].to_string();
         assert_eq!(with(&["approve", run_id, "--allow", &seq]).status.code(), Some(0));
-        let resumed = with(&["resume", run_id, "--approve", "allow"]);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let args = [&["resume", run_id, "--approve", "allow"][..], &store[..]].concat();
+        let resumed =
+            crate::cli::spawn(&args, ws, &[("XDG_STATE_HOME", elsewhere.path())]).wait_with_output().unwrap();
         assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
 
         std::fs::write(ws.join("needed.txt"), "here").unwrap();
@@ -471,7 +476,11 @@ async fn failed_lines_are_retried_and_a_line_resumed_by_hand_is_recorded() {
         done.sort_unstable();
         assert_eq!(done, [2, 3], "the retried line, and the line resumed by hand: {}", text(&second));
         let results = json_lines(&with(&["batch", "results", "r3"]).stdout);
-        assert!(results.iter().all(|l| l["status"] == "completed" && l["value"] == l["line"]), "{results:?}");
+        assert!(results.iter().all(|l| l["status"] == "completed"), "{results:?}");
+        // The line resumed elsewhere has no receipt here: its status is
+        // the store's, its value in that receipt (`codemode runs show`).
+        assert!(results.iter().filter(|l| l["line"] != 3).all(|l| l["value"] == l["line"]), "{results:?}");
+        assert_eq!(results[2]["error"]["kind"], "unrecorded", "{results:?}");
         assert_eq!(std::fs::read_to_string(ws.join("out.txt")).unwrap(), "x", "the write made once");
     });
     db.drop_schema().await;
