@@ -215,7 +215,14 @@ pub(crate) async fn classify(
             if decided {
                 Work::Resume { line, run_id }
             } else {
-                let m = format!("paused: decide with `codemode approve {run_id}`, then restart the batch");
+                // A shared batch's line (its run id kept) goes on with the
+                // next worker; a batch of one process with its restart.
+                let next = if keep_id {
+                    "a `codemode batch work` of this batch takes it up"
+                } else {
+                    "restart the batch"
+                };
+                let m = format!("paused: decide with `codemode approve {run_id}`, then {next}");
                 waiting(run_id, "paused", m)
             }
         }
