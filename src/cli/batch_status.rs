@@ -33,19 +33,10 @@ pub(crate) fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let folder = store_folder.unwrap_or_else(|| engine.runs_folder().to_path_buf());
     // A batch submitted to the shared store has no local record.
     if !batch_record::path(&folder, &args.batch_id).exists()
-        && let Some(code) = super::batch_workers::status(&engine, &args.batch_id, args.json, args.lines)?
+        && engine.journal_store().is_some_and(|s| s.batch_queue().is_some())
     {
-        return Ok(code);
-    }
-    if !batch_record::path(&folder, &args.batch_id).exists()
-        && let Some(store) = engine.journal_store().filter(|s| s.batch_queue().is_some())
-    {
-        anyhow::bail!(
-            "no batch {} in {} nor a batch record in {} (check the id, and give the --journal it was submitted to)",
-            args.batch_id,
-            store.describe(),
-            folder.display()
-        );
+        return super::batch_workers::status(&engine, &args.batch_id, args.json, args.lines)
+            .map_err(|e| anyhow::anyhow!("{e:#}; no batch record in {} either", folder.display()));
     }
     let (entries, held) = batch_record::read(&folder, &args.batch_id)?;
     let summary = summary(&entries, held);

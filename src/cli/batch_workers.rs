@@ -466,23 +466,16 @@ pub(crate) fn render(info: &BatchInfo) -> String {
     )
 }
 
-/// `codemode batch status` of a batch in the shared store (the counts,
-/// `--json`, or with `lines` every ended line's output): `None` when the
-/// engine's store keeps no shared batches or not this one (the caller
-/// reads the local record).
-pub(crate) fn status(
-    engine: &CliEngine,
-    batch_id: &str,
-    as_json: bool,
-    lines: bool,
-) -> anyhow::Result<Option<u8>> {
-    let Ok(store) = shared_store(engine) else { return Ok(None) };
+/// `codemode batch status` of a batch in the shared store: the counts,
+/// `--json`, or with `lines` every ended line's output.
+///
+/// # Errors
+/// The engine's store keeps no shared batches, has no such batch, or
+/// fails.
+pub(crate) fn status(engine: &CliEngine, batch_id: &str, as_json: bool, lines: bool) -> anyhow::Result<u8> {
+    let store = shared_store(engine)?;
     runtime()?.block_on(async {
-        let info = match queue(&store).batch(batch_id).await {
-            Ok(info) => info,
-            Err(StoreError::Failed(m)) if m.starts_with("no batch") => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
+        let info = queue(&store).batch(batch_id).await?;
         if lines {
             print_lines(queue(&store), batch_id, false).await?;
         } else if as_json {
@@ -490,6 +483,6 @@ pub(crate) fn status(
         } else {
             super::print_stdout(&format!("{}\n", render(&info)))?;
         }
-        Ok(Some(0))
+        Ok(0)
     })
 }

@@ -151,6 +151,27 @@ fn most_starts_in_a_second(ws: &Path) -> usize {
     most
 }
 
+/// The fixture server's MCP entry (`misbehaving.py normal`) with `extra`
+/// merged in (limits, `env`).
+fn fixture_server(extra: Value) -> Value {
+    let mut server = json!({"command": "python3", "args": [crate::mcp_support::fixture(), "normal"]});
+    for (k, v) in extra.as_object().unwrap() {
+        server[k] = v.clone();
+    }
+    server
+}
+
+/// Runs `codemode run p.js --approve allow --journal URL` with each of
+/// `options` (one process each, all at once) in `ws`; each must exit 0.
+fn runs_at_once(ws: &Path, url: &str, options: &[Vec<&str>]) {
+    let base = ["run", "p.js", "--approve", "allow", "--journal", url];
+    let runs: Vec<_> = options.iter().map(|o| crate::cli::spawn(&[&base[..], o].concat(), ws, &[])).collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+}
+
 /// How many times the fixture server saw `blocks` for each line.
 fn effects(ws: &Path) -> BTreeMap<u64, usize> {
     let mut seen = BTreeMap::new();
@@ -174,9 +195,7 @@ fn three_workers_one_killed(url: &str) {
     let ws = crate::common::workspace();
     let ws = ws.path();
     let everything = crate::mcp_support::node_server("server-everything");
-    let fx = json!({
-        "command": "python3",
-        "args": [crate::mcp_support::fixture(), "normal"],
+    let fx = fixture_server(json!({
         "max_in_flight": 2,
         "scope": "global",
         "env": {
@@ -184,7 +203,7 @@ fn three_workers_one_killed(url: &str) {
             "MCP_FIXTURE_SPANS": ws.join("spans").to_string_lossy(),
             "MCP_FIXTURE_STARTS": ws.join("starts").to_string_lossy(),
         },
-    });
+    }));
     let mcp =
         json!({"mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"]}, "fx": fx}});
     std::fs::write(ws.join("mcp.json"), mcp.to_string()).unwrap();
@@ -329,34 +348,15 @@ async fn a_global_rate_holds_across_processes() {
     tokio::task::block_in_place(|| {
         let ws = crate::common::workspace();
         let ws = ws.path();
-        let fx = json!({
-            "command": "python3",
-            "args": [crate::mcp_support::fixture(), "normal"],
-            "env": {"MCP_FIXTURE_STARTS": ws.join("starts").to_string_lossy()},
-        });
+        let fx = fixture_server(json!({"env": {"MCP_FIXTURE_STARTS": ws.join("starts").to_string_lossy()}}));
         std::fs::write(ws.join("mcp.json"), json!({"mcpServers": {"fx": fx}}).to_string()).unwrap();
         std::fs::write(ws.join("policy.toml"), "[tools.mcp__fx__typed]\nrate = 10\nscope = \"global\"\n")
             .unwrap();
         let program =
             "await Promise.all(Array.from({length: 20}, () => tools.call('mcp__fx__typed', {}))); return 1";
         std::fs::write(ws.join("p.js"), program).unwrap();
-        let args = [
-            "run",
-            "p.js",
-            "--mcp-config",
-            "mcp.json",
-            "--config",
-            "policy.toml",
-            "--approve",
-            "allow",
-            "--journal",
-            &db.url,
-        ];
-        let runs: Vec<_> = (0..3).map(|_| crate::cli::spawn(&args, ws, &[])).collect();
-        for run in runs {
-            let out = run.wait_with_output().unwrap();
-            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-        }
+        let options = vec!["--mcp-config", "mcp.json", "--config", "policy.toml"];
+        runs_at_once(ws, &db.url, &[options.clone(), options.clone(), options]);
         let most = most_starts_in_a_second(ws);
         assert!(most <= 13, "a global rate of 10 a second: {most} starts in one second");
         // Without the global rate, three processes would start their 60
@@ -378,29 +378,17 @@ async fn a_global_slot_is_shared_fairly_between_processes() {
         let ws = crate::common::workspace();
         let ws = ws.path();
         for p in ["a", "b"] {
-            let fx = json!({
-                "command": "python3",
-                "args": [crate::mcp_support::fixture(), "normal"],
+            let fx = fixture_server(json!({
                 "max_in_flight": 1,
                 "scope": "global",
                 "env": {"MCP_FIXTURE_SPANS": ws.join(format!("spans_{p}")).to_string_lossy()},
-            });
+            }));
             std::fs::write(ws.join(format!("mcp_{p}.json")), json!({"mcpServers": {"fx": fx}}).to_string())
                 .unwrap();
         }
         let program = "await Promise.all(Array.from({length: 20}, () => tools.call('mcp__fx__slow', {ms: 30}))); return 1";
         std::fs::write(ws.join("p.js"), program).unwrap();
-        let run = |p: &str| {
-            let config = format!("mcp_{p}.json");
-            let args =
-                ["run", "p.js", "--mcp-config", config.as_str(), "--approve", "allow", "--journal", &db.url];
-            crate::cli::spawn(&args, ws, &[])
-        };
-        let runs = [run("a"), run("b")];
-        for r in runs {
-            let out = r.wait_with_output().unwrap();
-            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-        }
+        runs_at_once(ws, &db.url, &[vec!["--mcp-config", "mcp_a.json"], vec!["--mcp-config", "mcp_b.json"]]);
         let starts = |p: &str| -> Vec<f64> {
             let text = std::fs::read_to_string(ws.join(format!("spans_{p}"))).unwrap();
             text.lines().map(|l| l.split_once(' ').unwrap().0.parse().unwrap()).collect()
