@@ -361,6 +361,9 @@ impl EngineArgs {
         if let Some(config) = self.mcp_config(&workspace)? {
             builder = builder.mcp(config, codemode::mcp::PoolOptions::default());
         }
+        if let Some(sink) = super::telemetry::sink() {
+            builder = builder.trace_sink(sink);
+        }
         Ok(CliEngine { engine: builder.build()?, retention, detached: false })
     }
 

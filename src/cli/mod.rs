@@ -24,6 +24,7 @@ mod runs;
 mod runs_wait;
 mod search;
 mod serve;
+mod telemetry;
 mod tools;
 mod trust;
 mod types;
@@ -305,6 +306,7 @@ pub(crate) fn main(cli: Cli) -> ExitCode {
         Command::Man(args) => generate::man(&args),
         Command::Rollback(args) => rollback::rollback(args),
     };
+    telemetry::shutdown();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

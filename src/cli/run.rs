@@ -80,7 +80,8 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         if let Some(input) = args.input.clone() {
             program = program.with_input(input);
         }
-        let run = engine.start(program);
+        let options = codemode::run::RunOptions::default().trace_parent(super::telemetry::parent_from_env());
+        let run = engine.start_with(program, options);
         let canceller = run.canceller();
         let wait = run.wait();
         tokio::pin!(wait);

@@ -61,6 +61,7 @@ mod serve_clients;
 mod serve_http;
 mod serve_stdio;
 mod serve_surface;
+mod telemetry;
 mod terminal_text;
 mod tool_bash;
 mod tool_files;

@@ -59,6 +59,7 @@ pub mod mcp;
 pub mod receipt;
 mod rule;
 pub mod sandbox;
+pub mod telemetry;
 mod tools;
 pub mod trust;
 mod vm;

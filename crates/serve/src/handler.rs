@@ -169,7 +169,8 @@ impl CodeModeServer {
         let inner = &self.inner;
         let mut route = Route::of(cx, &inner.options);
         let progress = Progress::start(cx);
-        let options = RunOptions::with_approver(route.approver());
+        let options =
+            RunOptions::with_approver(route.approver()).trace_parent(super::trace_parent::of(params, cx));
         let relay = super::long_runs::Relay::default();
         relay.set(progress.as_ref().map(|p| p.sender.clone()));
         let options = match progress.is_some() || yield_after.is_some() {

@@ -30,6 +30,7 @@ mod rollback;
 mod saves;
 mod stdout_watch;
 mod surface;
+mod trace_parent;
 
 use std::sync::Arc;
 use std::time::Duration;

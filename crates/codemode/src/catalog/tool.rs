@@ -55,6 +55,9 @@ pub struct ToolContext {
     /// Set for a rollback's calls only: `write` restores the file by this
     /// plan instead of writing its `content` (tools/restore.rs).
     pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
+    /// The call's span, when its run is traced (telemetry/mod.rs): an MCP
+    /// server's `tools/call` carries it as `traceparent`.
+    pub(crate) trace: Option<crate::telemetry::TraceContext>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -66,6 +69,7 @@ impl std::fmt::Debug for ToolContext {
             .field("caller", &self.caller)
             .field("confinement", &self.confinement)
             .field("elicitor", &self.elicitor.as_ref().map(|_| "..."))
+            .field("trace", &self.traceparent())
             .finish()
     }
 }
@@ -84,7 +88,15 @@ impl ToolContext {
             elicitor: None,
             undo: None,
             restore: None,
+            trace: None,
         }
+    }
+
+    /// The call's span as a `traceparent` value (W3C Trace Context), when
+    /// its run is traced: a tool that calls further services passes it
+    /// on.
+    pub fn traceparent(&self) -> Option<String> {
+        self.trace.map(|t| t.traceparent())
     }
 }
 

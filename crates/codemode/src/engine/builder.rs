@@ -78,6 +78,7 @@ pub struct EngineBuilder {
     tool_runtime: Option<Handle>,
     mcp: Option<(crate::mcp::McpConfig, crate::mcp::PoolOptions)>,
     journal: JournalChoice,
+    trace_sink: Option<Arc<dyn crate::telemetry::TraceSink>>,
 }
 
 /// Where an engine's runs keep their journals.
@@ -103,6 +104,7 @@ impl Default for EngineBuilder {
             tool_runtime: None,
             mcp: None,
             journal: JournalChoice::Default,
+            trace_sink: None,
         }
     }
 }
@@ -251,6 +253,16 @@ impl EngineBuilder {
         self
     }
 
+    /// Every run is traced and handed to `sink` when it ends (spans and
+    /// counters for OpenTelemetry: the `codemode-otel` crate;
+    /// docs/TELEMETRY.md). Default: none, and runs are traced only when
+    /// started inside a trace
+    /// ([`RunOptions::trace_parent`](crate::run::RunOptions::trace_parent)).
+    pub fn trace_sink(mut self, sink: Arc<dyn crate::telemetry::TraceSink>) -> Self {
+        self.trace_sink = Some(sink);
+        self
+    }
+
     /// Checks the configuration once and starts the engine's threads.
     ///
     /// # Errors
@@ -339,6 +351,7 @@ impl EngineBuilder {
                 vms,
                 cancel_watch: Arc::default(),
                 pacing,
+                trace_sink: self.trace_sink,
                 _own_runtime: own,
             }),
         })

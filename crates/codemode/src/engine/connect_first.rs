@@ -340,7 +340,13 @@ impl GateRun {
         };
         let prep = match decide_early(shared, &catalog, None, &request, self.dispatcher_start, &self.run_id) {
             Early::Continue(prep) => prep,
-            Early::Refuse(reason) | Early::Exhausted(reason) => return Gated::Refuse(reason),
+            Early::Refuse(reason, step) => {
+                if let Some(trace) = &finish.trace {
+                    trace.decided(self.seq, step, None);
+                }
+                return Gated::Refuse(reason);
+            }
+            Early::Exhausted(reason) => return Gated::Refuse(reason),
         };
         // A connection a trusted configuration allowed says so in the
         // receipt's note.
@@ -351,6 +357,9 @@ impl GateRun {
             .filter(|_| prep.allowed_by.as_deref() == Some(tool))
             .map(|t| format!("`{tool}` allowed without approval: {t}"));
         if !later::needed(tool, &prep, &shared.config.policy, &shared.posture) {
+            if let (Some(trace), Some(_)) = (&finish.trace, &prep.allowed_by) {
+                trace.decided(self.seq, "rules", None);
+            }
             if !prep.reader {
                 let subject = super::dispatch::approval_subject(shared, tool, primary.as_ref());
                 self.changes.record(tool, subject.as_deref());
@@ -370,9 +379,15 @@ impl GateRun {
             subject: super::dispatch::approval_subject(shared, tool, primary.as_ref()),
             changes: &self.changes,
         };
-        match later::decide_rest(call, later_context(shared, finish.approver.as_ref(), &catalog, &self.clock))
-            .await
-        {
+        let asked = std::time::Instant::now();
+        let cx = later_context(shared, finish.approver.as_ref(), &catalog, &self.clock);
+        let (end, step) = later::decide_rest(call, cx).await;
+        // The step that decided the server's start, then the one that
+        // decided the call itself: the call's span names the last.
+        if let Some(trace) = &finish.trace {
+            trace.decided(self.seq, step, Some(asked.elapsed()));
+        }
+        match end {
             Final::Run { args, decision, mut notes } => {
                 if decision == Decision::Auto {
                     notes.extend(trusted);

@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub cancel_watch: Arc<cancel_watch::CancelWatch>,
     /// The limits per tool and per MCP server, shared by every run.
     pub pacing: pacing::Pacing,
+    /// Where traced runs go when they end (telemetry/mod.rs).
+    pub trace_sink: Option<Arc<dyn crate::telemetry::TraceSink>>,
     vms: VmPool,
     _own_runtime: OwnedRuntime,
 }
@@ -276,12 +278,19 @@ impl Engine {
                     (Some(store), true) => Some(shared.cancel_watch.watch(store, &shared.tools, &id, &c)),
                     _ => None,
                 };
-                let setup = vm_setup(&shared, &id, &c, (durable, undo), options);
+                // A run is traced when the engine exports traces or the
+                // run was started inside a trace (telemetry/mod.rs).
+                let trace = (shared.trace_sink.is_some() || options.trace_parent.is_some())
+                    .then(|| Arc::new(crate::telemetry::RunTrace::new(options.trace_parent)));
+                let setup = vm_setup(&shared, &id, &c, (durable, undo), options, trace.clone());
                 let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
                 let receipt = match vm {
                     Ok(mut vm) => vm.run(program).await,
                     Err(e) => early_receipt(&shared, &id, &c, e),
                 };
+                if let (Some(trace), Some(sink)) = (&trace, &shared.trace_sink) {
+                    trace.finish(sink.as_ref(), &receipt);
+                }
                 let _ = tx.send(receipt);
             })
         });
@@ -347,7 +356,7 @@ impl Engine {
     pub fn vm(&self) -> Result<Vm, RunError> {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
-        let setup = vm_setup(&self.shared, &run_id, &clock, (None, None), RunOptions::default());
+        let setup = vm_setup(&self.shared, &run_id, &clock, (None, None), RunOptions::default(), None);
         Vm::new(setup, clock, run_id, None)
     }
 
@@ -565,8 +574,10 @@ fn vm_setup(
     clock: &Arc<RunClock>,
     (durable, undo): (Option<crate::journal::durable::DurableLog>, Option<Arc<crate::journal::UndoLog>>),
     options: RunOptions,
+    trace: Option<Arc<crate::telemetry::RunTrace>>,
 ) -> crate::vm::VmSetup {
-    let dispatcher = dispatch::Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
+    let mut dispatcher = dispatch::Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
+    dispatcher.trace = trace.clone();
     let dispatcher = if durable.is_some() {
         let mut dispatcher = dispatcher.pausable();
         dispatcher.durable = durable;
@@ -580,6 +591,10 @@ fn vm_setup(
         tools: shared.tools.clone(),
         calls: Box::new(dispatcher.with_approver(options.approver)),
         on_call_end: options.on_call_end,
+        on_call_open: trace.map(|trace| {
+            Arc::new(move |seq, decision| trace.opened(seq, decision))
+                as crate::receipt::ledger::CallOpenObserver
+        }),
     }
 }
 

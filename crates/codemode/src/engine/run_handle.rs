@@ -31,12 +31,18 @@ pub struct RunOptions {
     /// an id it holds, so never give one id to two runs. Default: `None`,
     /// a new id.
     pub run_id: Option<String>,
+    /// The span this run is part of (a request's `traceparent`): the run
+    /// is traced, its span a child of this one, and the calls it makes to
+    /// MCP servers carry the trace on. Default: `None`, a new trace when
+    /// the engine has a [`TraceSink`](crate::telemetry::TraceSink), else
+    /// none.
+    pub trace_parent: Option<crate::telemetry::TraceContext>,
 }
 
 impl RunOptions {
     /// Options whose run asks `approver`.
     pub fn with_approver(approver: Arc<dyn Approver>) -> Self {
-        RunOptions { approver: Some(approver), on_call_end: None, run_id: None }
+        RunOptions { approver: Some(approver), ..RunOptions::default() }
     }
 
     /// These options, with `observer` told of each call as it ends.
@@ -49,6 +55,12 @@ impl RunOptions {
     pub fn run_id(self, run_id: impl Into<String>) -> Self {
         RunOptions { run_id: Some(run_id.into()), ..self }
     }
+
+    /// These options, for a run inside the trace of `parent` (a
+    /// `traceparent` the host received; `None` leaves them as they are).
+    pub fn trace_parent(self, parent: Option<crate::telemetry::TraceContext>) -> Self {
+        RunOptions { trace_parent: parent.or(self.trace_parent), ..self }
+    }
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -57,6 +69,7 @@ impl std::fmt::Debug for RunOptions {
             .field("approver", &self.approver.is_some())
             .field("on_call_end", &self.on_call_end.is_some())
             .field("run_id", &self.run_id)
+            .field("trace_parent", &self.trace_parent.map(|t| t.traceparent()))
             .finish()
     }
 }

@@ -128,8 +128,8 @@ pub(crate) type StepFuture<'s> = std::pin::Pin<Box<dyn std::future::Future<Outpu
 /// One step of the gate that may wait (hooks run programs, approvers ask
 /// someone).
 pub(crate) trait LaterStep: Sync {
-    /// A unique, stable name, as listed in docs/POLICY.md.
-    #[allow(dead_code)] // read by the order test against docs/POLICY.md
+    /// A unique, stable name, as listed in docs/POLICY.md (and in a
+    /// traced call's span: telemetry/mod.rs).
     fn name(&self) -> &'static str;
     /// Decides, or passes to the next step; may change the call in
     /// progress (a hook's rewrite, notes).
@@ -137,7 +137,10 @@ pub(crate) trait LaterStep: Sync {
 }
 
 /// Runs the later steps in order; a call no step decided runs, approved.
-pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Final {
+/// Also gives the name of the step that decided: the one that ended the
+/// steps, or for a call they let run, `approval` when it was asked and
+/// `before_call_hooks` when a hook's `allow` spared it.
+pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> (Final, &'static str) {
     let posture_before = cx.posture.get().0;
     let mut state = InProgress {
         call,
@@ -148,16 +151,21 @@ pub(crate) async fn decide_rest(call: LaterCall<'_>, cx: LaterContext<'_>) -> Fi
         run_grant: None,
         bound: None,
     };
+    // Whether `ask_and_posture` found an approval needed (the approval
+    // step takes its reason).
+    let mut asked = false;
     for step in LATER_STEPS {
         if let Flow::Done(end) = step.run(&mut state, &cx).await {
-            return end;
+            return (end, step.name());
         }
+        asked |= state.reason.is_some();
     }
     let InProgress { call, notes, .. } = state;
     if !call.prep.reader {
         call.changes.record(call.tool, call.subject.as_deref());
     }
-    Final::Run { args: call.args, decision: Decision::Approved, notes }
+    let step = if asked { "approval" } else { "before_call_hooks" };
+    (Final::Run { args: call.args, decision: Decision::Approved, notes }, step)
 }
 
 /// Before-call hooks: each hook whose pattern matches the tool name, in

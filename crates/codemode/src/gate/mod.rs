@@ -135,8 +135,8 @@ pub(crate) enum Verdict {
 
 /// One synchronous step of the gate.
 pub(crate) trait Step: Sync {
-    /// A unique, stable name, as listed in docs/POLICY.md.
-    #[allow(dead_code)] // read by the order test against docs/POLICY.md
+    /// A unique, stable name, as listed in docs/POLICY.md (and in a
+    /// traced call's span: telemetry/mod.rs).
     fn name(&self) -> &'static str;
     /// Decides, or passes to the next step; may note what it learnt in
     /// `prep`.
@@ -171,8 +171,9 @@ pub(crate) static STEPS: &[&dyn Step] = &[
 pub(crate) enum Early {
     /// Go on to the later steps with what was learnt.
     Continue(Preparation),
-    /// Do not run the call.
-    Refuse(String),
+    /// Do not run the call: why, and the step that refused it (its name
+    /// in docs/POLICY.md).
+    Refuse(String, &'static str),
     /// Do not run the call, and end the run (error kind `limit`).
     Exhausted(String),
 }
@@ -183,7 +184,7 @@ pub(crate) fn decide_early(call: &CallRequest<'_>, cx: &GateContext<'_>) -> Earl
     for step in STEPS {
         match step.check(call, cx, &mut prep) {
             Verdict::Next => continue,
-            Verdict::Refuse(reason) => return Early::Refuse(reason),
+            Verdict::Refuse(reason) => return Early::Refuse(reason, step.name()),
             Verdict::Exhausted(reason) => return Early::Exhausted(reason),
         }
     }

@@ -181,6 +181,18 @@ impl<C: StreamableHttpClient + Sync> SessionAware<C> {
 
 /// Whether a server's refusal is about the session id (`No valid session
 /// ID provided`, `Session not found`, `Invalid session`).
+/// The `traceparent` a traced `tools/call` carries in its `_meta`
+/// (pool/calls.rs), as the HTTP header W3C Trace Context §3 names: the
+/// server's HTTP layer (a proxy, a gateway, its instrumentation) joins the
+/// trace without reading the body. Only a well-formed value passes.
+fn traceparent_of(message: &ClientJsonRpcMessage) -> Option<HeaderValue> {
+    let rmcp::model::JsonRpcMessage::Request(request) = message else { return None };
+    let rmcp::model::ClientRequest::CallToolRequest(call) = &request.request else { return None };
+    let value = call.params.meta.as_ref()?.0.0.get("traceparent")?.as_str()?;
+    crate::telemetry::TraceContext::parse(value)?;
+    HeaderValue::from_str(value).ok()
+}
+
 fn names_the_session(text: &str) -> bool {
     text.to_ascii_lowercase().contains("session")
 }
@@ -230,6 +242,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for SessionAware<C> {
         limits: StreamableHttpResponseLimits,
     ) -> Post<Self::Error> {
         let with_session = session_id.is_some();
+        let mut custom_headers = custom_headers;
+        if let Some(traceparent) = traceparent_of(&message) {
+            custom_headers.insert(HeaderName::from_static("traceparent"), traceparent);
+        }
         let answer = self
             .0
             .post_message_with_response_limits(

@@ -110,6 +110,18 @@ pub(crate) struct Ledger {
     max_log_bytes: usize,
     /// Told of each call as it ends ([`RunOptions::on_call_end`](crate::engine::RunOptions::on_call_end)).
     on_call_end: Observer,
+    /// Told of each call as it opens ([`CallOpenObserver`]).
+    on_call_open: OpenObserver,
+}
+
+/// The optional [`CallOpenObserver`] of a ledger.
+#[derive(Default)]
+struct OpenObserver(Option<CallOpenObserver>);
+
+impl std::fmt::Debug for OpenObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "OpenObserver(Some)" } else { "OpenObserver(None)" })
+    }
 }
 
 /// The optional [`CallEndObserver`] of a ledger.
@@ -121,6 +133,11 @@ impl std::fmt::Debug for Observer {
         f.write_str(if self.0.is_some() { "Observer(Some)" } else { "Observer(None)" })
     }
 }
+
+/// A function told of each call of a run as its receipt opens, with its
+/// `seq` and the gate's decision so far (a traced run's record of when
+/// each call started: telemetry/mod.rs).
+pub(crate) type CallOpenObserver = std::sync::Arc<dyn Fn(u64, Decision) + Send + Sync>;
 
 /// A function told of each call of a run as it ends, with its receipt.
 pub type CallEndObserver = std::sync::Arc<dyn Fn(&CallReceipt) + Send + Sync>;
@@ -137,7 +154,13 @@ impl Ledger {
             max_log_lines,
             max_log_bytes,
             on_call_end: Observer(None),
+            on_call_open: OpenObserver(None),
         }
+    }
+
+    /// This ledger tells `observer` of each call as it opens.
+    pub(crate) fn on_open(self, observer: Option<CallOpenObserver>) -> Self {
+        Ledger { on_call_open: OpenObserver(observer), ..self }
     }
 
     /// This ledger tells `observer` of each call as it ends.
@@ -185,6 +208,9 @@ impl Ledger {
             progress: None,
         });
         self.started.push(Instant::now());
+        if let Some(observer) = &self.on_call_open.0 {
+            observer(seq, decision);
+        }
         seq
     }
 

@@ -39,6 +39,8 @@ pub(crate) struct Finisher {
     pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
     /// A rollback's plan, for its `write` calls (tools/restore.rs).
     pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
+    /// The run's trace record, when it is traced (telemetry/mod.rs).
+    pub(crate) trace: Option<Arc<crate::telemetry::RunTrace>>,
     /// The time the call waited for the slots of its limits (paced.rs);
     /// `None` for a call under none.
     pub(crate) queued: Option<Duration>,

@@ -71,6 +71,7 @@ pub(crate) fn call_context(
         elicitor: Some(Arc::new(elicitor)),
         undo: finish.undo.clone(),
         restore: finish.restore.clone(),
+        trace: finish.trace.as_ref().map(|t| t.call_context(finish.seq)),
     }
 }
 

@@ -76,7 +76,13 @@ impl LaterSteps {
             changes: &changes,
         };
         let approver = finish.approver.clone();
-        match later::decide_rest(call, later_context(&shared, approver.as_ref(), &catalog, &clock)).await {
+        let asked = std::time::Instant::now();
+        let (end, step) =
+            later::decide_rest(call, later_context(&shared, approver.as_ref(), &catalog, &clock)).await;
+        if let Some(trace) = &finish.trace {
+            trace.decided(seq, step, Some(asked.elapsed()));
+        }
+        match end {
             Final::Run { args, decision, notes } => {
                 clock.decided(seq, decision);
                 let finish =

@@ -133,6 +133,8 @@ pub(crate) struct Dispatcher {
     pub(crate) undo: Option<Arc<crate::journal::UndoLog>>,
     /// A rollback's plan: its `write` calls restore files by it.
     pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
+    /// The run's trace record, when it is traced (telemetry/mod.rs).
+    pub(crate) trace: Option<Arc<crate::telemetry::RunTrace>>,
 }
 
 impl Dispatcher {
@@ -163,6 +165,14 @@ impl Dispatcher {
             durable_begun: std::sync::atomic::AtomicBool::new(false),
             undo: None,
             restore: None,
+            trace: None,
+        }
+    }
+
+    /// Notes in a traced run that the gate step `step` decided call `seq`.
+    fn decided_by(&self, seq: u64, step: &'static str, took: Option<Duration>) {
+        if let Some(trace) = &self.trace {
+            trace.decided(seq, step, took);
         }
     }
 
@@ -225,6 +235,7 @@ impl Dispatcher {
             durable: self.durable.clone(),
             undo: self.undo.clone(),
             restore: self.restore.clone(),
+            trace: self.trace.clone(),
             queued: None,
             attempts: 1,
             clock: self.clock.clone(),
@@ -382,6 +393,9 @@ impl Dispatcher {
             self.changes.record(tool, approval_subject(shared, tool, primary.as_ref()).as_deref());
         }
         let seq = ledger.open(tool, caller, if later { Decision::Pending } else { Decision::Auto }, None);
+        if !later && prep.allowed_by.is_some() {
+            self.decided_by(seq, "rules", None);
+        }
         if entry.spec.loading == crate::catalog::Loading::Deferred {
             shared.discovery.note_called(tool, self.turn);
         }
@@ -432,9 +446,14 @@ impl Dispatcher {
         let (tool, caller) = (request.tool, request.caller);
         match decide_early(&self.shared, catalog, entry, request, self.start, &self.run_id) {
             Early::Continue(prep) => ControlFlow::Continue(prep),
-            Early::Refuse(reason) => ControlFlow::Break(Begun::Settled(refuse(ledger, tool, caller, reason))),
+            Early::Refuse(reason, step) => {
+                let completion = refuse(ledger, tool, caller, reason);
+                self.decided_by(completion.seq, step, None);
+                ControlFlow::Break(Begun::Settled(completion))
+            }
             Early::Exhausted(reason) => {
                 let completion = refuse(ledger, tool, caller, reason.clone());
+                self.decided_by(completion.seq, "budget", None);
                 ControlFlow::Break(Begun::Exhausted { completion, reason })
             }
         }

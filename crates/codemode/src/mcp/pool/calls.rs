@@ -88,7 +88,7 @@ impl McpPool {
             connection.listing.eager.store(true, Ordering::Release);
         }
         let listed = self.callable(slot, tool)?;
-        let params = call_params(server, tool, args)?;
+        let params = call_params(server, tool, args, cx.and_then(|cx| cx.trace.as_ref()))?;
         let request = request(slot, &connection, params, timeout, cx);
         let result = tokio::select! {
             r = request => r,
@@ -206,11 +206,18 @@ impl McpPool {
 type ListedCall = (bool, Option<Arc<jsonschema::Validator>>);
 
 /// The `tools/call` parameters of `tool` with `args` (a JSON object, or
-/// null for none).
+/// null for none), carrying the call's span as `_meta.traceparent` when it
+/// is traced (SEP-414; over HTTP it also becomes the `traceparent` header,
+/// streamable_http.rs).
 ///
 /// # Errors
 /// [`McpError::Protocol`] when `args` is neither.
-fn call_params(server: &str, tool: &str, args: Value) -> Result<CallToolRequestParams, McpError> {
+fn call_params(
+    server: &str,
+    tool: &str,
+    args: Value,
+    trace: Option<&crate::telemetry::TraceContext>,
+) -> Result<CallToolRequestParams, McpError> {
     let arguments = match args {
         Value::Object(map) => Some(map),
         Value::Null => None,
@@ -225,6 +232,11 @@ fn call_params(server: &str, tool: &str, args: Value) -> Result<CallToolRequestP
     let mut params = CallToolRequestParams::new(tool.to_owned());
     if let Some(arguments) = arguments {
         params = params.with_arguments(arguments);
+    }
+    if let Some(trace) = trace {
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.0.0.insert("traceparent".to_owned(), Value::String(trace.traceparent()));
+        params.meta = Some(meta);
     }
     Ok(params)
 }

@@ -93,6 +93,8 @@ pub(crate) struct VmSetup {
     pub calls: Box<dyn CallHost>,
     /// Told as each call ends (server mode's progress).
     pub on_call_end: Option<CallEndObserver>,
+    /// Told of each call as its receipt opens (a traced run's record).
+    pub on_call_open: Option<crate::receipt::ledger::CallOpenObserver>,
 }
 
 /// Where the program stands.
@@ -127,7 +129,7 @@ impl Vm {
         run_id: Arc<str>,
         journal: Option<super::journaling::Journaling>,
     ) -> Result<Vm, RunError> {
-        let VmSetup { limits, tools, calls, on_call_end } = setup;
+        let VmSetup { limits, tools, calls, on_call_end, on_call_open } = setup;
         let internal =
             |what: &str, e: rquickjs::Error| RunError::new(ErrorKind::Internal, format!("{what}: {e}"));
         let rt = Runtime::new().map_err(|e| internal("could not create the JS runtime", e))?;
@@ -136,7 +138,9 @@ impl Vm {
         let ctx =
             Context::custom::<Intrinsics>(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
-            ledger: RefCell::new(Ledger::new(limits.log_lines, limits.log_bytes).observed(on_call_end)),
+            ledger: RefCell::new(
+                Ledger::new(limits.log_lines, limits.log_bytes).observed(on_call_end).on_open(on_call_open),
+            ),
             dispatcher: calls,
             calls: RefCell::new(InFlight::new(limits.max_in_flight, tools)),
             exhausted: RefCell::new(None),
