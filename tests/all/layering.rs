@@ -29,7 +29,10 @@ const CRATE_LEVELS: &[(&str, u8)] = &[
 /// rules are the vocabulary below them all. The configuration file
 /// (`config`) is read by the engine alone and names the gate's policy, the
 /// journal's settings and the sandbox's, so it sits between them, beside
-/// the VM (which neither reads it nor is read by it).
+/// the VM (which neither reads it nor is read by it). `telemetry` (trace
+/// contexts and the sink a traced run goes to) sits beside the journal:
+/// the catalog's `ToolContext` and the MCP client carry a call's context,
+/// and it reads receipts.
 const MODULE_LEVELS: &[(&str, u8)] = &[
     ("fuzzing", 0),
     ("error", 0),

@@ -137,6 +137,22 @@ impl OtlpSink {
     /// # Errors
     /// When an exporter cannot be made: a sentence saying which.
     pub fn new(signals: Signals) -> Result<OtlpSink, String> {
+        OtlpSink::build(signals, None)
+    }
+
+    /// A sink exporting `signals` to the OTLP/HTTP collector at `base`
+    /// (`http://host:4318`: spans go to `<base>/v1/traces`, counters to
+    /// `<base>/v1/metrics`), whatever the environment says.
+    ///
+    /// # Errors
+    /// When an exporter cannot be made: a sentence saying which.
+    pub fn to_endpoint(signals: Signals, base: &str) -> Result<OtlpSink, String> {
+        OtlpSink::build(signals, Some(base.trim_end_matches('/')))
+    }
+
+    /// [`OtlpSink::new`], or [`OtlpSink::to_endpoint`] with `base`.
+    fn build(signals: Signals, base: Option<&str>) -> Result<OtlpSink, String> {
+        use opentelemetry_otlp::WithExportConfig as _;
         // The exporters' HTTP client (reqwest with rustls, built without a
         // crypto provider of its own, as for MCP servers over HTTPS) takes
         // the process's default provider: ring, unless one is installed.
@@ -146,10 +162,13 @@ impl OtlpSink {
         let resource = resource();
         let spans = match signals.traces {
             true => {
-                let exporter =
-                    opentelemetry_otlp::SpanExporter::builder().with_http().build().map_err(|e| {
-                        format!("the OTLP span exporter: {e} (check OTEL_EXPORTER_OTLP_ENDPOINT)")
-                    })?;
+                let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
+                if let Some(base) = base {
+                    exporter = exporter.with_endpoint(format!("{base}/v1/traces"));
+                }
+                let exporter = exporter.build().map_err(|e| {
+                    format!("the OTLP span exporter: {e} (check OTEL_EXPORTER_OTLP_ENDPOINT)")
+                })?;
                 let mut processor = BatchSpanProcessor::builder(exporter).build();
                 processor.set_resource(&resource);
                 Some(processor)
@@ -158,10 +177,13 @@ impl OtlpSink {
         };
         let meters = match signals.metrics {
             true => {
-                let exporter =
-                    opentelemetry_otlp::MetricExporter::builder().with_http().build().map_err(|e| {
-                        format!("the OTLP metric exporter: {e} (check OTEL_EXPORTER_OTLP_ENDPOINT)")
-                    })?;
+                let mut exporter = opentelemetry_otlp::MetricExporter::builder().with_http();
+                if let Some(base) = base {
+                    exporter = exporter.with_endpoint(format!("{base}/v1/metrics"));
+                }
+                let exporter = exporter.build().map_err(|e| {
+                    format!("the OTLP metric exporter: {e} (check OTEL_EXPORTER_OTLP_ENDPOINT)")
+                })?;
                 let provider = SdkMeterProvider::builder()
                     .with_periodic_exporter(exporter)
                     .with_resource(resource)
