@@ -7,7 +7,8 @@
 //! named it is skipped when that binary is missing), and `W8` (`W8_writes`:
 //! sequential `write` calls, each with its durable start and end, the
 //! journal on and off; `W8_writes_parallel`: the same in batches of 100 at
-//! once, which share their syncs). And `floor`, run
+//! once, which share their syncs). `W2_traced`: W1 and W2 with
+//! OpenTelemetry tracing off and on (`workloads_traced/mod.rs`). And `floor`, run
 //! only when named: W1, W2, W3 and W5 of bare rquickjs next to codemode's
 //! in one sitting (`workloads_floor/mod.rs`), since on this machine only
 //! the ratio is stable.
@@ -32,6 +33,8 @@
 // Not a folder of its own example: no main.rs in it.
 #[path = "workloads_floor/mod.rs"]
 mod workloads_floor;
+#[path = "workloads_traced/mod.rs"]
+mod workloads_traced;
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -71,7 +74,7 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 9] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W6", "W7", "W8"];
+const WORKLOADS: [&str; 10] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W2_traced", "W6", "W7", "W8"];
 
 /// W8: `write` calls per run.
 const W8_CALLS: i64 = 1_000;
@@ -537,7 +540,7 @@ fn main() -> ExitCode {
         Some(w) if WORKLOADS.contains(&w) || w == "floor" => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W6|W7|W8|floor]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|floor]"
             );
             return ExitCode::from(2);
         }
@@ -550,6 +553,7 @@ fn main() -> ExitCode {
             "W1" => run_w1(&engine, &rt),
             "W2" => run_w2(&rt),
             "W2_journal" => run_w2_journal(),
+            "W2_traced" => workloads_traced::run(),
             "W3" => run_w3(&engine, &rt),
             "W4" => run_w4(&engine, &rt),
             "W5" => run_w5_in_child(),

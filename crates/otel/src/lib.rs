@@ -232,7 +232,9 @@ impl OtlpSink {
         ));
         let run_span = SpanId::from_bytes(run.context.span_id);
         for call in &receipt.calls {
-            let Some(timing) = run.calls.iter().find(|t| t.seq == call.seq) else { continue };
+            // `run.calls` is in seq order, as the receipt's calls are.
+            let Ok(i) = run.calls.binary_search_by_key(&call.seq, |t| t.seq) else { continue };
+            let timing = &run.calls[i];
             let start = timing.started;
             let end = start + Duration::from_micros((call.elapsed_ms.max(0.0) * 1000.0) as u64);
             spans.push(self.span(
@@ -281,30 +283,33 @@ impl OtlpSink {
         }
     }
 
-    /// Adds `run` to the counters.
+    /// Adds `run` to the counters: the run's calls summed first, one add
+    /// per distinct (status, decision), so a run of many calls costs a
+    /// few adds.
     fn count(&self, counters: &Counters, receipt: &Receipt) {
-        let status = name_of(&receipt.status);
-        counters.runs.add(1, &[KeyValue::new("codemode.run.status", status.clone())]);
+        counters.runs.add(1, &[KeyValue::new("codemode.run.status", receipt.status.as_str())]);
         if receipt.status == RunStatus::Paused {
             counters.paused.add(1, &[]);
         }
         if matches!(receipt.status, RunStatus::Failed | RunStatus::TimedOut) {
             counters.errors.add(1, &[KeyValue::new("codemode.error.source", "run")]);
         }
+        let mut sums: Vec<((CallStatus, Decision), u64)> = Vec::new();
         for call in &receipt.calls {
-            let decision = name_of(&call.decision);
-            counters.calls.add(
-                1,
-                &[
-                    KeyValue::new("codemode.call.status", name_of(&call.status)),
-                    KeyValue::new("codemode.call.decision", decision.clone()),
-                ],
-            );
-            if matches!(call.decision, Decision::Refused | Decision::Denied) {
-                counters.refused.add(1, &[KeyValue::new("codemode.call.decision", decision)]);
+            let key = (call.status, call.decision);
+            match sums.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, n)) => *n += 1,
+                None => sums.push((key, 1)),
             }
-            if call.status == CallStatus::Failed {
-                counters.errors.add(1, &[KeyValue::new("codemode.error.source", "call")]);
+        }
+        for ((status, decision), n) in sums {
+            let decided = KeyValue::new("codemode.call.decision", decision.as_str());
+            counters.calls.add(n, &[KeyValue::new("codemode.call.status", status.as_str()), decided.clone()]);
+            if matches!(decision, Decision::Refused | Decision::Denied) {
+                counters.refused.add(n, &[decided]);
+            }
+            if status == CallStatus::Failed {
+                counters.errors.add(n, &[KeyValue::new("codemode.error.source", "call")]);
             }
         }
     }
@@ -358,8 +363,8 @@ fn counters(provider: &SdkMeterProvider) -> Counters {
     }
 }
 
-/// The JSON name of a receipt enum as the receipt writes it
-/// (`completed`, `auto`, `in_flight`).
+/// The JSON name of a receipt enum as the receipt writes it (an error's
+/// kind: `exception`, `timeout`).
 fn name_of<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(s)) => s,
@@ -371,7 +376,7 @@ fn name_of<T: serde::Serialize>(value: &T) -> String {
 fn run_attributes(receipt: &Receipt) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new("codemode.run.id", receipt.run_id.clone()),
-        KeyValue::new("codemode.run.status", name_of(&receipt.status)),
+        KeyValue::new("codemode.run.status", receipt.status.as_str()),
         KeyValue::new("codemode.run.calls", receipt.calls.len() as i64),
         KeyValue::new("codemode.run.elapsed_ms", receipt.elapsed_ms),
         KeyValue::new("codemode.run.approval_wait_ms", receipt.approval_wait_ms),
@@ -400,10 +405,10 @@ fn call_attributes(run_id: &str, call: &CallReceipt, timing: &CallTiming) -> Vec
         KeyValue::new("gen_ai.tool.call.id", format!("{run_id}/{}", call.seq)),
         KeyValue::new("codemode.run.id", run_id.to_owned()),
         KeyValue::new("codemode.call.seq", call.seq as i64),
-        KeyValue::new("codemode.call.caller", name_of(&call.caller)),
+        KeyValue::new("codemode.call.caller", call.caller.as_str()),
         KeyValue::new("codemode.gate.step", timing.decided_by),
-        KeyValue::new("codemode.call.decision", name_of(&call.decision)),
-        KeyValue::new("codemode.call.status", name_of(&call.status)),
+        KeyValue::new("codemode.call.decision", call.decision.as_str()),
+        KeyValue::new("codemode.call.status", call.status.as_str()),
         KeyValue::new("codemode.call.result_bytes", call.bytes as i64),
     ];
     if call.truncated.is_some() {
@@ -422,7 +427,7 @@ fn call_attributes(run_id: &str, call: &CallReceipt, timing: &CallTiming) -> Vec
         attributes.push(KeyValue::new("codemode.call.never_started", true));
     }
     if call.status != CallStatus::Ok {
-        attributes.push(KeyValue::new("error.type", name_of(&call.status)));
+        attributes.push(KeyValue::new("error.type", call.status.as_str()));
     }
     attributes
 }

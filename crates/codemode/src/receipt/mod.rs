@@ -176,6 +176,19 @@ pub enum Decision {
     Pending,
 }
 
+impl Decision {
+    /// The lower-case name used in the receipt JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Auto => "auto",
+            Decision::Approved => "approved",
+            Decision::Denied => "denied",
+            Decision::Refused => "refused",
+            Decision::Pending => "pending",
+        }
+    }
+}
+
 /// Where a call stands, or how it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -192,6 +205,18 @@ pub enum CallStatus {
     InFlight,
 }
 
+impl CallStatus {
+    /// The lower-case name used in the receipt JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::Ok => "ok",
+            CallStatus::Failed => "failed",
+            CallStatus::Refused => "refused",
+            CallStatus::InFlight => "in_flight",
+        }
+    }
+}
+
 /// Who made a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -201,6 +226,16 @@ pub enum Caller {
     Program,
     /// A host or the CLI, outside any program.
     Direct,
+}
+
+impl Caller {
+    /// The lower-case name used in the receipt JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Caller::Program => "program",
+            Caller::Direct => "direct",
+        }
+    }
 }
 
 /// A result or value that is not whole: cut to its bound (the whole is in
@@ -490,4 +525,33 @@ impl Receipt {
 /// Rounds a duration to milliseconds with microsecond precision.
 pub(crate) fn millis(d: std::time::Duration) -> f64 {
     (d.as_micros() as f64) / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_str_names_are_the_json_names() {
+        let json = |v: serde_json::Value| v.as_str().unwrap().to_owned();
+        for s in [
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::TimedOut,
+            RunStatus::Paused,
+            RunStatus::Cancelled,
+        ] {
+            assert_eq!(s.as_str(), json(serde_json::to_value(s).unwrap()));
+        }
+        for d in [Decision::Auto, Decision::Approved, Decision::Denied, Decision::Refused, Decision::Pending]
+        {
+            assert_eq!(d.as_str(), json(serde_json::to_value(d).unwrap()));
+        }
+        for s in [CallStatus::Ok, CallStatus::Failed, CallStatus::Refused, CallStatus::InFlight] {
+            assert_eq!(s.as_str(), json(serde_json::to_value(s).unwrap()));
+        }
+        for c in [Caller::Program, Caller::Direct] {
+            assert_eq!(c.as_str(), json(serde_json::to_value(c).unwrap()));
+        }
+    }
 }
