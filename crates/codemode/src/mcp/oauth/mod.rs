@@ -29,7 +29,11 @@
 //! access token with the refresh token first, and on a 401 refreshes once
 //! and retries. A server that answers 401 to a run without a (valid) login
 //! fails at once with [`McpError::LoginRequired`](super::McpError), which
-//! names `codemode mcp login SERVER`; nothing waits for a browser.
+//! names `codemode mcp login SERVER`; nothing waits for a browser unless the
+//! run consented (`--login`): then a 403 `insufficient_scope` or a refused
+//! login is re-authorized during the run (`step_up`, at most
+//! [`MAX_REAUTHORIZATIONS`] per server), and the challenged scopes are kept
+//! with the login either way.
 //!
 //! Tokens are never printed nor put in errors: errors of this module are
 //! built from rmcp's error kinds and the authorization server's answers,
