@@ -148,6 +148,12 @@ pub(crate) struct EngineArgs {
     /// the workspace's folder in $XDG_STATE_HOME/codemode].
     #[arg(long, value_name = "DIR|URL|off")]
     journal: Option<String>,
+    /// Let HTTP MCP servers with a login re-authorize in a browser during
+    /// this command when they ask for more OAuth scope (403
+    /// insufficient_scope) or refuse the login, at most twice per server
+    /// [default: they fail, naming `codemode mcp login SERVER`].
+    #[arg(long)]
+    login: bool,
     /// The limits the command's flags set (see [`EngineArgs::with_limits`]).
     #[arg(skip)]
     limits: LimitSettings,
@@ -359,7 +365,18 @@ impl EngineArgs {
             JournalChoice::Store(store) => builder = builder.journal(store),
         }
         if let Some(config) = self.mcp_config(&workspace)? {
-            builder = builder.mcp(config, codemode::mcp::PoolOptions::default());
+            let mut options = codemode::mcp::PoolOptions::default();
+            if self.login {
+                options.interactive_login = Some(Arc::new(codemode::mcp::oauth::InteractiveLogin::new(
+                    |server, url, opened| {
+                        let opened = opened.map(|how| format!(" (opened with {how})")).unwrap_or_default();
+                        eprintln!(
+                            "codemode: MCP server `{server}` asks for authorization; open this URL to authorize{opened}:\n{url}"
+                        );
+                    },
+                )));
+            }
+            builder = builder.mcp(config, options);
         }
         if let Some(sink) = super::telemetry::sink() {
             builder = builder.trace_sink(sink);

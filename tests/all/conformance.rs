@@ -56,6 +56,11 @@ fn refused_login(line: &str, scenario: &str) {
 /// [`run`], with `completes` saying whether the client program must have
 /// completed (else it must not have).
 fn run_expecting(line: &str, scenario: &str, completes: bool) -> String {
+    run_with_checks(line, scenario, completes).0
+}
+
+/// [`run_expecting`], and the suite's checks (none when skipped).
+fn run_with_checks(line: &str, scenario: &str, completes: bool) -> (String, Vec<Value>) {
     let Some((node, entry)) = suite(line) else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -65,7 +70,7 @@ fn run_expecting(line: &str, scenario: &str, completes: bool) -> String {
             std::io::stderr(),
             "\n*** SKIPPED conformance {line} {scenario}: `npm ci --prefix tests/conformance` installs the suite ***\n"
         );
-        return "calls: (skipped)".into();
+        return ("calls: (skipped)".into(), Vec::new());
     };
     let work = tempfile::tempdir().unwrap();
     let log = work.path().join("codemode-stderr.log");
@@ -103,7 +108,7 @@ fn run_expecting(line: &str, scenario: &str, completes: bool) -> String {
         failed.join("\n"),
         tail(&stdout, 3000),
     );
-    stderr
+    (stderr, checks)
 }
 
 /// Every check of the one run under `dir` (`results/<scenario>/checks.json`).
@@ -246,7 +251,60 @@ scenarios!("conformance-0.2":
     auth_offline_access_not_supported => "auth/offline-access-not-supported",
     auth_iss_supported => "auth/iss-supported",
     auth_iss_not_advertised => "auth/iss-not-advertised",
+    auth_authorization_server_migration => "auth/authorization-server-migration",
 );
+
+/// Step-up: the login has `mcp:basic`; `tools/call` answers 403
+/// `insufficient_scope` asking for `mcp:basic mcp:write`; the run (with
+/// `--login`) authorizes again for the union and the call succeeds.
+fn step_up(line: &str) {
+    let (stderr, checks) = run_with_checks(line, "auth/scope-step-up", true);
+    let calls = stderr.lines().find(|l| l.starts_with("calls: ")).unwrap_or_default();
+    assert!(!calls.contains("failed"), "conformance {line}: {stderr}");
+    // Warnings do not fail a run: the escalation itself must have passed.
+    for id in ["scope-step-up-initial", "scope-step-up-escalation"] {
+        assert!(
+            checks.is_empty() || checks.iter().any(|c| c["id"] == id && c["status"] == "SUCCESS"),
+            "conformance {line}: {id} did not pass: {checks:?}"
+        );
+    }
+}
+
+/// A server that answers every request 403 `insufficient_scope`: the run
+/// re-authorizes at most twice, then fails naming the scope and the login
+/// command; the suite counts at most three authorization requests.
+fn retry_limit(line: &str) {
+    let (stderr, checks) = run_with_checks(line, "auth/scope-retry-limit", false);
+    if checks.is_empty() {
+        return;
+    }
+    let attempts = checks.iter().filter(|c| c["id"] == "scope-retry-auth-attempt").count();
+    assert!((1..=3).contains(&attempts), "conformance {line}: {attempts} authorization requests");
+    assert!(
+        stderr.contains("needs OAuth scope `mcp:admin`") && stderr.contains("codemode mcp login test"),
+        "conformance {line}: {stderr}"
+    );
+}
+
+#[test]
+fn auth_scope_step_up() {
+    step_up("conformance-0.2");
+}
+
+#[test]
+fn legacy_auth_scope_step_up() {
+    step_up("conformance-0.1");
+}
+
+#[test]
+fn auth_scope_retry_limit() {
+    retry_limit("conformance-0.2");
+}
+
+#[test]
+fn legacy_auth_scope_retry_limit() {
+    retry_limit("conformance-0.1");
+}
 
 /// The scenarios whose authorization server answers with the wrong issuer
 /// or for another resource: the login is refused (RFC 8414 §3.3, RFC 9207,

@@ -254,6 +254,27 @@ pub enum McpError {
         /// The server.
         server: String,
     },
+    /// The HTTP server answered 403 with `WWW-Authenticate: Bearer
+    /// error="insufficient_scope", scope="..."` (RFC 6750 §3.1): the login
+    /// lacks scopes, and the run did not re-authorize (it was not started
+    /// with `--login`, or made its
+    /// [`MAX_REAUTHORIZATIONS`](crate::mcp::oauth::MAX_REAUTHORIZATIONS)
+    /// already). The scopes are kept with the login, so `codemode mcp
+    /// login SERVER` asks for them (MCP authorization, step-up).
+    #[error(
+        "MCP server `{server}` needs OAuth scope `{scope}`, which its login lacks (HTTP 403 insufficient_scope){}: run `codemode mcp login {server}` (it asks for that scope), then run again",
+        if *.stepped_up { "; this run re-authorized as often as it may" } else { "" }
+    )]
+    ScopeRequired {
+        /// The server.
+        server: String,
+        /// The scopes the login needs, space-separated: those it had and
+        /// those the server asked for.
+        scope: String,
+        /// Whether the run could re-authorize (`--login`) and made its
+        /// re-authorizations of the server already.
+        stepped_up: bool,
+    },
 }
 
 impl McpError {
@@ -313,6 +334,9 @@ impl McpError {
             E::Hidden { server, tool, why } => E::Hidden { server: r(server), tool: r(tool), why: r(why) },
             E::ShutDown { server } => E::ShutDown { server: r(server) },
             E::LoginRequired { server } => E::LoginRequired { server: r(server) },
+            E::ScopeRequired { server, scope, stepped_up } => {
+                E::ScopeRequired { server: r(server), scope: r(scope), stepped_up }
+            }
         }
     }
 }

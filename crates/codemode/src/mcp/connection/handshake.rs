@@ -28,6 +28,9 @@ pub(super) enum Unfinished {
         answered: bool,
         /// Whether the server wants an OAuth login.
         login_required: bool,
+        /// The scopes a 403 `insufficient_scope` asked for, when that is
+        /// why (see `oauth::step_up`).
+        scope_required: Option<String>,
     },
     /// The startup timeout passed first.
     TimedOut,
@@ -57,6 +60,7 @@ pub(super) async fn handshake(
             message: failure_text(server, &e),
             answered: answered(&e),
             login_required: crate::mcp::oauth::needs_login(&e),
+            scope_required: scope_needed_at_start(&e),
         }),
         Some(Err(_)) => Err(Unfinished::TimedOut),
         None => Err(Unfinished::Down),
@@ -93,6 +97,15 @@ impl Starting {
     /// Ends a start whose handshake did not finish: the process is ended
     /// and reaped, then what happened is described ([`failed_start`]).
     pub(super) async fn failed(mut self, server: &ServerConfig, unfinished: Unfinished) -> Failed {
+        if let Unfinished::Failed { scope_required: Some(scope), .. } = &unfinished {
+            let _ = self.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+            let error = McpError::ScopeRequired {
+                server: server.name.clone(),
+                scope: scope.clone(),
+                stepped_up: self.interactive.is_some(),
+            };
+            return Failed { error, retry: false };
+        }
         // A server that exits at once makes rmcp fail to write before the
         // exit is seen: give the exit a moment, so the error says how the
         // process ended rather than "broken pipe".
@@ -130,7 +143,7 @@ fn failed_start(
     // `None`: the startup timeout; else the message and whether the server
     // answered.
     let (failure, login_required) = match unfinished {
-        Unfinished::Failed { message, answered, login_required } => {
+        Unfinished::Failed { message, answered, login_required, .. } => {
             (Some((message, answered)), login_required)
         }
         Unfinished::TimedOut => (None, false),
@@ -198,4 +211,13 @@ fn handshake_text(error: &ClientInitializeError) -> String {
         }
         other => error_text(other),
     }
+}
+
+#[cfg(feature = "oauth")]
+use crate::mcp::oauth::scope_needed_at_start;
+
+/// Without the `oauth` feature no scope is asked for.
+#[cfg(not(feature = "oauth"))]
+fn scope_needed_at_start(_error: &rmcp::service::ClientInitializeError) -> Option<String> {
+    None
 }

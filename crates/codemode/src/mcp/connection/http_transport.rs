@@ -56,7 +56,7 @@ pub(super) async fn serve(
     // With a login for the URL, rmcp's AuthClient adds the bearer token and
     // refreshes it (src/mcp/oauth), inside the session-aware wrapper.
     #[cfg(feature = "oauth")]
-    let login = crate::mcp::oauth::authorized_client(url, server).await?;
+    let login = crate::mcp::oauth::authorized_client(url, server, starting.interactive.clone()).await?;
     #[cfg(not(feature = "oauth"))]
     let login: Option<std::convert::Infallible> = None;
     let tap = starting.listing_tap.clone();

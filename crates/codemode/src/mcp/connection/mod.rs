@@ -177,7 +177,13 @@ struct Starting {
     listing_tap: ListingTap,
     /// The monitor of the process (stdio).
     monitor: Option<tokio::task::JoinHandle<()>>,
+    /// The run's consent to re-authorize in a browser (HTTP with a login).
+    #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
+    interactive: Interactive,
 }
+
+/// [`PoolOptions::interactive_login`](crate::mcp::PoolOptions::interactive_login).
+type Interactive = Option<Arc<crate::mcp::oauth::InteractiveLogin>>;
 
 impl Connection {
     /// Starts `server` and completes the MCP handshake within its startup
@@ -185,21 +191,25 @@ impl Connection {
     /// `hint` (the era the schema cache remembers) suggests, then, if that
     /// handshake failed while the server was still there, the other one on
     /// a fresh process or HTTP connection. `workspace` is the root when no
-    /// tool call is in flight.
+    /// tool call is in flight; `interactive` the run's consent to
+    /// re-authorize in a browser.
     pub(crate) async fn start(
         server: &ServerConfig,
         limit: usize,
         hint: Option<Era>,
         workspace: Option<std::path::PathBuf>,
+        interactive: &Interactive,
     ) -> Result<Started, McpError> {
         let deadline = tokio::time::Instant::now() + server.startup_timeout;
         let requests = ServerRequests::new(&server.name, server.roots, workspace, server.max_total_timeout);
-        let first = Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests).await;
+        let first =
+            Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests, interactive)
+                .await;
         match first {
             Ok(started) => Ok(started),
             Err(Failed { error, retry: true }) if deadline > tokio::time::Instant::now() => {
                 tracing::debug!(server = %server.name, "handshake failed ({error}); trying the other protocol era");
-                Self::start_with(server, limit, era::second_lifecycle(hint), deadline, &requests)
+                Self::start_with(server, limit, era::second_lifecycle(hint), deadline, &requests, interactive)
                     .await
                     .map_err(|f| f.error)
             }
@@ -215,6 +225,7 @@ impl Connection {
         lifecycle: ClientLifecycleMode,
         deadline: tokio::time::Instant,
         requests: &Arc<ServerRequests>,
+        interactive: &Interactive,
     ) -> Result<Started, Failed> {
         let (down_tx, down) = watch::channel(None);
         let down_tx = Arc::new(down_tx);
@@ -229,6 +240,7 @@ impl Connection {
             listing: Listing::default(),
             listing_tap: ListingTap::default().routing(requests.progress.clone()),
             monitor: None,
+            interactive: interactive.clone(),
         };
         let (list_tx, list_changed) = mpsc::unbounded_channel();
         let stdio = matches!(server.transport, Transport::Stdio { .. });

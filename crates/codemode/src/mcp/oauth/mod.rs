@@ -29,14 +29,22 @@
 //! access token with the refresh token first, and on a 401 refreshes once
 //! and retries. A server that answers 401 to a run without a (valid) login
 //! fails at once with [`McpError::LoginRequired`](super::McpError), which
-//! names `codemode mcp login SERVER`; nothing waits for a browser.
+//! names `codemode mcp login SERVER`; nothing waits for a browser unless the
+//! run consented (`--login`): then a 403 `insufficient_scope` or a refused
+//! login is re-authorized during the run (`step_up`, at most
+//! [`MAX_REAUTHORIZATIONS`] per server), and the challenged scopes are kept
+//! with the login either way.
 //!
 //! Tokens are never printed nor put in errors: errors of this module are
 //! built from rmcp's error kinds and the authorization server's answers,
 //! never from the token file.
 
+pub(crate) mod challenge;
+mod interactive;
 #[cfg(feature = "oauth")]
 mod redirect;
+#[cfg(feature = "oauth")]
+mod step_up;
 pub(crate) mod store;
 
 use std::path::PathBuf;
@@ -49,6 +57,9 @@ use serde::Deserialize;
 #[cfg(feature = "oauth")]
 use super::{McpError, ServerConfig};
 
+pub use interactive::{Announce, InteractiveLogin, MAX_REAUTHORIZATIONS};
+#[cfg(feature = "oauth")]
+pub(crate) use step_up::{StepUp, scope_needed, scope_needed_at_start};
 use store::TokenFileStore;
 pub use store::{MAX_TOKEN_FILE_BYTES, token_path, user_token_dir};
 
@@ -110,10 +121,32 @@ pub async fn login(
     settings: &OAuthSettings,
     dir: &std::path::Path,
     timeout: Duration,
-    announce: &mut dyn FnMut(&str, Option<&str>),
+    announce: &mut (dyn FnMut(&str, Option<&str>) + Send),
 ) -> Result<LoginOutcome, String> {
     super::connection::ensure_tls_provider();
     let challenge = probe(url).await?;
+    authorize(url, settings, dir, timeout, challenge, announce).await
+}
+
+#[cfg(feature = "oauth")]
+/// The login flow from discovery on (steps 2 to 6 of the module doc), for
+/// the MCP server at `url` whose challenge was `challenge`
+/// ([`Probed::Challenge`], the `WWW-Authenticate` value of its 401 or 403),
+/// or which asked for none. The scopes asked for are the config's, else
+/// rmcp's choice (the challenge's `scope`, else the protected resource's
+/// `scopes_supported`), each time with the login's step-up scopes added
+/// (the scopes earlier `insufficient_scope` challenges asked for).
+///
+/// # Errors
+/// As [`login`].
+pub(crate) async fn authorize(
+    url: &str,
+    settings: &OAuthSettings,
+    dir: &std::path::Path,
+    timeout: Duration,
+    challenge: Probed,
+    announce: &mut (dyn FnMut(&str, Option<&str>) + Send),
+) -> Result<LoginOutcome, String> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", settings.callback_port.unwrap_or(0)))
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1 for the redirect: {e}"))?;
@@ -123,11 +156,23 @@ pub async fn login(
     let store = TokenFileStore::new(dir, url);
     let mut manager = AuthorizationManager::new(url).await.map_err(|e| step("set up OAuth", &e))?;
     manager.set_credential_store(store.clone());
+    let header = match &challenge {
+        Probed::Challenge(header) => Some(header.as_str()),
+        Probed::NoChallenge | Probed::Open => None,
+    };
     let resolution = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
+        .resolve_metadata_from_challenge(header)
         .await
         .map_err(|e| step("discover the authorization server", &e))?;
+    // A server that answered `initialize` without a token and publishes
+    // no authorization metadata needs no login.
+    if matches!(challenge, Probed::Open) && !resolution.source.is_discovered() {
+        return Err(format!(
+            "{url} answered without asking for authorization and publishes no authorization metadata; no login is needed"
+        ));
+    }
     manager.set_metadata(resolution.metadata);
+    let step_up = store.step_up_scopes();
 
     let mut request = AuthorizationRequest::new(&redirect_uri).with_client_name(CLIENT_NAME);
     if let Some(id) = &settings.client_id {
@@ -139,8 +184,12 @@ pub async fn login(
     if let Some(url) = &settings.client_metadata_url {
         request = request.with_client_metadata_url(url);
     }
-    if !settings.scopes.is_empty() {
-        request = request.with_scopes(settings.scopes.iter().cloned());
+    if !settings.scopes.is_empty() || !step_up.is_empty() {
+        let base = match settings.scopes.is_empty() {
+            true => manager.select_initial_scopes(&[]).await,
+            false => settings.scopes.clone(),
+        };
+        request = request.with_scopes(challenge::scope_union(&base, &step_up));
     }
     let session = AuthorizationSession::new(manager, request)
         .await
@@ -169,19 +218,22 @@ pub fn logout(url: &str, dir: &std::path::Path) -> Result<Option<PathBuf>, Strin
 
 #[cfg(feature = "oauth")]
 /// The HTTP client for `server` (at `url`) when the user has a login for
-/// the URL: [`login_client`] within the server's startup timeout, its
-/// failures as [`McpError`]s (secrets of the config redacted).
+/// the URL: [`login_client`] within the server's startup timeout, inside
+/// [`StepUp`] (a 403 `insufficient_scope` or a refused login re-authorized
+/// when `interactive` allows it, see `step_up`), its failures as
+/// [`McpError`]s (secrets of the config redacted).
 ///
 /// # Errors
 /// [`McpError::StartupTimeout`], [`McpError::Initialize`].
 pub(crate) async fn authorized_client(
     url: &str,
     server: &ServerConfig,
-) -> Result<Option<AuthClient<reqwest::Client>>, McpError> {
+    interactive: Option<std::sync::Arc<InteractiveLogin>>,
+) -> Result<Option<StepUp>, McpError> {
     let timeout = server.startup_timeout;
     let settings = server.oauth.clone().unwrap_or_default();
     match tokio::time::timeout(timeout, login_client(url, &settings)).await {
-        Ok(Ok(client)) => Ok(client),
+        Ok(Ok(client)) => Ok(client.map(|client| StepUp::new(client, url, server, settings, interactive))),
         Ok(Err(message)) => Err(McpError::Initialize {
             server: server.name.clone(),
             message: server.redact(&message),
@@ -195,19 +247,42 @@ pub(crate) async fn authorized_client(
 
 #[cfg(feature = "oauth")]
 /// The HTTP client for the MCP server at `url` when the user has a login
-/// for it (in [`user_token_dir`]): rmcp's `AuthClient`, which adds the
-/// bearer token and refreshes it (as the pre-registered confidential
-/// client `settings` names, when it gives a secret). `Ok(None)` without a login (or without a
-/// config folder, or when the authorization server changed since the login:
-/// its tokens are dropped), so the server is reached without a token.
+/// for it (in [`user_token_dir`]): rmcp's `AuthClient` over
+/// [`login_manager`], which adds the bearer token and refreshes it.
+/// `Ok(None)` without a login (see [`login_manager`]).
 ///
 /// # Errors
-/// A message when the login exists but the authorization server's metadata
-/// cannot be read or the login file is unreadable.
+/// As [`login_manager`].
 async fn login_client(
     url: &str,
     settings: &OAuthSettings,
 ) -> Result<Option<AuthClient<reqwest::Client>>, String> {
+    let Some(manager) = login_manager(url, settings).await? else { return Ok(None) };
+    // Redirects are not followed: a POST must not turn into a GET, and the
+    // token must not travel to another origin.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    Ok(Some(AuthClient::new(http, manager)))
+}
+
+#[cfg(feature = "oauth")]
+/// The authorization manager of the user's login for the MCP server at
+/// `url` (in [`user_token_dir`]), refreshing as the pre-registered
+/// confidential client `settings` names when it gives a secret. `Ok(None)`
+/// without a login (or without a config folder, or when the authorization
+/// server changed since the login: rmcp drops its tokens, which belong to
+/// the old one), so the server is reached without a token.
+///
+/// # Errors
+/// A message when the login exists but the authorization server's metadata
+/// cannot be read or the login file is unreadable.
+pub(crate) async fn login_manager(
+    url: &str,
+    settings: &OAuthSettings,
+) -> Result<Option<AuthorizationManager>, String> {
     let Ok(dir) = user_token_dir() else { return Ok(None) };
     let store = TokenFileStore::new(&dir, url);
     if !store.exists() {
@@ -223,14 +298,7 @@ async fn login_client(
         client.client_secret = Some(secret.clone());
         manager.configure_client(client).map_err(|e| step("set up the pre-registered client", &e))?;
     }
-    // Redirects are not followed: a POST must not turn into a GET, and the
-    // token must not travel to another origin.
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-    Ok(Some(AuthClient::new(http, manager)))
+    Ok(Some(manager))
 }
 
 #[cfg(feature = "oauth")]
@@ -242,14 +310,27 @@ pub(crate) fn needs_login(error: &rmcp::service::ClientInitializeError) -> bool 
 }
 
 #[cfg(feature = "oauth")]
-/// An unauthenticated `initialize` POST to `url`: the 401's
-/// `WWW-Authenticate` value, or `None` when the server answered another
-/// error status (discovery then uses the well-known URLs alone).
+/// What the unauthenticated `initialize` of a login found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Probed {
+    /// A 401 (or, in a run, a 401 or 403) with this `WWW-Authenticate`
+    /// Bearer value: its `resource_metadata` and `scope` seed discovery.
+    Challenge(String),
+    /// Another error status, or a 401 without a Bearer challenge:
+    /// discovery uses the well-known URLs alone.
+    NoChallenge,
+    /// The server answered `initialize` without a token: it may still want
+    /// one for other requests (its tools), so discovery uses the
+    /// well-known URLs, and the login fails when they publish nothing.
+    Open,
+}
+
+#[cfg(feature = "oauth")]
+/// An unauthenticated `initialize` POST to `url` (see [`Probed`]).
 ///
 /// # Errors
-/// The server cannot be reached, or it answered 2xx (it does not need a
-/// login).
-async fn probe(url: &str) -> Result<Option<String>, String> {
+/// The server cannot be reached.
+async fn probe(url: &str) -> Result<Probed, String> {
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {
@@ -274,21 +355,46 @@ async fn probe(url: &str) -> Result<Option<String>, String> {
         .map_err(|e| format!("cannot reach {url}: {}", super::connection::error_text(&e)))?;
     let status = response.status();
     if status == reqwest::StatusCode::UNAUTHORIZED {
-        let challenge = response
-            .headers()
-            .get_all(reqwest::header::WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"))
-            .map(str::to_owned);
-        return Ok(challenge);
+        return Ok(bearer_challenge(&response).map_or(Probed::NoChallenge, Probed::Challenge));
     }
     if status.is_success() {
-        return Err(format!(
-            "{url} answered without asking for authorization (HTTP {status}); no login is needed"
-        ));
+        // `initialize` may be open while the rest wants a token: a
+        // `tools/list` in the new session gets the server's challenge.
+        let session = response.headers().get("mcp-session-id").cloned();
+        let send = |body: serde_json::Value| {
+            let mut request = client
+                .post(url)
+                .header("Accept", "application/json, text/event-stream")
+                .header("Content-Type", "application/json")
+                .header("MCP-Protocol-Version", "2025-11-25")
+                .body(body.to_string());
+            if let Some(session) = &session {
+                request = request.header("Mcp-Session-Id", session.clone());
+            }
+            request.send()
+        };
+        let _ = send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let listed = send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+        return Ok(match listed {
+            Ok(answer) if answer.status() == reqwest::StatusCode::UNAUTHORIZED => {
+                bearer_challenge(&answer).map_or(Probed::Open, Probed::Challenge)
+            }
+            _ => Probed::Open,
+        });
     }
-    Ok(None)
+    Ok(Probed::NoChallenge)
+}
+
+#[cfg(feature = "oauth")]
+/// The first Bearer `WWW-Authenticate` value of `response`.
+fn bearer_challenge(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"))
+        .map(str::to_owned)
 }
 
 #[cfg(feature = "oauth")]

@@ -3,9 +3,11 @@
 //! digits of the URL's SHA-256), mode 0600 in folders of mode 0700, each
 //! write atomic (a temporary file in the same folder, renamed over).
 //!
-//! The file holds `{"url": URL, "credentials": ...}`: rmcp's
-//! [`StoredCredentials`] (client id, token response with the access and
-//! refresh tokens, granted scopes, when the token was received, issuer).
+//! The file holds `{"url": URL, "credentials": ..., "step_up_scopes": [...]}`:
+//! rmcp's [`StoredCredentials`] (client id, token response with the access
+//! and refresh tokens, granted scopes, when the token was received, issuer)
+//! and the scopes the server asked for in `insufficient_scope` challenges
+//! (absent when none), which the next login asks for.
 //! Keyed by URL, not by the config's server name: two configs naming the
 //! same URL share one login, and a changed URL never reuses a token.
 
@@ -74,6 +76,10 @@ pub fn login_key(url: &str) -> String {
 struct TokenFile {
     url: String,
     credentials: StoredCredentials,
+    /// Scopes learnt from the server's `insufficient_scope` challenges
+    /// (RFC 6750 §3.1), asked for by every later login of the URL.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    step_up_scopes: Vec<String>,
 }
 
 /// The login of one MCP server URL as rmcp's [`CredentialStore`]: what
@@ -105,6 +111,36 @@ impl TokenFileStore {
 
     #[cfg(feature = "oauth")]
     fn read(&self) -> Result<Option<StoredCredentials>, String> {
+        Ok(self.read_file()?.map(|file| file.credentials))
+    }
+
+    /// The scopes the server's `insufficient_scope` challenges asked for
+    /// since the login was made ([`Self::remember_scopes`]); empty without
+    /// a login or when the file cannot be read.
+    #[cfg(feature = "oauth")]
+    pub(crate) fn step_up_scopes(&self) -> Vec<String> {
+        self.read_file().ok().flatten().map(|file| file.step_up_scopes).unwrap_or_default()
+    }
+
+    /// Adds `scopes` to the login's step-up scopes (kept in order, once
+    /// each), so the next `codemode mcp login` asks for them. Nothing is
+    /// written without a login.
+    ///
+    /// # Errors
+    /// The login file cannot be read or written.
+    #[cfg(feature = "oauth")]
+    pub(crate) fn remember_scopes(&self, scopes: &[String]) -> Result<(), String> {
+        let Some(mut file) = self.read_file()? else { return Ok(()) };
+        let union = super::challenge::scope_union(&file.step_up_scopes, scopes);
+        if union == file.step_up_scopes {
+            return Ok(());
+        }
+        file.step_up_scopes = union;
+        self.write_file(&file)
+    }
+
+    #[cfg(feature = "oauth")]
+    fn read_file(&self) -> Result<Option<TokenFile>, String> {
         use std::io::Read as _;
         let file = match std::fs::File::open(&self.path) {
             Ok(file) => file,
@@ -116,7 +152,7 @@ impl TokenFileStore {
         file.take(MAX_TOKEN_FILE_BYTES as u64 + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
-        self.parse(&bytes)
+        self.parse_file(&bytes)
     }
 
     /// The credentials in the login file's content `bytes`: `None` when
@@ -127,6 +163,12 @@ impl TokenFileStore {
     /// the message names the file and where it broke, never its content.
     #[cfg(feature = "oauth")]
     pub(crate) fn parse(&self, bytes: &[u8]) -> Result<Option<StoredCredentials>, String> {
+        Ok(self.parse_file(bytes)?.map(|file| file.credentials))
+    }
+
+    /// [`Self::parse`], the whole file.
+    #[cfg(feature = "oauth")]
+    fn parse_file(&self, bytes: &[u8]) -> Result<Option<TokenFile>, String> {
         if bytes.len() > MAX_TOKEN_FILE_BYTES {
             return Err(format!(
                 "{} is larger than {} KiB, more than a codemode login holds; remove it with `codemode mcp logout`",
@@ -144,24 +186,32 @@ impl TokenFileStore {
             )
         })?;
         // Another URL's login (a hash collision, or a copied file) is none.
-        Ok((file.url == self.url).then_some(file.credentials))
+        Ok((file.url == self.url).then_some(file))
     }
 
     /// The login file's text for `credentials`, as [`Self::save`] writes it.
     #[cfg(feature = "oauth")]
     pub(crate) fn text(&self, credentials: StoredCredentials) -> String {
-        serde_json::to_string_pretty(&TokenFile { url: self.url.clone(), credentials })
-            .expect("credentials serialise")
+        let file = TokenFile { url: self.url.clone(), credentials, step_up_scopes: Vec::new() };
+        serde_json::to_string_pretty(&file).expect("credentials serialise")
+    }
+
+    /// Saves `credentials`, keeping the login's step-up scopes (a refresh
+    /// or a new login of the same URL does not forget them).
+    #[cfg(feature = "oauth")]
+    fn write(&self, credentials: StoredCredentials) -> Result<(), String> {
+        let step_up_scopes = self.step_up_scopes();
+        self.write_file(&TokenFile { url: self.url.clone(), credentials, step_up_scopes })
     }
 
     #[cfg(feature = "oauth")]
-    fn write(&self, credentials: StoredCredentials) -> Result<(), String> {
+    fn write_file(&self, file: &TokenFile) -> Result<(), String> {
         let dir = self.path.parent().expect("a login file has a folder");
         let io = |path: &Path, e: std::io::Error| format!("cannot write {}: {e}", path.display());
         make_private_dir(dir).map_err(|e| io(dir, e))?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, e))?;
         // NamedTempFile is created 0600 on Unix.
-        let text = self.text(credentials);
+        let text = serde_json::to_string_pretty(file).expect("credentials serialise");
         tmp.write_all(text.as_bytes()).map_err(|e| io(tmp.path(), e))?;
         tmp.as_file().sync_all().map_err(|e| io(tmp.path(), e))?;
         tmp.persist(&self.path).map_err(|e| io(&self.path, e.error))?;
@@ -274,6 +324,25 @@ mod tests {
         assert!(other.load().await.unwrap().is_none());
         assert!(store.remove().unwrap());
         assert!(!store.remove().unwrap());
+    }
+
+    #[tokio::test]
+    async fn step_up_scopes_are_kept_across_saves() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = TokenFileStore::new(tmp.path(), "http://127.0.0.1:1/mcp");
+        let scopes = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Without a login nothing is written.
+        store.remember_scopes(&scopes(&["a"])).unwrap();
+        assert!(!store.exists());
+        store.save(StoredCredentials::new("c".into(), None, vec![], None)).await.unwrap();
+        assert!(store.step_up_scopes().is_empty());
+        store.remember_scopes(&scopes(&["a", "b"])).unwrap();
+        store.remember_scopes(&scopes(&["b", "c"])).unwrap();
+        assert_eq!(store.step_up_scopes(), scopes(&["a", "b", "c"]));
+        // A refresh's or a new login's save keeps them.
+        store.save(StoredCredentials::new("d".into(), None, vec![], None)).await.unwrap();
+        assert_eq!(store.step_up_scopes(), scopes(&["a", "b", "c"]));
+        assert_eq!(store.load().await.unwrap().unwrap().client_id, "d");
     }
 
     #[tokio::test]

@@ -164,6 +164,9 @@ impl McpPool {
         error: ServiceError,
     ) -> McpError {
         let server = slot.config.name.clone();
+        if let Some(error) = scope_required(&self.inner.options, &server, &error) {
+            return error;
+        }
         // HTTP 429 or 503: turned away unread; the connection stays up.
         if let Some((message, after)) = http_busy(&slot.config, &error) {
             return McpError::TryAgain { server, method: method.into(), message, after };
@@ -384,4 +387,27 @@ async fn call_rounds(
     Err(Round::Refused(format!(
         "the server still asked for input after {MAX_INPUT_ROUNDS} rounds; the call was abandoned"
     )))
+}
+
+/// [`McpError::ScopeRequired`] when `error` is a 403 `insufficient_scope`
+/// the run did not (or could no longer) step up (see `oauth::step_up`).
+pub(super) fn scope_required(
+    options: &super::PoolOptions,
+    server: &str,
+    error: &ServiceError,
+) -> Option<McpError> {
+    #[cfg(feature = "oauth")]
+    {
+        let scope = crate::mcp::oauth::scope_needed(error)?;
+        Some(McpError::ScopeRequired {
+            server: server.to_owned(),
+            scope,
+            stepped_up: options.interactive_login.is_some(),
+        })
+    }
+    #[cfg(not(feature = "oauth"))]
+    {
+        let _ = (options, server, error);
+        None
+    }
 }

@@ -97,8 +97,13 @@ impl McpPool {
         }
         let options = &self.inner.options;
         let hint = self.era(slot);
-        let start =
-            Connection::start(&slot.config, options.max_message_bytes, hint, options.workspace.clone());
+        let start = Connection::start(
+            &slot.config,
+            options.max_message_bytes,
+            hint,
+            options.workspace.clone(),
+            &options.interactive_login,
+        );
         let started = match start.await {
             Ok(started) => started,
             Err(error) => return Err(self.fail(slot, &mut state, error)),

@@ -68,7 +68,7 @@ async fn pages(
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..options.max_list_pages {
-        let (page, next_cursor) = page(connection, config, cursor.take()).await?;
+        let (page, next_cursor) = page(connection, config, options, cursor.take()).await?;
         // `execution` is not kept by rmcp's `Tool`: put back what the
         // raw messages said (stdio), so the cache keeps it too.
         tools.extend(page.into_iter().map(|mut t| {
@@ -94,6 +94,7 @@ async fn pages(
 async fn page(
     connection: &Connection,
     config: &ServerConfig,
+    options: &PoolOptions,
     cursor: Option<String>,
 ) -> Result<(Vec<Value>, Option<String>), McpError> {
     let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
@@ -115,7 +116,7 @@ async fn page(
         Err(ServiceError::UnexpectedResponse) if let Some(raw) = connection.listing_tap.take_tools_page() => {
             Ok(raw)
         }
-        Err(e) => Err(list_error(connection, config, e)),
+        Err(e) => Err(list_error(connection, config, options, e)),
     }
 }
 
@@ -123,8 +124,16 @@ async fn page(
 /// happened on the wire (a lost connection is marked down); else the
 /// server's JSON-RPC error, the closed connection, or the transport's
 /// error.
-fn list_error(connection: &Connection, config: &ServerConfig, e: ServiceError) -> McpError {
+fn list_error(
+    connection: &Connection,
+    config: &ServerConfig,
+    options: &PoolOptions,
+    e: ServiceError,
+) -> McpError {
     let server = connection.server.clone();
+    if let Some(error) = super::calls::scope_required(options, &server, &e) {
+        return error;
+    }
     match http_lost(config, &e) {
         Some(lost) => {
             if lost.down {

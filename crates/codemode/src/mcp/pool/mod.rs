@@ -111,6 +111,16 @@ pub struct PoolOptions {
     /// a server's `roots/list` when no tool call is in flight (during a call
     /// the call's [`ToolContext::workspace`] is). Default: none (no root).
     pub workspace: Option<PathBuf>,
+    /// The run's consent to authorize in a browser when an HTTP server
+    /// with a login asks for more scope (a 403 `insufficient_scope`) or
+    /// refuses the login (a 401 a refresh did not cure): step-up
+    /// authorization, at most [`MAX_REAUTHORIZATIONS`](crate::mcp::oauth::MAX_REAUTHORIZATIONS)
+    /// per server (the CLI's `--login`; docs/MCP.md, "Authorization").
+    /// Default: none (such a request fails with
+    /// [`McpError::ScopeRequired`](crate::mcp::McpError::ScopeRequired) or
+    /// [`McpError::LoginRequired`](crate::mcp::McpError::LoginRequired), and
+    /// nothing waits for a browser).
+    pub interactive_login: Option<Arc<crate::mcp::oauth::InteractiveLogin>>,
 }
 
 impl Default for PoolOptions {
@@ -123,6 +133,7 @@ impl Default for PoolOptions {
             max_message_bytes: 16 << 20,
             connect_check: None,
             workspace: None,
+            interactive_login: None,
         }
     }
 }
@@ -137,6 +148,7 @@ impl std::fmt::Debug for PoolOptions {
             .field("max_message_bytes", &self.max_message_bytes)
             .field("connect_check", &self.connect_check.is_some())
             .field("workspace", &self.workspace)
+            .field("interactive_login", &self.interactive_login.is_some())
             .finish()
     }
 }
