@@ -7,8 +7,11 @@
 //! named it is skipped when that binary is missing), and `W8` (`W8_writes`:
 //! sequential `write` calls, each with its durable start and end, the
 //! journal on and off; `W8_writes_parallel`: the same in batches of 100 at
-//! once, which share their syncs). `W2_traced`: W1 and W2 with
-//! OpenTelemetry tracing off and on (`workloads_traced/mod.rs`). And `floor`, run
+//! once, which share their syncs), `W2_traced` (W1 and W2 with
+//! OpenTelemetry tracing off and on, `workloads_traced/mod.rs`) and
+//! `W8_cli_start` (`codemode run` of a `return 1` program, the whole
+//! process, beside `bash -c true`, in turn; needs the release binary as W7
+//! does). And `floor`, run
 //! only when named: W1, W2, W3 and W5 of bare rquickjs next to codemode's
 //! in one sitting (`workloads_floor/mod.rs`), since on this machine only
 //! the ratio is stable.
@@ -74,7 +77,8 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 10] = ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W2_traced", "W6", "W7", "W8"];
+const WORKLOADS: [&str; 11] =
+    ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W2_traced", "W6", "W7", "W8", "W8_cli_start"];
 
 /// W8: `write` calls per run.
 const W8_CALLS: i64 = 1_000;
@@ -540,7 +544,7 @@ fn main() -> ExitCode {
         Some(w) if WORKLOADS.contains(&w) || w == "floor" => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|floor]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|W8_cli_start|floor]"
             );
             return ExitCode::from(2);
         }
@@ -564,11 +568,128 @@ fn main() -> ExitCode {
             ),
             "W7" => run_w7(),
             "W8" => run_w8(),
+            // Like W7, only if the binary is built when no workload is named.
+            "W8_cli_start" if args.is_empty() && w7_binary_found().is_none() => eprintln!(
+                "workloads: W8_cli_start skipped: no codemode binary next to this example (`cargo build --release --bin codemode`)"
+            ),
+            "W8_cli_start" => run_w8_cli_start(),
             "floor" => workloads_floor::run(),
             _ => unreachable!("checked above"),
         }
     }
     ExitCode::SUCCESS
+}
+
+/// W8_cli_start: pairs run first and not counted, then timed pairs.
+const W8_CLI_WARMUP: usize = 3;
+const W8_CLI_PAIRS: usize = 50;
+
+/// W8_cli_start: `codemode run prog.js` of `return 1` (the binary W7 uses:
+/// `$CODEMODE_W7_BIN`, else the release build next to this example) and
+/// `bash -c true`, in turn, [`W8_CLI_PAIRS`] times, the order swapped every
+/// pair; each process timed from spawn to exit. Everything at its default
+/// (journal on, receipt saved, posture ask), in a fresh workspace, with
+/// `XDG_STATE_HOME` in a temporary folder so the runs' folders go there.
+/// Emits the median wall time of `codemode run` (ms) and the median of the
+/// pair-by-pair ratio; stderr gives min / median / max of each, and the
+/// instructions of one `codemode run` from `perf stat` when it counts them
+/// (else why not).
+fn run_w8_cli_start() {
+    let bin = w7_binary();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| die(format!("W8_cli_start: cannot make a folder: {e}")));
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap_or_else(|e| die(format!("W8_cli_start: {e}")));
+    let program = dir.path().join("prog.js");
+    std::fs::write(&program, "return 1\n").unwrap_or_else(|e| die(format!("W8_cli_start: {e}")));
+    let state = dir.path().join("state");
+    let codemode = || {
+        let mut c = Command::new(&bin);
+        c.arg("run").arg(&program).current_dir(&workspace).env("XDG_STATE_HOME", &state);
+        c
+    };
+    let bash = || {
+        let mut c = Command::new("bash");
+        c.args(["-c", "true"]);
+        c
+    };
+    let time = |mut command: Command, check: bool| {
+        let start = Instant::now();
+        let out = command
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| die(format!("W8_cli_start: cannot start {command:?}: {e}")));
+        let took = start.elapsed().as_secs_f64() * 1000.0;
+        if !out.status.success() || (check && out.stdout != b"1\n") {
+            die(format!(
+                "W8_cli_start: {command:?} exited {} printing {:?}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        took
+    };
+    let (mut runs, mut shells, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..W8_CLI_WARMUP + W8_CLI_PAIRS {
+        let (run, shell) = if i % 2 == 0 {
+            let run = time(codemode(), true);
+            (run, time(bash(), false))
+        } else {
+            let shell = time(bash(), false);
+            (time(codemode(), true), shell)
+        };
+        if i >= W8_CLI_WARMUP {
+            runs.push(run);
+            shells.push(shell);
+            ratios.push(run / shell);
+        }
+    }
+    let spread = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[0], v[v.len() / 2], v[v.len() - 1])
+    };
+    let ((r0, r1, r2), (s0, s1, s2), (q0, q1, q2)) =
+        (spread(&mut runs), spread(&mut shells), spread(&mut ratios));
+    let system =
+        format!("codemode {} (codemode run, defaults: posture ask, journal on)", env!("CARGO_PKG_VERSION"));
+    emit_as(&system, "W8_cli_start_p50", json!((r1 * 100.0).round() / 100.0), "ms");
+    emit_as(&system, "W8_cli_start_ratio_p50", json!((q1 * 100.0).round() / 100.0), "x bash -c true");
+    eprintln!(
+        "W8_cli_start: {} ({W8_CLI_PAIRS} pairs) min / median / max: codemode run {r0:.2} / {r1:.2} / {r2:.2} ms, \
+         bash -c true {s0:.2} / {s1:.2} / {s2:.2} ms, ratio pair by pair {q0:.2} / {q1:.2} / {q2:.2}",
+        bin.display()
+    );
+    let mut perf = Command::new("perf");
+    perf.args(["stat", "-x", ",", "-e", "instructions:u", "--"]).arg(&bin).arg("run").arg(&program);
+    perf.current_dir(&workspace).env("XDG_STATE_HOME", &state).stdout(std::process::Stdio::null());
+    match perf.output() {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stderr);
+            let counted = text
+                .lines()
+                .find(|l| l.contains("instructions"))
+                .and_then(|l| l.split(',').next())
+                .and_then(|n| n.trim().parse::<u64>().ok());
+            match counted {
+                Some(n) => {
+                    emit_as(&system, "W8_cli_start_instructions", json!(n), "instructions");
+                    eprintln!("W8_cli_start: {n} instructions (user space) in one codemode run");
+                }
+                None => eprintln!(
+                    "W8_cli_start: instructions not counted: perf stat does not count them here ({})",
+                    text.lines()
+                        .find(|l| l.contains("instructions"))
+                        .unwrap_or("no instructions line")
+                        .trim()
+                ),
+            }
+        }
+        Ok(out) => eprintln!(
+            "W8_cli_start: instructions not counted: perf stat failed ({})",
+            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").trim()
+        ),
+        Err(e) => eprintln!("W8_cli_start: instructions not counted: perf is not usable ({e})"),
+    }
 }
 
 /// W7: warm-up round trips, then timed ones.

@@ -145,3 +145,23 @@ fn mcp_tools_pass_while_their_server_can_give_them() {
     assert_eq!(receipt["error"]["kind"], "admission", "{receipt}");
     assert_eq!(receipt["calls"].as_array().map(Vec::len), Some(0), "{receipt}");
 }
+
+#[test]
+fn a_first_call_with_arguments_only_the_gate_sees_is_refused_by_the_schema() {
+    // A native tool's schema is compiled on its first use: the first call
+    // of `read` in a fresh process, with arguments the admission check
+    // cannot see, is refused with the same text as when the schema was
+    // compiled with the engine.
+    let source = "const args = {path: 3};\n\
+                  try { await tools.read(args); } catch (e) { return [e.kind, e.message]; }\n";
+    let (code, receipt, _ws) = run(source, &[]);
+    assert_eq!(code, Some(0), "{receipt}");
+    assert_eq!(
+        receipt["value"],
+        serde_json::json!([
+            "refused",
+            "read (call 1): arguments do not match the input schema of `read`: at /path: 3 is not of type \"string\""
+        ]),
+        "{receipt}"
+    );
+}

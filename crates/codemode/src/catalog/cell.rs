@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use super::{Catalog, CatalogError, Tool};
+use super::{Catalog, CatalogError, Compile, Tool};
 
 /// An optional (MCP) tool the catalog left out: its server lists it, but it
 /// cannot be called (its input schema does not compile, its name is
@@ -24,8 +24,9 @@ pub(crate) struct Unavailable {
 
 /// The current catalog, and the tools every rebuild starts from.
 pub(crate) struct CatalogCell {
-    /// Native, synthetic and host tools, in catalog order.
-    base: Vec<Arc<dyn Tool>>,
+    /// Native, synthetic and host tools, in catalog order, each with when
+    /// its schema is compiled.
+    base: Vec<(Arc<dyn Tool>, Compile)>,
     current: RwLock<Arc<Catalog>>,
     /// The optional tools the current catalog left out.
     unavailable: RwLock<Arc<Vec<Unavailable>>>,
@@ -38,7 +39,7 @@ impl CatalogCell {
     /// # Errors
     /// [`CatalogError`] for a fault in `base`.
     pub(crate) fn new(
-        base: Vec<Arc<dyn Tool>>,
+        base: Vec<(Arc<dyn Tool>, Compile)>,
         optional: Vec<Arc<dyn Tool>>,
     ) -> Result<(Self, Vec<CatalogError>), CatalogError> {
         let described = descriptions(&optional);

@@ -2,7 +2,10 @@
 //!
 //! Tools keep the order in which they were registered ("catalog order"),
 //! which is the order of the catalog digest. Names are unique; each input
-//! schema is compiled to a validator once, at build time.
+//! schema is compiled to a validator once: a tool the engine makes itself
+//! (the native tools, `tool_search`) on its first use, every other tool
+//! (the host's, an MCP server's, a connect tool) when the catalog is built
+//! ([`Compile`]).
 
 pub(crate) mod cell;
 mod digest;
@@ -62,6 +65,23 @@ pub enum CatalogError {
     },
 }
 
+/// When a tool's input schema is compiled to its validator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Compile {
+    /// When the catalog is built: a schema that does not compile is an
+    /// error of the build (a host's tool) or leaves the tool out (an MCP
+    /// server's). For every schema codemode does not write itself.
+    AtBuild,
+    /// On the tool's first use (the first check of arguments against the
+    /// schema: a call, or the admission check of a literal call). Only for
+    /// the engine's own tools, whose schemas are constants of this build
+    /// that a test compiles (`tools::tests`); a process that calls none of
+    /// them (`codemode run` of `return 1`) compiles none. Should one not
+    /// compile, each use is refused with the same [`CatalogError`] text
+    /// the build would have given.
+    OnFirstUse,
+}
+
 /// One registered tool.
 pub(crate) struct Entry {
     pub spec: ToolSpec,
@@ -69,10 +89,20 @@ pub(crate) struct Entry {
     /// context hold it without copying it.
     pub name: Arc<str>,
     pub tool: Arc<dyn Tool>,
-    validator: jsonschema::Validator,
+    /// The compiled input schema, or why it does not compile (the
+    /// [`CatalogError::InvalidSchema`] text); set when the catalog is built
+    /// or on first use ([`Compile`]).
+    validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
 }
 
 impl Entry {
+    /// The tool's validator, compiled now if it was not yet; `Err` is the
+    /// [`CatalogError::InvalidSchema`] text when the schema does not
+    /// compile.
+    fn validator(&self) -> Result<&jsonschema::Validator, &str> {
+        self.validator.get_or_init(|| compiled(&self.spec)).as_ref().map_err(String::as_str)
+    }
+
     /// The schema errors of `args`, one line each (at most 8), each cut
     /// to [`TEXT_BYTES`](crate::receipt::spill::TEXT_BYTES) as it is
     /// formatted; empty when valid.
@@ -81,12 +111,16 @@ impl Entry {
     /// schema does not require counts as leaving it out
     /// ([`Entry::checked_args`]).
     pub(crate) fn schema_errors(&self, args: &Value) -> Vec<String> {
+        let validator = match self.validator() {
+            Ok(validator) => validator,
+            Err(why) => return vec![why.to_owned()],
+        };
         let checked = self.checked_args(args);
         let args = checked.as_ref().unwrap_or(args);
-        if self.validator.is_valid(args) {
+        if validator.is_valid(args) {
             return Vec::new();
         }
-        self.validator
+        validator
             .iter_errors(args)
             .take(8)
             // Cut while written: an error quotes the value it rejects,
@@ -112,12 +146,16 @@ impl Entry {
         open: bool,
     ) -> Vec<String> {
         use jsonschema::error::ValidationErrorKind as Kind;
+        let validator = match self.validator() {
+            Ok(validator) => validator,
+            Err(why) => return vec![why.to_owned()],
+        };
         let checked = self.checked_args(args);
         let args = checked.as_ref().unwrap_or(args);
-        if self.validator.is_valid(args) {
+        if validator.is_valid(args) {
             return Vec::new();
         }
-        self.validator
+        validator
             .iter_errors(args)
             .filter(|e| {
                 let at = e.instance_path();
@@ -180,33 +218,36 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
-    /// Builds a catalog, compiling every input schema once.
+    /// Builds a catalog, compiling every input schema now.
     ///
     /// # Errors
     /// [`CatalogError`] for a duplicate or invalid name, or an invalid schema.
     #[cfg(test)]
     pub(crate) fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Self, CatalogError> {
+        let tools = tools.into_iter().map(|t| (t, Compile::AtBuild)).collect();
         Ok(Catalog::with_optional(tools, Vec::new())?.0)
     }
 
     /// Builds a catalog of `tools` (which must all be valid, as for
-    /// [`Catalog::new`]) followed by `optional` tools (MCP servers' tools),
-    /// each of which is left out, with the reason in the returned list, when
-    /// its name is invalid or taken or its schema does not compile: a
-    /// server's bad schema must not stop the engine.
+    /// [`Catalog::new`]; each compiled when its [`Compile`] says) followed
+    /// by `optional` tools (MCP servers' tools, compiled now), each of
+    /// which is left out, with the reason in the returned list, when its
+    /// name is invalid or taken or its schema does not compile: a server's
+    /// bad schema must not stop the engine.
     ///
     /// # Errors
     /// [`CatalogError`] for a fault in `tools`.
     pub(crate) fn with_optional(
-        tools: Vec<Arc<dyn Tool>>,
+        tools: Vec<(Arc<dyn Tool>, Compile)>,
         optional: Vec<Arc<dyn Tool>>,
     ) -> Result<(Self, Vec<CatalogError>), CatalogError> {
         let mut entries = Vec::with_capacity(tools.len() + optional.len());
         let mut index = Index::with_capacity_and_hasher(tools.len() + optional.len(), Default::default());
         let mut skipped = Vec::new();
-        let required = tools.into_iter().map(|t| (t, true));
-        for (tool, must) in required.chain(optional.into_iter().map(|t| (t, false))) {
-            match entry_of(tool, &index) {
+        let required = tools.into_iter().map(|(t, compile)| (t, compile, true));
+        let optional = optional.into_iter().map(|t| (t, Compile::AtBuild, false));
+        for (tool, compile, must) in required.chain(optional) {
+            match entry_of(tool, compile, &index) {
                 Ok(entry) => {
                     index.insert(entry.spec.name.clone(), entries.len());
                     entries.push(entry);
@@ -282,8 +323,8 @@ impl Catalog {
 type Index = HashMap<String, usize, foldhash::fast::RandomState>;
 
 /// A catalog entry for `tool`, unless its name is invalid or already in
-/// `index`, or its schema does not compile.
-fn entry_of(tool: Arc<dyn Tool>, index: &Index) -> Result<Entry, CatalogError> {
+/// `index`, or (compiled at build) its schema does not compile.
+fn entry_of(tool: Arc<dyn Tool>, compile: Compile, index: &Index) -> Result<Entry, CatalogError> {
     let spec = tool.spec();
     if !valid_name(&spec.name) {
         return Err(CatalogError::InvalidName { name: spec.name });
@@ -291,10 +332,21 @@ fn entry_of(tool: Arc<dyn Tool>, index: &Index) -> Result<Entry, CatalogError> {
     if index.contains_key(&spec.name) {
         return Err(CatalogError::DuplicateName { name: spec.name });
     }
-    let validator = schema::validator(&spec.input_schema)
-        .map_err(|message| CatalogError::InvalidSchema { tool: spec.name.clone(), message })?;
+    let validator = std::sync::OnceLock::new();
+    if compile == Compile::AtBuild {
+        let compiled = schema::validator(&spec.input_schema)
+            .map_err(|message| CatalogError::InvalidSchema { tool: spec.name.clone(), message })?;
+        let _ = validator.set(Ok(compiled));
+    }
     let name = Arc::from(spec.name.as_str());
     Ok(Entry { spec, name, tool, validator })
+}
+
+/// `spec`'s input schema compiled, or the [`CatalogError::InvalidSchema`]
+/// text the catalog's build gives for it.
+fn compiled(spec: &ToolSpec) -> Result<jsonschema::Validator, String> {
+    schema::validator(&spec.input_schema)
+        .map_err(|message| CatalogError::InvalidSchema { tool: spec.name.clone(), message }.to_string())
 }
 
 fn valid_name(name: &str) -> bool {
@@ -366,6 +418,52 @@ mod tests {
         assert!(e.schema_errors(&json!({}))[0].contains("path"));
     }
 
+    /// A catalog of `tools`, each compiled on first use.
+    fn lazy(tools: Vec<Arc<dyn Tool>>) -> Catalog {
+        let tools = tools.into_iter().map(|t| (t, Compile::OnFirstUse)).collect();
+        Catalog::with_optional(tools, Vec::new()).unwrap().0
+    }
+
+    #[test]
+    fn a_schema_compiled_on_first_use_refuses_what_one_compiled_at_build_does() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+            "required": ["path"],
+            "additionalProperties": false
+        });
+        let built = Catalog::new(vec![Arc::new(Named("t", schema.clone()))]).unwrap();
+        let first_use = lazy(vec![Arc::new(Named("t", schema))]);
+        let (built, first_use) = (built.get("t").unwrap(), first_use.get("t").unwrap());
+        assert!(first_use.validator.get().is_none(), "compiled before its first use");
+        for args in [
+            json!({"path": 3}),
+            json!({}),
+            json!({"path": "x", "limit": 0, "extra": true}),
+            json!("not an object"),
+            json!({"path": "x"}),
+        ] {
+            assert_eq!(first_use.schema_errors(&args), built.schema_errors(&args), "{args}");
+        }
+        assert!(first_use.validator.get().is_some());
+        // The admission check's partial form, on a fresh entry too.
+        let fresh = lazy(vec![Arc::new(Named("t", json!({"type": "object", "required": ["path"]})))]);
+        let fresh = fresh.get("t").unwrap();
+        let errors = fresh.partial_schema_errors(&json!({}), &|_| true, false);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("path"), "{errors:?}");
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_on_first_use_refuses_every_use_with_the_build_error() {
+        let bad = json!({"type": "nonsense"});
+        let at_build = Catalog::new(vec![Arc::new(Named("bad", bad.clone()))]).err().unwrap().to_string();
+        let catalog = lazy(vec![Arc::new(Named("bad", bad))]);
+        let entry = catalog.get("bad").unwrap();
+        assert_eq!(entry.schema_errors(&json!({})), std::slice::from_ref(&at_build));
+        assert_eq!(entry.partial_schema_errors(&json!({}), &|_| true, true), [at_build]);
+    }
+
     /// A tool of MCP server `server`.
     struct OfServer(&'static str, &'static str);
     impl Tool for OfServer {
@@ -384,8 +482,12 @@ mod tests {
         let fs: Arc<dyn Tool> = Arc::new(OfServer("mcp__fs__read", "fs"));
         let fs2: Arc<dyn Tool> = Arc::new(OfServer("mcp__fs__write", "fs"));
         let git: Arc<dyn Tool> = Arc::new(OfServer("mcp__git__log", "git"));
-        let before = Catalog::with_optional(vec![tool("read")], vec![fs.clone(), fs2.clone()]).unwrap().0;
-        let after = Catalog::with_optional(vec![tool("read")], vec![fs, fs2, git]).unwrap().0;
+        let before =
+            Catalog::with_optional(vec![(tool("read"), Compile::AtBuild)], vec![fs.clone(), fs2.clone()])
+                .unwrap()
+                .0;
+        let after =
+            Catalog::with_optional(vec![(tool("read"), Compile::AtBuild)], vec![fs, fs2, git]).unwrap().0;
         assert_eq!(before.mcp_servers(), ["fs"]);
         assert_eq!(after.mcp_servers(), ["fs", "git"]);
         assert_ne!(after.digest(), before.digest());
@@ -393,7 +495,7 @@ mod tests {
         assert_eq!(after.digest_with_servers(&after.mcp_servers()), after.digest());
         // A server's tool changed: not hidden.
         let changed: Arc<dyn Tool> = Arc::new(OfServer("mcp__fs__read2", "fs"));
-        let other = Catalog::with_optional(vec![tool("read")], vec![changed]).unwrap().0;
+        let other = Catalog::with_optional(vec![(tool("read"), Compile::AtBuild)], vec![changed]).unwrap().0;
         assert_ne!(other.digest_with_servers(&["fs".to_owned()]), before.digest());
     }
 }

@@ -8,7 +8,7 @@ use tokio::runtime::Handle;
 
 use crate::catalog::cell::CatalogCell;
 use crate::catalog::tool_search::{Barred, Discovery, SearchLink, ToolSearch};
-use crate::catalog::{Catalog, CatalogError, Tool, ToolSpec};
+use crate::catalog::{Catalog, CatalogError, Compile, Tool, ToolSpec};
 use crate::config::ConfigFile;
 use crate::gate::posture_epoch::PostureCell;
 use crate::gate::{Approver, Policy};
@@ -271,11 +271,16 @@ impl EngineBuilder {
     pub fn build(mut self) -> Result<Engine, BuildError> {
         let workspace = usable_workspace(&self.workspace)?;
         self.limits.validate().map_err(|(field, message)| BuildError::Limits { field, message })?;
-        let mut tools: Vec<Arc<dyn Tool>> =
-            if self.native_tools { crate::tools::native() } else { Vec::new() };
+        // The engine's own tools compile their schemas on first use (a run
+        // that calls none compiles none); the host's, when built.
+        let mut tools: Vec<(Arc<dyn Tool>, Compile)> = if self.native_tools {
+            crate::tools::native().into_iter().map(|t| (t, Compile::OnFirstUse)).collect()
+        } else {
+            Vec::new()
+        };
         let (tool_search, discovery_cell) = ToolSearch::new();
-        tools.push(Arc::new(tool_search));
-        tools.extend(self.tools);
+        tools.push((Arc::new(tool_search), Compile::OnFirstUse));
+        tools.extend(self.tools.into_iter().map(|t| (t, Compile::AtBuild)));
         confinement::settle_policy(
             &workspace,
             &mut self.config.policy,
@@ -316,7 +321,7 @@ impl EngineBuilder {
             // The root a server's `roots/list` gets outside a tool call.
             options.workspace.get_or_insert_with(|| workspace.clone());
             let (link, connect_tools) = mcp_link::McpLink::new(config, options);
-            tools.extend(connect_tools);
+            tools.extend(connect_tools.into_iter().map(|t| (t, Compile::AtBuild)));
             link
         });
         let catalog = catalog_of(tools, mcp.as_deref())?;
@@ -391,7 +396,7 @@ fn usable_workspace(path: &Path) -> Result<PathBuf, BuildError> {
 /// [`BuildError::Catalog`] when the tools do not form a catalog (a name
 /// used twice, a bad schema).
 fn catalog_of(
-    tools: Vec<Arc<dyn Tool>>,
+    tools: Vec<(Arc<dyn Tool>, Compile)>,
     mcp: Option<&mcp_link::McpLink>,
 ) -> Result<Arc<CatalogCell>, BuildError> {
     let known = mcp.map(|m| m.known_tools()).unwrap_or_default();

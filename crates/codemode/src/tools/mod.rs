@@ -197,6 +197,21 @@ mod tests {
         seen_rx.recv_timeout(Duration::from_secs(5)).expect("the work saw the flag");
     }
 
+    /// The engine's own tools compile their schemas on first use
+    /// (`catalog::Compile::OnFirstUse`), so a schema of theirs that did not
+    /// compile would show only when called: this compiles every one.
+    #[test]
+    fn every_native_and_synthetic_schema_compiles() {
+        let (search, _) = crate::catalog::tool_search::ToolSearch::new();
+        let mut tools = native();
+        tools.push(Arc::new(search));
+        for tool in tools {
+            let spec = tool.spec();
+            crate::catalog::schema_validator(&spec.input_schema)
+                .unwrap_or_else(|e| panic!("the schema of `{}` does not compile: {e}", spec.name));
+        }
+    }
+
     #[tokio::test]
     async fn finished_work_is_not_cancelled() {
         let out = blocking_cancellable(|flag: &AtomicBool| Ok(cancelled(flag))).await;

@@ -14,6 +14,7 @@ mod js_error;
 mod late_builtins;
 pub(crate) mod pool;
 mod prelude;
+mod prelude_bytecode;
 mod recent;
 
 pub use codemode_base::limits::Limits;
