@@ -43,8 +43,9 @@
 #![deny(missing_docs)]
 // Denied crate-wide; the exceptions are the VM's calls into QuickJS's C API
 // that rquickjs does not wrap (vm/args_json.rs, vm/late_builtins.rs,
-// vm/prelude.rs, vm/host_call.rs), each `#[allow(unsafe_code)]` with a
-// SAFETY comment; docs/ARCHITECTURE.md lists them.
+// vm/prelude.rs, vm/prelude_bytecode.rs, vm/host_call.rs), each
+// `#[allow(unsafe_code)]` with a SAFETY comment; docs/ARCHITECTURE.md
+// lists them.
 #![deny(unsafe_code)]
 
 mod catalog;
