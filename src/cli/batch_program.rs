@@ -478,7 +478,11 @@ impl<'a> Driver<'a> {
                 // Durable before the run starts: a restart finds this run.
                 self.record.started(line, &run_id)?;
                 let program = self.program.clone().with_input(input);
-                let options = RunOptions::with_approver(self.approver.clone()).run_id(run_id);
+                // Each line is a run of the trace `TRACEPARENT` names,
+                // when it names one (docs/TELEMETRY.md).
+                let options = RunOptions::with_approver(self.approver.clone())
+                    .run_id(run_id)
+                    .trace_parent(super::telemetry::parent_from_env());
                 let run = self.engine.start_with(program, options);
                 self.spawn(line, run, false);
             }
