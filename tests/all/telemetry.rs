@@ -132,9 +132,9 @@ fn recorded(traces: &Path) -> Vec<Value> {
 fn traced_run(env: &[(&str, String)]) -> (Value, Vec<Value>) {
     let ws = crate::common::workspace();
     std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
-    let traces = ws.path().join("..").join(format!("traces-{}.jsonl", std::process::id()));
-    let traces = std::path::absolute(traces).unwrap();
-    let _ = std::fs::remove_file(&traces);
+    // Outside the workspace: the server's record is not the program's.
+    let record = tempfile::tempdir().unwrap();
+    let traces = record.path().join("traces.jsonl");
     let (_server, port) = http_server(&traces);
     let mcp = ws.path().join("mcp.json");
     let config =
@@ -168,9 +168,7 @@ fn traced_run(env: &[(&str, String)]) -> (Value, Vec<Value>) {
     let receipt: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(receipt["value"]["refused"], "refused", "{receipt:#}");
     assert_eq!(receipt["value"]["echo"]["result"], "Echo: hi", "{receipt:#}");
-    let seen = recorded(&traces);
-    let _ = std::fs::remove_file(&traces);
-    (receipt, seen)
+    (receipt, recorded(&traces))
 }
 
 /// A span by name.
@@ -211,7 +209,11 @@ fn a_run_is_one_span_with_a_child_per_call_and_its_mcp_call_carries_the_trace_on
     assert_eq!(read["attributes"]["codemode.gate.step"], "posture");
     assert_eq!(read["attributes"]["codemode.call.status"], "ok");
     assert_eq!(read["attributes"]["codemode.call.result_bytes"], receipt["calls"][0]["bytes"]);
-    let refused = named(&spans, "execute_tool no_such_tool");
+    // A name the catalog does not have is the program's text: it is in
+    // the receipt, never in a span (a program cannot send data out that way).
+    let refused = named(&spans, "execute_tool");
+    assert!(!serde_json::to_string(&spans).unwrap().contains("no_such_tool"), "{spans:#?}");
+    assert_eq!(refused["attributes"]["gen_ai.tool.name"], Value::Null);
     assert_eq!(refused["attributes"]["codemode.call.decision"], "refused");
     assert_eq!(refused["attributes"]["codemode.gate.step"], "tool_exists", "the step that decided");
     assert_eq!(refused["attributes"]["error.type"], "refused");
@@ -291,8 +293,10 @@ fn mcp_serve_runs_under_the_requests_traceparent_from_the_http_header_or_meta() 
         params(json!({})),
     );
     assert_eq!(reply.status, 200, "{reply:?}");
+    // Not sampled by the client: the operator's export still takes the
+    // run (a client cannot hide its runs from the traces).
     let meta_span = "2222222222222222";
-    let in_meta = json!({"traceparent": format!("00-{TRACE}-{meta_span}-01")});
+    let in_meta = json!({"traceparent": format!("00-{TRACE}-{meta_span}-00")});
     let reply = crate::serve_http::modern(&served.url, &[], 2, "tools/call", params(in_meta));
     assert_eq!(reply.status, 200, "{reply:?}");
     let spans = receiver.spans(2);

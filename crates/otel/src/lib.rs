@@ -39,9 +39,6 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SpanData, SpanEvents, SpanLinks, SpanProcessor};
 
-/// The longest error text kept in a span's status, in bytes.
-const STATUS_TEXT_BYTES: usize = 512;
-
 /// What the environment asks for: which signals go out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Signals {
@@ -118,7 +115,11 @@ impl OtlpSink {
         if !signals.traces && !signals.metrics {
             return Ok(None);
         }
-        for name in ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] {
+        for name in [
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+        ] {
             if let Ok(protocol) = std::env::var(name)
                 && !protocol.trim().is_empty()
                 && protocol.trim() != "http/protobuf"
@@ -201,16 +202,22 @@ impl OtlpSink {
     /// collector, at most the exporters' timeouts). Spans of runs that end
     /// afterwards are dropped.
     pub fn shutdown(&self) {
-        if let Some(spans) = &self.spans
-            && let Err(e) = spans.shutdown()
-        {
-            tracing::warn!("OpenTelemetry: the last spans could not be sent: {e}");
-        }
-        if let Some((meters, _)) = &self.meters
-            && let Err(e) = meters.shutdown()
-        {
-            tracing::warn!("OpenTelemetry: the last counters could not be sent: {e}");
-        }
+        // Both at once: a collector that does not answer holds the exit
+        // for one exporter timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`), not two.
+        std::thread::scope(|scope| {
+            if let Some(spans) = &self.spans {
+                scope.spawn(move || {
+                    if let Err(e) = spans.shutdown() {
+                        tracing::warn!("OpenTelemetry: the last spans could not be sent: {e}");
+                    }
+                });
+            }
+            if let Some((meters, _)) = &self.meters
+                && let Err(e) = meters.shutdown()
+            {
+                tracing::warn!("OpenTelemetry: the last counters could not be sent: {e}");
+            }
+        });
     }
 
     /// The spans of `run`: the run's, then each call's.
@@ -237,10 +244,16 @@ impl OtlpSink {
             let timing = &run.calls[i];
             let start = timing.started;
             let end = start + Duration::from_micros((call.elapsed_ms.max(0.0) * 1000.0) as u64);
+            // A name the gate did not find in the catalog is the program's
+            // text: neither the span's name nor an attribute carries it.
+            let name = match tool_known(timing) {
+                true => format!("execute_tool {}", call.tool).into(),
+                false => Cow::Borrowed("execute_tool"),
+            };
             spans.push(self.span(
                 run.context.with_span(timing.span_id),
                 (run_span, false),
-                (format!("execute_tool {}", call.tool).into(), SpanKind::Internal),
+                (name, SpanKind::Internal),
                 (start, end),
                 call_attributes(&receipt.run_id, call, timing),
                 call_status(call),
@@ -387,13 +400,25 @@ fn run_attributes(receipt: &Receipt) -> Vec<KeyValue> {
     attributes
 }
 
-/// The run span's status: an error for a run that failed or timed out.
+/// The run span's status: an error for a run that failed or timed out,
+/// described by its error kind alone (the message may be the program's
+/// text: a thrown `Error`'s).
 fn run_status(receipt: &Receipt) -> Status {
     match (&receipt.status, &receipt.error) {
-        (RunStatus::Failed | RunStatus::TimedOut, Some(error)) => Status::error(cut(&error.message)),
-        (RunStatus::Failed | RunStatus::TimedOut, None) => Status::error("the run failed"),
+        (RunStatus::Failed | RunStatus::TimedOut, Some(error)) => Status::error(name_of(&error.kind)),
+        (RunStatus::Failed | RunStatus::TimedOut, None) => Status::error(receipt.status.as_str()),
         _ => Status::Unset,
     }
+}
+
+/// Whether the gate found the call's tool in the catalog: it was decided
+/// by a step after `tool_exists` (the steps before it, and the refusals
+/// outside the gate's steps, see any name the program wrote).
+fn tool_known(timing: &CallTiming) -> bool {
+    !matches!(
+        timing.decided_by,
+        "budget" | "direct_only" | "posture_epoch" | "plan_mode" | "tool_exists" | "refused"
+    )
 }
 
 /// A call span's attributes: what the call was, how the gate decided it,
@@ -401,7 +426,6 @@ fn run_status(receipt: &Receipt) -> Status {
 fn call_attributes(run_id: &str, call: &CallReceipt, timing: &CallTiming) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new("gen_ai.operation.name", "execute_tool"),
-        KeyValue::new("gen_ai.tool.name", call.tool.clone()),
         KeyValue::new("gen_ai.tool.call.id", format!("{run_id}/{}", call.seq)),
         KeyValue::new("codemode.run.id", run_id.to_owned()),
         KeyValue::new("codemode.call.seq", call.seq as i64),
@@ -411,6 +435,9 @@ fn call_attributes(run_id: &str, call: &CallReceipt, timing: &CallTiming) -> Vec
         KeyValue::new("codemode.call.status", call.status.as_str()),
         KeyValue::new("codemode.call.result_bytes", call.bytes as i64),
     ];
+    if tool_known(timing) {
+        attributes.push(KeyValue::new("gen_ai.tool.name", call.tool.clone()));
+    }
     if call.truncated.is_some() {
         attributes.push(KeyValue::new("codemode.call.truncated", true));
     }
@@ -432,24 +459,14 @@ fn call_attributes(run_id: &str, call: &CallReceipt, timing: &CallTiming) -> Vec
     attributes
 }
 
-/// A call span's status: an error for a call that failed.
+/// A call span's status: an error for a call that failed, described by
+/// its status alone (the error text may hold what the program or the tool
+/// put there: a path, a server's message; it stays in the receipt).
 fn call_status(call: &CallReceipt) -> Status {
     match call.status {
-        CallStatus::Failed => Status::error(cut(call.error.as_deref().unwrap_or("the call failed"))),
+        CallStatus::Failed => Status::error(call.status.as_str()),
         _ => Status::Unset,
     }
-}
-
-/// `text` cut to [`STATUS_TEXT_BYTES`] at a character boundary.
-fn cut(text: &str) -> String {
-    if text.len() <= STATUS_TEXT_BYTES {
-        return text.to_owned();
-    }
-    let mut end = STATUS_TEXT_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
 }
 
 #[cfg(test)]
@@ -477,12 +494,5 @@ mod tests {
             ("OTEL_METRICS_EXPORTER", "none"),
         ]));
         assert_eq!(no_metrics, Signals { traces: true, metrics: false });
-    }
-
-    #[test]
-    fn long_status_texts_are_cut_at_a_character() {
-        let text = "é".repeat(STATUS_TEXT_BYTES);
-        let cut = cut(&text);
-        assert!(cut.len() <= STATUS_TEXT_BYTES + 3 && cut.ends_with("..."));
     }
 }

@@ -86,8 +86,12 @@ pub(crate) struct RunTrace {
 impl RunTrace {
     /// The record of a run started now, under `parent` when given.
     pub(crate) fn new(parent: Option<TraceContext>) -> RunTrace {
+        // Whoever exports traces decides what is exported: a parent's
+        // sampled flag does not turn a run's spans off (a client could
+        // hide its runs from the operator's traces), and the run's calls
+        // pass the trace on as sampled.
         let context = match parent {
-            Some(parent) => parent.child(),
+            Some(parent) => TraceContext { sampled: true, ..parent.child() },
             None => TraceContext::root(),
         };
         RunTrace { context, parent, started: SystemTime::now(), calls: Mutex::new(Vec::new()) }

@@ -125,7 +125,7 @@ pub async fn login(
 ) -> Result<LoginOutcome, String> {
     super::connection::ensure_tls_provider();
     let challenge = probe(url).await?;
-    authorize(url, settings, dir, timeout, challenge, announce).await
+    authorize(url, settings, dir, timeout, challenge, None, announce).await
 }
 
 #[cfg(feature = "oauth")]
@@ -137,14 +137,22 @@ pub async fn login(
 /// `scopes_supported`), each time with the login's step-up scopes added
 /// (the scopes earlier `insufficient_scope` challenges asked for).
 ///
+/// `reissuing` is the issuer of the login a run re-authorizes (step_up.rs;
+/// `None` for `codemode mcp login`): a pre-registered client (the
+/// config's `clientId` and `clientSecret`) is never sent to an
+/// authorization server with another issuer, since the MCP server's
+/// challenge chose that server.
+///
 /// # Errors
-/// As [`login`].
+/// As [`login`]; also when re-authorizing with a pre-registered client and
+/// the authorization server changed.
 pub(crate) async fn authorize(
     url: &str,
     settings: &OAuthSettings,
     dir: &std::path::Path,
     timeout: Duration,
     challenge: Probed,
+    reissuing: Option<&str>,
     announce: &mut (dyn FnMut(&str, Option<&str>) + Send),
 ) -> Result<LoginOutcome, String> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", settings.callback_port.unwrap_or(0)))
@@ -169,6 +177,16 @@ pub(crate) async fn authorize(
     if matches!(challenge, Probed::Open) && !resolution.source.is_discovered() {
         return Err(format!(
             "{url} answered without asking for authorization and publishes no authorization metadata; no login is needed"
+        ));
+    }
+    if let (Some(_), Some(old)) = (&settings.client_id, reissuing)
+        && resolution.metadata.issuer.as_deref() != Some(old)
+    {
+        let now = resolution.metadata.issuer.as_deref().unwrap_or("one that names no issuer");
+        return Err(format!(
+            "the server's authorization server is now {now} (the login was made at {old}); the configured \
+             oauth.clientId and clientSecret are not sent to another authorization server: register codemode \
+             there, set them for it, and run `codemode mcp login`"
         ));
     }
     manager.set_metadata(resolution.metadata);

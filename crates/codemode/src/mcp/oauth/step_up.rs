@@ -122,7 +122,7 @@ impl StepUp {
                 };
                 let union = challenge::scope_union(&had, &asked);
                 if let Some(store) = &store
-                    && let Err(e) = store.remember_scopes(&union)
+                    && let Err(e) = store.remember_scopes(&union).await
                 {
                     tracing::warn!(server = %self.server, "cannot keep the scopes the server asked for: {e}");
                 }
@@ -148,12 +148,17 @@ impl StepUp {
         let mut announce =
             |auth_url: &str, opened: Option<&str>| (interactive.announce)(&self.server, auth_url, opened);
         let challenge = Probed::Challenge(header);
+        let issuer = match &store {
+            Some(store) => store.load().await.ok().flatten().and_then(|c| c.issuer),
+            None => None,
+        };
         let login = super::authorize(
             &self.url,
             &self.settings,
             &dir,
             super::DEFAULT_LOGIN_TIMEOUT,
             challenge,
+            issuer.as_deref(),
             &mut announce,
         )
         .await;

@@ -129,11 +129,22 @@ impl TokenFileStore {
     /// # Errors
     /// The login file cannot be read or written.
     #[cfg(feature = "oauth")]
-    pub(crate) fn remember_scopes(&self, scopes: &[String]) -> Result<(), String> {
+    pub(crate) async fn remember_scopes(&self, scopes: &[String]) -> Result<(), String> {
+        // The refresh's lock: a refresh saving new tokens meanwhile is not
+        // overwritten with the tokens read here.
+        let _held = rmcp::transport::auth::CredentialStore::acquire_refresh_guard(self)
+            .await
+            .map_err(|e| e.to_string())?;
         let Some(mut file) = self.read_file()? else { return Ok(()) };
         let union = super::challenge::scope_union(&file.step_up_scopes, scopes);
         if union == file.step_up_scopes {
             return Ok(());
+        }
+        if union.len() > super::challenge::MAX_KEPT_SCOPES {
+            return Err(format!(
+                "the server asked for more than {} scopes in all; none of the new ones is kept",
+                super::challenge::MAX_KEPT_SCOPES
+            ));
         }
         file.step_up_scopes = union;
         self.write_file(&file)
@@ -332,12 +343,17 @@ mod tests {
         let store = TokenFileStore::new(tmp.path(), "http://127.0.0.1:1/mcp");
         let scopes = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         // Without a login nothing is written.
-        store.remember_scopes(&scopes(&["a"])).unwrap();
+        store.remember_scopes(&scopes(&["a"])).await.unwrap();
         assert!(!store.exists());
         store.save(StoredCredentials::new("c".into(), None, vec![], None)).await.unwrap();
         assert!(store.step_up_scopes().is_empty());
-        store.remember_scopes(&scopes(&["a", "b"])).unwrap();
-        store.remember_scopes(&scopes(&["b", "c"])).unwrap();
+        store.remember_scopes(&scopes(&["a", "b"])).await.unwrap();
+        store.remember_scopes(&scopes(&["b", "c"])).await.unwrap();
+        assert_eq!(store.step_up_scopes(), scopes(&["a", "b", "c"]));
+        // Past the bound, nothing new is kept.
+        let many: Vec<String> =
+            (0..crate::mcp::oauth::challenge::MAX_KEPT_SCOPES).map(|i| format!("s{i}")).collect();
+        assert!(store.remember_scopes(&many).await.is_err());
         assert_eq!(store.step_up_scopes(), scopes(&["a", "b", "c"]));
         // A refresh's or a new login's save keeps them.
         store.save(StoredCredentials::new("d".into(), None, vec![], None)).await.unwrap();
