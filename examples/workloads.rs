@@ -421,16 +421,24 @@ fn run_w2_journal() {
     limits.max_calls = 10_000;
     let (on, _dir_on) = engine(limits.clone());
     let (off, _dir_off) = engine_with(limits, |b| b.no_journal());
+    on_and_off(&on, &off, "W2_journal", "journal");
+}
+
+/// W2 then W1 through `Engine::execute_blocking` on `on` and `off`
+/// (engines with and without `what`, the journal or tracing),
+/// alternating in one sitting; emits `workload` (the `on` engine's W2
+/// rate) and prints both on stderr.
+fn on_and_off(on: &Engine, off: &Engine, workload: &str, what: &str) {
     let time = |engine: &Engine, source: &str, expected: i64| {
         let t0 = Instant::now();
         let receipt = engine.execute_blocking(Program::new(source));
         let took = t0.elapsed();
-        check("W2_journal", &receipt, expected);
+        check(workload, &receipt, expected);
         took
     };
     let (mut with, mut without) = (Vec::new(), Vec::new());
     for rep in 0..=REPS {
-        let (a, b) = (time(&on, W2, W2_EXPECTED), time(&off, W2, W2_EXPECTED));
+        let (a, b) = (time(on, W2, W2_EXPECTED), time(off, W2, W2_EXPECTED));
         if rep > 0 {
             with.push(a);
             without.push(b);
@@ -440,14 +448,14 @@ fn run_w2_journal() {
     without.sort();
     let rate = |d: Duration| (10_000.0 / d.as_secs_f64()).round() as u64;
     let (r_on, r_off) = (rate(with[with.len() / 2]), rate(without[without.len() / 2]));
-    emit(&on, "W2_journal", json!(r_on), "calls/s");
+    emit(on, workload, json!(r_on), "calls/s");
     eprintln!(
-        "W2 via execute_blocking: journal on {r_on} calls/s, off {r_off} calls/s ({:+.1}%)",
+        "W2 via execute_blocking: {what} on {r_on} calls/s, off {r_off} calls/s ({:+.1}%)",
         (r_on as f64 / r_off as f64 - 1.0) * 100.0
     );
     let (mut with, mut without) = (Vec::new(), Vec::new());
     for i in 0..W1_WARMUP + W1_SAMPLES {
-        let (a, b) = (time(&on, W1, W1_EXPECTED), time(&off, W1, W1_EXPECTED));
+        let (a, b) = (time(on, W1, W1_EXPECTED), time(off, W1, W1_EXPECTED));
         if i >= W1_WARMUP {
             with.push(a);
             without.push(b);
@@ -456,7 +464,7 @@ fn run_w2_journal() {
     with.sort();
     without.sort();
     eprintln!(
-        "W1 via execute_blocking: journal on p50 {:.1} us p99 {:.1} us; off p50 {:.1} us p99 {:.1} us",
+        "W1 via execute_blocking: {what} on p50 {:.1} us p99 {:.1} us; off p50 {:.1} us p99 {:.1} us",
         micros(percentile(&with, 50.0)),
         micros(percentile(&with, 99.0)),
         micros(percentile(&without, 50.0)),

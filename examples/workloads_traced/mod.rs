@@ -10,18 +10,12 @@
 //! processor could not queue (its queue holds 2,048; W2 makes 10,001 spans
 //! a run) are dropped, as a real exporter does under load.
 
+use codemode::Limits;
+use codemode_otel::{OtlpSink, Signals};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
 
-use codemode::{Engine, Limits, Program};
-use codemode_otel::{OtlpSink, Signals};
-use serde_json::json;
-
-use super::{
-    REPS, W1, W1_EXPECTED, W1_SAMPLES, W1_WARMUP, W2, W2_EXPECTED, check, emit, engine, engine_with, micros,
-    percentile,
-};
+use super::{engine, engine_with};
 
 /// A local OTLP/HTTP endpoint that takes anything and answers `200`;
 /// its base URL.
@@ -75,46 +69,6 @@ pub(super) fn run() {
     );
     let (on, _dir_on) = engine_with(limits.clone(), |b| b.trace_sink(sink.clone()));
     let (off, _dir_off) = engine(limits);
-    let time = |engine: &Engine, source: &str, expected: i64| {
-        let t0 = Instant::now();
-        let receipt = engine.execute_blocking(Program::new(source));
-        let took = t0.elapsed();
-        check("W2_traced", &receipt, expected);
-        took
-    };
-    let (mut with, mut without) = (Vec::new(), Vec::new());
-    for rep in 0..=REPS {
-        let (a, b) = (time(&on, W2, W2_EXPECTED), time(&off, W2, W2_EXPECTED));
-        if rep > 0 {
-            with.push(a);
-            without.push(b);
-        }
-    }
-    with.sort();
-    without.sort();
-    let rate = |d: Duration| (10_000.0 / d.as_secs_f64()).round() as u64;
-    let (r_on, r_off) = (rate(with[with.len() / 2]), rate(without[without.len() / 2]));
-    emit(&on, "W2_traced", json!(r_on), "calls/s");
-    eprintln!(
-        "W2 via execute_blocking: tracing on {r_on} calls/s, off {r_off} calls/s ({:+.1}%)",
-        (r_on as f64 / r_off as f64 - 1.0) * 100.0
-    );
-    let (mut with, mut without) = (Vec::new(), Vec::new());
-    for i in 0..W1_WARMUP + W1_SAMPLES {
-        let (a, b) = (time(&on, W1, W1_EXPECTED), time(&off, W1, W1_EXPECTED));
-        if i >= W1_WARMUP {
-            with.push(a);
-            without.push(b);
-        }
-    }
-    with.sort();
-    without.sort();
-    eprintln!(
-        "W1 via execute_blocking: tracing on p50 {:.1} us p99 {:.1} us; off p50 {:.1} us p99 {:.1} us",
-        micros(percentile(&with, 50.0)),
-        micros(percentile(&with, 99.0)),
-        micros(percentile(&without, 50.0)),
-        micros(percentile(&without, 99.0)),
-    );
+    super::on_and_off(&on, &off, "W2_traced", "tracing");
     sink.shutdown();
 }
