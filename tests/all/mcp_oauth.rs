@@ -80,21 +80,7 @@ struct Setup {
 impl Setup {
     fn new() -> Setup {
         let dir = tempfile::tempdir().unwrap();
-        let python = root().join("tests/python/.venv/bin/python");
-        let browser = dir.path().join("browser");
-        std::fs::write(
-            &browser,
-            format!(
-                "#!/bin/sh\nexec {} -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' \"$1\"\n",
-                python.display()
-            ),
-        )
-        .unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        crate::mcp_support::allowing_browser(dir.path());
         std::fs::create_dir(dir.path().join("config")).unwrap();
         std::fs::write(
             dir.path().join("p.js"),

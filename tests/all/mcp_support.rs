@@ -92,3 +92,22 @@ pub fn assert_gone(pids: &[i32]) {
     let left: Vec<_> = pids.iter().filter(|&&p| alive(p)).collect();
     panic!("processes left behind: {left:?}");
 }
+
+/// A `BROWSER` program in `dir` whose user clicks "allow": it fetches the
+/// authorization URL it is given and follows the redirect to codemode's
+/// loopback listener (the OAuth fixture servers grant at once).
+pub fn allowing_browser(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let python = root().join("tests/python/.venv/bin/python");
+    let browser = dir.join("browser");
+    std::fs::write(
+        &browser,
+        format!(
+            "#!/bin/sh\nexec {} -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' \"$1\"\n",
+            python.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    browser
+}

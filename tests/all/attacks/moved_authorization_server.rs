@@ -50,22 +50,7 @@ fn a_pre_registered_client_is_never_sent_to_an_authorization_server_the_mcp_serv
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("as2.log");
     let (_server, port) = moving_server(&log);
-    let python = root().join("tests/python/.venv/bin/python");
-    // A browser whose user clicks "allow": it fetches the URL and follows
-    // the redirect to codemode's loopback listener.
-    let browser = dir.path().join("browser");
-    std::fs::write(
-        &browser,
-        format!(
-            "#!/bin/sh\nexec {} -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' \"$1\"\n",
-            python.display()
-        ),
-    )
-    .unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let browser = crate::mcp_support::allowing_browser(dir.path());
     let home = dir.path().join("config");
     std::fs::create_dir(&home).unwrap();
     let config = dir.path().join("mcp.json");
