@@ -733,9 +733,12 @@ pub(crate) fn prune_runs(engine: &Engine, retention: Retention, run_id: &str) {
         .build()
         .map_err(|e| e.to_string())
         .and_then(|rt| {
+            // Read every run's state once per tenth of keep_runs new runs,
+            // not after each one (a kept run's journal is opened each
+            // time: at the default 200 kept, that doubled a run's cost).
+            let mut options = PruneOptions::keeping(run_id).slack(retention.keep_runs / 10);
             // Only this workspace's runs: another workspace's paused
             // run in a shared store is not this retention's to remove.
-            let mut options = PruneOptions::keeping(run_id);
             options.workspace = Some(engine.workspace().to_path_buf());
             rt.block_on(runs.prune(retention, &options)).map_err(|e| e.to_string())
         });

@@ -256,7 +256,8 @@ line and lets the running ones finish, a second cancels them), 141 stdout closed
     /// a run older than keep_days, or not among the keep_runs newest, is
     /// removed (whichever removes more), except the run just made and runs
     /// held by another process; paused runs are not counted and go only
-    /// when older than keep_days (docs/JOURNAL.md).
+    /// when older than keep_days. The pruning after a run waits until a
+    /// tenth of keep_runs more have gathered (docs/JOURNAL.md).
     #[command(after_help = "Exit codes: those of each command (`codemode runs COMMAND --help`).")]
     Runs(runs::RunsArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or

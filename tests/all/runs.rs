@@ -323,6 +323,28 @@ fn each_run_prunes_to_the_configured_retention_keeping_paused_runs() {
     assert_eq!(left, made[2..].to_vec(), "the newest stay");
 }
 
+/// The pruning after a run lets a tenth of keep_runs more gather, reading
+/// no journal meanwhile (docs/JOURNAL.md, "What it reads"), then prunes
+/// down to keep_runs, the newest staying.
+#[test]
+fn runs_past_keep_runs_gather_for_a_tenth_then_go_together() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let config = tempfile::tempdir().unwrap();
+    let config = config.path().join("codemode.toml");
+    std::fs::write(&config, "[journal]\nkeep_runs = 10\n").unwrap();
+    let config = config.to_str().unwrap();
+    let made: Vec<String> =
+        (0..11).map(|i| real_run_with(ws, &format!("return {i};"), &["--config", config])).collect();
+    assert_eq!(ids(&list(ws, &[])).len(), 11, "one past keep_runs (10) stays: the slack is 10 / 10");
+    let last = real_run_with(ws, "return 11;", &["--config", config]);
+    let mut left = ids(&list(ws, &[]));
+    left.sort();
+    let mut newest: Vec<String> = made[2..].iter().cloned().chain([last]).collect();
+    newest.sort();
+    assert_eq!(left, newest, "past the slack, pruned to the 10 newest");
+}
+
 #[test]
 fn runs_never_show_in_git_status() {
     let ws = crate::common::workspace();

@@ -175,34 +175,39 @@ pub fn state_line(state: RunState) -> String {
 /// The state the last `state` line of a journal names (`running` when
 /// there is none yet).
 pub(super) fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
-    const TAIL: u64 = 8192;
+    // The state line is the journal's last line when the run ended (about
+    // 60 bytes) and near its end while it runs: a short tail first, then a
+    // longer one, then the whole journal. Every run's state is read by
+    // `runs list` and each prune, so this reads bytes, not text.
     let len = file.metadata()?.len();
-    let from = len.saturating_sub(TAIL);
-    file.seek(SeekFrom::Start(from))?;
     let mut tail = Vec::new();
-    file.take(TAIL).read_to_end(&mut tail)?;
-    let text = String::from_utf8_lossy(&tail);
-    let found = text.lines().rev().filter(|l| l.starts_with("{\"t\":\"state\"")).find_map(|l| {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
-        RunState::parse(v.get("state")?.as_str()?)
-    });
-    if found.is_none() && from > 0 {
-        // A tail without a state line: read the whole journal (as much of
-        // it as is ever read).
-        let mut all = Vec::new();
-        file.seek(SeekFrom::Start(0))?;
-        file.take(MAX_JOURNAL_BYTES).read_to_end(&mut all)?;
-        return Ok(String::from_utf8_lossy(&all)
-            .lines()
-            .rev()
-            .filter(|l| l.starts_with("{\"t\":\"state\""))
-            .find_map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).ok()?;
-                RunState::parse(v.get("state")?.as_str()?)
-            })
-            .unwrap_or(RunState::Running));
+    for want in [256, 8192, MAX_JOURNAL_BYTES] {
+        let from = len.saturating_sub(want);
+        tail.clear();
+        tail.reserve(usize::try_from(len - from).unwrap_or(0));
+        file.seek(SeekFrom::Start(from))?;
+        Read::take(&mut *file, want).read_to_end(&mut tail)?;
+        if let Some(state) = state_in(&tail) {
+            return Ok(state);
+        }
+        if from == 0 {
+            break;
+        }
     }
-    Ok(found.unwrap_or(RunState::Running))
+    Ok(RunState::Running)
+}
+
+/// The state the last complete `state` line of `bytes` names.
+fn state_in(bytes: &[u8]) -> Option<RunState> {
+    #[derive(serde::Deserialize)]
+    struct StateLine<'a> {
+        #[serde(borrow)]
+        state: &'a str,
+    }
+    bytes.split(|b| *b == b'\n').rev().filter(|l| l.starts_with(b"{\"t\":\"state\"")).find_map(|l| {
+        let line: StateLine<'_> = serde_json::from_slice(l).ok()?;
+        RunState::parse(line.state)
+    })
 }
 
 /// Most bytes of a journal file read back. A run's journal grows by a
@@ -266,9 +271,9 @@ pub(crate) fn lines_of(bytes: &[u8]) -> Result<Vec<String>, std::io::Error> {
     Ok(text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
 }
 
-/// The state of the run whose journal is `path`, probing its lock: a
-/// `running` journal nobody holds was interrupted.
-fn probe(path: &Path, run_id: &str) -> Result<(RunState, bool), StoreError> {
+/// The state of the run whose journal is `path`; a `running` journal
+/// nobody holds (its lock probed) was interrupted.
+fn probe(path: &Path, run_id: &str) -> Result<RunState, StoreError> {
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -280,9 +285,10 @@ fn probe(path: &Path, run_id: &str) -> Result<(RunState, bool), StoreError> {
         Err(e) => return Err(StoreError::failed(format!("cannot read {}", path.display()), e)),
     };
     let state = last_state(&mut file).map_err(|e| StoreError::failed(path.display(), e))?;
-    let held = open_locked(path)?.is_none();
-    let state = if state == RunState::Running && !held { RunState::Interrupted } else { state };
-    Ok((state, held))
+    if state == RunState::Running && open_locked(path)?.is_some() {
+        return Ok(RunState::Interrupted);
+    }
+    Ok(state)
 }
 
 impl JournalStore for LocalStore {
@@ -424,7 +430,7 @@ impl JournalStore for LocalStore {
         blocking(&self.io, move || {
             syncer.wait_written();
             let path = path?;
-            let (state, _) = probe(&path, &run_id)?;
+            let state = probe(&path, &run_id)?;
             let mut file = File::open(&path).map_err(|e| StoreError::failed(path.display(), e))?;
             let lines = read_lines(&mut file).map_err(|e| StoreError::failed(path.display(), e))?;
             Ok(StoredRun { run_id, state, lines })
@@ -458,7 +464,7 @@ impl JournalStore for LocalStore {
                     .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                     .map_or(0, |d| d.as_secs());
                 let state = match probe(&path, &run_id) {
-                    Ok((state, _)) => state,
+                    Ok(state) => state,
                     // Removed meanwhile by another process (a prune).
                     Err(_) if !path.exists() => continue,
                     Err(e) => return Err(e),

@@ -8,9 +8,10 @@ use serde::Serialize;
 
 use super::Runs;
 use super::read::read_receipt_async;
-use super::scan::Found;
+use super::scan::{Found, run_names};
 use crate::journal::record::Header;
 use crate::journal::{NotResumableState, Retention, RunState, StoreError};
+use codemode_base::time_text::basic_utc_unix;
 
 impl Runs {
     /// Removes the runs `retention` does not keep (see [`Retention`] for
@@ -30,6 +31,9 @@ impl Runs {
         let now = options.now.unwrap_or_else(SystemTime::now);
         let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let max_age = retention.keep_days.saturating_mul(86_400);
+        if let Some(runs) = self.within(retention, options.slack, now_unix).await? {
+            return Ok(PruneReport { dry_run: options.dry_run, kept: runs, ..PruneReport::default() });
+        }
         let mut found = self.scan().await?;
         // Newest first.
         found.reverse();
@@ -119,6 +123,44 @@ impl Runs {
         Ok(report)
     }
 
+    /// How many runs there are when, from the run folders' names alone,
+    /// none can be due: the store is the receipts folder (so every run has
+    /// a folder there), there are at most `keep_runs + slack` of them, and
+    /// every one's id says it started less than `keep_days` ago (a run
+    /// changes after it starts, never before). `None` when the names do
+    /// not settle it (a name that is not a run id [`new_run_id`] made, an
+    /// old one, too many): then every run is read.
+    ///
+    /// With `slack` 0 this removes nothing [`Runs::prune`] would have
+    /// removed: a run goes for its count only behind `keep_runs` counted
+    /// runs, and for its age only past `keep_days` since it last changed.
+    ///
+    /// [`new_run_id`]: crate::Engine::new_run_id
+    async fn within(
+        &self,
+        retention: Retention,
+        slack: u64,
+        now_unix: u64,
+    ) -> Result<Option<usize>, StoreError> {
+        if !self.same_folder() {
+            return Ok(None);
+        }
+        let folder = self.receipts.clone();
+        let names = tokio::task::spawn_blocking(move || run_names(&folder))
+            .await
+            .map_err(|e| StoreError::failed("the runs folder task", e))?;
+        let Some(names) = names else { return Ok(None) };
+        if names.len() as u64 > retention.keep_runs.saturating_add(slack) {
+            return Ok(None);
+        }
+        let max_age = retention.keep_days.saturating_mul(86_400);
+        let recent = |name: &String| {
+            let started = name.strip_prefix("run-").and_then(|rest| rest.get(..16)).and_then(basic_utc_unix);
+            started.is_some_and(|started| now_unix.saturating_sub(started) <= max_age)
+        };
+        Ok(names.iter().all(recent).then_some(names.len()))
+    }
+
     /// Whether `run`'s journal header names `workspace` (a journal that
     /// cannot be read is not this workspace's to remove).
     async fn made_in(&self, run: &Found, workspace: &Path) -> bool {
@@ -175,6 +217,14 @@ pub struct PruneOptions {
     /// pruning after a run, so one workspace's retention never removes
     /// another's runs from a shared store. Default: every run.
     pub workspace: Option<PathBuf>,
+    /// How many runs past `keep_runs` may stay until the next prune that
+    /// finds more: while the run folders number at most `keep_runs +
+    /// slack` and none is older than `keep_days`, the prune reads no
+    /// journal and removes nothing; once past, it prunes down to
+    /// `keep_runs`. The pruning after each run uses a tenth of
+    /// `keep_runs`, so it reads every run's state once in that many runs
+    /// instead of after each. Default: 0 (exactly `keep_runs`).
+    pub slack: u64,
 }
 
 impl PruneOptions {
@@ -186,6 +236,13 @@ impl PruneOptions {
     /// These options, removing nothing.
     pub fn dry_run(mut self, on: bool) -> PruneOptions {
         self.dry_run = on;
+        self
+    }
+
+    /// These options, letting `slack` runs past `keep_runs` gather
+    /// ([`PruneOptions::slack`]).
+    pub fn slack(mut self, slack: u64) -> PruneOptions {
+        self.slack = slack;
         self
     }
 

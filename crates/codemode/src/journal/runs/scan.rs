@@ -130,6 +130,27 @@ fn run_folders(root: &Path) -> Result<Vec<Found>, StoreError> {
     Ok(out)
 }
 
+/// The names of the entries under `root` that could be runs' folders
+/// (names a run id may have; nothing else is looked at, not even what
+/// kind of entry each is): none when `root` does not exist, `None` when
+/// it cannot be listed.
+pub(super) fn run_names(root: &Path) -> Option<Vec<String>> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(_) => return None,
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let Ok(entry) = entry else { return None };
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        if crate::journal::local::check_run_id(&name).is_ok() {
+            names.push(name);
+        }
+    }
+    Some(names)
+}
+
 fn unix_of(meta: Option<&std::fs::Metadata>) -> u64 {
     meta.and_then(|m| m.modified().ok())
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())

@@ -221,3 +221,84 @@ async fn an_interrupted_run_is_not_pruned_by_count() {
         .unwrap();
     assert_eq!(report.removed.len(), 1, "by age: {report:?}");
 }
+
+/// A run id as `Engine::new_run_id` makes them, started `ago` before now.
+fn run_id_started(ago: Duration, n: u32) -> String {
+    let at = codemode_base::time_text::rfc3339_utc(SystemTime::now() - ago);
+    let basic: String = at.chars().filter(|c| !matches!(c, '-' | ':')).collect();
+    format!("run-{basic}-{n:08x}")
+}
+
+/// Completed runs named `ids` in a fresh store.
+async fn completed(ids: &[String]) -> (tempfile::TempDir, Runs) {
+    let ws = tempfile::tempdir().unwrap();
+    let runs = Runs::in_folder(None, std::fs::canonicalize(ws.path()).unwrap().join("runs"));
+    for id in ids {
+        let mut j = runs.store().create(id, header(id, "p.js")).await.unwrap();
+        j.append(format!("{CALL_1}\n{DONE_1}\n")).await.unwrap();
+        j.commit(RunState::Completed).await.unwrap();
+    }
+    (ws, runs)
+}
+
+/// A store of at most keep_runs runs, all started within keep_days,
+/// is settled by the folder's names: no journal is opened, so a run
+/// another process holds is not even seen (a full prune reports it busy).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prune_with_nothing_due_reads_no_journal() {
+    let ids: Vec<String> = (0..3).map(|n| run_id_started(Duration::from_secs(60), n)).collect();
+    let (_ws, runs) = completed(&ids).await;
+    let held_id = run_id_started(Duration::ZERO, 9);
+    let _held = runs.store().create(&held_id, header(&held_id, "p.js")).await.unwrap();
+    let retention = |keep_runs| Retention { keep_runs, keep_days: 7 };
+
+    let report = runs.prune(retention(4), &PruneOptions::default()).await.unwrap();
+    assert!(report.busy.is_empty() && report.removed.is_empty(), "{report:?}");
+    assert_eq!(report.kept, 4);
+
+    // One run past keep_runs: every journal is read, the held run seen.
+    let report = runs.prune(retention(3), &PruneOptions::default()).await.unwrap();
+    assert_eq!(report.busy, std::slice::from_ref(&held_id));
+    assert_eq!(report.removed.len(), 0, "the held run does not count: {report:?}");
+}
+
+/// A name that does not settle it (a run id older than keep_days, or not
+/// a run id as the engine makes them) makes the prune read every run, and
+/// then it prunes exactly as without the names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prune_with_nothing_due_by_name_is_the_full_prune() {
+    for odd in [run_id_started(Duration::from_secs(8 * 86_400), 1), "run-by-hand".to_owned()] {
+        let (_ws, runs) = completed(std::slice::from_ref(&odd)).await;
+        let held_id = run_id_started(Duration::ZERO, 9);
+        let _held = runs.store().create(&held_id, header(&held_id, "p.js")).await.unwrap();
+        let report =
+            runs.prune(Retention { keep_runs: 5, keep_days: 7 }, &PruneOptions::default()).await.unwrap();
+        assert_eq!(report.busy, [held_id], "{odd}: every journal read");
+        // The journal was written just now: its age, not its name's, counts.
+        assert!(report.removed.is_empty(), "{odd}: {report:?}");
+    }
+}
+
+/// With slack, runs past keep_runs gather until they are more than the
+/// slack, then the prune goes down to keep_runs, oldest first.
+#[tokio::test(flavor = "multi_thread")]
+async fn slack_lets_runs_gather_then_prunes_to_keep_runs() {
+    let ids: Vec<String> =
+        (0..12).map(|n| run_id_started(Duration::from_secs(600 - u64::from(n)), n)).collect();
+    let (_ws, runs) = completed(&ids[..11]).await;
+    let retention = Retention { keep_runs: 10, keep_days: 7 };
+    let options = PruneOptions::default().slack(1);
+    let report = runs.prune(retention, &options).await.unwrap();
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert_eq!(report.kept, 11);
+
+    let mut j = runs.store().create(&ids[11], header(&ids[11], "p.js")).await.unwrap();
+    j.commit(RunState::Completed).await.unwrap();
+    drop(j);
+    let report = runs.prune(retention, &options).await.unwrap();
+    assert_eq!(report.kept, 10, "{report:?}");
+    assert_eq!(report.removed.len(), 2, "{report:?}");
+    // Without slack, the same store is pruned at once.
+    let report = runs.prune(Retention { keep_runs: 9, ..retention }, &PruneOptions::default()).await.unwrap();
+    assert_eq!(report.removed.len(), 1, "{report:?}");
+}
