@@ -149,37 +149,53 @@ pub fn canonical_json(value: &Value) -> String {
 
 /// The length in bytes of `value` as canonical JSON.
 pub fn canonical_len(value: &Value) -> usize {
-    canonical_json(value).len()
+    let mut out = Vec::new();
+    write_canonical_bytes(value, &mut out);
+    out.len()
 }
 
 /// Appends `value` as canonical JSON ([`canonical_json`]) to `out`.
 pub fn write_canonical(value: &Value, out: &mut String) {
+    let mut bytes = Vec::new();
+    write_canonical_bytes(value, &mut bytes);
+    // serde_json writes UTF-8 only.
+    out.push_str(&String::from_utf8_lossy(&bytes));
+}
+
+/// Appends `value` as canonical JSON ([`canonical_json`]) to `out`, as
+/// UTF-8 bytes: what a digest hashes, with no allocation per key or
+/// scalar.
+pub fn write_canonical_bytes(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
+                // Writing to a vector cannot fail; a string always serializes.
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
+                write_canonical_bytes(item, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                write_canonical(item, out);
+                write_canonical_bytes(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => {
+            // As for keys: a JSON scalar always serializes.
+            let _ = serde_json::to_writer(&mut *out, scalar);
+        }
     }
 }
 
@@ -187,6 +203,17 @@ pub fn write_canonical(value: &Value, out: &mut String) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level_and_escapes_as_serde_json() {
+        let v = json!({"b": [1, {"z": "\u{1}\"é", "a": 2.5}], "a": null, "é": true, "Z": -0});
+        let expected = r#"{"Z":0,"a":null,"b":[1,{"a":2.5,"z":"\u0001\"é"}],"é":true}"#;
+        assert_eq!(canonical_json(&v), expected);
+        assert_eq!(canonical_len(&v), expected.len());
+        let mut bytes = b"x".to_vec();
+        write_canonical_bytes(&v, &mut bytes);
+        assert_eq!(&bytes[1..], expected.as_bytes());
+    }
 
     #[test]
     fn unpaired_surrogates_become_replacement_characters() {

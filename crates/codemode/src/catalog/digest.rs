@@ -4,7 +4,7 @@
 //! a 0x01 byte, the description, a 0x01 byte, the canonical JSON of the input
 //! schema, and a newline. An empty catalog hashes the empty string.
 
-use codemode_base::json_text::write_canonical;
+use codemode_base::json_text::write_canonical_bytes;
 use sha2::{Digest, Sha256};
 
 use super::ToolSpec;
@@ -12,15 +12,15 @@ use super::ToolSpec;
 /// The lower-case hex catalog digest of `specs`, in the order given.
 pub(crate) fn catalog_digest<'a>(specs: impl Iterator<Item = &'a ToolSpec>) -> String {
     let mut hasher = Sha256::new();
-    let mut buf = String::new();
+    let mut buf = Vec::new();
     for spec in specs {
         hasher.update(spec.name.as_bytes());
         hasher.update([0x01]);
         hasher.update(spec.description.as_bytes());
         hasher.update([0x01]);
         buf.clear();
-        write_canonical(&spec.input_schema, &mut buf);
-        hasher.update(buf.as_bytes());
+        write_canonical_bytes(&spec.input_schema, &mut buf);
+        hasher.update(&buf);
         hasher.update(b"\n");
     }
     hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()

@@ -40,7 +40,9 @@ pub(crate) fn limits_json(l: &Limits) -> Value {
 /// same bytes serde_json wrote for such a value before objects kept their
 /// insertion order, so journals written then still match.
 pub(crate) fn json_sha256(value: &Value) -> String {
-    sha256_hex(codemode_base::json_text::canonical_json(value).as_bytes())
+    let mut bytes = Vec::new();
+    codemode_base::json_text::write_canonical_bytes(value, &mut bytes);
+    sha256_hex(&bytes)
 }
 
 /// The top-level keys of two JSON objects whose values differ, each as
