@@ -10,8 +10,9 @@
 //! once, which share their syncs), `W2_traced` (W1 and W2 with
 //! OpenTelemetry tracing off and on, `workloads_traced/mod.rs`) and
 //! `W8_cli_start` (`codemode run` of a `return 1` program, the whole
-//! process, beside `bash -c true`, in turn; needs the release binary as W7
-//! does). And `floor`, run
+//! process, beside `bash -c true`, in turn, in a fresh workspace and again
+//! with 200 runs kept, the default retention's steady state; needs the
+//! release binary as W7 does). And `floor`, run
 //! only when named: W1, W2, W3 and W5 of bare rquickjs next to codemode's
 //! in one sitting (`workloads_floor/mod.rs`), since on this machine only
 //! the ratio is stable.
@@ -591,6 +592,10 @@ fn main() -> ExitCode {
 /// W8_cli_start: pairs run first and not counted, then timed pairs.
 const W8_CLI_WARMUP: usize = 3;
 const W8_CLI_PAIRS: usize = 50;
+/// W8_cli_start's second pass: runs made first, so the workspace holds as
+/// many as the default retention keeps (`keep_runs` 200), every user's
+/// steady state.
+const W8_CLI_KEPT: usize = 200;
 
 /// W8_cli_start: `codemode run prog.js` of `return 1` (the binary W7 uses:
 /// `$CODEMODE_W7_BIN`, else the release build next to this example) and
@@ -603,7 +608,16 @@ const W8_CLI_PAIRS: usize = 50;
 /// instructions of one `codemode run` from `perf stat` when it counts them
 /// (else why not).
 fn run_w8_cli_start() {
+    w8_cli_start_pass(0);
+    w8_cli_start_pass(W8_CLI_KEPT);
+}
+
+/// One pass of [`run_w8_cli_start`], with `kept` runs made first (named
+/// `W8_cli_start_kept<kept>_*` when not 0; the instruction count only for
+/// the fresh pass).
+fn w8_cli_start_pass(kept: usize) {
     let bin = w7_binary();
+    let name = if kept == 0 { "W8_cli_start".to_owned() } else { format!("W8_cli_start_kept{kept}") };
     let dir = tempfile::tempdir().unwrap_or_else(|e| die(format!("W8_cli_start: cannot make a folder: {e}")));
     let workspace = dir.path().join("ws");
     std::fs::create_dir(&workspace).unwrap_or_else(|e| die(format!("W8_cli_start: {e}")));
@@ -637,6 +651,9 @@ fn run_w8_cli_start() {
         }
         took
     };
+    for _ in 0..kept {
+        time(codemode(), true);
+    }
     let (mut runs, mut shells, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..W8_CLI_WARMUP + W8_CLI_PAIRS {
         let (run, shell) = if i % 2 == 0 {
@@ -660,13 +677,16 @@ fn run_w8_cli_start() {
         (spread(&mut runs), spread(&mut shells), spread(&mut ratios));
     let system =
         format!("codemode {} (codemode run, defaults: posture ask, journal on)", env!("CARGO_PKG_VERSION"));
-    emit_as(&system, "W8_cli_start_p50", json!((r1 * 100.0).round() / 100.0), "ms");
-    emit_as(&system, "W8_cli_start_ratio_p50", json!((q1 * 100.0).round() / 100.0), "x bash -c true");
+    emit_as(&system, &format!("{name}_p50"), json!((r1 * 100.0).round() / 100.0), "ms");
+    emit_as(&system, &format!("{name}_ratio_p50"), json!((q1 * 100.0).round() / 100.0), "x bash -c true");
     eprintln!(
-        "W8_cli_start: {} ({W8_CLI_PAIRS} pairs) min / median / max: codemode run {r0:.2} / {r1:.2} / {r2:.2} ms, \
+        "{name}: {} ({W8_CLI_PAIRS} pairs) min / median / max: codemode run {r0:.2} / {r1:.2} / {r2:.2} ms, \
          bash -c true {s0:.2} / {s1:.2} / {s2:.2} ms, ratio pair by pair {q0:.2} / {q1:.2} / {q2:.2}",
         bin.display()
     );
+    if kept != 0 {
+        return;
+    }
     let mut perf = Command::new("perf");
     perf.args(["stat", "-x", ",", "-e", "instructions:u", "--"]).arg(&bin).arg("run").arg(&program);
     perf.current_dir(&workspace).env("XDG_STATE_HOME", &state).stdout(std::process::Stdio::null());
