@@ -12,8 +12,11 @@
 //! `W8_cli_start` (`codemode run` of a `return 1` program, the whole
 //! process, beside `bash -c true`, in turn, in a fresh workspace and again
 //! with 200 runs kept, the default retention's steady state; needs the
-//! release binary as W7 does). And `floor`, run
-//! only when named: W1, W2, W3 and W5 of bare rquickjs next to codemode's
+//! release binary as W7 does). And, run only when named: `W11_serve_load`
+//! (does `codemode mcp serve` give back the memory and processes sessions
+//! and requests took; `workloads_serve_load/mod.rs`, needs the release
+//! binary as W7 does) and `floor`: W1, W2, W3 and W5 of bare rquickjs next
+//! to codemode's
 //! in one sitting (`workloads_floor/mod.rs`), since on this machine only
 //! the ratio is stable.
 //!
@@ -37,6 +40,8 @@
 // Not a folder of its own example: no main.rs in it.
 #[path = "workloads_floor/mod.rs"]
 mod workloads_floor;
+#[path = "workloads_serve_load/mod.rs"]
+mod workloads_serve_load;
 #[path = "workloads_traced/mod.rs"]
 mod workloads_traced;
 
@@ -550,10 +555,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let selected: Vec<&str> = match args.last().map(String::as_str) {
         None => WORKLOADS.to_vec(),
-        Some(w) if WORKLOADS.contains(&w) || w == "floor" => vec![w],
+        Some(w) if WORKLOADS.contains(&w) || w == "floor" || w == "W11_serve_load" => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|W8_cli_start|floor]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|W8_cli_start|W11_serve_load|floor]"
             );
             return ExitCode::from(2);
         }
@@ -583,6 +588,7 @@ fn main() -> ExitCode {
             ),
             "W8_cli_start" => run_w8_cli_start(),
             "floor" => workloads_floor::run(),
+            "W11_serve_load" => workloads_serve_load::run(),
             _ => unreachable!("checked above"),
         }
     }

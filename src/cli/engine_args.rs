@@ -161,6 +161,9 @@ pub(crate) struct EngineArgs {
     /// [`EngineArgs::without_admission`]).
     #[arg(skip)]
     no_admission: bool,
+    /// `--upstream-idle` of `mcp serve` (see [`EngineArgs::with_upstream_idle`]).
+    #[arg(skip)]
+    upstream_idle: Option<std::time::Duration>,
 }
 
 impl EngineArgs {
@@ -168,6 +171,13 @@ impl EngineArgs {
     /// `[limits]`).
     pub(crate) fn with_limits(mut self, flags: LimitSettings) -> Self {
         self.limits = flags;
+        self
+    }
+
+    /// These options with MCP servers stopped after `idle` without a call
+    /// (`None`: never).
+    pub(crate) fn with_upstream_idle(mut self, idle: Option<std::time::Duration>) -> Self {
+        self.upstream_idle = idle;
         self
     }
 
@@ -365,7 +375,8 @@ impl EngineArgs {
             JournalChoice::Store(store) => builder = builder.journal(store),
         }
         if let Some(config) = self.mcp_config(&workspace)? {
-            let mut options = codemode::mcp::PoolOptions::default();
+            let mut options =
+                codemode::mcp::PoolOptions { idle_stop: self.upstream_idle, ..Default::default() };
             if self.login {
                 options.interactive_login = Some(Arc::new(codemode::mcp::oauth::InteractiveLogin::new(
                     |server, url, opened| {

@@ -53,11 +53,22 @@ pub(crate) struct ServeArgs {
     /// ones, as scheme://host[:port] (`:*` for any port); repeatable.
     #[arg(long, value_name = "URL", requires = "http")]
     allow_origin: Vec<String>,
-    /// The most 2025-11-25 client sessions open at once over --http; an
-    /// `initialize` past it gets 503 with Retry-After (sessions end when
-    /// their client closes them, or idle) [default: 1000].
+    /// The most 2025-11-25 client sessions open at once over --http; at
+    /// the bound the session idle longest ends to make room, and an
+    /// `initialize` gets 503 with Retry-After only when every session is
+    /// busy [default: 1000].
     #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: Option<u32>,
+    /// Seconds a 2025-11-25 session over --http may stay idle (no message,
+    /// no tool call in flight, no run of its own going) before it ends
+    /// with its upstream MCP servers [default: 300].
+    #[arg(long, value_name = "SECS", requires = "http")]
+    session_idle: Option<f64>,
+    /// Seconds an upstream MCP server may go without a tool call before it
+    /// is stopped (its next call starts it again); `off` keeps it running
+    /// [default: 600].
+    #[arg(long, value_name = "SECS|off")]
+    upstream_idle: Option<String>,
     /// A host name (or name:port) accepted in the Host header besides
     /// localhost, 127.0.0.1 and ::1, e.g. the public name a reverse proxy
     /// passes on; repeatable.
@@ -89,7 +100,12 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
     if !args.engine.workspace_given() {
         super::own_server::refuse_implicit_workspace()?;
     }
-    args.engine = args.engine.with_limits(args.limits.settings()).without_admission(args.no_admission);
+    let upstream_idle = upstream_idle(args.upstream_idle.as_deref())?;
+    args.engine = args
+        .engine
+        .with_limits(args.limits.settings())
+        .without_admission(args.no_admission)
+        .with_upstream_idle(upstream_idle);
     let http = http_options(&args)?;
     let engine = args.engine.clone().approve_by_default("deny").build()?;
     if let Some(path) = &args.token_file {
@@ -180,6 +196,9 @@ fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
     if let Some(max) = args.max_sessions {
         options.max_sessions = max as usize;
     }
+    if let Some(secs) = args.session_idle {
+        options.session_idle = seconds("--session-idle", secs)?;
+    }
     // Upstream MCP servers per 2025-11-25 session: each session's engine is
     // built like the shared one. Without an MCP configuration there is
     // nothing per session, and the shared engine serves every session.
@@ -192,17 +211,39 @@ fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
     Ok(Some(options))
 }
 
+/// The default of `--upstream-idle`.
+const UPSTREAM_IDLE: Duration = Duration::from_secs(600);
+
+/// `--upstream-idle SECS|off`: how long an upstream MCP server may go
+/// without a call (`None`: for ever).
+fn upstream_idle(given: Option<&str>) -> anyhow::Result<Option<Duration>> {
+    match given.map(str::trim) {
+        None => Ok(Some(UPSTREAM_IDLE)),
+        Some("off") => Ok(None),
+        Some(text) => {
+            let secs = text.parse::<f64>().map_err(|_| {
+                anyhow::anyhow!(
+                    "--upstream-idle {text}: give a number of seconds, or `off` to keep servers running"
+                )
+            })?;
+            seconds("--upstream-idle", secs).map(Some)
+        }
+    }
+}
+
+/// `secs` as a duration for `flag`: above 0 and at most a day.
+fn seconds(flag: &str, secs: f64) -> anyhow::Result<Duration> {
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        bail!("{flag} must be a number of seconds above 0 and at most 86400 (fractions allowed), got {secs}");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 /// The server's options from the command line.
 fn serve_options(args: &ServeArgs, workspace: &std::path::Path) -> anyhow::Result<ServeOptions> {
-    let secs = args.approval_timeout;
-    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-        bail!(
-            "--approval-timeout must be a number of seconds above 0 and at most 86400 (fractions allowed), got {secs}"
-        );
-    }
     let mut options = ServeOptions::default();
     options.direct_tools = args.direct_tools;
-    options.approval_timeout = Duration::from_secs_f64(secs);
+    options.approval_timeout = seconds("--approval-timeout", args.approval_timeout)?;
     options.approver = match args.engine.approver_spec().map(str::trim) {
         None => None,
         Some("prompt") => bail!(

@@ -59,6 +59,7 @@ mod sandbox_writable;
 mod serve_approvals;
 mod serve_clients;
 mod serve_http;
+mod serve_sessions;
 mod serve_stdio;
 mod serve_surface;
 mod telemetry;

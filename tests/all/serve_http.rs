@@ -95,6 +95,21 @@ fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Child {
         .expect("the binary starts")
 }
 
+/// A workspace with `servers.json` configuring the fixture server `fx`
+/// (tests/fixtures/mcp/misbehaving.py, `normal`), which writes its pids
+/// to the returned file.
+pub fn with_fixture_server() -> (tempfile::TempDir, std::path::PathBuf) {
+    let ws = crate::common::workspace();
+    let pid_file = ws.path().join("pids");
+    let servers = json!({"mcpServers": {"fx": {
+        "command": wrapper(),
+        "args": ["python3", fixture(), "normal"],
+        "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()},
+    }}});
+    std::fs::write(ws.path().join("servers.json"), servers.to_string()).unwrap();
+    (ws, pid_file)
+}
+
 /// One HTTP answer.
 #[derive(Debug)]
 pub struct Reply {
@@ -290,36 +305,6 @@ fn a_2026_07_28_client_discovers_and_calls_without_a_session() {
 }
 
 #[test]
-fn sessions_past_the_bound_are_refused_with_503_until_one_is_closed() {
-    // Clients that leave without DELETE are common; opening sessions in a
-    // loop grew the server without end (the serve_http_request fuzz target).
-    let ws = crate::common::workspace();
-    let served = Served::start(&["--http", "127.0.0.1:0", "--max-sessions", "3"], ws.path(), &[]);
-    let sessions: Vec<String> = (0..3).map(|_| open_session(&served.url, &[], json!({}))).collect();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}});
-    let refused = post(&served.url, &[], &init);
-    assert_eq!(refused.status, 503, "{refused:?}");
-    assert!(
-        refused.body.contains("3 sessions open") && refused.body.contains("--max-sessions 3"),
-        "{refused:?}"
-    );
-    assert_eq!(refused.header("retry-after").as_deref(), Some("60"), "{refused:?}");
-    // The sessions open go on, and 2026-07-28 requests open none.
-    let listed = in_session(&served.url, &sessions[0], 2, "tools/list", json!({}));
-    assert!(listed["result"]["tools"].is_array(), "{listed}");
-    assert_eq!(
-        modern_call(&served.url, json!({"code": "return 1"}), json!({}), false)["structuredContent"]["value"],
-        1
-    );
-    // Closing one makes room for one.
-    let headers = [("Mcp-Session-Id", sessions[1].as_str()), ("MCP-Protocol-Version", LEGACY)];
-    assert!((200..300).contains(&request("DELETE", &served.url, &headers, None).status));
-    open_session(&served.url, &[], json!({}));
-    assert_eq!(post(&served.url, &[], &init).status, 503);
-}
-
-#[test]
 fn a_foreign_origin_or_host_is_refused() {
     let ws = crate::common::workspace();
     let args = ["--http", "127.0.0.1:0", "--allow-origin", "https://app.example.com:443"];
@@ -393,14 +378,7 @@ fn beyond_loopback_a_bearer_token_is_required() {
 
 #[test]
 fn each_2025_11_25_session_has_its_own_mcp_servers_ended_with_the_session() {
-    let ws = crate::common::workspace();
-    let pid_file = ws.path().join("pids");
-    let servers = json!({"mcpServers": {"fx": {
-        "command": wrapper(),
-        "args": ["python3", fixture(), "normal"],
-        "env": {"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()},
-    }}});
-    std::fs::write(ws.path().join("servers.json"), servers.to_string()).unwrap();
+    let (ws, pid_file) = with_fixture_server();
     let args = ["--http", "127.0.0.1:0", "--mcp-config", "servers.json", "--posture", "full-access"];
     let served = Served::start(&args, ws.path(), &[]);
     let call = json!({"name": "execute_tools", "arguments": {"code": "return await tools.call('mcp__fx__echo', {text: 'hi'})"}});

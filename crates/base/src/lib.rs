@@ -13,6 +13,7 @@
 //!   configuration files), [`command_files`] (the workspace files a
 //!   command names), [`links`] (symbolic links on the way to a path),
 //!   [`process_group`] (children in a process group of their own, Unix);
+//! - [`memory`]: giving freed memory back to the system (glibc);
 //! - [`pacing`]: the limits on how a tool or an MCP server is called
 //!   (calls in flight, calls per second, retries);
 //! - [`run_state`]: where run state (journals, receipts, spill files) is
@@ -32,6 +33,7 @@ pub mod json_text;
 pub mod limit_settings;
 pub mod limits;
 pub mod links;
+pub mod memory;
 pub mod pacing;
 #[cfg(unix)]
 pub mod process_group;

@@ -111,6 +111,11 @@ impl CodeModeServer {
         super::saves::wait_all(wait).await;
     }
 
+    /// Whether a run this server answered `running` for is still going.
+    pub(crate) fn holds_runs_going(&self) -> bool {
+        self.inner.background.going()
+    }
+
     /// The engine this server runs programs on.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine

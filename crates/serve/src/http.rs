@@ -16,11 +16,11 @@
 //! loopback or allowed origin (DNS rebinding, MCP basic/transports,
 //! "Security Warning"), else 403; a body above [`MAX_BODY_BYTES`] gets 413.
 //!
-//! Upstream MCP servers live as long as the engine that started them: the
-//! shared engine (2026-07-28 requests) for the life of the process; with an
-//! [`EngineFactory`], each 2025-11-25 session gets its own engine on its
-//! first tool call, whose MCP servers end when the session closes or
-//! expires.
+//! Upstream MCP servers live as long as the engine that started them (or
+//! until idle past the engine's `idle_stop`): the shared engine (2026-07-28
+//! requests) for the life of the process; with an [`EngineFactory`], each
+//! 2025-11-25 session gets its own engine on its first tool call, whose MCP
+//! servers end when the session closes or ends idle (sessions.rs).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -41,12 +41,14 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::SessionId;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 use tokio_util::sync::CancellationToken;
 
+use super::sessions::{SESSION_IDLE, Tracked};
 use super::{CodeModeServer, ServeError};
 use codemode::Engine;
 
@@ -59,11 +61,11 @@ pub const ENDPOINT: &str = "/mcp";
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// The most 2025-11-25 sessions kept at once by default. A session lives
-/// until its client closes it (`DELETE`) or it goes idle
-/// ([`HttpOptions`]' idle time), and clients that leave without closing
+/// until its client closes it (`DELETE`) or it stays idle
+/// ([`HttpOptions::session_idle`]), and clients that leave without closing
 /// are common: without a bound, a client on loopback opening sessions in a
 /// loop grew the server without end (found by the `serve_http_request`
-/// fuzz target).
+/// fuzz target). At the bound the session idle longest ends to make room.
 pub const MAX_SESSIONS: usize = 1000;
 
 /// The fewest bytes a bearer token may have.
@@ -103,10 +105,19 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The largest request body, in bytes. Default: [`MAX_BODY_BYTES`].
     pub max_body_bytes: usize,
-    /// The most 2025-11-25 sessions open at once; an `initialize` past it
-    /// gets 503 with `Retry-After`, naming the bound. 2026-07-28 requests
-    /// open no session and are not counted. Default: [`MAX_SESSIONS`].
+    /// The most 2025-11-25 sessions open at once; an `initialize` at the
+    /// bound ends the session idle longest (no tool call in flight, no run
+    /// of its own going) to make room, and gets 503 with `Retry-After`,
+    /// naming the bound, only when every session is busy. 2026-07-28
+    /// requests open no session and are not counted. Default:
+    /// [`MAX_SESSIONS`].
     pub max_sessions: usize,
+    /// How long a 2025-11-25 session may stay idle (no message, no tool
+    /// call in flight, no run of its own going) before it ends, with its
+    /// engine and upstream MCP servers; its next request gets 404. Checked
+    /// every quarter of it (at least every 50 ms, at most every 30 s).
+    /// Default: [`SESSION_IDLE`] (5 minutes).
+    pub session_idle: Duration,
     /// Gives each 2025-11-25 session its own engine (and so its own
     /// upstream MCP servers). Default: none, every session shares the
     /// server's engine.
@@ -123,6 +134,7 @@ impl HttpOptions {
             allowed_origins: Vec::new(),
             max_body_bytes: MAX_BODY_BYTES,
             max_sessions: MAX_SESSIONS,
+            session_idle: SESSION_IDLE,
             session_engines: None,
         }
     }
@@ -137,6 +149,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_sessions", &self.max_sessions)
+            .field("session_idle", &self.session_idle)
             .field("session_engines", &self.session_engines.is_some())
             .finish()
     }
@@ -149,6 +162,9 @@ pub struct HttpServer {
     front: Arc<Front>,
     shared: CodeModeServer,
     sessions: Arc<Sessions>,
+    /// The 2025-11-25 sessions, swept for idle ones while serving.
+    tracked: Arc<Tracked>,
+    session_idle: Duration,
     inflight: Arc<tokio::sync::RwLock<()>>,
     /// Cancels the runs in flight.
     stop: CancellationToken,
@@ -186,7 +202,18 @@ impl CodeModeServer {
             next: AtomicU64::new(1),
         });
         let inflight = Arc::new(tokio::sync::RwLock::new(()));
+        // rmcp's own clock ends a session after this long without a
+        // message, busy or not: kept as the outer bound, longer than any
+        // run. Idle sessions end much sooner (sessions.rs).
+        let mut sessions_config =
+            rmcp::transport::streamable_http_server::session::local::SessionConfig::default();
+        sessions_config.keep_alive =
+            Some(session_idle(self.engine().limits().deadline, self.options().approval_timeout));
+        let mut manager = LocalSessionManager::default();
+        manager.session_config = sessions_config;
+        let tracked = Arc::new(Tracked::new(manager));
         let gateway = Gateway {
+            tracked: tracked.clone(),
             shared: self.clone(),
             sessions: sessions.clone(),
             own: Arc::new(tokio::sync::OnceCell::new()),
@@ -201,22 +228,16 @@ impl CodeModeServer {
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.max_body_bytes)
             .with_cancellation_token(close.clone());
-        let mut sessions_config =
-            rmcp::transport::streamable_http_server::session::local::SessionConfig::default();
-        let sessions_config_idle =
-            session_idle(self.engine().limits().deadline, self.options().approval_timeout);
-        sessions_config.keep_alive = Some(sessions_config_idle);
-        let mut manager = LocalSessionManager::default();
-        manager.session_config = sessions_config;
-        let manager = Arc::new(manager);
-        let service = StreamableHttpService::new(move || Ok(gateway.fresh()), manager.clone(), config);
-        let sessions_bound = SessionsBound { manager, max: options.max_sessions, idle: sessions_config_idle };
+        let service = StreamableHttpService::new(move || Ok(gateway.fresh()), tracked.clone(), config);
+        let sessions_bound = SessionsBound { tracked: tracked.clone(), max: options.max_sessions };
         Ok(HttpServer {
             listener,
             addr,
             front: Arc::new(Front { service, token, sessions: sessions_bound }),
             shared: self,
             sessions,
+            tracked,
+            session_idle: options.session_idle,
             inflight,
             stop,
             close,
@@ -244,6 +265,7 @@ impl HttpServer {
     /// None today; the result leaves room for transport failures.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let graceful = GracefulShutdown::new();
+        let sweeping = tokio::spawn(sweep_sessions(self.tracked.clone(), self.session_idle));
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -266,6 +288,7 @@ impl HttpServer {
             }
         }
         drop(self.listener);
+        sweeping.abort();
         // Runs in flight stop, save their receipts and answer; then the
         // sessions and streams end, and the connections close.
         self.stop.cancel();
@@ -359,26 +382,36 @@ fn allowed_origins(options: &HttpOptions) -> Vec<String> {
 /// What every HTTP request meets first: the path and the bearer token,
 /// then rmcp's service (Host, Origin, body size, MCP).
 struct Front {
-    service: StreamableHttpService<Gateway, LocalSessionManager>,
+    service: StreamableHttpService<Gateway, Tracked>,
     /// SHA-256 of the bearer token, when one is required.
     token: Option<[u8; 32]>,
     sessions: SessionsBound,
 }
 
+/// Ends the sessions idle for `idle`, every quarter of it, until aborted.
+async fn sweep_sessions(tracked: Arc<Tracked>, idle: Duration) {
+    let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(every).await;
+        if tracked.sweep(idle).await > 0 {
+            codemode_base::memory::give_back();
+        }
+    }
+}
+
 /// The bound on 2025-11-25 sessions open at once.
 struct SessionsBound {
-    manager: Arc<LocalSessionManager>,
+    tracked: Arc<Tracked>,
     max: usize,
-    /// How long an idle session lives, for the refusal's message.
-    idle: Duration,
 }
 
 impl SessionsBound {
-    /// 503 when `request` would open one more session than the bound: a
-    /// `POST` without `Mcp-Session-Id` of a client of 2025-11-25 or older
-    /// (its `initialize`; rmcp refuses any other such request). Checked
-    /// before rmcp reads the body, so initializes arriving at once may pass
-    /// the bound by their number.
+    /// When `request` would open one more session than the bound (a
+    /// `POST` without `Mcp-Session-Id` of a client of 2025-11-25 or older:
+    /// its `initialize`; rmcp refuses any other such request), ends the
+    /// session idle longest to make room, or answers 503 when every session
+    /// is busy. Checked before rmcp reads the body, so initializes arriving
+    /// at once may pass the bound by their number.
     async fn refusal(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
         let headers = request.headers();
         let modern = headers
@@ -388,21 +421,23 @@ impl SessionsBound {
         if request.method() != hyper::Method::POST || headers.contains_key("mcp-session-id") || modern {
             return None;
         }
-        let open = self.manager.sessions.read().await.len();
-        (open >= self.max).then(|| {
+        if self.tracked.make_room(self.max).await {
+            return None;
+        }
+        let open = self.tracked.open().await;
+        {
             let mut response = plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "Service Unavailable: codemode mcp serve has {open} sessions open, the most it keeps \
-                     (--max-sessions {}); close sessions you no longer use (DELETE with their Mcp-Session-Id), \
-                     or retry once idle ones end (after {} s without a message)",
+                     (--max-sessions {}), and every one is running a tool call or a run; retry when one \
+                     ends, or close sessions you no longer use (DELETE with their Mcp-Session-Id)",
                     self.max,
-                    self.idle.as_secs()
                 ),
             );
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
-            response
-        })
+            Some(response)
+        }
     }
 }
 
@@ -489,14 +524,19 @@ impl Drop for SessionServer {
     fn drop(&mut self) {
         let engine = self.sessions.live.lock().ok().and_then(|mut live| live.remove(&self.id));
         if let (Some(engine), Ok(runtime)) = (engine, tokio::runtime::Handle::try_current()) {
-            runtime.spawn(async move { engine.shutdown_mcp().await });
+            runtime.spawn(async move {
+                engine.shutdown_mcp().await;
+                drop(engine);
+                codemode_base::memory::give_back();
+            });
         }
     }
 }
 
-/// How long a 2025-11-25 session may go without a message before it is
-/// ended (its engine and upstream servers with it). rmcp counts a session
-/// idle while one of its requests runs, so this outlasts the longest run:
+/// How long a 2025-11-25 session may go without a message before rmcp ends
+/// it, busy or not (the outer bound; idle sessions end sooner, see
+/// [`HttpOptions::session_idle`]). rmcp counts a session idle while one of
+/// its requests runs, so this outlasts the longest run:
 /// the deadline plus ten approvals waited to their timeout (the person's
 /// time is not the run's), and a minute; at least rmcp's default of five
 /// minutes, at most a day.
@@ -512,6 +552,8 @@ fn session_idle(deadline: Duration, approval_timeout: Duration) -> Duration {
 #[derive(Clone)]
 struct Gateway {
     shared: CodeModeServer,
+    /// The sessions' use: each tool call marks its session busy.
+    tracked: Arc<Tracked>,
     sessions: Arc<Sessions>,
     /// This session's own server, made on its first tool call.
     own: Arc<tokio::sync::OnceCell<SessionServer>>,
@@ -526,11 +568,12 @@ impl Gateway {
         Gateway { own: Arc::new(tokio::sync::OnceCell::new()), ..self.clone() }
     }
 
-    /// The server that runs this request's tool calls.
-    async fn server_for(&self, cx: &RequestContext<RoleServer>) -> Result<CodeModeServer, McpError> {
-        let Some(factory) = self.sessions.factory.clone() else { return Ok(self.shared.clone()) };
+    /// The server that runs this request's tool calls, and whether it is
+    /// this session's own.
+    async fn server_for(&self, cx: &RequestContext<RoleServer>) -> Result<(CodeModeServer, bool), McpError> {
+        let Some(factory) = self.sessions.factory.clone() else { return Ok((self.shared.clone(), false)) };
         if super::is_modern(cx) {
-            return Ok(self.shared.clone());
+            return Ok((self.shared.clone(), false));
         }
         let own = self
             .own
@@ -550,7 +593,7 @@ impl Gateway {
             .map_err(|e| {
                 McpError::internal_error(format!("could not start this session's engine: {e}"), None)
             })?;
-        Ok(own.server.clone())
+        Ok((own.server.clone(), true))
     }
 }
 
@@ -586,9 +629,18 @@ impl ServerHandler for Gateway {
         // Cancelled by the client's cancellation or by the server stopping;
         // ended with this call.
         let _end = super::handler::link_cancellation(&mut context, &self.stop);
-        let server = self.server_for(&context).await?;
+        let (server, own) = self.server_for(&context).await?;
+        // The session is busy while the call runs (and, with its own
+        // server, while that server holds runs going).
+        let _busy = session_id(&context).map(|id| self.tracked.busy(id, own.then(|| server.clone())));
         server.call_tool(request, context).await
     }
+}
+
+/// The `Mcp-Session-Id` of the request `cx`, when it has one.
+fn session_id(cx: &RequestContext<RoleServer>) -> Option<SessionId> {
+    let parts = cx.extensions.get::<::http::request::Parts>()?;
+    parts.headers.get("mcp-session-id")?.to_str().ok().map(SessionId::from)
 }
 
 #[cfg(test)]

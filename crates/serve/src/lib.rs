@@ -28,6 +28,8 @@ mod request_state;
 mod result;
 mod rollback;
 mod saves;
+#[cfg(feature = "http")]
+mod sessions;
 mod stdout_watch;
 mod surface;
 mod trace_parent;
@@ -41,6 +43,8 @@ pub use handler::CodeModeServer;
 pub use http::{ENDPOINT, EngineFactory, HttpOptions, HttpServer, MAX_BODY_BYTES, TOKEN_MIN_BYTES};
 pub use request_state::STATE_KEY_BYTES;
 pub use result::TEXT_BYTES;
+#[cfg(feature = "http")]
+pub use sessions::SESSION_IDLE;
 pub use surface::LIST_BUDGET;
 
 use codemode::Approver;

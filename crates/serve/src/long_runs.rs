@@ -121,6 +121,11 @@ impl<T: Send + Sync + 'static> Background<T> {
         }
     }
 
+    /// Whether a run held here has not ended yet.
+    pub(crate) fn going(&self) -> bool {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner).values().any(|(_, ended)| ended.is_none())
+    }
+
     /// Run `run_id`, when this server holds it (going on, or ended less
     /// than [`KEEP_ENDED`] ago).
     pub(crate) fn get(&self, run_id: &str) -> Option<Arc<Held<T>>> {

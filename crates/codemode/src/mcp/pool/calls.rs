@@ -80,6 +80,7 @@ impl McpPool {
         cx: Option<&ToolContext>,
     ) -> Result<ToolOutput, McpError> {
         let server = slot.config.name.as_str();
+        let _in_use = super::idle::InUse::new(slot);
         let seen = slot.starts.lock().expect("starts lock").0;
         let (connection, _) = self.connection(slot, cx, Some(seen)).await?;
         // A `list_changed` received before this call applies to it. A call

@@ -140,6 +140,8 @@ impl McpPool {
         ));
         *state = State::Up(connection);
         *slot.status.lock().expect("status lock") = ServerState::Running;
+        super::idle::started(slot);
+        self.sweep_idle();
     }
 
     fn fail(&self, slot: &Slot, state: &mut State, error: McpError) -> McpError {

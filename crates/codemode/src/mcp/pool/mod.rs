@@ -44,15 +44,21 @@
 //!   lived longer resets the count. Calls that waited for a start that
 //!   failed all fail with its error at once; they do not start the server
 //!   again one after the other.
+//! - **Idle stop.** With [`PoolOptions::idle_stop`], a server with no
+//!   call in flight and none for that long is stopped (its process group
+//!   ended) by a sweep that runs while the pool lives; its next use starts
+//!   it again, as after any end (`idle.rs`).
 //! - **Shutdown.** [`McpPool::shutdown`] (or dropping the last handle) ends
 //!   every connection: the session is closed and each stdio server's process
 //!   group is killed and reaped.
 //!
 //! The parts: starting a server (`connecting.rs`), tool calls
-//! (`calls.rs`) and listing tools (`listing.rs`).
+//! (`calls.rs`), listing tools (`listing.rs`) and stopping idle servers
+//! (`idle.rs`).
 
 mod calls;
 mod connecting;
+mod idle;
 mod listing;
 
 use std::collections::BTreeMap;
@@ -121,6 +127,14 @@ pub struct PoolOptions {
     /// [`McpError::LoginRequired`](crate::mcp::McpError::LoginRequired), and
     /// nothing waits for a browser).
     pub interactive_login: Option<Arc<crate::mcp::oauth::InteractiveLogin>>,
+    /// Stop a running server that has had no tool call in flight for this
+    /// long; its next call starts it again (the start costs what a first
+    /// start does). Checked every quarter of it (at least every 50 ms, at
+    /// most every 30 s), so a server may run up to a quarter longer. A
+    /// listing alone (`tool_search`, [`McpPool::connect`]) counts as a use
+    /// only when it starts the server. Default: none, a server runs until
+    /// the pool ends.
+    pub idle_stop: Option<Duration>,
 }
 
 impl Default for PoolOptions {
@@ -134,6 +148,7 @@ impl Default for PoolOptions {
             connect_check: None,
             workspace: None,
             interactive_login: None,
+            idle_stop: None,
         }
     }
 }
@@ -149,6 +164,7 @@ impl std::fmt::Debug for PoolOptions {
             .field("connect_check", &self.connect_check.is_some())
             .field("workspace", &self.workspace)
             .field("interactive_login", &self.interactive_login.is_some())
+            .field("idle_stop", &self.idle_stop)
             .finish()
     }
 }
@@ -243,6 +259,9 @@ pub(crate) struct Slot {
     era: Mutex<Option<Era>>,
     /// Starts finished, and the last one's error if it failed.
     starts: Mutex<(u64, Option<McpError>)>,
+    /// Tool calls in flight, and when the last one ended (or the server
+    /// started): what the idle stop reads.
+    usage: Mutex<idle::Usage>,
 }
 
 pub(crate) struct Inner {
@@ -250,6 +269,8 @@ pub(crate) struct Inner {
     pub(crate) options: PoolOptions,
     changes: watch::Sender<u64>,
     shut: std::sync::atomic::AtomicBool,
+    /// Whether the idle sweep was started (on the first start of a server).
+    sweeping: std::sync::atomic::AtomicBool,
 }
 
 /// The MCP client pool; a cheap-clone handle (see the module docs).
@@ -282,12 +303,15 @@ impl McpPool {
                     failures: Mutex::new((0, None)),
                     era: Mutex::new(None),
                     starts: Mutex::new((0, None)),
+                    usage: Mutex::new(idle::Usage::default()),
                 };
                 (name, Arc::new(slot))
             })
             .collect();
         let (changes, _) = watch::channel(0);
-        McpPool { inner: Arc::new(Inner { slots, options, changes, shut: false.into() }) }
+        McpPool {
+            inner: Arc::new(Inner { slots, options, changes, shut: false.into(), sweeping: false.into() }),
+        }
     }
 
     /// Every configured server with its state and tool count. Never starts
