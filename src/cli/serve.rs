@@ -66,7 +66,7 @@ pub(crate) struct ServeArgs {
     session_idle: Option<f64>,
     /// Seconds an upstream MCP server may go without a tool call before it
     /// is stopped (its next call starts it again); `off` keeps it running
-    /// [default: 600].
+    /// [default: 600 with --http, off over stdio].
     #[arg(long, value_name = "SECS|off")]
     upstream_idle: Option<String>,
     /// A host name (or name:port) accepted in the Host header besides
@@ -100,7 +100,7 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
     if !args.engine.workspace_given() {
         super::own_server::refuse_implicit_workspace()?;
     }
-    let upstream_idle = upstream_idle(args.upstream_idle.as_deref())?;
+    let upstream_idle = upstream_idle(args.upstream_idle.as_deref(), args.http.is_some())?;
     args.engine = args
         .engine
         .with_limits(args.limits.settings())
@@ -211,14 +211,17 @@ fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
     Ok(Some(options))
 }
 
-/// The default of `--upstream-idle`.
+/// The default of `--upstream-idle` over HTTP.
 const UPSTREAM_IDLE: Duration = Duration::from_secs(600);
 
 /// `--upstream-idle SECS|off`: how long an upstream MCP server may go
-/// without a call (`None`: for ever).
-fn upstream_idle(given: Option<&str>) -> anyhow::Result<Option<Duration>> {
+/// without a call (`None`: for ever). Default: [`UPSTREAM_IDLE`] over
+/// HTTP, where sessions come and go; off over stdio, where the one client's
+/// servers end with the process, and a server holding state (a browser, a
+/// connection) must not lose it in a pause of its client.
+fn upstream_idle(given: Option<&str>, http: bool) -> anyhow::Result<Option<Duration>> {
     match given.map(str::trim) {
-        None => Ok(Some(UPSTREAM_IDLE)),
+        None => Ok(http.then_some(UPSTREAM_IDLE)),
         Some("off") => Ok(None),
         Some(text) => {
             let secs = text.parse::<f64>().map_err(|_| {
