@@ -16,9 +16,9 @@
 //!
 //! The sizes: 10 rounds of 100 sessions and 100,000 stdio requests;
 //! `CODEMODE_W11_QUICK=1`: 3 rounds of 20 and 10,000. The HTTP server gets
-//! `$CODEMODE_W11_ARGS` (split on spaces), by default `--session-idle 5
-//! --upstream-idle 5`; set it empty to serve a build without those flags.
-//! `CODEMODE_W11_PAUSE` (seconds, default 7) is the pause after a round.
+//! `$CODEMODE_W11_ARGS` (split on spaces), by default `--session-idle 10
+//! --upstream-idle 10`; set it empty to serve a build without those flags.
+//! `CODEMODE_W11_PAUSE` (seconds, default 13) is the pause after a round.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::{Line, ServeChild, die, round1, w7_binary};
 
 const ARGS_ENV: &str = "CODEMODE_W11_ARGS";
-const DEFAULT_ARGS: &str = "--session-idle 5 --upstream-idle 5";
+const DEFAULT_ARGS: &str = "--session-idle 10 --upstream-idle 10";
 const QUICK_ENV: &str = "CODEMODE_W11_QUICK";
 const PAUSE_ENV: &str = "CODEMODE_W11_PAUSE";
 
@@ -54,7 +54,7 @@ pub(crate) fn run() {
         .filter(|a| !a.is_empty())
         .map(str::to_owned)
         .collect();
-    let pause = std::env::var(PAUSE_ENV).ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(7.0);
+    let pause = std::env::var(PAUSE_ENV).ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(13.0);
     let mut system = format!("codemode {}", env!("CARGO_PKG_VERSION"));
     if !args.is_empty() {
         system.push_str(&format!(" (mcp serve --http {})", args.join(" ")));

@@ -622,6 +622,10 @@ impl ServerHandler for Gateway {
         if self.stop.is_cancelled() {
             return Err(McpError::internal_error("codemode mcp serve is stopping; nothing was run", None));
         }
+        // The session is busy from here until the call ends (and, with its
+        // own server, while that server holds runs going): building its
+        // engine on a loaded machine can take longer than the idle time.
+        let busy = session_id(&context).map(|id| self.tracked.busy(id));
         let _running = self.inflight.clone().read_owned().await;
         if self.stop.is_cancelled() {
             return Err(McpError::internal_error("codemode mcp serve is stopping; nothing was run", None));
@@ -630,9 +634,9 @@ impl ServerHandler for Gateway {
         // ended with this call.
         let _end = super::handler::link_cancellation(&mut context, &self.stop);
         let (server, own) = self.server_for(&context).await?;
-        // The session is busy while the call runs (and, with its own
-        // server, while that server holds runs going).
-        let _busy = session_id(&context).map(|id| self.tracked.busy(id, own.then(|| server.clone())));
+        if let (Some(busy), true) = (&busy, own) {
+            busy.own(server.clone());
+        }
         server.call_tool(request, context).await
     }
 }

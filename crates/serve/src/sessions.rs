@@ -79,15 +79,13 @@ impl Tracked {
         self.inner.sessions.read().await.len()
     }
 
-    /// Marks session `id` busy until the mark is dropped (a tool call),
-    /// and notes `own`, its own server, when it has one.
-    pub(crate) fn busy(self: &Arc<Self>, id: SessionId, own: Option<CodeModeServer>) -> Busy {
+    /// Marks session `id` busy until the mark is dropped (a tool call,
+    /// from its arrival: before its engine is built); [`Busy::own`] notes
+    /// the session's own server.
+    pub(crate) fn busy(self: &Arc<Self>, id: SessionId) -> Busy {
         if let Some(used) = self.table().get_mut(&id) {
             used.calls += 1;
             used.last = Instant::now();
-            if own.is_some() {
-                used.own = own;
-            }
         }
         Busy { tracked: self.clone(), id }
     }
@@ -143,6 +141,16 @@ impl Tracked {
 pub(crate) struct Busy {
     tracked: Arc<Tracked>,
     id: SessionId,
+}
+
+impl Busy {
+    /// Notes `own`, the session's own server, once the call has it: the
+    /// session stays busy while that server holds runs going.
+    pub(crate) fn own(&self, own: CodeModeServer) {
+        if let Some(used) = self.tracked.table().get_mut(&self.id) {
+            used.own = Some(own);
+        }
+    }
 }
 
 impl Drop for Busy {
