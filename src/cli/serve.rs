@@ -197,7 +197,7 @@ fn http_options(args: &ServeArgs) -> anyhow::Result<Option<HttpOptions>> {
         options.max_sessions = max as usize;
     }
     if let Some(secs) = args.session_idle {
-        options.session_idle = seconds("--session-idle", secs)?;
+        options.session_idle = idle_seconds("--session-idle", secs)?;
     }
     // Upstream MCP servers per 2025-11-25 session: each session's engine is
     // built like the shared one. Without an MCP configuration there is
@@ -229,7 +229,7 @@ fn upstream_idle(given: Option<&str>, http: bool) -> anyhow::Result<Option<Durat
                     "--upstream-idle {text}: give a number of seconds, or `off` to keep servers running"
                 )
             })?;
-            seconds("--upstream-idle", secs).map(Some)
+            idle_seconds("--upstream-idle", secs).map(Some)
         }
     }
 }
@@ -238,6 +238,17 @@ fn upstream_idle(given: Option<&str>, http: bool) -> anyhow::Result<Option<Durat
 fn seconds(flag: &str, secs: f64) -> anyhow::Result<Duration> {
     if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
         bail!("{flag} must be a number of seconds above 0 and at most 86400 (fractions allowed), got {secs}");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `secs` as an idle time for `flag`: at least a second (idleness is
+/// checked every quarter of it, at least every 50 ms, so a smaller one
+/// ends a session before its first call, or stops an upstream server
+/// after each) and at most a day.
+fn idle_seconds(flag: &str, secs: f64) -> anyhow::Result<Duration> {
+    if !(secs.is_finite() && (1.0..=86_400.0).contains(&secs)) {
+        bail!("{flag} must be a number of seconds from 1 to 86400 (fractions allowed), got {secs}");
     }
     Ok(Duration::from_secs_f64(secs))
 }

@@ -147,7 +147,13 @@ fn an_upstream_server_idle_past_the_setting_stops_and_the_next_call_starts_it_ag
 #[test]
 fn bad_idle_settings_exit_2_saying_what_to_give() {
     let ws = crate::common::workspace();
-    for (flag, value) in [("--session-idle", "0"), ("--upstream-idle", "soon"), ("--upstream-idle", "0")] {
+    for (flag, value) in [
+        ("--session-idle", "0"),
+        ("--session-idle", "0.001"),
+        ("--upstream-idle", "soon"),
+        ("--upstream-idle", "0"),
+        ("--upstream-idle", "0.5"),
+    ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
             .args(["mcp", "serve", "--workspace"])
             .arg(ws.path())

@@ -197,14 +197,17 @@ pub(super) fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
     Ok(RunState::Running)
 }
 
-/// The state the last complete `state` line of `bytes` names.
+/// The state the last complete `state` line of `bytes` names. A last line
+/// without its newline (cut by a crash) was never committed and is not
+/// read, as [`lines_of`] leaves it out of the replay.
 fn state_in(bytes: &[u8]) -> Option<RunState> {
     #[derive(serde::Deserialize)]
     struct StateLine<'a> {
         #[serde(borrow)]
         state: &'a str,
     }
-    bytes.split(|b| *b == b'\n').rev().filter(|l| l.starts_with(b"{\"t\":\"state\"")).find_map(|l| {
+    let complete = &bytes[..bytes.iter().rposition(|&b| b == b'\n').unwrap_or(0)];
+    complete.split(|b| *b == b'\n').rev().filter(|l| l.starts_with(b"{\"t\":\"state\"")).find_map(|l| {
         let line: StateLine<'_> = serde_json::from_slice(l).ok()?;
         RunState::parse(line.state)
     })
@@ -660,5 +663,39 @@ impl RunJournal for LocalJournal {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::*;
+
+    fn state_of(text: &str) -> RunState {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(JOURNAL_FILE);
+        std::fs::write(&path, text).unwrap();
+        last_state(&mut File::open(&path).unwrap()).unwrap()
+    }
+
+    /// The last state line counts, wherever the tail reads begin; one cut
+    /// before its newline was never committed, as the replay says.
+    #[test]
+    fn the_last_committed_state_line_is_the_state() {
+        let header = "{\"t\":\"header\"}\n";
+        let paused = "{\"t\":\"state\",\"state\":\"paused\",\"at\":\"x\"}\n";
+        let done = "{\"t\":\"state\",\"state\":\"completed\",\"at\":\"x\"}";
+        assert_eq!(state_of(header), RunState::Running);
+        assert_eq!(state_of(&format!("{header}{paused}")), RunState::Paused);
+        assert_eq!(state_of(&format!("{header}{paused}{done}\n")), RunState::Completed);
+        assert_eq!(state_of(&format!("{header}{paused}{done}")), RunState::Paused, "cut: not committed");
+        // Past the short tail, and past the long one.
+        let call = format!("{{\"t\":\"call\",\"x\":\"{}\"}}\n", "a".repeat(300));
+        assert_eq!(state_of(&format!("{header}{paused}{call}")), RunState::Paused);
+        let calls = call.repeat(40);
+        assert_eq!(state_of(&format!("{header}{paused}{calls}")), RunState::Paused);
+        assert_eq!(state_of(&format!("{header}{calls}")), RunState::Running);
+        // A state-shaped object inside another line is not a state line.
+        let inside = "{\"t\":\"done\",\"payload\":{\"t\":\"state\",\"state\":\"failed\"}}\n";
+        assert_eq!(state_of(&format!("{header}{paused}{inside}")), RunState::Paused);
     }
 }
