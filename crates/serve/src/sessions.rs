@@ -98,10 +98,14 @@ impl Tracked {
             .filter(|(_, used)| !used.busy() && used.last.elapsed() >= idle)
             .map(|(id, _)| id.clone())
             .collect();
+        let mut count = 0;
         for id in &ended {
-            self.end(id).await;
+            // A call may have arrived since the list was made.
+            if self.end_if(id, |used| !used.busy() && used.last.elapsed() >= idle).await {
+                count += 1;
+            }
         }
-        ended.len()
+        count
     }
 
     /// When `max` sessions or more are open, ends the one idle longest to
@@ -111,29 +115,42 @@ impl Tracked {
         if self.open().await < max {
             return true;
         }
-        let oldest = self
-            .table()
-            .iter()
-            .filter(|(_, used)| !used.busy())
-            .min_by_key(|(_, used)| used.last)
-            .map(|(id, _)| id.clone());
-        match oldest {
-            Some(id) => {
-                self.end(&id).await;
-                true
+        // The one chosen may turn busy before it ends (a call arriving):
+        // then the next idle one, a few times.
+        for _ in 0..3 {
+            let oldest = self
+                .table()
+                .iter()
+                .filter(|(_, used)| !used.busy())
+                .min_by_key(|(_, used)| used.last)
+                .map(|(id, _)| id.clone());
+            let Some(id) = oldest else { return false };
+            if self.end_if(&id, |used| !used.busy()).await {
+                return true;
             }
-            None => false,
         }
+        false
     }
 
-    /// Ends session `id`: rmcp closes it (its handler, engine and upstream
-    /// servers go with it); the next request naming it gets 404.
-    async fn end(&self, id: &SessionId) {
+    /// Ends session `id` when `idle` still holds of it, deciding under the
+    /// table's lock (so a call that arrived after the session was chosen
+    /// keeps it): rmcp closes it (its handler, engine and upstream servers
+    /// go with it); the next request naming it gets 404. Whether it ended.
+    async fn end_if(&self, id: &SessionId, idle: impl FnOnce(&Use) -> bool) -> bool {
+        {
+            let mut table = self.table();
+            match table.get(id) {
+                Some(used) if idle(used) => {
+                    table.remove(id);
+                }
+                _ => return false,
+            }
+        }
         tracing::debug!(session = %id, "ending an idle session");
-        self.table().remove(id);
         if let Err(e) = self.inner.close_session(id).await {
             tracing::warn!(session = %id, "ending an idle session failed: {e}");
         }
+        true
     }
 }
 
@@ -220,5 +237,35 @@ impl SessionManager for Tracked {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id);
         self.inner.resume(id, last_event_id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session busy when it would end (a call arrived after it was
+    /// chosen) is kept; an idle one makes room or ends by the sweep.
+    #[tokio::test]
+    async fn a_busy_session_is_never_ended_and_an_idle_one_is() {
+        let tracked = Arc::new(Tracked::new(LocalSessionManager::default()));
+        let (a, _ta) = tracked.create_session().await.unwrap();
+        let (b, _tb) = tracked.create_session().await.unwrap();
+        let busy_a = tracked.busy(a.clone());
+        let busy_b = tracked.busy(b.clone());
+        assert!(!tracked.make_room(2).await, "both busy: no room");
+        assert_eq!(tracked.sweep(Duration::ZERO).await, 0);
+        assert_eq!(tracked.open().await, 2);
+        // `a` chosen idle, then a call arrives before it ends: kept.
+        drop(busy_a);
+        assert!(!tracked.end_if(&a, |used| used.calls > 0).await, "the predicate decides, under the lock");
+        let again = tracked.busy(a.clone());
+        assert!(!tracked.end_if(&a, |used| !used.busy()).await);
+        drop(again);
+        assert!(tracked.make_room(2).await);
+        assert!(!tracked.inner.has_session(&a).await.unwrap(), "the idle one made room");
+        drop(busy_b);
+        assert_eq!(tracked.sweep(Duration::ZERO).await, 1);
+        assert_eq!(tracked.open().await, 0);
     }
 }
