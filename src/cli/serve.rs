@@ -242,15 +242,16 @@ fn seconds(flag: &str, secs: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// `secs` as an idle time for `flag`: at least a second (idleness is
-/// checked every quarter of it, at least every 50 ms, so a smaller one
-/// ends a session before its first call, or stops an upstream server
-/// after each) and at most a day.
+/// [`seconds`] for an idle time, which must also be at least a second:
+/// idleness is checked every quarter of it (at least every 50 ms), so a
+/// smaller one ends a session before its first call, or stops an upstream
+/// server after each.
 fn idle_seconds(flag: &str, secs: f64) -> anyhow::Result<Duration> {
-    if !(secs.is_finite() && (1.0..=86_400.0).contains(&secs)) {
+    let idle = seconds(flag, secs)?;
+    if idle < Duration::from_secs(1) {
         bail!("{flag} must be a number of seconds from 1 to 86400 (fractions allowed), got {secs}");
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(idle)
 }
 
 /// The server's options from the command line.
