@@ -12,7 +12,10 @@
 //! `W8_cli_start` (`codemode run` of a `return 1` program, the whole
 //! process, beside `bash -c true`, in turn, in a fresh workspace and again
 //! with 200 runs kept, the default retention's steady state; needs the
-//! release binary as W7 does). And, run only when named: `W11_serve_load`
+//! release binary as W7 does), `W9_bash_sandboxed` (a `bash` call through
+//! the sandbox beside the same call with the sandbox off;
+//! `workloads_bash/mod.rs`, needs `cargo build --release`). And, run only
+//! when named: `W11_serve_load`
 //! (does `codemode mcp serve` give back the memory and processes sessions
 //! and requests took; `workloads_serve_load/mod.rs`, needs the release
 //! binary as W7 does) and `floor`: W1, W2, W3 and W5 of bare rquickjs next
@@ -38,6 +41,8 @@
 //! the first mismatch. See `docs/PERFORMANCE.md` for the figures.
 
 // Not a folder of its own example: no main.rs in it.
+#[path = "workloads_bash/mod.rs"]
+mod workloads_bash;
 #[path = "workloads_floor/mod.rs"]
 mod workloads_floor;
 #[path = "workloads_serve_load/mod.rs"]
@@ -83,8 +88,20 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 11] =
-    ["W1", "W2", "W3", "W4", "W5", "W2_journal", "W2_traced", "W6", "W7", "W8", "W8_cli_start"];
+const WORKLOADS: [&str; 12] = [
+    "W1",
+    "W2",
+    "W3",
+    "W4",
+    "W5",
+    "W2_journal",
+    "W2_traced",
+    "W6",
+    "W7",
+    "W8",
+    "W8_cli_start",
+    "W9_bash_sandboxed",
+];
 
 /// W8: `write` calls per run.
 const W8_CALLS: i64 = 1_000;
@@ -558,7 +575,7 @@ fn main() -> ExitCode {
         Some(w) if WORKLOADS.contains(&w) || w == "floor" || w == "W11_serve_load" => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|W8_cli_start|W11_serve_load|floor]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|W8_cli_start|W9_bash_sandboxed|W11_serve_load|floor]"
             );
             return ExitCode::from(2);
         }
@@ -587,6 +604,7 @@ fn main() -> ExitCode {
                 "workloads: W8_cli_start skipped: no codemode binary next to this example (`cargo build --release --bin codemode`)"
             ),
             "W8_cli_start" => run_w8_cli_start(),
+            "W9_bash_sandboxed" => workloads_bash::run(),
             "floor" => workloads_floor::run(),
             "W11_serve_load" => workloads_serve_load::run(),
             _ => unreachable!("checked above"),

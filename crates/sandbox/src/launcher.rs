@@ -6,9 +6,10 @@
 //!
 //! Three processes:
 //!
-//! 1. **The launcher** (the engine's child, leader of a new session the
-//!    engine started with `setsid`). It dies with the engine's tool thread
-//!    (`PR_SET_PDEATHSIG`), blocks SIGTERM (the call's SIGTERM is for the
+//! 1. **The launcher** (the engine's child). It dies with the engine's
+//!    tool thread (`PR_SET_PDEATHSIG`), starts a session of its own
+//!    (`setsid`: no controlling terminal, a process group the engine ends
+//!    as one; it stops if it can have none), blocks SIGTERM (the call's SIGTERM is for the
 //!    shell; the launcher waits to report how the shell ended), unshares a
 //!    user, mount, PID and (unless the network is allowed) network
 //!    namespace, maps its own uid and gid into the user namespace, and forks.
@@ -166,9 +167,15 @@ fn launch(spec: &LaunchSpec) -> ExitCode {
     if nix::unistd::getppid().as_raw() != spec.parent {
         return fail("the engine that started the sandbox is gone");
     }
-    // The engine normally made us a session leader already (its spawn
-    // calls setsid); this covers a launcher started some other way.
-    let _ = nix::unistd::setsid();
+    // A session of our own: no controlling terminal (the command cannot
+    // open the person's `/dev/tty`), and a process group the engine ends
+    // as one. The engine starts the launcher without a step between fork
+    // and exec (so with `posix_spawn`), and the launcher makes the session
+    // here; one started as a session leader already keeps its own.
+    let me = nix::unistd::getpid();
+    if nix::unistd::setsid().is_err() && nix::unistd::getsid(None).ok() != Some(me) {
+        return fail("cannot start a session of its own (setsid failed and it leads none)");
+    }
     // The call's SIGTERM is for the shell; the launcher stays to report how
     // the shell ended. Blocked, not ignored: init unblocks it for the shell.
     let mut term = SigSet::empty();
@@ -649,9 +656,18 @@ fn exec_shell(spec: &LaunchSpec) -> ExitCode {
 
 /// Marks every descriptor above stderr close-on-exec, so descriptors that
 /// whatever started codemode passed on (without close-on-exec) do not
-/// reach the command: it gets stdin, stdout and stderr only.
+/// reach the command: it gets stdin, stdout and stderr only. One
+/// `close_range(2)` (`CLOSE_RANGE_CLOEXEC`, Linux 5.11); on an older
+/// kernel, each descriptor listed in `/proc/self/fd`.
 #[cfg(target_os = "linux")]
 fn close_inherited_fds() {
+    #[allow(unsafe_code)]
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on
+    // descriptors; it reads and writes no memory of this process.
+    let done = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if done == 0 {
+        return;
+    }
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
     use std::os::fd::BorrowedFd;
     let Ok(mut dir) = std::fs::read_dir("/proc/self/fd") else { return };

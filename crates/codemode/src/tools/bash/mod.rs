@@ -17,7 +17,9 @@
 //!   (`TMPDIR`), removed after the call. Under `off` the shell is the
 //!   engine's child, unconfined, and `metadata.sandbox` is
 //!   `{"profile": "off"}`.
-//! - Either way the engine's child starts a new session (`setsid`): no
+//! - Either way the engine's child starts a new session (`setsid`; the
+//!   shell between fork and exec, the launcher itself first thing, so that
+//!   the engine starts it with `posix_spawn`): no
 //!   controlling terminal, and a process group of its own whose id is the
 //!   child's pid. Background jobs of a non-interactive shell stay in that
 //!   group; under the sandbox, processes that leave it (`setsid`, `set -m`)
