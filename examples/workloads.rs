@@ -14,7 +14,10 @@
 //! with 200 runs kept, the default retention's steady state; needs the
 //! release binary as W7 does), `W9_bash_sandboxed` (a `bash` call through
 //! the sandbox beside the same call with the sandbox off;
-//! `workloads_bash/mod.rs`, needs `cargo build --release`). And, run only
+//! `workloads_bash/mod.rs`, needs `cargo build --release`),
+//! `W10_cold_servers` (a first program touching five real MCP servers
+//! beside one touching each alone; `workloads_cold_servers/mod.rs`, needs
+//! the servers `.ci/run` installs under `tests/`). And, run only
 //! when named: `W11_serve_load`
 //! (does `codemode mcp serve` give back the memory and processes sessions
 //! and requests took; `workloads_serve_load/mod.rs`, needs the release
@@ -43,6 +46,8 @@
 // Not a folder of its own example: no main.rs in it.
 #[path = "workloads_bash/mod.rs"]
 mod workloads_bash;
+#[path = "workloads_cold_servers/mod.rs"]
+mod workloads_cold_servers;
 #[path = "workloads_floor/mod.rs"]
 mod workloads_floor;
 #[path = "workloads_serve_load/mod.rs"]
@@ -88,7 +93,7 @@ const W5_HELD: usize = 100;
 /// Set (to `W5`) in the child process that measures W5 on its own.
 const CHILD_ENV: &str = "CODEMODE_WORKLOADS_CHILD";
 
-const WORKLOADS: [&str; 12] = [
+const WORKLOADS: [&str; 13] = [
     "W1",
     "W2",
     "W3",
@@ -101,6 +106,7 @@ const WORKLOADS: [&str; 12] = [
     "W8",
     "W8_cli_start",
     "W9_bash_sandboxed",
+    "W10_cold_servers",
 ];
 
 /// W8: `write` calls per run.
@@ -575,7 +581,7 @@ fn main() -> ExitCode {
         Some(w) if WORKLOADS.contains(&w) || w == "floor" || w == "W11_serve_load" => vec![w],
         Some(other) => {
             eprintln!(
-                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|W8_cli_start|W9_bash_sandboxed|W11_serve_load|floor]"
+                "workloads: unknown workload `{other}`; usage: workloads [W1|W2|W3|W4|W5|W2_journal|W2_traced|W6|W7|W8|W8_cli_start|W9_bash_sandboxed|W10_cold_servers|W11_serve_load|floor]"
             );
             return ExitCode::from(2);
         }
@@ -605,6 +611,7 @@ fn main() -> ExitCode {
             ),
             "W8_cli_start" => run_w8_cli_start(),
             "W9_bash_sandboxed" => workloads_bash::run(),
+            "W10_cold_servers" => workloads_cold_servers::run(),
             "floor" => workloads_floor::run(),
             "W11_serve_load" => workloads_serve_load::run(),
             _ => unreachable!("checked above"),

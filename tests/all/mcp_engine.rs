@@ -132,6 +132,71 @@ fn a_denied_connection_starts_no_process() {
     assert_eq!(pids(&pid_file).len(), started, "a denied start ran the server");
 }
 
+/// Waits up to 20 s for `pid_file` to name a process.
+fn wait_for_pid(pid_file: &Path) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pids(pid_file).is_empty() {
+        assert!(std::time::Instant::now() < give_up, "no process wrote {}", pid_file.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The receipt warnings that say a server was started before the first
+/// call (engine/prestart.rs).
+pub(crate) fn prestart_warnings(receipt: &codemode::Receipt) -> Vec<&String> {
+    receipt.warnings.iter().filter(|w| w.contains("before the program's first call")).collect()
+}
+
+#[test]
+fn servers_a_program_names_start_before_its_first_call() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws_path = ws.path().canonicalize().unwrap();
+    std::fs::write(ws_path.join("people.txt"), "Ada Lovelace\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers = memory_and_filesystem(&ws_path, &cache.path().join("memory.jsonl"));
+    let engine = engine(servers, cache.path(), &ws_path, Policy::full_access());
+    let path = ws_path.join("people.txt").to_string_lossy().into_owned();
+    let receipt = engine.execute_blocking(Program::new(format!(
+        r#"await tools.mcp__filesystem__read_text_file({{path: {path:?}}});
+           const graph = await tools.mcp__memory__read_graph({{}});
+           return graph.content.entities.length;"#
+    )));
+    assert_eq!(receipt.status, RunStatus::Completed, "{}", receipt.to_json_pretty());
+    // Both were started at once, before the first call; each call that
+    // used one says so (and the gate still decided each start).
+    for (call, server) in receipt.calls.iter().zip(["filesystem", "memory"]) {
+        let note = call.note.as_deref().unwrap_or("");
+        assert!(
+            note.contains(&format!("started MCP server `{server}` before the program's first call")),
+            "{call:?}"
+        );
+    }
+    assert!(prestart_warnings(&receipt).is_empty(), "{:?}", receipt.warnings);
+    engine.shutdown_mcp_blocking();
+}
+
+#[test]
+fn a_server_named_on_a_branch_not_taken_starts_and_the_receipt_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let pid_file = cache.path().join("pids");
+    let servers = fixture_server("normal", json!({"MCP_FIXTURE_PIDS": pid_file.to_string_lossy()}));
+    let engine = engine(servers, cache.path(), ws.path(), Policy::full_access());
+    let receipt = engine.execute_blocking(Program::new(
+        "if (globalThis.never) await tools.mcp__fixture__echo({a: 1}); return 1;",
+    ));
+    assert_eq!(receipt.status, RunStatus::Completed, "{}", receipt.to_json_pretty());
+    assert!(receipt.calls.is_empty());
+    let warnings = prestart_warnings(&receipt);
+    assert_eq!(warnings.len(), 1, "{:?}", receipt.warnings);
+    assert!(
+        warnings[0].contains("`fixture`") && warnings[0].contains("mcp_connect__fixture"),
+        "{warnings:?}"
+    );
+    wait_for_pid(&pid_file);
+    engine.shutdown_mcp_blocking();
+}
+
 /// An engine over the fixture server (pids to `<cache>/pids`) that may
 /// start it, sharing `cache`.
 fn engine_for_cache(cache: &Path, ws: &Path) -> Engine {

@@ -30,6 +30,7 @@ mod secrets;
 mod serve_grants;
 mod serve_grants_review;
 mod server_env;
+mod server_prestart;
 
 /// Runs the binary with `args` in `ws`, the program on stdin and the trust
 /// record in `config`; the receipt's value and the stderr.

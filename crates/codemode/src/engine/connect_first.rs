@@ -80,12 +80,13 @@ impl Dispatcher {
         let seq = ledger.open(tool, caller, Decision::Pending, None);
         let finish = self.finisher(tool, seq, Decision::Auto, None);
         let gate = self.gate_run(caller, calls_made, seq);
-        let refusals = self.connect_refusals.clone();
+        let starts =
+            RunStarts { refusals: self.connect_refusals.clone(), prestarted: self.prestarted.clone() };
         let pausable = self.pausable;
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
             let mcp = shared.mcp.clone().expect("only MCP tools take this path");
-            let (decision, mut notes) = match start_server(&gate, &finish, &refusals, &server, false).await {
+            let (decision, mut notes) = match start_server(&gate, &finish, &starts, &server, false).await {
                 Ok(started) => started,
                 Err(stopped) => return *stopped,
             };
@@ -154,10 +155,11 @@ impl Dispatcher {
     ) -> Begun {
         let seq = finish.seq;
         let gate = self.gate_run(caller, calls_made, seq);
-        let refusals = self.connect_refusals.clone();
+        let starts =
+            RunStarts { refusals: self.connect_refusals.clone(), prestarted: self.prestarted.clone() };
         let future = Box::pin(async move {
             let shared = finish.shared.clone();
-            let notes = match start_server(&gate, &finish, &refusals, &server, true).await {
+            let notes = match start_server(&gate, &finish, &starts, &server, true).await {
                 Ok((_, notes)) => notes,
                 Err(stopped) => return *stopped,
             };
@@ -190,6 +192,13 @@ async fn run_call(
 /// The refusals of server starts in one run, by server.
 pub(super) type Refusals = Arc<std::sync::Mutex<std::collections::HashMap<String, (Decision, String)>>>;
 
+/// What one run knows of its server starts: the refusals, and the servers
+/// it started before its first call (prestart.rs).
+pub(super) struct RunStarts {
+    pub(super) refusals: Refusals,
+    pub(super) prestarted: super::prestart::Prestarted,
+}
+
 /// Gates `mcp_connect__<server>` for the call `finish` (unless the gate
 /// allowed the server already in this engine) and starts the server. One
 /// call at a time decides and starts a server: calls made together
@@ -207,13 +216,13 @@ pub(super) type Refusals = Arc<std::sync::Mutex<std::collections::HashMap<String
 async fn start_server(
     gate: &GateRun,
     finish: &Finisher,
-    refusals: &Refusals,
+    starts: &RunStarts,
     server: &str,
     resuming: bool,
 ) -> Result<(Decision, Vec<String>), Box<super::dispatch::Completion>> {
     let mcp = finish.shared.mcp.clone().expect("only MCP tools take this path");
     let (decision, mut notes, starting, seen) =
-        match gate_start(gate, finish, refusals, server, resuming).await {
+        match gate_start(gate, finish, &starts.refusals, server, resuming).await {
             StartGate::Allowed { decision, notes, guard, seen } => (decision, notes, guard, seen),
             StartGate::Stopped { decision, kind, reason } => {
                 return Err(Box::new(finish.refused(decision, kind, reason)));
@@ -224,7 +233,9 @@ async fn start_server(
         return Err(Box::new(Finisher { decision, ..finish.clone() }.failed("failed", e.to_string())));
     }
     drop(starting);
-    if !was_running {
+    if starts.prestarted.take(server) {
+        notes.insert(0, super::prestart::note(server));
+    } else if !was_running {
         notes.insert(0, format!("started MCP server `{server}`"));
     }
     Ok((decision, notes))

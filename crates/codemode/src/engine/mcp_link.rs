@@ -38,17 +38,28 @@ impl Allowed {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(server)
     }
 
-    fn insert(&self, server: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(server.to_owned());
+    /// Adds `server`; whether it was not there.
+    fn insert(&self, server: &str) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(server.to_owned())
+    }
+
+    fn remove(&self, server: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(server);
     }
 }
 
-/// The pool's connect check: only servers the gate allowed.
-struct GateAllowed(Arc<Allowed>);
+/// The pool's connect check: only servers the gate allowed, and, while
+/// their start runs, servers started before a program's first call
+/// (`prestart.rs`: the gate's steps that run without a person or a hook
+/// would allow them).
+struct GateAllowed {
+    allowed: Arc<Allowed>,
+    prestarting: Arc<Allowed>,
+}
 
 impl ConnectCheck for GateAllowed {
     fn check(&self, server: &str, _: Option<&ToolContext>) -> ConnectFuture {
-        let result = if self.0.contains(server) {
+        let result = if self.allowed.contains(server) || self.prestarting.contains(server) {
             Ok(())
         } else {
             Err(format!("the gate has not allowed `{}`", naming::connect_name(server)))
@@ -61,6 +72,9 @@ impl ConnectCheck for GateAllowed {
 pub(crate) struct McpLink {
     pub pool: McpPool,
     allowed: Arc<Allowed>,
+    /// Servers whose start before a program's first call is running
+    /// ([`McpLink::prestart`]).
+    prestarting: Arc<Allowed>,
     /// Enabled servers, in name order.
     servers: Vec<String>,
     /// Servers configured `read_only` (only read-only tools exposed).
@@ -115,7 +129,9 @@ impl McpLink {
     /// `mcp_connect__<server>` tools to put in the catalog.
     pub(crate) fn new(config: McpConfig, mut options: PoolOptions) -> (Arc<McpLink>, Vec<Arc<dyn Tool>>) {
         let allowed = Arc::new(Allowed::default());
-        options.connect_check = Some(Arc::new(GateAllowed(allowed.clone())));
+        let prestarting = Arc::new(Allowed::default());
+        options.connect_check =
+            Some(Arc::new(GateAllowed { allowed: allowed.clone(), prestarting: prestarting.clone() }));
         let servers: Vec<String> = config.enabled().map(|s| s.name.clone()).collect();
         let trusted_by = config.trusted.then(|| match &config.source {
             Some(path) => format!("trusted MCP configuration {}", path.display()),
@@ -148,6 +164,7 @@ impl McpLink {
         let link = Arc::new(McpLink {
             pool,
             allowed,
+            prestarting,
             servers,
             read_only,
             disabled,
@@ -260,6 +277,43 @@ impl McpLink {
     /// Whether the gate already allowed `server` to start.
     pub(crate) fn is_allowed(&self, server: &str) -> bool {
         self.allowed.contains(server)
+    }
+
+    /// Starts `server` on `runtime` before a call asks for it: the caller
+    /// (`prestart.rs`) found that the gate's steps that need no person and
+    /// run no hook allow `mcp_connect__<server>`. The gate still decides
+    /// the start when a call needs the server, and the server does not
+    /// count as allowed until then; the pool's connect check lets this
+    /// start through only while it runs. A call that needs the server
+    /// meanwhile waits for this start (the pool starts a server once).
+    /// Returns whether a start was begun (`false`: one is running).
+    pub(crate) fn prestart(self: &Arc<Self>, server: &str, runtime: &tokio::runtime::Handle) -> bool {
+        if !self.prestarting.insert(server) {
+            return false;
+        }
+        let (link, server) = (self.clone(), server.to_owned());
+        runtime.spawn(async move {
+            let started = link.pool.connect(&server).await;
+            link.prestarting.remove(&server);
+            match started {
+                Ok(_) => link.refresh(),
+                Err(e) => tracing::debug!(server = %server, "an MCP server started before its first call failed: {e}"),
+            }
+        });
+        true
+    }
+
+    /// The enabled server a program's call of `tool` needs: the server of
+    /// a catalog entry from an MCP server, of `mcp_connect__<server>`, or
+    /// named in `mcp__<server>__...` (plain server names only).
+    pub(crate) fn server_needed_by(&self, catalog: &crate::catalog::Catalog, tool: &str) -> Option<String> {
+        if let Some(crate::catalog::ToolSource::Mcp { server }) = catalog.get(tool).map(|e| &e.spec.source) {
+            return Some(server.clone());
+        }
+        if tool.starts_with(naming::CONNECT_PREFIX) {
+            return self.servers.iter().find(|s| naming::connect_name(s) == tool).cloned();
+        }
+        self.server_of_unlisted(tool).map(str::to_owned)
     }
 
     /// The enabled server whose tools are named `mcp__<server>__...`, for a

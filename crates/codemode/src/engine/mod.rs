@@ -14,6 +14,7 @@ pub(crate) mod elicitor;
 mod execute_tools;
 mod mcp_link;
 pub(crate) mod pacing;
+mod prestart;
 mod resume;
 mod rollback;
 mod run_handle;

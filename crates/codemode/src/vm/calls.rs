@@ -102,4 +102,9 @@ pub(crate) trait CallHost {
     /// the program may run, else the run's error (kind `admission`) for
     /// the calls it names literally that the gate would refuse.
     fn admit(&self, uses: &[codemode_program::ToolUse]) -> Option<crate::receipt::RunError>;
+
+    /// Starts, before the program's first call, the MCP servers its calls
+    /// `uses` name whose start the gate would allow without asking
+    /// (engine/prestart.rs); returns at once.
+    fn prestart(&self, uses: &[codemode_program::ToolUse]);
 }

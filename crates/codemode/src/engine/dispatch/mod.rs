@@ -112,6 +112,9 @@ pub(crate) struct Dispatcher {
     /// decision and reason: later calls of their tools get the same answer
     /// without asking again (connect_first.rs).
     pub(crate) connect_refusals: super::connect_first::Refusals,
+    /// The MCP servers this run started before its first call, until a
+    /// call uses each (prestart.rs).
+    pub(crate) prestarted: super::prestart::Prestarted,
     /// Whether a call the approver pauses may pause the run (a journaled
     /// program run); elsewhere such a call is refused.
     pub(crate) pausable: bool,
@@ -159,6 +162,7 @@ impl Dispatcher {
             start,
             turn,
             connect_refusals: Arc::default(),
+            prestarted: Default::default(),
             pausable: false,
             changes: crate::gate::RunChanges::default(),
             durable: None,
@@ -400,7 +404,8 @@ impl Dispatcher {
             shared.discovery.note_called(tool, self.turn);
         }
         let timeout = timeout_of(shared, &entry.spec);
-        let finish = self.finisher_named(entry.name.clone(), seq, Decision::Auto, None);
+        let note = if later { None } else { self.prestart_note(tool) };
+        let finish = self.finisher_named(entry.name.clone(), seq, Decision::Auto, note);
         let cx = self.tool_context(&finish, caller);
         // `tool_search` with MCP servers not listed yet: discovery first
         // (discover.rs), once the search's own gate has passed.
@@ -636,10 +641,16 @@ impl crate::vm::calls::CallHost for Dispatcher {
     }
 
     fn run_warnings(&self) -> Vec<String> {
-        super::run_warnings(&self.shared, self.spill_area().failures())
+        let mut warnings = super::run_warnings(&self.shared, self.spill_area().failures());
+        warnings.extend(self.prestarted.unused_warnings());
+        warnings
     }
 
     fn admit(&self, uses: &[codemode_program::ToolUse]) -> Option<crate::receipt::RunError> {
         Dispatcher::admit(self, uses)
+    }
+
+    fn prestart(&self, uses: &[codemode_program::ToolUse]) {
+        Dispatcher::prestart(self, uses)
     }
 }

@@ -263,8 +263,11 @@ impl Vm {
         let normalised = codemode_program::normalise(program)?;
         // A resume replays a run that was admitted when it started.
         let resuming = self.state.journal.borrow().as_ref().is_some_and(|j| j.replay.is_some());
-        if !resuming && let Some(refused) = self.state.dispatcher.admit(&normalised.tool_uses) {
-            return Err(refused);
+        if !resuming {
+            if let Some(refused) = self.state.dispatcher.admit(&normalised.tool_uses) {
+                return Err(refused);
+            }
+            self.state.dispatcher.prestart(&normalised.tool_uses);
         }
         self.positions = normalised.positions;
         let wrapped = normalised.script;
