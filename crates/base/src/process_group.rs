@@ -153,8 +153,15 @@ impl ProcessGroup {
     /// kill grace for the direct child to exit, then SIGKILL to the group;
     /// returns the direct child's status. Adds at most the kill grace to the
     /// time the child takes to die.
+    ///
+    /// A child that has not made its group yet (the sandbox launcher
+    /// starts its own session first thing, so there is a moment when no
+    /// group has its pid) has run nothing of the command: it is killed at
+    /// once instead of being given the grace.
     pub async fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        signal_group(self.pgid, Signal::SIGTERM);
+        if !signal_group(self.pgid, Signal::SIGTERM) {
+            let _ = self.child().start_kill();
+        }
         let grace = self.kill_grace;
         let exited = tokio::time::timeout(grace, self.child().wait()).await;
         kill_group(self.pgid);
@@ -187,7 +194,14 @@ impl Drop for ProcessGroup {
         // tokio's orphan reaping.
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                signal_group(pgid, Signal::SIGTERM);
+                let mut child = child;
+                if !signal_group(pgid, Signal::SIGTERM)
+                    && let Some(child) = child.as_mut()
+                {
+                    // No group yet: nothing of the command ran (see
+                    // `terminate`).
+                    let _ = child.start_kill();
+                }
                 rt.spawn(async move {
                     if let Some(mut child) = child {
                         let _ = tokio::time::timeout(grace, child.wait()).await;
@@ -206,13 +220,13 @@ impl Drop for ProcessGroup {
 /// Sends SIGKILL to process group `pgid`; a group that is already gone is
 /// fine.
 fn kill_group(pgid: Pid) {
-    signal_group(pgid, Signal::SIGKILL);
+    let _ = signal_group(pgid, Signal::SIGKILL);
 }
 
-/// Sends `signal` to process group `pgid`; a group that is already gone is
-/// fine.
-fn signal_group(pgid: Pid, signal: Signal) {
-    let _ = nix::sys::signal::killpg(pgid, signal);
+/// Sends `signal` to process group `pgid`; whether a group has that id (a
+/// group that is already gone is fine for the callers).
+fn signal_group(pgid: Pid, signal: Signal) -> bool {
+    nix::sys::signal::killpg(pgid, signal).is_ok()
 }
 
 /// Reaps every process of group `pgid` that is this process's child,

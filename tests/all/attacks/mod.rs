@@ -31,6 +31,7 @@ mod serve_grants;
 mod serve_grants_review;
 mod server_env;
 mod server_prestart;
+mod timeout_before_session;
 
 /// Runs the binary with `args` in `ws`, the program on stdin and the trust
 /// record in `config`; the receipt's value and the stderr.

@@ -9,8 +9,10 @@
 // debug build is much slower). CALLS defaults to 200, after 20 warm-up
 // calls of each program. Each program is measured twice: with the default
 // journal (each run written to <workspace>/.codemode/runs, its receipt
-// saved) and with `--journal off --approve deny`. Results go to docs/PERFORMANCE.md by
-// hand.
+// saved) and with `--journal off --approve deny`; then the same client
+// calls server-everything's `echo` directly, the floor the gateway is
+// compared with, and the ratios are given. Results go to
+// docs/PERFORMANCE.md by hand.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
@@ -71,6 +73,31 @@ for (const [journal, extra] of [['journal on', []], ['journal off', ['--journal'
     results[`${name}, ${journal}`] = { p50_ms: +percentile(times, 50).toFixed(3), p99_ms: +percentile(times, 99).toFixed(3), calls };
   }
   await client.close();
+}
+// The floor of the same client in the same sitting: a direct call of
+// server-everything's `echo` (issue 36's gateway goal compares
+// `execute_tools` of `return 1` with it, p50 and p99).
+{
+  const everything = join(repo, 'tests/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+  const client = new Client({ name: 'codemode-bench', version: '1.0.0' });
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [everything, 'stdio'], stderr: 'ignore' }));
+  const times = [];
+  for (let i = 0; i < warmup + calls; i++) {
+    const start = performance.now();
+    const r = await client.callTool({ name: 'echo', arguments: { message: 'hi' } });
+    const ms = performance.now() - start;
+    if (r.isError) throw new Error(`echo: ${JSON.stringify(r)}`);
+    if (i >= warmup) times.push(ms);
+  }
+  times.sort((a, b) => a - b);
+  results['server-everything echo, direct'] = { p50_ms: +percentile(times, 50).toFixed(3), p99_ms: +percentile(times, 99).toFixed(3), calls };
+  await client.close();
+  const gateway = results['return 1, journal on'];
+  const direct = results['server-everything echo, direct'];
+  results['ratio, return 1 (journal on) / direct echo'] = {
+    p50: +(gateway.p50_ms / direct.p50_ms).toFixed(2),
+    p99: +(gateway.p99_ms / direct.p99_ms).toFixed(2),
+  };
 }
 rmSync(ws, { recursive: true, force: true });
 

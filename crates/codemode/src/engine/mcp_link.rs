@@ -286,8 +286,14 @@ impl McpLink {
     /// count as allowed until then; the pool's connect check lets this
     /// start through only while it runs. A call that needs the server
     /// meanwhile waits for this start (the pool starts a server once).
-    /// Returns whether a start was begun (`false`: one is running).
-    pub(crate) fn prestart(self: &Arc<Self>, server: &str, runtime: &tokio::runtime::Handle) -> bool {
+    /// `ended` is told how the start ended (the error's text when it
+    /// failed). Returns whether a start was begun (`false`: one is running).
+    pub(crate) fn prestart(
+        self: &Arc<Self>,
+        server: &str,
+        runtime: &tokio::runtime::Handle,
+        ended: impl FnOnce(Result<(), String>) + Send + 'static,
+    ) -> bool {
         if !self.prestarting.insert(server) {
             return false;
         }
@@ -296,8 +302,14 @@ impl McpLink {
             let started = link.pool.connect(&server).await;
             link.prestarting.remove(&server);
             match started {
-                Ok(_) => link.refresh(),
-                Err(e) => tracing::debug!(server = %server, "an MCP server started before its first call failed: {e}"),
+                Ok(_) => {
+                    link.refresh();
+                    ended(Ok(()));
+                }
+                Err(e) => {
+                    tracing::debug!(server = %server, "an MCP server started before its first call failed: {e}");
+                    ended(Err(e.to_string()));
+                }
             }
         });
         true

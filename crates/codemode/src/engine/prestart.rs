@@ -11,8 +11,12 @@
 //!
 //! - is not running, not allowed already in this engine (a call restarts
 //!   those), and not refused earlier in the run;
-//! - names no file in its command that appeared since the engine was
-//!   built (the gate's own first check of a start);
+//! - no server command names a file that did not exist when the engine
+//!   was built (a script, an env file, a folder on a `PYTHONPATH`): such a
+//!   file is not protected, so a call of the run could create it while an
+//!   early start's process is still reading it; the gate checks it when a
+//!   call starts the server (`file_appeared`), and with one such file no
+//!   server starts early;
 //! - would be allowed by the gate's early steps for a program's call of
 //!   `mcp_connect__<server>` (budget, mode, the rules, the posture's
 //!   protections: pure functions of the policy, the catalog and the
@@ -26,12 +30,13 @@
 //! is still gated as `mcp_connect__<server>` first, as every first call of
 //! a server is (connect_first.rs), and finds the server up or starting.
 //! Its receipt note says the server was started before the program's
-//! first call; a server so started that the run never called is named in
-//! the receipt's warnings. A program with a branch not taken may so start
+//! first call (unless that start failed: the call that starts it again
+//! notes it as usual); a server so started that the run never called is
+//! named in the receipt's warnings, with the error when its start failed. A program with a branch not taken may so start
 //! a server it does not use: its start was allowed without asking, and
 //! the warning says it ran.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use codemode_program::ToolUse;
@@ -43,34 +48,61 @@ use crate::mcp::naming;
 use crate::receipt::Caller;
 
 /// The servers a run started before its first call, until a call of the
-/// run uses each ([`Prestarted::take`]).
+/// run uses each ([`Prestarted::take`]), with how each start ended.
 #[derive(Clone, Default)]
-pub(crate) struct Prestarted(Arc<Mutex<BTreeSet<String>>>);
+pub(crate) struct Prestarted(Arc<Mutex<BTreeMap<String, Outcome>>>);
+
+/// How a start before the first call ended, so far.
+#[derive(Clone, Debug, PartialEq)]
+enum Outcome {
+    Running,
+    Started,
+    Failed(String),
+}
 
 impl Prestarted {
     fn insert(&self, server: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(server.to_owned());
+        self.lock().insert(server.to_owned(), Outcome::Running);
     }
 
-    /// Whether `server` was started by the run before its first call and
-    /// not used by a call of the run since; a `true` is given once.
+    /// Notes how `server`'s start ended (kept only while the run has not
+    /// used the server).
+    fn ended(&self, server: &str, result: Result<(), String>) {
+        if let Some(outcome) = self.lock().get_mut(server) {
+            *outcome = match result {
+                Ok(()) => Outcome::Started,
+                Err(e) => Outcome::Failed(e),
+            };
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Outcome>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `server` was started by the run before its first call, that
+    /// start did not fail, and no call of the run used the server since; a
+    /// `true` is given once (a failed start is forgotten here too: the
+    /// call that started the server again notes that as usual).
     pub(crate) fn take(&self, server: &str) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(server)
+        matches!(self.lock().remove(server), Some(Outcome::Running | Outcome::Started))
     }
 
     /// The receipt warnings for the servers started before the first call
     /// that no call of the run used.
     pub(crate) fn unused_warnings(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.lock()
             .iter()
-            .map(|server| {
-                format!(
+            .map(|(server, outcome)| {
+                let connect = naming::connect_name(server);
+                let started = format!(
                     "MCP server `{server}` was started before the program's first call, since the program names its \
-                     tools and the gate allows `{}` without asking, and no call of the run used it",
-                    naming::connect_name(server)
-                )
+                     tools and the gate allows `{connect}` without asking"
+                );
+                match outcome {
+                    Outcome::Failed(e) => format!("{started}; the start failed ({e}), and no call of the run used it"),
+                    Outcome::Running | Outcome::Started => format!("{started}, and no call of the run used it"),
+                }
             })
             .collect()
     }
@@ -101,9 +133,12 @@ impl Dispatcher {
         if named.is_empty() {
             return;
         }
-        // The gate's first check of any start: a file a server command
-        // names that appeared since the engine was built.
-        if protection::file_appeared(&self.shared.protections, protection::NamedBy::McpServer).is_some() {
+        // A file a server command names (its script, its env file, a
+        // folder on its PYTHONPATH) that did not exist when the engine was
+        // built is not protected: a call of this run may create it while
+        // an early start's process is still reading it. The gate checks
+        // such files when a call starts the server; nothing starts early.
+        if protection::missing_at_build(&self.shared.protections, protection::NamedBy::McpServer) {
             return;
         }
         let refused = self.connect_refusals.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -126,8 +161,17 @@ impl Dispatcher {
                 Early::Continue(prep) => !later::needed(&connect, &prep, policy, &self.shared.posture),
                 Early::Refuse(..) | Early::Exhausted(_) => false,
             };
-            if allowed && mcp.prestart(&server, &self.shared.tools) {
-                self.prestarted.insert(&server);
+            if !allowed {
+                continue;
+            }
+            // Noted before the start begins, so the receipt names it
+            // whatever happens next.
+            self.prestarted.insert(&server);
+            let (record, name) = (self.prestarted.clone(), server.clone());
+            if !mcp.prestart(&server, &self.shared.tools, move |result| record.ended(&name, result)) {
+                // A start before another run's first call is running: this
+                // run did not start it.
+                self.prestarted.take(&server);
             }
         }
     }

@@ -217,6 +217,13 @@ pub(crate) fn file_appeared(protections: &[Protection], by: NamedBy) -> Option<&
         .find(|p| p.symlink_metadata().is_ok())
 }
 
+/// Whether a file or folder `by` names did not exist when the engine was
+/// built (so no protection covers it: [`file_appeared`] checks it when the
+/// command starts). No stat.
+pub(crate) fn missing_at_build(protections: &[Protection], by: NamedBy) -> bool {
+    protections.iter().any(|p| p.missing_for == Some(by))
+}
+
 fn canonical_or(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -192,24 +192,34 @@ impl Connection {
     /// handshake failed while the server was still there, the other one on
     /// a fresh process or HTTP connection. `workspace` is the root when no
     /// tool call is in flight; `interactive` the run's consent to
-    /// re-authorize in a browser.
+    /// re-authorize in a browser. When `stop` turns `true` (the pool's
+    /// shutdown) the start gives up: its process is ended and reaped before
+    /// this returns [`McpError::ShutDown`].
     pub(crate) async fn start(
         server: &ServerConfig,
         limit: usize,
         hint: Option<Era>,
         workspace: Option<std::path::PathBuf>,
         interactive: &Interactive,
+        stop: &watch::Receiver<bool>,
     ) -> Result<Started, McpError> {
         let deadline = tokio::time::Instant::now() + server.startup_timeout;
         let requests = ServerRequests::new(&server.name, server.roots, workspace, server.max_total_timeout);
-        let first =
-            Self::start_with(server, limit, era::first_lifecycle(hint), deadline, &requests, interactive)
-                .await;
+        let first = Self::start_with(
+            server,
+            limit,
+            era::first_lifecycle(hint),
+            (deadline, stop.clone()),
+            &requests,
+            interactive,
+        )
+        .await;
         match first {
             Ok(started) => Ok(started),
             Err(Failed { error, retry: true }) if deadline > tokio::time::Instant::now() => {
                 tracing::debug!(server = %server.name, "handshake failed ({error}); trying the other protocol era");
-                Self::start_with(server, limit, era::second_lifecycle(hint), deadline, &requests, interactive)
+                let lifecycle = era::second_lifecycle(hint);
+                Self::start_with(server, limit, lifecycle, (deadline, stop.clone()), &requests, interactive)
                     .await
                     .map_err(|f| f.error)
             }
@@ -217,13 +227,14 @@ impl Connection {
         }
     }
 
-    /// One start with `lifecycle`, finished by `deadline`: the transport
-    /// (a process or an HTTP session), then the handshake.
+    /// One start with `lifecycle`, finished by `deadline` unless `stop`
+    /// turns `true` first: the transport (a process or an HTTP session),
+    /// then the handshake.
     async fn start_with(
         server: &ServerConfig,
         limit: usize,
         lifecycle: ClientLifecycleMode,
-        deadline: tokio::time::Instant,
+        (deadline, mut stop): (tokio::time::Instant, watch::Receiver<bool>),
         requests: &Arc<ServerRequests>,
         interactive: &Interactive,
     ) -> Result<Started, Failed> {
@@ -260,7 +271,21 @@ impl Connection {
             }
         }
         .map_err(|error| Failed { error, retry: false })?;
-        match handshake::handshake(server, deadline, serving, &starting.down).await {
+        let shaken = tokio::select! {
+            shaken = handshake::handshake(server, deadline, serving, &starting.down) => Some(shaken),
+            _ = stop.wait_for(|s| *s) => None,
+        };
+        let Some(shaken) = shaken else {
+            // Shut down half-way: end the process and wait until it is
+            // reaped, so nothing the start spawned outlives the pool.
+            starting.down_tx.send_if_modified(|d| set_once(d, Down::Stopped));
+            abandoned.0 = None;
+            if let Some(monitor) = starting.monitor.take() {
+                let _ = monitor.await;
+            }
+            return Err(Failed { error: McpError::ShutDown { server: server.name.clone() }, retry: false });
+        };
+        match shaken {
             Ok(service) => {
                 let connection = starting.connected(&server.name, service, requests);
                 abandoned.0 = None;

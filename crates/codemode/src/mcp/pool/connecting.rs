@@ -43,14 +43,16 @@ impl McpPool {
 
     /// [`McpPool::connect`] for a caller that counted `seen` finished
     /// starts before it began waiting: a start that failed since fails it
-    /// with the same error, without starting the server again. A running
-    /// server lists its tools again (once, shared with a listing that
-    /// finished while this waited).
+    /// with the same error, without starting the server again. A server
+    /// that was running before the caller began waiting lists its tools
+    /// again (once, shared with a listing that finished while this
+    /// waited); one whose start finished while it waited (another call's,
+    /// or one made before a program's first call) was listed just now.
     pub(crate) async fn connect_since(&self, server: &str, seen: u64) -> Result<Vec<McpTool>, McpError> {
         let slot = self.slot(server)?;
         let (connection, started) =
             self.connection(slot, None, Some(seen)).await.map_err(|e| redacted(slot, e))?;
-        if !started {
+        if !started && self.starts_seen(server) == seen {
             fresh(&self.inner, slot, &connection, true).await.map_err(|e| redacted(slot, e))?;
         }
         let tools = self.live(slot).unwrap_or_default();
@@ -91,9 +93,17 @@ impl McpPool {
                 .await
                 .map_err(|reason| McpError::ConnectRefused { server: server.clone(), reason })?;
         }
+        // Shutdown ends a start at any point of it: the process it spawned
+        // is ended and reaped (`Connection::start`), and the slot given
+        // back.
+        let mut stopping = self.inner.stopping.subscribe();
+        let shut_down = || McpError::ShutDown { server: server.clone() };
         let wait = backoff_left(slot);
         if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = stopping.wait_for(|s| *s) => return Err(shut_down()),
+            }
         }
         let options = &self.inner.options;
         let hint = self.era(slot);
@@ -103,15 +113,24 @@ impl McpPool {
             hint,
             options.workspace.clone(),
             &options.interactive_login,
+            &stopping,
         );
         let started = match start.await {
             Ok(started) => started,
+            Err(error @ McpError::ShutDown { .. }) => return Err(error),
             Err(error) => return Err(self.fail(slot, &mut state, error)),
         };
         let connection = started.connection;
         *slot.era.lock().expect("era lock") = Some(connection.era);
-        if let Err(error) = fresh(&self.inner, slot, &connection, true).await {
+        let listed = tokio::select! {
+            listed = fresh(&self.inner, slot, &connection, true) => listed,
+            _ = stopping.wait_for(|s| *s) => Err(shut_down()),
+        };
+        if let Err(error) = listed {
             connection.stop().await;
+            if matches!(error, McpError::ShutDown { .. }) {
+                return Err(error);
+            }
             return Err(self.fail(slot, &mut state, error));
         }
         self.running(slot, &mut state, connection.clone(), started.list_changed);

@@ -269,6 +269,10 @@ pub(crate) struct Inner {
     pub(crate) options: PoolOptions,
     changes: watch::Sender<u64>,
     shut: std::sync::atomic::AtomicBool,
+    /// Set once at shutdown: a start still running stops at once (its
+    /// process group killed) instead of holding the shutdown up to its
+    /// startup timeout.
+    stopping: watch::Sender<bool>,
     /// Whether the idle sweep was started (on the first start of a server).
     sweeping: std::sync::atomic::AtomicBool,
 }
@@ -310,7 +314,14 @@ impl McpPool {
             .collect();
         let (changes, _) = watch::channel(0);
         McpPool {
-            inner: Arc::new(Inner { slots, options, changes, shut: false.into(), sweeping: false.into() }),
+            inner: Arc::new(Inner {
+                slots,
+                options,
+                changes,
+                shut: false.into(),
+                stopping: watch::Sender::new(false),
+                sweeping: false.into(),
+            }),
         }
     }
 
@@ -382,6 +393,8 @@ impl McpPool {
     /// [`STDIN_CLOSE_GRACE`]: crate::mcp::STDIN_CLOSE_GRACE
     pub async fn shutdown(&self) {
         self.inner.shut.store(true, std::sync::atomic::Ordering::Release);
+        // A start in progress holds its slot: it gives up now.
+        self.inner.stopping.send_replace(true);
         let mut stopping = tokio::task::JoinSet::new();
         for slot in self.inner.slots.values() {
             let mut state = slot.state.lock().await;
