@@ -781,5 +781,14 @@ impl Drop for CliEngine {
         if let Some(store) = self.engine.journal_store() {
             store.flush();
         }
+        // The command ends with the process: what had to be done before
+        // it (its MCP servers ended and reaped, its journals written) is
+        // done above. Freeing the engine's memory (the catalog's schemas,
+        // every tool's spec) would cost about 0.3M instructions of a
+        // 5M-instruction `codemode run` and change nothing, so its last
+        // handle is left to the process's exit (docs/PERFORMANCE.md).
+        if !self.detached {
+            std::mem::forget(self.engine.clone());
+        }
     }
 }

@@ -19,7 +19,11 @@
 //!    folders with an empty read-only tmpfs (binding the run's own spill
 //!    folder back read-only), applies Landlock, writes the header line (what
 //!    was applied, `Header`) to stdout, sets `SECBIT_NOROOT` (so a shell
-//!    running as uid 0 gets no capabilities at `execve`), forks the shell
+//!    running as uid 0 gets no capabilities at `execve`), does not start
+//!    the shell when the call's SIGTERM already came (the launcher and init
+//!    catch SIGTERM, blocked, so the kernel queues it for init instead of
+//!    dropping it; the launcher passes one it got before init existed on to
+//!    init, and init one that comes around the fork on to the shell), forks the shell
 //!    and reaps every process of the namespace until the shell ends. Then it
 //!    reports the shell's wait status to the launcher through a pipe and
 //!    exits, and the kernel kills every process left in the namespace.
@@ -181,6 +185,13 @@ fn launch(spec: &LaunchSpec) -> ExitCode {
     let mut term = SigSet::empty();
     term.add(Signal::SIGTERM);
     let _ = term.thread_block();
+    // Caught (by a handler that does nothing), not left at its default: the
+    // kernel drops a signal from outside a PID namespace to its init when
+    // init has no handler, so without this a SIGTERM the call's group got
+    // while init was still setting up (before the shell existed) was lost,
+    // and the command ran to its end after its call timed out. init
+    // inherits the handler and the mask; it passes such a SIGTERM on.
+    catch_term();
 
     let mut applied = Applied { profile: profile.as_str().to_owned(), ..Applied::default() };
     enter_namespaces(spec, &mut applied);
@@ -201,6 +212,12 @@ fn launch(spec: &LaunchSpec) -> ExitCode {
         }
         Ok(ForkResult::Parent { child }) => {
             drop(status_w);
+            // A SIGTERM for the group that came before init existed is
+            // pending here only (pending signals are not inherited): init
+            // gets it too, so that the shell does not start.
+            if term_pending() {
+                let _ = nix::sys::signal::kill(child, Signal::SIGTERM);
+            }
             mirror(child, status_r)
         }
     }
@@ -309,6 +326,13 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
     }
     write_header(&Header::Sandbox(applied));
     no_root_capabilities();
+    // A SIGTERM for the call's group that came before the shell exists is
+    // pending here (blocked, caught): the shell is not started.
+    if term_pending() {
+        let _ =
+            nix::unistd::write(&status_w, &encode(WaitStatus::Signaled(Pid::this(), Signal::SIGTERM, false)));
+        std::process::exit(0)
+    }
 
     #[allow(unsafe_code)]
     // SAFETY: init is single-threaded (forked from the single-threaded
@@ -320,6 +344,11 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
             exec_shell(spec)
         }
         Ok(ForkResult::Parent { child }) => {
+            // One that came between the check above and the fork missed
+            // the shell: passed on.
+            if term_pending() {
+                let _ = nix::sys::signal::kill(child, Signal::SIGTERM);
+            }
             let status = reap_until(child);
             let _ = nix::unistd::write(&status_w, &encode(status));
             // Exiting ends the PID namespace: the kernel kills the rest.
@@ -640,6 +669,9 @@ fn landlock(
 /// The shell (process 3 of the module docs): never returns.
 #[cfg(target_os = "linux")]
 fn exec_shell(spec: &LaunchSpec) -> ExitCode {
+    // SIGTERM back to its default before it is unblocked, so one pending or
+    // arriving now ends the shell before it runs anything.
+    default_term();
     let _ = SigSet::all().thread_unblock();
     if let Err(e) = std::env::set_current_dir(&spec.workspace) {
         eprintln!("codemode sandbox: cannot enter the workspace {}: {e}", spec.workspace.display());
@@ -755,9 +787,51 @@ fn mirror(init: Pid, status_r: OwnedFd) -> ExitCode {
 fn raise(signal: Signal) -> ExitCode {
     use nix::sys::resource::{Resource, setrlimit};
     let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+    // SIGTERM is caught in the launcher (`catch_term`): its default again,
+    // so that raising it ends the launcher as it ended the shell.
+    if signal == Signal::SIGTERM {
+        default_term();
+    }
     let mut set = SigSet::empty();
     set.add(signal);
     let _ = nix::sys::signal::raise(signal);
     let _ = set.thread_unblock();
     ExitCode::from(128u8.wrapping_add(signal as i32 as u8))
+}
+
+/// Does nothing: SIGTERM is caught only so that the kernel queues it for
+/// init instead of dropping it (see `launch`).
+#[cfg(target_os = "linux")]
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Catches SIGTERM with [`ignore_signal`] (it stays blocked).
+#[cfg(target_os = "linux")]
+fn catch_term() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, sigaction};
+    let action = SigAction::new(SigHandler::Handler(ignore_signal), SaFlags::SA_RESTART, SigSet::empty());
+    #[allow(unsafe_code)]
+    // SAFETY: the handler does nothing, so it is async-signal-safe.
+    let _ = unsafe { sigaction(Signal::SIGTERM, &action) };
+}
+
+/// SIGTERM's default action again.
+#[cfg(target_os = "linux")]
+fn default_term() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, sigaction};
+    let action = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    #[allow(unsafe_code)]
+    // SAFETY: the default action installs no code of ours.
+    let _ = unsafe { sigaction(Signal::SIGTERM, &action) };
+}
+
+/// Whether a SIGTERM is pending (blocked and caught: see `launch`).
+#[cfg(target_os = "linux")]
+fn term_pending() -> bool {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    #[allow(unsafe_code)]
+    // SAFETY: sigpending writes a whole sigset_t into `set`, which is read
+    // only when it reports success; sigismember reads it.
+    unsafe {
+        libc::sigpending(set.as_mut_ptr()) == 0 && libc::sigismember(set.as_ptr(), libc::SIGTERM) == 1
+    }
 }

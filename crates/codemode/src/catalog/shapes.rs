@@ -10,21 +10,41 @@
 //! [`ToolSpec::output_schema`]: crate::catalog::ToolSpec::output_schema
 //! [`ToolSpec::metadata_schema`]: crate::catalog::ToolSpec::metadata_schema
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+// The schemas are put together by moving values into maps: `json!` with a
+// `Value` inside it serializes a copy of that value and drops the
+// original, which cost about 0.5M instructions at every start of the
+// engine (docs/PERFORMANCE.md).
+
+/// A JSON object of `entries`, in their order, the values moved in.
+fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Object(entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<Map<String, Value>>())
+}
+
+/// `schema` (an object) with `$defs` of `defs` added.
+fn with_defs<const N: usize>(mut schema: Value, defs: [(&str, Value); N]) -> Value {
+    if let Value::Object(fields) = &mut schema {
+        fields.insert("$defs".to_owned(), map(defs));
+    }
+    schema
+}
 
 /// A document that is the named type `name`, defined as `schema`.
 fn named(name: &str, schema: Value) -> Value {
-    json!({"$ref": format!("#/$defs/{name}"), "$defs": {name: schema}})
+    map([("$ref", Value::String(format!("#/$defs/{name}"))), ("$defs", map([(name, schema)]))])
 }
 
 /// An object with these properties, all required unless listed in
 /// `optional`.
 fn object(properties: Value, optional: &[&str]) -> Value {
-    let required: Vec<&String> = properties
+    let required: Vec<Value> = properties
         .as_object()
-        .map(|p| p.keys().filter(|k| !optional.contains(&k.as_str())).collect())
+        .map(|p| {
+            p.keys().filter(|k| !optional.contains(&k.as_str())).map(|k| Value::String(k.clone())).collect()
+        })
         .unwrap_or_default();
-    json!({"type": "object", "properties": properties, "required": required})
+    map([("type", Value::from("object")), ("properties", properties), ("required", Value::Array(required))])
 }
 
 /// `null` metadata: the tool has none.
@@ -35,10 +55,6 @@ fn no_metadata() -> Value {
 /// Counts, sizes and offsets are integers, declared `number` (what
 /// TypeScript has) to keep the declarations short.
 const INT: &str = "number";
-
-fn int_or_null() -> Value {
-    json!({"type": [INT, "null"]})
-}
 
 /// `read`: the text (numbered lines, or as it is in format `text`); metadata
 /// where to continue.
@@ -52,7 +68,7 @@ pub(crate) fn read() -> (Value, Value) {
             "total_bytes": {"type": INT},
             "offset": {"type": INT},
             "start_line": {"type": INT},
-            "end_line": int_or_null(),
+            "end_line": {"type": [INT, "null"]},
             "total_lines": {"type": INT}
         }),
         &["offset", "start_line", "end_line", "total_lines"],
@@ -83,7 +99,7 @@ pub(crate) fn file_search() -> (Value, Value) {
             "matches": {"type": INT},
             "returned": {"type": INT},
             "truncated": {"type": "boolean"},
-            "walk_stopped_at": int_or_null()
+            "walk_stopped_at": {"type": [INT, "null"]}
         }),
         &[],
     );
@@ -113,12 +129,12 @@ pub(crate) fn grep_files() -> (Value, Value) {
             "next_offset": {"type": [INT, "null"], "description": "Pass as offset for the next page; null at the end"},
             "truncated": {"type": "boolean"},
             "page_bytes_cut": {"type": "boolean", "description": "The page's size in bytes, not limit, ended it"},
-            "walk_stopped_at": int_or_null()
+            "walk_stopped_at": {"type": [INT, "null"]}
         }),
         &[],
     );
     let content =
-        json!({"type": "array", "items": {"$ref": "#/$defs/GrepMatch"}, "$defs": {"GrepMatch": hit}});
+        with_defs(json!({"type": "array", "items": {"$ref": "#/$defs/GrepMatch"}}), [("GrepMatch", hit)]);
     (content, named("GrepFilesMetadata", metadata))
 }
 
@@ -154,8 +170,10 @@ pub(crate) fn bash() -> (Value, Value) {
         }),
         &[],
     );
-    let metadata =
-        json!({"$ref": "#/$defs/BashMetadata", "$defs": {"BashMetadata": metadata, "BashSandbox": sandbox}});
+    let metadata = with_defs(
+        json!({"$ref": "#/$defs/BashMetadata"}),
+        [("BashMetadata", metadata), ("BashSandbox", sandbox)],
+    );
     (named("BashResult", result), metadata)
 }
 
@@ -198,8 +216,14 @@ pub(crate) fn tool_search() -> (Value, Value) {
         }),
         &["unavailable", "started_servers", "unlisted_servers"],
     );
-    let content = json!({"$ref": "#/$defs/ToolSearchResult", "$defs": {
-        "ToolSearchResult": result, "FoundTool": found, "UnavailableTool": unavailable,
-        "UnlistedServer": unlisted}});
+    let content = with_defs(
+        json!({"$ref": "#/$defs/ToolSearchResult"}),
+        [
+            ("ToolSearchResult", result),
+            ("FoundTool", found),
+            ("UnavailableTool", unavailable),
+            ("UnlistedServer", unlisted),
+        ],
+    );
     (content, no_metadata())
 }

@@ -228,12 +228,16 @@ async fn start_server(
                 return Err(Box::new(finish.refused(decision, kind, reason)));
             }
         };
+    // This call uses the server whatever its start gives (and even if the
+    // call is cancelled while it waits): the run's early start of it, if
+    // any, is not unused.
+    let early = starts.prestarted.take(server);
     let was_running = mcp.is_running(server);
     if let Err(e) = mcp.connect_since(server, seen).await {
         return Err(Box::new(Finisher { decision, ..finish.clone() }.failed("failed", e.to_string())));
     }
     drop(starting);
-    if starts.prestarted.take(server) {
+    if early {
         notes.insert(0, super::prestart::note(server));
     } else if !was_running {
         notes.insert(0, format!("started MCP server `{server}`"));

@@ -30,9 +30,10 @@
 //! is still gated as `mcp_connect__<server>` first, as every first call of
 //! a server is (connect_first.rs), and finds the server up or starting.
 //! Its receipt note says the server was started before the program's
-//! first call (unless that start failed: the call that starts it again
-//! notes it as usual); a server so started that the run never called is
-//! named in the receipt's warnings, with the error when its start failed. A program with a branch not taken may so start
+//! first call (unless that start failed: then the call fails with its
+//! error, as one waiting for any start does); a server so started that
+//! the run never called is named in the receipt's warnings, with the
+//! error when its start failed. A program with a branch not taken may so start
 //! a server it does not use: its start was allowed without asking, and
 //! the warning says it ran.
 
@@ -82,8 +83,9 @@ impl Prestarted {
 
     /// Whether `server` was started by the run before its first call, that
     /// start did not fail, and no call of the run used the server since; a
-    /// `true` is given once (a failed start is forgotten here too: the
-    /// call that started the server again notes that as usual).
+    /// `true` is given once. Every call that uses the server takes it, so
+    /// that a used server is not warned of (a failed start too: the call
+    /// waiting for it failed with its error).
     pub(crate) fn take(&self, server: &str) -> bool {
         matches!(self.lock().remove(server), Some(Outcome::Running | Outcome::Started))
     }
