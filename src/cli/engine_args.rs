@@ -455,7 +455,8 @@ impl EngineArgs {
             } else {
                 let dir = workspace.display();
                 format!(
-                    "not trusted: each server needs an approval to start; `codemode trust {dir}` to trust it"
+                    "not trusted: starting each server needs an approval, unless the posture is full-access; \
+                     `codemode trust {dir}` to trust it"
                 )
             };
             super::note!(

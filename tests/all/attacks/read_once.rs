@@ -160,7 +160,7 @@ fn a_config_folder_linked_to_a_trusted_projects_does_not_borrow_its_trust() {
     assert!(!pwned.exists(), "the linked file's server started unasked: {stderr}");
     assert!(!stderr.contains("(trusted)"), "{stderr}");
     assert!(stderr.contains("is reached through the symbolic link"), "{stderr}");
-    assert!(stderr.contains("not trusted: each server needs an approval"), "{stderr}");
+    assert!(stderr.contains("not trusted: starting each server needs an approval"), "{stderr}");
     // And `codemode trust` refuses to trust it there.
     let out = codemode(&["trust"], "", evil.path(), config.path());
     assert_ne!(out.status.code(), Some(0));
