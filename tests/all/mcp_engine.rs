@@ -41,6 +41,21 @@ fn memory_and_filesystem(ws: &Path, memory_file: &Path) -> Value {
     })
 }
 
+/// A workspace (its canonical path) holding `people.txt` with `people`, a
+/// cache folder, and a full-access engine over server-memory and
+/// server-filesystem (nothing started).
+fn people_and_two_servers(
+    people: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, tempfile::TempDir, Engine) {
+    let ws = tempfile::tempdir().unwrap();
+    let ws_path = ws.path().canonicalize().unwrap();
+    std::fs::write(ws_path.join("people.txt"), people).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let servers = memory_and_filesystem(&ws_path, &cache.path().join("memory.jsonl"));
+    let engine = engine(servers, cache.path(), &ws_path, Policy::full_access());
+    (ws, ws_path, cache, engine)
+}
+
 /// The test fixture server named `fixture`, in `mode`, with `env`.
 fn fixture_server(mode: &str, env: Value) -> Value {
     json!({"fixture": {"command": "python3", "args": [fixture(), mode], "env": env}})
@@ -52,12 +67,7 @@ fn state(engine: &Engine, server: &str) -> ServerState {
 
 #[test]
 fn a_program_composes_two_real_servers_started_on_first_use() {
-    let ws = tempfile::tempdir().unwrap();
-    let ws_path = ws.path().canonicalize().unwrap();
-    std::fs::write(ws_path.join("people.txt"), "Ada Lovelace\nAlan Turing\n").unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let servers = memory_and_filesystem(&ws_path, &cache.path().join("memory.jsonl"));
-    let engine = engine(servers, cache.path(), &ws_path, Policy::full_access());
+    let (_ws, ws_path, _cache, engine) = people_and_two_servers("Ada Lovelace\nAlan Turing\n");
     // Nothing started, nothing cached: only the connect tools are known.
     assert_eq!(state(&engine, "memory"), ServerState::NotStarted);
     let names: Vec<String> = engine.tool_specs().into_iter().map(|s| s.name).collect();
@@ -149,12 +159,7 @@ pub(crate) fn prestart_warnings(receipt: &codemode::Receipt) -> Vec<&String> {
 
 #[test]
 fn servers_a_program_names_start_before_its_first_call() {
-    let ws = tempfile::tempdir().unwrap();
-    let ws_path = ws.path().canonicalize().unwrap();
-    std::fs::write(ws_path.join("people.txt"), "Ada Lovelace\n").unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let servers = memory_and_filesystem(&ws_path, &cache.path().join("memory.jsonl"));
-    let engine = engine(servers, cache.path(), &ws_path, Policy::full_access());
+    let (_ws, ws_path, _cache, engine) = people_and_two_servers("Ada Lovelace\n");
     let path = ws_path.join("people.txt").to_string_lossy().into_owned();
     let receipt = engine.execute_blocking(Program::new(format!(
         r#"await tools.mcp__filesystem__read_text_file({{path: {path:?}}});

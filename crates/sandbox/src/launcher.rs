@@ -43,13 +43,12 @@ use serde::{Deserialize, Serialize};
 #[cfg(target_os = "linux")]
 use {
     nix::errno::Errno,
-    nix::mount::{MsFlags, mount},
     nix::sched::{CloneFlags, unshare},
     nix::sys::signal::{SigSet, Signal},
     nix::sys::wait::{WaitStatus, waitpid},
     nix::unistd::{ForkResult, Pid},
     std::ffi::CString,
-    std::os::fd::{AsRawFd as _, OwnedFd},
+    std::os::fd::OwnedFd,
     std::path::Path,
 };
 
@@ -308,8 +307,8 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
         checked = kept;
         &checked
     };
-    let private_ptys =
-        applied.namespaces.iter().any(|n| n == "mount") && mounts(spec, profile, &mut applied.missing);
+    let private_ptys = applied.namespaces.iter().any(|n| n == "mount")
+        && super::mounts::mounts(spec, profile, &mut applied.missing);
     applied.landlock = landlock(spec, profile, private_ptys, &mut applied.missing);
     if let Err(e) = super::ipc_filter::block_sockets(!spec.host_ipc, !spec.host_ipc || !spec.network) {
         applied.missing.push(format!(
@@ -382,215 +381,6 @@ fn no_root_capabilities() {
 #[cfg(target_os = "linux")]
 fn unchanged(path: &Path) -> bool {
     std::fs::canonicalize(path).is_ok_and(|real| real == path)
-}
-
-/// Makes the mount tree private, mounts `/proc`, the read-only binds and the
-/// hidden tmpfs; records what failed. Returns whether the command has a
-/// private devpts instance (pseudo-terminals of its own).
-#[cfg(target_os = "linux")]
-fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut Vec<String>) -> bool {
-    let none: Option<&str> = None;
-    if let Err(e) = mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none) {
-        // Without a private tree a mount could reach the host: mount nothing.
-        missing
-            .push(format!("private mounts ({e}): protected paths and hidden folders are not mounted over"));
-        return false;
-    }
-    // Everything read-only, then the workspace (unless read-only) and the
-    // private TMPDIR writable again: Landlock does not cover permissions,
-    // timestamps or extended attributes, so without this a command could
-    // chmod any file its uid owns outside the workspace.
-    match read_only_everywhere() {
-        Ok(()) => {
-            let writable = (profile == SandboxProfile::WorkspaceWrite).then_some(spec.workspace.as_path());
-            let named = spec.writable.iter().map(PathBuf::as_path);
-            for path in writable.into_iter().chain([spec.tmpdir.as_path()]).chain(named) {
-                if let Err(e) = bind_writable(path) {
-                    missing.push(format!("writable mount of {} ({e}): writes there fail", path.display()));
-                }
-            }
-        }
-        Err(e) => missing.push(format!(
-            "read-only host mounts ({e}): permissions and timestamps of files outside the workspace can be changed"
-        )),
-    }
-    // Folders between the workspace and a protected path become mount
-    // points, which cannot be renamed: `mv tools tools.old` would otherwise
-    // carry a protected `tools/hooks` away and leave a fresh copy in place.
-    for folder in pinned_folders(spec) {
-        if let Err(e) = bind_writable(&folder) {
-            missing.push(format!("pinning {} ({e}): it can be renamed", folder.display()));
-        }
-    }
-    let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, none) {
-        missing.push(format!("a fresh /proc ({e}): the host's processes stay visible in /proc"));
-    }
-    // The host's terminals: the same uid could read a person's keystrokes
-    // from /dev/pts/N. A private devpts instance hides them and still gives
-    // the command pseudo-terminals of its own (`script`, `pty.fork`); where
-    // one cannot be mounted, an empty read-only tmpfs hides them.
-    let mut private_ptys = false;
-    if Path::new("/dev/pts").is_dir() {
-        let pty_flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-        let private = mount(
-            Some("devpts"),
-            "/dev/pts",
-            Some("devpts"),
-            pty_flags,
-            Some("newinstance,ptmxmode=0666,mode=0620"),
-        )
-        .and_then(|()| mount(Some("/dev/pts/ptmx"), "/dev/ptmx", none, MsFlags::MS_BIND, none));
-        private_ptys = private.is_ok();
-        if private.is_err() {
-            let flags = proc_flags | MsFlags::MS_RDONLY;
-            if let Err(e) = mount(Some("tmpfs"), "/dev/pts", Some("tmpfs"), flags, Some("size=4k,mode=0755"))
-            {
-                missing.push(format!(
-                    "hiding /dev/pts ({e}): the host's terminals stay readable by the same user"
-                ));
-            }
-        }
-    }
-    let covered = |p: &Path| spec.hidden.iter().any(|h| p.starts_with(h));
-    for path in spec.protected.iter().filter(|p| !covered(p) && p.exists()) {
-        if let Err(e) = bind_read_only(path) {
-            missing.push(format!("read-only mount of {} ({e})", path.display()));
-        }
-    }
-    for hidden in spec.hidden.iter().filter(|h| h.is_dir()) {
-        if let Err(e) = hide(hidden, spec.spill.as_deref()) {
-            missing.push(format!("hiding {} ({e})", hidden.display()));
-        }
-    }
-    private_ptys
-}
-
-/// Makes every mount of this (private) mount namespace read-only, with
-/// `mount_setattr(2)` (`AT_RECURSIVE`, `MOUNT_ATTR_RDONLY`; Linux 5.12).
-#[cfg(target_os = "linux")]
-fn read_only_everywhere() -> nix::Result<()> {
-    /// `struct mount_attr` of linux/mount.h.
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    const AT_RECURSIVE: libc::c_uint = 0x8000;
-    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
-    #[allow(unsafe_code)]
-    // SAFETY: mount_setattr reads a NUL-terminated path and `size` bytes of
-    // `attr`, both valid for the call; neither nix nor rustix wraps it.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            c"/".as_ptr(),
-            AT_RECURSIVE,
-            &raw const attr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if done == 0 { Ok(()) } else { Err(nix::errno::Errno::last()) }
-}
-
-/// Bind-mounts `path` onto itself writable (after [`read_only_everywhere`]).
-#[cfg(target_os = "linux")]
-fn bind_writable(path: &Path) -> nix::Result<()> {
-    let none: Option<&str> = None;
-    mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
-    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | locked_flags(path);
-    mount(none, path, none, flags, none)
-}
-
-/// The folders strictly between a folder the command may write (the
-/// workspace, a `writable` folder) and each path the launcher mounts
-/// beneath it (a protected path, a hidden folder, the workspace, another
-/// writable folder, the private `TMPDIR`) that exist, outermost first.
-/// Pinned as mount points, they cannot be renamed: otherwise a command
-/// could move one aside and put a link in its place, and the next call's
-/// mounts, which follow links, would bind the link's target (a writable
-/// `/tmp` holding `/tmp/a/ws`: `mv a a.old; mkdir a; ln -s ~ a/ws`).
-#[cfg(target_os = "linux")]
-fn pinned_folders(spec: &LaunchSpec) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    let bases: Vec<&Path> =
-        std::iter::once(spec.workspace.as_path()).chain(spec.writable.iter().map(PathBuf::as_path)).collect();
-    let mounted = spec
-        .protected
-        .iter()
-        .chain(&spec.hidden)
-        .chain(&spec.writable)
-        .chain([&spec.workspace, &spec.tmpdir]);
-    for path in mounted {
-        for base in bases.iter().filter(|b| path.starts_with(b) && path != *b) {
-            let Ok(rel) = path.strip_prefix(base) else { continue };
-            let mut folder = base.to_path_buf();
-            let parts: Vec<_> = rel.components().collect();
-            for part in parts.iter().take(parts.len().saturating_sub(1)) {
-                folder.push(part);
-                if folder.is_dir() && !out.contains(&folder) {
-                    out.push(folder.clone());
-                }
-            }
-        }
-    }
-    out.sort_by_key(|f| f.components().count());
-    out
-}
-
-/// Bind-mounts `path` onto itself read-only, keeping the flags the kernel
-/// locks on mounts inherited from another user namespace.
-#[cfg(target_os = "linux")]
-fn bind_read_only(path: &Path) -> nix::Result<()> {
-    let none: Option<&str> = None;
-    mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
-    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked_flags(path);
-    mount(none, path, none, flags, none)
-}
-
-/// The flags of the mount holding `path` that a remount must keep.
-#[cfg(target_os = "linux")]
-fn locked_flags(path: &Path) -> MsFlags {
-    use nix::sys::statvfs::FsFlags;
-    let Ok(stat) = nix::sys::statvfs::statvfs(path) else { return MsFlags::empty() };
-    let have = stat.flags();
-    [
-        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
-        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
-        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
-    ]
-    .into_iter()
-    .filter(|(st, _)| have.contains(*st))
-    .fold(MsFlags::empty(), |acc, (_, ms)| acc | ms)
-}
-
-/// Covers `hidden` with an empty read-only tmpfs; binds `spill` (the run's
-/// own spill folder) back read-only when it is beneath `hidden` and exists.
-#[cfg(target_os = "linux")]
-fn hide(hidden: &Path, spill: Option<&Path>) -> nix::Result<()> {
-    let none: Option<&str> = None;
-    // Opened before the tmpfs covers it.
-    let keep = spill
-        .filter(|s| s.starts_with(hidden) && s.is_dir())
-        .and_then(|s| Some((s.strip_prefix(hidden).ok()?.to_path_buf(), std::fs::File::open(s).ok()?)));
-    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    mount(Some("tmpfs"), hidden, Some("tmpfs"), flags, Some("mode=0755,size=64k"))?;
-    if let Some((rel, dir)) = keep {
-        let target = hidden.join(rel);
-        std::fs::create_dir_all(&target).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
-        let source = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        mount(Some(source.as_str()), &target, none, MsFlags::MS_BIND, none)?;
-        let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked_flags(&target);
-        mount(none, &target, none, ro, none)?;
-    }
-    mount(none, hidden, none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags, none)
 }
 
 /// Applies Landlock: read and execute everywhere, write only beneath the

@@ -143,10 +143,12 @@ impl Dispatcher {
         if protection::missing_at_build(&self.shared.protections, protection::NamedBy::McpServer) {
             return;
         }
-        let refused = self.connect_refusals.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let policy = &self.shared.config.policy;
+        let refused = |server: &str| {
+            self.connect_refusals.lock().unwrap_or_else(|p| p.into_inner()).contains_key(server)
+        };
         for server in named {
-            if mcp.is_running(&server) || mcp.is_allowed(&server) || refused.contains_key(&server) {
+            if mcp.is_running(&server) || mcp.is_allowed(&server) || refused(&server) {
                 continue;
             }
             let connect = naming::connect_name(&server);
@@ -158,11 +160,8 @@ impl Dispatcher {
                 calls_made: 0,
                 primary: None,
             };
-            let allowed = match decide_early(&self.shared, &catalog, None, &request, self.start, &self.run_id)
-            {
-                Early::Continue(prep) => !later::needed(&connect, &prep, policy, &self.shared.posture),
-                Early::Refuse(..) | Early::Exhausted(_) => false,
-            };
+            let early = decide_early(&self.shared, &catalog, None, &request, self.start, &self.run_id);
+            let allowed = without_asking(early, &connect, policy, &self.shared.posture);
             if !allowed {
                 continue;
             }
@@ -177,9 +176,7 @@ impl Dispatcher {
             }
         }
     }
-}
 
-impl Dispatcher {
     /// For a call of `mcp_connect__<server>` whose server this run started
     /// before its first call: the call's note saying so (given once).
     pub(crate) fn prestart_note(&self, tool: &str) -> Option<String> {
@@ -188,6 +185,21 @@ impl Dispatcher {
         }
         let server = self.shared.mcp.as_ref()?.server_needed_by(&self.shared.catalog.load(), tool)?;
         self.prestarted.take(&server).then(|| note(&server))
+    }
+}
+
+/// Whether the gate's early steps, which decided `early` for `tool`, allow
+/// it with no later step needed (no hook matches it, no approval would be
+/// asked under `posture`).
+fn without_asking(
+    early: Early,
+    tool: &str,
+    policy: &crate::gate::Policy,
+    posture: &crate::gate::posture_epoch::PostureCell,
+) -> bool {
+    match early {
+        Early::Continue(prep) => !later::needed(tool, &prep, policy, posture),
+        Early::Refuse(..) | Early::Exhausted(_) => false,
     }
 }
 
@@ -204,10 +216,7 @@ fn allowed_without_asking(
     let args = json!({});
     let request = CallRequest::for_test(tool, &args);
     let posture = crate::gate::posture_epoch::PostureCell::new(policy.posture);
-    match crate::gate::decide_early(&request, &cx) {
-        Early::Continue(prep) => !later::needed(tool, &prep, policy, &posture),
-        _ => false,
-    }
+    without_asking(crate::gate::decide_early(&request, &cx), tool, policy, &posture)
 }
 
 #[cfg(test)]
