@@ -30,6 +30,7 @@ mod rollback;
 mod saves;
 #[cfg(feature = "http")]
 mod sessions;
+mod stdio_socket;
 mod stdout_watch;
 mod surface;
 mod trace_parent;
@@ -166,14 +167,22 @@ impl CodeModeServer {
         use rmcp::ServiceExt as _;
         let engine = self.engine().clone();
         let server = self.clone();
-        let (reader, writer) = rmcp::transport::io::stdio_pipes();
-        // A line (one message) over the bound is dropped unread.
-        let transport = rmcp::transport::async_rw::AsyncRwTransport::new(reader, writer)
-            .with_max_line_length(MAX_ARGUMENTS_BYTES);
-        let running = self
-            .serve(transport)
-            .await
-            .map_err(|e| ServeError::Transport(format!("could not start serving on stdio: {e}")))?;
+        use rmcp::transport::async_rw::AsyncRwTransport;
+        // A line (one message) over the bound is dropped unread. Sockets
+        // (a Node.js client's) and FIFOs are read and written from the
+        // reactor; anything else on the blocking pool.
+        let running = match stdio_socket::socket_stdio() {
+            Some((reader, writer)) => {
+                self.serve(AsyncRwTransport::new(reader, writer).with_max_line_length(MAX_ARGUMENTS_BYTES))
+                    .await
+            }
+            None => {
+                let (reader, writer) = rmcp::transport::io::stdio_pipes();
+                self.serve(AsyncRwTransport::new(reader, writer).with_max_line_length(MAX_ARGUMENTS_BYTES))
+                    .await
+            }
+        }
+        .map_err(|e| ServeError::Transport(format!("could not start serving on stdio: {e}")))?;
         let closed = running.cancellation_token();
         let waiting = running.waiting();
         let (stdout_gone, _watching) = stdout_watch::closed();
