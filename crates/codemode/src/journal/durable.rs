@@ -12,12 +12,12 @@
 //! started in the same turn of the program share a sync. Read-only calls
 //! never come here.
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::StoreError;
 use super::completion::Completion;
 use super::record::{self, How};
-use super::writer::Msg;
+use super::writer::{Msg, ToWriter};
 
 /// Answered when the lines it was sent with are durable (or could not be
 /// made so).
@@ -27,7 +27,7 @@ pub(crate) type Ticket = oneshot::Sender<Result<(), StoreError>>;
 /// durable to the run's writer task. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct DurableLog {
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: ToWriter,
 }
 
 impl std::fmt::Debug for DurableLog {
@@ -37,7 +37,7 @@ impl std::fmt::Debug for DurableLog {
 }
 
 impl DurableLog {
-    pub(super) fn new(tx: mpsc::UnboundedSender<Msg>) -> DurableLog {
+    pub(super) fn new(tx: ToWriter) -> DurableLog {
         DurableLog { tx }
     }
 

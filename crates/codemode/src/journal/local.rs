@@ -311,6 +311,12 @@ impl JournalStore for LocalStore {
         true
     }
 
+    fn records_ended_inline(&self) -> bool {
+        // `record_ended` checks the folder (a few `stat` calls) and queues
+        // the journal for the syncer's threads.
+        true
+    }
+
     fn flush(&self) {
         self.syncer.wait();
     }

@@ -341,6 +341,17 @@ pub trait JournalStore: Send + Sync + 'static {
         false
     }
 
+    /// Whether [`JournalStore::record_ended`] may run on the thread that
+    /// ends the run (a VM thread, with a current-thread runtime of its
+    /// own) instead of the engine's tool runtime: true for a store whose
+    /// `record_ended` only checks and queues, and so takes no connection
+    /// or I/O resource bound to a runtime. Only asked of a store that
+    /// [opens late](JournalStore::opens_late). Default: false. The local
+    /// store says true.
+    fn records_ended_inline(&self) -> bool {
+        false
+    }
+
     /// Records the whole journal of a run that ended before its journal was
     /// made: `header` (one line, no newline), `lines` (whole lines, each
     /// ending in `\n`, possibly none) and the final `state`. Default:

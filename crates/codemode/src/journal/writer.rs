@@ -6,9 +6,15 @@
 //! (written before the run reports its end; see [`RunJournal::end`]). A
 //! store that opens late ([`JournalStore::opens_late`]) has the journal
 //! made when the run first hands lines over or pauses; a run that ends
-//! before that is handed to [`JournalStore::record_ended`] whole.
+//! before that is handed to [`JournalStore::record_ended`] whole. For such
+//! a store the writer task itself starts only with the first lines sent
+//! to it: a run that never sends any records its journal from the VM
+//! thread (when the store [records ended runs
+//! inline](JournalStore::records_ended_inline)), with no task and no
+//! hand-off to the tool runtime and back.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
@@ -37,12 +43,78 @@ pub(crate) enum Opening {
     Claimed(Box<dyn RunJournal>),
 }
 
+/// The way to a run's writer task: messages sent here start the task
+/// first if it has not started ([`RunLog::start`]). Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct ToWriter {
+    tx: mpsc::UnboundedSender<Msg>,
+    task: Arc<WriterTask>,
+}
+
+impl ToWriter {
+    /// Queues `msg` for the writer task, starting the task if need be.
+    ///
+    /// # Errors
+    /// The message back when the task has stopped (the run ended).
+    pub(crate) fn send(&self, msg: Msg) -> Result<(), Msg> {
+        let sent = self.tx.send(msg).map_err(|e| e.0);
+        self.task.start();
+        sent
+    }
+}
+
+/// A run's writer task, before and after it starts.
+struct WriterTask {
+    started: AtomicBool,
+    unstarted: Mutex<Option<Unstarted>>,
+}
+
+/// What starting the writer task takes.
+struct Unstarted {
+    opening: Opening,
+    late: bool,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    tools: Handle,
+}
+
+impl WriterTask {
+    /// Starts the task on the tool runtime unless it has started.
+    fn start(&self) {
+        if self.started.load(Ordering::Acquire) {
+            return;
+        }
+        let unstarted = self.unstarted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(Unstarted { opening, late, rx, tools }) = unstarted {
+            self.started.store(true, Ordering::Release);
+            tools.spawn(write_task(opening, late, rx));
+        }
+    }
+
+    /// The new run's journal, when the task never started and the store
+    /// records an ended run from the caller's thread: then the task never
+    /// will (its receiver is dropped here).
+    fn take_for_inline_end(&self) -> Option<(Arc<dyn JournalStore>, Arc<str>, String)> {
+        let mut unstarted = self.unstarted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match unstarted.as_ref() {
+            Some(Unstarted { late: true, opening: Opening::Create { store, .. }, .. })
+                if store.records_ended_inline() => {}
+            _ => return None,
+        }
+        match unstarted.take() {
+            Some(Unstarted { opening: Opening::Create { store, run_id, header }, .. }) => {
+                Some((store, run_id, header))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A way into a run's journal writer from off the VM thread: lines pushed
 /// here go to the journal after whatever the writer already has (not after
 /// the VM thread's buffer: they are for records keyed by seq, such as
 /// pre-images, `undo`).
 #[derive(Clone)]
-pub(crate) struct SideLog(mpsc::UnboundedSender<Msg>);
+pub(crate) struct SideLog(ToWriter);
 
 impl SideLog {
     /// Appends one line (a JSON record, no newline). Lost when the run's
@@ -77,7 +149,7 @@ pub(crate) struct RunLog {
     /// Lines written only once a resume's replay has caught up (its
     /// `decision` lines).
     held: Vec<String>,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: ToWriter,
 }
 
 impl RunLog {
@@ -89,18 +161,23 @@ impl RunLog {
 }
 
 impl RunLog {
-    /// Starts the writer task on `tools`. It opens the journal at once (so
-    /// a run whose process dies leaves a journal that says so), unless the
-    /// store opens late ([`JournalStore::opens_late`]): then when the run
-    /// first hands lines over or pauses, and a run that ends before that is
-    /// recorded whole ([`JournalStore::record_ended`]).
+    /// The run's journal, written by a task on `tools`. It opens the
+    /// journal at once (so a run whose process dies leaves a journal that
+    /// says so), unless the store opens late ([`JournalStore::opens_late`]):
+    /// then the task starts when the run first hands lines over or pauses
+    /// (or a call's line must be made durable), and a run that ends before
+    /// that is recorded whole ([`JournalStore::record_ended`]).
     pub(crate) fn start(opening: Opening, tools: &Handle) -> RunLog {
         let (tx, rx) = mpsc::unbounded_channel();
         let late = matches!(&opening, Opening::Create { store, .. } if store.opens_late());
+        let task = Arc::new(WriterTask {
+            started: AtomicBool::new(false),
+            unstarted: Mutex::new(Some(Unstarted { opening, late, rx, tools: tools.clone() })),
+        });
+        let tx = ToWriter { tx, task };
         if !late {
             let _ = tx.send(Msg::Lines(String::new()));
         }
-        tools.spawn(write_task(opening, late, rx));
         RunLog { buffer: String::new(), now_run: None, held: Vec::new(), tx }
     }
 
@@ -183,6 +260,12 @@ impl RunLog {
     pub(crate) async fn finish(mut self, state: RunState) -> Result<(), StoreError> {
         self.flush_now();
         let rest = std::mem::take(&mut self.buffer);
+        if state.is_final()
+            && let Some((store, run_id, header)) = self.tx.task.take_for_inline_end()
+        {
+            // Nothing was sent: the whole journal goes to the store from here.
+            return store.record_ended(&run_id, header, rest, state).await;
+        }
         let (done, answer) = oneshot::channel();
         if self.tx.send(Msg::Commit(rest, state, done)).is_err() {
             return Err(StoreError::Failed("the journal writer stopped".into()));
