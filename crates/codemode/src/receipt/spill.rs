@@ -261,8 +261,9 @@ fn write_spill(target: &SpillTarget<'_>, ext: &str, bytes: &[u8]) -> std::io::Re
     written
 }
 
-/// Makes a run's folder `dir` (and its parents) and returns it resolved.
-/// With `confine` (the workspace, for the default place), the folder must
+/// Makes a run's folder `dir` (and its parents) and returns it: resolved
+/// through its links with `confine`, else as named (made absolute). With
+/// `confine` (the workspace, for the default place), the folder must
 /// resolve inside it and be reached through no symbolic link below it, so
 /// a `.codemode` link cannot send receipts, spill files or journals
 /// elsewhere.
@@ -283,8 +284,12 @@ pub(crate) fn make_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Resul
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(dir)?;
+    let Some(confine) = confine else {
+        // Nothing to stay inside: see `resolve_run_dir`.
+        return Ok(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
+    };
     let resolved = std::fs::canonicalize(dir)?;
-    confined(&resolved, confine)?;
+    confined(&resolved, Some(confine))?;
     if let Some(folder) = new_codemode
         && let Err(e) = write_gitignore(&folder)
     {
@@ -317,8 +322,9 @@ pub(crate) fn check_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Resu
 }
 
 /// Checks a run's folder `dir` as [`check_run_dir`] does and returns the
-/// path it resolves to (its deepest existing folder resolved, the rest as
-/// given), without making anything: where [`make_run_dir`] would make it.
+/// path [`make_run_dir`] would return for it, without making anything:
+/// with `confine`, its deepest existing folder resolved and the rest as
+/// given; without, `dir` made absolute.
 ///
 /// # Errors
 /// As [`check_run_dir`].
@@ -336,8 +342,18 @@ pub(crate) fn resolve_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Re
     }
     // The deepest folder that exists, before anything is made below it.
     let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+    let Some(confine) = confine else {
+        // Nothing to stay inside (run state in the state folder, or a
+        // folder the host named): the folder is the one named, and
+        // resolving its links (a `readlink` per component, on every run's
+        // answer) would decide nothing.
+        if !existing.is_dir() {
+            return Err(std::io::Error::other(format!("{} is not a folder", existing.display())));
+        }
+        return Ok(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
+    };
     let resolved = std::fs::canonicalize(existing)?;
-    confined(&resolved, confine)?;
+    confined(&resolved, Some(confine))?;
     if !resolved.is_dir() {
         return Err(std::io::Error::other(format!("{} is not a folder", resolved.display())));
     }
