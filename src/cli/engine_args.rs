@@ -161,6 +161,10 @@ pub(crate) struct EngineArgs {
     /// [`EngineArgs::without_admission`]).
     #[arg(skip)]
     no_admission: bool,
+    /// Set by commands that run one program and exit (`run`, `resume`):
+    /// see [`EngineArgs::for_one_run`].
+    #[arg(skip)]
+    one_run: bool,
     /// `--upstream-idle` of `mcp serve` (see [`EngineArgs::with_upstream_idle`]).
     #[arg(skip)]
     upstream_idle: Option<std::time::Duration>,
@@ -185,6 +189,14 @@ impl EngineArgs {
     /// `off` (`--no-admission`).
     pub(crate) fn without_admission(mut self, off: bool) -> Self {
         self.no_admission = off;
+        self
+    }
+
+    /// These options for a process that runs one program and exits: no VM
+    /// thread makes a spare VM after the run
+    /// ([`codemode::EngineBuilder::spare_vms`]).
+    pub(crate) fn for_one_run(mut self) -> Self {
+        self.one_run = true;
         self
     }
 
@@ -367,8 +379,12 @@ impl EngineArgs {
             _ => {}
         }
         let approver = self.approver()?;
-        let mut builder =
-            Engine::builder().workspace(&workspace).limits(limits).config(config).approver_arc(approver);
+        let mut builder = Engine::builder()
+            .workspace(&workspace)
+            .limits(limits)
+            .config(config)
+            .approver_arc(approver)
+            .spare_vms(!self.one_run);
         match journal {
             JournalChoice::Default => {}
             JournalChoice::Off => builder = builder.no_journal(),

@@ -50,8 +50,13 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
 }
 
 fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
-    let engine =
-        args.engine.clone().with_limits(args.limits.settings()).approve_by_default("pause").build()?;
+    let engine = args
+        .engine
+        .clone()
+        .with_limits(args.limits.settings())
+        .approve_by_default("pause")
+        .for_one_run()
+        .build()?;
     if args.allow.is_empty() && args.deny.is_empty() && args.engine.approver_spec().is_none() {
         // Decisions a person recorded with `codemode approve` are applied
         // by any resume; with none, there is nothing to go on with. A run

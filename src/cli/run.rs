@@ -62,7 +62,8 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     }
     let path = (args.file != "-").then(|| std::path::PathBuf::from(&args.file));
     let returns = source.contains("return") || source.contains("export default");
-    args.engine = args.engine.with_limits(args.limits.settings()).without_admission(args.no_admission);
+    args.engine =
+        args.engine.with_limits(args.limits.settings()).without_admission(args.no_admission).for_one_run();
     let engine = args.engine.build()?;
     if args.engine.approver_spec().map(str::trim) == Some("pause") && engine.journal_store().is_none() {
         anyhow::bail!(

@@ -4,6 +4,7 @@
 //! Nothing here knows about policy: every call goes to the dispatcher.
 
 mod args_json;
+mod blank;
 pub(crate) mod calls;
 pub(crate) mod clock;
 mod hints;

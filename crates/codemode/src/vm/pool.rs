@@ -30,8 +30,10 @@ pub(crate) struct VmPool {
 }
 
 impl VmPool {
-    /// Starts `threads` VM threads.
-    pub(crate) fn new(threads: usize) -> std::io::Result<Self> {
+    /// Starts `threads` VM threads. The first makes a spare VM blank at
+    /// once; with `spares`, every thread makes one whenever it has just
+    /// finished its runs (blank.rs).
+    pub(crate) fn new(threads: usize, spares: bool) -> std::io::Result<Self> {
         let mut workers = Vec::with_capacity(threads);
         for i in 0..threads {
             let (tx, rx) = mpsc::unbounded_channel::<Job>();
@@ -40,7 +42,7 @@ impl VmPool {
             std::thread::Builder::new()
                 .name(format!("codemode-vm-{i}"))
                 .stack_size(VM_THREAD_STACK)
-                .spawn(move || worker_main(rx, count))?;
+                .spawn(move || worker_main(rx, count, i == 0, spares))?;
             workers.push(Worker { jobs: tx, active });
         }
         Ok(VmPool { workers })
@@ -62,7 +64,7 @@ impl VmPool {
     }
 }
 
-fn worker_main(mut jobs: mpsc::UnboundedReceiver<Job>, active: Arc<AtomicUsize>) {
+fn worker_main(mut jobs: mpsc::UnboundedReceiver<Job>, active: Arc<AtomicUsize>, first: bool, spares: bool) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -71,12 +73,21 @@ fn worker_main(mut jobs: mpsc::UnboundedReceiver<Job>, active: Arc<AtomicUsize>)
         }
     };
     let local = tokio::task::LocalSet::new();
+    // The first run goes to the first thread (all are idle): its VM is
+    // half made before it is asked for (blank.rs).
+    if first {
+        super::blank::make_spare();
+    }
     local.block_on(&rt, async {
         while let Some(job) = jobs.recv().await {
             let active = active.clone();
             tokio::task::spawn_local(async move {
                 job().await;
-                active.fetch_sub(1, Ordering::Relaxed);
+                // The thread has nothing else to run: the next run's VM
+                // is half made now, off its path.
+                if active.fetch_sub(1, Ordering::Relaxed) == 1 && spares {
+                    super::blank::make_spare();
+                }
             });
         }
     });

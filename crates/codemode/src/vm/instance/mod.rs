@@ -8,6 +8,7 @@ use rquickjs::context::EvalOptions;
 use rquickjs::{Context, Ctx, Function, Persistent, Promise, Runtime, Value};
 use serde_json::Value as Json;
 
+use super::blank::Blank;
 use super::calls::CallHost;
 use super::clock::RunClock;
 use super::host_call::{self, HostState, InFlight};
@@ -52,22 +53,6 @@ pub struct Vm {
     /// running: the run waits for them (see [`Vm::cancel_unapproved`]).
     draining: bool,
 }
-
-/// The built-ins a program gets: the language (base objects, `Date`,
-/// `eval`/`Function`, `RegExp`, `JSON`, `Proxy`, `Map`/`Set`, typed arrays,
-/// `Promise`, `WeakRef`). Left out: `performance` (a clock a journal could
-/// not replay, and not part of the language) and `DOMException` (a web API).
-/// The typed arrays, `Map`/`Set`, `WeakRef` and `Date` are made on the
-/// program's first use of one ([`super::late_builtins`]), not here: making
-/// them took about a fifth of a VM's start and 13 KiB of its memory.
-type Intrinsics = (
-    rquickjs::context::intrinsic::Eval,
-    rquickjs::context::intrinsic::RegExpCompiler,
-    rquickjs::context::intrinsic::RegExp,
-    rquickjs::context::intrinsic::Json,
-    rquickjs::context::intrinsic::Proxy,
-    rquickjs::context::intrinsic::Promise,
-);
 
 /// The note of a call put to an approver that ended after the program
 /// failed (see `Vm::cancel_unapproved`).
@@ -130,13 +115,11 @@ impl Vm {
         journal: Option<super::journaling::Journaling>,
     ) -> Result<Vm, RunError> {
         let VmSetup { limits, tools, calls, on_call_end, on_call_open } = setup;
-        let internal =
-            |what: &str, e: rquickjs::Error| RunError::new(ErrorKind::Internal, format!("{what}: {e}"));
-        let rt = Runtime::new().map_err(|e| internal("could not create the JS runtime", e))?;
+        // The runtime, context and prelude: this thread's spare when it
+        // has one (`blank.rs`), else made now.
+        let Blank { prelude, ctx, rt } = Blank::take_or_make()?;
         rt.set_memory_limit(limits.memory_bytes);
         rt.set_max_stack_size(limits.stack_bytes);
-        let ctx =
-            Context::custom::<Intrinsics>(&rt).map_err(|e| internal("could not create the JS context", e))?;
         let state = Rc::new(HostState {
             ledger: RefCell::new(
                 Ledger::new(limits.log_lines, limits.log_bytes).observed(on_call_end).on_open(on_call_open),
@@ -162,7 +145,7 @@ impl Vm {
             track_rejection(&tracked, &ctx, promise, reason, handled);
         })));
         let hooks = ctx.with(|ctx| -> Result<_, String> {
-            let prelude = super::prelude::load(&ctx)?;
+            let prelude = prelude.restore(&ctx).map_err(|e| e.to_string())?;
             let host = host_call::binding(&ctx, state.clone()).map_err(|e| e.to_string())?;
             super::late_builtins::install(&ctx, &state).map_err(|e| describe_exception(&ctx, e))?;
             let hooks: rquickjs::Array = prelude.call((host,)).map_err(|e| describe_exception(&ctx, e))?;
