@@ -340,18 +340,32 @@ pub(crate) fn resolve_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Re
             link.display()
         )));
     }
-    // The deepest folder that exists, before anything is made below it.
-    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
     let Some(confine) = confine else {
         // Nothing to stay inside (run state in the state folder, or a
         // folder the host named): the folder is the one named, and
         // resolving its links (a `readlink` per component, on every run's
-        // answer) would decide nothing.
-        if !existing.is_dir() {
-            return Err(std::io::Error::other(format!("{} is not a folder", existing.display())));
+        // answer) would decide nothing. Only what holds it is looked at:
+        // a run's folder is new, and looking up a name not yet in the
+        // runs folder waits for that folder's lock while another run's
+        // folder is being made there (by the journal's syncer, in
+        // milliseconds when the disk is busy: most of a served run's
+        // answer time, before).
+        // That holder is looked at once per process: a `stat` of it also
+        // waits while a run's folder is made in it.
+        let holder = dir.parent().unwrap_or(dir);
+        if !holders_seen::contains(holder) {
+            let existing = holder.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+            if !existing.is_dir() {
+                return Err(std::io::Error::other(format!("{} is not a folder", existing.display())));
+            }
+            if existing == holder {
+                holders_seen::insert(holder);
+            }
         }
         return Ok(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
     };
+    // The deepest folder that exists, before anything is made below it.
+    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
     let resolved = std::fs::canonicalize(existing)?;
     confined(&resolved, Some(confine))?;
     if !resolved.is_dir() {
@@ -361,6 +375,37 @@ pub(crate) fn resolve_run_dir(dir: &Path, confine: Option<&Path>) -> std::io::Re
         Ok(rest) if !rest.as_os_str().is_empty() => resolved.join(rest),
         _ => resolved,
     })
+}
+
+/// Folders that hold run folders, seen to be folders by this process
+/// ([`resolve_run_dir`] without a confinement): a few per process (one
+/// per runs folder), forgotten all at once past [`holders_seen::MAX`].
+/// One replaced by a file later makes the receipt's or journal's write
+/// fail then, with its error, instead of the answer saying so first.
+mod holders_seen {
+    use std::collections::HashSet;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, OnceLock, PoisonError};
+
+    /// Folders remembered at most.
+    pub(super) const MAX: usize = 64;
+
+    fn seen() -> &'static Mutex<HashSet<PathBuf>> {
+        static SEEN: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+        SEEN.get_or_init(Mutex::default)
+    }
+
+    pub(super) fn contains(folder: &Path) -> bool {
+        seen().lock().unwrap_or_else(PoisonError::into_inner).contains(folder)
+    }
+
+    pub(super) fn insert(folder: &Path) {
+        let mut seen = seen().lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= MAX {
+            seen.clear();
+        }
+        seen.insert(folder.to_path_buf());
+    }
 }
 
 /// The `.gitignore` codemode puts in a `.codemode` folder it makes.
@@ -569,5 +614,24 @@ mod tests {
         assert!(!other.join(".codemode/.gitignore").exists());
         make_run_dir(&other.join("spill/.codemode/r1"), None).unwrap();
         assert!(!other.join("spill/.codemode/.gitignore").exists());
+    }
+
+    #[test]
+    fn a_runs_folder_that_is_a_file_is_refused_and_a_folder_is_looked_at_once() {
+        let root = tempfile::tempdir().unwrap();
+        let runs = root.path().join("runs");
+        std::fs::write(&runs, "in the way").unwrap();
+        let e = resolve_run_dir(&runs.join("run-1"), None).unwrap_err();
+        assert!(e.to_string().contains("is not a folder"), "{e}");
+        assert!(!holders_seen::contains(&runs), "a file is not remembered");
+        std::fs::remove_file(&runs).unwrap();
+        // Not made yet: its folder is checked, and it is not remembered.
+        assert_eq!(resolve_run_dir(&runs.join("run-1"), None).unwrap(), runs.join("run-1"));
+        assert!(!holders_seen::contains(&runs));
+        std::fs::create_dir(&runs).unwrap();
+        // The run's own folder is not looked up (it is new); the named
+        // path comes back as named, links unresolved.
+        assert_eq!(resolve_run_dir(&runs.join("run-2"), None).unwrap(), runs.join("run-2"));
+        assert!(holders_seen::contains(&runs), "a folder is remembered");
     }
 }
