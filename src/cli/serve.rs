@@ -141,7 +141,11 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
     // waits for the journals still being written after their answers.)
     let Some(http) = http else {
         super::note!("serving MCP on stdin/stdout (workspace {})", engine.workspace().display());
-        rt.block_on(server.serve_stdio(stop_signal()))?;
+        let served = rt.block_on(server.serve_stdio(stop_signal()));
+        // A blocking write to an stdout nobody reads (a file or terminal
+        // goes through tokio's blocking pool) must not hold the exit.
+        rt.shutdown_timeout(std::time::Duration::from_secs(2));
+        served?;
         return Ok(0);
     };
     rt.block_on(async {

@@ -757,6 +757,59 @@ fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
 /// the server: the run in flight is cancelled (its bash call killed, its
 /// receipt saved) and the process ends, instead of running programs whose
 /// answers nobody can read.
+/// A client that stops reading the server's answers (its stdout pipe
+/// full) and closes stdin is still stopped by SIGTERM: the answers
+/// rmcp cannot send are dropped after a wait, instead of holding the
+/// process for good.
+#[test]
+fn sigterm_stops_a_server_whose_client_stopped_reading() {
+    let ws = crate::common::workspace();
+    let mut child = crate::cli::spawn(
+        &["mcp", "serve", "--workspace", ws.path().to_str().unwrap(), "--max-value", "64MiB"],
+        ws.path(),
+        &[],
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |m: Value| {
+        writeln!(stdin, "{m}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "stops reading", "version": "1"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // Answers of 10 MiB each, far more than the pipe holds; none is read.
+    for id in 2..5 {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "execute_tools", "arguments": {"code": "return 'x'.repeat(10 * 1024 * 1024)"}}}));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(stdin);
+    std::thread::sleep(Duration::from_secs(1));
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    // Liveness, not speed: the server waits 5 s for the answers it cannot
+    // send; a minute means it would never end.
+    let mut ended = None;
+    for _ in 0..600 {
+        if let Some(status) = child.try_wait().unwrap() {
+            ended = Some(status);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if ended.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("SIGTERM did not stop a server whose client stopped reading");
+    }
+    drop(stdout);
+}
+
 #[test]
 fn a_client_that_closes_stdout_stops_the_server_and_its_runs() {
     let ws = crate::common::workspace();

@@ -198,15 +198,38 @@ impl CodeModeServer {
                 tracing::warn!("the client closed codemode's stdout: stopping (runs in flight are cancelled)");
                 server.stop_runs(Duration::from_secs(30)).await;
                 closed.cancel();
-                waiting.await.map(|_| ())
+                end_of_session(waiting).await
             }
             () = &mut shutdown => {
                 server.stop_runs(Duration::from_secs(30)).await;
                 closed.cancel();
-                waiting.await.map(|_| ())
+                end_of_session(waiting).await
             }
         };
         engine.shutdown_mcp().await;
         ended.map_err(|e| ServeError::Transport(format!("the stdio session ended badly: {e}")))
+    }
+}
+
+/// How long a stopping stdio session waits for rmcp to finish sending
+/// answers already made: a client that stopped reading (its stdout pipe
+/// or socket full) would otherwise hold the process forever.
+const SEND_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits for the stdio session to end, at most [`SEND_WAIT`]; past that
+/// the answers still unsent are dropped with a warning, and the process
+/// can end.
+async fn end_of_session<E>(
+    waiting: impl std::future::Future<Output = Result<impl Sized, E>>,
+) -> Result<(), E> {
+    match tokio::time::timeout(SEND_WAIT, waiting).await {
+        Ok(ended) => ended.map(|_| ()),
+        Err(_) => {
+            tracing::warn!(
+                "the client is not reading codemode's answers: stopping without sending the rest ({} s waited)",
+                SEND_WAIT.as_secs()
+            );
+            Ok(())
+        }
     }
 }
