@@ -343,6 +343,38 @@ fn a_run_reads_its_own_spill_files_but_no_other_runs() {
     assert_eq!(r.value, json!("5000\n1\n"), "own spill file readable, read-only; the earlier run's hidden");
 }
 
+/// The state folder reached through a symbolic link (a home folder
+/// behind a link, as on image-based systems): the sandbox hides the folder
+/// by both names and still binds the run's own spill folder back.
+#[test]
+fn a_run_reads_its_own_spill_files_when_the_state_folder_is_behind_a_link() {
+    let ws = workspace();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir(state.path().join("real")).unwrap();
+    std::os::unix::fs::symlink(state.path().join("real"), state.path().join("link")).unwrap();
+    let mut limits = codemode::Limits::default();
+    limits.result_bytes = 1000;
+    let engine = builder(&ws)
+        .policy(Policy::full_access())
+        .limits(limits)
+        .state_dir(state.path().join("link"))
+        .build()
+        .unwrap();
+    let spill = "const r = await tools.blob({bytes: 5000}); const p = r.truncated.spill_path;";
+    let earlier = engine.execute_blocking(Program::new(format!("{spill} return p;")));
+    let earlier = earlier.value.as_str().unwrap_or_else(|| panic!("{:?}", earlier.error)).to_owned();
+    // The earlier run's file by the link's name and by the real one.
+    let earlier_real = earlier.replace("/link/", "/real/");
+    assert_ne!(earlier, earlier_real);
+    let r = engine.execute_blocking(Program::new(format!(
+        "{spill} const b = await tools.bash({{command: `wc -c < '${{p}}'; echo x >> '${{p}}' && echo written; \
+         cat '{earlier}' && echo read-earlier; cat '{earlier_real}' && echo read-earlier-real; \
+         ls \"$(dirname '${{p}}')/..\" | wc -l`}}); return b.content.stdout;"
+    )));
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.value, json!("5000\n1\n"), "own spill file readable, read-only; the earlier run's hidden");
+}
+
 #[test]
 fn sandbox_writable_lifts_a_protection_for_bash_only() {
     let ws = workspace();

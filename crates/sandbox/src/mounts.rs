@@ -87,10 +87,21 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
             missing.push(format!("read-only mount of {} ({e})", path.display()));
         }
     }
+    // Hidden by the folders' real paths (a mount follows links anyway):
+    // one folder named twice (through a link and by its target) is covered
+    // once, and the run's spill folder, by its real path too, is found
+    // beneath it and bound back (else the second cover hid the binding).
+    let spill = spec.spill.as_deref().map(|s| std::fs::canonicalize(s).unwrap_or_else(|_| s.to_path_buf()));
+    let mut covered_already: Vec<PathBuf> = Vec::new();
     for hidden in spec.hidden.iter().filter(|h| h.is_dir()) {
-        if let Err(e) = hide(hidden, spec.spill.as_deref()) {
+        let real = std::fs::canonicalize(hidden).unwrap_or_else(|_| hidden.clone());
+        if covered_already.iter().any(|c| real.starts_with(c)) {
+            continue;
+        }
+        if let Err(e) = hide(&real, spill.as_deref()) {
             missing.push(format!("hiding {} ({e})", hidden.display()));
         }
+        covered_already.push(real);
     }
     private_ptys
 }
