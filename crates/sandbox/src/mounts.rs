@@ -91,17 +91,20 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     // one folder named twice (through a link and by its target) is covered
     // once, and the run's spill folder, by its real path too, is found
     // beneath it and bound back (else the second cover hid the binding).
+    // Only the very same folder, once covered, is skipped: a cover that
+    // failed, or one of a folder that holds another (a `.codemode` that
+    // links to `/`), never stands in for the others.
     let spill = spec.spill.as_deref().map(|s| std::fs::canonicalize(s).unwrap_or_else(|_| s.to_path_buf()));
     let mut covered_already: Vec<PathBuf> = Vec::new();
     for hidden in spec.hidden.iter().filter(|h| h.is_dir()) {
         let real = std::fs::canonicalize(hidden).unwrap_or_else(|_| hidden.clone());
-        if covered_already.iter().any(|c| real.starts_with(c)) {
+        if covered_already.contains(&real) {
             continue;
         }
-        if let Err(e) = hide(&real, spill.as_deref()) {
-            missing.push(format!("hiding {} ({e})", hidden.display()));
+        match hide(&real, spill.as_deref()) {
+            Ok(()) => covered_already.push(real),
+            Err(e) => missing.push(format!("hiding {} ({e})", hidden.display())),
         }
-        covered_already.push(real);
     }
     private_ptys
 }

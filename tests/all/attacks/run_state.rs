@@ -172,6 +172,44 @@ fn a_journal_folder_inside_the_workspace_is_refused_everywhere() {
     assert!(built.err().unwrap().to_string().contains("is inside the workspace"));
 }
 
+/// A reviewer's break of the sandbox's covers by real path: a workspace
+/// whose `.codemode` links to `/` (a cloned repository can hold one, or an
+/// outer workspace's program plants it) listed first among the hidden
+/// folders; its cover (of `/`) fails, and no later folder may count as
+/// covered by it: the state folder and another run's journal stay hidden.
+#[test]
+fn a_codemode_link_to_the_root_leaves_the_state_folder_hidden() {
+    let other = crate::common::workspace();
+    let earlier = run_full_access(other.path(), "return 'earlier-secret';");
+    let earlier_journal = crate::common::runs_dir(other.path()).join(&earlier.run_id).join("journal.jsonl");
+    for _ in 0..200 {
+        if earlier_journal.is_file() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(std::fs::read_to_string(&earlier_journal).unwrap().contains("earlier-secret"));
+    let ws = crate::common::workspace();
+    std::os::unix::fs::symlink("/", ws.path().join(".codemode")).unwrap();
+    let home = crate::common::state_home();
+    let bash = format!(
+        "cat '{}'; ls -A '{}' | wc -l; echo end",
+        earlier_journal.display(),
+        home.join("workspaces").display()
+    );
+    let r = run_full_access(
+        ws.path(),
+        &format!(
+            "const b = await tools.bash({{command: {}}}); return b.content.stdout;",
+            serde_json::to_string(&bash).unwrap()
+        ),
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    let stdout = r.value.as_str().unwrap_or_default();
+    assert!(!stdout.contains("earlier-secret"), "bash read another run's journal: {stdout}");
+    assert!(stdout.ends_with("0\nend\n"), "the state folder's listing showed: {stdout}");
+}
+
 /// Bash cannot read the state folder by its absolute path: another run's
 /// journal, another workspace's runs, the folder's listing. Its own spill
 /// files stay readable (an envelope's `spill_path`), by `read` too.
