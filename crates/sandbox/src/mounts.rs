@@ -141,10 +141,43 @@ fn read_only_everywhere() -> nix::Result<()> {
 
 /// Bind-mounts `path` onto itself writable (after [`read_only_everywhere`]).
 fn bind_writable(path: &Path) -> nix::Result<()> {
+    bind_onto_itself(path, false)
+}
+
+/// Binds what `path` leads to onto itself, read-only or writable, and
+/// checks that `path` then shows that same object mounted so.
+///
+/// The object is looked up once (an `O_PATH` descriptor) and mounted from
+/// and onto that descriptor (`/proc/self/fd/N`): looked up twice by name,
+/// a command swapping the folder with a link (`renameat2` with
+/// `RENAME_EXCHANGE`, in a concurrent call) could have one lookup find the
+/// folder and the other the link's target, mounting, say, the state folder
+/// at `<workspace>/.git`. The remount that sets the flags needs the new
+/// mount, reached by name: `path` is looked up again afterwards and must be
+/// the same object (device and inode) with the flags asked for, else the
+/// mount is reported as failed.
+fn bind_onto_itself(path: &Path, read_only: bool) -> nix::Result<()> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::{Mode, fstat};
     let none: Option<&str> = None;
-    mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
-    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | locked_flags(path);
-    mount(none, path, none, flags, none)
+    let object = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
+    let by_fd = format!("/proc/self/fd/{}", object.as_raw_fd());
+    mount(Some(by_fd.as_str()), by_fd.as_str(), none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
+    let read_only_flag = if read_only { MsFlags::MS_RDONLY } else { MsFlags::empty() };
+    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | read_only_flag | locked_flags(path);
+    mount(none, path, none, flags, none)?;
+    let shown = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
+    let (was, is) = (fstat(&object)?, fstat(&shown)?);
+    if (was.st_dev, was.st_ino) != (is.st_dev, is.st_ino) {
+        // Another object is at `path` now: a swap during the mounts.
+        return Err(Errno::ESTALE);
+    }
+    let shown_read_only =
+        nix::sys::statvfs::fstatvfs(&shown)?.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY);
+    if read_only && !shown_read_only {
+        return Err(Errno::ESTALE);
+    }
+    Ok(())
 }
 
 /// The folders strictly between a folder the command may write (the
@@ -185,10 +218,7 @@ fn pinned_folders(spec: &LaunchSpec) -> Vec<PathBuf> {
 /// Bind-mounts `path` onto itself read-only, keeping the flags the kernel
 /// locks on mounts inherited from another user namespace.
 fn bind_read_only(path: &Path) -> nix::Result<()> {
-    let none: Option<&str> = None;
-    mount(Some(path), path, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
-    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked_flags(path);
-    mount(none, path, none, flags, none)
+    bind_onto_itself(path, true)
 }
 
 /// The flags of the mount holding `path` that a remount must keep.

@@ -12,6 +12,7 @@ mod batch_approvals;
 mod git_dir;
 mod hostile_journal;
 mod long_runs;
+mod mount_swap;
 mod moved_authorization_server;
 mod path_spelling;
 mod pinned_commands;
