@@ -33,8 +33,14 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
         Ok(()) => {
             let writable = (profile == SandboxProfile::WorkspaceWrite).then_some(spec.workspace.as_path());
             let named = spec.writable.iter().map(PathBuf::as_path);
-            for path in writable.into_iter().chain([spec.tmpdir.as_path()]).chain(named) {
+            for path in writable.into_iter().chain(named) {
                 if let Err(e) = bind_writable(path) {
+                    missing.push(format!("writable mount of {} ({e}): writes there fail", path.display()));
+                }
+            }
+            // Made by the engine for this call: a folder, never a link.
+            for path in [spec.tmpdir.as_path()] {
+                if let Err(e) = bind_writable_folder(path) {
                     missing.push(format!("writable mount of {} ({e}): writes there fail", path.display()));
                 }
             }
@@ -47,7 +53,7 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     // points, which cannot be renamed: `mv tools tools.old` would otherwise
     // carry a protected `tools/hooks` away and leave a fresh copy in place.
     for folder in pinned_folders(spec) {
-        if let Err(e) = bind_writable(&folder) {
+        if let Err(e) = bind_writable_folder(&folder) {
             missing.push(format!("pinning {} ({e}): it can be renamed", folder.display()));
         }
     }
@@ -82,8 +88,14 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
         }
     }
     let covered = |p: &Path| spec.hidden.iter().any(|h| p.starts_with(h));
+    // A protected folder is read-only all the way down, pins beneath it
+    // included, unless a folder bound writable lies beneath it.
+    let writable_beneath = |p: &Path| {
+        let workspace = (profile == SandboxProfile::WorkspaceWrite).then_some(&spec.workspace);
+        workspace.into_iter().chain(&spec.writable).chain([&spec.tmpdir]).any(|w| w.starts_with(p) && w != p)
+    };
     for path in spec.protected.iter().filter(|p| !covered(p) && p.exists()) {
-        if let Err(e) = bind_read_only(path) {
+        if let Err(e) = bind_read_only(path, !writable_beneath(path)) {
             missing.push(format!("read-only mount of {} ({e})", path.display()));
         }
     }
@@ -112,6 +124,13 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
 /// Makes every mount of this (private) mount namespace read-only, with
 /// `mount_setattr(2)` (`AT_RECURSIVE`, `MOUNT_ATTR_RDONLY`; Linux 5.12).
 fn read_only_everywhere() -> nix::Result<()> {
+    read_only_recursive(libc::AT_FDCWD, c"/", 0)
+}
+
+/// `mount_setattr(dirfd, path, AT_RECURSIVE | extra, MOUNT_ATTR_RDONLY)`:
+/// the mount at `path` (relative to `dirfd`) and every mount beneath it
+/// read-only.
+fn read_only_recursive(dirfd: libc::c_int, path: &std::ffi::CStr, extra: libc::c_uint) -> nix::Result<()> {
     /// `struct mount_attr` of linux/mount.h.
     #[repr(C)]
     struct MountAttr {
@@ -125,13 +144,14 @@ fn read_only_everywhere() -> nix::Result<()> {
     let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
     #[allow(unsafe_code)]
     // SAFETY: mount_setattr reads a NUL-terminated path and `size` bytes of
-    // `attr`, both valid for the call; neither nix nor rustix wraps it.
+    // `attr`, both valid for the call (and `dirfd`, a descriptor the caller
+    // holds open, or AT_FDCWD); neither nix nor rustix wraps it.
     let done = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            c"/".as_ptr(),
-            AT_RECURSIVE,
+            dirfd,
+            path.as_ptr(),
+            AT_RECURSIVE | extra,
             &raw const attr,
             std::mem::size_of::<MountAttr>(),
         )
@@ -141,7 +161,29 @@ fn read_only_everywhere() -> nix::Result<()> {
 
 /// Bind-mounts `path` onto itself writable (after [`read_only_everywhere`]).
 fn bind_writable(path: &Path) -> nix::Result<()> {
-    bind_onto_itself(path, false)
+    bind_onto_itself(path, Bind::Writable)
+}
+
+/// A pinned folder or the private `TMPDIR`, bound writable onto itself
+/// only when it is a folder, not a link: a pin that is a link would bind
+/// its target (`ln -s .git/hooks m/n`, or `/`) writable, and a swapped
+/// `TMPDIR` any folder the user may write.
+fn bind_writable_folder(path: &Path) -> nix::Result<()> {
+    bind_onto_itself(path, Bind::WritableFolder)
+}
+
+/// How [`bind_onto_itself`] binds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bind {
+    /// Writable, following links (the workspace, `writable` folders).
+    Writable,
+    /// Writable, and only a folder that is not a link.
+    WritableFolder,
+    /// Read-only, this mount only (a writable folder lies beneath).
+    ReadOnly,
+    /// Read-only with every mount beneath it (pins beneath a protected
+    /// folder, copied into its bind, are read-only too).
+    ReadOnlyAllTheWay,
 }
 
 /// Binds what `path` leads to onto itself, read-only or writable, and
@@ -156,11 +198,14 @@ fn bind_writable(path: &Path) -> nix::Result<()> {
 /// mount, reached by name: `path` is looked up again afterwards and must be
 /// the same object (device and inode) with the flags asked for, else the
 /// mount is reported as failed.
-fn bind_onto_itself(path: &Path, read_only: bool) -> nix::Result<()> {
+fn bind_onto_itself(path: &Path, how: Bind) -> nix::Result<()> {
     use nix::fcntl::{OFlag, open};
     use nix::sys::stat::{Mode, fstat};
     let none: Option<&str> = None;
-    let object = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
+    let read_only = matches!(how, Bind::ReadOnly | Bind::ReadOnlyAllTheWay);
+    let only_a_folder =
+        if how == Bind::WritableFolder { OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY } else { OFlag::empty() };
+    let object = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC | only_a_folder, Mode::empty())?;
     let by_fd = format!("/proc/self/fd/{}", object.as_raw_fd());
     mount(Some(by_fd.as_str()), by_fd.as_str(), none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
     let read_only_flag = if read_only { MsFlags::MS_RDONLY } else { MsFlags::empty() };
@@ -176,6 +221,10 @@ fn bind_onto_itself(path: &Path, read_only: bool) -> nix::Result<()> {
         nix::sys::statvfs::fstatvfs(&shown)?.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY);
     if read_only && !shown_read_only {
         return Err(Errno::ESTALE);
+    }
+    if how == Bind::ReadOnlyAllTheWay {
+        // Through the descriptor just checked: the new mount itself.
+        read_only_recursive(shown.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint)?;
     }
     Ok(())
 }
@@ -217,8 +266,8 @@ fn pinned_folders(spec: &LaunchSpec) -> Vec<PathBuf> {
 
 /// Bind-mounts `path` onto itself read-only, keeping the flags the kernel
 /// locks on mounts inherited from another user namespace.
-fn bind_read_only(path: &Path) -> nix::Result<()> {
-    bind_onto_itself(path, true)
+fn bind_read_only(path: &Path, all_the_way: bool) -> nix::Result<()> {
+    bind_onto_itself(path, if all_the_way { Bind::ReadOnlyAllTheWay } else { Bind::ReadOnly })
 }
 
 /// The flags of the mount holding `path` that a remount must keep.

@@ -13,6 +13,8 @@
 use codemode::Program;
 use codemode::receipt::RunStatus;
 
+use super::run;
+
 /// Swaps `.git` (a folder) and `gl` (a link to the folder given) until a
 /// file `stop` appears or a minute passes; leaves `.git` the folder.
 const FLIPPER: &str = r#"import ctypes, os, sys, time
@@ -54,4 +56,133 @@ fn a_folder_swapped_with_a_link_during_the_mounts_never_shows_the_state_folder()
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     assert_eq!(r.value["seen"], "", "the state folder showed inside the workspace: {}", r.value);
     assert_eq!(r.value["tries"], 300, "{}", r.value);
+}
+
+/// A later reviewer's break, with no race: two trusted hooks,
+/// `tools/guard.py` (its folder protected: Python imports beside a
+/// script) and `tools/a/b/check.py` (`tools/a` pinned, a folder between
+/// the workspace and a protected path). The pin was bound writable, and
+/// the protected folder's read-only bind, recursive, carried it along:
+/// bash rewrote `tools/a/helper.py`, which the first hook imports, so the
+/// next hook ran the program's code outside the sandbox. A protected
+/// folder is now read-only all the way down.
+#[test]
+fn a_folder_pinned_beneath_a_protected_folder_is_read_only_too() {
+    let ws = crate::common::workspace();
+    let config = tempfile::tempdir().unwrap();
+    let pass = "import sys\nsys.stdin.read()\n";
+    std::fs::create_dir_all(ws.path().join("tools/a/b")).unwrap();
+    std::fs::write(ws.path().join("tools/guard.py"), pass).unwrap();
+    std::fs::write(ws.path().join("tools/a/b/check.py"), pass).unwrap();
+    std::fs::write(ws.path().join("tools/a/helper.py"), "X = 1\n").unwrap();
+    std::fs::write(
+        ws.path().join("codemode.toml"),
+        "[[hooks.before_call]]\ncommand = [\"python3\", \"tools/guard.py\"]\n\n\
+         [[hooks.before_call]]\ncommand = [\"python3\", \"tools/a/b/check.py\"]\n",
+    )
+    .unwrap();
+    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .arg("trust")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
+        .env("XDG_CONFIG_HOME", config.path())
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+    let program = "const b = await tools.bash({command: 'echo planted > tools/a/helper.py && echo wrote; \
+                   touch tools/a/new.py && echo made; true'}); return b.content.stdout;";
+    let (value, stderr) =
+        run(&["run", "-", "--json", "--posture", "full-access"], program, ws.path(), config.path());
+    assert_eq!(value, "", "bash wrote beneath a protected folder: {value} {stderr}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("tools/a/helper.py")).unwrap(), "X = 1\n");
+    assert!(!ws.path().join("tools/a/new.py").exists());
+}
+
+/// The same reviewer: a pinned folder made during the run as a link
+/// (`ln -s "$PWD/.git/hooks" m/n`, where an MCP server's missing script
+/// `m/n/server.js` makes `m/n` a folder to pin) had its target bound
+/// writable: a later call wrote a git hook into the protected `.git`. A
+/// pin that is a link is now refused (reported, not followed).
+#[test]
+fn a_pinned_folder_that_is_a_link_does_not_make_its_target_writable() {
+    let ws = crate::common::workspace();
+    let config = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let mcp = ws.path().join("servers.json");
+    std::fs::write(&mcp, r#"{"mcpServers": {"s": {"command": "node", "args": ["m/n/server.js"]}}}"#).unwrap();
+    let program = "await tools.bash({command: 'mkdir m && ln -s \"$PWD/.git/hooks\" m/n'}); \
+                   const b = await tools.bash({command: 'echo planted > .git/hooks/pre-commit && echo wrote; true'}); \
+                   return b.content.stdout;";
+    let mcp_arg = mcp.to_str().unwrap();
+    let (value, stderr) = run(
+        &["run", "-", "--json", "--posture", "full-access", "--mcp-config", mcp_arg],
+        program,
+        ws.path(),
+        config.path(),
+    );
+    assert_eq!(value, "", "bash wrote a git hook: {value} {stderr}");
+    assert!(!ws.path().join(".git/hooks/pre-commit").exists());
+}
+
+/// The same reviewer: with `[sandbox] writable` naming the folder that
+/// holds the engine's `TMPDIR`, a concurrent call replaced each new call's
+/// private temporary folder (`codemode-bash-*`) with a link to a folder
+/// outside every writable one; the launcher bound the link's target
+/// writable, and the call wrote there. The private `TMPDIR` is now bound
+/// only as a folder, never through a link. A sampling test (the lister
+/// must win the race against the launcher; it did 41 times out of 41).
+#[test]
+fn a_private_tmpdir_swapped_for_a_link_gives_no_write_outside() {
+    let ws = crate::common::workspace();
+    let config = tempfile::tempdir().unwrap();
+    let etmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("codemode.toml"),
+        format!("[sandbox]\nwritable = [{:?}]\n", etmp.path().display().to_string()),
+    )
+    .unwrap();
+    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .arg("trust")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
+        .env("XDG_CONFIG_HOME", config.path())
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+    std::fs::write(
+        ws.path().join("lister.py"),
+        "import os, sys, time\nparent, target = sys.argv[1], sys.argv[2]\nseen = set()\nend = time.time() + 40\n\
+         while time.time() < end and not os.path.exists('stop'):\n    for n in os.listdir(parent):\n        \
+         if n.startswith('codemode-bash-') and n not in seen:\n            seen.add(n)\n            \
+         p = os.path.join(parent, n)\n            try:\n                os.rename(p, p + '.x')\n                \
+         os.symlink(target, p)\n            except OSError:\n                pass\n",
+    )
+    .unwrap();
+    let program = format!(
+        "const lister = tools.bash({{command: {lister}, timeout: 60}}); \
+         await tools.bash({{command: 'sleep 0.5'}}); \
+         for (let i = 0; i < 30; i++) {{ await tools.bash({{command: `echo planted > \"$TMPDIR/planted_${{i}}\" 2>/dev/null; true`}}); }} \
+         await tools.bash({{command: 'touch stop'}}); await lister; return 'done';",
+        lister = serde_json::to_string(&format!(
+            "python3 lister.py '{}' '{}'",
+            etmp.path().display(),
+            outside.path().display()
+        ))
+        .unwrap(),
+    );
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        ws.path(),
+        &[("XDG_CONFIG_HOME", config.path()), ("TMPDIR", etmp.path())],
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(receipt["value"], "done", "{receipt}");
+    let planted: Vec<_> =
+        std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(planted.is_empty(), "a call wrote outside every writable folder: {planted:?}");
 }
