@@ -753,10 +753,48 @@ fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
     assert_eq!(std::fs::read_to_string(crate::common::runs_dir(ws.path())).unwrap(), "in the way");
 }
 
-/// A client that closes the server's stdout (and keeps stdin open) stops
-/// the server: the run in flight is cancelled (its bash call killed, its
-/// receipt saved) and the process ends, instead of running programs whose
-/// answers nobody can read.
+/// A `codemode mcp serve` over `ws` with `extra` options, initialized by
+/// hand over its pipes: the child, a way to send one message (dropping it
+/// closes stdin), and its stdout.
+fn served_by_hand(
+    ws: &tempfile::TempDir,
+    extra: &[&str],
+    client: &str,
+) -> (Child, impl FnMut(Value), BufReader<std::process::ChildStdout>) {
+    let mut args = vec!["mcp", "serve", "--workspace", ws.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let mut child = crate::cli::spawn(&args, ws.path(), &[]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = move |m: Value| {
+        writeln!(stdin, "{m}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": client, "version": "1"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    (child, send, stdout)
+}
+
+/// Waits up to `polls` times `every` for `child` to end; kills it and
+/// panics with `why` when it does not.
+fn ended_within(child: &mut Child, polls: u32, every: Duration, why: &str) {
+    for _ in 0..polls {
+        if child.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(every);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{why}");
+}
+
 /// A client that stops reading the server's answers (its stdout pipe
 /// full) and closes stdin is still stopped by SIGTERM: the answers
 /// rmcp cannot send are dropped after a wait, instead of holding the
@@ -764,93 +802,38 @@ fn a_run_whose_receipt_cannot_be_saved_still_answers_and_says_so() {
 #[test]
 fn sigterm_stops_a_server_whose_client_stopped_reading() {
     let ws = crate::common::workspace();
-    let mut child = crate::cli::spawn(
-        &["mcp", "serve", "--workspace", ws.path().to_str().unwrap(), "--max-value", "64MiB"],
-        ws.path(),
-        &[],
-    );
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |m: Value| {
-        writeln!(stdin, "{m}").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-        "capabilities": {}, "clientInfo": {"name": "stops reading", "version": "1"}}}),
-    );
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("\"id\":1"), "{line}");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let (mut child, mut send, stdout) = served_by_hand(&ws, &["--max-value", "64MiB"], "stops reading");
     // Answers of 10 MiB each, far more than the pipe holds; none is read.
     for id in 2..5 {
         send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "execute_tools", "arguments": {"code": "return 'x'.repeat(10 * 1024 * 1024)"}}}));
     }
     std::thread::sleep(Duration::from_secs(2));
-    drop(stdin);
+    drop(send);
     std::thread::sleep(Duration::from_secs(1));
     let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     // Liveness, not speed: the server waits 5 s for the answers it cannot
     // send; a minute means it would never end.
-    let mut ended = None;
-    for _ in 0..600 {
-        if let Some(status) = child.try_wait().unwrap() {
-            ended = Some(status);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if ended.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("SIGTERM did not stop a server whose client stopped reading");
-    }
+    let why = "SIGTERM did not stop a server whose client stopped reading";
+    ended_within(&mut child, 600, Duration::from_millis(100), why);
     drop(stdout);
 }
 
+/// A client that closes the server's stdout (and keeps stdin open) stops
+/// the server: the run in flight is cancelled (its bash call killed, its
+/// receipt saved) and the process ends, instead of running programs whose
+/// answers nobody can read.
 #[test]
 fn a_client_that_closes_stdout_stops_the_server_and_its_runs() {
     let ws = crate::common::workspace();
-    let mut child = crate::cli::spawn(
-        &["mcp", "serve", "--workspace", ws.path().to_str().unwrap(), "--approve", "allow"],
-        ws.path(),
-        &[],
-    );
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |m: Value| {
-        writeln!(stdin, "{m}").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-        "capabilities": {}, "clientInfo": {"name": "closer", "version": "1"}}}),
-    );
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("\"id\":1"), "{line}");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let (mut child, mut send, stdout) = served_by_hand(&ws, &["--approve", "allow"], "closer");
     let program =
         "await tools.bash({command: 'echo started > started.txt; sleep 20; echo late > late.txt'});";
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "execute_tools", "arguments": {"code": program}}}));
     wait_for_line(&ws.path().join("started.txt"));
     drop(stdout);
-    let mut ended = None;
-    for _ in 0..400 {
-        if let Some(status) = child.try_wait().unwrap() {
-            ended = Some(status);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    if ended.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the server went on after its stdout closed");
-    }
+    ended_within(&mut child, 400, Duration::from_millis(25), "the server went on after its stdout closed");
     assert!(!ws.path().join("late.txt").exists(), "the run went on");
     // Its receipt says it was cancelled.
     let runs = crate::common::runs_dir(ws.path());
@@ -861,5 +844,5 @@ fn a_client_that_closes_stdout_stops_the_server_and_its_runs() {
         .expect("a saved receipt");
     let receipt: Value = serde_json::from_str(&std::fs::read_to_string(receipt).unwrap()).unwrap();
     assert_eq!(receipt["status"], "cancelled", "{receipt}");
-    drop(stdin);
+    drop(send);
 }

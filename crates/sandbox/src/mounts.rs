@@ -39,10 +39,8 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
                 }
             }
             // Made by the engine for this call: a folder, never a link.
-            for path in [spec.tmpdir.as_path()] {
-                if let Err(e) = bind_writable_folder(path) {
-                    missing.push(format!("writable mount of {} ({e}): writes there fail", path.display()));
-                }
+            if let Err(e) = bind_writable_folder(&spec.tmpdir) {
+                missing.push(format!("writable mount of {} ({e}): writes there fail", spec.tmpdir.display()));
             }
         }
         Err(e) => missing.push(format!(

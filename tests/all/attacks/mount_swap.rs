@@ -26,6 +26,18 @@ while time.time() < end and not os.path.exists("stop"):
 if os.path.islink(".git"): libc.renameat2(-100, b".git", -100, b"gl", 2)
 "#;
 
+/// `codemode trust` of `ws`'s policy, with the trust record under `config`.
+fn trust(ws: &std::path::Path, config: &std::path::Path) {
+    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .arg("trust")
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
+        .env("XDG_CONFIG_HOME", config)
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+}
+
 #[test]
 fn a_folder_swapped_with_a_link_during_the_mounts_never_shows_the_state_folder() {
     let ws = crate::common::workspace();
@@ -81,14 +93,7 @@ fn a_folder_pinned_beneath_a_protected_folder_is_read_only_too() {
          [[hooks.before_call]]\ncommand = [\"python3\", \"tools/a/b/check.py\"]\n",
     )
     .unwrap();
-    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .arg("trust")
-        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
-        .env("XDG_CONFIG_HOME", config.path())
-        .current_dir(ws.path())
-        .output()
-        .unwrap();
-    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+    trust(ws.path(), config.path());
     let program = "const b = await tools.bash({command: 'echo planted > tools/a/helper.py && echo wrote; \
                    touch tools/a/new.py && echo made; true'}); return b.content.stdout;";
     let (value, stderr) =
@@ -143,14 +148,7 @@ fn a_private_tmpdir_swapped_for_a_link_gives_no_write_outside() {
         format!("[sandbox]\nwritable = [{:?}]\n", etmp.path().display().to_string()),
     )
     .unwrap();
-    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .arg("trust")
-        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
-        .env("XDG_CONFIG_HOME", config.path())
-        .current_dir(ws.path())
-        .output()
-        .unwrap();
-    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+    trust(ws.path(), config.path());
     std::fs::write(
         ws.path().join("lister.py"),
         "import os, sys, time\nparent, target = sys.argv[1], sys.argv[2]\nseen = set()\nend = time.time() + 40\n\

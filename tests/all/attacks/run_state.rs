@@ -50,6 +50,21 @@ fn run_full_access(ws: &Path, source: &str) -> codemode::Receipt {
     engine.execute_blocking(Program::new(source))
 }
 
+/// The journal of a run over `ws` that returned `'earlier-secret'`, once
+/// it is written (just after the receipt).
+fn earlier_secret_journal(ws: &Path) -> std::path::PathBuf {
+    let earlier = run_full_access(ws, "return 'earlier-secret';");
+    let journal = crate::common::runs_dir(ws).join(&earlier.run_id).join("journal.jsonl");
+    for _ in 0..200 {
+        if journal.is_file() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(std::fs::read_to_string(&journal).unwrap().contains("earlier-secret"));
+    journal
+}
+
 /// Runs `source` under full access over `ws` with the test tool `blob`
 /// and results bound at 1,000 bytes, so a large one spills.
 fn run_with_blob(ws: &Path, source: impl Into<String>) -> codemode::Receipt {
@@ -180,15 +195,7 @@ fn a_journal_folder_inside_the_workspace_is_refused_everywhere() {
 #[test]
 fn a_codemode_link_to_the_root_leaves_the_state_folder_hidden() {
     let other = crate::common::workspace();
-    let earlier = run_full_access(other.path(), "return 'earlier-secret';");
-    let earlier_journal = crate::common::runs_dir(other.path()).join(&earlier.run_id).join("journal.jsonl");
-    for _ in 0..200 {
-        if earlier_journal.is_file() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert!(std::fs::read_to_string(&earlier_journal).unwrap().contains("earlier-secret"));
+    let earlier_journal = earlier_secret_journal(other.path());
     let ws = crate::common::workspace();
     std::os::unix::fs::symlink("/", ws.path().join(".codemode")).unwrap();
     let home = crate::common::state_home();
@@ -217,16 +224,7 @@ fn a_codemode_link_to_the_root_leaves_the_state_folder_hidden() {
 fn bash_cannot_read_the_state_folder_and_a_run_reads_only_its_own_spill_files() {
     let ws = crate::common::workspace();
     let other = crate::common::workspace();
-    let earlier = run_full_access(other.path(), "return 'earlier-secret';");
-    let earlier_journal = crate::common::runs_dir(other.path()).join(&earlier.run_id).join("journal.jsonl");
-    // (Written just after the receipt.)
-    for _ in 0..200 {
-        if earlier_journal.is_file() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert!(std::fs::read_to_string(&earlier_journal).unwrap().contains("earlier-secret"));
+    let earlier_journal = earlier_secret_journal(other.path());
     let home = crate::common::state_home();
     let bash = format!(
         "cat '{}'; ls -A '{}' | wc -l; echo end",
