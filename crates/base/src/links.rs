@@ -12,6 +12,58 @@ pub fn link_below<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
         .find(|a| a.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
 }
 
+/// The first symbolic link that lies beneath `root` (canonical) among the
+/// links met while resolving `path` (absolute) the way the kernel does,
+/// each link followed where it leads (at most 40) and `..` taken from
+/// where the links led, the part that does not exist taken as written; `None` when no such link is met. A link beneath
+/// a folder a program may write (the workspace) could be pointed elsewhere
+/// by it, and with it whatever `path` decides (where run state is kept).
+/// Unlike [`link_below`], `path` need not be beneath `root` as written: a
+/// link outside may lead into `root` and through a link there.
+pub fn link_met_beneath(path: &Path, root: &Path) -> Option<PathBuf> {
+    let parts = |p: &Path| -> Vec<PathBuf> {
+        p.components()
+            .rev()
+            .filter(|c| *c != Component::CurDir)
+            .map(|c| PathBuf::from(c.as_os_str()))
+            .collect()
+    };
+    let mut todo = parts(path);
+    let mut at = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = todo.pop() {
+        if part.has_root() {
+            at = PathBuf::from("/");
+            continue;
+        }
+        if part.as_os_str() == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&part);
+        let Ok(target) = next.symlink_metadata().and_then(|m| {
+            if m.file_type().is_symlink() {
+                std::fs::read_link(&next)
+            } else {
+                Err(std::io::ErrorKind::Other.into())
+            }
+        }) else {
+            // A folder or file, or missing (then the rest is as written).
+            at = next;
+            continue;
+        };
+        if next.starts_with(root) {
+            return Some(next);
+        }
+        links += 1;
+        if links > 40 {
+            return None;
+        }
+        todo.extend(parts(&target));
+    }
+    None
+}
+
 /// `path` with `.` and `..` worked out as text, without touching the file
 /// system (links kept: `/a/b/../c` is `/a/c`); a `..` at the root stays at
 /// the root.
@@ -32,6 +84,35 @@ pub fn lexical(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_met_beneath_the_root_is_found_however_the_path_reaches_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        let (ws, out) = (top.join("ws"), top.join("out"));
+        std::fs::create_dir_all(ws.join("real/state")).unwrap();
+        std::fs::create_dir_all(out.join("state")).unwrap();
+        // Beneath the root as written: the link there.
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("local")).unwrap();
+        assert_eq!(link_met_beneath(&ws.join("local/state/codemode"), &ws), Some(ws.join("local")));
+        // No link at all, and a missing rest.
+        assert_eq!(link_met_beneath(&ws.join("real/state/codemode/x"), &ws), None);
+        // A link outside leading to one inside (relative target too).
+        std::os::unix::fs::symlink("../ws/local", out.join("via")).unwrap();
+        assert_eq!(link_met_beneath(&out.join("via/state"), &ws), Some(ws.join("local")));
+        // A link inside leading outside is still one met inside.
+        std::os::unix::fs::symlink(out.join("state"), ws.join("away")).unwrap();
+        assert_eq!(link_met_beneath(&ws.join("away/codemode"), &ws), Some(ws.join("away")));
+        // Links outside only.
+        std::os::unix::fs::symlink(out.join("state"), out.join("alias")).unwrap();
+        assert_eq!(link_met_beneath(&out.join("alias/codemode"), &ws), None);
+        // `..` after a link goes up from where the link led: `alias/..` is
+        // `out`, and `out/via` then leads back in through `local`.
+        assert_eq!(link_met_beneath(&out.join("alias/../via/state"), &ws), Some(ws.join("local")));
+        // A loop ends.
+        std::os::unix::fs::symlink(out.join("loop"), out.join("loop")).unwrap();
+        assert_eq!(link_met_beneath(&out.join("loop/x"), &ws), None);
+    }
 
     #[test]
     fn finds_a_linked_file_or_folder_below_the_root_only() {

@@ -50,7 +50,12 @@ impl RunStateFolders {
                     }
                     // The user's own: may hold the workspace's parent
                     // (a workspace that is the home folder); hidden there.
-                    None => run_state::state_home().map_err(|e| BuildError::RunState(e.to_string()))?,
+                    None => {
+                        let home =
+                            run_state::state_home().map_err(|e| BuildError::RunState(e.to_string()))?;
+                        refuse_link_inside(workspace, &home, "the state folder")?;
+                        home
+                    }
                 };
                 (run_state::runs_folder_in(&home, workspace), home)
             }
@@ -107,16 +112,43 @@ fn absolute(dir: &Path) -> Result<PathBuf, BuildError> {
     std::path::absolute(dir).map_err(|e| BuildError::RunState(format!("{}: {e}", dir.display())))
 }
 
-/// Refuses `dir` for run state when it is inside `workspace`.
+/// Refuses `dir` for run state when it is inside `workspace`, or reached
+/// through a link inside it.
 fn refuse_inside(workspace: &Path, dir: &Path, what: &str) -> Result<(), BuildError> {
     if !run_state::inside(dir, workspace) {
-        return Ok(());
+        return refuse_link_inside(workspace, dir, what);
     }
     Err(BuildError::RunState(format!(
         "{what} {} is inside the workspace {}: a program could read run state there or forge a \
          paused run's decisions; use a folder outside the workspace (the default is the state \
          folder, $XDG_STATE_HOME/codemode)",
         dir.display(),
+        workspace.display()
+    )))
+}
+
+/// Refuses `dir` for run state when resolving it meets a symbolic link
+/// inside `workspace`: a program's bash command may write there, so it
+/// could point the link elsewhere (at a folder it made) and decide where
+/// this run's spill files and receipts go, and where a later process reads
+/// journals and recorded decisions. The sandbox pins the real folders on
+/// the way (a mount point cannot be renamed), but a link cannot be pinned
+/// (docs/SECURITY.md, "Run state").
+fn refuse_link_inside(workspace: &Path, dir: &Path, what: &str) -> Result<(), BuildError> {
+    let Some(link) = codemode_base::links::link_met_beneath(dir, workspace) else { return Ok(()) };
+    let now = std::fs::canonicalize(&link)
+        .map_or_else(|_| String::new(), |real| format!(" (the link leads to {} now)", real.display()));
+    let fix = if what == "the state folder" {
+        format!("set XDG_STATE_HOME to the real path of the state home, written without the link{now}")
+    } else {
+        format!("name a folder outside the workspace, written without the link{now}")
+    };
+    Err(BuildError::RunState(format!(
+        "{what} {} is reached through the symbolic link {}, which is inside the workspace {}: a \
+         program's bash command could point the link elsewhere and decide where runs keep their \
+         journals and recorded decisions; {fix}",
+        dir.display(),
+        link.display(),
         workspace.display()
     )))
 }
@@ -129,4 +161,29 @@ fn make_private(dir: &Path) -> Result<(), BuildError> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| BuildError::RunState(format!("cannot make {}: {e}", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_reached_through_a_link_inside_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        let (ws, out) = (top.join("ws"), top.join("out"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(out.join("real")).unwrap();
+        // Written outside, resolved outside, but through `ws/lnk` on the
+        // way, which a program could point elsewhere.
+        std::os::unix::fs::symlink(out.join("real"), ws.join("lnk")).unwrap();
+        std::os::unix::fs::symlink(ws.join("lnk"), out.join("via")).unwrap();
+        for (spill, state) in [(Some(out.join("via/spill")), None), (None, Some(out.join("via/state")))] {
+            let err = RunStateFolders::settle(&ws, spill, state).unwrap_err().to_string();
+            assert!(err.contains("reached through the symbolic link") && err.contains("ws/lnk"), "{err}");
+        }
+        // The same folder written without the link is accepted.
+        let ok = RunStateFolders::settle(&ws, Some(out.join("real/spill")), None).unwrap();
+        assert_eq!(ok.spill_root, out.join("real/spill"));
+    }
 }
