@@ -248,6 +248,13 @@ fn pinned_folders(spec: &LaunchSpec) -> Vec<PathBuf> {
     for path in mounted {
         for base in bases.iter().filter(|b| path.starts_with(b) && path != *b) {
             let Ok(rel) = path.strip_prefix(base) else { continue };
+            // Pinned folders lie beneath their base: a path that climbs
+            // out with `..` (`<ws>/../state`) would pin, writable, a folder
+            // above the workspace, where Landlock still denies writes but
+            // the mount's permissions and timestamps are the command's.
+            if rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+                continue;
+            }
             let mut folder = base.to_path_buf();
             let parts: Vec<_> = rel.components().collect();
             for part in parts.iter().take(parts.len().saturating_sub(1)) {

@@ -23,6 +23,7 @@ mod retention;
 mod retries;
 mod review_33;
 mod review_35;
+mod rewritable_links;
 mod rollback;
 mod round_two;
 mod run_state;

@@ -217,68 +217,6 @@ fn a_codemode_link_to_the_root_leaves_the_state_folder_hidden() {
     assert!(stdout.ends_with("0\nend\n"), "the state folder's listing showed: {stdout}");
 }
 
-/// A reviewer's finding (issue 36): the workspace holds the state folder
-/// (the home folder as a workspace) and a symbolic link on its way (a
-/// dotfiles manager's `.local/state`). The sandbox pins the real folders on
-/// the way, so none can be renamed, but a link cannot be pinned: a
-/// program's bash command pointed it at a folder of its own, and the next
-/// run kept its journal and receipt there, where a program could read them
-/// or plant a paused run with a forged approval for `codemode resume`. The
-/// engine now refuses a state folder reached through a link inside the
-/// workspace: nothing runs, and the error says what to set instead.
-#[test]
-fn a_link_inside_the_workspace_on_the_way_to_the_state_folder_is_refused() {
-    let ws = crate::common::workspace();
-    let w = std::fs::canonicalize(ws.path()).unwrap();
-    std::fs::create_dir_all(w.join("dots/state")).unwrap();
-    std::fs::create_dir_all(w.join(".local")).unwrap();
-    std::os::unix::fs::symlink(w.join("dots/state"), w.join(".local/state")).unwrap();
-    std::fs::write(
-        w.join("prog.js"),
-        "const b = await tools.bash({command: 'mkdir -p planted && rm .local/state && \
-         ln -s \"$PWD/planted\" .local/state && echo repointed'}); return b.content.stdout;",
-    )
-    .unwrap();
-    let run = || {
-        crate::cli::command(&["run", "prog.js", "--posture", "full-access"], &w)
-            .env("XDG_STATE_HOME", w.join(".local/state"))
-            .output()
-            .unwrap()
-    };
-    let (first, second) = (run(), run());
-    assert!(
-        !w.join("planted/codemode").exists(),
-        "a later run kept its run state in the folder the program chose: {}",
-        stderr(&second)
-    );
-    assert!(!w.join("planted").exists(), "the program ran: {}", String::from_utf8_lossy(&first.stdout));
-    for out in [&first, &second] {
-        assert!(!out.status.success());
-        let err = stderr(out);
-        assert!(
-            err.contains("is reached through the symbolic link")
-                && err.contains(&w.join(".local/state").display().to_string())
-                && err.contains("XDG_STATE_HOME"),
-            "{err}"
-        );
-    }
-    // The same folder written without the link is the user's to choose.
-    let fixed = crate::cli::command(&["run", "-", "--posture", "full-access"], &w)
-        .env("XDG_STATE_HOME", w.join("dots/state"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write as _;
-            child.stdin.take().unwrap().write_all(b"return 1;")?;
-            child.wait_with_output()
-        })
-        .unwrap();
-    assert!(fixed.status.success(), "{}", stderr(&fixed));
-    assert!(w.join("dots/state/codemode/workspaces").is_dir());
-}
-
 /// Bash cannot read the state folder by its absolute path: another run's
 /// journal, another workspace's runs, the folder's listing. Its own spill
 /// files stay readable (an envelope's `spill_path`), by `read` too.

@@ -323,6 +323,11 @@ impl EngineBuilder {
             &state,
         )
         .map_err(BuildError::Sandbox)?;
+        super::rewritable_links::refuse_for_engine(
+            &confinement,
+            &state,
+            self.mcp.as_ref().and_then(|(_, options)| options.cache_dir.as_deref()),
+        )?;
         let pacing = super::pacing::Pacing::new(
             self.config.policy.tools.iter().map(|(name, t)| (name.as_str(), &t.limits)),
             // An untrusted file's `scope = "global"` is dropped: its limits

@@ -316,8 +316,19 @@ fn decisive_files(
     ];
     for (folder, what) in folders {
         let Some(folder) = folder else { continue };
-        if folder.starts_with(workspace) && !folder.exists() {
+        // Where it leads, not how it is written: a home named through a
+        // link outside (`/home/me` -> `/data/me`, the workspace) holds
+        // it too. Made now, so that there is a folder to protect before a
+        // command makes one of its own there.
+        if codemode_base::run_state::inside(&folder, workspace) && !folder.exists() {
             let _ = std::fs::create_dir_all(&folder);
+        }
+        // Protected by both names: the tools compare paths beneath the
+        // canonical workspace.
+        if let Ok(real) = std::fs::canonicalize(&folder)
+            && real != folder
+        {
+            out.push((real, what.to_owned()));
         }
         out.push((folder, what.to_owned()));
     }

@@ -16,6 +16,7 @@ mod mcp_link;
 pub(crate) mod pacing;
 mod prestart;
 mod resume;
+mod rewritable_links;
 mod rollback;
 mod run_handle;
 mod run_id;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use codemode_base::run_state;
 
 use super::builder::BuildError;
+use super::rewritable_links::Decisive;
 use crate::journal::JournalStore;
 
 /// The folders of an engine's run state.
@@ -42,22 +43,30 @@ impl RunStateFolders {
                 (dir.clone(), dir)
             }
             (None, given) => {
-                let home = match given {
+                let given_dir = given.is_some();
+                let (home, what, set) = match given {
                     Some(dir) => {
                         let dir = absolute(&dir)?;
                         refuse_inside(workspace, &dir, "EngineBuilder::state_dir")?;
-                        dir
+                        (dir, "EngineBuilder::state_dir", "name a folder outside the workspace, such as")
                     }
                     // The user's own: may hold the workspace's parent
                     // (a workspace that is the home folder); hidden there.
                     None => {
                         let home =
                             run_state::state_home().map_err(|e| BuildError::RunState(e.to_string()))?;
-                        refuse_link_inside(workspace, &home, "the state folder")?;
-                        home
+                        (absolute(&home)?, "the state folder", "set XDG_STATE_HOME to")
                     }
                 };
-                (run_state::runs_folder_in(&home, workspace), home)
+                let runs = run_state::runs_folder_in(&home, workspace);
+                // The whole way to this workspace's runs, not only to the
+                // home: a link a program planted beneath the home
+                // (`workspaces/`) would lead there as well.
+                let shown =
+                    if given_dir { home.clone() } else { home.parent().unwrap_or(&home).to_path_buf() };
+                let folder = Decisive { path: &runs, what, set, shown: &shown };
+                super::rewritable_links::refuse(&[workspace], &[folder])?;
+                (runs, home)
             }
         };
         // Not fatal: a folder that cannot be made fails each write to it
@@ -107,48 +116,28 @@ impl RunStateFolders {
     }
 }
 
-/// `dir` made absolute against the current directory.
+/// `dir` made absolute against the current directory, `.` and `..`
+/// worked out: the sandbox mounts and pins by these paths, and a `..`
+/// left in one would pin a folder above the workspace.
 fn absolute(dir: &Path) -> Result<PathBuf, BuildError> {
-    std::path::absolute(dir).map_err(|e| BuildError::RunState(format!("{}: {e}", dir.display())))
+    std::path::absolute(dir)
+        .map(|dir| codemode_base::links::lexical(&dir))
+        .map_err(|e| BuildError::RunState(format!("{}: {e}", dir.display())))
 }
 
 /// Refuses `dir` for run state when it is inside `workspace`, or reached
 /// through a link inside it.
 fn refuse_inside(workspace: &Path, dir: &Path, what: &str) -> Result<(), BuildError> {
     if !run_state::inside(dir, workspace) {
-        return refuse_link_inside(workspace, dir, what);
+        let folder =
+            Decisive { path: dir, what, set: "name a folder outside the workspace, such as", shown: dir };
+        return super::rewritable_links::refuse(&[workspace], &[folder]);
     }
     Err(BuildError::RunState(format!(
         "{what} {} is inside the workspace {}: a program could read run state there or forge a \
          paused run's decisions; use a folder outside the workspace (the default is the state \
          folder, $XDG_STATE_HOME/codemode)",
         dir.display(),
-        workspace.display()
-    )))
-}
-
-/// Refuses `dir` for run state when resolving it meets a symbolic link
-/// inside `workspace`: a program's bash command may write there, so it
-/// could point the link elsewhere (at a folder it made) and decide where
-/// this run's spill files and receipts go, and where a later process reads
-/// journals and recorded decisions. The sandbox pins the real folders on
-/// the way (a mount point cannot be renamed), but a link cannot be pinned
-/// (docs/SECURITY.md, "Run state").
-fn refuse_link_inside(workspace: &Path, dir: &Path, what: &str) -> Result<(), BuildError> {
-    let Some(link) = codemode_base::links::link_met_beneath(dir, workspace) else { return Ok(()) };
-    let now = std::fs::canonicalize(&link)
-        .map_or_else(|_| String::new(), |real| format!(" (the link leads to {} now)", real.display()));
-    let fix = if what == "the state folder" {
-        format!("set XDG_STATE_HOME to the real path of the state home, written without the link{now}")
-    } else {
-        format!("name a folder outside the workspace, written without the link{now}")
-    };
-    Err(BuildError::RunState(format!(
-        "{what} {} is reached through the symbolic link {}, which is inside the workspace {}: a \
-         program's bash command could point the link elsewhere and decide where runs keep their \
-         journals and recorded decisions; {fix}",
-        dir.display(),
-        link.display(),
         workspace.display()
     )))
 }

@@ -1,0 +1,178 @@
+//! Folders that decide later calls (run state with its recorded
+//! decisions, the trust record, MCP login tokens, the MCP schema cache)
+//! reached through a symbolic link a program could rewrite: refused when
+//! the engine is built (docs/SECURITY.md, "Run state is outside the
+//! workspace" and "Trust").
+//!
+//! The sandbox covers or protects such a folder by its real path and pins
+//! the real folders on its way as mount points (they cannot be renamed),
+//! but a link cannot be pinned: a link on the way that lies in the
+//! workspace, or in a folder the sandbox makes writable, can be pointed by
+//! a bash command at a folder the program made, and every later lookup of
+//! the path (this process's next receipt, the next process's trust record
+//! or paused run) goes there. Where the folder is is the user's layout;
+//! it must not be the program's.
+
+use std::path::{Path, PathBuf};
+
+use super::builder::BuildError;
+
+/// A folder that decides later calls, as the engine names it.
+pub(super) struct Decisive<'a> {
+    /// The folder, as the engine will use it.
+    pub path: &'a Path,
+    /// What it is (`the state folder`, `the trust record's folder`).
+    pub what: &'a str,
+    /// What the user sets to name it without the link (`set
+    /// XDG_STATE_HOME to`), or how to name it otherwise.
+    pub set: &'a str,
+    /// The path whose real location the error gives as the value to set
+    /// (`$XDG_STATE_HOME` for the state folder).
+    pub shown: &'a Path,
+}
+
+/// Refuses the first of `folders` whose path, resolved the way the kernel
+/// does, meets a symbolic link beneath one of `roots` (the workspace and the
+/// folders the sandbox makes writable, each canonical).
+///
+/// # Errors
+/// [`BuildError::RunState`] naming the folder, the link, the root it lies
+/// in, and what to set instead.
+pub(super) fn refuse(roots: &[&Path], folders: &[Decisive<'_>]) -> Result<(), BuildError> {
+    for folder in folders {
+        for root in roots {
+            let Some(link) = codemode_base::links::link_met_beneath(folder.path, root) else { continue };
+            return Err(BuildError::RunState(message(folder, &link, root, roots[0])));
+        }
+    }
+    Ok(())
+}
+
+/// [`refuse`] for every folder of the engine that decides later calls
+/// (its runs folder, its hidden run-state folders, the trust record's
+/// folder, the MCP login tokens' folder and the MCP schema cache), against
+/// the workspace and the folders `confinement` lets the bash sandbox write.
+///
+/// # Errors
+/// As [`refuse`].
+pub(super) fn refuse_for_engine(
+    confinement: &crate::sandbox::Confinement,
+    state: &super::run_state::RunStateFolders,
+    mcp_cache: Option<&Path>,
+) -> Result<(), BuildError> {
+    let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
+    let tokens = crate::mcp::oauth::user_token_dir().ok();
+    let parent = |p: &'_ Path| p.parent().unwrap_or(p).to_path_buf();
+    // `$XDG_STATE_HOME` for the default state folder (`<it>/codemode`).
+    let state_home = state.hidden.first().map(|h| parent(h)).unwrap_or_else(|| state.spill_root.clone());
+    let state_set = "set XDG_STATE_HOME (or name the state folder) to";
+    let config_set = "set XDG_CONFIG_HOME to";
+    let (config_home, tokens_home) =
+        (trust.as_deref().map(parent), tokens.as_deref().map(|t| parent(&parent(t))));
+    let mut folders = vec![Decisive {
+        path: &state.spill_root,
+        what: "the runs folder",
+        set: state_set,
+        shown: &state_home,
+    }];
+    folders.extend(state.hidden.iter().map(|h| Decisive {
+        path: h,
+        what: "the run-state folder",
+        set: state_set,
+        shown: &state_home,
+    }));
+    if let (Some(trust), Some(shown)) = (&trust, &config_home) {
+        folders.push(Decisive { path: trust, what: "the trust record's folder", set: config_set, shown });
+    }
+    if let (Some(tokens), Some(shown)) = (&tokens, &tokens_home) {
+        folders.push(Decisive { path: tokens, what: "the MCP login tokens' folder", set: config_set, shown });
+    }
+    if let Some(cache) = mcp_cache {
+        let set = "name the schema cache (XDG_CACHE_HOME) as";
+        folders.push(Decisive { path: cache, what: "the MCP schema cache", set, shown: cache });
+    }
+    let mut roots: Vec<&Path> = vec![&confinement.workspace];
+    roots.extend(confinement.writable.iter().map(PathBuf::as_path));
+    refuse(&roots, &folders)
+}
+
+/// The error for `folder` reached through `link`, beneath `root`.
+fn message(folder: &Decisive<'_>, link: &Path, root: &Path, workspace: &Path) -> String {
+    let in_root = if root == workspace {
+        format!("the workspace {}", root.display())
+    } else {
+        format!("{}, which the bash sandbox lets commands write", root.display())
+    };
+    // Where the path leads now: the folder to name when it is the
+    // user's, not a program's.
+    let now = real_path_now(folder.shown).map_or_else(
+        || "its real path".to_owned(),
+        |real| format!("{} (where it leads now; check that it is yours)", real.display()),
+    );
+    format!(
+        "{} {} is reached through the symbolic link {}, which is inside {in_root}: a program's bash \
+         command could point the link elsewhere and decide what later runs read there (recorded \
+         decisions, trust, logins); {} {now}, written without the link",
+        folder.what,
+        folder.path.display(),
+        link.display(),
+        folder.set,
+    )
+}
+
+/// The real path of `path`, or of its deepest existing folder with the
+/// rest as written.
+fn real_path_now(path: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return Some(rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c)));
+        }
+        rest.push(at.file_name()?.to_owned());
+        at = at.parent()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_in_the_workspace_or_a_writable_folder_is_refused_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        let (ws, dots, real) = (top.join("ws"), top.join("dots"), top.join("real"));
+        for d in [&ws, &dots, &real] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // Outside both, leading into the writable folder and through a
+        // link there.
+        std::os::unix::fs::symlink(&real, dots.join("state")).unwrap();
+        std::os::unix::fs::symlink(dots.join("state"), top.join("state")).unwrap();
+        let state = top.join("state/codemode");
+        let shown = top.join("state");
+        let folder = [Decisive {
+            path: &state,
+            what: "the state folder",
+            set: "set XDG_STATE_HOME to",
+            shown: &shown,
+        }];
+        assert!(refuse(&[&ws], &folder).is_ok(), "the link is outside the workspace");
+        let err = refuse(&[&ws, &dots], &folder).unwrap_err().to_string();
+        assert!(err.contains(&dots.join("state").display().to_string()), "{err}");
+        assert!(err.contains("which the bash sandbox lets commands write"), "{err}");
+        assert!(err.contains(&format!("XDG_STATE_HOME to {} (where it leads now", real.display())), "{err}");
+        // In the workspace.
+        std::os::unix::fs::symlink(&real, ws.join(".config")).unwrap();
+        let trust = ws.join(".config/codemode");
+        let folder = [Decisive {
+            path: &trust,
+            what: "the trust record's folder",
+            set: "set XDG_CONFIG_HOME",
+            shown: &trust,
+        }];
+        let err = refuse(&[&ws, &dots], &folder).unwrap_err().to_string();
+        assert!(err.contains("inside the workspace") && err.contains("XDG_CONFIG_HOME"), "{err}");
+    }
+}
