@@ -150,8 +150,13 @@ fn traced_run(env: &[(&str, String)]) -> (Value, Vec<Value>) {
          return {a: a.content, refused, echo: e.content};\n",
     )
     .unwrap();
+    // A schema cache of its own: another test's server `web` on the same
+    // port (reused by the system) left a listing under the same name and
+    // launch hash, whose tools this server does not have.
+    let cache = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_codemode"))
         .env("XDG_STATE_HOME", crate::common::XDG_STATE)
+        .env("XDG_CACHE_HOME", cache.path())
         .env_remove("TRACEPARENT")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .arg("run")

@@ -31,6 +31,22 @@ fn run(ws: &Path, program: &str, env: &[(&str, &Path)], extra: &[&str]) -> Outpu
     child.wait_with_output().unwrap()
 }
 
+/// [`run`] with `HOME` set to `home` and no `XDG_CONFIG_HOME`: the trust
+/// record's folder is `<home>/.config/codemode`.
+fn run_with_home(ws: &Path, home: &Path, program: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = crate::cli::command(&["run", "-", "--posture", "full-access"], ws)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Asserts `out` is the engine's refusal naming `link`.
 fn refused_naming(out: &Output, link: &Path) {
     let err = stderr(out);
@@ -201,19 +217,7 @@ fn a_path_climbing_out_of_the_workspace_pins_nothing_above_it() {
     std::fs::write(&beside, "x").unwrap();
     let program = "const b = await tools.bash({command: 'chmod 666 ../other.txt 2>&1; echo done'}); \
                    return b.content.stdout;";
-    let mut child = crate::cli::command(&["run", "-", "--posture", "full-access"], &ws)
-        .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", ws.join(".."))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_home(&ws, &ws.join(".."), program);
     assert!(out.status.success(), "{}", stderr(&out));
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&beside).unwrap().permissions().mode() & 0o777;
@@ -240,19 +244,7 @@ fn a_trust_folder_reached_through_a_link_outside_is_made_and_protected() {
     std::os::unix::fs::symlink(&ws, top.join("homelink")).unwrap();
     let program = "const b = await tools.bash({command: 'mkdir -p .config/codemode && \
                    echo {} > .config/codemode/trusted.json && echo planted'}); return b.content.stdout;";
-    let mut child = crate::cli::command(&["run", "-", "--posture", "full-access"], &ws)
-        .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", top.join("homelink"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_home(&ws, &top.join("homelink"), program);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!ws.join(".config/codemode/trusted.json").exists(), "{}", String::from_utf8_lossy(&out.stdout));
 }
