@@ -260,6 +260,38 @@ fn local_killed_between_calls() {
     killed_between_calls(&Store::local());
 }
 
+/// A sandboxed bash call sets its sandbox up while the journal makes its
+/// start durable, but its shell starts only after (the launcher waits for
+/// the engine's go on stdin). Held just after the durable start (the
+/// test hook) and killed there, the command never ran: not during the
+/// hold, and not after the engine died (the launcher and its init die
+/// with it).
+#[test]
+fn a_sandboxed_bash_call_starts_its_shell_only_once_its_start_is_durable() {
+    let store = Store::local();
+    let ws = workspace("await tools.bash({command: 'sh add.sh a'}); return 1;");
+    let ws = ws.path();
+    let hold = [("CODEMODE_TEST_HOLD_STARTED", Path::new("bash:60000"))];
+    let first_seen = std::cell::Cell::new(None::<Instant>);
+    // Half a second into the hold: time for a launcher that did not wait
+    // to have run the shell.
+    let ready = || {
+        let since = first_seen.get().unwrap_or_else(Instant::now);
+        first_seen.set(Some(since));
+        since.elapsed() > Duration::from_millis(500)
+    };
+    let run_id = store.run_and_kill(ws, &hold, r#"{"t":"start","seq":1}"#, &ready);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(read(ws, "count.txt"), "", "the command ran before or after its start was durable");
+    let shown = store.run(ws, &["resume", &run_id, "--json"]);
+    assert_eq!(
+        json(&shown)["pending"][0]["kind"],
+        "unknown_outcome",
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+}
+
 /// Two recoveries of one interrupted run at once: one runs it, the other
 /// is refused as held by another process; the run's calls run once.
 #[test]

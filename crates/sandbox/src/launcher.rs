@@ -29,7 +29,10 @@
 //!    exits, and the kernel kills every process left in the namespace.
 //! 3. **The shell**: `bash -c COMMAND` (`/bin/sh` when no `bash` is on
 //!    `PATH`) in the workspace, with the environment the engine gave the
-//!    launcher.
+//!    launcher. With `go_on_stdin` (a journaled run), its process waits
+//!    for one byte on stdin before it executes the shell: the engine sends
+//!    it once the call's `start` line is durable, so the sandbox is set up
+//!    while the journal syncs (docs/JOURNAL.md, "What survives what").
 //!
 //! The launcher then ends the way the shell ended: the same exit code, or
 //! the same signal raised on itself (core dumps off), so the engine sees the
@@ -97,6 +100,14 @@ pub struct LaunchSpec {
     /// The engine's pid: a launcher whose parent is already another process
     /// exits at once.
     pub parent: i32,
+    /// Whether the shell's process, once the sandbox is set up and it is
+    /// forked, waits for one byte on stdin before it executes the shell
+    /// (which then gets `/dev/null` as stdin): the engine sends it once the call's start
+    /// is durable in the journal, and closes stdin without it when it will
+    /// not be, so nothing runs. Setting up changes nothing outside the
+    /// sandbox, so it overlaps with the journal's write.
+    #[serde(default)]
+    pub go_on_stdin: bool,
 }
 
 /// The first line the sandbox writes to stdout: what was applied, or why
@@ -356,6 +367,24 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
     }
 }
 
+/// Waits for the engine's go (one byte on stdin), then puts `/dev/null`
+/// on stdin for the shell. `false` when stdin ends without it.
+#[cfg(target_os = "linux")]
+fn go_from_stdin() -> bool {
+    use std::os::fd::AsFd as _;
+    let mut byte = [0u8; 1];
+    let stdin = std::io::stdin();
+    let go = loop {
+        match nix::unistd::read(stdin.as_fd(), &mut byte) {
+            Err(Errno::EINTR) => continue,
+            other => break matches!(other, Ok(1)),
+        }
+    };
+    go && std::fs::File::open("/dev/null")
+        .and_then(|null| nix::unistd::dup2_stdin(null).map_err(std::io::Error::from))
+        .is_ok()
+}
+
 /// Sets `SECBIT_NOROOT` (locked), so that a shell running as uid 0 in the
 /// user namespace gets no capabilities at `execve` and cannot undo the
 /// mounts. Harmless when it fails: then the process has no `CAP_SETPCAP`,
@@ -468,6 +497,13 @@ fn exec_shell(spec: &LaunchSpec) -> ExitCode {
         std::process::exit(126);
     }
     close_inherited_fds();
+    // Everything up to here changes nothing outside the sandbox; the
+    // command itself waits for the engine's go.
+    if spec.go_on_stdin && !go_from_stdin() {
+        // The engine will not have the command run (its start could not be
+        // made durable, or the call ended): nothing starts.
+        std::process::exit(i32::from(EXIT_SETUP_FAILED))
+    }
     let arg = |s: &str| CString::new(s).unwrap_or_default();
     let argv = |shell: &str| [arg(shell), arg("-c"), arg(&spec.command)];
     let bash_err = nix::unistd::execvp(&arg("bash"), &argv("bash")).unwrap_err();

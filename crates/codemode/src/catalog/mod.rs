@@ -25,7 +25,7 @@ pub use elicitation::{
     Elicitor,
 };
 pub use spec::{Annotations, Loading, PrimaryArgument, ToolSource, ToolSpec};
-pub(crate) use tool::parse_args;
+pub(crate) use tool::{DurableStart, DurableStartSender, parse_args};
 pub use tool::{RetryHint, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 pub use typescript::{DeclarationOptions, compact_type, declarations, declarations_with, signature_line};
 

@@ -114,6 +114,16 @@ pub struct ToolSpec {
     /// The argument rule patterns match; `None` when rules can only name the
     /// tool.
     pub primary_argument: Option<PrimaryArgument>,
+    /// Set by a native tool that starts at once in a journaled run and
+    /// waits itself for its durable start ([`ToolContext`]'s
+    /// `durable_start`) before it changes anything, so that what it does
+    /// first, which changes nothing (the bash sandbox's namespaces and
+    /// mounts), overlaps with the journal's write. Other tools start once
+    /// their start is durable.
+    ///
+    /// [`ToolContext`]: super::ToolContext
+    #[serde(skip)]
+    pub(crate) waits_for_durable_start: bool,
 }
 
 impl ToolSpec {
@@ -132,7 +142,15 @@ impl ToolSpec {
             allowed_callers: vec![Caller::Program, Caller::Direct],
             timeout_ms: None,
             primary_argument: None,
+            waits_for_durable_start: false,
         }
+    }
+
+    /// Marks the tool as one that waits for its durable start itself
+    /// ([`ToolSpec::waits_for_durable_start`]).
+    pub(crate) fn waiting_for_durable_start(mut self) -> Self {
+        self.waits_for_durable_start = true;
+        self
     }
 
     /// Declares the result's shape: the JSON Schemas of its `content` and

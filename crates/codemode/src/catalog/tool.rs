@@ -58,6 +58,42 @@ pub struct ToolContext {
     /// The call's span, when its run is traced (telemetry/mod.rs): an MCP
     /// server's `tools/call` carries it as `traceparent`.
     pub(crate) trace: Option<crate::telemetry::TraceContext>,
+    /// For a tool that waits for its durable start itself
+    /// (`ToolSpec::waits_for_durable_start`) in a journaled run: whether
+    /// the call's start is durable, once it is known. `None`: the tool may
+    /// change things at once (its start is durable already, or the run
+    /// keeps no journal).
+    pub(crate) durable_start: Option<DurableStart>,
+}
+
+/// Whether a call's `start` line is durable, for a tool that prepares
+/// while the journal writes it (`ToolSpec::waits_for_durable_start`).
+#[derive(Clone, Debug)]
+pub(crate) struct DurableStart(tokio::sync::watch::Receiver<Option<bool>>);
+
+/// The dispatcher's end of a [`DurableStart`].
+pub(crate) struct DurableStartSender(tokio::sync::watch::Sender<Option<bool>>);
+
+impl DurableStart {
+    /// A gate and the sender that opens (`true`) or shuts (`false`) it.
+    pub(crate) fn new() -> (DurableStart, DurableStartSender) {
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        (DurableStart(rx), DurableStartSender(tx))
+    }
+
+    /// `true` once the start is durable: the tool may change things now;
+    /// `false` when it will not be (the journal failed, or the call was
+    /// dropped): the tool must not start its change.
+    pub(crate) async fn wait(mut self) -> bool {
+        matches!(self.0.wait_for(Option::is_some).await.as_deref(), Ok(Some(true)))
+    }
+}
+
+impl DurableStartSender {
+    /// Tells the tool whether its start is durable.
+    pub(crate) fn send(&self, durable: bool) {
+        let _ = self.0.send(Some(durable));
+    }
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -89,6 +125,7 @@ impl ToolContext {
             undo: None,
             restore: None,
             trace: None,
+            durable_start: None,
         }
     }
 

@@ -128,6 +128,37 @@ impl Finisher {
         })
     }
 
+    /// [`Finisher::run`] for a tool that waits for its durable start
+    /// itself (`ToolSpec::waits_for_durable_start`; `future` was made with
+    /// the gate `opens` opens): the tool runs from now, beside the journal
+    /// making its `start` line durable, and `opens` tells it when that is
+    /// done (after the test hold, if any) or failed. A call whose start
+    /// could not be made durable ends as not started, whatever the tool
+    /// returned (it started nothing: it waits for the gate first).
+    pub(crate) fn run_beside_start(
+        self,
+        mut future: crate::catalog::ToolFuture,
+        timeout: Duration,
+        abandon: Option<Abandon>,
+        log: crate::journal::durable::DurableLog,
+        opens: crate::catalog::DurableStartSender,
+    ) -> CallFuture {
+        Box::pin(async move {
+            let start = async {
+                let started = self.journal_start(&log).await;
+                opens.send(started.is_ok());
+                started
+            };
+            let (started, attempt) =
+                tokio::join!(start, self.attempt(&mut future, timeout, abandon.as_ref()));
+            if let Err(stopped) = started {
+                return *stopped;
+            }
+            let completion = self.complete(attempt, timeout).await;
+            journal_done(&log, completion).await
+        })
+    }
+
     /// Makes the call's `start` line durable (then the test hold, if any).
     ///
     /// # Errors

@@ -72,6 +72,7 @@ pub(crate) fn call_context(
         undo: finish.undo.clone(),
         restore: finish.restore.clone(),
         trace: finish.trace.as_ref().map(|t| t.call_context(finish.seq)),
+        durable_start: None,
     }
 }
 

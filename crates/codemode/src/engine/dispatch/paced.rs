@@ -76,11 +76,21 @@ impl Finisher {
         self,
         entry: &Entry,
         args: Value,
-        cx: ToolContext,
+        mut cx: ToolContext,
         timeout: Duration,
     ) -> CallFuture {
         let abandon = Abandon::for_tool(&entry.spec);
         let Some(pace) = self.shared.pacing.of(&entry.name, server_of(&entry.spec)) else {
+            // A tool that waits for its durable start itself starts now,
+            // beside the journal's write of its start.
+            if let Some(log) = abandon.as_ref().and(self.durable.clone())
+                && entry.spec.waits_for_durable_start
+            {
+                let (gate, opens) = crate::catalog::DurableStart::new();
+                cx.durable_start = Some(gate);
+                let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
+                return self.run_beside_start(future, timeout, abandon, log, opens);
+            }
             let future = Abandon::scope(&abandon, entry.tool.call(args, cx));
             return self.run(future, timeout, abandon);
         };

@@ -234,6 +234,7 @@ impl Tool for Bash {
         .read_only(false)
         .primary_argument(crate::catalog::PrimaryArgument::Text("command".into()))
         .timeout_ms(ENGINE_TIMEOUT_MS)
+        .waiting_for_durable_start()
     }
 
     fn call(&self, args: Value, cx: ToolContext) -> ToolFuture {
@@ -244,7 +245,7 @@ impl Tool for Bash {
             // a process there would block it, so yield first and start on the
             // tool runtime.
             tokio::task::yield_now().await;
-            run(&args.command, &cx.confinement, &cx.run_id, timeout).await
+            run(&args.command, &cx.confinement, &cx.run_id, timeout, cx.durable_start.clone()).await
         })
     }
 }
@@ -300,6 +301,7 @@ async fn run(
     confinement: &Confinement,
     run_id: &str,
     timeout: Duration,
+    durable_start: Option<crate::catalog::DurableStart>,
 ) -> Result<ToolOutput, ToolError> {
     use tokio::time::Instant;
 
@@ -309,9 +311,31 @@ async fn run(
     let deadline = started + timeout;
     let workspace = confinement.workspace.as_path();
     let mut env = filter_env(std::env::vars_os(), workspace);
+    let sandboxed = confinement.sandbox.profile != SandboxProfile::Off;
+    // Without a sandbox there is nothing to set up first: the shell starts
+    // once the call's start is durable.
+    let durable_start = match durable_start {
+        Some(gate) if !sandboxed => {
+            may_start(gate).await?;
+            None
+        }
+        other => other,
+    };
     // The call's private temporary folder, removed when dropped.
-    let (child, tmp) = start_command(command, confinement, run_id, &mut env)?;
-    let sandboxed = tmp.is_some();
+    let (mut child, tmp) = start_command(command, confinement, run_id, &mut env, durable_start.is_some())?;
+    if let Some(gate) = durable_start {
+        // The launcher sets the sandbox up meanwhile, then waits for this.
+        let stdin = child.stdin.take();
+        let go = may_start(gate).await;
+        if go.is_ok()
+            && let Some(mut stdin) = stdin
+        {
+            use tokio::io::AsyncWriteExt as _;
+            // A launcher that died meanwhile is seen below, when it ends.
+            let _ = stdin.write_all(b"g").await;
+        }
+        go?;
+    }
     let mut group = ProcessGroup::new(child, "bash", REAP_WAIT)
         .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?
         .with_kill_grace(confinement.kill_grace);
@@ -327,6 +351,19 @@ async fn run(
         return Err(timed_out_error(timeout, confinement.kill_grace, &out, &err));
     }
     Ok(command_output(status, applied, sandboxed, &out, &err, elapsed_ms))
+}
+
+/// Waits for the call's start to be durable in the journal.
+///
+/// # Errors
+/// When it will not be: the command must not start.
+#[cfg(unix)]
+async fn may_start(gate: crate::catalog::DurableStart) -> Result<(), ToolError> {
+    if gate.wait().await {
+        Ok(())
+    } else {
+        Err(ToolError::new("the command was not started: the journal could not record the call's start"))
+    }
 }
 
 /// The confinement the launcher's `header` line says it applied (`None`
@@ -480,7 +517,13 @@ fn refusal_note(sandboxed: bool, stderr: &str) -> Option<&'static str> {
 
 /// Without Unix process groups there is no safe way to run a command.
 #[cfg(not(unix))]
-async fn run(_: &str, _: &Confinement, _: &str, _: Duration) -> Result<ToolOutput, ToolError> {
+async fn run(
+    _: &str,
+    _: &Confinement,
+    _: &str,
+    _: Duration,
+    _: Option<crate::catalog::DurableStart>,
+) -> Result<ToolOutput, ToolError> {
     Err(ToolError::new("the bash tool runs on Unix only"))
 }
 
@@ -658,8 +701,9 @@ mod tests {
         // process's children, and the call reaps them before it returns.
         nix::sys::prctl::set_child_subreaper(true).unwrap();
         let ws = tempfile::tempdir().unwrap();
-        let out =
-            run("sleep 1000 & echo $!", &unconfined(ws.path()), "r", Duration::from_secs(10)).await.unwrap();
+        let out = run("sleep 1000 & echo $!", &unconfined(ws.path()), "r", Duration::from_secs(10), None)
+            .await
+            .unwrap();
         assert_eq!(out.content["exit_code"], json!(0));
         let pid: i32 = out.content["stdout"].as_str().unwrap().trim().parse().unwrap();
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "background child {pid} was not reaped");
@@ -676,6 +720,7 @@ mod tests {
             &confinement,
             "r",
             Duration::from_secs(60),
+            None,
         );
         let read_pid =
             |name: &str| std::fs::read_to_string(ws.path().join(name)).ok()?.trim().parse::<i32>().ok();

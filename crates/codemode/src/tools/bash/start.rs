@@ -9,11 +9,16 @@ use super::{Confinement, LaunchSpec, SandboxProfile, ToolError};
 /// Starts `command` as `confinement` says, with `env`: the shell itself
 /// when the sandbox is off (`/bin/sh` when there is no `bash`), else the
 /// sandbox launcher. The temporary folder is the sandboxed command's.
+/// With `go_on_stdin`, the launcher sets the sandbox up and then waits for
+/// one byte on its stdin (a pipe) before it starts the shell
+/// (`LaunchSpec::go_on_stdin`); the shell itself is started only when
+/// the command may run.
 pub(super) fn start_command(
     command: &str,
     confinement: &Confinement,
     run_id: &str,
     env: &mut Vec<(OsString, OsString)>,
+    go_on_stdin: bool,
 ) -> Result<(tokio::process::Child, Option<tempfile::TempDir>), ToolError> {
     let workspace = confinement.workspace.as_path();
     if confinement.sandbox.profile == SandboxProfile::Off {
@@ -26,7 +31,7 @@ pub(super) fn start_command(
         .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
         return Ok((child, None));
     }
-    let (child, tmp) = start_sandboxed(command, confinement, run_id, env)?;
+    let (child, tmp) = start_sandboxed(command, confinement, run_id, env, go_on_stdin)?;
     Ok((child, Some(tmp)))
 }
 
@@ -38,6 +43,7 @@ fn start_sandboxed(
     confinement: &Confinement,
     run_id: &str,
     env: &mut Vec<(OsString, OsString)>,
+    go_on_stdin: bool,
 ) -> Result<(tokio::process::Child, tempfile::TempDir), ToolError> {
     let workspace = confinement.workspace.as_path();
     let launcher = match &confinement.launcher {
@@ -74,9 +80,10 @@ fn start_sandboxed(
         spill: Some(confinement.own_spill_folder(run_id)),
         tmpdir: tmp.path().to_path_buf(),
         parent: std::process::id() as i32,
+        go_on_stdin,
     };
     let spec = serde_json::to_string(&spec).expect("the spec serialises");
-    let child = spawn_launcher(&launcher, &spec, workspace, env).map_err(|e| {
+    let child = spawn_launcher(&launcher, &spec, workspace, env, go_on_stdin).map_err(|e| {
         ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
     })?;
     Ok((child, tmp))
@@ -134,10 +141,14 @@ fn spawn_launcher(
     spec: &str,
     workspace: &Path,
     env: &[(OsString, OsString)],
+    go_on_stdin: bool,
 ) -> std::io::Result<tokio::process::Child> {
     let mut cmd = tokio::process::Command::new(launcher);
     cmd.arg(crate::sandbox::launcher::SUBCOMMAND).arg(spec);
     prepare(&mut cmd, workspace, env);
+    if go_on_stdin {
+        cmd.stdin(std::process::Stdio::piped());
+    }
     cmd.spawn()
 }
 
