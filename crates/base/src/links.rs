@@ -21,6 +21,28 @@ pub fn link_below<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
 /// Unlike [`link_below`], `path` need not be beneath `root` as written: a
 /// link outside may lead into `root` and through a link there.
 pub fn link_met_beneath(path: &Path, root: &Path) -> Option<PathBuf> {
+    let mut met = None;
+    resolve_with(path, &mut |link| {
+        if met.is_none() && link.starts_with(root) {
+            met = Some(link.to_path_buf());
+        }
+    });
+    met
+}
+
+/// Where `path` (absolute) leads, resolved the way the kernel does: each
+/// symbolic link followed where it leads, dangling or not (at most 40),
+/// `..` taken from where the links led, the part that does not exist taken
+/// as written. Unlike `std::fs::canonicalize`, a path that does not exist
+/// yet (a folder a link names before it is made) resolves too: it is where
+/// making it would make it.
+pub fn resolve_as_kernel(path: &Path) -> PathBuf {
+    resolve_with(path, &mut |_| {})
+}
+
+/// The walk of [`resolve_as_kernel`], telling `on_link` each link met (its
+/// location, itself resolved).
+fn resolve_with(path: &Path, on_link: &mut dyn FnMut(&Path)) -> PathBuf {
     let parts = |p: &Path| -> Vec<PathBuf> {
         p.components()
             .rev()
@@ -52,16 +74,16 @@ pub fn link_met_beneath(path: &Path, root: &Path) -> Option<PathBuf> {
             at = next;
             continue;
         };
-        if next.starts_with(root) {
-            return Some(next);
-        }
+        on_link(&next);
         links += 1;
         if links > 40 {
-            return None;
+            // A loop: the rest as written, from here.
+            at = next;
+            continue;
         }
         todo.extend(parts(&target));
     }
-    None
+    at
 }
 
 /// `path` with `.` and `..` worked out as text, without touching the file
@@ -112,6 +134,12 @@ mod tests {
         // A loop ends.
         std::os::unix::fs::symlink(out.join("loop"), out.join("loop")).unwrap();
         assert_eq!(link_met_beneath(&out.join("loop/x"), &ws), None);
+        // Where a path leads: through a dangling link into a folder not
+        // made yet, and `..` after a link.
+        std::os::unix::fs::symlink(ws.join("config"), out.join("dangling")).unwrap();
+        assert_eq!(resolve_as_kernel(&out.join("dangling/codemode")), ws.join("config/codemode"));
+        std::os::unix::fs::symlink(ws.join("real/state"), out.join("deep")).unwrap();
+        assert_eq!(resolve_as_kernel(&out.join("deep/../x")), ws.join("real/x"));
     }
 
     #[test]

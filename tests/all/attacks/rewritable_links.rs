@@ -31,12 +31,14 @@ fn run(ws: &Path, program: &str, env: &[(&str, &Path)], extra: &[&str]) -> Outpu
     child.wait_with_output().unwrap()
 }
 
-/// [`run`] with `HOME` set to `home` and no `XDG_CONFIG_HOME`: the trust
-/// record's folder is `<home>/.config/codemode`.
+/// [`run`] with `HOME` set to `home` and no `XDG_CONFIG_HOME` or
+/// `XDG_CACHE_HOME`: the trust record's folder is
+/// `<home>/.config/codemode`, the schema cache `<home>/.cache/codemode/mcp-schemas`.
 fn run_with_home(ws: &Path, home: &Path, program: &str) -> Output {
     use std::io::Write as _;
     let mut child = crate::cli::command(&["run", "-", "--posture", "full-access"], ws)
         .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_CACHE_HOME")
         .env("HOME", home)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -247,4 +249,57 @@ fn a_trust_folder_reached_through_a_link_outside_is_made_and_protected() {
     let out = run_with_home(&ws, &top.join("homelink"), program);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!ws.join(".config/codemode/trusted.json").exists(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// A command that tries to plant a trust record (or a cached listing) at
+/// `folder`, relative to the workspace; what it printed.
+fn plant(folder: &str) -> String {
+    format!(
+        "const b = await tools.bash({{command: 'mkdir -p {folder} && echo {{}} > {folder}/planted.json \
+         && echo planted'}}); return b.content.stdout;"
+    )
+}
+
+/// The third review's breaks 3 and 4: the trust record's folder reached
+/// through a dangling link outside into a folder the workspace does not
+/// hold yet (`~/.config -> <dotfiles workspace>/config`), or written with
+/// `..` after a link outside (`HOME=/out/L/..`, `L -> <ws>/sub`). Its path
+/// was judged as written, so the folder was neither made nor protected,
+/// and a program made it with a record trusting its own `.mcp.json`. The
+/// path is now resolved as the kernel would, and the folder made and
+/// protected where it leads.
+#[test]
+fn a_trust_folder_reached_through_a_dangling_link_or_dot_dot_is_made_and_protected() {
+    let top = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(top.path()).unwrap();
+    let ws = top.join("dotfiles");
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::create_dir_all(top.join("home")).unwrap();
+    std::os::unix::fs::symlink(ws.join("config"), top.join("home/.config")).unwrap();
+    let out = run_with_home(&ws, &top.join("home"), &plant("config/codemode"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!ws.join("config/codemode/planted.json").exists(), "{}", String::from_utf8_lossy(&out.stdout));
+    std::fs::create_dir_all(top.join("out")).unwrap();
+    std::os::unix::fs::symlink(ws.join("sub"), top.join("out/L")).unwrap();
+    let out = run_with_home(&ws, &top.join("out/L/.."), &plant(".config/codemode"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!ws.join(".config/codemode/planted.json").exists(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// The third review's break 5: with the home folder as the workspace and
+/// no MCP servers configured, the MCP schema cache was neither made nor
+/// protected, and a program wrote a listing there that a later run with
+/// servers read (a forged description, a tool taken away). The default
+/// cache is protected whatever the run configures.
+#[test]
+fn the_default_schema_cache_is_protected_in_a_run_without_mcp_servers() {
+    let ws = crate::common::workspace();
+    let w = std::fs::canonicalize(ws.path()).unwrap();
+    let out = run_with_home(&w, &w, &plant(".cache/codemode/mcp-schemas"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !w.join(".cache/codemode/mcp-schemas/planted.json").exists(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

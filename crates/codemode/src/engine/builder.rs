@@ -55,6 +55,13 @@ pub enum BuildError {
     /// or change it), or it cannot be made.
     #[error("run state: {0}")]
     RunState(String),
+    /// A folder that decides later calls (run state, the trust record,
+    /// MCP login tokens, the MCP schema cache) is reached through a
+    /// symbolic link a program could rewrite: one in the workspace or in
+    /// a folder the sandbox makes writable. The message names the folder,
+    /// the link and what to set instead (docs/SECURITY.md).
+    #[error("{0}")]
+    RewritableLink(String),
     /// A `[sandbox] writable` entry cannot apply: the message names it and
     /// says what to write instead.
     #[error("sandbox: {0}")]

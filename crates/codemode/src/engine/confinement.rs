@@ -307,30 +307,41 @@ fn decisive_files(
     if let Ok(exe) = std::env::current_exe() {
         out.push((exe, "the running codemode binary".to_owned()));
     }
-    let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
-    let tokens = crate::mcp::oauth::user_token_dir().ok();
-    let folders = [
-        (trust, "the trust record's folder"),
-        (tokens, "the MCP login tokens' folder"),
-        (mcp_cache.map(Path::to_path_buf), "the MCP schema cache"),
-    ];
-    for (folder, what) in folders {
-        let Some(folder) = folder else { continue };
-        // Where it leads, not how it is written: a home named through a
-        // link outside (`/home/me` -> `/data/me`, the workspace) holds
-        // it too. Made now, so that there is a folder to protect before a
-        // command makes one of its own there.
-        if codemode_base::run_state::inside(&folder, workspace) && !folder.exists() {
-            let _ = std::fs::create_dir_all(&folder);
+    for (folder, what) in decisive_folders(mcp_cache) {
+        // Where it leads, as the kernel resolves it, not how it is
+        // written: a home named through a link outside (`/home/me` ->
+        // `/data/me`, the workspace), a dangling link to a folder not made
+        // yet, `..` after a link. Made now when that is in the workspace,
+        // so that there is a folder to protect before a command makes one
+        // of its own there.
+        let leads = codemode_base::links::resolve_as_kernel(&folder);
+        if leads.starts_with(workspace) && !leads.exists() {
+            let _ = std::fs::create_dir_all(&leads);
         }
         // Protected by both names: the tools compare paths beneath the
         // canonical workspace.
-        if let Ok(real) = std::fs::canonicalize(&folder)
-            && real != folder
-        {
-            out.push((real, what.to_owned()));
+        if leads != folder {
+            out.push((leads, what.to_owned()));
         }
         out.push((folder, what.to_owned()));
     }
     out
+}
+
+/// The user's folders that decide later calls, wherever the workspace is:
+/// the trust record's, the MCP login tokens' and the MCP schema cache
+/// (the engine's, else the default one, which a later run with MCP
+/// servers reads).
+pub(super) fn decisive_folders(mcp_cache: Option<&Path>) -> Vec<(PathBuf, &'static str)> {
+    let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
+    let tokens = crate::mcp::oauth::user_token_dir().ok();
+    let cache = mcp_cache.map(Path::to_path_buf).or_else(crate::mcp::default_cache_dir);
+    [
+        (trust, "the trust record's folder"),
+        (tokens, "the MCP login tokens' folder"),
+        (cache, "the MCP schema cache"),
+    ]
+    .into_iter()
+    .filter_map(|(folder, what)| Some((folder?, what)))
+    .collect()
 }

@@ -28,7 +28,7 @@ pub(super) struct Decisive<'a> {
     pub set: &'a str,
     /// The path whose real location the error gives as the value to set
     /// (`$XDG_STATE_HOME` for the state folder).
-    pub shown: &'a Path,
+    pub shown: PathBuf,
 }
 
 /// Refuses the first of `folders` whose path, resolved the way the kernel
@@ -36,13 +36,13 @@ pub(super) struct Decisive<'a> {
 /// folders the sandbox makes writable, each canonical).
 ///
 /// # Errors
-/// [`BuildError::RunState`] naming the folder, the link, the root it lies
-/// in, and what to set instead.
+/// [`BuildError::RewritableLink`] naming the folder, the link, the root it
+/// lies in, and what to set instead.
 pub(super) fn refuse(roots: &[&Path], folders: &[Decisive<'_>]) -> Result<(), BuildError> {
     for folder in folders {
         for root in roots {
             let Some(link) = codemode_base::links::link_met_beneath(folder.path, root) else { continue };
-            return Err(BuildError::RunState(message(folder, &link, root, roots[0])));
+            return Err(BuildError::RewritableLink(message(folder, &link, root, roots[0])));
         }
     }
     Ok(())
@@ -60,36 +60,30 @@ pub(super) fn refuse_for_engine(
     state: &super::run_state::RunStateFolders,
     mcp_cache: Option<&Path>,
 ) -> Result<(), BuildError> {
-    let trust = crate::trust::TrustStore::user().ok().map(|store| store.dir().to_path_buf());
-    let tokens = crate::mcp::oauth::user_token_dir().ok();
     let parent = |p: &'_ Path| p.parent().unwrap_or(p).to_path_buf();
     // `$XDG_STATE_HOME` for the default state folder (`<it>/codemode`).
     let state_home = state.hidden.first().map(|h| parent(h)).unwrap_or_else(|| state.spill_root.clone());
     let state_set = "set XDG_STATE_HOME (or name the state folder) to";
-    let config_set = "set XDG_CONFIG_HOME to";
-    let (config_home, tokens_home) =
-        (trust.as_deref().map(parent), tokens.as_deref().map(|t| parent(&parent(t))));
     let mut folders = vec![Decisive {
         path: &state.spill_root,
         what: "the runs folder",
         set: state_set,
-        shown: &state_home,
+        shown: state_home.clone(),
     }];
     folders.extend(state.hidden.iter().map(|h| Decisive {
         path: h,
         what: "the run-state folder",
         set: state_set,
-        shown: &state_home,
+        shown: state_home.clone(),
     }));
-    if let (Some(trust), Some(shown)) = (&trust, &config_home) {
-        folders.push(Decisive { path: trust, what: "the trust record's folder", set: config_set, shown });
-    }
-    if let (Some(tokens), Some(shown)) = (&tokens, &tokens_home) {
-        folders.push(Decisive { path: tokens, what: "the MCP login tokens' folder", set: config_set, shown });
-    }
-    if let Some(cache) = mcp_cache {
-        let set = "name the schema cache (XDG_CACHE_HOME) as";
-        folders.push(Decisive { path: cache, what: "the MCP schema cache", set, shown: cache });
+    let user = super::confinement::decisive_folders(mcp_cache);
+    for (folder, what) in &user {
+        // Each is `<home>/codemode[/...]`: what to set is `<home>`.
+        let home =
+            folder.ancestors().find(|a| a.ends_with("codemode")).map_or_else(|| folder.clone(), parent);
+        let set =
+            if *what == "the MCP schema cache" { "set XDG_CACHE_HOME to" } else { "set XDG_CONFIG_HOME to" };
+        folders.push(Decisive { path: folder, what, set, shown: home });
     }
     let mut roots: Vec<&Path> = vec![&confinement.workspace];
     roots.extend(confinement.writable.iter().map(PathBuf::as_path));
@@ -105,7 +99,7 @@ fn message(folder: &Decisive<'_>, link: &Path, root: &Path, workspace: &Path) ->
     };
     // Where the path leads now: the folder to name when it is the
     // user's, not a program's.
-    let now = real_path_now(folder.shown).map_or_else(
+    let now = real_path_now(&folder.shown).map_or_else(
         || "its real path".to_owned(),
         |real| format!("{} (where it leads now; check that it is yours)", real.display()),
     );
@@ -156,7 +150,7 @@ mod tests {
             path: &state,
             what: "the state folder",
             set: "set XDG_STATE_HOME to",
-            shown: &shown,
+            shown,
         }];
         assert!(refuse(&[&ws], &folder).is_ok(), "the link is outside the workspace");
         let err = refuse(&[&ws, &dots], &folder).unwrap_err().to_string();
@@ -170,7 +164,7 @@ mod tests {
             path: &trust,
             what: "the trust record's folder",
             set: "set XDG_CONFIG_HOME",
-            shown: &trust,
+            shown: trust.clone(),
         }];
         let err = refuse(&[&ws, &dots], &folder).unwrap_err().to_string();
         assert!(err.contains("inside the workspace") && err.contains("XDG_CONFIG_HOME"), "{err}");

@@ -64,7 +64,7 @@ impl RunStateFolders {
                 // (`workspaces/`) would lead there as well.
                 let shown =
                     if given_dir { home.clone() } else { home.parent().unwrap_or(&home).to_path_buf() };
-                let folder = Decisive { path: &runs, what, set, shown: &shown };
+                let folder = Decisive { path: &runs, what, set, shown };
                 super::rewritable_links::refuse(&[workspace], &[folder])?;
                 (runs, home)
             }
@@ -129,8 +129,12 @@ fn absolute(dir: &Path) -> Result<PathBuf, BuildError> {
 /// through a link inside it.
 fn refuse_inside(workspace: &Path, dir: &Path, what: &str) -> Result<(), BuildError> {
     if !run_state::inside(dir, workspace) {
-        let folder =
-            Decisive { path: dir, what, set: "name a folder outside the workspace, such as", shown: dir };
+        let folder = Decisive {
+            path: dir,
+            what,
+            set: "name a folder outside the workspace, such as",
+            shown: dir.to_path_buf(),
+        };
         return super::rewritable_links::refuse(&[workspace], &[folder]);
     }
     Err(BuildError::RunState(format!(
