@@ -20,6 +20,8 @@ mod ipc_filter;
 pub mod launcher;
 mod locate;
 #[cfg(target_os = "linux")]
+mod mount_api;
+#[cfg(target_os = "linux")]
 mod mounts;
 
 pub use locate::{LAUNCHER_ENV, find_launcher, set_launcher};

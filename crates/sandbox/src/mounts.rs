@@ -122,39 +122,7 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
 /// Makes every mount of this (private) mount namespace read-only, with
 /// `mount_setattr(2)` (`AT_RECURSIVE`, `MOUNT_ATTR_RDONLY`; Linux 5.12).
 fn read_only_everywhere() -> nix::Result<()> {
-    read_only_recursive(libc::AT_FDCWD, c"/", 0)
-}
-
-/// `mount_setattr(dirfd, path, AT_RECURSIVE | extra, MOUNT_ATTR_RDONLY)`:
-/// the mount at `path` (relative to `dirfd`) and every mount beneath it
-/// read-only.
-fn read_only_recursive(dirfd: libc::c_int, path: &std::ffi::CStr, extra: libc::c_uint) -> nix::Result<()> {
-    /// `struct mount_attr` of linux/mount.h.
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    const AT_RECURSIVE: libc::c_uint = 0x8000;
-    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
-    #[allow(unsafe_code)]
-    // SAFETY: mount_setattr reads a NUL-terminated path and `size` bytes of
-    // `attr`, both valid for the call (and `dirfd`, a descriptor the caller
-    // holds open, or AT_FDCWD); neither nix nor rustix wraps it.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            dirfd,
-            path.as_ptr(),
-            AT_RECURSIVE | extra,
-            &raw const attr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if done == 0 { Ok(()) } else { Err(nix::errno::Errno::last()) }
+    crate::mount_api::set_read_only(libc::AT_FDCWD, c"/", 0, true, true)
 }
 
 /// Bind-mounts `path` onto itself writable (after [`read_only_everywhere`]).
@@ -197,32 +165,42 @@ enum Bind {
 /// the same object (device and inode) with the flags asked for, else the
 /// mount is reported as failed.
 fn bind_onto_itself(path: &Path, how: Bind) -> nix::Result<()> {
-    use nix::fcntl::{OFlag, open};
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
     use nix::sys::stat::{Mode, fstat};
-    let none: Option<&str> = None;
     let read_only = matches!(how, Bind::ReadOnly | Bind::ReadOnlyAllTheWay);
-    let only_a_folder =
-        if how == Bind::WritableFolder { OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY } else { OFlag::empty() };
-    let object = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC | only_a_folder, Mode::empty())?;
-    let by_fd = format!("/proc/self/fd/{}", object.as_raw_fd());
-    mount(Some(by_fd.as_str()), by_fd.as_str(), none, MsFlags::MS_BIND | MsFlags::MS_REC, none)?;
-    let read_only_flag = if read_only { MsFlags::MS_RDONLY } else { MsFlags::empty() };
-    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | read_only_flag | locked_flags(path);
-    mount(none, path, none, flags, none)?;
+    let object = match how {
+        // Canonical by the engine's settling: a link anywhere on the way
+        // now was swapped in since, and would lead elsewhere.
+        Bind::Writable => {
+            let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY;
+            openat2(
+                nix::fcntl::AT_FDCWD,
+                path,
+                OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
+            )?
+        }
+        Bind::WritableFolder => open(
+            path,
+            OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY,
+            Mode::empty(),
+        )?,
+        Bind::ReadOnly | Bind::ReadOnlyAllTheWay => {
+            open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?
+        }
+    };
+    crate::mount_api::bind_object(&object, read_only, how == Bind::ReadOnlyAllTheWay)?;
+    // The mount is on the object whatever `path` shows now; a path that
+    // shows another object was swapped during the mounts: reported, as
+    // the object it named is not the one now there.
     let shown = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
     let (was, is) = (fstat(&object)?, fstat(&shown)?);
     if (was.st_dev, was.st_ino) != (is.st_dev, is.st_ino) {
-        // Another object is at `path` now: a swap during the mounts.
         return Err(Errno::ESTALE);
     }
     let shown_read_only =
         nix::sys::statvfs::fstatvfs(&shown)?.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY);
     if read_only && !shown_read_only {
         return Err(Errno::ESTALE);
-    }
-    if how == Bind::ReadOnlyAllTheWay {
-        // Through the descriptor just checked: the new mount itself.
-        read_only_recursive(shown.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint)?;
     }
     Ok(())
 }

@@ -184,3 +184,48 @@ fn a_private_tmpdir_swapped_for_a_link_gives_no_write_outside() {
         std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(planted.is_empty(), "a call wrote outside every writable folder: {planted:?}");
 }
+
+/// The third review of issue 36: a folder bash may write (here a
+/// `[sandbox] writable` folder; there, another run's command cache) swapped
+/// with a link to a folder outside, by a concurrent process, between the
+/// launcher's check that it is no link and its bind: the bind followed the
+/// link and a command wrote outside every folder it may write (twice in
+/// 150 calls). A writable folder is now opened with no link allowed on its
+/// way (`openat2`, `RESOLVE_NO_SYMLINKS`) and bound through descriptors
+/// only (`open_tree`, `mount_setattr`, `move_mount`).
+#[test]
+fn a_writable_folder_swapped_with_a_link_is_never_bound_at_its_target() {
+    let top = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(top.path()).unwrap();
+    let (w, outside) = (top.join("w"), top.join("outside"));
+    std::fs::create_dir_all(&outside).unwrap();
+    let ws = crate::common::workspace();
+    let policy = top.join("policy.toml");
+    std::fs::write(&policy, format!("[sandbox]\nwritable = [\"{}\"]\n", w.display())).unwrap();
+    // Swaps `w` (a folder) and `wl` (a link to `outside`) until `stop`,
+    // from a second on: the engine settles `w` before (as the folder).
+    let flipper = r#"import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+time.sleep(1)
+end = time.time() + 90
+while time.time() < end and not os.path.exists("stop"):
+    for _ in range(1000): libc.renameat2(-100, b"w", -100, b"wl", 2)
+if os.path.islink("w"): libc.renameat2(-100, b"w", -100, b"wl", 2)
+"#;
+    std::fs::create_dir(&w).unwrap();
+    std::os::unix::fs::symlink(&outside, top.join("wl")).unwrap();
+    let mut flip =
+        std::process::Command::new("python3").args(["-c", flipper]).current_dir(&top).spawn().unwrap();
+    let program = format!(
+        "await tools.bash({{command: 'sleep 1.5'}}); \
+         for (let i = 0; i < 300; i++) {{ await tools.bash({{command: 'touch {}/f' + i + ' 2>/dev/null; true'}}); }} \
+         return 1;",
+        w.display()
+    );
+    let out = super::rewritable_links::run(ws.path(), &program, &[], &["--config", policy.to_str().unwrap()]);
+    std::fs::write(top.join("stop"), "").unwrap();
+    let _ = flip.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let planted: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(planted.is_empty(), "a command wrote outside every folder it may write: {planted:?}");
+}

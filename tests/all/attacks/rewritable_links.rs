@@ -21,8 +21,9 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// `codemode run -` of `program` in `ws` under full access, with `env`.
-fn run(ws: &Path, program: &str, env: &[(&str, &Path)], extra: &[&str]) -> Output {
+/// `codemode run -` of `program` in `ws` under full access, with `env`
+/// and the `extra` arguments.
+pub(super) fn run(ws: &Path, program: &str, env: &[(&str, &Path)], extra: &[&str]) -> Output {
     use std::io::Write as _;
     let mut args = vec!["run", "-", "--posture", "full-access"];
     args.extend_from_slice(extra);

@@ -146,12 +146,8 @@ mod tests {
         std::os::unix::fs::symlink(dots.join("state"), top.join("state")).unwrap();
         let state = top.join("state/codemode");
         let shown = top.join("state");
-        let folder = [Decisive {
-            path: &state,
-            what: "the state folder",
-            set: "set XDG_STATE_HOME to",
-            shown,
-        }];
+        let folder =
+            [Decisive { path: &state, what: "the state folder", set: "set XDG_STATE_HOME to", shown }];
         assert!(refuse(&[&ws], &folder).is_ok(), "the link is outside the workspace");
         let err = refuse(&[&ws, &dots], &folder).unwrap_err().to_string();
         assert!(err.contains(&dots.join("state").display().to_string()), "{err}");
