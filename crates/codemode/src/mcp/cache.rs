@@ -25,12 +25,13 @@ use super::naming;
 const VERSION: u64 = 1;
 
 /// The default cache folder: `$XDG_CACHE_HOME/codemode/mcp-schemas`, else
-/// `$HOME/.cache/codemode/mcp-schemas`; `None` when neither is set.
+/// `$HOME/.cache/codemode/mcp-schemas`; `None` when neither is an absolute
+/// path (the XDG rule: a relative value is ignored, as it is for the state
+/// and config folders; it would name a folder in whatever the current
+/// folder is, the workspace often).
 pub fn default_cache_dir() -> Option<PathBuf> {
-    let base =
-        std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
-            std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache"))
-        })?;
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|home| home.join(".cache")))?;
     Some(base.join("codemode").join("mcp-schemas"))
 }
 
