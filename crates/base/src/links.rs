@@ -21,12 +21,19 @@ pub fn link_below<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
 /// Unlike [`link_below`], `path` need not be beneath `root` as written: a
 /// link outside may lead into `root` and through a link there.
 pub fn link_met_beneath(path: &Path, root: &Path) -> Option<PathBuf> {
-    let mut met = None;
-    resolve_with(path, &mut |link| {
-        if met.is_none() && link.starts_with(root) {
-            met = Some(link.to_path_buf());
-        }
-    });
+    links_met(path).into_iter().find(|link| link.starts_with(root))
+}
+
+/// Every symbolic link met while resolving `path` (absolute) as
+/// [`resolve_as_kernel`] does, each by its own resolved location, in the
+/// order met; empty when the path leads nowhere through a link.
+pub fn links_met(path: &Path) -> Vec<PathBuf> {
+    // Most paths have no link on their way: one `realpath` says so.
+    if std::fs::canonicalize(path).is_ok_and(|real| real == path) {
+        return Vec::new();
+    }
+    let mut met = Vec::new();
+    resolve_with(path, &mut |link| met.push(link.to_path_buf()));
     met
 }
 
@@ -37,7 +44,10 @@ pub fn link_met_beneath(path: &Path, root: &Path) -> Option<PathBuf> {
 /// yet (a folder a link names before it is made) resolves too: it is where
 /// making it would make it.
 pub fn resolve_as_kernel(path: &Path) -> PathBuf {
-    resolve_with(path, &mut |_| {})
+    match std::fs::canonicalize(path) {
+        Ok(real) => real,
+        Err(_) => resolve_with(path, &mut |_| {}),
+    }
 }
 
 /// The walk of [`resolve_as_kernel`], telling `on_link` each link met (its

@@ -40,9 +40,10 @@ pub(super) struct Decisive<'a> {
 /// lies in, and what to set instead.
 pub(super) fn refuse(roots: &[&Path], folders: &[Decisive<'_>]) -> Result<(), BuildError> {
     for folder in folders {
+        let met = codemode_base::links::links_met(folder.path);
         for root in roots {
-            let Some(link) = codemode_base::links::link_met_beneath(folder.path, root) else { continue };
-            return Err(BuildError::RewritableLink(message(folder, &link, root, roots[0])));
+            let Some(link) = met.iter().find(|link| link.starts_with(root)) else { continue };
+            return Err(BuildError::RewritableLink(message(folder, link, root, roots[0])));
         }
     }
     Ok(())
