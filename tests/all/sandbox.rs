@@ -190,7 +190,7 @@ fn a_listed_protected_file_is_read_only_through_the_launcher() {
     });
     let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
         .env("XDG_STATE_HOME", crate::common::XDG_STATE)
-        .args(["__sandbox-exec", &spec.to_string()])
+        .args(["__sandbox-exec", codemode::sandbox::launcher::PROTOCOL, &spec.to_string()])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -576,4 +576,44 @@ fn mcp_login_tokens_behind_a_linked_config_folder_are_hidden_from_tools() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("refused"), "{stdout}");
     assert!(!stdout.contains("SECRET-BEARER-TOKEN") && !stderr.contains("SECRET-BEARER-TOKEN"), "{stdout}");
+}
+
+/// The fourth review of issue 36: a launcher that does not know
+/// `go_on_stdin` (one of an earlier codemode) would run the command at
+/// once, before its start is durable. The engine and the launcher name
+/// their protocol: a launcher given another refuses and runs nothing (one
+/// of protocol 1 reads the number as its spec and refuses it too).
+#[test]
+fn a_launcher_given_another_protocol_runs_nothing() {
+    let ws = workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = json!({
+        "command": "touch ran",
+        "workspace": ws_path,
+        "profile": "workspace-write",
+        "network": false,
+        "protected": [],
+        "hidden": [],
+        "spill": null,
+        "tmpdir": tmp.path(),
+        "parent": std::process::id(),
+    });
+    for protocol in ["1", "3"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
+            .args(["__sandbox-exec", protocol, &spec.to_string()])
+            .output()
+            .unwrap();
+        let header: Value =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+        assert!(header["error"].as_str().is_some_and(|e| e.contains("protocol 2")), "{header}");
+        assert_eq!(out.status.code(), Some(125));
+    }
+    // The spec where the protocol goes, as an earlier engine sends it.
+    let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .args(["__sandbox-exec", &spec.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(!ws_path.join("ran").exists(), "a launcher ran a command of another protocol");
 }

@@ -1,5 +1,5 @@
 //! The sandbox launcher: the small `codemode-sandbox` binary, or the
-//! `codemode` binary re-executed, run as `<binary> __sandbox-exec SPEC`
+//! `codemode` binary re-executed, run as `<binary> __sandbox-exec 2 SPEC`
 //! (SPEC a `LaunchSpec` as JSON) by the `bash` tool, before anything else
 //! in `main` runs. It is a fresh,
 //! single-threaded process, so it may fork. Linux only.
@@ -60,6 +60,15 @@ use super::SandboxProfile;
 
 /// The hidden subcommand that runs the launcher.
 pub const SUBCOMMAND: &str = "__sandbox-exec";
+
+/// The protocol the engine and the launcher speak, given after
+/// [`SUBCOMMAND`] (`__sandbox-exec 2 SPEC`). Protocol 2 added
+/// `go_on_stdin`, which a launcher of protocol 1 would ignore (running
+/// the command before its start is durable): a launcher of another
+/// protocol refuses the command line, and one of protocol 1 reads `2` as
+/// its spec and refuses it too, so nothing runs under rules a launcher
+/// does not know.
+pub const PROTOCOL: &str = "2";
 
 /// The exit code of a launcher that could not confine or start the shell
 /// (the header line says why).
@@ -140,12 +149,19 @@ pub struct Applied {
 }
 
 /// Runs the launcher when the process was started as `codemode
-/// __sandbox-exec SPEC`: returns its exit code; `None` for any other
+/// __sandbox-exec PROTOCOL SPEC`: returns its exit code; `None` for any other
 /// command line.
 pub fn main_if_launcher() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
     if args.next()? != SUBCOMMAND {
         return None;
+    }
+    let protocol = args.next().and_then(|a| a.into_string().ok()).unwrap_or_default();
+    if protocol != PROTOCOL {
+        return Some(fail(&format!(
+            "this sandbox launcher speaks protocol {PROTOCOL} and was given `{protocol}`: it is from another \
+             codemode version; use the codemode-sandbox built with this codemode (install it beside codemode)"
+        )));
     }
     let spec = args.next().and_then(|a| a.into_string().ok()).unwrap_or_default();
     Some(match serde_json::from_str::<LaunchSpec>(&spec) {

@@ -51,7 +51,11 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     // points, which cannot be renamed: `mv tools tools.old` would otherwise
     // carry a protected `tools/hooks` away and leave a fresh copy in place.
     for folder in pinned_folders(spec) {
-        if let Err(e) = bind_writable_folder(&folder) {
+        // A pin keeps what it is: read-only in a read-only workspace
+        // (unless a writable folder holds it), else writable.
+        let read_only =
+            profile != SandboxProfile::WorkspaceWrite && !spec.writable.iter().any(|w| folder.starts_with(w));
+        if let Err(e) = bind_onto_itself(&folder, Bind::Folder { read_only }) {
             missing.push(format!("pinning {} ({e}): it can be renamed", folder.display()));
         }
     }
@@ -135,7 +139,7 @@ fn bind_writable(path: &Path) -> nix::Result<()> {
 /// its target (`ln -s .git/hooks m/n`, or `/`) writable, and a swapped
 /// `TMPDIR` any folder the user may write.
 fn bind_writable_folder(path: &Path) -> nix::Result<()> {
-    bind_onto_itself(path, Bind::WritableFolder)
+    bind_onto_itself(path, Bind::Folder { read_only: false })
 }
 
 /// How [`bind_onto_itself`] binds.
@@ -143,8 +147,12 @@ fn bind_writable_folder(path: &Path) -> nix::Result<()> {
 enum Bind {
     /// Writable, following links (the workspace, `writable` folders).
     Writable,
-    /// Writable, and only a folder that is not a link.
-    WritableFolder,
+    /// Only a folder with no link on its way; writable unless `read_only`
+    /// (a pin in a read-only workspace).
+    Folder {
+        /// Whether the bind is read-only.
+        read_only: bool,
+    },
     /// Read-only, this mount only (a writable folder lies beneath).
     ReadOnly,
     /// Read-only with every mount beneath it (pins beneath a protected
@@ -167,23 +175,19 @@ enum Bind {
 fn bind_onto_itself(path: &Path, how: Bind) -> nix::Result<()> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
     use nix::sys::stat::{Mode, fstat};
-    let read_only = matches!(how, Bind::ReadOnly | Bind::ReadOnlyAllTheWay);
+    let read_only =
+        matches!(how, Bind::ReadOnly | Bind::ReadOnlyAllTheWay | Bind::Folder { read_only: true });
     let object = match how {
-        // Canonical by the engine's settling: a link anywhere on the way
-        // now was swapped in since, and would lead elsewhere.
-        Bind::Writable => {
+        // The workspace and `writable` folders, canonical by the engine's
+        // settling; pins beneath them; the private TMPDIR, made canonical
+        // by the engine: a link anywhere on the way now was swapped in
+        // since (or planted, as `ln -s /elsewhere m` above a pin `m/n`),
+        // and would lead elsewhere.
+        Bind::Writable | Bind::Folder { .. } => {
             let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY;
-            openat2(
-                nix::fcntl::AT_FDCWD,
-                path,
-                OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
-            )?
+            let how = OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+            openat2(nix::fcntl::AT_FDCWD, path, how)?
         }
-        Bind::WritableFolder => open(
-            path,
-            OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY,
-            Mode::empty(),
-        )?,
         Bind::ReadOnly | Bind::ReadOnlyAllTheWay => {
             open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?
         }

@@ -381,7 +381,13 @@ fn sandbox_applied(
         None => Ok(None),
         Some(Some(Header::Sandbox(applied))) => Ok(Some(applied)),
         Some(Some(Header::Error(message))) => {
-            Err(ToolError::new(format!("the command did not run: {message}")))
+            // A launcher of protocol 1 reads the protocol number as its spec.
+            let hint = if message.contains("bad spec") {
+                " (a codemode-sandbox from another codemode version? use the one built with this codemode)"
+            } else {
+                ""
+            };
+            Err(ToolError::new(format!("the command did not run: {message}{hint}")))
         }
         Some(None) if timed_out => Ok(None),
         Some(None) => {

@@ -56,8 +56,11 @@ fn start_sandboxed(
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
+    // By its real path: the launcher binds it only with no link on the
+    // way (a TMPDIR under a linked folder is still the user's choice).
+    let tmpdir = std::fs::canonicalize(tmp.path()).unwrap_or_else(|_| tmp.path().to_path_buf());
     env.retain(|(k, _)| k != "TMPDIR");
-    env.push(("TMPDIR".into(), tmp.path().as_os_str().to_owned()));
+    env.push(("TMPDIR".into(), tmpdir.as_os_str().to_owned()));
     // A hidden folder that does not exist yet could not be covered, and
     // the command could put a file where receipts go: make it first.
     for hidden in confinement.hidden.iter().filter(|h| h.starts_with(workspace)) {
@@ -78,7 +81,7 @@ fn start_sandboxed(
         protected: confinement.protected_for("bash"),
         hidden: confinement.hidden.clone(),
         spill: Some(confinement.own_spill_folder(run_id)),
-        tmpdir: tmp.path().to_path_buf(),
+        tmpdir,
         parent: std::process::id() as i32,
         go_on_stdin,
     };
@@ -144,7 +147,7 @@ fn spawn_launcher(
     go_on_stdin: bool,
 ) -> std::io::Result<tokio::process::Child> {
     let mut cmd = tokio::process::Command::new(launcher);
-    cmd.arg(crate::sandbox::launcher::SUBCOMMAND).arg(spec);
+    cmd.arg(crate::sandbox::launcher::SUBCOMMAND).arg(crate::sandbox::launcher::PROTOCOL).arg(spec);
     prepare(&mut cmd, workspace, env);
     if go_on_stdin {
         cmd.stdin(std::process::Stdio::piped());
