@@ -557,3 +557,22 @@ fn signal(name: &str, pid: i32) {
         std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().unwrap();
     assert!(status.success(), "kill -{name} {pid}");
 }
+
+/// The fourth review of issue 36: a command whose `timeout` ran out while
+/// its start was being made durable was sent its go anyway and killed at
+/// once, after it had started. It now never starts, and the error says
+/// why.
+#[test]
+fn a_bash_call_whose_time_runs_out_before_its_start_is_durable_never_starts() {
+    let ws = workspace("await tools.bash({command: 'sh add.sh a', timeout: 0.1}); return 1;");
+    let ws = ws.path();
+    let hold = [("CODEMODE_TEST_HOLD_STARTED", Path::new("bash:400"))];
+    let mut child = spawn(&["run", "prog.js", "--approve", "allow", "--json"], ws, &hold);
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let receipt = json(&out);
+    let message = receipt["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("before it started"), "{receipt:#}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(read(ws, "count.txt"), "", "the command ran after its time was up");
+}

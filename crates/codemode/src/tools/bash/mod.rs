@@ -327,6 +327,14 @@ async fn run(
         // The launcher sets the sandbox up meanwhile, then waits for this.
         let stdin = child.stdin.take();
         let go = may_start(gate).await;
+        if go.is_ok() && Instant::now() >= deadline {
+            // Its time ran out while the journal synced: it never starts.
+            return Err(ToolError::timeout(format!(
+                "the command timed out after {} s before it started (while its start was made durable in \
+                 the journal); give a larger `timeout`",
+                timeout.as_secs_f64()
+            )));
+        }
         if go.is_ok()
             && let Some(mut stdin) = stdin
         {
