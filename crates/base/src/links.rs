@@ -15,9 +15,10 @@ pub fn link_below<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
 /// The first symbolic link that lies beneath `root` (canonical) among the
 /// links met while resolving `path` (absolute) the way the kernel does,
 /// each link followed where it leads (at most 40) and `..` taken from
-/// where the links led, the part that does not exist taken as written; `None` when no such link is met. A link beneath
-/// a folder a program may write (the workspace) could be pointed elsewhere
-/// by it, and with it whatever `path` decides (where run state is kept).
+/// where the links led, the part that does not exist taken as written;
+/// `None` when no such link is met. A link beneath a folder a program may
+/// write (the workspace) could be pointed elsewhere by it, and with it
+/// whatever `path` decides (where run state is kept).
 /// Unlike [`link_below`], `path` need not be beneath `root` as written: a
 /// link outside may lead into `root` and through a link there.
 pub fn link_met_beneath(path: &Path, root: &Path) -> Option<PathBuf> {

@@ -111,10 +111,11 @@ pub struct LaunchSpec {
     pub parent: i32,
     /// Whether the shell's process, once the sandbox is set up and it is
     /// forked, waits for one byte on stdin before it executes the shell
-    /// (which then gets `/dev/null` as stdin): the engine sends it once the call's start
-    /// is durable in the journal, and closes stdin without it when it will
-    /// not be, so nothing runs. Setting up changes nothing outside the
-    /// sandbox, so it overlaps with the journal's write.
+    /// (which then gets `/dev/null` as stdin): the engine sends it once
+    /// the call's start is durable in the journal, and closes stdin
+    /// without it when it will not be, so nothing runs. Setting up changes
+    /// nothing outside the sandbox, so it overlaps with the journal's
+    /// write.
     #[serde(default)]
     pub go_on_stdin: bool,
 }
