@@ -1,0 +1,111 @@
+//! The shell's process (process 3 of the launcher's module docs), from
+//! its fork by init to the `execve` of the shell: its signals back to
+//! their defaults, the workspace as its folder, no inherited descriptor
+//! but stdin, stdout and stderr, and, in a journaled run, the engine's go.
+
+use std::ffi::CString;
+use std::process::ExitCode;
+
+use nix::errno::Errno;
+use nix::sys::signal::SigSet;
+
+use super::{EXIT_SETUP_FAILED, LaunchSpec, default_term};
+
+/// The shell (process 3 of the module docs): never returns.
+#[cfg(target_os = "linux")]
+pub(super) fn exec_shell(spec: &LaunchSpec) -> ExitCode {
+    // SIGTERM back to its default before it is unblocked, so one pending or
+    // arriving now ends the shell before it runs anything.
+    default_term();
+    let _ = SigSet::all().thread_unblock();
+    if let Err(e) = std::env::set_current_dir(&spec.workspace) {
+        eprintln!("codemode sandbox: cannot enter the workspace {}: {e}", spec.workspace.display());
+        std::process::exit(126);
+    }
+    close_inherited_fds();
+    // Everything up to here changes nothing outside the sandbox; the
+    // command itself waits for the engine's go.
+    if spec.go_on_stdin && !go_from_stdin() {
+        // The engine will not have the command run (its start could not be
+        // made durable, or the call ended): nothing starts.
+        std::process::exit(i32::from(EXIT_SETUP_FAILED))
+    }
+    let arg = |s: &str| CString::new(s).unwrap_or_default();
+    let argv = |shell: &str| [arg(shell), arg("-c"), arg(&spec.command)];
+    let bash_err = nix::unistd::execvp(&arg("bash"), &argv("bash")).unwrap_err();
+    let sh_err = nix::unistd::execv(&arg("/bin/sh"), &argv("/bin/sh")).unwrap_err();
+    eprintln!("codemode sandbox: cannot start bash ({bash_err}) or /bin/sh ({sh_err})");
+    std::process::exit(127)
+}
+
+/// Marks every descriptor above stderr close-on-exec, so descriptors that
+/// whatever started codemode passed on (without close-on-exec) do not
+/// reach the command: it gets stdin, stdout and stderr only. One
+/// `close_range(2)` (`CLOSE_RANGE_CLOEXEC`, Linux 5.11); on an older
+/// kernel, each descriptor listed in `/proc/self/fd`.
+#[cfg(target_os = "linux")]
+fn close_inherited_fds() {
+    #[allow(unsafe_code)]
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on
+    // descriptors; it reads and writes no memory of this process.
+    let done = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if done == 0 {
+        return;
+    }
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    use std::os::fd::BorrowedFd;
+    let Ok(mut dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<i32> = dir
+        .by_ref()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        #[allow(unsafe_code)]
+        // SAFETY: the fd was listed as open in /proc/self/fd just now, and
+        // this process is single-threaded (forked from init), so nothing
+        // closes it while it is borrowed here; the listing's own fd stays
+        // open too, until `dir` is dropped below.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = fcntl(borrowed, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+    }
+    drop(dir);
+}
+
+/// Waits for the engine's go (one byte on stdin), then puts `/dev/null`
+/// on stdin for the shell. `false` when stdin ends without it.
+#[cfg(target_os = "linux")]
+fn go_from_stdin() -> bool {
+    use std::os::fd::AsFd as _;
+    let mut byte = [0u8; 1];
+    let stdin = std::io::stdin();
+    let go = loop {
+        match nix::unistd::read(stdin.as_fd(), &mut byte) {
+            Err(Errno::EINTR) => continue,
+            other => break matches!(other, Ok(1)),
+        }
+    };
+    go && std::fs::File::open("/dev/null")
+        .and_then(|null| nix::unistd::dup2_stdin(null).map_err(std::io::Error::from))
+        .is_ok()
+}
+
+/// Sets `SECBIT_NOROOT` (locked), so that a shell running as uid 0 in the
+/// user namespace gets no capabilities at `execve` and cannot undo the
+/// mounts. Harmless when it fails: then the process has no `CAP_SETPCAP`,
+/// so no namespace of its own to be root in.
+#[cfg(target_os = "linux")]
+pub(super) fn no_root_capabilities() {
+    #[allow(unsafe_code)]
+    // SAFETY: prctl(PR_SET_SECUREBITS) takes integers only and touches no
+    // memory of the process.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_SECUREBITS,
+            (libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED) as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+}
