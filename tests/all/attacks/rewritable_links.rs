@@ -105,6 +105,14 @@ fn a_link_inside_the_workspace_on_the_way_to_the_state_folder_is_refused() {
             "{err}"
         );
     }
+    // `codemode runs` reads the runs folder without building an engine:
+    // refused the same way.
+    let listed = crate::cli::command(&["runs", "list"], &w)
+        .env("XDG_STATE_HOME", w.join(".local/state"))
+        .output()
+        .unwrap();
+    assert!(!listed.status.success(), "{}", String::from_utf8_lossy(&listed.stdout));
+    assert!(stderr(&listed).contains("is reached through the symbolic link"), "{}", stderr(&listed));
     // The same folder written without the link is the user's to choose.
     let fixed = crate::cli::command(&["run", "-", "--posture", "full-access"], &w)
         .env("XDG_STATE_HOME", w.join("dots/state"))

@@ -67,10 +67,23 @@ impl Runs {
     ///
     /// # Errors
     /// [`StoreError::Failed`] when no state folder can be found (neither
-    /// `XDG_STATE_HOME` nor `HOME` is set).
+    /// `XDG_STATE_HOME` nor `HOME` is set), or when the way to the runs
+    /// folder meets a symbolic link inside the workspace: a program could
+    /// have pointed it at runs of its own, as an engine refuses when built
+    /// (docs/SECURITY.md, "Run state is outside the workspace").
     pub fn for_workspace(workspace: &Path, store: Option<Arc<dyn JournalStore>>) -> Result<Runs, StoreError> {
         let receipts = codemode_base::run_state::runs_folder(workspace)
             .map_err(|e| StoreError::Failed(e.to_string()))?;
+        if let Some(link) = codemode_base::links::link_met_beneath(&receipts, workspace) {
+            return Err(StoreError::Failed(format!(
+                "the runs folder {} is reached through the symbolic link {}, which is inside the workspace \
+                 {}: a program's bash command could have pointed it at runs of its own; set XDG_STATE_HOME \
+                 to the real path of the state home, written without the link",
+                receipts.display(),
+                link.display(),
+                workspace.display()
+            )));
+        }
         Ok(Runs::in_folder(store, receipts))
     }
 
