@@ -170,6 +170,27 @@ fn a_missing_codemode_folder_cannot_be_replaced_by_a_file_to_turn_receipts_off()
     assert!(engine.save_receipt(&receipt).is_ok(), "receipts can still be saved");
 }
 
+/// A launcher spec (`LaunchSpec` as JSON) running `command` in `ws`
+/// (canonical) under `workspace-write`, no network, with `protected`.
+fn launch_spec(
+    command: &str,
+    ws: &std::path::Path,
+    protected: &[std::path::PathBuf],
+    tmp: &std::path::Path,
+) -> Value {
+    json!({
+        "command": command,
+        "workspace": ws,
+        "profile": "workspace-write",
+        "network": false,
+        "protected": protected,
+        "hidden": [],
+        "spill": null,
+        "tmpdir": tmp,
+        "parent": std::process::id(),
+    })
+}
+
 /// A file listed in the confinement's protected paths, through the launcher
 /// itself (the engine computes that list from the policy).
 #[test]
@@ -177,17 +198,12 @@ fn a_listed_protected_file_is_read_only_through_the_launcher() {
     let ws = workspace();
     let ws_path = ws.path().canonicalize().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let spec = json!({
-        "command": "echo x >> a.txt && echo protected-written; echo y >> docs/guide.md && echo other-written",
-        "workspace": ws_path,
-        "profile": "workspace-write",
-        "network": false,
-        "protected": [ws_path.join("a.txt")],
-        "hidden": [],
-        "spill": null,
-        "tmpdir": tmp.path(),
-        "parent": std::process::id(),
-    });
+    let spec = launch_spec(
+        "echo x >> a.txt && echo protected-written; echo y >> docs/guide.md && echo other-written",
+        &ws_path,
+        &[ws_path.join("a.txt")],
+        tmp.path(),
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
         .env("XDG_STATE_HOME", crate::common::XDG_STATE)
         .args(["__sandbox-exec", codemode::sandbox::launcher::PROTOCOL, &spec.to_string()])
@@ -588,17 +604,7 @@ fn a_launcher_given_another_protocol_runs_nothing() {
     let ws = workspace();
     let ws_path = ws.path().canonicalize().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let spec = json!({
-        "command": "touch ran",
-        "workspace": ws_path,
-        "profile": "workspace-write",
-        "network": false,
-        "protected": [],
-        "hidden": [],
-        "spill": null,
-        "tmpdir": tmp.path(),
-        "parent": std::process::id(),
-    });
+    let spec = launch_spec("touch ran", &ws_path, &[], tmp.path());
     for protocol in ["1", "3"] {
         let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
             .args(["__sandbox-exec", protocol, &spec.to_string()])

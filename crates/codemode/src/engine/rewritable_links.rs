@@ -100,9 +100,9 @@ fn message(folder: &Decisive<'_>, link: &Path, root: &Path, workspace: &Path) ->
     };
     // Where the path leads now: the folder to name when it is the
     // user's, not a program's.
-    let now = real_path_now(&folder.shown).map_or_else(
-        || "its real path".to_owned(),
-        |real| format!("{} (where it leads now; check that it is yours)", real.display()),
+    let now = format!(
+        "{} (where it leads now; check that it is yours)",
+        codemode_base::links::resolve_as_kernel(&folder.shown).display()
     );
     format!(
         "{} {} is reached through the symbolic link {}, which is inside {in_root}: a program's bash \
@@ -113,20 +113,6 @@ fn message(folder: &Decisive<'_>, link: &Path, root: &Path, workspace: &Path) ->
         link.display(),
         folder.set,
     )
-}
-
-/// The real path of `path`, or of its deepest existing folder with the
-/// rest as written.
-fn real_path_now(path: &Path) -> Option<PathBuf> {
-    let mut rest = Vec::new();
-    let mut at = path;
-    loop {
-        if let Ok(real) = std::fs::canonicalize(at) {
-            return Some(rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c)));
-        }
-        rest.push(at.file_name()?.to_owned());
-        at = at.parent()?;
-    }
 }
 
 #[cfg(test)]
