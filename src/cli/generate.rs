@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::CommandFactory;
 
 use super::Cli;
+use super::deferred::whole_tree;
 
 /// Arguments of `codemode completions`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +31,7 @@ pub(crate) struct ManArgs {
 /// Prints the completion script of `args.shell` on stdout. Exit 0.
 pub(crate) fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "codemode", &mut script);
+    clap_complete::generate(args.shell, &mut whole_tree(Cli::command), "codemode", &mut script);
     super::print_stdout(&String::from_utf8(script).context("the completion script is not UTF-8")?)?;
     Ok(0)
 }
@@ -39,7 +40,7 @@ pub(crate) fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
 /// `--dir` and names them on stderr. Exit 0; 2 when the folder cannot be
 /// written.
 pub(crate) fn man(args: &ManArgs) -> anyhow::Result<u8> {
-    let command = Cli::command();
+    let command = whole_tree(Cli::command);
     let Some(dir) = &args.dir else {
         let mut page = Vec::new();
         clap_mangen::Man::new(command).render(&mut page).context("cannot render the man page")?;

@@ -13,6 +13,7 @@ mod batch_record;
 mod batch_status;
 mod batch_workers;
 mod call;
+mod deferred;
 mod engine_args;
 mod generate;
 mod mcp;
@@ -33,6 +34,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
+use deferred::Deferred;
 
 /// Exit code for a bad invocation or configuration.
 pub(crate) const EXIT_USAGE: u8 = 2;
@@ -147,7 +149,7 @@ enum Command {
     /// from the flags, else codemode.toml's [limits], else the defaults
     /// (docs/LIMITS.md).
     #[command(after_help = RUN_EXIT_CODES)]
-    Run(run::RunArgs),
+    Run(Deferred<run::RunArgs>),
     /// Decide the pending calls of a paused run and go on (--allow SEQ,
     /// --deny SEQ); the program re-runs from its journal, each call once.
     ///
@@ -164,7 +166,7 @@ enum Command {
 3 timed out, 4 paused again, 5 the id cannot be resumed (unknown, already ended, being resumed \
 elsewhere, interrupted: final, do not retry), 6 completed but the value was cut (--max-value), \
 130/143 cancelled by SIGINT/SIGTERM.")]
-    Resume(resume::ResumeArgs),
+    Resume(Deferred<resume::ResumeArgs>),
     /// Record a person's decisions for a paused run's pending calls
     /// (--allow SEQ, --deny SEQ) without running anything; the next resume
     /// applies them. Without --allow/--deny: list the pending calls.
@@ -180,11 +182,11 @@ elsewhere, interrupted: final, do not retry), 6 completed but the value was cut 
     #[command(after_help = "Exit codes: 0 recorded or listed, 1 the journal store failed, 2 bad input \
 (a seq not pending or already decided: nothing recorded), 5 the run cannot be decided (unknown, \
 ended, held by another process, interrupted).")]
-    Approve(approve::ApproveArgs),
+    Approve(Deferred<approve::ApproveArgs>),
     /// Call one tool directly, through the same gate as programs' calls.
     #[command(after_help = "Exit codes: 0 the tool ran and returned, 1 refused, denied or failed, \
 2 bad invocation or config, 130/143 cancelled by SIGINT/SIGTERM.")]
-    Call(call::CallArgs),
+    Call(Deferred<call::CallArgs>),
     /// Call tools over JSON Lines input, one call per line, through the
     /// same gate, bounds and receipt as a program; or, with --program, run
     /// a program once per input line (docs/BATCH.md).
@@ -214,23 +216,23 @@ ended, held by another process, interrupted).")]
 none failed (--program), 130/143 stopped by SIGINT/SIGTERM (--program: a first signal starts no new \
 line and lets the running ones finish, a second cancels them), 141 stdout closed."
     )]
-    Batch(Box<batch::BatchArgs>),
+    Batch(Deferred<Box<batch::BatchArgs>>),
     /// List the tools a model is shown (execute_tools, then the eager
     /// tools), or every tool with --all.
     #[command(after_help = READ_EXIT_CODES)]
-    Tools(tools::ToolsArgs),
+    Tools(Deferred<tools::ToolsArgs>),
     /// Find tools by what they do (a direct tool_search call).
     #[command(after_help = "Exit codes: 0 done (also when nothing matches), 1 the search failed \
 (a bad regex), 2 bad invocation or config.")]
-    Search(search::SearchArgs),
+    Search(Deferred<search::SearchArgs>),
     /// MCP servers: `mcp list` (starts nothing), `mcp tools SERVER`,
     /// `mcp login|logout SERVER`, `mcp serve`.
     #[command(after_help = "Exit codes: those of each command (`codemode mcp COMMAND --help`).")]
-    Mcp(mcp::McpArgs),
+    Mcp(Deferred<mcp::McpArgs>),
     /// Print the TypeScript declarations of the tools (their JSON Schemas
     /// as types), for programs and the models that write them.
     #[command(after_help = READ_EXIT_CODES)]
-    Types(types::TypesArgs),
+    Types(Deferred<types::TypesArgs>),
     /// Trust a workspace's codemode.toml and .mcp.json (untrusted ones
     /// restrict but grant nothing); --list, --revoke.
     ///
@@ -246,7 +248,7 @@ line and lets the running ones finish, a second cancels them), 141 stdout closed
     /// Read the files first: a trusted policy can allow any call and run any
     /// hook, and a trusted MCP file starts its servers' commands.
     #[command(after_help = READ_EXIT_CODES)]
-    Trust(trust::TrustArgs),
+    Trust(Deferred<trust::TrustArgs>),
     /// The runs kept on disk: `runs list`, `runs show RUN_ID`, `runs
     /// prune` (journals, receipts and spill files, kept outside the
     /// workspace in $XDG_STATE_HOME/codemode).
@@ -259,7 +261,7 @@ line and lets the running ones finish, a second cancels them), 141 stdout closed
     /// when older than keep_days. The pruning after a run waits until a
     /// tenth of keep_runs more have gathered (docs/JOURNAL.md).
     #[command(after_help = "Exit codes: those of each command (`codemode runs COMMAND --help`).")]
-    Runs(runs::RunsArgs),
+    Runs(Deferred<runs::RunsArgs>),
     /// Print a shell completion script: bash, zsh, fish, elvish or
     /// powershell.
     ///
@@ -269,7 +271,7 @@ line and lets the running ones finish, a second cancels them), 141 stdout closed
     /// $fpath), for fish `codemode completions fish >
     /// ~/.config/fish/completions/codemode.fish`.
     #[command(after_help = READ_EXIT_CODES)]
-    Completions(generate::CompletionsArgs),
+    Completions(Deferred<generate::CompletionsArgs>),
     /// Print the man page (roff), or write one page per command into a
     /// folder with --dir.
     ///
@@ -277,7 +279,7 @@ line and lets the running ones finish, a second cancels them), 141 stdout closed
     /// ~/.local/share/man/man1` installs codemode.1 and a page per command
     /// (codemode-run.1, ...) where `man codemode` finds them.
     #[command(after_help = READ_EXIT_CODES)]
-    Man(generate::ManArgs),
+    Man(Deferred<generate::ManArgs>),
     /// Undo a run: put back, newest change first, every file its `write`
     /// and `edit` calls changed or made (made files removed), from the
     /// pre-images in its journal. Each file is a `write` call through the
@@ -288,7 +290,7 @@ line and lets the running ones finish, a second cancels them), 141 stdout closed
     #[command(after_help = "Exit codes: 0 restored (or nothing left to undo), 1 a file was left alone \
 (changed since the run) or not restored, 2 bad invocation or config (journaling off), 5 unknown \
 run or still running.")]
-    Rollback(rollback::RollbackArgs),
+    Rollback(Deferred<rollback::RollbackArgs>),
 }
 
 /// Parses the arguments, runs the command, and turns the outcome into an
@@ -301,20 +303,20 @@ pub(crate) fn main(cli: Cli) -> ExitCode {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
-        Command::Resume(args) => resume::resume(args),
-        Command::Approve(args) => approve::approve(args),
-        Command::Call(args) => call::call(args),
-        Command::Batch(args) => batch::batch(*args),
-        Command::Tools(args) => tools::tools(args),
-        Command::Search(args) => search::search(args),
-        Command::Mcp(args) => mcp::mcp(args),
-        Command::Types(args) => types::types(args),
-        Command::Trust(args) => trust::trust(args),
-        Command::Runs(args) => runs::runs(args),
-        Command::Completions(args) => generate::completions(&args),
-        Command::Man(args) => generate::man(&args),
-        Command::Rollback(args) => rollback::rollback(args),
+        Command::Run(Deferred(args)) => run::run(args),
+        Command::Resume(Deferred(args)) => resume::resume(args),
+        Command::Approve(Deferred(args)) => approve::approve(args),
+        Command::Call(Deferred(args)) => call::call(args),
+        Command::Batch(Deferred(args)) => batch::batch(*args),
+        Command::Tools(Deferred(args)) => tools::tools(args),
+        Command::Search(Deferred(args)) => search::search(args),
+        Command::Mcp(Deferred(args)) => mcp::mcp(args),
+        Command::Types(Deferred(args)) => types::types(args),
+        Command::Trust(Deferred(args)) => trust::trust(args),
+        Command::Runs(Deferred(args)) => runs::runs(args),
+        Command::Completions(Deferred(args)) => generate::completions(&args),
+        Command::Man(Deferred(args)) => generate::man(&args),
+        Command::Rollback(Deferred(args)) => rollback::rollback(args),
     };
     telemetry::shutdown();
     match result {
