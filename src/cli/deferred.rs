@@ -143,7 +143,12 @@ mod tests {
             }
             let mut help = vec!["help"];
             help.extend(&path);
-            assert_eq!(said(Cli::command(), &help), said(whole_tree(Cli::command), &help), "codemode {}", help.join(" "));
+            assert_eq!(
+                said(Cli::command(), &help),
+                said(whole_tree(Cli::command), &help),
+                "codemode {}",
+                help.join(" ")
+            );
         }
     }
 

@@ -226,6 +226,25 @@ fn a_background_child_holding_stdout_does_not_hang_the_call_and_is_killed() {
     assert_all_gone(&[], &m);
 }
 
+/// What a sandboxed command leaves running (here in a session of its own,
+/// its output elsewhere, so nothing ties it to the call) is killed and
+/// reaped before the call returns, not after: init ends the rest of its
+/// PID namespace before it reports the shell's status, although the
+/// namespace itself is torn down after the launcher has answered.
+#[test]
+fn a_sandboxed_command_s_leftovers_are_gone_when_its_call_returns() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    for _ in 0..5 {
+        let m = marker();
+        let command =
+            format!("setsid sleep {m} > /dev/null 2>&1 < /dev/null & sleep {m} > /dev/null 2>&1 & true");
+        let out = bash(&engine, json!({"command": command, "timeout": 60}));
+        assert_eq!(ok(&out)["content"]["exit_code"], json!(0));
+        assert_eq!(running_with(&m), Vec::<i32>::new(), "still running when the call returned");
+    }
+}
+
 #[test]
 fn the_run_deadline_cancels_the_call_and_kills_its_processes() {
     let ws = workspace();

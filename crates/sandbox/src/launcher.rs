@@ -25,8 +25,12 @@
 //!    dropping it; the launcher passes one it got before init existed on to
 //!    init, and init one that comes around the fork on to the shell), forks the shell
 //!    and reaps every process of the namespace until the shell ends. Then it
-//!    reports the shell's wait status to the launcher through a pipe and
-//!    exits, and the kernel kills every process left in the namespace.
+//!    kills and reaps every process left in the namespace, puts `/dev/null`
+//!    in place of its stdin, stdout and stderr, reports the shell's wait
+//!    status to the launcher through a pipe and waits for the launcher's
+//!    exit to kill it (`PR_SET_PDEATHSIG`): the teardown of the namespaces
+//!    (the mount tree, the network) then happens after the launcher has
+//!    answered, off the call's way back.
 //! 3. **The shell**: `bash -c COMMAND` (`/bin/sh` when no `bash` is on
 //!    `PATH`) in the workspace, with the environment the engine gave the
 //!    launcher. With `go_on_stdin` (a journaled run), its process waits
@@ -34,9 +38,9 @@
 //!    it once the call's `start` line is durable, so the sandbox is set up
 //!    while the journal syncs (docs/JOURNAL.md, "What survives what").
 //!
-//! The launcher then ends the way the shell ended: the same exit code, or
-//! the same signal raised on itself (core dumps off), so the engine sees the
-//! shell's status.
+//! The launcher ends, as soon as init reports, the way the shell ended:
+//! the same exit code, or the same signal raised on itself (core dumps
+//! off), so the engine sees the shell's status.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -379,10 +383,47 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
                 let _ = nix::sys::signal::kill(child, Signal::SIGTERM);
             }
             let status = reap_until(child);
-            let _ = nix::unistd::write(&status_w, &encode(status));
-            // Exiting ends the PID namespace: the kernel kills the rest.
+            // Nothing of the command outlives its call: what the shell
+            // left in the namespace is killed and reaped before the status
+            // is reported.
+            end_the_rest();
+            let reported = nix::unistd::write(&status_w, &encode(status)).is_ok();
+            if reported {
+                // The launcher ends at once with the shell's status; its
+                // exit kills init (`PR_SET_PDEATHSIG`, set before the
+                // write, which fails when the launcher is already gone).
+                // So the namespaces are torn down here, after the launcher
+                // has answered, not on the call's way back.
+                loop {
+                    nix::unistd::pause();
+                }
+            }
             std::process::exit(0)
         }
+    }
+}
+
+/// init, once the shell has ended: kills every other process of the PID
+/// namespace and reaps them all, then hands its stdin, stdout and stderr
+/// back (`/dev/null` in their place), so the engine sees the end of the
+/// command's output as soon as the launcher has gone. Does nothing to
+/// other processes when init is not PID 1 of a namespace of its own (no
+/// PID namespace could be made): `kill(-1)` would then reach the host's.
+#[cfg(target_os = "linux")]
+fn end_the_rest() {
+    if nix::unistd::getpid().as_raw() == 1 {
+        let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
+        loop {
+            match waitpid(None::<Pid>, None) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
     }
 }
 
@@ -492,15 +533,12 @@ fn encode(status: WaitStatus) -> [u8; 8] {
     out
 }
 
-/// Waits for init, then ends the way the shell did.
+/// Waits for init's report of the shell's status, then ends the way the
+/// shell did, without waiting for init to end (its exit, which tears the
+/// namespaces down, follows the launcher's: see `init`). When init ends
+/// without a report, ends with init's exit code.
 #[cfg(target_os = "linux")]
 fn mirror(init: Pid, status_r: OwnedFd) -> ExitCode {
-    let init_status = loop {
-        match waitpid(init, None) {
-            Err(Errno::EINTR) => continue,
-            other => break other,
-        }
-    };
     let mut buf = [0u8; 8];
     let mut got = 0;
     while got < buf.len() {
@@ -513,6 +551,12 @@ fn mirror(init: Pid, status_r: OwnedFd) -> ExitCode {
     }
     if got < buf.len() {
         // init ended before the shell did, or failed before starting it.
+        let init_status = loop {
+            match waitpid(init, None) {
+                Err(Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
         return match init_status {
             Ok(WaitStatus::Exited(_, code)) => ExitCode::from(code as u8),
             _ => raise(Signal::SIGKILL),

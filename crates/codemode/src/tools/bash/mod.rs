@@ -84,8 +84,12 @@
 //!
 //! # Reaping
 //!
-//! Under the sandbox, init (PID 1 of the namespace) reaps everything the
-//! command started, and the launcher is the engine's child. Under `off`:
+//! Under the sandbox, init (PID 1 of the namespace) kills and reaps
+//! everything the command started before it reports the shell's status,
+//! and the launcher, the engine's child, ends as soon as it has that
+//! report; init, holding nothing of the command, is then killed by the
+//! launcher's exit and tears the namespaces down off the call's way back
+//! (reaped in the background when it is the engine's to reap). Under `off`:
 //! the shell is the engine's child and is reaped by tokio. The processes it
 //! leaves behind are orphans once it exits, so they are reparented to the
 //! nearest child subreaper or to PID 1, and after the group is killed the
@@ -350,7 +354,16 @@ async fn run(
     let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
     let mut header = sandboxed.then(Vec::new);
     let (status, timed_out) = wait_reading(&mut group, deadline, &mut header, &mut out, &mut err).await;
-    group.reap().await;
+    if sandboxed && !timed_out {
+        // The launcher ended once init reported the shell's status, after
+        // init had killed and reaped the rest of the namespace; init itself
+        // may still be tearing the namespaces down (the launcher's exit
+        // kills it): what of the group is ours to reap is reaped off the
+        // call's way back.
+        tokio::spawn(async move { group.reap().await });
+    } else {
+        group.reap().await;
+    }
     drop(tmp);
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let status = status.map_err(|e| ToolError::new(format!("waiting for the shell failed: {e}")))?;
