@@ -413,12 +413,8 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
 fn end_the_rest() {
     if nix::unistd::getpid().as_raw() == 1 {
         let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
-        loop {
-            match waitpid(None::<Pid>, None) {
-                Ok(_) | Err(Errno::EINTR) => {}
-                Err(_) => break,
-            }
-        }
+        // Until ECHILD: none left.
+        while let Ok(_) | Err(Errno::EINTR) = waitpid(None::<Pid>, None) {}
     }
     if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
         let _ = nix::unistd::dup2_stdin(&null);
