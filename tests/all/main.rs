@@ -55,6 +55,7 @@ mod run_end;
 mod run_grant;
 mod runs;
 mod sandbox;
+mod sandbox_network;
 mod sandbox_writable;
 mod serve_approvals;
 mod serve_clients;

@@ -62,7 +62,11 @@ use {
 use super::SandboxProfile;
 
 #[cfg(target_os = "linux")]
+mod landlock_rules;
+mod shared_network;
+#[cfg(target_os = "linux")]
 mod shell;
+pub use shared_network::{HOLD_NETWORK, READY, SharedNetwork};
 
 /// The hidden subcommand that runs the launcher.
 pub const SUBCOMMAND: &str = "__sandbox-exec";
@@ -124,6 +128,13 @@ pub struct LaunchSpec {
     /// write.
     #[serde(default)]
     pub go_on_stdin: bool,
+    /// With the network off: the engine's network holder, whose user and
+    /// network namespaces the launcher joins instead of making its own
+    /// (`launcher/shared_network.rs`); `None`, or a holder gone, and it
+    /// makes them. A launcher of protocol 2 that predates the field makes
+    /// its own.
+    #[serde(default)]
+    pub shared_network: Option<SharedNetwork>,
 }
 
 /// The first line the sandbox writes to stdout: what was applied, or why
@@ -171,6 +182,10 @@ pub fn main_if_launcher() -> Option<ExitCode> {
         )));
     }
     let spec = args.next().and_then(|a| a.into_string().ok()).unwrap_or_default();
+    #[cfg(target_os = "linux")]
+    if spec == HOLD_NETWORK {
+        return Some(shared_network::hold());
+    }
     Some(match serde_json::from_str::<LaunchSpec>(&spec) {
         Ok(spec) => launch(&spec),
         Err(e) => fail(&format!("{SUBCOMMAND} is internal to codemode's bash tool (bad spec: {e})")),
@@ -283,13 +298,24 @@ fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
         names
     };
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    if !spec.network
+        && let Some(shared) = &spec.shared_network
+    {
+        // The engine's user and network namespaces; a mount and PID
+        // namespace of the call's own inside. When any step fails, the
+        // namespaces are made below as without a holder (from inside the
+        // holder's user namespace when that was joined: same uid and gid).
+        let joined = shared_network::join(shared)
+            .and_then(|()| unshare(base - CloneFlags::CLONE_NEWNET).map_err(|e| e.to_string()));
+        if joined.is_ok() {
+            applied.namespaces = names(true);
+            return;
+        }
+    }
     match unshare(CloneFlags::CLONE_NEWUSER | base) {
         Ok(()) => {
             applied.namespaces = names(true);
-            let maps = std::fs::write("/proc/self/setgroups", "deny")
-                .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")))
-                .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")));
-            if let Err(e) = maps {
+            if let Err(e) = map_ids(uid, gid) {
                 applied.missing.push(format!("uid/gid map ({e}): files the command creates may be unowned"));
             }
         }
@@ -307,6 +333,15 @@ fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
             )),
         },
     }
+}
+
+/// Maps `uid` and `gid` (the caller's before it made a user namespace) to
+/// themselves in the user namespace just made, with `setgroups` denied.
+#[cfg(target_os = "linux")]
+fn map_ids(uid: nix::unistd::Uid, gid: nix::unistd::Gid) -> std::io::Result<()> {
+    std::fs::write("/proc/self/setgroups", "deny")
+        .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")))
+        .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")))
 }
 
 /// init (process 2 of the module docs): never returns.
@@ -343,7 +378,7 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
     };
     let private_ptys = applied.namespaces.iter().any(|n| n == "mount")
         && super::mounts::mounts(spec, profile, &mut applied.missing);
-    applied.landlock = landlock(spec, profile, private_ptys, &mut applied.missing);
+    applied.landlock = landlock_rules::landlock(spec, profile, private_ptys, &mut applied.missing);
     if let Err(e) = super::ipc_filter::block_sockets(!spec.host_ipc, !spec.host_ipc || !spec.network) {
         applied.missing.push(format!(
             "the Unix socket filter ({e}): the command can connect to sockets with a path outside the sandbox"
@@ -428,79 +463,6 @@ fn end_the_rest() {
 #[cfg(target_os = "linux")]
 fn unchanged(path: &Path) -> bool {
     std::fs::canonicalize(path).is_ok_and(|real| real == path)
-}
-
-/// Applies Landlock: read and execute everywhere, write only beneath the
-/// private temporary folder, the workspace (`workspace-write`) and the
-/// harmless devices; signals and abstract Unix sockets scoped to the
-/// sandbox; no TCP unless the network is allowed. Returns the `landlock`
-/// field of [`Applied`].
-#[cfg(target_os = "linux")]
-fn landlock(
-    spec: &LaunchSpec,
-    profile: SandboxProfile,
-    private_ptys: bool,
-    missing: &mut Vec<String>,
-) -> String {
-    use landlock::{
-        ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
-        RulesetStatus, Scope, path_beneath_rules,
-    };
-    let abi = ABI::V6;
-    let mut writable: Vec<&Path> = vec![&spec.tmpdir, Path::new("/dev/null"), Path::new("/dev/zero")];
-    writable.push(Path::new("/dev/full"));
-    if private_ptys {
-        // The command's own pseudo-terminals (the private devpts instance).
-        writable.extend([Path::new("/dev/ptmx"), Path::new("/dev/pts")]);
-    }
-    if profile == SandboxProfile::WorkspaceWrite {
-        writable.push(&spec.workspace);
-    }
-    writable.extend(spec.writable.iter().map(PathBuf::as_path));
-    let status = (|| {
-        let mut ruleset =
-            Ruleset::default().handle_access(AccessFs::from_all(abi))?.scope(Scope::from_all(abi))?;
-        if !spec.network {
-            ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
-        }
-        ruleset
-            .create()?
-            .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
-            .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))?
-            .restrict_self()
-    })();
-    match status {
-        Err(e) => {
-            missing.push(format!("Landlock ({e}): writes are not limited to the workspace"));
-            "none".into()
-        }
-        Ok(status) => {
-            let kernel_abi = match status.landlock {
-                LandlockStatus::Available { effective_abi, kernel_abi } => {
-                    kernel_abi.unwrap_or(effective_abi as i32)
-                }
-                _ => 0,
-            };
-            match status.ruleset {
-                RulesetStatus::FullyEnforced => format!("abi {kernel_abi}"),
-                RulesetStatus::PartiallyEnforced => {
-                    missing.push(format!(
-                        "Landlock rights newer than ABI {kernel_abi} (e.g. truncate, device ioctls, \
-                         TCP rules, scopes)"
-                    ));
-                    format!("abi {kernel_abi}, partially enforced")
-                }
-                RulesetStatus::NotEnforced => {
-                    missing.push(
-                        "Landlock (not supported or not enabled by the kernel): writes are not limited \
-                         to the workspace"
-                            .into(),
-                    );
-                    "none".into()
-                }
-            }
-        }
-    }
 }
 
 /// Reaps every child of init until `shell` ends; returns its status.

@@ -33,6 +33,7 @@ mod serve_grants;
 mod serve_grants_review;
 mod server_env;
 mod server_prestart;
+mod shared_network;
 mod timeout_before_session;
 
 /// Runs the binary with `args` in `ws`, the program on stdin and the trust

@@ -13,8 +13,12 @@
 //! binary, or `codemode __sandbox-exec`), found as that crate says
 //! ([`set_launcher`], [`LAUNCHER_ENV`]).
 
+mod network_holder;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub use network_holder::NetworkHolder;
 
 pub(crate) use codemode_sandbox::find_launcher;
 pub use codemode_sandbox::{LAUNCHER_ENV, SandboxProfile, SandboxSettings, launcher, set_launcher};
@@ -75,6 +79,10 @@ pub struct Confinement {
     /// every search of that tool ([`Confinement::search_denies`]), so that
     /// a search of the whole workspace does not show a denied folder.
     pub search_denied: Vec<crate::rule::Rule>,
+    /// The user and network namespace the engine's sandboxed bash calls
+    /// share with the network off, started on the first one
+    /// ([`NetworkHolder`]); clones share it.
+    pub network_holder: NetworkHolder,
 }
 
 impl Confinement {
@@ -105,6 +113,7 @@ impl Confinement {
             command_cache: None,
             launcher: None,
             search_denied: Vec::new(),
+            network_holder: NetworkHolder::default(),
         }
     }
 

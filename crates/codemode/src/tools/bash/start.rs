@@ -84,6 +84,11 @@ fn start_sandboxed(
         tmpdir,
         parent: std::process::id() as i32,
         go_on_stdin,
+        shared_network: if confinement.sandbox.network {
+            None
+        } else {
+            confinement.network_holder.shared(&launcher)
+        },
     };
     let spec = serde_json::to_string(&spec).expect("the spec serialises");
     let child = spawn_launcher(&launcher, &spec, workspace, env, go_on_stdin).map_err(|e| {
