@@ -1,6 +1,6 @@
 //! `W9_bash_sandboxed`: one `bash {command: "true"}` call through the
 //! engine, sandboxed (the default `workspace-write` profile, no network:
-//! user, mount, PID and network namespaces, a fresh `/proc`, the
+//! user, mount, PID, IPC and network namespaces, a fresh `/proc`, the
 //! read-only and hidden mounts, Landlock, the Unix socket filter) beside
 //! the same call with the sandbox off, in turn, in one sitting.
 //!

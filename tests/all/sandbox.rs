@@ -92,7 +92,7 @@ fn the_metadata_says_what_confinement_was_applied() {
     assert_eq!(content["exit_code"], json!(0));
     let sandbox = &meta["sandbox"];
     assert_eq!(sandbox["profile"], json!("workspace-write"), "{meta}");
-    assert_eq!(sandbox["namespaces"], json!(["user", "mount", "pid", "net"]), "{meta}");
+    assert_eq!(sandbox["namespaces"], json!(["user", "mount", "pid", "ipc", "net"]), "{meta}");
     assert!(sandbox["landlock"].as_str().unwrap().starts_with("abi "), "{meta}");
     assert_eq!(sandbox["missing"], json!([]), "{meta}");
 

@@ -115,3 +115,44 @@ fn dropping_the_engine_ends_its_holder() {
     drop(engine);
     assert_eq!(holders(&net), Vec::<i32>::new(), "the holder was ended and reaped with its engine");
 }
+
+/// A key a command adds to its user keyring is gone for the next call:
+/// each call has a user namespace of its own inside the holder's (the
+/// keyrings are per user namespace), not the holder's shared one.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_call_s_keyring_is_not_the_next_call_s() {
+    // add_key(2) and request_key(2) by number (x86_64), into and from the
+    // user keyring (KEY_SPEC_USER_KEYRING, -4).
+    let add = "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+               print(l.syscall(248, b\"user\", b\"codemode_test\", b\"kept\", 4, ctypes.c_int(-4)) > 0)'";
+    let find = "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+                print(l.syscall(249, b\"user\", b\"codemode_test\", None, 0) > 0)'";
+    let ws = workspace();
+    let said = outputs(&engine(&ws), &[add, find, find]);
+    assert_eq!(said, ["True", "False", "False"], "added in the first call, found in none after");
+}
+
+/// System V shared memory and message queues are the call's own (an IPC
+/// namespace per call): a command sees none of the host's, and what it
+/// makes is gone with it.
+#[test]
+fn a_call_has_an_ipc_namespace_of_its_own() {
+    let host = |args: &[&str]| {
+        let out =
+            std::process::Command::new(args[0]).args(&args[1..]).output().expect("util-linux's ipcmk runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let segments = || std::fs::read_to_string("/proc/sysvipc/shm").unwrap().lines().count();
+    let made = host(&["ipcmk", "-M", "4096"]);
+    let id = made.trim().rsplit(' ').next().unwrap().to_owned();
+    let before = segments();
+    let ws = workspace();
+    let said = outputs(
+        &engine(&ws),
+        &["tail -n +2 /proc/sysvipc/shm | wc -l", "ipcmk -M 4096 > /dev/null && echo made"],
+    );
+    host(&["ipcrm", "-m", &id]);
+    assert_eq!(said, ["0", "made"], "the host's segment is not seen; the command makes its own");
+    assert_eq!(segments(), before - 1, "the command's segment is not the host's (only ours was removed)");
+}

@@ -125,6 +125,31 @@ fn a_non_zero_exit_is_a_result_with_stderr() {
     assert_eq!(ok(&killed)["content"]["signal"], json!("SIGKILL"));
 }
 
+/// A shell ended by any signal is reported as that signal, as without the
+/// sandbox: the launcher ends by the same signal at its default action
+/// (the Rust runtime's SIGSEGV and SIGBUS handlers and its ignored SIGPIPE
+/// made these exit codes 139 and 0).
+#[test]
+fn a_shell_ended_by_a_signal_is_reported_by_that_signal() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    for signal in ["SEGV", "BUS", "PIPE", "TERM", "USR1", "ABRT"] {
+        let out = bash(&engine, json!({"command": format!("kill -{signal} $$")}));
+        assert_eq!(ok(&out)["content"]["signal"], json!(format!("SIG{signal}")), "{signal}");
+        assert_eq!(ok(&out)["content"]["exit_code"], json!(null), "{signal}");
+    }
+}
+
+/// A command gets SIGPIPE at its default action, as from a terminal: the
+/// writer of a closed pipe ends by it (exit status 141), not with EPIPE.
+#[test]
+fn a_writer_to_a_closed_pipe_ends_by_sigpipe() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let out = bash(&engine, json!({"command": "yes | head -1 > /dev/null; echo ${PIPESTATUS[0]}"}));
+    assert_eq!(ok(&out)["content"]["stdout"], json!("141\n"));
+}
+
 #[test]
 fn stdin_is_empty() {
     let ws = workspace();

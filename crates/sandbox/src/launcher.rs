@@ -11,8 +11,12 @@
 //!    (`setsid`: no controlling terminal, a process group the engine ends
 //!    as one; it stops if it can have none), blocks SIGTERM (the call's SIGTERM is for the
 //!    shell; the launcher waits to report how the shell ended), unshares a
-//!    user, mount, PID and (unless the network is allowed) network
+//!    user, mount, PID, IPC and (unless the network is allowed) network
 //!    namespace, maps its own uid and gid into the user namespace, and forks.
+//!    With the network off and the engine's network holder named in the
+//!    spec, it first joins the holder's user and network namespace
+//!    (`launcher/shared_network.rs`) and makes the others inside them, the
+//!    user namespace included.
 //! 2. **init**, PID 1 of the new PID namespace. It dies with the launcher
 //!    (`PR_SET_PDEATHSIG`), makes the mount tree private, mounts a fresh
 //!    `/proc`, bind-mounts the protected paths read-only, covers the hidden
@@ -66,7 +70,7 @@ mod landlock_rules;
 mod shared_network;
 #[cfg(target_os = "linux")]
 mod shell;
-pub use shared_network::{HOLD_NETWORK, READY, SharedNetwork};
+pub use shared_network::{HOLD_NETWORK, READY, SharedNetwork, stat_parent_and_start};
 
 /// The hidden subcommand that runs the launcher.
 pub const SUBCOMMAND: &str = "__sandbox-exec";
@@ -156,7 +160,7 @@ pub enum Header {
 pub struct Applied {
     /// The profile's name.
     pub profile: String,
-    /// The namespaces entered: some of `user`, `mount`, `pid`, `net`.
+    /// The namespaces entered: some of `user`, `mount`, `pid`, `ipc`, `net`.
     pub namespaces: Vec<String>,
     /// `"abi N"` when Landlock is fully enforced, `"abi N, partially
     /// enforced"`, or `"none"`.
@@ -282,8 +286,19 @@ fn launch(_: &LaunchSpec) -> ExitCode {
 /// was entered and what is missing.
 #[cfg(target_os = "linux")]
 fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
-    let mut base = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
-    if !spec.network {
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    let mut base = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
+    // With the network off: the engine's network namespace when its
+    // holder is still the process the engine started (its user namespace
+    // joined on the way), else one of the call's own. When the join fails
+    // half way, the launcher is in the holder's user namespace with the
+    // same uid and gid, and makes the rest from there.
+    let joined = !spec.network
+        && spec
+            .shared_network
+            .as_ref()
+            .is_some_and(|shared| shared_network::join(shared, spec.parent).is_ok());
+    if !spec.network && !joined {
         base |= CloneFlags::CLONE_NEWNET;
     }
     let names = |user: bool| {
@@ -291,27 +306,12 @@ fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
         if user {
             names.push("user".into());
         }
-        names.extend(["mount", "pid"].map(String::from));
+        names.extend(["mount", "pid", "ipc"].map(String::from));
         if !spec.network {
             names.push("net".into());
         }
         names
     };
-    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-    if !spec.network
-        && let Some(shared) = &spec.shared_network
-    {
-        // The engine's user and network namespaces; a mount and PID
-        // namespace of the call's own inside. When any step fails, the
-        // namespaces are made below as without a holder (from inside the
-        // holder's user namespace when that was joined: same uid and gid).
-        let joined = shared_network::join(shared)
-            .and_then(|()| unshare(base - CloneFlags::CLONE_NEWNET).map_err(|e| e.to_string()));
-        if joined.is_ok() {
-            applied.namespaces = names(true);
-            return;
-        }
-    }
     match unshare(CloneFlags::CLONE_NEWUSER | base) {
         Ok(()) => {
             applied.namespaces = names(true);
@@ -329,7 +329,11 @@ fn enter_namespaces(spec: &LaunchSpec, applied: &mut Applied) {
                  that leave the session can outlive the call, the host's /proc is visible), no private \
                  mounts (protected paths are writable unless Landlock denies it, hidden folders are \
                  readable), {}",
-                if spec.network { "network allowed anyway" } else { "no network namespace" }
+                match (spec.network, joined) {
+                    (true, _) => "network allowed anyway",
+                    (false, true) => "the engine's network namespace",
+                    (false, false) => "no network namespace",
+                }
             )),
         },
     }
@@ -535,11 +539,12 @@ fn mirror(init: Pid, status_r: OwnedFd) -> ExitCode {
 fn raise(signal: Signal) -> ExitCode {
     use nix::sys::resource::{Resource, setrlimit};
     let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
-    // SIGTERM is caught in the launcher (`catch_term`): its default again,
-    // so that raising it ends the launcher as it ended the shell.
-    if signal == Signal::SIGTERM {
-        default_term();
-    }
+    // Its default action again, so that raising it ends the launcher as it
+    // ended the shell: SIGTERM is caught here (`catch_term`), SIGPIPE
+    // ignored and SIGSEGV and SIGBUS caught by the Rust runtime (whose
+    // handler returns on a signal that is not a stack overflow, and the
+    // launcher would end with code 139 instead of by SIGSEGV).
+    default_action(signal);
     let mut set = SigSet::empty();
     set.add(signal);
     let _ = nix::sys::signal::raise(signal);
@@ -562,14 +567,14 @@ fn catch_term() {
     let _ = unsafe { sigaction(Signal::SIGTERM, &action) };
 }
 
-/// SIGTERM's default action again.
+/// `signal`'s default action again.
 #[cfg(target_os = "linux")]
-fn default_term() {
+fn default_action(signal: Signal) {
     use nix::sys::signal::{SaFlags, SigAction, SigHandler, sigaction};
     let action = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
     #[allow(unsafe_code)]
     // SAFETY: the default action installs no code of ours.
-    let _ = unsafe { sigaction(Signal::SIGTERM, &action) };
+    let _ = unsafe { sigaction(signal, &action) };
 }
 
 /// Whether a SIGTERM is pending (blocked and caught: see `launch`).

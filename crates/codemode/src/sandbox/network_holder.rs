@@ -86,12 +86,16 @@ fn start(launcher: &Path) -> Result<(std::process::Child, SharedNetwork), String
     let mut line = String::new();
     let said = child.stdout.take().map(|out| std::io::BufReader::new(out).read_line(&mut line));
     let ready = matches!(said, Some(Ok(_))) && line.trim_end() == READY;
+    // The holder is this process's child, not yet reaped: its pid is its
+    // own until the engine reaps it.
     let ino = |pid: u32, kind: &str| std::fs::metadata(format!("/proc/{pid}/ns/{kind}")).map(|m| m.ino());
     let pid = child.id();
     let seen = (ino(pid, "user"), ino(pid, "net"), ino(std::process::id(), "net"));
-    match seen {
-        (Ok(user_ns), Ok(net_ns), Ok(own_net)) if ready && net_ns != own_net => {
-            Ok((child, SharedNetwork { pid: pid as i32, user_ns, net_ns }))
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let start_time = codemode_sandbox::launcher::stat_parent_and_start(&stat).map(|(_, start)| start);
+    match (seen, start_time) {
+        ((Ok(user_ns), Ok(net_ns), Ok(own_net)), Some(start_time)) if ready && net_ns != own_net => {
+            Ok((child, SharedNetwork { pid: pid as i32, user_ns, net_ns, start_time }))
         }
         _ => {
             end(&mut child);

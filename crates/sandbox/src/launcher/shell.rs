@@ -9,14 +9,17 @@ use std::process::ExitCode;
 use nix::errno::Errno;
 use nix::sys::signal::SigSet;
 
-use super::{EXIT_SETUP_FAILED, LaunchSpec, default_term};
+use super::{EXIT_SETUP_FAILED, LaunchSpec, default_action};
 
 /// The shell (process 3 of the module docs): never returns.
 #[cfg(target_os = "linux")]
 pub(super) fn exec_shell(spec: &LaunchSpec) -> ExitCode {
     // SIGTERM back to its default before it is unblocked, so one pending or
-    // arriving now ends the shell before it runs anything.
-    default_term();
+    // arriving now ends the shell before it runs anything; SIGPIPE too,
+    // which the Rust runtime ignores and an `execve` would pass on ignored
+    // (`yes | head -1` would end `yes` with EPIPE instead of SIGPIPE).
+    default_action(nix::sys::signal::Signal::SIGTERM);
+    default_action(nix::sys::signal::Signal::SIGPIPE);
     let _ = SigSet::all().thread_unblock();
     if let Err(e) = std::env::set_current_dir(&spec.workspace) {
         eprintln!("codemode sandbox: cannot enter the workspace {}: {e}", spec.workspace.display());
