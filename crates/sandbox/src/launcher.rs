@@ -396,6 +396,11 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
             applied.missing.join("; ")
         ));
     }
+    if let Err(e) = shell::new_session_keyring() {
+        applied.missing.push(format!(
+            "a session keyring of its own ({e}): the command can read and add keys in codemode's session keyring"
+        ));
+    }
     write_header(&Header::Sandbox(applied));
     shell::no_root_capabilities();
     // A SIGTERM for the call's group that came before the shell exists is

@@ -11,6 +11,7 @@ mod approval_binding;
 mod batch_approvals;
 mod git_dir;
 mod hostile_journal;
+mod keyrings;
 mod long_runs;
 mod mount_swap;
 mod moved_authorization_server;

@@ -93,6 +93,33 @@ fn go_from_stdin() -> bool {
         .is_ok()
 }
 
+/// Gives the calling process (init, before it forks the shell) a new,
+/// empty session keyring: `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`.
+/// Without it the command inherits codemode's session keyring (a login
+/// session's, with `pam_keyinit`: Kerberos tickets, other keys of the
+/// person's), which a user namespace does not separate, and keys it added
+/// there would stay for later calls and the host. A kernel without
+/// keyrings (`ENOSYS`) has nothing to share.
+///
+/// # Errors
+/// The `errno` of `keyctl` otherwise (e.g. the user's key quota is full).
+#[cfg(target_os = "linux")]
+pub(super) fn new_session_keyring() -> Result<(), Errno> {
+    /// `KEYCTL_JOIN_SESSION_KEYRING` of <linux/keyctl.h>.
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    #[allow(unsafe_code)]
+    // SAFETY: keyctl(KEYCTL_JOIN_SESSION_KEYRING) with a null name reads
+    // no memory of the process; it only replaces its session keyring.
+    let done = unsafe {
+        libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, std::ptr::null::<libc::c_char>())
+    };
+    match done {
+        -1 if Errno::last() == Errno::ENOSYS => Ok(()),
+        -1 => Err(Errno::last()),
+        _ => Ok(()),
+    }
+}
+
 /// Sets `SECBIT_NOROOT` (locked), so that a shell running as uid 0 in the
 /// user namespace gets no capabilities at `execve` and cannot undo the
 /// mounts. Harmless when it fails: then the process has no `CAP_SETPCAP`,
