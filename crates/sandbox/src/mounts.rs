@@ -60,6 +60,27 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
         }
     }
     let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    // The host's POSIX message queues: an mqueue filesystem mounted from
+    // the host's IPC namespace (systemd's /dev/mqueue) came along with the
+    // mount tree, and a queue opened through it can be read and drained
+    // whatever the call's own IPC namespace. Each gets the call's own
+    // instead (its own queues only), or an empty read-only tmpfs.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for point in mqueue_mounts(&mountinfo) {
+        let own = mount(Some("mqueue"), &point, Some("mqueue"), proc_flags, none);
+        let covered = own.or_else(|_| {
+            mount(
+                Some("tmpfs"),
+                &point,
+                Some("tmpfs"),
+                proc_flags | MsFlags::MS_RDONLY,
+                Some("size=4k,mode=0755"),
+            )
+        });
+        if let Err(e) = covered {
+            missing.push(format!("hiding the host's message queues at {} ({e})", point.display()));
+        }
+    }
     if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, none) {
         missing.push(format!("a fresh /proc ({e}): the host's processes stay visible in /proc"));
     }
@@ -275,6 +296,27 @@ fn locked_flags(path: &Path) -> MsFlags {
     .fold(MsFlags::empty(), |acc, (_, ms)| acc | ms)
 }
 
+/// The mount points of the `mqueue` filesystems in `mountinfo` (the text
+/// of `/proc/self/mountinfo`: the point is field 5, with space, tab,
+/// newline and backslash written as octal escapes; the type follows the
+/// ` - ` separator).
+fn mqueue_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (fields, after) = line.split_once(" - ")?;
+            (after.split(' ').next()? == "mqueue").then_some(())?;
+            Some(PathBuf::from(unescape(fields.split(' ').nth(4)?)))
+        })
+        .collect()
+}
+
+/// `\040`, `\011`, `\012` and `\134` of a mountinfo field as the
+/// characters they stand for.
+fn unescape(field: &str) -> String {
+    field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
 /// Covers `hidden` with an empty read-only tmpfs; binds `spill` (the run's
 /// own spill folder) back read-only when it is beneath `hidden` and exists.
 fn hide(hidden: &Path, spill: Option<&Path>) -> nix::Result<()> {
@@ -294,4 +336,18 @@ fn hide(hidden: &Path, spill: Option<&Path>) -> nix::Result<()> {
         mount(none, &target, none, ro, none)?;
     }
     mount(none, hidden, none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags, none)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mqueue_mounts_are_read_from_mountinfo_with_their_escapes() {
+        let info = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n\
+                    40 22 0:35 / /dev/mqueue rw,nosuid,nodev,noexec,relatime shared:14 - mqueue mqueue rw\n\
+                    41 22 0:36 / /tmp/a\\040b\\134c rw master:3 - mqueue none rw\n\
+                    42 22 0:37 / /srv/mqueue rw - tmpfs mqueue rw\n";
+        assert_eq!(mqueue_mounts(info), [PathBuf::from("/dev/mqueue"), PathBuf::from("/tmp/a b\\c")]);
+    }
 }

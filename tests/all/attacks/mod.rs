@@ -15,6 +15,7 @@ mod keyrings;
 mod long_runs;
 mod mount_swap;
 mod moved_authorization_server;
+mod mqueue;
 mod path_spelling;
 mod pinned_commands;
 mod questions;
