@@ -138,6 +138,15 @@ fn a_shell_ended_by_a_signal_is_reported_by_that_signal() {
         assert_eq!(ok(&out)["content"]["signal"], json!(format!("SIG{signal}")), "{signal}");
         assert_eq!(ok(&out)["content"]["exit_code"], json!(null), "{signal}");
     }
+    // A real-time signal has a number only (nix's wait refused its status).
+    let out = bash(&engine, json!({"command": "kill -RTMIN $$"}));
+    assert_eq!(ok(&out)["content"]["signal"], json!("34"));
+    // An orphan of the command (init reaps it) ended by one does not cut
+    // the shell short.
+    let command = "( sh -c 'sleep 0.2; kill -RTMIN $$' & ); sleep 1; echo still-running; exit 7";
+    let out = bash(&engine, json!({"command": command}));
+    assert_eq!(ok(&out)["content"]["exit_code"], json!(7));
+    assert_eq!(ok(&out)["content"]["stdout"], json!("still-running\n"));
 }
 
 /// A command gets SIGPIPE at its default action, as from a terminal: the

@@ -406,8 +406,7 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
     // A SIGTERM for the call's group that came before the shell exists is
     // pending here (blocked, caught): the shell is not started.
     if term_pending() {
-        let _ =
-            nix::unistd::write(&status_w, &encode(WaitStatus::Signaled(Pid::this(), Signal::SIGTERM, false)));
+        let _ = nix::unistd::write(&status_w, &encode(Ended::Signaled(Signal::SIGTERM as i32)));
         std::process::exit(0)
     }
 
@@ -458,7 +457,7 @@ fn end_the_rest() {
     if nix::unistd::getpid().as_raw() == 1 {
         let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
         // Until ECHILD: none left.
-        while let Ok(_) | Err(Errno::EINTR) = waitpid(None::<Pid>, None) {}
+        while let Ok(_) | Err(Errno::EINTR) = wait_any() {}
     }
     if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
         let _ = nix::unistd::dup2_stdin(&null);
@@ -474,25 +473,54 @@ fn unchanged(path: &Path) -> bool {
     std::fs::canonicalize(path).is_ok_and(|real| real == path)
 }
 
-/// Reaps every child of init until `shell` ends; returns its status.
+/// How a process ended, from its raw wait status: real-time signals
+/// (34-64) included, which nix's `WaitStatus` refuses (`EINVAL`).
 #[cfg(target_os = "linux")]
-fn reap_until(shell: Pid) -> WaitStatus {
+#[derive(Debug, Clone, Copy)]
+enum Ended {
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// `waitpid(-1, &status, 0)`: the pid of a child that ended and how.
+///
+/// # Errors
+/// `ECHILD` when no child is left, `EINTR`.
+#[cfg(target_os = "linux")]
+fn wait_any() -> Result<(i32, Ended), Errno> {
+    let mut status: libc::c_int = 0;
+    #[allow(unsafe_code)]
+    // SAFETY: waitpid writes one int into `status`, which outlives the call.
+    let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+    if pid == -1 {
+        return Err(Errno::last());
+    }
+    let ended = if libc::WIFSIGNALED(status) {
+        Ended::Signaled(libc::WTERMSIG(status))
+    } else {
+        Ended::Exited(libc::WEXITSTATUS(status))
+    };
+    Ok((pid, ended))
+}
+
+/// Reaps every child of init until `shell` ends; returns how it ended.
+#[cfg(target_os = "linux")]
+fn reap_until(shell: Pid) -> Ended {
     loop {
-        match waitpid(None::<Pid>, None) {
-            Ok(status) if status.pid() == Some(shell) => return status,
+        match wait_any() {
+            Ok((pid, ended)) if pid == shell.as_raw() => return ended,
             Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return WaitStatus::Exited(shell, 128 + (e as i32 & 0x7f)),
+            Err(e) => return Ended::Exited(128 + (e as i32 & 0x7f)),
         }
     }
 }
 
 /// A shell's status as 8 bytes: kind (0 exited, 1 signalled) and value.
 #[cfg(target_os = "linux")]
-fn encode(status: WaitStatus) -> [u8; 8] {
-    let (kind, value) = match status {
-        WaitStatus::Signaled(_, signal, _) => (1u32, signal as i32 as u32),
-        WaitStatus::Exited(_, code) => (0, code as u32),
-        _ => (0, 1),
+fn encode(ended: Ended) -> [u8; 8] {
+    let (kind, value) = match ended {
+        Ended::Signaled(signal) => (1u32, signal as u32),
+        Ended::Exited(code) => (0, code as u32),
     };
     let mut out = [0u8; 8];
     out[..4].copy_from_slice(&kind.to_le_bytes());
@@ -533,7 +561,7 @@ fn mirror(init: Pid, status_r: OwnedFd) -> ExitCode {
     let value = u32::from_le_bytes(buf[4..].try_into().expect("4 bytes"));
     match (kind, Signal::try_from(value as i32)) {
         (1, Ok(signal)) => raise(signal),
-        (1, Err(_)) => ExitCode::from(128u8.wrapping_add(value as u8)),
+        (1, Err(_)) => raise_real_time(value as i32),
         _ => ExitCode::from(value as u8),
     }
 }
@@ -555,6 +583,23 @@ fn raise(signal: Signal) -> ExitCode {
     let _ = nix::sys::signal::raise(signal);
     let _ = set.thread_unblock();
     ExitCode::from(128u8.wrapping_add(signal as i32 as u8))
+}
+
+/// Ends the launcher with `signal`, one nix has no name for (the real-time
+/// signals 34-64), at its default action (to end the process); falls back
+/// to exit code 128 + signal.
+#[cfg(target_os = "linux")]
+fn raise_real_time(signal: i32) -> ExitCode {
+    use nix::sys::resource::{Resource, setrlimit};
+    let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+    #[allow(unsafe_code)]
+    // SAFETY: the default action installs no code of ours; raise sends a
+    // signal to this thread and reads no memory.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+    ExitCode::from(128u8.wrapping_add(signal as u8))
 }
 
 /// Does nothing: SIGTERM is caught only so that the kernel queues it for
