@@ -63,8 +63,12 @@ impl NetworkHolder {
     }
 }
 
-/// Starts the holder and reads its namespaces' inode numbers once it says
-/// it is ready.
+/// Starts the holder and, once it says it is ready, reads what launchers
+/// check it by: its namespaces' inode numbers and its start time.
+///
+/// # Errors
+/// When it cannot be started, does not say `ready`, or its network
+/// namespace is this process's (a message for the debug log).
 #[cfg(target_os = "linux")]
 fn start(launcher: &Path) -> Result<(std::process::Child, SharedNetwork), String> {
     use std::io::BufRead as _;

@@ -39,9 +39,10 @@ pub const HOLD_NETWORK: &str = "hold-network";
 /// The line the holder writes once its namespaces are made.
 pub const READY: &str = "ready";
 
-/// The holder the engine started: its pid and the inode numbers of its
-/// user and network namespaces (`/proc/PID/ns/user`, `/proc/PID/ns/net`),
-/// read by the engine once the holder said [`READY`].
+/// The holder the engine started, as the engine read it once the holder
+/// said [`READY`]: its pid, its start time and the inode numbers of its
+/// user and network namespaces (`/proc/PID/ns/user`, `/proc/PID/ns/net`).
+/// A launcher joins only the process all of these still describe.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SharedNetwork {
     /// The holder's pid (in the engine's PID namespace).
