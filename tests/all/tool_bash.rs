@@ -149,6 +149,20 @@ fn a_shell_ended_by_a_signal_is_reported_by_that_signal() {
     assert_eq!(ok(&out)["content"]["stdout"], json!("still-running\n"));
 }
 
+/// A shell stopped under ptrace (init its tracer) has not ended: the call
+/// waits for it (here until its timeout) instead of reporting the stop's
+/// signal as an exit code.
+#[test]
+fn a_shell_stopped_under_ptrace_has_not_ended() {
+    let ws = workspace();
+    let engine = engine(&ws);
+    let command = "exec python3 -c 'import ctypes, os, signal; ctypes.CDLL(None).ptrace(0, 0, 0, 0); \
+                   os.kill(os.getpid(), signal.SIGUSR1)'";
+    let out = bash(&engine, json!({"command": command, "timeout": 1}));
+    let error = out.error.expect("the call times out");
+    assert_eq!(error["kind"], json!("timeout"), "{error}");
+}
+
 /// A command gets SIGPIPE at its default action, as from a terminal: the
 /// writer of a closed pipe ends by it (exit status 141), not with EPIPE.
 #[test]

@@ -13,6 +13,13 @@
 //! network is on; `AF_VSOCK` unless both `host_ipc` and `network` are
 //! granted (a vsock is host IPC and leaves the machine alike).
 //!
+//! A second filter refuses the kernel's keyrings (`keyctl`, `add_key`,
+//! `request_key`, with `ENOSYS`, as if the kernel had none, which programs
+//! handle): a user namespace does not separate them, and with the uid
+//! mapped to itself a command could link the user's keyrings (`_uid.N`,
+//! a named session keyring) by their ids from `/proc/keys`, read their
+//! keys and leave keys there for later calls and the host.
+//!
 //! Built with `seccompiler` (rust-vmm), for the architecture the binary was
 //! built for.
 
@@ -60,4 +67,24 @@ pub(crate) fn block_sockets(unix: bool, vsock: bool) -> Result<(), String> {
         seccompiler::apply_filter(&program).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// Installs the filter that refuses `keyctl`, `add_key` and `request_key`
+/// with `ENOSYS` on the calling thread (and what it execs). Needs
+/// `no_new_privs`, which it sets.
+///
+/// # Errors
+/// What failed, as text (see [`block_sockets`]).
+pub(crate) fn block_keyrings() -> Result<(), String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("{e:?}"))?;
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key]
+        .into_iter()
+        .map(|call| (call, vec![]))
+        .collect();
+    let filter =
+        SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch)
+            .map_err(|e| e.to_string())?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    let program: BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
+    seccompiler::apply_filter(&program).map_err(|e| e.to_string())
 }

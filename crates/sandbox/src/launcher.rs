@@ -383,9 +383,21 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
     let private_ptys = applied.namespaces.iter().any(|n| n == "mount")
         && super::mounts::mounts(spec, profile, &mut applied.missing);
     applied.landlock = landlock_rules::landlock(spec, profile, private_ptys, &mut applied.missing);
+    // An empty session keyring of its own first (the filter below then
+    // refuses keyctl to init too).
+    if let Err(e) = shell::new_session_keyring() {
+        applied.missing.push(format!(
+            "a session keyring of its own ({e}): the command can read and add keys in codemode's session keyring"
+        ));
+    }
     if let Err(e) = super::ipc_filter::block_sockets(!spec.host_ipc, !spec.host_ipc || !spec.network) {
         applied.missing.push(format!(
             "the Unix socket filter ({e}): the command can connect to sockets with a path outside the sandbox"
+        ));
+    }
+    if let Err(e) = super::ipc_filter::block_keyrings() {
+        applied.missing.push(format!(
+            "the keyring filter ({e}): the command can read and add keys in the user's keyrings, by their ids"
         ));
     }
     if !applied.namespaces.iter().any(|n| n == "pid") && applied.landlock == "none" {
@@ -394,11 +406,6 @@ fn init(spec: &LaunchSpec, profile: SandboxProfile, mut applied: Applied, status
              Landlock, or run bash unconfined with `[sandbox] profile = \"off\"` in codemode.toml \
              (allowed only under the full-access posture)",
             applied.missing.join("; ")
-        ));
-    }
-    if let Err(e) = shell::new_session_keyring() {
-        applied.missing.push(format!(
-            "a session keyring of its own ({e}): the command can read and add keys in codemode's session keyring"
         ));
     }
     write_header(&Header::Sandbox(applied));
@@ -482,12 +489,13 @@ enum Ended {
     Signaled(i32),
 }
 
-/// `waitpid(-1, &status, 0)`: the pid of a child that ended and how.
+/// `waitpid(-1, &status, 0)`: the pid of a child that changed state and
+/// how it ended (`None`: stopped under ptrace, not ended).
 ///
 /// # Errors
 /// `ECHILD` when no child is left, `EINTR`.
 #[cfg(target_os = "linux")]
-fn wait_any() -> Result<(i32, Ended), Errno> {
+fn wait_any() -> Result<(i32, Option<Ended>), Errno> {
     let mut status: libc::c_int = 0;
     #[allow(unsafe_code)]
     // SAFETY: waitpid writes one int into `status`, which outlives the call.
@@ -496,9 +504,13 @@ fn wait_any() -> Result<(i32, Ended), Errno> {
         return Err(Errno::last());
     }
     let ended = if libc::WIFSIGNALED(status) {
-        Ended::Signaled(libc::WTERMSIG(status))
+        Some(Ended::Signaled(libc::WTERMSIG(status)))
+    } else if libc::WIFEXITED(status) {
+        Some(Ended::Exited(libc::WEXITSTATUS(status)))
     } else {
-        Ended::Exited(libc::WEXITSTATUS(status))
+        // Stopped under ptrace (init is the tracer of a child that asked
+        // for it): not an end.
+        None
     };
     Ok((pid, ended))
 }
@@ -508,7 +520,7 @@ fn wait_any() -> Result<(i32, Ended), Errno> {
 fn reap_until(shell: Pid) -> Ended {
     loop {
         match wait_any() {
-            Ok((pid, ended)) if pid == shell.as_raw() => return ended,
+            Ok((pid, Some(ended))) if pid == shell.as_raw() => return ended,
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Ended::Exited(128 + (e as i32 & 0x7f)),
         }

@@ -67,16 +67,15 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     // instead (its own queues only), or an empty read-only tmpfs.
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     for point in mqueue_mounts(&mountinfo) {
-        let own = mount(Some("mqueue"), &point, Some("mqueue"), proc_flags, none);
-        let covered = own.or_else(|_| {
-            mount(
-                Some("tmpfs"),
-                &point,
-                Some("tmpfs"),
-                proc_flags | MsFlags::MS_RDONLY,
-                Some("size=4k,mode=0755"),
-            )
-        });
+        let covered = if point.is_dir() {
+            mount(Some("mqueue"), &point, Some("mqueue"), proc_flags, none).or_else(|_| {
+                let flags = proc_flags | MsFlags::MS_RDONLY;
+                mount(Some("tmpfs"), &point, Some("tmpfs"), flags, Some("size=4k,mode=0755"))
+            })
+        } else {
+            // One queue bound onto a file: /dev/null in its place.
+            mount(Some("/dev/null"), &point, none, MsFlags::MS_BIND, none)
+        };
         if let Err(e) = covered {
             missing.push(format!("hiding the host's message queues at {} ({e})", point.display()));
         }

@@ -1,10 +1,12 @@
-//! A reviewer's break: a sandboxed command inherited codemode's session
-//! keyring. Neither the user namespace nor Landlock separates it, so where
-//! codemode runs in a login session with a keyring (`pam_keyinit`, the
-//! default on Fedora and RHEL; Kerberos `KEYRING:` caches live there) a
-//! command could read the person's keys and leave keys of its own there
-//! for later calls and the host. init now gives the command a new, empty
-//! session keyring before the shell starts.
+//! Two reviewers' breaks: a sandboxed command inherited codemode's session
+//! keyring, and, once it had one of its own, could still link the user's
+//! keyrings by their ids from `/proc/keys` (a user namespace does not
+//! separate keyrings, and the uid is mapped to itself). Where codemode runs
+//! in a login session with a keyring (`pam_keyinit`, the default on Fedora
+//! and RHEL; Kerberos `KEYRING:` caches live there) a command could read
+//! the person's keys and leave keys of its own for later calls and the
+//! host. init now gives the command an empty session keyring, and a
+//! seccomp filter refuses `keyctl`, `add_key` and `request_key`.
 
 use std::io::Write as _;
 
@@ -28,6 +30,20 @@ fn finds(name: &str) -> String {
     )
 }
 
+/// Finds the keyring named `codemode-test-session` in `/proc/keys`, links
+/// it into the command's session keyring (keyctl 250, KEYCTL_LINK 8) and
+/// reads the key `host_secret` through it (request_key 249, KEYCTL_READ
+/// 11): prints what it read, or `False`.
+const STEAL: &str = r#"python3 -c '
+import ctypes
+l = ctypes.CDLL(None, use_errno=True)
+ring = [int(line.split()[0], 16) for line in open("/proc/keys") if "codemode-test-session" in line]
+linked = bool(ring) and l.syscall(250, 8, ring[0], ctypes.c_int(-3)) == 0
+key = l.syscall(249, b"user", b"host_secret", None, 0)
+buf = ctypes.create_string_buffer(64)
+n = l.syscall(250, 11, key, buf, 64) if key > 0 else -1
+print(buf.raw[:n].decode() if n > 0 else False)'"#;
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn a_command_does_not_get_codemode_s_session_keyring() {
@@ -38,8 +54,9 @@ fn a_command_does_not_get_codemode_s_session_keyring() {
                b\"call_key\", b\"x\", 1, ctypes.c_int(-3)) > 0)'";
     let program = format!(
         "const out = async (command) => (await tools.bash({{command}})).content.stdout.trim(); \
-         return [await out({}), await out({}), await out({})];",
+         return [await out({}), await out({}), await out({}), await out({})];",
         serde_json::json!(finds("host_secret")),
+        serde_json::json!(STEAL),
         serde_json::json!(add),
         serde_json::json!(finds("call_key")),
     );
@@ -67,7 +84,7 @@ fn a_command_does_not_get_codemode_s_session_keyring() {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
     assert_eq!(
         receipt["value"],
-        serde_json::json!(["False", "True", "False"]),
-        "the host's key is not found; a key the first call adds is not the next call's: {stderr}"
+        serde_json::json!(["False", "False", "False", "False"]),
+        "the host's key is not found, nor read through its keyring linked by id; no key can be added: {stderr}"
     );
 }

@@ -2,7 +2,8 @@
 //! message queues from `mq_open`, but an mqueue filesystem mounted from
 //! the host's IPC namespace (systemd's `/dev/mqueue`) came along with the
 //! mount tree: a queue opened through it could be read and drained by the
-//! command. Each mqueue mount now shows the call's own queues instead.
+//! command. Each mqueue mount now shows the call's own queues instead, and
+//! one queue bound onto a file (a third reviewer's case) shows `/dev/null`.
 
 use std::process::Command;
 
@@ -15,8 +16,12 @@ fn the_host_s_message_queues_are_not_in_the_sandbox() {
     let tmp = tempfile::tempdir().unwrap();
     let queues = tempfile::tempdir().unwrap();
     let point = queues.path().canonicalize().unwrap();
+    // The queue also bound onto a file elsewhere (a mount of one queue).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let bound = elsewhere.path().canonicalize().unwrap();
+    std::fs::write(bound.join("qfile"), "").unwrap();
     let spec = json!({
-        "command": format!("ls -A {}", point.display()),
+        "command": format!("ls -A {}; cat {}/qfile", point.display(), bound.display()),
         "workspace": ws_path,
         "profile": "workspace-write",
         "network": false,
@@ -30,14 +35,15 @@ fn the_host_s_message_queues_are_not_in_the_sandbox() {
     // the host IPC namespace's mqueue filesystem, a queue in it, and the
     // launcher started by this shell (its parent), which removes the queue
     // after.
-    let script = r#"mount -t mqueue none "$1" && touch "$1/host_queue" || exit 99
+    let script = r#"mount -t mqueue none "$1" && touch "$1/host_queue" && mount --bind "$1/host_queue" "$4/qfile" || exit 99
 "$2" __sandbox-exec 2 "$(printf '%s' "$3" | sed "s/999999999/$$/")"
-status=$?; rm -f "$1/host_queue"; exit $status"#;
+status=$?; umount "$4/qfile"; rm -f "$1/host_queue"; exit $status"#;
     let out = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", script, "sh"])
         .arg(&point)
         .arg(env!("CARGO_BIN_EXE_codemode"))
         .arg(spec.to_string())
+        .arg(&bound)
         .output()
         .expect("unshare (util-linux) runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -49,5 +55,5 @@ status=$?; rm -f "$1/host_queue"; exit $status"#;
     );
     let (header, listed) = text.split_once('\n').unwrap_or((&text, ""));
     assert!(header.contains("\"sandbox\""), "{header}");
-    assert_eq!(listed.trim(), "", "the host's queue is not listed, so cannot be opened: {text}");
+    assert_eq!(listed.trim(), "", "the host's queue is neither listed nor read through the file: {text}");
 }

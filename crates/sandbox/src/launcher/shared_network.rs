@@ -19,8 +19,8 @@
 //! said `ready` (a pid and its start time name one process for the life of
 //! the system; inode numbers of namespaces do not: the kernel gives a
 //! freed number to the next namespace made). The command then gets a user
-//! namespace of its own inside the holder's (with its own keyrings), and
-//! its own mount, PID and IPC namespaces.
+//! namespace of its own inside the holder's (no capability over the
+//! holder's network namespace), and its own mount, PID and IPC namespaces.
 
 #[cfg(target_os = "linux")]
 use {
