@@ -217,6 +217,12 @@ fn launch(spec: &LaunchSpec) -> ExitCode {
     let Some(profile) = SandboxProfile::parse(&spec.profile).filter(|p| *p != SandboxProfile::Off) else {
         return fail(&format!("unknown sandbox profile `{}`", spec.profile));
     };
+    // glibc's own signals (32, 33), left ignored by the engine's
+    // `posix_spawn`: at their default, as a shell started by a terminal
+    // has them (and as the shell of `profile = "off"`).
+    for signal in [32, 33] {
+        default_action_raw(signal);
+    }
     // Die with the engine's thread that started us; if the engine is
     // already gone, stop here.
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
@@ -598,20 +604,39 @@ fn raise(signal: Signal) -> ExitCode {
 }
 
 /// Ends the launcher with `signal`, one nix has no name for (the real-time
-/// signals 34-64), at its default action (to end the process); falls back
+/// signals 32-64), at its default action (to end the process); falls back
 /// to exit code 128 + signal.
 #[cfg(target_os = "linux")]
 fn raise_real_time(signal: i32) -> ExitCode {
     use nix::sys::resource::{Resource, setrlimit};
     let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+    default_action_raw(signal);
     #[allow(unsafe_code)]
-    // SAFETY: the default action installs no code of ours; raise sends a
-    // signal to this thread and reads no memory.
+    // SAFETY: kill sends a signal to this (single-threaded) process and
+    // reads no memory; not raise(), which glibc refuses for 32 and 33.
     unsafe {
-        libc::signal(signal, libc::SIG_DFL);
-        libc::raise(signal);
+        libc::kill(libc::getpid(), signal);
     }
     ExitCode::from(128u8.wrapping_add(signal as u8))
+}
+
+/// `signal`'s default action again, by the raw `rt_sigaction` system call:
+/// glibc's `sigaction` and `signal` refuse its own signals 32 and 33
+/// (which its `posix_spawn` leaves ignored in the launcher, and a shell
+/// would inherit ignored).
+#[cfg(target_os = "linux")]
+fn default_action_raw(signal: i32) {
+    // The kernel's `struct sigaction` (handler, flags, restorer, mask on
+    // x86_64 and aarch64): all zero is SIG_DFL with no flags, whatever the
+    // order of its fields.
+    let action = [0u64; 4];
+    #[allow(unsafe_code)]
+    // SAFETY: rt_sigaction reads the 32 bytes of `action`, which outlives
+    // the call, and writes nothing (no old action asked for); the size of
+    // a kernel sigset is 8 bytes.
+    unsafe {
+        libc::syscall(libc::SYS_rt_sigaction, signal, action.as_ptr(), std::ptr::null_mut::<u64>(), 8usize);
+    }
 }
 
 /// Does nothing: SIGTERM is caught only so that the kernel queues it for
