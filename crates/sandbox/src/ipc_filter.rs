@@ -20,6 +20,11 @@
 //! a named session keyring) by their ids from `/proc/keys`, read their
 //! keys and leave keys there for later calls and the host.
 //!
+//! `socketpair(AF_UNIX, SOCK_DGRAM)` is refused with `AF_UNIX` sockets: a
+//! datagram pair can be disconnected and pointed at any socket path. On
+//! x86_64 every rule also covers the call's x32 number, which carries the
+//! x86_64 architecture value.
+//!
 //! Built with `seccompiler` (rust-vmm), for the architecture the binary was
 //! built for.
 
@@ -53,11 +58,34 @@ pub(crate) fn block_sockets(unix: bool, vsock: bool) -> Result<(), String> {
     }
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     rules.insert(libc::SYS_socket, refused);
+    if unix {
+        // A datagram pair can be disconnected (`connect(AF_UNSPEC)`), bound
+        // and pointed at any socket path with `sendto`: refused, whatever
+        // SOCK_CLOEXEC or SOCK_NONBLOCK is or'ed in (the low 4 bits are
+        // the type). Stream and seqpacket pairs stay (they cannot be
+        // connected anew).
+        let family =
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
+                .map_err(|e| e.to_string())?;
+        let datagram = SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(0xf),
+            libc::SOCK_DGRAM as u64,
+        )
+        .map_err(|e| e.to_string())?;
+        rules.insert(
+            libc::SYS_socketpair,
+            vec![SeccompRule::new(vec![family, datagram]).map_err(|e| e.to_string())?],
+        );
+    }
+    let rules = with_x32(rules);
     let refuse_sockets =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EACCES as u32), arch)
             .map_err(|e| e.to_string())?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     rules.insert(libc::SYS_io_uring_setup, vec![]);
+    let rules = with_x32(rules);
     let refuse_io_uring =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
             .map_err(|e| e.to_string())?;
@@ -81,10 +109,26 @@ pub(crate) fn block_keyrings() -> Result<(), String> {
         .into_iter()
         .map(|call| (call, vec![]))
         .collect();
+    let rules = with_x32(rules);
     let filter =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch)
             .map_err(|e| e.to_string())?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     let program: BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
     seccompiler::apply_filter(&program).map_err(|e| e.to_string())
+}
+
+/// `rules` with, on x86_64, the same rules under each call's x32 number
+/// (`__X32_SYSCALL_BIT | n`): an x32 call carries the x86_64 architecture
+/// value, so a filter on the x86_64 numbers alone lets it through on a
+/// kernel with x32 enabled.
+fn with_x32(rules: BTreeMap<i64, Vec<SeccompRule>>) -> BTreeMap<i64, Vec<SeccompRule>> {
+    if !cfg!(target_arch = "x86_64") {
+        return rules;
+    }
+    /// `__X32_SYSCALL_BIT` of <asm/unistd.h>.
+    const X32: i64 = 0x4000_0000;
+    let x32: Vec<(i64, Vec<SeccompRule>)> =
+        rules.iter().map(|(call, rule)| (call | X32, rule.clone())).collect();
+    rules.into_iter().chain(x32).collect()
 }

@@ -1,9 +1,10 @@
 //! The sandbox's mounts (init, process 2 of `launcher.rs`): the mount
 //! tree made private and read-only, the workspace, the private `TMPDIR`
 //! and the writable folders bound writable again, the folders above
-//! protected paths pinned, a fresh `/proc` and a private devpts, the
-//! protected paths bound read-only, the hidden folders covered. Linux
-//! only.
+//! protected paths pinned, the call's own mqueue and procfs instances
+//! wherever the host has one, a fresh `/proc`, a `/dev` of the call's own
+//! with a private devpts, the protected paths bound read-only, the hidden
+//! folders covered. Linux only.
 
 use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
@@ -66,7 +67,28 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     // whatever the call's own IPC namespace. Each gets the call's own
     // instead (its own queues only), or an empty read-only tmpfs.
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for point in mqueue_mounts(&mountinfo) {
+    // Another procfs than /proc (a chroot's, a container's) shows every
+    // host process's command line: the call's own instead (its PID
+    // namespace), or an empty read-only tmpfs. /proc itself is below.
+    for point in mounts_of(&mountinfo, "proc").into_iter().filter(|p| p != Path::new("/proc")) {
+        let own = mount(Some("proc"), &point, Some("proc"), proc_flags, none).or_else(|_| {
+            let flags = proc_flags | MsFlags::MS_RDONLY;
+            mount(Some("tmpfs"), &point, Some("tmpfs"), flags, Some("size=4k,mode=0755"))
+        });
+        if let Err(e) = own {
+            missing.push(format!("hiding the host's processes at {} ({e})", point.display()));
+        }
+    }
+    // The host's POSIX shared memory (`shm_open`: browsers' and other
+    // programs' objects of the same user): an empty read-only tmpfs (and
+    // an empty folder of the call's own /dev, below, when that is made).
+    if Path::new("/dev/shm").is_dir() {
+        let flags = proc_flags | MsFlags::MS_RDONLY;
+        if let Err(e) = mount(Some("tmpfs"), "/dev/shm", Some("tmpfs"), flags, Some("size=4k,mode=0755")) {
+            missing.push(format!("hiding /dev/shm ({e}): the user's shared memory objects stay readable"));
+        }
+    }
+    for point in mounts_of(&mountinfo, "mqueue") {
         let covered = if point.is_dir() {
             mount(Some("mqueue"), &point, Some("mqueue"), proc_flags, none).or_else(|_| {
                 let flags = proc_flags | MsFlags::MS_RDONLY;
@@ -82,6 +104,16 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     }
     if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, none) {
         missing.push(format!("a fresh /proc ({e}): the host's processes stay visible in /proc"));
+    }
+    // The host's devices: as root (codemode run as root), a command could
+    // read raw disks (past the covers of the hidden folders), the virtual
+    // consoles' text and input events by owner permission. A /dev of the
+    // call's own holds the harmless devices only (then the private devpts
+    // below); where it cannot be made, /dev/shm alone is covered.
+    let own_dev = own_dev();
+    if let Err(e) = &own_dev {
+        missing
+            .push(format!("a /dev of its own ({e}): the host's devices stay readable as their owners allow"));
     }
     // The host's terminals: the same uid could read a person's keystrokes
     // from /dev/pts/N. A private devpts instance hides them and still gives
@@ -295,16 +327,63 @@ fn locked_flags(path: &Path) -> MsFlags {
     .fold(MsFlags::empty(), |acc, (_, ms)| acc | ms)
 }
 
-/// The mount points of the `mqueue` filesystems in `mountinfo` (the text
-/// of `/proc/self/mountinfo`: the point is field 5, with space, tab,
+/// The devices a command keeps, bound from the host's into a /dev of its
+/// own.
+const KEPT_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Covers /dev with a tmpfs holding [`KEPT_DEVICES`] (each bound from the
+/// host's node, opened before the cover), `fd`, `stdin`, `stdout` and
+/// `stderr` as links into `/proc/self/fd`, an empty `ptmx` and `pts` for
+/// the private devpts instance, and an empty `shm`; then makes the tmpfs
+/// read-only.
+fn own_dev() -> nix::Result<()> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::Mode;
+    let none: Option<&str> = None;
+    let io = |e: std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+    let kept: Vec<(&str, std::os::fd::OwnedFd)> = KEPT_DEVICES
+        .iter()
+        .filter_map(|name| {
+            Some((
+                *name,
+                open(format!("/dev/{name}").as_str(), OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                    .ok()?,
+            ))
+        })
+        .collect();
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    mount(Some("tmpfs"), "/dev", Some("tmpfs"), flags, Some("size=64k,mode=0755"))?;
+    for (name, node) in &kept {
+        let target = Path::new("/dev").join(name);
+        std::fs::File::create(&target).map_err(io)?;
+        let source = format!("/proc/self/fd/{}", node.as_raw_fd());
+        mount(Some(source.as_str()), &target, none, MsFlags::MS_BIND, none)?;
+    }
+    for (link, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(to, Path::new("/dev").join(link)).map_err(io)?;
+    }
+    std::fs::File::create("/dev/ptmx").map_err(io)?;
+    for folder in ["pts", "shm"] {
+        std::fs::create_dir(Path::new("/dev").join(folder)).map_err(io)?;
+    }
+    mount(none, "/dev", none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags, none)
+}
+
+/// The mount points of the filesystems of type `kind` in `mountinfo` (the
+/// text of `/proc/self/mountinfo`: the point is field 5, with space, tab,
 /// newline and backslash written as octal escapes; the type follows the
 /// ` - ` separator).
-fn mqueue_mounts(mountinfo: &str) -> Vec<PathBuf> {
+fn mounts_of(mountinfo: &str, kind: &str) -> Vec<PathBuf> {
     mountinfo
         .lines()
         .filter_map(|line| {
             let (fields, after) = line.split_once(" - ")?;
-            (after.split(' ').next()? == "mqueue").then_some(())?;
+            (after.split(' ').next()? == kind).then_some(())?;
             Some(PathBuf::from(unescape(fields.split(' ').nth(4)?)))
         })
         .collect()
@@ -342,11 +421,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mqueue_mounts_are_read_from_mountinfo_with_their_escapes() {
+    fn mounts_of_a_type_are_read_from_mountinfo_with_their_escapes() {
         let info = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n\
                     40 22 0:35 / /dev/mqueue rw,nosuid,nodev,noexec,relatime shared:14 - mqueue mqueue rw\n\
                     41 22 0:36 / /tmp/a\\040b\\134c rw master:3 - mqueue none rw\n\
                     42 22 0:37 / /srv/mqueue rw - tmpfs mqueue rw\n";
-        assert_eq!(mqueue_mounts(info), [PathBuf::from("/dev/mqueue"), PathBuf::from("/tmp/a b\\c")]);
+        assert_eq!(mounts_of(info, "mqueue"), [PathBuf::from("/dev/mqueue"), PathBuf::from("/tmp/a b\\c")]);
+        assert_eq!(mounts_of(info, "proc"), [PathBuf::from("/proc")]);
     }
 }

@@ -25,6 +25,7 @@ mod retention;
 mod retries;
 mod review_33;
 mod review_35;
+mod review_four;
 mod rewritable_links;
 mod rollback;
 mod round_two;

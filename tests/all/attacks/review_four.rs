@@ -1,0 +1,127 @@
+//! A fourth reviewer's breaks of the bash sandbox, each with its defence:
+//! a Unix datagram pair pointed at a socket outside (the filter refused
+//! `socket(AF_UNIX)` only), the filters' calls under their x32 numbers,
+//! the host's POSIX shared memory in `/dev/shm`, a second procfs (a
+//! chroot's) showing every host process, and the host's devices (as root:
+//! raw disks past the covers of the hidden folders, consoles' text).
+
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::sandbox::{default_engine, stdout};
+
+/// A datagram pair, disconnected (`connect(AF_UNSPEC)`), bound in TMPDIR
+/// and sent to a daemon's socket outside the sandbox: the pair is refused
+/// (EACCES), so nothing arrives; a stream pair still works.
+#[test]
+fn a_datagram_pair_cannot_reach_a_socket_outside() {
+    let outside = tempfile::tempdir().unwrap();
+    let path = outside.path().join("daemon.sock");
+    let daemon = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    daemon.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
+    let command = format!(
+        r#"python3 -c '
+import ctypes, os, socket
+try:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+except OSError as e:
+    print("refused", e.errno)
+else:
+    ctypes.CDLL(None).connect(a.fileno(), (ctypes.c_ushort * 1)(0), 2)
+    a.bind(os.environ["TMPDIR"] + "/back.sock")
+    a.sendto(b"from inside", "{}")
+    print("sent")
+s, t = socket.socketpair()
+s.send(b"x"); print("stream", t.recv(1).decode())'"#,
+        path.display()
+    );
+    let ws = crate::common::workspace();
+    let said = stdout(&default_engine(&ws), &command);
+    let mut buf = [0u8; 64];
+    let arrived = daemon.recv(&mut buf).ok().map(|n| String::from_utf8_lossy(&buf[..n]).into_owned());
+    assert_eq!(arrived, None, "nothing reaches the daemon: {said}");
+    assert_eq!(said, format!("refused {}\nstream x\n", libc::EACCES));
+}
+
+/// `socket(AF_UNIX)` under its x32 number is refused by the filter
+/// (EACCES), not passed to the kernel (which says ENOSYS where x32 is off,
+/// and opens the socket where it is on).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_filters_hold_for_x32_numbers() {
+    let command = "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+                   r = l.syscall(0x40000000 | 41, 1, 1, 0); print(r, ctypes.get_errno())'";
+    let ws = crate::common::workspace();
+    assert_eq!(stdout(&default_engine(&ws), command), format!("-1 {}\n", libc::EACCES));
+}
+
+/// A shared memory object of this user's in `/dev/shm` is not readable.
+#[test]
+fn the_host_s_shared_memory_is_not_readable() {
+    let name = format!("codemode-test-{}", std::process::id());
+    let object = std::path::Path::new("/dev/shm").join(&name);
+    std::fs::write(&object, "shared secret").unwrap();
+    let ws = crate::common::workspace();
+    let said = stdout(&default_engine(&ws), &format!("cat /dev/shm/{name} 2>/dev/null || echo unreadable"));
+    std::fs::remove_file(&object).unwrap();
+    assert_eq!(said, "unreadable\n");
+}
+
+/// A procfs mounted elsewhere (here in a mount namespace of the test's
+/// own) shows the call's processes only: this test process is not there.
+#[test]
+fn a_second_procfs_shows_no_host_process() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let point = other.path().canonicalize().unwrap();
+    let me = std::process::id();
+    let spec = json!({
+        "command": format!("test -e {}/{me} && echo seen || echo unseen; test -e {}/1/cmdline && echo own", point.display(), point.display()),
+        "workspace": ws_path,
+        "profile": "workspace-write",
+        "network": false,
+        "protected": [],
+        "hidden": [],
+        "spill": null,
+        "tmpdir": tmp.path().canonicalize().unwrap(),
+        "parent": 999_999_999,
+    });
+    let script = r#"mount -t proc proc "$1" || exit 99
+"$2" __sandbox-exec 2 "$(printf '%s' "$3" | sed "s/999999999/$$/")""#;
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(&point)
+        .arg(env!("CARGO_BIN_EXE_codemode"))
+        .arg(spec.to_string())
+        .output()
+        .expect("unshare (util-linux) runs");
+    assert_ne!(
+        out.status.code(),
+        Some(99),
+        "the test could not mount a procfs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (header, said) = text.split_once('\n').unwrap_or((&text, ""));
+    assert!(header.contains("\"sandbox\""), "{header}");
+    assert_eq!(said, "unseen\nown\n", "{text}");
+}
+
+/// The command's /dev holds the harmless devices, its own terminals and
+/// the links into /proc/self/fd, nothing of the host's (a raw disk, a
+/// console, `/dev/kmsg`); what it holds works.
+#[test]
+fn dev_holds_only_the_harmless_devices() {
+    let ws = crate::common::workspace();
+    let said = stdout(
+        &default_engine(&ws),
+        "ls -A /dev | tr '\\n' ' '; echo; echo x > /dev/null && cat <(echo substituted) && head -c 3 /dev/urandom | wc -c",
+    );
+    assert_eq!(
+        said, "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \nsubstituted\n3\n",
+        "{said}"
+    );
+}
