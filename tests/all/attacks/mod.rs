@@ -56,3 +56,25 @@ fn run(
         serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
     (receipt["value"].clone(), stderr)
 }
+
+/// A launcher spec (`__sandbox-exec 2 SPEC`) for `command` in `ws`
+/// (`workspace-write`, no network, nothing protected or hidden), with the
+/// private temporary folder `tmp` and the launcher's parent `parent`.
+fn launcher_spec(
+    command: &str,
+    ws: &std::path::Path,
+    tmp: &std::path::Path,
+    parent: u64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "command": command,
+        "workspace": ws.canonicalize().unwrap(),
+        "profile": "workspace-write",
+        "network": false,
+        "protected": [],
+        "hidden": [],
+        "spill": null,
+        "tmpdir": tmp.canonicalize().unwrap(),
+        "parent": parent,
+    })
+}

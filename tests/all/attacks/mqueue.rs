@@ -7,12 +7,9 @@
 
 use std::process::Command;
 
-use serde_json::json;
-
 #[test]
 fn the_host_s_message_queues_are_not_in_the_sandbox() {
     let ws = tempfile::tempdir().unwrap();
-    let ws_path = ws.path().canonicalize().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let queues = tempfile::tempdir().unwrap();
     let point = queues.path().canonicalize().unwrap();
@@ -20,17 +17,12 @@ fn the_host_s_message_queues_are_not_in_the_sandbox() {
     let elsewhere = tempfile::tempdir().unwrap();
     let bound = elsewhere.path().canonicalize().unwrap();
     std::fs::write(bound.join("qfile"), "").unwrap();
-    let spec = json!({
-        "command": format!("ls -A {}; cat {}/qfile", point.display(), bound.display()),
-        "workspace": ws_path,
-        "profile": "workspace-write",
-        "network": false,
-        "protected": [],
-        "hidden": [],
-        "spill": null,
-        "tmpdir": tmp.path().canonicalize().unwrap(),
-        "parent": 999_999_999,
-    });
+    let spec = super::launcher_spec(
+        &format!("ls -A {}; cat {}/qfile", point.display(), bound.display()),
+        ws.path(),
+        tmp.path(),
+        999_999_999,
+    );
     // In a mount namespace of its own (the host's mounts are not changed):
     // the host IPC namespace's mqueue filesystem, a queue in it, and the
     // launcher started by this shell (its parent), which removes the queue

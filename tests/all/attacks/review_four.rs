@@ -7,8 +7,6 @@
 
 use std::process::Command;
 
-use serde_json::json;
-
 use crate::sandbox::{default_engine, stdout};
 
 /// A datagram pair, disconnected (`connect(AF_UNSPEC)`), bound in TMPDIR
@@ -73,22 +71,20 @@ fn the_host_s_shared_memory_is_not_readable() {
 #[test]
 fn a_second_procfs_shows_no_host_process() {
     let ws = tempfile::tempdir().unwrap();
-    let ws_path = ws.path().canonicalize().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let other = tempfile::tempdir().unwrap();
     let point = other.path().canonicalize().unwrap();
     let me = std::process::id();
-    let spec = json!({
-        "command": format!("test -e {}/{me} && echo seen || echo unseen; test -e {}/1/cmdline && echo own", point.display(), point.display()),
-        "workspace": ws_path,
-        "profile": "workspace-write",
-        "network": false,
-        "protected": [],
-        "hidden": [],
-        "spill": null,
-        "tmpdir": tmp.path().canonicalize().unwrap(),
-        "parent": 999_999_999,
-    });
+    let spec = super::launcher_spec(
+        &format!(
+            "test -e {}/{me} && echo seen || echo unseen; test -e {}/1/cmdline && echo own",
+            point.display(),
+            point.display()
+        ),
+        ws.path(),
+        tmp.path(),
+        999_999_999,
+    );
     let script = r#"mount -t proc proc "$1" || exit 99
 "$2" __sandbox-exec 2 "$(printf '%s' "$3" | sed "s/999999999/$$/")""#;
     let out = Command::new("unshare")

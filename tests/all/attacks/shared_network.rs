@@ -20,21 +20,9 @@ use crate::sandbox_network::{NET_NS, connect, host_net};
 /// Runs the launcher with `command` and a holder named by `shared`; the
 /// command's stdout (after the header line).
 fn launch_with_holder(command: &str, shared: Value) -> String {
-    let ws = tempfile::tempdir().unwrap();
-    let ws_path = ws.path().canonicalize().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = json!({
-        "command": command,
-        "workspace": ws_path,
-        "profile": "workspace-write",
-        "network": false,
-        "protected": [],
-        "hidden": [],
-        "spill": null,
-        "tmpdir": tmp.path().canonicalize().unwrap(),
-        "parent": std::process::id(),
-        "shared_network": shared,
-    });
+    let (ws, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut spec = super::launcher_spec(command, ws.path(), tmp.path(), std::process::id().into());
+    spec["shared_network"] = shared;
     let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
         .args(["__sandbox-exec", "2", &spec.to_string()])
         .output()
