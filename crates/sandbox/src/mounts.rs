@@ -79,15 +79,6 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
             missing.push(format!("hiding the host's processes at {} ({e})", point.display()));
         }
     }
-    // The host's POSIX shared memory (`shm_open`: browsers' and other
-    // programs' objects of the same user): an empty read-only tmpfs (and
-    // an empty folder of the call's own /dev, below, when that is made).
-    if Path::new("/dev/shm").is_dir() {
-        let flags = proc_flags | MsFlags::MS_RDONLY;
-        if let Err(e) = mount(Some("tmpfs"), "/dev/shm", Some("tmpfs"), flags, Some("size=4k,mode=0755")) {
-            missing.push(format!("hiding /dev/shm ({e}): the user's shared memory objects stay readable"));
-        }
-    }
     for point in mounts_of(&mountinfo, "mqueue") {
         let covered = if point.is_dir() {
             mount(Some("mqueue"), &point, Some("mqueue"), proc_flags, none).or_else(|_| {
@@ -110,10 +101,18 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     // consoles' text and input events by owner permission. A /dev of the
     // call's own holds the harmless devices only (then the private devpts
     // below); where it cannot be made, /dev/shm alone is covered.
-    let own_dev = own_dev();
-    if let Err(e) = &own_dev {
+    if let Err(e) = own_dev() {
         missing
             .push(format!("a /dev of its own ({e}): the host's devices stay readable as their owners allow"));
+        // The host's POSIX shared memory (`shm_open`: browsers' and other
+        // programs' objects of the same user) at least: an empty
+        // read-only tmpfs.
+        let flags = proc_flags | MsFlags::MS_RDONLY;
+        if Path::new("/dev/shm").is_dir()
+            && let Err(e) = mount(Some("tmpfs"), "/dev/shm", Some("tmpfs"), flags, Some("size=4k,mode=0755"))
+        {
+            missing.push(format!("hiding /dev/shm ({e}): the user's shared memory objects stay readable"));
+        }
     }
     // The host's terminals: the same uid could read a person's keystrokes
     // from /dev/pts/N. A private devpts instance hides them and still gives
@@ -334,8 +333,9 @@ const KEPT_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "t
 /// Covers /dev with a tmpfs holding [`KEPT_DEVICES`] (each bound from the
 /// host's node, opened before the cover), `fd`, `stdin`, `stdout` and
 /// `stderr` as links into `/proc/self/fd`, an empty `ptmx` and `pts` for
-/// the private devpts instance, and an empty `shm`; then makes the tmpfs
-/// read-only.
+/// the private devpts instance, and an empty `shm`. Landlock keeps it
+/// from being written (only the devices are writable); without Landlock
+/// it is the call's own tmpfs anyway.
 fn own_dev() -> nix::Result<()> {
     use nix::fcntl::{OFlag, open};
     use nix::sys::stat::Mode;
@@ -371,7 +371,7 @@ fn own_dev() -> nix::Result<()> {
     for folder in ["pts", "shm"] {
         std::fs::create_dir(Path::new("/dev").join(folder)).map_err(io)?;
     }
-    mount(none, "/dev", none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags, none)
+    Ok(())
 }
 
 /// The mount points of the filesystems of type `kind` in `mountinfo` (the
