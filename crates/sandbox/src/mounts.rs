@@ -61,11 +61,7 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
         }
     }
     let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    // The host's POSIX message queues: an mqueue filesystem mounted from
-    // the host's IPC namespace (systemd's /dev/mqueue) came along with the
-    // mount tree, and a queue opened through it can be read and drained
-    // whatever the call's own IPC namespace. Each gets the call's own
-    // instead (its own queues only), or an empty read-only tmpfs.
+    // The host's mounts that show more than their place: read once.
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     // Another procfs than /proc (a chroot's, a container's) shows every
     // host process's command line: the call's own instead (its PID
@@ -79,6 +75,11 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
             missing.push(format!("hiding the host's processes at {} ({e})", point.display()));
         }
     }
+    // The host's POSIX message queues: an mqueue filesystem mounted from
+    // the host's IPC namespace (systemd's /dev/mqueue) came along with the
+    // mount tree, and a queue opened through it can be read and drained
+    // whatever the call's own IPC namespace. Each gets the call's own
+    // instead (its own queues only), or an empty read-only tmpfs.
     for point in mounts_of(&mountinfo, "mqueue") {
         let covered = if point.is_dir() {
             mount(Some("mqueue"), &point, Some("mqueue"), proc_flags, none).or_else(|_| {
