@@ -20,8 +20,10 @@
 //! a named session keyring) by their ids from `/proc/keys`, read their
 //! keys and leave keys there for later calls and the host.
 //!
-//! `socketpair(AF_UNIX, SOCK_DGRAM)` is refused with `AF_UNIX` sockets: a
-//! datagram pair can be disconnected and pointed at any socket path. On
+//! `socketpair(AF_UNIX, ...)` of any type but stream and seqpacket is
+//! refused with `AF_UNIX` sockets: a datagram pair (`SOCK_DGRAM`, or
+//! `SOCK_RAW`, which the kernel makes one) can be disconnected and pointed
+//! at any socket path. On
 //! x86_64 every rule also covers the call's x32 number, which carries the
 //! x86_64 architecture value.
 //!
@@ -60,24 +62,23 @@ pub(crate) fn block_sockets(unix: bool, vsock: bool) -> Result<(), String> {
     rules.insert(libc::SYS_socket, refused);
     if unix {
         // A datagram pair can be disconnected (`connect(AF_UNSPEC)`), bound
-        // and pointed at any socket path with `sendto`: refused, whatever
-        // SOCK_CLOEXEC or SOCK_NONBLOCK is or'ed in (the low 4 bits are
-        // the type). Stream and seqpacket pairs stay (they cannot be
-        // connected anew).
-        let family =
-            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
+        // and pointed at any socket path with `sendto`; `SOCK_RAW` is one
+        // for AF_UNIX (the kernel makes it a datagram socket). Every type
+        // but stream (1) and seqpacket (5), which cannot be connected
+        // anew, is refused, whatever SOCK_CLOEXEC or SOCK_NONBLOCK is or'ed
+        // in (the low 4 bits are the type).
+        let mut pairs = Vec::new();
+        for kind in
+            (0..16u64).filter(|k| ![libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64].contains(k))
+        {
+            let family =
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
+                    .map_err(|e| e.to_string())?;
+            let other = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(0xf), kind)
                 .map_err(|e| e.to_string())?;
-        let datagram = SeccompCondition::new(
-            1,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::MaskedEq(0xf),
-            libc::SOCK_DGRAM as u64,
-        )
-        .map_err(|e| e.to_string())?;
-        rules.insert(
-            libc::SYS_socketpair,
-            vec![SeccompRule::new(vec![family, datagram]).map_err(|e| e.to_string())?],
-        );
+            pairs.push(SeccompRule::new(vec![family, other]).map_err(|e| e.to_string())?);
+        }
+        rules.insert(libc::SYS_socketpair, pairs);
     }
     let rules = with_x32(rules);
     let refuse_sockets =

@@ -9,9 +9,11 @@ use std::process::Command;
 
 use crate::sandbox::{default_engine, stdout};
 
-/// A datagram pair, disconnected (`connect(AF_UNSPEC)`), bound in TMPDIR
-/// and sent to a daemon's socket outside the sandbox: the pair is refused
-/// (EACCES), so nothing arrives; a stream pair still works.
+/// A datagram pair (`SOCK_DGRAM`, or `SOCK_RAW`, which the kernel makes
+/// one for AF_UNIX: a fifth reviewer's bypass), disconnected
+/// (`connect(AF_UNSPEC)`), bound in TMPDIR and sent to a daemon's socket
+/// outside the sandbox: the pair is refused (EACCES), so nothing arrives;
+/// a stream pair still works.
 #[test]
 fn a_datagram_pair_cannot_reach_a_socket_outside() {
     let outside = tempfile::tempdir().unwrap();
@@ -21,15 +23,16 @@ fn a_datagram_pair_cannot_reach_a_socket_outside() {
     let command = format!(
         r#"python3 -c '
 import ctypes, os, socket
-try:
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-except OSError as e:
-    print("refused", e.errno)
-else:
-    ctypes.CDLL(None).connect(a.fileno(), (ctypes.c_ushort * 1)(0), 2)
-    a.bind(os.environ["TMPDIR"] + "/back.sock")
-    a.sendto(b"from inside", "{}")
-    print("sent")
+for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
+    except OSError as e:
+        print("refused", e.errno)
+    else:
+        ctypes.CDLL(None).connect(a.fileno(), (ctypes.c_ushort * 1)(0), 2)
+        a.bind(os.environ["TMPDIR"] + "/back" + str(kind) + ".sock")
+        a.sendto(b"from inside", "{}")
+        print("sent")
 s, t = socket.socketpair()
 s.send(b"x"); print("stream", t.recv(1).decode())'"#,
         path.display()
@@ -39,7 +42,7 @@ s.send(b"x"); print("stream", t.recv(1).decode())'"#,
     let mut buf = [0u8; 64];
     let arrived = daemon.recv(&mut buf).ok().map(|n| String::from_utf8_lossy(&buf[..n]).into_owned());
     assert_eq!(arrived, None, "nothing reaches the daemon: {said}");
-    assert_eq!(said, format!("refused {}\nstream x\n", libc::EACCES));
+    assert_eq!(said, format!("refused {0}\nrefused {0}\nstream x\n", libc::EACCES));
 }
 
 /// `socket(AF_UNIX)` under its x32 number is refused by the filter
