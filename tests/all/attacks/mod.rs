@@ -78,3 +78,35 @@ fn launcher_spec(
         "parent": parent,
     })
 }
+
+/// Runs the launcher with `command` (in a fresh workspace) in a mount
+/// namespace of its own, after the shell `setup` (which gets `$1`,
+/// `after` its cleanup; both may use `$1` = `point`) has made the host's
+/// mounts the test needs there; the host's own mounts are not changed.
+/// The launcher is started by that shell, its parent. Returns the
+/// command's stdout after the sandbox's header line.
+fn launch_after_mounts(setup: &str, after: &str, point: &std::path::Path, command: &str) -> String {
+    let (ws, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let spec = launcher_spec(command, ws.path(), tmp.path(), 999_999_999);
+    let script = format!(
+        "{setup} || exit 99\n\"$2\" __sandbox-exec 2 \"$(printf '%s' \"$3\" | sed \"s/999999999/$$/\")\"\n\
+         status=$?; {after}; exit $status"
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .arg(point)
+        .arg(env!("CARGO_BIN_EXE_codemode"))
+        .arg(spec.to_string())
+        .output()
+        .expect("unshare (util-linux) runs");
+    assert_ne!(
+        out.status.code(),
+        Some(99),
+        "the test's mounts failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (header, said) = text.split_once('\n').unwrap_or((&text, ""));
+    assert!(header.contains("\"sandbox\""), "{header}");
+    said.to_owned()
+}

@@ -5,8 +5,6 @@
 //! chroot's) showing every host process, and the host's devices (as root:
 //! raw disks past the covers of the hidden folders, consoles' text).
 
-use std::process::Command;
-
 use crate::sandbox::{default_engine, stdout};
 
 /// A datagram pair (`SOCK_DGRAM`, or `SOCK_RAW`, which the kernel makes
@@ -73,40 +71,14 @@ fn the_host_s_shared_memory_is_not_readable() {
 /// own) shows the call's processes only: this test process is not there.
 #[test]
 fn a_second_procfs_shows_no_host_process() {
-    let ws = tempfile::tempdir().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
     let other = tempfile::tempdir().unwrap();
     let point = other.path().canonicalize().unwrap();
+    let at = point.display();
     let me = std::process::id();
-    let spec = super::launcher_spec(
-        &format!(
-            "test -e {}/{me} && echo seen || echo unseen; test -e {}/1/cmdline && echo own",
-            point.display(),
-            point.display()
-        ),
-        ws.path(),
-        tmp.path(),
-        999_999_999,
-    );
-    let script = r#"mount -t proc proc "$1" || exit 99
-"$2" __sandbox-exec 2 "$(printf '%s' "$3" | sed "s/999999999/$$/")""#;
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", script, "sh"])
-        .arg(&point)
-        .arg(env!("CARGO_BIN_EXE_codemode"))
-        .arg(spec.to_string())
-        .output()
-        .expect("unshare (util-linux) runs");
-    assert_ne!(
-        out.status.code(),
-        Some(99),
-        "the test could not mount a procfs: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (header, said) = text.split_once('\n').unwrap_or((&text, ""));
-    assert!(header.contains("\"sandbox\""), "{header}");
-    assert_eq!(said, "unseen\nown\n", "{text}");
+    let command =
+        format!("test -e {at}/{me} && echo seen || echo unseen; test -e {at}/1/cmdline && echo own");
+    let said = super::launch_after_mounts(r#"mount -t proc proc "$1""#, "true", &point, &command);
+    assert_eq!(said, "unseen\nown\n");
 }
 
 /// The command's /dev holds the harmless devices, its own terminals and
