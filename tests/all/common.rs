@@ -179,3 +179,22 @@ pub fn block_runs_dir(ws: &std::path::Path) {
     std::fs::create_dir_all(runs.parent().unwrap()).unwrap();
     std::fs::write(&runs, "in the way").unwrap();
 }
+
+/// Runs the sandbox launcher `launcher` (a `codemode __sandbox-exec
+/// PROTOCOL spec-on-stdin` command, with whatever environment the test
+/// set) with `spec` on its stdin, framed as the engine writes it
+/// (`codemode::sandbox::launcher::spec_frame`: 8 hexadecimal digits of
+/// length, then the JSON); its output.
+pub fn run_launcher(mut launcher: std::process::Command, spec: &Value) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let json = spec.to_string();
+    let mut child =
+        launcher.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A launcher that refuses its command line reads nothing: the write
+    // may fail, the output says why.
+    let _ = stdin.write_all(format!("{:08x}{json}", json.len()).as_bytes());
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}

@@ -204,11 +204,13 @@ fn a_listed_protected_file_is_read_only_through_the_launcher() {
         &[ws_path.join("a.txt")],
         tmp.path(),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
-        .args(["__sandbox-exec", codemode::sandbox::launcher::PROTOCOL, &spec.to_string()])
-        .output()
-        .unwrap();
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_codemode"));
+    launcher.env("XDG_STATE_HOME", crate::common::XDG_STATE).args([
+        "__sandbox-exec",
+        codemode::sandbox::launcher::PROTOCOL,
+        "spec-on-stdin",
+    ]);
+    let out = crate::common::run_launcher(launcher, &spec);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let mut lines = stdout.lines();
     let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
@@ -598,28 +600,79 @@ fn mcp_login_tokens_behind_a_linked_config_folder_are_hidden_from_tools() {
 /// `go_on_stdin` (one of an earlier codemode) would run the command at
 /// once, before its start is durable. The engine and the launcher name
 /// their protocol: a launcher given another refuses and runs nothing (one
-/// of protocol 1 reads the number as its spec and refuses it too).
+/// of protocol 1 reads the number as its spec and refuses it too). Since
+/// protocol 3 the spec comes on stdin: the command lines of earlier
+/// engines (the spec as an argument) are refused too.
 #[test]
 fn a_launcher_given_another_protocol_runs_nothing() {
     let ws = workspace();
     let ws_path = ws.path().canonicalize().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let spec = launch_spec("touch ran", &ws_path, &[], tmp.path());
-    for protocol in ["1", "3"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
-            .args(["__sandbox-exec", protocol, &spec.to_string()])
-            .output()
-            .unwrap();
-        let header: Value =
-            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-        assert!(header["error"].as_str().is_some_and(|e| e.contains("protocol 2")), "{header}");
+    let launcher = |args: &[&str]| {
+        let mut launcher = Command::new(env!("CARGO_BIN_EXE_codemode"));
+        launcher.args(args);
+        crate::common::run_launcher(launcher, &spec)
+    };
+    let header = |out: &std::process::Output| -> Value {
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap()
+    };
+    for protocol in ["1", "2", "4"] {
+        let out = launcher(&["__sandbox-exec", protocol, "spec-on-stdin"]);
+        let header = header(&out);
+        assert!(header["error"].as_str().is_some_and(|e| e.contains("protocol 3")), "{header}");
         assert_eq!(out.status.code(), Some(125));
     }
-    // The spec where the protocol goes, as an earlier engine sends it.
-    let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .args(["__sandbox-exec", &spec.to_string()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(125));
+    // The command lines of earlier engines: the spec where the protocol
+    // goes (protocol 1), or after it (protocol 2), or after this protocol.
+    let text = spec.to_string();
+    for args in [
+        vec!["__sandbox-exec", &text],
+        vec!["__sandbox-exec", "2", &text],
+        vec!["__sandbox-exec", "3", &text],
+    ] {
+        let out = launcher(&args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        assert!(header(&out)["error"].is_string(), "{args:?}");
+    }
     assert!(!ws_path.join("ran").exists(), "a launcher ran a command of another protocol");
+}
+
+/// What comes on the launcher's stdin is bounded and checked before
+/// anything runs: a length that is not 8 hexadecimal digits, one over the
+/// bound (16 MiB), stdin ending before the spec does, or JSON that is not
+/// a spec each end the launcher with its setup failure and an error
+/// saying what was wrong.
+#[test]
+fn a_launcher_given_a_bad_frame_on_stdin_runs_nothing() {
+    use std::io::Write as _;
+    let ws = workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = launch_spec("touch ran", &ws_path, &[], tmp.path()).to_string();
+    let cut = &spec[..spec.len() / 2];
+    let frames: [(Vec<u8>, &str); 5] = [
+        (b"0000zz12{}".to_vec(), "8 hexadecimal digits"),
+        (format!("{:08x}", 17 << 20).into_bytes(), "over the bound"),
+        (format!("{:08x}{cut}", spec.len()).into_bytes(), "stdin ended"),
+        (format!("{:08x}{{\"command\": 1}}", 14).into_bytes(), "bad spec"),
+        (Vec::new(), "stdin ended"),
+    ];
+    for (frame, said) in frames {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+            .args(["__sandbox-exec", codemode::sandbox::launcher::PROTOCOL, "spec-on-stdin"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(&frame);
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(out.status.code(), Some(125), "{header}");
+        assert!(header["error"].as_str().is_some_and(|e| e.contains(said)), "{said}: {header}");
+    }
+    assert!(!ws_path.join("ran").exists(), "a launcher ran a command from a bad frame");
 }

@@ -1,7 +1,7 @@
 //! The sandbox launcher: the small `codemode-sandbox` binary, or the
-//! `codemode` binary re-executed, run as `<binary> __sandbox-exec 2 SPEC`
-//! (SPEC a `LaunchSpec` as JSON) by the `bash` tool, before anything else
-//! in `main` runs. It is a fresh,
+//! `codemode` binary re-executed, run as `<binary> __sandbox-exec 3
+//! spec-on-stdin` by the `bash` tool (a `LaunchSpec` as JSON on stdin,
+//! [`spec_frame`]), before anything else in `main` runs. It is a fresh,
 //! single-threaded process, so it may fork. Linux only.
 //!
 //! Three processes:
@@ -41,6 +41,8 @@
 //!    for one byte on stdin before it executes the shell: the engine sends
 //!    it once the call's `start` line is durable, so the sandbox is set up
 //!    while the journal syncs (docs/JOURNAL.md, "What survives what").
+//!    The shell's stdin is then `/dev/null` (the launcher's stdin carried
+//!    the spec, and the go).
 //!
 //! The launcher ends, as soon as init reports, the way the shell ended:
 //! the same exit code, or the same signal raised on itself (core dumps
@@ -76,13 +78,35 @@ pub use shared_network::{HOLD_NETWORK, READY, SharedNetwork, stat_parent_and_sta
 pub const SUBCOMMAND: &str = "__sandbox-exec";
 
 /// The protocol the engine and the launcher speak, given after
-/// [`SUBCOMMAND`] (`__sandbox-exec 2 SPEC`). Protocol 2 added
-/// `go_on_stdin`, which a launcher of protocol 1 would ignore (running
-/// the command before its start is durable): a launcher of another
-/// protocol refuses the command line, and one of protocol 1 reads `2` as
-/// its spec and refuses it too, so nothing runs under rules a launcher
-/// does not know.
-pub const PROTOCOL: &str = "2";
+/// [`SUBCOMMAND`] (`__sandbox-exec 3 spec-on-stdin`). Protocol 2 added
+/// `go_on_stdin`, which a launcher of protocol 1 would ignore (running the
+/// command before its start is durable). Protocol 3 moved the spec from
+/// the command line to stdin ([`spec_frame`]): on the command line,
+/// `/proc/PID/cmdline` showed it (the command, the paths, the run id) to
+/// every process of the user, and to the command itself as init's, and
+/// init, which lingers until the launcher has exited, looked like the
+/// command to `pgrep -f`. A launcher of another protocol refuses the
+/// command line, and one of protocol 1 reads `3` as its spec and refuses
+/// it too, so nothing runs under rules a launcher does not know.
+pub const PROTOCOL: &str = "3";
+
+/// The argument after [`PROTOCOL`] that says the spec follows on stdin
+/// (the other is [`HOLD_NETWORK`]).
+pub const SPEC_ON_STDIN: &str = "spec-on-stdin";
+
+/// The largest spec a launcher reads, in bytes (16 MiB): the command is
+/// most of it.
+pub const MAX_SPEC_BYTES: usize = 16 << 20;
+
+/// The spec as the engine writes it on the launcher's stdin: its length
+/// in bytes as 8 hexadecimal digits, then the spec as JSON. What follows
+/// on stdin is the engine's go (`go_on_stdin`), or nothing.
+pub fn spec_frame(spec: &LaunchSpec) -> Vec<u8> {
+    let json = serde_json::to_vec(spec).expect("the spec serialises");
+    let mut frame = format!("{:08x}", json.len()).into_bytes();
+    frame.extend_from_slice(&json);
+    frame
+}
 
 /// The exit code of a launcher that could not confine or start the shell
 /// (the header line says why).
@@ -135,7 +159,7 @@ pub struct LaunchSpec {
     /// With the network off: the engine's network holder, whose user and
     /// network namespaces the launcher joins instead of making its own
     /// (`launcher/shared_network.rs`); `None`, or a holder gone, and it
-    /// makes them. A launcher of protocol 2 that predates the field makes
+    /// makes them. A launcher of protocol 2 that predated the field made
     /// its own.
     #[serde(default)]
     pub shared_network: Option<SharedNetwork>,
@@ -171,7 +195,7 @@ pub struct Applied {
 }
 
 /// Runs the launcher when the process was started as `codemode
-/// __sandbox-exec PROTOCOL SPEC`: returns its exit code; `None` for any other
+/// __sandbox-exec PROTOCOL spec-on-stdin` (or `hold-network`): returns its exit code; `None` for any other
 /// command line.
 pub fn main_if_launcher() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
@@ -185,15 +209,68 @@ pub fn main_if_launcher() -> Option<ExitCode> {
              codemode version; use the codemode-sandbox built with this codemode (install it beside codemode)"
         )));
     }
-    let spec = args.next().and_then(|a| a.into_string().ok()).unwrap_or_default();
+    let mode = args.next().and_then(|a| a.into_string().ok()).unwrap_or_default();
     #[cfg(target_os = "linux")]
-    if spec == HOLD_NETWORK {
+    if mode == HOLD_NETWORK {
         return Some(shared_network::hold());
     }
-    Some(match serde_json::from_str::<LaunchSpec>(&spec) {
+    if mode != SPEC_ON_STDIN {
+        return Some(fail(&format!(
+            "{SUBCOMMAND} is internal to codemode's bash tool (bad spec: expected `{SPEC_ON_STDIN}` or \
+             `{HOLD_NETWORK}` after the protocol, got `{mode}`)"
+        )));
+    }
+    Some(match spec_from_stdin() {
         Ok(spec) => launch(&spec),
         Err(e) => fail(&format!("{SUBCOMMAND} is internal to codemode's bash tool (bad spec: {e})")),
     })
+}
+
+/// Reads the spec's frame ([`spec_frame`]) from stdin, byte for byte what
+/// it holds and no further: the engine's go may follow, for the shell's
+/// process to read. See [`read_spec_frame`].
+fn spec_from_stdin() -> Result<LaunchSpec, String> {
+    read_spec_frame(&mut RawStdin)
+}
+
+/// Reads one spec frame ([`spec_frame`]) from `input`: exactly its 8
+/// length digits and that many bytes of JSON, nothing after them.
+///
+/// # Errors
+/// When `input` ends first ("stdin ended before the whole spec"), the
+/// length is not 8 hexadecimal digits or is above [`MAX_SPEC_BYTES`], or
+/// the JSON is not a [`LaunchSpec`]; each message says which.
+pub fn read_spec_frame(input: &mut impl std::io::Read) -> Result<LaunchSpec, String> {
+    let read_exactly = |input: &mut dyn std::io::Read, buf: &mut [u8]| {
+        input.read_exact(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => "stdin ended before the whole spec".to_owned(),
+            _ => format!("cannot read the spec from stdin: {e}"),
+        })
+    };
+    let mut length = [0u8; 8];
+    read_exactly(input, &mut length)?;
+    let length = std::str::from_utf8(&length)
+        .ok()
+        .filter(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|digits| usize::from_str_radix(digits, 16).ok())
+        .ok_or("the length before the spec is not 8 hexadecimal digits")?;
+    if length > MAX_SPEC_BYTES {
+        return Err(format!("a spec of {length} bytes is over the bound of {MAX_SPEC_BYTES}"));
+    }
+    let mut json = vec![0u8; length];
+    read_exactly(input, &mut json)?;
+    serde_json::from_slice(&json).map_err(|e| e.to_string())
+}
+
+/// The process's stdin read without a buffer (the standard library's
+/// stdin reads ahead, and would take the engine's go with the spec).
+struct RawStdin;
+
+impl std::io::Read for RawStdin {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsFd as _;
+        Ok(nix::unistd::read(std::io::stdin().as_fd(), buf)?)
+    }
 }
 
 /// Writes `message` as an error header and returns the setup failure code.

@@ -1,4 +1,4 @@
-//! `codemode-sandbox __sandbox-exec 2 SPEC`: the bash tool's launcher as a
+//! `codemode-sandbox __sandbox-exec 3 spec-on-stdin`: the bash tool's launcher as a
 //! small binary of its own (no VM, no engine), started by the engine for
 //! each confined bash call. Anything else is refused.
 
@@ -10,9 +10,10 @@ fn main() -> ExitCode {
         None => {
             eprintln!(
                 "codemode-sandbox is the launcher of codemode's bash tool, started by codemode as \
-                 `codemode-sandbox {} {} SPEC`; it is not meant to be run by hand",
+                 `codemode-sandbox {} {} {}` with its spec on stdin; it is not meant to be run by hand",
                 codemode_sandbox::launcher::SUBCOMMAND,
-                codemode_sandbox::launcher::PROTOCOL
+                codemode_sandbox::launcher::PROTOCOL,
+                codemode_sandbox::launcher::SPEC_ON_STDIN
             );
             ExitCode::from(2)
         }

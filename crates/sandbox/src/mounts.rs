@@ -225,7 +225,7 @@ enum Bind {
 /// the same object (device and inode) with the flags asked for, else the
 /// mount is reported as failed.
 fn bind_onto_itself(path: &Path, how: Bind) -> nix::Result<()> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
+    use nix::fcntl::{OFlag, open};
     use nix::sys::stat::{Mode, fstat};
     let read_only =
         matches!(how, Bind::ReadOnly | Bind::ReadOnlyAllTheWay | Bind::Folder { read_only: true });
@@ -235,11 +235,7 @@ fn bind_onto_itself(path: &Path, how: Bind) -> nix::Result<()> {
         // by the engine: a link anywhere on the way now was swapped in
         // since (or planted, as `ln -s /elsewhere m` above a pin `m/n`),
         // and would lead elsewhere.
-        Bind::Writable | Bind::Folder { .. } => {
-            let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY;
-            let how = OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-            openat2(nix::fcntl::AT_FDCWD, path, how)?
-        }
+        Bind::Writable | Bind::Folder { .. } => open_folder_without_links(path)?,
         Bind::ReadOnly | Bind::ReadOnlyAllTheWay => {
             open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?
         }
@@ -259,6 +255,16 @@ fn bind_onto_itself(path: &Path, how: Bind) -> nix::Result<()> {
         return Err(Errno::ESTALE);
     }
     Ok(())
+}
+
+/// The folder at `path` (an `O_PATH` descriptor), with no symbolic link on
+/// its way (`openat2`, `RESOLVE_NO_SYMLINKS`): `ELOOP` where there is one,
+/// `ENOTDIR` where it is not a folder.
+pub(crate) fn open_folder_without_links(path: &Path) -> nix::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY;
+    let how = OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    openat2(nix::fcntl::AT_FDCWD, path, how)
 }
 
 /// The folders strictly between a folder the command may write (the

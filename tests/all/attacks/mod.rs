@@ -57,7 +57,7 @@ fn run(
     (receipt["value"].clone(), stderr)
 }
 
-/// A launcher spec (`__sandbox-exec 2 SPEC`) for `command` in `ws`
+/// A launcher spec (`LaunchSpec` as JSON) for `command` in `ws`
 /// (`workspace-write`, no network, nothing protected or hidden), with the
 /// private temporary folder `tmp` and the launcher's parent `parent`.
 fn launcher_spec(
@@ -89,8 +89,10 @@ fn launch_after_mounts(setup: &str, after: &str, point: &std::path::Path, comman
     let (ws, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let spec = launcher_spec(command, ws.path(), tmp.path(), 999_999_999);
     let script = format!(
-        "{setup} || exit 99\n\"$2\" __sandbox-exec 2 \"$(printf '%s' \"$3\" | sed \"s/999999999/$$/\")\"\n\
-         status=$?; {after}; exit $status"
+        "{setup} || exit 99\nspec=$(printf '%s' \"$3\" | sed \"s/999999999/$$/\")\n\
+         printf '%08x%s' \"${{#spec}}\" \"$spec\" | \"$2\" __sandbox-exec {protocol} spec-on-stdin\n\
+         status=$?; {after}; exit $status",
+        protocol = codemode::sandbox::launcher::PROTOCOL
     );
     let out = std::process::Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", &script, "sh"])

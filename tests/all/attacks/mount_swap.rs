@@ -135,8 +135,16 @@ fn a_pinned_folder_that_is_a_link_does_not_make_its_target_writable() {
 /// private temporary folder (`codemode-bash-*`) with a link to a folder
 /// outside every writable one; the launcher bound the link's target
 /// writable, and the call wrote there. The private `TMPDIR` is now bound
-/// only as a folder, never through a link. A sampling test (the lister
-/// must win the race against the launcher; it did 41 times out of 41).
+/// only as a folder, never through a link.
+///
+/// Later (CI, under load), the swap also won against the engine itself:
+/// made between the folder's creation and the engine resolving its real
+/// path, the swap gave the spec the link's target as `TMPDIR`, a folder
+/// with no link on its way, which the launcher bound writable. The engine
+/// now names the folder by its parent's real path and its own name, never
+/// resolving it again. The lister here is woken by inotify as each folder
+/// is made: without the fix it won in every run tried (one to three calls
+/// of thirty). A sampling test: the swap must land in the window.
 #[test]
 fn a_private_tmpdir_swapped_for_a_link_gives_no_write_outside() {
     let ws = crate::common::workspace();
@@ -151,11 +159,15 @@ fn a_private_tmpdir_swapped_for_a_link_gives_no_write_outside() {
     trust(ws.path(), config.path());
     std::fs::write(
         ws.path().join("lister.py"),
-        "import os, sys, time\nparent, target = sys.argv[1], sys.argv[2]\nseen = set()\nend = time.time() + 40\n\
-         while time.time() < end and not os.path.exists('stop'):\n    for n in os.listdir(parent):\n        \
-         if n.startswith('codemode-bash-') and n not in seen:\n            seen.add(n)\n            \
-         p = os.path.join(parent, n)\n            try:\n                os.rename(p, p + '.x')\n                \
-         os.symlink(target, p)\n            except OSError:\n                pass\n",
+        "import ctypes, os, select, struct, sys, time\nparent, target = sys.argv[1], sys.argv[2]\n\
+         libc = ctypes.CDLL(None, use_errno=True)\nfd = libc.inotify_init()\n\
+         libc.inotify_add_watch(fd, parent.encode(), 0x100)  # IN_CREATE\nend = time.time() + 40\n\
+         while time.time() < end and not os.path.exists('stop'):\n    if not select.select([fd], [], [], 0.1)[0]:\n        \
+         continue\n    data = os.read(fd, 65536)\n    i = 0\n    while i < len(data):\n        \
+         size = struct.unpack_from('iIII', data, i)[3]\n        name = data[i + 16:i + 16 + size].rstrip(b'\\0').decode()\n        \
+         i += 16 + size\n        p = os.path.join(parent, name)\n        \
+         if name.startswith('codemode-bash-') and not name.endswith('.x'):\n            try:\n                \
+         os.rename(p, p + '.x')\n                os.symlink(target, p)\n            except OSError:\n                pass\n",
     )
     .unwrap();
     let program = format!(

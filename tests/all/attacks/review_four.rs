@@ -96,3 +96,20 @@ fn dev_holds_only_the_harmless_devices() {
         "{said}"
     );
 }
+
+/// Left by the fourth review, closed since: the launcher's spec (the
+/// command, the workspace's and the state folder's paths, the run id) was
+/// its command-line argument, so `/proc/1/cmdline` showed it to the
+/// command (init is a fork of the launcher), and the launcher's to every
+/// process of the user. The spec now comes on the launcher's stdin: init's
+/// command line, and every launcher's, is the subcommand and protocol only.
+#[test]
+fn the_launcher_s_spec_is_on_no_command_line() {
+    let ws = crate::common::workspace();
+    let marker = format!("spec-marker-{}", std::process::id());
+    let command = format!(": {marker}; tr '\\0' ' ' < /proc/1/cmdline");
+    let said = stdout(&default_engine(&ws), &command);
+    let ws_path = ws.path().canonicalize().unwrap();
+    assert!(said.ends_with(" __sandbox-exec 3 spec-on-stdin "), "init's command line: {said}");
+    assert!(!said.contains(&marker) && !said.contains(&*ws_path.to_string_lossy()), "{said}");
+}

@@ -23,10 +23,9 @@ fn launch_with_holder(command: &str, shared: Value) -> String {
     let (ws, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut spec = super::launcher_spec(command, ws.path(), tmp.path(), std::process::id().into());
     spec["shared_network"] = shared;
-    let out = Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .args(["__sandbox-exec", "2", &spec.to_string()])
-        .output()
-        .unwrap();
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_codemode"));
+    launcher.args(["__sandbox-exec", codemode::sandbox::launcher::PROTOCOL, "spec-on-stdin"]);
+    let out = crate::common::run_launcher(launcher, &spec);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (header, rest) = text.split_once('\n').unwrap_or((&text, ""));
     assert!(header.contains("\"sandbox\""), "the sandbox was applied: {header}");

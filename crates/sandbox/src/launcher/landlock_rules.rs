@@ -18,20 +18,28 @@ pub(super) fn landlock(
     missing: &mut Vec<String>,
 ) -> String {
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
-        RulesetStatus, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, LandlockStatus, PathBeneath, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
     };
     let abi = ABI::V6;
-    let mut writable: Vec<&Path> = vec![&spec.tmpdir, Path::new("/dev/null"), Path::new("/dev/zero")];
-    writable.push(Path::new("/dev/full"));
+    let mut devices = vec![Path::new("/dev/null"), Path::new("/dev/zero"), Path::new("/dev/full")];
     if private_ptys {
         // The command's own pseudo-terminals (the private devpts instance).
-        writable.extend([Path::new("/dev/ptmx"), Path::new("/dev/pts")]);
+        devices.extend([Path::new("/dev/ptmx"), Path::new("/dev/pts")]);
     }
+    let mut folders: Vec<&Path> = vec![&spec.tmpdir];
     if profile == SandboxProfile::WorkspaceWrite {
-        writable.push(&spec.workspace);
+        folders.push(&spec.workspace);
     }
-    writable.extend(spec.writable.iter().map(PathBuf::as_path));
+    folders.extend(spec.writable.iter().map(PathBuf::as_path));
+    // The writable folders as the mounts bound them: each opened with no
+    // link on its way, so a folder a concurrent command swapped for a link
+    // gives no rule (its writes fail) rather than one on the link's target.
+    let folders: Vec<_> = folders
+        .into_iter()
+        .filter_map(|folder| crate::mounts::open_folder_without_links(folder).ok())
+        .map(|fd| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, AccessFs::from_all(abi))))
+        .collect();
     let status = (|| {
         let mut ruleset =
             Ruleset::default().handle_access(AccessFs::from_all(abi))?.scope(Scope::from_all(abi))?;
@@ -41,7 +49,8 @@ pub(super) fn landlock(
         ruleset
             .create()?
             .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
-            .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))?
+            .add_rules(path_beneath_rules(devices, AccessFs::from_all(abi)))?
+            .add_rules(folders)?
             .restrict_self()
     })();
     match status {

@@ -33,6 +33,11 @@ pub(super) fn exec_shell(spec: &LaunchSpec) -> ExitCode {
         // made durable, or the call ended): nothing starts.
         std::process::exit(i32::from(EXIT_SETUP_FAILED))
     }
+    // stdin held the spec (and the go): the command reads nothing.
+    if let Err(e) = stdin_from_dev_null() {
+        eprintln!("codemode sandbox: cannot put /dev/null on the command's stdin: {e}");
+        std::process::exit(i32::from(EXIT_SETUP_FAILED))
+    }
     let arg = |s: &str| CString::new(s).unwrap_or_default();
     let argv = |shell: &str| [arg(shell), arg("-c"), arg(&spec.command)];
     let bash_err = nix::unistd::execvp(&arg("bash"), &argv("bash")).unwrap_err();
@@ -75,22 +80,26 @@ fn close_inherited_fds() {
     drop(dir);
 }
 
-/// Waits for the engine's go (one byte on stdin), then puts `/dev/null`
-/// on stdin for the shell. `false` when stdin ends without it.
+/// Waits for the engine's go (one byte on stdin). `false` when stdin ends
+/// without it.
 #[cfg(target_os = "linux")]
 fn go_from_stdin() -> bool {
     use std::os::fd::AsFd as _;
     let mut byte = [0u8; 1];
     let stdin = std::io::stdin();
-    let go = loop {
+    loop {
         match nix::unistd::read(stdin.as_fd(), &mut byte) {
             Err(Errno::EINTR) => continue,
             other => break matches!(other, Ok(1)),
         }
-    };
-    go && std::fs::File::open("/dev/null")
-        .and_then(|null| nix::unistd::dup2_stdin(null).map_err(std::io::Error::from))
-        .is_ok()
+    }
+}
+
+/// Puts `/dev/null` on stdin, in place of the engine's pipe.
+#[cfg(target_os = "linux")]
+fn stdin_from_dev_null() -> std::io::Result<()> {
+    let null = std::fs::File::open("/dev/null")?;
+    nix::unistd::dup2_stdin(null).map_err(std::io::Error::from)
 }
 
 /// Gives the calling process (init, before it forks the shell) a new,

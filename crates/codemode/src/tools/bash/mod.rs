@@ -325,11 +325,19 @@ async fn run(
         }
         other => other,
     };
-    // The call's private temporary folder, removed when dropped.
-    let (mut child, tmp) = start_command(command, confinement, run_id, &mut env, durable_start.is_some())?;
+    // `tmp`: the call's private temporary folder, removed when dropped.
+    let start::Started { mut child, tmp, spec_frame } =
+        start_command(command, confinement, run_id, &mut env, durable_start.is_some())?;
+    let mut stdin = child.stdin.take();
+    if let (Some(frame), Some(pipe)) = (spec_frame, stdin.as_mut()) {
+        use tokio::io::AsyncWriteExt as _;
+        // Written at once unless the pipe is full; a launcher that died
+        // meanwhile (the write fails) or hangs (time runs out) is seen
+        // below, when it ends or is ended.
+        let _ = tokio::time::timeout_at(deadline, pipe.write_all(&frame)).await;
+    }
     if let Some(gate) = durable_start {
         // The launcher sets the sandbox up meanwhile, then waits for this.
-        let stdin = child.stdin.take();
         let go = may_start(gate).await;
         if go.is_ok() && Instant::now() >= deadline {
             // Its time ran out while the journal synced: it never starts.
@@ -340,7 +348,7 @@ async fn run(
             )));
         }
         if go.is_ok()
-            && let Some(mut stdin) = stdin
+            && let Some(mut stdin) = stdin.take()
         {
             use tokio::io::AsyncWriteExt as _;
             // A launcher that died meanwhile is seen below, when it ends.
@@ -348,6 +356,8 @@ async fn run(
         }
         go?;
     }
+    // Nothing more for the launcher (and, without a sandbox, no stdin).
+    drop(stdin);
     let mut group = ProcessGroup::new(child, "bash", REAP_WAIT)
         .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?
         .with_kill_grace(confinement.kill_grace);

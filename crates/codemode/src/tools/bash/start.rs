@@ -6,11 +6,26 @@ use std::path::Path;
 
 use super::{Confinement, LaunchSpec, SandboxProfile, ToolError};
 
+/// A command started: its process, the sandboxed command's private
+/// temporary folder (removed when dropped), and the spec the launcher
+/// waits for on its stdin.
+pub(super) struct Started {
+    /// The shell, or the sandbox launcher.
+    pub child: tokio::process::Child,
+    /// The sandboxed command's `TMPDIR`.
+    pub tmp: Option<tempfile::TempDir>,
+    /// The launcher's spec as it reads it from stdin
+    /// (`codemode_sandbox::launcher::spec_frame`), for the caller to write
+    /// there (the launcher does nothing until it has it); `None` without a
+    /// sandbox.
+    pub spec_frame: Option<Vec<u8>>,
+}
+
 /// Starts `command` as `confinement` says, with `env`: the shell itself
 /// when the sandbox is off (`/bin/sh` when there is no `bash`), else the
-/// sandbox launcher. The temporary folder is the sandboxed command's.
-/// With `go_on_stdin`, the launcher sets the sandbox up and then waits for
-/// one byte on its stdin (a pipe) before it starts the shell
+/// sandbox launcher, whose stdin is a pipe for its spec and, with
+/// `go_on_stdin`, then the go: the launcher sets the sandbox up and waits
+/// for one byte there before it starts the shell
 /// (`LaunchSpec::go_on_stdin`); the shell itself is started only when
 /// the command may run.
 pub(super) fn start_command(
@@ -19,7 +34,7 @@ pub(super) fn start_command(
     run_id: &str,
     env: &mut Vec<(OsString, OsString)>,
     go_on_stdin: bool,
-) -> Result<(tokio::process::Child, Option<tempfile::TempDir>), ToolError> {
+) -> Result<Started, ToolError> {
     let workspace = confinement.workspace.as_path();
     if confinement.sandbox.profile == SandboxProfile::Off {
         let child = match spawn("bash", command, workspace, env) {
@@ -29,10 +44,9 @@ pub(super) fn start_command(
             other => other,
         }
         .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
-        return Ok((child, None));
+        return Ok(Started { child, tmp: None, spec_frame: None });
     }
-    let (child, tmp) = start_sandboxed(command, confinement, run_id, env, go_on_stdin)?;
-    Ok((child, Some(tmp)))
+    start_sandboxed(command, confinement, run_id, env, go_on_stdin)
 }
 
 /// Starts the sandbox launcher for `command`: finds the launcher, makes
@@ -44,21 +58,28 @@ fn start_sandboxed(
     run_id: &str,
     env: &mut Vec<(OsString, OsString)>,
     go_on_stdin: bool,
-) -> Result<(tokio::process::Child, tempfile::TempDir), ToolError> {
+) -> Result<Started, ToolError> {
     let workspace = confinement.workspace.as_path();
     let launcher = match &confinement.launcher {
         Some(launcher) => launcher.clone(),
         None => crate::sandbox::find_launcher().map_err(ToolError::new)?,
     };
+    // Made in the real path of the engine's TMPDIR, and named by that path
+    // and its own name: the launcher binds it only with no link on the way
+    // (a TMPDIR under a linked folder is still the user's choice). The
+    // folder itself is never resolved again here: where commands may write
+    // the engine's TMPDIR (`[sandbox] writable`), a concurrent call can
+    // swap the new folder for a link, and its real path would then be the
+    // link's target, bound writable by the launcher.
+    let base = std::env::temp_dir();
+    let base = std::fs::canonicalize(&base).unwrap_or(base);
     let tmp = tempfile::Builder::new()
         .prefix("codemode-bash-")
         // The command's private folder: other local users cannot list it.
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir()
+        .tempdir_in(&base)
         .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
-    // By its real path: the launcher binds it only with no link on the
-    // way (a TMPDIR under a linked folder is still the user's choice).
-    let tmpdir = std::fs::canonicalize(tmp.path()).unwrap_or_else(|_| tmp.path().to_path_buf());
+    let tmpdir = tmp.path().to_path_buf();
     env.retain(|(k, _)| k != "TMPDIR");
     env.push(("TMPDIR".into(), tmpdir.as_os_str().to_owned()));
     // A hidden folder that does not exist yet could not be covered, and
@@ -90,11 +111,11 @@ fn start_sandboxed(
             confinement.network_holder.shared(&launcher)
         },
     };
-    let spec = serde_json::to_string(&spec).expect("the spec serialises");
-    let child = spawn_launcher(&launcher, &spec, workspace, env, go_on_stdin).map_err(|e| {
+    let spec_frame = codemode_sandbox::launcher::spec_frame(&spec);
+    let child = spawn_launcher(&launcher, workspace, env).map_err(|e| {
         ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
     })?;
-    Ok((child, tmp))
+    Ok(Started { child, tmp: Some(tmp), spec_frame: Some(spec_frame) })
 }
 
 /// The cache variables a sandboxed command gets, each a folder beneath
@@ -135,7 +156,8 @@ fn spawn(
     codemode_base::process_group::in_new_session(&mut cmd).spawn()
 }
 
-/// Starts the sandbox launcher for `spec`, with `env` only. The launcher
+/// Starts the sandbox launcher, with `env` only and a pipe as stdin (for
+/// its spec). The launcher
 /// starts its own session first thing (`launcher.rs` refuses to go on
 /// without one), so nothing runs between fork and exec here: with an
 /// absolute path and no such step, the standard library starts it with
@@ -146,17 +168,14 @@ fn spawn(
 /// `kill_on_drop` still ends it by pid.
 fn spawn_launcher(
     launcher: &Path,
-    spec: &str,
     workspace: &Path,
     env: &[(OsString, OsString)],
-    go_on_stdin: bool,
 ) -> std::io::Result<tokio::process::Child> {
+    use crate::sandbox::launcher::{PROTOCOL, SPEC_ON_STDIN, SUBCOMMAND};
     let mut cmd = tokio::process::Command::new(launcher);
-    cmd.arg(crate::sandbox::launcher::SUBCOMMAND).arg(crate::sandbox::launcher::PROTOCOL).arg(spec);
+    cmd.args([SUBCOMMAND, PROTOCOL, SPEC_ON_STDIN]);
     prepare(&mut cmd, workspace, env);
-    if go_on_stdin {
-        cmd.stdin(std::process::Stdio::piped());
-    }
+    cmd.stdin(std::process::Stdio::piped());
     cmd.spawn()
 }
 
