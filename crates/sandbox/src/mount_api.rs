@@ -19,7 +19,10 @@ struct MountAttr {
 }
 
 /// `MOUNT_ATTR_RDONLY` of linux/mount.h.
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// `MOUNT_ATTR_NODEV` of linux/mount.h: device nodes cannot be opened
+/// through the mount.
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
 /// `AT_RECURSIVE` of linux/fcntl.h.
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 /// `OPEN_TREE_CLONE` of linux/mount.h.
@@ -39,8 +42,23 @@ pub(crate) fn set_read_only(
     read_only: bool,
     recursive: bool,
 ) -> nix::Result<()> {
-    let (attr_set, attr_clr) = if read_only { (MOUNT_ATTR_RDONLY, 0) } else { (0, MOUNT_ATTR_RDONLY) };
-    let attr = MountAttr { attr_set, attr_clr, propagation: 0, userns_fd: 0 };
+    let (set, clear) = if read_only { (MOUNT_ATTR_RDONLY, 0) } else { (0, MOUNT_ATTR_RDONLY) };
+    set_attributes(dirfd, path, flags, set, clear, recursive)
+}
+
+/// `mount_setattr(dirfd, path, flags, ...)`: sets the `MOUNT_ATTR_*` bits
+/// of `set` and clears those of `clear` on the mount at `path` (as
+/// [`set_read_only`] reads it), with every mount beneath it when
+/// `recursive`; the other attributes and the propagation stay.
+pub(crate) fn set_attributes(
+    dirfd: libc::c_int,
+    path: &CStr,
+    flags: libc::c_uint,
+    set: u64,
+    clear: u64,
+    recursive: bool,
+) -> nix::Result<()> {
+    let attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
     let flags = flags | if recursive { AT_RECURSIVE } else { 0 };
     #[allow(unsafe_code)]
     // SAFETY: mount_setattr reads a NUL-terminated path and `size` bytes of

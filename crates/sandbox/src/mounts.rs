@@ -2,7 +2,8 @@
 //! tree made private and read-only, the workspace, the private `TMPDIR`
 //! and the writable folders bound writable again, the folders above
 //! protected paths pinned, the call's own mqueue and procfs instances
-//! wherever the host has one, a fresh `/proc`, a `/dev` of the call's own
+//! wherever the host has one, every mount `nodev` but the call's own
+//! devices, a fresh `/proc`, a `/dev` of the call's own
 //! with a private devpts, the protected paths bound read-only, the hidden
 //! folders covered. Linux only.
 
@@ -26,11 +27,13 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
             .push(format!("private mounts ({e}): protected paths and hidden folders are not mounted over"));
         return false;
     }
-    // Everything read-only, then the workspace (unless read-only) and the
-    // private TMPDIR writable again: Landlock does not cover permissions,
-    // timestamps or extended attributes, so without this a command could
-    // chmod any file its uid owns outside the workspace.
-    match read_only_everywhere() {
+    // Everything read-only and without devices, then the workspace
+    // (unless read-only) and the private TMPDIR writable again: Landlock
+    // does not cover permissions, timestamps or extended attributes, so
+    // without this a command could chmod any file its uid owns outside
+    // the workspace; and a device node opened through another mount than
+    // the call's own /dev (a chroot's /dev) reached the host's devices.
+    match read_only_and_nodev_everywhere() {
         Ok(()) => {
             let writable = (profile == SandboxProfile::WorkspaceWrite).then_some(spec.workspace.as_path());
             let named = spec.writable.iter().map(PathBuf::as_path);
@@ -45,7 +48,8 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
             }
         }
         Err(e) => missing.push(format!(
-            "read-only host mounts ({e}): permissions and timestamps of files outside the workspace can be changed"
+            "read-only, device-free host mounts ({e}): permissions and timestamps of files outside the \
+             workspace can be changed, and device nodes outside /dev opened as their owners allow"
         )),
     }
     // Folders between the workspace and a protected path become mount
@@ -105,6 +109,20 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     if let Err(e) = own_dev() {
         missing
             .push(format!("a /dev of its own ({e}): the host's devices stay readable as their owners allow"));
+        // The host's /dev as it was (`nodev` was set on every mount):
+        // `/dev/null` and the rest must open.
+        let dev_again = crate::mount_api::set_attributes(
+            libc::AT_FDCWD,
+            c"/dev",
+            0,
+            0,
+            crate::mount_api::MOUNT_ATTR_NODEV,
+            false,
+        );
+        if let Err(e) = dev_again {
+            missing
+                .push(format!("the host's /dev without `nodev` ({e}): /dev/null and the rest do not open"));
+        }
         // The host's POSIX shared memory (`shm_open`: browsers' and other
         // programs' objects of the same user) at least: an empty
         // read-only tmpfs.
@@ -175,13 +193,21 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
     private_ptys
 }
 
-/// Makes every mount of this (private) mount namespace read-only, with
-/// `mount_setattr(2)` (`AT_RECURSIVE`, `MOUNT_ATTR_RDONLY`; Linux 5.12).
-fn read_only_everywhere() -> nix::Result<()> {
-    crate::mount_api::set_read_only(libc::AT_FDCWD, c"/", 0, true, true)
+/// Makes every mount of this (private) mount namespace read-only and
+/// `nodev`, with `mount_setattr(2)` (`AT_RECURSIVE`, `MOUNT_ATTR_RDONLY |
+/// MOUNT_ATTR_NODEV`; Linux 5.12). Every bind made from them afterwards
+/// (the workspace, the writable and protected paths, the pins) copies
+/// `nodev`: no device node opens through any of them, wherever it lies (a
+/// chroot's `/dev`, a second devtmpfs, a node on an ordinary filesystem).
+/// The call's own devices are bound into its `/dev` with `nodev` cleared
+/// ([`own_dev`]).
+fn read_only_and_nodev_everywhere() -> nix::Result<()> {
+    use crate::mount_api::{MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY};
+    crate::mount_api::set_attributes(libc::AT_FDCWD, c"/", 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, 0, true)
 }
 
-/// Bind-mounts `path` onto itself writable (after [`read_only_everywhere`]).
+/// Bind-mounts `path` onto itself writable (after
+/// [`read_only_and_nodev_everywhere`]).
 fn bind_writable(path: &Path) -> nix::Result<()> {
     bind_onto_itself(path, Bind::Writable)
 }
@@ -338,7 +364,8 @@ fn locked_flags(path: &Path) -> MsFlags {
 const KEPT_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Covers /dev with a tmpfs holding [`KEPT_DEVICES`] (each bound from the
-/// host's node, opened before the cover), `fd`, `stdin`, `stdout` and
+/// host's node, opened before the cover, with the `nodev` every other
+/// mount has cleared on its bind alone), `fd`, `stdin`, `stdout` and
 /// `stderr` as links into `/proc/self/fd`, an empty `ptmx` and `pts` for
 /// the private devpts instance, and an empty `shm`. Landlock keeps it
 /// from being written (only the devices are writable); without Landlock
@@ -365,6 +392,17 @@ fn own_dev() -> nix::Result<()> {
         std::fs::File::create(&target).map_err(io)?;
         let source = format!("/proc/self/fd/{}", node.as_raw_fd());
         mount(Some(source.as_str()), &target, none, MsFlags::MS_BIND, none)?;
+        // The bind copied the host /dev's `nodev` (set on every mount
+        // first): this device, and only it, opens again.
+        let at = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+        crate::mount_api::set_attributes(
+            libc::AT_FDCWD,
+            &at,
+            0,
+            0,
+            crate::mount_api::MOUNT_ATTR_NODEV,
+            false,
+        )?;
     }
     for (link, to) in [
         ("fd", "/proc/self/fd"),

@@ -9,6 +9,7 @@
 
 mod approval_binding;
 mod batch_approvals;
+mod devices_elsewhere;
 mod git_dir;
 mod hostile_journal;
 mod keyrings;
