@@ -241,3 +241,116 @@ if os.path.islink("w"): libc.renameat2(-100, b"w", -100, b"wl", 2)
     let planted: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(planted.is_empty(), "a command wrote outside every folder it may write: {planted:?}");
 }
+
+/// A sixth review of issue 36: the engine resolved its own `TMPDIR` again
+/// at every call, so a command that could change what that path leads to
+/// (here a link in a `[sandbox] writable` folder, which the run's first
+/// call points at `<workspace>/.git/hooks`) decided where the next call's
+/// private folder went. Made there, it had `.git` and `.git/hooks` pinned
+/// writable on its way, and the next call planted a hook that git would run
+/// outside the sandbox. The root is now resolved once, when the engine is
+/// built, and never through a link after.
+#[test]
+fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
+    let ws = crate::common::workspace();
+    std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path().canonicalize().unwrap();
+    std::fs::create_dir(w.join("t")).unwrap();
+    std::os::unix::fs::symlink(w.join("t"), w.join("tl")).unwrap();
+    std::fs::write(
+        ws.path().join("codemode.toml"),
+        format!("[sandbox]\nwritable = [{:?}]\n", w.display().to_string()),
+    )
+    .unwrap();
+    trust(ws.path(), config.path());
+    let program = format!(
+        "const a = await tools.bash({{command: `rm {w}/tl && ln -s \"$PWD/.git/hooks\" {w}/tl && echo relinked`}}); \
+         const b = await tools.bash({{command: 'echo \"$TMPDIR\"; echo planted > .git/hooks/pre-commit 2>/dev/null && echo WROTE; true'}}); \
+         return [a.content.stdout, b.content.stdout];",
+        w = w.display()
+    );
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        ws.path(),
+        &[("XDG_CONFIG_HOME", config.path()), ("TMPDIR", &w.join("tl"))],
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(receipt["value"][0], "relinked\n", "{receipt}");
+    let second = receipt["value"][1].as_str().unwrap();
+    assert!(second.starts_with(&format!("{}/codemode-bash-", w.join("t").display())), "{second}");
+    assert!(!second.contains("WROTE") && !ws.path().join(".git/hooks/pre-commit").exists(), "{second}");
+}
+
+/// The same review, from another session: a run whose `writable` folder
+/// holds this engine's `TMPDIR` root moves the root aside and puts a link
+/// to `<workspace>/.git/hooks` in its place (played here by the test, while
+/// the program waits between two calls). The next call is refused, saying
+/// the root is now reached through a link; nothing is made or written in
+/// the hooks folder.
+#[test]
+fn a_tmpdir_root_swapped_for_a_link_by_another_session_is_refused() {
+    let ws = crate::common::workspace();
+    let hooks = ws.path().join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path().canonicalize().unwrap();
+    std::fs::create_dir(w.join("t")).unwrap();
+    std::fs::write(
+        ws.path().join("codemode.toml"),
+        format!("[sandbox]\nwritable = [{:?}]\n", w.display().to_string()),
+    )
+    .unwrap();
+    trust(ws.path(), config.path());
+    let program = "await tools.bash({command: 'touch ready; while [ ! -e swapped ]; do sleep 0.05; done', timeout: 60}); \
+                   try { const b = await tools.bash({command: 'echo planted > .git/hooks/pre-commit 2>/dev/null && echo WROTE; echo \"$TMPDIR\"'}); \
+                   return b.content.stdout; } catch (e) { return 'refused: ' + e.message; }";
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        ws.path(),
+        &[("XDG_CONFIG_HOME", config.path()), ("TMPDIR", &w.join("t"))],
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ws.path().join("ready").exists() {
+        assert!(std::time::Instant::now() < until, "the first call never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::rename(w.join("t"), w.join("t.old")).unwrap();
+    std::os::unix::fs::symlink(&hooks, w.join("t")).unwrap();
+    std::fs::write(ws.path().join("swapped"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    let said = receipt["value"].as_str().unwrap_or_default();
+    assert!(said.starts_with("refused: ") && said.contains("a link is now on its way"), "{receipt}");
+    let in_hooks: Vec<_> = std::fs::read_dir(&hooks).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(in_hooks.is_empty(), "made or written in the hooks folder: {in_hooks:?}");
+}
+
+/// An engine `TMPDIR` the sandbox replaces (`/dev/shm`: the call has a
+/// `/dev` of its own) gave the command a `TMPDIR` that did not exist in
+/// the sandbox, with nothing said. The call is now refused, saying where
+/// to put `TMPDIR` instead.
+#[test]
+fn a_tmpdir_the_sandbox_covers_is_refused_with_what_to_do() {
+    let ws = crate::common::workspace();
+    let program =
+        "try { await tools.bash({command: 'true'}); return 'ran'; } catch (e) { return e.message; }";
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        ws.path(),
+        &[("TMPDIR", std::path::Path::new("/dev/shm"))],
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    let said = receipt["value"].as_str().unwrap_or_default();
+    assert!(said.contains("lies in /dev") && said.contains("TMPDIR set to a folder outside it"), "{receipt}");
+}

@@ -113,3 +113,17 @@ fn the_launcher_s_spec_is_on_no_command_line() {
     assert!(said.ends_with(" __sandbox-exec 3 spec-on-stdin "), "init's command line: {said}");
     assert!(!said.contains(&marker) && !said.contains(&*ws_path.to_string_lossy()), "{said}");
 }
+
+/// The call's own terminal, when it makes one (`script` here), can be
+/// written and read through `/dev/tty` (a sixth review: Landlock let it be
+/// read only, so programs that prompt on `/dev/tty` failed); the command
+/// has no terminal of the host's to reach (its own session).
+#[test]
+fn dev_tty_is_the_command_s_own_terminal_only() {
+    let ws = crate::common::workspace();
+    let said = stdout(
+        &default_engine(&ws),
+        "echo x > /dev/tty 2>/dev/null || echo no-terminal; script -qec 'echo on-its-own > /dev/tty' /dev/null | tr -d '\\r'",
+    );
+    assert_eq!(said, "no-terminal\non-its-own\n");
+}

@@ -79,6 +79,13 @@ pub struct Confinement {
     /// every search of that tool ([`Confinement::search_denies`]), so that
     /// a search of the whole workspace does not show a denied folder.
     pub search_denied: Vec<crate::rule::Rule>,
+    /// Where each sandboxed bash call's private `TMPDIR` is made: the
+    /// process's temporary folder (`TMPDIR`, else `/tmp`) by its real path,
+    /// resolved once when the confinement was made (an engine's build), so
+    /// a link a command puts on its way later decides nothing: the call's
+    /// folder is made beneath it with no link allowed, and a root beneath a
+    /// protected, hidden or covered path is refused at the call.
+    pub command_tmp_root: PathBuf,
     /// The user and network namespace the engine's sandboxed bash calls
     /// share with the network off, started on the first one
     /// ([`NetworkHolder`]); clones share it.
@@ -113,6 +120,10 @@ impl Confinement {
             command_cache: None,
             launcher: None,
             search_denied: Vec::new(),
+            command_tmp_root: {
+                let tmp = std::env::temp_dir();
+                std::fs::canonicalize(&tmp).unwrap_or(tmp)
+            },
             network_holder: NetworkHolder::default(),
         }
     }

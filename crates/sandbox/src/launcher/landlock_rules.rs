@@ -22,7 +22,10 @@ pub(super) fn landlock(
         RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
     };
     let abi = ABI::V6;
-    let mut devices = vec![Path::new("/dev/null"), Path::new("/dev/zero"), Path::new("/dev/full")];
+    // `/dev/tty`: the command's own terminal, when it makes one (`script`);
+    // it has none from the host (its own session).
+    let mut devices =
+        vec![Path::new("/dev/null"), Path::new("/dev/zero"), Path::new("/dev/full"), Path::new("/dev/tty")];
     if private_ptys {
         // The command's own pseudo-terminals (the private devpts instance).
         devices.extend([Path::new("/dev/ptmx"), Path::new("/dev/pts")]);
@@ -37,7 +40,14 @@ pub(super) fn landlock(
     // gives no rule (its writes fail) rather than one on the link's target.
     let folders: Vec<_> = folders
         .into_iter()
-        .filter_map(|folder| crate::mounts::open_folder_without_links(folder).ok())
+        .filter_map(|folder| match crate::mounts::open_folder_without_links(folder) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                missing
+                    .push(format!("Landlock's write rule for {} ({e}): writes there fail", folder.display()));
+                None
+            }
+        })
         .map(|fd| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, AccessFs::from_all(abi))))
         .collect();
     let status = (|| {

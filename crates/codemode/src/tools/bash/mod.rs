@@ -8,13 +8,14 @@
 //!   root; stdin is `/dev/null`; stdout and stderr are pipes.
 //! - Under a confining profile (`workspace-write`, the default, or
 //!   `read-only`) the shell runs in the OS sandbox: the engine starts the
-//!   sandbox launcher (`codemode __sandbox-exec SPEC`, see
+//!   sandbox launcher (`codemode-sandbox __sandbox-exec 3 spec-on-stdin`,
+//!   the spec on its stdin; see
 //!   `sandbox/launcher.rs`, found as `sandbox/locate.rs` says), which enters
 //!   new namespaces, mounts, applies Landlock and runs the shell as a child
 //!   of the new PID namespace's init; its first stdout line (a JSON header,
 //!   not part of the output) says what was applied, and becomes
 //!   `metadata.sandbox`. Each call gets a private temporary folder
-//!   (`TMPDIR`), removed after the call. Under `off` the shell is the
+//!   (`TMPDIR`, `private_tmp.rs`), removed after the call. Under `off` the shell is the
 //!   engine's child, unconfined, and `metadata.sandbox` is
 //!   `{"profile": "off"}`.
 //! - Either way the engine's child starts a new session (`setsid`; the
@@ -122,6 +123,8 @@ use crate::sandbox::{Confinement, SandboxProfile};
 use codemode_sandbox::launcher::{Header, LaunchSpec};
 
 mod pipes;
+#[cfg(unix)]
+mod private_tmp;
 #[cfg(unix)]
 mod start;
 

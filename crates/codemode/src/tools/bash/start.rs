@@ -13,7 +13,7 @@ pub(super) struct Started {
     /// The shell, or the sandbox launcher.
     pub child: tokio::process::Child,
     /// The sandboxed command's `TMPDIR`.
-    pub tmp: Option<tempfile::TempDir>,
+    pub tmp: Option<super::private_tmp::PrivateTmp>,
     /// The launcher's spec as it reads it from stdin
     /// (`codemode_sandbox::launcher::spec_frame`), for the caller to write
     /// there (the launcher does nothing until it has it); `None` without a
@@ -64,21 +64,9 @@ fn start_sandboxed(
         Some(launcher) => launcher.clone(),
         None => crate::sandbox::find_launcher().map_err(ToolError::new)?,
     };
-    // Made in the real path of the engine's TMPDIR, and named by that path
-    // and its own name: the launcher binds it only with no link on the way
-    // (a TMPDIR under a linked folder is still the user's choice). The
-    // folder itself is never resolved again here: where commands may write
-    // the engine's TMPDIR (`[sandbox] writable`), a concurrent call can
-    // swap the new folder for a link, and its real path would then be the
-    // link's target, bound writable by the launcher.
-    let base = std::env::temp_dir();
-    let base = std::fs::canonicalize(&base).unwrap_or(base);
-    let tmp = tempfile::Builder::new()
-        .prefix("codemode-bash-")
-        // The command's private folder: other local users cannot list it.
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir_in(&base)
-        .map_err(|e| ToolError::new(format!("cannot create the command's temporary folder: {e}")))?;
+    // Made where the engine settled when it was built, never through a
+    // link (`private_tmp.rs`).
+    let tmp = super::private_tmp::PrivateTmp::make(confinement)?;
     let tmpdir = tmp.path().to_path_buf();
     env.retain(|(k, _)| k != "TMPDIR");
     env.push(("TMPDIR".into(), tmpdir.as_os_str().to_owned()));
