@@ -363,13 +363,20 @@ fn locked_flags(path: &Path) -> MsFlags {
 /// own.
 const KEPT_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
+/// The most the call's `/dev` tmpfs holds, as tmpfs's `size=` option: its
+/// `shm` is where the command's shared memory goes (64 MiB, charged to
+/// the memory of whoever writes it, gone with the call).
+const OWN_DEV_BYTES: &str = "64m";
+
 /// Covers /dev with a tmpfs holding [`KEPT_DEVICES`] (each bound from the
 /// host's node, opened before the cover, with the `nodev` every other
 /// mount has cleared on its bind alone), `fd`, `stdin`, `stdout` and
 /// `stderr` as links into `/proc/self/fd`, an empty `ptmx` and `pts` for
-/// the private devpts instance, and an empty `shm`. Landlock keeps it
-/// from being written (only the devices are writable); without Landlock
-/// it is the call's own tmpfs anyway.
+/// the private devpts instance, and an empty `shm` (mode 1777), the
+/// command's POSIX shared memory and semaphores (Python's
+/// `multiprocessing` needs them). The tmpfs holds at most
+/// [`OWN_DEV_BYTES`]; Landlock lets the command write beneath `shm` and
+/// the devices only; without Landlock it is the call's own tmpfs anyway.
 fn own_dev() -> nix::Result<()> {
     use nix::fcntl::{OFlag, open};
     use nix::sys::stat::Mode;
@@ -386,7 +393,8 @@ fn own_dev() -> nix::Result<()> {
         })
         .collect();
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-    mount(Some("tmpfs"), "/dev", Some("tmpfs"), flags, Some("size=64k,mode=0755"))?;
+    let options = format!("size={OWN_DEV_BYTES},mode=0755");
+    mount(Some("tmpfs"), "/dev", Some("tmpfs"), flags, Some(options.as_str()))?;
     for (name, node) in &kept {
         let target = Path::new("/dev").join(name);
         std::fs::File::create(&target).map_err(io)?;
@@ -413,9 +421,11 @@ fn own_dev() -> nix::Result<()> {
         std::os::unix::fs::symlink(to, Path::new("/dev").join(link)).map_err(io)?;
     }
     std::fs::File::create("/dev/ptmx").map_err(io)?;
-    for folder in ["pts", "shm"] {
-        std::fs::create_dir(Path::new("/dev").join(folder)).map_err(io)?;
-    }
+    std::fs::create_dir("/dev/pts").map_err(io)?;
+    // As a host's /dev/shm is: anyone's, sticky.
+    std::fs::create_dir("/dev/shm").map_err(io)?;
+    let shared = std::os::unix::fs::PermissionsExt::from_mode(0o1777);
+    std::fs::set_permissions("/dev/shm", shared).map_err(io)?;
     Ok(())
 }
 

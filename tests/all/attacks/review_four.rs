@@ -127,3 +127,21 @@ fn dev_tty_is_the_command_s_own_terminal_only() {
     );
     assert_eq!(said, "no-terminal\non-its-own\n");
 }
+
+/// The call's own `/dev/shm` is writable (a fifth review: Python's
+/// `multiprocessing` pools and shared memory failed with EACCES); what is
+/// made there is the call's own, gone with it: the host's `/dev/shm` does
+/// not get it.
+#[test]
+fn shared_memory_of_the_call_s_own_works_and_stays_in_the_call() {
+    let ws = crate::common::workspace();
+    let name = format!("codemode-own-{}", std::process::id());
+    let command = format!(
+        "python3 -c 'import multiprocessing as m; print(m.Pool(2).map(abs, [-1, -2]))' && \
+         python3 -c 'from multiprocessing import shared_memory as s; x = s.SharedMemory(\"{name}\", create=True, size=1 << 20); \
+         x.buf[0] = 7; print(x.buf[0]); x.close()' && ls /dev/shm"
+    );
+    let said = stdout(&default_engine(&ws), &command);
+    assert_eq!(said, format!("[1, 2]\n7\n{name}\n"));
+    assert!(!std::path::Path::new("/dev/shm").join(&name).exists(), "the object reached the host's /dev/shm");
+}

@@ -7,8 +7,8 @@ use super::LaunchSpec;
 use crate::SandboxProfile;
 
 /// Applies Landlock: read and execute everywhere, write only beneath the
-/// private temporary folder, the workspace (`workspace-write`) and the
-/// harmless devices; signals and abstract Unix sockets scoped to the
+/// private temporary folder, the workspace (`workspace-write`), the
+/// harmless devices and the call's own `/dev/shm`; signals and abstract Unix sockets scoped to the
 /// sandbox; no TCP unless the network is allowed. Returns the `landlock`
 /// field of [`Applied`].
 pub(super) fn landlock(
@@ -23,9 +23,15 @@ pub(super) fn landlock(
     };
     let abi = ABI::V6;
     // `/dev/tty`: the command's own terminal, when it makes one (`script`);
-    // it has none from the host (its own session).
-    let mut devices =
-        vec![Path::new("/dev/null"), Path::new("/dev/zero"), Path::new("/dev/full"), Path::new("/dev/tty")];
+    // it has none from the host (its own session). `/dev/shm`: its own
+    // shared memory, in the call's own /dev (`mounts::own_dev`).
+    let mut devices = vec![
+        Path::new("/dev/null"),
+        Path::new("/dev/zero"),
+        Path::new("/dev/full"),
+        Path::new("/dev/tty"),
+        Path::new("/dev/shm"),
+    ];
     if private_ptys {
         // The command's own pseudo-terminals (the private devpts instance).
         devices.extend([Path::new("/dev/ptmx"), Path::new("/dev/pts")]);
