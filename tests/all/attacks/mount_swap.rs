@@ -244,12 +244,15 @@ if os.path.islink("w"): libc.renameat2(-100, b"w", -100, b"wl", 2)
 
 /// A sixth review of issue 36: the engine resolved its own `TMPDIR` again
 /// at every call, so a command that could change what that path leads to
-/// (here a link in a `[sandbox] writable` folder, which the run's first
-/// call points at `<workspace>/.git/hooks`) decided where the next call's
-/// private folder went. Made there, it had `.git` and `.git/hooks` pinned
-/// writable on its way, and the next call planted a hook that git would run
-/// outside the sandbox. The root is now resolved once, when the engine is
-/// built, and never through a link after.
+/// (a link in a `[sandbox] writable` folder, which the run's first call
+/// pointed at `<workspace>/.git/hooks`; here at a folder a program loads
+/// from, outside every writable place) decided where the next call's
+/// private folder went. In the hooks folder, it had `.git` and
+/// `.git/hooks` pinned writable on its way, and the next call planted a
+/// hook that git ran outside the sandbox. Settling the root once per engine was not enough
+/// (a seventh review: the rewritten link then steered the next run's). A
+/// root reached through an entry commands may write, or in such a place,
+/// is now given up for `<cache home>/codemode/tmp`.
 #[test]
 fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
     let ws = crate::common::workspace();
@@ -259,6 +262,10 @@ fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
     let w = w.path().canonicalize().unwrap();
     std::fs::create_dir(w.join("t")).unwrap();
     std::os::unix::fs::symlink(w.join("t"), w.join("tl")).unwrap();
+    // A folder a program loads from (an editor's plugins), outside every
+    // place commands may write.
+    let plugins = tempfile::tempdir().unwrap();
+    let plugins = plugins.path().canonicalize().unwrap();
     std::fs::write(
         ws.path().join("codemode.toml"),
         format!("[sandbox]\nwritable = [{:?}]\n", w.display().to_string()),
@@ -266,32 +273,41 @@ fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
     .unwrap();
     trust(ws.path(), config.path());
     let program = format!(
-        "const a = await tools.bash({{command: `rm {w}/tl && ln -s \"$PWD/.git/hooks\" {w}/tl && echo relinked`}}); \
+        "const a = await tools.bash({{command: `rm {w}/tl && ln -s {plugins} {w}/tl && echo relinked`}}); \
          const b = await tools.bash({{command: 'echo \"$TMPDIR\"; echo planted > .git/hooks/pre-commit 2>/dev/null && echo WROTE; true'}}); \
          return [a.content.stdout, b.content.stdout];",
-        w = w.display()
+        w = w.display(),
+        plugins = plugins.display()
     );
-    let mut child = crate::cli::spawn(
-        &["run", "-", "--json", "--posture", "full-access"],
-        ws.path(),
-        &[("XDG_CONFIG_HOME", config.path()), ("TMPDIR", &w.join("tl"))],
-    );
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-    assert_eq!(receipt["value"][0], "relinked\n", "{receipt}");
-    let second = receipt["value"][1].as_str().unwrap();
-    assert!(second.starts_with(&format!("{}/codemode-bash-", w.join("t").display())), "{second}");
-    assert!(!second.contains("WROTE") && !ws.path().join(".git/hooks/pre-commit").exists(), "{second}");
+    let cache = tempfile::tempdir().unwrap();
+    let cache = cache.path().canonicalize().unwrap();
+    for run in 0..2 {
+        let mut child = crate::cli::spawn(
+            &["run", "-", "--json", "--posture", "full-access"],
+            ws.path(),
+            &[("XDG_CONFIG_HOME", config.path()), ("TMPDIR", &w.join("tl")), ("XDG_CACHE_HOME", &cache)],
+        );
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        // The second run finds the link already pointing into the hooks.
+        let first = receipt["value"][0].as_str().unwrap_or_default();
+        assert!(run == 1 || first == "relinked\n", "{receipt}");
+        let second = receipt["value"][1].as_str().unwrap_or_default();
+        let fallback = format!("{}/codemode/tmp/codemode-bash-", cache.display());
+        assert!(second.starts_with(&fallback), "run {run}: {receipt}");
+        assert!(!second.contains("WROTE") && !ws.path().join(".git/hooks/pre-commit").exists(), "{second}");
+        assert!(!second.contains(&*plugins.to_string_lossy()), "run {run}: {second}");
+    }
 }
 
 /// The same review, from another session: a run whose `writable` folder
-/// holds this engine's `TMPDIR` root moves the root aside and puts a link
-/// to `<workspace>/.git/hooks` in its place (played here by the test, while
-/// the program waits between two calls). The next call is refused, saying
-/// the root is now reached through a link; nothing is made or written in
-/// the hooks folder.
+/// holds this engine's `TMPDIR` root (writable to that run, not to this
+/// one) moves the root aside and puts a link to `<workspace>/.git/hooks`
+/// in its place (played here by the test, while the program waits between
+/// two calls). The next call is refused, saying the root is now reached
+/// through a link; nothing is made or written in the hooks folder.
 #[test]
 fn a_tmpdir_root_swapped_for_a_link_by_another_session_is_refused() {
     let ws = crate::common::workspace();
@@ -301,12 +317,6 @@ fn a_tmpdir_root_swapped_for_a_link_by_another_session_is_refused() {
     let w = tempfile::tempdir().unwrap();
     let w = w.path().canonicalize().unwrap();
     std::fs::create_dir(w.join("t")).unwrap();
-    std::fs::write(
-        ws.path().join("codemode.toml"),
-        format!("[sandbox]\nwritable = [{:?}]\n", w.display().to_string()),
-    )
-    .unwrap();
-    trust(ws.path(), config.path());
     let program = "await tools.bash({command: 'touch ready; while [ ! -e swapped ]; do sleep 0.05; done', timeout: 60}); \
                    try { const b = await tools.bash({command: 'echo planted > .git/hooks/pre-commit 2>/dev/null && echo WROTE; echo \"$TMPDIR\"'}); \
                    return b.content.stdout; } catch (e) { return 'refused: ' + e.message; }";

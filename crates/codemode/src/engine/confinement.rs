@@ -162,6 +162,19 @@ pub(super) fn confine(
             .collect(),
         ..Confinement::for_workspace(workspace)
     };
+    // Where bash's private TMPDIR folders go, out of every place the
+    // engine's commands may write (`sandbox/command_tmp_root.rs`).
+    let write_workspace = confinement.sandbox.profile == SandboxProfile::WorkspaceWrite;
+    let may_write: Vec<&Path> = write_workspace
+        .then_some(workspace)
+        .into_iter()
+        .chain(confinement.writable.iter().map(PathBuf::as_path))
+        .collect();
+    let command_tmp_root = crate::sandbox::command_tmp_root_for(&may_write);
+    if let Err(e) = &command_tmp_root {
+        tracing::warn!("{e}");
+    }
+    let confinement = Confinement { command_tmp_root, ..confinement };
     Ok((protections, Arc::new(confinement)))
 }
 

@@ -13,6 +13,8 @@
 //! binary, or `codemode __sandbox-exec`), found as that crate says
 //! ([`set_launcher`], [`LAUNCHER_ENV`]).
 
+#[cfg(unix)]
+pub(crate) mod command_tmp_root;
 mod network_holder;
 
 use std::path::{Path, PathBuf};
@@ -79,17 +81,36 @@ pub struct Confinement {
     /// every search of that tool ([`Confinement::search_denies`]), so that
     /// a search of the whole workspace does not show a denied folder.
     pub search_denied: Vec<crate::rule::Rule>,
-    /// Where each sandboxed bash call's private `TMPDIR` is made: the
-    /// process's temporary folder (`TMPDIR`, else `/tmp`) by its real path,
-    /// resolved once when the confinement was made (an engine's build), so
-    /// a link a command puts on its way later decides nothing: the call's
-    /// folder is made beneath it with no link allowed, and a root beneath a
-    /// protected, hidden or covered path is refused at the call.
-    pub command_tmp_root: PathBuf,
+    /// Where each sandboxed bash call's private `TMPDIR` is made, settled
+    /// when the confinement was made (an engine's build): the process's
+    /// temporary folder (`TMPDIR`, else `/tmp`) by its real path when no
+    /// command can change it or anything on its way, else
+    /// `<cache home>/codemode/tmp` when that holds
+    /// (`sandbox/command_tmp_root.rs`); `Err` says why neither does, and
+    /// bash calls are then refused with it. The call's folder is made
+    /// beneath it with no link allowed, and a root beneath a protected,
+    /// hidden or covered path is refused at the call.
+    pub command_tmp_root: Result<PathBuf, String>,
     /// The user and network namespace the engine's sandboxed bash calls
     /// share with the network off, started on the first one
     /// ([`NetworkHolder`]); clones share it.
     pub network_holder: NetworkHolder,
+}
+
+/// [`Confinement::command_tmp_root`] where commands may write `writable`.
+pub(crate) fn command_tmp_root_for(writable: &[&Path]) -> Result<PathBuf, String> {
+    #[cfg(unix)]
+    let root = command_tmp_root::settle(
+        &std::env::temp_dir(),
+        command_tmp_root::fallback_root().as_deref(),
+        writable,
+    );
+    #[cfg(not(unix))]
+    let root = {
+        let _ = writable;
+        Ok(std::env::temp_dir())
+    };
+    root
 }
 
 impl Confinement {
@@ -120,10 +141,7 @@ impl Confinement {
             command_cache: None,
             launcher: None,
             search_denied: Vec::new(),
-            command_tmp_root: {
-                let tmp = std::env::temp_dir();
-                std::fs::canonicalize(&tmp).unwrap_or(tmp)
-            },
+            command_tmp_root: command_tmp_root_for(&[workspace]),
             network_holder: NetworkHolder::default(),
         }
     }

@@ -41,7 +41,7 @@ impl PrivateTmp {
     /// elsewhere); the root is now reached through a link, or is gone; the
     /// folder cannot be made.
     pub(super) fn make(confinement: &Confinement) -> Result<PrivateTmp, ToolError> {
-        let root = confinement.command_tmp_root.as_path();
+        let root = confinement.command_tmp_root.as_deref().map_err(|e| ToolError::new(e.clone()))?;
         refuse_covered_root(root, confinement)?;
         let dir = open_root(root).map_err(|e| {
             let why = if e == nix::errno::Errno::ELOOP {
@@ -140,7 +140,7 @@ mod tests {
 
     fn confinement(root: &Path) -> Confinement {
         let mut confinement = Confinement::for_workspace(Path::new("/ws"));
-        confinement.command_tmp_root = root.to_path_buf();
+        confinement.command_tmp_root = Ok(root.to_path_buf());
         confinement
     }
 
