@@ -27,9 +27,11 @@ pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 /// `OPEN_TREE_CLONE` of linux/mount.h.
 const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+/// `MOVE_MOUNT_F_EMPTY_PATH` of linux/mount.h.
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 /// `MOVE_MOUNT_F_EMPTY_PATH` and `MOVE_MOUNT_T_EMPTY_PATH` of
 /// linux/mount.h.
-const MOVE_MOUNT_EMPTY_PATHS: libc::c_uint = 0x4 | 0x40;
+const MOVE_MOUNT_EMPTY_PATHS: libc::c_uint = MOVE_MOUNT_F_EMPTY_PATH | 0x40;
 
 /// `mount_setattr(dirfd, path, flags, ...)`: the mount at `path` (relative
 /// to `dirfd`; `""` with `AT_EMPTY_PATH` in `flags` for `dirfd` itself)
@@ -77,15 +79,42 @@ pub(crate) fn set_attributes(
     if done == 0 { Ok(()) } else { Err(Errno::last()) }
 }
 
-/// Binds the object `object` (an `O_PATH` descriptor) onto itself,
-/// read-only or writable (every mount of the copy with `all_the_way`, else
-/// its top one): a detached copy of the mount tree there (`open_tree`,
-/// `OPEN_TREE_CLONE | AT_RECURSIVE`), its flags set while it is detached
-/// (`mount_setattr`), then attached onto the object (`move_mount`). The
-/// object is never looked up again by name.
-pub(crate) fn bind_object(object: &OwnedFd, read_only: bool, all_the_way: bool) -> nix::Result<()> {
+/// Binds the object `object` (an `O_PATH` descriptor) onto the folder
+/// `target` (looked up by name: a path only the launcher can change, in a
+/// tmpfs it just mounted), read-only or writable, this mount only: a
+/// detached copy (`open_tree`), its flag set while detached
+/// (`mount_setattr`), attached at `target` (`move_mount`).
+pub(crate) fn bind_object_onto(
+    object: &OwnedFd,
+    target: &std::path::Path,
+    read_only: bool,
+) -> nix::Result<()> {
+    let tree = detached_copy(object, false)?;
+    set_read_only(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, read_only, false)?;
+    let target = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+    attach(&tree, libc::AT_FDCWD, &target, MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+/// `move_mount` of the detached `tree` to `to_path` relative to `to_dirfd`
+/// (`""` with `MOVE_MOUNT_T_EMPTY_PATH` in `flags` for `to_dirfd` itself).
+fn attach(tree: &OwnedFd, to_dirfd: libc::c_int, to_path: &CStr, flags: libc::c_uint) -> nix::Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: move_mount reads two NUL-terminated paths (one empty) and
+    // takes descriptors the caller holds open (or AT_FDCWD).
+    let done = unsafe {
+        libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), to_dirfd, to_path.as_ptr(), flags)
+    };
+    if done == 0 { Ok(()) } else { Err(Errno::last()) }
+}
+
+/// A detached copy of the mount tree at `object` (`open_tree`,
+/// `OPEN_TREE_CLONE`, with every mount beneath when `recursive`).
+fn detached_copy(object: &OwnedFd, recursive: bool) -> nix::Result<OwnedFd> {
     let empty_path = libc::AT_EMPTY_PATH as libc::c_uint;
-    let open_flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | empty_path | AT_RECURSIVE;
+    let open_flags = OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as libc::c_uint
+        | empty_path
+        | if recursive { AT_RECURSIVE } else { 0 };
     #[allow(unsafe_code)]
     // SAFETY: open_tree reads a NUL-terminated path (empty) and takes the
     // caller's open descriptor; it returns a new descriptor or -1.
@@ -96,20 +125,18 @@ pub(crate) fn bind_object(object: &OwnedFd, read_only: bool, all_the_way: bool) 
     #[allow(unsafe_code)]
     // SAFETY: `tree` is a descriptor open_tree just returned, owned here
     // only.
-    let tree = unsafe { OwnedFd::from_raw_fd(tree as libc::c_int) };
+    Ok(unsafe { OwnedFd::from_raw_fd(tree as libc::c_int) })
+}
+
+/// Binds the object `object` (an `O_PATH` descriptor) onto itself,
+/// read-only or writable (every mount of the copy with `all_the_way`, else
+/// its top one): a detached copy of the mount tree there (`open_tree`,
+/// `OPEN_TREE_CLONE | AT_RECURSIVE`), its flags set while it is detached
+/// (`mount_setattr`), then attached onto the object (`move_mount`). The
+/// object is never looked up again by name.
+pub(crate) fn bind_object(object: &OwnedFd, read_only: bool, all_the_way: bool) -> nix::Result<()> {
+    let empty_path = libc::AT_EMPTY_PATH as libc::c_uint;
+    let tree = detached_copy(object, true)?;
     set_read_only(tree.as_raw_fd(), c"", empty_path, read_only, all_the_way)?;
-    #[allow(unsafe_code)]
-    // SAFETY: move_mount reads two NUL-terminated paths (empty) and takes
-    // two descriptors the caller holds open.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            object.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_EMPTY_PATHS,
-        )
-    };
-    if done == 0 { Ok(()) } else { Err(Errno::last()) }
+    attach(&tree, object.as_raw_fd(), c"", MOVE_MOUNT_EMPTY_PATHS)
 }

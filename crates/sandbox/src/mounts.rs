@@ -43,7 +43,11 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
                 }
             }
             // Made by the engine for this call: a folder, never a link.
-            if let Err(e) = bind_writable_folder(&spec.tmpdir) {
+            // Beneath a hidden folder (the run state, where the engine
+            // makes it), it is bound back into the cover instead (`hide`).
+            if !spec.hidden.iter().any(|h| spec.tmpdir.starts_with(h))
+                && let Err(e) = bind_writable_folder(&spec.tmpdir)
+            {
                 missing.push(format!("writable mount of {} ({e}): writes there fail", spec.tmpdir.display()));
             }
         }
@@ -185,7 +189,7 @@ pub(crate) fn mounts(spec: &LaunchSpec, profile: SandboxProfile, missing: &mut V
         if covered_already.contains(&real) {
             continue;
         }
-        match hide(&real, spill.as_deref()) {
+        match hide(&real, spill.as_deref(), &spec.tmpdir, missing) {
             Ok(()) => covered_already.push(real),
             Err(e) => missing.push(format!("hiding {} ({e})", hidden.display())),
         }
@@ -451,22 +455,45 @@ fn unescape(field: &str) -> String {
 }
 
 /// Covers `hidden` with an empty read-only tmpfs; binds `spill` (the run's
-/// own spill folder) back read-only when it is beneath `hidden` and exists.
-fn hide(hidden: &Path, spill: Option<&Path>) -> nix::Result<()> {
+/// own spill folder) back read-only when it is beneath `hidden` and
+/// exists, and `tmpdir` (the call's private temporary folder, which the
+/// engine makes beneath the run state) back writable when it is beneath
+/// `hidden`, opened with no link on its way before the cover (a link
+/// there was not the engine's: it is not bound, and writes there fail;
+/// said in `missing`, the cover made all the same).
+fn hide(hidden: &Path, spill: Option<&Path>, tmpdir: &Path, missing: &mut Vec<String>) -> nix::Result<()> {
     let none: Option<&str> = None;
-    // Opened before the tmpfs covers it.
+    // Opened before the tmpfs covers them.
     let keep = spill
         .filter(|s| s.starts_with(hidden) && s.is_dir())
         .and_then(|s| Some((s.strip_prefix(hidden).ok()?.to_path_buf(), std::fs::File::open(s).ok()?)));
+    let tmp_failed = |e: Errno| format!("writable mount of {} ({e}): writes there fail", tmpdir.display());
+    let own_tmp = tmpdir.strip_prefix(hidden).ok().and_then(|rel| match open_folder_without_links(tmpdir) {
+        Ok(dir) => Some((rel.to_path_buf(), dir)),
+        Err(e) => {
+            missing.push(tmp_failed(e));
+            None
+        }
+    });
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     mount(Some("tmpfs"), hidden, Some("tmpfs"), flags, Some("mode=0755,size=64k"))?;
+    let io = |e: std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
     if let Some((rel, dir)) = keep {
         let target = hidden.join(rel);
-        std::fs::create_dir_all(&target).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+        std::fs::create_dir_all(&target).map_err(io)?;
         let source = format!("/proc/self/fd/{}", dir.as_raw_fd());
         mount(Some(source.as_str()), &target, none, MsFlags::MS_BIND, none)?;
         let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked_flags(&target);
         mount(none, &target, none, ro, none)?;
+    }
+    if let Some((rel, dir)) = own_tmp {
+        let target = hidden.join(rel);
+        let bound = std::fs::create_dir_all(&target)
+            .map_err(io)
+            .and_then(|()| crate::mount_api::bind_object_onto(&dir, &target, false));
+        if let Err(e) = bound {
+            missing.push(tmp_failed(e));
+        }
     }
     mount(none, hidden, none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags, none)
 }

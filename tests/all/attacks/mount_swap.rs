@@ -48,7 +48,8 @@ fn a_folder_swapped_with_a_link_during_the_mounts_never_shows_the_state_folder()
         .policy(codemode::Policy::full_access())
         .build()
         .unwrap();
-    // Run state there to find: this earlier run's journal.
+    // Run state there to find: this earlier run's folder (the cover of the
+    // state folder shows the way to the call's own TMPDIR, nothing else).
     let earlier = engine.execute_blocking(Program::new("return 'earlier';"));
     assert_eq!(earlier.status, RunStatus::Completed, "{:?}", earlier.error);
     assert!(state.join("workspaces").is_dir());
@@ -57,7 +58,7 @@ fn a_folder_swapped_with_a_link_during_the_mounts_never_shows_the_state_folder()
          await tools.bash({{command: 'sleep 0.3'}}); \
          let seen = ''; let tries = 0; \
          for (; tries < 300 && !seen; tries++) {{ \
-           const b = await tools.bash({{command: 'for d in .git gl; do [ -d \"$d/workspaces\" ] && echo \"$d\"; done; true'}}); \
+           const b = await tools.bash({{command: 'for d in .git gl; do ls -d \"$d\"/workspaces/*/runs/run-* >/dev/null 2>&1 && echo \"$d\"; done; true'}}); \
            seen = b.content.stdout; \
          }} \
          await tools.bash({{command: 'touch stop'}}); await flipper; \
@@ -144,7 +145,10 @@ fn a_pinned_folder_that_is_a_link_does_not_make_its_target_writable() {
 /// now names the folder by its parent's real path and its own name, never
 /// resolving it again. The lister here is woken by inotify as each folder
 /// is made: without the fix it won in every run tried (one to three calls
-/// of thirty). A sampling test: the swap must land in the window.
+/// of thirty). A sampling test: the swap must land in the window. Since a
+/// seventh review, a root that commands may write (as this test's is) is
+/// not used at all (`<cache home>/codemode/tmp` is): the lister then finds
+/// nothing to swap, and no call writes outside either way.
 #[test]
 fn a_private_tmpdir_swapped_for_a_link_gives_no_write_outside() {
     let ws = crate::common::workspace();
@@ -242,17 +246,19 @@ if os.path.islink("w"): libc.renameat2(-100, b"w", -100, b"wl", 2)
     assert!(planted.is_empty(), "a command wrote outside every folder it may write: {planted:?}");
 }
 
-/// A sixth review of issue 36: the engine resolved its own `TMPDIR` again
-/// at every call, so a command that could change what that path leads to
-/// (a link in a `[sandbox] writable` folder, which the run's first call
-/// pointed at `<workspace>/.git/hooks`; here at a folder a program loads
-/// from, outside every writable place) decided where the next call's
-/// private folder went. In the hooks folder, it had `.git` and
-/// `.git/hooks` pinned writable on its way, and the next call planted a
-/// hook that git ran outside the sandbox. Settling the root once per engine was not enough
-/// (a seventh review: the rewritten link then steered the next run's). A
-/// root reached through an entry commands may write, or in such a place,
-/// is now given up for `<cache home>/codemode/tmp`.
+/// A sixth review of issue 36: the engine made each call's private folder
+/// in its own `TMPDIR`, resolved again at every call, so a command that
+/// could change what that path leads to (a link in a `[sandbox] writable`
+/// folder, which the run's first call pointed at `<workspace>/.git/hooks`;
+/// here at a folder a program loads from, outside every writable place)
+/// decided where the next call's folder went. In the hooks folder, it had
+/// `.git` and `.git/hooks` pinned writable on its way, and the next call
+/// planted a hook that git ran outside the sandbox. Settled once per
+/// engine, the rewritten link steered the next run's (a seventh review),
+/// and a walk that refused roots this engine's commands may write did not
+/// know another session's (an eighth). The folders now go beneath the
+/// hidden run state (`<spill_root>/.bash-tmp`), which no command sees and
+/// no `writable` entry may name: the process's `TMPDIR` decides nothing.
 #[test]
 fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
     let ws = crate::common::workspace();
@@ -279,37 +285,50 @@ fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
         w = w.display(),
         plugins = plugins.display()
     );
-    let cache = tempfile::tempdir().unwrap();
-    let cache = cache.path().canonicalize().unwrap();
     for run in 0..2 {
-        let mut child = crate::cli::spawn(
-            &["run", "-", "--json", "--posture", "full-access"],
-            ws.path(),
-            &[("XDG_CONFIG_HOME", config.path()), ("TMPDIR", &w.join("tl")), ("XDG_CACHE_HOME", &cache)],
+        let (value, stderr) = tmpdir_run(&program, ws.path(), config.path(), &w.join("tl"));
+        // The second run finds the link already pointing at the plugins.
+        assert!(run == 1 || value[0] == "relinked\n", "{value} {stderr}");
+        let second = value[1].as_str().unwrap_or_default();
+        assert!(
+            second.starts_with(crate::common::XDG_STATE) && second.contains("/.bash-tmp/codemode-bash-"),
+            "run {run}: {value} {stderr}"
         );
-        std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-        // The second run finds the link already pointing into the hooks.
-        let first = receipt["value"][0].as_str().unwrap_or_default();
-        assert!(run == 1 || first == "relinked\n", "{receipt}");
-        let second = receipt["value"][1].as_str().unwrap_or_default();
-        let fallback = format!("{}/codemode/tmp/codemode-bash-", cache.display());
-        assert!(second.starts_with(&fallback), "run {run}: {receipt}");
         assert!(!second.contains("WROTE") && !ws.path().join(".git/hooks/pre-commit").exists(), "{second}");
-        assert!(!second.contains(&*plugins.to_string_lossy()), "run {run}: {second}");
     }
+    assert_eq!(std::fs::read_dir(&plugins).unwrap().count(), 0, "made or written in the plugins folder");
 }
 
-/// The same review, from another session: a run whose `writable` folder
-/// holds this engine's `TMPDIR` root (writable to that run, not to this
-/// one) moves the root aside and puts a link to `<workspace>/.git/hooks`
-/// in its place (played here by the test, while the program waits between
-/// two calls). The next call is refused, saying the root is now reached
-/// through a link; nothing is made or written in the hooks folder.
+/// Runs `program` with `codemode run` in `ws` (full access, the trust
+/// record under `config`) with `TMPDIR` set to `tmpdir`; its value and
+/// stderr.
+fn tmpdir_run(
+    program: &str,
+    ws: &std::path::Path,
+    config: &std::path::Path,
+    tmpdir: &std::path::Path,
+) -> (serde_json::Value, String) {
+    let mut child = crate::cli::spawn(
+        &["run", "-", "--json", "--posture", "full-access"],
+        ws,
+        &[("XDG_CONFIG_HOME", config), ("TMPDIR", tmpdir)],
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let receipt: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{stderr}"));
+    (receipt["value"].clone(), stderr)
+}
+
+/// The eighth review: another session, whose `writable` folder holds this
+/// engine's `TMPDIR` (writable to that session, not to this one), moves
+/// that folder aside and puts a link to `<workspace>/.git/hooks` in its
+/// place (played here by the test, while the program waits between two
+/// calls). The next call runs as before, its folder beneath the hidden
+/// run state; nothing is made or written in the hooks folder.
 #[test]
-fn a_tmpdir_root_swapped_for_a_link_by_another_session_is_refused() {
+fn the_engine_s_tmpdir_swapped_by_another_session_decides_nothing() {
     let ws = crate::common::workspace();
     let hooks = ws.path().join(".git/hooks");
     std::fs::create_dir_all(&hooks).unwrap();
@@ -318,8 +337,8 @@ fn a_tmpdir_root_swapped_for_a_link_by_another_session_is_refused() {
     let w = w.path().canonicalize().unwrap();
     std::fs::create_dir(w.join("t")).unwrap();
     let program = "await tools.bash({command: 'touch ready; while [ ! -e swapped ]; do sleep 0.05; done', timeout: 60}); \
-                   try { const b = await tools.bash({command: 'echo planted > .git/hooks/pre-commit 2>/dev/null && echo WROTE; echo \"$TMPDIR\"'}); \
-                   return b.content.stdout; } catch (e) { return 'refused: ' + e.message; }";
+                   const b = await tools.bash({command: 'echo planted > .git/hooks/pre-commit 2>/dev/null && echo WROTE; echo \"$TMPDIR\"'}); \
+                   return b.content.stdout;";
     let mut child = crate::cli::spawn(
         &["run", "-", "--json", "--posture", "full-access"],
         ws.path(),
@@ -338,20 +357,20 @@ fn a_tmpdir_root_swapped_for_a_link_by_another_session_is_refused() {
     let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
     let said = receipt["value"].as_str().unwrap_or_default();
-    assert!(said.starts_with("refused: ") && said.contains("a link is now on its way"), "{receipt}");
+    assert!(said.contains("/.bash-tmp/codemode-bash-") && !said.contains("WROTE"), "{receipt}");
     let in_hooks: Vec<_> = std::fs::read_dir(&hooks).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(in_hooks.is_empty(), "made or written in the hooks folder: {in_hooks:?}");
 }
 
 /// An engine `TMPDIR` the sandbox replaces (`/dev/shm`: the call has a
 /// `/dev` of its own) gave the command a `TMPDIR` that did not exist in
-/// the sandbox, with nothing said. The call is now refused, saying where
-/// to put `TMPDIR` instead.
+/// the sandbox, with nothing said (the seventh review). The command's
+/// folder does not depend on it any more.
 #[test]
-fn a_tmpdir_the_sandbox_covers_is_refused_with_what_to_do() {
+fn an_engine_tmpdir_the_sandbox_covers_still_gives_the_command_its_folder() {
     let ws = crate::common::workspace();
     let program =
-        "try { await tools.bash({command: 'true'}); return 'ran'; } catch (e) { return e.message; }";
+        "return (await tools.bash({command: 'echo x > \"$TMPDIR/f\" && cat \"$TMPDIR/f\"'})).content.stdout;";
     let mut child = crate::cli::spawn(
         &["run", "-", "--json", "--posture", "full-access"],
         ws.path(),
@@ -361,6 +380,5 @@ fn a_tmpdir_the_sandbox_covers_is_refused_with_what_to_do() {
     let out = child.wait_with_output().unwrap();
     let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-    let said = receipt["value"].as_str().unwrap_or_default();
-    assert!(said.contains("lies in /dev") && said.contains("TMPDIR set to a folder outside it"), "{receipt}");
+    assert_eq!(receipt["value"], "x\n", "{receipt}");
 }

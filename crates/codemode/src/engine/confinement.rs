@@ -149,6 +149,7 @@ pub(super) fn confine(
         command_cache,
         hidden,
         spill_root: state.spill_root.clone(),
+        command_tmp_root: crate::sandbox::command_tmp_root_in(&state.spill_root),
         sandbox: config.sandbox.settings,
         kill_grace: config.sandbox.kill_grace,
         launcher,
@@ -162,19 +163,6 @@ pub(super) fn confine(
             .collect(),
         ..Confinement::for_workspace(workspace)
     };
-    // Where bash's private TMPDIR folders go, out of every place the
-    // engine's commands may write (`sandbox/command_tmp_root.rs`).
-    let write_workspace = confinement.sandbox.profile == SandboxProfile::WorkspaceWrite;
-    let may_write: Vec<&Path> = write_workspace
-        .then_some(workspace)
-        .into_iter()
-        .chain(confinement.writable.iter().map(PathBuf::as_path))
-        .collect();
-    let command_tmp_root = crate::sandbox::command_tmp_root_for(&may_write);
-    if let Err(e) = &command_tmp_root {
-        tracing::warn!("{e}");
-    }
-    let confinement = Confinement { command_tmp_root, ..confinement };
     Ok((protections, Arc::new(confinement)))
 }
 

@@ -13,8 +13,6 @@
 //! binary, or `codemode __sandbox-exec`), found as that crate says
 //! ([`set_launcher`], [`LAUNCHER_ENV`]).
 
-#[cfg(unix)]
-pub(crate) mod command_tmp_root;
 mod network_holder;
 
 use std::path::{Path, PathBuf};
@@ -81,36 +79,25 @@ pub struct Confinement {
     /// every search of that tool ([`Confinement::search_denies`]), so that
     /// a search of the whole workspace does not show a denied folder.
     pub search_denied: Vec<crate::rule::Rule>,
-    /// Where each sandboxed bash call's private `TMPDIR` is made, settled
-    /// when the confinement was made (an engine's build): the process's
-    /// temporary folder (`TMPDIR`, else `/tmp`) by its real path when no
-    /// command can change it or anything on its way, else
-    /// `<cache home>/codemode/tmp` when that holds
-    /// (`sandbox/command_tmp_root.rs`); `Err` says why neither does, and
-    /// bash calls are then refused with it. The call's folder is made
-    /// beneath it with no link allowed, and a root beneath a protected,
-    /// hidden or covered path is refused at the call.
-    pub command_tmp_root: Result<PathBuf, String>,
+    /// Where each sandboxed bash call's private `TMPDIR` is made:
+    /// `<spill_root>/.bash-tmp` ([`command_tmp_root_in`]), beneath the
+    /// hidden run state, which no `[sandbox] writable` entry of any engine
+    /// may name and no command can see: where those folders go is decided
+    /// by nothing a command can change (the process's `TMPDIR` is not
+    /// used). The launcher binds each call's folder back, writable, into
+    /// the cover of the hidden folder.
+    pub command_tmp_root: PathBuf,
     /// The user and network namespace the engine's sandboxed bash calls
     /// share with the network off, started on the first one
     /// ([`NetworkHolder`]); clones share it.
     pub network_holder: NetworkHolder,
 }
 
-/// [`Confinement::command_tmp_root`] where commands may write `writable`.
-pub(crate) fn command_tmp_root_for(writable: &[&Path]) -> Result<PathBuf, String> {
-    #[cfg(unix)]
-    let root = command_tmp_root::settle(
-        &std::env::temp_dir(),
-        command_tmp_root::fallback_root().as_deref(),
-        writable,
-    );
-    #[cfg(not(unix))]
-    let root = {
-        let _ = writable;
-        Ok(std::env::temp_dir())
-    };
-    root
+/// [`Confinement::command_tmp_root`] of a confinement whose runs' folders
+/// go in `spill_root`: `<spill_root>/.bash-tmp` (a name no run id has, so
+/// run listings and pruning pass it by).
+pub fn command_tmp_root_in(spill_root: &Path) -> PathBuf {
+    spill_root.join(".bash-tmp")
 }
 
 impl Confinement {
@@ -141,7 +128,7 @@ impl Confinement {
             command_cache: None,
             launcher: None,
             search_denied: Vec::new(),
-            command_tmp_root: command_tmp_root_for(&[workspace]),
+            command_tmp_root: command_tmp_root_in(&codemode.join("runs")),
             network_holder: NetworkHolder::default(),
         }
     }

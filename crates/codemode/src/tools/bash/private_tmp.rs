@@ -1,17 +1,19 @@
 //! A sandboxed call's private temporary folder (its `TMPDIR`):
 //! `<root>/codemode-bash-XXXXXXXXXX`, mode 0700, made in the confinement's
-//! `command_tmp_root` (the engine's temporary folder, resolved once when the
-//! engine was built) and removed after the call.
+//! `command_tmp_root` (`<spill_root>/.bash-tmp`, beneath the hidden run
+//! state) and removed after the call.
 //!
-//! Where the folder goes is decided out of the commands' reach. Where a
-//! `[sandbox] writable` folder holds the engine's `TMPDIR`, a command can
-//! rewrite what that path leads to (swap a folder on its way for a link
-//! into `<workspace>/.git/hooks`, from this run or another). So the root is
-//! never resolved again at a call: it is opened with no link allowed on its
-//! way (`openat2`, `RESOLVE_NO_SYMLINKS`) and the folder made through that
-//! descriptor (`mkdirat`), and its path is handed to the launcher, which
-//! binds it with no link allowed either. A root beneath a path the sandbox
-//! protects, hides or covers is refused, with what to do instead.
+//! Where the folder goes is decided out of every command's reach. It used
+//! to be made in the process's `TMPDIR`, and three reviews steered it: a
+//! command that could write a folder or link on that path (a
+//! `[sandbox] writable` folder holding it, in this run, a later run, or
+//! another engine's session) put later calls' folders in
+//! `<workspace>/.git/hooks` or a folder a program loads code from, or
+//! renamed them for the engine's cleanup. The run state is hidden from
+//! every command and no `writable` entry may name it; the root is opened
+//! with no link allowed on its way (`openat2`, `RESOLVE_NO_SYMLINKS`), the
+//! folder made through that descriptor (`mkdirat`), and the launcher binds
+//! it back, writable, into the cover of the hidden folder.
 
 use std::path::{Path, PathBuf};
 
@@ -20,10 +22,6 @@ use super::{Confinement, ToolError};
 /// Tries at a fresh random name before giving up (each clash is a folder
 /// of that name already there).
 const NAME_TRIES: usize = 16;
-
-/// Folders the sandbox replaces with its own (`/dev`, `/proc`) or keeps
-/// read-only (`/sys`): a `TMPDIR` there would not be the folder made.
-const COVERED_BY_THE_SANDBOX: [&str; 3] = ["/dev", "/proc", "/sys"];
 
 /// The call's private temporary folder; removed (with what the command
 /// left in it) when dropped.
@@ -41,8 +39,17 @@ impl PrivateTmp {
     /// elsewhere); the root is now reached through a link, or is gone; the
     /// folder cannot be made.
     pub(super) fn make(confinement: &Confinement) -> Result<PrivateTmp, ToolError> {
-        let root = confinement.command_tmp_root.as_deref().map_err(|e| ToolError::new(e.clone()))?;
-        refuse_covered_root(root, confinement)?;
+        let root = confinement.command_tmp_root.as_path();
+        require_hidden_root(root, confinement)?;
+        // The run state's own folder: made by the engine, private.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(root)
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "cannot make the folder of commands' temporary folders {}: {e}",
+                    root.display()
+                ))
+            })?;
         let dir = open_root(root).map_err(|e| {
             let why = if e == nix::errno::Errno::ELOOP {
                 "a link is now on its way (it was not when the engine started: a command may have replaced \
@@ -51,11 +58,7 @@ impl PrivateTmp {
             } else {
                 e.desc().to_owned()
             };
-            ToolError::new(format!(
-                "cannot make the command's temporary folder in {}: {why}; start codemode with TMPDIR set to \
-                 a folder commands cannot change",
-                root.display()
-            ))
+            ToolError::new(format!("cannot make the command's temporary folder in {}: {why}", root.display()))
         })?;
         for _ in 0..NAME_TRIES {
             let name: String = std::iter::repeat_with(fastrand::alphanumeric).take(10).collect();
@@ -93,23 +96,18 @@ impl Drop for PrivateTmp {
     }
 }
 
-/// Refuses a root the sandbox would not show as the folder made: beneath a
-/// protected path (a folder pinned there would be bound writable, the
-/// protection with it), a hidden one, or one it covers.
-fn refuse_covered_root(root: &Path, confinement: &Confinement) -> Result<(), ToolError> {
-    let protected = confinement.protected.iter().map(|p| (p.as_path(), "protects"));
-    let hidden = confinement.hidden.iter().map(|p| (p.as_path(), "hides"));
-    let covered = COVERED_BY_THE_SANDBOX.iter().map(|p| (Path::new(p), "replaces"));
-    match protected.chain(hidden).chain(covered).find(|(p, _)| root.starts_with(p)) {
-        None => Ok(()),
-        Some((path, what)) => Err(ToolError::new(format!(
-            "the engine's temporary folder {} lies in {}, which the bash sandbox {what}: a command's \
-             private TMPDIR cannot be made there; start codemode with TMPDIR set to a folder outside it \
-             (for example /tmp)",
-            root.display(),
-            path.display()
-        ))),
+/// Requires the root beneath a hidden folder of `confinement`: the
+/// launcher binds the call's folder back only there, and only there can
+/// no command change what the root's path leads to.
+fn require_hidden_root(root: &Path, confinement: &Confinement) -> Result<(), ToolError> {
+    if confinement.hidden.iter().any(|h| root.starts_with(h) && root != h) {
+        return Ok(());
     }
+    Err(ToolError::new(format!(
+        "the folder of commands' temporary folders {} is not beneath the hidden run state; this is a bug in \
+         how the engine was built (Confinement::command_tmp_root)",
+        root.display()
+    )))
 }
 
 /// `root` as a descriptor, with no link on its way.
@@ -138,20 +136,24 @@ mod tests {
 
     use super::*;
 
-    fn confinement(root: &Path) -> Confinement {
+    /// A confinement whose hidden folder is `hidden`, the root beneath it.
+    fn confinement(hidden: &Path, root: &Path) -> Confinement {
         let mut confinement = Confinement::for_workspace(Path::new("/ws"));
-        confinement.command_tmp_root = Ok(root.to_path_buf());
+        confinement.hidden = vec![hidden.to_path_buf()];
+        confinement.command_tmp_root = root.to_path_buf();
         confinement
     }
 
     #[test]
     fn the_folder_is_made_private_in_the_root_and_removed_when_dropped() {
-        let root = tempfile::tempdir().unwrap();
-        let tmp = PrivateTmp::make(&confinement(root.path())).unwrap();
+        let hidden = tempfile::tempdir().unwrap();
+        let root = hidden.path().join("runs/.bash-tmp");
+        let tmp = PrivateTmp::make(&confinement(hidden.path(), &root)).unwrap();
         let path = tmp.path().to_path_buf();
-        assert_eq!(path.parent(), Some(root.path()));
+        assert_eq!(path.parent(), Some(root.as_path()));
         assert!(path.file_name().unwrap().to_str().unwrap().starts_with("codemode-bash-"));
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
         std::fs::write(path.join("left"), "x").unwrap();
         drop(tmp);
         assert!(!path.exists(), "removed with what was left in it");
@@ -162,21 +164,22 @@ mod tests {
         let top = tempfile::tempdir().unwrap();
         std::fs::create_dir(top.path().join("real")).unwrap();
         std::os::unix::fs::symlink(top.path().join("real"), top.path().join("link")).unwrap();
-        let err = PrivateTmp::make(&confinement(&top.path().join("link"))).unwrap_err();
+        let err = PrivateTmp::make(&confinement(top.path(), &top.path().join("link"))).unwrap_err();
         assert!(err.to_string().contains("a link is now on its way"), "{err}");
         assert_eq!(std::fs::read_dir(top.path().join("real")).unwrap().count(), 0, "nothing made there");
     }
 
     #[test]
-    fn a_root_in_a_protected_hidden_or_covered_path_is_refused_naming_it() {
-        for (root, said) in [
-            ("/ws/.git/hooks", "lies in /ws/.git, which the bash sandbox protects"),
-            ("/ws/.codemode/x", "which the bash sandbox protects"),
-            ("/dev/shm", "lies in /dev, which the bash sandbox replaces"),
-        ] {
-            let err = PrivateTmp::make(&confinement(Path::new(root))).unwrap_err();
-            assert!(err.to_string().contains(said), "{root}: {err}");
-            assert!(err.to_string().contains("start codemode with TMPDIR set to"), "{err}");
-        }
+    fn a_root_outside_the_hidden_run_state_is_refused() {
+        let top = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let err = PrivateTmp::make(&confinement(top.path(), elsewhere.path())).unwrap_err();
+        assert!(err.to_string().contains("is not beneath the hidden run state"), "{err}");
+    }
+
+    #[test]
+    fn the_confinements_root_is_beneath_its_hidden_run_state() {
+        let confinement = Confinement::for_workspace(Path::new("/ws"));
+        require_hidden_root(&confinement.command_tmp_root, &confinement).unwrap();
     }
 }
