@@ -199,9 +199,12 @@ fn a_codemode_link_to_the_root_leaves_the_state_folder_hidden() {
     let ws = crate::common::workspace();
     std::os::unix::fs::symlink("/", ws.path().join(".codemode")).unwrap();
     let home = crate::common::state_home();
+    // The cover shows the way to the call's own TMPDIR (this workspace's
+    // folder, its runs, `.bash-tmp`) and no run's folder.
     let bash = format!(
-        "cat '{}'; ls -A '{}' | wc -l; echo end",
+        "cat '{}'; ls -d '{}'/*/runs/run-* 2>/dev/null | wc -l; ls -A '{}' | wc -l; echo end",
         earlier_journal.display(),
+        home.join("workspaces").display(),
         home.join("workspaces").display()
     );
     let r = run_full_access(
@@ -214,7 +217,7 @@ fn a_codemode_link_to_the_root_leaves_the_state_folder_hidden() {
     assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
     let stdout = r.value.as_str().unwrap_or_default();
     assert!(!stdout.contains("earlier-secret"), "bash read another run's journal: {stdout}");
-    assert!(stdout.ends_with("0\nend\n"), "the state folder's listing showed: {stdout}");
+    assert!(stdout.ends_with("0\n1\nend\n"), "the state folder's listing showed: {stdout}");
 }
 
 /// Bash cannot read the state folder by its absolute path: another run's

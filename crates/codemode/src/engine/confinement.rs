@@ -149,7 +149,11 @@ pub(super) fn confine(
         command_cache,
         hidden,
         spill_root: state.spill_root.clone(),
-        command_tmp_root: crate::sandbox::command_tmp_root_in(&state.spill_root),
+        // By its real path (a state folder the user reaches through a
+        // link): the root is opened with no link on its way.
+        command_tmp_root: crate::sandbox::command_tmp_root_in(
+            &std::fs::canonicalize(&state.spill_root).unwrap_or_else(|_| state.spill_root.clone()),
+        ),
         sandbox: config.sandbox.settings,
         kill_grace: config.sandbox.kill_grace,
         launcher,
