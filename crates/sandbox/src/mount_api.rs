@@ -20,6 +20,8 @@ struct MountAttr {
 
 /// `MOUNT_ATTR_RDONLY` of linux/mount.h.
 pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// `MOUNT_ATTR_NOSUID` of linux/mount.h.
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
 /// `MOUNT_ATTR_NODEV` of linux/mount.h: device nodes cannot be opened
 /// through the mount.
 pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
@@ -81,7 +83,7 @@ pub(crate) fn set_attributes(
 
 /// Binds the object `object` (an `O_PATH` descriptor) onto the folder
 /// `target` (looked up by name: a path only the launcher can change, in a
-/// tmpfs it just mounted), read-only or writable, this mount only: a
+/// tmpfs it just mounted), read-only or writable and `nosuid`, this mount only: a
 /// detached copy (`open_tree`), its flag set while detached
 /// (`mount_setattr`), attached at `target` (`move_mount`).
 pub(crate) fn bind_object_onto(
@@ -90,7 +92,9 @@ pub(crate) fn bind_object_onto(
     read_only: bool,
 ) -> nix::Result<()> {
     let tree = detached_copy(object, false)?;
-    set_read_only(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, read_only, false)?;
+    let (set, clear) = if read_only { (MOUNT_ATTR_RDONLY, 0) } else { (0, MOUNT_ATTR_RDONLY) };
+    let empty_path = libc::AT_EMPTY_PATH as libc::c_uint;
+    set_attributes(tree.as_raw_fd(), c"", empty_path, set | MOUNT_ATTR_NOSUID, clear, false)?;
     let target = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
     attach(&tree, libc::AT_FDCWD, &target, MOVE_MOUNT_F_EMPTY_PATH)
 }

@@ -257,7 +257,7 @@ if os.path.islink("w"): libc.renameat2(-100, b"w", -100, b"wl", 2)
 /// engine, the rewritten link steered the next run's (a seventh review),
 /// and a walk that refused roots this engine's commands may write did not
 /// know another session's (an eighth). The folders now go beneath the
-/// hidden run state (`<spill_root>/.bash-tmp`), which no command sees and
+/// hidden run state (`bash-tmp` beside the runs' folder), which no command sees and
 /// no `writable` entry may name: the process's `TMPDIR` decides nothing.
 #[test]
 fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
@@ -291,7 +291,7 @@ fn a_tmpdir_link_rewritten_by_a_call_does_not_move_the_next_call_s_folder() {
         assert!(run == 1 || value[0] == "relinked\n", "{value} {stderr}");
         let second = value[1].as_str().unwrap_or_default();
         assert!(
-            second.starts_with(crate::common::XDG_STATE) && second.contains("/.bash-tmp/codemode-bash-"),
+            second.starts_with(crate::common::XDG_STATE) && second.contains("bash-tmp/codemode-bash-"),
             "run {run}: {value} {stderr}"
         );
         assert!(!second.contains("WROTE") && !ws.path().join(".git/hooks/pre-commit").exists(), "{second}");
@@ -357,7 +357,7 @@ fn the_engine_s_tmpdir_swapped_by_another_session_decides_nothing() {
     let receipt: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
     let said = receipt["value"].as_str().unwrap_or_default();
-    assert!(said.contains("/.bash-tmp/codemode-bash-") && !said.contains("WROTE"), "{receipt}");
+    assert!(said.contains("bash-tmp/codemode-bash-") && !said.contains("WROTE"), "{receipt}");
     let in_hooks: Vec<_> = std::fs::read_dir(&hooks).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(in_hooks.is_empty(), "made or written in the hooks folder: {in_hooks:?}");
 }

@@ -200,7 +200,7 @@ fn a_codemode_link_to_the_root_leaves_the_state_folder_hidden() {
     std::os::unix::fs::symlink("/", ws.path().join(".codemode")).unwrap();
     let home = crate::common::state_home();
     // The cover shows the way to the call's own TMPDIR (this workspace's
-    // folder, its runs, `.bash-tmp`) and no run's folder.
+    // folder, its `bash-tmp`) and no run's folder.
     let bash = format!(
         "cat '{}'; ls -d '{}'/*/runs/run-* 2>/dev/null | wc -l; ls -A '{}' | wc -l; echo end",
         earlier_journal.display(),

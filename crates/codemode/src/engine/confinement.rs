@@ -137,6 +137,12 @@ pub(super) fn confine(
             checked.map_err(|e| tracing::warn!("no cache folder for commands: {e}")).is_ok()
         }),
     };
+    // By the run state's real path (a state folder the user reaches
+    // through a link): the root is opened with no link on its way.
+    let command_tmp_root = crate::sandbox::command_tmp_root_in(
+        &std::fs::canonicalize(&state.spill_root).unwrap_or_else(|_| state.spill_root.clone()),
+        &hidden,
+    );
     let confinement = Confinement {
         protected: protections.iter().map(|p| p.path.clone()).collect(),
         lifted: crate::gate::protection::lifted_protections(
@@ -149,11 +155,7 @@ pub(super) fn confine(
         command_cache,
         hidden,
         spill_root: state.spill_root.clone(),
-        // By its real path (a state folder the user reaches through a
-        // link): the root is opened with no link on its way.
-        command_tmp_root: crate::sandbox::command_tmp_root_in(
-            &std::fs::canonicalize(&state.spill_root).unwrap_or_else(|_| state.spill_root.clone()),
-        ),
+        command_tmp_root,
         sandbox: config.sandbox.settings,
         kill_grace: config.sandbox.kill_grace,
         launcher,

@@ -80,7 +80,7 @@ pub struct Confinement {
     /// a search of the whole workspace does not show a denied folder.
     pub search_denied: Vec<crate::rule::Rule>,
     /// Where each sandboxed bash call's private `TMPDIR` is made:
-    /// `<spill_root>/.bash-tmp` ([`command_tmp_root_in`]), beneath the
+    /// `bash-tmp` beside the runs' folder ([`command_tmp_root_in`]), beneath the
     /// hidden run state, which no `[sandbox] writable` entry of any engine
     /// may name and no command can see: where those folders go is decided
     /// by nothing a command can change (the process's `TMPDIR` is not
@@ -94,10 +94,17 @@ pub struct Confinement {
 }
 
 /// [`Confinement::command_tmp_root`] of a confinement whose runs' folders
-/// go in `spill_root`: `<spill_root>/.bash-tmp` (a name no run id has, so
-/// run listings and pruning pass it by).
-pub fn command_tmp_root_in(spill_root: &Path) -> PathBuf {
-    spill_root.join(".bash-tmp")
+/// go in `spill_root` (by its real path), with `hidden` folders:
+/// `bash-tmp` beside it when its parent is hidden (the state folder's
+/// `workspaces/<workspace>/`, a workspace's `.codemode`), so the runs'
+/// folder holds runs only; else (a spill folder a host named, hidden
+/// itself) `<spill_root>/.bash-tmp`, a name no run id has, which run
+/// listings and pruning pass by.
+pub fn command_tmp_root_in(spill_root: &Path, hidden: &[PathBuf]) -> PathBuf {
+    match spill_root.parent() {
+        Some(parent) if hidden.iter().any(|h| parent.starts_with(h)) => parent.join("bash-tmp"),
+        _ => spill_root.join(".bash-tmp"),
+    }
 }
 
 impl Confinement {
@@ -128,7 +135,7 @@ impl Confinement {
             command_cache: None,
             launcher: None,
             search_denied: Vec::new(),
-            command_tmp_root: command_tmp_root_in(&codemode.join("runs")),
+            command_tmp_root: command_tmp_root_in(&codemode.join("runs"), std::slice::from_ref(&codemode)),
             network_holder: NetworkHolder::default(),
         }
     }

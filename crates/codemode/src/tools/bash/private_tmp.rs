@@ -1,6 +1,6 @@
 //! A sandboxed call's private temporary folder (its `TMPDIR`):
 //! `<root>/codemode-bash-XXXXXXXXXX`, mode 0700, made in the confinement's
-//! `command_tmp_root` (`<spill_root>/.bash-tmp`, beneath the hidden run
+//! `command_tmp_root` (`bash-tmp` beside the runs' folder, beneath the hidden run
 //! state) and removed after the call.
 //!
 //! Where the folder goes is decided out of every command's reach. It used
@@ -15,6 +15,7 @@
 //! folder made through that descriptor (`mkdirat`), and the launcher binds
 //! it back, writable, into the cover of the hidden folder.
 
+use std::os::fd::{AsFd as _, AsRawFd as _};
 use std::path::{Path, PathBuf};
 
 use super::{Confinement, ToolError};
@@ -41,15 +42,12 @@ impl PrivateTmp {
     pub(super) fn make(confinement: &Confinement) -> Result<PrivateTmp, ToolError> {
         let root = confinement.command_tmp_root.as_path();
         require_hidden_root(root, confinement)?;
-        // The run state's own folder: made by the engine, private.
-        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-            .create(root)
-            .map_err(|e| {
-                ToolError::new(format!(
-                    "cannot make the folder of commands' temporary folders {}: {e}",
-                    root.display()
-                ))
-            })?;
+        make_root(root).map_err(|e| {
+            ToolError::new(format!(
+                "cannot make the folder of commands' temporary folders {}: {e}",
+                root.display()
+            ))
+        })?;
         let dir = open_root(root).map_err(|e| {
             let why = if e == nix::errno::Errno::ELOOP {
                 "a link is now on its way (it was not when the engine started: a command may have replaced \
@@ -91,9 +89,130 @@ impl PrivateTmp {
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        // A link put in its place is removed, never followed.
-        let _ = std::fs::remove_dir_all(&self.path);
+        if let Err(e) = remove_left_tree(&self.path) {
+            tracing::warn!(
+                "the command's temporary folder {} was not removed whole: {e}",
+                self.path.display()
+            );
+        }
     }
+}
+
+/// Removes the folder `top` and what a command left in it, however it left
+/// it: folders it made unreadable (`chmod 000`) are given back to their
+/// owner first, a tree deeper than a path can name is walked one folder at
+/// a time through descriptors (never by a path that long), links are
+/// removed, never followed, and nothing on another filesystem is entered.
+/// A link put in `top`'s own place is removed alone. Runs after the call,
+/// when no process of the command is left to change the tree.
+///
+/// # Errors
+/// The first failure that left something behind.
+fn remove_left_tree(top: &Path) -> std::io::Result<()> {
+    use std::ffi::{OsStr, OsString};
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let meta = match std::fs::symlink_metadata(top) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        other => other?,
+    };
+    if !meta.is_dir() {
+        return std::fs::remove_file(top);
+    }
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o700))?;
+    let device = meta.dev();
+    let mut first_error: Option<std::io::Error> = None;
+    let mut cur = open_listable(nix::fcntl::AT_FDCWD, top.as_os_str(), false)?;
+    // Each level: its name in its parent, and its folders still to remove.
+    let mut levels: Vec<(OsString, Vec<OsString>)> =
+        vec![(OsString::new(), empty_but_folders(&cur, device, &mut first_error))];
+    while let Some((_, pending)) = levels.last_mut() {
+        if let Some(name) = pending.pop() {
+            match open_listable(cur.as_fd(), &name, true) {
+                Ok(child) => {
+                    let folders = empty_but_folders(&child, device, &mut first_error);
+                    cur = child;
+                    levels.push((name, folders));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+            continue;
+        }
+        let (name, _) = levels.pop().expect("a level is there");
+        if levels.is_empty() {
+            break;
+        }
+        cur = open_listable(cur.as_fd(), OsStr::new(".."), false)?;
+        if let Err(e) = nix::unistd::unlinkat(&cur, name.as_os_str(), nix::unistd::UnlinkatFlags::RemoveDir) {
+            first_error.get_or_insert(e.into());
+        }
+    }
+    drop(cur);
+    std::fs::remove_dir(top).map_err(|e| first_error.unwrap_or(e))
+}
+
+/// Opens the folder `name` beneath `dir` for listing, with no link
+/// followed; with `own`, first gives it back to its owner (mode 0700:
+/// the command may have taken its own rights away).
+fn open_listable(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    own: bool,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::{FchmodatFlags, Mode};
+    if own {
+        // Known a folder (listed without following links), and no process
+        // of the command is left to swap it.
+        let _ = nix::sys::stat::fchmodat(dir, name, Mode::S_IRWXU, FchmodatFlags::FollowSymlink);
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    Ok(nix::fcntl::openat(dir, name, flags, Mode::empty())?)
+}
+
+/// Removes every entry of the folder `dir` but its folders on `device`,
+/// which it returns (a folder on another filesystem is left alone);
+/// records the first failure in `first_error`.
+fn empty_but_folders(
+    dir: &std::os::fd::OwnedFd,
+    device: u64,
+    first_error: &mut Option<std::io::Error>,
+) -> Vec<std::ffi::OsString> {
+    use nix::fcntl::AtFlags;
+    use nix::sys::stat::SFlag;
+    let listing = match std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) {
+        Ok(listing) => listing,
+        Err(e) => {
+            first_error.get_or_insert(e);
+            return Vec::new();
+        }
+    };
+    let mut folders = Vec::new();
+    for entry in listing {
+        let name = match entry {
+            Ok(entry) => entry.file_name(),
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let kind = nix::sys::stat::fstatat(dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW);
+        let removed = match kind {
+            Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
+                if st.st_dev == device {
+                    folders.push(name);
+                }
+                Ok(())
+            }
+            Ok(_) => nix::unistd::unlinkat(dir, name.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = removed {
+            first_error.get_or_insert(e.into());
+        }
+    }
+    folders
 }
 
 /// Requires the root beneath a hidden folder of `confinement`: the
@@ -108,6 +227,29 @@ fn require_hidden_root(root: &Path, confinement: &Confinement) -> Result<(), Too
          how the engine was built (Confinement::command_tmp_root)",
         root.display()
     )))
+}
+
+/// Makes `root` (mode 0700) when missing: its parent (the runs' folder,
+/// which the engine makes when it is built) first when missing too, then
+/// `root` itself through the parent opened with no link on its way, so a
+/// link planted in its place is refused, never followed.
+fn make_root(root: &Path) -> nix::Result<()> {
+    let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
+        return Err(nix::errno::Errno::EINVAL);
+    };
+    let parent_fd = match open_root(parent) {
+        Err(nix::errno::Errno::ENOENT) => {
+            std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+                .create(parent)
+                .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            open_root(parent)?
+        }
+        other => other?,
+    };
+    match nix::sys::stat::mkdirat(&parent_fd, name, nix::sys::stat::Mode::S_IRWXU) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// `root` as a descriptor, with no link on its way.
@@ -147,7 +289,7 @@ mod tests {
     #[test]
     fn the_folder_is_made_private_in_the_root_and_removed_when_dropped() {
         let hidden = tempfile::tempdir().unwrap();
-        let root = hidden.path().join("runs/.bash-tmp");
+        let root = hidden.path().join("bash-tmp");
         let tmp = PrivateTmp::make(&confinement(hidden.path(), &root)).unwrap();
         let path = tmp.path().to_path_buf();
         assert_eq!(path.parent(), Some(root.as_path()));
@@ -160,6 +302,35 @@ mod tests {
     }
 
     #[test]
+    fn what_a_command_left_unreadable_or_too_deep_for_a_path_is_removed() {
+        let hidden = tempfile::tempdir().unwrap();
+        let root = hidden.path().join("bash-tmp");
+        let tmp = PrivateTmp::make(&confinement(hidden.path(), &root)).unwrap();
+        let path = tmp.path().to_path_buf();
+        // A folder taken away from its owner, with a file inside.
+        std::fs::create_dir_all(path.join("d/e")).unwrap();
+        std::fs::write(path.join("d/e/f"), "x").unwrap();
+        std::fs::set_permissions(path.join("d"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        // A tree deeper than a path can name (PATH_MAX is 4096 bytes).
+        let mut deep = std::fs::File::open(&path).unwrap();
+        for _ in 0..3000 {
+            nix::sys::stat::mkdirat(&deep, "aa", nix::sys::stat::Mode::S_IRWXU).unwrap();
+            let flags = nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY;
+            deep = std::fs::File::from(
+                nix::fcntl::openat(&deep, "aa", flags, nix::sys::stat::Mode::empty()).unwrap(),
+            );
+        }
+        // A link out, which must not be followed.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), "k").unwrap();
+        std::os::unix::fs::symlink(outside.path(), path.join("out")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+        drop(tmp);
+        assert!(!path.exists(), "removed whole");
+        assert!(outside.path().join("keep").exists(), "nothing followed out");
+    }
+
+    #[test]
     fn a_root_reached_through_a_link_is_refused() {
         let top = tempfile::tempdir().unwrap();
         std::fs::create_dir(top.path().join("real")).unwrap();
@@ -167,6 +338,22 @@ mod tests {
         let err = PrivateTmp::make(&confinement(top.path(), &top.path().join("link"))).unwrap_err();
         assert!(err.to_string().contains("a link is now on its way"), "{err}");
         assert_eq!(std::fs::read_dir(top.path().join("real")).unwrap().count(), 0, "nothing made there");
+    }
+
+    #[test]
+    fn a_link_planted_in_the_root_s_place_is_refused_not_followed() {
+        let hidden = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir(hidden.path().join("runs")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), hidden.path().join("bash-tmp")).unwrap();
+        let root = hidden.path().join("bash-tmp");
+        let err = PrivateTmp::make(&confinement(hidden.path(), &root)).unwrap_err();
+        assert!(err.to_string().contains("a link is now on its way"), "{err}");
+        assert_eq!(
+            std::fs::read_dir(elsewhere.path()).unwrap().count(),
+            0,
+            "nothing made at the link's target"
+        );
     }
 
     #[test]
