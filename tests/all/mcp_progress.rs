@@ -10,14 +10,21 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::cli::codemode;
 use crate::mcp_support::{fixture, node_server};
 
-/// Runs `program` with the config `servers`; the receipt.
+/// Runs `program` with the config `servers`; the receipt. The tool lists
+/// cache of its own: an HTTP server's listing is cached by its URL, and a
+/// free port an earlier test's server had would bring that server's list
+/// (without the tool called here: "not started for it").
 fn run(ws: &Path, servers: Value, program: &str) -> Value {
+    use std::io::Write as _;
     let file = ws.join("servers.json");
     std::fs::write(&file, json!({"mcpServers": servers}).to_string()).unwrap();
-    let out = codemode(&["run", "-", "--json", "--mcp-config", file.to_str().unwrap()], program, ws);
+    let cache = tempfile::tempdir().unwrap();
+    let args = ["run", "-", "--json", "--mcp-config", file.to_str().unwrap()];
+    let mut child = crate::cli::spawn(&args, ws, &[("XDG_CACHE_HOME", cache.path())]);
+    child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no receipt ({e}): {}", String::from_utf8_lossy(&out.stderr)))
 }
