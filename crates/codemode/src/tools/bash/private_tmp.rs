@@ -4,7 +4,7 @@
 //! state) and removed after the call.
 //!
 //! Where the folder goes is decided out of every command's reach. It used
-//! to be made in the process's `TMPDIR`, and three reviews steered it: a
+//! to be made in the process's `TMPDIR`, and four reviews steered it: a
 //! command that could write a folder or link on that path (a
 //! `[sandbox] writable` folder holding it, in this run, a later run, or
 //! another engine's session) put later calls' folders in
@@ -35,10 +35,8 @@ impl PrivateTmp {
     /// Makes the folder in `confinement.command_tmp_root`.
     ///
     /// # Errors
-    /// The root lies beneath a protected, hidden or covered path (the
-    /// message names it and says to start codemode with `TMPDIR`
-    /// elsewhere); the root is now reached through a link, or is gone; the
-    /// folder cannot be made.
+    /// The root is not beneath a hidden folder (an engine built wrong); a
+    /// link is on its way; it or the folder cannot be made.
     pub(super) fn make(confinement: &Confinement) -> Result<PrivateTmp, ToolError> {
         let root = confinement.command_tmp_root.as_path();
         require_hidden_root(root, confinement)?;
