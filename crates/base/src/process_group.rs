@@ -111,6 +111,8 @@ pub struct ProcessGroup {
     kill_grace: Duration,
     /// Whether the group may still have processes to kill and reap.
     armed: bool,
+    /// Dropped only once the group is gone ([`ProcessGroup::keep_until_gone`]).
+    kept: Option<Box<dyn Send>>,
 }
 
 impl ProcessGroup {
@@ -129,7 +131,18 @@ impl ProcessGroup {
             owner,
             kill_grace: DEFAULT_KILL_GRACE,
             armed: true,
+            kept: None,
         })
+    }
+
+    /// Keeps `value` until the group is gone: dropped with the group once
+    /// it is reaped, or, when the group is dropped early (a cancelled
+    /// call), only after its grace, SIGKILL and reaping. What the group's
+    /// processes use (a command's private temporary folder) is then never
+    /// removed while one of them can still change it.
+    pub fn keep_until_gone(mut self, value: impl Send + 'static) -> ProcessGroup {
+        self.kept = Some(Box::new(value));
+        self
     }
 
     /// Sets the grace period between SIGTERM and SIGKILL (default
@@ -187,6 +200,7 @@ impl Drop for ProcessGroup {
             return;
         }
         let (child, pgid, owner, reap_wait) = (self.child.take(), self.pgid, self.owner, self.reap_wait);
+        let kept = self.kept.take();
         let grace = self.kill_grace;
         // SIGTERM, the grace, SIGKILL; reap the child first (so its status
         // is tokio's), then the rest of the group. Without a runtime: SIGKILL
@@ -210,6 +224,7 @@ impl Drop for ProcessGroup {
                     }
                     kill_group(pgid);
                     reap_group(pgid, owner, reap_wait).await;
+                    drop(kept);
                 });
             }
             Err(_) => kill_group(pgid),
@@ -317,6 +332,39 @@ mod tests {
         use std::os::unix::process::ExitStatusExt as _;
         assert_eq!(status.signal(), Some(9), "killed after the grace");
         group.reap().await;
+    }
+
+    /// What a group keeps is dropped only once the group is gone, also
+    /// when the group is dropped early with a process ignoring SIGTERM.
+    #[tokio::test]
+    async fn what_a_group_keeps_outlives_its_processes_when_it_is_dropped_early() {
+        struct Guard(std::sync::Arc<std::sync::Mutex<Option<bool>>>, Pid);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                // Whether the group's leader was still there (not reaped).
+                let alive = nix::sys::signal::kill(self.1, None).is_ok();
+                *self.0.lock().unwrap() = Some(alive);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ignoring = dir.path().join("ignoring");
+        let script = format!("trap '' TERM; touch {}; sleep 1000", ignoring.display());
+        let child = start(&script);
+        let pid = Pid::from_raw(child.id().unwrap() as i32);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let group = ProcessGroup::new(child, "test", Duration::from_secs(2))
+            .unwrap()
+            .with_kill_grace(Duration::from_millis(300))
+            .keep_until_gone(Guard(seen.clone(), pid));
+        wait_for(&ignoring).await;
+        drop(group);
+        assert_eq!(*seen.lock().unwrap(), None, "kept while the group's grace runs");
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while seen.lock().unwrap().is_none() {
+            assert!(std::time::Instant::now() < until, "never dropped");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(*seen.lock().unwrap(), Some(false), "dropped only once the group was gone");
     }
 
     #[tokio::test]

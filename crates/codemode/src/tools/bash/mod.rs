@@ -363,7 +363,11 @@ async fn run(
     drop(stdin);
     let mut group = ProcessGroup::new(child, "bash", REAP_WAIT)
         .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?
-        .with_kill_grace(confinement.kill_grace);
+        .with_kill_grace(confinement.kill_grace)
+        // The private TMPDIR outlives every process that can use it, also
+        // when the call is cancelled (its cleanup follows no link, but a
+        // command still running could add to the folder as it goes).
+        .keep_until_gone(tmp);
     let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
     let mut header = sandboxed.then(Vec::new);
     let (status, timed_out) = wait_reading(&mut group, deadline, &mut header, &mut out, &mut err).await;
@@ -377,7 +381,6 @@ async fn run(
     } else {
         group.reap().await;
     }
-    drop(tmp);
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let status = status.map_err(|e| ToolError::new(format!("waiting for the shell failed: {e}")))?;
     let applied = sandbox_applied(header.as_deref(), timed_out, status, &err)?;

@@ -152,21 +152,28 @@ fn remove_left_tree(top: &Path) -> std::io::Result<()> {
 
 /// Opens the folder `name` beneath `dir` for listing, with no link
 /// followed; with `own`, first gives it back to its owner (mode 0700:
-/// the command may have taken its own rights away).
+/// the command may have taken its own rights away). The folder is looked
+/// up once, as a folder and never through a link (`O_PATH`, `O_NOFOLLOW`,
+/// `O_DIRECTORY`), and changed and opened through that descriptor only: a
+/// command still running (a call cancelled during its grace period) that
+/// swaps the name for a link gets nothing outside changed.
 fn open_listable(
     dir: std::os::fd::BorrowedFd<'_>,
     name: &std::ffi::OsStr,
     own: bool,
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     use nix::fcntl::OFlag;
-    use nix::sys::stat::{FchmodatFlags, Mode};
+    use nix::sys::stat::Mode;
+    let found = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let folder = nix::fcntl::openat(dir, name, found, Mode::empty())?;
     if own {
-        // Known a folder (listed without following links), and no process
-        // of the command is left to swap it.
-        let _ = nix::sys::stat::fchmodat(dir, name, Mode::S_IRWXU, FchmodatFlags::FollowSymlink);
+        // `chmod` of the descriptor's own object (an `O_PATH` descriptor
+        // takes no `fchmod`): the folder found, whatever `name` is now.
+        let own_path = format!("/proc/self/fd/{}", folder.as_raw_fd());
+        let _ = std::fs::set_permissions(own_path, std::os::unix::fs::PermissionsExt::from_mode(0o700));
     }
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    Ok(nix::fcntl::openat(dir, name, flags, Mode::empty())?)
+    let listable = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    Ok(nix::fcntl::openat(&folder, ".", listable, Mode::empty())?)
 }
 
 /// Removes every entry of the folder `dir` but its folders on `device`,
@@ -326,6 +333,21 @@ mod tests {
         drop(tmp);
         assert!(!path.exists(), "removed whole");
         assert!(outside.path().join("keep").exists(), "nothing followed out");
+    }
+
+    /// A name swapped for a link after it was listed as a folder (a call
+    /// cancelled while its command still ran): the link's target keeps
+    /// its mode, and nothing is opened through it.
+    #[test]
+    fn a_folder_swapped_for_a_link_is_neither_changed_nor_entered() {
+        let top = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), top.path().join("x")).unwrap();
+        let dir = std::fs::File::open(top.path()).unwrap();
+        assert!(open_listable(dir.as_fd(), std::ffi::OsStr::new("x"), true).is_err());
+        let mode = std::fs::metadata(outside.path()).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o755, "the link's target was changed");
     }
 
     #[test]
