@@ -40,19 +40,11 @@ impl PrivateTmp {
     pub(super) fn make(confinement: &Confinement) -> Result<PrivateTmp, ToolError> {
         let root = confinement.command_tmp_root.as_path();
         require_hidden_root(root, confinement)?;
-        make_root(root).map_err(|e| {
-            ToolError::new(format!(
-                "cannot make the folder of commands' temporary folders {}: {e}",
-                root.display()
-            ))
-        })?;
-        let dir = open_root(root).map_err(|e| {
-            let why = if e == nix::errno::Errno::ELOOP {
-                "a link is now on its way (it was not when the engine started: a command may have replaced \
-                 a folder of it)"
-                    .to_owned()
-            } else {
-                e.desc().to_owned()
+        let dir = open_or_make_root(root).map_err(|e| {
+            let why = match e {
+                // Made here by the engine as folders: a link was planted.
+                nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => "a link is on its way".to_owned(),
+                e => e.desc().to_owned(),
             };
             ToolError::new(format!("cannot make the command's temporary folder in {}: {why}", root.display()))
         })?;
@@ -234,11 +226,13 @@ fn require_hidden_root(root: &Path, confinement: &Confinement) -> Result<(), Too
     )))
 }
 
-/// Makes `root` (mode 0700) when missing: its parent (the runs' folder,
-/// which the engine makes when it is built) first when missing too, then
-/// `root` itself through the parent opened with no link on its way, so a
-/// link planted in its place is refused, never followed.
-fn make_root(root: &Path) -> nix::Result<()> {
+/// `root` as a descriptor, made (mode 0700) when missing: its parent (the
+/// runs' folder's, which the engine makes when it is built) first when
+/// missing too; then `root` itself, made and opened through the parent
+/// opened with no link on its way, and never as a link (`ENOTDIR` for one
+/// planted in its place, which is never followed).
+fn open_or_make_root(root: &Path) -> nix::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
     let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
         return Err(nix::errno::Errno::EINVAL);
     };
@@ -252,9 +246,11 @@ fn make_root(root: &Path) -> nix::Result<()> {
         other => other?,
     };
     match nix::sys::stat::mkdirat(&parent_fd, name, nix::sys::stat::Mode::S_IRWXU) {
-        Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
-        Err(e) => Err(e),
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => return Err(e),
     }
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    nix::fcntl::openat(&parent_fd, name, flags, nix::sys::stat::Mode::empty())
 }
 
 /// `root` as a descriptor, with no link on its way.
@@ -356,7 +352,7 @@ mod tests {
         std::fs::create_dir(top.path().join("real")).unwrap();
         std::os::unix::fs::symlink(top.path().join("real"), top.path().join("link")).unwrap();
         let err = PrivateTmp::make(&confinement(top.path(), &top.path().join("link"))).unwrap_err();
-        assert!(err.to_string().contains("a link is now on its way"), "{err}");
+        assert!(err.to_string().contains("a link is on its way"), "{err}");
         assert_eq!(std::fs::read_dir(top.path().join("real")).unwrap().count(), 0, "nothing made there");
     }
 
@@ -368,7 +364,7 @@ mod tests {
         std::os::unix::fs::symlink(elsewhere.path(), hidden.path().join("bash-tmp")).unwrap();
         let root = hidden.path().join("bash-tmp");
         let err = PrivateTmp::make(&confinement(hidden.path(), &root)).unwrap_err();
-        assert!(err.to_string().contains("a link is now on its way"), "{err}");
+        assert!(err.to_string().contains("a link is on its way"), "{err}");
         assert_eq!(
             std::fs::read_dir(elsewhere.path()).unwrap().count(),
             0,
