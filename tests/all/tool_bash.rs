@@ -298,6 +298,24 @@ fn a_sandboxed_command_s_leftovers_are_gone_when_its_call_returns() {
 }
 
 #[test]
+fn a_sandboxed_command_s_tmpdir_is_gone_when_its_call_returns() {
+    // The reap of the sandbox's init goes on after the call returns; the
+    // private TMPDIR, with what the command left in it, may not wait for
+    // it (a CLI that ends right after its last call would leave it behind).
+    // Forty calls: the reap usually wins the race, not every time.
+    let ws = workspace();
+    let engine = engine(&ws);
+    for _ in 0..40 {
+        let command = "mkdir \"$TMPDIR/d\" && echo left > \"$TMPDIR/d/f\" && printf %s \"$TMPDIR\"";
+        let out = bash(&engine, json!({"command": command}));
+        assert_eq!(ok(&out)["content"]["exit_code"], json!(0), "{}", ok(&out));
+        let tmpdir = ok(&out)["content"]["stdout"].as_str().unwrap().to_owned();
+        assert!(tmpdir.contains("codemode-bash-"), "{tmpdir}");
+        assert!(!std::path::Path::new(&tmpdir).exists(), "still there when the call returned: {tmpdir}");
+    }
+}
+
+#[test]
 fn the_run_deadline_cancels_the_call_and_kills_its_processes() {
     let ws = workspace();
     let engine = engine_with(&ws, deadline(300));

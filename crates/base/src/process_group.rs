@@ -145,6 +145,15 @@ impl ProcessGroup {
         self
     }
 
+    /// Takes back what [`ProcessGroup::keep_until_gone`] kept, for a caller
+    /// that knows by other means that no process of the group can use it
+    /// any more (a sandboxed command's init killed and reaped everything
+    /// else in its PID namespace before it reported the shell's status), so
+    /// that it is released now rather than once the group is reaped.
+    pub fn take_kept(&mut self) -> Option<Box<dyn Send>> {
+        self.kept.take()
+    }
+
     /// Sets the grace period between SIGTERM and SIGKILL (default
     /// [`DEFAULT_KILL_GRACE`]).
     pub fn with_kill_grace(mut self, kill_grace: Duration) -> ProcessGroup {

@@ -371,19 +371,28 @@ async fn run(
     let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
     let mut header = sandboxed.then(Vec::new);
     let (status, timed_out) = wait_reading(&mut group, deadline, &mut header, &mut out, &mut err).await;
+    let ended = status
+        .map_err(|e| ToolError::new(format!("waiting for the shell failed: {e}")))
+        .and_then(|status| Ok((status, sandbox_applied(header.as_deref(), timed_out, status, &err)?)));
     if sandboxed && !timed_out {
         // The launcher ended once init reported the shell's status, after
         // init had killed and reaped the rest of the namespace; init itself
         // may still be tearing the namespaces down (the launcher's exit
         // kills it): what of the group is ours to reap is reaped off the
-        // call's way back.
+        // call's way back. In a PID namespace of its own no process of the
+        // command is left, so its TMPDIR goes now, before the call returns
+        // (also when the engine's process ends right after); without one,
+        // only once the group is gone.
+        let in_own_pid_namespace =
+            matches!(&ended, Ok((_, Some(applied))) if applied.namespaces.iter().any(|n| n == "pid"));
+        let tmp = if in_own_pid_namespace { group.take_kept() } else { None };
         tokio::spawn(async move { group.reap().await });
+        drop(tmp);
     } else {
         group.reap().await;
     }
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    let status = status.map_err(|e| ToolError::new(format!("waiting for the shell failed: {e}")))?;
-    let applied = sandbox_applied(header.as_deref(), timed_out, status, &err)?;
+    let (status, applied) = ended?;
     if timed_out {
         return Err(timed_out_error(timeout, confinement.kill_grace, &out, &err));
     }

@@ -48,6 +48,7 @@ impl PrivateTmp {
             };
             ToolError::new(format!("cannot make the command's temporary folder in {}: {why}", root.display()))
         })?;
+        sweep_once(&dir, root);
         for _ in 0..NAME_TRIES {
             let name: String = std::iter::repeat_with(fastrand::alphanumeric).take(10).collect();
             let name = format!("codemode-bash-{name}");
@@ -83,6 +84,54 @@ impl Drop for PrivateTmp {
             tracing::warn!(
                 "the command's temporary folder {} was not removed whole: {e}",
                 self.path.display()
+            );
+        }
+    }
+}
+
+/// How old (by its last change) a folder in the root must be to be taken
+/// for one a call left behind: far past the longest call (a 600 s
+/// timeout and its kill grace).
+const LEFT_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// The roots this process has swept ([`sweep_once`]).
+static SWEPT_ROOTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Sweeps `root` (opened as `dir`) the first time this process makes a
+/// folder in it: see [`sweep_left_behind`].
+fn sweep_once(dir: &std::os::fd::OwnedFd, root: &Path) {
+    {
+        let mut swept = SWEPT_ROOTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if swept.iter().any(|r| r == root) {
+            return;
+        }
+        swept.push(root.to_path_buf());
+    }
+    let before = std::time::SystemTime::now() - LEFT_BEHIND_AFTER;
+    sweep_left_behind(dir, root, before);
+}
+
+/// Removes the call folders (`codemode-bash-*`) in `root` (opened as
+/// `dir`) last changed before `before`: those of calls whose engine
+/// ended before it could remove them (a process killed, or one that
+/// exited while a cancelled call's processes were still in their grace).
+/// No call lives that long; what cannot be removed is logged and left.
+fn sweep_left_behind(dir: &std::os::fd::OwnedFd, root: &Path, before: std::time::SystemTime) {
+    let Ok(listing) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+        return;
+    };
+    for entry in listing.flatten() {
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().starts_with(b"codemode-bash-") {
+            continue;
+        }
+        let path = root.join(&name);
+        let old =
+            std::fs::symlink_metadata(&path).and_then(|m| m.modified()).is_ok_and(|changed| changed < before);
+        if old && let Err(e) = remove_left_tree(&path) {
+            tracing::warn!(
+                "a command's temporary folder left behind, {}, was not removed whole: {e}",
+                path.display()
             );
         }
     }
@@ -300,6 +349,33 @@ mod tests {
         std::fs::write(path.join("left"), "x").unwrap();
         drop(tmp);
         assert!(!path.exists(), "removed with what was left in it");
+    }
+
+    #[test]
+    fn folders_left_behind_a_day_ago_are_swept_and_others_kept() {
+        let hidden = tempfile::tempdir().unwrap();
+        let root = hidden.path().join("bash-tmp");
+        let confinement = confinement(hidden.path(), &root);
+        std::fs::create_dir_all(root.join("codemode-bash-old/inner")).unwrap();
+        std::fs::write(root.join("codemode-bash-old/inner/f"), "x").unwrap();
+        std::fs::create_dir(root.join("codemode-bash-fresh")).unwrap();
+        std::fs::create_dir(root.join("other-old")).unwrap();
+        let two_days_ago = std::time::SystemTime::now() - 2 * LEFT_BEHIND_AFTER;
+        for name in ["codemode-bash-old", "other-old"] {
+            let folder = std::fs::File::open(root.join(name)).unwrap();
+            folder.set_modified(two_days_ago).unwrap();
+        }
+        let tmp = PrivateTmp::make(&confinement).unwrap();
+        assert!(!root.join("codemode-bash-old").exists(), "a call's folder of two days ago is swept");
+        assert!(root.join("codemode-bash-fresh").exists(), "a fresh one may be a running call's");
+        assert!(root.join("other-old").exists(), "only call folders are swept");
+        assert!(tmp.path().exists());
+        // Once per root and process: a folder left behind later waits for
+        // the next process.
+        std::fs::create_dir(root.join("codemode-bash-later")).unwrap();
+        std::fs::File::open(root.join("codemode-bash-later")).unwrap().set_modified(two_days_ago).unwrap();
+        drop(PrivateTmp::make(&confinement).unwrap());
+        assert!(root.join("codemode-bash-later").exists());
     }
 
     #[test]
