@@ -343,3 +343,40 @@ fn a_program_sees_a_lost_server_as_a_failed_call_that_says_what_happened() {
     );
     assert_eq!(receipt["calls"][0]["status"], "failed", "{receipt}");
 }
+
+/// Through the CLI, one shared tool-list cache: server-everything on a
+/// port, its list cached by the first run; then the Python server on the
+/// same URL. A tool only the new server has is reached (the cached list is
+/// another server's), where a stdio server's cached list would refuse it
+/// without a start; a name neither has is still refused, from the new
+/// server's own list.
+#[test]
+fn another_server_at_a_cached_url_is_connected_for_a_tool_the_cached_list_lacks() {
+    let ws = crate::common::workspace();
+    let port = free_port();
+    let server = Server::start(Kind::Everything, port);
+    std::fs::write(ws.path().join("servers.json"), json!({"mcpServers": web(&server.url())}).to_string())
+        .unwrap();
+    let cache = ws.path().join("cache");
+    let run = |program: &str| -> Value {
+        let args = ["run", "-", "--json", "--approve", "allow", "--mcp-config", "servers.json"];
+        let mut child = crate::cli::spawn(&args, ws.path(), &[("XDG_CACHE_HOME", cache.as_path())]);
+        child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no receipt ({e}): {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let first = run(r#"return (await tools.call("mcp__web__echo", {message: "a"})).content;"#);
+    assert_eq!(first["status"], "completed", "{first:#}");
+    let _ = server.kill();
+    let _server = Server::start(Kind::Python, port);
+    let second = run(r#"const n = await tools.call("mcp__web__count", {});
+           let other;
+           try { await tools.call("mcp__web__nowhere", {}); other = "ran"; } catch (e) { other = [e.kind, e.message]; }
+           return {count: n.content, other};"#);
+    assert_eq!(second["status"], "completed", "{second:#}");
+    assert_eq!(second["calls"][0]["status"], "ok", "{second:#}");
+    assert_eq!(second["value"]["other"][0], "refused", "{second:#}");
+    let message = second["value"]["other"][1].as_str().unwrap();
+    assert!(message.contains("unknown tool `mcp__web__nowhere`"), "{message}");
+}

@@ -14,8 +14,7 @@ use crate::mcp_support::{fixture, node_server};
 
 /// Runs `program` with the config `servers`; the receipt. The tool lists
 /// cache of its own: an HTTP server's listing is cached by its URL, and a
-/// free port an earlier test's server had would bring that server's list
-/// (without the tool called here: "not started for it").
+/// free port an earlier test's server had would bring that server's list.
 fn run(ws: &Path, servers: Value, program: &str) -> Value {
     use std::io::Write as _;
     let file = ws.join("servers.json");

@@ -81,6 +81,9 @@ pub(crate) struct McpLink {
     read_only: Vec<String>,
     /// Servers configured `disabled`.
     disabled: Vec<String>,
+    /// Servers reached over HTTP: connecting to one starts no process, and
+    /// its tool list, cached by URL, may be another server's by now.
+    remote: Vec<String>,
     catalog: OnceLock<Weak<CatalogCell>>,
     /// One lock per server, held while a call decides and starts it.
     start_locks: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -140,6 +143,11 @@ impl McpLink {
         let launches = config.enabled().map(|s| (naming::connect_name(&s.name), s.launch_line())).collect();
         let read_only = config.enabled().filter(|s| s.read_only).map(|s| s.name.clone()).collect();
         let disabled = config.servers.values().filter(|s| s.disabled).map(|s| s.name.clone()).collect();
+        let remote = config
+            .enabled()
+            .filter(|s| matches!(s.transport, crate::mcp::Transport::Http { .. }))
+            .map(|s| s.name.clone())
+            .collect();
         let file =
             config.source.as_ref().map_or_else(|| "the MCP config".to_owned(), |p| p.display().to_string());
         let disabled_tools = config
@@ -168,6 +176,7 @@ impl McpLink {
             servers,
             read_only,
             disabled,
+            remote,
             disabled_tools,
             catalog: OnceLock::new(),
             start_locks: Mutex::default(),
@@ -248,6 +257,11 @@ impl McpLink {
     /// listed in this engine and not in the schema cache. In name order.
     pub(crate) fn unlisted_servers(&self) -> Vec<String> {
         self.servers.iter().filter(|s| matches!(self.pool.cached_tools(s), Ok(None))).cloned().collect()
+    }
+
+    /// Whether `server` is reached over HTTP (no process to start).
+    pub(crate) fn is_remote(&self, server: &str) -> bool {
+        self.remote.iter().any(|s| s == server)
     }
 
     /// Whether the catalog holds `server`'s tools: from a live listing or

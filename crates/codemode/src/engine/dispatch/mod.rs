@@ -503,8 +503,15 @@ impl Dispatcher {
             // not started for it; a running one lists again (once). The
             // list is the server's, not this run's catalog: a run that
             // began while another run was starting the server has a
-            // catalog without its tools, which are listed by now.
-            if !mcp.is_running(&server) && mcp.is_listed(&server) && !mcp.lists_tool(&server, tool) {
+            // catalog without its tools, which are listed by now. A server
+            // reached over HTTP is connected to instead (no process
+            // starts): the list cached for its URL may be another
+            // server's by now (a redeployment, another server on a port).
+            if !mcp.is_running(&server)
+                && !mcp.is_remote(&server)
+                && mcp.is_listed(&server)
+                && !mcp.lists_tool(&server, tool)
+            {
                 return Some(Unlisted::Refuse(not_in_cached_list(catalog, tool, &server)));
             }
             return Some(Unlisted::Connect(server));
