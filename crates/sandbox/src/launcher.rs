@@ -263,7 +263,8 @@ pub fn read_spec_frame(input: &mut impl std::io::Read) -> Result<LaunchSpec, Str
 }
 
 /// The process's stdin read without a buffer (the standard library's
-/// stdin reads ahead, and would take the engine's go with the spec).
+/// stdin reads ahead, and would take the engine's go with the spec): the
+/// spec's frame, then the go byte (`shell::go_from_stdin`).
 struct RawStdin;
 
 impl std::io::Read for RawStdin {

@@ -25,6 +25,8 @@ mod mount_api;
 mod mounts;
 
 pub use locate::{LAUNCHER_ENV, find_launcher, set_launcher};
+#[cfg(target_os = "linux")]
+pub use mounts::open_folder_without_links;
 
 /// How `bash` commands are confined (`[sandbox] profile` in
 /// `codemode.toml`).

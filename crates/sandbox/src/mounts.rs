@@ -289,8 +289,13 @@ fn bind_onto_itself(path: &Path, how: Bind) -> nix::Result<()> {
 
 /// The folder at `path` (an `O_PATH` descriptor), with no symbolic link on
 /// its way (`openat2`, `RESOLVE_NO_SYMLINKS`): `ELOOP` where there is one,
-/// `ENOTDIR` where it is not a folder.
-pub(crate) fn open_folder_without_links(path: &Path) -> nix::Result<std::os::fd::OwnedFd> {
+/// `ENOTDIR` where it is not a folder. Also the engine's, for the root of
+/// the commands' private `TMPDIR` folders.
+///
+/// # Errors
+/// The `openat2` error (`ELOOP`, `ENOTDIR`, `ENOENT`, `EACCES`, `ENOSYS` on
+/// kernels before 5.6).
+pub fn open_folder_without_links(path: &Path) -> nix::Result<std::os::fd::OwnedFd> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
     let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY;
     let how = OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);

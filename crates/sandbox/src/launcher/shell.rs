@@ -84,15 +84,8 @@ fn close_inherited_fds() {
 /// without it.
 #[cfg(target_os = "linux")]
 fn go_from_stdin() -> bool {
-    use std::os::fd::AsFd as _;
-    let mut byte = [0u8; 1];
-    let stdin = std::io::stdin();
-    loop {
-        match nix::unistd::read(stdin.as_fd(), &mut byte) {
-            Err(Errno::EINTR) => continue,
-            other => break matches!(other, Ok(1)),
-        }
-    }
+    use std::io::Read as _;
+    super::RawStdin.read_exact(&mut [0u8; 1]).is_ok()
 }
 
 /// Puts `/dev/null` on stdin, in place of the engine's pipe.

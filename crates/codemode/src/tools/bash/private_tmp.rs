@@ -305,9 +305,7 @@ fn open_or_make_root(root: &Path) -> nix::Result<std::os::fd::OwnedFd> {
 /// `root` as a descriptor, with no link on its way.
 #[cfg(target_os = "linux")]
 fn open_root(root: &Path) -> nix::Result<std::os::fd::OwnedFd> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
-    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY;
-    openat2(nix::fcntl::AT_FDCWD, root, OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS))
+    codemode_sandbox::open_folder_without_links(root)
 }
 
 /// `root` as a descriptor (no `openat2` here: the last component only is
