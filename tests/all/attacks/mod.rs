@@ -13,6 +13,7 @@ mod devices_elsewhere;
 mod git_dir;
 mod hostile_journal;
 mod keyrings;
+mod left_behind_sweep;
 mod long_runs;
 mod mount_swap;
 mod moved_authorization_server;

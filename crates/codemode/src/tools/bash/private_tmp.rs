@@ -29,6 +29,10 @@ const NAME_TRIES: usize = 16;
 #[derive(Debug)]
 pub(super) struct PrivateTmp {
     path: PathBuf,
+    /// The folder, opened and `flock`ed (exclusive) from the moment it is
+    /// made until it is removed: a sweep of another engine takes it for a
+    /// live call's and leaves it alone ([`sweep_left_behind`]).
+    _in_use: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl PrivateTmp {
@@ -55,7 +59,16 @@ impl PrivateTmp {
             // The command's private folder: other local users cannot list it.
             let mode = nix::sys::stat::Mode::S_IRWXU;
             match nix::sys::stat::mkdirat(&dir, name.as_str(), mode) {
-                Ok(()) => return Ok(PrivateTmp { path: root.join(name) }),
+                Ok(()) => {
+                    let in_use = lock_folder(&dir, name.as_str(), true).map_err(|e| {
+                        ToolError::new(format!(
+                            "cannot lock the command's temporary folder in {}: {}",
+                            root.display(),
+                            e.desc()
+                        ))
+                    })?;
+                    return Ok(PrivateTmp { path: root.join(name), _in_use: in_use });
+                }
                 Err(nix::errno::Errno::EEXIST) => continue,
                 Err(e) => {
                     return Err(ToolError::new(format!(
@@ -89,16 +102,37 @@ impl Drop for PrivateTmp {
     }
 }
 
-/// How old (by its last change) a folder in the root must be to be taken
-/// for one a call left behind: far past the longest call (a 600 s
-/// timeout and its kill grace).
+/// How long ago a folder in the root must have last changed (its
+/// `ctime`, which no process can set back) to be taken for one a call
+/// left behind: far past the longest call (a 600 s timeout and its kill
+/// grace). A folder still locked is a live call's whatever its age.
 const LEFT_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 /// The roots this process has swept ([`sweep_once`]).
 static SWEPT_ROOTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
-/// Sweeps `root` (opened as `dir`) the first time this process makes a
-/// folder in it: see [`sweep_left_behind`].
+/// The folder `name` in `dir`, opened (never through a link) and locked
+/// exclusively; with `wait`, waiting for the lock (a sweep holds a fresh
+/// folder's only while it reads its age), else not.
+///
+/// # Errors
+/// `EWOULDBLOCK` without `wait` when another open of it holds the lock (a
+/// live call's); the `openat` error.
+fn lock_folder(
+    dir: &std::os::fd::OwnedFd,
+    name: &(impl nix::NixPath + ?Sized),
+    wait: bool,
+) -> nix::Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{FlockArg, OFlag};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let folder = std::fs::File::from(nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::empty())?);
+    let how = if wait { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
+    nix::fcntl::Flock::lock(folder, how).map_err(|(_, e)| e)
+}
+
+/// Sweeps `root` (opened as `dir`), on a thread of its own so that no
+/// call waits for it, the first time this process makes a folder in it:
+/// see [`sweep_left_behind`].
 fn sweep_once(dir: &std::os::fd::OwnedFd, root: &Path) {
     {
         let mut swept = SWEPT_ROOTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -107,28 +141,53 @@ fn sweep_once(dir: &std::os::fd::OwnedFd, root: &Path) {
         }
         swept.push(root.to_path_buf());
     }
+    let Ok(dir) = dir.try_clone() else { return };
+    let root = root.to_path_buf();
     let before = std::time::SystemTime::now() - LEFT_BEHIND_AFTER;
-    sweep_left_behind(dir, root, before);
+    let sweep = move || sweep_left_behind(&dir, &root, before);
+    if let Err(e) = std::thread::Builder::new().name("codemode-tmp-sweep".into()).spawn(sweep) {
+        tracing::debug!("the sweep of commands' temporary folders did not start: {e}");
+    }
 }
 
 /// Removes the call folders (`codemode-bash-*`) in `root` (opened as
-/// `dir`) last changed before `before`: those of calls whose engine
-/// ended before it could remove them (a process killed, or one that
-/// exited while a cancelled call's processes were still in their grace).
-/// No call lives that long; what cannot be removed is logged and left.
+/// `dir`) that no engine holds (each call's folder is locked from the
+/// moment it is made until it is removed) and that last changed
+/// (`ctime`) before `before`: those of calls whose engine ended before
+/// it could remove them (a process killed, or one that exited while a
+/// cancelled call's processes were still in their grace). The age is the
+/// `ctime`, not the `mtime` a command may set back (`touch -d`), and the
+/// lock, not the age, tells a live call's folder: a review had a running
+/// command date its folder two days back and another engine's sweep
+/// emptied it while the command rearranged it. What cannot be removed is
+/// logged and left.
 fn sweep_left_behind(dir: &std::os::fd::OwnedFd, root: &Path, before: std::time::SystemTime) {
+    use std::os::unix::fs::MetadataExt as _;
     let Ok(listing) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
         return;
     };
+    let before = before.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     for entry in listing.flatten() {
         let name = entry.file_name();
         if !name.as_encoded_bytes().starts_with(b"codemode-bash-") {
             continue;
         }
+        // A fresh folder is passed by without its lock (its engine may be
+        // about to take it); an old one is locked, so that a live call's
+        // (older than any call lives, should the clock have jumped) is
+        // left alone, and held while it is removed.
+        let changed_before = |m: std::fs::Metadata| m.ctime() < before;
+        if !nix::sys::stat::fstatat(dir, name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| st.st_ctime < before)
+        {
+            continue;
+        }
+        let Ok(locked) = lock_folder(dir, name.as_os_str(), false) else { continue };
+        if !locked.metadata().is_ok_and(changed_before) {
+            continue;
+        }
         let path = root.join(&name);
-        let old =
-            std::fs::symlink_metadata(&path).and_then(|m| m.modified()).is_ok_and(|changed| changed < before);
-        if old && let Err(e) = remove_left_tree(&path) {
+        if let Err(e) = remove_left_tree(&path) {
             tracing::warn!(
                 "a command's temporary folder left behind, {}, was not removed whole: {e}",
                 path.display()
@@ -143,11 +202,23 @@ fn sweep_left_behind(dir: &std::os::fd::OwnedFd, root: &Path, before: std::time:
 /// a time through descriptors (never by a path that long), links are
 /// removed, never followed, and nothing on another filesystem is entered.
 /// A link put in `top`'s own place is removed alone. Runs after the call,
-/// when no process of the command is left to change the tree.
+/// when no process of the command is left to change the tree; should one
+/// be (a cancelled call in its grace period), each step back up (`..`)
+/// must land on the folder it came down from, or the walk stops: a folder
+/// moved up the tree mid-walk would otherwise take every later `..` above
+/// `top`, and the names still to remove would be looked up there (a
+/// review had the walk empty a folder beside the root this way).
 ///
 /// # Errors
 /// The first failure that left something behind.
 fn remove_left_tree(top: &Path) -> std::io::Result<()> {
+    remove_left_tree_watched(top, &mut |_| {})
+}
+
+/// [`remove_left_tree`], calling `entered` with the depth of each folder
+/// below `top` once it is emptied of all but its folders (for the tests
+/// to change the tree at a chosen step).
+fn remove_left_tree_watched(top: &Path, entered: &mut dyn FnMut(usize)) -> std::io::Result<()> {
     use std::ffi::{OsStr, OsString};
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
     let meta = match std::fs::symlink_metadata(top) {
@@ -161,16 +232,18 @@ fn remove_left_tree(top: &Path) -> std::io::Result<()> {
     let device = meta.dev();
     let mut first_error: Option<std::io::Error> = None;
     let mut cur = open_listable(nix::fcntl::AT_FDCWD, top.as_os_str(), false)?;
-    // Each level: its name in its parent, and its folders still to remove.
-    let mut levels: Vec<(OsString, Vec<OsString>)> =
-        vec![(OsString::new(), empty_but_folders(&cur, device, &mut first_error))];
-    while let Some((_, pending)) = levels.last_mut() {
+    // Each level: its name in its parent, its folders still to remove, and
+    // which folder it is (device and inode).
+    let mut levels: Vec<(OsString, Vec<OsString>, (u64, u64))> =
+        vec![(OsString::new(), empty_but_folders(&cur, device, &mut first_error), identity(&cur)?)];
+    while let Some((_, pending, _)) = levels.last_mut() {
         if let Some(name) = pending.pop() {
-            match open_listable(cur.as_fd(), &name, true) {
-                Ok(child) => {
+            match open_listable(cur.as_fd(), &name, true).and_then(|child| Ok((identity(&child)?, child))) {
+                Ok((id, child)) => {
                     let folders = empty_but_folders(&child, device, &mut first_error);
                     cur = child;
-                    levels.push((name, folders));
+                    levels.push((name, folders, id));
+                    entered(levels.len() - 1);
                 }
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -178,17 +251,27 @@ fn remove_left_tree(top: &Path) -> std::io::Result<()> {
             }
             continue;
         }
-        let (name, _) = levels.pop().expect("a level is there");
-        if levels.is_empty() {
-            break;
-        }
+        let (name, _, _) = levels.pop().expect("a level is there");
+        let Some((_, _, parent)) = levels.last() else { break };
         cur = open_listable(cur.as_fd(), OsStr::new(".."), false)?;
+        if identity(&cur)? != *parent {
+            return Err(std::io::Error::other(
+                "the folder was rearranged while it was removed (a folder of it was moved elsewhere in it): what \
+                 is left stays",
+            ));
+        }
         if let Err(e) = nix::unistd::unlinkat(&cur, name.as_os_str(), nix::unistd::UnlinkatFlags::RemoveDir) {
             first_error.get_or_insert(e.into());
         }
     }
     drop(cur);
     std::fs::remove_dir(top).map_err(|e| first_error.unwrap_or(e))
+}
+
+/// The device and inode of the folder `fd` is open on.
+fn identity(fd: &std::os::fd::OwnedFd) -> std::io::Result<(u64, u64)> {
+    let st = nix::sys::stat::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
 }
 
 /// Opens the folder `name` beneath `dir` for listing, with no link
@@ -218,7 +301,7 @@ fn open_listable(
 }
 
 /// Removes every entry of the folder `dir` but its folders on `device`,
-/// which it returns (a folder on another filesystem is left alone);
+/// which it returns in reverse name order, to be taken from the end (a folder on another filesystem is left alone);
 /// records the first failure in `first_error`.
 fn empty_but_folders(
     dir: &std::os::fd::OwnedFd,
@@ -258,6 +341,8 @@ fn empty_but_folders(
             first_error.get_or_insert(e.into());
         }
     }
+    // In name order, the first taken first: the walk is the same each time.
+    folders.sort_unstable_by(|a, b| b.cmp(a));
     folders
 }
 
@@ -349,31 +434,73 @@ mod tests {
         assert!(!path.exists(), "removed with what was left in it");
     }
 
+    /// `root` opened as the sweep takes it.
+    fn opened(root: &Path) -> std::os::fd::OwnedFd {
+        open_root(root).unwrap()
+    }
+
     #[test]
-    fn folders_left_behind_a_day_ago_are_swept_and_others_kept() {
+    fn only_unlocked_call_folders_last_changed_before_the_line_are_swept() {
         let hidden = tempfile::tempdir().unwrap();
         let root = hidden.path().join("bash-tmp");
         let confinement = confinement(hidden.path(), &root);
-        std::fs::create_dir_all(root.join("codemode-bash-old/inner")).unwrap();
-        std::fs::write(root.join("codemode-bash-old/inner/f"), "x").unwrap();
-        std::fs::create_dir(root.join("codemode-bash-fresh")).unwrap();
-        std::fs::create_dir(root.join("other-old")).unwrap();
+        // A live call's folder (locked by its PrivateTmp), one left behind,
+        // and a folder of another name.
+        let live = PrivateTmp::make(&confinement).unwrap();
+        std::fs::create_dir_all(root.join("codemode-bash-left/inner")).unwrap();
+        std::fs::write(root.join("codemode-bash-left/inner/f"), "x").unwrap();
+        std::fs::create_dir(root.join("other")).unwrap();
+        // Every folder here changed before a line a minute from now.
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        sweep_left_behind(&opened(&root), &root, later);
+        assert!(!root.join("codemode-bash-left").exists(), "left behind: swept");
+        assert!(live.path().exists(), "locked: a live call's, whatever its age");
+        assert!(root.join("other").exists(), "only call folders are swept");
+        drop(live);
+    }
+
+    #[test]
+    fn a_folder_dated_back_by_its_command_is_not_taken_for_an_old_one() {
+        let hidden = tempfile::tempdir().unwrap();
+        let root = hidden.path().join("bash-tmp");
+        std::fs::create_dir_all(root.join("codemode-bash-dated")).unwrap();
+        // `touch -d '2 days ago' "$TMPDIR"`: the mtime goes back, the
+        // ctime (now) does not.
         let two_days_ago = std::time::SystemTime::now() - 2 * LEFT_BEHIND_AFTER;
-        for name in ["codemode-bash-old", "other-old"] {
-            let folder = std::fs::File::open(root.join(name)).unwrap();
-            folder.set_modified(two_days_ago).unwrap();
-        }
-        let tmp = PrivateTmp::make(&confinement).unwrap();
-        assert!(!root.join("codemode-bash-old").exists(), "a call's folder of two days ago is swept");
-        assert!(root.join("codemode-bash-fresh").exists(), "a fresh one may be a running call's");
-        assert!(root.join("other-old").exists(), "only call folders are swept");
-        assert!(tmp.path().exists());
-        // Once per root and process: a folder left behind later waits for
-        // the next process.
-        std::fs::create_dir(root.join("codemode-bash-later")).unwrap();
-        std::fs::File::open(root.join("codemode-bash-later")).unwrap().set_modified(two_days_ago).unwrap();
-        drop(PrivateTmp::make(&confinement).unwrap());
-        assert!(root.join("codemode-bash-later").exists());
+        std::fs::File::open(root.join("codemode-bash-dated")).unwrap().set_modified(two_days_ago).unwrap();
+        let a_day_ago = std::time::SystemTime::now() - LEFT_BEHIND_AFTER;
+        sweep_left_behind(&opened(&root), &root, a_day_ago);
+        assert!(root.join("codemode-bash-dated").exists());
+    }
+
+    #[test]
+    fn a_folder_moved_up_the_tree_mid_removal_stops_the_walk_before_it_leaves() {
+        // bash-tmp/codemode-bash-x/{a/b/c, a/keep}, and `keep` beside the
+        // call's folder too: the command moves `c` up to the top while the
+        // walk empties it. Without the check on `..`, the walk climbed two
+        // levels too high and removed bash-tmp's `keep`.
+        let hidden = tempfile::tempdir().unwrap();
+        let root = hidden.path().join("bash-tmp");
+        let top = root.join("codemode-bash-x");
+        std::fs::create_dir_all(top.join("a/b/c")).unwrap();
+        std::fs::create_dir_all(top.join("a/keep")).unwrap();
+        std::fs::create_dir_all(root.join("keep")).unwrap();
+        std::fs::write(root.join("keep/precious"), "p").unwrap();
+        let mut moved = false;
+        let result = remove_left_tree_watched(&top, &mut |depth| {
+            if depth == 3 && !moved {
+                std::fs::rename(top.join("a/b/c"), top.join("c")).unwrap();
+                moved = true;
+            }
+        });
+        assert!(moved, "the walk reached c");
+        let e = result.unwrap_err();
+        assert!(e.to_string().contains("rearranged"), "{e}");
+        assert_eq!(std::fs::read_to_string(root.join("keep/precious")).unwrap(), "p");
+        // Nothing left unremovable: a later removal finishes the job.
+        remove_left_tree(&top).unwrap();
+        assert!(!top.exists());
+        assert!(root.join("keep/precious").exists());
     }
 
     #[test]
