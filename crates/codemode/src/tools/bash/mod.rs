@@ -387,7 +387,11 @@ async fn run(
             matches!(&ended, Ok((_, Some(applied))) if applied.namespaces.iter().any(|n| n == "pid"));
         let tmp = if in_own_pid_namespace { group.take_kept() } else { None };
         tokio::spawn(async move { group.reap().await });
-        drop(tmp);
+        if let Some(tmp) = tmp {
+            // What the command left there (any number of files) is removed
+            // off the runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || drop(tmp)).await;
+        }
     } else {
         group.reap().await;
     }

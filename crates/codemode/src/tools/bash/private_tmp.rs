@@ -60,7 +60,10 @@ impl PrivateTmp {
             let mode = nix::sys::stat::Mode::S_IRWXU;
             match nix::sys::stat::mkdirat(&dir, name.as_str(), mode) {
                 Ok(()) => {
-                    let in_use = lock_folder(&dir, name.as_str(), true).map_err(|e| {
+                    let in_use = lock_folder(&dir, name.as_str()).map_err(|e| {
+                        // Not left behind for a sweep.
+                        let _ =
+                            nix::unistd::unlinkat(&dir, name.as_str(), nix::unistd::UnlinkatFlags::RemoveDir);
                         ToolError::new(format!(
                             "cannot lock the command's temporary folder in {}: {}",
                             root.display(),
@@ -111,23 +114,20 @@ const LEFT_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_secs(24
 /// The roots this process has swept ([`sweep_once`]).
 static SWEPT_ROOTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
-/// The folder `name` in `dir`, opened (never through a link) and locked
-/// exclusively; with `wait`, waiting for the lock (a sweep holds a fresh
-/// folder's only while it reads its age), else not.
+/// The folder `name` in `dir`, just made, opened (never through a link)
+/// and locked exclusively (waiting for the lock: no sweep takes a fresh
+/// folder's, see [`sweep_left_behind`]).
 ///
 /// # Errors
-/// `EWOULDBLOCK` without `wait` when another open of it holds the lock (a
-/// live call's); the `openat` error.
+/// The `openat` or `flock` error.
 fn lock_folder(
     dir: &std::os::fd::OwnedFd,
     name: &(impl nix::NixPath + ?Sized),
-    wait: bool,
 ) -> nix::Result<nix::fcntl::Flock<std::fs::File>> {
     use nix::fcntl::{FlockArg, OFlag};
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let folder = std::fs::File::from(nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::empty())?);
-    let how = if wait { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
-    nix::fcntl::Flock::lock(folder, how).map_err(|(_, e)| e)
+    nix::fcntl::Flock::lock(folder, FlockArg::LockExclusive).map_err(|(_, e)| e)
 }
 
 /// Sweeps `root` (opened as `dir`), on a thread of its own so that no
@@ -162,7 +162,6 @@ fn sweep_once(dir: &std::os::fd::OwnedFd, root: &Path) {
 /// emptied it while the command rearranged it. What cannot be removed is
 /// logged and left.
 fn sweep_left_behind(dir: &std::os::fd::OwnedFd, root: &Path, before: std::time::SystemTime) {
-    use std::os::unix::fs::MetadataExt as _;
     let Ok(listing) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
         return;
     };
@@ -172,26 +171,40 @@ fn sweep_left_behind(dir: &std::os::fd::OwnedFd, root: &Path, before: std::time:
         if !name.as_encoded_bytes().starts_with(b"codemode-bash-") {
             continue;
         }
-        // A fresh folder is passed by without its lock (its engine may be
-        // about to take it); an old one is locked, so that a live call's
-        // (older than any call lives, should the clock have jumped) is
-        // left alone, and held while it is removed.
-        let changed_before = |m: std::fs::Metadata| m.ctime() < before;
+        // A fresh folder is passed by untouched (its engine may be about
+        // to lock it). An old one is given back to its owner (a command
+        // may have left it `chmod 000`, which would keep an engine not
+        // running as root from opening it to lock it), locked, so that a
+        // live call's (older than any call lives, should the clock have
+        // jumped) is left alone, and held while it is removed.
         if !nix::sys::stat::fstatat(dir, name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
             .is_ok_and(|st| st.st_ctime < before)
         {
             continue;
         }
-        let Ok(locked) = lock_folder(dir, name.as_os_str(), false) else { continue };
-        if !locked.metadata().is_ok_and(changed_before) {
-            continue;
-        }
         let path = root.join(&name);
-        if let Err(e) = remove_left_tree(&path) {
-            tracing::warn!(
-                "a command's temporary folder left behind, {}, was not removed whole: {e}",
-                path.display()
-            );
+        let locked = open_listable(dir.as_fd(), &name, true).and_then(|folder| {
+            let how = nix::fcntl::FlockArg::LockExclusiveNonblock;
+            nix::fcntl::Flock::lock(std::fs::File::from(folder), how).map_err(|(_, e)| e.into())
+        });
+        match locked {
+            Ok(_held) => {
+                if let Err(e) = remove_left_tree(&path) {
+                    tracing::warn!(
+                        "a command's temporary folder left behind, {}, was not removed whole: {e}",
+                        path.display()
+                    );
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+                tracing::debug!("the temporary folder {} is a live call's (locked): kept", path.display());
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "a command's temporary folder left behind, {}, was not removed: {e}",
+                    path.display()
+                );
+            }
         }
     }
 }
@@ -457,6 +470,55 @@ mod tests {
         assert!(live.path().exists(), "locked: a live call's, whatever its age");
         assert!(root.join("other").exists(), "only call folders are swept");
         drop(live);
+    }
+
+    /// Runs `f` on this thread without `CAP_DAC_OVERRIDE` and
+    /// `CAP_DAC_READ_SEARCH` in its effective set (capabilities are per
+    /// thread; `capset` of the raw system call), as an engine not running
+    /// as root meets the files; nothing changes when the thread has none.
+    #[allow(unsafe_code)]
+    fn as_an_ordinary_user<T>(f: impl FnOnce() -> T) -> T {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        const VERSION_3: u32 = 0x2008_0522;
+        const DAC: u32 = (1 << 1) | (1 << 2);
+        let mut header = Header { version: VERSION_3, pid: 0 };
+        let mut data = [Data::default(); 2];
+        // SAFETY: capget writes one header and two data records, which
+        // outlive the call.
+        assert_eq!(unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) }, 0);
+        let saved = data;
+        data[0].effective &= !DAC;
+        // SAFETY: capset reads the header and two data records.
+        assert_eq!(unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) }, 0);
+        let out = f();
+        // SAFETY: as above; the saved effective set is within the permitted.
+        assert_eq!(unsafe { libc::syscall(libc::SYS_capset, &mut header, saved.as_ptr()) }, 0);
+        out
+    }
+
+    #[test]
+    fn a_folder_left_unreadable_by_its_command_is_swept_by_an_ordinary_user() {
+        let hidden = tempfile::tempdir().unwrap();
+        let root = hidden.path().join("bash-tmp");
+        std::fs::create_dir_all(root.join("codemode-bash-shut/d")).unwrap();
+        std::fs::write(root.join("codemode-bash-shut/d/f"), "x").unwrap();
+        // `chmod 000 "$TMPDIR"` before its call was cut off.
+        std::fs::set_permissions(root.join("codemode-bash-shut"), std::fs::Permissions::from_mode(0o000))
+            .unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        as_an_ordinary_user(|| sweep_left_behind(&opened(&root), &root, later));
+        assert!(!root.join("codemode-bash-shut").exists(), "swept");
     }
 
     #[test]
