@@ -112,7 +112,7 @@ pub struct ProcessGroup {
     /// Whether the group may still have processes to kill and reap.
     armed: bool,
     /// Dropped only once the group is gone ([`ProcessGroup::keep_until_gone`]).
-    kept: Option<Box<dyn Send>>,
+    kept: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl ProcessGroup {
@@ -150,7 +150,7 @@ impl ProcessGroup {
     /// any more (a sandboxed command's init killed and reaped everything
     /// else in its PID namespace before it reported the shell's status), so
     /// that it is released now rather than once the group is reaped.
-    pub fn take_kept(&mut self) -> Option<Box<dyn Send>> {
+    pub fn take_kept(&mut self) -> Option<Box<dyn std::any::Any + Send>> {
         self.kept.take()
     }
 

@@ -387,7 +387,11 @@ async fn run(
             matches!(&ended, Ok((_, Some(applied))) if applied.namespaces.iter().any(|n| n == "pid"));
         let tmp = if in_own_pid_namespace { group.take_kept() } else { None };
         tokio::spawn(async move { group.reap().await });
-        if let Some(tmp) = tmp {
+        let tmp =
+            tmp.and_then(|kept| kept.downcast::<Option<private_tmp::PrivateTmp>>().ok()).and_then(|t| *t);
+        if let Some(mut tmp) = tmp
+            && !tmp.remove_if_empty()
+        {
             // What the command left there (any number of files) is removed
             // off the runtime's workers.
             let _ = tokio::task::spawn_blocking(move || drop(tmp)).await;

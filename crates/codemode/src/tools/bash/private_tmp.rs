@@ -33,6 +33,8 @@ pub(super) struct PrivateTmp {
     /// made until it is removed: a sweep of another engine takes it for a
     /// live call's and leaves it alone ([`sweep_left_behind`]).
     _in_use: nix::fcntl::Flock<std::fs::File>,
+    /// Removed already ([`PrivateTmp::remove_if_empty`]).
+    removed: bool,
 }
 
 impl PrivateTmp {
@@ -70,7 +72,7 @@ impl PrivateTmp {
                             e.desc()
                         ))
                     })?;
-                    return Ok(PrivateTmp { path: root.join(name), _in_use: in_use });
+                    return Ok(PrivateTmp { path: root.join(name), _in_use: in_use, removed: false });
                 }
                 Err(nix::errno::Errno::EEXIST) => continue,
                 Err(e) => {
@@ -94,8 +96,21 @@ impl PrivateTmp {
     }
 }
 
+impl PrivateTmp {
+    /// Removes the folder now if the command left nothing in it (one
+    /// `rmdir`, the common case); whether it did. A folder with something
+    /// in it is removed whole when dropped.
+    pub(super) fn remove_if_empty(&mut self) -> bool {
+        self.removed = std::fs::remove_dir(&self.path).is_ok();
+        self.removed
+    }
+}
+
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
         if let Err(e) = remove_left_tree(&self.path) {
             tracing::warn!(
                 "the command's temporary folder {} was not removed whole: {e}",
