@@ -94,9 +94,7 @@ impl PrivateTmp {
     pub(super) fn path(&self) -> &Path {
         &self.path
     }
-}
 
-impl PrivateTmp {
     /// Removes the folder now if the command left nothing in it (one
     /// `rmdir`, the common case); whether it did. A folder with something
     /// in it is removed whole when dropped.
@@ -329,8 +327,9 @@ fn open_listable(
 }
 
 /// Removes every entry of the folder `dir` but its folders on `device`,
-/// which it returns in reverse name order, to be taken from the end (a folder on another filesystem is left alone);
-/// records the first failure in `first_error`.
+/// which it returns in reverse name order, to be taken from the end (a
+/// folder on another filesystem is left alone); records the first failure
+/// in `first_error`.
 fn empty_but_folders(
     dir: &std::os::fd::OwnedFd,
     device: u64,
