@@ -448,8 +448,9 @@ fn tools_list_is_the_small_default_surface_within_6_kib() {
     // Four configured servers (none started): their names are in the
     // description, and the list still fits; thirty with long names: some
     // are counted rather than named, and it still fits.
+    let configs = tempfile::tempdir().unwrap();
     let config = |name: &str, servers: Vec<String>| {
-        let path = ws.path().parent().unwrap().join(format!("{name}-{}.json", std::process::id()));
+        let path = configs.path().join(format!("{name}.json"));
         let servers: serde_json::Map<String, Value> = servers
             .iter()
             .map(|n| (n.to_string(), json!({"command": "node", "args": [format!("/opt/{n}/index.js")]})))
