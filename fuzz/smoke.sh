@@ -27,10 +27,15 @@ fi
 # safe Rust apart from QuickJS, which cargo-fuzz's sanitizer flags do not
 # reach; without one the targets build and run several times faster.
 cargo +nightly fuzz build -s none
+# The targets' scratch folders (workspaces, trust records: under the
+# temporary folder) outlive them, since libFuzzer ends a target without
+# running its destructors: they go in one folder, removed at the end.
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
 for t in "${targets[@]}"; do
     mkdir -p "$work/$t"
     echo "== $t: ${seconds} s"
-    cargo +nightly fuzz run -s none "$t" "$work/$t" "corpus/$t" -- \
+    TMPDIR="$scratch" cargo +nightly fuzz run -s none "$t" "$work/$t" "corpus/$t" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 done
 echo "== no crash in ${#targets[@]} target(s)"
