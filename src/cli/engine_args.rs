@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use codemode::config::ConfigFile;
-use codemode::journal::{JournalSpec, JournalStore, PruneOptions, Retention};
+use codemode::journal::{JournalSpec, JournalStore, PruneOptions, PruneReport, Retention};
 use codemode::limit_settings::{self as limit, LimitSettings};
 use codemode::trust::{ReadFile, TrustState};
 use codemode::{Engine, Limits, policy::Mode, policy::Posture};
@@ -192,9 +192,9 @@ impl EngineArgs {
         self
     }
 
-    /// These options for a process that runs one program and exits: no VM
-    /// thread makes a spare VM after the run
-    /// ([`codemode::EngineBuilder::spare_vms`]).
+    /// These options for a process that runs one program and exits: one VM
+    /// thread ([`codemode::EngineBuilder::vm_threads`]), which makes no
+    /// spare VM after the run ([`codemode::EngineBuilder::spare_vms`]).
     pub(crate) fn for_one_run(mut self) -> Self {
         self.one_run = true;
         self
@@ -385,6 +385,12 @@ impl EngineArgs {
             .config(config)
             .approver_arc(approver)
             .spare_vms(!self.one_run);
+        if self.one_run {
+            // One program, so one VM thread: a second would only start a
+            // thread and a runtime for nothing (docs/PERFORMANCE.md,
+            // "`codemode run`: one VM thread ...").
+            builder = builder.vm_threads(1);
+        }
         match journal {
             JournalChoice::Default => {}
             JournalChoice::Off => builder = builder.no_journal(),
@@ -755,21 +761,38 @@ impl CliEngine {
 /// (the run just made; empty for none). Never an error: what goes wrong is
 /// a warning on stderr. Blocking: not for async code.
 pub(crate) fn prune_runs(engine: &Engine, retention: Retention, run_id: &str) {
-    let runs = engine.runs();
     let pruned = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())
-        .and_then(|rt| {
-            // Read every run's state once per tenth of keep_runs new runs,
-            // not after each one (a kept run's journal is opened each
-            // time: at the default 200 kept, that doubled a run's cost).
-            let mut options = PruneOptions::keeping(run_id).slack(retention.keep_runs / 10);
-            // Only this workspace's runs: another workspace's paused
-            // run in a shared store is not this retention's to remove.
-            options.workspace = Some(engine.workspace().to_path_buf());
-            rt.block_on(runs.prune(retention, &options)).map_err(|e| e.to_string())
-        });
+        .and_then(|rt| rt.block_on(pruning(engine, retention, run_id)));
+    warn_of_pruning(pruned);
+}
+
+/// The pruning of [`prune_runs`], as a future a command spawns on its own
+/// runtime when its run starts, so old runs go while it runs (`run_id`'s
+/// folder need not be made yet: it counts as the newest run either way).
+/// Show its outcome with [`warn_of_pruning`].
+pub(crate) fn pruning(
+    engine: &Engine,
+    retention: Retention,
+    run_id: &str,
+) -> impl std::future::Future<Output = Result<PruneReport, String>> + Send + 'static {
+    let runs = engine.runs();
+    // Read every run's state once per tenth of keep_runs new runs, not
+    // after each one (a kept run's journal is opened each time: at the
+    // default 200 kept, that doubled a run's cost).
+    let mut options = if run_id.is_empty() { PruneOptions::default() } else { PruneOptions::keeping(run_id) }
+        .slack(retention.keep_runs / 10);
+    // Only this workspace's runs: another workspace's paused run in a
+    // shared store is not this retention's to remove.
+    options.workspace = Some(engine.workspace().to_path_buf());
+    async move { runs.prune(retention, &options).await.map_err(|e| e.to_string()) }
+}
+
+/// Shows what went wrong in a [`pruning`]: a warning on stderr per run
+/// that could not be removed, or one when the runs could not be listed.
+pub(crate) fn warn_of_pruning(pruned: Result<PruneReport, String>) {
     match pruned {
         Ok(report) => {
             for failure in &report.failures {

@@ -329,17 +329,35 @@ pub(crate) fn main(cli: Cli) -> ExitCode {
     }
 }
 
-/// Writes `text` to stdout; a closed pipe (`codemode run x | head`) is not
-/// an error.
-/// Saves `receipt` as `receipt.json` in its run's folder and
-/// returns it with the path. When it cannot be saved, says so on stderr and
-/// adds a warning to the receipt returned (a receipt is never lost
-/// silently).
+/// Saves `receipt` as `receipt.json` in its run's folder, atomically and
+/// synced, and returns it with the path. When it cannot be saved, says so
+/// on stderr and adds a warning to the receipt returned (a receipt is never
+/// lost silently).
 pub(crate) fn save_receipt(
     engine: &codemode::Engine,
-    mut receipt: codemode::Receipt,
+    receipt: codemode::Receipt,
 ) -> (codemode::Receipt, Option<String>) {
-    match engine.save_receipt(&receipt) {
+    save_receipt_with(receipt, |r| engine.save_receipt(r))
+}
+
+/// [`save_receipt`] for a program's run (`run`, `resume`), whose journal,
+/// when the engine keeps one, is its durable record, synced before the
+/// command exits: the file is then written atomically but not synced
+/// (`Engine::save_receipt_copy`; docs/JOURNAL.md, "Guarantees"), a sync
+/// off the run's way.
+pub(crate) fn save_run_receipt(
+    engine: &codemode::Engine,
+    receipt: codemode::Receipt,
+) -> (codemode::Receipt, Option<String>) {
+    save_receipt_with(receipt, |r| engine.save_receipt_copy(r))
+}
+
+/// [`save_receipt`] with `save` writing the file.
+fn save_receipt_with(
+    mut receipt: codemode::Receipt,
+    save: impl FnOnce(&codemode::Receipt) -> std::io::Result<std::path::PathBuf>,
+) -> (codemode::Receipt, Option<String>) {
+    match save(&receipt) {
         Ok(path) => (receipt, Some(path.display().to_string())),
         Err(e) => {
             let warning = format!("the receipt could not be saved: {e}");
@@ -360,6 +378,8 @@ pub(crate) fn read_at_most(from: impl std::io::Read, limit: usize) -> std::io::R
     Ok(bytes)
 }
 
+/// Writes `text` to stdout; a closed pipe (`codemode run x | head`) is not
+/// an error.
 pub(crate) fn print_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();

@@ -111,7 +111,7 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
     let refused_up_front = matches!(kind, Some(ErrorKind::NotResumable | ErrorKind::Invocation))
         || (kind == Some(ErrorKind::Divergence) && receipt.calls.is_empty());
     let (receipt, saved) =
-        if refused_up_front { (receipt, None) } else { super::save_receipt(&engine, receipt) };
+        if refused_up_front { (receipt, None) } else { super::save_run_receipt(&engine, receipt) };
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {

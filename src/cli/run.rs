@@ -73,7 +73,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     }
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (receipt, signal) = rt.block_on(async {
+    let (receipt, signal, pruning) = rt.block_on(async {
         let mut program = match &path {
             Some(path) => Program::named(name, source).with_path(path),
             None => Program::named(name, source),
@@ -83,27 +83,30 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         }
         let options = codemode::run::RunOptions::default().trace_parent(super::telemetry::parent_from_env());
         let run = engine.start_with(program, options);
+        // Old runs go while this one runs (docs/JOURNAL.md, "Retention"):
+        // this thread only waits for the run meanwhile.
+        let pruning = tokio::spawn(super::engine_args::pruning(&engine, engine.retention(), run.run_id()));
         let canceller = run.canceller();
         let wait = run.wait();
         tokio::pin!(wait);
         // SIGINT (Ctrl-C) and SIGTERM cancel the run; the receipt is still
         // printed, and the exit code is 128 + the signal number.
-        tokio::select! {
+        let (receipt, signal) = tokio::select! {
             r = &mut wait => (r, None),
             signal = interrupted() => {
                 canceller.cancel();
                 (wait.await, Some(signal))
             }
-        }
+        };
+        (receipt, signal, pruning)
     });
 
     let code = exit_code(&receipt);
-    let run_id = receipt.run_id.clone();
     if args.json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
         // The compact rendering (DESIGN.md §4), pointing at the full receipt.
-        let (receipt, saved) = super::save_receipt(&engine, receipt);
+        let (receipt, saved) = super::save_run_receipt(&engine, receipt);
         show(&receipt, saved.as_deref(), &args.engine)?;
         if receipt.status == RunStatus::Completed && receipt.value.is_null() && !returns {
             super::note!(
@@ -112,8 +115,8 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    // Old runs go once this one is kept (docs/JOURNAL.md, "Runs on disk").
-    engine.apply_retention(&run_id);
+    // The pruning's warnings come after the run's summary.
+    super::engine_args::warn_of_pruning(rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string())));
     Ok(match signal {
         Some(signal) => 128 + signal,
         None => code,

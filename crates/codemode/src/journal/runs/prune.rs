@@ -31,7 +31,7 @@ impl Runs {
         let now = options.now.unwrap_or_else(SystemTime::now);
         let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let max_age = retention.keep_days.saturating_mul(86_400);
-        if let Some(runs) = self.within(retention, options.slack, now_unix).await? {
+        if let Some(runs) = self.within(retention, options, now_unix).await? {
             return Ok(PruneReport { dry_run: options.dry_run, kept: runs, ..PruneReport::default() });
         }
         let mut found = self.scan().await?;
@@ -51,8 +51,9 @@ impl Runs {
             .min();
         // The runs kept so far that count against keep_runs; the runs kept
         // on purpose (the run just made) are the newest, whatever the
-        // clock says.
-        let mut counted = found.iter().filter(|r| kept_on_purpose(r)).count() as u64;
+        // clock says, and count whether their folders are there yet or
+        // not (the pruning after a run goes on while the run does).
+        let mut counted = options.counted_ahead();
         for run in found {
             let age_secs = now_unix.saturating_sub(run.updated_ms / 1000);
             if kept_on_purpose(&run) {
@@ -139,7 +140,7 @@ impl Runs {
     async fn within(
         &self,
         retention: Retention,
-        slack: u64,
+        options: &PruneOptions,
         now_unix: u64,
     ) -> Result<Option<usize>, StoreError> {
         if !self.same_folder() {
@@ -150,7 +151,9 @@ impl Runs {
             .await
             .map_err(|e| StoreError::failed("the runs folder task", e))?;
         let Some(names) = names else { return Ok(None) };
-        if names.len() as u64 > retention.keep_runs.saturating_add(slack) {
+        // A run kept on purpose whose folder is not made yet is one more.
+        let coming = options.keep.iter().filter(|id| is_run_id(id) && !names.contains(id)).count();
+        if (names.len() + coming) as u64 > retention.keep_runs.saturating_add(options.slack) {
             return Ok(None);
         }
         let max_age = retention.keep_days.saturating_mul(86_400);
@@ -208,7 +211,10 @@ impl Runs {
 pub struct PruneOptions {
     /// Say what would be removed, remove nothing. Default: false.
     pub dry_run: bool,
-    /// Run ids never removed (the run just made). Default: none.
+    /// Run ids never removed (the run just made), counted as the newest
+    /// runs against `keep_runs` whether their folders are made yet or not:
+    /// the pruning after a run may go on while the run does. Default:
+    /// none.
     pub keep: Vec<String>,
     /// The time ages are measured from. Default: now.
     pub now: Option<SystemTime>,
@@ -231,6 +237,16 @@ impl PruneOptions {
     /// Options that keep the run `run_id`.
     pub fn keeping(run_id: impl Into<String>) -> PruneOptions {
         PruneOptions { keep: vec![run_id.into()], ..PruneOptions::default() }
+    }
+
+    /// How many runs [`PruneOptions::keep`] names (each a run id once,
+    /// folder made or not): the newest runs, counted against `keep_runs`
+    /// before any other.
+    fn counted_ahead(&self) -> u64 {
+        let mut ids: Vec<&str> = self.keep.iter().map(String::as_str).filter(|id| is_run_id(id)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len() as u64
     }
 
     /// These options, removing nothing.
@@ -292,4 +308,9 @@ pub struct PruneReport {
     pub busy: Vec<String>,
     /// Runs that could not be removed, each `run_id: why`.
     pub failures: Vec<String>,
+}
+
+/// Whether `id` could name a run (what a run folder's name must be).
+fn is_run_id(id: &str) -> bool {
+    crate::journal::local::check_run_id(id).is_ok()
 }

@@ -302,3 +302,34 @@ async fn slack_lets_runs_gather_then_prunes_to_keep_runs() {
     let report = runs.prune(Retention { keep_runs: 9, ..retention }, &PruneOptions::default()).await.unwrap();
     assert_eq!(report.removed.len(), 1, "{report:?}");
 }
+
+/// The pruning after a run goes on while the run does: the run kept on
+/// purpose counts as the newest against `keep_runs` whether its folder is
+/// made yet or not, both when the folder's names settle it (nothing read)
+/// and when every run is read.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_run_kept_on_purpose_counts_before_its_folder_is_made() {
+    let ids: Vec<String> =
+        (0..3).map(|n| run_id_started(Duration::from_secs(60 - u64::from(n)), n)).collect();
+    let coming = run_id_started(Duration::ZERO, 9);
+    let keep_three = Retention { keep_runs: 3, keep_days: 7 };
+
+    // By the names: three runs and the one coming are past three.
+    let (_ws, runs) = completed(&ids).await;
+    let report = runs.prune(keep_three, &PruneOptions::keeping(&coming)).await.unwrap();
+    let removed: Vec<&str> = report.removed.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(removed, [ids[0].as_str()], "the oldest goes to make room: {report:?}");
+
+    // Every run read (past the slack): the coming run still counts first.
+    let (_ws, runs) = completed(&ids).await;
+    let keep_one = Retention { keep_runs: 1, keep_days: 7 };
+    let report = runs.prune(keep_one, &PruneOptions::keeping(&coming)).await.unwrap();
+    assert_eq!(report.removed.len(), 3, "only the coming run is kept: {report:?}");
+
+    // A kept id that is not a run id, or named twice, counts at most once.
+    let (_ws, runs) = completed(&ids).await;
+    let mut options = PruneOptions::keeping(&coming);
+    options.keep.extend([coming.clone(), String::new(), "not a run".to_owned()]);
+    let report = runs.prune(keep_three, &options).await.unwrap();
+    assert_eq!(report.removed.len(), 1, "{report:?}");
+}
