@@ -765,25 +765,32 @@ pub(crate) fn prune_runs(engine: &Engine, retention: Retention, run_id: &str) {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())
-        .and_then(|rt| rt.block_on(pruning(engine, retention, run_id)));
+        .and_then(|rt| rt.block_on(pruning(engine, retention, run_id, false)));
     warn_of_pruning(pruned);
 }
 
-/// The pruning of [`prune_runs`], as a future a command spawns on its own
-/// runtime when its run starts, so old runs go while it runs (`run_id`'s
-/// folder need not be made yet: it counts as the newest run either way).
-/// Show its outcome with [`warn_of_pruning`].
+/// The pruning of [`prune_runs`], also as a future a command spawns on its
+/// own runtime when its run starts, so old runs go while it runs: then
+/// `being_made` says whether the run will leave a folder or a journal
+/// (`run_id` then counts as the newest run before it is found;
+/// [`PruneOptions::being_made`]). Show its outcome with
+/// [`warn_of_pruning`].
 pub(crate) fn pruning(
     engine: &Engine,
     retention: Retention,
     run_id: &str,
+    being_made: bool,
 ) -> impl std::future::Future<Output = Result<PruneReport, String>> + Send + 'static {
     let runs = engine.runs();
+    let options = match run_id {
+        "" => PruneOptions::default(),
+        id if being_made => PruneOptions::keeping_run_being_made(id),
+        id => PruneOptions::keeping(id),
+    };
     // Read every run's state once per tenth of keep_runs new runs, not
     // after each one (a kept run's journal is opened each time: at the
     // default 200 kept, that doubled a run's cost).
-    let mut options = if run_id.is_empty() { PruneOptions::default() } else { PruneOptions::keeping(run_id) }
-        .slack(retention.keep_runs / 10);
+    let mut options = options.slack(retention.keep_runs / 10);
     // Only this workspace's runs: another workspace's paused run in a
     // shared store is not this retention's to remove.
     options.workspace = Some(engine.workspace().to_path_buf());

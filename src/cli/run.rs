@@ -84,8 +84,16 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         let options = codemode::run::RunOptions::default().trace_parent(super::telemetry::parent_from_env());
         let run = engine.start_with(program, options);
         // Old runs go while this one runs (docs/JOURNAL.md, "Retention"):
-        // this thread only waits for the run meanwhile.
-        let pruning = tokio::spawn(super::engine_args::pruning(&engine, engine.retention(), run.run_id()));
+        // this thread only waits for the run meanwhile. The run counts as
+        // the newest unless it leaves nothing (no journal, no receipt
+        // saved with --json).
+        let leaves_a_folder = engine.journal_store().is_some() || !args.json;
+        let pruning = tokio::spawn(super::engine_args::pruning(
+            &engine,
+            engine.retention(),
+            run.run_id(),
+            leaves_a_folder,
+        ));
         let canceller = run.canceller();
         let wait = run.wait();
         tokio::pin!(wait);

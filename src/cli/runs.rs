@@ -47,8 +47,9 @@ enum RunsCommand {
     /// than --keep-days (even past --keep-runs: a person may answer it
     /// tomorrow), and a run folder with neither journal nor receipt
     /// younger than --keep-days (a run still going elsewhere); these are
-    /// not counted against --keep-runs. `codemode run` and `batch` prune
-    /// this way after a run, once a tenth of keep_runs more have gathered.
+    /// not counted against --keep-runs. `codemode run` (while its run
+    /// runs) and `batch` (after it) prune this way, once a tenth of
+    /// keep_runs more have gathered.
     #[command(after_help = "Exit codes: 0 done, 1 a run could not be removed, 2 bad invocation.")]
     Prune {
         /// Runs to keep, newest first [default: [journal] keep_runs,

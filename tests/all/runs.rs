@@ -42,6 +42,16 @@ fn ids(listing: &[Value]) -> Vec<String> {
     listing.iter().map(|r| r["run_id"].as_str().unwrap().to_owned()).collect()
 }
 
+/// A user's own codemode.toml (given with --config, so its retention
+/// applies) keeping `keep_runs` runs: its folder and its path.
+fn config_keeping(keep_runs: u64) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("codemode.toml");
+    std::fs::write(&path, format!("[journal]\nkeep_runs = {keep_runs}\n")).unwrap();
+    let path = path.to_str().unwrap().to_owned();
+    (dir, path)
+}
+
 /// A real run of `program` that saves its receipt; returns its run id.
 fn real_run(ws: &Path, program: &str) -> String {
     real_run_with(ws, program, &[])
@@ -302,10 +312,8 @@ fn each_run_prunes_to_the_configured_retention_keeping_paused_runs() {
     let ws = ws.path();
     // The user's own file (--config): its retention applies. (A
     // workspace's untrusted file cannot shorten it: tests/all/attacks/retention.rs.)
-    let config = tempfile::tempdir().unwrap();
-    let config = config.path().join("codemode.toml");
-    std::fs::write(&config, "[journal]\nkeep_runs = 2\n").unwrap();
-    let config = config.to_str().unwrap();
+    let (_config_dir, config) = config_keeping(2);
+    let config = config.as_str();
     journal(&runs_dir(ws), "run-20260102T030405Z-0000paus", RunState::Paused);
     age_days(&runs_dir(ws).join("run-20260102T030405Z-0000paus"), 1);
     let made: Vec<String> =
@@ -330,10 +338,8 @@ fn each_run_prunes_to_the_configured_retention_keeping_paused_runs() {
 fn runs_past_keep_runs_gather_for_a_tenth_then_go_together() {
     let ws = crate::common::workspace();
     let ws = ws.path();
-    let config = tempfile::tempdir().unwrap();
-    let config = config.path().join("codemode.toml");
-    std::fs::write(&config, "[journal]\nkeep_runs = 10\n").unwrap();
-    let config = config.to_str().unwrap();
+    let (_config_dir, config) = config_keeping(10);
+    let config = config.as_str();
     let made: Vec<String> =
         (0..11).map(|i| real_run_with(ws, &format!("return {i};"), &["--config", config])).collect();
     assert_eq!(ids(&list(ws, &[])).len(), 11, "one past keep_runs (10) stays: the slack is 10 / 10");
@@ -343,6 +349,32 @@ fn runs_past_keep_runs_gather_for_a_tenth_then_go_together() {
     let mut newest: Vec<String> = made[2..].iter().cloned().chain([last]).collect();
     newest.sort();
     assert_eq!(left, newest, "past the slack, pruned to the 10 newest");
+}
+
+/// `codemode run` prunes while its run runs, counting the run as the
+/// newest before its folder is made; a run that leaves nothing (journal
+/// off, no receipt saved with `--json`) takes no kept run's place, and one
+/// that leaves a journal (`--json`, journal on) counts.
+#[test]
+fn a_run_that_leaves_no_folder_takes_no_kept_run_s_place() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let (_config_dir, config) = config_keeping(1);
+    let config = config.as_str();
+    let kept = real_run_with(ws, "return 1;", &["--config", config]);
+    std::fs::write(ws.join("prog.js"), "return 2;").unwrap();
+    let json_run = |extra: &[&str]| {
+        let mut args = vec!["run", "prog.js", "--json", "--config", config];
+        args.extend_from_slice(extra);
+        let out = codemode(&args, "", ws);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
+        receipt["run_id"].as_str().unwrap().to_owned()
+    };
+    json_run(&["--journal", "off"]);
+    assert_eq!(ids(&list(ws, &[])), [kept], "the run that left nothing took no place");
+    let journaled = json_run(&[]);
+    assert_eq!(ids(&list(ws, &[])), [journaled], "a journaled run is the newest, counted while it ran");
 }
 
 #[test]

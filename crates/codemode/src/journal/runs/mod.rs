@@ -1,5 +1,5 @@
 //! Runs on disk: what `codemode runs list|show|prune` and the retention
-//! after each run work on.
+//! at each run work on.
 //!
 //! A workspace's runs are the union of two places: the journals in the
 //! [`JournalStore`] and the run folders under the receipts folder (the

@@ -1,5 +1,5 @@
 //! Removing the runs a [`Retention`] does not keep (`codemode runs prune`
-//! and the pruning after each run).
+//! and the pruning at each run).
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -51,9 +51,9 @@ impl Runs {
             .min();
         // The runs kept so far that count against keep_runs; the runs kept
         // on purpose (the run just made) are the newest, whatever the
-        // clock says, and count whether their folders are there yet or
-        // not (the pruning after a run goes on while the run does).
-        let mut counted = options.counted_ahead();
+        // clock says (and, being made, count before they are found).
+        let found_kept = found.iter().filter(|r| kept_on_purpose(r)).map(|r| r.run_id.as_str());
+        let mut counted = options.counted_ahead(found_kept);
         for run in found {
             let age_secs = now_unix.saturating_sub(run.updated_ms / 1000);
             if kept_on_purpose(&run) {
@@ -151,8 +151,8 @@ impl Runs {
             .await
             .map_err(|e| StoreError::failed("the runs folder task", e))?;
         let Some(names) = names else { return Ok(None) };
-        // A run kept on purpose whose folder is not made yet is one more.
-        let coming = options.keep.iter().filter(|id| is_run_id(id) && !names.contains(id)).count();
+        // A run being made whose folder is not there yet is one more.
+        let coming = options.being_made().filter(|id| !names.iter().any(|n| n == id)).count();
         if (names.len() + coming) as u64 > retention.keep_runs.saturating_add(options.slack) {
             return Ok(None);
         }
@@ -212,10 +212,15 @@ pub struct PruneOptions {
     /// Say what would be removed, remove nothing. Default: false.
     pub dry_run: bool,
     /// Run ids never removed (the run just made), counted as the newest
-    /// runs against `keep_runs` whether their folders are made yet or not:
-    /// the pruning after a run may go on while the run does. Default:
-    /// none.
+    /// runs against `keep_runs` when found. Default: none.
     pub keep: Vec<String>,
+    /// Whether the runs in `keep` are being made while the prune goes on
+    /// (`codemode run` prunes while its run runs) and will have a folder
+    /// or a journal: each then counts against `keep_runs` whether it is
+    /// found yet or not. Leave it false for a run that keeps no trace
+    /// (journal off and no receipt saved), which would otherwise take the
+    /// place of a run kept. Default: false.
+    pub being_made: bool,
     /// The time ages are measured from. Default: now.
     pub now: Option<SystemTime>,
     /// Only runs made in this workspace (their journal's header names it;
@@ -239,11 +244,31 @@ impl PruneOptions {
         PruneOptions { keep: vec![run_id.into()], ..PruneOptions::default() }
     }
 
-    /// How many runs [`PruneOptions::keep`] names (each a run id once,
-    /// folder made or not): the newest runs, counted against `keep_runs`
-    /// before any other.
-    fn counted_ahead(&self) -> u64 {
-        let mut ids: Vec<&str> = self.keep.iter().map(String::as_str).filter(|id| is_run_id(id)).collect();
+    /// Options that keep the run `run_id`, which is being made while the
+    /// prune goes on ([`PruneOptions::being_made`]).
+    pub fn keeping_run_being_made(run_id: impl Into<String>) -> PruneOptions {
+        PruneOptions { being_made: true, ..PruneOptions::keeping(run_id) }
+    }
+
+    /// The runs of [`PruneOptions::keep`] being made, each once (none
+    /// unless [`PruneOptions::being_made`]; ids that cannot name a run
+    /// left out).
+    fn being_made(&self) -> impl Iterator<Item = &str> {
+        let mut ids: Vec<&str> = if self.being_made {
+            self.keep.iter().map(String::as_str).filter(|id| is_run_id(id)).collect()
+        } else {
+            Vec::new()
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter()
+    }
+
+    /// How many runs count against `keep_runs` before any other: those of
+    /// `found_kept` (the kept runs found), and the runs being made not
+    /// among them.
+    fn counted_ahead<'a>(&'a self, found_kept: impl Iterator<Item = &'a str>) -> u64 {
+        let mut ids: Vec<&str> = found_kept.chain(self.being_made()).collect();
         ids.sort_unstable();
         ids.dedup();
         ids.len() as u64

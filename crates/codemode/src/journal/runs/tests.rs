@@ -303,33 +303,50 @@ async fn slack_lets_runs_gather_then_prunes_to_keep_runs() {
     assert_eq!(report.removed.len(), 1, "{report:?}");
 }
 
-/// The pruning after a run goes on while the run does: the run kept on
-/// purpose counts as the newest against `keep_runs` whether its folder is
-/// made yet or not, both when the folder's names settle it (nothing read)
-/// and when every run is read.
+/// The pruning of `codemode run` goes on while its run does: the run being
+/// made counts as the newest against `keep_runs` whether its folder is
+/// there yet or not, both when the folder's names settle it and when every
+/// run is read; a kept run that is not being made counts only when found.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_run_kept_on_purpose_counts_before_its_folder_is_made() {
+async fn a_run_being_made_counts_before_its_folder_is_made() {
     let ids: Vec<String> =
         (0..3).map(|n| run_id_started(Duration::from_secs(60 - u64::from(n)), n)).collect();
     let coming = run_id_started(Duration::ZERO, 9);
-    let keep_three = Retention { keep_runs: 3, keep_days: 7 };
+    let keep = |keep_runs| Retention { keep_runs, keep_days: 7 };
+    let removed =
+        |report: &PruneReport| -> Vec<String> { report.removed.iter().map(|r| r.run_id.clone()).collect() };
 
-    // By the names: three runs and the one coming are past three.
+    // Three runs and the one being made are past three: the oldest goes.
     let (_ws, runs) = completed(&ids).await;
-    let report = runs.prune(keep_three, &PruneOptions::keeping(&coming)).await.unwrap();
-    let removed: Vec<&str> = report.removed.iter().map(|r| r.run_id.as_str()).collect();
-    assert_eq!(removed, [ids[0].as_str()], "the oldest goes to make room: {report:?}");
+    let report = runs.prune(keep(3), &PruneOptions::keeping_run_being_made(&coming)).await.unwrap();
+    assert_eq!(removed(&report), [ids[0].clone()], "{report:?}");
 
-    // Every run read (past the slack): the coming run still counts first.
+    // Every run read (past the slack): the run being made still counts first.
     let (_ws, runs) = completed(&ids).await;
-    let keep_one = Retention { keep_runs: 1, keep_days: 7 };
-    let report = runs.prune(keep_one, &PruneOptions::keeping(&coming)).await.unwrap();
-    assert_eq!(report.removed.len(), 3, "only the coming run is kept: {report:?}");
+    let report = runs.prune(keep(1), &PruneOptions::keeping_run_being_made(&coming)).await.unwrap();
+    assert_eq!(report.removed.len(), 3, "only the run being made is kept: {report:?}");
 
-    // A kept id that is not a run id, or named twice, counts at most once.
+    // A kept run that is not being made (it leaves no folder, or is gone)
+    // takes no run's place.
     let (_ws, runs) = completed(&ids).await;
-    let mut options = PruneOptions::keeping(&coming);
+    let report = runs.prune(keep(3), &PruneOptions::keeping(&coming)).await.unwrap();
+    assert!(report.removed.is_empty(), "{report:?}");
+    let report = runs.prune(keep(1), &PruneOptions::keeping(&coming)).await.unwrap();
+    assert_eq!(report.removed.len(), 2, "{report:?}");
+
+    // Within keep_runs with the run being made, the names settle it: no
+    // journal is read, so a run another process holds is not even seen.
+    // The same id twice, and ids that are no run's, count at most once.
+    let (_ws, runs) = completed(&ids).await;
+    let held_id = run_id_started(Duration::ZERO, 8);
+    let _held = runs.store().create(&held_id, header(&held_id, "p.js")).await.unwrap();
+    let mut options = PruneOptions::keeping_run_being_made(&coming);
     options.keep.extend([coming.clone(), String::new(), "not a run".to_owned()]);
-    let report = runs.prune(keep_three, &options).await.unwrap();
-    assert_eq!(report.removed.len(), 1, "{report:?}");
+    let report = runs.prune(keep(5), &options).await.unwrap();
+    assert!(report.busy.is_empty() && report.removed.is_empty(), "settled by the names: {report:?}");
+    // One fewer kept: every run is read and the held run seen (it does not
+    // count, so the three and the run being made are within four).
+    let report = runs.prune(keep(4), &options).await.unwrap();
+    assert_eq!(report.busy, std::slice::from_ref(&held_id));
+    assert!(report.removed.is_empty(), "{report:?}");
 }
