@@ -127,7 +127,7 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
     let server = CodeModeServer::new((*engine).clone(), options)?;
     // A serve process lives long: old runs are pruned to the retention
     // (`[journal] keep_runs`, `keep_days`) when it starts and every ten
-    // minutes, as `codemode run` does after each run.
+    // minutes, as `codemode run` does at each run.
     let (pruned, retention) = ((*engine).clone(), engine.retention());
     std::thread::spawn(move || {
         loop {

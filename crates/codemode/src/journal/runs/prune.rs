@@ -219,20 +219,21 @@ pub struct PruneOptions {
     /// or a journal: each then counts against `keep_runs` whether it is
     /// found yet or not. Leave it false for a run that keeps no trace
     /// (journal off and no receipt saved), which would otherwise take the
-    /// place of a run kept. Default: false.
+    /// place of a run kept. A run being made whose journal then cannot be
+    /// written (a full disk) has taken one all the same. Default: false.
     pub being_made: bool,
     /// The time ages are measured from. Default: now.
     pub now: Option<SystemTime>,
     /// Only runs made in this workspace (their journal's header names it;
     /// a folder without a journal is this workspace's own): the automatic
-    /// pruning after a run, so one workspace's retention never removes
+    /// pruning at each run, so one workspace's retention never removes
     /// another's runs from a shared store. Default: every run.
     pub workspace: Option<PathBuf>,
     /// How many runs past `keep_runs` may stay until the next prune that
     /// finds more: while the run folders number at most `keep_runs +
     /// slack` and none is older than `keep_days`, the prune reads no
     /// journal and removes nothing; once past, it prunes down to
-    /// `keep_runs`. The pruning after each run uses a tenth of
+    /// `keep_runs`. The pruning at each run uses a tenth of
     /// `keep_runs`, so it reads every run's state once in that many runs
     /// instead of after each. Default: 0 (exactly `keep_runs`).
     pub slack: u64,
