@@ -363,11 +363,13 @@ async fn run(
     drop(stdin);
     let mut group = ProcessGroup::new(child, "bash", REAP_WAIT)
         .ok_or_else(|| ToolError::new("the shell exited before it could be tracked"))?
-        .with_kill_grace(confinement.kill_grace)
+        .with_kill_grace(confinement.kill_grace);
+    if let Some(tmp) = tmp {
         // The private TMPDIR outlives every process that can use it, also
         // when the call is cancelled (its cleanup follows no link, but a
         // command still running could add to the folder as it goes).
-        .keep_until_gone(tmp);
+        group = group.keep_until_gone(tmp);
+    }
     let (mut out, mut err) = (Tail::new(TAIL_BYTES), Tail::new(TAIL_BYTES));
     let mut header = sandboxed.then(Vec::new);
     let (status, timed_out) = wait_reading(&mut group, deadline, &mut header, &mut out, &mut err).await;
@@ -387,9 +389,7 @@ async fn run(
             matches!(&ended, Ok((_, Some(applied))) if applied.namespaces.iter().any(|n| n == "pid"));
         let tmp = if in_own_pid_namespace { group.take_kept() } else { None };
         tokio::spawn(async move { group.reap().await });
-        let tmp =
-            tmp.and_then(|kept| kept.downcast::<Option<private_tmp::PrivateTmp>>().ok()).and_then(|t| *t);
-        if let Some(mut tmp) = tmp
+        if let Some(mut tmp) = tmp.and_then(|kept| kept.downcast::<private_tmp::PrivateTmp>().ok())
             && !tmp.remove_if_empty()
         {
             // What the command left there (any number of files) is removed
