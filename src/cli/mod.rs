@@ -353,6 +353,26 @@ pub(crate) fn save_run_receipt(
     save_receipt_with(receipt, |r| engine.save_receipt_copy(r))
 }
 
+/// `receipt` once its run's journal is written and synced, with a warning
+/// when that failed after the run ended (`JournalStore::flush_run`): the
+/// run then has no durable record, and a receipt printed or saved before
+/// the sync would not say so. The process waits for that sync before it
+/// exits in any case; this moves the wait before the output.
+pub(crate) async fn with_journal_outcome(
+    engine: &codemode::Engine,
+    mut receipt: codemode::Receipt,
+) -> codemode::Receipt {
+    let Some(store) = engine.journal_store().cloned() else { return receipt };
+    let run_id = receipt.run_id.clone();
+    let flushed = tokio::task::spawn_blocking(move || store.flush_run(&run_id)).await.unwrap_or_else(|e| {
+        Err(codemode::journal::StoreError::Failed(format!("the journal's wait failed: {e}")))
+    });
+    if let Err(e) = flushed {
+        receipt.warnings.push(format!("the run's journal could not be written: {e}"));
+    }
+    receipt
+}
+
 /// [`save_receipt`] with `save` writing the file.
 fn save_receipt_with(
     mut receipt: codemode::Receipt,

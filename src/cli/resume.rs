@@ -96,13 +96,14 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         // SIGINT and SIGTERM cancel the resumed run as they cancel a run;
         // one stopped while it replays, before anything new ran, stays
         // paused.
-        tokio::select! {
+        let (receipt, signal) = tokio::select! {
             r = &mut wait => (r, None),
             signal = super::run::interrupted() => {
                 canceller.cancel();
                 (wait.await, Some(signal))
             }
-        }
+        };
+        (super::with_journal_outcome(&engine, receipt).await, signal)
     });
 
     let kind = receipt.error.as_ref().map(|e| e.kind);

@@ -106,6 +106,10 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
                 (wait.await, Some(signal))
             }
         };
+        // The journal is written and synced before the receipt goes out
+        // (the pruning goes on meanwhile), so the receipt can say when
+        // that failed.
+        let receipt = super::with_journal_outcome(&engine, receipt).await;
         (receipt, signal, pruning)
     });
 

@@ -617,9 +617,10 @@ fn a_journal_that_cannot_be_written_is_said_on_the_receipt_or_stderr() {
     let warnings = receipt["warnings"].to_string();
     assert!(warnings.contains("the run's journal could not be written"), "{warnings}");
 
-    // A failure when the folder is made, after the receipt of a run that
+    // A failure when the folder is made, after the run of a program that
     // never waited (an immutable runs folder: refused even to root), is a
-    // warning on stderr.
+    // warning on the receipt too (the command waits for the journal
+    // before its output), and on stderr.
     struct Immutable(std::path::PathBuf);
     impl Drop for Immutable {
         fn drop(&mut self) {
@@ -635,7 +636,15 @@ fn a_journal_that_cannot_be_written_is_said_on_the_receipt_or_stderr() {
     let out = codemode(&["run", "-", "--json"], "return 1;", ws.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(stdout_json(&out)["status"], "completed");
+    let receipt = stdout_json(&out);
+    assert_eq!(receipt["status"], "completed");
+    let warnings = receipt["warnings"].as_array().expect("warnings").clone();
+    assert!(
+        warnings.iter().any(|w| w.as_str().is_some_and(|w| w
+            .starts_with("the run's journal could not be written: cannot write the journal ")
+            && w.contains("journal.jsonl"))),
+        "{warnings:?}"
+    );
     assert!(stderr.contains("cannot write the journal") && stderr.contains("journal.jsonl"), "{stderr}");
 }
 

@@ -321,6 +321,15 @@ impl JournalStore for LocalStore {
         self.syncer.wait();
     }
 
+    fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.syncer.wait();
+        let Ok(path) = self.journal_path(run_id) else { return Ok(()) };
+        match self.syncer.take_failure(&path) {
+            Some(why) => Err(StoreError::Failed(why)),
+            None => Ok(()),
+        }
+    }
+
     fn record_ended<'a>(
         &'a self,
         run_id: &'a str,

@@ -332,6 +332,22 @@ pub trait JournalStore: Send + Sync + 'static {
     /// holding the engine). Default: nothing to wait for.
     fn flush(&self) {}
 
+    /// Blocks as [`JournalStore::flush`] does, then says whether what the
+    /// store did for `run_id`'s journal after its receipt (writing it
+    /// whole, or syncing it) failed: then the run has no durable journal,
+    /// which a command reporting its run after this (`codemode run`,
+    /// `codemode resume`) says on the receipt. Each failure is said once.
+    /// Default: [`JournalStore::flush`], then `Ok(())` (a store that
+    /// finishes its journals before the receipt has said so already).
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] naming the journal and what failed.
+    fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
+        let _ = run_id;
+        self.flush();
+        Ok(())
+    }
+
     /// Whether a new run's journal is made only once the run needs it: when
     /// it first hands lines over (it waits on its calls, or has buffered
     /// 256 KiB) or pauses; a run that ends before that is recorded whole by

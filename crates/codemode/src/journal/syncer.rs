@@ -27,6 +27,11 @@ const MAX_THREADS: usize = 4;
 /// Stack of a sync thread, in bytes: it only calls `fdatasync`.
 const THREAD_STACK: usize = 64 * 1024;
 
+/// Failures kept for [`Syncer::take_failure`], at most: the newest; a
+/// process that never asks (a server, whose answers went before) keeps no
+/// more than these.
+const MAX_FAILURES: usize = 64;
+
 /// Queues journals to fsync or to write whole, and does it on its own threads (started on
 /// first use, up to [`MAX_THREADS`]). Dropping it waits until every queued
 /// job is done.
@@ -76,6 +81,9 @@ struct State {
     closing: bool,
     /// Jobs done so far, syncs and writes (for tests).
     synced: u64,
+    /// The journals whose job failed, with what failed, oldest first (at
+    /// most [`MAX_FAILURES`]).
+    failures: VecDeque<(PathBuf, String)>,
 }
 
 impl std::fmt::Debug for Syncer {
@@ -104,7 +112,7 @@ impl Syncer {
 
     /// Queues `file` (the journal at `path`, for messages) to be fsync'd;
     /// returns at once. A failed fsync is logged (the run's receipt has
-    /// already been returned).
+    /// already been returned) and kept for [`Syncer::take_failure`].
     pub(crate) fn push(&self, file: File, path: PathBuf) {
         self.push_job(Job::Sync(file, path));
     }
@@ -112,7 +120,8 @@ impl Syncer {
     /// Queues the whole journal of a run that ended before its file was
     /// made, to be made (its folder too), written and fsync'd; returns at
     /// once. A failure is logged (the run's receipt has already been
-    /// returned). [`Syncer::wait_written`] waits for it.
+    /// returned) and kept for [`Syncer::take_failure`].
+    /// [`Syncer::wait_written`] waits for it.
     pub(crate) fn push_new(&self, journal: NewJournal) {
         self.push_job(Job::Write(journal));
     }
@@ -169,6 +178,15 @@ impl Syncer {
         }
     }
 
+    /// What failed for the journal at `path`, when a job of it failed
+    /// (and was not asked about before); the failure is forgotten then.
+    /// Asked after [`Syncer::wait`].
+    pub(crate) fn take_failure(&self, path: &std::path::Path) -> Option<String> {
+        let mut state = self.lock();
+        let at = state.failures.iter().position(|(p, _)| p == path)?;
+        state.failures.remove(at).map(|(_, why)| why)
+    }
+
     /// Jobs done so far.
     #[cfg(test)]
     pub(crate) fn synced(&self) -> u64 {
@@ -209,27 +227,30 @@ fn sync_thread(inner: &Inner) {
 /// Does `job` (dequeued) and counts it done.
 fn do_job(inner: &Inner, job: Job) {
     let wrote = matches!(job, Job::Write(_));
-    match job {
-        Job::Sync(file, path) => sync_one(&file, &path),
-        Job::Write(journal) => {
-            if let Err(e) = write_new(&journal) {
-                tracing::warn!("cannot write the journal {}: {e}", journal.path.display());
-            }
+    let failed = match job {
+        Job::Sync(file, path) => {
+            file.sync_data().err().map(|e| (format!("cannot sync the journal {}: {e}", path.display()), path))
         }
+        Job::Write(journal) => write_new(&journal)
+            .err()
+            .map(|e| (format!("cannot write the journal {}: {e}", journal.path.display()), journal.path)),
+    };
+    if let Some((why, _)) = &failed {
+        tracing::warn!("{why}");
     }
     let mut state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((why, path)) = failed {
+        if state.failures.len() == MAX_FAILURES {
+            state.failures.pop_front();
+        }
+        state.failures.push_back((path, why));
+    }
     state.pending -= 1;
     state.synced += 1;
     if wrote {
         state.writes -= 1;
     }
     inner.done.notify_all();
-}
-
-fn sync_one(file: &File, path: &std::path::Path) {
-    if let Err(e) = file.sync_data() {
-        tracing::warn!("cannot sync the journal {}: {e}", path.display());
-    }
 }
 
 /// Makes the run's folder (0700, confined as the store's are) and its
@@ -295,5 +316,33 @@ mod tests {
         syncer.wait_written();
         assert_eq!(std::fs::read_to_string(&taken).unwrap(), "header 0\nstate\n");
         assert_eq!(syncer.lock().writes, 0);
+    }
+
+    #[test]
+    fn a_failed_journal_is_said_once_to_who_asks_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let syncer = Syncer::default();
+        let written = dir.path().join("run-a").join("journal.jsonl");
+        syncer.push_new(NewJournal { path: written.clone(), confine: None, text: "a\n".into() });
+        // Its run folder's place is a file: the folder cannot be made.
+        std::fs::write(dir.path().join("run-b"), "not a folder").unwrap();
+        let refused = dir.path().join("run-b").join("journal.jsonl");
+        syncer.push_new(NewJournal { path: refused.clone(), confine: None, text: "b\n".into() });
+        syncer.wait();
+        assert_eq!(syncer.take_failure(&written), None);
+        let why = syncer.take_failure(&refused).expect("the failure is kept");
+        assert!(why.starts_with("cannot write the journal ") && why.contains("run-b"), "{why}");
+        assert_eq!(syncer.take_failure(&refused), None, "and said once");
+        // A process that never asks keeps the newest MAX_FAILURES only.
+        for i in 0..MAX_FAILURES + 5 {
+            let path = dir.path().join("run-b").join(format!("{i}"));
+            syncer.push_new(NewJournal { path, confine: None, text: String::new() });
+        }
+        syncer.wait();
+        assert_eq!(syncer.lock().failures.len(), MAX_FAILURES);
+        assert_eq!(syncer.take_failure(&dir.path().join("run-b").join("0")), None, "the oldest went first");
+        assert!(
+            syncer.take_failure(&dir.path().join("run-b").join(format!("{}", MAX_FAILURES + 4))).is_some()
+        );
     }
 }
