@@ -353,24 +353,20 @@ pub(crate) fn save_run_receipt(
     save_receipt_with(receipt, |r| engine.save_receipt_copy(r))
 }
 
-/// `receipt` once its run's journal is written and synced, with a warning
-/// when that failed after the run ended (`JournalStore::flush_run`): the
-/// run then has no durable record, and a receipt printed or saved before
-/// the sync would not say so. The process waits for that sync before it
-/// exits in any case; this moves the wait before the output.
-pub(crate) async fn with_journal_outcome(
-    engine: &codemode::Engine,
-    mut receipt: codemode::Receipt,
-) -> codemode::Receipt {
-    let Some(store) = engine.journal_store().cloned() else { return receipt };
-    let run_id = receipt.run_id.clone();
-    let flushed = tokio::task::spawn_blocking(move || store.flush_run(&run_id)).await.unwrap_or_else(|e| {
-        Err(codemode::journal::StoreError::Failed(format!("the journal's wait failed: {e}")))
-    });
-    if let Err(e) = flushed {
+/// Waits until the journal of `receipt`'s run is written and synced, and
+/// adds a warning to `receipt` when that failed after the run ended
+/// (`JournalStore::flush_run`): the run then has no durable record, which
+/// a receipt printed before the sync could not say. `store` is the
+/// engine's (a clone, so the engine can be dropped first: its teardown
+/// then overlaps the sync, which the process waited for before exiting
+/// anyway). Blocks: call it outside the runtime.
+pub(crate) fn add_journal_outcome(
+    store: Option<&std::sync::Arc<dyn codemode::journal::JournalStore>>,
+    receipt: &mut codemode::Receipt,
+) {
+    if let Some(Err(e)) = store.map(|store| store.flush_run(&receipt.run_id)) {
         receipt.warnings.push(format!("the run's journal could not be written: {e}"));
     }
-    receipt
 }
 
 /// [`save_receipt`] with `save` writing the file.

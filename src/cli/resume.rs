@@ -96,14 +96,13 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         // SIGINT and SIGTERM cancel the resumed run as they cancel a run;
         // one stopped while it replays, before anything new ran, stays
         // paused.
-        let (receipt, signal) = tokio::select! {
+        tokio::select! {
             r = &mut wait => (r, None),
             signal = super::run::interrupted() => {
                 canceller.cancel();
                 (wait.await, Some(signal))
             }
-        };
-        (super::with_journal_outcome(&engine, receipt).await, signal)
+        }
     });
 
     let kind = receipt.error.as_ref().map(|e| e.kind);
@@ -114,6 +113,12 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
     let (receipt, saved) =
         if refused_up_front { (receipt, None) } else { super::save_run_receipt(&engine, receipt) };
     if args.json {
+        // As `run --json`: the receipt goes out once the journal is
+        // durable, so it can say when that failed.
+        let mut receipt = receipt;
+        if !refused_up_front {
+            super::add_journal_outcome(engine.journal_store(), &mut receipt);
+        }
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
         super::run::show(&receipt, saved.as_deref(), &args.engine)?;

@@ -106,16 +106,21 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
                 (wait.await, Some(signal))
             }
         };
-        // The journal is written and synced before the receipt goes out
-        // (the pruning goes on meanwhile), so the receipt can say when
-        // that failed.
-        let receipt = super::with_journal_outcome(&engine, receipt).await;
         (receipt, signal, pruning)
     });
 
     let code = exit_code(&receipt);
     if args.json {
+        // The receipt on stdout is all a caller gets: it goes out once the
+        // journal is durable, so it can say when that failed. The engine
+        // goes first, its teardown overlapping the journal's sync.
+        let store = engine.journal_store().cloned();
+        let pruned = rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string()));
+        drop(engine);
+        let mut receipt = receipt;
+        super::add_journal_outcome(store.as_ref(), &mut receipt);
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
+        super::engine_args::warn_of_pruning(pruned);
     } else {
         // The compact rendering (DESIGN.md §4), pointing at the full receipt.
         let (receipt, saved) = super::save_run_receipt(&engine, receipt);
@@ -126,9 +131,9 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
                  `return VALUE` to print a result"
             );
         }
+        // The pruning's warnings come after the run's summary.
+        super::engine_args::warn_of_pruning(rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string())));
     }
-    // The pruning's warnings come after the run's summary.
-    super::engine_args::warn_of_pruning(rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string())));
     Ok(match signal {
         Some(signal) => 128 + signal,
         None => code,
