@@ -357,9 +357,8 @@ pub(crate) fn save_run_receipt(
 /// adds a warning to `receipt` when that failed after the run ended
 /// (`JournalStore::flush_run`): the run then has no durable record, which
 /// a receipt printed before the sync could not say. `store` is the
-/// engine's (a clone, so the engine can be dropped first: its teardown
-/// then overlaps the sync, which the process waited for before exiting
-/// anyway). Blocks: call it outside the runtime.
+/// engine's; the command waited for the sync before exiting anyway
+/// (`CliEngine`'s drop). Blocks: call it outside the runtime.
 pub(crate) fn add_journal_outcome(
     store: Option<&std::sync::Arc<dyn codemode::journal::JournalStore>>,
     receipt: &mut codemode::Receipt,

@@ -112,13 +112,11 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     let code = exit_code(&receipt);
     if args.json {
         // The receipt on stdout is all a caller gets: it goes out once the
-        // journal is durable, so it can say when that failed. The engine
-        // goes first, its teardown overlapping the journal's sync.
-        let store = engine.journal_store().cloned();
+        // journal is durable (the pruning ends meanwhile), so it can say
+        // when that failed.
         let pruned = rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string()));
-        drop(engine);
         let mut receipt = receipt;
-        super::add_journal_outcome(store.as_ref(), &mut receipt);
+        super::add_journal_outcome(engine.journal_store(), &mut receipt);
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
         super::engine_args::warn_of_pruning(pruned);
     } else {
