@@ -335,8 +335,9 @@ pub trait JournalStore: Send + Sync + 'static {
     /// Blocks as [`JournalStore::flush`] does, then says whether what the
     /// store did for `run_id`'s journal after its receipt (writing it
     /// whole, or syncing it) failed: then the run has no durable journal,
-    /// which a command reporting its run after this (`codemode run`,
-    /// `codemode resume`) says on the receipt. Each failure is said once.
+    /// which a command reporting its run after this (`codemode run --json`,
+    /// `codemode resume --json`) says on the receipt. Each failure is said once;
+    /// the local store keeps the newest 64 that nobody asked for.
     /// Default: [`JournalStore::flush`], then `Ok(())` (a store that
     /// finishes its journals before the receipt has said so already).
     ///
