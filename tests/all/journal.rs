@@ -619,8 +619,8 @@ fn a_journal_that_cannot_be_written_is_said_on_the_receipt_or_stderr() {
 
     // A failure when the folder is made, after the run of a program that
     // never waited (an immutable runs folder: refused even to root), is a
-    // warning on the receipt too (the command waits for the journal
-    // before its output), and on stderr.
+    // warning on the printed receipt too (with --json the command waits
+    // for the journal before its output), and on stderr.
     struct Immutable(std::path::PathBuf);
     impl Drop for Immutable {
         fn drop(&mut self) {
