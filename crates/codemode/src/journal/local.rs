@@ -322,8 +322,8 @@ impl JournalStore for LocalStore {
     }
 
     fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
-        self.syncer.wait();
         let Ok(path) = self.journal_path(run_id) else { return Ok(()) };
+        self.syncer.wait_for(&path);
         match self.syncer.take_failure(&path) {
             Some(why) => Err(StoreError::Failed(why)),
             None => Ok(()),

@@ -332,9 +332,10 @@ pub trait JournalStore: Send + Sync + 'static {
     /// holding the engine). Default: nothing to wait for.
     fn flush(&self) {}
 
-    /// Blocks as [`JournalStore::flush`] does, then says whether what the
-    /// store did for `run_id`'s journal after its receipt (writing it
-    /// whole, or syncing it) failed: then the run has no durable journal,
+    /// Blocks until what the store does for `run_id`'s journal after its
+    /// receipt (writing it whole, or syncing it) is done (the local store
+    /// waits for that journal only, not for other runs'), then says
+    /// whether it failed: then the run has no durable journal,
     /// which a command reporting its run after this (`codemode run --json`,
     /// `codemode resume --json`) says on the receipt. Each failure is said once;
     /// the local store keeps the newest 64 that nobody asked for.

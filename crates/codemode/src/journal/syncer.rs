@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -55,6 +55,22 @@ enum Job {
     /// Make, write and fsync the journal of a run that ended before it
     /// was made.
     Write(NewJournal),
+    /// Wait for the sender to send or go, then succeed (tests only: a job
+    /// that takes as long as a test wants).
+    #[cfg(test)]
+    Held(PathBuf, std::sync::mpsc::Receiver<()>),
+}
+
+impl Job {
+    /// The journal the job is for.
+    fn path(&self) -> &Path {
+        match self {
+            Job::Sync(_, path) => path,
+            Job::Write(journal) => &journal.path,
+            #[cfg(test)]
+            Job::Held(path, _) => path,
+        }
+    }
 }
 
 /// The whole journal of a run that ended before its file was made.
@@ -75,6 +91,8 @@ struct State {
     pending: usize,
     /// [`Job::Write`]s queued or being done.
     writes: usize,
+    /// The journals of the jobs being done (one entry per job).
+    doing: Vec<PathBuf>,
     /// Threads started, and how many of them wait for work.
     threads: usize,
     idle: usize,
@@ -147,6 +165,7 @@ impl Syncer {
                 Err(e) if state.threads == 0 => {
                     // No thread to do it: do it here rather than never.
                     let job = state.queue.pop_back().expect("just queued");
+                    state.doing.push(job.path().to_owned());
                     drop(state);
                     tracing::warn!("no journal sync thread ({e}); writing the journal in place");
                     do_job(&self.inner, job);
@@ -178,10 +197,20 @@ impl Syncer {
         }
     }
 
+    /// Waits until no job for the journal at `path` is queued or being
+    /// done: that journal written and synced (or failed), whatever else
+    /// is still queued.
+    pub(crate) fn wait_for(&self, path: &Path) {
+        let mut state = self.lock();
+        while state.doing.iter().any(|p| p == path) || state.queue.iter().any(|j| j.path() == path) {
+            state = self.inner.done.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// What failed for the journal at `path`, when a job of it failed
     /// (and was not asked about before); the failure is forgotten then.
-    /// Asked after [`Syncer::wait`].
-    pub(crate) fn take_failure(&self, path: &std::path::Path) -> Option<String> {
+    /// Asked after [`Syncer::wait_for`] (or [`Syncer::wait`]).
+    pub(crate) fn take_failure(&self, path: &Path) -> Option<String> {
         let mut state = self.lock();
         let at = state.failures.iter().position(|(p, _)| p == path)?;
         state.failures.remove(at).map(|(_, why)| why)
@@ -210,6 +239,7 @@ fn sync_thread(inner: &Inner) {
     let mut state = lock();
     loop {
         if let Some(job) = state.queue.pop_front() {
+            state.doing.push(job.path().to_owned());
             drop(state);
             do_job(inner, job);
             state = lock();
@@ -224,9 +254,11 @@ fn sync_thread(inner: &Inner) {
     }
 }
 
-/// Does `job` (dequeued) and counts it done.
+/// Does `job` (dequeued, its path pushed on [`State::doing`]) and counts
+/// it done.
 fn do_job(inner: &Inner, job: Job) {
     let wrote = matches!(job, Job::Write(_));
+    let doing = job.path().to_owned();
     let failed = match job {
         Job::Sync(file, path) => {
             file.sync_data().err().map(|e| (format!("cannot sync the journal {}: {e}", path.display()), path))
@@ -234,6 +266,11 @@ fn do_job(inner: &Inner, job: Job) {
         Job::Write(journal) => write_new(&journal)
             .err()
             .map(|e| (format!("cannot write the journal {}: {e}", journal.path.display()), journal.path)),
+        #[cfg(test)]
+        Job::Held(_, released) => {
+            let _ = released.recv();
+            None
+        }
     };
     if let Some((why, _)) = &failed {
         tracing::warn!("{why}");
@@ -244,6 +281,9 @@ fn do_job(inner: &Inner, job: Job) {
             state.failures.pop_front();
         }
         state.failures.push_back((path, why));
+    }
+    if let Some(at) = state.doing.iter().position(|p| *p == doing) {
+        state.doing.swap_remove(at);
     }
     state.pending -= 1;
     state.synced += 1;
@@ -316,6 +356,33 @@ mod tests {
         syncer.wait_written();
         assert_eq!(std::fs::read_to_string(&taken).unwrap(), "header 0\nstate\n");
         assert_eq!(syncer.lock().writes, 0);
+    }
+
+    #[test]
+    fn waiting_for_one_journal_does_not_wait_for_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let syncer = Arc::new(Syncer::default());
+        let (release, held) = std::sync::mpsc::channel();
+        let slow = dir.path().join("run-slow").join("journal.jsonl");
+        syncer.push_job(Job::Held(slow.clone(), held));
+        let mine = dir.path().join("run-mine").join("journal.jsonl");
+        syncer.push_new(NewJournal { path: mine.clone(), confine: None, text: "mine\n".into() });
+        // Returns with the slow job still held (`wait` would hang here).
+        syncer.wait_for(&mine);
+        assert_eq!(std::fs::read_to_string(&mine).unwrap(), "mine\n");
+        assert_eq!(syncer.lock().pending, 1, "the slow job is still going");
+        // Waiting for the slow one waits until it is done.
+        let waiter = {
+            let syncer = syncer.clone();
+            std::thread::spawn(move || {
+                syncer.wait_for(&slow);
+                syncer.lock().pending
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "wait_for returned while the job was held");
+        release.send(()).unwrap();
+        assert_eq!(waiter.join().unwrap(), 0);
     }
 
     #[test]
