@@ -239,7 +239,7 @@ impl EngineArgs {
     /// options (workspace, policy file, journal), as command-line text.
     pub(crate) fn approve_options(&self) -> String {
         EngineArgs::placed(self.catalog.workspace.clone(), self.catalog.config.clone(), self.journal.clone())
-            .resume_options()
+            .resume_options(true)
     }
 
     /// Whether `--journal` holds a credential that the options printed for
@@ -262,8 +262,9 @@ impl EngineArgs {
     /// The options a resume of a run made with these options needs again
     /// (the same workspace, policy, MCP servers, mode, posture and journal:
     /// a changed policy is refused), as command-line text, each value
-    /// quoted when it needs to be.
-    pub(crate) fn resume_options(&self) -> String {
+    /// quoted when it needs to be; the limits given as flags too, the
+    /// deadline only `with_deadline`.
+    pub(crate) fn resume_options(&self, with_deadline: bool) -> String {
         let quote = |v: &str| {
             if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "/._-:=@".contains(c)) {
                 v.to_owned()
@@ -304,7 +305,9 @@ impl EngineArgs {
             add("journal", shown);
         }
         // The limits given as flags: a resumed run gets the same budget.
-        if let Some(d) = self.deadline.or(self.limits.deadline) {
+        if let Some(d) = self.deadline.or(self.limits.deadline)
+            && with_deadline
+        {
             add("deadline", d.as_secs_f64().to_string());
         }
         if let Some(n) = self.limits.max_calls {

@@ -99,7 +99,8 @@ pub(crate) use note;
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {
     /// Quiet: no summary, progress, notices or hints on stderr; errors,
-    /// warnings and a cut value are still said.
+    /// warnings, a cut value and a pause (one line: the run and how to
+    /// resume it) are still said.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
     /// Verbose: also the library's debug log on stderr (-vv: trace).
@@ -164,7 +165,7 @@ enum Command {
     /// `codemode resume RUN_ID` alone goes on.
     #[command(after_help = "Exit codes: 0 completed, 1 the program failed, 2 bad invocation or config, \
 3 timed out, 4 paused again, 5 the id cannot be resumed (unknown, already ended, being resumed \
-elsewhere, interrupted: final, do not retry), 6 completed but the value was cut (--max-value), \
+elsewhere, its journal unreadable: final, do not retry; a run whose process died resumes), 6 completed but the value was cut (--max-value), \
 130/143 cancelled by SIGINT/SIGTERM.")]
     Resume(Deferred<resume::ResumeArgs>),
     /// Record a person's decisions for a paused run's pending calls

@@ -37,8 +37,8 @@ pub(crate) struct ResumeArgs {
 }
 
 /// Runs `codemode resume`. Exit codes as `run`, and 5 when the run id
-/// cannot be resumed (unknown, ended, held by another process,
-/// interrupted: final, do not retry).
+/// cannot be resumed (unknown, ended, held by another process, its journal
+/// unreadable: final, do not retry).
 pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
     let json = args.json;
     execute(args).inspect_err(|e| {
@@ -85,10 +85,10 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         .collect();
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (receipt, signal) = rt.block_on(async {
+    let (receipt, signal, refused) = rt.block_on(async {
         let run = match engine.start_resume(&args.run_id, &decisions).await {
             Ok(run) => run,
-            Err(refused) => return (refused, None),
+            Err(refused) => return (refused, None, true),
         };
         let canceller = run.canceller();
         let wait = run.wait();
@@ -97,21 +97,30 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         // one stopped while it replays, before anything new ran, stays
         // paused.
         tokio::select! {
-            r = &mut wait => (r, None),
+            r = &mut wait => (r, None, false),
             signal = super::run::interrupted() => {
                 canceller.cancel();
-                (wait.await, Some(signal))
+                (wait.await, Some(signal), false)
             }
         }
     });
 
     let kind = receipt.error.as_ref().map(|e| e.kind);
     let code = super::run::exit_code(&receipt);
-    // A refusal before anything ran leaves the run's saved receipt alone.
-    let refused_up_front = matches!(kind, Some(ErrorKind::NotResumable | ErrorKind::Invocation))
+    // A refusal before anything ran (whatever its kind: a store that
+    // failed too) leaves the run's saved receipt alone.
+    let refused_up_front = refused
+        || matches!(kind, Some(ErrorKind::NotResumable | ErrorKind::Invocation))
         || (kind == Some(ErrorKind::Divergence) && receipt.calls.is_empty());
-    let (receipt, saved) =
-        if refused_up_front { (receipt, None) } else { super::save_run_receipt(&engine, receipt) };
+    // So does a resume that stopped while it replayed, before anything
+    // new ran: the run is still paused, and the saved receipt (every call
+    // up to the pause) still says what it did; this one lists only the
+    // calls replayed before the stop.
+    let (receipt, saved) = if refused_up_front || receipt.stopped_in_replay() {
+        (receipt, None)
+    } else {
+        super::save_run_receipt(&engine, receipt)
+    };
     if args.json {
         // As `run --json`: the receipt goes out once the journal is
         // durable, so it can say when that failed.

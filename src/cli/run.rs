@@ -170,6 +170,17 @@ pub(crate) fn show(
     if super::quiet() {
         if let Some(error) = &receipt.error {
             eprintln!("codemode: {}: {}", receipt.status.as_str(), printable(&error.message));
+        } else if receipt.status == RunStatus::Paused {
+            // A pause waits for someone: even quiet, say which run and how
+            // to go on.
+            let seqs: Vec<String> = receipt.pending.iter().map(|p| p.seq.to_string()).collect();
+            eprintln!(
+                "codemode: paused: run {} waits for a decision on call {}: codemode resume {} --allow SEQ (or --deny SEQ){}",
+                receipt.run_id,
+                seqs.join(", "),
+                receipt.run_id,
+                printable(&engine.resume_options(!receipt.stopped_in_replay()))
+            );
         }
     } else {
         let options = RenderOptions { include_value: false, receipt_path: saved, ..Default::default() };
@@ -242,9 +253,11 @@ fn cut_value_line(cut: &codemode::receipt::Truncation) -> String {
 }
 
 /// Says on stderr how to resume a paused run with the options it ran with
-/// (a resume with another policy is refused), when it ran with any.
+/// (a resume with another policy is refused), when it ran with any; after
+/// a resume that stopped while it replayed (out of time, say), without
+/// its `--deadline`, which would stop the next one the same way.
 fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
-    let options = engine.resume_options();
+    let options = engine.resume_options(!receipt.stopped_in_replay());
     if options.is_empty() || receipt.pending.is_empty() {
         return;
     }

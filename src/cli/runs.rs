@@ -125,7 +125,7 @@ impl Place {
     /// These options as command-line text (for a `codemode resume` hint).
     pub(crate) fn options(&self) -> String {
         engine_args::EngineArgs::placed(self.workspace.clone(), self.config.clone(), self.journal.clone())
-            .resume_options()
+            .resume_options(true)
     }
 
     /// The runs and the configured retention.

@@ -1014,3 +1014,82 @@ fn a_paused_run_is_synced_before_it_is_reported_and_an_ended_one_before_the_proc
         .count();
     assert_eq!(ended, 1, "one journal ends `completed`");
 }
+
+/// A resume that is refused, or that stops while it replays before
+/// anything new ran, leaves the paused run as it was: its journal still
+/// resumes, and its saved receipt (every call up to the pause) is not
+/// replaced by the refusal's or by one listing only the calls replayed.
+/// A journal line that is not UTF-8 is unreadable (`not_resumable`, exit
+/// 5). And `-q` still says a run paused and how to go on.
+#[test]
+fn a_refused_or_diverged_resume_keeps_the_paused_run_and_its_receipt() {
+    let ws = cli_workspace();
+    let run =
+        codemode(&["run", "prog.js", "--approve", "pause", "--config", "policy.toml", "-q"], "", ws.path());
+    assert_eq!(run.status.code(), Some(4), "{}", String::from_utf8_lossy(&run.stderr));
+    let quiet = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(
+        quiet.starts_with("codemode: paused: run run-")
+            && quiet.contains("waits for a decision on call 2")
+            && quiet.contains("--allow SEQ")
+            && quiet.contains("--config"),
+        "{quiet}"
+    );
+    let run_id = quiet.split_whitespace().nth(3).unwrap().to_owned();
+    let folder = crate::common::runs_dir(ws.path()).join(&run_id);
+    let saved = std::fs::read_to_string(folder.join("receipt.json")).unwrap();
+    assert!(saved.contains("\"status\": \"paused\"") && saved.contains("\"seq\": 2"), "{saved}");
+    let journal = folder.join("journal.jsonl");
+    let original = std::fs::read(&journal).unwrap();
+    let resume = || codemode(&["resume", &run_id, "--allow", "2", "--config", "policy.toml"], "", ws.path());
+
+    // The journaled first call names another command: the replay takes
+    // another path at call 1, before anything new ran.
+    let text = String::from_utf8(original.clone()).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| {
+            if l.contains(r#""t":"call""#) && l.contains(r#""seq":1"#) {
+                l.replace("count.sh", "other.sh")
+            } else {
+                l.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert_ne!(edited, text);
+    std::fs::write(&journal, &edited).unwrap();
+    let diverged = resume();
+    let stderr = String::from_utf8_lossy(&diverged.stderr);
+    assert_eq!(diverged.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("before anything new ran"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(folder.join("receipt.json")).unwrap(),
+        saved,
+        "the saved receipt stays"
+    );
+
+    // A line that is not UTF-8: unreadable, final, and nothing changes.
+    let mut damaged = original.clone();
+    damaged.extend_from_slice(b"\xff\n");
+    std::fs::write(&journal, &damaged).unwrap();
+    let refused =
+        codemode(&["resume", &run_id, "--allow", "2", "--config", "policy.toml", "--json"], "", ws.path());
+    assert_eq!(refused.status.code(), Some(5), "{}", String::from_utf8_lossy(&refused.stderr));
+    let error = &stdout_json(&refused)["error"];
+    assert_eq!(error["kind"], "not_resumable", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("is not UTF-8"), "{error}");
+    assert_eq!(
+        std::fs::read_to_string(folder.join("receipt.json")).unwrap(),
+        saved,
+        "the saved receipt stays"
+    );
+    assert_eq!(std::fs::read(&journal).unwrap(), damaged, "the journal is left as it was");
+
+    // Mended, the run resumes and ends, and its receipt is the new one.
+    std::fs::write(&journal, &original).unwrap();
+    let resumed = resume();
+    assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let done = std::fs::read_to_string(folder.join("receipt.json")).unwrap();
+    assert!(done.contains("\"status\": \"completed\""), "{done}");
+}

@@ -377,6 +377,32 @@ fn a_run_that_leaves_no_folder_takes_no_kept_run_s_place() {
     assert_eq!(ids(&list(ws, &[])), [journaled], "a journaled run is the newest, counted while it ran");
 }
 
+/// Several `codemode run`s at once with `keep_runs = 1`, as scripts and
+/// agents start them: each prunes while its run runs, keeping its own, and
+/// none removes a run that changed after its prune started or one whose
+/// receipt or journal is still being written. So the newest run always
+/// stays, and no run warns of a receipt it could not save or a run it
+/// could not remove. (Each used to keep only its own: a burst often left
+/// no run at all, and warnings.)
+#[test]
+fn runs_at_once_with_keep_runs_one_keep_the_newest_and_warn_of_nothing() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let (_config_dir, config) = config_keeping(1);
+    std::fs::write(ws.join("p.js"), "return 1;").unwrap();
+    for burst in 0..4 {
+        let children: Vec<_> =
+            (0..6).map(|_| spawn(&["run", "p.js", "--config", config.as_str()], ws, &[])).collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(0), "burst {burst}: {err}");
+            assert!(!err.contains("warning") && !err.contains("WARN"), "burst {burst}: {err}");
+        }
+        assert!(!ids(&list(ws, &[])).is_empty(), "burst {burst}: the newest run stays");
+    }
+}
+
 #[test]
 fn runs_never_show_in_git_status() {
     let ws = crate::common::workspace();

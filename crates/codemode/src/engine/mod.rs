@@ -205,7 +205,8 @@ impl Engine {
     ///
     /// Errors come back as a receipt with status `failed` and
     /// `error.kind`: `not_resumable` (unknown id, ended run, held by
-    /// another process, interrupted: final; the run is not touched),
+    /// another process, its journal unreadable: final; the run is not
+    /// touched),
     /// `divergence` (the program, catalog, policy or limits changed since
     /// the pause: the run stays paused; or the replay took another path:
     /// the run ends failed), `invocation` (a decision for a call that is not

@@ -246,7 +246,9 @@ async fn claim(
     };
     match claimed {
         Ok(c) => Ok(c),
-        Err(e @ StoreError::NotResumable { .. }) => Err((ErrorKind::NotResumable, e.to_string())),
+        Err(e @ (StoreError::NotResumable { .. } | StoreError::Unreadable { .. })) => {
+            Err((ErrorKind::NotResumable, e.to_string()))
+        }
         Err(StoreError::Failed(m)) => {
             Err((ErrorKind::Internal, format!("the journal store ({}) failed: {m}", store.describe())))
         }

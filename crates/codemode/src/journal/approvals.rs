@@ -243,7 +243,9 @@ fn unreadable(run_id: &str, message: &str) -> RunError {
 
 fn store_error(store: &dyn JournalStore, e: StoreError) -> RunError {
     match e {
-        e @ StoreError::NotResumable { .. } => RunError::new(ErrorKind::NotResumable, e.to_string()),
+        e @ (StoreError::NotResumable { .. } | StoreError::Unreadable { .. }) => {
+            RunError::new(ErrorKind::NotResumable, e.to_string())
+        }
         StoreError::Failed(m) => RunError::new(
             ErrorKind::Internal,
             format!("the journal store ({}) failed: {m}", store.describe()),

@@ -423,7 +423,14 @@ impl JournalStore for LocalStore {
                     return Err(StoreError::NotResumable { run_id, state: NotResumableState::State(other) });
                 }
             }
-            let lines = read_lines(&mut locked).map_err(|e| StoreError::failed(path.display(), e))?;
+            let lines = read_lines(&mut locked).map_err(|e| match e.kind() {
+                // Damaged (not UTF-8, over a bound): final, as a damaged
+                // line is; the run stays as it was.
+                std::io::ErrorKind::InvalidData => {
+                    StoreError::Unreadable { run_id: run_id.clone(), why: e.to_string() }
+                }
+                _ => StoreError::failed(path.display(), e),
+            })?;
             // From here the run is this process's: a crash leaves it
             // `running` with the lock free, which reads as interrupted.
             locked

@@ -167,6 +167,20 @@ pub enum StoreError {
         /// What the store knows of it.
         state: NotResumableState,
     },
+    /// The run's journal is there but cannot be read as one (a line that
+    /// is not UTF-8 text, a file over the bounds a journal is read within):
+    /// final, as a damaged line is (docs/JOURNAL.md, "Errors"); `why` says
+    /// what was wrong.
+    #[error(
+        "run `{run_id}` cannot be resumed: its journal is unreadable ({why}); start the program again \
+         (what the run did: `codemode runs show {run_id}`)"
+    )]
+    Unreadable {
+        /// The id asked for.
+        run_id: String,
+        /// What is wrong with the journal.
+        why: String,
+    },
     /// The store failed (I/O, the database); the message says where.
     #[error("{0}")]
     Failed(String),

@@ -407,9 +407,11 @@ mod tests {
         }
         syncer.wait();
         assert_eq!(syncer.lock().failures.len(), MAX_FAILURES);
-        assert_eq!(syncer.take_failure(&dir.path().join("run-b").join("0")), None, "the oldest went first");
-        assert!(
-            syncer.take_failure(&dir.path().join("run-b").join(format!("{}", MAX_FAILURES + 4))).is_some()
-        );
+        // (The first to fail went first; with several threads, that need
+        // not be the first queued.)
+        let kept = (0..MAX_FAILURES + 5)
+            .filter(|i| syncer.take_failure(&dir.path().join("run-b").join(format!("{i}"))).is_some())
+            .count();
+        assert_eq!(kept, MAX_FAILURES);
     }
 }

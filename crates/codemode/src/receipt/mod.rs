@@ -503,7 +503,23 @@ pub struct Receipt {
     pub warnings: Vec<String>,
 }
 
+/// How the warning begins that a resume's receipt carries when the resume
+/// stopped (cancelled, out of time, or on a replay that took another path)
+/// while it replayed the journal, before anything new ran: the run is as
+/// it was, still paused, and the receipt lists only the calls replayed
+/// before the stop ([`Receipt::stopped_in_replay`]).
+pub const STOPPED_IN_REPLAY: &str = "the resume stopped while replaying the journal, before anything new ran";
+
 impl Receipt {
+    /// Whether this is the receipt of a resume that stopped while it
+    /// replayed, before anything new ran ([`STOPPED_IN_REPLAY`]): the run
+    /// is still paused, and its earlier receipt (every call up to the
+    /// pause) is still the one that says what it did, so a host that
+    /// saved that one keeps it.
+    pub fn stopped_in_replay(&self) -> bool {
+        self.status == RunStatus::Paused && self.warnings.iter().any(|w| w.starts_with(STOPPED_IN_REPLAY))
+    }
+
     /// The calls that did not end `ok`, and those that did but had a
     /// question they asked declined or cancelled
     /// ([`CallReceipt::elicitation_declined`]).

@@ -13,6 +13,13 @@ use crate::journal::record::Header;
 use crate::journal::{NotResumableState, Retention, RunState, StoreError};
 use codemode_base::time_text::basic_utc_unix;
 
+/// How long after its last change a run folder caught half written (an
+/// ended journal and no receipt yet, or a receipt and no journal yet) may
+/// still be being written by the process that made it, in milliseconds:
+/// the pruning at each run leaves such a folder alone that long, as it
+/// leaves alone every run that changed after it started.
+pub(super) const STILL_WRITTEN_MS: u64 = 2_000;
+
 impl Runs {
     /// Removes the runs `retention` does not keep (see [`Retention`] for
     /// the rules), or with `options.dry_run` only says which it would.
@@ -30,6 +37,7 @@ impl Runs {
     ) -> Result<PruneReport, StoreError> {
         let now = options.now.unwrap_or_else(SystemTime::now);
         let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let max_age = retention.keep_days.saturating_mul(86_400);
         if let Some(runs) = self.within(retention, options, now_unix).await? {
             return Ok(PruneReport { dry_run: options.dry_run, kept: runs, ..PruneReport::default() });
@@ -82,7 +90,7 @@ impl Runs {
             }
             let why = if age_secs > max_age {
                 PruneReason::Age
-            } else if !uncounted && counted >= retention.keep_runs {
+            } else if !uncounted && counted >= retention.keep_runs && !may_be_written(&run, now_ms, options) {
                 PruneReason::Count
             } else {
                 report.kept += 1;
@@ -205,6 +213,24 @@ impl Runs {
     }
 }
 
+/// Whether `run` may still be being made or written by another process,
+/// so a prune that started at `now_ms` does not remove it for its count
+/// (it counts, and the next prune sees it whole): it changed after the
+/// prune started (a run ending in another process while this one goes;
+/// two runs at once each keeping only their own would remove each
+/// other's), or, for the pruning at each run ([`PruneOptions::being_made`]),
+/// it is half written (an ended journal without its receipt, or a receipt
+/// without its journal) and changed less than [`STILL_WRITTEN_MS`] before.
+fn may_be_written(run: &Found, now_ms: u64, options: &PruneOptions) -> bool {
+    let half = match (run.journal, &run.receipt) {
+        (Some(state), None) => state.is_final(),
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    run.updated_ms >= now_ms
+        || (options.being_made && half && run.updated_ms.saturating_add(STILL_WRITTEN_MS) > now_ms)
+}
+
 /// How [`Runs::prune`] goes.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -288,7 +314,8 @@ impl PruneOptions {
         self
     }
 
-    /// These options, with ages measured from `now`.
+    /// These options, with ages measured from `now` (a run changed after
+    /// it is left alone, and counts).
     pub fn at(mut self, now: SystemTime) -> PruneOptions {
         self.now = Some(now);
         self

@@ -28,12 +28,17 @@ impl Runs {
                 source,
                 receipt: None,
                 updated_ms: summary.updated_unix.saturating_mul(1000),
+                bare: false,
             });
         }
         for folder in folders {
             match runs.get_mut(&folder.run_id) {
                 Some(run) => {
-                    run.updated_ms = run.updated_ms.max(folder.updated_ms);
+                    // A bare folder's own time moves when anything in it
+                    // does (another prune removing it, say): not the run's.
+                    if !folder.bare {
+                        run.updated_ms = run.updated_ms.max(folder.updated_ms);
+                    }
                     run.receipt = folder.receipt;
                 }
                 // Only folders named like run ids: anything else a person
@@ -73,6 +78,9 @@ pub(super) struct Found {
     /// store's times are to the second; files give finer ones, which order
     /// runs of one second).
     pub(super) updated_ms: u64,
+    /// Its folder holds neither its journal nor its receipt: `updated_ms`
+    /// is the folder's own time.
+    pub(super) bare: bool,
 }
 
 impl Found {
@@ -123,6 +131,7 @@ fn run_folders(root: &Path) -> Result<Vec<Found>, StoreError> {
             run_id,
             journal: None,
             source: Source::Store,
+            bare: receipt_meta.is_none() && journal_meta.is_none(),
             receipt: receipt_meta.map(|_| receipt),
             updated_ms,
         });

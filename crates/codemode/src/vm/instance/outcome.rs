@@ -117,9 +117,9 @@ impl Vm {
             } else {
                 ""
             };
-            receipt.warnings.push(format!(
-                "the resume stopped while replaying the journal, before anything new ran{why}: the run is still paused{hint}"
-            ));
+            receipt
+                .warnings
+                .push(format!("{}{why}: the run is still paused{hint}", crate::receipt::STOPPED_IN_REPLAY));
             receipt.status = RunStatus::Paused;
             receipt.pending = replay.pending_calls();
             journal.log.paused(&replay.paused().cloned().unwrap_or(PausedRecord {
