@@ -403,6 +403,28 @@ fn runs_at_once_with_keep_runs_one_keep_the_newest_and_warn_of_nothing() {
     }
 }
 
+/// A run `codemode runs list` shows but whose journal this store does not
+/// have (made with `--journal off`, or its journal removed) is refused by
+/// `resume` and `rollback` saying so, not as an unknown id.
+#[test]
+fn a_run_without_its_journal_is_refused_as_such_not_as_unknown() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let id = real_run_with(ws, "return 1;", &["--journal", "off"]);
+    assert_eq!(ids(&list(ws, &[])), [id.clone()]);
+    for args in [vec!["resume", id.as_str(), "--allow", "1"], vec!["rollback", id.as_str()]] {
+        let out = codemode(&args, "", ws);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {err}");
+        assert!(
+            err.contains("has a receipt but no journal") && !err.contains("unknown id"),
+            "{args:?}: {err}"
+        );
+    }
+    let out = codemode(&["resume", "run-20000101T000000Z-00000000", "--allow", "1"], "", ws);
+    assert!(stderr(&out).contains("unknown id"), "{}", stderr(&out));
+}
+
 #[test]
 fn runs_never_show_in_git_status() {
     let ws = crate::common::workspace();

@@ -246,6 +246,9 @@ async fn claim(
     };
     match claimed {
         Ok(c) => Ok(c),
+        Err(e @ StoreError::NotResumable { state: crate::journal::NotResumableState::Unknown, .. }) => {
+            Err((ErrorKind::NotResumable, no_journal_here(shared, run_id).unwrap_or_else(|| e.to_string())))
+        }
         Err(e @ (StoreError::NotResumable { .. } | StoreError::Unreadable { .. })) => {
             Err((ErrorKind::NotResumable, e.to_string()))
         }
@@ -253,6 +256,22 @@ async fn claim(
             Err((ErrorKind::Internal, format!("the journal store ({}) failed: {m}", store.describe())))
         }
     }
+}
+
+/// Why run `run_id`, which the journal store does not know, cannot be
+/// resumed or rolled back, when its folder in the runs folder has its
+/// receipt (so `codemode runs list` shows it): it keeps no journal in this
+/// store. `None` when there is no such folder (an unknown id).
+pub(crate) fn no_journal_here(shared: &Shared, run_id: &str) -> Option<String> {
+    crate::journal::local::check_run_id(run_id).ok()?;
+    let receipt = shared.spill_root.join(run_id).join("receipt.json");
+    receipt.symlink_metadata().ok().filter(std::fs::Metadata::is_file)?;
+    Some(format!(
+        "run `{run_id}` has a receipt but no journal in this journal store ({}): it was made with `--journal off` \
+         or another --journal, or its journal was removed; only a run with its journal can be resumed or rolled \
+         back (what it did: `codemode runs show {run_id}`)",
+        shared.journal.as_ref().map_or_else(|| "none".to_owned(), |s| s.describe())
+    ))
 }
 
 /// The claimed run's journal, parsed, checked unchanged (program, catalog,

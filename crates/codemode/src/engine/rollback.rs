@@ -138,7 +138,14 @@ impl Engine {
         let loaded = self.shared.tools.spawn(async move { store.load(&id).await }).await;
         let stored = match loaded {
             Ok(Ok(stored)) => stored,
-            Ok(Err(e @ StoreError::NotResumable { .. })) => {
+            Ok(Err(
+                e @ StoreError::NotResumable { state: crate::journal::NotResumableState::Unknown, .. },
+            )) => {
+                let message =
+                    super::resume::no_journal_here(&self.shared, run_id).unwrap_or_else(|| e.to_string());
+                return Err(RunError::new(ErrorKind::NotResumable, message));
+            }
+            Ok(Err(e @ (StoreError::NotResumable { .. } | StoreError::Unreadable { .. }))) => {
                 return Err(RunError::new(ErrorKind::NotResumable, e.to_string()));
             }
             Ok(Err(e)) => return Err(RunError::new(ErrorKind::Internal, e.to_string())),
