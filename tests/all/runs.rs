@@ -411,7 +411,7 @@ fn a_run_without_its_journal_is_refused_as_such_not_as_unknown() {
     let ws = crate::common::workspace();
     let ws = ws.path();
     let id = real_run_with(ws, "return 1;", &["--journal", "off"]);
-    assert_eq!(ids(&list(ws, &[])), [id.clone()]);
+    assert_eq!(ids(&list(ws, &[])), std::slice::from_ref(&id));
     for args in [vec!["resume", id.as_str(), "--allow", "1"], vec!["rollback", id.as_str()]] {
         let out = codemode(&args, "", ws);
         let err = stderr(&out);
