@@ -60,7 +60,7 @@ struct Done {
 
 /// Runs a program batch; the exit code as docs/BATCH.md says.
 pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
-    let (name, source) = super::run::read_program(&program_file.display().to_string())?;
+    let (name, source) = super::run::read_program(program_file)?;
     let input = super::batch::read_input(&args.file)?;
     let (values, bad) = parse_values(&input);
     super::batch::print_invalid(&bad)?;

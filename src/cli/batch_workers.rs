@@ -115,7 +115,7 @@ pub(crate) fn submit(args: SubmitArgs) -> anyhow::Result<u8> {
     let input = super::batch::read_input(&args.file)?;
     let (program_name, program_source, program_about) = match &args.program {
         Some(path) => {
-            let (name, source) = super::run::read_program(&path.display().to_string())?;
+            let (name, source) = super::run::read_program(path)?;
             let about = json!({"path": batch_program::absolute(path), "sha256": batch_program::sha256_hex(source.as_bytes())});
             (name, source, about)
         }

@@ -17,7 +17,7 @@ pub(crate) struct RunArgs {
     /// .mts, .cts; TypeScript by its name, or when it only parses as
     /// TypeScript), or - to read it from stdin.
     #[arg(default_value = "-")]
-    file: String,
+    file: std::path::PathBuf,
     /// Print the full receipt as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -52,15 +52,16 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
 }
 
 fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
+    let from_stdin = args.file.as_os_str() == "-";
     let (name, source) = read_program(&args.file)?;
     if is_blank(&source) {
         anyhow::bail!(
             "the program{} is empty (only whitespace and comments); write JavaScript or TypeScript whose \
              last expression or `return` is the value, e.g. `return await tools.call(\"read\", {{path: \"README.md\"}})`",
-            if args.file == "-" { " read from stdin" } else { "" }
+            if from_stdin { " read from stdin" } else { "" }
         );
     }
-    let path = (args.file != "-").then(|| std::path::PathBuf::from(&args.file));
+    let path = (!from_stdin).then(|| args.file.clone());
     let returns = source.contains("return") || source.contains("export default");
     args.engine =
         args.engine.with_limits(args.limits.settings()).without_admission(args.no_admission).for_one_run();
@@ -317,9 +318,10 @@ pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 ///
 /// # Errors
 /// The file cannot be read, is over the source limit, or is not UTF-8.
-pub(crate) fn read_program(file: &str) -> anyhow::Result<(String, String)> {
+pub(crate) fn read_program(file: &std::path::Path) -> anyhow::Result<(String, String)> {
     let limit = codemode::Limits::default().source_bytes;
-    let (name, bytes) = if file == "-" {
+    let from_stdin = file.as_os_str() == "-";
+    let (name, bytes) = if from_stdin {
         if std::io::stdin().is_terminal() {
             // Else a bare `codemode run` waits without a word.
             super::note!(
@@ -333,16 +335,19 @@ pub(crate) fn read_program(file: &str) -> anyhow::Result<(String, String)> {
         let bytes =
             std::fs::File::open(file).and_then(|f| super::read_at_most(f, limit)).with_context(|| {
                 format!(
-                    "cannot read program file `{file}` (give a path to a .js or .ts file, or - for stdin)"
+                    "cannot read program file `{}` (give a path to a .js or .ts file, or - for stdin)",
+                    file.display()
                 )
             })?;
-        let name = std::path::Path::new(file)
-            .file_name()
-            .map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
+        let name =
+            file.file_name().map_or_else(|| "program.js".to_owned(), |n| n.to_string_lossy().into_owned());
         (name, bytes)
     };
-    let shown =
-        if file == "-" { "the program read from stdin".to_owned() } else { format!("program file `{file}`") };
+    let shown = if from_stdin {
+        "the program read from stdin".to_owned()
+    } else {
+        format!("program file `{}`", file.display())
+    };
     if bytes.len() > limit {
         anyhow::bail!(
             "{shown} is over the source limit of {limit} bytes: a program is a short composition of tool \

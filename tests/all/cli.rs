@@ -675,3 +675,16 @@ fn a_receipt_or_spill_file_that_cannot_be_written_is_said_not_lost() {
     let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(receipt.get("warnings").is_none(), "{receipt}");
 }
+
+/// A program file whose name is not UTF-8 (Linux file names are bytes)
+/// runs like any other: its name is not refused before it is read.
+#[test]
+fn a_program_file_whose_name_is_not_utf8_runs() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let ws = crate::common::workspace();
+    let name = std::ffi::OsStr::from_bytes(b"prog-\xff.js");
+    std::fs::write(ws.path().join(name), "return 6 * 7;").unwrap();
+    let out = command(&["run"], ws.path()).arg(name).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
+}
