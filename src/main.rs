@@ -21,14 +21,52 @@ fn main() -> std::process::ExitCode {
     // catalog, a schema cache that could not be written) goes to stderr:
     // nothing else would say it. `-v` adds its debug log, `-q` keeps only
     // errors.
-    tracing_subscriber::fmt()
+    let log = tracing_subscriber::fmt()
         .with_writer(|| RedactedStderr(Vec::new()))
         .with_max_level(cli.log_level())
         .without_time()
         .with_target(false)
-        .with_ansi(false)
-        .init();
+        .with_ansi(false);
+    if cli.log_level() == tracing::Level::WARN {
+        // Warnings and errors only: said as the CLI says its own.
+        log.event_format(WarningLine).init();
+    } else {
+        log.init();
+    }
     cli::main(cli)
+}
+
+/// A warning or error the library logs, as one stderr line the way the
+/// CLI says its own (`codemode: warning: ...`), after the spans it
+/// happened in (`run{run_id=...}: `) as the default format gives them.
+struct WarningLine;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for WarningLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = if *event.metadata().level() == tracing::Level::ERROR { "error" } else { "warning" };
+        write!(writer, "codemode: {level}: ")?;
+        for span in ctx.event_scope().into_iter().flat_map(|scope| scope.from_root()) {
+            write!(writer, "{}", span.name())?;
+            let extensions = span.extensions();
+            if let Some(fields) = extensions.get::<tracing_subscriber::fmt::FormattedFields<N>>()
+                && !fields.is_empty()
+            {
+                write!(writer, "{{{fields}}}")?;
+            }
+            write!(writer, ": ")?;
+        }
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// One log line for stderr, written when dropped with every MCP secret
