@@ -148,6 +148,15 @@ impl Runs {
                     Ok(stored) => {
                         let read = JournalRead::of(&stored.lines);
                         listing.state = stored.state.as_str().to_owned();
+                        // A paused run whose journal a resume could not
+                        // read (a damaged line) says so here, as the
+                        // resume would.
+                        if stored.state == RunState::Paused
+                            && let Err(why) = super::replay::Journal::parse(&stored.lines)
+                        {
+                            tracing::warn!("run {}: its journal cannot be resumed: {why}", listing.run_id);
+                            listing.state = UNREADABLE.to_owned();
+                        }
                         listing.program = read.header.as_ref().map(|h| h.program.name.clone());
                         listing.started_at = read.header.as_ref().map(|h| h.started_at.clone());
                         listing.calls = Some(read.calls.len() as u64);

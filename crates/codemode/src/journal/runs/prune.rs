@@ -49,14 +49,21 @@ impl Runs {
         let kept_on_purpose = |run: &Found| options.keep.contains(&run.run_id);
         // While a run waits for a person (a paused run `keep_days` keeps),
         // every run after it is kept: the receipts of what ran since are
-        // what the person reviews it by.
-        let oldest_paused = found
-            .iter()
-            .filter(|r| {
-                r.journal == Some(RunState::Paused) && now_unix.saturating_sub(r.updated_ms / 1000) <= max_age
-            })
-            .map(|r| r.updated_ms)
-            .min();
+        // what the person reviews it by. Not a run whose journal no resume
+        // can read (a damaged line): it waits for nobody.
+        let mut oldest_paused = None;
+        for run in found.iter().filter(|r| {
+            r.journal == Some(RunState::Paused) && now_unix.saturating_sub(r.updated_ms / 1000) <= max_age
+        }) {
+            let resumable = match self.source(run.source).load(&run.run_id).await {
+                Ok(stored) => crate::journal::replay::Journal::parse(&stored.lines).is_ok(),
+                // Not read now (the store failed): it may well wait.
+                Err(_) => true,
+            };
+            if resumable && oldest_paused.is_none_or(|oldest| run.updated_ms < oldest) {
+                oldest_paused = Some(run.updated_ms);
+            }
+        }
         // The runs kept so far that count against keep_runs; the runs kept
         // on purpose (the run just made) are the newest, whatever the
         // clock says (and, being made, count before they are found).

@@ -414,3 +414,22 @@ async fn a_prune_leaves_runs_that_may_still_be_written_to_the_next() {
         .unwrap();
     assert_eq!(removed(&report), ["run-20260102T030405Z-0000hal2"]);
 }
+
+/// A paused run whose journal no resume can read (a damaged line) is
+/// listed as unreadable, as the resume says, and holds no later run back
+/// from the count: it waits for nobody.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_paused_run_is_unreadable_and_holds_no_run_back() {
+    let (_ws, runs) = two_runs().await;
+    let journal = runs.receipts_folder().join("run-a").join("journal.jsonl");
+    let mut text = std::fs::read_to_string(&journal).unwrap();
+    let at = text.rfind(r#"{"t":"state""#).unwrap();
+    text.insert_str(at, "not json\n");
+    std::fs::write(&journal, text).unwrap();
+    let listed: Vec<_> = runs.list().await.unwrap().into_iter().map(|l| (l.run_id, l.state)).collect();
+    assert!(listed.contains(&("run-a".to_owned(), UNREADABLE.to_owned())), "{listed:?}");
+    let report =
+        runs.prune(Retention { keep_runs: 0, keep_days: 7 }, &PruneOptions::default()).await.unwrap();
+    let removed: Vec<_> = report.removed.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(removed, ["run-b"], "{report:?}");
+}
