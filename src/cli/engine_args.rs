@@ -754,6 +754,22 @@ impl CliEngine {
         prune_runs(&self.engine, self.retention, run_id);
     }
 
+    /// [`CliEngine::apply_retention`] after a run that went on since
+    /// `started`: a run another process ended meanwhile (a resume of
+    /// another run at the same time) is left to the next prune, as a
+    /// `codemode run`'s pruning, which goes while its run does, leaves it
+    /// ([`codemode::journal::PruneOptions::at`]).
+    pub(crate) fn apply_retention_since(&self, run_id: &str, started: std::time::SystemTime) {
+        let pruned = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| {
+                rt.block_on(pruning_at(&self.engine, self.retention, run_id, false, Some(started)))
+            });
+        warn_of_pruning(pruned);
+    }
+
     /// How long runs are kept (`[journal] keep_runs`, `keep_days`).
     pub(crate) fn retention(&self) -> Retention {
         self.retention
@@ -784,6 +800,17 @@ pub(crate) fn pruning(
     run_id: &str,
     being_made: bool,
 ) -> impl std::future::Future<Output = Result<PruneReport, String>> + Send + 'static {
+    pruning_at(engine, retention, run_id, being_made, None)
+}
+
+/// [`pruning`] as if it started at `started` (default: now).
+fn pruning_at(
+    engine: &Engine,
+    retention: Retention,
+    run_id: &str,
+    being_made: bool,
+    started: Option<std::time::SystemTime>,
+) -> impl std::future::Future<Output = Result<PruneReport, String>> + Send + 'static {
     let runs = engine.runs();
     let options = match run_id {
         "" => PruneOptions::default(),
@@ -797,6 +824,7 @@ pub(crate) fn pruning(
     // Only this workspace's runs: another workspace's paused run in a
     // shared store is not this retention's to remove.
     options.workspace = Some(engine.workspace().to_path_buf());
+    options.now = started;
     async move { runs.prune(retention, &options).await.map_err(|e| e.to_string()) }
 }
 

@@ -50,13 +50,11 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
 }
 
 fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
-    let engine = args
-        .engine
-        .clone()
-        .with_limits(args.limits.settings())
-        .approve_by_default("pause")
-        .for_one_run()
-        .build()?;
+    let started = std::time::SystemTime::now();
+    // The limits given as flags go into the engine and into the hint a
+    // run paused again prints.
+    let engine_args = args.engine.clone().with_limits(args.limits.settings());
+    let engine = engine_args.clone().approve_by_default("pause").for_one_run().build()?;
     if args.allow.is_empty() && args.deny.is_empty() && args.engine.approver_spec().is_none() {
         // Decisions a person recorded with `codemode approve` are applied
         // by any resume; with none, there is nothing to go on with. A run
@@ -130,10 +128,10 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         }
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
     } else {
-        super::run::show(&receipt, saved.as_deref(), &args.engine)?;
+        super::run::show(&receipt, saved.as_deref(), &engine_args)?;
     }
     if !refused_up_front {
-        engine.apply_retention(&args.run_id);
+        engine.apply_retention_since(&args.run_id, started);
     }
     Ok(match (signal, kind) {
         (Some(signal), _) => 128 + signal,

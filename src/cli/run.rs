@@ -173,14 +173,19 @@ pub(crate) fn show(
             eprintln!("codemode: {}: {}", receipt.status.as_str(), printable(&error.message));
         } else if receipt.status == RunStatus::Paused {
             // A pause waits for someone: even quiet, say which run and how
-            // to go on.
+            // to go on, and why a resume stopped before anything new ran.
+            for stopped in
+                receipt.warnings.iter().filter(|w| w.starts_with(codemode::receipt::STOPPED_IN_REPLAY))
+            {
+                eprintln!("codemode: warning: {}", printable(stopped));
+            }
             let seqs: Vec<String> = receipt.pending.iter().map(|p| p.seq.to_string()).collect();
             eprintln!(
                 "codemode: paused: run {} waits for a decision on call {}: codemode resume {} --allow SEQ (or --deny SEQ){}",
                 receipt.run_id,
                 seqs.join(", "),
                 receipt.run_id,
-                printable(&engine.resume_options(!receipt.stopped_in_replay()))
+                printable(&engine.resume_options(!receipt.out_of_time_in_replay()))
             );
         }
     } else {
@@ -255,10 +260,10 @@ fn cut_value_line(cut: &codemode::receipt::Truncation) -> String {
 
 /// Says on stderr how to resume a paused run with the options it ran with
 /// (a resume with another policy is refused), when it ran with any; after
-/// a resume that stopped while it replayed (out of time, say), without
-/// its `--deadline`, which would stop the next one the same way.
+/// a resume that ran out of time while it replayed, without its
+/// `--deadline`, which would stop the next one the same way.
 fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
-    let options = engine.resume_options(!receipt.stopped_in_replay());
+    let options = engine.resume_options(!receipt.out_of_time_in_replay());
     if options.is_empty() || receipt.pending.is_empty() {
         return;
     }

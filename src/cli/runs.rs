@@ -198,6 +198,18 @@ fn show(rt: &tokio::runtime::Runtime, run_id: &str, json: bool, place: &Place) -
             eprintln!("codemode: {}", one_line(&message));
             Ok(super::EXIT_NOT_RESUMABLE)
         }
+        // Damaged (not UTF-8, over a bound): final, as an unknown id is.
+        Err(e @ StoreError::Unreadable { .. }) => {
+            let message = e.to_string();
+            if json {
+                let error = json!({"error": {
+                    "kind": "not_resumable", "run_id": run_id, "state": "unreadable", "message": message,
+                }});
+                super::print_stdout(&format!("{error}\n"))?;
+            }
+            eprintln!("codemode: {}", one_line(&message));
+            Ok(super::EXIT_NOT_RESUMABLE)
+        }
         Err(e) => Err(e.into()),
     }
 }

@@ -403,6 +403,41 @@ fn runs_at_once_with_keep_runs_one_keep_the_newest_and_warn_of_nothing() {
     }
 }
 
+/// Resumes at once prune after their runs end, each keeping its own run:
+/// each prunes as from when it started, so runs the others ended meanwhile
+/// are left to the next prune, and the newest stay.
+#[test]
+fn resumes_at_once_with_keep_runs_one_keep_the_newest_and_warn_of_nothing() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let (_config_dir, config) = config_keeping(1);
+    std::fs::write(ws.join("w.js"), "await tools.write({path: 'w.txt', content: 'w'}); return 1;").unwrap();
+    for round in 0..3 {
+        let paused: Vec<String> = (0..4)
+            .map(|_| {
+                let out = codemode(
+                    &["run", "w.js", "--approve", "pause", "--config", config.as_str(), "-q"],
+                    "",
+                    ws,
+                );
+                assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+                stderr(&out).split_whitespace().nth(3).unwrap().to_owned()
+            })
+            .collect();
+        let children: Vec<_> = paused
+            .iter()
+            .map(|id| spawn(&["resume", id.as_str(), "--deny", "1", "--config", config.as_str()], ws, &[]))
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "round {round}: {err}");
+            assert!(!err.contains("warning") && !err.contains("WARN"), "round {round}: {err}");
+        }
+        assert!(!ids(&list(ws, &[])).is_empty(), "round {round}: the newest run stays");
+    }
+}
+
 /// A run `codemode runs list` shows but whose journal this store does not
 /// have (made with `--journal off`, or its journal removed) is refused by
 /// `resume` and `rollback` saying so, not as an unknown id.

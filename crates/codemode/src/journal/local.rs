@@ -225,6 +225,19 @@ fn damaged(what: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what)
 }
 
+/// What a failed [`read_lines`] of run `run_id`'s journal at `path` is: a
+/// damaged journal (not UTF-8, over a bound) is [`StoreError::Unreadable`],
+/// final, as a damaged line is, the run staying as it was; anything else
+/// is the store failing.
+fn read_error(run_id: &str, path: &Path, e: std::io::Error) -> StoreError {
+    match e.kind() {
+        std::io::ErrorKind::InvalidData => {
+            StoreError::Unreadable { run_id: run_id.to_owned(), why: e.to_string() }
+        }
+        _ => StoreError::failed(path.display(), e),
+    }
+}
+
 /// The journal's complete lines.
 ///
 /// # Errors
@@ -423,14 +436,7 @@ impl JournalStore for LocalStore {
                     return Err(StoreError::NotResumable { run_id, state: NotResumableState::State(other) });
                 }
             }
-            let lines = read_lines(&mut locked).map_err(|e| match e.kind() {
-                // Damaged (not UTF-8, over a bound): final, as a damaged
-                // line is; the run stays as it was.
-                std::io::ErrorKind::InvalidData => {
-                    StoreError::Unreadable { run_id: run_id.clone(), why: e.to_string() }
-                }
-                _ => StoreError::failed(path.display(), e),
-            })?;
+            let lines = read_lines(&mut locked).map_err(|e| read_error(&run_id, &path, e))?;
             // From here the run is this process's: a crash leaves it
             // `running` with the lock free, which reads as interrupted.
             locked
@@ -457,7 +463,7 @@ impl JournalStore for LocalStore {
             let path = path?;
             let state = probe(&path, &run_id)?;
             let mut file = File::open(&path).map_err(|e| StoreError::failed(path.display(), e))?;
-            let lines = read_lines(&mut file).map_err(|e| StoreError::failed(path.display(), e))?;
+            let lines = read_lines(&mut file).map_err(|e| read_error(&run_id, &path, e))?;
             Ok(StoredRun { run_id, state, lines })
         })
     }

@@ -172,8 +172,8 @@ pub enum StoreError {
     /// final, as a damaged line is (docs/JOURNAL.md, "Errors"); `why` says
     /// what was wrong.
     #[error(
-        "run `{run_id}` cannot be resumed: its journal is unreadable ({why}); start the program again \
-         (what the run did: `codemode runs show {run_id}`)"
+        "the journal of run `{run_id}` is unreadable ({why}): the run cannot be resumed, approved or rolled back; \
+         start the program again"
     )]
     Unreadable {
         /// The id asked for.

@@ -510,6 +510,10 @@ pub struct Receipt {
 /// before the stop ([`Receipt::stopped_in_replay`]).
 pub const STOPPED_IN_REPLAY: &str = "the resume stopped while replaying the journal, before anything new ran";
 
+/// How that warning ends when the resume ran out of time while it
+/// replayed ([`Receipt::out_of_time_in_replay`]).
+pub const OUT_OF_TIME_IN_REPLAY: &str = "; resume it with a longer deadline: the replay needs more time";
+
 impl Receipt {
     /// Whether this is the receipt of a resume that stopped while it
     /// replayed, before anything new ran ([`STOPPED_IN_REPLAY`]): the run
@@ -518,6 +522,17 @@ impl Receipt {
     /// saved that one keeps it.
     pub fn stopped_in_replay(&self) -> bool {
         self.status == RunStatus::Paused && self.warnings.iter().any(|w| w.starts_with(STOPPED_IN_REPLAY))
+    }
+
+    /// Whether this is the receipt of a resume that ran out of time while
+    /// it replayed ([`Receipt::stopped_in_replay`], [`OUT_OF_TIME_IN_REPLAY`]):
+    /// the same deadline would stop the next resume the same way.
+    pub fn out_of_time_in_replay(&self) -> bool {
+        self.status == RunStatus::Paused
+            && self
+                .warnings
+                .iter()
+                .any(|w| w.starts_with(STOPPED_IN_REPLAY) && w.ends_with(OUT_OF_TIME_IN_REPLAY))
     }
 
     /// The calls that did not end `ok`, and those that did but had a

@@ -13,12 +13,11 @@ use crate::journal::record::Header;
 use crate::journal::{NotResumableState, Retention, RunState, StoreError};
 use codemode_base::time_text::basic_utc_unix;
 
-/// How long after its last change a run folder caught half written (an
-/// ended journal and no receipt yet, or a receipt and no journal yet) may
-/// still be being written by the process that made it, in milliseconds:
-/// the pruning at each run leaves such a folder alone that long, as it
-/// leaves alone every run that changed after it started.
-pub(super) const STILL_WRITTEN_MS: u64 = 2_000;
+/// How far after a prune's start a run's last change may be for the prune
+/// to take it as made by a run going on meanwhile, in milliseconds: a
+/// time further ahead is a clock that was set back (or a file's time set
+/// by hand), not a run ending now, and must not keep the run forever.
+const CHANGED_MEANWHILE_MS: u64 = 60_000;
 
 impl Runs {
     /// Removes the runs `retention` does not keep (see [`Retention`] for
@@ -97,7 +96,7 @@ impl Runs {
             }
             let why = if age_secs > max_age {
                 PruneReason::Age
-            } else if !uncounted && counted >= retention.keep_runs && !may_be_written(&run, now_ms, options) {
+            } else if !uncounted && counted >= retention.keep_runs && !changed_meanwhile(&run, now_ms) {
                 PruneReason::Count
             } else {
                 report.kept += 1;
@@ -220,22 +219,16 @@ impl Runs {
     }
 }
 
-/// Whether `run` may still be being made or written by another process,
-/// so a prune that started at `now_ms` does not remove it for its count
-/// (it counts, and the next prune sees it whole): it changed after the
-/// prune started (a run ending in another process while this one goes;
-/// two runs at once each keeping only their own would remove each
-/// other's), or, for the pruning at each run ([`PruneOptions::being_made`]),
-/// it is half written (an ended journal without its receipt, or a receipt
-/// without its journal) and changed less than [`STILL_WRITTEN_MS`] before.
-fn may_be_written(run: &Found, now_ms: u64, options: &PruneOptions) -> bool {
-    let half = match (run.journal, &run.receipt) {
-        (Some(state), None) => state.is_final(),
-        (None, Some(_)) => true,
-        _ => false,
-    };
-    run.updated_ms >= now_ms
-        || (options.being_made && half && run.updated_ms.saturating_add(STILL_WRITTEN_MS) > now_ms)
+/// Whether `run` changed after a prune that started at `now_ms` did, by
+/// less than [`CHANGED_MEANWHILE_MS`]: a run that ended in another process
+/// while this prune went. Such a run is not removed for its count (it
+/// counts, and the next prune sees it whole): two runs at once, each
+/// keeping only its own, would otherwise remove each other's, and a burst
+/// of them could leave none.
+fn changed_meanwhile(run: &Found, now_ms: u64) -> bool {
+    // (Times are to the millisecond: one in the prune's own millisecond
+    // counts as before it, or a run just ended in this process would too.)
+    (now_ms + 1..now_ms.saturating_add(CHANGED_MEANWHILE_MS)).contains(&run.updated_ms)
 }
 
 /// How [`Runs::prune`] goes.

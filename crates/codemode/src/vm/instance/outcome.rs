@@ -114,6 +114,8 @@ impl Vm {
             let why = receipt.error.take().map_or_else(String::new, |e| format!(" ({})", e.message));
             let hint = if diverged {
                 "; resume it where it first ran (the same program, time zone and tools), or start it again"
+            } else if receipt.status == RunStatus::TimedOut {
+                crate::receipt::OUT_OF_TIME_IN_REPLAY
             } else {
                 ""
             };
