@@ -757,8 +757,7 @@ impl CliEngine {
     /// [`CliEngine::apply_retention`] after a run that went on since
     /// `started`: a run another process ended meanwhile (a resume of
     /// another run at the same time) is left to the next prune, as a
-    /// `codemode run`'s pruning, which goes while its run does, leaves it
-    /// ([`codemode::journal::PruneOptions::at`]).
+    /// `codemode run`'s pruning leaves it ([`codemode::journal::PruneOptions::at`]).
     pub(crate) fn apply_retention_since(&self, run_id: &str, started: std::time::SystemTime) {
         let pruned = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -803,8 +802,13 @@ pub(crate) fn pruning(
     pruning_at(engine, retention, run_id, being_made, None)
 }
 
-/// [`pruning`] as if it started at `started` (default: now).
-fn pruning_at(
+/// [`pruning`] as if it started at `started` (default: when first polled):
+/// a run changed since is left to the next prune. `codemode run` and
+/// `resume` give their own start ([`super::started`]): a short run may end
+/// before its pruning is first polled, and runs other processes ended
+/// meanwhile are as new as it. A batch does not: its own lines' runs are
+/// made after it started, and its pruning is what keeps them bounded.
+pub(crate) fn pruning_at(
     engine: &Engine,
     retention: Retention,
     run_id: &str,

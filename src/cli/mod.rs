@@ -68,6 +68,16 @@ pub(crate) fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
+/// When the command started (set first thing in [`main`]).
+static STARTED: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+
+/// When the command started: a prune it makes leaves to the next prune
+/// every run another process ended since (docs/JOURNAL.md, "Retention"),
+/// even when its own run ended before its prune began.
+pub(crate) fn started() -> std::time::SystemTime {
+    *STARTED.get_or_init(std::time::SystemTime::now)
+}
+
 /// Writes `codemode: TEXT` on stderr unless `-q` was given: for what the
 /// CLI tells a person in passing (what file it applied, where it serves,
 /// how far a batch is), never for an error or a warning.
@@ -298,6 +308,7 @@ run or still running.")]
 /// Parses the arguments, runs the command, and turns the outcome into an
 /// exit code.
 pub(crate) fn main(cli: Cli) -> ExitCode {
+    started();
     QUIET.store(cli.quiet, Ordering::Relaxed);
     // The CLI is a short-lived process that owns its children: as their
     // subreaper it collects what `bash` commands leave behind at once,

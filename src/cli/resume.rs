@@ -50,7 +50,6 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
 }
 
 fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
-    let started = std::time::SystemTime::now();
     // The limits given as flags go into the engine and into the hint a
     // run paused again prints.
     let engine_args = args.engine.clone().with_limits(args.limits.settings());
@@ -131,7 +130,7 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         super::run::show(&receipt, saved.as_deref(), &engine_args)?;
     }
     if !refused_up_front {
-        engine.apply_retention_since(&args.run_id, started);
+        engine.apply_retention_since(&args.run_id, super::started());
     }
     Ok(match (signal, kind) {
         (Some(signal), _) => 128 + signal,

@@ -89,11 +89,12 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         // the newest unless it leaves nothing (no journal, no receipt
         // saved with --json).
         let leaves_a_folder = engine.journal_store().is_some() || !args.json;
-        let pruning = tokio::spawn(super::engine_args::pruning(
+        let pruning = tokio::spawn(super::engine_args::pruning_at(
             &engine,
             engine.retention(),
             run.run_id(),
             leaves_a_folder,
+            Some(super::started()),
         ));
         let canceller = run.canceller();
         let wait = run.wait();
