@@ -81,6 +81,16 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         .chain(args.deny.iter().map(|&seq| (seq, Decided::Deny(reason.clone()))))
         .collect();
 
+    // The run's folder, when it has one, is held until this process has
+    // written all it writes there (as `codemode run` holds its own): no
+    // prune in another process removes the run meanwhile. (None is made
+    // for an id that may be no run's.)
+    let _hold = engine
+        .runs_folder()
+        .join(&args.run_id)
+        .is_dir()
+        .then(|| engine.hold_run_folder(&args.run_id).ok())
+        .flatten();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (receipt, signal, refused) = rt.block_on(async {
         let run = match engine.start_resume(&args.run_id, &decisions).await {
@@ -131,6 +141,10 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
     }
     if !refused_up_front {
         engine.apply_retention_since(&args.run_id, super::started());
+        // The journal is written before the folder is let go.
+        if let Some(store) = engine.journal_store() {
+            let _ = store.flush_run(&args.run_id);
+        }
     }
     Ok(match (signal, kind) {
         (Some(signal), _) => 128 + signal,

@@ -74,7 +74,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     }
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (receipt, signal, pruning) = rt.block_on(async {
+    let (receipt, signal, pruning, _hold) = rt.block_on(async {
         let mut program = match &path {
             Some(path) => Program::named(name, source).with_path(path),
             None => Program::named(name, source),
@@ -89,6 +89,12 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         // the newest unless it leaves nothing (no journal, no receipt
         // saved with --json).
         let leaves_a_folder = engine.journal_store().is_some() || !args.json;
+        // Held until this process has written all it writes there (the
+        // receipt, the journal of a run that never waited): no prune in
+        // another process removes the run meanwhile. Without it (the
+        // folder cannot be made: the receipt's save will say so) the run
+        // is as any other.
+        let hold = leaves_a_folder.then(|| engine.hold_run_folder(run.run_id()).ok()).flatten();
         let pruning = tokio::spawn(super::engine_args::pruning_at(
             &engine,
             engine.retention(),
@@ -108,7 +114,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
                 (wait.await, Some(signal))
             }
         };
-        (receipt, signal, pruning)
+        (receipt, signal, pruning, hold)
     });
 
     let code = exit_code(&receipt);
@@ -133,6 +139,11 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         }
         // The pruning's warnings come after the run's summary.
         super::engine_args::warn_of_pruning(rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string())));
+        // The journal is written before the folder is let go (a failure
+        // was said on stderr by the store).
+        if let Some(store) = engine.journal_store() {
+            let _ = store.flush_run(&receipt.run_id);
+        }
     }
     Ok(match signal {
         Some(signal) => 128 + signal,

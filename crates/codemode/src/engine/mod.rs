@@ -412,6 +412,32 @@ impl Engine {
         crate::receipt::spill::file_path(&self.receipt_area(receipt), "receipt", "json")
     }
 
+    /// Makes run `run_id`'s folder in the runs folder
+    /// ([`Engine::runs_folder`]) when it is not there (made and checked as
+    /// [`Engine::save_receipt`] makes it), and holds it until the returned
+    /// hold is dropped: meanwhile no prune, in this process or another,
+    /// removes the folder (a prune reports it busy). A host that saves a
+    /// run's receipt after the run (as `codemode run` does) holds the
+    /// folder from the run's start until the receipt is saved and the
+    /// journal written ([`crate::journal::JournalStore::flush_run`]), so a
+    /// prune in another process never removes a run it is still writing.
+    /// The hold is `flock(2)` on the folder: a process that dies holds
+    /// nothing.
+    ///
+    /// # Errors
+    /// `run_id` is not a run id; the folder cannot be made or opened; a
+    /// prune is removing it right now (`WouldBlock`).
+    #[cfg(unix)]
+    pub fn hold_run_folder(&self, run_id: &str) -> std::io::Result<crate::journal::RunFolderHold> {
+        crate::journal::local::check_run_id(run_id)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        let dir = crate::receipt::spill::make_run_dir(
+            &self.shared.spill_root.join(run_id),
+            self.shared.spill_confine.as_deref(),
+        )?;
+        crate::journal::folder_hold::hold_shared(&dir)
+    }
+
     /// Where `receipt`'s run keeps its files.
     fn receipt_area(&self, receipt: &Receipt) -> crate::receipt::spill::SpillArea {
         crate::receipt::spill::SpillArea::run_folder(

@@ -31,6 +31,8 @@ pub(crate) mod completion;
 mod credentials;
 pub(crate) mod digest;
 pub(crate) mod durable;
+#[cfg(unix)]
+pub(crate) mod folder_hold;
 pub(crate) mod legacy;
 pub(crate) mod local;
 pub(crate) mod record;
@@ -48,6 +50,8 @@ pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_d
 /// per workspace.
 pub use codemode_base::run_state;
 pub use credentials::{MASKED, without_credentials};
+#[cfg(unix)]
+pub use folder_hold::RunFolderHold;
 pub use legacy::{MovedRuns, move_legacy_runs};
 pub use local::{LocalStore, state_line};
 pub use replay::Decided;

@@ -191,6 +191,22 @@ impl Runs {
     /// Whether this call removed anything: `false` when another process
     /// (a prune at the same time) had already removed all of it.
     async fn remove(&self, run: &Found) -> Result<bool, StoreError> {
+        // A folder the process that made the run still holds (it will
+        // still write its receipt, or its journal after the run:
+        // `Engine::hold_run_folder`) is busy; one this prune holds can be
+        // held by no such process until it is gone.
+        let folder = self.receipts.join(&run.run_id);
+        let _removing = match crate::journal::folder_hold::try_exclusive(&folder) {
+            Ok(Some(lock)) => Some(lock),
+            Ok(None) => {
+                return Err(StoreError::NotResumable {
+                    run_id: run.run_id.clone(),
+                    state: NotResumableState::Busy,
+                });
+            }
+            // Gone, or not a folder: as before.
+            Err(_) => None,
+        };
         let mut removed_any = false;
         if run.journal.is_some() {
             match self.source(run.source).remove(&run.run_id).await {
@@ -199,7 +215,6 @@ impl Runs {
                 Err(e) => return Err(e),
             }
         }
-        let folder = self.receipts.join(&run.run_id);
         match folder.symlink_metadata() {
             Ok(meta) if meta.is_dir() => {
                 let shown = folder.display().to_string();

@@ -391,3 +391,21 @@ async fn a_damaged_paused_run_is_unreadable_and_holds_no_run_back() {
     let removed: Vec<_> = report.removed.iter().map(|r| r.run_id.as_str()).collect();
     assert_eq!(removed, ["run-b"], "{report:?}");
 }
+
+/// A run whose folder the process that made it still holds (it will still
+/// write its receipt or its journal there: `Engine::hold_run_folder`) is
+/// busy to every prune, whatever its count or age, until let go.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_run_folder_is_not_pruned_until_let_go() {
+    let (_ws, runs) = two_runs().await;
+    let folder = runs.receipts_folder().join("run-b");
+    let held = crate::journal::folder_hold::hold_shared(&folder).unwrap();
+    let later = SystemTime::now() + Duration::from_secs(30 * 86_400);
+    let none = Retention { keep_runs: 0, keep_days: 0 };
+    let report = runs.prune(none, &PruneOptions::default().at(later)).await.unwrap();
+    assert_eq!(report.busy, ["run-b"], "{report:?}");
+    assert!(folder.join("journal.jsonl").is_file(), "left whole");
+    drop(held);
+    let report = runs.prune(none, &PruneOptions::default().at(later)).await.unwrap();
+    assert!(report.busy.is_empty() && !folder.exists(), "{report:?}");
+}
