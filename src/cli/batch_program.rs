@@ -514,12 +514,17 @@ impl<'a> Driver<'a> {
     fn spawn(&mut self, line: usize, run: Run, recovered: bool) {
         self.cancellers.insert(line, run.canceller());
         let engine: codemode::Engine = (**self.engine).clone();
+        // The line's run folder is held until its receipt is saved, as
+        // `codemode run` holds its own: a prune in another process does
+        // not remove it meanwhile.
+        let hold = engine.hold_run_folder(run.run_id()).ok();
         self.running.spawn(async move {
             let receipt = run.wait().await;
             let output = output_of(line, &receipt, recovered);
             let run_id = receipt.run_id.clone();
             let status = receipt.status.as_str().to_owned();
             let _ = engine.save_receipt(&receipt);
+            drop(hold);
             Done { line, run_id, status, output }
         });
     }

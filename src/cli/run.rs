@@ -91,10 +91,14 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         let leaves_a_folder = engine.journal_store().is_some() || !args.json;
         // Held until this process has written all it writes there (the
         // receipt, the journal of a run that never waited): no prune in
-        // another process removes the run meanwhile. Without it (the
+        // another process removes the run meanwhile. Only a run that will
+        // have a folder (a receipt saved, or its journal in the runs
+        // folder) is held: holding makes the folder. Without it (the
         // folder cannot be made: the receipt's save will say so) the run
         // is as any other.
-        let hold = leaves_a_folder.then(|| engine.hold_run_folder(run.run_id()).ok()).flatten();
+        let makes_its_folder =
+            !args.json || (engine.journal_store().is_some() && engine.runs().journals_in_run_folders());
+        let hold = makes_its_folder.then(|| engine.hold_run_folder(run.run_id()).ok()).flatten();
         let pruning = tokio::spawn(super::engine_args::pruning_at(
             &engine,
             engine.retention(),

@@ -195,6 +195,13 @@ impl Runs {
     fn same_folder(&self) -> bool {
         self.store.describe() == self.local.describe()
     }
+
+    /// Whether runs keep their journals in their folders here (the journal
+    /// store is the local folder at the runs folder, the default), so a
+    /// run's folder is made for its journal even when no receipt is saved.
+    pub fn journals_in_run_folders(&self) -> bool {
+        self.same_folder()
+    }
 }
 
 /// The state [`Runs::list`] gives a run whose journal cannot be read.
