@@ -438,6 +438,22 @@ fn resumes_at_once_with_keep_runs_one_keep_the_newest_and_warn_of_nothing() {
     }
 }
 
+/// `codemode run --json` saves no receipt: with its journal kept elsewhere
+/// (`--journal DIR`) it leaves no folder in the runs folder, not even an
+/// empty one (it holds its folder only when something will be written
+/// there).
+#[test]
+fn a_json_run_with_its_journal_elsewhere_leaves_no_folder() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let journals = tempfile::tempdir().unwrap();
+    std::fs::write(ws.join("p.js"), "return 1;").unwrap();
+    let out = codemode(&["run", "p.js", "--json", "--journal", journals.path().to_str().unwrap()], "", ws);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let folders = std::fs::read_dir(runs_dir(ws)).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(folders, 0, "no folder in the runs folder");
+}
+
 /// A run `codemode runs list` shows but whose journal this store does not
 /// have (made with `--journal off`, or its journal removed) is refused by
 /// `resume` and `rollback` saying so, not as an unknown id.
