@@ -222,6 +222,10 @@ struct Outcome {
     all_ok: bool,
     /// Whether every item could be printed (a failure cancelled the batch).
     output: std::io::Result<()>,
+    /// The batch's run folder, held until its receipt is saved and its
+    /// journal written, as `codemode run` holds its own (docs/JOURNAL.md,
+    /// "Retention").
+    hold: Option<codemode::journal::RunFolderHold>,
 }
 
 /// Runs `batch` on `engine`, printing each item (with its input line
@@ -236,6 +240,7 @@ async fn run_batch(
     progress: &mut Progress,
 ) -> Outcome {
     let mut run = engine.start_batch(batch, options);
+    let hold = engine.hold_run_folder(run.run_id()).ok();
     let canceller = run.canceller();
     let mut signal = None;
     let mut all_ok = true;
@@ -276,7 +281,7 @@ async fn run_batch(
         }
     }
     progress.finish();
-    Outcome { receipt: run.wait().await, signal, all_ok, output }
+    Outcome { receipt: run.wait().await, signal, all_ok, output, hold }
 }
 
 /// Saves the receipt (then applies the retention), shows its summary on
@@ -284,8 +289,12 @@ async fn run_batch(
 /// signal's, 1 when an item failed or a line was bad (`all_lines_good`
 /// false) or stdout failed, 141 for a closed pipe, else the run status's.
 fn finish(engine: &CliEngine, outcome: Outcome, json: bool, all_lines_good: bool) -> anyhow::Result<u8> {
-    let Outcome { receipt, signal, all_ok, output } = outcome;
+    let Outcome { receipt, signal, all_ok, output, hold } = outcome;
     let (receipt, saved) = super::save_receipt(engine, receipt);
+    if let Some(store) = engine.journal_store() {
+        let _ = store.flush_run(&receipt.run_id);
+    }
+    drop(hold);
     // Old runs go once this one is kept (docs/JOURNAL.md, "Runs on disk").
     engine.apply_retention(&receipt.run_id);
     let options =
