@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use codemode::config::ConfigFile;
-use codemode::journal::{JournalSpec, JournalStore, PruneOptions, PruneReport, Retention};
+use codemode::journal::{JournalSpec, JournalStore, Retention};
 use codemode::limit_settings::{self as limit, LimitSettings};
 use codemode::trust::{ReadFile, TrustState};
 use codemode::{Engine, Limits, policy::Mode, policy::Posture};
@@ -751,97 +751,20 @@ impl CliEngine {
     /// `run_id` (the run just made). Never an error: what goes wrong is a
     /// warning on stderr.
     pub(crate) fn apply_retention(&self, run_id: &str) {
-        prune_runs(&self.engine, self.retention, run_id);
+        super::retention::prune_runs(&self.engine, self.retention, run_id, None);
     }
 
     /// [`CliEngine::apply_retention`] after a run that went on since
     /// `started`: a run another process ended meanwhile (a resume of
-    /// another run at the same time) is left to the next prune, as a
-    /// `codemode run`'s pruning leaves it ([`codemode::journal::PruneOptions::at`]).
+    /// another run at the same time) is left to the next prune
+    /// ([`codemode::journal::PruneOptions::at`]).
     pub(crate) fn apply_retention_since(&self, run_id: &str, started: std::time::SystemTime) {
-        let pruned = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
-            .and_then(|rt| {
-                rt.block_on(pruning_at(&self.engine, self.retention, run_id, false, Some(started)))
-            });
-        warn_of_pruning(pruned);
+        super::retention::prune_runs(&self.engine, self.retention, run_id, Some(started));
     }
 
     /// How long runs are kept (`[journal] keep_runs`, `keep_days`).
     pub(crate) fn retention(&self) -> Retention {
         self.retention
-    }
-}
-
-/// Prunes `engine`'s workspace's runs to `retention`, keeping `run_id`
-/// (the run just made; empty for none). Never an error: what goes wrong is
-/// a warning on stderr. Blocking: not for async code.
-pub(crate) fn prune_runs(engine: &Engine, retention: Retention, run_id: &str) {
-    let pruned = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| rt.block_on(pruning(engine, retention, run_id, false)));
-    warn_of_pruning(pruned);
-}
-
-/// The pruning of [`prune_runs`], also as a future a command spawns on its
-/// own runtime when its run starts, so old runs go while it runs: then
-/// `being_made` says whether the run will leave a folder or a journal
-/// (`run_id` then counts as the newest run before it is found;
-/// [`PruneOptions::being_made`]). Show its outcome with
-/// [`warn_of_pruning`].
-pub(crate) fn pruning(
-    engine: &Engine,
-    retention: Retention,
-    run_id: &str,
-    being_made: bool,
-) -> impl std::future::Future<Output = Result<PruneReport, String>> + Send + 'static {
-    pruning_at(engine, retention, run_id, being_made, None)
-}
-
-/// [`pruning`] as if it started at `started` (default: when first polled):
-/// a run changed since is left to the next prune. `codemode run` and
-/// `resume` give their own start ([`super::started`]): a short run may end
-/// before its pruning is first polled, and runs other processes ended
-/// meanwhile are as new as it. A batch does not: its own lines' runs are
-/// made after it started, and its pruning is what keeps them bounded.
-pub(crate) fn pruning_at(
-    engine: &Engine,
-    retention: Retention,
-    run_id: &str,
-    being_made: bool,
-    started: Option<std::time::SystemTime>,
-) -> impl std::future::Future<Output = Result<PruneReport, String>> + Send + 'static {
-    let runs = engine.runs();
-    let options = match run_id {
-        "" => PruneOptions::default(),
-        id if being_made => PruneOptions::keeping_run_being_made(id),
-        id => PruneOptions::keeping(id),
-    };
-    // Read every run's state once per tenth of keep_runs new runs, not
-    // after each one (a kept run's journal is opened each time: at the
-    // default 200 kept, that doubled a run's cost).
-    let mut options = options.slack(retention.keep_runs / 10);
-    // Only this workspace's runs: another workspace's paused run in a
-    // shared store is not this retention's to remove.
-    options.workspace = Some(engine.workspace().to_path_buf());
-    options.now = started;
-    async move { runs.prune(retention, &options).await.map_err(|e| e.to_string()) }
-}
-
-/// Shows what went wrong in a [`pruning`]: a warning on stderr per run
-/// that could not be removed, or one when the runs could not be listed.
-pub(crate) fn warn_of_pruning(pruned: Result<PruneReport, String>) {
-    match pruned {
-        Ok(report) => {
-            for failure in &report.failures {
-                eprintln!("codemode: warning: an old run could not be removed: {failure}");
-            }
-        }
-        Err(e) => eprintln!("codemode: warning: old runs were not pruned: {e}"),
     }
 }
 

@@ -19,6 +19,7 @@ mod generate;
 mod mcp;
 mod own_server;
 mod resume;
+mod retention;
 mod rollback;
 mod run;
 mod runs;

@@ -99,7 +99,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         let makes_its_folder =
             !args.json || (engine.journal_store().is_some() && engine.runs().journals_in_run_folders());
         let hold = makes_its_folder.then(|| engine.hold_run_folder(run.run_id()).ok()).flatten();
-        let pruning = tokio::spawn(super::engine_args::pruning_at(
+        let pruning = tokio::spawn(super::retention::pruning(
             &engine,
             engine.retention(),
             run.run_id(),
@@ -130,7 +130,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
         let mut receipt = receipt;
         super::add_journal_outcome(engine.journal_store(), &mut receipt);
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
-        super::engine_args::warn_of_pruning(pruned);
+        super::retention::warn_of_pruning(pruned);
     } else {
         // The compact rendering (DESIGN.md §4), pointing at the full receipt.
         let (receipt, saved) = super::save_run_receipt(&engine, receipt);
@@ -142,7 +142,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
             );
         }
         // The pruning's warnings come after the run's summary.
-        super::engine_args::warn_of_pruning(rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string())));
+        super::retention::warn_of_pruning(rt.block_on(pruning).unwrap_or_else(|e| Err(e.to_string())));
         // The journal is written before the folder is let go (a failure
         // was said on stderr by the store).
         if let Some(store) = engine.journal_store() {

@@ -131,7 +131,7 @@ pub(crate) fn serve(mut args: ServeArgs) -> anyhow::Result<u8> {
     let (pruned, retention) = ((*engine).clone(), engine.retention());
     std::thread::spawn(move || {
         loop {
-            super::engine_args::prune_runs(&pruned, retention, "");
+            super::retention::prune_runs(&pruned, retention, "", None);
             std::thread::sleep(PRUNE_EVERY);
         }
     });
