@@ -377,6 +377,18 @@ fn a_run_that_leaves_no_folder_takes_no_kept_run_s_place() {
     assert_eq!(ids(&list(ws, &[])), [journaled], "a journaled run is the newest, counted while it ran");
 }
 
+/// Waits for `children` (commands run at once in `ws`, round `round`):
+/// each exits with `code` and warns of nothing, and runs are left.
+fn ended_quietly_leaving_runs(ws: &Path, children: Vec<std::process::Child>, code: i32, round: usize) {
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "round {round}: {err}");
+        assert!(!err.contains("warning") && !err.contains("WARN"), "round {round}: {err}");
+    }
+    assert!(!ids(&list(ws, &[])).is_empty(), "round {round}: the newest run stays");
+}
+
 /// Several `codemode run`s at once with `keep_runs = 1`, as scripts and
 /// agents start them: each prunes while its run runs, keeping its own, and
 /// none removes a run that changed after its prune started or one whose
@@ -393,13 +405,7 @@ fn runs_at_once_with_keep_runs_one_keep_the_newest_and_warn_of_nothing() {
     for burst in 0..4 {
         let children: Vec<_> =
             (0..6).map(|_| spawn(&["run", "p.js", "--config", config.as_str()], ws, &[])).collect();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            let err = stderr(&out);
-            assert_eq!(out.status.code(), Some(0), "burst {burst}: {err}");
-            assert!(!err.contains("warning") && !err.contains("WARN"), "burst {burst}: {err}");
-        }
-        assert!(!ids(&list(ws, &[])).is_empty(), "burst {burst}: the newest run stays");
+        ended_quietly_leaving_runs(ws, children, 0, burst);
     }
 }
 
@@ -428,13 +434,7 @@ fn resumes_at_once_with_keep_runs_one_keep_the_newest_and_warn_of_nothing() {
             .iter()
             .map(|id| spawn(&["resume", id.as_str(), "--deny", "1", "--config", config.as_str()], ws, &[]))
             .collect();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            let err = stderr(&out);
-            assert_eq!(out.status.code(), Some(1), "round {round}: {err}");
-            assert!(!err.contains("warning") && !err.contains("WARN"), "round {round}: {err}");
-        }
-        assert!(!ids(&list(ws, &[])).is_empty(), "round {round}: the newest run stays");
+        ended_quietly_leaving_runs(ws, children, 1, round);
     }
 }
 

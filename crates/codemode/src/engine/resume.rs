@@ -264,7 +264,7 @@ async fn claim(
 /// store. `None` when there is no such folder (an unknown id).
 pub(crate) fn no_journal_here(shared: &Shared, run_id: &str) -> Option<String> {
     crate::journal::local::check_run_id(run_id).ok()?;
-    let receipt = shared.spill_root.join(run_id).join("receipt.json");
+    let receipt = shared.spill_root.join(run_id).join(crate::journal::RECEIPT_FILE);
     receipt.symlink_metadata().ok().filter(std::fs::Metadata::is_file)?;
     Some(format!(
         "run `{run_id}` has a receipt but no journal in this journal store ({}): it was made with `--journal off` \

@@ -39,6 +39,7 @@ pub(crate) mod record;
 pub(crate) mod recorder;
 pub(crate) mod replay;
 mod runs;
+pub(crate) use runs::RECEIPT_FILE;
 mod settings;
 pub mod shared_limits;
 mod syncer;

@@ -35,7 +35,7 @@ use read::{JournalRead, read_receipt_async};
 use scan::Source;
 
 /// The receipt's file name in a run folder.
-const RECEIPT_FILE: &str = "receipt.json";
+pub(crate) const RECEIPT_FILE: &str = "receipt.json";
 
 /// A workspace's runs: its journal store and its receipts folder.
 #[derive(Clone)]
