@@ -9,20 +9,24 @@
 //! man pages ask for the whole tree built at once ([`whole_tree`]), so they
 //! are what they were, `help SUBCOMMAND SUBCOMMAND` included.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
 
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 
-/// Set while [`whole_tree`] builds: arguments are added at once.
-static AT_ONCE: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Set while [`whole_tree`] builds on this thread: arguments are added
+    /// at once. Per thread, so a tree built at the same time on another
+    /// thread (tests run in parallel) is not half deferred.
+    static AT_ONCE: Cell<bool> = const { Cell::new(false) };
+}
 
 /// The command tree `command` makes, every subcommand's arguments added at
 /// once (nothing deferred): for completion scripts and man pages, which
 /// walk the whole tree.
 pub(crate) fn whole_tree(command: fn() -> Command) -> Command {
-    AT_ONCE.store(true, Ordering::Relaxed);
+    AT_ONCE.set(true);
     let tree = command();
-    AT_ONCE.store(false, Ordering::Relaxed);
+    AT_ONCE.set(false);
     tree
 }
 
@@ -83,14 +87,14 @@ impl<T: Args> Args for Deferred<T> {
     }
 
     fn augment_args(cmd: Command) -> Command {
-        if AT_ONCE.load(Ordering::Relaxed) {
+        if AT_ONCE.get() {
             return T::augment_args(cmd);
         }
         cmd.defer(augment_keeping_help::<T>)
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
-        if AT_ONCE.load(Ordering::Relaxed) {
+        if AT_ONCE.get() {
             return T::augment_args_for_update(cmd);
         }
         cmd.defer(augment_for_update_keeping_help::<T>)
