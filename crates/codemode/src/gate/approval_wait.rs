@@ -12,6 +12,13 @@ pub(crate) trait ApprovalClock: Send + Sync {
     /// approval: the clock may stop while the run waits on nothing else,
     /// and a run that ends meanwhile can say the call never got one.
     fn awaiting(&self, seq: u64, waiting: bool);
+
+    /// A person or approver answered call `seq` (allowed or denied it).
+    /// Told before the wait ends: between the end of the wait and the
+    /// call's decision being recorded, a run that ends meanwhile must
+    /// still see that the call was put to an approver, so the answer is
+    /// kept (see `Vm::cancel_unapproved`).
+    fn answered(&self, seq: u64);
 }
 
 /// How the approval went.
@@ -33,9 +40,14 @@ pub(crate) async fn ask(
     clock: &dyn ApprovalClock,
     request: ApprovalRequest,
 ) -> Approved {
+    let seq = request.seq;
     let answer = {
-        let _paused = Paused::new(clock, request.seq);
-        approver.decide(request).await
+        let _paused = Paused::new(clock, seq);
+        let answer = approver.decide(request).await;
+        if matches!(&answer, Ok(a) if a.decision == Answer::Allow || a.decision == Answer::Deny) {
+            clock.answered(seq);
+        }
+        answer
     };
     match answer {
         Ok(a) if a.decision == Answer::Allow => Approved::Yes(a.reason),
@@ -75,6 +87,19 @@ mod tests {
     impl ApprovalClock for Counting {
         fn awaiting(&self, _seq: u64, waiting: bool) {
             self.0.fetch_add(if waiting { 1 } else { -1 }, Ordering::SeqCst);
+        }
+        fn answered(&self, _seq: u64) {}
+    }
+
+    /// Records what it is told, in order.
+    #[derive(Default)]
+    struct Told(std::sync::Mutex<Vec<String>>);
+    impl ApprovalClock for Told {
+        fn awaiting(&self, seq: u64, waiting: bool) {
+            self.0.lock().unwrap().push(format!("awaiting {seq} {waiting}"));
+        }
+        fn answered(&self, seq: u64) {
+            self.0.lock().unwrap().push(format!("answered {seq}"));
         }
     }
 
@@ -133,5 +158,25 @@ mod tests {
         assert_eq!(clock.0.load(Ordering::SeqCst), 1, "paused while waiting");
         drop(waiting);
         assert_eq!(clock.0.load(Ordering::SeqCst), 0, "a cancelled approval resumes the clock");
+    }
+
+    /// The run loop may look between the end of the wait and the gate's
+    /// record of the decision (the call's task runs on another thread): a
+    /// call answered is told as answered before it leaves the wait, so it
+    /// is never seen as neither (the prompt's typed-ahead answers were lost
+    /// that way when a denial failed the program).
+    #[tokio::test]
+    async fn an_answer_is_told_before_the_wait_ends_and_only_an_answer() {
+        let cases = [
+            (Ok(Approval::allow()), vec!["awaiting 1 true", "answered 1", "awaiting 1 false"]),
+            (Ok(Approval::deny("no")), vec!["awaiting 1 true", "answered 1", "awaiting 1 false"]),
+            (Ok(Approval::pause()), vec!["awaiting 1 true", "awaiting 1 false"]),
+            (Err(ApproverError("boom".into())), vec!["awaiting 1 true", "awaiting 1 false"]),
+        ];
+        for (answer, want) in cases {
+            let clock = Told::default();
+            ask(&Fixed(answer.clone()), &clock, request()).await;
+            assert_eq!(*clock.0.lock().unwrap(), want, "{answer:?}");
+        }
     }
 }

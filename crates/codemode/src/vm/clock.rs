@@ -49,6 +49,10 @@ struct Pauses {
     held: u32,
     /// Calls waiting for their approval now, by seq.
     approvals: Vec<u64>,
+    /// Calls whose approver answered (allowed or denied), by seq: told
+    /// before their wait ended, under the same lock, so a call put to an
+    /// approver is always in one list or the other.
+    answered: Vec<u64>,
     /// Calls whose tool waits for an answer to a question now, by seq (a
     /// seq once per question).
     questions: Vec<u64>,
@@ -213,6 +217,14 @@ impl RunClock {
         self.pauses.lock().unwrap_or_else(|p| p.into_inner()).approvals.clone()
     }
 
+    /// The calls put to an approver: waiting for their approval now, or
+    /// answered (see [`RunClock::awaiting_approval`]), by seq. One read
+    /// under one lock: a call that leaves the wait is answered first.
+    pub(crate) fn put_to_approver(&self) -> Vec<u64> {
+        let p = self.pauses.lock().unwrap_or_else(|p| p.into_inner());
+        p.approvals.iter().chain(&p.answered).copied().collect()
+    }
+
     /// The gate's later steps let call `seq` run with `decision` (`auto`
     /// or `approved`).
     pub(crate) fn decided(&self, seq: u64, decision: crate::receipt::Decision) {
@@ -255,6 +267,11 @@ impl crate::gate::later::ApprovalClock for RunClock {
                 p.approvals.retain(|&s| s != seq);
             }
         });
+    }
+
+    fn answered(&self, seq: u64) {
+        let mut p = self.pauses.lock().unwrap_or_else(|p| p.into_inner());
+        p.answered.push(seq);
     }
 }
 
@@ -323,6 +340,20 @@ mod tests {
         clock.awaiting(1, false);
         assert!(clock.remaining().is_some(), "the approval came: the clock runs");
         assert_eq!(clock.awaiting_approval(), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_call_put_to_an_approver_stays_so_once_answered() {
+        let clock = RunClock::new(Duration::from_secs(60));
+        clock.awaiting(1, true);
+        clock.awaiting(2, true);
+        assert_eq!(clock.put_to_approver(), [1, 2]);
+        clock.answered(1);
+        clock.awaiting(1, false);
+        // Call 2's wait ended without an answer (its approval was dropped).
+        clock.awaiting(2, false);
+        assert_eq!(clock.awaiting_approval(), Vec::<u64>::new());
+        assert_eq!(clock.put_to_approver(), [1], "answered, its decision not recorded yet");
     }
 
     #[test]

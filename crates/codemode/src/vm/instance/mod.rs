@@ -401,9 +401,12 @@ impl Vm {
         let clock = &self.state.clock;
         // Read before the decisions: a call that leaves the wait is decided.
         let awaiting = clock.awaiting_approval();
+        // A call whose approver answered is kept even before the gate
+        // records its decision (the call's task runs on another thread).
+        let put_to_approver = clock.put_to_approver();
         let ledger = self.state.ledger.borrow();
         let asked = |seq: u64| {
-            awaiting.contains(&seq)
+            put_to_approver.contains(&seq)
                 || clock.decision_of(seq).unwrap_or_else(|| ledger.decision_of(seq))
                     == crate::receipt::Decision::Approved
         };
