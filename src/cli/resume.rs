@@ -59,7 +59,26 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         // by any resume; with none, there is nothing to go on with. A run
         // that cannot be resumed gets the resume's own error below.
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let recorded = rt.block_on(engine.pending_decisions(&args.run_id));
+        // A long journal takes a while to read: a signal meanwhile ends
+        // the command saying so (nothing has changed yet).
+        let recorded = rt.block_on(async {
+            tokio::select! {
+                biased;
+                signal = super::run::interrupted() => Err(signal),
+                recorded = engine.pending_decisions(&args.run_id) => Ok(recorded),
+            }
+        });
+        let recorded = match recorded {
+            Ok(recorded) => recorded,
+            Err(signal) => {
+                eprintln!(
+                    "codemode: resume stopped by {} while it read run {}'s journal; nothing was changed",
+                    if signal == 2 { "SIGINT" } else { "SIGTERM" },
+                    args.run_id
+                );
+                return Ok(128 + signal);
+            }
+        };
         if let Ok(pending) = recorded
             && !pending.is_empty()
             && pending.iter().all(|p| p.recorded.is_none())
@@ -93,19 +112,34 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         .flatten();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (receipt, signal, refused) = rt.block_on(async {
-        let run = match engine.start_resume(&args.run_id, &decisions).await {
+        // SIGINT and SIGTERM cancel the resumed run as they cancel a run;
+        // one stopped while it replays, before anything new ran, stays
+        // paused. The listener is set before the journal is read (a long
+        // one takes a while): a signal meanwhile cancels the run as soon
+        // as it is loaded, instead of killing the process silently.
+        let interrupted = super::run::interrupted();
+        tokio::pin!(interrupted);
+        let starting = engine.start_resume(&args.run_id, &decisions);
+        tokio::pin!(starting);
+        let (started, early) = tokio::select! {
+            biased;
+            signal = &mut interrupted => (starting.await, Some(signal)),
+            started = &mut starting => (started, None),
+        };
+        let run = match started {
             Ok(run) => run,
-            Err(refused) => return (refused, None, true),
+            Err(refused) => return (refused, early, true),
         };
         let canceller = run.canceller();
         let wait = run.wait();
         tokio::pin!(wait);
-        // SIGINT and SIGTERM cancel the resumed run as they cancel a run;
-        // one stopped while it replays, before anything new ran, stays
-        // paused.
+        if let Some(signal) = early {
+            canceller.cancel();
+            return (wait.await, Some(signal), false);
+        }
         tokio::select! {
             r = &mut wait => (r, None, false),
-            signal = super::run::interrupted() => {
+            signal = &mut interrupted => {
                 canceller.cancel();
                 (wait.await, Some(signal), false)
             }

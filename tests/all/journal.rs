@@ -1093,3 +1093,62 @@ fn a_refused_or_diverged_resume_keeps_the_paused_run_and_its_receipt() {
     let done = std::fs::read_to_string(folder.join("receipt.json")).unwrap();
     assert!(done.contains("\"status\": \"completed\""), "{done}");
 }
+
+/// A signal that comes while `codemode resume` reads a long journal (a
+/// debug build takes about a second for 20,000 calls) cancels the resumed
+/// run as soon as it is loaded, so the command says what became of the
+/// run. The listener used to be set only once the journal was read, so
+/// such a signal killed the process with nothing said. The signal is sent
+/// once the process has the journal open, while it reads it.
+#[cfg(unix)]
+#[test]
+fn a_signal_while_resume_reads_a_long_journal_is_answered() {
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "for (let i = 0; i < 3000; i++) await tools.read({path: 'a.txt', limit: 1});\n\
+         await tools.write({path: 'late.txt', content: 'x'});\nreturn 'done';",
+    )
+    .unwrap();
+    let out =
+        codemode(&["run", "prog.js", "--approve", "pause", "--max-calls", "5000", "--json"], "", ws.path());
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let run_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"].as_str().unwrap().to_owned();
+    let journal = crate::common::runs_dir(ws.path()).join(&run_id).join("journal.jsonl");
+    let journal = std::fs::canonicalize(journal).unwrap();
+
+    let mut child =
+        spawn(&["resume", &run_id, "--allow", "3001", "--max-calls", "5000", "-q"], ws.path(), &[]);
+    drop(child.stdin.take());
+    // Waits until the process has the journal open.
+    let fds = format!("/proc/{}/fd", child.id());
+    let opened = || {
+        std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == journal))
+    };
+    let started = std::time::Instant::now();
+    while !opened() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the resume never opened the journal"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "ended by the signal, not killed by it: {err}");
+    assert!(err.contains("resume stopped"), "the command says what became of the run: {err}");
+    assert!(!ws.path().join("late.txt").exists(), "nothing new ran");
+    let listed = codemode(&["runs", "list", "--json"], "", ws.path());
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("\"paused\""), "the run is still paused");
+}
