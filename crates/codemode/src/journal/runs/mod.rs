@@ -157,6 +157,17 @@ impl Runs {
                             tracing::warn!("run {}: its journal cannot be resumed: {why}", listing.run_id);
                             listing.state = UNREADABLE.to_owned();
                         }
+                        // Nor can one without its first line (empty: its
+                        // process died as it made the file), whatever its
+                        // state says: it is no run to recover.
+                        if read.header.is_none() {
+                            tracing::warn!(
+                                "run {}: its journal has no header (empty, or cut in its first line): it cannot be \
+                                 resumed",
+                                listing.run_id
+                            );
+                            listing.state = UNREADABLE.to_owned();
+                        }
                         listing.program = read.header.as_ref().map(|h| h.program.name.clone());
                         listing.started_at = read.header.as_ref().map(|h| h.started_at.clone());
                         listing.calls = Some(read.calls.len() as u64);

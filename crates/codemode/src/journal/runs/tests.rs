@@ -409,3 +409,18 @@ async fn a_held_run_folder_is_not_pruned_until_let_go() {
     let report = runs.prune(none, &PruneOptions::default().at(later)).await.unwrap();
     assert!(report.busy.is_empty() && !folder.exists(), "{report:?}");
 }
+
+/// A journal left empty (its process died as it made the file) is listed
+/// as unreadable, as `resume` answers ("the journal is empty"), not as an
+/// interrupted run waiting for its recovery.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_journal_is_listed_unreadable() {
+    let (_ws, runs) = two_runs().await;
+    let folder = runs.receipts_folder().join("run-c");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join(super::super::local::JOURNAL_FILE), "").unwrap();
+    let list = runs.list().await.unwrap();
+    let shown: Vec<_> = list.iter().map(|l| (l.run_id.as_str(), l.state.as_str())).collect();
+    assert!(shown.contains(&("run-c", UNREADABLE)), "{shown:?}");
+    assert!(shown.contains(&("run-a", "paused")), "{shown:?}");
+}
