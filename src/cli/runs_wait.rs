@@ -148,10 +148,17 @@ async fn outcome(path: PathBuf, run_id: &str, state: RunState, json: bool) -> an
         if json {
             super::print_stdout(&format!("{}\n", serde_json::json!({"run_id": run_id, "state": state})))?;
         }
-        eprintln!(
-            "codemode: run {run_id} is {state} (its receipt is with the process that ran it; `codemode runs show \
-             {run_id}` shows its calls)"
-        );
+        if state == RunState::Interrupted {
+            eprintln!(
+                "codemode: run {run_id} is interrupted: its process ended before the run did (`codemode resume \
+                 {run_id}` recovers it; `codemode runs show {run_id}` shows its calls)"
+            );
+        } else {
+            eprintln!(
+                "codemode: run {run_id} is {state} (its receipt is with the process that ran it; `codemode runs \
+                 show {run_id}` shows its calls)"
+            );
+        }
         return Ok(state_exit_code(state));
     };
     if json {

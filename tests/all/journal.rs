@@ -1152,3 +1152,52 @@ fn a_signal_while_resume_reads_a_long_journal_is_answered() {
     let listed = codemode(&["runs", "list", "--json"], "", ws.path());
     assert!(String::from_utf8_lossy(&listed.stdout).contains("\"paused\""), "the run is still paused");
 }
+
+/// A run whose process died is `interrupted`: `approve` and `runs wait`
+/// say that a resume recovers it (they used to call it a run moved from
+/// an old folder, or say its receipt was with its dead process); with its
+/// journal damaged, `approve` and `rollback` say it is unreadable, as
+/// `resume` does (rollback used to say it could still go on).
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_is_named_so_by_approve_wait_and_rollback() {
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("prog.js"),
+        "await tools.bash({command: 'touch started; sleep 30'}); return 1;",
+    )
+    .unwrap();
+    let mut child = spawn(&["run", "prog.js", "--approve", "allow", "--json"], ws.path(), &[]);
+    drop(child.stdin.take());
+    let started = std::time::Instant::now();
+    while !ws.path().join("started").exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let listed = codemode(&["runs", "list", "--json"], "", ws.path());
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let run =
+        listed.as_array().unwrap().iter().find(|r| r["state"] == "interrupted").expect("listed interrupted");
+    let run_id = run["run_id"].as_str().unwrap();
+
+    let out = codemode(&["approve", run_id], "", ws.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains(&format!("`codemode resume {run_id}` recovers it")), "{err}");
+    assert!(!err.contains(".codemode/runs"), "{err}");
+    let out = codemode(&["runs", "wait", run_id], "", ws.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is interrupted") && err.contains("recovers it"), "{err}");
+
+    let journal = crate::common::runs_dir(ws.path()).join(run_id).join("journal.jsonl");
+    std::fs::write(&journal, "garbage\n").unwrap();
+    for args in [vec!["approve", run_id], vec!["rollback", run_id]] {
+        let out = codemode(&args, "", ws.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {err}");
+        assert!(err.contains("journal is unreadable"), "{args:?}: {err}");
+        assert!(!err.contains("can still go on"), "{args:?}: {err}");
+    }
+}

@@ -163,6 +163,17 @@ impl Engine {
         // files (a resume, or a recovery on another replica at the same
         // time): it ends first.
         if matches!(stored.state, RunState::Paused | RunState::Interrupted) {
+            // Unless no resume can read its journal: then it cannot go on,
+            // and no plan can be made from it either.
+            if let Err(why) = crate::journal::replay::Journal::parse(&stored.lines) {
+                return Err(RunError::new(
+                    ErrorKind::NotResumable,
+                    format!(
+                        "run `{run_id}` cannot be rolled back: its journal is unreadable ({why}); what the run \
+                         did: `codemode runs show {run_id}`"
+                    ),
+                ));
+            }
             return Err(RunError::new(
                 ErrorKind::NotResumable,
                 format!(

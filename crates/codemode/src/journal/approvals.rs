@@ -93,6 +93,21 @@ pub async fn pending_decisions(
     run_id: &str,
 ) -> Result<Vec<AwaitingCall>, RunError> {
     let stored = store.load(run_id).await.map_err(|e| store_error(store, e))?;
+    if stored.state == RunState::Interrupted {
+        // Its process died: a resume recovers it (then its calls can be
+        // decided), unless its journal cannot be read.
+        return Err(match Journal::parse(&stored.lines) {
+            Err(m) => unreadable(run_id, &m),
+            Ok(_) => RunError::new(
+                ErrorKind::NotResumable,
+                format!(
+                    "run `{run_id}` is interrupted: its process ended before the run paused or ended, so no \
+                     call of it waits for a decision yet; `codemode resume {run_id}` recovers it (a call it was \
+                     running then waits for a person, and can be decided here)"
+                ),
+            ),
+        });
+    }
     if stored.state != RunState::Paused {
         return Err(store_error(
             store,
