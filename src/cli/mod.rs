@@ -265,14 +265,16 @@ line and lets the running ones finish, a second cancels them), 141 stdout closed
     /// prune` (journals, receipts and spill files, kept outside the
     /// workspace in $XDG_STATE_HOME/codemode).
     ///
-    /// While each `codemode run` runs, and after each `batch`, runs are
-    /// pruned to [journal] keep_runs (default 200) and keep_days (default
-    /// 7) of codemode.toml:
+    /// While each `codemode run` or `resume` runs, and after each
+    /// `batch`, runs are pruned to [journal] keep_runs (default 200) and
+    /// keep_days (default 7) of codemode.toml:
     /// a run older than keep_days, or not among the keep_runs newest, is
     /// removed (whichever removes more), except the run just made and runs
-    /// held by another process; paused runs are not counted and go only
-    /// when older than keep_days. The pruning at each run waits until a
-    /// tenth of keep_runs more have gathered (docs/JOURNAL.md).
+    /// held by another process; paused and interrupted runs are not
+    /// counted and go only when older than keep_days, and while a paused
+    /// run waits, every run after it is kept too. The pruning at each run
+    /// waits until a tenth of keep_runs more have gathered
+    /// (docs/JOURNAL.md).
     #[command(after_help = "Exit codes: those of each command (`codemode runs COMMAND --help`).")]
     Runs(Deferred<runs::RunsArgs>),
     /// Print a shell completion script: bash, zsh, fish, elvish or

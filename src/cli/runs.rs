@@ -45,10 +45,14 @@ enum RunsCommand {
     ///
     /// Never removed: a run another process holds, a paused run younger
     /// than --keep-days (even past --keep-runs: a person may answer it
-    /// tomorrow), and a run folder with neither journal nor receipt
-    /// younger than --keep-days (a run still going elsewhere); these are
-    /// not counted against --keep-runs. `codemode run` (while its run
-    /// runs) and `batch` (after it) prune this way, once a tenth of
+    /// tomorrow) and every run after the oldest such paused run (what ran
+    /// since is what the person reviews it by), an interrupted run
+    /// younger than --keep-days (it waits for its recovery), and a run
+    /// folder with neither journal nor receipt younger than --keep-days
+    /// (a run still going elsewhere); paused, interrupted and such runs
+    /// are not counted against --keep-runs. The report says how many
+    /// runs a paused run kept. `codemode run` and `resume` (while their
+    /// run runs) and `batch` (after it) prune this way, once a tenth of
     /// keep_runs more have gathered.
     #[command(after_help = "Exit codes: 0 done, 1 a run could not be removed, 2 bad invocation.")]
     Prune {
@@ -254,8 +258,16 @@ fn prune(
         } else {
             format!("; held by another process: {}", report.busy.join(", "))
         };
+        let for_paused = match &report.paused_run {
+            Some(paused) if report.kept_for_paused > 0 => format!(
+                "; {} past keep_runs kept because they came after run {paused}, paused and waiting for a \
+                 decision (resume or cancel it to let them go)",
+                report.kept_for_paused
+            ),
+            _ => String::new(),
+        };
         eprintln!(
-            "codemode: {verb} {} run{}, kept {} (keep {} runs or {} days){busy}",
+            "codemode: {verb} {} run{}, kept {} (keep {} runs or {} days){busy}{for_paused}",
             report.removed.len(),
             if report.removed.len() == 1 { "" } else { "s" },
             report.kept,

@@ -59,8 +59,8 @@ impl Runs {
                 // Not read now (the store failed): it may well wait.
                 Err(_) => true,
             };
-            if resumable && oldest_paused.is_none_or(|oldest| run.updated_ms < oldest) {
-                oldest_paused = Some(run.updated_ms);
+            if resumable && oldest_paused.as_ref().is_none_or(|(oldest, _)| run.updated_ms < *oldest) {
+                oldest_paused = Some((run.updated_ms, run.run_id.clone()));
             }
         }
         // The runs kept so far that count against keep_runs; the runs kept
@@ -89,9 +89,15 @@ impl Runs {
             // The same millisecond as the paused run counts as after it
             // (the clock cannot tell them apart); the paused run itself is
             // kept here too, as its age would keep it.
-            if oldest_paused.is_some_and(|paused| run.updated_ms >= paused) {
+            if let Some((paused, paused_id)) = &oldest_paused
+                && run.updated_ms >= *paused
+            {
                 report.kept += 1;
                 counted += u64::from(!uncounted);
+                if run.run_id != *paused_id && !uncounted && counted > retention.keep_runs {
+                    report.kept_for_paused += 1;
+                    report.paused_run.get_or_insert_with(|| paused_id.clone());
+                }
                 continue;
             }
             let why = if age_secs > max_age {
@@ -376,6 +382,13 @@ pub struct PruneReport {
     pub busy: Vec<String>,
     /// Runs that could not be removed, each `run_id: why`.
     pub failures: Vec<String>,
+    /// Runs past `keep_runs` kept only because they came after a paused
+    /// run still waiting for a person ([`PruneReport::paused_run`]): the
+    /// receipts of what ran since are what the person reviews it by.
+    pub kept_for_paused: usize,
+    /// The oldest paused run that kept [`PruneReport::kept_for_paused`]
+    /// runs, when it kept any.
+    pub paused_run: Option<String>,
 }
 
 /// Whether `id` could name a run (what a run folder's name must be).

@@ -96,6 +96,8 @@ async fn prune_keeps_paused_runs_past_the_count_until_their_age() {
     let report = runs.prune(keep_one, &PruneOptions::default().dry_run(true)).await.unwrap();
     assert!(report.removed.is_empty(), "{:?}", report.removed);
     assert_eq!(runs.list().await.unwrap().len(), 2);
+    // The report says what kept it.
+    assert_eq!((report.kept_for_paused, report.paused_run.as_deref()), (1, Some("run-a")));
 
     let later = SystemTime::now() + Duration::from_secs(8 * 86_400);
     let report = runs.prune(keep_one, &PruneOptions::keeping("run-b").at(later)).await.unwrap();
