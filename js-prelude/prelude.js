@@ -418,6 +418,11 @@
     configurable: true,
   });
 
+  // A program's `input` (a batch line's, `--input`): the host sets it
+  // when there is one; without, it is there and undefined, so
+  // `input ?? fallback` works.
+  defineProperty(globalThis, "input", { value: undefined, writable: true, configurable: true });
+
   // Fixed: not writable, enumerable or configurable (the defaults).
   defineProperty(globalThis, "tools", { value: tools });
   defineProperty(globalThis, "ToolError", { value: ToolError });

@@ -387,6 +387,9 @@ fn run_input_is_the_programs_global_input() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
     let out = codemode(&["run", "-"], "return typeof input;", ws);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"undefined\"", "{}", text(&out));
+    // Without one, `input` is there and undefined, not an unknown name.
+    let out = codemode(&["run", "-"], "return input ?? 'none';", ws);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"none\"", "{}", text(&out));
     let out = codemode(&["run", "-", "--input", "{oops"], "return 1;", ws);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not JSON"), "{}", text(&out));
