@@ -306,12 +306,14 @@ impl Receipt {
             .collect();
         let mut elicitation_budget = ELICITATION_BYTES;
         for c in listed.iter().take(LISTED_CALLS) {
+            // The decision, then the status, each once: `pending`
+            // and `refused` are both, and read doubled as `refused, refused`.
+            let (decision, state) = (decision_name(c.decision), state_name(c));
             let line = format!(
-                "call {} {}: {}, {}{}{}",
+                "call {} {}: {}{}{}",
                 c.seq,
                 cut(&c.tool, 80),
-                decision_name(c.decision),
-                state_name(c),
+                if decision == state { decision.to_owned() } else { format!("{decision}, {state}") },
                 if c.elicitation_declined { format!(", {DECLINED_MARK}") } else { String::new() },
                 c.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
             );
@@ -507,6 +509,22 @@ mod tests {
         assert!(large.contains("full receipt: .codemode/runs/run-x/receipt.json"), "{large}");
         assert!(large.contains("more log lines"), "{large}");
         assert!(large.contains("[... "), "the value is cut");
+    }
+
+    #[test]
+    fn a_call_line_gives_a_decision_that_is_also_its_status_once() {
+        let mut r = receipt(1);
+        let text = r.render(&RenderOptions::default());
+        assert!(text.contains("call 1 write: denied, refused: not today"), "{text}");
+        r.calls[0].decision = Decision::Refused;
+        let text = r.render(&RenderOptions::default());
+        assert!(text.contains("call 1 write: refused: not today"), "{text}");
+        r.calls[0].decision = Decision::Pending;
+        r.calls[0].status = CallStatus::InFlight;
+        r.calls[0].error = None;
+        r.status = RunStatus::Paused;
+        let text = r.render(&RenderOptions::default());
+        assert!(text.contains("call 1 write: pending\n"), "{text}");
     }
 
     #[test]
