@@ -219,6 +219,47 @@ fn a_served_model_asks_for_a_rollback_and_a_person_approves_each_restore() {
     );
     let r = s.response(id, |_, _| {});
     assert_eq!(r["result"]["isError"], true, "{r}");
+    // Nothing left to undo is no error, and, as every such result of a
+    // tool with an outputSchema must, it carries structuredContent that
+    // matches the schema (the official SDK client throws otherwise).
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": "return 1;"}}));
+    let r = s.response(id, |_, _| {});
+    let read_only = r["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned();
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"rollback": read_only}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("nothing left to undo"), "{r}");
+    let structured = &r["result"]["structuredContent"];
+    assert_eq!(structured["value"]["nothing_left"], true, "{r}");
+    let id = s.request("tools/list", json!({}));
+    let listed = s.response(id, |_, _| {});
+    let tool =
+        listed["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "execute_tools").unwrap();
+    let schema = jsonschema::validator_for(&tool["outputSchema"]).unwrap();
+    assert!(schema.is_valid(structured), "{structured}");
+    assert!(s.close().success());
+
+    // Where approvals pause (no person can be asked through the server),
+    // a restore says what the person does instead.
+    std::fs::write(ws.join("b.txt"), "b\n").unwrap();
+    let mut s = crate::serve_stdio::Served::start(ws, &["--approve", "allow"]);
+    s.initialize(json!({}));
+    let code = r#"await tools.write({path: "b.txt", content: "B\n"}); return 1;"#;
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let r = s.response(id, |_, _| {});
+    let run_id = r["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned();
+    assert!(s.close().success());
+    let mut s = crate::serve_stdio::Served::start(ws, &[]);
+    s.initialize(json!({}));
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"rollback": run_id}}));
+    let r = s.response(id, |_, _| {});
+    let failed = &r["result"]["structuredContent"]["value"]["failed"];
+    assert_eq!(failed[0][0], "b.txt", "{r}");
+    assert!(
+        failed[0][1].as_str().unwrap().contains(&format!("`codemode rollback {run_id}` in a terminal")),
+        "{r}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "B\n");
     assert!(s.close().success());
 }
 

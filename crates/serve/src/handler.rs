@@ -209,9 +209,11 @@ impl CodeModeServer {
                 self.same_workspace(&run_id).await?;
                 match super::rollback::roll_back(&inner.engine, &run_id, options).await {
                     super::rollback::Rolled::Ran(receipt) => Started::Ran(receipt),
-                    super::rollback::Rolled::Said(text, true) => return Err(input_error(text)),
-                    super::rollback::Rolled::Said(text, false) => {
-                        return Err(CallToolResult::success(vec![ContentBlock::text(text)]));
+                    super::rollback::Rolled::Refused(text) => return Err(input_error(text)),
+                    super::rollback::Rolled::NothingLeft(text, structured) => {
+                        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                        result.structured_content = Some(structured);
+                        return Err(result);
                     }
                 }
             }

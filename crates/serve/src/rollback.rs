@@ -35,24 +35,53 @@ pub(crate) fn rollback_of(args: &Value, rollback: &Value) -> Result<String, Stri
 pub(crate) enum Rolled {
     /// The rollback ran: its receipt, whose `value` is the report.
     Ran(Box<Receipt>),
-    /// Nothing ran: the sentence for the model (nothing left to undo, or
-    /// why the run cannot be rolled back), and whether it is an error.
-    Said(String, bool),
+    /// Nothing ran and nothing was left to undo: the sentence for the
+    /// model and the `structuredContent` (`execute_tools` declares an
+    /// `outputSchema`, so a result that is not an error carries one: MCP
+    /// 2025-06-18, "Structured Content"): status `completed`, the run
+    /// named, the report as the value.
+    NothingLeft(String, Value),
+    /// Nothing ran: why the run cannot be rolled back (an error).
+    Refused(String),
 }
 
 /// Rolls back `run_id` on `engine` with the request's `options`.
 pub(crate) async fn roll_back(engine: &codemode::Engine, run_id: &str, options: RunOptions) -> Rolled {
     match engine.rollback(run_id, RollbackOptions::new().run(options)).await {
-        Err(e) => Rolled::Said(e.message, true),
+        Err(e) => Rolled::Refused(e.message),
         Ok(mut report) => match report.receipt.take() {
-            None => Rolled::Said(
-                format!("nothing left to undo in run {run_id}: no file it changed is still to restore"),
-                false,
-            ),
+            None => {
+                let value = serde_json::to_value(&report).unwrap_or(Value::Null);
+                Rolled::NothingLeft(
+                    format!("nothing left to undo in run {run_id}: no file it changed is still to restore"),
+                    serde_json::json!({
+                        "status": "completed", "run_id": run_id, "value": value, "value_truncated": null,
+                        "error": null, "calls": {}, "pending": [], "receipt_path": null,
+                    }),
+                )
+            }
             Some(mut receipt) => {
+                for (_, why) in &mut report.failed {
+                    if let Some(said) = for_a_person(why, run_id) {
+                        *why = said;
+                    }
+                }
                 receipt.value = serde_json::to_value(&report).unwrap_or(Value::Null);
                 Rolled::Ran(Box::new(receipt))
             }
         },
     }
+}
+
+/// A restore the approver would have paused (no person can be asked
+/// here: a rollback is a batch, which cannot pause) says what the person
+/// does instead; other reasons stay.
+fn for_a_person(why: &str, run_id: &str) -> Option<String> {
+    why.starts_with("the approver paused this call").then(|| {
+        format!(
+            "not restored: it needs a person's approval, which cannot be asked through this server; the \
+             person runs `codemode rollback {run_id}` in a terminal (or configures an approver that can \
+             ask: docs/SERVE.md)"
+        )
+    })
 }
