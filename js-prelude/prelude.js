@@ -198,7 +198,17 @@
   // `tools.search(query, options)` is `tools.call("tool_search", {query,
   // ...options})`: it describes matching tools and activates nothing. (A
   // tool named `search` is still reachable with tools.call("search", ...).)
+  // `tools.search({query, mode, limit})` too, the form every other call
+  // takes.
   function search(query, options) {
+    if (query !== null && typeof query === "object" && options === undefined) {
+      const given = query;
+      query = hasOwn(given, "query") ? given.query : undefined;
+      options = create(null);
+      for (const key in given) {
+        if (key !== "query") options[key] = given[key];
+      }
+    }
     const args = create(null);
     args.query = query;
     if (options !== undefined && options !== null) {
@@ -207,7 +217,7 @@
       }
       for (const key in options) {
         if (key !== "mode" && key !== "limit") {
-          return rejected(new TypeErr(`tools.search(query, options): unknown option "${key}"; the options are mode ("bm25" or "regex") and limit`));
+          return rejected(new TypeErr(`tools.search(query, options): unknown option "${key}"; the options are mode ("bm25" or "regex") and limit (tools.search("a query", {limit: 5}) or tools.search({query: "a query", limit: 5}))`));
         }
       }
       if (hasOwn(options, "mode")) args.mode = options.mode;
