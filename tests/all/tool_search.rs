@@ -228,8 +228,12 @@ fn search_options_and_errors_reach_programs() {
            let unknown = null;
            try { await tools.search("read", {fuzzy: true}); } catch (e) { unknown = e.message; }
            const itself = await tools.search("find tools by what they do", {limit: 50});
+           const object = await tools.search({query: "^grep_files$", mode: "regex", limit: 1});
+           let objectUnknown = null;
+           try { await tools.search({query: "read", fuzzy: true}); } catch (e) { objectUnknown = e.message; }
            return {a: a.content.tools.map(t => t.name), bad, kind, limit, unknown,
-                   itself: itself.content.tools.map(t => t.name)};"#,
+                   itself: itself.content.tools.map(t => t.name),
+                   object: object.content.tools.map(t => t.name), objectUnknown};"#,
     ));
     assert_eq!(r.status, RunStatus::Completed, "{r:?}");
     assert_eq!(r.value["a"], json!(["grep_files"]));
@@ -240,4 +244,7 @@ fn search_options_and_errors_reach_programs() {
     assert_eq!(r.value["limit"], "refused", "the schema bounds limit");
     assert!(r.value["unknown"].as_str().unwrap().contains("unknown option \"fuzzy\""), "{}", r.value);
     assert!(!r.value["itself"].as_array().unwrap().contains(&json!("tool_search")), "{}", r.value);
+    // The object form every other call takes works too.
+    assert_eq!(r.value["object"], json!(["grep_files"]));
+    assert!(r.value["objectUnknown"].as_str().unwrap().contains("unknown option \"fuzzy\""), "{}", r.value);
 }
