@@ -61,6 +61,9 @@ struct Done {
 /// Runs a program batch; the exit code as docs/BATCH.md says.
 pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
     let (name, source) = super::run::read_program(program_file)?;
+    if codemode::run::is_blank(&source) {
+        bail!("the program {} {}", program_file.display(), codemode::run::BLANK_PROGRAM);
+    }
     let input = super::batch::read_input(&args.file)?;
     let (values, bad) = parse_values(&input);
     super::batch::print_invalid(&bad)?;

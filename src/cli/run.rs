@@ -54,11 +54,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
 fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
     let from_stdin = args.file.as_os_str() == "-";
     let (name, source) = read_program(&args.file)?;
-    if is_blank(&source) {
+    if codemode::run::is_blank(&source) {
         anyhow::bail!(
-            "the program{} is empty (only whitespace and comments); write JavaScript or TypeScript whose \
-             last expression or `return` is the value, e.g. `return await tools.call(\"read\", {{path: \"README.md\"}})`",
-            if from_stdin { " read from stdin" } else { "" }
+            "the program{} {}",
+            if from_stdin { " read from stdin" } else { "" },
+            codemode::run::BLANK_PROGRAM
         );
     }
     let path = (!from_stdin).then(|| args.file.clone());
@@ -380,41 +380,4 @@ pub(crate) fn read_program(file: &std::path::Path) -> anyhow::Result<(String, St
         anyhow::anyhow!("{shown} is not UTF-8 text (an invalid byte at offset {at}); save it as UTF-8")
     })?;
     Ok((name, source))
-}
-
-/// Whether `source` holds no program: only whitespace, `//` and `/* */`
-/// comments, and markdown fence lines (```` ```js ````).
-fn is_blank(source: &str) -> bool {
-    let mut rest = source.trim_start_matches('\u{feff}');
-    loop {
-        rest = rest.trim_start();
-        if rest.is_empty() {
-            return true;
-        }
-        if let Some(after) = rest.strip_prefix("//") {
-            rest = after.split_once('\n').map_or("", |(_, r)| r);
-        } else if let Some(after) = rest.strip_prefix("/*") {
-            match after.split_once("*/") {
-                Some((_, r)) => rest = r,
-                None => return false,
-            }
-        } else if rest.starts_with("```") {
-            rest = rest.split_once('\n').map_or("", |(_, r)| r);
-        } else {
-            return false;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn blank_programs_are_whitespace_comments_and_fences() {
-        for blank in ["", "  \n\t", "// nothing\n", "/* a */ // b", "```js\n// x\n```\n", "\u{feff}\n"] {
-            assert!(super::is_blank(blank), "{blank:?}");
-        }
-        for program in ["1", "/* a */ x", "// a\nreturn 1", "/* open", "```js\nreturn 2\n```"] {
-            assert!(!super::is_blank(program), "{program:?}");
-        }
-    }
 }

@@ -1011,3 +1011,22 @@ fn a_function_value_is_the_entry_point_and_is_called() {
     // One level only: a function returning a function gives null.
     assert_eq!(run("return () => () => 1").value, json!(null));
 }
+
+/// A program with nothing in it but whitespace, comments and fence lines
+/// is refused by the engine, as the CLI refuses it: served models and
+/// program batches got a `null` as if it had run.
+#[test]
+fn an_empty_program_is_refused_wherever_it_comes_from() {
+    for blank in ["", "  \n", "// nothing here\n", "```js\n```"] {
+        let r = run(blank);
+        assert_eq!(r.status, RunStatus::Failed, "{blank:?}");
+        let e = r.error.unwrap();
+        assert_eq!(e.kind, ErrorKind::Syntax, "{blank:?}");
+        assert!(e.message.contains("the program is empty"), "{blank:?}: {}", e.message);
+    }
+    let ws = workspace();
+    std::fs::write(ws.path().join("e.js"), "// later\n").unwrap();
+    let out = crate::cli::codemode(&["batch", "--program", "e.js", "-q"], "{}\n", ws.path());
+    assert_eq!(out.status.code(), Some(2), "refused before any line runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("e.js is empty"), "{out:?}");
+}

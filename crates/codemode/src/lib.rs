@@ -85,7 +85,7 @@ pub mod run {
         RollbackReport, Run, RunOptions, ToolsShown,
     };
     pub use crate::vm::PRELUDE_NAME;
-    pub use codemode_program::{ExecuteInput, MAX_INPUT_BYTES};
+    pub use codemode_program::{BLANK_PROGRAM, ExecuteInput, MAX_INPUT_BYTES, is_blank};
 }
 
 /// Batches: many single calls through the gate, with bounds and one

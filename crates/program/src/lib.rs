@@ -28,6 +28,7 @@
 //! deeply are parsed on a thread with a large stack (`on_large_stack`).
 
 mod batch;
+mod blank;
 mod fault_site;
 mod fence;
 mod javascript;
@@ -41,6 +42,7 @@ mod typescript;
 use std::cell::RefCell;
 
 pub use batch::{Batch, BatchCall, BatchError, ExecuteInput};
+pub use blank::{BLANK_PROGRAM, is_blank};
 pub use fault_site::{Fault, Origin, Site, ToolCall};
 use oxc_allocator::Allocator;
 pub use position::PositionMap;
@@ -259,6 +261,12 @@ fn with_arena<R>(f: impl FnOnce(&Allocator) -> R) -> R {
 /// `import`, an `export` form that needs a module system, a fence naming
 /// another language.
 pub fn normalise(program: &Program) -> Result<Normalised, RunError> {
+    if is_blank(program.source()) {
+        let mut e = RunError::new(ErrorKind::Syntax, format!("the program {BLANK_PROGRAM}"));
+        e.line = Some(1);
+        e.column = Some(1);
+        return Err(e);
+    }
     let (body, fenced) = fence::strip(program.source()).map_err(|m| {
         let mut e = RunError::new(ErrorKind::Syntax, m);
         e.line = Some(1);
