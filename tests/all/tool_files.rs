@@ -919,3 +919,21 @@ fn search_tools_find_files_whose_names_are_not_utf8() {
     let found = e.call_blocking("file_search", &json!({"query": "notes"}));
     assert_eq!(content(&found), &json!(["docs/caf\u{fffd}-notes.txt"]));
 }
+
+/// A file whose name is not UTF-8 is listed with U+FFFD for its bad bytes;
+/// given back, that name finds nothing, and `read` says why instead of
+/// sending the model to look for a file it just found.
+#[cfg(unix)]
+#[test]
+fn a_name_that_is_not_utf8_is_said_so_when_given_back() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let f = Fixture::new();
+    std::fs::write(f.ws().join(std::ffi::OsStr::from_bytes(b"f\xfe.txt")), "hi\n").unwrap();
+    let e = f.engine();
+    let found = e.call_blocking("file_search", &json!({"query": "f*.txt"}));
+    assert_eq!(content(&found), &json!(["f\u{FFFD}.txt"]));
+    let message = fails_cleanly(&f, &e, "read", json!({"path": "f\u{FFFD}.txt"}));
+    assert!(message.contains("not UTF-8") && message.contains("rename the file"), "{message}");
+    let message = fails_cleanly(&f, &e, "read", json!({"path": "g.txt"}));
+    assert!(message.contains("does not exist in the workspace (file_search"), "{message}");
+}

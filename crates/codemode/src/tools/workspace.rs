@@ -301,6 +301,14 @@ pub(crate) fn beneath_rel(root: &Path, path: &str) -> Result<PathBuf, ToolError>
 pub(crate) fn open_error(root: &Path, path: &str, e: Errno) -> ToolError {
     match e {
         Errno::EXDEV => outside(root, path),
+        // U+FFFD is what file_search and grep_files show for bytes of a
+        // name that are not UTF-8: such a name cannot be given back
+        // through JSON, and is not missing.
+        Errno::ENOENT if path.contains('\u{FFFD}') => ToolError::new(format!(
+            "`{path}` does not exist in the workspace under this name: U+FFFD (`\u{FFFD}`) stands for bytes of a file \
+             name that are not UTF-8 (as file_search and grep_files show them), and such a name cannot be \
+             given in JSON; rename the file to a UTF-8 name (bash: `mv`) and use that"
+        )),
         Errno::ENOENT => ToolError::new(format!(
             "`{path}` does not exist in the workspace (file_search finds files by name)"
         )),
