@@ -6,7 +6,7 @@
 use std::io::IsTerminal as _;
 
 use anyhow::Context;
-use codemode::{Program, receipt::RenderOptions, receipt::RunStatus};
+use codemode::{Program, receipt::ErrorKind, receipt::RenderOptions, receipt::RunStatus};
 
 use super::engine_args::{EngineArgs, LimitArgs};
 
@@ -207,8 +207,15 @@ pub(crate) fn show(
     } else {
         let options = RenderOptions { include_value: false, receipt_path: saved, ..Default::default() };
         eprint!("codemode: {}", printable(&receipt.render(&options)));
-        if let Some(frames) = receipt.error.as_ref().and_then(|e| e.stack.as_deref()) {
-            eprint!("{}", first_frames(frames));
+        if let Some(e) = &receipt.error
+            && let Some(frames) = e.stack.as_deref()
+        {
+            // A stop from outside has no thrown error: its stack is the
+            // calls the stopped code was in.
+            let stopped = matches!(e.kind, ErrorKind::Timeout | ErrorKind::Cancelled | ErrorKind::Limit);
+            let heading =
+                if stopped { "in the calls under way when it stopped" } else { "where the error was thrown" };
+            eprint!("{}", first_frames(frames, heading));
         }
         if receipt.status == RunStatus::Paused {
             resume_hint(receipt, engine);
@@ -241,14 +248,14 @@ const SHOWN_FRAMES: usize = 3;
 /// Frames of codemode's prelude (where a `ToolError` is made when a call
 /// settles) are left out: they say nothing about the program, and the
 /// summary already names the call.
-fn first_frames(stack: &str) -> String {
+fn first_frames(stack: &str, heading: &str) -> String {
     let prelude = format!("{}:", codemode::run::PRELUDE_NAME);
     let frames: Vec<&str> =
         stack.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains(prelude.as_str())).collect();
     if frames.is_empty() {
         return String::new();
     }
-    let mut out = "codemode: where the error was thrown:\n".to_owned();
+    let mut out = format!("codemode: {heading}:\n");
     for frame in frames.iter().take(SHOWN_FRAMES) {
         let frame: String = printable(frame).chars().take(200).collect();
         out.push_str(&format!("  {frame}\n"));

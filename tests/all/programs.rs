@@ -34,7 +34,8 @@ fn every_json_type_comes_back_as_the_value() {
 fn undefined_and_no_return_become_null() {
     // (`return () => 1` is an entry point: it gives 1, see
     // a_function_value_is_the_entry_point_and_is_called.)
-    for src in ["return undefined;", "", "return () => undefined;", "let a = 1 + 1;"] {
+    // (An empty program is refused: an_empty_program_is_refused_wherever_it_comes_from.)
+    for src in ["return undefined;", "return () => undefined;", "let a = 1 + 1;"] {
         let r = run(src);
         assert_eq!(r.status, RunStatus::Completed, "{src}");
         assert_eq!(r.value, json!(null), "{src}");

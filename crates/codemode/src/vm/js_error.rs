@@ -94,7 +94,17 @@ pub(crate) fn from_parts(thrown: Thrown, file: &str, when: Circumstances<'_>) ->
         _ => None,
     };
     let text = told.unwrap_or_else(|| with_hint(text, kind));
-    let position = stack.as_deref().and_then(|s| position_in(s, file));
+    // A run stopped from outside (deadline, cancel, a limit) stops at
+    // QuickJS's interrupt check, which does not record where the frame it
+    // stops is: that frame shows the position of its last call, or its
+    // start (a loop on line 3 read as line 1). So no position is given,
+    // and the stack starts with the frames whose positions are their
+    // calls' (empty when the program's own body was running).
+    let stack = match (&when.stopping, stack) {
+        (Some(_), Some(s)) => Some(s.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or_default()),
+        (_, stack) => stack,
+    };
+    let position = stack.as_deref().filter(|_| when.stopping.is_none()).and_then(|s| position_in(s, file));
     let (line, column) = match position {
         Some((l, c)) => {
             let (l, c) = when.positions.thrown_at(l, c);
