@@ -255,7 +255,8 @@ fn missing_global_hint(name: &str) -> Option<&'static str> {
         "fetch" | "XMLHttpRequest" | "WebSocket" => {
             "programs have no network access of their own: call an MCP server's fetch tool \
              (`await tools.search(\"fetch url\")` finds one among the configured MCP servers), \
-             or run `curl` with tools.bash (which needs an approval)"
+             or run `curl` with tools.bash (which needs an approval, and network access in the \
+             sandbox: `[sandbox] network = true`)"
         }
         "process" => {
             "programs have no `process` (no env, argv, cwd or exit): end the program with \

@@ -213,7 +213,10 @@ impl Tool for Bash {
              filtered environment. Returns {exit_code, stdout, stderr} with the last 16 KiB of each \
              stream; a non-zero exit is a result, not an error. Background processes are killed when \
              the command exits. At `timeout` seconds (default 120, max 600; or `timeout_ms`) the whole \
-             process group is killed and the call fails with a ToolError of kind \"timeout\".",
+             process group is killed and the call fails with a ToolError of kind \"timeout\". In the \
+             sandbox (on by default) the command has no network unless `[sandbox] network = true`, and \
+             writes only where the sandbox lets it (the workspace, not its .git); metadata.sandbox says \
+             how it ran.",
             json!({
                 "type": "object",
                 "properties": {
