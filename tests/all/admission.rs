@@ -165,3 +165,22 @@ fn a_first_call_with_arguments_only_the_gate_sees_is_refused_by_the_schema() {
         "{receipt}"
     );
 }
+
+/// Plan mode refuses every tool that is not read-only: a program that
+/// names one is refused before its first call (it used to read, then fail
+/// at the write), and a read-only program runs.
+#[test]
+fn plan_mode_refuses_a_program_that_names_a_writer_before_it_runs() {
+    let source = "const a = await tools.read({path: 'a.txt'});\nawait tools.write({path: 'out.txt', content: 'x'});\nreturn 1;";
+    let (code, receipt, ws) = run(source, &["--mode", "plan"]);
+    assert_eq!(code, Some(1), "{receipt}");
+    assert_eq!(receipt["error"]["kind"], "admission", "{receipt}");
+    assert_eq!(receipt["error"]["line"], 2, "{receipt}");
+    let message = receipt["error"]["message"].as_str().unwrap();
+    assert!(message.contains("plan mode refuses `write`"), "{message}");
+    assert_eq!(receipt["calls"].as_array().map(Vec::len), Some(0), "not even the read ran: {receipt}");
+    assert!(!ws.path().join("out.txt").exists());
+    let (code, receipt, _) =
+        run("return (await tools.read({path: 'a.txt'})).metadata.total_lines;", &["--mode", "plan"]);
+    assert_eq!(code, Some(0), "{receipt}");
+}

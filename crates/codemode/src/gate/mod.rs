@@ -34,7 +34,7 @@ pub(crate) mod git_metadata;
 pub(crate) mod hooks;
 mod input_schema;
 pub(crate) mod later;
-mod mode;
+pub(crate) mod mode;
 pub(crate) mod policy;
 pub(crate) mod posture_epoch;
 mod preparation;

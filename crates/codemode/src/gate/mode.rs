@@ -20,23 +20,29 @@ impl Step for PlanMode {
     }
 
     fn check(&self, call: &CallRequest<'_>, cx: &GateContext<'_>, _: &mut Preparation) -> Verdict {
-        if cx.policy.mode != Mode::Plan {
-            return Verdict::Next;
-        }
-        match cx.entry(call.tool) {
-            // Starting an MCP server changes nothing by itself, and plan mode
-            // needs it for the server's read-only tools; the posture still
-            // decides whether it needs an approval.
-            Some(entry) if entry.spec.source == ToolSource::Synthetic && starts_programs(call.tool) => {
-                Verdict::Next
-            }
-            Some(entry) if !entry.spec.is_read_only() => Verdict::Refuse(format!(
-                "plan mode refuses `{}`: only read-only tools run in plan mode",
-                call.tool
-            )),
-            _ => Verdict::Next,
+        match cx.entry(call.tool).and_then(|entry| plan_refusal(cx.policy.mode, entry, call.tool)) {
+            Some(reason) => Verdict::Refuse(reason),
+            None => Verdict::Next,
         }
     }
+}
+
+/// Why `mode` refuses every call of `tool` (catalog entry `entry`), if it
+/// does: plan mode refuses a tool that is not read-only. The admission
+/// check asks it too, so a program that names such a tool is refused
+/// before it runs anything.
+pub(crate) fn plan_refusal(mode: Mode, entry: &crate::catalog::Entry, tool: &str) -> Option<String> {
+    if mode != Mode::Plan {
+        return None;
+    }
+    // Starting an MCP server changes nothing by itself, and plan mode
+    // needs it for the server's read-only tools; the posture still
+    // decides whether it needs an approval.
+    if entry.spec.source == ToolSource::Synthetic && starts_programs(tool) {
+        return None;
+    }
+    (!entry.spec.is_read_only())
+        .then(|| format!("plan mode refuses `{tool}`: only read-only tools run in plan mode"))
 }
 
 #[cfg(test)]

@@ -41,8 +41,10 @@ impl Dispatcher {
         let mut reasons: Vec<(u32, u32, String)> = Vec::new();
         // A direct-only name gets the gate's own refusal, which says so.
         for used in uses.iter().filter(|u| !u.handled && !gate::is_direct_only(&u.tool)) {
+            let mode = self.shared.config.policy.mode;
             let reason = match catalog.get(&used.tool) {
-                Some(entry) => arguments_refusal(entry, &used.tool, &used.arguments),
+                Some(entry) => gate::mode::plan_refusal(mode, entry, &used.tool)
+                    .or_else(|| arguments_refusal(entry, &used.tool, &used.arguments)),
                 None if self.unlisted(&catalog, &used.tool).is_some() => None,
                 // Counted, not shown: no suggestion is looked for.
                 None if reasons.len() >= MAX_REASONS => Some(String::new()),
