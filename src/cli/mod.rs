@@ -105,7 +105,8 @@ pub(crate) use note;
 /// or config, 3 timed out, 4 paused (decide with `codemode resume`), 6
 /// completed but the value printed was cut (raise --max-value), 130
 /// cancelled by SIGINT (143 by SIGTERM); `resume` adds 5, a run id that
-/// cannot be resumed.
+/// cannot be resumed (as do the commands that name a run: `approve`,
+/// `rollback`, `runs show`, `runs wait`, `runs cancel`).
 #[derive(Debug, Parser)]
 #[command(name = "codemode", version, about, long_about)]
 pub(crate) struct Cli {
