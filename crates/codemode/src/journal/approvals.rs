@@ -93,9 +93,11 @@ pub async fn pending_decisions(
     run_id: &str,
 ) -> Result<Vec<AwaitingCall>, RunError> {
     let stored = store.load(run_id).await.map_err(|e| store_error(store, e))?;
-    if stored.state == RunState::Interrupted {
-        // Its process died: a resume recovers it (then its calls can be
-        // decided), unless its journal cannot be read.
+    // Its process died: a resume recovers it (then its calls can be
+    // decided), unless its journal cannot be read. (A run ended as
+    // interrupted on purpose, moved from an old folder, cannot be: the
+    // store says so below.)
+    if stored.state == RunState::Interrupted && !ended_interrupted(&stored.lines) {
         return Err(match Journal::parse(&stored.lines) {
             Err(m) => unreadable(run_id, &m),
             Ok(_) => RunError::new(
@@ -126,6 +128,18 @@ pub async fn pending_decisions(
             recorded: journal.approvals.iter().find(|a| a.seq == p.seq).map(RecordedDecision::of),
         })
         .collect())
+}
+
+/// Whether the journal's last `state` line ends the run as `interrupted`
+/// (a run moved from an old `.codemode/runs` folder: history, never
+/// resumed), rather than the run reading as interrupted because its
+/// process died while it was `running`.
+fn ended_interrupted(lines: &[String]) -> bool {
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("{\"t\":\"state\""))
+        .is_some_and(|l| l.contains("\"state\":\"interrupted\""))
 }
 
 /// Records `decisions` (by seq, as the paused receipt's `pending` lists
