@@ -77,7 +77,7 @@ run at once). A call resolves to `{{content, metadata, truncated}}` (content cut
 KiB has `truncated` saying how to get the rest) or rejects with a ToolError whose `kind` is \"denied\", \
 \"refused\", \"failed\", \"timeout\" or \"cancelled\"; catch it to carry on. `console.log` goes to the receipt. No imports, fetch, timers, files or processes \
 except through tools. Limits: {deadline} s, {calls} calls, {mem} MiB. The receipt keeps the value \
-({value_kib} KiB; its text shows the first {shown_kib}), logs and decisions. To call tools without a program, \
+({value_kib} KiB), logs and decisions. To call tools without a program, \
 give `batch` instead of `code`: `{{tool, arguments}}`, a list of them, or `{{tool, arguments: [..]}}`; \
 the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declarations}",
         mcp = mcp_line(servers, more),
@@ -87,7 +87,6 @@ the value is each call's envelope or `{{error}}`, in order.\n\n{mcp}{declaration
         calls = limits.max_calls,
         mem = limits.memory_bytes >> 20,
         value_kib = limits.value_bytes / 1024,
-        shown_kib = crate::receipt::render::VALUE_BYTES / 1024,
     );
     ToolSpec::new(
         EXECUTE_TOOLS,
@@ -166,7 +165,7 @@ mod tests {
             "at most 16 run at once",
             "at 100 KiB has `truncated`",
             "Limits: 60 s, 1000 calls, 64 MiB",
-            "the value (16 KiB; its text shows the first 2)",
+            "the value (16 KiB)",
             "\"denied\"",
             "\"refused\"",
             "\"failed\"",

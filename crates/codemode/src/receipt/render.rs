@@ -33,8 +33,8 @@ impl Default for RenderOptions<'_> {
     }
 }
 
-/// Bytes of the value shown (the `execute_tools` description says so).
-pub(crate) const VALUE_BYTES: usize = 2 << 10;
+/// Bytes of the value shown.
+const VALUE_BYTES: usize = 2 << 10;
 /// Bytes of log text shown, and of one log line.
 const LOG_BYTES: usize = 1536;
 const LOG_LINE_BYTES: usize = 300;
