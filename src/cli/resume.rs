@@ -131,17 +131,18 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
             Err(refused) => return (refused, early, true),
         };
         let canceller = run.canceller();
+        let run_id = run.run_id().to_owned();
         let wait = run.wait();
         tokio::pin!(wait);
         if let Some(signal) = early {
             canceller.cancel();
-            return (wait.await, Some(signal), false);
+            return (super::run::stopped_or_exit(wait, signal, run_id).await, Some(signal), false);
         }
         tokio::select! {
             r = &mut wait => (r, None, false),
             signal = &mut interrupted => {
                 canceller.cancel();
-                (wait.await, Some(signal), false)
+                (super::run::stopped_or_exit(wait, signal, run_id).await, Some(signal), false)
             }
         }
     });

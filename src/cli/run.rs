@@ -107,6 +107,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
             Some(super::started()),
         ));
         let canceller = run.canceller();
+        let run_id = run.run_id().to_owned();
         let wait = run.wait();
         tokio::pin!(wait);
         // SIGINT (Ctrl-C) and SIGTERM cancel the run; the receipt is still
@@ -115,7 +116,7 @@ fn execute(mut args: RunArgs) -> anyhow::Result<u8> {
             r = &mut wait => (r, None),
             signal = interrupted() => {
                 canceller.cancel();
-                (wait.await, Some(signal))
+                (stopped_or_exit(wait, signal, run_id).await, Some(signal))
             }
         };
         (receipt, signal, pruning, hold)
@@ -295,6 +296,47 @@ fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
         receipt.run_id,
         printable(&options)
     );
+}
+
+/// How long a run cancelled by a signal has to end before the process
+/// ends without it. A cancel reaches the program at QuickJS's next
+/// interrupt check, every 10,000 branches: a loop of slow built-ins
+/// (`JSON.stringify` of a large value) can go minutes between checks
+/// (docs/SECURITY.md, "Not defended"). Longer than a bash call's kill
+/// grace, so a command being ended is reaped first.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `wait` (a run just cancelled by signal `signal`) to its end, unless
+/// it has not ended [`STOP_GRACE`] after the cancel or another SIGINT or
+/// SIGTERM comes first: then the process says so and exits with 128 + the
+/// signal's number, the run's journal (when one was written) left as a
+/// run whose process ended (`interrupted`: `codemode resume RUN_ID`
+/// recovers it).
+pub(crate) async fn stopped_or_exit<T>(
+    wait: impl std::future::Future<Output = T>,
+    signal: u8,
+    run_id: String,
+) -> T {
+    tokio::select! {
+        ended = wait => ended,
+        again = interrupted() => exit_unstopped(&run_id, again, "a second signal came"),
+        () = tokio::time::sleep(STOP_GRACE) => exit_unstopped(
+            &run_id,
+            signal,
+            &format!("it had not stopped {} s after the signal", STOP_GRACE.as_secs()),
+        ),
+    }
+}
+
+/// Ends the process with 128 + `signal`, a run still going: see
+/// [`stopped_or_exit`].
+fn exit_unstopped(run_id: &str, signal: u8, why: &str) -> ! {
+    eprintln!(
+        "codemode: run {run_id} was cancelled but {why}: exiting without its receipt (the program was inside \
+         work QuickJS does not interrupt, such as a loop of slow built-ins); if its journal was written (it had \
+         made calls), the run reads as interrupted and `codemode resume {run_id}` recovers it"
+    );
+    std::process::exit(128 + i32::from(signal));
 }
 
 /// Resolves with the signal number on SIGINT or SIGTERM.

@@ -688,3 +688,54 @@ fn a_program_file_whose_name_is_not_utf8_runs() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
 }
+
+/// A program inside work QuickJS does not interrupt (a loop of slow
+/// built-ins: the interrupt check comes every 10,000 branches) does not
+/// stop at a cancel; a second Ctrl-C ends the process at once, saying so
+/// (it used to take minutes, or a SIGKILL), and the run, whose journal
+/// was written, reads as interrupted.
+#[cfg(unix)]
+#[test]
+fn a_second_signal_ends_a_run_that_does_not_stop() {
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("spin.js"),
+        "const big = [];\nfor (let i = 0; i < 100000; i++) big.push({a: i, b: [i, i, i]});\n\
+         await tools.write({path: 'started', content: ''});\n\
+         for (;;) JSON.stringify(big);\n",
+    )
+    .unwrap();
+    let mut child = spawn(&["run", "spin.js", "--approve", "allow"], ws.path(), &[]);
+    drop(child.stdin.take());
+    let started = std::time::Instant::now();
+    while !ws.path().join("started").exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the program never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let signal = |name: &str| {
+        assert!(Command::new("kill").args([name, &child.id().to_string()]).status().unwrap().success());
+    };
+    // (Each JSON.stringify takes hundreds of ms in a debug build, and the
+    // next interrupt check is thousands of them away.)
+    signal("-INT");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    signal("-INT");
+    let waited = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if waited.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the second signal did not end the process");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("was cancelled but a second signal came"), "{err}");
+    let listed = codemode(&["runs", "list", "--json"], "", ws.path());
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("\"interrupted\""), "{listed:?}");
+}
