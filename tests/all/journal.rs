@@ -1190,14 +1190,23 @@ fn an_interrupted_run_is_named_so_by_approve_wait_and_rollback() {
     let out = codemode(&["runs", "wait", run_id], "", ws.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is interrupted") && err.contains("recovers it"), "{err}");
-
+    // A decision for it is refused the same way, and the run is left as
+    // it was (it used to be claimed and given back paused).
     let journal = crate::common::runs_dir(ws.path()).join(run_id).join("journal.jsonl");
+    let before = std::fs::read(&journal).unwrap();
+    let out = codemode(&["approve", run_id, "--allow", "1"], "", ws.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("recovers it"), "{err}");
+    assert_eq!(std::fs::read(&journal).unwrap(), before, "the journal is untouched");
+
     std::fs::write(&journal, "garbage\n").unwrap();
-    for args in [vec!["approve", run_id], vec!["rollback", run_id]] {
+    for args in [vec!["approve", run_id], vec!["approve", run_id, "--allow", "1"], vec!["rollback", run_id]] {
         let out = codemode(&args, "", ws.path());
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(5), "{args:?}: {err}");
         assert!(err.contains("journal is unreadable"), "{args:?}: {err}");
         assert!(!err.contains("can still go on"), "{args:?}: {err}");
+        assert_eq!(std::fs::read_to_string(&journal).unwrap(), "garbage\n", "{args:?}: untouched");
     }
 }

@@ -93,12 +93,29 @@ pub async fn pending_decisions(
     run_id: &str,
 ) -> Result<Vec<AwaitingCall>, RunError> {
     let stored = store.load(run_id).await.map_err(|e| store_error(store, e))?;
+    if let Some(refused) = not_paused(store, run_id, &stored) {
+        return Err(refused);
+    }
+    let journal = Journal::parse(&stored.lines).map_err(|m| unreadable(run_id, &m))?;
+    Ok(journal
+        .pending
+        .iter()
+        .map(|p| AwaitingCall {
+            call: p.to_pending_call(),
+            recorded: journal.approvals.iter().find(|a| a.seq == p.seq).map(RecordedDecision::of),
+        })
+        .collect())
+}
+
+/// Why decisions cannot be taken for run `run_id`, as `stored` (read
+/// without holding it) stands, if they cannot: it is not paused.
+fn not_paused(store: &dyn JournalStore, run_id: &str, stored: &super::StoredRun) -> Option<RunError> {
     // Its process died: a resume recovers it (then its calls can be
     // decided), unless its journal cannot be read. (A run ended as
     // interrupted on purpose, moved from an old folder, cannot be: the
     // store says so below.)
     if stored.state == RunState::Interrupted && !ended_interrupted(&stored.lines) {
-        return Err(match Journal::parse(&stored.lines) {
+        return Some(match Journal::parse(&stored.lines) {
             Err(m) => unreadable(run_id, &m),
             Ok(_) => RunError::new(
                 ErrorKind::NotResumable,
@@ -110,24 +127,14 @@ pub async fn pending_decisions(
             ),
         });
     }
-    if stored.state != RunState::Paused {
-        return Err(store_error(
-            store,
-            StoreError::NotResumable {
-                run_id: run_id.to_owned(),
-                state: super::NotResumableState::State(stored.state),
-            },
-        ));
-    }
-    let journal = Journal::parse(&stored.lines).map_err(|m| unreadable(run_id, &m))?;
-    Ok(journal
-        .pending
-        .iter()
-        .map(|p| AwaitingCall {
-            call: p.to_pending_call(),
-            recorded: journal.approvals.iter().find(|a| a.seq == p.seq).map(RecordedDecision::of),
-        })
-        .collect())
+    // A run another process holds (resuming it, or still running it) is
+    // busy, as a claim would say.
+    let state = match stored.state {
+        RunState::Paused => return None,
+        RunState::Running => super::NotResumableState::Busy,
+        other => super::NotResumableState::State(other),
+    };
+    Some(store_error(store, StoreError::NotResumable { run_id: run_id.to_owned(), state }))
 }
 
 /// Whether the journal's last `state` line ends the run as `interrupted`
@@ -171,6 +178,13 @@ pub async fn record_decisions(
                  (`codemode approve {run_id}` lists them)"
             ),
         ));
+    }
+    // A run that is not paused is refused before it is claimed: a claim
+    // takes an interrupted run for its recovery, and giving it back would
+    // leave it paused with nothing waiting.
+    let stored = store.load(run_id).await.map_err(|e| store_error(store, e))?;
+    if let Some(refused) = not_paused(store, run_id, &stored) {
+        return Err(refused);
     }
     let (lines, mut journal) = store.claim(run_id).await.map_err(|e| store_error(store, e))?;
     // From here every way out gives the run back, still paused.
