@@ -13,14 +13,23 @@ pub fn is_blank(source: &str) -> bool {
             return true;
         }
         if let Some(after) = rest.strip_prefix("//") {
-            rest = after.split_once('\n').map_or("", |(_, r)| r);
+            // A `//` comment ends at any JavaScript line terminator
+            // (ECMA-262, "Line Terminators"): LF, CR, U+2028, U+2029.
+            rest = after.split_once(['\n', '\r', '\u{2028}', '\u{2029}']).map_or("", |(_, r)| r);
         } else if let Some(after) = rest.strip_prefix("/*") {
             match after.split_once("*/") {
                 Some((_, r)) => rest = r,
                 None => return false,
             }
-        } else if rest.starts_with("```") {
-            rest = rest.split_once('\n').map_or("", |(_, r)| r);
+        } else if let Some(after) = rest.strip_prefix("```") {
+            // A fence line: the backticks and a language's name, nothing
+            // else (```` ```return 1``` ```` is code on one line).
+            let (line, next) = after.split_once('\n').unwrap_or((after, ""));
+            let name = line.trim_end();
+            if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '.')) {
+                return false;
+            }
+            rest = next;
         } else {
             return false;
         }
@@ -39,7 +48,16 @@ mod tests {
         for blank in ["", "  \n\t", "// nothing\n", "/* a */ // b", "```js\n// x\n```\n", "\u{feff}\n"] {
             assert!(super::is_blank(blank), "{blank:?}");
         }
-        for program in ["1", "/* a */ x", "// a\nreturn 1", "/* open", "```js\nreturn 2\n```"] {
+        for program in [
+            "1",
+            "/* a */ x",
+            "// a\nreturn 1",
+            "/* open",
+            "```js\nreturn 2\n```",
+            "//a\rreturn 1",
+            "//a\u{2028}1",
+            "```return 1```",
+        ] {
             assert!(!super::is_blank(program), "{program:?}");
         }
     }

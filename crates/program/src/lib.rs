@@ -261,18 +261,17 @@ fn with_arena<R>(f: impl FnOnce(&Allocator) -> R) -> R {
 /// `import`, an `export` form that needs a module system, a fence naming
 /// another language.
 pub fn normalise(program: &Program) -> Result<Normalised, RunError> {
-    if is_blank(program.source()) {
-        let mut e = RunError::new(ErrorKind::Syntax, format!("the program {BLANK_PROGRAM}"));
-        e.line = Some(1);
-        e.column = Some(1);
-        return Err(e);
-    }
-    let (body, fenced) = fence::strip(program.source()).map_err(|m| {
+    let at_start = |m: String| {
         let mut e = RunError::new(ErrorKind::Syntax, m);
         e.line = Some(1);
         e.column = Some(1);
         e
-    })?;
+    };
+    // (A fence names its language first: `python` is refused for that.)
+    let (body, fenced) = fence::strip(program.source()).map_err(at_start)?;
+    if is_blank(&body) {
+        return Err(at_start(format!("the program {BLANK_PROGRAM}")));
+    }
     let language = fenced.or_else(|| program.named_language());
     let error = match normalise_text(&body, language) {
         Err(e) if e.kind == ErrorKind::Syntax => e,

@@ -246,12 +246,15 @@ impl Receipt {
         for c in &self.calls {
             // A call whose question was declined is counted apart from the
             // plain `ok` ones: it never looks like a success.
-            let marks: Vec<&str> = (c.decision != Decision::Auto && c.decision != Decision::Pending)
-                .then(|| decision_name(c.decision))
-                .into_iter()
-                .chain(c.elicitation_declined.then_some(DECLINED_MARK))
-                .chain(c.truncated.is_some().then_some(CUT_MARK))
-                .collect();
+            // The decision, unless `auto` or the status itself (`pending`,
+            // `refused`: `refused (refused)` read doubled).
+            let marks: Vec<&str> = (!matches!(c.decision, Decision::Auto | Decision::Pending)
+                && decision_name(c.decision) != state_name(c))
+            .then(|| decision_name(c.decision))
+            .into_iter()
+            .chain(c.elicitation_declined.then_some(DECLINED_MARK))
+            .chain(c.truncated.is_some().then_some(CUT_MARK))
+            .collect();
             let key = match marks.is_empty() {
                 true => state_name(c).to_owned(),
                 false => format!("{} ({})", state_name(c), marks.join(", ")),
@@ -519,6 +522,7 @@ mod tests {
         r.calls[0].decision = Decision::Refused;
         let text = r.render(&RenderOptions::default());
         assert!(text.contains("call 1 write: refused: not today"), "{text}");
+        assert!(text.contains("calls: write: 1 refused\n"), "the summary too: {text}");
         r.calls[0].decision = Decision::Pending;
         r.calls[0].status = CallStatus::InFlight;
         r.calls[0].error = None;
