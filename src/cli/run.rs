@@ -306,9 +306,14 @@ fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
 /// grace, so a command being ended is reaped first.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a run has to end after a second signal: a bash call's default
+/// kill grace (2 s), and a little more.
+const AFTER_A_SECOND_SIGNAL: std::time::Duration = std::time::Duration::from_millis(2500);
+
 /// `wait` (a run just cancelled by signal `signal`) to its end, unless
-/// it has not ended [`STOP_GRACE`] after the cancel or another SIGINT or
-/// SIGTERM comes first: then the process says so and exits with 128 + the
+/// it has not ended [`STOP_GRACE`] after the cancel, or
+/// [`AFTER_A_SECOND_SIGNAL`] after another SIGINT or SIGTERM: then the
+/// process says so and exits with 128 + the
 /// signal's number, the run's journal (when one was written) left as a
 /// run whose process ended (`interrupted`: `codemode resume RUN_ID`
 /// recovers it).
@@ -317,9 +322,17 @@ pub(crate) async fn stopped_or_exit<T>(
     signal: u8,
     run_id: String,
 ) -> T {
+    tokio::pin!(wait);
     tokio::select! {
-        ended = wait => ended,
-        again = interrupted() => exit_unstopped(&run_id, again, "a second signal came"),
+        ended = &mut wait => ended,
+        again = interrupted() => tokio::select! {
+            // A bash call being ended gets its kill grace first, so its
+            // processes are reaped.
+            ended = &mut wait => ended,
+            () = tokio::time::sleep(AFTER_A_SECOND_SIGNAL) => {
+                exit_unstopped(&run_id, again, "a second signal came")
+            }
+        },
         () = tokio::time::sleep(STOP_GRACE) => exit_unstopped(
             &run_id,
             signal,

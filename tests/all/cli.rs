@@ -691,7 +691,8 @@ fn a_program_file_whose_name_is_not_utf8_runs() {
 
 /// A program inside work QuickJS does not interrupt (a loop of slow
 /// built-ins: the interrupt check comes every 10,000 branches) does not
-/// stop at a cancel; a second Ctrl-C ends the process at once, saying so
+/// stop at a cancel; a second Ctrl-C ends the process 2.5 s later (a
+/// bash call being ended gets its kill grace first), saying so
 /// (it used to take minutes, or a SIGKILL), and the run, whose journal
 /// was written, reads as interrupted.
 #[cfg(unix)]
