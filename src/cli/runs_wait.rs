@@ -26,7 +26,8 @@ const RECEIPT_WAIT: Duration = Duration::from_secs(2);
 pub(crate) const WAIT_EXIT_CODES: &str = "Exit codes: as `codemode run` gives for the run's end: 0 \
 completed, 1 failed (or interrupted: its process ended without finishing it), 3 timed out, 4 paused \
 (waiting for a person: `codemode approve`), 6 completed with a value cut, 130 cancelled; 2 bad invocation, 5 \
-no run of that id, 7 still running after --timeout.";
+no run of that id (or a paused or interrupted run whose journal is unreadable: it cannot go on), 7 still \
+running after --timeout.";
 
 /// The exit codes of `runs cancel`, shown in its help.
 pub(crate) const CANCEL_EXIT_CODES: &str = "Exit codes: 0 the run ended (cancelled, or it ended by itself \
@@ -114,9 +115,9 @@ async fn end_paused(store: &dyn JournalStore, run_id: &str, state: RunState) -> 
 async fn follow(runs: &Runs, run_id: &str, bound: Duration, json: bool) -> anyhow::Result<u8> {
     let store = runs.store();
     let started = Instant::now();
-    let state = loop {
+    let stored = loop {
         match store.load(run_id).await {
-            Ok(stored) if stored.state != RunState::Running => break stored.state,
+            Ok(stored) if stored.state != RunState::Running => break stored,
             Ok(_) if started.elapsed() >= bound => {
                 eprintln!(
                     "codemode: run {run_id} is still running after {} s (wait again, or `codemode runs cancel \
@@ -129,6 +130,25 @@ async fn follow(runs: &Runs, run_id: &str, bound: Duration, json: bool) -> anyho
             Err(e) => return not_there(&e),
         }
     };
+    let state = stored.state;
+    // A run that could go on (paused, or its process died) whose journal
+    // no resume can read cannot: said so, rather than a resume to try.
+    if matches!(state, RunState::Paused | RunState::Interrupted)
+        && let Err(why) = codemode::journal::resumable_from(&stored.lines)
+    {
+        if json {
+            super::print_stdout(&format!(
+                "{}\n",
+                serde_json::json!({"run_id": run_id, "state": "unreadable"})
+            ))?;
+        }
+        eprintln!(
+            "codemode: run {run_id} is {state}, but its journal is unreadable ({}): it cannot be resumed; start \
+             the program again (what it did: `codemode runs show {run_id}`)",
+            super::runs::one_line(&why)
+        );
+        return Ok(super::EXIT_NOT_RESUMABLE);
+    }
     outcome(runs.receipts_folder().join(run_id).join("receipt.json"), run_id, state, json).await
 }
 

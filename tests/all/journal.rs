@@ -1209,4 +1209,9 @@ fn an_interrupted_run_is_named_so_by_approve_wait_and_rollback() {
         assert!(!err.contains("can still go on"), "{args:?}: {err}");
         assert_eq!(std::fs::read_to_string(&journal).unwrap(), "garbage\n", "{args:?}: untouched");
     }
+    // `runs wait` says it cannot go on, rather than pointing to a resume.
+    let out = codemode(&["runs", "wait", run_id], "", ws.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("journal is unreadable") && !err.contains("recovers it"), "{err}");
 }

@@ -56,6 +56,16 @@ pub use folder_hold::RunFolderHold;
 pub use legacy::{MovedRuns, move_legacy_runs};
 pub use local::{LocalStore, state_line};
 pub use replay::Decided;
+
+/// Whether a resume could read the journal `lines` (a run's, as
+/// [`JournalStore::load`] gives them): `Err` says why not (a damaged
+/// line, no header), as the resume would.
+///
+/// # Errors
+/// The journal cannot be resumed from: the reason, naming the line.
+pub fn resumable_from(lines: &[String]) -> Result<(), String> {
+    replay::Journal::parse(lines).map(|_| ())
+}
 pub use undo::{FILE_PREIMAGE_BYTES, RUN_PREIMAGE_BYTES, UndoLog};
 
 /// Most bytes of one run's journal a store reads back (a local file, or a
