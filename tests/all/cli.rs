@@ -708,20 +708,14 @@ fn a_second_signal_ends_a_run_that_does_not_stop() {
     .unwrap();
     let mut child = spawn(&["run", "spin.js", "--approve", "allow"], ws.path(), &[]);
     drop(child.stdin.take());
-    let started = std::time::Instant::now();
-    while !ws.path().join("started").exists() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the program never started");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    crate::common::wait_until_exists(&ws.path().join("started"), "the program never started");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let signal = |name: &str| {
-        assert!(Command::new("kill").args([name, &child.id().to_string()]).status().unwrap().success());
-    };
+    let signal = |name: &str| crate::common::send_signal(name, child.id());
     // (Each JSON.stringify takes hundreds of ms in a debug build, and the
     // next interrupt check is thousands of them away.)
-    signal("-INT");
+    signal("INT");
     std::thread::sleep(std::time::Duration::from_millis(100));
-    signal("-INT");
+    signal("INT");
     let waited = std::time::Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {

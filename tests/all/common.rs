@@ -198,3 +198,20 @@ pub fn run_launcher(mut launcher: std::process::Command, spec: &Value) -> std::p
     drop(stdin);
     child.wait_with_output().unwrap()
 }
+
+/// Waits until `path` exists (an event the process under test makes, not
+/// a time), at most 60 s, a bound: panics saying `what` never happened.
+pub fn wait_until_exists(path: &std::path::Path, what: &str) {
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < give_up, "{what}: {} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends signal `name` (`INT`, `TERM`, `KILL`, ...) to process `pid`.
+pub fn send_signal(name: &str, pid: u32) {
+    let status =
+        std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}

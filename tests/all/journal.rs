@@ -1137,13 +1137,7 @@ fn a_signal_while_resume_reads_a_long_journal_is_answered() {
         );
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    crate::common::send_signal("TERM", child.id());
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "ended by the signal, not killed by it: {err}");
@@ -1169,11 +1163,7 @@ fn an_interrupted_run_is_named_so_by_approve_wait_and_rollback() {
     .unwrap();
     let mut child = spawn(&["run", "prog.js", "--approve", "allow", "--json"], ws.path(), &[]);
     drop(child.stdin.take());
-    let started = std::time::Instant::now();
-    while !ws.path().join("started").exists() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the command never started");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    crate::common::wait_until_exists(&ws.path().join("started"), "the command never started");
     child.kill().unwrap();
     child.wait().unwrap();
     let listed = codemode(&["runs", "list", "--json"], "", ws.path());

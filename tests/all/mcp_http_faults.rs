@@ -127,18 +127,6 @@ fn assert_lost(err: &McpError, wanted: &str) {
     assert!(!text.contains("Transport") && !text.contains("Client error"), "{text}");
 }
 
-/// Waits (at most 30 s, a bound) until `file` exists: the call reached
-/// the server.
-fn wait_for(file: &Path) {
-    for _ in 0..3000 {
-        if file.exists() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("the call did not reach the server");
-}
-
 async fn killed_mid_call(kind: Kind, tool: &str, args: Value) {
     let marker = tempfile::tempdir().unwrap();
     let called = marker.path().join("called");
@@ -156,7 +144,11 @@ async fn killed_mid_call(kind: Kind, tool: &str, args: Value) {
     // Let the call reach the server (the Python server says when; the
     // other is given a moment), then kill it.
     match kind {
-        Kind::Python => tokio::task::spawn_blocking(move || wait_for(&called)).await.unwrap(),
+        Kind::Python => tokio::task::spawn_blocking(move || {
+            crate::common::wait_until_exists(&called, "the call did not reach the server")
+        })
+        .await
+        .unwrap(),
         Kind::Everything => tokio::time::sleep(Duration::from_millis(1500)).await,
     }
     let server_pid = server.child.id();
@@ -328,7 +320,7 @@ fn a_program_sees_a_lost_server_as_a_failed_call_that_says_what_happened() {
     let args = ["run", "-", "--json", "--approve", "allow", "--mcp-config", "servers.json"];
     let mut child = crate::cli::spawn(&args, ws.path(), &[("XDG_CACHE_HOME", cache.as_path())]);
     child.stdin.take().unwrap().write_all(program.as_bytes()).unwrap();
-    wait_for(&called);
+    crate::common::wait_until_exists(&called, "the call did not reach the server");
     let _ = server.kill();
     let out = child.wait_with_output().unwrap();
     let receipt: Value = serde_json::from_slice(&out.stdout).expect("--json prints the receipt");

@@ -523,7 +523,7 @@ fn an_mcp_tools_idempotent_hint_decides_whether_its_interrupted_call_repeats() {
             if stopped.get().is_none() {
                 let pids = crate::long_runs::processes_with(&marker);
                 assert_eq!(pids.len(), 1, "one server-filesystem: {pids:?}");
-                signal("STOP", pids[0]);
+                crate::common::send_signal("STOP", pids[0] as u32);
                 stopped.set(Some(pids[0]));
                 std::fs::remove_file(ws.join("hold")).unwrap();
             }
@@ -531,7 +531,7 @@ fn an_mcp_tools_idempotent_hint_decides_whether_its_interrupted_call_repeats() {
             (store.lines)(&ws, &id).contains(r#"{"t":"start","seq":4}"#)
         };
         let id = store.run_and_kill(&ws, &[], r#"{"t":"start","seq":3}"#, &ready);
-        signal("KILL", stopped.get().unwrap());
+        crate::common::send_signal("KILL", stopped.get().unwrap() as u32);
 
         let out = store.run(&ws, &["resume", &id, "--approve", "allow", "--json"]);
         let receipt = json(&out);
@@ -549,13 +549,6 @@ fn an_mcp_tools_idempotent_hint_decides_whether_its_interrupted_call_repeats() {
             assert_eq!(read(&ws, "count.txt"), "a\n");
         }
     }
-}
-
-/// Sends SIG`name` to `pid`.
-fn signal(name: &str, pid: i32) {
-    let status =
-        std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().unwrap();
-    assert!(status.success(), "kill -{name} {pid}");
 }
 
 /// The fourth review of issue 36: a command whose `timeout` ran out while
