@@ -114,7 +114,9 @@ fn not_paused(store: &dyn JournalStore, run_id: &str, stored: &super::StoredRun)
     // decided), unless its journal cannot be read. (A run ended as
     // interrupted on purpose, moved from an old folder, cannot be: the
     // store says so below.)
-    if stored.state == RunState::Interrupted && !ended_interrupted(&stored.lines) {
+    if stored.state == RunState::Interrupted
+        && super::local::written_state(&stored.lines) != Some(RunState::Interrupted)
+    {
         return Some(match Journal::parse(&stored.lines) {
             Err(m) => unreadable(run_id, &m),
             Ok(_) => RunError::new(
@@ -135,18 +137,6 @@ fn not_paused(store: &dyn JournalStore, run_id: &str, stored: &super::StoredRun)
         other => super::NotResumableState::State(other),
     };
     Some(store_error(store, StoreError::NotResumable { run_id: run_id.to_owned(), state }))
-}
-
-/// Whether the journal's last `state` line ends the run as `interrupted`
-/// (a run moved from an old `.codemode/runs` folder: history, never
-/// resumed), rather than the run reading as interrupted because its
-/// process died while it was `running`.
-fn ended_interrupted(lines: &[String]) -> bool {
-    lines
-        .iter()
-        .rev()
-        .find(|l| l.starts_with("{\"t\":\"state\""))
-        .is_some_and(|l| l.contains("\"state\":\"interrupted\""))
 }
 
 /// Records `decisions` (by seq, as the paused receipt's `pending` lists

@@ -201,16 +201,30 @@ pub(super) fn last_state(file: &mut File) -> Result<RunState, std::io::Error> {
 /// without its newline (cut by a crash) was never committed and is not
 /// read, as [`lines_of`] leaves it out of the replay.
 fn state_in(bytes: &[u8]) -> Option<RunState> {
+    let complete = &bytes[..bytes.iter().rposition(|&b| b == b'\n').unwrap_or(0)];
+    complete.split(|b| *b == b'\n').rev().find_map(state_of_line)
+}
+
+/// The state the last `state` line among a journal's `lines` (as a store
+/// loads them) names; `None` when there is none. Unlike a store's
+/// `load`, which reads a `running` run whose process is gone as
+/// `interrupted`, this is what the journal itself says.
+pub(crate) fn written_state(lines: &[String]) -> Option<RunState> {
+    lines.iter().rev().find_map(|l| state_of_line(l.as_bytes()))
+}
+
+/// The state one journal line names, when it is a `state` line.
+fn state_of_line(line: &[u8]) -> Option<RunState> {
     #[derive(serde::Deserialize)]
     struct StateLine<'a> {
         #[serde(borrow)]
         state: &'a str,
     }
-    let complete = &bytes[..bytes.iter().rposition(|&b| b == b'\n').unwrap_or(0)];
-    complete.split(|b| *b == b'\n').rev().filter(|l| l.starts_with(b"{\"t\":\"state\"")).find_map(|l| {
-        let line: StateLine<'_> = serde_json::from_slice(l).ok()?;
-        RunState::parse(line.state)
-    })
+    if !line.starts_with(b"{\"t\":\"state\"") {
+        return None;
+    }
+    let line: StateLine<'_> = serde_json::from_slice(line).ok()?;
+    RunState::parse(line.state)
 }
 
 /// Most bytes of a journal file read back. A run's journal grows by a
