@@ -525,7 +525,11 @@ fn types_prints_declarations_that_compile() {
     {
         assert!(dts.contains(part), "no {part:?} in\n{dts}");
     }
-    let usage = "async function f() { const r = await tools.read({ path: 'a.txt' }); return r.metadata; }\nvoid f();\n";
+    // Both forms of tools.search compile: a query and options, or one
+    // object as every tool call takes.
+    let usage = "async function f() { const r = await tools.read({ path: 'a.txt' }); return r.metadata; }\nvoid f();\n\
+                 async function g() { const a = await tools.search('issues', { limit: 5 }); \
+                 const b = await tools.search({ query: 'issues', mode: 'regex', limit: 5 }); return [a, b]; }\nvoid g();\n";
     let (ok, output) = crate::typescript::compile(&[("tools.d.ts", &dts), ("usage.ts", usage)]);
     assert!(ok, "{output}");
 

@@ -130,6 +130,30 @@ fn plan_mode_refuses_writers_inside_and_outside_programs() {
     assert!(!ws.path().join("made").exists() && !ws.path().join("x").exists());
 }
 
+/// A model in plan mode is shown only the tools it may call: the served
+/// description lists no writer and says why.
+#[test]
+fn plan_mode_lists_only_read_only_tools_to_the_model() {
+    let ws = workspace();
+    let plan = engine(&ws, Policy { mode: Mode::Plan, ..Policy::default() }, Scripted::allow());
+    let work = engine(&ws, Policy::default(), Scripted::allow());
+    let names = |e: &codemode::Engine| e.listed_tools().into_iter().map(|s| s.name).collect::<Vec<_>>();
+    let (planned, worked) = (names(&plan), names(&work));
+    for writer in ["write", "edit", "bash"] {
+        assert!(worked.iter().any(|n| n == writer), "{writer} in {worked:?}");
+        assert!(!planned.iter().any(|n| n == writer), "{writer} in {planned:?}");
+    }
+    assert!(planned.iter().any(|n| n == "read") && planned.iter().any(|n| n == "grep_files"), "{planned:?}");
+    let served = plan.execute_tools_spec_with(codemode::run::ToolsShown::Signatures, None).description;
+    assert!(served.contains("Plan mode: only read-only tools run"), "{served}");
+    assert!(
+        served.contains("\nread(") && !served.contains("\nwrite(") && !served.contains("\nbash("),
+        "{served}"
+    );
+    let worked = work.execute_tools_spec_with(codemode::run::ToolsShown::Signatures, None).description;
+    assert!(!worked.contains("Plan mode") && worked.contains("\nwrite("), "{worked}");
+}
+
 #[test]
 fn an_ask_denied_by_the_approver_is_caught_and_the_next_call_runs() {
     let ws = workspace();

@@ -280,6 +280,11 @@ impl Catalog {
         self.entries.iter().map(|e| &e.spec)
     }
 
+    /// Every entry, in catalog order.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
     /// The catalog digest (DESIGN.md §6), lower-case hex.
     pub(crate) fn digest(&self) -> &str {
         &self.digest

@@ -15,6 +15,10 @@ use codemode_base::limits::Limits;
 /// The name of the code-mode tool a host shows the model.
 pub const EXECUTE_TOOLS: &str = "execute_tools";
 
+/// What a model is told in plan mode, before the listed tools (which are
+/// then only the read-only ones).
+pub(crate) const PLAN_MODE_LINE: &str = "Plan mode: only read-only tools run (the others are refused and not listed); plan, do not change anything.\n";
+
 /// How `execute_tools`' description gives the listed tools
 /// ([`Engine::execute_tools_spec_with`]), largest first.
 ///

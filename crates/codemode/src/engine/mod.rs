@@ -503,12 +503,18 @@ impl Engine {
     /// The tools a model is shown now: the eager tools in catalog order,
     /// then the deferred tools a direct `tool_search` activated into the
     /// toolbox, in activation order. Deferred tools not in the toolbox stay
-    /// callable by exact name and findable by `tool_search`.
+    /// callable by exact name and findable by `tool_search`. In plan mode,
+    /// the tools it refuses (those not read-only) are left out: a model is
+    /// not shown a tool it cannot call.
     pub fn listed_tools(&self) -> Vec<ToolSpec> {
         let catalog = self.shared.catalog.load();
-        let eager = catalog.specs().filter(|s| s.loading == Loading::Eager).cloned();
+        let mode = self.shared.config.policy.mode;
+        let runs =
+            |e: &&crate::catalog::Entry| crate::gate::mode::plan_refusal(mode, e, &e.spec.name).is_none();
+        let eager = catalog.entries().filter(|e| e.spec.loading == Loading::Eager).filter(runs);
         let active = self.shared.discovery.toolbox();
-        eager.chain(active.iter().filter_map(|name| catalog.get(name).map(|e| e.spec.clone()))).collect()
+        let activated = active.iter().filter_map(|name| catalog.get(name)).filter(runs);
+        eager.chain(activated).map(|e| e.spec.clone()).collect()
     }
 
     /// The `execute_tools` tool a host shows the model (name, input schema
@@ -526,7 +532,10 @@ impl Engine {
     /// `servers_named`, at most that many MCP servers are named, the others
     /// counted.
     pub fn execute_tools_spec_with(&self, shown: ToolsShown, servers_named: Option<usize>) -> ToolSpec {
-        let declarations = execute_tools::tools_text(&self.listed_tools(), shown);
+        let mut declarations = execute_tools::tools_text(&self.listed_tools(), shown);
+        if self.shared.config.policy.mode == crate::gate::Mode::Plan {
+            declarations.insert_str(0, execute_tools::PLAN_MODE_LINE);
+        }
         let mut servers: Vec<(String, Option<usize>)> = self
             .mcp_servers()
             .into_iter()

@@ -387,6 +387,8 @@ const CALL: &str = r#"  /** Calls a tool by its exact name: `tools.call("read", 
   call<N extends string>(name: N & (N extends ToolName ? never : unknown), args?: Record<string, unknown>): Promise<ToolResult>;
   /** Finds tools, listed or not, by what they do (the tool_search tool): ranked words (bm25, default) or a regex over names, descriptions and parameters. */
   search(query: string, options?: { mode?: "bm25" | "regex"; limit?: number }): Promise<ToolResult<ToolSearchFound>>;
+  /** The same with one object, as every tool call takes: `tools.search({query: "issues", limit: 5})`. */
+  search(args: { query: string; mode?: "bm25" | "regex"; limit?: number }): Promise<ToolResult<ToolSearchFound>>;
 "#;
 
 #[cfg(test)]
