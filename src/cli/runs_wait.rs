@@ -26,7 +26,8 @@ const RECEIPT_WAIT: Duration = Duration::from_secs(2);
 pub(crate) const WAIT_EXIT_CODES: &str = "Exit codes: as `codemode run` gives for the run's end: 0 \
 completed, 1 failed (or interrupted: its process ended without finishing it), 3 timed out, 4 paused \
 (waiting for a person: `codemode approve`), 6 completed with a value cut, 130 cancelled; 2 bad invocation, 5 \
-no run of that id (or a paused or interrupted run whose journal is unreadable: it cannot go on), 7 still \
+no run of that id (or a run that cannot go on: paused or interrupted with its journal unreadable, or \
+moved from an old .codemode/runs folder), 7 still \
 running after --timeout.";
 
 /// The exit codes of `runs cancel`, shown in its help.
@@ -131,6 +132,19 @@ async fn follow(runs: &Runs, run_id: &str, bound: Duration, json: bool) -> anyho
         }
     };
     let state = stored.state;
+    // A run moved from an old folder reads as interrupted for good: no
+    // resume recovers it.
+    if state == RunState::Interrupted && codemode::journal::ended_interrupted(&stored.lines) {
+        if json {
+            super::print_stdout(&format!("{}\n", serde_json::json!({"run_id": run_id, "state": state})))?;
+        }
+        eprintln!(
+            "codemode: run {run_id} is interrupted for good: it was moved from an old .codemode/runs folder, whose \
+             runs come in as history, and cannot be resumed; start the program again (what it did: `codemode runs \
+             show {run_id}`)"
+        );
+        return Ok(super::EXIT_NOT_RESUMABLE);
+    }
     // A run that could go on (paused, or its process died) whose journal
     // no resume can read cannot: said so, rather than a resume to try.
     if matches!(state, RunState::Paused | RunState::Interrupted)

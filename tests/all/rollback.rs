@@ -125,6 +125,23 @@ fn a_run_that_wrote_and_edited_30_files_is_rolled_back_to_the_bytes_before_it() 
     assert!(shown.contains("reverted by run-"), "{shown}");
 }
 
+/// A rollback runs as a batch, which keeps no journal: rolling back the
+/// rollback's own run is refused saying so, not with the reasons of a
+/// program run (`--journal off`, a removed journal) that do not apply.
+#[test]
+fn a_rollbacks_own_run_is_refused_as_a_batch_without_a_journal() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let id = run_program(ws, "await tools.write({path: 'a.txt', content: 'new'}); return 1;");
+    let (out, report) = rollback(ws, &id, &["--posture", "full-access"]);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    let rollback_run = report["rollback_run_id"].as_str().unwrap_or_else(|| panic!("{report}")).to_owned();
+    let out = codemode(&["rollback", &rollback_run, "--posture", "full-access"], "", ws);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("a rollback, which runs as a batch"), "{err}");
+}
+
 #[test]
 fn a_rollback_goes_through_the_gate_like_any_write() {
     let ws = crate::common::workspace();
@@ -221,14 +238,18 @@ fn a_served_model_asks_for_a_rollback_and_a_person_approves_each_restore() {
     assert_eq!(r["result"]["isError"], true, "{r}");
     // Nothing left to undo is no error, and, as every such result of a
     // tool with an outputSchema must, it carries structuredContent that
-    // matches the schema (the official SDK client throws otherwise).
-    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": "return 1;"}}));
-    let r = s.response(id, |_, _| {});
-    let read_only = r["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned();
-    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"rollback": read_only}}));
+    // matches the schema (the official SDK client throws otherwise). Its
+    // text names the calls a rollback cannot undo (a bash call here).
+    let code = r#"await tools.bash({command: "true"}); return 1;"#;
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let r = s.response(id, |s, m| answer(s, m, &mut asked));
+    let no_file = r["result"]["structuredContent"]["run_id"].as_str().unwrap().to_owned();
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"rollback": no_file}}));
     let r = s.response(id, |_, _| {});
     assert_eq!(r["result"]["isError"], false, "{r}");
-    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("nothing left to undo"), "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("nothing left to undo"), "{r}");
+    assert!(text.contains("\nnot undone: call 1 bash: "), "{r}");
     let structured = &r["result"]["structuredContent"];
     assert_eq!(structured["value"]["nothing_left"], true, "{r}");
     let id = s.request("tools/list", json!({}));

@@ -53,7 +53,7 @@ pub(crate) async fn roll_back(engine: &codemode::Engine, run_id: &str, options: 
             None => {
                 let value = serde_json::to_value(&report).unwrap_or(Value::Null);
                 Rolled::NothingLeft(
-                    format!("nothing left to undo in run {run_id}: no file it changed is still to restore"),
+                    nothing_left_text(run_id, &report.not_undone),
                     serde_json::json!({
                         "status": "completed", "run_id": run_id, "value": value, "value_truncated": null,
                         "error": null, "calls": {}, "pending": [], "receipt_path": null,
@@ -71,6 +71,27 @@ pub(crate) async fn roll_back(engine: &codemode::Engine, run_id: &str, options: 
             }
         },
     }
+}
+
+/// Calls named in the text of "nothing left to undo" at most; the rest
+/// are counted (all are in `structuredContent`).
+const NOT_UNDONE_SHOWN: usize = 10;
+
+/// "Nothing left to undo", with the run's calls a rollback cannot undo
+/// (bash, MCP tools without a compensation) named, one a line, so the
+/// model does not read it as "the run is undone".
+fn nothing_left_text(run_id: &str, not_undone: &[codemode::run::NotUndone]) -> String {
+    let mut text = format!("nothing left to undo in run {run_id}: no file it changed is still to restore");
+    for call in not_undone.iter().take(NOT_UNDONE_SHOWN) {
+        text.push_str(&format!("\nnot undone: call {} {}: {}", call.seq, call.tool, call.reason));
+    }
+    if not_undone.len() > NOT_UNDONE_SHOWN {
+        text.push_str(&format!(
+            "\nand {} more calls not undone (structuredContent.value.not_undone)",
+            not_undone.len() - NOT_UNDONE_SHOWN
+        ));
+    }
+    text
 }
 
 /// A restore the approver would have paused (no person can be asked

@@ -370,6 +370,14 @@ fn a_paused_run_planted_in_an_old_codemode_folder_comes_in_ended() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("pwned.txt"), "{out:?}");
     let out = codemode(&["approve", id, "--allow", "1"], "", &pkg);
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    // `runs wait` does not send the person to a resume that refuses it.
+    let out = codemode(&["runs", "wait", id], "", &pkg);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot be resumed") && !stderr(&out).contains("recovers it"),
+        "{}",
+        stderr(&out)
+    );
     // And the resume refuses it: the call never runs.
     let out = codemode(&["resume", id], "", &pkg);
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -267,9 +267,10 @@ pub(crate) fn no_journal_here(shared: &Shared, run_id: &str) -> Option<String> {
     let receipt = shared.spill_root.join(run_id).join(crate::journal::RECEIPT_FILE);
     receipt.symlink_metadata().ok().filter(std::fs::Metadata::is_file)?;
     Some(format!(
-        "run `{run_id}` has a receipt but no journal in this journal store ({}): it was made with `--journal off` \
-         or another --journal, or its journal was removed; only a run with its journal can be resumed or rolled \
-         back (what it did: `codemode runs show {run_id}`)",
+        "run `{run_id}` has a receipt but no journal in this journal store ({}): a batch keeps none (nor does \
+         a rollback, which runs as a batch), and a program run has none when it was made with `--journal off` \
+         or another --journal, or when its journal was removed; only a program run with its journal can be \
+         resumed or rolled back (what it did: `codemode runs show {run_id}`)",
         shared.journal.as_ref().map_or_else(|| "none".to_owned(), |s| s.describe())
     ))
 }

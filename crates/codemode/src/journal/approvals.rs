@@ -114,9 +114,7 @@ fn not_paused(store: &dyn JournalStore, run_id: &str, stored: &super::StoredRun)
     // decided), unless its journal cannot be read. (A run ended as
     // interrupted on purpose, moved from an old folder, cannot be: the
     // store says so below.)
-    if stored.state == RunState::Interrupted
-        && super::local::written_state(&stored.lines) != Some(RunState::Interrupted)
-    {
+    if stored.state == RunState::Interrupted && !super::ended_interrupted(&stored.lines) {
         return Some(match Journal::parse(&stored.lines) {
             Err(m) => unreadable(run_id, &m),
             Ok(_) => RunError::new(

@@ -66,6 +66,14 @@ pub use replay::Decided;
 pub fn resumable_from(lines: &[String]) -> Result<(), String> {
     replay::Journal::parse(lines).map(|_| ())
 }
+
+/// Whether the journal `lines` end with a state line of their own saying
+/// `interrupted`: a run moved from an old `.codemode/runs` folder, ended
+/// for good, which no resume recovers (a run whose process died reads as
+/// interrupted only to the store, which sees the journal is not held).
+pub fn ended_interrupted(lines: &[String]) -> bool {
+    local::written_state(lines) == Some(RunState::Interrupted)
+}
 pub use undo::{FILE_PREIMAGE_BYTES, RUN_PREIMAGE_BYTES, UndoLog};
 
 /// Most bytes of one run's journal a store reads back (a local file, or a
