@@ -936,4 +936,12 @@ fn a_name_that_is_not_utf8_is_said_so_when_given_back() {
     assert!(message.contains("not UTF-8") && message.contains("rename the file"), "{message}");
     let message = fails_cleanly(&f, &e, "read", json!({"path": "g.txt"}));
     assert!(message.contains("does not exist in the workspace (file_search"), "{message}");
+    // Nor does `write` make a second file that looks like it.
+    let message = fails_cleanly(&f, &e, "write", json!({"path": "f\u{FFFD}.txt", "content": "x"}));
+    assert!(message.contains("is not made") && message.contains("rename it to a UTF-8 name"), "{message}");
+    assert!(!f.ws().join("f\u{FFFD}.txt").exists(), "no lookalike was made");
+    // A file named with U+FFFD itself is written as any other.
+    std::fs::write(f.ws().join("g\u{FFFD}.txt"), "old\n").unwrap();
+    assert!(e.call_blocking("write", &json!({"path": "g\u{FFFD}.txt", "content": "new\n"})).is_ok());
+    assert_eq!(std::fs::read_to_string(f.ws().join("g\u{FFFD}.txt")).unwrap(), "new\n");
 }

@@ -92,6 +92,9 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         .filter(|st| workspace::kind(st) == nix::sys::stat::SFlag::S_IFREG)
         .map(|st| st.st_mode & 0o7777);
     let created = lock.existing.is_none();
+    if created && args.path.contains('\u{FFFD}') {
+        return Err(lookalike(&args.path));
+    }
     super::preimage::keep_before(cx, &target, !created, None)?;
     write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
         .map_err(|e| write_error(&args.path, &e))?;
@@ -102,6 +105,20 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         "bytes": args.content.len(),
         "created": created,
     })))
+}
+
+/// The refusal to make a new file named `path`, which has U+FFFD: the
+/// character file_search and grep_files show for bytes of a name that are
+/// not UTF-8. Such a name given back is not the listed file; made, it
+/// would be a second file that looks like it. (A file already named with
+/// U+FFFD itself is written as any other.)
+fn lookalike(path: &str) -> ToolError {
+    ToolError::new(format!(
+        "`{path}` is not made: U+FFFD (`\u{FFFD}`) stands for bytes of a file name that are not UTF-8 (as \
+         file_search and grep_files show them), so this name is not that file, and a new file of this name would \
+         look like it; to change that file, rename it to a UTF-8 name first (bash: `mv`), or give a name \
+         without U+FFFD"
+    ))
 }
 
 /// The tool error for a failed [`write_atomic`] of `shown`.
