@@ -166,3 +166,61 @@ fn a_link_to_nowhere_is_refused_rather_than_asked() {
     assert_ne!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     assert_eq!(std::fs::read_to_string(ws.path().join(FLOW)).unwrap(), ORIGINAL);
 }
+
+/// A program that reads a file, then writes it changed, as a resume
+/// replays it: the read comes back from the journal, with the bytes of
+/// before the pause.
+const READ_THEN_WRITE: &str = "
+const before = await tools.read({path: 'notes.txt', format: 'text'});
+try { await tools.write({path: 'notes.txt', content: before.content + 'added by the run\\n'}); return 'written'; }
+catch (e) { return e.kind + ': ' + e.message; }";
+
+/// Pauses READ_THEN_WRITE on its write; returns the run id.
+fn paused_on_the_write(ws: &Path) -> String {
+    std::fs::write(ws.join("notes.txt"), "first line\n").unwrap();
+    std::fs::write(ws.join("prog.js"), READ_THEN_WRITE).unwrap();
+    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
+    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
+    json_of(&run)["run_id"].as_str().unwrap().to_owned()
+}
+
+/// A decision binds to the file as the person saw it, too: a file changed
+/// between the pause and the resume is not overwritten by a write the run
+/// made from what it read before (the replayed read), which would lose
+/// the change unseen. Unchanged, the same allow writes.
+#[test]
+fn an_allow_on_resume_does_not_overwrite_a_file_changed_since_the_pause() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let run_id = paused_on_the_write(ws);
+    std::fs::write(ws.join("notes.txt"), "first line\nmine, since the pause\n").unwrap();
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--json"], "", ws);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let receipt = json_of(&resumed);
+    let value = receipt["value"].as_str().unwrap();
+    assert!(
+        value.starts_with("refused:") && value.contains("`notes.txt` was changed since the run paused"),
+        "{value}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "first line\nmine, since the pause\n",
+        "the change made in between is kept"
+    );
+
+    // Through `codemode approve` as well, and for a file removed since.
+    let run_id = paused_on_the_write(ws);
+    std::fs::remove_file(ws.join("notes.txt")).unwrap();
+    let approved = codemode(&["approve", &run_id, "--allow", "2"], "", ws);
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    let resumed = codemode(&["resume", &run_id, "--json"], "", ws);
+    let value = json_of(&resumed)["value"].as_str().unwrap().to_owned();
+    assert!(value.contains("`notes.txt` was removed since the run paused"), "{value}");
+    assert!(!ws.join("notes.txt").exists(), "not made again from the old bytes");
+
+    // Unchanged: the allow writes.
+    let run_id = paused_on_the_write(ws);
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--json"], "", ws);
+    assert_eq!(json_of(&resumed)["value"], "written", "{}", stderr(&resumed));
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first line\nadded by the run\n");
+}

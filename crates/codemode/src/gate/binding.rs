@@ -34,7 +34,15 @@ pub(crate) fn of_primary(primary: &Primary, workspace: &Path) -> Option<BoundObj
         path: path.to_string_lossy().into_owned(),
         folder: folder.to_string_lossy().into_owned(),
         id: id_of(&folder),
+        content: None,
     })
+}
+
+/// What the file `bound` names is now ([`crate::trust::pin_digest`]: the
+/// SHA-256 of its bytes, `missing`, `link:<target>` or `not a file`),
+/// for a pause to record and a resume to compare. Reads the whole file.
+pub(crate) fn content_of(bound: &BoundObject, workspace: &Path) -> String {
+    crate::trust::pin_digest(&workspace.join(&bound.path))
 }
 
 /// Why a call whose path resolves to nothing (a link to a missing target,
@@ -59,7 +67,10 @@ pub(crate) fn check_pending(
     workspace: &Path,
 ) -> Result<(), String> {
     match bound {
-        Some(bound) => check(bound, spec, args, workspace),
+        Some(bound) => {
+            check(bound, spec, args, workspace)?;
+            unchanged_since_the_pause(bound, workspace)
+        }
         None => match primary::of(spec, args, workspace) {
             Some(p) if !p.command => Err(format!(
                 "the pending call on `{}` was recorded without the object it was asked about (a journal of an \
@@ -70,6 +81,30 @@ pub(crate) fn check_pending(
             _ => Ok(()),
         },
     }
+}
+
+/// Whether the file `bound` names is what it was when the run paused (its
+/// recorded `content`): `Err` with the reason to refuse the allowed call
+/// when it was changed, made or removed since. The run made the call from
+/// what it read before the pause (a resume replays those reads), so
+/// running it would overwrite, unseen, the change made in between.
+fn unchanged_since_the_pause(bound: &BoundObject, workspace: &Path) -> Result<(), String> {
+    let Some(then) = bound.content.as_deref() else { return Ok(()) };
+    let now = content_of(bound, workspace);
+    if now == then {
+        return Ok(());
+    }
+    let path = &bound.path;
+    let what = match (then, now.as_str()) {
+        ("missing", _) => "was made",
+        (_, "missing") => "was removed",
+        _ => "was changed",
+    };
+    Err(format!(
+        "`{path}` {what} since the run paused on this call: the run made the call from what it read before the \
+         pause, and the approval was given for the file as it was then; the call is refused so that change is \
+         not overwritten. Start the program again to work from the file as it is now"
+    ))
 }
 
 /// Whether a call of `spec` with `args` still acts on `bound`: `Err` with

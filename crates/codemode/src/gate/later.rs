@@ -322,7 +322,13 @@ impl LaterStep for ApprovalStep {
                     let mut notes = std::mem::take(&mut state.notes);
                     notes.extend(why.map(|w| format!("paused: {w}")));
                     let args = std::mem::take(&mut call.args);
-                    let bound = state.bound.take().map(Box::new);
+                    // A resume replays what the run read before the
+                    // pause: the file's bytes now are recorded, and an
+                    // allow on resume holds only while they stay so.
+                    let bound = state.bound.take().map(|mut bound| {
+                        bound.content = Some(super::binding::content_of(&bound, call.workspace));
+                        Box::new(bound)
+                    });
                     Flow::Done(Final::Pause { args, reason, subject: call.subject.clone(), notes, bound })
                 }
             }

@@ -215,6 +215,15 @@ pub(crate) struct BoundObject {
     /// into its place is told apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<(u64, u64)>,
+    /// What the file at `path` was when the run paused on the call, as
+    /// [`crate::trust::pin_digest`] gives it (the SHA-256 of its bytes,
+    /// `missing`, `link:<target>`, `not a file`): an allow on resume runs
+    /// the call only while it is still that, since the run made the call
+    /// from what it read before the pause. Absent while a run is live
+    /// (the same run checks the path, not the bytes) and in journals of
+    /// earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 impl PendingRecord {
