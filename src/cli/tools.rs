@@ -72,7 +72,7 @@ pub(crate) fn tools(args: ToolsArgs) -> anyhow::Result<u8> {
 /// `execute_tools`, then the listed tools (or every tool with `all`).
 fn shown_tools(engine: &Engine, all: bool) -> Vec<ToolSpec> {
     let mut shown = vec![engine.execute_tools_spec()];
-    shown.extend(if all { engine.tool_specs() } else { engine.listed_tools() });
+    shown.extend(if all { engine.usable_tools() } else { engine.listed_tools() });
     shown
 }
 

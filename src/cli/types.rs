@@ -21,7 +21,7 @@ pub(crate) struct TypesArgs {
 /// Runs `codemode types`. Exit 0, or 2 when the engine cannot be built.
 pub(crate) fn types(args: TypesArgs) -> anyhow::Result<u8> {
     let engine = args.catalog.engine(None).build()?;
-    let specs = engine.tool_specs();
+    let specs = engine.usable_tools();
     let chosen = specs.iter().filter(|s| !args.eager || s.loading == codemode::tool::Loading::Eager);
     let options = codemode::tool::DeclarationOptions::new().preamble(!args.no_preamble);
     // Descriptions only reach comments and string literals, where the

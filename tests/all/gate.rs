@@ -144,6 +144,13 @@ fn plan_mode_lists_only_read_only_tools_to_the_model() {
         assert!(!planned.iter().any(|n| n == writer), "{writer} in {planned:?}");
     }
     assert!(planned.iter().any(|n| n == "read") && planned.iter().any(|n| n == "grep_files"), "{planned:?}");
+    // What `codemode types` declares and `mcp serve --direct-tools` lists.
+    let usable: Vec<String> = plan.usable_tools().into_iter().map(|s| s.name).collect();
+    assert!(
+        usable.iter().any(|n| n == "read") && !usable.iter().any(|n| n == "write" || n == "bash"),
+        "{usable:?}"
+    );
+    assert!(work.usable_tools().iter().any(|s| s.name == "write"));
     let served = plan.execute_tools_spec_with(codemode::run::ToolsShown::Signatures, None).description;
     assert!(served.contains("Plan mode: only read-only tools run"), "{served}");
     assert!(

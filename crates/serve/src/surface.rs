@@ -72,9 +72,10 @@ fn tool_search(spec: &ToolSpec) -> Tool {
     mcp_tool(&spec, None)
 }
 
-/// The names of the native tools (those `--direct-tools` lists).
+/// The names of the native tools (those `--direct-tools` lists), but in
+/// plan mode only the read-only ones.
 pub(crate) fn native_names(engine: &Engine) -> BTreeSet<String> {
-    engine.tool_specs().into_iter().filter(|s| s.source == ToolSource::Native).map(|s| s.name).collect()
+    engine.usable_tools().into_iter().filter(|s| s.source == ToolSource::Native).map(|s| s.name).collect()
 }
 
 /// Bytes of `tools` as the `tools` array of a `tools/list` result.

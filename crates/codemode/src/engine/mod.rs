@@ -508,13 +508,26 @@ impl Engine {
     /// not shown a tool it cannot call.
     pub fn listed_tools(&self) -> Vec<ToolSpec> {
         let catalog = self.shared.catalog.load();
-        let mode = self.shared.config.policy.mode;
-        let runs =
-            |e: &&crate::catalog::Entry| crate::gate::mode::plan_refusal(mode, e, &e.spec.name).is_none();
+        let runs = |e: &&crate::catalog::Entry| self.mode_lets_run(e);
         let eager = catalog.entries().filter(|e| e.spec.loading == Loading::Eager).filter(runs);
         let active = self.shared.discovery.toolbox();
         let activated = active.iter().filter_map(|name| catalog.get(name)).filter(runs);
         eager.chain(activated).map(|e| e.spec.clone()).collect()
+    }
+
+    /// Every tool's spec the mode lets run, in catalog order (eager and
+    /// deferred): [`Engine::tool_specs`] but, in plan mode, only the
+    /// read-only tools. What to declare or list to a model or a person
+    /// (`codemode types`, `mcp serve --direct-tools`); a call by name of
+    /// another tool still gets the plan mode's refusal.
+    pub fn usable_tools(&self) -> Vec<ToolSpec> {
+        let catalog = self.shared.catalog.load();
+        catalog.entries().filter(|e| self.mode_lets_run(e)).map(|e| e.spec.clone()).collect()
+    }
+
+    /// Whether the mode lets `entry`'s tool run (plan mode: a read-only one).
+    fn mode_lets_run(&self, entry: &crate::catalog::Entry) -> bool {
+        crate::gate::mode::plan_refusal(self.shared.config.policy.mode, entry, &entry.spec.name).is_none()
     }
 
     /// The `execute_tools` tool a host shows the model (name, input schema
