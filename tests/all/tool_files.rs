@@ -940,7 +940,15 @@ fn a_name_that_is_not_utf8_is_said_so_when_given_back() {
     let message = fails_cleanly(&f, &e, "write", json!({"path": "f\u{FFFD}.txt", "content": "x"}));
     assert!(message.contains("is not made") && message.contains("rename it to a UTF-8 name"), "{message}");
     assert!(!f.ws().join("f\u{FFFD}.txt").exists(), "no lookalike was made");
-    // A file named with U+FFFD itself is written as any other.
+    // Nor a folder that looks like one, which would be made for the file.
+    std::fs::create_dir(f.ws().join(std::ffi::OsStr::from_bytes(b"d\xff"))).unwrap();
+    let message = fails_cleanly(&f, &e, "write", json!({"path": "d\u{FFFD}/a.txt", "content": "x"}));
+    assert!(message.contains("is not made"), "{message}");
+    assert!(!f.ws().join("d\u{FFFD}").exists(), "no lookalike folder was made");
+    // A file named with U+FFFD itself, or made in such a folder, is
+    // written as any other.
+    std::fs::create_dir(f.ws().join("e\u{FFFD}")).unwrap();
+    assert!(e.call_blocking("write", &json!({"path": "e\u{FFFD}/new.txt", "content": "x"})).is_ok());
     std::fs::write(f.ws().join("g\u{FFFD}.txt"), "old\n").unwrap();
     assert!(e.call_blocking("write", &json!({"path": "g\u{FFFD}.txt", "content": "new\n"})).is_ok());
     assert_eq!(std::fs::read_to_string(f.ws().join("g\u{FFFD}.txt")).unwrap(), "new\n");

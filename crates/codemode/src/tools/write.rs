@@ -82,6 +82,7 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         return Err(super::abandoned());
     }
     let root = workspace::Root::open(&cx.workspace)?;
+    refuse_lookalike(&root, &args.path)?;
     let target = workspace::open_for_write(&root, &args.path, true, &cx.confinement, "write")?;
     // One writer at a time: the file's mode and whether it exists are
     // looked at under the lock, which is held past the rename.
@@ -92,9 +93,6 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
         .filter(|st| workspace::kind(st) == nix::sys::stat::SFlag::S_IFREG)
         .map(|st| st.st_mode & 0o7777);
     let created = lock.existing.is_none();
-    if created && args.path.contains('\u{FFFD}') {
-        return Err(lookalike(&args.path));
-    }
     super::preimage::keep_before(cx, &target, !created, None)?;
     write_atomic(&target.dir, &target.name, args.content.as_bytes(), mode, cancelled)
         .map_err(|e| write_error(&args.path, &e))?;
@@ -107,11 +105,29 @@ fn write_file(cx: &ToolContext, args: &Args, cancelled: &AtomicBool) -> Result<T
     })))
 }
 
-/// The refusal to make a new file named `path`, which has U+FFFD: the
-/// character file_search and grep_files show for bytes of a name that are
-/// not UTF-8. Such a name given back is not the listed file; made, it
-/// would be a second file that looks like it. (A file already named with
-/// U+FFFD itself is written as any other.)
+/// Refuses, before anything is made, a `path` one of whose parts has
+/// U+FFFD and does not exist: the character file_search and grep_files
+/// show for bytes of a name that are not UTF-8. Such a name given back is
+/// not the listed file or folder; made, it would be a second one that
+/// looks like it. (A file or folder already named with U+FFFD itself is
+/// written in as any other.)
+fn refuse_lookalike(root: &workspace::Root, path: &str) -> Result<(), ToolError> {
+    if !path.contains('\u{FFFD}') {
+        return Ok(());
+    }
+    let rel = workspace::beneath_rel(root.path(), path)?;
+    let mut walked = root.path().to_path_buf();
+    for part in rel.components() {
+        walked.push(part);
+        let named = part.as_os_str().to_string_lossy().contains('\u{FFFD}');
+        if named && walked.symlink_metadata().is_err() {
+            return Err(lookalike(path));
+        }
+    }
+    Ok(())
+}
+
+/// The refusal [`refuse_lookalike`] gives.
 fn lookalike(path: &str) -> ToolError {
     ToolError::new(format!(
         "`{path}` is not made: U+FFFD (`\u{FFFD}`) stands for bytes of a file name that are not UTF-8 (as \
