@@ -214,6 +214,27 @@ fn killed_during_a_write(store: &Store) {
     assert_eq!(read(ws, "count.txt"), "a\nc\n", "call 1 ran once");
 }
 
+/// A write whose outcome a recovery cannot tell waits for a person, bound
+/// to what its file held then: a file made by someone else before the
+/// allow is not run over (gate/binding.rs).
+#[test]
+fn a_write_of_unknown_outcome_is_not_run_over_a_file_made_since_its_recovery() {
+    let store = Store::local();
+    let ws = workspace(DURING_WRITE);
+    let ws = ws.path();
+    let hold = [("CODEMODE_TEST_HOLD_STARTED", Path::new("write:60000"))];
+    let run_id = store.run_and_kill(ws, &hold, r#"{"t":"start","seq":2}"#, &|| true);
+    let recovered = store.run(ws, &["resume", &run_id, "--json"]);
+    assert_eq!(recovered.status.code(), Some(4), "{}", String::from_utf8_lossy(&recovered.stdout));
+    std::fs::write(ws.join("w.txt"), "a person's own").unwrap();
+    let done = store.run(ws, &["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"]);
+    let receipt = json(&done);
+    assert_eq!(receipt["calls"][1]["decision"], "refused", "{receipt}");
+    let error = receipt["calls"][1]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("`w.txt` was made since the run paused"), "{receipt}");
+    assert_eq!(read(ws, "w.txt"), "a person's own");
+}
+
 const BETWEEN_CALLS: &str = r#"
 await tools.bash({command: 'sh add.sh a'});
 await tools.write({path: 'w.txt', content: 'written'});

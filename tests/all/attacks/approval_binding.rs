@@ -208,6 +208,19 @@ fn an_allow_on_resume_does_not_overwrite_a_file_changed_since_the_pause() {
         "the change made in between is kept"
     );
 
+    // Nor when the resume gates the call again instead of deciding it
+    // (an approver that allows it, or one that would pause it again and
+    // record the changed file as if it were what the run saw).
+    for approve in ["allow", "pause"] {
+        let run_id = paused_on_the_write(ws);
+        std::fs::write(ws.join("notes.txt"), "first line\nmine\n").unwrap();
+        let resumed = codemode(&["resume", &run_id, "--approve", approve, "--json"], "", ws);
+        let receipt = json_of(&resumed);
+        let value = receipt["value"].as_str().unwrap_or_default();
+        assert!(value.contains("`notes.txt` was changed since the run paused"), "{approve}: {receipt}");
+        assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first line\nmine\n", "{approve}");
+    }
+
     // Through `codemode approve` as well, and for a file removed since.
     let run_id = paused_on_the_write(ws);
     std::fs::remove_file(ws.join("notes.txt")).unwrap();
@@ -223,4 +236,27 @@ fn an_allow_on_resume_does_not_overwrite_a_file_changed_since_the_pause() {
     let resumed = codemode(&["resume", &run_id, "--allow", "2", "--json"], "", ws);
     assert_eq!(json_of(&resumed)["value"], "written", "{}", stderr(&resumed));
     assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first line\nadded by the run\n");
+}
+
+/// The comparison is with the file when the resume starts: two paused
+/// edits of one file, both allowed, both apply (the first one's change is
+/// the run's own, not one made since the pause).
+#[test]
+fn two_allowed_edits_of_one_file_both_apply_on_resume() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("notes.txt"), "first line\n").unwrap();
+    let program = "await Promise.all([
+        tools.edit({path: 'notes.txt', edits: [{old: 'first', new: '1st'}]}),
+        tools.edit({path: 'notes.txt', edits: [{old: 'line', new: 'LINE'}]})]);
+      return 'edited';";
+    std::fs::write(ws.join("prog.js"), program).unwrap();
+    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
+    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
+    let receipt = json_of(&run);
+    assert_eq!(receipt["pending"].as_array().map(Vec::len), Some(2), "{receipt}");
+    let run_id = receipt["run_id"].as_str().unwrap();
+    let resumed = codemode(&["resume", run_id, "--allow", "1,2", "--json"], "", ws);
+    assert_eq!(json_of(&resumed)["value"], "edited", "{}", stderr(&resumed));
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "1st LINE\n");
 }

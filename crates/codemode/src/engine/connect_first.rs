@@ -116,6 +116,7 @@ impl Dispatcher {
                         notes,
                         bound: bound.map(|b| *b),
                         kind: None,
+                        changed_since_pause: None,
                     };
                     return finish.paused(pending);
                 }

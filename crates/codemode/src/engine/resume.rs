@@ -147,7 +147,7 @@ pub(crate) async fn prepare(
     let interrupted = was_interrupted(&lines);
     let mut warnings = Vec::new();
     let checked = checked_journal(shared, run_id, &lines, decisions, &mut warnings);
-    let (journal, merged) = match checked {
+    let (mut journal, merged) = match checked {
         Ok(j) => j,
         Err((kind, message)) if interrupted => {
             drop(claimed);
@@ -163,6 +163,16 @@ pub(crate) async fn prepare(
             return Err(receipt);
         }
     };
+    // The files of the pending calls not denied are compared with what
+    // they held at the pause now, before any call runs (gate/binding.rs).
+    let denied: HashSet<u64> =
+        merged.decisions.iter().filter(|(_, d)| !d.allows()).map(|(s, _)| *s).collect();
+    for pending in journal.pending.iter_mut().filter(|p| !denied.contains(&p.seq)) {
+        pending.changed_since_pause = pending
+            .bound
+            .as_ref()
+            .and_then(|b| crate::gate::binding::changed_since_the_pause(b, &shared.workspace));
+    }
     let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);
     let mut journaling = resumed_journaling(log, journal, merged);
     journaling.warnings = warnings;

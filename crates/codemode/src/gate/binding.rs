@@ -39,10 +39,24 @@ pub(crate) fn of_primary(primary: &Primary, workspace: &Path) -> Option<BoundObj
 }
 
 /// What the file `bound` names is now ([`crate::trust::pin_digest`]: the
-/// SHA-256 of its bytes, `missing`, `link:<target>` or `not a file`),
-/// for a pause to record and a resume to compare. Reads the whole file.
+/// SHA-256 of its bytes, `missing`, `link:<target>` or `not a file`; for
+/// a file this process cannot read, `unreadable:` and its size,
+/// modification time and inode, which a change moves), for a pause to
+/// record and a resume to compare. Reads the whole file.
 pub(crate) fn content_of(bound: &BoundObject, workspace: &Path) -> String {
-    crate::trust::pin_digest(&workspace.join(&bound.path))
+    let path = workspace.join(&bound.path);
+    let digest = crate::trust::pin_digest(&path);
+    if digest != "unreadable" {
+        return digest;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if let Ok(m) = path.symlink_metadata() {
+            return format!("unreadable:{}:{}.{}:{}", m.size(), m.mtime(), m.mtime_nsec(), m.ino());
+        }
+    }
+    digest
 }
 
 /// Why a call whose path resolves to nothing (a link to a missing target,
@@ -61,15 +75,15 @@ pub(crate) fn unbindable(written: &str) -> String {
 /// recorded without its object (a journal written before approvals were
 /// bound) is refused too, since nothing says what the person saw.
 pub(crate) fn check_pending(
-    bound: Option<&BoundObject>,
+    pending: &crate::journal::record::PendingRecord,
     spec: &ToolSpec,
-    args: &Value,
     workspace: &Path,
 ) -> Result<(), String> {
-    match bound {
+    let args = &pending.args;
+    match pending.bound.as_ref() {
         Some(bound) => {
             check(bound, spec, args, workspace)?;
-            unchanged_since_the_pause(bound, workspace)
+            pending.changed_since_pause.clone().map_or(Ok(()), Err)
         }
         None => match primary::of(spec, args, workspace) {
             Some(p) if !p.command => Err(format!(
@@ -83,16 +97,18 @@ pub(crate) fn check_pending(
     }
 }
 
-/// Whether the file `bound` names is what it was when the run paused (its
-/// recorded `content`): `Err` with the reason to refuse the allowed call
-/// when it was changed, made or removed since. The run made the call from
-/// what it read before the pause (a resume replays those reads), so
-/// running it would overwrite, unseen, the change made in between.
-fn unchanged_since_the_pause(bound: &BoundObject, workspace: &Path) -> Result<(), String> {
-    let Some(then) = bound.content.as_deref() else { return Ok(()) };
+/// Why the file `bound` names is not what it was when the run paused
+/// (its recorded `content`), if it is not: changed, made or removed
+/// since. The run made the paused call from what it read before the
+/// pause (a resume replays those reads), so running it would overwrite,
+/// unseen, the change made in between. A resume asks this when it
+/// starts, before any call runs, so a change one allowed call makes is
+/// not taken for one made in between by the next call on the same file.
+pub(crate) fn changed_since_the_pause(bound: &BoundObject, workspace: &Path) -> Option<String> {
+    let then = bound.content.as_deref()?;
     let now = content_of(bound, workspace);
     if now == then {
-        return Ok(());
+        return None;
     }
     let path = &bound.path;
     let what = match (then, now.as_str()) {
@@ -100,7 +116,7 @@ fn unchanged_since_the_pause(bound: &BoundObject, workspace: &Path) -> Result<()
         (_, "missing") => "was removed",
         _ => "was changed",
     };
-    Err(format!(
+    Some(format!(
         "`{path}` {what} since the run paused on this call: the run made the call from what it read before the \
          pause, and the approval was given for the file as it was then; the call is refused so that change is \
          not overwritten. Start the program again to work from the file as it is now"

@@ -323,10 +323,14 @@ impl LaterStep for ApprovalStep {
                     notes.extend(why.map(|w| format!("paused: {w}")));
                     let args = std::mem::take(&mut call.args);
                     // A resume replays what the run read before the
-                    // pause: the file's bytes now are recorded, and an
-                    // allow on resume holds only while they stay so.
+                    // pause: the bytes of the file a call would change
+                    // are recorded now, and an allow on resume holds only
+                    // while they stay so.
+                    let changes = cx.catalog.get(call.tool).is_some_and(|e| !e.spec.is_read_only());
                     let bound = state.bound.take().map(|mut bound| {
-                        bound.content = Some(super::binding::content_of(&bound, call.workspace));
+                        if changes {
+                            bound.content = Some(super::binding::content_of(&bound, call.workspace));
+                        }
                         Box::new(bound)
                     });
                     Flow::Done(Final::Pause { args, reason, subject: call.subject.clone(), notes, bound })

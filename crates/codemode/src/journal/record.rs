@@ -197,6 +197,12 @@ pub(crate) struct PendingRecord {
     /// ended (a recovery).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// Not journaled: why the file `bound` names is not what it was at
+    /// the pause, found when the resume started, before any call ran
+    /// (`gate::binding::changed_since_the_pause`); an allow then refuses
+    /// the call.
+    #[serde(skip)]
+    pub changed_since_pause: Option<String>,
 }
 
 /// What a call's path resolved to when a person was asked about it: an

@@ -405,6 +405,14 @@ impl Replay {
         if let Some(p) = pending.map(|i| &self.journal.pending[i]) {
             let by_person = self.by_person.contains(&seq);
             return match self.decisions.get(&seq) {
+                // A call whose file changed since the pause is refused
+                // whatever was decided but a denial: the allowed path's
+                // binding check refuses it (gate/binding.rs), where gating
+                // it again would ask, or allow, without anyone seeing the
+                // change, and a second pause would record the changed file.
+                None if p.changed_since_pause.is_some() => {
+                    ReplayCall::Allowed { pending: p.clone(), note: String::new() }
+                }
                 Some(decided @ (Decided::Allow | Decided::AllowBecause(_))) => {
                     let note = if by_person { APPROVED_BY_PERSON } else { "approved on resume" };
                     let note = match decided.reason() {

@@ -105,6 +105,7 @@ impl LaterSteps {
                     notes,
                     bound: bound.map(|b| *b),
                     kind: None,
+                    changed_since_pause: None,
                 })
             }
             Final::Pause { reason, .. } => {

@@ -270,12 +270,7 @@ impl Dispatcher {
         };
         // The allow holds for the object the person was asked about: a path
         // that resolves elsewhere now is refused (gate/binding.rs).
-        if let Err(reason) = gate::binding::check_pending(
-            pending.bound.as_ref(),
-            &entry.spec,
-            &pending.args,
-            &self.shared.workspace,
-        ) {
+        if let Err(reason) = gate::binding::check_pending(pending, &entry.spec, &self.shared.workspace) {
             return Begun::Settled(refuse(ledger, tool, caller, reason));
         }
         let calls_made = ledger.calls_made();

@@ -71,10 +71,18 @@ impl Dispatcher {
             .get(tool)
             .and_then(|e| crate::gate::primary::of(&e.spec, &args, &self.shared.workspace));
         let subject = super::approval_subject(&self.shared, tool, primary.as_ref());
-        // An allow binds to what the path resolves to now, as an approval's
-        // does (gate/binding.rs).
-        let bound =
-            primary.as_ref().and_then(|p| crate::gate::binding::of_primary(p, &self.shared.workspace));
+        // An allow binds to what the path resolves to now, and to what the
+        // file holds now, as a pause's does (gate/binding.rs).
+        let changes = self.shared.catalog.load().get(tool).is_some_and(|e| !e.spec.is_read_only());
+        let bound = primary
+            .as_ref()
+            .and_then(|p| crate::gate::binding::of_primary(p, &self.shared.workspace))
+            .map(|mut b| {
+                if changes {
+                    b.content = Some(crate::gate::binding::content_of(&b, &self.shared.workspace));
+                }
+                b
+            });
         let seq = ledger.open(tool, caller, Decision::Pending, None);
         let finish = self.finisher(tool, seq, Decision::Pending, None);
         let pending = PendingRecord {
@@ -90,6 +98,7 @@ impl Dispatcher {
             notes: Vec::new(),
             bound,
             kind: Some(UNKNOWN_OUTCOME.to_owned()),
+            changed_since_pause: None,
         };
         Begun::Running { seq, future: Box::pin(std::future::ready(finish.paused(pending))) }
     }
