@@ -260,3 +260,43 @@ fn two_allowed_edits_of_one_file_both_apply_on_resume() {
     assert_eq!(json_of(&resumed)["value"], "edited", "{}", stderr(&resumed));
     assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "1st LINE\n");
 }
+
+/// A file the run read before its pause and someone changed while it was
+/// paused: a later write of it (not the paused call) would be made from
+/// the replayed read and lose the change. The pause records the files the
+/// run named; the resume refuses a change to one changed since, and lets
+/// the same program write when nothing changed.
+#[test]
+fn a_resumed_run_does_not_overwrite_a_file_it_read_before_the_pause_and_someone_changed() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let program = "
+        const before = await tools.read({path: 'notes.txt', format: 'text'});
+        await tools.bash({command: 'true'});
+        try { await tools.write({path: 'notes.txt', content: before.content + 'added\\n'}); return 'written'; }
+        catch (e) { return e.kind + ': ' + e.message; }";
+    std::fs::write(ws.join("prog.js"), program).unwrap();
+    let paused = |ws: &Path| {
+        std::fs::write(ws.join("notes.txt"), "first line\n").unwrap();
+        let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
+        assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
+        let receipt = json_of(&run);
+        assert_eq!(receipt["pending"][0]["tool"], "bash", "{receipt}");
+        receipt["run_id"].as_str().unwrap().to_owned()
+    };
+    let run_id = paused(ws);
+    std::fs::write(ws.join("notes.txt"), "first line\nmine\n").unwrap();
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
+    let receipt = json_of(&resumed);
+    let value = receipt["value"].as_str().unwrap_or_default();
+    assert!(
+        value.starts_with("refused:") && value.contains("`notes.txt` was changed since the run paused"),
+        "{receipt}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first line\nmine\n");
+
+    let run_id = paused(ws);
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
+    assert_eq!(json_of(&resumed)["value"], "written", "{}", stderr(&resumed));
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first line\nadded\n");
+}

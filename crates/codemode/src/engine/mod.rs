@@ -276,6 +276,7 @@ impl Engine {
             Box::pin(async move {
                 let durable = journaling.as_ref().and_then(|j| j.durable.clone());
                 let undo = journaling.as_ref().and_then(|j| j.log.undo_log()).map(Arc::new);
+                let files_seen = journaling.as_ref().map(|j| j.files_seen.clone());
                 // A cancel another process asks for reaches a journaled run.
                 let _watched = match (&shared.journal, journaling.is_some()) {
                     (Some(store), true) => Some(shared.cancel_watch.watch(store, &shared.tools, &id, &c)),
@@ -285,7 +286,7 @@ impl Engine {
                 // run was started inside a trace (telemetry/mod.rs).
                 let trace = (shared.trace_sink.is_some() || options.trace_parent.is_some())
                     .then(|| Arc::new(crate::telemetry::RunTrace::new(options.trace_parent)));
-                let setup = vm_setup(&shared, &id, &c, (durable, undo), options, trace.clone());
+                let setup = vm_setup(&shared, &id, &c, (durable, undo, files_seen), options, trace.clone());
                 let vm = Vm::new(setup, c.clone(), id.clone(), journaling);
                 // The VM is freed after its receipt is sent (about a fifth
                 // of a short run's time on this thread): nothing of the
@@ -362,7 +363,7 @@ impl Engine {
     pub fn vm(&self) -> Result<Vm, RunError> {
         let run_id: Arc<str> = Arc::from(run_id::new_run_id());
         let clock = Arc::new(RunClock::new(self.shared.limits.deadline));
-        let setup = vm_setup(&self.shared, &run_id, &clock, (None, None), RunOptions::default(), None);
+        let setup = vm_setup(&self.shared, &run_id, &clock, (None, None, None), RunOptions::default(), None);
         Vm::new(setup, clock, run_id, None)
     }
 
@@ -618,20 +619,31 @@ pub(super) fn early_receipt(shared: &Shared, run_id: &str, clock: &RunClock, err
     })
 }
 
+/// The parts of a run's journal its dispatcher uses: where starts are made
+/// durable, where pre-images go, and the files its calls name
+/// (journal/files_seen.rs).
+type JournalParts = (
+    Option<crate::journal::durable::DurableLog>,
+    Option<Arc<crate::journal::UndoLog>>,
+    Option<Arc<crate::journal::files_seen::FilesSeen>>,
+);
+
 /// What a VM gets for run `run_id`: the limits, the tool runtime, and a
 /// dispatcher of its own (pausable when the run keeps a journal; keeping
-/// its file tools' pre-images in `undo` when given; asking
-/// `options.approver` when given).
+/// its file tools' pre-images in `undo` when given; noting the files its
+/// calls name in `files_seen` when given; asking `options.approver` when
+/// given).
 fn vm_setup(
     shared: &Arc<Shared>,
     run_id: &Arc<str>,
     clock: &Arc<RunClock>,
-    (durable, undo): (Option<crate::journal::durable::DurableLog>, Option<Arc<crate::journal::UndoLog>>),
+    (durable, undo, files_seen): JournalParts,
     options: RunOptions,
     trace: Option<Arc<crate::telemetry::RunTrace>>,
 ) -> crate::vm::VmSetup {
     let mut dispatcher = dispatch::Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
     dispatcher.trace = trace.clone();
+    dispatcher.files_seen = files_seen;
     let dispatcher = if durable.is_some() {
         let mut dispatcher = dispatcher.pausable();
         dispatcher.durable = durable;

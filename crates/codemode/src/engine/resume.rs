@@ -173,8 +173,16 @@ pub(crate) async fn prepare(
             .as_ref()
             .and_then(|b| crate::gate::binding::changed_since_the_pause(b, &shared.workspace));
     }
+    // So are the files the run named before the pause
+    // (journal/files_seen.rs).
+    let files_seen = journal.paused.as_ref().map(|p| {
+        crate::journal::files_seen::FilesSeen::resumed(&shared.workspace, &p.files, &p.changed_files)
+    });
     let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);
     let mut journaling = resumed_journaling(log, journal, merged);
+    if let Some(files_seen) = files_seen {
+        journaling.files_seen = Arc::new(files_seen);
+    }
     journaling.warnings = warnings;
     let replay = journaling.replay.as_ref().expect("a resume replays");
     let h = replay.header();

@@ -38,25 +38,14 @@ pub(crate) fn of_primary(primary: &Primary, workspace: &Path) -> Option<BoundObj
     })
 }
 
-/// What the file `bound` names is now ([`crate::trust::pin_digest`]: the
-/// SHA-256 of its bytes, `missing`, `link:<target>` or `not a file`; for
-/// a file this process cannot read, `unreadable:` and its size,
-/// modification time and inode, which a change moves), for a pause to
-/// record and a resume to compare. Reads the whole file.
+/// What the file `bound` names is now, for a pause to record and a resume
+/// to compare: the SHA-256 of its bytes, `missing`, `link:<target>`, `not
+/// a file`, or for a file this process cannot read `meta:` with its size,
+/// modification time and inode, which a change moves
+/// (`journal::files_seen::signature`). Reads the whole file.
 pub(crate) fn content_of(bound: &BoundObject, workspace: &Path) -> String {
-    let path = workspace.join(&bound.path);
-    let digest = crate::trust::pin_digest(&path);
-    if digest != "unreadable" {
-        return digest;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt as _;
-        if let Ok(m) = path.symlink_metadata() {
-            return format!("unreadable:{}:{}.{}:{}", m.size(), m.mtime(), m.mtime_nsec(), m.ino());
-        }
-    }
-    digest
+    let mut unbounded = u64::MAX;
+    crate::journal::files_seen::signature(&workspace.join(&bound.path), &mut unbounded)
 }
 
 /// Why a call whose path resolves to nothing (a link to a missing target,

@@ -31,6 +31,7 @@ pub(crate) mod completion;
 mod credentials;
 pub(crate) mod digest;
 pub(crate) mod durable;
+pub(crate) mod files_seen;
 #[cfg(unix)]
 pub(crate) mod folder_hold;
 pub(crate) mod legacy;

@@ -331,6 +331,15 @@ pub(crate) struct PausedRecord {
     /// (as the header's `catalog_servers`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog_servers: Option<Vec<String>>,
+    /// The files the run's calls named by path so far (relative to the
+    /// workspace when inside it), each with what it held at the pause
+    /// (`journal::files_seen`): a resume refuses a call that would change
+    /// one changed since. Absent in older journals.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<String, String>,
+    /// Files a resume found changed since an earlier pause: still refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_files: Vec<String>,
 }
 
 /// The kind of a journal line: the text of its `t`.
@@ -754,6 +763,8 @@ mod tests {
             approval_wait_ms: 0.0,
             catalog_sha256: None,
             catalog_servers: None,
+            files: Default::default(),
+            changed_files: Vec::new(),
         };
         let line = tagged_line("paused", &p);
         assert_eq!(kind(&line), Some("paused"));

@@ -94,6 +94,14 @@ pub(crate) trait CallHost {
     /// a pause: `PausedRecord::catalog_servers`).
     fn catalog_servers(&self) -> Vec<String>;
 
+    /// What a pause records of the files the run's calls named: each with
+    /// what it holds now, and those a resume found changed since an
+    /// earlier pause (journal/files_seen.rs). Empty for a run that keeps
+    /// no journal.
+    fn files_at_pause(&self) -> (std::collections::BTreeMap<String, String>, Vec<String>) {
+        Default::default()
+    }
+
     /// The run's warnings for its receipt (spill files that could not be
     /// written, an unconfined bash).
     fn run_warnings(&self) -> Vec<String>;

@@ -27,6 +27,10 @@ pub(crate) struct Journaling {
     /// makes the starts and ends of calls that may change something
     /// durable through it.
     pub durable: Option<crate::journal::durable::DurableLog>,
+    /// The files the run's calls name by path, which its pause records,
+    /// and on a resume those changed since the pause
+    /// (journal/files_seen.rs).
+    pub files_seen: std::sync::Arc<crate::journal::files_seen::FilesSeen>,
 }
 
 impl Journaling {
@@ -40,6 +44,7 @@ impl Journaling {
             deadline_left: None,
             warnings: Vec::new(),
             durable: None,
+            files_seen: Default::default(),
         }
     }
 
@@ -54,6 +59,7 @@ impl Journaling {
             deadline_left: None,
             warnings: Vec::new(),
             durable: None,
+            files_seen: Default::default(),
         }
     }
 

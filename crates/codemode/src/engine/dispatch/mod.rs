@@ -138,6 +138,10 @@ pub(crate) struct Dispatcher {
     pub(crate) restore: Option<Arc<crate::journal::undo::RestorePlan>>,
     /// The run's trace record, when it is traced (telemetry/mod.rs).
     pub(crate) trace: Option<Arc<crate::telemetry::RunTrace>>,
+    /// The files a journaled run's calls named by path, and those a
+    /// resume found changed since the pause, whose change is refused
+    /// (journal/files_seen.rs). `None` for a run without a journal.
+    pub(crate) files_seen: Option<Arc<crate::journal::files_seen::FilesSeen>>,
 }
 
 impl Dispatcher {
@@ -170,6 +174,7 @@ impl Dispatcher {
             undo: None,
             restore: None,
             trace: None,
+            files_seen: None,
         }
     }
 
@@ -381,6 +386,20 @@ impl Dispatcher {
             ControlFlow::Break(refused) => return refused,
         };
         let entry = entry.expect("the gate checked the tool exists");
+        if let (Some(seen), Some(p)) = (&self.files_seen, &primary)
+            && let Some(target) = &p.target
+        {
+            // A resumed run goes on from what it saw before its pause: a
+            // file changed since is not changed again from that.
+            if !entry.spec.is_read_only()
+                && let Some(reason) = seen.refusal(target, &p.written)
+            {
+                let completion = refuse(ledger, tool, caller, reason);
+                self.decided_by(completion.seq, "resume", None);
+                return Begun::Settled(completion);
+            }
+            seen.note(target);
+        }
         let durable = self.note_durable(&entry.spec);
         if let Some(server) = self.server_not_started(entry) {
             return self.begin_connecting(ledger, tool, args, caller, server);
@@ -640,6 +659,10 @@ impl crate::vm::calls::CallHost for Dispatcher {
 
     fn catalog_servers(&self) -> Vec<String> {
         self.shared.catalog.load().mcp_servers()
+    }
+
+    fn files_at_pause(&self) -> (std::collections::BTreeMap<String, String>, Vec<String>) {
+        self.files_seen.as_ref().map(|f| f.at_pause(&self.shared.workspace)).unwrap_or_default()
     }
 
     fn run_warnings(&self) -> Vec<String> {

@@ -130,14 +130,21 @@ impl Vm {
                 approval_wait_ms: 0.0,
                 catalog_sha256: None,
                 catalog_servers: None,
+                files: Default::default(),
+                changed_files: Vec::new(),
             }));
         } else if receipt.status == RunStatus::Paused {
+            // What the files the run named hold now: a resume compares
+            // them (journal/files_seen.rs).
+            let (files, changed_files) = self.state.dispatcher.files_at_pause();
             let paused = PausedRecord {
                 at_unix_ms: crate::vm::journaling::now_ms() as u64,
                 elapsed_ms: receipt.elapsed_ms,
                 approval_wait_ms: receipt.approval_wait_ms,
                 catalog_sha256: Some(receipt.catalog_sha256.clone()),
                 catalog_servers: Some(self.state.dispatcher.catalog_servers()),
+                files,
+                changed_files,
             };
             journal.log.paused(&paused);
         }
