@@ -152,6 +152,9 @@ fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
         out.push_str(&format!("    why: {}\n", one_line(&c.reason)));
         let args = serde_json::to_string(&c.arguments).unwrap_or_default();
         out.push_str(&format!("    arguments: {}\n", visible(&args)));
+        if let Some(changed) = &p.changed_since_pause {
+            out.push_str(&format!("    note: an allow will be refused: {}\n", one_line(changed)));
+        }
         match &p.recorded {
             Some(r) => {
                 let verb = if r.allow { "allowed" } else { "denied" };

@@ -221,9 +221,13 @@ fn an_allow_on_resume_does_not_overwrite_a_file_changed_since_the_pause() {
         assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first line\nmine\n", "{approve}");
     }
 
-    // Through `codemode approve` as well, and for a file removed since.
+    // Through `codemode approve` as well, and for a file removed since;
+    // its listing says so before the person decides.
     let run_id = paused_on_the_write(ws);
     std::fs::remove_file(ws.join("notes.txt")).unwrap();
+    let listed = codemode(&["approve", &run_id], "", ws);
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert!(listing.contains("note: an allow will be refused: `notes.txt` was removed since"), "{listing}");
     let approved = codemode(&["approve", &run_id, "--allow", "2"], "", ws);
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
     let resumed = codemode(&["resume", &run_id, "--json"], "", ws);
@@ -299,4 +303,49 @@ fn a_resumed_run_does_not_overwrite_a_file_it_read_before_the_pause_and_someone_
     let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
     assert_eq!(json_of(&resumed)["value"], "written", "{}", stderr(&resumed));
     assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first line\nadded\n");
+}
+
+/// The review's spellings: a file named through a link the person (or a
+/// program) points elsewhere while the run is paused is compared under
+/// the spelling the run used too, so a write through it is refused; and a
+/// file the resumed run reads again live may be written from that read.
+#[test]
+fn a_changed_file_is_refused_under_either_spelling_and_a_read_made_now_lifts_it() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    for (dir, text) in [("real1", "one\n"), ("real2", "two\n")] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+        std::fs::write(ws.join(dir).join("config"), text).unwrap();
+    }
+    std::os::unix::fs::symlink("real1", ws.join("cur")).unwrap();
+    let program = "
+        const before = await tools.read({path: 'cur/config', format: 'text'});
+        await tools.bash({command: 'true'});
+        try { await tools.write({path: 'cur/config', content: before.content + 'more\\n'}); return 'written'; }
+        catch (e) { return e.kind + ': ' + e.message; }";
+    std::fs::write(ws.join("prog.js"), program).unwrap();
+    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
+    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
+    let run_id = json_of(&run)["run_id"].as_str().unwrap().to_owned();
+    std::fs::remove_file(ws.join("cur")).unwrap();
+    std::os::unix::fs::symlink("real2", ws.join("cur")).unwrap();
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
+    let value = json_of(&resumed)["value"].as_str().unwrap_or_default().to_owned();
+    assert!(value.contains("`cur/config` was changed since the run paused"), "{value}");
+    assert_eq!(std::fs::read_to_string(ws.join("real2/config")).unwrap(), "two\n");
+
+    let program = "
+        await tools.read({path: 'notes.txt', format: 'text'});
+        await tools.bash({command: 'true'});
+        const now = await tools.read({path: 'notes.txt', format: 'text'});
+        await tools.write({path: 'notes.txt', content: now.content + 'added\\n'});
+        return 'written';";
+    std::fs::write(ws.join("prog.js"), program).unwrap();
+    std::fs::write(ws.join("notes.txt"), "first\n").unwrap();
+    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
+    let run_id = json_of(&run)["run_id"].as_str().unwrap().to_owned();
+    std::fs::write(ws.join("notes.txt"), "first\nmine\n").unwrap();
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
+    assert_eq!(json_of(&resumed)["value"], "written", "{}", stderr(&resumed));
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first\nmine\nadded\n");
 }

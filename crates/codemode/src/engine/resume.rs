@@ -171,12 +171,19 @@ pub(crate) async fn prepare(
         pending.changed_since_pause = pending
             .bound
             .as_ref()
-            .and_then(|b| crate::gate::binding::changed_since_the_pause(b, &shared.workspace));
+            .and_then(|b| crate::journal::files_seen::bound_changed(b, &shared.workspace));
     }
     // So are the files the run named before the pause
     // (journal/files_seen.rs).
+    // A recovery compares none: the run's own calls after its last pause
+    // may have changed them.
     let files_seen = journal.paused.as_ref().map(|p| {
-        crate::journal::files_seen::FilesSeen::resumed(&shared.workspace, &p.files, &p.changed_files)
+        crate::journal::files_seen::FilesSeen::resumed(
+            &shared.workspace,
+            &p.files,
+            &p.changed_files,
+            !interrupted,
+        )
     });
     let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);
     let mut journaling = resumed_journaling(log, journal, merged);

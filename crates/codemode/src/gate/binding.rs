@@ -38,16 +38,6 @@ pub(crate) fn of_primary(primary: &Primary, workspace: &Path) -> Option<BoundObj
     })
 }
 
-/// What the file `bound` names is now, for a pause to record and a resume
-/// to compare: the SHA-256 of its bytes, `missing`, `link:<target>`, `not
-/// a file`, or for a file this process cannot read `meta:` with its size,
-/// modification time and inode, which a change moves
-/// (`journal::files_seen::signature`). Reads the whole file.
-pub(crate) fn content_of(bound: &BoundObject, workspace: &Path) -> String {
-    let mut unbounded = u64::MAX;
-    crate::journal::files_seen::signature(&workspace.join(&bound.path), &mut unbounded)
-}
-
 /// Why a call whose path resolves to nothing (a link to a missing target,
 /// a loop of links) is refused instead of asked: no object can be shown to
 /// the person nor bound, and the link could name anything by the time the
@@ -84,32 +74,6 @@ pub(crate) fn check_pending(
             _ => Ok(()),
         },
     }
-}
-
-/// Why the file `bound` names is not what it was when the run paused
-/// (its recorded `content`), if it is not: changed, made or removed
-/// since. The run made the paused call from what it read before the
-/// pause (a resume replays those reads), so running it would overwrite,
-/// unseen, the change made in between. A resume asks this when it
-/// starts, before any call runs, so a change one allowed call makes is
-/// not taken for one made in between by the next call on the same file.
-pub(crate) fn changed_since_the_pause(bound: &BoundObject, workspace: &Path) -> Option<String> {
-    let then = bound.content.as_deref()?;
-    let now = content_of(bound, workspace);
-    if now == then {
-        return None;
-    }
-    let path = &bound.path;
-    let what = match (then, now.as_str()) {
-        ("missing", _) => "was made",
-        (_, "missing") => "was removed",
-        _ => "was changed",
-    };
-    Some(format!(
-        "`{path}` {what} since the run paused on this call: the run made the call from what it read before the \
-         pause, and the approval was given for the file as it was then; the call is refused so that change is \
-         not overwritten. Start the program again to work from the file as it is now"
-    ))
 }
 
 /// Whether a call of `spec` with `args` still acts on `bound`: `Err` with

@@ -329,7 +329,8 @@ impl LaterStep for ApprovalStep {
                     let changes = cx.catalog.get(call.tool).is_some_and(|e| !e.spec.is_read_only());
                     let bound = state.bound.take().map(|mut bound| {
                         if changes {
-                            bound.content = Some(super::binding::content_of(&bound, call.workspace));
+                            bound.content =
+                                Some(crate::journal::files_seen::bound_content(&bound, call.workspace));
                         }
                         Box::new(bound)
                     });

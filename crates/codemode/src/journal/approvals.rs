@@ -42,6 +42,12 @@ pub struct AwaitingCall {
     /// The decision recorded with `codemode approve`, not yet applied by a
     /// resume: `None` when none is.
     pub recorded: Option<RecordedDecision>,
+    /// Why the resume will refuse the call even when it is allowed: its
+    /// file was changed (or made, or removed) since the run paused
+    /// (gate/binding.rs). Looked at in the run's workspace as its journal
+    /// names it, when that folder is on this machine; `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_since_pause: Option<String>,
 }
 
 /// A decision recorded with `codemode approve`.
@@ -97,12 +103,19 @@ pub async fn pending_decisions(
         return Err(refused);
     }
     let journal = Journal::parse(&stored.lines).map_err(|m| unreadable(run_id, &m))?;
+    let workspace = std::path::Path::new(&journal.header.workspace);
+    let here = workspace.is_dir();
     Ok(journal
         .pending
         .iter()
         .map(|p| AwaitingCall {
             call: p.to_pending_call(),
             recorded: journal.approvals.iter().find(|a| a.seq == p.seq).map(RecordedDecision::of),
+            changed_since_pause: p
+                .bound
+                .as_ref()
+                .filter(|_| here)
+                .and_then(|b| super::files_seen::bound_changed(b, workspace)),
         })
         .collect())
 }

@@ -1,29 +1,44 @@
-//! The files a journaled run's calls named by path, so that a resume does
-//! not act on what it read before a pause as if nothing had changed since.
+//! What a paused run saw of its files, so that a resume does not act on
+//! it as if nothing had changed since.
 //!
 //! A resume replays the run: the calls the journal holds answer with what
 //! the tools answered before the pause, so the program goes on from what it
-//! saw then. A file it read (or wrote) before the pause and someone changed
-//! while it was paused would be overwritten, unseen, by a later `write`
-//! made from the old text. So a pause records each file the run's calls
-//! named by path with what it held then (`paused.files`), a resume compares
-//! them when it starts, before any call runs, and a call that would change
-//! one found changed is refused for the rest of the run
-//! (`paused.changed_files` carries them over later pauses). The paused
-//! call's own file is bound the same way (`pending.bound.content`,
-//! gate/binding.rs). Files a bash command or an MCP server reads are not
-//! known here, and are not compared.
+//! saw then. A file it named before the pause (read, wrote, edited) and
+//! someone changed while it was paused would be overwritten, unseen, by a
+//! later `write` made from the old text. So:
+//! - the paused call's own file is bound: the pause records what it holds
+//!   (`pending.bound.content`, [`bound_content`]), and a resume refuses the
+//!   call when it changed ([`bound_changed`]);
+//! - every file the run's calls named by path is noted ([`FilesSeen`]),
+//!   under each spelling (as written and as its links resolved), and a
+//!   pause records what each holds (`paused.files`); a resume compares them
+//!   when it starts, before any call runs, and refuses for the rest of the
+//!   run a call that would change one found changed, until the program
+//!   reads that file again (`paused.changed_files` carries them over later
+//!   pauses).
+//!
+//! What a file holds is its bytes' SHA-256 with its size, for a file up to
+//! [`MAX_HASHED_FILE_BYTES`] while the pause's budget lasts, else its size,
+//! modification time and inode (`meta:`, which a change on this machine
+//! moves, and a `touch` too). Files a bash command or an MCP server reads
+//! or writes are not known here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// Most files a pause records; past it, the files named first are kept.
+use super::record::BoundObject;
+
+/// Most files a pause records; past it, the files named first are kept,
+/// and the paused receipt says so.
 pub(crate) const MAX_FILES: usize = 1_000;
 
-/// Most bytes a pause reads to hash its files (64 MiB); a file past it is
-/// recorded by its size, modification time and inode (`meta:`), which a
-/// change on this machine moves but a copy on another does not keep.
+/// Most bytes of one file that are hashed (8 MiB, as a pre-image's bound);
+/// a larger file is recorded by `meta:`.
+pub(crate) const MAX_HASHED_FILE_BYTES: u64 = 8 << 20;
+
+/// Most bytes one pause hashes in all (64 MiB); the files past it are
+/// recorded by `meta:`.
 pub(crate) const MAX_HASHED_BYTES: u64 = 64 << 20;
 
 /// The files one run named, and those a resume found changed since the
@@ -31,99 +46,180 @@ pub(crate) const MAX_HASHED_BYTES: u64 = 64 << 20;
 /// VM (which records them when the run pauses).
 #[derive(Debug, Default)]
 pub(crate) struct FilesSeen {
-    /// Absolute paths the run's calls named (resolved, links followed),
-    /// in this process and, on a resume, those the pause recorded.
+    /// Absolute paths the run's calls named (each spelling), in this
+    /// process and, on a resume, those the pause recorded.
     named: Mutex<BTreeSet<PathBuf>>,
+    /// More were named than [`MAX_FILES`].
+    over: std::sync::atomic::AtomicBool,
     /// Absolute paths found changed since the pause when this resume
-    /// started (and those an earlier resume found).
-    changed: BTreeSet<PathBuf>,
+    /// started (and those an earlier resume found), until read again.
+    changed: Mutex<BTreeSet<PathBuf>>,
 }
 
 impl FilesSeen {
     /// For a resumed run paused with `files` (path, as the workspace shows
     /// it, and what it held) and `changed_before` (found changed by an
     /// earlier resume), in `workspace`: compares each file with what it
-    /// held at the pause, now.
+    /// held at the pause, now. A recovery (`compare` false: the run's
+    /// process died after its last pause, and its own calls since may have
+    /// changed the files) compares none and keeps the earlier findings.
     pub(crate) fn resumed(
         workspace: &Path,
         files: &BTreeMap<String, String>,
         changed_before: &[String],
+        compare: bool,
     ) -> FilesSeen {
         let mut changed: BTreeSet<PathBuf> = changed_before.iter().map(|p| workspace.join(p)).collect();
         let mut named = BTreeSet::new();
         for (path, then) in files {
             let absolute = workspace.join(path);
-            if signature_like(&absolute, then) != *then {
+            if compare && signature_like(&absolute, then) != *then {
                 changed.insert(absolute.clone());
             }
             named.insert(absolute);
         }
-        FilesSeen { named: Mutex::new(named), changed }
+        FilesSeen { named: Mutex::new(named), changed: Mutex::new(changed), ..FilesSeen::default() }
     }
 
-    /// Notes that a call named `target` (absolute, resolved).
-    pub(crate) fn note(&self, target: &Path) {
-        let mut named = self.named.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if named.len() < MAX_FILES && !named.contains(target) {
-            named.insert(target.to_path_buf());
+    /// Notes that a call named `spellings` (absolute: as written, and as
+    /// resolved). A read-only call (`reads`) made live sees the file as it
+    /// is now: a change found since the pause no longer holds against it.
+    pub(crate) fn note(&self, spellings: &[&Path], reads: bool) {
+        if reads {
+            let mut changed = lock(&self.changed);
+            if !changed.is_empty() {
+                for p in spellings {
+                    changed.remove(*p);
+                }
+            }
+        }
+        let mut named = lock(&self.named);
+        for p in spellings {
+            if named.contains(*p) {
+                continue;
+            }
+            if named.len() >= MAX_FILES {
+                self.over.store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+            named.insert(p.to_path_buf());
         }
     }
 
-    /// Why a call that would change `target` (`shown` as the call wrote
-    /// it) is refused, when the file changed since the pause.
-    pub(crate) fn refusal(&self, target: &Path, shown: &str) -> Option<String> {
-        self.changed.contains(target).then(|| {
+    /// Why a call that would change the file of `spellings` (`shown` as the
+    /// call wrote it) is refused, when one of them changed since the pause.
+    pub(crate) fn refusal(&self, spellings: &[&Path], shown: &str) -> Option<String> {
+        let changed = lock(&self.changed);
+        spellings.iter().any(|p| changed.contains(*p)).then(|| {
             format!(
                 "`{shown}` was changed since the run paused, and the run named it before the pause (a read, a \
                  write or an edit): the run goes on from what it saw then (a resume replays those calls), so a \
-                 call that would change the file is refused rather than overwrite that change unseen. Start \
-                 the program again to work from the file as it is now"
+                 call that would change the file is refused rather than overwrite that change unseen. Read the \
+                 file again (a read made now lifts this), or start the program again"
             )
         })
     }
 
     /// What a pause records: each file named (relative to `workspace`
     /// when inside it) with what it holds now, and the files found changed
-    /// (which stay refused on the next resume). Reads up to
-    /// [`MAX_HASHED_BYTES`] of them.
-    pub(crate) fn at_pause(&self, workspace: &Path) -> (BTreeMap<String, String>, Vec<String>) {
+    /// (which stay refused on the next resume); and a warning when more
+    /// files were named than are recorded.
+    pub(crate) fn at_pause(
+        &self,
+        workspace: &Path,
+    ) -> (BTreeMap<String, String>, Vec<String>, Option<String>) {
         let shown = |p: &Path| p.strip_prefix(workspace).unwrap_or(p).to_string_lossy().into_owned();
-        let named = self.named.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let named = lock(&self.named);
+        let changed = lock(&self.changed);
         let mut budget = MAX_HASHED_BYTES;
         let files = named
             .iter()
-            .filter(|p| !self.changed.contains(*p))
+            .filter(|p| !changed.contains(*p))
             .map(|p| (shown(p), signature(p, &mut budget)))
             .collect();
-        (files, self.changed.iter().map(|p| shown(p)).collect())
+        let over = self.over.load(std::sync::atomic::Ordering::Relaxed).then(|| {
+            format!(
+                "the run named more than {MAX_FILES} files before its pause: a resume compares the first \
+                 {MAX_FILES} with what they hold then, not the others (docs/JOURNAL.md, \"Resume\")"
+            )
+        });
+        (files, changed.iter().map(|p| shown(p)).collect(), over)
     }
 }
 
-/// What the file at `path` holds now: as [`crate::trust::pin_digest`]
-/// gives it (the SHA-256 of its bytes, `missing`, `link:<target>`, `not a
-/// file`) while `budget` bytes are left to read, else (and for a file this
-/// process cannot read) `meta:` with its size, modification time and inode.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the file `bound` names holds now, for a pause to record
+/// (`pending.bound.content`): see [`signature`].
+pub(crate) fn bound_content(bound: &BoundObject, workspace: &Path) -> String {
+    let mut budget = MAX_HASHED_FILE_BYTES;
+    signature(&workspace.join(&bound.path), &mut budget)
+}
+
+/// Why the file `bound` names is not what it was when the run paused
+/// (its recorded `content`), if it is not: changed, made or removed
+/// since. The run made the paused call from what it read before the
+/// pause (a resume replays those reads), so running it would overwrite,
+/// unseen, the change made in between. A resume asks this when it
+/// starts, before any call runs, so a change one allowed call makes is
+/// not taken for one made in between by the next call on the same file.
+pub(crate) fn bound_changed(bound: &BoundObject, workspace: &Path) -> Option<String> {
+    let then = bound.content.as_deref()?;
+    let now = signature_like(&workspace.join(&bound.path), then);
+    if now == then {
+        return None;
+    }
+    let path = &bound.path;
+    let what = match (then, now.as_str()) {
+        ("missing", _) => "was made",
+        (_, "missing") => "was removed",
+        _ => "was changed",
+    };
+    Some(format!(
+        "`{path}` {what} since the run paused on this call: the run made the call from what it read before the \
+         pause, and the approval was given for the file as it was then; the call is refused so that change is \
+         not overwritten. Start the program again to work from the file as it is now"
+    ))
+}
+
+/// What the file at `path` holds now: `<size>:<SHA-256 of its bytes>` for
+/// a regular file up to [`MAX_HASHED_FILE_BYTES`] while `budget` bytes are
+/// left to read, else (and for a file this process cannot read) `meta:`
+/// with its size, modification time and inode; `missing`, `link:<target>`
+/// for a link, `not a file` for anything else
+/// ([`crate::trust::pin_digest`]'s words).
 pub(crate) fn signature(path: &Path, budget: &mut u64) -> String {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() && m.len() > *budget => return meta(&m),
-        Ok(m) if m.is_file() => *budget -= m.len(),
-        _ => {}
+    let Ok(m) = std::fs::symlink_metadata(path) else { return "missing".to_owned() };
+    if !m.is_file() {
+        return crate::trust::pin_digest(path);
     }
-    let digest = crate::trust::pin_digest(path);
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if digest == "unreadable" => meta(&m),
-        _ => digest,
+    if m.len() > MAX_HASHED_FILE_BYTES || m.len() > *budget {
+        return meta(&m);
+    }
+    *budget -= m.len();
+    match crate::trust::pin_digest(path) {
+        digest if digest.len() == 64 => format!("{}:{digest}", m.len()),
+        _ => meta(&m),
     }
 }
 
-/// What `path` holds now, in the form `then` was recorded in (`meta:` or
-/// a digest), for comparing with it.
+/// What `path` holds now, in the form `then` was recorded in, for
+/// comparing with it: a file whose size is not the recorded one is not
+/// read.
 fn signature_like(path: &Path, then: &str) -> String {
+    let Ok(m) = std::fs::symlink_metadata(path) else { return "missing".to_owned() };
     if then.starts_with("meta:") {
-        return std::fs::symlink_metadata(path).map_or_else(|_| "missing".to_owned(), |m| meta(&m));
+        return if m.is_file() { meta(&m) } else { crate::trust::pin_digest(path) };
     }
-    let mut unbounded = u64::MAX;
-    signature(path, &mut unbounded)
+    match then.split_once(':').and_then(|(size, _)| size.parse::<u64>().ok()) {
+        Some(size) if m.is_file() && m.len() != size => format!("{}:", m.len()),
+        _ => {
+            let mut unbounded = u64::MAX;
+            signature(path, &mut unbounded)
+        }
+    }
 }
 
 /// `meta:<size>:<mtime s>.<ns>:<inode>` of a file.
@@ -143,6 +239,10 @@ fn meta(m: &std::fs::Metadata) -> String {
 mod tests {
     use super::*;
 
+    fn spelled(p: &Path) -> [&Path; 1] {
+        [p]
+    }
+
     #[test]
     fn a_file_changed_made_or_removed_since_the_pause_is_found_and_one_left_alone_is_not() {
         let ws = tempfile::tempdir().unwrap();
@@ -152,30 +252,41 @@ mod tests {
         }
         let seen = FilesSeen::default();
         for name in ["same.txt", "changed.txt", "removed.txt", "made.txt"] {
-            seen.note(&ws.join(name));
+            seen.note(&spelled(&ws.join(name)), true);
         }
-        let (files, changed) = seen.at_pause(ws);
+        let (files, changed, over) = seen.at_pause(ws);
         assert_eq!(files.len(), 4);
         assert_eq!(files["made.txt"], "missing");
-        assert!(changed.is_empty());
+        assert!(files["same.txt"].starts_with("8:"), "{files:?}");
+        assert!(changed.is_empty() && over.is_none());
         std::fs::write(ws.join("changed.txt"), "other bytes").unwrap();
         std::fs::remove_file(ws.join("removed.txt")).unwrap();
         std::fs::write(ws.join("made.txt"), "new").unwrap();
-        let resumed = FilesSeen::resumed(ws, &files, &[]);
+        let resumed = FilesSeen::resumed(ws, &files, &[], true);
         for name in ["changed.txt", "removed.txt", "made.txt"] {
-            assert!(resumed.refusal(&ws.join(name), name).is_some(), "{name}");
+            assert!(resumed.refusal(&spelled(&ws.join(name)), name).is_some(), "{name}");
         }
-        assert!(resumed.refusal(&ws.join("same.txt"), "same.txt").is_none());
+        assert!(resumed.refusal(&spelled(&ws.join("same.txt")), "same.txt").is_none());
         // The next pause keeps them refused, and records the others again.
-        let (files, changed) = resumed.at_pause(ws);
+        let (files, changed, _) = resumed.at_pause(ws);
         assert_eq!(changed, ["changed.txt", "made.txt", "removed.txt"]);
         assert_eq!(files.keys().collect::<Vec<_>>(), ["same.txt"]);
-        let again = FilesSeen::resumed(ws, &files, &changed);
-        assert!(again.refusal(&ws.join("changed.txt"), "changed.txt").is_some());
+        let again = FilesSeen::resumed(ws, &files, &changed, true);
+        assert!(again.refusal(&spelled(&ws.join("changed.txt")), "changed.txt").is_some());
+        // A read made now lifts it; a call that changes does not.
+        again.note(&spelled(&ws.join("made.txt")), false);
+        assert!(again.refusal(&spelled(&ws.join("made.txt")), "made.txt").is_some());
+        again.note(&spelled(&ws.join("changed.txt")), true);
+        assert!(again.refusal(&spelled(&ws.join("changed.txt")), "changed.txt").is_none());
+        // A recovery compares nothing, and keeps what was found before.
+        std::fs::write(ws.join("same.txt"), "changed by the run before it died").unwrap();
+        let recovered = FilesSeen::resumed(ws, &files, &changed, false);
+        assert!(recovered.refusal(&spelled(&ws.join("same.txt")), "same.txt").is_none());
+        assert!(recovered.refusal(&spelled(&ws.join("removed.txt")), "removed.txt").is_some());
     }
 
     #[test]
-    fn past_the_hashing_budget_a_file_is_recorded_by_its_metadata_and_still_compared() {
+    fn a_file_past_the_hashing_bounds_is_recorded_by_its_metadata_and_still_compared() {
         let ws = tempfile::tempdir().unwrap();
         let ws = ws.path();
         std::fs::write(ws.join("big.txt"), "0123456789").unwrap();
@@ -186,5 +297,29 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(10));
         std::fs::write(ws.join("big.txt"), "9876543210").unwrap();
         assert_ne!(signature_like(&ws.join("big.txt"), &then), then);
+    }
+
+    #[test]
+    fn a_file_whose_size_changed_is_not_read_again() {
+        let ws = tempfile::tempdir().unwrap();
+        let file = ws.path().join("f.txt");
+        std::fs::write(&file, "abc").unwrap();
+        let mut unbounded = u64::MAX;
+        let then = signature(&file, &mut unbounded);
+        assert!(then.starts_with("3:"), "{then}");
+        std::fs::write(&file, "abcdef").unwrap();
+        assert_eq!(signature_like(&file, &then), "6:");
+    }
+
+    #[test]
+    fn past_the_file_count_the_pause_says_how_many_are_compared() {
+        let ws = tempfile::tempdir().unwrap();
+        let seen = FilesSeen::default();
+        for i in 0..=MAX_FILES {
+            seen.note(&spelled(&ws.path().join(format!("f{i}"))), true);
+        }
+        let (files, _, over) = seen.at_pause(ws.path());
+        assert_eq!(files.len(), MAX_FILES);
+        assert!(over.unwrap().contains("more than 1000 files"));
     }
 }

@@ -199,7 +199,7 @@ pub(crate) struct PendingRecord {
     pub kind: Option<String>,
     /// Not journaled: why the file `bound` names is not what it was at
     /// the pause, found when the resume started, before any call ran
-    /// (`gate::binding::changed_since_the_pause`); an allow then refuses
+    /// (`journal::files_seen::bound_changed`); an allow then refuses
     /// the call.
     #[serde(skip)]
     pub changed_since_pause: Option<String>,

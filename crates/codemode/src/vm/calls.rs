@@ -28,6 +28,12 @@ pub(crate) enum Begun {
     Exhausted { completion: Completion, reason: String },
 }
 
+/// What a pause records of the files a run's calls named
+/// (journal/files_seen.rs): each with what it holds now, those a resume
+/// found changed since an earlier pause, and a warning for the receipt
+/// when more were named than are recorded.
+pub(crate) type FilesAtPause = (std::collections::BTreeMap<String, String>, Vec<String>, Option<String>);
+
 /// Where a VM's calls go. Each `begin` opens the call's entry in `ledger`
 /// (its receipt) and either settles it at once or hands back a future.
 pub(crate) trait CallHost {
@@ -94,11 +100,9 @@ pub(crate) trait CallHost {
     /// a pause: `PausedRecord::catalog_servers`).
     fn catalog_servers(&self) -> Vec<String>;
 
-    /// What a pause records of the files the run's calls named: each with
-    /// what it holds now, and those a resume found changed since an
-    /// earlier pause (journal/files_seen.rs). Empty for a run that keeps
-    /// no journal.
-    fn files_at_pause(&self) -> (std::collections::BTreeMap<String, String>, Vec<String>) {
+    /// What a pause records of the files the run's calls named
+    /// ([`FilesAtPause`]). Empty for a run that keeps no journal.
+    fn files_at_pause(&self) -> FilesAtPause {
         Default::default()
     }
 

@@ -390,15 +390,17 @@ impl Dispatcher {
             && let Some(target) = &p.target
         {
             // A resumed run goes on from what it saw before its pause: a
-            // file changed since is not changed again from that.
-            if !entry.spec.is_read_only()
-                && let Some(reason) = seen.refusal(target, &p.written)
-            {
+            // file changed since is not changed again from that, under
+            // either spelling (journal/files_seen.rs).
+            let written = shared.workspace.join(&p.written);
+            let spellings = [written.as_path(), target.as_path()];
+            let reads = entry.spec.is_read_only();
+            if !reads && let Some(reason) = seen.refusal(&spellings, &p.written) {
                 let completion = refuse(ledger, tool, caller, reason);
                 self.decided_by(completion.seq, "resume", None);
                 return Begun::Settled(completion);
             }
-            seen.note(target);
+            seen.note(&spellings, reads);
         }
         let durable = self.note_durable(&entry.spec);
         if let Some(server) = self.server_not_started(entry) {
@@ -661,7 +663,7 @@ impl crate::vm::calls::CallHost for Dispatcher {
         self.shared.catalog.load().mcp_servers()
     }
 
-    fn files_at_pause(&self) -> (std::collections::BTreeMap<String, String>, Vec<String>) {
+    fn files_at_pause(&self) -> crate::vm::calls::FilesAtPause {
         self.files_seen.as_ref().map(|f| f.at_pause(&self.shared.workspace)).unwrap_or_default()
     }
 

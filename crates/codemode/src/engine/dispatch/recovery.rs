@@ -79,7 +79,7 @@ impl Dispatcher {
             .and_then(|p| crate::gate::binding::of_primary(p, &self.shared.workspace))
             .map(|mut b| {
                 if changes {
-                    b.content = Some(crate::gate::binding::content_of(&b, &self.shared.workspace));
+                    b.content = Some(crate::journal::files_seen::bound_content(&b, &self.shared.workspace));
                 }
                 b
             });

@@ -136,7 +136,8 @@ impl Vm {
         } else if receipt.status == RunStatus::Paused {
             // What the files the run named hold now: a resume compares
             // them (journal/files_seen.rs).
-            let (files, changed_files) = self.state.dispatcher.files_at_pause();
+            let (files, changed_files, over) = self.state.dispatcher.files_at_pause();
+            receipt.warnings.extend(over);
             let paused = PausedRecord {
                 at_unix_ms: crate::vm::journaling::now_ms() as u64,
                 elapsed_ms: receipt.elapsed_ms,
