@@ -274,19 +274,9 @@ fn two_allowed_edits_of_one_file_both_apply_on_resume() {
 fn a_resumed_run_does_not_overwrite_a_file_it_read_before_the_pause_and_someone_changed() {
     let ws = crate::common::workspace();
     let ws = ws.path();
-    let program = "
-        const before = await tools.read({path: 'notes.txt', format: 'text'});
-        await tools.bash({command: 'true'});
-        try { await tools.write({path: 'notes.txt', content: before.content + 'added\\n'}); return 'written'; }
-        catch (e) { return e.kind + ': ' + e.message; }";
-    std::fs::write(ws.join("prog.js"), program).unwrap();
     let paused = |ws: &Path| {
         std::fs::write(ws.join("notes.txt"), "first line\n").unwrap();
-        let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
-        assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
-        let receipt = json_of(&run);
-        assert_eq!(receipt["pending"][0]["tool"], "bash", "{receipt}");
-        receipt["run_id"].as_str().unwrap().to_owned()
+        paused_on_bash(ws, &read_then_bash_then_write("notes.txt", "added"))
     };
     let run_id = paused(ws);
     std::fs::write(ws.join("notes.txt"), "first line\nmine\n").unwrap();
@@ -318,15 +308,7 @@ fn a_changed_file_is_refused_under_either_spelling_and_a_read_made_now_lifts_it(
         std::fs::write(ws.join(dir).join("config"), text).unwrap();
     }
     std::os::unix::fs::symlink("real1", ws.join("cur")).unwrap();
-    let program = "
-        const before = await tools.read({path: 'cur/config', format: 'text'});
-        await tools.bash({command: 'true'});
-        try { await tools.write({path: 'cur/config', content: before.content + 'more\\n'}); return 'written'; }
-        catch (e) { return e.kind + ': ' + e.message; }";
-    std::fs::write(ws.join("prog.js"), program).unwrap();
-    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
-    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
-    let run_id = json_of(&run)["run_id"].as_str().unwrap().to_owned();
+    let run_id = paused_on_bash(ws, &read_then_bash_then_write("cur/config", "more"));
     std::fs::remove_file(ws.join("cur")).unwrap();
     std::os::unix::fs::symlink("real2", ws.join("cur")).unwrap();
     let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
@@ -340,12 +322,33 @@ fn a_changed_file_is_refused_under_either_spelling_and_a_read_made_now_lifts_it(
         const now = await tools.read({path: 'notes.txt', format: 'text'});
         await tools.write({path: 'notes.txt', content: now.content + 'added\\n'});
         return 'written';";
-    std::fs::write(ws.join("prog.js"), program).unwrap();
     std::fs::write(ws.join("notes.txt"), "first\n").unwrap();
-    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
-    let run_id = json_of(&run)["run_id"].as_str().unwrap().to_owned();
+    let run_id = paused_on_bash(ws, program);
     std::fs::write(ws.join("notes.txt"), "first\nmine\n").unwrap();
     let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
     assert_eq!(json_of(&resumed)["value"], "written", "{}", stderr(&resumed));
     assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first\nmine\nadded\n");
+}
+
+/// A program that reads `path`, makes a bash call (which pauses), then
+/// writes `path` from what it read with the line `added` appended, and
+/// returns `written` or the error it caught.
+fn read_then_bash_then_write(path: &str, added: &str) -> String {
+    format!(
+        "const before = await tools.read({{path: '{path}', format: 'text'}});
+         await tools.bash({{command: 'true'}});
+         try {{ await tools.write({{path: '{path}', content: before.content + '{added}\\n'}}); return 'written'; }}
+         catch (e) {{ return e.kind + ': ' + e.message; }}"
+    )
+}
+
+/// Runs `program` in `ws` with the pause approver until it pauses on its
+/// bash call; returns the run id.
+fn paused_on_bash(ws: &Path, program: &str) -> String {
+    std::fs::write(ws.join("prog.js"), program).unwrap();
+    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
+    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
+    let receipt = json_of(&run);
+    assert_eq!(receipt["pending"][0]["tool"], "bash", "{receipt}");
+    receipt["run_id"].as_str().unwrap().to_owned()
 }
