@@ -235,6 +235,58 @@ fn a_write_of_unknown_outcome_is_not_run_over_a_file_made_since_its_recovery() {
     assert_eq!(read(ws, "w.txt"), "a person's own");
 }
 
+/// Reads `b.txt` and `own.txt`, pauses on a bash call, writes `own.txt`,
+/// holds in a bash call (killed there), then writes both files.
+const READ_PAUSE_WRITE_HOLD: &str = r#"
+const before = await tools.read({path: 'b.txt', format: 'text'});
+await tools.read({path: 'own.txt', format: 'text'});
+await tools.bash({command: 'true'});
+await tools.write({path: 'own.txt', content: 'mine\n'});
+await tools.bash({command: 'sh hold.sh'});
+const results = [];
+for (const [path, content] of [['own.txt', 'again\n'], ['b.txt', before.content + 'added\n']]) {
+  try { await tools.write({path, content}); results.push(path + ' written'); } catch (e) { results.push(path + ' ' + e.kind); }
+}
+return results;
+"#;
+
+/// A resume that found a file changed while the run was paused, killed
+/// before it paused again: its recovery finds the change again (it
+/// compares with the pause's record), so a write made from the read
+/// before the pause is still refused; and the run's own write after the
+/// pause is taken for its own, not for someone else's change.
+#[test]
+fn a_recovery_still_refuses_a_write_over_a_file_changed_while_the_run_was_paused() {
+    let store = Store::local();
+    let ws = workspace(READ_PAUSE_WRITE_HOLD);
+    let ws = ws.path();
+    std::fs::write(ws.join("b.txt"), "b\n").unwrap();
+    std::fs::write(ws.join("own.txt"), "own\n").unwrap();
+    let paused = store.run(ws, &["run", "prog.js", "--approve", "pause", "--json"]);
+    assert_eq!(paused.status.code(), Some(4), "{}", String::from_utf8_lossy(&paused.stderr));
+    let run_id = json(&paused)["run_id"].as_str().unwrap().to_owned();
+    std::fs::write(ws.join("b.txt"), "b\na person's own\n").unwrap();
+    // The resume writes own.txt, then holds in bash: killed there.
+    let mut resume = spawn(&["resume", &run_id, "--allow", "3", "--approve", "allow"], ws, &[]);
+    let start = Instant::now();
+    while !(store.lines)(ws, &run_id).contains(r#"{"t":"start","seq":5"#) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the resume got to its bash call");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    resume.kill().unwrap();
+    let _ = resume.wait();
+    assert_eq!(read(ws, "own.txt"), "mine\n");
+    std::fs::remove_file(ws.join("hold")).unwrap();
+    // The recovery asks about the bash call in flight; allowed, the run ends.
+    let recovered = store.run(ws, &["resume", &run_id, "--json"]);
+    assert_eq!(recovered.status.code(), Some(4), "{}", String::from_utf8_lossy(&recovered.stdout));
+    let done = store.run(ws, &["resume", &run_id, "--allow", "5", "--approve", "allow", "--json"]);
+    let receipt = json(&done);
+    assert_eq!(receipt["value"], serde_json::json!(["own.txt written", "b.txt refused"]), "{receipt}");
+    assert_eq!(read(ws, "b.txt"), "b\na person's own\n");
+    assert_eq!(read(ws, "own.txt"), "again\n");
+}
+
 const BETWEEN_CALLS: &str = r#"
 await tools.bash({command: 'sh add.sh a'});
 await tools.write({path: 'w.txt', content: 'written'});

@@ -328,6 +328,20 @@ fn a_changed_file_is_refused_under_either_spelling_and_a_read_made_now_lifts_it(
     let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
     assert_eq!(json_of(&resumed)["value"], "written", "{}", stderr(&resumed));
     assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first\nmine\nadded\n");
+
+    // A grep of it is no read of it: the write from the old read is
+    // still refused.
+    std::fs::write(ws.join("notes.txt"), "first\n").unwrap();
+    let program = read_then_bash_then_write("notes.txt", "added").replace(
+        "await tools.bash({command: 'true'});",
+        "await tools.bash({command: 'true'}); await tools.grep_files({pattern: 'first', path: 'notes.txt'});",
+    );
+    let run_id = paused_on_bash(ws, &program);
+    std::fs::write(ws.join("notes.txt"), "first\nmine\n").unwrap();
+    let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
+    let value = json_of(&resumed)["value"].as_str().unwrap_or_default().to_owned();
+    assert!(value.contains("`notes.txt` was changed since the run paused"), "{value}");
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "first\nmine\n");
 }
 
 /// A program that reads `path`, makes a bash call (which pauses), then

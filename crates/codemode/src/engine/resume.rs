@@ -175,14 +175,14 @@ pub(crate) async fn prepare(
     }
     // So are the files the run named before the pause
     // (journal/files_seen.rs).
-    // A recovery compares none: the run's own calls after its last pause
-    // may have changed them.
+    // A recovery's own writes since its last pause are the run's own
+    // changes, not someone else's.
     let files_seen = journal.paused.as_ref().map(|p| {
         crate::journal::files_seen::FilesSeen::resumed(
             &shared.workspace,
             &p.files,
             &p.changed_files,
-            !interrupted,
+            &journal.written_since_pause,
         )
     });
     let log = RunLog::start(Opening::Claimed(claimed), &shared.tools);

@@ -14,8 +14,10 @@
 //!   pause records what each holds (`paused.files`); a resume compares them
 //!   when it starts, before any call runs, and refuses for the rest of the
 //!   run a call that would change one found changed, until the program
-//!   reads that file again (`paused.changed_files` carries them over later
-//!   pauses).
+//!   `read`s that file again (`paused.changed_files` carries them over
+//!   later pauses). A recovery compares them too, but for the files the
+//!   run's own `write` and `edit` calls changed after its last pause
+//!   (`Journal::written_since_pause`).
 //!
 //! What a file holds is its bytes' SHA-256 with its size, for a file up to
 //! [`MAX_HASHED_FILE_BYTES`] while the pause's budget lasts, else its size,
@@ -60,20 +62,25 @@ impl FilesSeen {
     /// For a resumed run paused with `files` (path, as the workspace shows
     /// it, and what it held) and `changed_before` (found changed by an
     /// earlier resume), in `workspace`: compares each file with what it
-    /// held at the pause, now. A recovery (`compare` false: the run's
-    /// process died after its last pause, and its own calls since may have
-    /// changed the files) compares none and keeps the earlier findings.
+    /// held at the pause, now, but those the run itself changed since
+    /// (`written_by_the_run`: a recovery's, whose process died after its
+    /// last pause with `write` or `edit` calls made; resolved paths
+    /// relative to the workspace), which the run knows.
     pub(crate) fn resumed(
         workspace: &Path,
         files: &BTreeMap<String, String>,
         changed_before: &[String],
-        compare: bool,
+        written_by_the_run: &[String],
     ) -> FilesSeen {
         let mut changed: BTreeSet<PathBuf> = changed_before.iter().map(|p| workspace.join(p)).collect();
+        let own: BTreeSet<PathBuf> = written_by_the_run.iter().map(|p| workspace.join(p)).collect();
         let mut named = BTreeSet::new();
         for (path, then) in files {
             let absolute = workspace.join(path);
-            if compare && signature_like(&absolute, then) != *then {
+            // Under either spelling: as recorded, and as its links resolve.
+            let resolved = std::fs::canonicalize(&absolute).unwrap_or_else(|_| absolute.clone());
+            let the_runs_own = own.contains(&absolute) || own.contains(&resolved);
+            if !the_runs_own && signature_like(&absolute, then) != *then {
                 changed.insert(absolute.clone());
             }
             named.insert(absolute);
@@ -82,8 +89,8 @@ impl FilesSeen {
     }
 
     /// Notes that a call named `spellings` (absolute: as written, and as
-    /// resolved). A read-only call (`reads`) made live sees the file as it
-    /// is now: a change found since the pause no longer holds against it.
+    /// resolved). A `read` made live (`reads`) sees the file as it is now:
+    /// a change found since the pause no longer holds against it.
     pub(crate) fn note(&self, spellings: &[&Path], reads: bool) {
         if reads {
             let mut changed = lock(&self.changed);
@@ -179,8 +186,8 @@ pub(crate) fn bound_changed(bound: &BoundObject, workspace: &Path) -> Option<Str
     };
     Some(format!(
         "`{path}` {what} since the run paused on this call: the run made the call from what it read before the \
-         pause, and the approval was given for the file as it was then; the call is refused so that change is \
-         not overwritten. Start the program again to work from the file as it is now"
+         pause (a decision holds for the file as it was then), so the call is refused rather than overwrite \
+         that change unseen. Start the program again to work from the file as it is now"
     ))
 }
 
@@ -210,15 +217,22 @@ pub(crate) fn signature(path: &Path, budget: &mut u64) -> String {
 /// read.
 fn signature_like(path: &Path, then: &str) -> String {
     let Ok(m) = std::fs::symlink_metadata(path) else { return "missing".to_owned() };
+    if !m.is_file() {
+        // `link:<target>` or `not a file`: nothing is hashed.
+        return crate::trust::pin_digest(path);
+    }
     if then.starts_with("meta:") {
-        return if m.is_file() { meta(&m) } else { crate::trust::pin_digest(path) };
+        return meta(&m);
     }
     match then.split_once(':').and_then(|(size, _)| size.parse::<u64>().ok()) {
-        Some(size) if m.is_file() && m.len() != size => format!("{}:", m.len()),
-        _ => {
+        // The same size: only the bytes tell.
+        Some(size) if m.len() == size => {
             let mut unbounded = u64::MAX;
             signature(path, &mut unbounded)
         }
+        // Another size, or a file where there was none (or a link, or
+        // something else): changed, without reading it.
+        _ => format!("{}:", m.len()),
     }
 }
 
@@ -262,7 +276,7 @@ mod tests {
         std::fs::write(ws.join("changed.txt"), "other bytes").unwrap();
         std::fs::remove_file(ws.join("removed.txt")).unwrap();
         std::fs::write(ws.join("made.txt"), "new").unwrap();
-        let resumed = FilesSeen::resumed(ws, &files, &[], true);
+        let resumed = FilesSeen::resumed(ws, &files, &[], &[]);
         for name in ["changed.txt", "removed.txt", "made.txt"] {
             assert!(resumed.refusal(&spelled(&ws.join(name)), name).is_some(), "{name}");
         }
@@ -271,18 +285,21 @@ mod tests {
         let (files, changed, _) = resumed.at_pause(ws);
         assert_eq!(changed, ["changed.txt", "made.txt", "removed.txt"]);
         assert_eq!(files.keys().collect::<Vec<_>>(), ["same.txt"]);
-        let again = FilesSeen::resumed(ws, &files, &changed, true);
+        let again = FilesSeen::resumed(ws, &files, &changed, &[]);
         assert!(again.refusal(&spelled(&ws.join("changed.txt")), "changed.txt").is_some());
         // A read made now lifts it; a call that changes does not.
         again.note(&spelled(&ws.join("made.txt")), false);
         assert!(again.refusal(&spelled(&ws.join("made.txt")), "made.txt").is_some());
         again.note(&spelled(&ws.join("changed.txt")), true);
         assert!(again.refusal(&spelled(&ws.join("changed.txt")), "changed.txt").is_none());
-        // A recovery compares nothing, and keeps what was found before.
+        // A recovery takes the run's own writes since the pause for its
+        // own, compares the rest, and keeps what was found before.
         std::fs::write(ws.join("same.txt"), "changed by the run before it died").unwrap();
-        let recovered = FilesSeen::resumed(ws, &files, &changed, false);
+        let recovered = FilesSeen::resumed(ws, &files, &changed, &["same.txt".to_owned()]);
         assert!(recovered.refusal(&spelled(&ws.join("same.txt")), "same.txt").is_none());
         assert!(recovered.refusal(&spelled(&ws.join("removed.txt")), "removed.txt").is_some());
+        let not_the_runs = FilesSeen::resumed(ws, &files, &[], &[]);
+        assert!(not_the_runs.refusal(&spelled(&ws.join("same.txt")), "same.txt").is_some());
     }
 
     #[test]

@@ -76,6 +76,11 @@ pub(crate) struct Journal {
     /// the run's process ended, and their outcome is unknown (a
     /// recovery), in seq order.
     pub unknown: Vec<u64>,
+    /// The files (relative to the workspace, links inside it resolved)
+    /// the run's `write` and `edit` calls changed after its last pause: a
+    /// resume that recovers the run takes them for the run's own changes,
+    /// not someone else's (journal/files_seen.rs).
+    pub written_since_pause: Vec<String>,
 }
 
 /// Most lines a journal may have to be read back (about eight per call at
@@ -106,6 +111,8 @@ impl Journal {
             settled_at: HashMap::new(),
             started_at: HashMap::new(),
             pending_at: HashMap::new(),
+            preimages: Vec::new(),
+            paused_at: None,
         };
         for (n, line) in lines.iter().enumerate().skip(1) {
             reading.read_line(n, line)?;
@@ -129,6 +136,7 @@ impl Journal {
             paused: None,
             last_seq: 0,
             unknown: Vec::new(),
+            written_since_pause: Vec::new(),
         }
     }
 }
@@ -148,6 +156,10 @@ struct Reading {
     /// The line of each call's last `start`, and of its last `pending`.
     started_at: HashMap<u64, usize>,
     pending_at: HashMap<u64, usize>,
+    /// Each `preimage`'s file and line.
+    preimages: Vec<(String, usize)>,
+    /// The line of the last `paused`.
+    paused_at: Option<usize>,
     /// The line of each call's last `settle`, which takes back the
     /// `unsettled` results before it.
     settled_at: HashMap<u64, usize>,
@@ -206,13 +218,25 @@ impl Reading {
                 j.now.push((r.v, r.n));
             }
             "seed" => j.seed = Some(serde_json::from_str::<SeedRecord>(line).map_err(|e| bad(n, &e))?.v),
-            "paused" => j.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?),
+            "paused" => {
+                j.paused = Some(serde_json::from_str(line).map_err(|e| bad(n, &e))?);
+                self.paused_at = Some(n);
+            }
+            "preimage" => {
+                // Only its file: the bytes are undo's (journal/undo.rs).
+                #[derive(serde::Deserialize)]
+                struct PreimagePath {
+                    path: String,
+                }
+                let p: PreimagePath = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
+                self.preimages.push((p.path, n));
+            }
             "start" => {
                 let s: StartRecord = serde_json::from_str(line).map_err(|e| bad(n, &e))?;
                 self.started_at.insert(s.seq, n);
             }
             // Undo's records (journal/undo.rs): a replay needs none of them.
-            "state" | "resumed" | "preimage" | "postimage" | "reverted" => {}
+            "state" | "resumed" | "postimage" | "reverted" => {}
             other => return Err(bad(n, &format!("unknown record kind `{other}`"))),
         }
         Ok(())
@@ -229,7 +253,14 @@ impl Reading {
             settled_at,
             started_at,
             pending_at,
+            preimages,
+            paused_at,
         } = self;
+        journal.written_since_pause = preimages
+            .into_iter()
+            .filter(|(_, n)| paused_at.is_some_and(|p| *n > p))
+            .map(|(path, _)| path)
+            .collect();
         // Started since its last pause (or never paused), and never ended:
         // its outcome is unknown. A call paused on since (an earlier
         // recovery asked a person about it) waits on that decision.

@@ -394,12 +394,16 @@ impl Dispatcher {
             // either spelling (journal/files_seen.rs).
             let written = shared.workspace.join(&p.written);
             let spellings = [written.as_path(), target.as_path()];
-            let reads = entry.spec.is_read_only();
-            if !reads && let Some(reason) = seen.refusal(&spellings, &p.written) {
+            if !entry.spec.is_read_only()
+                && let Some(reason) = seen.refusal(&spellings, &p.written)
+            {
                 let completion = refuse(ledger, tool, caller, reason);
                 self.decided_by(completion.seq, "resume", None);
                 return Begun::Settled(completion);
             }
+            // A `read` made now sees the file as it is (a grep or a
+            // search does not, nor another tool's read of it).
+            let reads = tool == "read" && entry.spec.source == crate::catalog::ToolSource::Native;
             seen.note(&spellings, reads);
         }
         let durable = self.note_durable(&entry.spec);
