@@ -107,7 +107,7 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
                     "{}\n",
                     json!({
                         "run_id": run_id, "recorded": recorded.recorded, "calls": recorded.calls,
-                        "undecided": recorded.undecided,
+                        "undecided": recorded.undecided, "will_be_refused": recorded.will_be_refused,
                         "continue": {"host": host, "cli": resume},
                     })
                 )
@@ -199,6 +199,12 @@ fn recorded_text(
             Decided::Deny(reason) => {
                 out.push_str(&format!("recorded: call {seq}{what} denied: {}\n", one_line(reason)));
             }
+        }
+        if let Some((_, why)) = recorded.will_be_refused.iter().find(|(s, _)| s == seq) {
+            out.push_str(&format!(
+                "note: the resume will refuse call {seq} all the same: {}\n",
+                one_line(why)
+            ));
         }
     }
     for c in &recorded.undecided {

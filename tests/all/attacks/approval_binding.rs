@@ -230,6 +230,8 @@ fn an_allow_on_resume_does_not_overwrite_a_file_changed_since_the_pause() {
     assert!(listing.contains("note: an allow will be refused: `notes.txt` was removed since"), "{listing}");
     let approved = codemode(&["approve", &run_id, "--allow", "2"], "", ws);
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    let said = String::from_utf8_lossy(&approved.stdout);
+    assert!(said.contains("note: the resume will refuse call 2 all the same"), "{said}");
     let resumed = codemode(&["resume", &run_id, "--json"], "", ws);
     let value = json_of(&resumed)["value"].as_str().unwrap().to_owned();
     assert!(value.contains("`notes.txt` was removed since the run paused"), "{value}");

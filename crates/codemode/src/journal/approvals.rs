@@ -28,6 +28,11 @@ pub struct RecordedDecisions {
     /// The pending calls no decision is recorded for yet (a resume gates
     /// them again, which in server mode pauses the run again).
     pub undecided: Vec<PendingCall>,
+    /// The calls allowed now that a resume will refuse all the same, with
+    /// why: their file was changed since the run paused
+    /// ([`AwaitingCall::changed_since_pause`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub will_be_refused: Vec<(u64, String)>,
 }
 
 /// A pending call of a paused run and the decision a person recorded for
@@ -103,19 +108,13 @@ pub async fn pending_decisions(
         return Err(refused);
     }
     let journal = Journal::parse(&stored.lines).map_err(|m| unreadable(run_id, &m))?;
-    let workspace = std::path::Path::new(&journal.header.workspace);
-    let here = workspace.is_dir();
     Ok(journal
         .pending
         .iter()
         .map(|p| AwaitingCall {
             call: p.to_pending_call(),
             recorded: journal.approvals.iter().find(|a| a.seq == p.seq).map(RecordedDecision::of),
-            changed_since_pause: p
-                .bound
-                .as_ref()
-                .filter(|_| here)
-                .and_then(|b| super::files_seen::bound_changed(b, workspace)),
+            changed_since_pause: changed_since_pause(&journal, p),
         })
         .collect())
 }
@@ -228,12 +227,28 @@ pub async fn record_decisions(
         .filter_map(|(seq, _)| parsed.pending.iter().find(|p| p.seq == *seq))
         .map(|p| p.to_pending_call())
         .collect();
+    let will_be_refused = decisions
+        .iter()
+        .filter(|(_, d)| d.allows())
+        .filter_map(|(seq, _)| parsed.pending.iter().find(|p| p.seq == *seq))
+        .filter_map(|p| changed_since_pause(&parsed, p).map(|why| (p.seq, why)))
+        .collect();
     Ok(RecordedDecisions {
         run_id: run_id.to_owned(),
         recorded: decisions.iter().map(|(seq, _)| *seq).collect(),
         calls,
         undecided: parsed.pending.iter().filter(|p| !decided(p.seq)).map(|p| p.to_pending_call()).collect(),
+        will_be_refused,
     })
+}
+
+/// Why a resume will refuse `pending` of `journal` even when allowed: its
+/// file changed since the pause. Looked at in the workspace the journal
+/// names, when that folder is on this machine.
+fn changed_since_pause(journal: &Journal, pending: &super::record::PendingRecord) -> Option<String> {
+    let workspace = std::path::Path::new(&journal.header.workspace);
+    let bound = pending.bound.as_ref()?;
+    workspace.is_dir().then(|| super::files_seen::bound_changed(bound, workspace)).flatten()
 }
 
 /// Refuses decisions for calls that are not pending, or already decided.
