@@ -164,7 +164,8 @@ pub(crate) async fn prepare(
         }
     };
     // The files of the pending calls not denied are compared with what
-    // they held at the pause now, before any call runs (gate/binding.rs).
+    // they held at the pause now, before any call runs
+    // (journal/files_seen.rs).
     let denied: HashSet<u64> =
         merged.decisions.iter().filter(|(_, d)| !d.allows()).map(|(s, _)| *s).collect();
     for pending in journal.pending.iter_mut().filter(|p| !denied.contains(&p.seq)) {
@@ -173,10 +174,8 @@ pub(crate) async fn prepare(
             .as_ref()
             .and_then(|b| crate::journal::files_seen::bound_changed(b, &shared.workspace));
     }
-    // So are the files the run named before the pause
-    // (journal/files_seen.rs).
-    // A recovery's own writes since its last pause are the run's own
-    // changes, not someone else's.
+    // So are the files the run named before the pause, but those a
+    // recovery's own writes changed since its last pause.
     let files_seen = journal.paused.as_ref().map(|p| {
         crate::journal::files_seen::FilesSeen::resumed(
             &shared.workspace,

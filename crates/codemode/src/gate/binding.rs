@@ -50,9 +50,11 @@ pub(crate) fn unbindable(written: &str) -> String {
     )
 }
 
-/// [`check`] for a pending call allowed on resume: a call on a path
-/// recorded without its object (a journal written before approvals were
-/// bound) is refused too, since nothing says what the person saw.
+/// [`check`] for a pending call allowed on resume, then whether its file
+/// changed since the pause (found when the resume started:
+/// `PendingRecord::changed_since_pause`, journal/files_seen.rs): a call on
+/// a path recorded without its object (a journal written before approvals
+/// were bound) is refused too, since nothing says what the person saw.
 pub(crate) fn check_pending(
     pending: &crate::journal::record::PendingRecord,
     spec: &ToolSpec,

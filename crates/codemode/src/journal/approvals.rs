@@ -49,7 +49,7 @@ pub struct AwaitingCall {
     pub recorded: Option<RecordedDecision>,
     /// Why the resume will refuse the call even when it is allowed: its
     /// file was changed (or made, or removed) since the run paused
-    /// (gate/binding.rs). Looked at in the run's workspace as its journal
+    /// (journal/files_seen.rs). Looked at in the run's workspace as its journal
     /// names it, when that folder is on this machine; `None` otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changed_since_pause: Option<String>,
