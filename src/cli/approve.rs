@@ -87,10 +87,15 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
     if decisions.is_empty() {
         return match rt.block_on(codemode::journal::pending_decisions(store.as_ref(), run_id)) {
             Ok(pending) => {
+                let changed =
+                    rt.block_on(codemode::journal::files_changed_since_pause(store.as_ref(), run_id));
                 let text = if args.json {
-                    format!("{}\n", json!({"run_id": run_id, "pending": pending}))
+                    format!(
+                        "{}\n",
+                        json!({"run_id": run_id, "pending": pending, "files_changed_since_pause": changed})
+                    )
                 } else {
-                    listing(run_id, &pending)
+                    listing(run_id, &pending, &changed)
                 };
                 super::print_stdout(&text)?;
                 Ok(0)
@@ -140,7 +145,7 @@ fn refused(e: &RunError, json: bool) -> anyhow::Result<u8> {
 /// command cannot forge a line of its own; blank-looking characters
 /// escaped and long runs of spaces counted, so padding cannot push its
 /// tail out of sight).
-fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
+fn listing(run_id: &str, pending: &[AwaitingCall], changed: &[String]) -> String {
     let mut out = format!("run {run_id} is paused; calls waiting for a decision:\n");
     let mut open = Vec::new();
     for p in pending {
@@ -154,6 +159,7 @@ fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
         out.push_str(&format!("    arguments: {}\n", visible(&args)));
         if let Some(changed) = &p.changed_since_pause {
             out.push_str(&format!("    note: an allow will be refused: {}\n", one_line(changed)));
+            out.push_str(&format!("    {}\n", end_instead(run_id, c.seq)));
         }
         match &p.recorded {
             Some(r) => {
@@ -167,13 +173,32 @@ fn listing(run_id: &str, pending: &[AwaitingCall]) -> String {
     if pending.is_empty() {
         out.push_str("  none\n");
     }
+    if !changed.is_empty() {
+        let files: Vec<String> = changed.iter().map(|f| visible(f)).collect();
+        out.push_str(&format!(
+            "changed since the pause, and named by the run before it: {}; after the resume, a call that would \
+             change one is refused (a `read` of it first lifts that); start the program again to work from them \
+             as they are\n",
+            files.join(", ")
+        ));
+    }
     if !open.is_empty() {
         out.push_str(&format!(
             "decide: codemode approve {run_id} --allow SEQ (or --deny SEQ) [--reason TEXT]; undecided: {}\n",
             open.join(",")
         ));
+    } else if !pending.is_empty() {
+        out.push_str(&format!("go on: codemode resume {run_id} (with the options the run had)\n"));
     }
     out
+}
+
+/// What a person does instead of an allow the resume will refuse.
+fn end_instead(run_id: &str, seq: u64) -> String {
+    format!(
+        "instead: deny it (codemode approve {run_id} --deny {seq}) or end the run (codemode runs cancel \
+         {run_id}), then start the program again"
+    )
 }
 
 /// What was recorded and how the run goes on.
@@ -202,8 +227,10 @@ fn recorded_text(
         }
         if let Some((_, why)) = recorded.will_be_refused.iter().find(|(s, _)| s == seq) {
             out.push_str(&format!(
-                "note: the resume will refuse call {seq} all the same: {}\n",
-                one_line(why)
+                "note: the resume will refuse call {seq} all the same: {}\nto end the run instead: codemode \
+                 runs cancel {}, then start the program again\n",
+                one_line(why),
+                recorded.run_id
             ));
         }
     }

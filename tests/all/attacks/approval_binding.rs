@@ -228,6 +228,7 @@ fn an_allow_on_resume_does_not_overwrite_a_file_changed_since_the_pause() {
     let listed = codemode(&["approve", &run_id], "", ws);
     let listing = String::from_utf8_lossy(&listed.stdout);
     assert!(listing.contains("note: an allow will be refused: `notes.txt` was removed since"), "{listing}");
+    assert!(listing.contains(&format!("instead: deny it (codemode approve {run_id} --deny 2)")), "{listing}");
     let approved = codemode(&["approve", &run_id, "--allow", "2"], "", ws);
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
     let said = String::from_utf8_lossy(&approved.stdout);
@@ -282,6 +283,13 @@ fn a_resumed_run_does_not_overwrite_a_file_it_read_before_the_pause_and_someone_
     };
     let run_id = paused(ws);
     std::fs::write(ws.join("notes.txt"), "first line\nmine\n").unwrap();
+    // The person is told before deciding the bash call.
+    let listed = codemode(&["approve", &run_id], "", ws);
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listing.contains("changed since the pause, and named by the run before it: notes.txt"),
+        "{listing}"
+    );
     let resumed = codemode(&["resume", &run_id, "--allow", "2", "--approve", "allow", "--json"], "", ws);
     let receipt = json_of(&resumed);
     let value = receipt["value"].as_str().unwrap_or_default();

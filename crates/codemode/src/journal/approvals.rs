@@ -242,6 +242,26 @@ pub async fn record_decisions(
     })
 }
 
+/// The files paused run `run_id` named before its pause (a read, a write,
+/// an edit) that changed since, as a resume would find them now
+/// (journal/files_seen.rs): after the resume, a call that would change one
+/// is refused. Looked at in the workspace the journal names, when that
+/// folder is on this machine; empty otherwise, and for a run that cannot
+/// be read.
+pub async fn files_changed_since_pause(store: &dyn JournalStore, run_id: &str) -> Vec<String> {
+    let Ok(stored) = store.load(run_id).await else { return Vec::new() };
+    let Ok(journal) = Journal::parse(&stored.lines) else { return Vec::new() };
+    let workspace = std::path::Path::new(&journal.header.workspace);
+    let Some(paused) = journal.paused.as_ref().filter(|_| workspace.is_dir()) else { return Vec::new() };
+    super::files_seen::FilesSeen::resumed(
+        workspace,
+        &paused.files,
+        &paused.changed_files,
+        &journal.written_since_pause,
+    )
+    .changed(workspace)
+}
+
 /// Why a resume will refuse `pending` of `journal` even when allowed: its
 /// file changed since the pause. Looked at in the workspace the journal
 /// names, when that folder is on this machine.

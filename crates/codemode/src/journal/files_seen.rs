@@ -88,6 +88,16 @@ impl FilesSeen {
         FilesSeen { named: Mutex::new(named), changed: Mutex::new(changed), ..FilesSeen::default() }
     }
 
+    /// The files found changed since the pause, as the workspace shows
+    /// them (relative when inside `workspace`).
+    pub(crate) fn changed(&self, workspace: &Path) -> Vec<String> {
+        let changed = lock(&self.changed);
+        changed
+            .iter()
+            .map(|p| p.strip_prefix(workspace).unwrap_or(p).to_string_lossy().into_owned())
+            .collect()
+    }
+
     /// Notes that a call named `spellings` (absolute: as written, and as
     /// resolved). A `read` made live (`reads`) sees the file as it is now:
     /// a change found since the pause no longer holds against it.
@@ -185,9 +195,9 @@ pub(crate) fn bound_changed(bound: &BoundObject, workspace: &Path) -> Option<Str
         _ => "was changed",
     };
     Some(format!(
-        "`{path}` {what} since the run paused on this call: the run made the call from what it read before the \
-         pause (a decision holds for the file as it was then), so the call is refused rather than overwrite \
-         that change unseen. Start the program again to work from the file as it is now"
+        "`{path}` {what} since the run paused on this call: the call was made, and is decided, for the file as \
+         it was at the pause (a resume goes on from what the run saw then), so it is refused rather than act \
+         on that change unseen. Start the program again to work from the file as it is now"
     ))
 }
 

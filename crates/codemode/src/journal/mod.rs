@@ -47,7 +47,10 @@ mod syncer;
 pub(crate) mod undo;
 pub(crate) mod writer;
 
-pub use approvals::{AwaitingCall, RecordedDecision, RecordedDecisions, pending_decisions, record_decisions};
+pub use approvals::{
+    AwaitingCall, RecordedDecision, RecordedDecisions, files_changed_since_pause, pending_decisions,
+    record_decisions,
+};
 /// Where run state lives by default: the user's state folder, a folder
 /// per workspace.
 pub use codemode_base::run_state;
