@@ -171,6 +171,15 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
             super::add_journal_outcome(engine.journal_store(), &mut receipt);
         }
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
+    } else if let Some(e) = receipt.error.as_ref().filter(|_| refused_up_front && receipt.calls.is_empty()) {
+        // Refused before anything ran: the reason alone, not a run summary
+        // of nothing ("failed in 0.0 ms; 0 calls").
+        let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned));
+        eprintln!(
+            "codemode: resume refused ({}): {}",
+            kind.unwrap_or_default(),
+            super::run::printable(&e.message)
+        );
     } else {
         super::run::show(&receipt, saved.as_deref(), &engine_args)?;
     }

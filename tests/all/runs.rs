@@ -474,6 +474,9 @@ fn a_run_without_its_journal_is_refused_as_such_not_as_unknown() {
     }
     let out = codemode(&["resume", "run-20000101T000000Z-00000000", "--allow", "1"], "", ws);
     assert!(stderr(&out).contains("unknown id"), "{}", stderr(&out));
+    // The refusal alone, not a summary of a run of nothing.
+    assert!(stderr(&out).starts_with("codemode: resume refused (not_resumable): "), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("0 calls"), "{}", stderr(&out));
 }
 
 #[test]
