@@ -295,6 +295,8 @@ impl Receipt {
         // budget), so a stop is said once.
         let cut_line = self.status != super::RunStatus::Paused;
         let run_error = self.error.as_ref().map(|e| e.message.as_str());
+        // A paused run's pending calls have their own lines (`pending:`).
+        let own_line = |seq: u64| !cut_line && self.pending.iter().any(|p| p.seq == seq);
         let listed: Vec<_> = self
             .calls
             .iter()
@@ -302,6 +304,7 @@ impl Receipt {
             .filter(|c| {
                 !c.elicitations.is_empty()
                     || !((cut_line && c.status == CallStatus::InFlight)
+                        || own_line(c.seq)
                         || (c.status == CallStatus::Refused
                             && c.error.is_some()
                             && c.error.as_deref() == run_error))
@@ -529,6 +532,18 @@ mod tests {
         r.status = RunStatus::Paused;
         let text = r.render(&RenderOptions::default());
         assert!(text.contains("call 1 write: pending\n"), "{text}");
+        // Listed once when the pause lists it with what it waits for.
+        r.pending = vec![crate::receipt::PendingCall {
+            seq: 1,
+            tool: "write".into(),
+            arguments: serde_json::json!({}),
+            reason: "the posture is ask".into(),
+            subject: Some("a.txt".into()),
+            kind: None,
+        }];
+        let text = r.render(&RenderOptions::default());
+        assert!(!text.contains("call 1 write: pending\n"), "{text}");
+        assert!(text.contains("pending: call 1 write (a.txt): the posture is ask"), "{text}");
     }
 
     #[test]
