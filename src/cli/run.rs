@@ -197,8 +197,16 @@ pub(crate) fn show(
                 eprintln!("codemode: warning: {}", printable(stopped));
             }
             let seqs: Vec<String> = receipt.pending.iter().map(|p| p.seq.to_string()).collect();
+            // Calls refused on the way (a resume's refusal of a file
+            // changed since the pause, say) are counted even here.
+            let refused =
+                receipt.calls.iter().filter(|c| c.status == codemode::receipt::CallStatus::Refused).count();
+            let refused = match refused {
+                0 => String::new(),
+                n => format!(" ({n} call(s) refused on the way: codemode runs show {})", receipt.run_id),
+            };
             eprintln!(
-                "codemode: paused: run {} waits for a decision on call {}: codemode resume {} --allow SEQ (or --deny SEQ){}",
+                "codemode: paused: run {} waits for a decision on call {}{refused}: codemode resume {} --allow SEQ (or --deny SEQ){}",
                 receipt.run_id,
                 seqs.join(", "),
                 receipt.run_id,

@@ -376,3 +376,27 @@ fn paused_on_bash(ws: &Path, program: &str) -> String {
     assert_eq!(receipt["pending"][0]["tool"], "bash", "{receipt}");
     receipt["run_id"].as_str().unwrap().to_owned()
 }
+
+/// Resumed quietly (`-q`) into another pause, a call refused on the way
+/// (here the write of a file changed while the run was paused) is still
+/// counted on the one line `-q` prints.
+#[test]
+fn a_quiet_resume_that_pauses_again_counts_the_calls_refused_on_the_way() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("notes.txt"), "first\n").unwrap();
+    let program = "const before = await tools.read({path: 'notes.txt', format: 'text'});
+        await tools.bash({command: 'true'});
+        try { await tools.write({path: 'notes.txt', content: before.content + 'added'}); } catch (e) {}
+        await tools.write({path: 'other.txt', content: 'x'});
+        return 'end';";
+    let run_id = paused_on_bash(ws, program);
+    std::fs::write(ws.join("notes.txt"), "first\nmine\n").unwrap();
+    let quiet = codemode(&["-q", "resume", &run_id, "--allow", "2"], "", ws);
+    assert_eq!(quiet.status.code(), Some(4), "{}", stderr(&quiet));
+    assert!(
+        stderr(&quiet).contains("waits for a decision on call 4 (1 call(s) refused on the way"),
+        "{}",
+        stderr(&quiet)
+    );
+}
