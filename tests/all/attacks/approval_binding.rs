@@ -48,10 +48,7 @@ fn stderr(out: &std::process::Output) -> String {
 /// Pauses on the write (the pause approver), then a later program swaps
 /// `docs/` for a link to `ci/flows/`; returns the run id.
 fn paused_then_swapped(ws: &Path) -> String {
-    std::fs::write(ws.join("prog.js"), WRITE_DEPLOY).unwrap();
-    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
-    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
-    let run_id = json_of(&run)["run_id"].as_str().unwrap().to_owned();
+    let run_id = paused_receipt(ws, WRITE_DEPLOY)["run_id"].as_str().unwrap().to_owned();
     std::fs::write(ws.join("later.js"), "await tools.bash({command: 'rm -rf docs && ln -s ci/flows docs'});")
         .unwrap();
     let later = codemode(&["run", "later.js", "--posture", "full-access", "--json"], "", ws);
@@ -178,10 +175,7 @@ catch (e) { return e.kind + ': ' + e.message; }";
 /// Pauses READ_THEN_WRITE on its write; returns the run id.
 fn paused_on_the_write(ws: &Path) -> String {
     std::fs::write(ws.join("notes.txt"), "first line\n").unwrap();
-    std::fs::write(ws.join("prog.js"), READ_THEN_WRITE).unwrap();
-    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
-    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
-    json_of(&run)["run_id"].as_str().unwrap().to_owned()
+    paused_receipt(ws, READ_THEN_WRITE)["run_id"].as_str().unwrap().to_owned()
 }
 
 /// A decision binds to the file as the person saw it, too: a file changed
@@ -257,10 +251,7 @@ fn two_allowed_edits_of_one_file_both_apply_on_resume() {
         tools.edit({path: 'notes.txt', edits: [{old: 'first', new: '1st'}]}),
         tools.edit({path: 'notes.txt', edits: [{old: 'line', new: 'LINE'}]})]);
       return 'edited';";
-    std::fs::write(ws.join("prog.js"), program).unwrap();
-    let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
-    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
-    let receipt = json_of(&run);
+    let receipt = paused_receipt(ws, program);
     assert_eq!(receipt["pending"].as_array().map(Vec::len), Some(2), "{receipt}");
     let run_id = receipt["run_id"].as_str().unwrap();
     let resumed = codemode(&["resume", run_id, "--allow", "1,2", "--json"], "", ws);
@@ -369,12 +360,18 @@ fn read_then_bash_then_write(path: &str, added: &str) -> String {
 /// Runs `program` in `ws` with the pause approver until it pauses on its
 /// bash call; returns the run id.
 fn paused_on_bash(ws: &Path, program: &str) -> String {
+    let receipt = paused_receipt(ws, program);
+    assert_eq!(receipt["pending"][0]["tool"], "bash", "{receipt}");
+    receipt["run_id"].as_str().unwrap().to_owned()
+}
+
+/// Runs `program` (as `prog.js`) in `ws` with the pause approver, checks
+/// it paused, and returns its receipt.
+fn paused_receipt(ws: &Path, program: &str) -> Value {
     std::fs::write(ws.join("prog.js"), program).unwrap();
     let run = codemode(&["run", "prog.js", "--approve", "pause", "--json"], "", ws);
     assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
-    let receipt = json_of(&run);
-    assert_eq!(receipt["pending"][0]["tool"], "bash", "{receipt}");
-    receipt["run_id"].as_str().unwrap().to_owned()
+    json_of(&run)
 }
 
 /// Resumed quietly (`-q`) into another pause, a call refused on the way
