@@ -720,21 +720,66 @@ fn a_second_signal_ends_a_run_that_does_not_stop() {
     signal("INT");
     std::thread::sleep(std::time::Duration::from_millis(100));
     signal("INT");
-    let waited = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if waited.elapsed() > std::time::Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("the second signal did not end the process");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = exited_within(&mut child, 30, "the second signal did not end the process");
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("was cancelled but a second signal came"), "{err}");
     let listed = codemode(&["runs", "list", "--json"], "", ws.path());
     assert!(String::from_utf8_lossy(&listed.stdout).contains("\"interrupted\""), "{listed:?}");
+}
+
+/// A program inside work QuickJS does not interrupt (a loop of sorts of a
+/// large typed array: thousands of slow built-in calls between two
+/// interrupt checks) cannot hold `codemode run` past its deadline: the
+/// engine answers for it `OVERRUN_GRACE` after the deadline, with a
+/// `timed_out` receipt saying so, and the process ends (it used to run
+/// for minutes; engine/overrun_watch.rs).
+#[test]
+fn a_run_stuck_in_slow_built_ins_is_answered_after_its_deadline_and_a_grace() {
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("stuck.js"),
+        "await tools.write({path: 'started', content: ''});\n\
+         const a = new Float64Array(1 << 20);\n\
+         for (;;) a.sort();\n",
+    )
+    .unwrap();
+    let mut child =
+        spawn(&["run", "stuck.js", "--approve", "allow", "--deadline", "1", "--json"], ws.path(), &[]);
+    drop(child.stdin.take());
+    let status = exited_within(&mut child, 90, "the run was not answered at its deadline and a grace");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(3), "{err}");
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a receipt on stdout");
+    assert_eq!(receipt["status"], "timed_out", "{receipt}");
+    assert_eq!(receipt["error"]["kind"], "timeout", "{receipt}");
+    let message = receipt["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("QuickJS does not interrupt") && message.contains("without its VM"),
+        "{message}"
+    );
+    // The call it made before is in its journal, as the message says.
+    let run_id = receipt["run_id"].as_str().unwrap();
+    let shown = codemode(&["runs", "show", run_id], "", ws.path());
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("write  approved/ok"), "{shown}");
+}
+
+/// Waits up to `secs` seconds for `child` to exit (liveness, not speed);
+/// kills it and panics with `why` when it does not.
+fn exited_within(child: &mut std::process::Child, secs: u64, why: &str) -> std::process::ExitStatus {
+    let waited = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if waited.elapsed() > std::time::Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{why}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

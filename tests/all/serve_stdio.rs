@@ -847,3 +847,47 @@ fn a_client_that_closes_stdout_stops_the_server_and_its_runs() {
     assert_eq!(receipt["status"], "cancelled", "{receipt}");
     drop(send);
 }
+
+/// A program inside work QuickJS does not interrupt (sorts of a large
+/// typed array in a loop) does not hold the server: it is answered
+/// `timed_out` after its deadline and a grace (engine/overrun_watch.rs),
+/// the programs after it run on a VM thread it does not hold (the VM pool
+/// passes over its thread), and the server still ends when its client
+/// leaves.
+#[test]
+fn a_program_stuck_in_slow_built_ins_is_answered_and_does_not_hold_the_server() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--posture", "full-access", "--deadline", "3"]);
+    s.initialize(json!({}));
+    let stuck = execute(&mut s, "const a = new Float64Array(1 << 20); for (;;) a.sort();");
+    assert_eq!(stuck["status"], "timed_out", "{stuck}");
+    assert!(stuck.to_string().contains("without its VM"), "{stuck}");
+    // Two programs at once: each holds a VM thread's slot for a second.
+    // The stuck program still holds the first VM thread, so both must go
+    // to the other (with the fewest runs, the second would be sent to it).
+    let ids: Vec<u64> = (0..2)
+        .map(|i| {
+            let code = format!("await tools.bash({{command: 'sleep 1'}}); return {i};");
+            s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}))
+        })
+        .collect();
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < ids.len() {
+        let m = s.next();
+        if let Some(id) = m["id"].as_u64().filter(|id| ids.contains(id)) {
+            answers.insert(id, m["result"]["structuredContent"].clone());
+        }
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!((&answers[id]["status"], &answers[id]["value"]), (&json!("completed"), &json!(i)));
+        }
+    }
+    drop(s.stdin);
+    ended_within(
+        &mut s.child,
+        600,
+        Duration::from_millis(100),
+        "the server did not end when its client left",
+    );
+}

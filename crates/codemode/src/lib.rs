@@ -81,8 +81,8 @@ pub use codemode_base::{display_text, limit_settings};
 /// [`Receipt`].
 pub mod run {
     pub use crate::engine::{
-        CallOutcome, Canceller, ClockPause, Compensated, EXECUTE_TOOLS, NotUndone, RollbackOptions,
-        RollbackReport, Run, RunOptions, ToolsShown,
+        CallOutcome, Canceller, ClockPause, Compensated, EXECUTE_TOOLS, NotUndone, OVERRUN_GRACE,
+        RollbackOptions, RollbackReport, Run, RunOptions, ToolsShown,
     };
     pub use crate::vm::PRELUDE_NAME;
     pub use codemode_program::{BLANK_PROGRAM, ExecuteInput, MAX_INPUT_BYTES, is_blank};

@@ -384,6 +384,7 @@ impl EngineBuilder {
                 tools: tools_handle,
                 vms,
                 cancel_watch: Arc::default(),
+                overrun_watch: Arc::default(),
                 pacing,
                 trace_sink: self.trace_sink,
                 _own_runtime: own,

@@ -13,6 +13,7 @@ pub(crate) mod dispatch;
 pub(crate) mod elicitor;
 mod execute_tools;
 mod mcp_link;
+mod overrun_watch;
 pub(crate) mod pacing;
 mod prestart;
 mod resume;
@@ -26,6 +27,7 @@ pub(crate) use codemode_base::time_text::rfc3339_utc;
 
 pub use batch::{BatchItem, BatchOptions, BatchRun, ItemStatus};
 pub use builder::{BuildError, EngineBuilder};
+pub use overrun_watch::OVERRUN_GRACE;
 pub use rollback::{Compensated, NotUndone, RollbackOptions, RollbackReport};
 pub use run_handle::{Canceller, ClockPause, Run, RunOptions};
 
@@ -84,6 +86,9 @@ pub(crate) struct Shared {
     /// The journaled runs going now, watched for cancels from other
     /// processes.
     pub cancel_watch: Arc<cancel_watch::CancelWatch>,
+    /// The runs going now, watched for a deadline QuickJS does not hold
+    /// (engine/overrun_watch.rs).
+    pub overrun_watch: Arc<overrun_watch::OverrunWatch>,
     /// The limits per tool and per MCP server, shared by every run.
     pub pacing: pacing::Pacing,
     /// Where traced runs go when they end (telemetry/mod.rs).
@@ -270,10 +275,19 @@ impl Engine {
         options: RunOptions,
     ) -> Run {
         let (tx, rx) = oneshot::channel();
+        // The VM sends the receipt, or the overrun watch when the VM does
+        // not stop by its deadline and a grace (engine/overrun_watch.rs).
+        let slot = overrun_watch::Answer::new(tx);
+        // Watched from now, not from when the VM thread takes the run: a
+        // run queued behind a thread held by such a program is answered
+        // too.
+        let overrun = self.shared.overrun_watch.watch(&self.shared, &run_id, &clock, &slot);
         let shared = self.shared.clone();
         let (id, c) = (run_id.clone(), clock.clone());
         let job: crate::vm::pool::Job = Box::new(move || {
             Box::pin(async move {
+                let _overrun = overrun;
+                slot.started_here();
                 let durable = journaling.as_ref().and_then(|j| j.durable.clone());
                 let undo = journaling.as_ref().and_then(|j| j.log.undo_log()).map(Arc::new);
                 let files_seen = journaling.as_ref().map(|j| j.files_seen.clone());
@@ -298,7 +312,7 @@ impl Engine {
                 if let (Some(trace), Some(sink)) = (&trace, &shared.trace_sink) {
                     trace.finish(sink.as_ref(), &receipt);
                 }
-                let _ = tx.send(receipt);
+                slot.send(receipt);
             })
         });
         let (failed_tx, failed_rx) = oneshot::channel();

@@ -128,6 +128,14 @@ impl RunClock {
         Some(Duration::from_nanos(expires.saturating_sub(nanos(self.start.elapsed()))))
     }
 
+    /// How long the run is past its deadline, or `None` while it is not
+    /// (or the clock is stopped).
+    pub(crate) fn overdue(&self) -> Option<Duration> {
+        let expires = self.expires_ns.load(Ordering::Relaxed);
+        let now = nanos(self.start.elapsed());
+        (expires != u64::MAX && now > expires).then(|| Duration::from_nanos(now - expires))
+    }
+
     /// Resolves when the clock stops, starts again or is cancelled.
     pub(crate) async fn changed(&self) {
         self.changed.notified().await;

@@ -4,7 +4,9 @@
 //! tool runtime: a busy program delays only the programs on its own VM
 //! thread, never tool I/O. Each thread runs a current-thread tokio runtime
 //! with a `LocalSet` that holds many VMs (`Vm`s are `!Send`); a new run
-//! goes to the thread with the fewest runs.
+//! goes to the thread with the fewest runs, passing over a thread held by
+//! a run answered without its VM (engine/overrun_watch.rs) while another
+//! thread is not.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +23,19 @@ pub(crate) type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Se
 struct Worker {
     jobs: mpsc::UnboundedSender<Job>,
     active: Arc<AtomicUsize>,
+    /// Runs on this thread answered without their VM and still going.
+    stalled: Arc<AtomicUsize>,
+}
+
+thread_local! {
+    /// The stalled count of the VM thread this is (none elsewhere).
+    static STALLED: std::cell::RefCell<Option<Arc<AtomicUsize>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The count of runs answered without their VM on this VM thread (to be
+/// raised while such a run still holds it), or `None` off VM threads.
+pub(crate) fn stalled_here() -> Option<Arc<AtomicUsize>> {
+    STALLED.with(|s| s.borrow().clone())
 }
 
 /// The VM threads of an engine. Threads end when the pool is dropped and
@@ -38,23 +53,27 @@ impl VmPool {
         for i in 0..threads {
             let (tx, rx) = mpsc::unbounded_channel::<Job>();
             let active = Arc::new(AtomicUsize::new(0));
-            let count = active.clone();
-            std::thread::Builder::new()
-                .name(format!("codemode-vm-{i}"))
-                .stack_size(VM_THREAD_STACK)
-                .spawn(move || worker_main(rx, count, i == 0, spares))?;
-            workers.push(Worker { jobs: tx, active });
+            let stalled = Arc::new(AtomicUsize::new(0));
+            let (count, stalls) = (active.clone(), stalled.clone());
+            std::thread::Builder::new().name(format!("codemode-vm-{i}")).stack_size(VM_THREAD_STACK).spawn(
+                move || {
+                    STALLED.with(|s| *s.borrow_mut() = Some(stalls));
+                    worker_main(rx, count, i == 0, spares)
+                },
+            )?;
+            workers.push(Worker { jobs: tx, active, stalled });
         }
         Ok(VmPool { workers })
     }
 
-    /// Runs `job` on the least busy VM thread. Returns the job back if every
-    /// thread has stopped.
+    /// Runs `job` on the least busy VM thread not held by a run answered
+    /// without its VM (the least busy of all when every thread is). Returns
+    /// the job back if every thread has stopped.
     pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
         let worker = self
             .workers
             .iter()
-            .min_by_key(|w| w.active.load(Ordering::Relaxed))
+            .min_by_key(|w| (w.stalled.load(Ordering::Relaxed) > 0, w.active.load(Ordering::Relaxed)))
             .expect("a pool has at least one thread");
         worker.active.fetch_add(1, Ordering::Relaxed);
         worker.jobs.send(job).map_err(|e| {
