@@ -85,17 +85,12 @@ fn execute(args: ApproveArgs) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let run_id = args.run_id.as_str();
     if decisions.is_empty() {
-        return match rt.block_on(codemode::journal::pending_decisions(store.as_ref(), run_id)) {
-            Ok(pending) => {
-                let changed =
-                    rt.block_on(codemode::journal::files_changed_since_pause(store.as_ref(), run_id));
+        return match rt.block_on(codemode::journal::approval_listing(store.as_ref(), run_id)) {
+            Ok(shown) => {
                 let text = if args.json {
-                    format!(
-                        "{}\n",
-                        json!({"run_id": run_id, "pending": pending, "files_changed_since_pause": changed})
-                    )
+                    format!("{}\n", json!(shown))
                 } else {
-                    listing(run_id, &pending, &changed)
+                    listing(run_id, &shown.pending, &shown.files_changed_since_pause)
                 };
                 super::print_stdout(&text)?;
                 Ok(0)

@@ -223,6 +223,10 @@ fn an_allow_on_resume_does_not_overwrite_a_file_changed_since_the_pause() {
     let listing = String::from_utf8_lossy(&listed.stdout);
     assert!(listing.contains("note: an allow will be refused: `notes.txt` was removed since"), "{listing}");
     assert!(listing.contains(&format!("instead: deny it (codemode approve {run_id} --deny 2)")), "{listing}");
+    let listed = json_of(&codemode(&["approve", &run_id, "--json"], "", ws));
+    let why = listed["pending"][0]["changed_since_pause"].as_str().unwrap_or_default();
+    assert!(why.contains("`notes.txt` was removed since"), "{listed}");
+    assert_eq!(listed["files_changed_since_pause"], serde_json::json!(["notes.txt"]), "{listed}");
     let approved = codemode(&["approve", &run_id, "--allow", "2"], "", ws);
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
     let said = String::from_utf8_lossy(&approved.stdout);

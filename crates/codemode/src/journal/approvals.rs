@@ -49,8 +49,10 @@ pub struct AwaitingCall {
     pub recorded: Option<RecordedDecision>,
     /// Why the resume will refuse the call even when it is allowed: its
     /// file was changed (or made, or removed) since the run paused
-    /// (journal/files_seen.rs). Looked at in the run's workspace as its journal
-    /// names it, when that folder is on this machine; `None` otherwise.
+    /// (journal/files_seen.rs). Looked at by [`approval_listing`] in the
+    /// run's workspace as its journal names it, when that folder is on
+    /// this machine; `None` otherwise, and always from
+    /// [`pending_decisions`], which reads no file but the journal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changed_since_pause: Option<String>,
 }
@@ -93,7 +95,8 @@ pub(crate) fn denied_reason(reason: Option<&str>) -> String {
 }
 
 /// The pending calls of paused run `run_id` with any decision recorded for
-/// them, read without holding the run.
+/// them, read without holding the run; no file but the journal is read
+/// (`changed_since_pause` is `None`: [`approval_listing`] looks).
 ///
 /// # Errors
 /// `not_resumable` for an unknown run, one that is not paused (running,
@@ -103,20 +106,67 @@ pub async fn pending_decisions(
     store: &dyn JournalStore,
     run_id: &str,
 ) -> Result<Vec<AwaitingCall>, RunError> {
+    let journal = paused_journal(store, run_id).await?;
+    Ok(awaiting(&journal, |_| None))
+}
+
+/// What a person deciding the pending calls of paused run `run_id` is
+/// shown (`codemode approve`), from one read of its journal: each pending
+/// call with any decision recorded and whether its file changed since the
+/// pause, and the files the run named before the pause that changed since.
+///
+/// # Errors
+/// As [`pending_decisions`].
+pub async fn approval_listing(store: &dyn JournalStore, run_id: &str) -> Result<ApprovalListing, RunError> {
+    let journal = paused_journal(store, run_id).await?;
+    Ok(ApprovalListing {
+        run_id: run_id.to_owned(),
+        pending: awaiting(&journal, |p| changed_since_pause(&journal, p)),
+        files_changed_since_pause: files_changed_since_pause(&journal),
+    })
+}
+
+/// What [`approval_listing`] shows (the JSON of `codemode approve RUN
+/// --json`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct ApprovalListing {
+    /// The run.
+    pub run_id: String,
+    /// Its pending calls, in seq order.
+    pub pending: Vec<AwaitingCall>,
+    /// The files the run named before its pause (a read, a write, an edit)
+    /// that changed since, as a resume would find them now
+    /// (journal/files_seen.rs): after the resume, a call that would change
+    /// one is refused. Looked at in the workspace the journal names, when
+    /// that folder is on this machine; empty otherwise.
+    pub files_changed_since_pause: Vec<String>,
+}
+
+/// The journal of paused run `run_id`, read without holding the run.
+async fn paused_journal(store: &dyn JournalStore, run_id: &str) -> Result<Journal, RunError> {
     let stored = store.load(run_id).await.map_err(|e| store_error(store, e))?;
     if let Some(refused) = not_paused(store, run_id, &stored) {
         return Err(refused);
     }
-    let journal = Journal::parse(&stored.lines).map_err(|m| unreadable(run_id, &m))?;
-    Ok(journal
+    Journal::parse(&stored.lines).map_err(|m| unreadable(run_id, &m))
+}
+
+/// The pending calls of `journal`, each with its recorded decision and
+/// `changed` of it.
+fn awaiting(
+    journal: &Journal,
+    changed: impl Fn(&super::record::PendingRecord) -> Option<String>,
+) -> Vec<AwaitingCall> {
+    journal
         .pending
         .iter()
         .map(|p| AwaitingCall {
             call: p.to_pending_call(),
             recorded: journal.approvals.iter().find(|a| a.seq == p.seq).map(RecordedDecision::of),
-            changed_since_pause: changed_since_pause(&journal, p),
+            changed_since_pause: changed(p),
         })
-        .collect())
+        .collect()
 }
 
 /// Why decisions cannot be taken for run `run_id`, as `stored` (read
@@ -242,15 +292,8 @@ pub async fn record_decisions(
     })
 }
 
-/// The files paused run `run_id` named before its pause (a read, a write,
-/// an edit) that changed since, as a resume would find them now
-/// (journal/files_seen.rs): after the resume, a call that would change one
-/// is refused. Looked at in the workspace the journal names, when that
-/// folder is on this machine; empty otherwise, and for a run that cannot
-/// be read.
-pub async fn files_changed_since_pause(store: &dyn JournalStore, run_id: &str) -> Vec<String> {
-    let Ok(stored) = store.load(run_id).await else { return Vec::new() };
-    let Ok(journal) = Journal::parse(&stored.lines) else { return Vec::new() };
+/// [`ApprovalListing::files_changed_since_pause`] of `journal`.
+fn files_changed_since_pause(journal: &Journal) -> Vec<String> {
     let workspace = std::path::Path::new(&journal.header.workspace);
     let Some(paused) = journal.paused.as_ref().filter(|_| workspace.is_dir()) else { return Vec::new() };
     super::files_seen::FilesSeen::resumed(

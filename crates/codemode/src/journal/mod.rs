@@ -48,7 +48,7 @@ pub(crate) mod undo;
 pub(crate) mod writer;
 
 pub use approvals::{
-    AwaitingCall, RecordedDecision, RecordedDecisions, files_changed_since_pause, pending_decisions,
+    ApprovalListing, AwaitingCall, RecordedDecision, RecordedDecisions, approval_listing, pending_decisions,
     record_decisions,
 };
 /// Where run state lives by default: the user's state folder, a folder
