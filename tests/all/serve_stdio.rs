@@ -101,6 +101,18 @@ impl Served {
         let _ = self.child.wait();
     }
 
+    /// Closes stdin and waits a minute at most for the process to end
+    /// (liveness, not speed); kills it and panics when it does not.
+    pub fn ends_when_closed(mut self) {
+        drop(self.stdin);
+        ended_within(
+            &mut self.child,
+            600,
+            Duration::from_millis(100),
+            "the server did not end when its client left",
+        );
+    }
+
     /// Closes stdin and waits for the process.
     pub fn close(mut self) -> std::process::ExitStatus {
         drop(self.stdin);
@@ -883,11 +895,37 @@ fn a_program_stuck_in_slow_built_ins_is_answered_and_does_not_hold_the_server() 
             assert_eq!((&answers[id]["status"], &answers[id]["value"]), (&json!("completed"), &json!(i)));
         }
     }
-    drop(s.stdin);
-    ended_within(
-        &mut s.child,
-        600,
-        Duration::from_millis(100),
-        "the server did not end when its client left",
-    );
+    s.ends_when_closed();
+}
+
+/// With every VM thread held by a program QuickJS has not interrupted yet
+/// (each answered `timed_out` after its deadline and a grace), a new
+/// program still runs: on a reserve VM thread started for it, not queued
+/// behind them until its own deadline.
+#[test]
+fn a_program_runs_when_every_vm_thread_is_held_by_a_stuck_one() {
+    // The server has a VM thread per CPU; hold them all (a few at most).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads > 4 {
+        eprintln!("skipped: {threads} VM threads to hold");
+        return;
+    }
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--deadline", "3"]);
+    s.initialize(json!({}));
+    let stuck = "const a = new Float64Array(1 << 20); for (;;) a.sort();";
+    let ids: Vec<u64> = (0..threads)
+        .map(|_| s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": stuck}})))
+        .collect();
+    let mut answered = 0;
+    while answered < ids.len() {
+        let m = s.next();
+        if m["id"].as_u64().is_some_and(|id| ids.contains(&id)) {
+            assert_eq!(m["result"]["structuredContent"]["status"], "timed_out", "{m}");
+            answered += 1;
+        }
+    }
+    let after = execute(&mut s, "return 'ran'");
+    assert_eq!((&after["status"], &after["value"]), (&json!("completed"), &json!("ran")), "{after}");
+    s.ends_when_closed();
 }

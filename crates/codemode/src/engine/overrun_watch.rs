@@ -92,12 +92,13 @@ impl Answer {
         }
     }
 
-    /// The watch's answer: `make`'s receipt, unless the VM answered first.
-    /// Returns whether it was sent.
-    fn answer_without_vm(&self, make: impl FnOnce() -> Receipt) -> bool {
+    /// The watch's answer: `make`'s receipt (given whether the run has
+    /// started on a VM thread), unless the VM answered first. Returns
+    /// whether it was sent.
+    fn answer_without_vm(&self, make: impl FnOnce(bool) -> Receipt) -> bool {
         let mut state = self.state();
         let Some(tx) = state.sender.take() else { return false };
-        let _ = tx.send(make());
+        let _ = tx.send(make(state.thread.is_some()));
         if state.thread.is_some() {
             stall(&mut state);
         }
@@ -190,7 +191,7 @@ async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
         };
         for (run_id, clock, slot) in overdue {
             let over = clock.overdue().unwrap_or(OVERRUN_GRACE);
-            if slot.answer_without_vm(|| left_behind(&shared, &run_id, &clock, over)) {
+            if slot.answer_without_vm(|started| left_behind(&shared, &run_id, &clock, over, started)) {
                 tracing::info!(
                     "run {run_id}: {:.1} s past its deadline and still in JavaScript QuickJS does not \
                      interrupt; answered without its VM",
@@ -202,21 +203,30 @@ async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
 }
 
 /// The receipt of run `run_id`, `over` past its deadline, that the host
-/// answers without waiting on its VM.
-fn left_behind(shared: &Shared, run_id: &str, clock: &RunClock, over: Duration) -> Receipt {
-    let e = RunError::new(
-        ErrorKind::Timeout,
-        format!(
-            "the run passed its deadline of {} ms ({}) and had not stopped {:.0} s later, inside work QuickJS \
-             does not interrupt (a loop of slow built-ins, such as sorting a large typed array): it was ended \
-             without its VM. Its calls are not listed here (`codemode runs show {run_id}` lists those its \
-             journal holds). Do less work between tool calls, or raise the deadline",
-            shared.limits.deadline.as_millis(),
-            codemode_base::limit_settings::setting("deadline"),
-            over.as_secs_f64()
-        ),
+/// answers without waiting on its VM; `started`: the run started on a VM
+/// thread (else it waited for one held by other such programs).
+fn left_behind(shared: &Shared, run_id: &str, clock: &RunClock, over: Duration, started: bool) -> Receipt {
+    let deadline = format!(
+        "the run passed its deadline of {} ms ({})",
+        shared.limits.deadline.as_millis(),
+        codemode_base::limit_settings::setting("deadline")
     );
-    let mut receipt = super::early_receipt(shared, run_id, clock, e);
+    let message = if started {
+        format!(
+            "{deadline} and had not stopped {:.0} s later, inside work QuickJS does not interrupt (a loop of \
+             slow built-ins, such as sorting a large typed array): it was ended without its VM. Its calls are not \
+             listed here (`codemode runs show {run_id}` lists those its journal holds). Do less work between tool \
+             calls, or raise the deadline",
+            over.as_secs_f64()
+        )
+    } else {
+        format!(
+            "{deadline} before it started: it waited for a VM thread, and every one was held by programs past \
+             their own deadlines that QuickJS had not interrupted yet (loops of slow built-ins). Nothing of it \
+             ran; run it again"
+        )
+    };
+    let mut receipt = super::early_receipt(shared, run_id, clock, RunError::new(ErrorKind::Timeout, message));
     receipt.status = RunStatus::TimedOut;
     receipt
 }
@@ -248,9 +258,12 @@ mod tests {
         let answer = Answer::new(tx);
         answer.started_on(Some(thread.clone()));
         assert_eq!(thread.load(Ordering::Relaxed), 0, "a run going is not stalled");
-        assert!(answer.answer_without_vm(|| receipt(RunStatus::TimedOut)));
+        assert!(answer.answer_without_vm(|started| {
+            assert!(started, "told the run started");
+            receipt(RunStatus::TimedOut)
+        }));
         assert_eq!(thread.load(Ordering::Relaxed), 1);
-        assert!(!answer.answer_without_vm(|| receipt(RunStatus::TimedOut)), "answered once");
+        assert!(!answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)), "answered once");
         assert_eq!(thread.load(Ordering::Relaxed), 1, "counted once");
         answer.send(receipt(RunStatus::Completed));
         assert_eq!(thread.load(Ordering::Relaxed), 0, "the VM ended: the thread is free");
@@ -262,7 +275,10 @@ mod tests {
         let thread = Arc::new(AtomicUsize::new(0));
         let (tx, _rx) = oneshot::channel();
         let answer = Answer::new(tx);
-        assert!(answer.answer_without_vm(|| receipt(RunStatus::TimedOut)));
+        assert!(answer.answer_without_vm(|started| {
+            assert!(!started, "told the run never started");
+            receipt(RunStatus::TimedOut)
+        }));
         assert_eq!(thread.load(Ordering::Relaxed), 0, "no thread yet");
         answer.started_on(Some(thread.clone()));
         assert_eq!(thread.load(Ordering::Relaxed), 1);
@@ -277,7 +293,7 @@ mod tests {
         let answer = Answer::new(tx);
         answer.started_on(Some(thread.clone()));
         answer.send(receipt(RunStatus::Completed));
-        assert!(!answer.answer_without_vm(|| receipt(RunStatus::TimedOut)));
+        assert!(!answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)));
         assert_eq!(thread.load(Ordering::Relaxed), 0);
         assert_eq!(rx.try_recv().unwrap().status, RunStatus::Completed);
     }

@@ -6,7 +6,10 @@
 //! with a `LocalSet` that holds many VMs (`Vm`s are `!Send`); a new run
 //! goes to the thread with the fewest runs, passing over a thread held by
 //! a run answered without its VM (engine/overrun_watch.rs) while another
-//! thread is not.
+//! thread is not. When every thread is held so, the run goes to a reserve
+//! thread, started then (as many at most as the pool's own threads):
+//! programs that QuickJS does not interrupt in time cost a core each until
+//! it does, but do not stop the others.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,6 +45,10 @@ pub(crate) fn stalled_here() -> Option<Arc<AtomicUsize>> {
 /// their running programs have finished.
 pub(crate) struct VmPool {
     workers: Vec<Worker>,
+    /// Threads started when every thread in `workers` was held by a run
+    /// answered without its VM; at most as many as `workers`.
+    reserve: std::sync::Mutex<Vec<Worker>>,
+    spares: bool,
 }
 
 impl VmPool {
@@ -49,38 +56,70 @@ impl VmPool {
     /// once; with `spares`, every thread makes one whenever it has just
     /// finished its runs (blank.rs).
     pub(crate) fn new(threads: usize, spares: bool) -> std::io::Result<Self> {
-        let mut workers = Vec::with_capacity(threads);
-        for i in 0..threads {
-            let (tx, rx) = mpsc::unbounded_channel::<Job>();
-            let active = Arc::new(AtomicUsize::new(0));
-            let stalled = Arc::new(AtomicUsize::new(0));
-            let (count, stalls) = (active.clone(), stalled.clone());
-            std::thread::Builder::new().name(format!("codemode-vm-{i}")).stack_size(VM_THREAD_STACK).spawn(
-                move || {
-                    STALLED.with(|s| *s.borrow_mut() = Some(stalls));
-                    worker_main(rx, count, i == 0, spares)
-                },
-            )?;
-            workers.push(Worker { jobs: tx, active, stalled });
-        }
-        Ok(VmPool { workers })
+        let workers = (0..threads).map(|i| start_worker(i, i == 0, spares)).collect::<Result<_, _>>()?;
+        Ok(VmPool { workers, reserve: Default::default(), spares })
     }
 
     /// Runs `job` on the least busy VM thread not held by a run answered
-    /// without its VM (the least busy of all when every thread is). Returns
-    /// the job back if every thread has stopped.
+    /// without its VM; when every thread is, on a reserve thread (the
+    /// least busy of all once there are as many as the pool's own).
+    /// Returns the job back if every thread has stopped.
     pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
-        let worker = self
-            .workers
-            .iter()
-            .min_by_key(|w| (w.stalled.load(Ordering::Relaxed) > 0, w.active.load(Ordering::Relaxed)))
-            .expect("a pool has at least one thread");
-        worker.active.fetch_add(1, Ordering::Relaxed);
-        worker.jobs.send(job).map_err(|e| {
-            worker.active.fetch_sub(1, Ordering::Relaxed);
-            e.0
-        })
+        let worker = least_busy(&self.workers).expect("a pool has at least one thread");
+        if worker.stalled.load(Ordering::Relaxed) == 0 {
+            return send(worker, job);
+        }
+        let mut reserve = self.reserve.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if least_busy(&reserve).is_none_or(|w| w.stalled.load(Ordering::Relaxed) > 0)
+            && reserve.len() < self.workers.len()
+        {
+            match start_worker(self.workers.len() + reserve.len(), false, self.spares) {
+                Ok(started) => {
+                    tracing::warn!(
+                        "every VM thread is held by a program past its deadline that QuickJS has not \
+                         interrupted yet; started reserve VM thread {}",
+                        reserve.len() + 1
+                    );
+                    reserve.push(started);
+                }
+                Err(e) => tracing::warn!("could not start a reserve VM thread: {e}"),
+            }
+        }
+        match least_busy(&reserve) {
+            Some(spare) if spare.stalled.load(Ordering::Relaxed) == 0 => send(spare, job),
+            _ => send(worker, job),
+        }
     }
+}
+
+/// The worker with the fewest runs among those not held by a run answered
+/// without its VM, else with the fewest runs.
+fn least_busy(workers: &[Worker]) -> Option<&Worker> {
+    workers.iter().min_by_key(|w| (w.stalled.load(Ordering::Relaxed) > 0, w.active.load(Ordering::Relaxed)))
+}
+
+/// Hands `job` to `worker`'s thread; the job back if the thread stopped.
+fn send(worker: &Worker, job: Job) -> Result<(), Job> {
+    worker.active.fetch_add(1, Ordering::Relaxed);
+    worker.jobs.send(job).map_err(|e| {
+        worker.active.fetch_sub(1, Ordering::Relaxed);
+        e.0
+    })
+}
+
+/// Starts VM thread `i` (`first`: it makes a spare VM at once).
+fn start_worker(i: usize, first: bool, spares: bool) -> std::io::Result<Worker> {
+    let (tx, rx) = mpsc::unbounded_channel::<Job>();
+    let active = Arc::new(AtomicUsize::new(0));
+    let stalled = Arc::new(AtomicUsize::new(0));
+    let (count, stalls) = (active.clone(), stalled.clone());
+    std::thread::Builder::new().name(format!("codemode-vm-{i}")).stack_size(VM_THREAD_STACK).spawn(
+        move || {
+            STALLED.with(|s| *s.borrow_mut() = Some(stalls));
+            worker_main(rx, count, first, spares)
+        },
+    )?;
+    Ok(Worker { jobs: tx, active, stalled })
 }
 
 fn worker_main(mut jobs: mpsc::UnboundedReceiver<Job>, active: Arc<AtomicUsize>, first: bool, spares: bool) {
