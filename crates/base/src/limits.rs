@@ -35,7 +35,10 @@ pub struct Limits {
     /// un-awaited call) and other calls that keep running count.
     /// A busy loop is stopped by the VM's interrupt handler; a wait on tool
     /// calls by the run's own timer; calls still running are cancelled and
-    /// left `in_flight`. Default: 60 s.
+    /// left `in_flight`. A program QuickJS does not interrupt in time (a
+    /// loop of slow built-ins, checked every 10,000 branches) is answered
+    /// by the engine without its VM 10 s past the deadline
+    /// (`codemode::run::OVERRUN_GRACE`). Default: 60 s.
     pub deadline: Duration,
     /// Time one tool call may take, unless its `ToolSpec::timeout_ms` says
     /// otherwise; the call then fails with a `timeout` ToolError. Counted
