@@ -310,9 +310,12 @@ fn resume_hint(receipt: &codemode::Receipt, engine: &EngineArgs) {
 /// ends without it. A cancel reaches the program at QuickJS's next
 /// interrupt check, every 10,000 branches: a loop of slow built-ins
 /// (`JSON.stringify` of a large value) can go minutes between checks
-/// (docs/SECURITY.md, "Not defended"). Longer than a bash call's kill
-/// grace, so a command being ended is reaped first.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+/// (docs/SECURITY.md, "The deadline holds for the host, not for
+/// QuickJS"). The engine answers such a run itself
+/// [`codemode::run::OVERRUN_GRACE`] after the cancel (within a second
+/// more), with its receipt; this is longer, so that answer comes first.
+const STOP_GRACE: std::time::Duration =
+    codemode::run::OVERRUN_GRACE.saturating_add(std::time::Duration::from_secs(3));
 
 /// How long a run has to end after a second signal: a bash call's default
 /// kill grace (2 s), and a little more.

@@ -738,13 +738,7 @@ fn a_second_signal_ends_a_run_that_does_not_stop() {
 #[test]
 fn a_run_stuck_in_slow_built_ins_is_answered_after_its_deadline_and_a_grace() {
     let ws = crate::common::workspace();
-    std::fs::write(
-        ws.path().join("stuck.js"),
-        "await tools.write({path: 'started', content: ''});\n\
-         const a = new Float64Array(1 << 20);\n\
-         for (;;) a.sort();\n",
-    )
-    .unwrap();
+    write_stuck_program(ws.path());
     let mut child =
         spawn(&["run", "stuck.js", "--approve", "allow", "--deadline", "1", "--json"], ws.path(), &[]);
     drop(child.stdin.take());
@@ -782,4 +776,67 @@ fn exited_within(child: &mut std::process::Child, secs: u64, why: &str) -> std::
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// A call put to an approver before its program got stuck (past its
+/// deadline, inside work QuickJS does not interrupt) does not run when
+/// the approval comes after the deadline, while the VM that would cut it
+/// cannot: the approved call is cut, as at any deadline.
+#[cfg(unix)]
+#[test]
+fn a_call_approved_after_the_deadline_of_a_stuck_program_never_runs() {
+    let ws = crate::common::workspace();
+    let approve = ws.path().join("approve.sh");
+    std::fs::write(&approve, "#!/bin/sh\ncat > /dev/null\nsleep 3\necho '{\"decision\": \"allow\"}'\n")
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&approve, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        ws.path().join("late.js"),
+        "const late = tools.write({path: 'late.txt', content: 'late'});\n\
+         const a = new Float64Array(1 << 20);\n\
+         for (;;) a.sort();\n",
+    )
+    .unwrap();
+    let spec = format!("cmd:{}", approve.display());
+    let mut child =
+        spawn(&["run", "late.js", "--approve", &spec, "--deadline", "1", "--json"], ws.path(), &[]);
+    drop(child.stdin.take());
+    let status = exited_within(&mut child, 90, "the run was not answered at its deadline and a grace");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!ws.path().join("late.txt").exists(), "the call approved after the deadline ran");
+}
+
+/// A run cancelled by a signal while inside work QuickJS does not
+/// interrupt is answered by the engine `OVERRUN_GRACE` after the cancel:
+/// `codemode run` prints its receipt (`cancelled`, saying why) and exits
+/// 128 + the signal, instead of ending without one.
+#[cfg(unix)]
+#[test]
+fn a_run_cancelled_while_stuck_in_slow_built_ins_still_gets_its_receipt() {
+    let ws = crate::common::workspace();
+    write_stuck_program(ws.path());
+    let mut child = spawn(&["run", "stuck.js", "--approve", "allow", "--json"], ws.path(), &[]);
+    drop(child.stdin.take());
+    crate::common::wait_until_exists(&ws.path().join("started"), "the program never started");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    crate::common::send_signal("TERM", child.id());
+    let status = exited_within(&mut child, 60, "the cancelled run was not answered");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a receipt on stdout");
+    assert_eq!((&receipt["status"], &receipt["error"]["kind"]), (&json!("cancelled"), &json!("cancelled")));
+    let message = receipt["error"]["message"].as_str().unwrap();
+    assert!(message.contains("was cancelled and had not stopped"), "{message}");
+}
+
+/// Writes `stuck.js` in `ws`: a write of `started`, then a loop of sorts
+/// of a large typed array (thousands of slow built-in calls between two
+/// of QuickJS's interrupt checks).
+fn write_stuck_program(ws: &std::path::Path) {
+    let program = "await tools.write({path: 'started', content: ''});\n\
+                   const a = new Float64Array(1 << 20);\n\
+                   for (;;) a.sort();\n";
+    std::fs::write(ws.join("stuck.js"), program).unwrap();
 }

@@ -861,22 +861,25 @@ fn a_client_that_closes_stdout_stops_the_server_and_its_runs() {
 }
 
 /// A program inside work QuickJS does not interrupt (sorts of a large
-/// typed array in a loop) does not hold the server: it is answered
-/// `timed_out` after its deadline and a grace (engine/overrun_watch.rs),
-/// the programs after it run on a VM thread it does not hold (the VM pool
-/// passes over its thread), and the server still ends when its client
-/// leaves.
+/// typed array in a loop) does not hold the server: from a second past its
+/// deadline the programs after it run on a VM thread it does not hold (the
+/// VM pool passes over its thread); it is answered `timed_out` after its
+/// deadline and a grace (engine/overrun_watch.rs), the command it started
+/// ended with it; and the server still ends when its client leaves.
 #[test]
 fn a_program_stuck_in_slow_built_ins_is_answered_and_does_not_hold_the_server() {
     let ws = crate::common::workspace();
     let mut s = Served::start(ws.path(), &["--posture", "full-access", "--deadline", "3"]);
     s.initialize(json!({}));
-    let stuck = execute(&mut s, "const a = new Float64Array(1 << 20); for (;;) a.sort();");
-    assert_eq!(stuck["status"], "timed_out", "{stuck}");
-    assert!(stuck.to_string().contains("without its VM"), "{stuck}");
-    // Two programs at once: each holds a VM thread's slot for a second.
-    // The stuck program still holds the first VM thread, so both must go
-    // to the other (with the fewest runs, the second would be sent to it).
+    let started = std::time::Instant::now();
+    let code = "tools.bash({command: 'sleep 14 && echo late > late.txt'});\n\
+                const a = new Float64Array(1 << 20); for (;;) a.sort();";
+    let stuck = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    // Past its deadline and a poll (3 + 1 s), before its answer (3 + 10 s):
+    // two programs at once, each holding a VM thread's slot for a second.
+    // The stuck program holds the first VM thread, so both must go to the
+    // other (by the fewest runs, the second would be sent to it).
+    std::thread::sleep(Duration::from_millis(5500).saturating_sub(started.elapsed()));
     let ids: Vec<u64> = (0..2)
         .map(|i| {
             let code = format!("await tools.bash({{command: 'sleep 1'}}); return {i};");
@@ -884,17 +887,23 @@ fn a_program_stuck_in_slow_built_ins_is_answered_and_does_not_hold_the_server() 
         })
         .collect();
     let mut answers = std::collections::HashMap::new();
-    while answers.len() < ids.len() {
+    while answers.len() < 3 {
         let m = s.next();
-        if let Some(id) = m["id"].as_u64().filter(|id| ids.contains(id)) {
+        if let Some(id) = m["id"].as_u64().filter(|id| ids.contains(id) || *id == stuck) {
             answers.insert(id, m["result"]["structuredContent"].clone());
         }
     }
+    assert_eq!(answers[&stuck]["status"], "timed_out", "{}", answers[&stuck]);
+    assert!(answers[&stuck].to_string().contains("without its VM"), "{}", answers[&stuck]);
     if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
         for (i, id) in ids.iter().enumerate() {
             assert_eq!((&answers[id]["status"], &answers[id]["value"]), (&json!("completed"), &json!(i)));
         }
     }
+    // The command it started before its deadline was ended with the
+    // answer, as the run's own end would end it.
+    std::thread::sleep(Duration::from_secs(17).saturating_sub(started.elapsed()));
+    assert!(!ws.path().join("late.txt").exists(), "the command went on after the run was answered");
     s.ends_when_closed();
 }
 

@@ -358,7 +358,7 @@ impl Driver {
         let max = options.concurrency.unwrap_or(self.shared.limits.max_in_flight).max(1);
         let mut progress = Progress {
             ledger: Ledger::new(0, 0).observed(self.on_call_end.take()),
-            calls_in: InFlight::new(max, self.shared.tools.clone()),
+            calls_in: InFlight::new(max, self.shared.tools.clone(), Default::default()),
             index_of: HashMap::new(),
             values: vec![Value::Null; n],
             next: 0,

@@ -1,17 +1,20 @@
-//! The deadline held by the host, not by QuickJS: a run still going
-//! [`OVERRUN_GRACE`] after its deadline is answered without its VM.
+//! What holds a run the host told to stop, not QuickJS: a run still going
+//! [`OVERRUN_GRACE`] after its deadline passed, or after it was cancelled,
+//! is answered without its VM.
 //!
 //! QuickJS stops a program at its next interrupt check, every 10,000
 //! branches and calls. Between two checks a loop of slow built-ins (a sort
 //! of a large typed array, `indexOf` in a long string, `JSON.stringify` of
 //! a large value) can run for minutes or hours, and the VM cannot be made
 //! to look sooner. So the host does not wait on it: while an engine runs
-//! programs, one task per engine looks every [`POLL`] for a run past its
-//! deadline by [`OVERRUN_GRACE`] that has not sent its receipt, and sends
-//! one for it instead (status `timed_out`, error kind `timeout`, no calls
-//! listed: they are in its journal). The VM is left to reach its next
-//! check on its own thread; any tool call it makes meanwhile is refused,
-//! its deadline having passed, and its own receipt goes nowhere.
+//! programs, one task per engine looks every [`POLL`] at the runs told to
+//! stop. One told a poll ago or more holds its VM thread (the VM pool
+//! sends new runs elsewhere while it can); one told [`OVERRUN_GRACE`] ago
+//! is answered (status `timed_out` or `cancelled`, no calls listed: they
+//! are in its journal) and its calls still running on the tool runtime are
+//! aborted, as the VM's own end would. The VM is left to reach its next
+//! check on its own thread; a call it makes meanwhile is refused, the run
+//! being past its deadline or cancelled, and its own receipt goes nowhere.
 //! docs/SECURITY.md, "The deadline holds for the host, not for QuickJS".
 
 use std::collections::HashMap;
@@ -22,7 +25,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::receipt::{ErrorKind, Receipt, RunError, RunStatus};
-use crate::vm::clock::RunClock;
+use crate::vm::clock::{Overdue, RunClock};
 
 use super::Shared;
 
@@ -99,14 +102,20 @@ impl Answer {
         let mut state = self.state();
         let Some(tx) = state.sender.take() else { return false };
         let _ = tx.send(make(state.thread.is_some()));
-        if state.thread.is_some() {
-            stall(&mut state);
-        }
+        stall(&mut state);
         true
+    }
+
+    /// Counts the run, told to stop and still going, in its thread's
+    /// stalled count (once): new runs go elsewhere while another thread
+    /// is free.
+    fn hold_thread(&self) {
+        stall(&mut self.state());
     }
 }
 
-/// Counts the run in its thread's stalled count (once).
+/// Counts the run in its thread's stalled count (once), when it has a
+/// thread.
 fn stall(state: &mut AnswerState) {
     if !state.stalls
         && let Some(thread) = &state.thread
@@ -116,7 +125,7 @@ fn stall(state: &mut AnswerState) {
     }
 }
 
-/// The runs an engine runs now, by id, and whether its poll is going.
+/// The runs an engine runs now, and whether its poll is going.
 #[derive(Default)]
 pub(crate) struct OverrunWatch {
     held: Mutex<Held>,
@@ -124,29 +133,39 @@ pub(crate) struct OverrunWatch {
 
 #[derive(Default)]
 struct Held {
-    runs: HashMap<Arc<str>, (Weak<RunClock>, Weak<Answer>)>,
+    /// By a key of the watch's own (a library host may give two runs one
+    /// id).
+    runs: HashMap<u64, Entry>,
+    next_key: u64,
     polling: bool,
+}
+
+/// One watched run. The watch holds neither its clock nor its answer: a
+/// run whose VM thread dropped them is not kept alive by it.
+struct Entry {
+    run_id: Arc<str>,
+    clock: Weak<RunClock>,
+    answer: Weak<Answer>,
 }
 
 /// Keeps a run watched while alive (held by the run's job on its VM
 /// thread).
 pub(crate) struct Watched {
     watch: Arc<OverrunWatch>,
-    run_id: Arc<str>,
+    key: u64,
 }
 
 impl Drop for Watched {
     fn drop(&mut self) {
         let mut held = self.watch.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.runs.remove(&self.run_id);
+        held.runs.remove(&self.key);
     }
 }
 
 impl OverrunWatch {
     /// Watches run `run_id` (timed by `clock`, answered through `slot`)
     /// until the guard drops, starting the poll on the engine's tool
-    /// runtime when it is not going. The watch holds neither the clock nor the slot: a run whose
-    /// VM thread dropped them is not kept alive by it.
+    /// runtime when it is not going.
     pub(crate) fn watch(
         self: &Arc<Self>,
         shared: &Arc<Shared>,
@@ -155,33 +174,48 @@ impl OverrunWatch {
         slot: &ReceiptSlot,
     ) -> Watched {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.runs.insert(run_id.clone(), (Arc::downgrade(clock), Arc::downgrade(slot)));
+        let key = held.next_key;
+        held.next_key += 1;
+        let entry =
+            Entry { run_id: run_id.clone(), clock: Arc::downgrade(clock), answer: Arc::downgrade(slot) };
+        held.runs.insert(key, entry);
         if !held.polling {
             held.polling = true;
             shared.tools.spawn(poll(self.clone(), Arc::downgrade(shared)));
         }
-        Watched { watch: self.clone(), run_id: run_id.clone() }
+        Watched { watch: self.clone(), key }
     }
 }
 
-/// Every [`POLL`], answers the watched runs past their deadline by
-/// [`OVERRUN_GRACE`]; ends when no run is watched (the next watched run
-/// starts it again) or the engine is gone.
+/// A watched run told to stop, as a poll found it.
+struct ToldToStop {
+    run_id: Arc<str>,
+    clock: Arc<RunClock>,
+    answer: ReceiptSlot,
+    /// How long ago, and why.
+    overdue: (Duration, Overdue),
+}
+
+/// Every [`POLL`]: a watched run told to stop (past its deadline, or
+/// cancelled) at least a poll ago holds its VM thread (new runs go
+/// elsewhere); one told [`OVERRUN_GRACE`] ago is answered without its VM
+/// and its calls still running are aborted. Ends when no run is watched
+/// (the next watched run starts it again) or the engine is gone.
 async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
     loop {
         tokio::time::sleep(POLL).await;
-        let overdue: Vec<(Arc<str>, Arc<RunClock>, ReceiptSlot)> = {
+        let told_to_stop: Vec<ToldToStop> = {
             let mut held = watch.held.lock().unwrap_or_else(PoisonError::into_inner);
             if held.runs.is_empty() {
                 held.polling = false;
                 return;
             }
             held.runs
-                .iter()
-                .filter_map(|(id, (clock, slot))| {
-                    let clock = clock.upgrade()?;
-                    let over = clock.overdue()?;
-                    (over >= OVERRUN_GRACE).then(|| Some((id.clone(), clock, slot.upgrade()?))).flatten()
+                .values()
+                .filter_map(|e| {
+                    let clock = e.clock.upgrade()?;
+                    let overdue = clock.overdue().filter(|(over, _)| *over >= POLL)?;
+                    Some(ToldToStop { run_id: e.run_id.clone(), clock, answer: e.answer.upgrade()?, overdue })
                 })
                 .collect()
         };
@@ -189,11 +223,19 @@ async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
             watch.held.lock().unwrap_or_else(PoisonError::into_inner).polling = false;
             return;
         };
-        for (run_id, clock, slot) in overdue {
-            let over = clock.overdue().unwrap_or(OVERRUN_GRACE);
-            if slot.answer_without_vm(|started| left_behind(&shared, &run_id, &clock, over, started)) {
+        for ToldToStop { run_id, clock, answer, overdue: (over, why) } in told_to_stop {
+            if over < OVERRUN_GRACE {
+                answer.hold_thread();
+                continue;
+            }
+            if answer.answer_without_vm(|started| left_behind(&shared, &run_id, &clock, (over, why), started))
+            {
+                // Its calls end now, as the VM's end would end them: a
+                // call whose approval comes later, or a command still
+                // running, does not act after the run was answered.
+                clock.abort_running_calls();
                 tracing::info!(
-                    "run {run_id}: {:.1} s past its deadline and still in JavaScript QuickJS does not \
+                    "run {run_id}: {:.1} s after it was told to stop, still in JavaScript QuickJS does not \
                      interrupt; answered without its VM",
                     over.as_secs_f64()
                 );
@@ -202,32 +244,49 @@ async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
     }
 }
 
-/// The receipt of run `run_id`, `over` past its deadline, that the host
-/// answers without waiting on its VM; `started`: the run started on a VM
-/// thread (else it waited for one held by other such programs).
-fn left_behind(shared: &Shared, run_id: &str, clock: &RunClock, over: Duration, started: bool) -> Receipt {
-    let deadline = format!(
-        "the run passed its deadline of {} ms ({})",
-        shared.limits.deadline.as_millis(),
-        codemode_base::limit_settings::setting("deadline")
-    );
+/// The receipt of run `run_id`, told to stop (`why`) `over` ago, that the
+/// host answers without waiting on its VM; `started`: the run started on a
+/// VM thread (else it waited for one held by other such programs).
+fn left_behind(
+    shared: &Shared,
+    run_id: &str,
+    clock: &RunClock,
+    (over, why): (Duration, Overdue),
+    started: bool,
+) -> Receipt {
+    let told = match why {
+        Overdue::Deadline => format!(
+            "the run passed its deadline of {} ms ({})",
+            shared.limits.deadline.as_millis(),
+            codemode_base::limit_settings::setting("deadline")
+        ),
+        Overdue::Cancelled => "the run was cancelled".to_owned(),
+    };
     let message = if started {
+        let advice = match why {
+            Overdue::Deadline => " Do less work between tool calls, or raise the deadline",
+            Overdue::Cancelled => "",
+        };
         format!(
-            "{deadline} and had not stopped {:.0} s later, inside work QuickJS does not interrupt (a loop of \
-             slow built-ins, such as sorting a large typed array): it was ended without its VM. Its calls are not \
-             listed here (`codemode runs show {run_id}` lists those its journal holds). Do less work between tool \
-             calls, or raise the deadline",
+            "{told} and had not stopped {:.0} s later, inside work QuickJS does not interrupt (a loop of slow \
+             built-ins, such as sorting a large typed array): it was ended without its VM, and its calls still \
+             running were ended. Its calls are not listed here (`codemode runs show {run_id}` lists those its \
+             journal holds).{advice}",
             over.as_secs_f64()
         )
     } else {
         format!(
-            "{deadline} before it started: it waited for a VM thread, and every one was held by programs past \
-             their own deadlines that QuickJS had not interrupted yet (loops of slow built-ins). Nothing of it \
-             ran; run it again"
+            "{told} before it started: it waited for a VM thread, and every one was held by programs told to \
+             stop that QuickJS had not interrupted yet (loops of slow built-ins). Nothing of it ran"
         )
     };
-    let mut receipt = super::early_receipt(shared, run_id, clock, RunError::new(ErrorKind::Timeout, message));
-    receipt.status = RunStatus::TimedOut;
+    let (kind, status) = match why {
+        Overdue::Deadline => (ErrorKind::Timeout, RunStatus::TimedOut),
+        Overdue::Cancelled => (ErrorKind::Cancelled, RunStatus::Cancelled),
+    };
+    let mut receipt = super::early_receipt(shared, run_id, clock, RunError::new(kind, message));
+    receipt.status = status;
+    receipt.approval_wait_ms = crate::receipt::millis(clock.paused_total());
     receipt
 }
 

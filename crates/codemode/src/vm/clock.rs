@@ -28,6 +28,8 @@ pub(crate) struct RunClock {
     /// stopped. Read by the interrupt handler without locking.
     expires_ns: AtomicU64,
     cancelled: AtomicBool,
+    /// Nanoseconds after `start` of the first cancel; `u64::MAX` before.
+    cancelled_ns: AtomicU64,
     halted: AtomicBool,
     pauses: Mutex<Pauses>,
     changed: Notify,
@@ -40,6 +42,22 @@ pub(crate) struct RunClock {
     /// before their first attempt, by seq: a run that stops meanwhile
     /// records them as never started.
     waiting_for_slots: Mutex<Vec<u64>>,
+    /// The run's calls running on the tool runtime (the VM's
+    /// `InFlight`): what the overrun watch aborts when it answers the run
+    /// without its VM (engine/overrun_watch.rs).
+    running_calls: RunningCalls,
+}
+
+/// The calls of a run running on the tool runtime, by task: the call's seq
+/// and what aborts it. Shared by the VM's `InFlight` and the run's clock.
+pub(crate) type RunningCalls =
+    std::sync::Arc<Mutex<std::collections::HashMap<tokio::task::Id, (u64, tokio::task::AbortHandle)>>>;
+
+/// Why a run was told to stop ([`RunClock::overdue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Overdue {
+    Deadline,
+    Cancelled,
 }
 
 /// What stops the clock, and the time it spent stopped.
@@ -85,11 +103,13 @@ impl RunClock {
             deadline_ns: AtomicU64::new(nanos(deadline)),
             expires_ns: AtomicU64::new(nanos(deadline)),
             cancelled: AtomicBool::new(false),
+            cancelled_ns: AtomicU64::new(u64::MAX),
             halted: AtomicBool::new(false),
             pauses: Mutex::new(Pauses::default()),
             changed: Notify::new(),
             decided: Mutex::new(Vec::new()),
             waiting_for_slots: Mutex::new(Vec::new()),
+            running_calls: RunningCalls::default(),
         }
     }
 
@@ -115,8 +135,25 @@ impl RunClock {
 
     /// Cancels the run; the VM stops at its next check.
     pub(crate) fn cancel(&self) {
+        let now = nanos(self.start.elapsed());
+        let _ = self.cancelled_ns.compare_exchange(u64::MAX, now, Ordering::Relaxed, Ordering::Relaxed);
         self.cancelled.store(true, Ordering::Relaxed);
         self.changed.notify_one();
+    }
+
+    /// The run's calls running on the tool runtime ([`RunningCalls`]).
+    pub(crate) fn running_calls(&self) -> RunningCalls {
+        self.running_calls.clone()
+    }
+
+    /// Aborts every call of the run running on the tool runtime (their
+    /// tasks end as if cancelled by the run: the VM, if it comes back,
+    /// reads them as calls it cancelled).
+    pub(crate) fn abort_running_calls(&self) {
+        let mut running = self.running_calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (_, (_, handle)) in running.drain() {
+            handle.abort();
+        }
     }
 
     /// Time left before the deadline, or `None` while stopped.
@@ -128,12 +165,16 @@ impl RunClock {
         Some(Duration::from_nanos(expires.saturating_sub(nanos(self.start.elapsed()))))
     }
 
-    /// How long the run is past its deadline, or `None` while it is not
-    /// (or the clock is stopped).
-    pub(crate) fn overdue(&self) -> Option<Duration> {
-        let expires = self.expires_ns.load(Ordering::Relaxed);
+    /// How long ago the run was told to stop, and why: past its deadline
+    /// (while the clock runs) or cancelled, whichever came first; `None`
+    /// while neither.
+    pub(crate) fn overdue(&self) -> Option<(Duration, Overdue)> {
         let now = nanos(self.start.elapsed());
-        (expires != u64::MAX && now > expires).then(|| Duration::from_nanos(now - expires))
+        let expires = self.expires_ns.load(Ordering::Relaxed);
+        let cancelled = self.cancelled_ns.load(Ordering::Relaxed);
+        let (since, why) =
+            if cancelled <= expires { (cancelled, Overdue::Cancelled) } else { (expires, Overdue::Deadline) };
+        (since != u64::MAX && now > since).then(|| (Duration::from_nanos(now - since), why))
     }
 
     /// Resolves when the clock stops, starts again or is cancelled.
@@ -308,6 +349,26 @@ fn nanos(d: Duration) -> u64 {
 mod tests {
     use super::*;
     use crate::gate::later::ApprovalClock as _;
+
+    #[test]
+    fn a_run_is_overdue_from_its_deadline_or_its_cancel_whichever_came_first() {
+        let clock = RunClock::new(Duration::from_millis(30));
+        assert_eq!(clock.overdue(), None);
+        clock.cancel();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(matches!(clock.overdue(), Some((_, Overdue::Cancelled))), "{:?}", clock.overdue());
+        let late = RunClock::new(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(10));
+        late.cancel();
+        let (over, why) = late.overdue().unwrap();
+        assert_eq!(why, Overdue::Deadline);
+        assert!(over >= Duration::from_millis(9), "{over:?}");
+        // Not while the clock is stopped (a wait on people alone).
+        let paused = RunClock::new(Duration::from_millis(1));
+        paused.pause();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(paused.overdue(), None);
+    }
 
     #[test]
     fn pauses_stop_the_clock_and_nest() {

@@ -75,16 +75,29 @@ pub(crate) struct HostState {
 /// waiting for a free slot.
 pub(crate) struct InFlight {
     pub running: JoinSet<Completion>,
-    /// The seq of each running task, and what aborts it.
-    pub seq_of: HashMap<tokio::task::Id, (u64, AbortHandle)>,
+    /// The seq of each running task, and what aborts it; shared with the
+    /// run's clock, so the overrun watch can abort them.
+    pub seq_of: super::clock::RunningCalls,
     pub queued: VecDeque<(u64, CallFuture)>,
     pub max: usize,
     pub tools: Handle,
 }
 
 impl InFlight {
-    pub(crate) fn new(max: usize, tools: Handle) -> Self {
-        InFlight { running: JoinSet::new(), seq_of: HashMap::new(), queued: VecDeque::new(), max, tools }
+    /// Calls run on `tools`, `max` at once, their tasks listed in
+    /// `seq_of` (the run clock's [`RunClock::running_calls`], or a map of
+    /// their own).
+    pub(crate) fn new(max: usize, tools: Handle, seq_of: super::clock::RunningCalls) -> Self {
+        InFlight { running: JoinSet::new(), seq_of, queued: VecDeque::new(), max, tools }
+    }
+
+    /// The seqs of the calls running on the tool runtime.
+    pub(crate) fn running_seqs(&self) -> Vec<u64> {
+        self.running().values().map(|(seq, _)| *seq).collect()
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<Id, (u64, AbortHandle)>> {
+        self.seq_of.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Starts `future` on the tool runtime, or queues it when every slot is
@@ -92,7 +105,7 @@ impl InFlight {
     pub(crate) fn start(&mut self, seq: u64, future: CallFuture) {
         if self.running.len() < self.max {
             let handle = self.running.spawn_on(future, &self.tools);
-            self.seq_of.insert(handle.id(), (seq, handle));
+            self.running().insert(handle.id(), (seq, handle));
         } else {
             self.queued.push_back((seq, future));
         }
@@ -130,11 +143,13 @@ impl InFlight {
     ) -> Completion {
         let completion = match joined {
             Ok((id, c)) => {
-                self.seq_of.remove(&id);
+                // A call the overrun watch aborted after it ended is read
+                // as it ended.
+                self.running().remove(&id);
                 c
             }
             Err(e) => {
-                let seq = self.seq_of.remove(&e.id()).map_or(0, |(seq, _)| seq);
+                let seq = self.running().remove(&e.id()).map_or(0, |(seq, _)| seq);
                 let tool = if seq > 0 { ledger.tool_of(seq).to_owned() } else { String::new() };
                 let decision = clock.decision_of(seq).unwrap_or_else(|| {
                     if seq > 0 { ledger.decision_of(seq) } else { crate::receipt::Decision::Auto }
@@ -150,7 +165,7 @@ impl InFlight {
     /// call; returns the seqs of the queued ones. The cancelled tasks leave
     /// the join set as completions of seq 0.
     pub(crate) fn cancel_where(&mut self, cancel: impl Fn(u64) -> bool) -> Vec<u64> {
-        self.seq_of.retain(|_, (seq, handle)| {
+        self.running().retain(|_, (seq, handle)| {
             if cancel(*seq) {
                 handle.abort();
                 false

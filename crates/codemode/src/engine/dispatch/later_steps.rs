@@ -85,6 +85,15 @@ impl LaterSteps {
         match end {
             Final::Run { args, decision, notes } => {
                 clock.decided(seq, decision);
+                if clock.should_stop() {
+                    // The run was told to stop (its deadline passed while
+                    // JavaScript ran, a cancel, a limit) while this call
+                    // waited on its hooks or approval: it never runs. The
+                    // run's end (or the overrun watch, when the VM does
+                    // not come back: engine/overrun_watch.rs) drops this
+                    // future and records the call as cut, approved.
+                    return std::future::pending::<Completion>().await;
+                }
                 let finish =
                     Finisher { decision, notes: (!notes.is_empty()).then(|| notes.join("; ")), ..finish };
                 if let Some((gate, refusals)) = discovering {

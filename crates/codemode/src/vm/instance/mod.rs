@@ -125,7 +125,7 @@ impl Vm {
                 Ledger::new(limits.log_lines, limits.log_bytes).observed(on_call_end).on_open(on_call_open),
             ),
             dispatcher: calls,
-            calls: RefCell::new(InFlight::new(limits.max_in_flight, tools)),
+            calls: RefCell::new(InFlight::new(limits.max_in_flight, tools, clock.running_calls())),
             exhausted: RefCell::new(None),
             closed: std::cell::Cell::new(false),
             unhandled: RefCell::new(Vec::new()),
@@ -411,7 +411,7 @@ impl Vm {
                     == crate::receipt::Decision::Approved
         };
         let mut calls = self.state.calls.borrow_mut();
-        let running: Vec<u64> = calls.seq_of.values().map(|(seq, _)| *seq).collect();
+        let running = calls.running_seqs();
         let kept: Vec<u64> = running.into_iter().filter(|&seq| asked(seq)).collect();
         if kept.is_empty() {
             // The run ends now and cancels them all.
