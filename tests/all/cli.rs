@@ -763,7 +763,7 @@ fn a_run_stuck_in_slow_built_ins_is_answered_after_its_deadline_and_a_grace() {
 
 /// Waits up to `secs` seconds for `child` to exit (liveness, not speed);
 /// kills it and panics with `why` when it does not.
-fn exited_within(child: &mut std::process::Child, secs: u64, why: &str) -> std::process::ExitStatus {
+pub fn exited_within(child: &mut std::process::Child, secs: u64, why: &str) -> std::process::ExitStatus {
     let waited = std::time::Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {

@@ -282,3 +282,44 @@ fn a_batch_goes_through_the_same_limits() {
     assert!(waited >= 2, "calls past the cap waited: {}", receipt.to_json_pretty());
     engine.shutdown_mcp_blocking();
 }
+
+/// A call waiting to be made again (a retry policy) when its run is told
+/// to stop is not made again, even when the VM that would cut it is stuck
+/// in work QuickJS does not interrupt (a loop of sorts of a large typed
+/// array): the retry after the deadline never reaches the server.
+#[test]
+fn a_retry_due_after_the_deadline_of_a_stuck_program_is_not_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let config = json!({"mcpServers": {"fx": {
+        "command": "python3",
+        "args": [fixture(), "normal"],
+        "env": {"MCP_FIXTURE_STARTS": dir.join("starts").to_string_lossy(), "MCP_FIXTURE_PACING": "1"},
+        "retry": {"attempts": 4, "base_delay_ms": 6000, "max_delay_ms": 6000},
+    }}});
+    std::fs::write(dir.join("mcp.json"), config.to_string()).unwrap();
+    std::fs::write(
+        dir.join("retry.js"),
+        "tools.mcp__fx__flaky({});\nconst a = new Float64Array(1 << 20);\nfor (;;) a.sort();\n",
+    )
+    .unwrap();
+    let args = [
+        "run",
+        "retry.js",
+        "--mcp-config",
+        "mcp.json",
+        "--posture",
+        "full-access",
+        "--deadline",
+        "2",
+        "--json",
+    ];
+    let mut child = crate::cli::spawn(&args, &dir, &[]);
+    drop(child.stdin.take());
+    let status =
+        crate::cli::exited_within(&mut child, 90, "the run was not answered at its deadline and a grace");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen = starts(&dir).into_iter().filter(|(_, t)| t == "flaky").count();
+    assert_eq!(seen, 1, "only the attempt made before the deadline reached the server");
+}

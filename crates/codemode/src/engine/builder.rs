@@ -365,7 +365,7 @@ impl EngineBuilder {
             link.follow(&catalog, &tools_handle);
         }
         let journal_facts = resume::JournalFacts::new(&self.config, &self.limits);
-        Ok(Engine {
+        let engine = Engine {
             shared: Arc::new(Shared {
                 catalog,
                 discovery,
@@ -389,7 +389,9 @@ impl EngineBuilder {
                 trace_sink: self.trace_sink,
                 _own_runtime: own,
             }),
-        })
+        };
+        super::overrun_watch::OverrunWatch::start(&engine.shared);
+        Ok(engine)
     }
 }
 

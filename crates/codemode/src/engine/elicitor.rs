@@ -215,7 +215,20 @@ impl Elicitor for CallElicitor {
                 Err(why) => ElicitationReply::decline(CODEMODE, why),
                 Ok(()) => {
                     let _waiting = Waiting::start(&clock, seq, &questions);
-                    approver.elicit(request.clone()).await
+                    let reply = approver.elicit(request.clone()).await;
+                    if clock.should_stop() {
+                        // The run was told to stop (its deadline passed
+                        // while JavaScript ran, a cancel, a limit) while
+                        // the question waited: the answer acts on nothing,
+                        // even when the VM that would cut the call does not
+                        // come back (engine/overrun_watch.rs).
+                        ElicitationReply::cancel(
+                            CODEMODE,
+                            "the run was told to stop (its deadline, a cancel or a limit) before the answer came",
+                        )
+                    } else {
+                        reply
+                    }
                 }
             };
             let reply = checked(reply, &request.elicitation);
@@ -332,6 +345,31 @@ mod tests {
             message: "m".repeat(600),
             mode: ElicitationMode::Form { requested_schema: schema },
         }
+    }
+
+    /// An answer that comes after the run was told to stop acts on nothing,
+    /// even when the VM that would cut the call is stuck
+    /// (engine/overrun_watch.rs): the server gets a cancel.
+    #[test]
+    fn an_answer_given_after_the_run_was_told_to_stop_is_a_cancel() {
+        let q = form(json!({"type": "object", "properties": {"ok": {"type": "boolean", "default": true}}}));
+        let elicitor = |clock: Arc<RunClock>| CallElicitor {
+            approver: Arc::new(crate::gate::approvers::AllowApprover),
+            clock,
+            run_id: Arc::from("run-x"),
+            seq: 1,
+            tool: Arc::from("ask"),
+            caller: Caller::Program,
+            questions: Arc::default(),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let going = Arc::new(RunClock::new(Duration::from_secs(60)));
+        let answer = rt.block_on(elicitor(going).elicit(q.clone()));
+        assert_eq!(answer.action, ElicitationAction::Accept, "{answer:?}");
+        let stopped = Arc::new(RunClock::new(Duration::from_secs(60)));
+        stopped.cancel();
+        let answer = rt.block_on(elicitor(stopped).elicit(q));
+        assert_eq!(answer.action, ElicitationAction::Cancel, "{answer:?}");
     }
 
     #[test]

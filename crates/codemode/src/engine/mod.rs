@@ -281,7 +281,7 @@ impl Engine {
         // Watched from now, not from when the VM thread takes the run: a
         // run queued behind a thread held by such a program is answered
         // too.
-        let overrun = self.shared.overrun_watch.watch(&self.shared, &run_id, &clock, &slot);
+        let overrun = self.shared.overrun_watch.watch(&run_id, &clock, &slot);
         let shared = self.shared.clone();
         let (id, c) = (run_id.clone(), clock.clone());
         let job: crate::vm::pool::Job = Box::new(move || {

@@ -31,6 +31,8 @@ pub(crate) struct RunClock {
     /// Nanoseconds after `start` of the first cancel; `u64::MAX` before.
     cancelled_ns: AtomicU64,
     halted: AtomicBool,
+    /// Nanoseconds after `start` of the first halt; `u64::MAX` before.
+    halted_ns: AtomicU64,
     pauses: Mutex<Pauses>,
     changed: Notify,
     /// How the gate decided the calls that went through its later steps
@@ -58,6 +60,8 @@ pub(crate) type RunningCalls =
 pub(crate) enum Overdue {
     Deadline,
     Cancelled,
+    /// A run limit was reached ([`RunClock::halt`]).
+    Halted,
 }
 
 /// What stops the clock, and the time it spent stopped.
@@ -105,6 +109,7 @@ impl RunClock {
             cancelled: AtomicBool::new(false),
             cancelled_ns: AtomicU64::new(u64::MAX),
             halted: AtomicBool::new(false),
+            halted_ns: AtomicU64::new(u64::MAX),
             pauses: Mutex::new(Pauses::default()),
             changed: Notify::new(),
             decided: Mutex::new(Vec::new()),
@@ -121,6 +126,8 @@ impl RunClock {
 
     /// Stops the run from the inside (a run limit was reached).
     pub(crate) fn halt(&self) {
+        let now = nanos(self.start.elapsed());
+        let _ = self.halted_ns.compare_exchange(u64::MAX, now, Ordering::Relaxed, Ordering::Relaxed);
         self.halted.store(true, Ordering::Relaxed);
     }
 
@@ -166,14 +173,18 @@ impl RunClock {
     }
 
     /// How long ago the run was told to stop, and why: past its deadline
-    /// (while the clock runs) or cancelled, whichever came first; `None`
-    /// while neither.
+    /// (while the clock runs), cancelled, or halted by a run limit,
+    /// whichever came first; `None` while none.
     pub(crate) fn overdue(&self) -> Option<(Duration, Overdue)> {
         let now = nanos(self.start.elapsed());
-        let expires = self.expires_ns.load(Ordering::Relaxed);
-        let cancelled = self.cancelled_ns.load(Ordering::Relaxed);
-        let (since, why) =
-            if cancelled <= expires { (cancelled, Overdue::Cancelled) } else { (expires, Overdue::Deadline) };
+        let (since, why) = [
+            (self.cancelled_ns.load(Ordering::Relaxed), Overdue::Cancelled),
+            (self.halted_ns.load(Ordering::Relaxed), Overdue::Halted),
+            (self.expires_ns.load(Ordering::Relaxed), Overdue::Deadline),
+        ]
+        .into_iter()
+        .min_by_key(|(since, _)| *since)
+        .unwrap_or((u64::MAX, Overdue::Deadline));
         (since != u64::MAX && now > since).then(|| (Duration::from_nanos(now - since), why))
     }
 

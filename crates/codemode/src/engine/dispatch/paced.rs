@@ -151,6 +151,13 @@ impl Finisher {
             let waited = Instant::now();
             let acquired = pace.acquire().await;
             queued += waited.elapsed();
+            if self.clock.should_stop() {
+                // The run was told to stop (its deadline, a cancel, a
+                // limit) while this call waited to try again: it is not
+                // tried again, even when the VM that would cut it does not
+                // come back (engine/overrun_watch.rs).
+                break attempt;
+            }
             slots = match acquired {
                 Ok(slots) => slots,
                 Err(e) => {

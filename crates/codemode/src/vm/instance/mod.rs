@@ -230,6 +230,13 @@ impl Vm {
             e.column = Some(before.rsplit('\n').next().unwrap_or("").chars().count() as u32 + 1);
             return self.finish(RunStatus::Failed, Json::Null, Some(e));
         }
+        // A run told to stop before its program starts (it waited for a
+        // VM thread held by a program QuickJS had not interrupted yet:
+        // engine/overrun_watch.rs) does not start it: its first interrupt
+        // check would come only 10,000 branches in.
+        if let Some(e) = self.stop_error() {
+            return self.finish_with_error(e);
+        }
         if let Err(e) = self.start(&program) {
             return self.finish_with_error(e);
         }
