@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::receipt::{ErrorKind, Receipt, RunError, RunStatus};
-use crate::vm::clock::{Overdue, RunClock};
+use crate::vm::clock::{Halt, Overdue, RunClock};
 
 use super::Shared;
 
@@ -207,8 +207,8 @@ struct ToldToStop {
     overdue: (Duration, Overdue),
 }
 
-/// Every [`POLL`]: a watched run told to stop (past its deadline, or
-/// cancelled) at least a poll ago holds its VM thread (new runs go
+/// Every [`POLL`]: a watched run told to stop (past its deadline,
+/// cancelled, or stopped by itself) at least a poll ago holds its VM thread (new runs go
 /// elsewhere); one told [`OVERRUN_GRACE`] ago is answered without its VM
 /// and its calls still running are aborted. Ends when the engine is gone.
 async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
@@ -270,16 +270,16 @@ fn left_behind(
             codemode_base::limit_settings::setting("deadline")
         ),
         Overdue::Cancelled => "the run was cancelled".to_owned(),
-        Overdue::Halted => {
-            "the run was stopped from inside (it reached a run limit such as --max-calls, or its replay took \
-             another path)"
-                .to_owned()
-        }
+        Overdue::Halted(Halt::Limit) => "the run reached a run limit (such as --max-calls)".to_owned(),
+        Overdue::Halted(Halt::Divergence) => "the run's replay took another path than its journal".to_owned(),
+        Overdue::Halted(Halt::Memory) => "the run ran out of memory".to_owned(),
     };
     let message = if started {
         let advice = match why {
-            Overdue::Deadline => " Do less work between tool calls, or raise the deadline",
-            Overdue::Cancelled | Overdue::Halted => "",
+            Overdue::Deadline => {
+                " If it was this program, do less work between tool calls, or raise the deadline"
+            }
+            Overdue::Cancelled | Overdue::Halted(_) => "",
         };
         format!(
             "{told} and had not stopped {:.0} s later: its VM thread was inside work QuickJS does not interrupt \
@@ -297,7 +297,9 @@ fn left_behind(
     let (kind, status) = match why {
         Overdue::Deadline => (ErrorKind::Timeout, RunStatus::TimedOut),
         Overdue::Cancelled => (ErrorKind::Cancelled, RunStatus::Cancelled),
-        Overdue::Halted => (ErrorKind::Limit, RunStatus::Failed),
+        Overdue::Halted(Halt::Limit) => (ErrorKind::Limit, RunStatus::Failed),
+        Overdue::Halted(Halt::Divergence) => (ErrorKind::Divergence, RunStatus::Failed),
+        Overdue::Halted(Halt::Memory) => (ErrorKind::Memory, RunStatus::Failed),
     };
     let mut receipt = super::early_receipt(shared, run_id, clock, RunError::new(kind, message));
     receipt.status = status;

@@ -33,6 +33,8 @@ pub(crate) struct RunClock {
     halted: AtomicBool,
     /// Nanoseconds after `start` of the first halt; `u64::MAX` before.
     halted_ns: AtomicU64,
+    /// Why the first halt came (a [`Halt`] as a number).
+    halted_why: std::sync::atomic::AtomicU8,
     pauses: Mutex<Pauses>,
     changed: Notify,
     /// How the gate decided the calls that went through its later steps
@@ -60,8 +62,20 @@ pub(crate) type RunningCalls =
 pub(crate) enum Overdue {
     Deadline,
     Cancelled,
-    /// A run limit was reached ([`RunClock::halt`]).
-    Halted,
+    /// The run stopped itself ([`RunClock::halt`]), for this reason.
+    Halted(Halt),
+}
+
+/// Why a run stopped itself ([`RunClock::halt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Halt {
+    /// A run limit was reached (`--max-calls`).
+    Limit = 0,
+    /// A resume's replay took another path.
+    Divergence = 1,
+    /// Making a built-in ran out of memory.
+    Memory = 2,
 }
 
 /// What stops the clock, and the time it spent stopped.
@@ -110,6 +124,7 @@ impl RunClock {
             cancelled_ns: AtomicU64::new(u64::MAX),
             halted: AtomicBool::new(false),
             halted_ns: AtomicU64::new(u64::MAX),
+            halted_why: std::sync::atomic::AtomicU8::new(Halt::Limit as u8),
             pauses: Mutex::new(Pauses::default()),
             changed: Notify::new(),
             decided: Mutex::new(Vec::new()),
@@ -125,9 +140,11 @@ impl RunClock {
     }
 
     /// Stops the run from the inside (a run limit was reached).
-    pub(crate) fn halt(&self) {
+    pub(crate) fn halt(&self, why: Halt) {
         let now = nanos(self.start.elapsed());
-        let _ = self.halted_ns.compare_exchange(u64::MAX, now, Ordering::Relaxed, Ordering::Relaxed);
+        if self.halted_ns.compare_exchange(u64::MAX, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            self.halted_why.store(why as u8, Ordering::Relaxed);
+        }
         self.halted.store(true, Ordering::Relaxed);
     }
 
@@ -179,13 +196,22 @@ impl RunClock {
         let now = nanos(self.start.elapsed());
         let (since, why) = [
             (self.cancelled_ns.load(Ordering::Relaxed), Overdue::Cancelled),
-            (self.halted_ns.load(Ordering::Relaxed), Overdue::Halted),
+            (self.halted_ns.load(Ordering::Relaxed), Overdue::Halted(self.halted_why())),
             (self.expires_ns.load(Ordering::Relaxed), Overdue::Deadline),
         ]
         .into_iter()
         .min_by_key(|(since, _)| *since)
         .unwrap_or((u64::MAX, Overdue::Deadline));
         (since != u64::MAX && now > since).then(|| (Duration::from_nanos(now - since), why))
+    }
+
+    /// Why the run stopped itself, once it has.
+    fn halted_why(&self) -> Halt {
+        match self.halted_why.load(Ordering::Relaxed) {
+            1 => Halt::Divergence,
+            2 => Halt::Memory,
+            _ => Halt::Limit,
+        }
     }
 
     /// Resolves when the clock stops, starts again or is cancelled.
@@ -374,6 +400,15 @@ mod tests {
         let (over, why) = late.overdue().unwrap();
         assert_eq!(why, Overdue::Deadline);
         assert!(over >= Duration::from_millis(9), "{over:?}");
+        // Stopped by itself, with why.
+        let halted = RunClock::new(Duration::from_secs(60));
+        halted.halt(Halt::Memory);
+        halted.halt(Halt::Limit);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(
+            matches!(halted.overdue(), Some((_, Overdue::Halted(Halt::Memory)))),
+            "the first halt says why"
+        );
         // Not while the clock is stopped (a wait on people alone).
         let paused = RunClock::new(Duration::from_millis(1));
         paused.pause();

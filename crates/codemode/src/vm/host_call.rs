@@ -366,7 +366,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
         Begun::Settled(c) => c,
         Begun::Exhausted { completion, reason } => {
             *state.exhausted.borrow_mut() = Some(reason);
-            state.clock.halt();
+            state.clock.halt(super::clock::Halt::Limit);
             completion
         }
     };
@@ -436,7 +436,7 @@ fn start_call(
         Some((ReplayCall::Undecided, caught_up)) => (begin(caught_up && slot_free), true, !caught_up),
         Some((ReplayCall::Diverged(message), _)) => {
             *state.diverged.borrow_mut() = Some(message);
-            state.clock.halt();
+            state.clock.halt(super::clock::Halt::Divergence);
             return Start::Diverged;
         }
         Some((ReplayCall::Inline(c), _)) => {

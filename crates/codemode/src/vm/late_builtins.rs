@@ -208,7 +208,7 @@ fn late_global<'js>(
 /// meanwhile, and it makes no call ([`HostState::out_of_memory`]).
 fn fatal(ctx: &Ctx<'_>, state: &HostState, what: &'static str) -> rquickjs::Error {
     state.out_of_memory.set(Some(what));
-    state.clock.halt();
+    state.clock.halt(super::clock::Halt::Memory);
     let pending = ctx.catch();
     let error = if pending.is_object() {
         pending

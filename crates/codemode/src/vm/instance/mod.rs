@@ -500,7 +500,7 @@ impl Vm {
             }
             NextSettle::Diverged(message) => {
                 *self.state.diverged.borrow_mut() = Some(message);
-                self.state.clock.halt();
+                self.state.clock.halt(crate::vm::clock::Halt::Divergence);
                 Err(Ending::Stopped)
             }
         }
