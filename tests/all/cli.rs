@@ -34,9 +34,14 @@ pub fn spawn(args: &[&str], cwd: &std::path::Path, env: &[(&str, &std::path::Pat
 }
 
 /// Runs the binary with `args` in `cwd`, `stdin` as its input, to its end.
+/// A command that ends before it reads its input (a bad flag) closes the
+/// pipe: that is no failure of the helper, its output says what happened.
 pub fn codemode(args: &[&str], stdin: &str, cwd: &std::path::Path) -> Output {
     let mut child = spawn(args, cwd, &[]);
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written.unwrap(),
+    }
     child.wait_with_output().unwrap()
 }
 

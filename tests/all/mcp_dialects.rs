@@ -19,7 +19,11 @@ use crate::mcp_support::{node_server, time_server};
 /// Runs the binary in `ws` with `stdin`, `env` added.
 fn codemode(args: &[&str], stdin: &str, ws: &Path, env: &[(&str, &Path)]) -> Output {
     let mut child = spawn(args, ws, env);
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    // A command that ends before it reads its input closes the pipe.
+    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written.unwrap(),
+    }
     child.wait_with_output().unwrap()
 }
 
