@@ -872,14 +872,15 @@ fn a_program_stuck_in_slow_built_ins_is_answered_and_does_not_hold_the_server() 
     let mut s = Served::start(ws.path(), &["--posture", "full-access", "--deadline", "3"]);
     s.initialize(json!({}));
     let started = std::time::Instant::now();
-    let code = "tools.bash({command: 'sleep 14 && echo late > late.txt'});\n\
+    let code = "tools.bash({command: 'sleep 20 && echo late > late.txt'});\n\
                 const a = new Float64Array(1 << 20); for (;;) a.sort();";
     let stuck = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
-    // Past its deadline and a poll (3 + 1 s), before its answer (3 + 10 s):
+    // Past its deadline and a poll (3 + 1 s, and a margin for a loaded
+    // machine), before its answer (3 + 10 s):
     // two programs at once, each holding a VM thread's slot for a second.
     // The stuck program holds the first VM thread, so both must go to the
     // other (by the fewest runs, the second would be sent to it).
-    std::thread::sleep(Duration::from_millis(5500).saturating_sub(started.elapsed()));
+    std::thread::sleep(Duration::from_millis(6500).saturating_sub(started.elapsed()));
     let ids: Vec<u64> = (0..2)
         .map(|i| {
             let code = format!("await tools.bash({{command: 'sleep 1'}}); return {i};");
@@ -902,7 +903,7 @@ fn a_program_stuck_in_slow_built_ins_is_answered_and_does_not_hold_the_server() 
     }
     // The command it started before its deadline was ended with the
     // answer, as the run's own end would end it.
-    std::thread::sleep(Duration::from_secs(17).saturating_sub(started.elapsed()));
+    std::thread::sleep(Duration::from_secs(23).saturating_sub(started.elapsed()));
     assert!(!ws.path().join("late.txt").exists(), "the command went on after the run was answered");
     s.ends_when_closed();
 }
