@@ -27,7 +27,17 @@ use super::{check, die, emit, engine_with, w7_binary_found};
 const WARMUP: usize = 5;
 /// Timed pairs.
 const PAIRS: usize = 60;
+/// Timed pairs of [`BACK_TO_BACK`].
+const BACK_TO_BACK_PAIRS: usize = 30;
 const PROGRAM: &str = "await tools.bash({command: 'true'}); return 1;";
+/// Two calls in turn: the second comes before the spare launcher the
+/// first left behind is ready (or just after).
+const BACK_TO_BACK: &str =
+    "await tools.bash({command: 'true'}); await tools.bash({command: 'true'}); return 1;";
+/// The pause after each sample, so that what a call leaves to be done off
+/// its way (the namespaces' teardown, the reap, the engine's next spare
+/// launcher) is not measured in the next sample, of the other engine.
+const SETTLE: Duration = Duration::from_millis(20);
 
 /// An engine whose `[sandbox]` is `settings`, full access (so `bash` needs
 /// no approval and `off` is allowed).
@@ -43,14 +53,23 @@ fn engine_sandboxed(profile: SandboxProfile) -> (Engine, tempfile::TempDir) {
     engine_with(Limits::default(), |b| b.config(config))
 }
 
-/// One run of [`PROGRAM`]: (whole program, the call's `elapsed_ms`).
+/// One run of [`PROGRAM`]: (whole program, the call's `elapsed_ms`), then
+/// a pause of [`SETTLE`].
 fn sample(engine: &Engine) -> (Duration, Duration) {
+    sample_of(engine, PROGRAM, 0)
+}
+
+/// One run of `program`: (whole program, call `index`'s `elapsed_ms`),
+/// then a pause of [`SETTLE`].
+fn sample_of(engine: &Engine, program: &str, index: usize) -> (Duration, Duration) {
     let t0 = Instant::now();
-    let receipt = engine.execute_blocking(Program::new(PROGRAM));
+    let receipt = engine.execute_blocking(Program::new(program));
     let took = t0.elapsed();
     check("W9_bash_sandboxed", &receipt, 1);
-    let call = receipt.calls.first().unwrap_or_else(|| die("W9_bash_sandboxed: the receipt has no call"));
-    (took, Duration::from_secs_f64(call.elapsed_ms / 1e3))
+    let call = receipt.calls.get(index).unwrap_or_else(|| die("W9_bash_sandboxed: the receipt lacks a call"));
+    let call = Duration::from_secs_f64(call.elapsed_ms / 1e3);
+    std::thread::sleep(SETTLE);
+    (took, call)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -117,6 +136,21 @@ pub(super) fn run() {
         let median_ratio = spread("call ratio", ratio);
         spread("whole program, sandboxed", whole_on);
         spread("whole program, sandbox off", whole_off);
+        // The second of two calls in turn, in one program.
+        let (mut second_on, mut second_ratio) = (Vec::new(), Vec::new());
+        for i in 0..BACK_TO_BACK_PAIRS {
+            let (on, unconfined) = if i % 2 == 0 {
+                let a = sample_of(engine, BACK_TO_BACK, 1);
+                (a, sample_of(&off, BACK_TO_BACK, 1))
+            } else {
+                let b = sample_of(&off, BACK_TO_BACK, 1);
+                (sample_of(engine, BACK_TO_BACK, 1), b)
+            };
+            second_on.push(ms(on.1));
+            second_ratio.push(ms(on.1) / ms(unconfined.1));
+        }
+        spread("second of two calls in turn, sandboxed", second_on);
+        spread("second of two calls in turn, ratio", second_ratio);
         let suffix = if launcher == "codemode" { "_codemode_launcher" } else { "" };
         emit(engine, &format!("W9_bash_sandboxed{suffix}"), json!((median_on * 100.0).round() / 100.0), "ms");
         emit(

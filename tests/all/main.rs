@@ -56,6 +56,7 @@ mod run_grant;
 mod runs;
 mod sandbox;
 mod sandbox_network;
+mod sandbox_spare;
 mod sandbox_writable;
 mod serve_approvals;
 mod serve_clients;

@@ -602,7 +602,9 @@ fn mcp_login_tokens_behind_a_linked_config_folder_are_hidden_from_tools() {
 /// their protocol: a launcher given another refuses and runs nothing (one
 /// of protocol 1 reads the number as its spec and refuses it too). Since
 /// protocol 3 the spec comes on stdin: the command lines of earlier
-/// engines (the spec as an argument) are refused too.
+/// engines (the spec as an argument) are refused too. Since protocol 4 the
+/// command's environment is in the spec: one of protocol 3 would give a
+/// spare launcher's empty environment to the command.
 #[test]
 fn a_launcher_given_another_protocol_runs_nothing() {
     let ws = workspace();
@@ -617,10 +619,10 @@ fn a_launcher_given_another_protocol_runs_nothing() {
     let header = |out: &std::process::Output| -> Value {
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap()
     };
-    for protocol in ["1", "2", "4"] {
+    for protocol in ["1", "2", "3", "5"] {
         let out = launcher(&["__sandbox-exec", protocol, "spec-on-stdin"]);
         let header = header(&out);
-        assert!(header["error"].as_str().is_some_and(|e| e.contains("protocol 3")), "{header}");
+        assert!(header["error"].as_str().is_some_and(|e| e.contains("protocol 4")), "{header}");
         assert_eq!(out.status.code(), Some(125));
     }
     // The command lines of earlier engines: the spec where the protocol
@@ -630,6 +632,7 @@ fn a_launcher_given_another_protocol_runs_nothing() {
         vec!["__sandbox-exec", &text],
         vec!["__sandbox-exec", "2", &text],
         vec!["__sandbox-exec", "3", &text],
+        vec!["__sandbox-exec", "4", &text],
     ] {
         let out = launcher(&args);
         assert_eq!(out.status.code(), Some(125), "{args:?}");

@@ -1,5 +1,5 @@
 //! The sandbox launcher: the small `codemode-sandbox` binary, or the
-//! `codemode` binary re-executed, run as `<binary> __sandbox-exec 3
+//! `codemode` binary re-executed, run as `<binary> __sandbox-exec 4
 //! spec-on-stdin` by the `bash` tool (a `LaunchSpec` as JSON on stdin,
 //! [`spec_frame`]), before anything else in `main` runs. It is a fresh,
 //! single-threaded process, so it may fork. Linux only.
@@ -36,8 +36,8 @@
 //!    (the mount tree, the network) then happens after the launcher has
 //!    answered, off the call's way back.
 //! 3. **The shell**: `bash -c COMMAND` (`/bin/sh` when no `bash` is on
-//!    `PATH`) in the workspace, with the environment the engine gave the
-//!    launcher. With `go_on_stdin` (a journaled run), its process waits
+//!    `PATH`) in the workspace, with the environment of the spec
+//!    (`LaunchSpec::env`; the launcher's own when the spec has none). With `go_on_stdin` (a journaled run), its process waits
 //!    for one byte on stdin before it executes the shell: the engine sends
 //!    it once the call's `start` line is durable, so the sandbox is set up
 //!    while the journal syncs (docs/JOURNAL.md, "What survives what").
@@ -78,17 +78,21 @@ pub use shared_network::{HOLD_NETWORK, READY, SharedNetwork, stat_parent_and_sta
 pub const SUBCOMMAND: &str = "__sandbox-exec";
 
 /// The protocol the engine and the launcher speak, given after
-/// [`SUBCOMMAND`] (`__sandbox-exec 3 spec-on-stdin`). Protocol 2 added
+/// [`SUBCOMMAND`] (`__sandbox-exec 4 spec-on-stdin`). Protocol 2 added
 /// `go_on_stdin`, which a launcher of protocol 1 would ignore (running the
 /// command before its start is durable). Protocol 3 moved the spec from
 /// the command line to stdin ([`spec_frame`]): on the command line,
 /// `/proc/PID/cmdline` showed it (the command, the paths, the run id) to
 /// every process of the user, and to the command itself as init's, and
 /// init, which lingers until the launcher has exited, looked like the
-/// command to `pgrep -f`. A launcher of another protocol refuses the
-/// command line, and one of protocol 1 reads `3` as its spec and refuses
-/// it too, so nothing runs under rules a launcher does not know.
-pub const PROTOCOL: &str = "3";
+/// command to `pgrep -f`. Protocol 4 moved the command's environment into
+/// the spec ([`LaunchSpec::env`]), so that a launcher can be started
+/// before the call it serves (the engine's spare launcher): one of
+/// protocol 3 would give the shell its own (empty) environment. A launcher
+/// of another protocol refuses the command line, and one of protocol 1
+/// reads the number as its spec and refuses it too, so nothing runs under
+/// rules a launcher does not know.
+pub const PROTOCOL: &str = "4";
 
 /// The argument after [`PROTOCOL`] that says the spec follows on stdin
 /// (the other is [`HOLD_NETWORK`]).
@@ -163,6 +167,50 @@ pub struct LaunchSpec {
     /// its own.
     #[serde(default)]
     pub shared_network: Option<SharedNetwork>,
+    /// The shell's whole environment (the engine's filtered
+    /// variables, the call's `TMPDIR` and the cache variables): the
+    /// launcher's own is not passed on, so a launcher started before its
+    /// call (with an empty environment) serves it as one started for it.
+    /// `None` (a spec written by hand or by a test): the shell gets the
+    /// launcher's environment. Each variable is a JSON string when it is
+    /// UTF-8, else an array of its bytes ([`EnvText`]).
+    #[serde(default)]
+    pub env: Option<Vec<(EnvText, EnvText)>>,
+}
+
+/// One name or value of [`LaunchSpec::env`]: the environment of a Unix
+/// process is bytes, most of them UTF-8. Written as a JSON string when it
+/// is UTF-8, else as an array of its bytes, so that any environment
+/// passes through exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EnvText {
+    /// UTF-8 text.
+    Text(String),
+    /// Anything else, byte for byte.
+    Bytes(Vec<u8>),
+}
+
+impl EnvText {
+    /// `text` as it is written in a spec.
+    #[cfg(unix)]
+    pub fn from_os(text: &std::ffi::OsStr) -> Self {
+        use std::os::unix::ffi::OsStrExt as _;
+        match text.to_str() {
+            Some(utf8) => EnvText::Text(utf8.to_owned()),
+            None => EnvText::Bytes(text.as_bytes().to_vec()),
+        }
+    }
+
+    /// The text again, as the process environment holds it.
+    #[cfg(unix)]
+    pub fn to_os(&self) -> std::ffi::OsString {
+        use std::os::unix::ffi::OsStringExt as _;
+        match self {
+            EnvText::Text(text) => text.into(),
+            EnvText::Bytes(bytes) => std::ffi::OsString::from_vec(bytes.clone()),
+        }
+    }
 }
 
 /// The first line the sandbox writes to stdout: what was applied, or why
@@ -751,5 +799,27 @@ fn term_pending() -> bool {
     // only when it reports success; sigismember reads it.
     unsafe {
         libc::sigpending(set.as_mut_ptr()) == 0 && libc::sigismember(set.as_ptr(), libc::SIGTERM) == 1
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+
+    use super::EnvText;
+
+    /// A spec's environment passes through JSON exactly: UTF-8 as a
+    /// string, anything else as its bytes.
+    #[test]
+    fn env_text_round_trips_through_json() {
+        for bytes in [&b"plain"[..], b"caf\xc3\xa9", b"f\xffo", b""] {
+            let text = EnvText::from_os(OsStr::from_bytes(bytes));
+            let json = serde_json::to_string(&text).unwrap();
+            let utf8 = std::str::from_utf8(bytes).is_ok();
+            assert_eq!(json.starts_with('"'), utf8, "{json}");
+            let back: EnvText = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.to_os().as_bytes(), bytes);
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! `codemode-sandbox __sandbox-exec 3 spec-on-stdin`: the bash tool's launcher as a
+//! `codemode-sandbox __sandbox-exec 4 spec-on-stdin`: the bash tool's launcher as a
 //! small binary of its own (no VM, no engine), started by the engine for
 //! each confined bash call. Anything else is refused.
 

@@ -110,7 +110,8 @@ fn the_launcher_s_spec_is_on_no_command_line() {
     let command = format!(": {marker}; tr '\\0' ' ' < /proc/1/cmdline");
     let said = stdout(&default_engine(&ws), &command);
     let ws_path = ws.path().canonicalize().unwrap();
-    assert!(said.ends_with(" __sandbox-exec 3 spec-on-stdin "), "init's command line: {said}");
+    let expected = format!(" __sandbox-exec {} spec-on-stdin ", codemode::sandbox::launcher::PROTOCOL);
+    assert!(said.ends_with(&expected), "init's command line: {said}");
     assert!(!said.contains(&marker) && !said.contains(&*ws_path.to_string_lossy()), "{said}");
 }
 

@@ -14,11 +14,13 @@
 //! ([`set_launcher`], [`LAUNCHER_ENV`]).
 
 mod network_holder;
+mod spare_launcher;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use network_holder::NetworkHolder;
+pub use spare_launcher::SpareLauncher;
 
 pub(crate) use codemode_sandbox::find_launcher;
 pub use codemode_sandbox::{LAUNCHER_ENV, SandboxProfile, SandboxSettings, launcher, set_launcher};
@@ -91,6 +93,9 @@ pub struct Confinement {
     /// share with the network off, started on the first one
     /// ([`NetworkHolder`]); clones share it.
     pub network_holder: NetworkHolder,
+    /// The launcher started ahead of the engine's next sandboxed bash
+    /// call, from its second on ([`SpareLauncher`]); clones share it.
+    pub spare_launcher: SpareLauncher,
 }
 
 /// [`Confinement::command_tmp_root`] of a confinement whose runs' folders
@@ -137,6 +142,7 @@ impl Confinement {
             search_denied: Vec::new(),
             command_tmp_root: command_tmp_root_in(&codemode.join("runs"), std::slice::from_ref(&codemode)),
             network_holder: NetworkHolder::default(),
+            spare_launcher: SpareLauncher::default(),
         }
     }
 

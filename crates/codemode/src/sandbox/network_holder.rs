@@ -4,7 +4,7 @@
 //! dearest step of its sandbox (about 0.5 ms each way; docs/PERFORMANCE.md).
 //!
 //! The holder is a launcher process started on the first such call
-//! (`<launcher> __sandbox-exec 3 hold-network`, crates/sandbox's
+//! (`<launcher> __sandbox-exec 4 hold-network`, crates/sandbox's
 //! `launcher/shared_network.rs`), in a process group of its own. It ends
 //! when its stdin closes: when the engine's [`Confinement`](super::Confinement)
 //! is dropped (the holder is killed and reaped then too) or the process

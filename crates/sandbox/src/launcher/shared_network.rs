@@ -5,7 +5,7 @@
 //! the network off, an engine's commands do not need one each: nothing can
 //! be reached from it but its own loopback, and a command's processes end
 //! with its call (its PID namespace). So the engine starts one holder, a
-//! launcher process run as `__sandbox-exec 3 hold-network`, that makes a
+//! launcher process run as `__sandbox-exec 4 hold-network`, that makes a
 //! user and a network namespace, maps the caller's uid and gid, says
 //! `ready` and waits for its stdin to close; each launcher then joins that
 //! user and network namespace ([`join`]) and makes the call's own user,
@@ -67,7 +67,7 @@ pub fn stat_parent_and_start(stat: &str) -> Option<(i32, u64)> {
     Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
 }
 
-/// The holder (`__sandbox-exec 3 hold-network`): makes a user and a network
+/// The holder (`__sandbox-exec 4 hold-network`): makes a user and a network
 /// namespace, maps the caller's uid and gid, writes [`READY`] on stdout
 /// and waits until stdin closes (the engine dropped it, or ended). Exit
 /// 0; [`super::EXIT_SETUP_FAILED`] with an error line when the namespaces

@@ -26,6 +26,9 @@ pub(super) fn exec_shell(spec: &LaunchSpec) -> ExitCode {
         std::process::exit(126);
     }
     close_inherited_fds();
+    if let Some(env) = &spec.env {
+        set_environment(env);
+    }
     // Everything up to here changes nothing outside the sandbox; the
     // command itself waits for the engine's go.
     if spec.go_on_stdin && !go_from_stdin() {
@@ -44,6 +47,41 @@ pub(super) fn exec_shell(spec: &LaunchSpec) -> ExitCode {
     let sh_err = nix::unistd::execv(&arg("/bin/sh"), &argv("/bin/sh")).unwrap_err();
     eprintln!("codemode sandbox: cannot start bash ({bash_err}) or /bin/sh ({sh_err})");
     std::process::exit(127)
+}
+
+/// Makes `env` this process's whole environment, for the
+/// shell it executes next (`execvp` passes it on and searches its `PATH`).
+/// A name that is empty or holds `=` or NUL, or a value with NUL, cannot
+/// be in an environment and is left out (the engine's filter never sends
+/// one).
+#[cfg(target_os = "linux")]
+fn set_environment(env: &[(super::EnvText, super::EnvText)]) {
+    let settable = |name: &std::ffi::OsStr, value: &std::ffi::OsStr| {
+        use std::os::unix::ffi::OsStrExt as _;
+        !name.is_empty()
+            && !name.as_bytes().iter().any(|&b| b == b'=' || b == 0)
+            && !value.as_bytes().contains(&0)
+    };
+    let old: Vec<std::ffi::OsString> = std::env::vars_os().map(|(name, _)| name).collect();
+    for name in old {
+        #[allow(unsafe_code)]
+        // SAFETY: the shell's process is single-threaded (forked from
+        // init, itself forked from the single-threaded launcher): no other
+        // thread reads the environment meanwhile.
+        unsafe {
+            std::env::remove_var(name)
+        };
+    }
+    for (name, value) in env {
+        let (name, value) = (name.to_os(), value.to_os());
+        if settable(&name, &value) {
+            #[allow(unsafe_code)]
+            // SAFETY: as above, single-threaded.
+            unsafe {
+                std::env::set_var(name, value)
+            };
+        }
+    }
 }
 
 /// Marks every descriptor above stderr close-on-exec, so descriptors that

@@ -8,7 +8,7 @@
 //!   root; stdin is `/dev/null`; stdout and stderr are pipes.
 //! - Under a confining profile (`workspace-write`, the default, or
 //!   `read-only`) the shell runs in the OS sandbox: the engine starts the
-//!   sandbox launcher (`codemode-sandbox __sandbox-exec 3 spec-on-stdin`,
+//!   sandbox launcher (`codemode-sandbox __sandbox-exec 4 spec-on-stdin`,
 //!   the spec on its stdin; see
 //!   `sandbox/launcher.rs`, found as `sandbox/locate.rs` says), which enters
 //!   new namespaces, mounts, applies Landlock and runs the shell as a child
@@ -341,6 +341,9 @@ async fn run(
         // meanwhile (the write fails) or hangs (time runs out) is seen
         // below, when it ends or is ended.
         let _ = tokio::time::timeout_at(deadline, pipe.write_all(&frame)).await;
+        // The next call's launcher is started now, on another worker, so
+        // that it is ready for a call that follows this one at once.
+        confinement.spare_launcher.prepare_next();
     }
     if let Some(gate) = durable_start {
         // The launcher sets the sandbox up meanwhile, then waits for this.

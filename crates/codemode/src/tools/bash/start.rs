@@ -1,8 +1,11 @@
-//! Starting a command: the shell, or the sandbox launcher with its spec,
-//! each in a new session with the filtered environment only.
+//! Starting a command: the shell, in a new session with the filtered
+//! environment only, or the sandbox launcher (the engine's spare, or one
+//! started for the call) with its spec, which carries that environment.
 
 use std::ffi::OsString;
 use std::path::Path;
+
+use codemode_sandbox::launcher::EnvText;
 
 use super::{Confinement, LaunchSpec, SandboxProfile, ToolError};
 
@@ -51,7 +54,8 @@ pub(super) fn start_command(
 
 /// Starts the sandbox launcher for `command`: finds the launcher, makes
 /// the command's private temporary folder (its `TMPDIR` in `env`) and the
-/// hidden folders inside the workspace, then hands the launcher its spec.
+/// hidden folders inside the workspace, and takes the engine's spare
+/// launcher or starts one; the caller hands it its spec (`env` in it).
 fn start_sandboxed(
     command: &str,
     confinement: &Confinement,
@@ -98,9 +102,12 @@ fn start_sandboxed(
         } else {
             confinement.network_holder.shared(&launcher)
         },
+        env: Some(
+            env.iter().map(|(name, value)| (EnvText::from_os(name), EnvText::from_os(value))).collect(),
+        ),
     };
     let spec_frame = codemode_sandbox::launcher::spec_frame(&spec);
-    let child = spawn_launcher(&launcher, workspace, env).map_err(|e| {
+    let child = confinement.spare_launcher.take_or_start(&launcher, workspace).map_err(|e| {
         ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
     })?;
     Ok(Started { child, tmp: Some(tmp), spec_frame: Some(spec_frame) })
@@ -142,29 +149,6 @@ fn spawn(
     cmd.arg("-c").arg(command);
     prepare(&mut cmd, workspace, env);
     codemode_base::process_group::in_new_session(&mut cmd).spawn()
-}
-
-/// Starts the sandbox launcher, with `env` only and a pipe as stdin (for
-/// its spec). The launcher
-/// starts its own session first thing (`launcher.rs` refuses to go on
-/// without one), so nothing runs between fork and exec here: with an
-/// absolute path and no such step, the standard library starts it with
-/// `posix_spawn` (a `vfork`-like clone that neither copies the engine's
-/// page tables nor makes its memory copy-on-write), about 0.7 ms less per
-/// call than a `fork` of the engine (docs/PERFORMANCE.md, W9). Until the
-/// launcher's `setsid`, a signal to its group finds none: the engine's
-/// `kill_on_drop` still ends it by pid.
-fn spawn_launcher(
-    launcher: &Path,
-    workspace: &Path,
-    env: &[(OsString, OsString)],
-) -> std::io::Result<tokio::process::Child> {
-    use crate::sandbox::launcher::{PROTOCOL, SPEC_ON_STDIN, SUBCOMMAND};
-    let mut cmd = tokio::process::Command::new(launcher);
-    cmd.args([SUBCOMMAND, PROTOCOL, SPEC_ON_STDIN]);
-    prepare(&mut cmd, workspace, env);
-    cmd.stdin(std::process::Stdio::piped());
-    cmd.spawn()
 }
 
 /// Sets `cmd` to run in `workspace` with `env` only, stdin `/dev/null`,

@@ -1,0 +1,178 @@
+//! The engine's spare sandbox launcher: one launcher process started ahead
+//! of the next sandboxed bash call, waiting for its spec, so that a call
+//! does not wait for a process to be started and loaded (about half of
+//! what the sandbox adds to a call; docs/PERFORMANCE.md, W9).
+//!
+//! A launcher knows nothing of its call until it reads the spec on its
+//! stdin (`codemode_sandbox::launcher::LaunchSpec`, the command's
+//! environment included): it is started with an empty environment, in the
+//! workspace, the way [`start_launcher`] starts every launcher, and does
+//! nothing but wait on that read. Every step of the sandbox (namespaces,
+//! mounts, Landlock, the filters) is made per call after the spec came, so
+//! a spare confines its call exactly as a launcher started for it would.
+//!
+//! The first sandboxed call of an engine starts its launcher itself; once
+//! a call's launcher has its spec, [`SpareLauncher::prepare_next`] starts
+//! the next call's on the tool runtime, beside that call (so that it is
+//! ready for a call that follows at once). A call takes the spare
+//! when one is waiting and still alive, else starts its own (a spare that
+//! died, of the same launcher or not, is replaced). The spare is killed
+//! and reaped when the engine's [`Confinement`](super::Confinement) is
+//! dropped, and, blocked on its stdin, it ends by itself when the engine's
+//! process ends.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// One engine's spare launcher (none until its first sandboxed call).
+/// Clones share it.
+#[derive(Clone, Default)]
+pub struct SpareLauncher(Arc<Mutex<Spare>>);
+
+#[derive(Default)]
+struct Spare {
+    /// The launcher and workspace of the last call: what the next spare is
+    /// started as.
+    last: Option<(PathBuf, PathBuf)>,
+    /// The spare, waiting for its spec, with the launcher it runs.
+    waiting: Option<(PathBuf, tokio::process::Child)>,
+    /// A spare is being started.
+    starting: bool,
+}
+
+impl SpareLauncher {
+    /// A launcher for a call: the spare when one of `launcher` is waiting
+    /// and alive, else one started now (in `workspace`, [`start_launcher`]).
+    /// Remembers `launcher` and `workspace` for
+    /// [`SpareLauncher::prepare_next`].
+    ///
+    /// # Errors
+    /// When no launcher can be started (the `io::Error` of the spawn).
+    pub(crate) fn take_or_start(
+        &self,
+        launcher: &Path,
+        workspace: &Path,
+    ) -> std::io::Result<tokio::process::Child> {
+        let spare = {
+            let mut spare = self.lock();
+            spare.last = Some((launcher.to_path_buf(), workspace.to_path_buf()));
+            spare.waiting.take()
+        };
+        if let Some((of, mut child)) = spare
+            && of == launcher
+            && matches!(child.try_wait(), Ok(None))
+        {
+            return Ok(child);
+        }
+        // None, another launcher's, or one that ended: dropping it kills
+        // it (`kill_on_drop`), and it is started anew.
+        start_launcher(launcher, workspace)
+    }
+
+    /// Starts a spare for the next call on the current tokio runtime, as
+    /// the last call's launcher, unless one is waiting or starting, or no
+    /// call has taken a launcher yet. A spare that cannot be started is not
+    /// retried until the next call ends; that call starts its own.
+    pub(crate) fn prepare_next(&self) {
+        let (launcher, workspace) = {
+            let mut spare = self.lock();
+            if spare.waiting.is_some() || spare.starting {
+                return;
+            }
+            let Some(last) = spare.last.clone() else { return };
+            spare.starting = true;
+            last
+        };
+        let this = self.clone();
+        // Started on a worker of the tool runtime, as a call's launcher is:
+        // the launcher dies with the thread that started it
+        // (`PR_SET_PDEATHSIG`, set once it has its spec), and the runtime's
+        // workers live as long as it does.
+        tokio::spawn(async move {
+            let started = start_launcher(&launcher, &workspace);
+            let mut spare = this.lock();
+            spare.starting = false;
+            match started {
+                Ok(child) if spare.waiting.is_none() => spare.waiting = Some((launcher, child)),
+                Ok(_) => {}
+                Err(e) => tracing::debug!("no spare sandbox launcher: {e}"),
+            }
+        });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Spare> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The pid of the spare waiting for its spec, if any (for tests).
+    #[doc(hidden)]
+    pub fn waiting_pid(&self) -> Option<u32> {
+        self.lock().waiting.as_ref().and_then(|(_, child)| child.id())
+    }
+}
+
+/// Starts the sandbox `launcher` as `<launcher> __sandbox-exec PROTOCOL
+/// spec-on-stdin`, in `workspace`, with an empty environment (the
+/// command's is in its spec), a pipe as stdin (for the spec, then the go),
+/// stdout and stderr piped, killed on drop. Nothing runs between fork and
+/// exec (the launcher makes its session itself), so the standard library
+/// starts it with `posix_spawn` (a `vfork`-like clone that neither copies
+/// the engine's page tables nor makes its memory copy-on-write), about
+/// 0.7 ms less than a `fork` of the engine (docs/PERFORMANCE.md, W9). Until
+/// the launcher's `setsid`, a signal to its group finds none: `kill_on_drop`
+/// still ends it by pid.
+///
+/// # Errors
+/// The spawn's.
+fn start_launcher(launcher: &Path, workspace: &Path) -> std::io::Result<tokio::process::Child> {
+    use std::process::Stdio;
+
+    use codemode_sandbox::launcher::{PROTOCOL, SPEC_ON_STDIN, SUBCOMMAND};
+    let mut cmd = tokio::process::Command::new(launcher);
+    cmd.args([SUBCOMMAND, PROTOCOL, SPEC_ON_STDIN])
+        .current_dir(workspace)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd.spawn()
+}
+
+impl Drop for Spare {
+    /// Kills the spare and reaps it (it dies at once: it is blocked on a
+    /// read), waiting at most 50 ms; one not reaped by then is left to the
+    /// runtime's reaper (`kill_on_drop`).
+    fn drop(&mut self) {
+        if let Some((_, mut child)) = self.waiting.take() {
+            let _ = child.start_kill();
+            for _ in 0..50 {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for SpareLauncher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let spare = self.lock();
+        match &spare.waiting {
+            Some((launcher, child)) => {
+                write!(f, "SpareLauncher({} pid {:?})", launcher.display(), child.id())
+            }
+            None => f.write_str("SpareLauncher(none)"),
+        }
+    }
+}
+
+/// Two are equal when they are the same (clones of one engine's).
+impl PartialEq for SpareLauncher {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SpareLauncher {}
