@@ -126,3 +126,124 @@ fn a_spec_s_environment_is_the_command_s_whole_environment() {
     assert!(header.contains("\"sandbox\""), "{header} {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(said.split_whitespace().collect::<Vec<_>>(), ["unset|yes|", "66", "ff", "6f"], "{said}");
 }
+
+/// A spare stopped from outside (SIGSTOP) is not given the call, which
+/// would then wait out its timeout: the call starts its own, and the
+/// stopped one is killed.
+#[test]
+fn a_stopped_spare_is_not_used() {
+    let ws = workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let engine = default_engine(&ws);
+    stdout(&engine, "true");
+    let spare = the_spare(&ws_path, None);
+    crate::common::send_signal("STOP", spare as u32);
+    let out = engine.call_blocking("bash", &json!({"command": "echo after-a-stopped-spare", "timeout": 10}));
+    assert!(out.is_ok(), "{:?}", out.error);
+    assert_eq!(out.envelope.unwrap()["content"]["stdout"], "after-a-stopped-spare\n");
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while launchers_in(&ws_path).contains(&spare) {
+        assert!(Instant::now() < give_up, "the stopped spare {spare} was left");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A host that lowers the engine's resource limits (or moves it to
+/// another cgroup, changes its umask, ...) while a spare waits: the next
+/// command runs under the new limits, as one started for it would; the
+/// spare, started under the old ones, is not used. `codemode run`, its
+/// limit lowered from outside with `prlimit(1)` while its second call
+/// waits.
+#[test]
+fn a_spare_started_before_the_engine_s_limits_changed_is_not_used() {
+    let ws = workspace();
+    let program = ws.path().join("limits.js");
+    std::fs::write(
+        &program,
+        "await tools.bash({command: 'true'});\n\
+         await tools.bash({command: 'touch waiting; while [ ! -e go ]; do sleep 0.02; done'});\n\
+         return (await tools.bash({command: 'ulimit -n'})).content.stdout.trim();\n",
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .env("XDG_STATE_HOME", crate::common::XDG_STATE)
+        .current_dir(ws.path())
+        .args(["run", "--posture", "full-access", "--deadline", "60"])
+        .arg(&program)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::common::wait_until_exists(&ws.path().join("waiting"), "the second call");
+    let lowered = Command::new("prlimit")
+        .args(["--pid", &child.id().to_string(), "--nofile=321:321"])
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(lowered.success());
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said.trim(), "\"321\"", "{said} {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// While a launcher waits for its spec (a spare, for as long as the
+/// engine's next call takes to come), another process of the same user
+/// cannot open its stdin through `/proc/PID/fd/0` and write a spec there
+/// first. The launcher, the pipe on its stdin and the other process are
+/// all `nobody`'s (`setpriv`, as root; skipped otherwise): root can open
+/// any process's descriptors, and a pipe only its owner.
+#[test]
+fn another_process_of_the_user_cannot_write_to_a_waiting_launcher() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root, to run the launcher and the other process as `nobody`");
+        return;
+    }
+    let as_nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+    // The pipe is made by nobody's shell; its end (after 3 s) is the
+    // launcher's end of stdin.
+    let script = format!(
+        "sleep 3 | exec \"$0\" __sandbox-exec {} spec-on-stdin",
+        codemode::sandbox::launcher::PROTOCOL
+    );
+    let launcher = Command::new("setpriv")
+        .args(as_nobody)
+        .args(["sh", "-c", &script, env!("CARGO_BIN_EXE_codemode")])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("setpriv (util-linux) runs");
+    // The launcher is a child of that shell, waiting on its stdin.
+    let shell = launcher.id().to_string();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (fields.get(1) == Some(&shell.as_str())
+                && fields.first() == Some(&"S")
+                && String::from_utf8_lossy(&cmdline).contains("__sandbox-exec"))
+            .then(|| entry.file_name().to_string_lossy().into_owned())
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+        assert!(Instant::now() < give_up, "the launcher did not start waiting");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let writer = Command::new("setpriv")
+        .args(as_nobody)
+        .args(["sh", "-c", "printf 'ffffffff' > \"/proc/$1/fd/0\"", "sh", &pid])
+        .output()
+        .unwrap();
+    let out = launcher.wait_with_output().unwrap();
+    let header = String::from_utf8_lossy(&out.stdout);
+    assert!(!writer.status.success(), "another process wrote to the launcher's stdin: {header}");
+    assert!(
+        String::from_utf8_lossy(&writer.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&writer.stderr)
+    );
+    // It saw only its own stdin: it ended before any spec.
+    assert!(header.contains("stdin ended before the whole spec"), "{header}");
+}

@@ -105,11 +105,30 @@ pub const MAX_SPEC_BYTES: usize = 16 << 20;
 /// The spec as the engine writes it on the launcher's stdin: its length
 /// in bytes as 8 hexadecimal digits, then the spec as JSON. What follows
 /// on stdin is the engine's go (`go_on_stdin`), or nothing.
-pub fn spec_frame(spec: &LaunchSpec) -> Vec<u8> {
-    let json = serde_json::to_vec(spec).expect("the spec serialises");
+///
+/// # Errors
+/// When a path of the spec is not UTF-8 (JSON cannot carry it; the
+/// environment can, [`EnvText`]): the message names the path.
+pub fn spec_frame(spec: &LaunchSpec) -> Result<Vec<u8>, String> {
+    let json = serde_json::to_vec(spec).map_err(|e| {
+        let paths = std::iter::once(&spec.workspace)
+            .chain([&spec.tmpdir])
+            .chain(&spec.writable)
+            .chain(&spec.protected)
+            .chain(&spec.hidden)
+            .chain(&spec.spill);
+        match paths.into_iter().find(|p| p.to_str().is_none()) {
+            Some(path) => format!(
+                "the sandbox cannot be given the path {} (not UTF-8): rename it, or set `[sandbox] profile = \"off\"` \
+                 under the full-access posture",
+                path.display()
+            ),
+            None => format!("the sandbox's spec cannot be written: {e}"),
+        }
+    })?;
     let mut frame = format!("{:08x}", json.len()).into_bytes();
     frame.extend_from_slice(&json);
-    frame
+    Ok(frame)
 }
 
 /// The exit code of a launcher that could not confine or start the shell
@@ -268,7 +287,17 @@ pub fn main_if_launcher() -> Option<ExitCode> {
              `{HOLD_NETWORK}` after the protocol, got `{mode}`)"
         )));
     }
-    Some(match spec_from_stdin() {
+    // While it waits for its spec (a spare launcher waits for the next
+    // call), no process of the user may open its `/proc/PID/fd/0` and
+    // write a spec there first: not dumpable, its `/proc` entries are
+    // root's. Dumpable again once the spec is read: the user namespace's
+    // maps are written through `/proc/self`.
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_dumpable(false);
+    let spec = spec_from_stdin();
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_dumpable(true);
+    Some(match spec {
         Ok(spec) => launch(&spec),
         Err(e) => fail(&format!("{SUBCOMMAND} is internal to codemode's bash tool (bad spec: {e})")),
     })
@@ -807,7 +836,32 @@ mod tests {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt as _;
 
-    use super::EnvText;
+    use super::{EnvText, LaunchSpec};
+
+    /// A path JSON cannot carry is an error naming it, not a panic (a
+    /// `HOME` that is not UTF-8 puts one in the spec).
+    #[test]
+    fn a_spec_with_a_path_that_is_not_utf8_is_refused_naming_it() {
+        let odd = std::path::PathBuf::from(OsStr::from_bytes(b"/tmp/caf\xe9-cache"));
+        let spec = LaunchSpec {
+            command: "true".into(),
+            workspace: "/tmp".into(),
+            profile: "workspace-write".into(),
+            network: false,
+            host_ipc: false,
+            writable: vec![odd],
+            protected: Vec::new(),
+            hidden: Vec::new(),
+            spill: None,
+            tmpdir: "/tmp".into(),
+            parent: 1,
+            go_on_stdin: false,
+            shared_network: None,
+            env: None,
+        };
+        let error = super::spec_frame(&spec).unwrap_err();
+        assert!(error.contains("/tmp/caf") && error.contains("not UTF-8"), "{error}");
+    }
 
     /// A spec's environment passes through JSON exactly: UTF-8 as a
     /// string, anything else as its bytes.

@@ -7,16 +7,24 @@
 //! stdin (`codemode_sandbox::launcher::LaunchSpec`, the command's
 //! environment included): it is started with an empty environment, in the
 //! workspace, the way [`start_launcher`] starts every launcher, and does
-//! nothing but wait on that read. Every step of the sandbox (namespaces,
-//! mounts, Landlock, the filters) is made per call after the spec came, so
-//! a spare confines its call exactly as a launcher started for it would.
+//! nothing but wait on that read (not dumpable meanwhile, so no other
+//! process of the user but root opens its `/proc/PID/fd/0` once it has
+//! started; docs/SECURITY.md says what is not defended). Every step of the
+//! sandbox (namespaces, mounts, Landlock, the filters) is made per call
+//! after the spec came. What a process inherits from the one that starts
+//! it and a host may change while the engine runs (resource limits, the
+//! cgroup, the umask, credentials and capabilities, CPU affinity, nice,
+//! the OOM score: [`process_settings`]) is read when a spare starts, and a
+//! call uses the spare only when they read the same then, so that a
+//! spare confines its call as a launcher started for it would.
 //!
 //! The first sandboxed call of an engine starts its launcher itself; once
 //! a call's launcher has its spec, [`SpareLauncher::prepare_next`] starts
 //! the next call's on the tool runtime, beside that call (so that it is
 //! ready for a call that follows at once). A call takes the spare
-//! when one is waiting and still alive, else starts its own (a spare that
-//! died, of the same launcher or not, is replaced). The spare is killed
+//! when one of its launcher is waiting, alive and not stopped, else starts
+//! its own (the spare is then killed); one that dies after it was taken,
+//! before its spec is written, is replaced too. The spare is killed
 //! and reaped when the engine's [`Confinement`](super::Confinement) is
 //! dropped, and, blocked on its stdin, it ends by itself when the engine's
 //! process ends.
@@ -29,22 +37,32 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Default)]
 pub struct SpareLauncher(Arc<Mutex<Spare>>);
 
+/// A spare launcher waiting for its spec.
+struct Waiting {
+    /// The launcher it runs.
+    launcher: PathBuf,
+    child: tokio::process::Child,
+    /// [`process_settings`] when it was started.
+    settings: Option<String>,
+}
+
 #[derive(Default)]
 struct Spare {
     /// The launcher and workspace of the last call: what the next spare is
     /// started as.
     last: Option<(PathBuf, PathBuf)>,
-    /// The spare, waiting for its spec, with the launcher it runs.
-    waiting: Option<(PathBuf, tokio::process::Child)>,
+    /// The spare, waiting for its spec.
+    waiting: Option<Waiting>,
     /// A spare is being started.
     starting: bool,
 }
 
 impl SpareLauncher {
-    /// A launcher for a call: the spare when one of `launcher` is waiting
-    /// and alive, else one started now (in `workspace`, [`start_launcher`]).
-    /// Remembers `launcher` and `workspace` for
-    /// [`SpareLauncher::prepare_next`].
+    /// A launcher for a call, and whether it is the spare: the spare when
+    /// one of `launcher` is waiting, alive and not stopped, and started
+    /// under the [`process_settings`] this thread has now; else one started
+    /// now (in `workspace`, [`start_launcher`]). Remembers `launcher` and
+    /// `workspace` for [`SpareLauncher::prepare_next`].
     ///
     /// # Errors
     /// When no launcher can be started (the `io::Error` of the spawn).
@@ -52,20 +70,36 @@ impl SpareLauncher {
         &self,
         launcher: &Path,
         workspace: &Path,
-    ) -> std::io::Result<tokio::process::Child> {
+    ) -> std::io::Result<(tokio::process::Child, bool)> {
         let spare = {
             let mut spare = self.lock();
             spare.last = Some((launcher.to_path_buf(), workspace.to_path_buf()));
             spare.waiting.take()
         };
-        if let Some((of, mut child)) = spare
-            && of == launcher
-            && matches!(child.try_wait(), Ok(None))
+        if let Some(mut spare) = spare
+            && spare.launcher == launcher
+            && spare.settings.is_some()
+            && spare.settings == process_settings()
+            && waiting_still(&mut spare.child)
         {
-            return Ok(child);
+            return Ok((spare.child, true));
         }
-        // None, another launcher's, or one that ended: dropping it kills
-        // it (`kill_on_drop`), and it is started anew.
+        // None, another launcher's, one started under other settings, or
+        // one that ended or was stopped: dropping it kills it
+        // (`kill_on_drop`), and one is started for the call.
+        Ok((start_launcher(launcher, workspace)?, false))
+    }
+
+    /// A launcher started now for a call whose spare died after it was
+    /// taken (its spec could not be written: nothing ran).
+    ///
+    /// # Errors
+    /// The spawn's.
+    pub(crate) fn start_own(
+        &self,
+        launcher: &Path,
+        workspace: &Path,
+    ) -> std::io::Result<tokio::process::Child> {
         start_launcher(launcher, workspace)
     }
 
@@ -89,11 +123,14 @@ impl SpareLauncher {
         // (`PR_SET_PDEATHSIG`, set once it has its spec), and the runtime's
         // workers live as long as it does.
         tokio::spawn(async move {
+            let settings = process_settings();
             let started = start_launcher(&launcher, &workspace);
             let mut spare = this.lock();
             spare.starting = false;
             match started {
-                Ok(child) if spare.waiting.is_none() => spare.waiting = Some((launcher, child)),
+                Ok(child) if spare.waiting.is_none() => {
+                    spare.waiting = Some(Waiting { launcher, child, settings })
+                }
                 Ok(_) => {}
                 Err(e) => tracing::debug!("no spare sandbox launcher: {e}"),
             }
@@ -107,8 +144,60 @@ impl SpareLauncher {
     /// The pid of the spare waiting for its spec, if any (for tests).
     #[doc(hidden)]
     pub fn waiting_pid(&self) -> Option<u32> {
-        self.lock().waiting.as_ref().and_then(|(_, child)| child.id())
+        self.lock().waiting.as_ref().and_then(|w| w.child.id())
     }
+}
+
+/// Whether `child` is still waiting: not ended, not stopped (a spare
+/// stopped from outside would hold its call until its timeout).
+fn waiting_still(child: &mut tokio::process::Child) -> bool {
+    if !matches!(child.try_wait(), Ok(None)) {
+        return false;
+    }
+    let Some(pid) = child.id() else { return false };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('S' | 'R' | 'D'))
+}
+
+/// What a process inherits from the thread that starts it and a host may
+/// change while the engine runs, as text to compare: the resource limits
+/// and the cgroup (`/proc/self/limits`, `/proc/self/cgroup`), the OOM
+/// score adjustment, and of this thread the umask, credentials,
+/// capabilities, `no_new_privs`, seccomp mode, CPU and memory-node
+/// affinity (`/proc/thread-self/status`) and nice (`stat`). `None` when
+/// one cannot be read (no spare is used then).
+fn process_settings() -> Option<String> {
+    const STATUS_LINES: [&str; 13] = [
+        "Umask:",
+        "Uid:",
+        "Gid:",
+        "Groups:",
+        "NoNewPrivs:",
+        "Seccomp:",
+        "CapInh:",
+        "CapPrm:",
+        "CapEff:",
+        "CapBnd:",
+        "CapAmb:",
+        "Cpus_allowed_list:",
+        "Mems_allowed_list:",
+    ];
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let mut text = String::new();
+    for path in ["/proc/self/limits", "/proc/self/cgroup", "/proc/self/oom_score_adj"] {
+        text.push_str(&read(path)?);
+    }
+    let status = read("/proc/thread-self/status")?;
+    for line in status.lines().filter(|l| STATUS_LINES.iter().any(|name| l.starts_with(name))) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    // Field 19 of `stat`, the 17th after the command's closing parenthesis.
+    let stat = read("/proc/thread-self/stat")?;
+    let nice = stat.rsplit_once(')')?.1.split_whitespace().nth(16)?;
+    text.push_str(nice);
+    Some(text)
 }
 
 /// Starts the sandbox `launcher` as `<launcher> __sandbox-exec PROTOCOL
@@ -144,7 +233,7 @@ impl Drop for Spare {
     /// read), waiting at most 50 ms; one not reaped by then is left to the
     /// runtime's reaper (`kill_on_drop`).
     fn drop(&mut self) {
-        if let Some((_, mut child)) = self.waiting.take() {
+        if let Some(Waiting { mut child, .. }) = self.waiting.take() {
             let _ = child.start_kill();
             for _ in 0..50 {
                 if !matches!(child.try_wait(), Ok(None)) {
@@ -160,9 +249,7 @@ impl std::fmt::Debug for SpareLauncher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let spare = self.lock();
         match &spare.waiting {
-            Some((launcher, child)) => {
-                write!(f, "SpareLauncher({} pid {:?})", launcher.display(), child.id())
-            }
+            Some(w) => write!(f, "SpareLauncher({} pid {:?})", w.launcher.display(), w.child.id()),
             None => f.write_str("SpareLauncher(none)"),
         }
     }

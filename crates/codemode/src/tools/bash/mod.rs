@@ -332,15 +332,23 @@ async fn run(
         other => other,
     };
     // `tmp`: the call's private temporary folder, removed when dropped.
-    let start::Started { mut child, tmp, spec_frame } =
+    let start::Started { mut child, tmp, spec_frame, spare_of } =
         start_command(command, confinement, run_id, &mut env, durable_start.is_some())?;
     let mut stdin = child.stdin.take();
-    if let (Some(frame), Some(pipe)) = (spec_frame, stdin.as_mut()) {
-        use tokio::io::AsyncWriteExt as _;
+    if let Some(frame) = spec_frame {
         // Written at once unless the pipe is full; a launcher that died
         // meanwhile (the write fails) or hangs (time runs out) is seen
         // below, when it ends or is ended.
-        let _ = tokio::time::timeout_at(deadline, pipe.write_all(&frame)).await;
+        let written = write_spec(stdin.as_mut(), &frame, deadline).await;
+        if !written && let Some(launcher) = spare_of {
+            // The spare died after it was taken, before it read anything:
+            // nothing ran, and the call gets a launcher of its own.
+            child = confinement.spare_launcher.start_own(&launcher, workspace).map_err(|e| {
+                ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
+            })?;
+            stdin = child.stdin.take();
+            write_spec(stdin.as_mut(), &frame, deadline).await;
+        }
         // The next call's launcher is started now, on another worker, so
         // that it is ready for a call that follows this one at once.
         confinement.spare_launcher.prepare_next();
@@ -411,6 +419,21 @@ async fn run(
         return Err(timed_out_error(timeout, confinement.kill_grace, &out, &err));
     }
     Ok(command_output(status, applied, sandboxed, &out, &err, elapsed_ms))
+}
+
+/// Writes the launcher's spec `frame` on its stdin, giving up at
+/// `deadline`; `false` when the write failed (the launcher is gone), `true`
+/// when it was written or time ran out (what follows sees the launcher
+/// end or ends it).
+#[cfg(unix)]
+async fn write_spec(
+    stdin: Option<&mut tokio::process::ChildStdin>,
+    frame: &[u8],
+    deadline: tokio::time::Instant,
+) -> bool {
+    use tokio::io::AsyncWriteExt as _;
+    let Some(pipe) = stdin else { return false };
+    !matches!(tokio::time::timeout_at(deadline, pipe.write_all(frame)).await, Ok(Err(_)))
 }
 
 /// Waits for the call's start to be durable in the journal.

@@ -22,6 +22,10 @@ pub(super) struct Started {
     /// there (the launcher does nothing until it has it); `None` without a
     /// sandbox.
     pub spec_frame: Option<Vec<u8>>,
+    /// The launcher, when `child` is the engine's spare of it: if the
+    /// spare died since it was taken (its spec cannot be written), the
+    /// call starts one of its own.
+    pub spare_of: Option<std::path::PathBuf>,
 }
 
 /// Starts `command` as `confinement` says, with `env`: the shell itself
@@ -47,7 +51,7 @@ pub(super) fn start_command(
             other => other,
         }
         .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
-        return Ok(Started { child, tmp: None, spec_frame: None });
+        return Ok(Started { child, tmp: None, spec_frame: None, spare_of: None });
     }
     start_sandboxed(command, confinement, run_id, env, go_on_stdin)
 }
@@ -106,11 +110,12 @@ fn start_sandboxed(
             env.iter().map(|(name, value)| (EnvText::from_os(name), EnvText::from_os(value))).collect(),
         ),
     };
-    let spec_frame = codemode_sandbox::launcher::spec_frame(&spec);
-    let child = confinement.spare_launcher.take_or_start(&launcher, workspace).map_err(|e| {
+    let spec_frame = codemode_sandbox::launcher::spec_frame(&spec).map_err(ToolError::new)?;
+    let (child, spare) = confinement.spare_launcher.take_or_start(&launcher, workspace).map_err(|e| {
         ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
     })?;
-    Ok(Started { child, tmp: Some(tmp), spec_frame: Some(spec_frame) })
+    let spare_of = spare.then_some(launcher);
+    Ok(Started { child, tmp: Some(tmp), spec_frame: Some(spec_frame), spare_of })
 }
 
 /// The cache variables a sandboxed command gets, each a folder beneath
