@@ -247,3 +247,27 @@ fn another_process_of_the_user_cannot_write_to_a_waiting_launcher() {
     // It saw only its own stdin: it ended before any spec.
     assert!(header.contains("stdin ended before the whole spec"), "{header}");
 }
+
+/// A waiting launcher's stdin is a socket, which no process can open
+/// through `/proc/PID/fd/0` (`ENXIO`): not even root, nor a process of the
+/// user that tries in the instants after the launcher's start, before it
+/// makes itself not dumpable (a second review of issue 36 did, and wrote
+/// its own spec into an engine's spare in 3 of 3 tries). The spare serves
+/// the next call as before.
+#[test]
+fn no_process_opens_a_waiting_launcher_s_stdin() {
+    let ws = workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let engine = default_engine(&ws);
+    stdout(&engine, "true");
+    let spare = the_spare(&ws_path, None);
+    let opened = std::fs::OpenOptions::new().write(true).open(format!("/proc/{spare}/fd/0"));
+    match opened {
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {}
+        // Not root: the launcher, not dumpable, refuses first.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !nix::unistd::geteuid().is_root() => {}
+        other => panic!("the spare's stdin was opened from outside: {other:?}"),
+    }
+    assert_eq!(stdout(&engine, "echo still-served"), "still-served\n");
+    assert!(!launchers_in(&ws_path).contains(&spare), "the spare did not serve the call");
+}

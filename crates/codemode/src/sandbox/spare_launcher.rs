@@ -7,14 +7,15 @@
 //! stdin (`codemode_sandbox::launcher::LaunchSpec`, the command's
 //! environment included): it is started with an empty environment, in the
 //! workspace, the way [`start_launcher`] starts every launcher, and does
-//! nothing but wait on that read (not dumpable meanwhile, so no other
-//! process of the user but root opens its `/proc/PID/fd/0` once it has
-//! started; docs/SECURITY.md says what is not defended). Every step of the
+//! nothing but wait on that read. Its stdin is a socket (no process can
+//! open it through `/proc/PID/fd/0`), and it is not dumpable while it
+//! waits (docs/SECURITY.md says what is not defended). Every step of the
 //! sandbox (namespaces, mounts, Landlock, the filters) is made per call
 //! after the spec came. What a process inherits from the one that starts
 //! it and a host may change while the engine runs (resource limits, the
 //! cgroup, the umask, credentials and capabilities, CPU affinity, nice,
-//! the OOM score: [`process_settings`]) is read when a spare starts, and a
+//! the scheduling policy, the I/O priority, the OOM score:
+//! [`process_settings`]) is read when a spare starts, and a
 //! call uses the spare only when they read the same then, so that a
 //! spare confines its call as a launcher started for it would.
 //!
@@ -41,9 +42,20 @@ pub struct SpareLauncher(Arc<Mutex<Spare>>);
 struct Waiting {
     /// The launcher it runs.
     launcher: PathBuf,
-    child: tokio::process::Child,
+    launched: Launched,
     /// [`process_settings`] when it was started.
     settings: Option<String>,
+}
+
+/// A launcher process and the engine's end of its stdin.
+pub(crate) struct Launched {
+    /// The launcher (`kill_on_drop`), its stdout and stderr piped.
+    pub child: tokio::process::Child,
+    /// The engine's end of the socket pair that is the launcher's stdin:
+    /// the spec goes there, then the go. A socket, not a pipe: another
+    /// process cannot open it through `/proc/PID/fd/0` (`ENXIO`), however
+    /// early it tries.
+    pub input: tokio::net::UnixStream,
 }
 
 #[derive(Default)]
@@ -70,7 +82,7 @@ impl SpareLauncher {
         &self,
         launcher: &Path,
         workspace: &Path,
-    ) -> std::io::Result<(tokio::process::Child, bool)> {
+    ) -> std::io::Result<(Launched, bool)> {
         let spare = {
             let mut spare = self.lock();
             spare.last = Some((launcher.to_path_buf(), workspace.to_path_buf()));
@@ -80,9 +92,9 @@ impl SpareLauncher {
             && spare.launcher == launcher
             && spare.settings.is_some()
             && spare.settings == process_settings()
-            && waiting_still(&mut spare.child)
+            && waiting_still(&mut spare.launched.child)
         {
-            return Ok((spare.child, true));
+            return Ok((spare.launched, true));
         }
         // None, another launcher's, one started under other settings, or
         // one that ended or was stopped: dropping it kills it
@@ -95,11 +107,7 @@ impl SpareLauncher {
     ///
     /// # Errors
     /// The spawn's.
-    pub(crate) fn start_own(
-        &self,
-        launcher: &Path,
-        workspace: &Path,
-    ) -> std::io::Result<tokio::process::Child> {
+    pub(crate) fn start_own(&self, launcher: &Path, workspace: &Path) -> std::io::Result<Launched> {
         start_launcher(launcher, workspace)
     }
 
@@ -128,8 +136,8 @@ impl SpareLauncher {
             let mut spare = this.lock();
             spare.starting = false;
             match started {
-                Ok(child) if spare.waiting.is_none() => {
-                    spare.waiting = Some(Waiting { launcher, child, settings })
+                Ok(launched) if spare.waiting.is_none() => {
+                    spare.waiting = Some(Waiting { launcher, launched, settings })
                 }
                 Ok(_) => {}
                 Err(e) => tracing::debug!("no spare sandbox launcher: {e}"),
@@ -144,7 +152,7 @@ impl SpareLauncher {
     /// The pid of the spare waiting for its spec, if any (for tests).
     #[doc(hidden)]
     pub fn waiting_pid(&self) -> Option<u32> {
-        self.lock().waiting.as_ref().and_then(|w| w.child.id())
+        self.lock().waiting.as_ref().and_then(|w| w.launched.child.id())
     }
 }
 
@@ -165,8 +173,9 @@ fn waiting_still(child: &mut tokio::process::Child) -> bool {
 /// and the cgroup (`/proc/self/limits`, `/proc/self/cgroup`), the OOM
 /// score adjustment, and of this thread the umask, credentials,
 /// capabilities, `no_new_privs`, seccomp mode, CPU and memory-node
-/// affinity (`/proc/thread-self/status`) and nice (`stat`). `None` when
-/// one cannot be read (no spare is used then).
+/// affinity (`/proc/thread-self/status`), nice and the scheduling policy
+/// and real-time priority (`stat`) and the I/O priority (`ioprio_get`).
+/// `None` when one cannot be read (no spare is used then).
 fn process_settings() -> Option<String> {
     const STATUS_LINES: [&str; 13] = [
         "Umask:",
@@ -193,39 +202,63 @@ fn process_settings() -> Option<String> {
         text.push_str(line);
         text.push('\n');
     }
-    // Field 19 of `stat`, the 17th after the command's closing parenthesis.
+    // Fields 19 (nice), 40 (real-time priority) and 41 (policy) of
+    // `stat`: the 17th, 38th and 39th after the command's parenthesis.
     let stat = read("/proc/thread-self/stat")?;
-    let nice = stat.rsplit_once(')')?.1.split_whitespace().nth(16)?;
-    text.push_str(nice);
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    for index in [16, 37, 38] {
+        text.push_str(fields.get(index)?);
+        text.push(' ');
+    }
+    text.push_str(&io_priority()?.to_string());
     Some(text)
+}
+
+/// This thread's I/O priority (`ioprio_get(IOPRIO_WHO_PROCESS, 0)`), which
+/// a process started from it inherits.
+fn io_priority() -> Option<i64> {
+    /// `IOPRIO_WHO_PROCESS` of <linux/ioprio.h>.
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    #[allow(unsafe_code)]
+    // SAFETY: ioprio_get takes two integers and reads or writes no memory
+    // of the process.
+    let priority = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0 as libc::c_long) };
+    (priority >= 0).then_some(priority)
 }
 
 /// Starts the sandbox `launcher` as `<launcher> __sandbox-exec PROTOCOL
 /// spec-on-stdin`, in `workspace`, with an empty environment (the
-/// command's is in its spec), a pipe as stdin (for the spec, then the go),
-/// stdout and stderr piped, killed on drop. Nothing runs between fork and
-/// exec (the launcher makes its session itself), so the standard library
-/// starts it with `posix_spawn` (a `vfork`-like clone that neither copies
-/// the engine's page tables nor makes its memory copy-on-write), about
-/// 0.7 ms less than a `fork` of the engine (docs/PERFORMANCE.md, W9). Until
-/// the launcher's `setsid`, a signal to its group finds none: `kill_on_drop`
+/// command's is in its spec), one end of a Unix socket pair as stdin (for
+/// the spec, then the go; [`Launched::input`] is the other), stdout and
+/// stderr piped, killed on drop. Nothing runs between fork and exec (the
+/// launcher makes its session itself), so the standard library starts it
+/// with `posix_spawn` (a `vfork`-like clone that neither copies the
+/// engine's page tables nor makes its memory copy-on-write), about 0.7 ms
+/// less than a `fork` of the engine (docs/PERFORMANCE.md, W9). Until the
+/// launcher's `setsid`, a signal to its group finds none: `kill_on_drop`
 /// still ends it by pid.
 ///
 /// # Errors
-/// The spawn's.
-fn start_launcher(launcher: &Path, workspace: &Path) -> std::io::Result<tokio::process::Child> {
+/// The socket pair's or the spawn's.
+fn start_launcher(launcher: &Path, workspace: &Path) -> std::io::Result<Launched> {
     use std::process::Stdio;
 
     use codemode_sandbox::launcher::{PROTOCOL, SPEC_ON_STDIN, SUBCOMMAND};
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    ours.set_nonblocking(true)?;
+    let input = tokio::net::UnixStream::from_std(ours)?;
     let mut cmd = tokio::process::Command::new(launcher);
     cmd.args([SUBCOMMAND, PROTOCOL, SPEC_ON_STDIN])
         .current_dir(workspace)
         .env_clear()
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    cmd.spawn()
+    // `cmd`, holding the launcher's end, is dropped on return: the
+    // launcher's is then the only one, and it reads the end of its stdin
+    // when the engine drops `input`.
+    Ok(Launched { child: cmd.spawn()?, input })
 }
 
 impl Drop for Spare {
@@ -233,7 +266,7 @@ impl Drop for Spare {
     /// read), waiting at most 50 ms; one not reaped by then is left to the
     /// runtime's reaper (`kill_on_drop`).
     fn drop(&mut self) {
-        if let Some(Waiting { mut child, .. }) = self.waiting.take() {
+        if let Some(Waiting { launched: Launched { mut child, .. }, .. }) = self.waiting.take() {
             let _ = child.start_kill();
             for _ in 0..50 {
                 if !matches!(child.try_wait(), Ok(None)) {
@@ -249,7 +282,7 @@ impl std::fmt::Debug for SpareLauncher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let spare = self.lock();
         match &spare.waiting {
-            Some(w) => write!(f, "SpareLauncher({} pid {:?})", w.launcher.display(), w.child.id()),
+            Some(w) => write!(f, "SpareLauncher({} pid {:?})", w.launcher.display(), w.launched.child.id()),
             None => f.write_str("SpareLauncher(none)"),
         }
     }

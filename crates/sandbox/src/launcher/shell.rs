@@ -126,7 +126,7 @@ fn go_from_stdin() -> bool {
     super::RawStdin.read_exact(&mut [0u8; 1]).is_ok()
 }
 
-/// Puts `/dev/null` on stdin, in place of the engine's pipe.
+/// Puts `/dev/null` on stdin, in place of the engine's socket (or pipe).
 #[cfg(target_os = "linux")]
 fn stdin_from_dev_null() -> std::io::Result<()> {
     let null = std::fs::File::open("/dev/null")?;

@@ -332,9 +332,8 @@ async fn run(
         other => other,
     };
     // `tmp`: the call's private temporary folder, removed when dropped.
-    let start::Started { mut child, tmp, spec_frame, spare_of } =
+    let start::Started { mut child, tmp, spec_frame, input: mut stdin, spare_of } =
         start_command(command, confinement, run_id, &mut env, durable_start.is_some())?;
-    let mut stdin = child.stdin.take();
     if let Some(frame) = spec_frame {
         // Written at once unless the pipe is full; a launcher that died
         // meanwhile (the write fails) or hangs (time runs out) is seen
@@ -343,10 +342,10 @@ async fn run(
         if !written && let Some(launcher) = spare_of {
             // The spare died after it was taken, before it read anything:
             // nothing ran, and the call gets a launcher of its own.
-            child = confinement.spare_launcher.start_own(&launcher, workspace).map_err(|e| {
+            let own = confinement.spare_launcher.start_own(&launcher, workspace).map_err(|e| {
                 ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
             })?;
-            stdin = child.stdin.take();
+            (child, stdin) = (own.child, Some(own.input));
             write_spec(stdin.as_mut(), &frame, deadline).await;
         }
         // The next call's launcher is started now, on another worker, so
@@ -427,13 +426,13 @@ async fn run(
 /// end or ends it).
 #[cfg(unix)]
 async fn write_spec(
-    stdin: Option<&mut tokio::process::ChildStdin>,
+    stdin: Option<&mut tokio::net::UnixStream>,
     frame: &[u8],
     deadline: tokio::time::Instant,
 ) -> bool {
     use tokio::io::AsyncWriteExt as _;
-    let Some(pipe) = stdin else { return false };
-    !matches!(tokio::time::timeout_at(deadline, pipe.write_all(frame)).await, Ok(Err(_)))
+    let Some(socket) = stdin else { return false };
+    !matches!(tokio::time::timeout_at(deadline, socket.write_all(frame)).await, Ok(Err(_)))
 }
 
 /// Waits for the call's start to be durable in the journal.

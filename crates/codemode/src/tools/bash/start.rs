@@ -22,6 +22,10 @@ pub(super) struct Started {
     /// there (the launcher does nothing until it has it); `None` without a
     /// sandbox.
     pub spec_frame: Option<Vec<u8>>,
+    /// The engine's end of the launcher's stdin, for the spec and the go
+    /// (`sandbox/spare_launcher.rs`, `Launched::input`); `None` without a
+    /// sandbox.
+    pub input: Option<tokio::net::UnixStream>,
     /// The launcher, when `child` is the engine's spare of it: if the
     /// spare died since it was taken (its spec cannot be written), the
     /// call starts one of its own.
@@ -30,7 +34,7 @@ pub(super) struct Started {
 
 /// Starts `command` as `confinement` says, with `env`: the shell itself
 /// when the sandbox is off (`/bin/sh` when there is no `bash`), else the
-/// sandbox launcher, whose stdin is a pipe for its spec and, with
+/// sandbox launcher, whose stdin is a socket for its spec and, with
 /// `go_on_stdin`, then the go: the launcher sets the sandbox up and waits
 /// for one byte there before it starts the shell
 /// (`LaunchSpec::go_on_stdin`); the shell itself is started only when
@@ -51,7 +55,7 @@ pub(super) fn start_command(
             other => other,
         }
         .map_err(|e| ToolError::new(format!("cannot start the shell: {e}")))?;
-        return Ok(Started { child, tmp: None, spec_frame: None, spare_of: None });
+        return Ok(Started { child, tmp: None, spec_frame: None, input: None, spare_of: None });
     }
     start_sandboxed(command, confinement, run_id, env, go_on_stdin)
 }
@@ -111,11 +115,17 @@ fn start_sandboxed(
         ),
     };
     let spec_frame = codemode_sandbox::launcher::spec_frame(&spec).map_err(ToolError::new)?;
-    let (child, spare) = confinement.spare_launcher.take_or_start(&launcher, workspace).map_err(|e| {
+    let (launched, spare) = confinement.spare_launcher.take_or_start(&launcher, workspace).map_err(|e| {
         ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
     })?;
     let spare_of = spare.then_some(launcher);
-    Ok(Started { child, tmp: Some(tmp), spec_frame: Some(spec_frame), spare_of })
+    Ok(Started {
+        child: launched.child,
+        tmp: Some(tmp),
+        spec_frame: Some(spec_frame),
+        input: Some(launched.input),
+        spare_of,
+    })
 }
 
 /// The cache variables a sandboxed command gets, each a folder beneath
