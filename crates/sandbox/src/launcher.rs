@@ -37,7 +37,8 @@
 //!    answered, off the call's way back.
 //! 3. **The shell**: `bash -c COMMAND` (`/bin/sh` when no `bash` is on
 //!    `PATH`) in the workspace, with the environment of the spec
-//!    (`LaunchSpec::env`; the launcher's own when the spec has none). With `go_on_stdin` (a journaled run), its process waits
+//!    (`LaunchSpec::env`; the launcher's own when the spec has none). With
+//!    `go_on_stdin` (a journaled run), its process waits
 //!    for one byte on stdin before it executes the shell: the engine sends
 //!    it once the call's `start` line is durable, so the sandbox is set up
 //!    while the journal syncs (docs/JOURNAL.md, "What survives what").
@@ -288,9 +289,10 @@ pub fn main_if_launcher() -> Option<ExitCode> {
         )));
     }
     // While it waits for its spec (a spare launcher waits for the next
-    // call), no process of the user may open its `/proc/PID/fd/0` and
-    // write a spec there first: not dumpable, its `/proc` entries are
-    // root's. Dumpable again once the spec is read: the user namespace's
+    // call), no process of the user but root reads its memory or ptraces
+    // it: not dumpable, its `/proc` entries are root's. (Its stdin, a
+    // socket from the engine, cannot be opened through `/proc/PID/fd/0`
+    // at all.) Dumpable again once the spec is read: the user namespace's
     // maps are written through `/proc/self`.
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_dumpable(false);

@@ -335,9 +335,9 @@ async fn run(
     let start::Started { mut child, tmp, spec_frame, input: mut stdin, spare_of } =
         start_command(command, confinement, run_id, &mut env, durable_start.is_some())?;
     if let Some(frame) = spec_frame {
-        // Written at once unless the pipe is full; a launcher that died
-        // meanwhile (the write fails) or hangs (time runs out) is seen
-        // below, when it ends or is ended.
+        // Written at once unless the socket's buffer is full; a launcher
+        // that died meanwhile (the write fails) or hangs (time runs out)
+        // is seen below, when it ends or is ended.
         let written = write_spec(stdin.as_mut(), &frame, deadline).await;
         if !written && let Some(launcher) = spare_of {
             // The spare died after it was taken, before it read anything:
