@@ -271,3 +271,35 @@ fn no_process_opens_a_waiting_launcher_s_stdin() {
     assert_eq!(stdout(&engine, "echo still-served"), "still-served\n");
     assert!(!launchers_in(&ws_path).contains(&spare), "the spare did not serve the call");
 }
+
+/// A spare some process traces (one that attached in the instants after
+/// its start, before it made itself not dumpable, and could then make its
+/// system calls read another spec: a third review of issue 36 did, as a
+/// process of the user) is not given the call: the call starts its own.
+/// The test seizes the spare itself (`PTRACE_SEIZE`, as its parent),
+/// tracing its forks: a spare given the call would stop at its fork of
+/// init, and the call would wait out its timeout.
+#[test]
+fn a_traced_spare_is_not_used() {
+    let ws = workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let engine = default_engine(&ws);
+    stdout(&engine, "true");
+    let spare = the_spare(&ws_path, None);
+    #[allow(unsafe_code)]
+    // SAFETY: PTRACE_SEIZE takes a pid and two zero words; it reads and
+    // writes no memory of this process.
+    let seized =
+        unsafe { libc::ptrace(libc::PTRACE_SEIZE, spare, 0usize, libc::PTRACE_O_TRACEFORK as usize) };
+    assert_eq!(seized, 0, "PTRACE_SEIZE of the spare: {}", std::io::Error::last_os_error());
+    let status = std::fs::read_to_string(format!("/proc/{spare}/status")).unwrap();
+    assert!(!status.contains("TracerPid:\t0\n"), "{status}");
+    let out = engine.call_blocking("bash", &json!({"command": "echo after-a-traced-spare", "timeout": 10}));
+    assert!(out.is_ok(), "{:?}", out.error);
+    assert_eq!(out.envelope.unwrap()["content"]["stdout"], "after-a-traced-spare\n");
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while launchers_in(&ws_path).contains(&spare) {
+        assert!(Instant::now() < give_up, "the traced spare {spare} was left");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

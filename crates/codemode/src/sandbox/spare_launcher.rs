@@ -156,16 +156,22 @@ impl SpareLauncher {
     }
 }
 
-/// Whether `child` is still waiting: not ended, not stopped (a spare
-/// stopped from outside would hold its call until its timeout).
+/// Whether `child` is still waiting as it was started: not ended, not
+/// stopped (a spare stopped from outside would hold its call until its
+/// timeout), and traced by no process (one that attached in the instants
+/// after its start, before it made itself not dumpable, could make its
+/// system calls read another spec).
 fn waiting_still(child: &mut tokio::process::Child) -> bool {
     if !matches!(child.try_wait(), Ok(None)) {
         return false;
     }
     let Some(pid) = child.id() else { return false };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-    matches!(state, Some('S' | 'R' | 'D'))
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find_map(|line| line.strip_prefix(name)).map(|value| value.trim_start().to_owned())
+    };
+    let running = field("State:").is_some_and(|state| state.starts_with(['S', 'R', 'D']));
+    running && field("TracerPid:").as_deref() == Some("0")
 }
 
 /// What a process inherits from the thread that starts it and a host may

@@ -463,8 +463,10 @@ fn sandbox_applied(
         None => Ok(None),
         Some(Some(Header::Sandbox(applied))) => Ok(Some(applied)),
         Some(Some(Header::Error(message))) => {
-            // A launcher of protocol 1 reads the protocol number as its spec.
-            let hint = if message.contains("bad spec") {
+            // A launcher of protocol 1 reads the protocol number as its
+            // spec; a spec cut short is something else.
+            let cut_short = message.contains("stdin ended") || message.contains("cannot read the spec");
+            let hint = if message.contains("bad spec") && !cut_short {
                 " (a codemode-sandbox from another codemode version? use the one built with this codemode)"
             } else {
                 ""
