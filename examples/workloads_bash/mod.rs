@@ -30,8 +30,8 @@ const PAIRS: usize = 60;
 /// Timed pairs of [`BACK_TO_BACK`].
 const BACK_TO_BACK_PAIRS: usize = 30;
 const PROGRAM: &str = "await tools.bash({command: 'true'}); return 1;";
-/// Two calls in turn: the second comes before the spare launcher the
-/// first left behind is ready (or just after).
+/// Two calls in turn: the second comes as soon as the first has ended
+/// (its spare launcher, started while the first ran, just ready).
 const BACK_TO_BACK: &str =
     "await tools.bash({command: 'true'}); await tools.bash({command: 'true'}); return 1;";
 /// The pause after each sample, so that what a call leaves to be done off
