@@ -52,6 +52,31 @@ fn the_spare(ws: &Path, not: Option<i32>) -> i32 {
     }
 }
 
+/// An engine over a fresh workspace (the default sandbox) that has made
+/// one call, and the spare it then started: (workspace, its canonical
+/// path, engine, spare's pid).
+fn engine_with_a_spare() -> (tempfile::TempDir, std::path::PathBuf, codemode::Engine, i32) {
+    let ws = workspace();
+    let ws_path = ws.path().canonicalize().unwrap();
+    let engine = default_engine(&ws);
+    stdout(&engine, "true");
+    let spare = the_spare(&ws_path, None);
+    (ws, ws_path, engine, spare)
+}
+
+/// A call (timeout 10 s) runs and says `said` without taking `spare`,
+/// which is then ended (at most 10 s, a bound).
+fn a_call_passes_the_spare_by(engine: &codemode::Engine, ws: &Path, spare: i32, said: &str) {
+    let out = engine.call_blocking("bash", &json!({"command": format!("echo {said}"), "timeout": 10}));
+    assert!(out.is_ok(), "{:?}", out.error);
+    assert_eq!(out.envelope.unwrap()["content"]["stdout"], format!("{said}\n"));
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while launchers_in(ws).contains(&spare) {
+        assert!(Instant::now() < give_up, "the spare {spare} was left");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A launcher taken by a call is the call's: its own `TMPDIR` and the
 /// engine's environment come in the spec, and the waiting process holds
 /// none of it. A spare killed from outside is replaced; the engine's drop
@@ -132,20 +157,9 @@ fn a_spec_s_environment_is_the_command_s_whole_environment() {
 /// stopped one is killed.
 #[test]
 fn a_stopped_spare_is_not_used() {
-    let ws = workspace();
-    let ws_path = ws.path().canonicalize().unwrap();
-    let engine = default_engine(&ws);
-    stdout(&engine, "true");
-    let spare = the_spare(&ws_path, None);
+    let (_ws, ws_path, engine, spare) = engine_with_a_spare();
     crate::common::send_signal("STOP", spare as u32);
-    let out = engine.call_blocking("bash", &json!({"command": "echo after-a-stopped-spare", "timeout": 10}));
-    assert!(out.is_ok(), "{:?}", out.error);
-    assert_eq!(out.envelope.unwrap()["content"]["stdout"], "after-a-stopped-spare\n");
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while launchers_in(&ws_path).contains(&spare) {
-        assert!(Instant::now() < give_up, "the stopped spare {spare} was left");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    a_call_passes_the_spare_by(&engine, &ws_path, spare, "after-a-stopped-spare");
 }
 
 /// A host that lowers the engine's resource limits (or moves it to
@@ -256,11 +270,7 @@ fn another_process_of_the_user_cannot_write_to_a_waiting_launcher() {
 /// the next call as before.
 #[test]
 fn no_process_opens_a_waiting_launcher_s_stdin() {
-    let ws = workspace();
-    let ws_path = ws.path().canonicalize().unwrap();
-    let engine = default_engine(&ws);
-    stdout(&engine, "true");
-    let spare = the_spare(&ws_path, None);
+    let (_ws, ws_path, engine, spare) = engine_with_a_spare();
     let opened = std::fs::OpenOptions::new().write(true).open(format!("/proc/{spare}/fd/0"));
     match opened {
         Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {}
@@ -281,25 +291,14 @@ fn no_process_opens_a_waiting_launcher_s_stdin() {
 /// init, and the call would wait out its timeout.
 #[test]
 fn a_traced_spare_is_not_used() {
-    let ws = workspace();
-    let ws_path = ws.path().canonicalize().unwrap();
-    let engine = default_engine(&ws);
-    stdout(&engine, "true");
-    let spare = the_spare(&ws_path, None);
+    let (_ws, ws_path, engine, spare) = engine_with_a_spare();
     #[allow(unsafe_code)]
-    // SAFETY: PTRACE_SEIZE takes a pid and two zero words; it reads and
-    // writes no memory of this process.
+    // SAFETY: PTRACE_SEIZE takes a pid and two words, the second its
+    // options; it reads and writes no memory of this process.
     let seized =
         unsafe { libc::ptrace(libc::PTRACE_SEIZE, spare, 0usize, libc::PTRACE_O_TRACEFORK as usize) };
     assert_eq!(seized, 0, "PTRACE_SEIZE of the spare: {}", std::io::Error::last_os_error());
     let status = std::fs::read_to_string(format!("/proc/{spare}/status")).unwrap();
     assert!(!status.contains("TracerPid:\t0\n"), "{status}");
-    let out = engine.call_blocking("bash", &json!({"command": "echo after-a-traced-spare", "timeout": 10}));
-    assert!(out.is_ok(), "{:?}", out.error);
-    assert_eq!(out.envelope.unwrap()["content"]["stdout"], "after-a-traced-spare\n");
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while launchers_in(&ws_path).contains(&spare) {
-        assert!(Instant::now() < give_up, "the traced spare {spare} was left");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    a_call_passes_the_spare_by(&engine, &ws_path, spare, "after-a-traced-spare");
 }

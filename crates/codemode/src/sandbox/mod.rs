@@ -21,6 +21,7 @@ use std::time::Duration;
 
 pub use network_holder::NetworkHolder;
 pub use spare_launcher::SpareLauncher;
+pub(crate) use spare_launcher::start_launcher;
 
 pub(crate) use codemode_sandbox::find_launcher;
 pub use codemode_sandbox::{LAUNCHER_ENV, SandboxProfile, SandboxSettings, launcher, set_launcher};

@@ -102,15 +102,6 @@ impl SpareLauncher {
         Ok((start_launcher(launcher, workspace)?, false))
     }
 
-    /// A launcher started now for a call whose spare died after it was
-    /// taken (its spec could not be written: nothing ran).
-    ///
-    /// # Errors
-    /// The spawn's.
-    pub(crate) fn start_own(&self, launcher: &Path, workspace: &Path) -> std::io::Result<Launched> {
-        start_launcher(launcher, workspace)
-    }
-
     /// Starts a spare for the next call on the current tokio runtime, as
     /// the last call's launcher, unless one is waiting or starting, or no
     /// call has taken a launcher yet. A spare that cannot be started is not
@@ -147,12 +138,6 @@ impl SpareLauncher {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Spare> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The pid of the spare waiting for its spec, if any (for tests).
-    #[doc(hidden)]
-    pub fn waiting_pid(&self) -> Option<u32> {
-        self.lock().waiting.as_ref().and_then(|w| w.launched.child.id())
     }
 }
 
@@ -246,7 +231,7 @@ fn io_priority() -> Option<i64> {
 ///
 /// # Errors
 /// The socket pair's or the spawn's.
-fn start_launcher(launcher: &Path, workspace: &Path) -> std::io::Result<Launched> {
+pub(crate) fn start_launcher(launcher: &Path, workspace: &Path) -> std::io::Result<Launched> {
     use std::process::Stdio;
 
     use codemode_sandbox::launcher::{PROTOCOL, SPEC_ON_STDIN, SUBCOMMAND};

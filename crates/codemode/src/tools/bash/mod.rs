@@ -342,7 +342,7 @@ async fn run(
         if !written && let Some(launcher) = spare_of {
             // The spare died after it was taken, before it read anything:
             // nothing ran, and the call gets a launcher of its own.
-            let own = confinement.spare_launcher.start_own(&launcher, workspace).map_err(|e| {
+            let own = crate::sandbox::start_launcher(&launcher, workspace).map_err(|e| {
                 ToolError::new(format!("cannot start the sandbox launcher {}: {e}", launcher.display()))
             })?;
             (child, stdin) = (own.child, Some(own.input));
