@@ -122,6 +122,19 @@ impl Answer {
     }
 }
 
+impl Drop for Answer {
+    /// A run whose job ended without sending its receipt (its task
+    /// panicked) no longer holds its thread either.
+    fn drop(&mut self) {
+        let state = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if std::mem::take(&mut state.stalls)
+            && let Some(thread) = &state.thread
+        {
+            thread.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Counts the run in its thread's stalled count (once), when it has a
 /// thread and its VM has not ended.
 fn stall(state: &mut AnswerState) {
@@ -371,6 +384,19 @@ mod tests {
         answer.send(receipt(RunStatus::TimedOut));
         // A poll that found the run told to stop just before it ended.
         answer.hold_thread();
+        assert_eq!(thread.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_run_whose_job_ended_without_its_receipt_no_longer_holds_its_thread() {
+        let thread = Arc::new(AtomicUsize::new(0));
+        let (tx, _rx) = oneshot::channel();
+        let answer = Answer::new(tx);
+        answer.started_on(Some(thread.clone()));
+        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)));
+        assert_eq!(thread.load(Ordering::Relaxed), 1);
+        // The run's task panicked: its answer is dropped, never sent.
+        drop(answer);
         assert_eq!(thread.load(Ordering::Relaxed), 0);
     }
 

@@ -122,6 +122,23 @@ fn start_worker(i: usize, first: bool, spares: bool) -> std::io::Result<Worker> 
     Ok(Worker { jobs: tx, active, stalled })
 }
 
+/// A job's end on its thread, also when the job panicked: the thread
+/// counts one run fewer (else it would look busy for good and new runs
+/// would go elsewhere); when that was its last and the job ended normally,
+/// the next run's VM is half made now, off its path (with spares).
+struct JobEnding {
+    active: Arc<AtomicUsize>,
+    spares: bool,
+}
+
+impl Drop for JobEnding {
+    fn drop(&mut self) {
+        if self.active.fetch_sub(1, Ordering::Relaxed) == 1 && self.spares && !std::thread::panicking() {
+            super::blank::make_spare();
+        }
+    }
+}
+
 fn worker_main(mut jobs: mpsc::UnboundedReceiver<Job>, active: Arc<AtomicUsize>, first: bool, spares: bool) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -138,17 +155,42 @@ fn worker_main(mut jobs: mpsc::UnboundedReceiver<Job>, active: Arc<AtomicUsize>,
     }
     local.block_on(&rt, async {
         while let Some(job) = jobs.recv().await {
-            let active = active.clone();
+            let ending = JobEnding { active: active.clone(), spares };
             tokio::task::spawn_local(async move {
+                let _ending = ending;
                 job().await;
-                // The thread has nothing else to run: the next run's VM
-                // is half made now, off its path.
-                if active.fetch_sub(1, Ordering::Relaxed) == 1 && spares {
-                    super::blank::make_spare();
-                }
             });
         }
     });
     // Let programs still running finish before the thread ends.
     rt.block_on(local);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_whose_run_panicked_does_not_count_it_as_running() {
+        let pool = VmPool::new(1, false).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let job: Job = Box::new(|| Box::pin(async { panic!("a run's task panics") }));
+        pool.submit(job).unwrap_or_else(|_| panic!("the thread took no job"));
+        let after: Job = Box::new(move || {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                let _ = tx.send(());
+            })
+        });
+        pool.submit(after).unwrap_or_else(|_| panic!("the thread took no job"));
+        rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the thread ran the next job");
+        let active = &pool.workers[0].active;
+        for _ in 0..3000 {
+            if active.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the thread still counts {} runs", active.load(Ordering::Relaxed));
+    }
 }
