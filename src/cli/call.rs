@@ -55,13 +55,13 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
     };
     super::print_stdout(&(serde_json::to_string_pretty(&shown)? + "\n"))?;
     if !outcome.is_ok() {
-        let why = outcome.call.error.as_deref().unwrap_or("the call did not succeed");
-        eprintln!(
-            "codemode: {} {}: {}",
-            args.tool,
-            super::run::printable(&format!("{:?}", outcome.call.status).to_lowercase()),
-            super::run::printable(why)
-        );
+        let why = outcome
+            .call
+            .error
+            .as_deref()
+            .or_else(|| outcome.error.as_ref().and_then(|e| e["message"].as_str()))
+            .unwrap_or("the call did not succeed");
+        eprintln!("codemode: {} {}: {}", args.tool, outcome.call.status.as_str(), super::run::printable(why));
     }
     Ok(if outcome.is_ok() { 0 } else { 1 })
 }

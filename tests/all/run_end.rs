@@ -188,3 +188,103 @@ fn a_denial_typed_ahead_at_the_prompt_leaves_the_approved_writes_alone() {
         }
     }
 }
+
+/// A policy file (in `dir`, outside the workspace) whose before-call hook
+/// on `write` takes `secs` seconds, then passes the call on.
+fn slow_write_hook(dir: &Path, secs: u32) -> PathBuf {
+    let hook = script(dir, "slow-hook.sh", &format!("cat > /dev/null\nsleep {secs}\nexit 0"));
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[[hooks.before_call]]\nmatch = \"^write$\"\ncommand = [\"{}\"]\n", hook.display()),
+    )
+    .unwrap();
+    policy
+}
+
+/// A direct call is the whole run: as in a program, the time a person
+/// takes to approve it does not count against the deadline (it counted,
+/// and an approval that came after the deadline left `codemode call`
+/// waiting for good).
+#[cfg(unix)]
+#[test]
+fn a_direct_call_gets_an_approval_that_outlasts_the_deadline() {
+    let approvers = tempfile::tempdir().unwrap();
+    let approver = slow_approver(approvers.path());
+    let ws = crate::common::workspace();
+    let args = r#"{"path": "w.txt", "content": "x"}"#;
+    let mut child = crate::cli::spawn(
+        &["call", "write", args, "--deadline", "1", "--approve", &approver],
+        ws.path(),
+        &[],
+    );
+    drop(child.stdin.take());
+    let status = crate::cli::exited_within(&mut child, 60, "the direct call did not end");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(ws.path().join("w.txt")).unwrap(), "x");
+}
+
+/// Time a direct call spends elsewhere (here in a slow hook) counts: past
+/// the deadline it ends with an error of kind `timeout`, its receipt
+/// `in_flight`, and it is never put to the approver.
+#[cfg(unix)]
+#[test]
+fn a_direct_call_past_its_deadline_in_its_hooks_ends_with_a_timeout() {
+    let approvers = tempfile::tempdir().unwrap();
+    let approver = slow_approver(approvers.path());
+    let policy = slow_write_hook(approvers.path(), 3);
+    let ws = crate::common::workspace();
+    let args = r#"{"path": "w.txt", "content": "x"}"#;
+    let policy = policy.to_str().unwrap();
+    let mut child = crate::cli::spawn(
+        &["call", "write", args, "--deadline", "1", "--approve", &approver, "--config", policy, "--receipt"],
+        ws.path(),
+        &[],
+    );
+    drop(child.stdin.take());
+    let status = crate::cli::exited_within(&mut child, 60, "the direct call did not end");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = receipt_of(&out);
+    assert_eq!(r["error"]["kind"], "timeout", "{r}");
+    assert_eq!(
+        (&r["call"]["status"], &r["call"]["decision"]),
+        (&"in_flight".into(), &"pending".into()),
+        "{r}"
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(!approvers.path().join("asked").exists(), "the approver was asked after the deadline");
+    assert!(!ws.path().join("w.txt").exists());
+}
+
+/// A call whose approval would be asked after its run's deadline, while
+/// the program is stuck in work QuickJS does not interrupt, is never put
+/// to the approver: the run cannot let it run (it was asked until the
+/// overrun watch answered the run, 10 s later).
+#[cfg(unix)]
+#[test]
+fn a_call_of_a_stuck_program_is_not_put_to_its_approver_after_the_deadline() {
+    let approvers = tempfile::tempdir().unwrap();
+    let approver = slow_approver(approvers.path());
+    let policy = slow_write_hook(approvers.path(), 3);
+    let ws = crate::common::workspace();
+    std::fs::write(
+        ws.path().join("late.js"),
+        "tools.write({path: 'late.txt', content: 'late'});\nconst a = new Float64Array(1 << 20);\nfor (;;) a.sort();\n",
+    )
+    .unwrap();
+    let policy = policy.to_str().unwrap();
+    let mut child = crate::cli::spawn(
+        &["run", "late.js", "--approve", &approver, "--deadline", "1", "--config", policy, "--json"],
+        ws.path(),
+        &[],
+    );
+    drop(child.stdin.take());
+    let status =
+        crate::cli::exited_within(&mut child, 90, "the run was not answered at its deadline and a grace");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!approvers.path().join("asked").exists(), "the approver was asked after the deadline");
+    assert!(!ws.path().join("late.txt").exists());
+}

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::Shared;
 use super::dispatch::{Begun, Completion, Dispatcher};
 use crate::receipt::{CallReceipt, CallStatus, Caller, Ledger};
+use crate::vm::clock::{Idle, RunClock};
 
 /// How a direct call ended: its receipt, and the envelope or the error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,7 +45,7 @@ pub(crate) async fn call(
     caller: Caller,
 ) -> CallOutcome {
     let mut ledger = Ledger::new(0, 0);
-    let clock = Arc::new(crate::vm::clock::RunClock::new(shared.limits.deadline));
+    let clock = Arc::new(RunClock::new(shared.limits.deadline));
     let dispatcher = Dispatcher::new(shared.clone(), run_id.clone(), clock.clone());
     let args_json = serde_json::to_string(args).expect("JSON values serialise");
     let completion = match dispatcher.begin(&mut ledger, tool, &args_json, caller, true) {
@@ -53,9 +54,12 @@ pub(crate) async fn call(
         Begun::Running { seq, future } => {
             // Dropping this call (a host's timeout, Ctrl-C in the CLI)
             // cancels the tool, as a run's deadline does.
-            let task = shared.tools.spawn(future);
+            let mut task = shared.tools.spawn(future);
             let _cancel_on_drop = AbortOnDrop(task.abort_handle());
-            let completion = match task.await {
+            let Some(joined) = within_deadline(&mut task, &clock).await else {
+                return past_deadline(&shared, run_id, ledger, &clock, &task, tool, seq);
+            };
+            let completion = match joined {
                 Ok(c) => c,
                 Err(_) => {
                     let decision = clock.decision_of(seq).unwrap_or(ledger.decision_of(seq));
@@ -70,6 +74,59 @@ pub(crate) async fn call(
     let error = (!completion.ok).then(|| serde_json::from_str(&completion.payload).unwrap_or(Value::Null));
     let call = ledger.into_calls().pop().expect("a direct call has a receipt");
     CallOutcome { run_id: run_id.to_string(), call, envelope, error }
+}
+
+/// Waits for the call's `task` while the run's deadline allows: the call
+/// is the whole run, so, as a program's run loop does (vm/clock.rs), the
+/// clock stops while the call waits on a person alone (its approval, a
+/// question its tool asks). `None` once the run is past its deadline (or
+/// cancelled): the gate does not put a call of such a run to an approver
+/// or let it run after an answer (gate/approval_wait.rs), so waiting on
+/// would wait for good.
+async fn within_deadline(
+    task: &mut tokio::task::JoinHandle<Completion>,
+    clock: &RunClock,
+) -> Option<Result<Completion, tokio::task::JoinError>> {
+    loop {
+        let _idle = Idle::on(clock, 1);
+        tokio::select! {
+            biased;
+            joined = &mut *task => return Some(joined),
+            () = clock.deadline_or_change() => {}
+        }
+        drop(_idle);
+        if clock.should_stop() {
+            return None;
+        }
+    }
+}
+
+/// The outcome of a direct call ended at its run's deadline: its task
+/// aborted, its receipt `in_flight` (its decision `pending` when it was
+/// still waiting for its approval), its error of kind `timeout`.
+fn past_deadline(
+    shared: &Shared,
+    run_id: Arc<str>,
+    mut ledger: Ledger,
+    clock: &RunClock,
+    task: &tokio::task::JoinHandle<Completion>,
+    tool: &str,
+    seq: u64,
+) -> CallOutcome {
+    // Read before the abort: an aborted call leaves its approval wait.
+    let awaiting = clock.awaiting_approval();
+    let queued = clock.slot_waits();
+    task.abort();
+    let message = format!(
+        "the call passed the deadline of {} ms ({}) and was ended (time spent waiting on a person does not \
+         count)",
+        shared.limits.deadline.as_millis(),
+        codemode_base::limit_settings::setting("deadline")
+    );
+    ledger.abandon_in_flight(&message, &awaiting, &queued, &clock.decisions());
+    let call = ledger.into_calls().pop().expect("a direct call has a receipt");
+    let error = serde_json::json!({"kind": "timeout", "message": message, "tool": tool, "seq": seq});
+    CallOutcome { run_id: run_id.to_string(), call, envelope: None, error: Some(error) }
 }
 
 /// Aborts a task when dropped (a no-op once the task has finished).

@@ -26,6 +26,7 @@ use crate::catalog::{
     Elicitor,
 };
 use crate::gate::elicitation::form;
+use crate::gate::later::unless_told_to_stop;
 use crate::gate::{Approver, ElicitationReply, ElicitationRequest};
 use crate::receipt::{Caller, ElicitationRecord};
 use crate::vm::clock::RunClock;
@@ -215,19 +216,20 @@ impl Elicitor for CallElicitor {
                 Err(why) => ElicitationReply::decline(CODEMODE, why),
                 Ok(()) => {
                     let _waiting = Waiting::start(&clock, seq, &questions);
-                    let reply = approver.elicit(request.clone()).await;
-                    if clock.should_stop() {
-                        // The run was told to stop (its deadline passed
-                        // while JavaScript ran, a cancel, a limit) while
-                        // the question waited: the answer acts on nothing,
-                        // even when the VM that would cut the call does not
-                        // come back (engine/overrun_watch.rs).
-                        ElicitationReply::cancel(
+                    // The run told to stop (its deadline passed while
+                    // JavaScript ran, a cancel, a limit) before or while
+                    // the question waits: nobody is asked, or the question
+                    // is withdrawn, and the server gets a cancel, even
+                    // when the VM that would cut the call does not come
+                    // back (engine/overrun_watch.rs). An answer that came
+                    // after acts on nothing either.
+                    let stopped = || clock.should_stop();
+                    match unless_told_to_stop(stopped, || approver.elicit(request.clone())).await {
+                        Some(reply) if !stopped() => reply,
+                        _ => ElicitationReply::cancel(
                             CODEMODE,
                             "the run was told to stop (its deadline, a cancel or a limit) before the answer came",
-                        )
-                    } else {
-                        reply
+                        ),
                     }
                 }
             };
@@ -353,15 +355,7 @@ mod tests {
     #[test]
     fn an_answer_given_after_the_run_was_told_to_stop_is_a_cancel() {
         let q = form(json!({"type": "object", "properties": {"ok": {"type": "boolean", "default": true}}}));
-        let elicitor = |clock: Arc<RunClock>| CallElicitor {
-            approver: Arc::new(crate::gate::approvers::AllowApprover),
-            clock,
-            run_id: Arc::from("run-x"),
-            seq: 1,
-            tool: Arc::from("ask"),
-            caller: Caller::Program,
-            questions: Arc::default(),
-        };
+        let elicitor = |clock| call_elicitor(Arc::new(crate::gate::approvers::AllowApprover), clock);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let going = Arc::new(RunClock::new(Duration::from_secs(60)));
         let answer = rt.block_on(elicitor(going).elicit(q.clone()));
@@ -370,6 +364,62 @@ mod tests {
         stopped.cancel();
         let answer = rt.block_on(elicitor(stopped).elicit(q));
         assert_eq!(answer.action, ElicitationAction::Cancel, "{answer:?}");
+    }
+
+    /// The elicitor of call 1 of a program's run timed by `clock`.
+    fn call_elicitor(approver: Arc<dyn Approver>, clock: Arc<RunClock>) -> CallElicitor {
+        CallElicitor {
+            approver,
+            clock,
+            run_id: Arc::from("run-x"),
+            seq: 1,
+            tool: Arc::from("ask"),
+            caller: Caller::Program,
+            questions: Arc::default(),
+        }
+    }
+
+    /// Counts the questions put to it and never answers them.
+    #[derive(Default)]
+    struct Silent(std::sync::atomic::AtomicUsize);
+    impl Approver for Silent {
+        fn decide(&self, _: crate::gate::ApprovalRequest) -> crate::gate::ApprovalFuture {
+            Box::pin(std::future::pending())
+        }
+        fn elicit(&self, _: ElicitationRequest) -> crate::gate::ElicitationReplyFuture {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// A question of a run told to stop is not put to anyone, and one put
+    /// is withdrawn once the run is told to stop, even when the answer
+    /// would never come: the server gets a cancel either way.
+    #[test]
+    fn a_question_of_a_run_told_to_stop_is_not_asked_or_is_withdrawn() {
+        let q = form(json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}));
+        let silent = Arc::new(Silent::default());
+        let elicitor = |clock| call_elicitor(silent.clone(), clock);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let stopped = Arc::new(RunClock::new(Duration::from_secs(60)));
+        stopped.cancel();
+        let asked = elicitor(stopped).elicit(q.clone());
+        let answer = rt.block_on(async { tokio::time::timeout(Duration::from_secs(30), asked).await });
+        let answer = answer.expect("a question of a run told to stop waited for an answer");
+        assert_eq!(answer.action, ElicitationAction::Cancel, "{answer:?}");
+        assert_eq!(silent.0.load(std::sync::atomic::Ordering::SeqCst), 0, "asked after the stop");
+
+        let going = Arc::new(RunClock::new(Duration::from_secs(60)));
+        let cancel = going.clone();
+        let answer = rt.block_on(async move {
+            let asked = tokio::spawn(elicitor(going).elicit(q));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            cancel.cancel();
+            tokio::time::timeout(Duration::from_secs(30), asked).await
+        });
+        let answer = answer.expect("the question was not withdrawn").unwrap();
+        assert_eq!(answer.action, ElicitationAction::Cancel, "{answer:?}");
+        assert_eq!(silent.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -340,7 +340,10 @@ impl Engine {
 
     /// Makes one direct call (caller `direct`) of `tool` with `args`, through
     /// the same gate, bounds and spillover as a program's call, and returns
-    /// its receipt with the envelope or the error.
+    /// its receipt with the envelope or the error. The call is timed by the
+    /// engine's deadline as a run is (its waits on a person alone do not
+    /// count): past it the call ends `in_flight`, its error of kind
+    /// `timeout`.
     pub async fn call(&self, tool: &str, args: &serde_json::Value) -> CallOutcome {
         self.call_as(tool, args, Caller::Direct).await
     }

@@ -19,6 +19,44 @@ pub(crate) trait ApprovalClock: Send + Sync {
     /// still see that the call was put to an approver, so the answer is
     /// kept (see `Vm::cancel_unapproved`).
     fn answered(&self, seq: u64);
+
+    /// Whether the run was told to stop (past its deadline while its clock
+    /// ran, cancelled, or stopped by a run limit): a call of it is then not
+    /// put to an approver, and one being asked is withdrawn. Default: never.
+    fn told_to_stop(&self) -> bool {
+        false
+    }
+}
+
+/// How often a question put to an approver (a person, a command, a
+/// client) looks whether its run was told to stop.
+pub(crate) const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The output of the future `ask()` makes, or `None` when `told_to_stop()`
+/// holds before `ask` is called or comes to hold while the future waits
+/// (looked at every [`STOP_POLL`]): then the future is dropped, which withdraws what it put to an approver
+/// (a prompt waiting its turn never shows; one on the terminal keeps its
+/// read, see `PromptApprover`). The run that was told to stop ends the
+/// call, or the overrun watch does when its VM does not come back
+/// (engine/overrun_watch.rs): nobody is asked about a call that cannot run.
+pub(crate) async fn unless_told_to_stop<F: std::future::Future>(
+    told_to_stop: impl Fn() -> bool,
+    ask: impl FnOnce() -> F,
+) -> Option<F::Output> {
+    if told_to_stop() {
+        return None;
+    }
+    let mut asking = std::pin::pin!(ask());
+    loop {
+        tokio::select! {
+            out = &mut asking => return Some(out),
+            () = tokio::time::sleep(STOP_POLL) => {
+                if told_to_stop() {
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 /// How the approval went.
@@ -35,6 +73,9 @@ pub(crate) enum Approved {
 }
 
 /// Asks `approver`, with `clock` told the call waits while it decides.
+/// A call whose run was told to stop, before or while it is asked, never
+/// gets an answer (see [`unless_told_to_stop`]): it stays waiting for its
+/// approval until the run's end drops it, cut as `pending`.
 pub(crate) async fn ask(
     approver: &dyn Approver,
     clock: &dyn ApprovalClock,
@@ -43,7 +84,10 @@ pub(crate) async fn ask(
     let seq = request.seq;
     let answer = {
         let _paused = Paused::new(clock, seq);
-        let answer = approver.decide(request).await;
+        let Some(answer) = unless_told_to_stop(|| clock.told_to_stop(), || approver.decide(request)).await
+        else {
+            return std::future::pending().await;
+        };
         if matches!(&answer, Ok(a) if a.decision == Answer::Allow || a.decision == Answer::Deny) {
             clock.answered(seq);
         }

@@ -19,7 +19,7 @@ use crate::catalog::{Annotations, Catalog};
 use crate::journal::record::BoundObject;
 use crate::receipt::{Caller, Decision};
 
-pub(crate) use super::approval_wait::ApprovalClock;
+pub(crate) use super::approval_wait::{ApprovalClock, unless_told_to_stop};
 
 /// A call that passed the synchronous steps.
 pub(crate) struct LaterCall<'a> {

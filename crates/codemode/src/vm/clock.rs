@@ -219,6 +219,23 @@ impl RunClock {
         self.changed.notified().await;
     }
 
+    /// Resolves when the time left now ([`RunClock::remaining`]) has
+    /// passed or the clock [`changed`](RunClock::changed): then look at
+    /// [`RunClock::should_stop`] again.
+    pub(crate) async fn deadline_or_change(&self) {
+        let remaining = self.remaining();
+        let sleep = async {
+            match remaining {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = self.changed() => {}
+            () = sleep => {}
+        }
+    }
+
     /// Changes what stops the clock with `change`, then stops or starts the
     /// clock to match and, if it did and `wake`, wakes the run loop.
     fn update(&self, wake: bool, change: impl FnOnce(&mut Pauses)) {
@@ -358,6 +375,10 @@ impl crate::gate::later::ApprovalClock for RunClock {
     fn answered(&self, seq: u64) {
         let mut p = self.pauses.lock().unwrap_or_else(|p| p.into_inner());
         p.answered.push(seq);
+    }
+
+    fn told_to_stop(&self) -> bool {
+        self.should_stop()
     }
 }
 

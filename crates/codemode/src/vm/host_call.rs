@@ -187,18 +187,10 @@ pub(crate) async fn next_ended(
     clock: &RunClock,
 ) -> Option<Result<(Id, Completion), JoinError>> {
     let _idle = super::clock::Idle::on(clock, running.len());
-    let remaining = clock.remaining();
-    let sleep = async {
-        match remaining {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         biased;
         joined = running.join_next_with_id() => joined,
-        _ = clock.changed() => None,
-        _ = sleep => None,
+        () = clock.deadline_or_change() => None,
     }
 }
 
