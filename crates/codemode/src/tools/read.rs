@@ -194,9 +194,9 @@ fn lines_window(text: &str, total_bytes: u64, shown: &str, args: &Args) -> ToolO
         let from = first_byte.unwrap_or(0);
         let newline = text[end_byte..].find('\n').map_or(0, |i| i + 1);
         let how = format!(
-            "lines {offset}-{last} of {total}: the window ends at {} lines or {} KiB of text; continue \
+            "lines {offset}-{last} of {total}: the window ends at {limit} line{} or {} KiB of text; continue \
              with offset {next} (metadata.next_offset) until it is null",
-            limit,
+            if limit == 1 { "" } else { "s" },
             MAX_WINDOW_BYTES >> 10
         );
         Truncation::by_tool(Some(total_bytes - from as u64), (end_byte + newline - from) as u64, how)

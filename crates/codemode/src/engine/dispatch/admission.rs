@@ -81,7 +81,8 @@ fn message(reasons: &[(u32, u32, String)]) -> String {
         if reasons.len() == 1 { "1 tool call".to_owned() } else { format!("{} tool calls", reasons.len()) };
     let mut out = format!(
         "the program was not run: the admission check found {calls} the gate would refuse, before its first call \
-         (fix them, or turn the check off with --no-admission or `admission = false` in codemode.toml):"
+         (fix them and run it again; whoever runs codemode can turn the check off with --no-admission or \
+         `admission = false` in codemode.toml):"
     );
     for (line, column, reason) in reasons.iter().take(MAX_REASONS) {
         out.push_str(&format!("\n  line {line}, column {column}: {reason}"));
