@@ -61,7 +61,11 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
             .as_deref()
             .or_else(|| outcome.error.as_ref().and_then(|e| e["message"].as_str()))
             .unwrap_or("the call did not succeed");
-        eprintln!("codemode: {} {}: {}", args.tool, outcome.call.status.as_str(), super::run::printable(why));
+        // The error's kind (`denied`, `refused`, `timeout`: what a
+        // program's ToolError says), else the call's status.
+        let kind = outcome.error.as_ref().and_then(|e| e["kind"].as_str());
+        let kind = super::run::printable(kind.unwrap_or(outcome.call.status.as_str()));
+        eprintln!("codemode: {} {kind}: {}", args.tool, super::run::printable(why));
     }
     Ok(if outcome.is_ok() { 0 } else { 1 })
 }

@@ -175,7 +175,8 @@ pub struct DenyApprover {
 impl DenyApprover {
     /// The reason given by the default approver when there is no terminal.
     pub const NO_TERMINAL_REASON: &'static str = "no approver: codemode ran without a terminal to ask on \
-         (stderr is not a terminal, or there is no controlling terminal); use --approve or a rule";
+         (stderr is not a terminal, or there is no controlling terminal); give `--approve allow` (or \
+         `--approve cmd:PATH`) or an allow rule";
 
     /// The reason given when the user chose `--approve deny`.
     pub const EXPLICIT_REASON: &'static str =

@@ -90,7 +90,7 @@ async fn deny_denies_with_the_no_terminal_reason() {
     assert_eq!(
         DenyApprover::NO_TERMINAL_REASON,
         "no approver: codemode ran without a terminal to ask on (stderr is not a terminal, or there is no \
-         controlling terminal); use --approve or a rule"
+         controlling terminal); give `--approve allow` (or `--approve cmd:PATH`) or an allow rule"
     );
     assert_eq!(DenyApprover::default(), DenyApprover::new());
     let custom = DenyApprover::with_reason("nope").decide(request()).await.unwrap();
