@@ -24,7 +24,9 @@ pub(crate) struct CallArgs {
 }
 
 /// Runs `codemode call`. Exit 0 when the tool ran and returned, 1 when it
-/// was refused, denied or failed, 2 for a bad invocation.
+/// was refused, denied or failed, 2 for a bad invocation, 3 when it passed
+/// the deadline (`--deadline`: the call's time, its waits on a person not
+/// counted).
 pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
     let arguments: Value = match args.args.as_deref() {
         None => Value::Object(Default::default()),
@@ -55,19 +57,18 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<u8> {
     };
     super::print_stdout(&(serde_json::to_string_pretty(&shown)? + "\n"))?;
     if !outcome.is_ok() {
-        let why = outcome
-            .call
-            .error
-            .as_deref()
-            .or_else(|| outcome.error.as_ref().and_then(|e| e["message"].as_str()))
-            .unwrap_or("the call did not succeed");
+        let why = outcome.error_message().unwrap_or("the call did not succeed");
         // The error's kind (`denied`, `refused`, `timeout`: what a
         // program's ToolError says), else the call's status.
-        let kind = outcome.error.as_ref().and_then(|e| e["kind"].as_str());
-        let kind = super::run::printable(kind.unwrap_or(outcome.call.status.as_str()));
+        let kind = super::run::printable(outcome.error_kind().unwrap_or(outcome.call.status.as_str()));
         eprintln!("codemode: {} {kind}: {}", args.tool, super::run::printable(why));
     }
-    Ok(if outcome.is_ok() { 0 } else { 1 })
+    Ok(match outcome.error_kind() {
+        _ if outcome.is_ok() => 0,
+        // Past the deadline, as `codemode run` exits for a run timed out.
+        Some("timeout") if outcome.call.status == codemode::receipt::CallStatus::InFlight => 3,
+        _ => 1,
+    })
 }
 
 /// Most bytes of arguments `codemode call TOOL -` reads from stdin.

@@ -229,7 +229,7 @@ fn tools(server: &str, json: bool, args: &EngineArgs) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     let Some(envelope) = outcome.envelope else {
-        let why = outcome.call.error.as_deref().unwrap_or("the server could not be started");
+        let why = outcome.error_message().unwrap_or("the server could not be started");
         eprintln!("codemode: {}", super::run::printable(why));
         return Ok(1);
     };

@@ -45,7 +45,7 @@ pub(crate) fn search(args: SearchArgs) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     let Some(envelope) = outcome.envelope else {
-        let why = outcome.error.as_ref().and_then(|e| e["message"].as_str()).unwrap_or("the search failed");
+        let why = outcome.error_message().unwrap_or("the search failed");
         if args.json {
             super::print_stdout(&(serde_json::to_string_pretty(&json!({"error": outcome.error}))? + "\n"))?;
         }

@@ -189,17 +189,43 @@ fn a_denial_typed_ahead_at_the_prompt_leaves_the_approved_writes_alone() {
     }
 }
 
-/// A policy file (in `dir`, outside the workspace) whose before-call hook
-/// on `write` takes `secs` seconds, then passes the call on.
+/// A policy file (in `dir`, outside the workspace) with two before-call
+/// hooks on `write`: the first takes `secs` seconds in a process of its
+/// own (a `sleep`, whose pid it writes to `dir/hook.pid`), the second
+/// notes that it started (`dir/second-hook`); both pass the call on.
 fn slow_write_hook(dir: &Path, secs: u32) -> PathBuf {
-    let hook = script(dir, "slow-hook.sh", &format!("cat > /dev/null\nsleep {secs}\nexit 0"));
+    let pid = dir.join("hook.pid");
+    let first = script(
+        dir,
+        "slow-hook.sh",
+        &format!("cat > /dev/null\nsleep {secs} &\necho $! > '{}'\nwait", pid.display()),
+    );
+    let started = dir.join("second-hook");
+    let second =
+        script(dir, "second-hook.sh", &format!("cat > /dev/null\ntouch '{}'\nexit 0", started.display()));
     let policy = dir.join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!("[[hooks.before_call]]\nmatch = \"^write$\"\ncommand = [\"{}\"]\n", hook.display()),
-    )
-    .unwrap();
+    let hook = |path: &Path| {
+        format!("[[hooks.before_call]]\nmatch = \"^write$\"\ncommand = [\"{}\"]\n", path.display())
+    };
+    std::fs::write(&policy, hook(&first) + &hook(&second)).unwrap();
     policy
+}
+
+/// Whether the process whose pid `file` holds has ended, waiting at most
+/// 5 s (a bound).
+fn ended_soon(file: &Path) -> bool {
+    let pid = std::fs::read_to_string(file).unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        if stat.rsplit_once(')').is_none_or(|(_, rest)| rest.trim_start().starts_with('Z')) {
+            return true;
+        }
+        if std::time::Instant::now() > give_up {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// A direct call is the whole run: as in a program, the time a person
@@ -233,7 +259,7 @@ fn a_direct_call_gets_an_approval_that_outlasts_the_deadline() {
 fn a_direct_call_past_its_deadline_in_its_hooks_ends_with_a_timeout() {
     let approvers = tempfile::tempdir().unwrap();
     let approver = slow_approver(approvers.path());
-    let policy = slow_write_hook(approvers.path(), 3);
+    let policy = slow_write_hook(approvers.path(), 30);
     let ws = crate::common::workspace();
     let args = r#"{"path": "w.txt", "content": "x"}"#;
     let policy = policy.to_str().unwrap();
@@ -245,7 +271,7 @@ fn a_direct_call_past_its_deadline_in_its_hooks_ends_with_a_timeout() {
     drop(child.stdin.take());
     let status = crate::cli::exited_within(&mut child, 60, "the direct call did not end");
     let out = child.wait_with_output().unwrap();
-    assert_eq!(status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     let r = receipt_of(&out);
     assert_eq!(r["error"]["kind"], "timeout", "{r}");
     assert_eq!(
@@ -253,15 +279,18 @@ fn a_direct_call_past_its_deadline_in_its_hooks_ends_with_a_timeout() {
         (&"in_flight".into(), &"pending".into()),
         "{r}"
     );
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // The call's hook ended with it, not left running after codemode.
+    assert!(ended_soon(&approvers.path().join("hook.pid")), "the hook outlived its call");
+    assert!(!approvers.path().join("second-hook").exists(), "a hook started after the deadline");
     assert!(!approvers.path().join("asked").exists(), "the approver was asked after the deadline");
     assert!(!ws.path().join("w.txt").exists());
 }
 
 /// A call whose approval would be asked after its run's deadline, while
 /// the program is stuck in work QuickJS does not interrupt, is never put
-/// to the approver: the run cannot let it run (it was asked until the
-/// overrun watch answered the run, 10 s later).
+/// to the approver, and its hooks stop: the run cannot let it run (it was
+/// asked, and its next hook ran, until the overrun watch answered the
+/// run, 10 s later).
 #[cfg(unix)]
 #[test]
 fn a_call_of_a_stuck_program_is_not_put_to_its_approver_after_the_deadline() {
@@ -269,6 +298,7 @@ fn a_call_of_a_stuck_program_is_not_put_to_its_approver_after_the_deadline() {
     let approver = slow_approver(approvers.path());
     let policy = slow_write_hook(approvers.path(), 3);
     let ws = crate::common::workspace();
+    let hook_pid = approvers.path().join("hook.pid");
     std::fs::write(
         ws.path().join("late.js"),
         "tools.write({path: 'late.txt', content: 'late'});\nconst a = new Float64Array(1 << 20);\nfor (;;) a.sort();\n",
@@ -285,6 +315,8 @@ fn a_call_of_a_stuck_program_is_not_put_to_its_approver_after_the_deadline() {
         crate::cli::exited_within(&mut child, 90, "the run was not answered at its deadline and a grace");
     let out = child.wait_with_output().unwrap();
     assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(ended_soon(&hook_pid), "the hook outlived its run");
+    assert!(!approvers.path().join("second-hook").exists(), "a hook started after the deadline");
     assert!(!approvers.path().join("asked").exists(), "the approver was asked after the deadline");
     assert!(!ws.path().join("late.txt").exists());
 }

@@ -33,6 +33,20 @@ impl CallOutcome {
     pub fn is_ok(&self) -> bool {
         self.call.status == CallStatus::Ok
     }
+
+    /// Why the call did not succeed, when it did not: the call's error,
+    /// else the `message` of [`CallOutcome::error`] (a call cut at its
+    /// deadline has only the latter).
+    pub fn error_message(&self) -> Option<&str> {
+        self.call.error.as_deref().or_else(|| self.error.as_ref()?.get("message")?.as_str())
+    }
+
+    /// The `kind` of [`CallOutcome::error`] (`denied`, `refused`, `failed`,
+    /// `timeout`, `cancelled`: what a program's ToolError says), when the
+    /// call did not succeed.
+    pub fn error_kind(&self) -> Option<&str> {
+        self.error.as_ref()?.get("kind")?.as_str()
+    }
 }
 
 /// Runs one call of `tool` with `args` by `caller` (outside any program) to
@@ -57,7 +71,7 @@ pub(crate) async fn call(
             let mut task = shared.tools.spawn(future);
             let _cancel_on_drop = AbortOnDrop(task.abort_handle());
             let Some(joined) = within_deadline(&mut task, &clock).await else {
-                return past_deadline(&shared, run_id, ledger, &clock, &task, tool, seq);
+                return past_deadline(&shared, run_id, ledger, &clock, task, tool, seq).await;
             };
             let completion = match joined {
                 Ok(c) => c,
@@ -101,15 +115,23 @@ async fn within_deadline(
     }
 }
 
+/// How long a direct call ended at its deadline waits for its task to be
+/// dropped (its hooks' and commands' processes ended with it) before it
+/// answers anyway.
+const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The outcome of a direct call ended at its run's deadline: its task
-/// aborted, its receipt `in_flight` (its decision `pending` when it was
-/// still waiting for its approval), its error of kind `timeout`.
-fn past_deadline(
+/// aborted and waited for (at most [`ABORT_WAIT`]: dropping the call ends
+/// the processes of its hooks and its command, which a process that exits
+/// at once would leave running), its receipt `in_flight` (its decision
+/// `pending` when it was still waiting for its approval), its error of
+/// kind `timeout`.
+async fn past_deadline(
     shared: &Shared,
     run_id: Arc<str>,
     mut ledger: Ledger,
     clock: &RunClock,
-    task: &tokio::task::JoinHandle<Completion>,
+    task: tokio::task::JoinHandle<Completion>,
     tool: &str,
     seq: u64,
 ) -> CallOutcome {
@@ -117,6 +139,7 @@ fn past_deadline(
     let awaiting = clock.awaiting_approval();
     let queued = clock.slot_waits();
     task.abort();
+    let _ = tokio::time::timeout(ABORT_WAIT, task).await;
     let message = format!(
         "the call passed the deadline of {} ms ({}) and was ended (time spent waiting on a person does not \
          count)",

@@ -214,6 +214,12 @@ impl Elicitor for CallElicitor {
             let started = Instant::now();
             let reply = match passable(&request.elicitation) {
                 Err(why) => ElicitationReply::decline(CODEMODE, why),
+                // Looked at before the call is marked as waiting, which
+                // may stop the clock and hide a deadline just passed.
+                Ok(()) if clock.should_stop() => ElicitationReply::cancel(
+                    CODEMODE,
+                    "the run was told to stop (its deadline, a cancel or a limit) before the question was asked",
+                ),
                 Ok(()) => {
                     let _waiting = Waiting::start(&clock, seq, &questions);
                     // The run told to stop (its deadline passed while

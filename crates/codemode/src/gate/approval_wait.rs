@@ -82,6 +82,12 @@ pub(crate) async fn ask(
     request: ApprovalRequest,
 ) -> Approved {
     let seq = request.seq;
+    // Looked at before the call is marked as waiting: the mark may stop
+    // the clock (the run waiting on people alone), which would hide a
+    // deadline just passed.
+    if clock.told_to_stop() {
+        return std::future::pending().await;
+    }
     let answer = {
         let _paused = Paused::new(clock, seq);
         let Some(answer) = unless_told_to_stop(|| clock.told_to_stop(), || approver.decide(request)).await

@@ -189,9 +189,17 @@ impl LaterStep for BeforeCallHooks {
                 workspace: call.workspace,
             };
             let protections = (cx.protections, cx.confinement);
-            match before_call_hooks::run(hooked, cx.catalog, cx.policy, state.posture_before, protections)
-                .await
-            {
+            // A call of a run told to stop never runs: its hooks do not
+            // start, and one running is ended (as the run's end would end
+            // it), instead of running on for the overrun watch's grace.
+            let hooks = unless_told_to_stop(
+                || cx.clock.told_to_stop(),
+                || before_call_hooks::run(hooked, cx.catalog, cx.policy, state.posture_before, protections),
+            );
+            let Some(hooked) = hooks.await else {
+                return std::future::pending().await;
+            };
+            match hooked {
                 Hooked::Blocked(reason) => Flow::Done(Final::Refuse(reason)),
                 Hooked::Passed { args, verdict, notes, rules } => {
                     if let Some(rules) = rules {
