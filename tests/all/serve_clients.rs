@@ -110,6 +110,9 @@ pub(crate) struct Outcome {
     connected: Value,
     pub(crate) steps: Vec<Value>,
     pub(crate) elicitations: Vec<String>,
+    /// The indexes of the elicitations the server cancelled before they
+    /// were answered (v1 only).
+    pub(crate) withdrawn: Vec<u64>,
 }
 
 impl Outcome {
@@ -149,10 +152,13 @@ pub(crate) fn client(dir: &Path, sdk: &str, plan: &Value) -> Outcome {
     let done = lines.last().filter(|l| l["done"] == true).unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
     let elicitations =
         done["elicitations"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_owned()).collect();
+    let withdrawn =
+        done["withdrawn"].as_array().map_or_else(Vec::new, |w| w.iter().filter_map(Value::as_u64).collect());
     Outcome {
         connected: lines[0]["connected"].clone(),
         steps: lines[1..lines.len() - 1].to_vec(),
         elicitations,
+        withdrawn,
     }
 }
 
@@ -604,6 +610,35 @@ fn the_persons_wait_does_not_count_against_the_deadline_and_no_answer_denies() {
     let receipt = served.receipt(s["run_id"].as_str().unwrap());
     assert_eq!(receipt["calls"][0]["decision"], "denied", "{receipt}");
     assert!(receipt.to_string().contains("within the approval timeout"), "{receipt}");
+}
+
+/// A question put to the person about a call of a run told to stop (here
+/// its deadline passed while the program is stuck in work QuickJS does
+/// not interrupt) is cancelled on the client (`notifications/cancelled`),
+/// not left up for an answer that would act on nothing. (The first
+/// question is answered at once: the TypeScript SDK ignores a cancel of
+/// request id 0, the id of the server's first request.)
+#[test]
+fn a_question_about_a_call_of_a_run_told_to_stop_is_withdrawn_from_the_client() {
+    let Some(dir) = clients() else { return };
+    let served = Served::new();
+    let stuck = "await tools.bash({command: 'echo first >> count.txt'});\n\
+                 tools.bash({command: 'echo ran >> count.txt'});\n\
+                 const a = new Float64Array(1 << 20);\n\
+                 for (;;) a.sort();";
+    let accept = |delay_ms: u64| json!({"action": "accept", "content": {}, "delay_ms": delay_ms});
+    let plan = json!({
+        "server": served.server(&["--deadline", "1"]),
+        "elicitation": "accept",
+        "answers": [accept(0), accept(20000)],
+        "steps": [{"call": execute(stuck)}],
+    });
+    let out = client(&dir, "v1", &plan);
+    let s = out.structured(0);
+    assert_eq!(s["status"], "timed_out", "{}", out.text(0));
+    assert_eq!(out.elicitations.len(), 2, "{:?}", out.elicitations);
+    assert_eq!(out.withdrawn, [1], "the question was left up on the client");
+    assert_eq!(served.count(), 1, "the second call ran");
 }
 
 #[test]

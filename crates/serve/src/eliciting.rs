@@ -5,8 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::ElicitationAction;
-use rmcp::service::{Peer, RoleServer, ServiceError};
+use rmcp::model::{
+    CancelledNotification, CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, RequestId, ServerRequest,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleServer, ServiceError};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -93,7 +96,9 @@ impl ElicitingApprover {
                 }
                 batch.waiting.drain(..n).collect::<Vec<_>>()
             };
-            let (approval, granted) = self.ask(&calls).await;
+            let (approval, granted) = self.ask(&calls).await.unwrap_or_else(|| {
+                (Approval::deny("withdrawn: nobody waits for the answer any more"), false)
+            });
             let mut batch = self.batch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             for w in calls {
                 let answer = match (granted, w.grant) {
@@ -135,29 +140,36 @@ impl ElicitingApprover {
     }
 
     /// Asks one question about `calls`: the answer for each, and whether
-    /// the person allowed the rest of the run too.
-    async fn ask(&self, calls: &[Waiting]) -> (Approval, bool) {
+    /// the person allowed the rest of the run too; `None` when the
+    /// question was withdrawn, nobody waiting for its answer any more (the
+    /// calls' runs were told to stop: gate/approval_wait.rs).
+    async fn ask(&self, calls: &[Waiting]) -> Option<(Approval, bool)> {
         let asked: Vec<Asked<'_>> = calls.iter().map(|w| self.asked(w)).collect();
         let run_id = calls.first().map(|w| w.request.run_id.as_str()).unwrap_or_default();
         let client = &self.client;
         let Some(params) = question::question(run_id, &asked) else {
-            return (
+            return Some((
                 Approval::deny(format!("the approval question for {client} could not be made; not run")),
                 false,
-            );
+            ));
         };
         let timeout = self.timeout;
         let also = match calls.len() {
             1 => String::new(),
             n => format!(" (one question about {n} calls)"),
         };
-        let asked = self.peer.create_elicitation_with_timeout(params, Some(timeout)).await;
+        let nobody_waits = async {
+            while !calls.iter().all(|w| w.answer.is_closed()) {
+                tokio::time::sleep(WITHDRAW_POLL).await;
+            }
+        };
+        let asked = ask_client(&self.peer, params, timeout, nobody_waits).await?;
         let approval = match asked {
             Ok(answer) => match answer.action {
                 ElicitationAction::Accept => {
                     let granted = question::rest_of_run(answer.content.as_ref());
                     let approved = format!("approved by the person in {client}{also}");
-                    return (Approval::allow().with_reason(approved), granted);
+                    return Some((Approval::allow().with_reason(approved), granted));
                 }
                 ElicitationAction::Decline => {
                     Approval::deny(format!("declined by the person in {client}{also}"))
@@ -170,7 +182,62 @@ impl ElicitingApprover {
             )),
             Err(e) => Approval::deny(format!("{client} could not ask for the approval ({e}); not run")),
         };
-        (approval, false)
+        Some((approval, false))
+    }
+}
+
+/// How often a question out to the client looks whether anyone still
+/// waits for its answer.
+const WITHDRAW_POLL: Duration = Duration::from_millis(200);
+
+/// Puts `params` to the client (`elicitation/create`) and waits at most
+/// `timeout` for its answer, unless `withdrawn` resolves first: then, or
+/// when this future is dropped before the answer, the question is
+/// cancelled on the client's side (`notifications/cancelled`, MCP
+/// specification, "Cancellation"), so the person no longer sees a question
+/// whose answer would act on nothing, and `None` comes back.
+async fn ask_client(
+    peer: &Peer<RoleServer>,
+    params: ElicitRequestParams,
+    timeout: Duration,
+    withdrawn: impl std::future::Future<Output = ()>,
+) -> Option<Result<ElicitResult, ServiceError>> {
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    let handle = match peer.send_request_with_option(request, PeerRequestOptions::with_timeout(timeout)).await
+    {
+        Ok(handle) => handle,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut unanswered = CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()) };
+    tokio::select! {
+        answer = handle.await_response() => {
+            // Answered, or timed out (rmcp then cancels it itself).
+            unanswered.id = None;
+            Some(answer.and_then(|r| match r {
+                ClientResult::ElicitResult(r) => Ok(r),
+                _ => Err(ServiceError::UnexpectedResponse),
+            }))
+        }
+        () = withdrawn => None,
+    }
+}
+
+/// Cancels request `id` on the client when dropped, unless `id` was taken.
+struct CancelOnDrop {
+    peer: Peer<RoleServer>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let peer = self.peer.clone();
+        let reason = "withdrawn: the codemode run was told to stop (its deadline, a cancel or a limit)";
+        runtime.spawn(async move {
+            let param = CancelledNotificationParam::new(Some(id), Some(reason.to_owned()));
+            let _ = peer.send_notification(CancelledNotification::new(param).into()).await;
+        });
     }
 }
 
@@ -237,7 +304,10 @@ impl ElicitingApprover {
                     "the server's form could not be passed on by codemode mcp serve",
                 );
             };
-            match peer.create_elicitation_with_timeout(params, Some(timeout)).await {
+            // Dropped when the run is told to stop: the question is then
+            // cancelled on the client too.
+            let asked = ask_client(&peer, params, timeout, std::future::pending()).await;
+            match asked.unwrap_or(Err(ServiceError::TransportClosed)) {
                 Ok(answer) => {
                     let action = match answer.action {
                         ElicitationAction::Accept => codemode::elicitation::ElicitationAction::Accept,

@@ -6,9 +6,10 @@
 //     "server": {"command": "...", "args": [...], "cwd": "...", "env": {...}} | {"url": "http://..."},
 //     "elicitation": "accept" | "decline" | "cancel" | null,   // null: not declared
 //     "elicitation_delay_ms": 0,        // the person takes this long to answer
-//     "answers": [{"action": "accept", "content": {...}}, ...],
+//     "answers": [{"action": "accept", "content": {...}, "delay_ms": 0}, ...],
 //                                       // the person's answers to the questions in turn
-//                                       // (the last one repeats); default: `elicitation`
+//                                       // (the last one repeats); default: `elicitation`;
+//                                       // v1: `delay_ms` replaces elicitation_delay_ms
 //     "steps": [
 //       {"list": true},
 //       {"call": {"name": "execute_tools", "arguments": {...}},
@@ -30,7 +31,9 @@
 //     ]
 //   }
 // Output: one line `{"step": i, ...}` per step, then `{"done": true,
-// "elicitations": [...]}` naming each elicitation the server sent.
+// "elicitations": [...], "withdrawn": [...]}` naming each elicitation the
+// server sent, and (v1) the indexes of those it cancelled
+// (`notifications/cancelled`) before they were answered.
 import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -101,8 +104,9 @@ function out(value) {
 }
 
 /// Runs `plan`'s steps with `session`: {connected, list(), call(params, options)}.
-/// `wire` is watchWire's list for the session's transport.
-export async function runPlan(plan, session, elicitations, wire = []) {
+/// `wire` is watchWire's list for the session's transport; `withdrawn`
+/// the questions the server cancelled, filled by the client's handler.
+export async function runPlan(plan, session, elicitations, wire = [], withdrawn = []) {
   out({ connected: session.connected });
   const results = [];
   for (const [i, step] of plan.steps.entries()) {
@@ -133,7 +137,7 @@ export async function runPlan(plan, session, elicitations, wire = []) {
       out({ step: i, error: String(e?.message ?? e), code: e?.code ?? null });
     }
   }
-  out({ done: true, elicitations });
+  out({ done: true, elicitations, withdrawn });
 }
 
 /// Waits for the run of `result` (a `running` answer) as a model would:

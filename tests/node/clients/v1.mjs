@@ -10,11 +10,15 @@ const plan = readPlan();
 const capabilities = plan.elicitation ? { elicitation: { form: {} } } : {};
 const client = new Client({ name: 'codemode-test-v1', version: '1.0.0' }, { capabilities });
 const elicitations = [];
+// The questions (by index) the server cancelled before they were answered.
+const withdrawn = [];
 if (plan.elicitation) {
-  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+  client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
     const asked = elicitations.push(request.params.message) - 1;
-    if (plan.elicitation_delay_ms) await new Promise((r) => setTimeout(r, plan.elicitation_delay_ms));
-    return reply(plan, asked);
+    extra.signal.addEventListener('abort', () => withdrawn.push(asked));
+    const { delay_ms: delay = plan.elicitation_delay_ms, ...answer } = reply(plan, asked);
+    if (delay) await new Promise((r) => setTimeout(r, delay));
+    return answer;
   });
 }
 const transport = plan.server.url
@@ -35,6 +39,7 @@ await runPlan(
   },
   elicitations,
   wire,
+  withdrawn,
 );
 await client.close();
 // A delayed elicitation answer may still be waiting: do not wait for it.
