@@ -34,10 +34,12 @@ pub(crate) const STOP_POLL: std::time::Duration = std::time::Duration::from_mill
 
 /// The output of the future `ask()` makes, or `None` when `told_to_stop()`
 /// holds before `ask` is called or comes to hold while the future waits
-/// (looked at every [`STOP_POLL`]): then the future is dropped, which withdraws what it put to an approver
-/// (a prompt waiting its turn never shows; one on the terminal keeps its
-/// read, see `PromptApprover`). The run that was told to stop ends the
-/// call, or the overrun watch does when its VM does not come back
+/// (looked at every [`STOP_POLL`]): then the future is dropped, which
+/// withdraws what it put to an approver (a `cmd:` approver's process ends,
+/// a prompt waiting its turn never shows, `mcp serve` cancels its question
+/// on the client; one on the terminal keeps its read, see
+/// `PromptApprover`). The run that was told to stop ends the call, or the
+/// overrun watch does when its VM does not come back
 /// (engine/overrun_watch.rs): nobody is asked about a call that cannot run.
 pub(crate) async fn unless_told_to_stop<F: std::future::Future>(
     told_to_stop: impl Fn() -> bool,
