@@ -198,7 +198,7 @@ ended, held by another process, interrupted).")]
     Approve(Deferred<approve::ApproveArgs>),
     /// Call one tool directly, through the same gate as programs' calls.
     #[command(after_help = "The call is timed by --deadline as a run is (waits on a person do not count; \
-default 60 s): past it, the call is ended. Exit codes: 0 the tool ran and returned, 1 refused, denied or \
+default 60 s): past it, the call is ended.\n\nExit codes: 0 the tool ran and returned, 1 refused, denied or \
 failed, 2 bad invocation or config, 3 past the deadline, 130/143 cancelled by SIGINT/SIGTERM.")]
     Call(Deferred<call::CallArgs>),
     /// Call tools over JSON Lines input, one call per line, through the

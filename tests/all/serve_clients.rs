@@ -641,6 +641,28 @@ fn a_question_about_a_call_of_a_run_told_to_stop_is_withdrawn_from_the_client() 
     assert_eq!(served.count(), 1, "the second call ran");
 }
 
+/// A call that reaches the gate just before its run's deadline, while
+/// its question waits for others to gather with it, is not asked at all:
+/// it is dropped at the deadline itself, not at the next look.
+#[test]
+fn a_call_gathered_for_a_question_across_the_deadline_is_not_asked() {
+    let Some(dir) = clients() else { return };
+    let served = Served::new();
+    let stuck = "const t = Date.now(); while (Date.now() - t < 900) {}\n\
+                 tools.bash({command: 'echo ran >> count.txt'});\n\
+                 const a = new Float64Array(1 << 20);\n\
+                 for (;;) a.sort();";
+    let plan = json!({
+        "server": served.server(&["--deadline", "1"]),
+        "elicitation": "accept",
+        "steps": [{"call": execute(stuck)}],
+    });
+    let out = client(&dir, "v1", &plan);
+    assert_eq!(out.structured(0)["status"], "timed_out", "{}", out.text(0));
+    assert_eq!(out.elicitations, Vec::<String>::new(), "asked after the deadline");
+    assert_eq!(served.count(), 0, "the call ran");
+}
+
 #[test]
 fn direct_tools_and_tool_search_through_a_client() {
     let Some(dir) = clients() else { return };

@@ -229,9 +229,8 @@ impl Elicitor for CallElicitor {
                     // when the VM that would cut the call does not come
                     // back (engine/overrun_watch.rs). An answer that came
                     // after acts on nothing either.
-                    let stopped = || clock.should_stop();
-                    match unless_told_to_stop(stopped, || approver.elicit(request.clone())).await {
-                        Some(reply) if !stopped() => reply,
+                    match unless_told_to_stop(clock.as_ref(), || approver.elicit(request.clone())).await {
+                        Some(reply) if !clock.should_stop() => reply,
                         _ => ElicitationReply::cancel(
                             CODEMODE,
                             "the run was told to stop (its deadline, a cancel or a limit) before the answer came",

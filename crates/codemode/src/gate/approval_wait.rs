@@ -26,15 +26,24 @@ pub(crate) trait ApprovalClock: Send + Sync {
     fn told_to_stop(&self) -> bool {
         false
     }
+
+    /// Time left before the run's deadline while its clock runs (`None`
+    /// while it is stopped, or without a deadline): a question is
+    /// withdrawn at the deadline itself, not at the next poll. Default:
+    /// none.
+    fn time_left(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// How often a question put to an approver (a person, a command, a
 /// client) looks whether its run was told to stop.
 pub(crate) const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// The output of the future `ask()` makes, or `None` when `told_to_stop()`
-/// holds before `ask` is called or comes to hold while the future waits
-/// (looked at every [`STOP_POLL`]): then the future is dropped, which
+/// The output of the future `ask()` makes, or `None` when `clock`'s run
+/// is told to stop before `ask` is called or while the future waits
+/// (looked at at the deadline, and every [`STOP_POLL`] for a cancel or a
+/// run limit): then the future is dropped, which
 /// withdraws what it put to an approver (a `cmd:` approver's process ends,
 /// a prompt waiting its turn never shows, `mcp serve` cancels its question
 /// on the client; one on the terminal keeps its read, see
@@ -42,24 +51,33 @@ pub(crate) const STOP_POLL: std::time::Duration = std::time::Duration::from_mill
 /// overrun watch does when its VM does not come back
 /// (engine/overrun_watch.rs): nobody is asked about a call that cannot run.
 pub(crate) async fn unless_told_to_stop<F: std::future::Future>(
-    told_to_stop: impl Fn() -> bool,
+    clock: &dyn ApprovalClock,
     ask: impl FnOnce() -> F,
 ) -> Option<F::Output> {
-    if told_to_stop() {
+    if clock.told_to_stop() {
         return None;
     }
     let mut asking = std::pin::pin!(ask());
     loop {
+        // A question gathered with others waits a moment before it goes
+        // out (crates/serve's `GATHER`): dropped at the deadline, it is
+        // not sent at all.
+        let next_look = clock.time_left().map_or(STOP_POLL, |left| (left + STOP_SLACK).min(STOP_POLL));
         tokio::select! {
             out = &mut asking => return Some(out),
-            () = tokio::time::sleep(STOP_POLL) => {
-                if told_to_stop() {
+            () = tokio::time::sleep(next_look) => {
+                if clock.told_to_stop() {
                     return None;
                 }
             }
         }
     }
 }
+
+/// Added to the time left before looking at the deadline: the clock says
+/// expired from the deadline's nanosecond on, a timer may fire a little
+/// before.
+const STOP_SLACK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How the approval went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,8 +110,7 @@ pub(crate) async fn ask(
     }
     let answer = {
         let _paused = Paused::new(clock, seq);
-        let Some(answer) = unless_told_to_stop(|| clock.told_to_stop(), || approver.decide(request)).await
-        else {
+        let Some(answer) = unless_told_to_stop(clock, || approver.decide(request)).await else {
             return std::future::pending().await;
         };
         if matches!(&answer, Ok(a) if a.decision == Answer::Allow || a.decision == Answer::Deny) {

@@ -192,10 +192,9 @@ impl LaterStep for BeforeCallHooks {
             // A call of a run told to stop never runs: its hooks do not
             // start, and one running is ended (as the run's end would end
             // it), instead of running on for the overrun watch's grace.
-            let hooks = unless_told_to_stop(
-                || cx.clock.told_to_stop(),
-                || before_call_hooks::run(hooked, cx.catalog, cx.policy, state.posture_before, protections),
-            );
+            let hooks = unless_told_to_stop(cx.clock, || {
+                before_call_hooks::run(hooked, cx.catalog, cx.policy, state.posture_before, protections)
+            });
             let Some(hooked) = hooks.await else {
                 return std::future::pending().await;
             };

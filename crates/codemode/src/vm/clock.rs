@@ -380,6 +380,10 @@ impl crate::gate::later::ApprovalClock for RunClock {
     fn told_to_stop(&self) -> bool {
         self.should_stop()
     }
+
+    fn time_left(&self) -> Option<Duration> {
+        self.remaining()
+    }
 }
 
 /// Marks the run loop idle, waiting on calls, while alive.
