@@ -361,7 +361,13 @@ impl Receipt {
             let _ = writeln!(s, "{}", cut(&line, CUT_LINE_BYTES));
         }
         if cut_calls.len() > CUT_LISTED {
-            let _ = writeln!(s, "({} more cut results in the receipt)", cut_calls.len() - CUT_LISTED);
+            let rest = &cut_calls[CUT_LISTED..];
+            let mut seqs: Vec<String> = rest.iter().take(CUT_SEQS_NAMED).map(|c| c.seq.to_string()).collect();
+            if rest.len() > CUT_SEQS_NAMED {
+                seqs.push("...".to_owned());
+            }
+            let _ =
+                writeln!(s, "({} more cut results in the receipt: calls {})", rest.len(), seqs.join(", "));
         }
     }
 }
@@ -369,8 +375,11 @@ impl Receipt {
 /// How a call whose result was cut is marked in the counts.
 const CUT_MARK: &str = "cut";
 
-/// Cut results listed one by one, and bytes of each line.
-const CUT_LISTED: usize = 10;
+/// Cut results listed one by one (a program that reads many files in
+/// windows would fill the summary with them), the calls named after them,
+/// and bytes of each line.
+const CUT_LISTED: usize = 3;
+const CUT_SEQS_NAMED: usize = 20;
 const CUT_LINE_BYTES: usize = 400;
 
 /// How a call whose question was declined or cancelled is marked.
@@ -515,6 +524,38 @@ mod tests {
         assert!(large.contains("full receipt: .codemode/runs/run-x/receipt.json"), "{large}");
         assert!(large.contains("more log lines"), "{large}");
         assert!(large.contains("[... "), "the value is cut");
+    }
+
+    #[test]
+    fn the_first_cut_results_are_named_with_how_and_the_rest_by_seq() {
+        let mut r = receipt(30);
+        for c in r.calls.iter_mut().filter(|c| c.status == CallStatus::Ok) {
+            c.truncated =
+                Some(crate::receipt::Truncation::by_tool(Some(100), 10, format!("window {}", c.seq)));
+        }
+        let shown = r.render(&RenderOptions::default());
+        let cut_lines: Vec<&str> = shown.lines().filter(|l| l.contains(": result cut: ")).collect();
+        assert_eq!(
+            cut_lines,
+            [
+                "call 2 read: result cut: window 2",
+                "call 3 read: result cut: window 3",
+                "call 5 read: result cut: window 5"
+            ]
+        );
+        assert!(
+            shown.contains("(17 more cut results in the receipt: calls 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 23, 24, 26, 27, 29, 30)"),
+            "{shown}"
+        );
+        let many = {
+            let mut r = receipt(60);
+            for c in r.calls.iter_mut() {
+                c.truncated = Some(crate::receipt::Truncation::by_tool(None, 1, "page"));
+            }
+            r.render(&RenderOptions::default())
+        };
+        assert!(many.contains("(57 more cut results in the receipt: calls 4, 5, "), "{many}");
+        assert!(many.contains(", 23, ...)"), "{many}");
     }
 
     #[test]
