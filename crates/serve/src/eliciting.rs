@@ -210,6 +210,9 @@ async fn ask_client(
     };
     let mut unanswered = CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()) };
     tokio::select! {
+        // An answer that came wins over a withdrawal at the same moment:
+        // no cancel goes out for a question already answered.
+        biased;
         answer = handle.await_response() => {
             // Answered, or timed out (rmcp then cancels it itself).
             unanswered.id = None;

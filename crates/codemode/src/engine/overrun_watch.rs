@@ -96,11 +96,7 @@ impl Answer {
         if let Some(tx) = state.sender.take() {
             let _ = tx.send(receipt);
         }
-        if std::mem::take(&mut state.stalls)
-            && let Some(thread) = &state.thread
-        {
-            thread.fetch_sub(1, Ordering::Relaxed);
-        }
+        unstall(&mut state);
     }
 
     /// The watch's answer: `make`'s receipt (given whether the run has
@@ -126,12 +122,17 @@ impl Drop for Answer {
     /// A run whose job ended without sending its receipt (its task
     /// panicked) no longer holds its thread either.
     fn drop(&mut self) {
-        let state = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if std::mem::take(&mut state.stalls)
-            && let Some(thread) = &state.thread
-        {
-            thread.fetch_sub(1, Ordering::Relaxed);
-        }
+        unstall(self.0.get_mut().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+/// Takes the run out of its thread's stalled count, if [`stall`] put it
+/// there.
+fn unstall(state: &mut AnswerState) {
+    if std::mem::take(&mut state.stalls)
+        && let Some(thread) = &state.thread
+    {
+        thread.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
