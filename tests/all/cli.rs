@@ -764,6 +764,13 @@ fn a_run_stuck_in_slow_built_ins_is_answered_after_its_deadline_and_a_grace() {
     let shown = codemode(&["runs", "show", run_id], "", ws.path());
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("write  approved/ok"), "{shown}");
+    // Its journal ended as its receipt did: not `interrupted`, which
+    // `codemode resume` would recover into the same loop.
+    assert!(shown.starts_with(&format!("{run_id}  timed_out")), "{shown}");
+    let resumed = codemode(&["resume", run_id], "", ws.path());
+    let said = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(5), "{said}");
+    assert!(said.contains("already ended (timed_out)"), "{said}");
 }
 
 /// Waits up to `secs` seconds for `child` to exit (liveness, not speed);
@@ -834,6 +841,10 @@ fn a_run_cancelled_while_stuck_in_slow_built_ins_still_gets_its_receipt() {
     assert_eq!((&receipt["status"], &receipt["error"]["kind"]), (&json!("cancelled"), &json!("cancelled")));
     let message = receipt["error"]["message"].as_str().unwrap();
     assert!(message.contains("was cancelled and had not stopped"), "{message}");
+    let run_id = receipt["run_id"].as_str().unwrap();
+    let shown = codemode(&["runs", "show", run_id], "", ws.path());
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.starts_with(&format!("{run_id}  cancelled")), "{shown}");
 }
 
 /// Writes `stuck.js` in `ws`: a write of `started`, then a loop of sorts

@@ -12,7 +12,10 @@
 //! sends new runs elsewhere while it can); one told [`OVERRUN_GRACE`] ago
 //! is answered (status `timed_out` or `cancelled`, no calls listed: they
 //! are in its journal) and its calls still running on the tool runtime are
-//! aborted, as the VM's own end would. The VM is left to reach its next
+//! aborted, as the VM's own end would. Its journal is ended with the
+//! receipt's state before the receipt goes out, so a process that exits
+//! on it (`codemode run`) leaves a run that ended, not one to recover
+//! into the same stuck loop. The VM is left to reach its next
 //! check on its own thread; a call it makes meanwhile is refused, the run
 //! being past its deadline or cancelled, and its own receipt goes nowhere.
 //! docs/SECURITY.md, "The deadline holds for the host, not for QuickJS".
@@ -24,6 +27,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::journal::RunState;
+use crate::journal::durable::DurableLog;
 use crate::receipt::{ErrorKind, Receipt, RunError, RunStatus};
 use crate::vm::clock::{Halt, Overdue, RunClock};
 
@@ -37,6 +42,10 @@ pub const OVERRUN_GRACE: Duration = Duration::from_secs(10);
 /// How often the watch looks at the runs going.
 const POLL: Duration = Duration::from_secs(1);
 
+/// How long the watch waits for a run's journal to end before it sends
+/// the run's receipt anyway (with a warning that says so).
+const JOURNAL_END_WAIT: Duration = Duration::from_secs(5);
+
 /// Where a run's receipt goes: to whoever answers first, the run's VM or
 /// the watch. Shared by the run's job and (weakly) the watch.
 pub(crate) type ReceiptSlot = Arc<Answer>;
@@ -47,6 +56,8 @@ pub(crate) struct Answer(Mutex<AnswerState>);
 
 struct AnswerState {
     sender: Option<oneshot::Sender<Receipt>>,
+    /// The run's journal, which the watch ends when it answers.
+    journal: Option<DurableLog>,
     /// The stalled count of the VM thread running the run, once it runs.
     thread: Option<Arc<AtomicUsize>>,
     /// Whether the run counts in `thread`'s stalled count: told to stop
@@ -57,10 +68,12 @@ struct AnswerState {
 }
 
 impl Answer {
-    /// An answer not given yet, to go to `sender`.
-    pub(crate) fn new(sender: oneshot::Sender<Receipt>) -> ReceiptSlot {
+    /// An answer not given yet, to go to `sender`; `journal`: the run's
+    /// journal, if it keeps one.
+    pub(crate) fn new(sender: oneshot::Sender<Receipt>, journal: Option<DurableLog>) -> ReceiptSlot {
         Arc::new(Answer(Mutex::new(AnswerState {
             sender: Some(sender),
+            journal,
             thread: None,
             stalls: false,
             ended: false,
@@ -93,6 +106,7 @@ impl Answer {
     pub(crate) fn send(&self, receipt: Receipt) {
         let mut state = self.state();
         state.ended = true;
+        state.journal = None;
         if let Some(tx) = state.sender.take() {
             let _ = tx.send(receipt);
         }
@@ -100,14 +114,15 @@ impl Answer {
     }
 
     /// The watch's answer: `make`'s receipt (given whether the run has
-    /// started on a VM thread), unless the VM answered first. Returns
-    /// whether it was sent.
-    fn answer_without_vm(&self, make: impl FnOnce(bool) -> Receipt) -> bool {
+    /// started on a VM thread), to send once the run's journal is ended,
+    /// unless the VM answered first (`None`). The VM's answer is not sent
+    /// after it.
+    fn answer_without_vm(&self, make: impl FnOnce(bool) -> Receipt) -> Option<Unsent> {
         let mut state = self.state();
-        let Some(tx) = state.sender.take() else { return false };
-        let _ = tx.send(make(state.thread.is_some()));
+        let tx = state.sender.take()?;
+        let receipt = make(state.thread.is_some());
         stall(&mut state);
-        true
+        Some(Unsent { tx, receipt, journal: state.journal.take() })
     }
 
     /// Counts the run, told to stop and still going, in its thread's
@@ -123,6 +138,38 @@ impl Drop for Answer {
     /// panicked) no longer holds its thread either.
     fn drop(&mut self) {
         unstall(self.0.get_mut().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+/// The watch's answer for a run, before it goes.
+struct Unsent {
+    tx: oneshot::Sender<Receipt>,
+    receipt: Receipt,
+    journal: Option<DurableLog>,
+}
+
+impl Unsent {
+    /// Ends the run's journal with the receipt's state, waiting at most
+    /// [`JOURNAL_END_WAIT`]; a journal that could not be ended is named
+    /// in the receipt's warnings.
+    async fn end_journal(&mut self) {
+        let Some(journal) = self.journal.take() else { return };
+        let state = RunState::of_status(self.receipt.status);
+        let problem = match tokio::time::timeout(JOURNAL_END_WAIT, journal.end_without_vm(state)).await {
+            Ok(Ok(_)) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("its store did not answer within {} s", JOURNAL_END_WAIT.as_secs()),
+        };
+        self.receipt.warnings.push(format!(
+            "the run's journal could not be ended as {} ({problem}): it may read as interrupted, and \
+             `codemode resume` would run the program again",
+            state.as_str()
+        ));
+    }
+
+    /// Sends the receipt.
+    fn send(self) {
+        let _ = self.tx.send(self.receipt);
     }
 }
 
@@ -251,7 +298,8 @@ async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
                 answer.hold_thread();
                 continue;
             }
-            if answer.answer_without_vm(|started| left_behind(&shared, &run_id, &clock, (over, why), started))
+            if let Some(mut unsent) = answer
+                .answer_without_vm(|started| left_behind(&shared, &run_id, &clock, (over, why), started))
             {
                 // Its calls end now, as the VM's end would end them: a
                 // call whose approval comes later, or a command still
@@ -262,6 +310,10 @@ async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
                      interrupt; answered without its VM",
                     over.as_secs_f64()
                 );
+                tokio::spawn(async move {
+                    unsent.end_journal().await;
+                    unsent.send();
+                });
             }
         }
     }
@@ -345,15 +397,18 @@ mod tests {
     fn a_run_answered_by_the_watch_holds_its_thread_until_its_vm_ends() {
         let thread = Arc::new(AtomicUsize::new(0));
         let (tx, mut rx) = oneshot::channel();
-        let answer = Answer::new(tx);
+        let answer = Answer::new(tx, None);
         answer.started_on(Some(thread.clone()));
         assert_eq!(thread.load(Ordering::Relaxed), 0, "a run going is not stalled");
-        assert!(answer.answer_without_vm(|started| {
-            assert!(started, "told the run started");
-            receipt(RunStatus::TimedOut)
-        }));
+        answer
+            .answer_without_vm(|started| {
+                assert!(started, "told the run started");
+                receipt(RunStatus::TimedOut)
+            })
+            .expect("the watch answers")
+            .send();
         assert_eq!(thread.load(Ordering::Relaxed), 1);
-        assert!(!answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)), "answered once");
+        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)).is_none(), "answered once");
         assert_eq!(thread.load(Ordering::Relaxed), 1, "counted once");
         answer.send(receipt(RunStatus::Completed));
         assert_eq!(thread.load(Ordering::Relaxed), 0, "the VM ended: the thread is free");
@@ -364,11 +419,15 @@ mod tests {
     fn a_run_answered_before_its_thread_took_it_holds_the_thread_once_it_starts() {
         let thread = Arc::new(AtomicUsize::new(0));
         let (tx, _rx) = oneshot::channel();
-        let answer = Answer::new(tx);
-        assert!(answer.answer_without_vm(|started| {
-            assert!(!started, "told the run never started");
-            receipt(RunStatus::TimedOut)
-        }));
+        let answer = Answer::new(tx, None);
+        assert!(
+            answer
+                .answer_without_vm(|started| {
+                    assert!(!started, "told the run never started");
+                    receipt(RunStatus::TimedOut)
+                })
+                .is_some()
+        );
         assert_eq!(thread.load(Ordering::Relaxed), 0, "no thread yet");
         answer.started_on(Some(thread.clone()));
         assert_eq!(thread.load(Ordering::Relaxed), 1);
@@ -380,7 +439,7 @@ mod tests {
     fn a_run_whose_vm_ended_is_not_counted_as_holding_its_thread_after() {
         let thread = Arc::new(AtomicUsize::new(0));
         let (tx, _rx) = oneshot::channel();
-        let answer = Answer::new(tx);
+        let answer = Answer::new(tx, None);
         answer.started_on(Some(thread.clone()));
         answer.send(receipt(RunStatus::TimedOut));
         // A poll that found the run told to stop just before it ended.
@@ -392,9 +451,9 @@ mod tests {
     fn a_run_whose_job_ended_without_its_receipt_no_longer_holds_its_thread() {
         let thread = Arc::new(AtomicUsize::new(0));
         let (tx, _rx) = oneshot::channel();
-        let answer = Answer::new(tx);
+        let answer = Answer::new(tx, None);
         answer.started_on(Some(thread.clone()));
-        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)));
+        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)).is_some());
         assert_eq!(thread.load(Ordering::Relaxed), 1);
         // The run's task panicked: its answer is dropped, never sent.
         drop(answer);
@@ -405,10 +464,10 @@ mod tests {
     fn a_run_its_vm_answered_is_not_answered_again_and_holds_nothing() {
         let thread = Arc::new(AtomicUsize::new(0));
         let (tx, mut rx) = oneshot::channel();
-        let answer = Answer::new(tx);
+        let answer = Answer::new(tx, None);
         answer.started_on(Some(thread.clone()));
         answer.send(receipt(RunStatus::Completed));
-        assert!(!answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)));
+        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)).is_none());
         assert_eq!(thread.load(Ordering::Relaxed), 0);
         assert_eq!(rx.try_recv().unwrap().status, RunStatus::Completed);
     }

@@ -14,10 +14,10 @@
 
 use tokio::sync::oneshot;
 
-use super::StoreError;
 use super::completion::Completion;
 use super::record::{self, How};
 use super::writer::{Msg, ToWriter};
+use super::{RunState, StoreError};
 
 /// Answered when the lines it was sent with are durable (or could not be
 /// made so).
@@ -79,6 +79,27 @@ impl DurableLog {
         }
         #[cfg(not(debug_assertions))]
         let _ = tool;
+    }
+
+    /// Ends the run's journal with `state` (a final one) from off its VM
+    /// thread, for a run the host answered without its VM
+    /// (engine/overrun_watch.rs). What the VM thread still buffers (the
+    /// lines since the program last waited on a call) is not written, and
+    /// the VM's own end, if it comes, finds the journal ended. Returns
+    /// `false` when the journal had ended already (the VM's end came
+    /// first).
+    ///
+    /// # Errors
+    /// The store's error ending it, or an earlier one of the run's.
+    pub(crate) async fn end_without_vm(&self, state: RunState) -> Result<bool, StoreError> {
+        let (done, answer) = oneshot::channel();
+        if self.tx.send(Msg::Commit(String::new(), state, done)).is_err() {
+            return Ok(false);
+        }
+        match answer.await {
+            Ok(result) => result.map(|()| true),
+            Err(_) => Ok(false),
+        }
     }
 
     async fn durable(&self, text: String) -> Result<(), StoreError> {
