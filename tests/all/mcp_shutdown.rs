@@ -30,8 +30,9 @@ fn run_calling(ws: &Path, servers: Value, names: &[String]) -> Duration {
     let started = Instant::now();
     let out = codemode(&["run", "-", "--json", "--mcp-config", file.to_str().unwrap()], &program, ws);
     let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // The receipt (stdout) says which call failed and why.
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}\nstdout: {stdout}");
     let receipt: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(receipt["value"], names.len(), "{receipt:#}");
     took

@@ -615,9 +615,8 @@ fn the_persons_wait_does_not_count_against_the_deadline_and_no_answer_denies() {
 /// A question put to the person about a call of a run told to stop (here
 /// its deadline passed while the program is stuck in work QuickJS does
 /// not interrupt) is cancelled on the client (`notifications/cancelled`),
-/// not left up for an answer that would act on nothing. (The first
-/// question is answered at once: the TypeScript SDK ignores a cancel of
-/// request id 0, the id of the server's first request.)
+/// not left up for an answer that would act on nothing; a first question
+/// answered before it changes nothing.
 #[test]
 fn a_question_about_a_call_of_a_run_told_to_stop_is_withdrawn_from_the_client() {
     let Some(dir) = clients() else { return };
@@ -639,6 +638,29 @@ fn a_question_about_a_call_of_a_run_told_to_stop_is_withdrawn_from_the_client() 
     assert_eq!(out.elicitations.len(), 2, "{:?}", out.elicitations);
     assert_eq!(out.withdrawn, [1], "the question was left up on the client");
     assert_eq!(served.count(), 1, "the second call ran");
+}
+
+/// The session's first question is withdrawn as any other: the server
+/// spends its first request id (0) on a `ping`, since the TypeScript SDK
+/// drops a cancel of request 0.
+#[test]
+fn the_first_question_of_a_session_is_withdrawn_from_the_client_too() {
+    let Some(dir) = clients() else { return };
+    let served = Served::new();
+    let stuck = "tools.bash({command: 'echo ran >> count.txt'});\n\
+                 const a = new Float64Array(1 << 20);\n\
+                 for (;;) a.sort();";
+    let plan = json!({
+        "server": served.server(&["--deadline", "1"]),
+        "elicitation": "accept",
+        "answers": [{"action": "accept", "content": {}, "delay_ms": 20000}],
+        "steps": [{"call": execute(stuck)}],
+    });
+    let out = client(&dir, "v1", &plan);
+    assert_eq!(out.structured(0)["status"], "timed_out", "{}", out.text(0));
+    assert_eq!(out.elicitations.len(), 1, "{:?}", out.elicitations);
+    assert_eq!(out.withdrawn, [0], "the first question was left up on the client");
+    assert_eq!(served.count(), 0, "the call ran");
 }
 
 /// A call that reaches the gate just before its run's deadline, while
