@@ -489,19 +489,25 @@ impl<'a> Driver<'a> {
                 let run = self.engine.start_with(program, options);
                 self.spawn(line, run, false);
             }
-            Work::Resume { line, run_id } => match self
-                .engine
-                .start_resume_with(&run_id, &[], RunOptions::with_approver(self.approver.clone()))
-                .await
-            {
-                Ok(run) => self.spawn(line, run, true),
-                Err(refused) => {
-                    // Refused before anything ran: the line waits as it was.
-                    let mut output = output_of(line, &refused, true);
-                    output["status"] = json!("not_resumed");
-                    self.running.spawn(async move { Done { line, run_id, status: WAITING.into(), output } });
+            Work::Resume { line, run_id } => {
+                let options = RunOptions::with_approver(self.approver.clone());
+                // A worker's runs are not bound to a path: another worker,
+                // in its own workspace, may have started this one.
+                let options = match self.record {
+                    LineLog::Shared(_) => options.any_workspace(),
+                    LineLog::File(_) => options,
+                };
+                match self.engine.start_resume_with(&run_id, &[], options).await {
+                    Ok(run) => self.spawn(line, run, true),
+                    Err(refused) => {
+                        // Refused before anything ran: the line waits as it was.
+                        let mut output = output_of(line, &refused, true);
+                        output["status"] = json!("not_resumed");
+                        self.running
+                            .spawn(async move { Done { line, run_id, status: WAITING.into(), output } });
+                    }
                 }
-            },
+            }
             Work::Ended { line, run_id, state } => {
                 let output = ended_output(self.engine, line, &run_id, state);
                 let status = output["status"].as_str().unwrap_or("failed").to_owned();

@@ -27,6 +27,12 @@ pub(crate) struct ResumeArgs {
     /// receipt.
     #[arg(long, value_name = "TEXT", requires = "decisions")]
     reason: Option<String>,
+    /// Resume a run made in another workspace (found through a shared
+    /// `--journal` folder or PostgreSQL): its remaining calls, those a
+    /// person allowed there too, then act on this workspace's files.
+    /// Without it such a run is refused and stays paused.
+    #[arg(long)]
+    any_workspace: bool,
     /// Print the full receipt as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -119,7 +125,11 @@ fn execute(args: ResumeArgs) -> anyhow::Result<u8> {
         // as it is loaded, instead of killing the process silently.
         let interrupted = super::run::interrupted();
         tokio::pin!(interrupted);
-        let starting = engine.start_resume(&args.run_id, &decisions);
+        let options = match args.any_workspace {
+            true => codemode::run::RunOptions::default().any_workspace(),
+            false => codemode::run::RunOptions::default(),
+        };
+        let starting = engine.start_resume_with(&args.run_id, &decisions, options);
         tokio::pin!(starting);
         let (started, early) = tokio::select! {
             biased;

@@ -328,11 +328,16 @@ async fn a_person_decides_a_run_paused_into_postgresql() {
         .journal(Arc::new(store))
         .build()
         .unwrap();
-    let resumed = server.start_resume_recorded(&run_id, RunOptions::default()).await.unwrap().wait().await;
+    // The run was made in the first workspace: the third resumes it only
+    // when told it may.
+    let refused = server.start_resume_recorded(&run_id, RunOptions::default()).await.err().unwrap();
+    assert!(refused.error.unwrap().message.contains("was made in workspace"));
+    let anywhere = || RunOptions::default().any_workspace();
+    let resumed = server.start_resume_recorded(&run_id, anywhere()).await.unwrap().wait().await;
     assert_eq!(resumed.status, RunStatus::Paused, "{:?}", resumed.error);
     assert_eq!(counter(third.path()), "one\n", "call 1 ran once, on the server");
     assert_eq!(resumed.calls[0].decision, Decision::Approved);
-    let again = server.start_resume_recorded(&run_id, RunOptions::default()).await.unwrap().wait().await;
+    let again = server.start_resume_recorded(&run_id, anywhere()).await.unwrap().wait().await;
     assert_eq!(again.status, RunStatus::Paused);
     assert_eq!(counter(third.path()), "one\n", "nothing recorded: nothing new ran");
     let refused = server.record_decisions(&run_id, &[(1, codemode::journal::Decided::Allow)]).await;
@@ -346,7 +351,7 @@ async fn a_person_decides_a_run_paused_into_postgresql() {
         .await
         .unwrap();
     assert_eq!((recorded.recorded, recorded.undecided.len()), (vec![2], 0));
-    let done = server.start_resume_recorded(&run_id, RunOptions::default()).await.unwrap().wait().await;
+    let done = server.start_resume_recorded(&run_id, anywhere()).await.unwrap().wait().await;
     assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
     assert_eq!(done.value, "ToolError denied: bash (call 2): no");
     let late = codemode(&["approve", &run_id, "--allow", "2", "--journal", &url], "", second.path());

@@ -556,6 +556,7 @@ mod engines {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use codemode::journal::Decided;
+    use codemode::run::RunOptions;
     use codemode::{
         Engine, Program, Tool, ToolSpec, approval::PauseApprover, receipt::CallStatus, receipt::Decision,
         receipt::ErrorKind, receipt::RunStatus, tool::ToolContext, tool::ToolFuture, tool::ToolOutput,
@@ -610,7 +611,15 @@ mod engines {
         assert_eq!(paused.status, RunStatus::Paused, "{:?}", paused.error);
         assert_eq!(paused.pending[0].seq, 2);
         drop(one); // the first replica goes away
-        let done = two.resume(&paused.run_id, &[(2, Decided::Allow)]).await;
+        // Replicas here are two workspaces: the resume says it may go on
+        // in another.
+        let options = RunOptions::default().any_workspace();
+        let done = two
+            .start_resume_with(&paused.run_id, &[(2, Decided::Allow)], options)
+            .await
+            .unwrap()
+            .wait()
+            .await;
         assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
         assert_eq!(done.value["n"], 1);
         assert_eq!(counter.load(Ordering::SeqCst), 1, "the write ran once");
@@ -674,6 +683,14 @@ async fn the_cli_pauses_into_postgres_and_another_process_resumes() {
     assert!(!crate::common::runs_dir(first.path()).join(run_id).join("journal.jsonl").exists());
     let resumed = crate::cli::codemode(
         &["resume", run_id, "--allow", "1", "--journal", &url, "--json"],
+        "",
+        second.path(),
+    );
+    // Made in another workspace: refused, and still paused.
+    assert_eq!(resumed.status.code(), Some(1), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(!second.path().join("pg.txt").exists());
+    let resumed = crate::cli::codemode(
+        &["resume", run_id, "--allow", "1", "--any-workspace", "--journal", &url, "--json"],
         "",
         second.path(),
     );

@@ -401,3 +401,36 @@ fn a_quiet_resume_that_pauses_again_counts_the_calls_refused_on_the_way() {
         stderr(&quiet)
     );
 }
+
+/// A shared journal store (a folder outside the workspaces, or
+/// PostgreSQL) holds several workspaces' runs. A write paused in workspace
+/// a, allowed by `codemode resume` run in workspace b, used to write b's
+/// file: the person decided on a's, and the run's pre-images were then
+/// split between the two, so no rollback could undo it. The defence:
+/// a resume refuses a run whose journal names another workspace
+/// (`RunOptions::any_workspace` is for batch workers alone), and the run
+/// stays paused for a resume where it was made.
+#[test]
+fn a_run_paused_in_another_workspace_is_not_resumed_here() {
+    let (a, b) = (crate::common::workspace(), crate::common::workspace());
+    let (a, b) = (a.path(), b.path());
+    let journals = tempfile::tempdir().unwrap();
+    let journal = journals.path().to_str().unwrap();
+    for ws in [a, b] {
+        std::fs::write(ws.join("data.txt"), "own\n").unwrap();
+    }
+    let program = "await tools.read({path: 'data.txt'});\n\
+                   await tools.write({path: 'data.txt', content: 'the run\\'s\\n'});";
+    std::fs::write(a.join("prog.js"), program).unwrap();
+    let out = codemode(&["run", "prog.js", "--approve", "pause", "--journal", journal, "--json"], "", a);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let id = json_of(&out)["run_id"].as_str().unwrap().to_owned();
+    let here = codemode(&["resume", &id, "--allow", "2", "--journal", journal], "", b);
+    let said = stderr(&here);
+    assert_eq!(std::fs::read_to_string(b.join("data.txt")).unwrap(), "own\n", "b's file written: {said}");
+    assert_ne!(here.status.code(), Some(0), "{said}");
+    assert!(said.contains("was made in workspace") && said.contains("resume it there"), "{said}");
+    let there = codemode(&["resume", &id, "--allow", "2", "--journal", journal], "", a);
+    assert_eq!(there.status.code(), Some(0), "{}", stderr(&there));
+    assert_eq!(std::fs::read_to_string(a.join("data.txt")).unwrap(), "the run's\n");
+}

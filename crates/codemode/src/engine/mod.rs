@@ -248,7 +248,7 @@ impl Engine {
         decisions: &[(u64, crate::journal::Decided)],
         options: RunOptions,
     ) -> Result<Run, Receipt> {
-        let r = resume::prepare(self, run_id, decisions).await?;
+        let r = resume::prepare(self, run_id, decisions, options.any_workspace).await?;
         Ok(self.launch(Arc::from(run_id), r.program, r.clock, Some(r.journaling), options))
     }
 

@@ -117,6 +117,7 @@ pub(crate) async fn prepare(
     engine: &Engine,
     run_id: &str,
     decisions: &[(u64, Decided)],
+    any_workspace: bool,
 ) -> Result<Resumed, Receipt> {
     let shared = &engine.shared;
     let refused = |kind: ErrorKind, message: String| refusal(shared, run_id, kind, message);
@@ -146,7 +147,7 @@ pub(crate) async fn prepare(
     // leaves it `running` with nobody holding it: interrupted).
     let interrupted = was_interrupted(&lines);
     let mut warnings = Vec::new();
-    let checked = checked_journal(shared, run_id, &lines, decisions, &mut warnings);
+    let checked = checked_journal(shared, run_id, &lines, (decisions, any_workspace), &mut warnings);
     let (mut journal, merged) = match checked {
         Ok(j) => j,
         Err((kind, message)) if interrupted => {
@@ -311,7 +312,7 @@ fn checked_journal(
     shared: &Shared,
     run_id: &str,
     lines: &[String],
-    decisions: &[(u64, Decided)],
+    (decisions, any_workspace): (&[(u64, Decided)], bool),
     warnings: &mut Vec<String>,
 ) -> Result<(Journal, Merged), (ErrorKind, String)> {
     let journal = Journal::parse(lines).map_err(|m| {
@@ -323,7 +324,7 @@ fn checked_journal(
             ),
         )
     })?;
-    check_unchanged(shared, &journal, warnings).map_err(|m| {
+    check_unchanged(shared, &journal, any_workspace, warnings).map_err(|m| {
         (ErrorKind::Divergence, format!("run `{run_id}` cannot be resumed: {m}; {STILL_PAUSED}"))
     })?;
     check_decisions(&journal, decisions)
@@ -356,7 +357,12 @@ fn resumed_journaling(mut log: RunLog, journal: Journal, merged: Merged) -> Jour
 
 /// Refuses a resume whose program, catalog or policy changed since the run
 /// paused, saying what changed.
-fn check_unchanged(shared: &Shared, journal: &Journal, warnings: &mut Vec<String>) -> Result<(), String> {
+fn check_unchanged(
+    shared: &Shared,
+    journal: &Journal,
+    any_workspace: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), String> {
     let h = &journal.header;
     let mut changed = Vec::new();
     if digest::sha256_hex(h.program.source.as_bytes()) != h.program.sha256 {
@@ -379,11 +385,21 @@ fn check_unchanged(shared: &Shared, journal: &Journal, warnings: &mut Vec<String
         ));
     }
     let workspace = shared.workspace.display().to_string();
-    if shared.journal.as_ref().is_some_and(|s| s.workspace_bound()) && h.workspace != workspace {
-        changed.push(format!(
-            "the run was made in workspace {}, not {workspace} (its journal was copied or moved): resume it there",
-            h.workspace
-        ));
+    if h.workspace != workspace {
+        if shared.journal.as_ref().is_some_and(|s| s.workspace_bound()) {
+            changed.push(format!(
+                "the run was made in workspace {}, not {workspace} (its journal was copied or moved): resume it \
+                 there",
+                h.workspace
+            ));
+        } else if !any_workspace {
+            changed.push(format!(
+                "the run was made in workspace {0}, not {workspace}: the journal store holds several workspaces' \
+                 runs, and the calls approved for that workspace would act on this one's files; resume it there \
+                 (--workspace {0}), or give --any-workspace to go on here",
+                h.workspace
+            ));
+        }
     }
     // The catalog as it was when the run paused (an MCP server first
     // listed during the run added its tools), else as it started (a run

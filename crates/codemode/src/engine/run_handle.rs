@@ -37,6 +37,15 @@ pub struct RunOptions {
     /// the engine has a [`TraceSink`](crate::telemetry::TraceSink), else
     /// none.
     pub trace_parent: Option<crate::telemetry::TraceContext>,
+    /// For a resume: go on with a run whose journal names another
+    /// workspace than the engine's (a shared journal store, a folder
+    /// outside the workspace or PostgreSQL, holds several workspaces'
+    /// runs). Default: `false`, such a resume is refused (kind
+    /// `divergence`, the run left as it was), since the calls a person
+    /// approved for that workspace would act on this one's files, and
+    /// the run's pre-images would be split between the two. Batch workers
+    /// set it: their runs are not bound to a path (docs/BATCH.md).
+    pub any_workspace: bool,
 }
 
 impl RunOptions {
@@ -56,6 +65,12 @@ impl RunOptions {
         RunOptions { run_id: Some(run_id.into()), ..self }
     }
 
+    /// These options, for a resume that may go on with a run made in
+    /// another workspace ([`RunOptions::any_workspace`]).
+    pub fn any_workspace(self) -> Self {
+        RunOptions { any_workspace: true, ..self }
+    }
+
     /// These options, for a run inside the trace of `parent` (a
     /// `traceparent` the host received; `None` leaves them as they are).
     pub fn trace_parent(self, parent: Option<crate::telemetry::TraceContext>) -> Self {
@@ -70,6 +85,7 @@ impl std::fmt::Debug for RunOptions {
             .field("on_call_end", &self.on_call_end.is_some())
             .field("run_id", &self.run_id)
             .field("trace_parent", &self.trace_parent.map(|t| t.traceparent()))
+            .field("any_workspace", &self.any_workspace)
             .finish()
     }
 }
