@@ -939,3 +939,25 @@ fn a_program_runs_when_every_vm_thread_is_held_by_a_stuck_one() {
     assert_eq!((&after["status"], &after["value"]), (&json!("completed"), &json!("ran")), "{after}");
     s.ends_when_closed();
 }
+
+/// A batch over the call budget is refused whole, no call made, on every
+/// route: where approvals pause (a client without elicitation), a batch
+/// runs as the equivalent program, which used to make the calls up to the
+/// budget (writes among them) before it stopped.
+#[test]
+fn a_batch_over_the_call_budget_makes_no_call_where_approvals_pause() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &["--posture", "full-access", "--max-calls", "3"]);
+    s.initialize(json!({}));
+    let calls: Vec<Value> = (0..4)
+        .map(|i| json!({"tool": "write", "arguments": {"path": format!("w{i}.txt"), "content": "x"}}))
+        .collect();
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"batch": calls}}));
+    let r = s.response(id, |_, m| panic!("nothing to ask: {m}"));
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(sc["error"]["kind"], "limit", "{r}");
+    assert!(sc["error"]["message"].as_str().unwrap().contains("no call was made"), "{r}");
+    let written: Vec<_> = (0..4).filter(|i| ws.path().join(format!("w{i}.txt")).exists()).collect();
+    assert_eq!(written, Vec::<i32>::new(), "calls were made");
+    s.close();
+}

@@ -227,9 +227,12 @@ impl CodeModeServer {
             // A batch cannot pause: where approvals pause, it runs as the
             // equivalent program, which can (unless that program would be
             // over the source limit: then as a batch, whose calls needing
-            // an approval are refused).
+            // an approval are refused; and unless the batch is over the
+            // call budget: then as a batch, refused whole before any call,
+            // where the program would make the first calls and stop).
             Request::Input(Ok(ExecuteInput::Batch(batch)))
                 if route.pauses()
+                    && batch.calls().len() <= inner.engine.limits().max_calls
                     && batch.as_program().source().len() <= inner.engine.limits().source_bytes =>
             {
                 Started::Run(inner.engine.start_with(batch.as_program(), options))
