@@ -114,11 +114,19 @@ impl Served {
     }
 
     /// Closes stdin and waits for the process.
-    pub fn close(mut self) -> std::process::ExitStatus {
+    pub fn close(self) -> std::process::ExitStatus {
+        self.close_and_read().0
+    }
+
+    /// Closes stdin, waits for the process, and returns what it wrote
+    /// after (every message not read yet).
+    pub fn close_and_read(mut self) -> (std::process::ExitStatus, Vec<Value>) {
         drop(self.stdin);
         let status = self.child.wait().unwrap();
-        drop(self.messages);
-        status
+        // The reader thread ends at the end of stdout, which the process's
+        // end closed.
+        let rest = std::iter::from_fn(|| self.messages.recv_timeout(WAIT).ok()).collect();
+        (status, rest)
     }
 }
 
@@ -600,16 +608,26 @@ fn a_serve_process_prunes_old_runs_to_the_retention() {
     s.close();
 }
 
+/// A client closing stdin is going away: the runs in flight are
+/// cancelled at once (their commands ended, their answers sent while
+/// stdout is open, their receipts saved), not left to run for rmcp's 5 s
+/// wait for the answers in flight, which let a command finish its work.
 #[test]
 fn closing_stdin_mid_run_cancels_the_run_and_saves_its_receipt() {
     let ws = crate::common::workspace();
     let mut s = Served::start(ws.path(), &["--posture", "full-access"]);
     s.initialize(json!({}));
-    let code = "await tools.bash({command: 'echo go > started.txt; exec sleep 63.5'}); return 1;";
-    s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let code =
+        "await tools.bash({command: 'echo go > started.txt; sleep 2; echo late > late.txt'}); return 1;";
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
     wait_for_line(&ws.path().join("started.txt"));
-    let status = s.close();
+    let (status, rest) = s.close_and_read();
     assert!(status.success(), "{status:?}");
+    let answer = rest.iter().find(|m| m["id"] == json!(id)).unwrap_or_else(|| panic!("no answer: {rest:?}"));
+    assert_eq!(answer["result"]["structuredContent"]["status"], "cancelled", "{answer}");
+    // Had the command gone on, it would have written this by now.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!ws.path().join("late.txt").exists(), "the command ran on after the client left");
     let receipts: Vec<String> = std::fs::read_dir(crate::common::runs_dir(ws.path()))
         .unwrap()
         .flatten()
@@ -959,5 +977,25 @@ fn a_batch_over_the_call_budget_makes_no_call_where_approvals_pause() {
     assert!(sc["error"]["message"].as_str().unwrap().contains("no call was made"), "{r}");
     let written: Vec<_> = (0..4).filter(|i| ws.path().join(format!("w{i}.txt")).exists()).collect();
     assert_eq!(written, Vec::<i32>::new(), "calls were made");
+    s.close();
+}
+
+/// Over stdio, a request whose arguments are over their 4 MiB bound gets
+/// an answer saying so (its line is read: lines go to 16 MiB), and a line
+/// over 16 MiB is dropped without ending the session.
+#[test]
+fn oversized_requests_over_stdio_are_refused_or_dropped_and_the_session_goes_on() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &[]);
+    s.initialize(json!({}));
+    let code = format!("return 1; // {}", "x".repeat(5 << 20));
+    let id = s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    let r = s.response(id, |_, _| {});
+    assert_eq!(r["result"]["isError"], true, "{}", &r.to_string()[..300.min(r.to_string().len())]);
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("4 MiB"), "{text}");
+    let code = format!("return 2; // {}", "x".repeat(17 << 20));
+    s.request("tools/call", json!({"name": "execute_tools", "arguments": {"code": code}}));
+    assert_eq!(execute(&mut s, "return 3")["value"], 3, "the session went on");
     s.close();
 }

@@ -30,6 +30,7 @@ mod rollback;
 mod saves;
 #[cfg(feature = "http")]
 mod sessions;
+mod stdin_closed;
 mod stdio_socket;
 mod stdout_watch;
 mod surface;
@@ -170,16 +171,20 @@ impl CodeModeServer {
         use rmcp::transport::async_rw::AsyncRwTransport;
         // A line (one message) over the bound is dropped unread. Sockets
         // (a Node.js client's) and FIFOs are read and written from the
-        // reactor; anything else on the blocking pool.
+        // reactor; anything else on the blocking pool. The end of stdin is
+        // noticed as the transport reads it (stdin_closed.rs).
+        let stdin_closed = tokio_util::sync::CancellationToken::new();
         let running = match stdio_socket::socket_stdio() {
             Some((reader, writer)) => {
-                self.serve(AsyncRwTransport::new(reader, writer).with_max_line_length(MAX_ARGUMENTS_BYTES))
-                    .await
+                let reader = stdin_closed::NoticesEnd::new(reader, stdin_closed.clone());
+                let transport = AsyncRwTransport::new(reader, writer);
+                self.serve(transport.with_max_line_length(MAX_STDIO_LINE_BYTES)).await
             }
             None => {
                 let (reader, writer) = rmcp::transport::io::stdio_pipes();
-                self.serve(AsyncRwTransport::new(reader, writer).with_max_line_length(MAX_ARGUMENTS_BYTES))
-                    .await
+                let reader = stdin_closed::NoticesEnd::new(reader, stdin_closed.clone());
+                let transport = AsyncRwTransport::new(reader, writer);
+                self.serve(transport.with_max_line_length(MAX_STDIO_LINE_BYTES)).await
             }
         }
         .map_err(|e| ServeError::Transport(format!("could not start serving on stdio: {e}")))?;
@@ -188,8 +193,13 @@ impl CodeModeServer {
         let (stdout_gone, _watching) = stdout_watch::closed();
         tokio::pin!(waiting, shutdown, stdout_gone);
         let ended = tokio::select! {
-            // The client closed stdin: runs still going are cancelled and
-            // their receipts saved before the process ends.
+            // The client closed stdin: runs still going are cancelled at
+            // once (not after rmcp's wait for their answers) and their
+            // receipts saved before the process ends.
+            () = stdin_closed.cancelled() => {
+                server.stop_runs(Duration::from_secs(30)).await;
+                end_of_session(waiting).await
+            }
             ended = &mut waiting => {
                 server.stop_runs(Duration::from_secs(30)).await;
                 ended.map(|_| ())
@@ -210,6 +220,13 @@ impl CodeModeServer {
         ended.map_err(|e| ServeError::Transport(format!("the stdio session ended badly: {e}")))
     }
 }
+
+/// The longest line (one JSON-RPC message) read over stdio: 16 MiB; a
+/// longer one is dropped unread (its request gets no answer: its id is in
+/// what was not read). Above [`MAX_ARGUMENTS_BYTES`], so that a request
+/// whose arguments are over that bound, by up to four times, is read and
+/// refused with an answer saying so rather than left unanswered.
+pub const MAX_STDIO_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// How long a stopping stdio session waits for rmcp to finish sending
 /// answers already made: a client that stopped reading (its stdout pipe
