@@ -456,3 +456,41 @@ fn a_paused_run_is_ended_before_it_is_rolled_back() {
     assert_eq!(out.status.code(), Some(0), "{report}");
     assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "old");
 }
+
+/// A process that died between a `write`'s pre-image and its post-image
+/// (the pre-image is durable before the rename; the post-image follows
+/// it) leaves the file either as it was before that call (no rename) or
+/// with what the call wrote (renamed). Both are what the run left: the
+/// rollback restores the file rather than calling it changed since the
+/// run, which pushed the person to `--force`, the flag that overwrites
+/// real changes. The journal is cut as such a crash leaves it.
+#[test]
+fn a_write_cut_between_its_pre_image_and_post_image_is_rolled_back() {
+    for renamed in [false, true] {
+        let ws = crate::common::workspace();
+        let ws = ws.path();
+        std::fs::write(ws.join("same.txt"), "original\n").unwrap();
+        let id = run_program(
+            ws,
+            "await tools.write({path: 'same.txt', content: 'one\\n'});\n\
+             await tools.write({path: 'same.txt', content: 'two\\n'});",
+        );
+        let journal = crate::common::runs_dir(ws).join(&id).join("journal.jsonl");
+        let lines: Vec<String> =
+            std::fs::read_to_string(&journal).unwrap().lines().map(str::to_owned).collect();
+        let last_post = lines.iter().rposition(|l| l.contains(r#""t":"postimage""#)).unwrap();
+        assert!(lines[last_post].contains(r#""seq":2"#), "{}", lines[last_post]);
+        let cut: String = lines.iter().take(last_post).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&journal, cut).unwrap();
+        if !renamed {
+            std::fs::write(ws.join("same.txt"), "one\n").unwrap();
+        }
+        // The run reads as interrupted now; it is ended before its rollback.
+        let cancelled = codemode(&["runs", "cancel", &id], "", ws);
+        assert_eq!(cancelled.status.code(), Some(0), "{}", String::from_utf8_lossy(&cancelled.stderr));
+        let (out, report) = rollback(ws, &id, &["--posture", "full-access"]);
+        assert_eq!(out.status.code(), Some(0), "renamed {renamed}: {report}");
+        assert_eq!(names(&report, "restored"), ["same.txt"], "renamed {renamed}: {report}");
+        assert_eq!(std::fs::read_to_string(ws.join("same.txt")).unwrap(), "original\n");
+    }
+}

@@ -216,9 +216,13 @@ pub(crate) struct FileUndo {
     pub path: String,
     /// The run's first pre-image of it.
     pub first: PreimageRecord,
-    /// SHA-256 of what the run left in it (the last call's post-image);
-    /// `None` when that call's end is not journaled.
-    pub left: Option<String>,
+    /// What the run may have left in it, as SHA-256 digests (`None`: no
+    /// file): the last call's post-image; when that call's end is not
+    /// journaled (its process died between the pre-image and the
+    /// post-image), what the file held before that call (the rename did
+    /// not happen) and, for a `write`, what it wrote (it did). Empty when
+    /// none of that is known.
+    pub left: Vec<Option<String>>,
     /// The calls that changed it, in the order they did.
     pub seqs: Vec<u64>,
     /// Why it cannot be restored (its first pre-image was not kept).
@@ -300,13 +304,13 @@ impl UndoPlan {
         let mut by_path: BTreeMap<String, FileUndo> = BTreeMap::new();
         for (i, pre) in pres.into_iter().enumerate() {
             plan.order.insert(pre.seq, i);
-            let left = posts.get(&pre.seq).cloned();
+            let left = may_have_left(&pre, posts.get(&pre.seq), plan.calls.get(&pre.seq));
             let seq = pre.seq;
             let file = by_path.entry(pre.path.clone()).or_insert_with(|| FileUndo {
                 path: pre.path.clone(),
                 not_undoable: pre.not_kept.clone(),
                 first: pre,
-                left: None,
+                left: Vec::new(),
                 seqs: Vec::new(),
                 last: i,
             });
@@ -321,6 +325,29 @@ impl UndoPlan {
     }
 }
 
+/// What the call of pre-image `pre` may have left in its file: its
+/// post-image `post`; without one, what the file held before the call
+/// (when kept) or no file (the call made it), and for a `write` journaled
+/// whole (`call`), the bytes it wrote.
+fn may_have_left(pre: &PreimageRecord, post: Option<&String>, call: Option<&RunCall>) -> Vec<Option<String>> {
+    if let Some(sha) = post {
+        return vec![Some(sha.clone())];
+    }
+    let mut left = Vec::new();
+    match (pre.existed, pre.decoded()) {
+        (false, _) => left.push(None),
+        (true, Ok(Some(bytes))) => left.push(Some(super::digest::sha256_hex(&bytes))),
+        (true, _) => {}
+    }
+    if let Some(RunCall { tool, args: Some(args), .. }) = call
+        && tool == "write"
+        && let Some(content) = args.get("content").and_then(serde_json::Value::as_str)
+    {
+        left.push(Some(super::digest::sha256_hex(content.as_bytes())));
+    }
+    left
+}
+
 /// What one file is restored to.
 #[derive(Debug, Clone)]
 pub(crate) struct FileRestore {
@@ -328,8 +355,8 @@ pub(crate) struct FileRestore {
     pub bytes: Option<Vec<u8>>,
     /// Their permission bits.
     pub mode: Option<u32>,
-    /// SHA-256 (hex) of what the run left in it (`None`: not known).
-    pub left: Option<String>,
+    /// What the run may have left in it ([`FileUndo::left`]).
+    pub left: Vec<Option<String>>,
 }
 
 /// What happened to one file.
@@ -394,7 +421,7 @@ mod tests {
         let a = &plan.files[0];
         assert_eq!(a.first.decoded().unwrap().as_deref(), Some(&b"a0"[..]));
         assert_eq!(a.seqs, [1, 3]);
-        assert_eq!(a.left.as_deref(), Some(super::super::digest::sha256_hex(b"a2").as_str()));
+        assert_eq!(a.left, [Some(super::super::digest::sha256_hex(b"a2"))]);
         assert!(!plan.files[1].first.existed);
         assert!(plan.reverted.contains(&2));
         assert!(UndoPlan::of(&[r#"{"t":"preimage","seq":"x"}"#.to_owned()]).is_err());

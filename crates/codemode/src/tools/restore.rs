@@ -47,7 +47,7 @@ pub(crate) fn restore(
     let before = file.bytes.as_deref().map(crate::journal::digest::sha256_hex);
     let outcome = if now == before {
         Restored::AsBefore
-    } else if now != file.left && !plan.force {
+    } else if !file.left.contains(&now) && !plan.force {
         Restored::ChangedSince
     } else {
         match &file.bytes {
