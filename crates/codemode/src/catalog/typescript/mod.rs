@@ -344,7 +344,9 @@ type ToolResult<T = unknown, M = Record<string, unknown> | null> =
 /** How a call that did not succeed rejects. */
 declare class ToolError extends Error {
   readonly name: "ToolError";
-  readonly kind: "denied" | "refused" | "failed" | "timeout" | "cancelled";
+  /** `unknown_outcome`: a call a recovery found running when its process
+   * died, denied by a person (docs/JOURNAL.md, "Recovery"). */
+  readonly kind: "denied" | "refused" | "failed" | "timeout" | "cancelled" | "unknown_outcome";
   /** The tool's name as called. */
   readonly tool: string;
   /** The call's number in the run's receipt; null when it never got one. */

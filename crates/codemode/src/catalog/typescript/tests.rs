@@ -175,7 +175,7 @@ fn the_preamble_declares_the_envelope_the_error_and_tools_call() {
         "type ToolResult<T = unknown, M = Record<string, unknown> | null> =",
         "truncated: Truncation",
         "declare class ToolError extends Error",
-        r#"readonly kind: "denied" | "refused" | "failed" | "timeout" | "cancelled";"#,
+        r#"readonly kind: "denied" | "refused" | "failed" | "timeout" | "cancelled" | "unknown_outcome";"#,
         "call<N extends ToolName>(name: N, ...args: Parameters<Tools[N]>): ReturnType<Tools[N]>;",
         "declare const tools: Tools;",
     ] {
