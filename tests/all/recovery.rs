@@ -157,6 +157,13 @@ fn killed_during_bash(store: &Store, allow: bool) {
         store.run_and_kill(ws, &[], r#"{"t":"start","seq":3}"#, &|| read(ws, "count.txt") == "a\nb\n");
     std::fs::remove_file(ws.join("hold")).unwrap();
 
+    // Deciding call 3 before the recovery paused on it: nothing waits for
+    // a decision yet, and the refusal says how to get there.
+    let early = store.run(ws, &["resume", &run_id, "--deny", "3"]);
+    let said = String::from_utf8_lossy(&early.stderr);
+    assert_eq!(early.status.code(), Some(2), "{said}");
+    assert!(said.contains("recover it first with `codemode resume"), "{said}");
+
     let recovered = store.run(ws, &["resume", &run_id, "--json"]);
     assert_eq!(recovered.status.code(), Some(4), "{}", String::from_utf8_lossy(&recovered.stdout));
     let paused = json(&recovered);

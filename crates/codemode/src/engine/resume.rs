@@ -152,7 +152,16 @@ pub(crate) async fn prepare(
         Ok(j) => j,
         Err((kind, message)) if interrupted => {
             drop(claimed);
-            let message = message.replace(STILL_PAUSED, STILL_INTERRUPTED);
+            // A decision given for a call of an interrupted run: it has
+            // none waiting until its recovery pauses on one.
+            let still = match kind {
+                ErrorKind::Invocation => format!(
+                    "the run stays interrupted: recover it first with `codemode resume {run_id}` and no decision \
+                     (a call whose outcome is unknown then pauses it, for a decision)"
+                ),
+                _ => STILL_INTERRUPTED.to_owned(),
+            };
+            let message = message.replace(STILL_PAUSED, &still);
             return Err(refused(kind, message));
         }
         Err((kind, message)) => {
