@@ -624,7 +624,7 @@ fn output_of(line: usize, receipt: &Receipt, recovered: bool) -> Value {
         }
     }
     if let Some(e) = &receipt.error {
-        out["error"] = json!({"kind": e.kind, "message": e.message});
+        out["error"] = e.brief();
     }
     if !receipt.pending.is_empty() {
         let pending: Vec<Value> = receipt

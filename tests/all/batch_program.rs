@@ -505,3 +505,21 @@ fn a_line_ended_but_unrecorded_is_taken_from_its_receipt_not_run_again() {
     assert_eq!(counted(ws), [1, 2, 3, 3, 4, 4], "line 2 not run again; 3 and 4 ran");
     assert_eq!(status(ws, "cut")["completed"], 4);
 }
+
+/// A line's error carries where in the program it is, as `codemode run`
+/// says it: a syntax error's line and column.
+#[test]
+fn a_lines_syntax_error_names_its_line_and_column() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("syn.js"), "const a = 1;\nreturn input.n +\n").unwrap();
+    inputs(ws, 2);
+    let out = codemode(&["batch", "--program", "syn.js", "in.jsonl"], "", ws);
+    let lines = lines(&out);
+    assert_eq!(lines.len(), 2, "{}", text(&out));
+    for line in &lines {
+        let error = &line["error"];
+        assert_eq!(error["kind"], "syntax", "{line}");
+        assert!(error["line"].as_u64().is_some() && error["column"].as_u64().is_some(), "{line}");
+    }
+}

@@ -999,3 +999,16 @@ fn oversized_requests_over_stdio_are_refused_or_dropped_and_the_session_goes_on(
     assert_eq!(execute(&mut s, "return 3")["value"], 3, "the session went on");
     s.close();
 }
+
+/// A syntax error's position is in the structured result too, not only
+/// in its text.
+#[test]
+fn a_syntax_errors_position_is_in_the_structured_result() {
+    let ws = crate::common::workspace();
+    let mut s = Served::start(ws.path(), &[]);
+    s.initialize(json!({}));
+    let sc = execute(&mut s, "const a = 1;\nreturn (");
+    assert_eq!(sc["error"]["kind"], "syntax", "{sc}");
+    assert!(sc["error"]["line"].as_u64().is_some() && sc["error"]["column"].as_u64().is_some(), "{sc}");
+    s.close();
+}

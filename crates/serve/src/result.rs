@@ -78,7 +78,7 @@ pub(crate) fn structured(receipt: &Receipt, receipt_path: Option<&str>) -> Value
         "run_id": receipt.run_id,
         "value": receipt.value,
         "value_truncated": receipt.value_truncated,
-        "error": receipt.error.as_ref().map(|e| json!({"kind": e.kind, "message": e.message})),
+        "error": receipt.error.as_ref().map(codemode::receipt::RunError::brief),
         "calls": calls,
         "pending": pending,
         "receipt_path": receipt_path,

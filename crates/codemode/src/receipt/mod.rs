@@ -156,6 +156,20 @@ impl RunError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         RunError { kind, message: message.into(), line: None, column: None, stack: None }
     }
+
+    /// The error without its stack, for a short result (a batch line, a
+    /// served answer): `{kind, message}`, with `line` and `column` when
+    /// the position is known.
+    pub fn brief(&self) -> serde_json::Value {
+        let mut brief = serde_json::json!({"kind": self.kind, "message": self.message});
+        if let Some(line) = self.line {
+            brief["line"] = line.into();
+        }
+        if let Some(column) = self.column {
+            brief["column"] = column.into();
+        }
+        brief
+    }
 }
 
 /// How the gate decided a call.
