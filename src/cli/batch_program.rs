@@ -64,6 +64,8 @@ pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
     if codemode::run::is_blank(&source) {
         bail!("the program {} {}", program_file.display(), codemode::run::BLANK_PROGRAM);
     }
+    let batch_id = args.batch_id.clone().unwrap_or_else(batch_record::new_batch_id);
+    batch_record::check_batch_id(&batch_id)?;
     let input = super::batch::read_input(&args.file)?;
     let (values, bad) = parse_values(&input);
     super::batch::print_invalid(&bad)?;
@@ -71,18 +73,20 @@ pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
         bail!("the batch input has no line: give JSON Lines, one input value per line");
     }
     let engine = build_engine(&args)?;
+    let program = Program::named(name, source).with_path(program_file);
+    if let Err(e) = engine.check_program(&program) {
+        bail!("{}; no line was run", cannot_run(program_file, &e));
+    }
     let Some(store) = engine.journal_store() else {
         bail!("a program batch keeps its runs' journals (its restart depends on them): leave the journal on");
     };
     let folder = store.folder().map_or_else(|| engine.runs_folder().to_path_buf(), Path::to_path_buf);
-    let batch_id = args.batch_id.clone().unwrap_or_else(batch_record::new_batch_id);
-    batch_record::check_batch_id(&batch_id)?;
     let header = Header {
         batch_id: batch_id.clone(),
         created_unix: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-        program: Source { path: absolute(program_file), sha256: sha256_hex(source.as_bytes()) },
+        program: Source { path: absolute(program_file), sha256: sha256_hex(program.source().as_bytes()) },
         input: Source {
             path: if args.file == "-" { "-".into() } else { absolute(Path::new(&args.file)) },
             sha256: sha256_hex(&input),
@@ -90,7 +94,6 @@ pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
         lines: values.len(),
     };
     let (record, entries) = Record::open(&folder, &header)?;
-    let program = Program::named(name, source).with_path(program_file);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
         let states = batch_record::states(&entries);
@@ -115,6 +118,18 @@ pub(crate) fn run(args: BatchArgs, program_file: &Path) -> anyhow::Result<u8> {
         let all = Counts::of(before.statuses.iter().map(String::as_str).chain(driver.statuses.iter().map(String::as_str)));
         Ok(exit_code(outcome, &all, bad.is_empty()))
     })
+}
+
+/// Says why the program `file` cannot run (`e`, from
+/// [`codemode::Engine::check_program`]), where in it.
+pub(crate) fn cannot_run(file: &Path, e: &codemode::receipt::RunError) -> String {
+    let at = match (e.line, e.column) {
+        (Some(line), Some(column)) => format!(" at line {line}, column {column}"),
+        _ => String::new(),
+    };
+    let kind =
+        serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    format!("the program {} cannot run ({kind}{at}): {}", file.display(), e.message)
 }
 
 /// The engine of a program batch: `--approve pause` is allowed (each line

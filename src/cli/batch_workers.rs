@@ -152,6 +152,16 @@ pub(crate) fn submit(args: SubmitArgs) -> anyhow::Result<u8> {
         bail!("the batch input has no line: give JSON Lines, one input per line");
     }
     let engine = args.engine.build()?;
+    // A program every line's run would fail at its start is not submitted.
+    // (The admission check is left to the workers: their catalogs, their
+    // MCP servers, may differ from this process's.)
+    if let Some(path) = &args.program
+        && let Err(e) =
+            engine.check_program(&codemode::Program::named(program_name.clone(), program_source.clone()))
+        && e.kind != codemode::receipt::ErrorKind::Admission
+    {
+        bail!("{}; nothing was submitted", batch_program::cannot_run(path, &e));
+    }
     let store = shared_store(&engine)?;
     let about = json!({
         "program": program_about,

@@ -507,19 +507,43 @@ fn a_line_ended_but_unrecorded_is_taken_from_its_receipt_not_run_again() {
 }
 
 /// A line's error carries where in the program it is, as `codemode run`
-/// says it: a syntax error's line and column.
+/// says it: an uncaught throw's line and column.
 #[test]
-fn a_lines_syntax_error_names_its_line_and_column() {
+fn a_lines_error_names_its_line_and_column() {
     let ws = crate::common::workspace();
     let ws = ws.path();
-    std::fs::write(ws.join("syn.js"), "const a = 1;\nreturn input.n +\n").unwrap();
+    std::fs::write(ws.join("throws.js"), "const a = 1;\nthrow new Error('bad ' + input.n);\n").unwrap();
     inputs(ws, 2);
-    let out = codemode(&["batch", "--program", "syn.js", "in.jsonl"], "", ws);
+    let out = codemode(&["batch", "--program", "throws.js", "in.jsonl"], "", ws);
     let lines = lines(&out);
     assert_eq!(lines.len(), 2, "{}", text(&out));
     for line in &lines {
         let error = &line["error"];
-        assert_eq!(error["kind"], "syntax", "{line}");
-        assert!(error["line"].as_u64().is_some() && error["column"].as_u64().is_some(), "{line}");
+        assert_eq!((&error["kind"], &error["line"]), (&Value::from("exception"), &Value::from(2)), "{line}");
+        assert!(error["column"].as_u64().is_some(), "{line}");
     }
+}
+
+/// A program every line's run would fail at its start (a syntax error,
+/// an unknown tool named literally) is refused before any line runs,
+/// once, saying where: not run, journaled and failed once per line.
+#[test]
+fn a_program_that_cannot_run_is_refused_before_any_line() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    inputs(ws, 3);
+    for (program, says) in [
+        ("const a = 1;\nreturn input.n +\n", "(syntax at line "),
+        ("return await tools.reed({path: 'a.txt'});\n", "(admission at line 1"),
+    ] {
+        std::fs::write(ws.join("bad.js"), program).unwrap();
+        let out = codemode(&["batch", "--program", "bad.js", "in.jsonl"], "", ws);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says) && err.contains("no line was run"), "{err}");
+        assert!(out.stdout.is_empty(), "{}", text(&out));
+    }
+    let runs = crate::common::runs_dir(ws);
+    let made = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(made, 0, "runs were made in {}", runs.display());
 }

@@ -5,6 +5,7 @@ mod approve;
 mod batch;
 mod builder;
 mod cancel_watch;
+mod check_program;
 mod confinement;
 mod connect_first;
 mod direct;

@@ -206,17 +206,7 @@ impl Vm {
         }
         self.used = true;
         self.program_name = program.name().to_owned();
-        let limits = self.limits.clone();
-        if program.source().len() > limits.source_bytes {
-            let e = RunError::new(
-                ErrorKind::Limit,
-                format!(
-                    "the program is {} bytes, over the source limit of {} bytes ({})",
-                    program.source().len(),
-                    limits.source_bytes,
-                    codemode_base::limit_settings::setting("source_bytes")
-                ),
-            );
+        if let Some(e) = over_source_limit(&program, &self.limits) {
             return self.finish(RunStatus::Failed, Json::Null, Some(e));
         }
 
@@ -678,4 +668,20 @@ fn eval_options(filename: &str, strict: bool) -> EvalOptions {
     o.strict = strict;
     o.filename = Some(filename.to_owned());
     o
+}
+
+/// The error of a program over the source limit of `limits` (kind
+/// `limit`), if it is.
+pub(crate) fn over_source_limit(program: &Program, limits: &Limits) -> Option<RunError> {
+    (program.source().len() > limits.source_bytes).then(|| {
+        RunError::new(
+            ErrorKind::Limit,
+            format!(
+                "the program is {} bytes, over the source limit of {} bytes ({})",
+                program.source().len(),
+                limits.source_bytes,
+                codemode_base::limit_settings::setting("source_bytes")
+            ),
+        )
+    })
 }
