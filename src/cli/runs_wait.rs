@@ -65,11 +65,11 @@ pub(crate) fn cancel(
     rt.block_on(async {
         let state = match store.load(run_id).await {
             Ok(stored) => stored.state,
-            Err(e) => return not_there(&e),
+            Err(e) => return not_there(run_id, &e, json),
         };
         match state {
             state @ (RunState::Paused | RunState::Interrupted) => {
-                end_paused(store.as_ref(), run_id, state).await
+                end_paused(store.as_ref(), run_id, state, json).await
             }
             RunState::Running => {
                 store.request_cancel(run_id).await?;
@@ -78,7 +78,12 @@ pub(crate) fn cancel(
                 Ok(if code == EXIT_STILL_RUNNING { code } else { 0 })
             }
             ended => {
-                eprintln!("codemode: run {run_id} already ended ({ended}); nothing was cancelled");
+                let message = format!("run {run_id} already ended ({ended}); nothing was cancelled");
+                if json {
+                    let error = serde_json::json!({"kind": "not_resumable", "message": message});
+                    print_json(serde_json::json!({"run_id": run_id, "state": ended, "error": error}))?;
+                }
+                eprintln!("codemode: {message}");
                 Ok(super::EXIT_NOT_RESUMABLE)
             }
         }
@@ -95,10 +100,20 @@ fn bound(secs: f64) -> anyhow::Result<Duration> {
 
 /// Ends run `run_id`, paused or interrupted (its process died), as
 /// `cancelled`: nothing runs, and a later resume or recovery is refused.
-async fn end_paused(store: &dyn JournalStore, run_id: &str, state: RunState) -> anyhow::Result<u8> {
+async fn end_paused(
+    store: &dyn JournalStore,
+    run_id: &str,
+    state: RunState,
+    json: bool,
+) -> anyhow::Result<u8> {
     match store.claim(run_id).await {
         Ok((_, mut journal)) => {
             journal.end(String::new(), RunState::Cancelled).await?;
+            if json {
+                print_json(
+                    serde_json::json!({"run_id": run_id, "state": RunState::Cancelled, "was": state}),
+                )?;
+            }
             let what = if state == RunState::Paused {
                 "was paused; it is cancelled now (its pending calls never ran)"
             } else {
@@ -107,7 +122,7 @@ async fn end_paused(store: &dyn JournalStore, run_id: &str, state: RunState) -> 
             eprintln!("codemode: run {run_id} {what}");
             Ok(0)
         }
-        Err(e) => not_there(&e),
+        Err(e) => not_there(run_id, &e, json),
     }
 }
 
@@ -120,6 +135,9 @@ async fn follow(runs: &Runs, run_id: &str, bound: Duration, json: bool) -> anyho
         match store.load(run_id).await {
             Ok(stored) if stored.state != RunState::Running => break stored,
             Ok(_) if started.elapsed() >= bound => {
+                if json {
+                    print_json(serde_json::json!({"run_id": run_id, "state": RunState::Running}))?;
+                }
                 eprintln!(
                     "codemode: run {run_id} is still running after {} s (wait again, or `codemode runs cancel \
                      {run_id}`)",
@@ -128,7 +146,18 @@ async fn follow(runs: &Runs, run_id: &str, bound: Duration, json: bool) -> anyho
                 return Ok(EXIT_STILL_RUNNING);
             }
             Ok(_) => tokio::time::sleep(POLL).await,
-            Err(e) => return not_there(&e),
+            // A run made without a journal (`--journal off`) has only its
+            // receipt: shown, as `runs show` shows it.
+            Err(StoreError::NotResumable {
+                state: codemode::journal::NotResumableState::Unknown, ..
+            }) if let Some(receipt) = saved_receipt(&runs.receipts_folder().join(run_id)) => {
+                return show_receipt(
+                    &receipt,
+                    &runs.receipts_folder().join(run_id).join("receipt.json"),
+                    json,
+                );
+            }
+            Err(e) => return not_there(run_id, &e, json),
         }
     };
     let state = stored.state;
@@ -171,10 +200,14 @@ async fn follow(runs: &Runs, run_id: &str, bound: Duration, json: bool) -> anyho
 /// `codemode run` shows one, else its state; the exit code of either.
 async fn outcome(path: PathBuf, run_id: &str, state: RunState, json: bool) -> anyhow::Result<u8> {
     let waited = Instant::now();
+    let mut older = None;
     let receipt = loop {
-        match std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<codemode::Receipt>(&b).ok()) {
+        match path.parent().and_then(saved_receipt) {
             Some(r) if RunState::of_status(r.status) == state => break Some(r),
-            _ if waited.elapsed() >= RECEIPT_WAIT => break None,
+            r if waited.elapsed() >= RECEIPT_WAIT => {
+                older = r.map(|r| r.status);
+                break None;
+            }
             _ => tokio::time::sleep(POLL).await,
         }
     };
@@ -182,7 +215,13 @@ async fn outcome(path: PathBuf, run_id: &str, state: RunState, json: bool) -> an
         if json {
             super::print_stdout(&format!("{}\n", serde_json::json!({"run_id": run_id, "state": state})))?;
         }
-        if state == RunState::Interrupted {
+        if let Some(then) = older {
+            eprintln!(
+                "codemode: run {run_id} is {state}; its receipt is of before that, when it was {} (it was ended \
+                 since, as `codemode runs cancel` ends a paused run; `codemode runs show {run_id}` shows its calls)",
+                then.as_str()
+            );
+        } else if state == RunState::Interrupted {
             eprintln!(
                 "codemode: run {run_id} is interrupted: its process ended before the run did (`codemode resume \
                  {run_id}` recovers it; `codemode runs show {run_id}` shows its calls)"
@@ -195,9 +234,21 @@ async fn outcome(path: PathBuf, run_id: &str, state: RunState, json: bool) -> an
         }
         return Ok(state_exit_code(state));
     };
+    show_receipt(&receipt, &path, json)
+}
+
+/// The receipt saved in the run folder `folder`, if one is there and reads.
+fn saved_receipt(folder: &std::path::Path) -> Option<codemode::Receipt> {
+    let bytes = std::fs::read(folder.join("receipt.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Shows `receipt` (saved at `path`) as `codemode run` shows one; the
+/// exit code it gives.
+fn show_receipt(receipt: &codemode::Receipt, path: &std::path::Path, json: bool) -> anyhow::Result<u8> {
     if json {
         super::print_stdout(&(receipt.to_json_pretty() + "\n"))?;
-        return Ok(super::run::exit_code(&receipt));
+        return Ok(super::run::exit_code(receipt));
     }
     let saved = path.display().to_string();
     let options = RenderOptions { include_value: false, receipt_path: Some(&saved), ..Default::default() };
@@ -206,7 +257,12 @@ async fn outcome(path: PathBuf, run_id: &str, state: RunState, json: bool) -> an
         let value = serde_json::to_string_pretty(&receipt.value)?;
         super::print_stdout(&(codemode::display_text::in_json(&value).into_owned() + "\n"))?;
     }
-    Ok(super::run::exit_code(&receipt))
+    Ok(super::run::exit_code(receipt))
+}
+
+/// Prints `value` as one line of JSON on stdout.
+fn print_json(value: serde_json::Value) -> anyhow::Result<()> {
+    super::print_stdout(&format!("{value}\n"))
 }
 
 /// The exit code of a run in `state` whose receipt is not here.
@@ -222,10 +278,15 @@ fn state_exit_code(state: RunState) -> u8 {
 
 /// The exit of a command naming a run the store refuses (`e`): 5 with
 /// the store's sentence, or the store's failure.
-fn not_there(e: &StoreError) -> anyhow::Result<u8> {
+fn not_there(run_id: &str, e: &StoreError, json: bool) -> anyhow::Result<u8> {
     match e {
         StoreError::NotResumable { .. } => {
-            eprintln!("codemode: {}", super::runs::one_line(&e.to_string()));
+            let message = super::runs::one_line(&e.to_string());
+            if json {
+                let error = serde_json::json!({"kind": "not_resumable", "message": message});
+                print_json(serde_json::json!({"run_id": run_id, "error": error}))?;
+            }
+            eprintln!("codemode: {message}");
             Ok(super::EXIT_NOT_RESUMABLE)
         }
         other => Err(other.clone().into()),

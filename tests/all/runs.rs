@@ -615,3 +615,60 @@ fn runs_kept_in_an_old_codemode_folder_are_moved_once_and_said() {
     let out = codemode(&["runs", "list", "--json"], "", ws);
     assert!(!stderr(&out).contains("moved"), "{}", stderr(&out));
 }
+
+/// `runs wait` and `runs cancel` with `--json` put one JSON object on
+/// stdout whatever the outcome (scripts parse it): an unknown run, a
+/// paused run cancelled, a run still going at `--timeout`; a run made
+/// without a journal is waited on through its receipt, and a paused run
+/// ended since its receipt says so.
+#[test]
+fn runs_wait_and_cancel_answer_json_on_every_path() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let json_of = |out: &Output| -> Value {
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: stdout {:?}, stderr {}", out.stdout, stderr(out)))
+    };
+    let unknown = codemode(&["runs", "wait", "run-20261207T000000Z-00000000", "--json"], "", ws);
+    assert_eq!(unknown.status.code(), Some(5), "{}", stderr(&unknown));
+    assert_eq!(json_of(&unknown)["error"]["kind"], "not_resumable");
+
+    std::fs::write(ws.join("w.js"), "await tools.write({path: 'w.txt', content: 'x'});").unwrap();
+    // Without --json, so its receipt is saved (as paused).
+    let paused = codemode(&["run", "w.js", "--approve", "pause"], "", ws);
+    assert_eq!(paused.status.code(), Some(4), "{}", stderr(&paused));
+    let err = stderr(&paused);
+    let id = err.split("run run-").nth(1).map(|rest| format!("run-{}", &rest[..25])).expect("a run id");
+    let cancelled = codemode(&["runs", "cancel", &id, "--json"], "", ws);
+    assert_eq!(cancelled.status.code(), Some(0), "{}", stderr(&cancelled));
+    assert_eq!(json_of(&cancelled), serde_json::json!({"run_id": id, "state": "cancelled", "was": "paused"}));
+    let again = codemode(&["runs", "cancel", &id, "--json"], "", ws);
+    assert_eq!((again.status.code(), &json_of(&again)["state"]), (Some(5), &Value::from("cancelled")));
+    let waited = codemode(&["runs", "wait", &id], "", ws);
+    assert_eq!(waited.status.code(), Some(130), "{}", stderr(&waited));
+    assert!(
+        stderr(&waited).contains("its receipt is of before that, when it was paused"),
+        "{}",
+        stderr(&waited)
+    );
+
+    let off = real_run_with(ws, "return 5", &["--journal", "off"]);
+    let waited = codemode(&["runs", "wait", &off, "--json"], "", ws);
+    assert_eq!(waited.status.code(), Some(0), "{}", stderr(&waited));
+    assert_eq!(json_of(&waited)["value"], 5);
+
+    let mut going = spawn(&["run", "-", "--approve", "allow"], ws, &[]);
+    going.stdin.take().unwrap().write_all(b"await tools.bash({command: 'sleep 5'}); return 1").unwrap();
+    let listed = |ws: &Path| list(ws, &[]).iter().any(|r| r["state"] == "running");
+    let waited_since = std::time::Instant::now();
+    while !listed(ws) && waited_since.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let running = list(ws, &[]).into_iter().find(|r| r["state"] == "running").expect("a run going");
+    let id = running["run_id"].as_str().unwrap();
+    let still = codemode(&["runs", "wait", id, "--timeout", "0", "--json"], "", ws);
+    assert_eq!(still.status.code(), Some(7), "{}", stderr(&still));
+    assert_eq!(json_of(&still)["state"], "running");
+    let _ = going.kill();
+    let _ = going.wait();
+}
