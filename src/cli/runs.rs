@@ -339,6 +339,7 @@ fn show_text(d: &RunDetails) -> String {
     field("policy", d.policy_sha256.as_ref().map(|s| format!("sha256 {s}")));
     field("journal", d.journal.clone().or_else(|| Some("none".to_owned())));
     field("receipt", d.receipt.as_ref().map(|p| p.display().to_string()));
+    field("damaged", d.unreadable.clone());
     if d.calls.is_empty() {
         out.push_str("  no calls\n");
     } else {

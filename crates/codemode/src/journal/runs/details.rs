@@ -86,6 +86,7 @@ impl RunDetails {
     ) -> RunDetails {
         RunDetails {
             run_id: run_id.to_owned(),
+            unreadable: None,
             state: "unknown".to_owned(),
             journal,
             program: None,
@@ -109,9 +110,15 @@ impl RunDetails {
     fn fill_from_journal(&mut self, stored: StoredRun) {
         let read = JournalRead::of(&stored.lines);
         self.state = stored.state.as_str().to_owned();
+        // A journal no resume can read: said so, with why, as `list` says
+        // `unreadable`; nothing waits for a decision then.
+        self.unreadable = super::unreadable(&stored, &read);
+        if self.unreadable.is_some() {
+            self.state = super::UNREADABLE.to_owned();
+        }
         // Only a paused run waits for decisions: an interrupted or
         // ended one lists none (nothing can decide them).
-        let open: Vec<PendingInfo> = if stored.state == RunState::Paused {
+        let open: Vec<PendingInfo> = if stored.state == RunState::Paused && self.unreadable.is_none() {
             read.open_pending().cloned().collect()
         } else {
             Vec::new()
@@ -167,6 +174,10 @@ impl RunDetails {
 pub struct RunDetails {
     /// The run's id.
     pub run_id: String,
+    /// Why its journal cannot be resumed, when `state` is `unreadable`
+    /// (a damaged line, named; no header).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
     /// As in [`RunListing::state`](super::RunListing::state).
     pub state: String,
     /// The store holding its journal, when it has one.

@@ -148,24 +148,8 @@ impl Runs {
                     Ok(stored) => {
                         let read = JournalRead::of(&stored.lines);
                         listing.state = stored.state.as_str().to_owned();
-                        // A paused run whose journal a resume could not
-                        // read (a damaged line) says so here, as the
-                        // resume would.
-                        if stored.state == RunState::Paused
-                            && let Err(why) = super::replay::Journal::parse(&stored.lines)
-                        {
-                            tracing::warn!("run {}: its journal cannot be resumed: {why}", listing.run_id);
-                            listing.state = UNREADABLE.to_owned();
-                        }
-                        // Nor can one without its first line (empty: its
-                        // process died as it made the file), whatever its
-                        // state says: it is no run to recover.
-                        if read.header.is_none() {
-                            tracing::warn!(
-                                "run {}: its journal has no header (empty, or cut in its first line): it cannot be \
-                                 resumed",
-                                listing.run_id
-                            );
+                        if let Some(why) = unreadable(&stored, &read) {
+                            tracing::warn!("run {}: {why}", listing.run_id);
                             listing.state = UNREADABLE.to_owned();
                         }
                         listing.program = read.header.as_ref().map(|h| h.program.name.clone());
@@ -217,6 +201,25 @@ impl Runs {
 
 /// The state [`Runs::list`] gives a run whose journal cannot be read.
 pub const UNREADABLE: &str = "unreadable";
+
+/// Why run `stored` (read as `read`) reads as [`UNREADABLE`], if it does:
+/// a paused run whose journal a resume could not read (a damaged line),
+/// as the resume would say; or any run without its first line (empty: its
+/// process died as it made the file), whatever its state says, which is
+/// no run to recover.
+fn unreadable(stored: &crate::journal::StoredRun, read: &JournalRead) -> Option<String> {
+    if read.header.is_none() {
+        return Some(
+            "its journal has no header (empty, or cut in its first line): it cannot be resumed".to_owned(),
+        );
+    }
+    if stored.state == RunState::Paused
+        && let Err(why) = super::replay::Journal::parse(&stored.lines)
+    {
+        return Some(format!("its journal cannot be resumed: {why}"));
+    }
+    None
+}
 
 /// One run in [`Runs::list`].
 #[derive(Debug, Clone, Serialize)]

@@ -388,6 +388,11 @@ async fn a_damaged_paused_run_is_unreadable_and_holds_no_run_back() {
     std::fs::write(&journal, text).unwrap();
     let listed: Vec<_> = runs.list().await.unwrap().into_iter().map(|l| (l.run_id, l.state)).collect();
     assert!(listed.contains(&("run-a".to_owned(), UNREADABLE.to_owned())), "{listed:?}");
+    // `show` says the same, and which line: no pending call to decide.
+    let shown = runs.show("run-a").await.unwrap();
+    assert_eq!(shown.state, UNREADABLE);
+    assert!(shown.unreadable.as_deref().is_some_and(|why| why.contains("line")), "{:?}", shown.unreadable);
+    assert!(shown.pending.is_empty(), "{:?}", shown.pending);
     let report =
         runs.prune(Retention { keep_runs: 0, keep_days: 7 }, &PruneOptions::default()).await.unwrap();
     let removed: Vec<_> = report.removed.iter().map(|r| r.run_id.as_str()).collect();
@@ -425,4 +430,5 @@ async fn an_empty_journal_is_listed_unreadable() {
     let shown: Vec<_> = list.iter().map(|l| (l.run_id.as_str(), l.state.as_str())).collect();
     assert!(shown.contains(&("run-c", UNREADABLE)), "{shown:?}");
     assert!(shown.contains(&("run-a", "paused")), "{shown:?}");
+    assert_eq!(runs.show("run-c").await.unwrap().state, UNREADABLE);
 }
