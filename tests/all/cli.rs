@@ -856,3 +856,40 @@ fn write_stuck_program(ws: &std::path::Path) {
                    for (;;) a.sort();\n";
     std::fs::write(ws.join("stuck.js"), program).unwrap();
 }
+
+/// A resume stuck in its replay (inside work QuickJS does not interrupt,
+/// before anything new ran) and answered by the engine after its deadline
+/// and a grace leaves the run paused, as a resume stopped in its replay by
+/// its own VM does: its journal is not ended `timed_out`, and a person's
+/// decision can still be applied by a later resume.
+#[test]
+fn a_resume_stuck_in_its_replay_leaves_the_run_paused() {
+    let ws = crate::common::workspace();
+    // The loop's clock reads are journaled: the replay runs it as long.
+    let program = "const a = new Float64Array(1 << 21);\n\
+                   const t = Date.now();\n\
+                   while (Date.now() - t < 13000) a.sort();\n\
+                   await tools.write({path: 'x.txt', content: 'from the run'});\n\
+                   return 'done';\n";
+    std::fs::write(ws.path().join("replay.js"), program).unwrap();
+    let out =
+        codemode(&["run", "replay.js", "--approve", "pause", "--deadline", "120", "--json"], "", ws.path());
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let paused: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = paused["run_id"].as_str().unwrap();
+    let mut child = spawn(&["resume", run_id, "--allow", "1", "--deadline", "1", "--json"], ws.path(), &[]);
+    drop(child.stdin.take());
+    exited_within(&mut child, 120, "the stuck resume was not answered");
+    let out = child.wait_with_output().unwrap();
+    let receipt: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a receipt on stdout");
+    assert_eq!(receipt["status"], "paused", "{receipt}");
+    let warnings = receipt["warnings"].to_string();
+    assert!(
+        warnings.contains("still paused") && warnings.contains("QuickJS does not interrupt"),
+        "{warnings}"
+    );
+    let shown = codemode(&["runs", "show", run_id], "", ws.path());
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.starts_with(&format!("{run_id}  paused")), "{shown}");
+    assert!(!ws.path().join("x.txt").exists(), "the pending write ran");
+}

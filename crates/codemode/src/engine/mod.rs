@@ -279,7 +279,8 @@ impl Engine {
         // The VM sends the receipt, or the overrun watch when the VM does
         // not stop by its deadline and a grace (engine/overrun_watch.rs),
         // which then ends the run's journal.
-        let slot = overrun_watch::Answer::new(tx, journaling.as_ref().and_then(|j| j.durable.clone()));
+        let slot =
+            overrun_watch::Answer::new(tx, journaling.as_ref().and_then(overrun_watch::JournalEnd::of));
         // Watched from now, not from when the VM thread takes the run: a
         // run queued behind a thread held by such a program is answered
         // too.

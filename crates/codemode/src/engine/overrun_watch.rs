@@ -57,7 +57,7 @@ pub(crate) struct Answer(Mutex<AnswerState>);
 struct AnswerState {
     sender: Option<oneshot::Sender<Receipt>>,
     /// The run's journal, which the watch ends when it answers.
-    journal: Option<DurableLog>,
+    journal: Option<JournalEnd>,
     /// The stalled count of the VM thread running the run, once it runs.
     thread: Option<Arc<AtomicUsize>>,
     /// Whether the run counts in `thread`'s stalled count: told to stop
@@ -70,7 +70,7 @@ struct AnswerState {
 impl Answer {
     /// An answer not given yet, to go to `sender`; `journal`: the run's
     /// journal, if it keeps one.
-    pub(crate) fn new(sender: oneshot::Sender<Receipt>, journal: Option<DurableLog>) -> ReceiptSlot {
+    pub(crate) fn new(sender: oneshot::Sender<Receipt>, journal: Option<JournalEnd>) -> ReceiptSlot {
         Arc::new(Answer(Mutex::new(AnswerState {
             sender: Some(sender),
             journal,
@@ -117,12 +117,12 @@ impl Answer {
     /// started on a VM thread), to send once the run's journal is ended,
     /// unless the VM answered first (`None`). The VM's answer is not sent
     /// after it.
-    fn answer_without_vm(&self, make: impl FnOnce(bool) -> Receipt) -> Option<Unsent> {
+    fn answer_without_vm(&self, make: impl FnOnce(bool) -> Receipt, clock: &RunClock) -> Option<Unsent> {
         let mut state = self.state();
         let tx = state.sender.take()?;
         let receipt = make(state.thread.is_some());
         stall(&mut state);
-        Some(Unsent { tx, receipt, journal: state.journal.take() })
+        Some(Unsent { tx, receipt, journal: state.journal.take(), live: clock.is_live() })
     }
 
     /// Counts the run, told to stop and still going, in its thread's
@@ -141,21 +141,58 @@ impl Drop for Answer {
     }
 }
 
+/// A run's journal as the watch ends it: its writer, and for a resume,
+/// what its VM would write had it stopped in the replay.
+pub(crate) struct JournalEnd {
+    pub log: DurableLog,
+    pub resumed: Option<StillPaused>,
+}
+
+impl JournalEnd {
+    /// The end of the journal of a run journaled by `journaling`, if it
+    /// has a writer to reach.
+    pub(crate) fn of(journaling: &crate::vm::journaling::Journaling) -> Option<JournalEnd> {
+        let resumed = journaling.replay.as_ref().map(|replay| StillPaused {
+            paused_line: crate::journal::record::tagged_line("paused", &crate::vm::paused_again(replay)),
+            pending: replay.pending_calls(),
+        });
+        Some(JournalEnd { log: journaling.durable.clone()?, resumed })
+    }
+}
+
+/// What a resume stopped in its replay, before anything new ran, leaves:
+/// the run still paused, as its VM's own stop there does.
+pub(crate) struct StillPaused {
+    /// The `paused` line written again (no newline).
+    pub paused_line: String,
+    /// Its pending calls, for the receipt.
+    pub pending: Vec<crate::receipt::PendingCall>,
+}
+
 /// The watch's answer for a run, before it goes.
 struct Unsent {
     tx: oneshot::Sender<Receipt>,
     receipt: Receipt,
-    journal: Option<DurableLog>,
+    journal: Option<JournalEnd>,
+    /// Whether a resumed run had gone past its journal when answered.
+    live: bool,
 }
 
 impl Unsent {
-    /// Ends the run's journal with the receipt's state, waiting at most
-    /// [`JOURNAL_END_WAIT`]; a journal that could not be ended is named
-    /// in the receipt's warnings.
+    /// Ends the run's journal with the receipt's state (a resume still in
+    /// its replay: paused, as it was, and the receipt says so), waiting at
+    /// most [`JOURNAL_END_WAIT`]; a journal that could not be ended is
+    /// named in the receipt's warnings.
     async fn end_journal(&mut self) {
-        let Some(journal) = self.journal.take() else { return };
-        let state = RunState::of_status(self.receipt.status);
-        let problem = match tokio::time::timeout(JOURNAL_END_WAIT, journal.end_without_vm(state)).await {
+        let Some(JournalEnd { log, resumed }) = self.journal.take() else { return };
+        let (state, tail) = match resumed {
+            Some(StillPaused { paused_line, pending }) if !self.live => {
+                crate::vm::still_paused(&mut self.receipt, pending, false);
+                (RunState::Paused, paused_line + "\n")
+            }
+            _ => (RunState::of_status(self.receipt.status), String::new()),
+        };
+        let problem = match tokio::time::timeout(JOURNAL_END_WAIT, log.end_without_vm(state, tail)).await {
             Ok(Ok(_)) => return,
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("its store did not answer within {} s", JOURNAL_END_WAIT.as_secs()),
@@ -298,9 +335,10 @@ async fn poll(watch: Arc<OverrunWatch>, shared: Weak<Shared>) {
                 answer.hold_thread();
                 continue;
             }
-            if let Some(mut unsent) = answer
-                .answer_without_vm(|started| left_behind(&shared, &run_id, &clock, (over, why), started))
-            {
+            if let Some(mut unsent) = answer.answer_without_vm(
+                |started| left_behind(&shared, &run_id, &clock, (over, why), started),
+                &clock,
+            ) {
                 // Its calls end now, as the VM's end would end them: a
                 // call whose approval comes later, or a command still
                 // running, does not act after the run was answered.
@@ -379,6 +417,10 @@ mod tests {
     use crate::receipt::ledger::ReceiptParts;
     use crate::receipt::{Ledger, RunStatus};
 
+    fn clock() -> RunClock {
+        RunClock::new(Duration::from_secs(1))
+    }
+
     fn receipt(status: RunStatus) -> Receipt {
         Ledger::new(0, 0).into_receipt(ReceiptParts {
             run_id: "run-x".to_owned(),
@@ -401,14 +443,20 @@ mod tests {
         answer.started_on(Some(thread.clone()));
         assert_eq!(thread.load(Ordering::Relaxed), 0, "a run going is not stalled");
         answer
-            .answer_without_vm(|started| {
-                assert!(started, "told the run started");
-                receipt(RunStatus::TimedOut)
-            })
+            .answer_without_vm(
+                |started| {
+                    assert!(started, "told the run started");
+                    receipt(RunStatus::TimedOut)
+                },
+                &clock(),
+            )
             .expect("the watch answers")
             .send();
         assert_eq!(thread.load(Ordering::Relaxed), 1);
-        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)).is_none(), "answered once");
+        assert!(
+            answer.answer_without_vm(|_| receipt(RunStatus::TimedOut), &clock()).is_none(),
+            "answered once"
+        );
         assert_eq!(thread.load(Ordering::Relaxed), 1, "counted once");
         answer.send(receipt(RunStatus::Completed));
         assert_eq!(thread.load(Ordering::Relaxed), 0, "the VM ended: the thread is free");
@@ -422,10 +470,13 @@ mod tests {
         let answer = Answer::new(tx, None);
         assert!(
             answer
-                .answer_without_vm(|started| {
-                    assert!(!started, "told the run never started");
-                    receipt(RunStatus::TimedOut)
-                })
+                .answer_without_vm(
+                    |started| {
+                        assert!(!started, "told the run never started");
+                        receipt(RunStatus::TimedOut)
+                    },
+                    &clock(),
+                )
                 .is_some()
         );
         assert_eq!(thread.load(Ordering::Relaxed), 0, "no thread yet");
@@ -453,7 +504,7 @@ mod tests {
         let (tx, _rx) = oneshot::channel();
         let answer = Answer::new(tx, None);
         answer.started_on(Some(thread.clone()));
-        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)).is_some());
+        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut), &clock()).is_some());
         assert_eq!(thread.load(Ordering::Relaxed), 1);
         // The run's task panicked: its answer is dropped, never sent.
         drop(answer);
@@ -467,7 +518,7 @@ mod tests {
         let answer = Answer::new(tx, None);
         answer.started_on(Some(thread.clone()));
         answer.send(receipt(RunStatus::Completed));
-        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut)).is_none());
+        assert!(answer.answer_without_vm(|_| receipt(RunStatus::TimedOut), &clock()).is_none());
         assert_eq!(thread.load(Ordering::Relaxed), 0);
         assert_eq!(rx.try_recv().unwrap().status, RunStatus::Completed);
     }

@@ -81,8 +81,10 @@ impl DurableLog {
         let _ = tool;
     }
 
-    /// Ends the run's journal with `state` (a final one) from off its VM
-    /// thread, for a run the host answered without its VM
+    /// Ends the run's journal with `state` (a final one, or `paused` for a
+    /// resume stopped in its replay), after the lines `tail` (each ending
+    /// in a newline), from off its VM thread, for a run the host answered
+    /// without its VM
     /// (engine/overrun_watch.rs). What the VM thread still buffers (the
     /// lines since the program last waited on a call) is not written, and
     /// the VM's own end, if it comes, finds the journal ended. Returns
@@ -91,9 +93,9 @@ impl DurableLog {
     ///
     /// # Errors
     /// The store's error ending it, or an earlier one of the run's.
-    pub(crate) async fn end_without_vm(&self, state: RunState) -> Result<bool, StoreError> {
+    pub(crate) async fn end_without_vm(&self, state: RunState, tail: String) -> Result<bool, StoreError> {
         let (done, answer) = oneshot::channel();
-        if self.tx.send(Msg::Commit(String::new(), state, done)).is_err() {
+        if self.tx.send(Msg::Commit(tail, state, done)).is_err() {
             return Ok(false);
         }
         match answer.await {

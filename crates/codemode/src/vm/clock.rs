@@ -50,6 +50,10 @@ pub(crate) struct RunClock {
     /// `InFlight`): what the overrun watch aborts when it answers the run
     /// without its VM (engine/overrun_watch.rs).
     running_calls: RunningCalls,
+    /// Set once a resumed run went past its journal: a call was gated or
+    /// started live. Until then, a resume that stops (by its VM, or
+    /// answered without it by the overrun watch) leaves the run paused.
+    live: AtomicBool,
 }
 
 /// The calls of a run running on the tool runtime, by task: the call's seq
@@ -130,7 +134,19 @@ impl RunClock {
             decided: Mutex::new(Vec::new()),
             waiting_for_slots: Mutex::new(Vec::new()),
             running_calls: RunningCalls::default(),
+            live: AtomicBool::new(false),
         }
+    }
+
+    /// Marks a resumed run as past its journal ([`RunClock::is_live`]).
+    pub(crate) fn go_live(&self) {
+        self.live.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a resumed run went past its journal: a call was gated or
+    /// started live (a new run's value means nothing).
+    pub(crate) fn is_live(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
     }
 
     /// Whether the run is past its deadline or cancelled. Cheap: called by the

@@ -50,9 +50,6 @@ pub(crate) struct HostState {
     /// they start once every journaled result is handed back, so nothing
     /// runs if the replay diverges before.
     pub held: RefCell<Vec<(u64, CallFuture)>>,
-    /// Set once a resumed run went past its journal: a call was gated or
-    /// started live. Until then, a resume that stops leaves the run paused.
-    pub live: std::cell::Cell<bool>,
     /// For each group of [`super::late_builtins::GROUPS`], whether the
     /// program's first use of one of its globals made them (`None` until
     /// then; `Some(false)` when they could not be installed).
@@ -335,7 +332,7 @@ fn call<'js>(ctx: &Ctx<'js>, state: &HostState, tool: &str, args_json: &str) -> 
     // Past the journal: something was gated, or a new call line is
     // written. A pending call held until the replay catches up is not yet.
     if !hold || !journaled {
-        state.live.set(true);
+        state.clock.go_live();
     }
     if let Some(j) = journal.as_mut() {
         if !journaled {

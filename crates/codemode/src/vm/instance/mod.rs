@@ -20,6 +20,7 @@ use codemode_base::limits::Limits;
 use codemode_program::{self, PositionMap, Program};
 
 mod outcome;
+pub(crate) use outcome::{paused_again, still_paused};
 
 /// One VM for one program: a QuickJS runtime and context with the prelude
 /// loaded and the `tools.call` binding installed.
@@ -134,7 +135,6 @@ impl Vm {
             pending: RefCell::new(Vec::new()),
             diverged: RefCell::new(None),
             held: RefCell::new(Vec::new()),
-            live: std::cell::Cell::new(false),
             late_builtins: Default::default(),
             date_shim: RefCell::new(None),
             out_of_memory: std::cell::Cell::new(None),
@@ -480,7 +480,7 @@ impl Vm {
                 }
                 let held = std::mem::take(&mut *self.state.held.borrow_mut());
                 if !held.is_empty() {
-                    self.state.live.set(true);
+                    self.state.clock.go_live();
                 }
                 let mut calls = self.state.calls.borrow_mut();
                 for (seq, future) in held {

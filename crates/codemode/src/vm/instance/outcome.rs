@@ -108,31 +108,11 @@ impl Vm {
         // the run is as it was, still paused.
         let diverged = self.state.diverged.borrow().is_some();
         if let Some(replay) = journal.replay.as_ref()
-            && !self.state.live.get()
+            && !self.state.clock.is_live()
             && (diverged || matches!(receipt.status, RunStatus::Cancelled | RunStatus::TimedOut))
         {
-            let why = receipt.error.take().map_or_else(String::new, |e| format!(" ({})", e.message));
-            let hint = if diverged {
-                "; resume it where it first ran (the same program, time zone and tools), or start it again"
-            } else if receipt.status == RunStatus::TimedOut {
-                crate::receipt::OUT_OF_TIME_IN_REPLAY
-            } else {
-                ""
-            };
-            receipt
-                .warnings
-                .push(format!("{}{why}: the run is still paused{hint}", crate::receipt::STOPPED_IN_REPLAY));
-            receipt.status = RunStatus::Paused;
-            receipt.pending = replay.pending_calls();
-            journal.log.paused(&replay.paused().cloned().unwrap_or(PausedRecord {
-                at_unix_ms: 0,
-                elapsed_ms: 0.0,
-                approval_wait_ms: 0.0,
-                catalog_sha256: None,
-                catalog_servers: None,
-                files: Default::default(),
-                changed_files: Vec::new(),
-            }));
+            still_paused(&mut receipt, replay.pending_calls(), diverged);
+            journal.log.paused(&paused_again(replay));
         } else if receipt.status == RunStatus::Paused {
             // What the files the run named hold now: a resume compares
             // them (journal/files_seen.rs).
@@ -396,4 +376,38 @@ fn not_awaited_warning(calls: &[crate::receipt::CallReceipt]) -> Option<String> 
          `(await tools.{}(...)).content`",
         first.tool, first.tool
     ))
+}
+
+/// Makes `receipt`, of a resume stopped while it replayed (cancelled, out
+/// of time, or `diverged`: the replay took another path), before anything
+/// new ran, say that the run is still paused on `pending`, with why it
+/// stopped. Its VM's end and the overrun watch's answer both say it so.
+pub(crate) fn still_paused(receipt: &mut Receipt, pending: Vec<crate::receipt::PendingCall>, diverged: bool) {
+    let why = receipt.error.take().map_or_else(String::new, |e| format!(" ({})", e.message));
+    let hint = if diverged {
+        "; resume it where it first ran (the same program, time zone and tools), or start it again"
+    } else if receipt.status == RunStatus::TimedOut {
+        crate::receipt::OUT_OF_TIME_IN_REPLAY
+    } else {
+        ""
+    };
+    receipt
+        .warnings
+        .push(format!("{}{why}: the run is still paused{hint}", crate::receipt::STOPPED_IN_REPLAY));
+    receipt.status = RunStatus::Paused;
+    receipt.pending = pending;
+}
+
+/// The `paused` record a resume stopped in its replay writes again: the
+/// one of the pause it resumed.
+pub(crate) fn paused_again(replay: &crate::journal::replay::Replay) -> PausedRecord {
+    replay.paused().cloned().unwrap_or(PausedRecord {
+        at_unix_ms: 0,
+        elapsed_ms: 0.0,
+        approval_wait_ms: 0.0,
+        catalog_sha256: None,
+        catalog_servers: None,
+        files: Default::default(),
+        changed_files: Vec::new(),
+    })
 }
