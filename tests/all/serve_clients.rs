@@ -640,9 +640,42 @@ fn a_question_about_a_call_of_a_run_told_to_stop_is_withdrawn_from_the_client() 
     assert_eq!(served.count(), 1, "the second call ran");
 }
 
-/// The session's first question is withdrawn as any other: the server
-/// spends its first request id (0) on a `ping`, since the TypeScript SDK
-/// drops a cancel of request 0.
+/// Over HTTP, one server serves many sessions, each numbering the
+/// server's requests from 0: every session's first question is withdrawn
+/// too (a `ping` goes before each question).
+#[test]
+fn every_sessions_first_question_over_http_is_withdrawn_too() {
+    let Some(dir) = clients() else { return };
+    let served = Served::new();
+    let http =
+        crate::serve_http::Served::start(&["--http", "127.0.0.1:0", "--deadline", "1"], served.path(), &[]);
+    // A first session asks and is answered at once ...
+    let plan = json!({
+        "server": {"url": http.url},
+        "elicitation": "accept",
+        "steps": [{"call": execute("await tools.bash({command: 'echo ran >> count.txt'}); return 1")}],
+    });
+    let out = client(&dir, "v1", &plan);
+    assert_eq!(out.structured(0)["value"], 1, "{}", out.text(0));
+    // ... and a second session's first question is withdrawn at the deadline.
+    let stuck = "tools.bash({command: 'echo ran >> count.txt'});\n\
+                 const a = new Float64Array(1 << 20);\n\
+                 for (;;) a.sort();";
+    let plan = json!({
+        "server": {"url": http.url},
+        "elicitation": "accept",
+        "answers": [{"action": "accept", "content": {}, "delay_ms": 20000}],
+        "steps": [{"call": execute(stuck)}],
+    });
+    let out = client(&dir, "v1", &plan);
+    assert_eq!(out.structured(0)["status"], "timed_out", "{}", out.text(0));
+    assert_eq!(out.withdrawn, [0], "the second session's question was left up on the client");
+    assert_eq!(served.count(), 1, "the withdrawn call ran");
+}
+
+/// The session's first question is withdrawn as any other: a `ping` goes
+/// before each question, since the TypeScript SDK drops a cancel of
+/// request 0.
 #[test]
 fn the_first_question_of_a_session_is_withdrawn_from_the_client_too() {
     let Some(dir) = clients() else { return };

@@ -54,12 +54,8 @@ pub(crate) enum Route {
 impl Route {
     /// The route for a request with `context`: the pause or approver the
     /// server's `options` fix, else from the client's era and declared
-    /// capabilities; `first`: the session's first request to its client.
-    pub fn of(
-        context: &RequestContext<RoleServer>,
-        options: &super::ServeOptions,
-        first: &super::eliciting::FirstRequest,
-    ) -> Route {
+    /// capabilities.
+    pub fn of(context: &RequestContext<RoleServer>, options: &super::ServeOptions) -> Route {
         if options.pause_always {
             return Route::Pause;
         }
@@ -77,12 +73,9 @@ impl Route {
                 client_name(context),
                 RunGrants::default(),
             ))),
-            (false, true) => Route::Elicit(Eliciting::new(
-                context.peer.clone(),
-                first.clone(),
-                timeout,
-                client_name(context),
-            )),
+            (false, true) => {
+                Route::Elicit(Eliciting::new(context.peer.clone(), timeout, client_name(context)))
+            }
             _ => Route::Pause,
         }
     }

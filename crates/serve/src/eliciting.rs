@@ -31,8 +31,6 @@ use super::question::{self, Asked, form};
 /// serves.
 struct ElicitingApprover {
     peer: Peer<RoleServer>,
-    /// The session's first request, spent before the first question.
-    first: FirstRequest,
     /// How long to wait for an answer before denying.
     timeout: Duration,
     client: String,
@@ -165,7 +163,7 @@ impl ElicitingApprover {
                 tokio::time::sleep(WITHDRAW_POLL).await;
             }
         };
-        let asked = ask_client((&self.peer, &self.first), params, timeout, nobody_waits).await?;
+        let asked = ask_client(&self.peer, params, timeout, nobody_waits).await?;
         let approval = match asked {
             Ok(answer) => match answer.action {
                 ElicitationAction::Accept => {
@@ -192,38 +190,27 @@ impl ElicitingApprover {
 /// waits for its answer.
 const WITHDRAW_POLL: Duration = Duration::from_millis(200);
 
-/// How long the `ping` that spends a session's first request id waits for
-/// its answer (nothing waits on it: this only bounds how long rmcp keeps
-/// it as outstanding).
-const FIRST_PING_WAIT: Duration = Duration::from_secs(30);
+/// How long the `ping` sent before a question waits for its answer
+/// (nothing waits on it: this only bounds how long rmcp keeps it as
+/// outstanding).
+const PING_WAIT: Duration = Duration::from_secs(30);
 
-/// A session's first request to its client, spent on a `ping` before its
-/// first question. rmcp numbers a server's requests from 0, and the
-/// official TypeScript SDK (1.32.2) drops a `notifications/cancelled`
-/// whose `requestId` is 0 (it tests the id for truth), so a question sent
-/// as request 0 could never be withdrawn from its clients (MCP
-/// specification, "Cancellation"). One per session: cloned into each of
-/// the session's approvers.
-#[derive(Clone, Default)]
-pub(crate) struct FirstRequest(Arc<tokio::sync::OnceCell<()>>);
-
-impl FirstRequest {
-    /// Sends the `ping` once per session, the first time a question is
-    /// about to go out; a question asked meanwhile waits until the ping is
-    /// sent, so no question gets id 0. The ping's answer is awaited off
-    /// the question's way.
-    async fn spend(&self, peer: &Peer<RoleServer>) {
-        self.0
-            .get_or_init(|| async {
-                let ping = ServerRequest::PingRequest(PingRequest::default());
-                let options = PeerRequestOptions::with_timeout(FIRST_PING_WAIT);
-                if let Ok(handle) = peer.send_request_with_option(ping, options).await {
-                    tokio::spawn(async move {
-                        let _ = handle.await_response().await;
-                    });
-                }
-            })
-            .await;
+/// Sends a `ping` (MCP specification, "Ping") without waiting for its
+/// answer, before a question: rmcp numbers a session's requests from 0,
+/// and the official TypeScript SDK (1.32.2) drops a
+/// `notifications/cancelled` whose `requestId` is 0 (it tests the id for
+/// truth), so a question sent as request 0 could never be withdrawn from
+/// its clients. With a ping first, whose id comes before the question's,
+/// no question is request 0, in any session (over HTTP one server serves
+/// many sessions, each numbering from 0), whatever the questions asked at
+/// once. The answer is awaited off the question's way.
+async fn ping_first(peer: &Peer<RoleServer>) {
+    let ping = ServerRequest::PingRequest(PingRequest::default());
+    if let Ok(handle) = peer.send_request_with_option(ping, PeerRequestOptions::with_timeout(PING_WAIT)).await
+    {
+        tokio::spawn(async move {
+            let _ = handle.await_response().await;
+        });
     }
 }
 
@@ -234,12 +221,12 @@ impl FirstRequest {
 /// specification, "Cancellation"), so the person no longer sees a question
 /// whose answer would act on nothing, and `None` comes back.
 async fn ask_client(
-    (peer, first): (&Peer<RoleServer>, &FirstRequest),
+    peer: &Peer<RoleServer>,
     params: ElicitRequestParams,
     timeout: Duration,
     withdrawn: impl std::future::Future<Output = ()>,
 ) -> Option<Result<ElicitResult, ServiceError>> {
-    first.spend(peer).await;
+    ping_first(peer).await;
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
     let handle = match peer.send_request_with_option(request, PeerRequestOptions::with_timeout(timeout)).await
     {
@@ -287,11 +274,10 @@ impl Drop for CancelOnDrop {
 pub(crate) struct Eliciting(Arc<ElicitingApprover>);
 
 impl Eliciting {
-    /// Asks through `peer` (whose session's first request is `first`),
-    /// waiting `timeout` for each answer; `client` is the client's name,
-    /// for reasons in the receipt.
-    pub fn new(peer: Peer<RoleServer>, first: FirstRequest, timeout: Duration, client: String) -> Eliciting {
-        Eliciting(Arc::new(ElicitingApprover { peer, first, timeout, client, batch: Mutex::default() }))
+    /// Asks through `peer`, waiting `timeout` for each answer; `client` is
+    /// the client's name, for reasons in the receipt.
+    pub fn new(peer: Peer<RoleServer>, timeout: Duration, client: String) -> Eliciting {
+        Eliciting(Arc::new(ElicitingApprover { peer, timeout, client, batch: Mutex::default() }))
     }
 }
 
@@ -325,7 +311,7 @@ impl ElicitingApprover {
     /// URL-mode questions are declined (the page would open from a server
     /// the person did not choose to talk to).
     fn elicit(&self, request: ElicitationRequest) -> ElicitationReplyFuture {
-        let (peer, first) = (self.peer.clone(), self.first.clone());
+        let peer = self.peer.clone();
         let timeout = self.timeout;
         let by = self.client.clone();
         Box::pin(async move {
@@ -348,7 +334,7 @@ impl ElicitingApprover {
             };
             // Dropped when the run is told to stop: the question is then
             // cancelled on the client too.
-            let asked = ask_client((&peer, &first), params, timeout, std::future::pending()).await;
+            let asked = ask_client(&peer, params, timeout, std::future::pending()).await;
             match asked.unwrap_or(Err(ServiceError::TransportClosed)) {
                 Ok(answer) => {
                     let action = match answer.action {

@@ -74,9 +74,6 @@ struct Inner {
     inflight: Arc<tokio::sync::RwLock<()>>,
     /// The runs answered `running` (long_runs.rs).
     background: super::long_runs::Background<Done>,
-    /// The session's first request to its client, spent on a `ping`
-    /// before its first question (eliciting.rs).
-    first_request: super::eliciting::FirstRequest,
 }
 
 impl std::fmt::Debug for CodeModeServer {
@@ -101,8 +98,7 @@ impl CodeModeServer {
             if options.direct_tools { super::surface::native_names(&engine) } else { BTreeSet::new() };
         let (stop, inflight) = (CancellationToken::new(), Arc::default());
         let background = super::long_runs::Background::default();
-        let first_request = super::eliciting::FirstRequest::default();
-        let inner = Inner { engine, options, signer, direct, stop, inflight, background, first_request };
+        let inner = Inner { engine, options, signer, direct, stop, inflight, background };
         Ok(CodeModeServer { inner: Arc::new(inner) })
     }
 
@@ -176,7 +172,7 @@ impl CodeModeServer {
         yield_after: Option<Duration>,
     ) -> Result<Done, CallToolResult> {
         let inner = &self.inner;
-        let mut route = Route::of(cx, &inner.options, &inner.first_request);
+        let mut route = Route::of(cx, &inner.options);
         let progress = Progress::start(cx);
         let options =
             RunOptions::with_approver(route.approver()).trace_parent(super::trace_parent::of(params, cx));
