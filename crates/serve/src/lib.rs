@@ -221,12 +221,14 @@ impl CodeModeServer {
     }
 }
 
-/// The longest line (one JSON-RPC message) read over stdio: 16 MiB; a
-/// longer one is dropped unread (its request gets no answer: its id is in
-/// what was not read). Above [`MAX_ARGUMENTS_BYTES`], so that a request
-/// whose arguments are over that bound, by up to four times, is read and
-/// refused with an answer saying so rather than left unanswered.
-pub const MAX_STDIO_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// The longest line (one JSON-RPC message) read over stdio: 4 MiB and
+/// 64 KiB, [`MAX_ARGUMENTS_BYTES`] and room for the request around its
+/// arguments; a longer one is dropped unread (its request gets no answer:
+/// its id is in what was not read). Not more: a line is parsed whole
+/// before anything can look at its size, and a line of small numbers
+/// parses to about 16 times its bytes, several times over (16 MiB lines
+/// took about 2 GB).
+pub const MAX_STDIO_LINE_BYTES: usize = MAX_ARGUMENTS_BYTES + 64 * 1024;
 
 /// How long a stopping stdio session waits for rmcp to finish sending
 /// answers already made: a client that stopped reading (its stdout pipe
