@@ -494,3 +494,34 @@ fn a_write_cut_between_its_pre_image_and_post_image_is_rolled_back() {
         assert_eq!(std::fs::read_to_string(ws.join("same.txt")).unwrap(), "original\n");
     }
 }
+
+/// The cut write's own pre-image is not taken for what the run left: it
+/// may be a change someone else made between the run's calls (here a
+/// command the run ran, standing for another writer), which the rollback
+/// must not overwrite without `--force`.
+#[test]
+fn a_cut_writes_pre_image_made_by_another_is_left_alone() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    std::fs::write(ws.join("f.txt"), "A").unwrap();
+    let id = run_program(
+        ws,
+        "await tools.write({path: 'f.txt', content: 'B'});\n\
+         await tools.bash({command: \"printf 'someone else' > f.txt\"});\n\
+         await tools.write({path: 'f.txt', content: 'C'});",
+    );
+    let journal = crate::common::runs_dir(ws).join(&id).join("journal.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&journal).unwrap().lines().map(str::to_owned).collect();
+    let last_post = lines.iter().rposition(|l| l.contains(r#""t":"postimage""#)).unwrap();
+    assert!(lines[last_post].contains(r#""seq":3"#), "{}", lines[last_post]);
+    let cut: String = lines.iter().take(last_post).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&journal, cut).unwrap();
+    // The last write's rename did not happen: the other writer's bytes are there.
+    std::fs::write(ws.join("f.txt"), "someone else").unwrap();
+    let cancelled = codemode(&["runs", "cancel", &id], "", ws);
+    assert_eq!(cancelled.status.code(), Some(0), "{}", String::from_utf8_lossy(&cancelled.stderr));
+    let (out, report) = rollback(ws, &id, &["--posture", "full-access"]);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(names(&report, "changed_since"), ["f.txt"], "{report}");
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "someone else");
+}

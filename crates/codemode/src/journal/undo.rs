@@ -304,7 +304,8 @@ impl UndoPlan {
         let mut by_path: BTreeMap<String, FileUndo> = BTreeMap::new();
         for (i, pre) in pres.into_iter().enumerate() {
             plan.order.insert(pre.seq, i);
-            let left = may_have_left(&pre, posts.get(&pre.seq), plan.calls.get(&pre.seq));
+            let before = by_path.get(&pre.path).and_then(|f| posts.get(f.seqs.last()?));
+            let left = may_have_left(posts.get(&pre.seq), before, plan.calls.get(&pre.seq));
             let seq = pre.seq;
             let file = by_path.entry(pre.path.clone()).or_insert_with(|| FileUndo {
                 path: pre.path.clone(),
@@ -325,20 +326,24 @@ impl UndoPlan {
     }
 }
 
-/// What the call of pre-image `pre` may have left in its file: its
-/// post-image `post`; without one, what the file held before the call
-/// (when kept) or no file (the call made it), and for a `write` journaled
-/// whole (`call`), the bytes it wrote.
-fn may_have_left(pre: &PreimageRecord, post: Option<&String>, call: Option<&RunCall>) -> Vec<Option<String>> {
+/// What a call may have left in its file: its post-image `post`; without
+/// one (its process died between its pre-image and its post-image), what
+/// the run's previous call on the file left there (`before`, its
+/// post-image: the rename did not happen), and for a `write` journaled
+/// whole (`call`), the bytes it wrote (it did). Not the call's own
+/// pre-image: that may be a change made by someone else between the
+/// run's calls, which a rollback must not overwrite unasked. (A file's
+/// first call cut so leaves it as before the run, which a rollback finds
+/// as it is.)
+fn may_have_left(
+    post: Option<&String>,
+    before: Option<&String>,
+    call: Option<&RunCall>,
+) -> Vec<Option<String>> {
     if let Some(sha) = post {
         return vec![Some(sha.clone())];
     }
-    let mut left = Vec::new();
-    match (pre.existed, pre.decoded()) {
-        (false, _) => left.push(None),
-        (true, Ok(Some(bytes))) => left.push(Some(super::digest::sha256_hex(&bytes))),
-        (true, _) => {}
-    }
+    let mut left: Vec<Option<String>> = before.map(|sha| Some(sha.clone())).into_iter().collect();
     if let Some(RunCall { tool, args: Some(args), .. }) = call
         && tool == "write"
         && let Some(content) = args.get("content").and_then(serde_json::Value::as_str)
