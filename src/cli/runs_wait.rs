@@ -147,10 +147,14 @@ async fn follow(runs: &Runs, run_id: &str, bound: Duration, json: bool) -> anyho
             }
             Ok(_) => tokio::time::sleep(POLL).await,
             // A run made without a journal (`--journal off`) has only its
-            // receipt: shown, as `runs show` shows it.
+            // receipt: shown, as `runs show` shows it (a run id, never a
+            // path, and the receipt of that run).
             Err(StoreError::NotResumable {
                 state: codemode::journal::NotResumableState::Unknown, ..
-            }) if let Some(receipt) = saved_receipt(&runs.receipts_folder().join(run_id)) => {
+            }) if codemode::Engine::is_run_id(run_id)
+                && let Some(receipt) = saved_receipt(&runs.receipts_folder().join(run_id))
+                && receipt.run_id == run_id =>
+            {
                 return show_receipt(
                     &receipt,
                     &runs.receipts_folder().join(run_id).join("receipt.json"),
@@ -289,6 +293,13 @@ fn not_there(run_id: &str, e: &StoreError, json: bool) -> anyhow::Result<u8> {
             eprintln!("codemode: {message}");
             Ok(super::EXIT_NOT_RESUMABLE)
         }
-        other => Err(other.clone().into()),
+        other => {
+            // A store that cannot be read: `--json` still gets its object.
+            if json {
+                let error = serde_json::json!({"kind": "store", "message": other.to_string()});
+                print_json(serde_json::json!({"run_id": run_id, "error": error}))?;
+            }
+            Err(other.clone().into())
+        }
     }
 }

@@ -649,3 +649,42 @@ fn a_bash_call_whose_time_runs_out_before_its_start_is_durable_never_starts() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(read(ws, "count.txt"), "", "the command ran after its time was up");
 }
+
+/// A recovery stopped in its replay (out of time, before anything new
+/// ran) leaves the run interrupted, for a recovery again: it used to
+/// write a `paused` record of a pause that never was (its times zero, so
+/// the next resume's receipt said the run took 57 years) and call the run
+/// paused with nothing to decide.
+#[test]
+fn a_recovery_stopped_in_its_replay_leaves_the_run_interrupted() {
+    let program = "const t = Date.now();\n\
+                   while (Date.now() - t < 3000) {}\n\
+                   await tools.bash({command: 'sh add.sh a; sh hold.sh'});\n\
+                   return 'done';\n";
+    let ws = workspace(program);
+    let ws = ws.path();
+    let store = Store::local();
+    let run_id = store.run_and_kill(ws, &[], r#"{"t":"start","seq":1}"#, &|| read(ws, "count.txt") == "a\n");
+    std::fs::remove_file(ws.join("hold")).unwrap();
+    let stopped = store.run(ws, &["resume", &run_id, "--deadline", "1", "--json"]);
+    let receipt = json(&stopped);
+    assert_eq!(receipt["status"], "timed_out", "{receipt}");
+    assert!(receipt["warnings"].to_string().contains("still interrupted"), "{receipt}");
+    let shown = store.run(ws, &["runs", "show", &run_id]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.starts_with(&format!("{run_id}  interrupted")), "{shown}");
+    let journal = crate::common::runs_dir(ws).join(&run_id).join("journal.jsonl");
+    assert!(!std::fs::read_to_string(journal).unwrap().contains(r#""t":"paused""#), "a pause that never was");
+    // Recovered again with time enough: call 1's outcome is unknown, so it
+    // waits for a person; denied, the program goes on.
+    let again = store.run(ws, &["resume", &run_id, "--json"]);
+    assert_eq!(
+        json(&again)["pending"][0]["kind"],
+        "unknown_outcome",
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    let done = store.run(ws, &["resume", &run_id, "--deny", "1", "--json"]);
+    let done = json(&done);
+    assert!(done["elapsed_ms"].as_f64().unwrap() < 600_000.0, "{done}");
+}

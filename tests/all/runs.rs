@@ -672,3 +672,51 @@ fn runs_wait_and_cancel_answer_json_on_every_path() {
     let _ = going.kill();
     let _ = going.wait();
 }
+
+/// `runs wait` takes a run id, never a path, and shows only the receipt
+/// of the run it names (review findings): a path given as the id, or a
+/// receipt of another run planted in a run's folder, is no outcome of it.
+/// A store that cannot be read still answers `--json` with its object.
+#[test]
+fn runs_wait_shows_no_receipt_but_the_named_runs() {
+    let ws = crate::common::workspace();
+    let ws = ws.path();
+    let off = real_run_with(ws, "return 5", &["--journal", "off"]);
+    let folder = crate::common::runs_dir(ws).join(&off);
+    let by_path = codemode(&["runs", "wait", folder.to_str().unwrap(), "--json"], "", ws);
+    assert_eq!(by_path.status.code(), Some(5), "{}", stderr(&by_path));
+    let receipt = folder.join("receipt.json");
+    let planted = std::fs::read_to_string(&receipt).unwrap().replace(&off, "run-20261207T000000Z-00000000");
+    std::fs::write(&receipt, planted).unwrap();
+    let wrong = codemode(&["runs", "wait", &off, "--json"], "", ws);
+    assert_eq!(wrong.status.code(), Some(5), "{}", stderr(&wrong));
+    let unreachable = codemode(
+        &["runs", "wait", &off, "--json", "--journal", "postgres://nobody@127.0.0.1:1/none"],
+        "",
+        ws,
+    );
+    let answer: Value = serde_json::from_slice(&unreachable.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", stderr(&unreachable)));
+    assert!(answer["error"]["message"].is_string(), "{answer}");
+}
+
+/// An interrupted run whose journal a recovery could not read shows
+/// `unreadable` in `runs list` and `runs show`, as a paused one does.
+#[test]
+fn an_interrupted_run_with_a_damaged_journal_reads_unreadable() {
+    let ws = crate::common::workspace();
+    let root = runs_dir(ws.path());
+    journal(&root, "run-damaged", RunState::Running);
+    let file = root.join("run-damaged").join("journal.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(2, r#"{"t":"call","seq":"#);
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let listed = list(ws.path(), &[]);
+    let state = listed.iter().find(|r| r["run_id"] == "run-damaged").map(|r| r["state"].clone());
+    assert_eq!(state, Some(Value::from("unreadable")), "{listed:?}");
+    let shown = codemode(&["runs", "show", "run-damaged", "--json"], "", ws.path());
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["state"], "unreadable", "{shown}");
+    assert!(shown["unreadable"].as_str().unwrap().contains("line 3"), "{shown}");
+}

@@ -190,6 +190,12 @@ impl Engine {
         run_id::new_run_id()
     }
 
+    /// Whether `id` has the form [`Engine::new_run_id`] makes (so it names
+    /// no path but a run folder's).
+    pub fn is_run_id(id: &str) -> bool {
+        run_id::is_run_id(id)
+    }
+
     /// A run that failed before it started, with `error`.
     fn refused_run(&self, run_id: String, clock: Arc<RunClock>, error: RunError) -> Run {
         let (tx, receipt) = tokio::sync::oneshot::channel();

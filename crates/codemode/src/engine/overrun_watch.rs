@@ -142,19 +142,31 @@ impl Drop for Answer {
 }
 
 /// A run's journal as the watch ends it: its writer, and for a resume,
-/// what its VM would write had it stopped in the replay.
+/// what its VM would leave had it stopped in the replay.
 pub(crate) struct JournalEnd {
     pub log: DurableLog,
-    pub resumed: Option<StillPaused>,
+    pub resumed: Option<Replaying>,
+}
+
+/// What a resume stopped in its replay, before anything new ran, leaves.
+pub(crate) enum Replaying {
+    /// A paused run: still paused.
+    Paused(StillPaused),
+    /// A recovery (its process had died): still interrupted, its journal
+    /// not committed.
+    Interrupted,
 }
 
 impl JournalEnd {
     /// The end of the journal of a run journaled by `journaling`, if it
     /// has a writer to reach.
     pub(crate) fn of(journaling: &crate::vm::journaling::Journaling) -> Option<JournalEnd> {
-        let resumed = journaling.replay.as_ref().map(|replay| StillPaused {
-            paused_line: crate::journal::record::tagged_line("paused", &crate::vm::paused_again(replay)),
-            pending: replay.pending_calls(),
+        let resumed = journaling.replay.as_ref().map(|replay| match journaling.recovering {
+            true => Replaying::Interrupted,
+            false => Replaying::Paused(StillPaused {
+                paused_line: crate::journal::record::tagged_line("paused", &crate::vm::paused_again(replay)),
+                pending: replay.pending_calls(),
+            }),
         });
         Some(JournalEnd { log: journaling.durable.clone()?, resumed })
     }
@@ -186,9 +198,13 @@ impl Unsent {
     async fn end_journal(&mut self) {
         let Some(JournalEnd { log, resumed }) = self.journal.take() else { return };
         let (state, tail) = match resumed {
-            Some(StillPaused { paused_line, pending }) if !self.live => {
+            Some(Replaying::Paused(StillPaused { paused_line, pending })) if !self.live => {
                 crate::vm::still_paused(&mut self.receipt, pending, false);
                 (RunState::Paused, paused_line + "\n")
+            }
+            Some(Replaying::Interrupted) if !self.live => {
+                crate::vm::still_interrupted(&mut self.receipt, false);
+                return;
             }
             _ => (RunState::of_status(self.receipt.status), String::new()),
         };

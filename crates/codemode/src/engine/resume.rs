@@ -200,6 +200,7 @@ pub(crate) async fn prepare(
         journaling.files_seen = Arc::new(files_seen);
     }
     journaling.warnings = warnings;
+    journaling.recovering = interrupted;
     let replay = journaling.replay.as_ref().expect("a resume replays");
     let h = replay.header();
     let mut program = Program::named(h.program.name.clone(), h.program.source.clone());

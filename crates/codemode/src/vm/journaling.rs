@@ -23,6 +23,9 @@ pub(crate) struct Journaling {
     pub deadline_left: Option<std::time::Duration>,
     /// What the receipt must say about how the run was resumed.
     pub warnings: Vec<String>,
+    /// A resume of a run whose process died (a recovery), not of a paused
+    /// one: stopped in its replay, it stays interrupted, not paused.
+    pub recovering: bool,
     /// The run's journal as the tool runtime reaches it: the dispatcher
     /// makes the starts and ends of calls that may change something
     /// durable through it.
@@ -43,6 +46,7 @@ impl Journaling {
             before: None,
             deadline_left: None,
             warnings: Vec::new(),
+            recovering: false,
             durable: None,
             files_seen: Default::default(),
         }
@@ -58,6 +62,7 @@ impl Journaling {
             before,
             deadline_left: None,
             warnings: Vec::new(),
+            recovering: false,
             durable: None,
             files_seen: Default::default(),
         }

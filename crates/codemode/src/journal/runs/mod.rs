@@ -203,8 +203,9 @@ impl Runs {
 pub const UNREADABLE: &str = "unreadable";
 
 /// Why run `stored` (read as `read`) reads as [`UNREADABLE`], if it does:
-/// a paused run whose journal a resume could not read (a damaged line),
-/// as the resume would say; or any run without its first line (empty: its
+/// a paused or interrupted run whose journal a resume could not read (a
+/// damaged line), as the resume would say; or any run without its first
+/// line (empty: its
 /// process died as it made the file), whatever its state says, which is
 /// no run to recover.
 fn unreadable(stored: &crate::journal::StoredRun, read: &JournalRead) -> Option<String> {
@@ -213,7 +214,7 @@ fn unreadable(stored: &crate::journal::StoredRun, read: &JournalRead) -> Option<
             "its journal has no header (empty, or cut in its first line): it cannot be resumed".to_owned(),
         );
     }
-    if stored.state == RunState::Paused
+    if matches!(stored.state, RunState::Paused | RunState::Interrupted)
         && let Err(why) = super::replay::Journal::parse(&stored.lines)
     {
         return Some(format!("its journal cannot be resumed: {why}"));

@@ -111,6 +111,13 @@ impl Vm {
             && !self.state.clock.is_live()
             && (diverged || matches!(receipt.status, RunStatus::Cancelled | RunStatus::TimedOut))
         {
+            if journal.recovering {
+                // A recovery (its process had died; it never paused here):
+                // the run stays interrupted, its journal left as the claim
+                // found it, uncommitted, for a recovery again.
+                still_interrupted(&mut receipt, diverged);
+                return receipt;
+            }
             still_paused(&mut receipt, replay.pending_calls(), diverged);
             journal.log.paused(&paused_again(replay));
         } else if receipt.status == RunStatus::Paused {
@@ -396,6 +403,24 @@ pub(crate) fn still_paused(receipt: &mut Receipt, pending: Vec<crate::receipt::P
         .push(format!("{}{why}: the run is still paused{hint}", crate::receipt::STOPPED_IN_REPLAY));
     receipt.status = RunStatus::Paused;
     receipt.pending = pending;
+}
+
+/// Makes `receipt`, of a recovery (a resume of a run whose process died)
+/// stopped while it replayed, before anything new ran, say that the run
+/// is still interrupted, for a recovery again.
+pub(crate) fn still_interrupted(receipt: &mut Receipt, diverged: bool) {
+    let why = receipt.error.as_ref().map_or_else(String::new, |e| format!(" ({})", e.message));
+    let hint = if diverged {
+        "; recover it where it first ran (the same program, time zone and tools), or start it again"
+    } else if receipt.status == RunStatus::TimedOut {
+        "; recover it with a longer deadline: the replay needs more time"
+    } else {
+        ""
+    };
+    receipt.warnings.push(format!(
+        "{}{why}: the run is still interrupted (`codemode resume` recovers it){hint}",
+        crate::receipt::STOPPED_IN_REPLAY
+    ));
 }
 
 /// The `paused` record a resume stopped in its replay writes again: the
