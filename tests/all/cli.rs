@@ -861,7 +861,10 @@ fn write_stuck_program(ws: &std::path::Path) {
 /// before anything new ran) and answered by the engine after its deadline
 /// and a grace leaves the run paused, as a resume stopped in its replay by
 /// its own VM does: its journal is not ended `timed_out`, and a person's
-/// decision can still be applied by a later resume.
+/// decision can still be applied by a later resume. (Which of the two
+/// stops it depends on when QuickJS next looks: on an idle machine the
+/// engine's watch does, on a loaded one its VM did; both must leave the
+/// run paused.)
 #[test]
 fn a_resume_stuck_in_its_replay_leaves_the_run_paused() {
     let ws = crate::common::workspace();
@@ -884,10 +887,7 @@ fn a_resume_stuck_in_its_replay_leaves_the_run_paused() {
     let receipt: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a receipt on stdout");
     assert_eq!(receipt["status"], "paused", "{receipt}");
     let warnings = receipt["warnings"].to_string();
-    assert!(
-        warnings.contains("still paused") && warnings.contains("QuickJS does not interrupt"),
-        "{warnings}"
-    );
+    assert!(warnings.contains("still paused"), "{warnings}");
     let shown = codemode(&["runs", "show", run_id], "", ws.path());
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.starts_with(&format!("{run_id}  paused")), "{shown}");
