@@ -444,10 +444,13 @@ fn parse_lines(input: &[u8], tool: Option<&str>) -> (Vec<Line>, Vec<(usize, Stri
 struct Progress {
     bar: Option<ProgressBar>,
     total: usize,
+    /// Items that ran (or were refused), and of those, the ones not ok.
     done: usize,
     not_ok: usize,
+    /// Items that never started (fail-fast, the budget, the run's end).
+    not_started: usize,
     last: Instant,
-    /// `done` when the last count line was printed.
+    /// Items seen when the last count line was printed.
     printed: usize,
 }
 
@@ -461,27 +464,44 @@ impl Progress {
             bar.set_message("0 not ok");
             bar
         });
-        Progress { bar, total, done: 0, not_ok: 0, last: Instant::now(), printed: 0 }
+        Progress { bar, total, done: 0, not_ok: 0, not_started: 0, last: Instant::now(), printed: 0 }
     }
 
     fn item(&mut self, item: &BatchItem) {
-        self.done += 1;
-        if item.status != ItemStatus::Ok {
-            self.not_ok += 1;
+        match item.status {
+            ItemStatus::NotStarted => self.not_started += 1,
+            ItemStatus::Ok => self.done += 1,
+            _ => {
+                self.done += 1;
+                self.not_ok += 1;
+            }
         }
         match &self.bar {
             Some(bar) => {
                 bar.inc(1);
                 if item.status != ItemStatus::Ok {
-                    bar.set_message(format!("{} not ok", self.not_ok));
+                    bar.set_message(self.counts());
                 }
             }
             None if self.last.elapsed() >= Duration::from_secs(1) => {
                 self.last = Instant::now();
-                self.printed = self.done;
-                super::note!("batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+                self.printed = self.seen();
+                super::note!("batch: {}/{} items done, {}", self.done, self.total, self.counts());
             }
             None => {}
+        }
+    }
+
+    /// Items whose outcome is known, started or not.
+    fn seen(&self) -> usize {
+        self.done + self.not_started
+    }
+
+    /// `N not ok`, and `, M not started` when some never started.
+    fn counts(&self) -> String {
+        match self.not_started {
+            0 => format!("{} not ok", self.not_ok),
+            n => format!("{} not ok, {n} not started", self.not_ok),
         }
     }
 
@@ -489,8 +509,8 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-        if self.printed != self.done || self.done == 0 {
-            super::note!("batch: {}/{} items done, {} not ok", self.done, self.total, self.not_ok);
+        if self.printed != self.seen() || self.seen() == 0 {
+            super::note!("batch: {}/{} items done, {}", self.done, self.total, self.counts());
         }
     }
 }

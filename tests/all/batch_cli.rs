@@ -91,6 +91,9 @@ fn fail_fast_starts_nothing_after_the_first_failure() {
         assert_eq!(item["error"]["kind"], "not_started");
     }
     assert_eq!(printed.last().unwrap()["calls"].as_array().unwrap().len(), 2);
+    // The count on stderr says which items never started, not "4/4 done".
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("batch: 2/4 items done, 1 not ok, 2 not started"), "{stderr}");
 
     // Without it every item runs.
     let out = codemode(&args, input, ws.path());
