@@ -199,11 +199,11 @@ impl Unsent {
         let Some(JournalEnd { log, resumed }) = self.journal.take() else { return };
         let (state, tail) = match resumed {
             Some(Replaying::Paused(StillPaused { paused_line, pending })) if !self.live => {
-                crate::vm::still_paused(&mut self.receipt, pending, false);
+                crate::vm::stopped_in_replay(&mut self.receipt, Some(pending), false);
                 (RunState::Paused, paused_line + "\n")
             }
             Some(Replaying::Interrupted) if !self.live => {
-                crate::vm::still_interrupted(&mut self.receipt, false);
+                crate::vm::stopped_in_replay(&mut self.receipt, None, false);
                 return;
             }
             _ => (RunState::of_status(self.receipt.status), String::new()),

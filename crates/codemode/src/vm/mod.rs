@@ -10,7 +10,7 @@ pub(crate) mod clock;
 mod hints;
 pub(crate) mod host_call;
 mod instance;
-pub(crate) use instance::{over_source_limit, paused_again, still_interrupted, still_paused};
+pub(crate) use instance::{over_source_limit, paused_again, stopped_in_replay};
 pub(crate) mod journaling;
 mod js_error;
 mod late_builtins;

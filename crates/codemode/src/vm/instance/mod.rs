@@ -20,7 +20,7 @@ use codemode_base::limits::Limits;
 use codemode_program::{self, PositionMap, Program};
 
 mod outcome;
-pub(crate) use outcome::{paused_again, still_interrupted, still_paused};
+pub(crate) use outcome::{paused_again, stopped_in_replay};
 
 /// One VM for one program: a QuickJS runtime and context with the prelude
 /// loaded and the `tools.call` binding installed.

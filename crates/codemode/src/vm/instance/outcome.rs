@@ -115,10 +115,10 @@ impl Vm {
                 // A recovery (its process had died; it never paused here):
                 // the run stays interrupted, its journal left as the claim
                 // found it, uncommitted, for a recovery again.
-                still_interrupted(&mut receipt, diverged);
+                stopped_in_replay(&mut receipt, None, diverged);
                 return receipt;
             }
-            still_paused(&mut receipt, replay.pending_calls(), diverged);
+            stopped_in_replay(&mut receipt, Some(replay.pending_calls()), diverged);
             journal.log.paused(&paused_again(replay));
         } else if receipt.status == RunStatus::Paused {
             // What the files the run named hold now: a resume compares
@@ -387,40 +387,36 @@ fn not_awaited_warning(calls: &[crate::receipt::CallReceipt]) -> Option<String> 
 
 /// Makes `receipt`, of a resume stopped while it replayed (cancelled, out
 /// of time, or `diverged`: the replay took another path), before anything
-/// new ran, say that the run is still paused on `pending`, with why it
-/// stopped. Its VM's end and the overrun watch's answer both say it so.
-pub(crate) fn still_paused(receipt: &mut Receipt, pending: Vec<crate::receipt::PendingCall>, diverged: bool) {
-    let why = receipt.error.take().map_or_else(String::new, |e| format!(" ({})", e.message));
+/// new ran, say that the run is as it was, with why it stopped: paused on
+/// `pending` (`Some`), or, for a recovery of a run whose process died
+/// (`None`), interrupted, for a recovery again. Its VM's end and the
+/// overrun watch's answer both say it so.
+pub(crate) fn stopped_in_replay(
+    receipt: &mut Receipt,
+    pending: Option<Vec<crate::receipt::PendingCall>>,
+    diverged: bool,
+) {
+    let why = receipt.error.as_ref().map_or_else(String::new, |e| format!(" ({})", e.message));
+    let (verb, still) = match pending {
+        Some(_) => ("resume", "paused"),
+        None => ("recover", "interrupted (`codemode resume` recovers it)"),
+    };
     let hint = if diverged {
-        "; resume it where it first ran (the same program, time zone and tools), or start it again"
+        format!("; {verb} it where it first ran (the same program, time zone and tools), or start it again")
     } else if receipt.status == RunStatus::TimedOut {
-        crate::receipt::OUT_OF_TIME_IN_REPLAY
+        // OUT_OF_TIME_IN_REPLAY for a resume (`Receipt::out_of_time_in_replay`).
+        format!("; {verb} it with a longer deadline: the replay needs more time")
     } else {
-        ""
+        String::new()
     };
     receipt
         .warnings
-        .push(format!("{}{why}: the run is still paused{hint}", crate::receipt::STOPPED_IN_REPLAY));
-    receipt.status = RunStatus::Paused;
-    receipt.pending = pending;
-}
-
-/// Makes `receipt`, of a recovery (a resume of a run whose process died)
-/// stopped while it replayed, before anything new ran, say that the run
-/// is still interrupted, for a recovery again.
-pub(crate) fn still_interrupted(receipt: &mut Receipt, diverged: bool) {
-    let why = receipt.error.as_ref().map_or_else(String::new, |e| format!(" ({})", e.message));
-    let hint = if diverged {
-        "; recover it where it first ran (the same program, time zone and tools), or start it again"
-    } else if receipt.status == RunStatus::TimedOut {
-        "; recover it with a longer deadline: the replay needs more time"
-    } else {
-        ""
-    };
-    receipt.warnings.push(format!(
-        "{}{why}: the run is still interrupted (`codemode resume` recovers it){hint}",
-        crate::receipt::STOPPED_IN_REPLAY
-    ));
+        .push(format!("{}{why}: the run is still {still}{hint}", crate::receipt::STOPPED_IN_REPLAY));
+    if let Some(pending) = pending {
+        receipt.error = None;
+        receipt.status = RunStatus::Paused;
+        receipt.pending = pending;
+    }
 }
 
 /// The `paused` record a resume stopped in its replay writes again: the
